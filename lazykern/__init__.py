@@ -1,0 +1,38 @@
+"""lazykern: GPU kernels compiled lazily, cached per machine, launched fast."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from .cache import KernelCache, LazykernWarning, default_cache, make_key, set_default_cache
+from .compiler import CompileResult, compile_source, current_arch, nvrtc_version
+from .errors import CacheError, CaptureError, CompileError, LaunchError, LazykernError
+from .family import KernelFamily
+from .kernel import Kernel
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CacheError",
+    "CaptureError",
+    "CompileError",
+    "CompileResult",
+    "Kernel",
+    "KernelCache",
+    "KernelFamily",
+    "LaunchError",
+    "LazykernError",
+    "LazykernWarning",
+    "__version__",
+    "compile_source",
+    "current_arch",
+    "default_cache",
+    "make_key",
+    "nvrtc_version",
+    "set_default_cache",
+]
+
+logging.getLogger("lazykern").addHandler(logging.NullHandler())
+if os.environ.get("LAZYKERN_LOG"):
+    logging.getLogger("lazykern").setLevel(os.environ["LAZYKERN_LOG"].upper())

@@ -1,0 +1,311 @@
+"""CUDA C++ -> cubin (or PTX / LTO-IR) through NVRTC, with no GPU needed.
+
+Two routes, both through the cuda.core stack that numba-cuda itself wraps:
+
+* ``"nvrtc"`` (default): one ``Program(...).compile("cubin")`` call.
+* ``"lto"``: NVRTC to LTO-IR, then nvJitLink to a cubin, the route that can
+  also link fragments into Numba-Python kernels.
+
+Options are NVRTC command-line flags, kept in the caller's order. They are
+parsed into ``cuda.core.ProgramOptions``; anything we do not recognise is
+refused rather than passed on, so an option list can never smuggle in an
+output path or a second input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .errors import CompileError
+
+log = logging.getLogger("lazykern")
+
+TARGETS = ("cubin", "ptx", "ltoir")
+ROUTES = ("nvrtc", "lto")
+DEFAULT_ARCH = "sm_90"
+_ARCH_RE = re.compile(r"^sm_(\d{2,3})([af]?)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileResult:
+    """What one NVRTC call produced."""
+
+    code: bytes
+    target: str
+    arch: str
+    name: str
+    options: tuple[str, ...]
+    log: str
+    seconds: float
+
+
+@functools.cache
+def nvrtc_version() -> tuple[int, int]:
+    """The NVRTC version that compiles here, e.g. ``(13, 0)``."""
+    from cuda.bindings import nvrtc
+
+    err, major, minor = nvrtc.nvrtcVersion()
+    if int(err) != 0:
+        raise CompileError("NVRTC could not report its version", name="<nvrtc>", log=str(err))
+    return int(major), int(minor)
+
+
+def normalize_arch(arch: str | tuple[int, int] | None) -> str:
+    """``"sm_90"``, ``"90"``, ``(9, 0)`` or ``None`` (current device) -> ``"sm_90"``."""
+    if arch is None:
+        return current_arch()
+    if isinstance(arch, tuple):
+        return f"sm_{arch[0]}{arch[1]}"
+    text = str(arch).strip().lower()
+    if text.isdigit():
+        text = f"sm_{text}"
+    if text.startswith("compute_"):
+        text = "sm_" + text[len("compute_") :]
+    if not _ARCH_RE.match(text):
+        raise ValueError(f"arch must look like 'sm_90' (or a (major, minor) tuple), got {arch!r}")
+    return text
+
+
+def current_arch() -> str:
+    """Arch of the current CUDA device, else ``LAZYKERN_ARCH``, else ``sm_90``."""
+    env = os.environ.get("LAZYKERN_ARCH")
+    if env:
+        return normalize_arch(env)
+    cc = device_compute_capability()
+    if cc is None:
+        log.info("no CUDA device found; compiling for the default arch %s", DEFAULT_ARCH)
+        return DEFAULT_ARCH
+    return f"sm_{cc[0]}{cc[1]}"
+
+
+def device_compute_capability() -> tuple[int, int] | None:
+    """Compute capability of Numba's current device, or None where there is no GPU."""
+    try:
+        from numba import cuda
+
+        if cuda.config.ENABLE_CUDASIM or not cuda.is_available():
+            return None
+        return tuple(cuda.get_current_device().compute_capability)
+    except Exception:  # no driver, no device, simulator: all mean "no GPU"
+        return None
+
+
+@functools.cache
+def system_include_dirs() -> tuple[str, ...]:
+    """The CUDA and CCCL header directories numba-cuda's own NVRTC route uses."""
+    from cuda.pathfinder import locate_nvidia_header_directory
+
+    dirs: list[str] = []
+    try:
+        from numba.cuda.cudadrv.nvrtc import get_cuda_paths
+
+        dirs.append(get_cuda_paths()["include_dir"].info)
+    except Exception as exc:  # headers are optional for kernels that include nothing
+        log.debug("no CUDA include dir found: %s", exc)
+    cccl = locate_nvidia_header_directory("cccl")
+    if cccl is not None:
+        dirs.append(cccl.abs_path)
+    return tuple(d for d in dirs if d and os.path.isdir(d))
+
+
+@functools.cache
+def toolchain_fingerprint() -> str:
+    """Digest of what besides the source decides the output: NVRTC and CCCL versions."""
+    h = hashlib.sha256(repr(nvrtc_version()).encode())
+    for d in system_include_dirs():
+        version_h = Path(d, "cuda", "std", "__cccl", "version.h")
+        if version_h.is_file():
+            h.update(version_h.read_bytes())
+    return h.hexdigest()
+
+
+# NVRTC flags we accept, mapped to ProgramOptions fields. Each parser gets the
+# flag's value (or None for a bare switch) and returns (field, value, append).
+def _flag(field: str) -> Callable[[str | None], tuple[str, object, bool]]:
+    return lambda v: (field, True if v is None else v.lower() in ("1", "true", "on", "yes"), False)
+
+
+def _value(field: str, conv: Callable[[str], object] = str) -> Callable[[str | None], tuple[str, object, bool]]:
+    def parse(v: str | None) -> tuple[str, object, bool]:
+        if v is None or v == "":
+            raise ValueError(f"needs a value (e.g. {field}=...)")
+        return field, conv(v), False
+
+    return parse
+
+
+def _listed(field: str) -> Callable[[str | None], tuple[str, object, bool]]:
+    def parse(v: str | None) -> tuple[str, object, bool]:
+        if not v:
+            raise ValueError("needs a value")
+        return field, v, True
+
+    return parse
+
+
+_OPTIONS: dict[str, Callable[[str | None], tuple[str, object, bool]]] = {
+    "-std": _value("std"),
+    "--std": _value("std"),
+    "--use_fast_math": _flag("use_fast_math"),
+    "-use_fast_math": _flag("use_fast_math"),
+    "--ftz": _flag("ftz"),
+    "--prec-div": _flag("prec_div"),
+    "--prec-sqrt": _flag("prec_sqrt"),
+    "--fmad": _flag("fma"),
+    "-D": _listed("define_macro"),
+    "--define-macro": _listed("define_macro"),
+    "-U": _listed("undefine_macro"),
+    "--undefine-macro": _listed("undefine_macro"),
+    "-I": _listed("include_path"),
+    "--include-path": _listed("include_path"),
+    "-maxrregcount": _value("max_register_count", int),
+    "--maxrregcount": _value("max_register_count", int),
+    "-lineinfo": _flag("lineinfo"),
+    "--generate-line-info": _flag("lineinfo"),
+    "-G": _flag("debug"),
+    "--device-debug": _flag("debug"),
+    "--extra-device-vectorization": _flag("extra_device_vectorization"),
+    "-w": _flag("disable_warnings"),
+    "--disable-warnings": _flag("disable_warnings"),
+    "--restrict": _flag("restrict"),
+    "--device-int128": _flag("device_int128"),
+    "-Xptxas": _listed("ptxas_options"),
+    "--ptxas-options": _listed("ptxas_options"),
+}
+_SHORT_JOINED = ("-D", "-U", "-I")
+
+
+def parse_options(options: Sequence[str], *, name: str = "<options>") -> dict[str, object]:
+    """NVRTC flags (in order) -> keyword arguments of ``cuda.core.ProgramOptions``.
+
+    >>> parse_options(["-std=c++17", "-DTILE=64", "--use_fast_math"])
+    {'std': 'c++17', 'define_macro': ['TILE=64'], 'use_fast_math': True}
+    """
+    if isinstance(options, (str, bytes)):
+        raise TypeError(f"options must be a sequence of strings, got one {type(options).__name__}: wrap it in a list")
+    kwargs: dict[str, object] = {}
+    items = list(options)
+    i = 0
+    while i < len(items):
+        opt = items[i]
+        if not isinstance(opt, str):
+            raise TypeError(f"compile options must be strings, got {type(opt).__name__} ({opt!r})")
+        flag, value = opt, None
+        if opt[:2] in _SHORT_JOINED and len(opt) > 2:
+            flag, value = opt[:2], opt[2:]
+        elif "=" in opt:
+            flag, value = opt.split("=", 1)
+        elif opt in ("-D", "-U", "-I", "-Xptxas", "-maxrregcount") and i + 1 < len(items):
+            i += 1
+            value = items[i]
+        parser = _OPTIONS.get(flag)
+        if parser is None:
+            hint = " (pass arch=... instead)" if flag.lstrip("-") in ("arch", "gpu-architecture") else ""
+            raise CompileError(
+                f"unsupported or unsafe NVRTC option {opt!r}{hint}; allowed: {sorted(_OPTIONS)}",
+                name=name,
+                options=options,
+            )
+        try:
+            field, val, append = parser(value)
+        except ValueError as exc:
+            raise CompileError(f"bad value in option {opt!r}: {exc}", name=name, options=options) from None
+        if append:
+            kwargs.setdefault(field, []).append(val)  # type: ignore[union-attr]
+        else:
+            kwargs[field] = val
+        i += 1
+    return kwargs
+
+
+def user_include_dirs(options: Sequence[str]) -> list[str]:
+    return list(parse_options(options).get("include_path", []))  # type: ignore[arg-type]
+
+
+def compile_source(
+    source: str,
+    *,
+    name: str,
+    arch: str | tuple[int, int] | None = None,
+    options: Sequence[str] = (),
+    target: str = "cubin",
+    route: str = "nvrtc",
+) -> CompileResult:
+    """Compile one translation unit. Raises CompileError with the full log.
+
+    >>> r = compile_source('extern "C" __global__ void k(int *a){ *a = 1; }', name="k", arch="sm_80")
+    >>> r.target, r.arch, r.code[:4]
+    ('cubin', 'sm_80', b'\\x7fELF')
+    """
+    from cuda.core import Program, ProgramOptions
+
+    arch = normalize_arch(arch)
+    options = tuple(options)
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    if route not in ROUTES:
+        raise ValueError(f"route must be one of {ROUTES}, got {route!r}")
+    if not isinstance(source, str):
+        raise TypeError(f"source must be str, got {type(source).__name__}")
+    kwargs = parse_options(options, name=name)
+    kwargs["include_path"] = [*kwargs.get("include_path", []), *system_include_dirs()]  # type: ignore[misc]
+    lto = route == "lto" and target == "cubin"
+    if lto:
+        kwargs.update(relocatable_device_code=True, link_time_optimization=True)
+    logs = _Log()
+    start = time.perf_counter()
+    try:
+        program = Program(source, "c++", options=ProgramOptions(arch=arch, name=name, **kwargs))
+        obj = program.compile("ltoir" if lto else target, logs=logs)
+        if lto:
+            obj = _link_lto(obj, arch, kwargs)
+        code = bytes(obj.code) if not isinstance(obj.code, str) else obj.code.encode()
+    except CompileError:
+        raise
+    except Exception as exc:
+        raise CompileError(
+            f"NVRTC failed to compile {name!r}: {_first_line(exc)}",
+            name=name,
+            arch=arch,
+            options=options,
+            log=logs.text() or str(exc),
+        ) from exc
+    seconds = time.perf_counter() - start
+    log.debug("compiled %s for %s in %.3f s", name, arch, seconds)
+    return CompileResult(code, target, arch, name, options, logs.text(), seconds)
+
+
+def _link_lto(ltoir, arch: str, kwargs: dict[str, object]):
+    from cuda.core import Linker, LinkerOptions
+
+    linker = Linker(ltoir, options=LinkerOptions(arch=arch, link_time_optimization=True))
+    try:
+        return linker.link("cubin")
+    finally:
+        linker.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class _Log:
+    """Collects what NVRTC writes (cuda.core hands logs to a ``write`` method)."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def write(self, msg: str) -> None:
+        self.parts.append(msg)
+
+    def text(self) -> str:
+        return "".join(self.parts)

@@ -1,0 +1,146 @@
+"""A family of kernels compiled lazily: one shared preamble, one fragment each.
+
+``family[name]`` compiles preamble + that fragment only (one NVRTC call) the
+first time any process on the machine asks for it, for the current device's
+arch; every later request loads the cubin from the store.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from . import compiler
+from .cache import KernelCache, default_cache, make_key
+from .kernel import Kernel
+from .source import FamilySource, Fragment
+
+
+class KernelFamily:
+    """Named CUDA C++ fragments over a shared preamble, compiled on first use.
+
+    >>> fam = KernelFamily("demo", "#define ONE 1\\n")
+    >>> fam.add("one", 'extern "C" __global__ void one(int *a) { *a = ONE; }', signature=["ptr"])
+    >>> fam.names(), fam.compiled()
+    (['one'], [])
+    """
+
+    def __init__(
+        self,
+        name: str,
+        preamble: str = "",
+        *,
+        options: Sequence[str] = ("-std=c++17",),
+        fragments: Mapping[str, str] | None = None,
+        cache: KernelCache | None = None,
+        route: str = "nvrtc",
+    ) -> None:
+        if route not in compiler.ROUTES:
+            raise ValueError(f"route must be one of {compiler.ROUTES}, got {route!r}")
+        self.source = FamilySource(name, preamble, options)
+        self.route = route
+        self._cache = cache
+        self._kernels: dict[tuple[str, str], Kernel] = {}
+        self._lock = threading.Lock()
+        self.compile_calls = 0  # NVRTC calls made by this family in this process
+        if fragments:
+            self.source.update(fragments)
+
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+    @property
+    def cache(self) -> KernelCache:
+        return self._cache if self._cache is not None else default_cache()
+
+    def add(
+        self,
+        name: str,
+        code: str,
+        *,
+        symbol: str | None = None,
+        signature: Iterable[str] | None = None,
+        options: Sequence[str] = (),
+    ) -> None:
+        """Register a fragment; compiles nothing."""
+        self.source.add(name, code, symbol=symbol, signature=signature, options=options)
+
+    def names(self) -> list[str]:
+        return list(self.source.fragments)
+
+    def compiled(self) -> list[str]:
+        """Names this process has compiled or loaded so far."""
+        return sorted({name for name, _ in self._kernels})
+
+    def key(self, name: str, arch: str | None = None) -> str:
+        arch = compiler.normalize_arch(arch)
+        return make_key(
+            self.source.translation_unit(name),
+            arch=arch,
+            options=self.source.options_for(name),
+            route=self.route,
+        )
+
+    def __getitem__(self, name: str) -> Kernel:
+        return self.get(name)
+
+    def get(self, name: str, arch: str | None = None) -> Kernel:
+        """The kernel ``name`` for ``arch`` (default: the current device's)."""
+        arch = compiler.normalize_arch(arch)
+        kernel = self._kernels.get((name, arch))
+        if kernel is not None:
+            return kernel
+        frag = self.source.fragment(name)
+        with self._lock:
+            kernel = self._kernels.get((name, arch))
+            if kernel is None:
+                kernel = self._build(frag, arch)
+                self._kernels[(name, arch)] = kernel
+        return kernel
+
+    def _build(self, frag: Fragment, arch: str) -> Kernel:
+        source = self.source.translation_unit(frag.name)
+        options = self.source.options_for(frag.name)
+        key = make_key(source, arch=arch, options=options, route=self.route)
+        start = time.perf_counter()
+
+        def compile_now() -> tuple[bytes, dict[str, Any]]:
+            self.compile_calls += 1
+            result = compiler.compile_source(source, name=frag.name, arch=arch, options=options, route=self.route)
+            return result.code, {
+                "family": self.name,
+                "kernel": frag.name,
+                "symbol": frag.symbol,
+                "arch": arch,
+                "options": list(options),
+                "target": "cubin",
+                "route": self.route,
+                "compile_seconds": round(result.seconds, 6),
+                "nvrtc": ".".join(map(str, compiler.nvrtc_version())),
+            }
+
+        entry, fresh = self.cache.get_or_compile(key, compile_now)
+        meta = dict(entry.meta, fetch_seconds=time.perf_counter() - start, compiled_now=fresh)
+        return Kernel(
+            frag.name, frag.symbol, entry.code, arch=arch, signature=frag.signature, meta=meta, family=self.name
+        )
+
+    def warm(self, names: Iterable[str] | None = None, arch: str | Iterable[str] | None = None) -> list[Kernel]:
+        """Compile ahead of time (no GPU needed): every fragment, or ``names``, for each arch."""
+        archs = [arch] if arch is None or isinstance(arch, str) else list(arch)
+        wanted = self.names() if names is None else list(names)
+        return [self.get(n, a) for a in archs for n in wanted]
+
+    def __repr__(self) -> str:
+        return f"<KernelFamily {self.name!r}: {len(self.names())} fragments, {len(self.compiled())} compiled>"
+
+    def _repr_html_(self) -> str:
+        done = set(self.compiled())
+        rows = "".join(
+            f"<tr><td><code>{n}</code></td><td>{'compiled' if n in done else 'not compiled'}</td></tr>"
+            for n in self.names()
+        )
+        return f"<b>KernelFamily {self.name}</b><table>{rows}</table>"

@@ -1,0 +1,228 @@
+"""A compiled kernel: loaded once per device, launched Numba-style.
+
+``kernel[grid, block, stream, shared_mem](*args)`` packs the arguments with a
+plan fixed by the kernel's signature and hands them to ``cuda.core.launch``
+on the Numba stream's handle. Nothing synchronizes after a launch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import LaunchError
+
+PTR = "ptr"
+_LAUNCHER_CACHE = 512
+
+
+def _dim3(value: Any, what: str) -> tuple[int, ...]:
+    if isinstance(value, (int, np.integer)):
+        value = (int(value),)
+    try:
+        dims = tuple(int(v) for v in value)
+    except TypeError:
+        raise LaunchError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}") from None
+    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
+        raise LaunchError(f"{what} must have 1 to 3 positive entries, got {value!r}")
+    return dims
+
+
+def _device_pointer(value: Any, index: int) -> int:
+    ptr = getattr(value, "device_ctypes_pointer", None)  # Numba device arrays: fastest
+    if ptr is not None:
+        return ptr.value or 0
+    cai = getattr(value, "__cuda_array_interface__", None)
+    if cai is not None:
+        return cai["data"][0]
+    if isinstance(value, np.ndarray):
+        raise LaunchError(
+            f"argument {index} is a NumPy (host) array; kernels take device arrays: "
+            "pass numba.cuda.to_device(a), a CuPy array or a CUDA tensor"
+        )
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)  # a raw device address
+    raise LaunchError(
+        f"argument {index} ({type(value).__name__}) is not a device array: "
+        "expected an object with __cuda_array_interface__"
+    )
+
+
+def _scalar_packer(dtype: np.dtype, index: int):
+    conv = dtype.type
+
+    def pack(value: Any) -> Any:
+        if hasattr(value, "__cuda_array_interface__") or isinstance(value, np.ndarray):
+            raise LaunchError(f"argument {index} must be a {dtype.name} scalar, got an array")
+        try:
+            return conv(value)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise LaunchError(f"argument {index} must be a {dtype.name} scalar, got {value!r}: {exc}") from None
+
+    return pack
+
+
+def _infer_packer(value: Any, index: int):
+    if isinstance(value, np.generic):
+        return _scalar_packer(value.dtype, index)
+    if isinstance(value, (bool, int, float)):
+        raise LaunchError(
+            f"argument {index} is a Python {type(value).__name__}, whose C type is ambiguous: "
+            "declare signature= for this kernel or pass a NumPy scalar such as np.int32(...)"
+        )
+    return lambda v, i=index: np.intp(_device_pointer(v, i))
+
+
+class Kernel:
+    """A compiled ``extern "C"`` kernel and its loaded modules, one per device."""
+
+    def __init__(
+        self,
+        name: str,
+        symbol: str,
+        code: bytes,
+        *,
+        arch: str,
+        signature: Sequence[str] | None = None,
+        meta: dict[str, Any] | None = None,
+        family: str | None = None,
+    ) -> None:
+        self.name = name
+        self.symbol = symbol
+        self.code = code
+        self.arch = arch
+        self.family = family
+        self.meta = dict(meta or {})
+        self.signature = None if signature is None else tuple(str(s) for s in signature)
+        self._plan = None if self.signature is None else self._make_plan(self.signature)
+        self._functions: dict[int, Any] = {}
+        self._load_lock = threading.Lock()
+        self._launchers: dict[tuple, _Launcher] = {}
+
+    @staticmethod
+    def _make_plan(signature: Sequence[str]):
+        plan = []
+        for i, t in enumerate(signature):
+            if t == PTR:
+                plan.append(lambda v, i=i: np.intp(_device_pointer(v, i)))
+            else:
+                try:
+                    plan.append(_scalar_packer(np.dtype(t), i))
+                except TypeError:
+                    raise ValueError(f"signature entry {i} must be 'ptr' or a NumPy dtype name, got {t!r}") from None
+        return tuple(plan)
+
+    # -- loading ------------------------------------------------------------
+    def function(self) -> Any:
+        """The cuda.core kernel for the current device, loading the cubin on first use."""
+        from numba import cuda
+
+        ctx = cuda.current_context()
+        dev = ctx.device.id
+        fn = self._functions.get(dev)
+        if fn is None:
+            with self._load_lock:
+                fn = self._functions.get(dev)
+                if fn is None:
+                    fn = self._load(ctx)
+                    self._functions[dev] = fn
+        return fn
+
+    def _load(self, ctx) -> Any:
+        from cuda.core import ObjectCode
+
+        try:
+            obj = ObjectCode.from_cubin(self.code, name=self.name)
+            module = ctx.create_module_image(obj)
+            return module.get_function(self.symbol).kernel
+        except Exception as exc:
+            raise LaunchError(
+                f"could not load kernel {self.name!r} (compiled for {self.arch}) on device "
+                f"{ctx.device.id} ({ctx.device.name}, sm_{''.join(map(str, ctx.device.compute_capability))}): {exc}"
+            ) from exc
+
+    @property
+    def loaded_devices(self) -> tuple[int, ...]:
+        return tuple(self._functions)
+
+    # -- launching ------------------------------------------------------------
+    def __getitem__(self, config: tuple) -> _Launcher:
+        launcher = self._launchers.get(config) if isinstance(config, tuple) else None
+        if launcher is None:
+            launcher = _Launcher(self, config)
+            if len(self._launchers) >= _LAUNCHER_CACHE:
+                self._launchers.clear()
+            try:
+                self._launchers[config] = launcher
+            except TypeError:  # unhashable config (lists): fine, just not cached
+                pass
+        return launcher
+
+    def pack(self, args: Sequence[Any]) -> list[Any]:
+        plan = self._plan
+        if plan is None:
+            plan = tuple(_infer_packer(v, i) for i, v in enumerate(args))
+        elif len(args) != len(plan):
+            raise LaunchError(f"kernel {self.name!r} takes {len(plan)} arguments {self.signature}, got {len(args)}")
+        return [p(v) for p, v in zip(plan, args)]
+
+    def __repr__(self) -> str:
+        return f"<lazykern Kernel {self.name!r} {self.arch} {len(self.code)} B>"
+
+    def _repr_html_(self) -> str:
+        secs = self.meta.get("compile_seconds", "?")
+        return (
+            f"<b>Kernel</b> <code>{self.name}</code>: compiled for {self.arch}, "
+            f"{len(self.code):,} bytes, compile {secs} s, loaded on devices {list(self.loaded_devices)}"
+        )
+
+
+_streams: dict[int, Any] = {}
+
+
+def core_stream(stream: Any) -> Any:
+    """A cuda.core Stream for a Numba stream, a raw handle, or 0/None (default stream)."""
+    from cuda.core import Stream
+
+    if stream is None or stream == 0:
+        handle = 0
+    else:
+        h = getattr(stream, "handle", stream)
+        handle = int(getattr(h, "value", h) if not isinstance(h, int) else h)
+    s = _streams.get(handle)
+    if s is None:
+        s = _streams[handle] = Stream.from_handle(handle)
+    return s
+
+
+class _Launcher:
+    __slots__ = ("kernel", "config", "stream", "user_stream")
+
+    def __init__(self, kernel: Kernel, config: Any) -> None:
+        from cuda.core import LaunchConfig
+
+        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+            raise LaunchError(
+                "launch as kernel[grid, block], kernel[grid, block, stream] or kernel[grid, block, stream, shared_mem]"
+            )
+        grid, block = _dim3(config[0], "grid"), _dim3(config[1], "block")
+        stream = config[2] if len(config) > 2 else 0
+        shmem = int(config[3]) if len(config) > 3 else 0
+        self.kernel = kernel
+        self.user_stream = stream  # keeps a Numba stream alive while this launcher is cached
+        self.stream = core_stream(stream)
+        self.config = LaunchConfig(grid=grid, block=block, shmem_size=shmem)
+
+    def __call__(self, *args: Any) -> None:
+        from cuda.core import launch
+
+        kernel = self.kernel
+        fn = kernel.function()
+        packed = kernel.pack(args)
+        try:
+            launch(self.stream, self.config, fn, *packed)
+        except Exception as exc:
+            raise LaunchError(f"launch of {kernel.name!r} failed: {exc}") from exc

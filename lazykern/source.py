@@ -1,0 +1,103 @@
+"""Text only: a shared preamble plus named fragments -> one translation unit each.
+
+Nothing here compiles; it decides *what* would be compiled, which is what the
+cache key is derived from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+_SYMBOL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Fragment:
+    """One instantiation: its code, the ``extern "C"`` kernel it defines, and the
+    argument types that kernel takes (``"ptr"`` for a device pointer, or a
+    NumPy dtype name such as ``"int32"``; None to infer them at launch)."""
+
+    name: str
+    code: str
+    symbol: str
+    signature: tuple[str, ...] | None = None
+    options: tuple[str, ...] = ()
+
+
+class FamilySource:
+    """A preamble and the fragments that instantiate it.
+
+    >>> fs = FamilySource("demo", "#define ONE 1\\n")
+    >>> _ = fs.add("k", 'extern "C" __global__ void k(int *a) { *a = ONE; }')
+    >>> fs.translation_unit("k").count("ONE")
+    2
+    """
+
+    def __init__(self, name: str, preamble: str = "", options: Sequence[str] = ()) -> None:
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise ValueError(f"family name must be an identifier-like string, got {name!r}")
+        if not isinstance(preamble, str):
+            raise TypeError(f"preamble must be str, got {type(preamble).__name__}")
+        self.name = name
+        self.preamble = preamble
+        self.options = _as_options(options)
+        self.fragments: dict[str, Fragment] = {}
+
+    def add(
+        self,
+        name: str,
+        code: str,
+        *,
+        symbol: str | None = None,
+        signature: Iterable[str] | None = None,
+        options: Sequence[str] = (),
+    ) -> Fragment:
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise ValueError(f"fragment name must be an identifier-like string, got {name!r}")
+        if not isinstance(code, str):
+            raise TypeError(f"fragment {name!r}: code must be str, got {type(code).__name__}")
+        symbol = symbol or name
+        if not _SYMBOL_RE.match(symbol):
+            raise ValueError(f"fragment {name!r}: kernel symbol must be a C identifier, got {symbol!r}")
+        if name in self.fragments and self.fragments[name].code != code:
+            raise ValueError(f"fragment {name!r} is already defined in family {self.name!r} with other code")
+        frag = Fragment(name, code, symbol, None if signature is None else tuple(signature), _as_options(options))
+        self.fragments[name] = frag
+        return frag
+
+    def update(self, fragments: Mapping[str, str]) -> None:
+        for name, code in fragments.items():
+            self.add(name, code)
+
+    def fragment(self, name: str) -> Fragment:
+        try:
+            return self.fragments[name]
+        except KeyError:
+            known = ", ".join(sorted(self.fragments)[:10]) or "none"
+            raise KeyError(f"family {self.name!r} has no kernel {name!r} (known: {known})") from None
+
+    def translation_unit(self, name: str) -> str:
+        """Preamble + the one fragment: exactly what NVRTC sees for ``name``."""
+        frag = self.fragment(name)
+        return f"{self.preamble}\n// ---- fragment {frag.name} ----\n{frag.code}\n"
+
+    def all_in_one(self) -> str:
+        """Every fragment in one unit: what an eager library compiles at start-up."""
+        parts = [self.preamble] + [f.code for f in self.fragments.values()]
+        return "\n".join(parts)
+
+    def options_for(self, name: str) -> tuple[str, ...]:
+        return self.options + self.fragment(name).options
+
+
+def _as_options(options: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(options, (str, bytes)):
+        raise TypeError("options must be a list of strings such as ['-std=c++17'], not one string")
+    out = tuple(options)
+    for o in out:
+        if not isinstance(o, str):
+            raise TypeError(f"compile options must be strings, got {type(o).__name__} ({o!r})")
+    return out

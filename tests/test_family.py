@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import pytest
+
+from lazykern import CompileError, KernelFamily
+
+from .conftest import PREAMBLE
+
+
+def test_only_the_requested_fragment_is_compiled(family):
+    assert family.compiled() == []
+    k = family.get("scale_i32", "sm_90")
+    assert family.compile_calls == 1 and family.compiled() == ["scale_i32"]
+    assert k.code[:4] == b"\x7fELF" and k.arch == "sm_90"
+    assert family.get("scale_i32", "sm_90") is k
+    family.get("scale_i32", "sm_80")
+    assert family.compile_calls == 2
+
+
+def test_translation_unit_is_preamble_plus_one_fragment(family):
+    tu = family.source.translation_unit("fill_max")
+    assert PREAMBLE in tu and "fill_max" in tu and "scale_i32" not in tu
+
+
+def test_warm_compiles_everything_for_each_arch(family):
+    kernels = family.warm(arch=["sm_80", "sm_90"])
+    assert len(kernels) == 6 and family.compile_calls == 6
+    assert sorted(family.compiled()) == sorted(family.names())
+
+
+def test_compile_error_names_the_fragment(cache):
+    fam = KernelFamily("broken", PREAMBLE, cache=cache)
+    fam.add("bad", 'extern "C" __global__ void bad() { undeclared_thing(); }')
+    with pytest.raises(CompileError) as info:
+        fam.get("bad", "sm_80")
+    assert info.value.name == "bad" and "undeclared_thing" in info.value.log
+
+
+def test_unknown_name_lists_known(family):
+    with pytest.raises(KeyError, match="scale_f32"):
+        family.get("nope", "sm_80")
+
+
+def test_bad_definitions_are_refused(cache):
+    fam = KernelFamily("x", cache=cache)
+    with pytest.raises(ValueError):
+        fam.add("has space", "")
+    with pytest.raises(TypeError):
+        fam.add("k", b"bytes")
+    with pytest.raises(TypeError):
+        KernelFamily("x", options="-std=c++17")
+    with pytest.raises(ValueError):
+        KernelFamily("x", route="magic")
+
+
+def test_html_repr(family):
+    family.get("scale_f32", "sm_80")
+    html = family._repr_html_()
+    assert "not compiled" in html and "scale_f32" in html
