@@ -71,11 +71,14 @@ def make_key(
     target: str = "cubin",
     route: str = "nvrtc",
     extra: str = "",
+    toolchain: str | None = None,
 ) -> str:
     """sha256 over every input that decides the binary, and nothing derived from the output.
 
     Options are hashed in their order; the NVRTC/CCCL versions and lazykern's
     schema version are part of the key, so an upgrade never returns an old entry.
+    ``toolchain`` is :func:`lazykern.compiler.toolchain_fingerprint` (computed if
+    not given; :meth:`KernelCache.toolchain` memoizes it per machine).
     """
     from .compiler import toolchain_fingerprint, user_include_dirs
 
@@ -86,7 +89,7 @@ def make_key(
         "options": list(options),
         "target": target,
         "route": route,
-        "toolchain": toolchain_fingerprint(),
+        "toolchain": toolchain or toolchain_fingerprint(),
         "headers": _fingerprint_dirs(user_include_dirs(options)),
         "extra": extra,
     }
@@ -156,9 +159,7 @@ class KernelCache(ProgramCacheResource):
     def _open_disk(self, directory: str) -> DiskBackend | MemoryBackend:
         try:
             _prepare_dir(directory)
-            backend = DiskBackend(directory, self.size_limit)
-            backend.incr(_STAT + "opened", 1)  # proves the directory is writable
-            return backend
+            return DiskBackend(directory, self.size_limit)  # diskcache writes its settings: a read-only dir fails here
         except STORE_ERRORS as exc:
             self.degraded = f"{directory}: {exc}"
             self._warn_once(
@@ -185,6 +186,27 @@ class KernelCache(ProgramCacheResource):
     @property
     def backend(self) -> str:
         return self._backend.kind
+
+    def toolchain(self) -> str:
+        """The toolchain fingerprint, memoized in the store under a cheap stamp.
+
+        Computing it loads NVRTC (~10 ms); a warm fresh process reads it back instead.
+        """
+        from .compiler import toolchain_fingerprint, toolchain_stamp
+
+        memo = "lazykern:toolchain:" + toolchain_stamp()
+        try:
+            value = self._backend.get(memo)
+            if isinstance(value, bytes) and len(value) == 64:
+                return value.decode()
+        except STORE_ERRORS:
+            pass
+        fingerprint = toolchain_fingerprint()
+        try:
+            self._backend.set(memo, fingerprint.encode())
+        except STORE_ERRORS:
+            pass
+        return fingerprint
 
     # -- entries ---------------------------------------------------------
     def lookup(self, key: bytes | str) -> _entry.Entry | None:

@@ -82,6 +82,7 @@ class KernelFamily:
             arch=arch,
             options=self.source.options_for(name),
             route=self.route,
+            toolchain=self.cache.toolchain(),
         )
 
     def __getitem__(self, name: str) -> Kernel:
@@ -104,7 +105,7 @@ class KernelFamily:
     def _build(self, frag: Fragment, arch: str) -> Kernel:
         source = self.source.translation_unit(frag.name)
         options = self.source.options_for(frag.name)
-        key = make_key(source, arch=arch, options=options, route=self.route)
+        key = make_key(source, arch=arch, options=options, route=self.route, toolchain=self.cache.toolchain())
         start = time.perf_counter()
 
         def compile_now() -> tuple[bytes, dict[str, Any]]:

@@ -17,7 +17,7 @@ class FakeDeviceArray:
 
 def test_pack_follows_signature():
     packed = _kernel().pack([FakeDeviceArray(1234), 7])
-    assert packed == [np.intp(1234), np.int32(7)] and isinstance(packed[1], np.int32)
+    assert packed == (np.intp(1234), np.int32(7)) and isinstance(packed[1], np.int32)
 
 
 def test_pack_rejects_host_arrays_and_bad_scalars():
@@ -32,7 +32,7 @@ def test_pack_rejects_host_arrays_and_bad_scalars():
 
 def test_inferred_packing_needs_numpy_scalars():
     k = _kernel(signature=None)
-    assert k.pack([FakeDeviceArray(5), np.float64(2.0)]) == [np.intp(5), np.float64(2.0)]
+    assert k.pack([FakeDeviceArray(5), np.float64(2.0)]) == (np.intp(5), np.float64(2.0))
     with pytest.raises(LaunchError, match="ambiguous"):
         k.pack([FakeDeviceArray(5), 2])
 
