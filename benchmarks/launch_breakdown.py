@@ -69,6 +69,12 @@ def main() -> dict:
         "full_launcher_call_us": _time(lambda: launcher(x, y, o, n)),
         "full_getitem_call_us": _time(lambda: kern[4, 256, stream](x, y, o, n)),
     }
+    ints = [int(v) for v in packed[:3]] + [packed[3]]
+    res["cuda_core_launch_python_int_ptrs_us"] = _time(lambda: launch(cs, cfg, fn, *ints))
+    o2 = cuda.device_array(n, np.float32)
+    launch(cs, cfg, fn, int(packed[0]), int(packed[1]), int(o2.device_ctypes_pointer.value), packed[3])
+    stream.synchronize()
+    res["python_int_ptrs_correct"] = bool(np.allclose(o2.copy_to_host(), 3.0))
     if cfunc is not None:
         addr = ctypes.addressof(ptrs)
         res["cuLaunchKernel_raw_us"] = _time(
