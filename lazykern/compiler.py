@@ -104,13 +104,20 @@ _arch_by_context: dict[int, str] = {}
 
 
 def _context_handle() -> int:
+    global _no_driver
+    if _no_driver:
+        return 0
     try:
         from cuda.bindings.driver import cuCtxGetCurrent
 
         err, ctx = cuCtxGetCurrent()
         return int(ctx) if int(err) == 0 else 0
-    except Exception:
+    except Exception:  # no libcuda at all: remember, asking again costs milliseconds
+        _no_driver = True
         return 0
+
+
+_no_driver = False
 
 
 def device_compute_capability() -> tuple[int, int] | None:

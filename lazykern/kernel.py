@@ -115,12 +115,12 @@ class Kernel:
     @staticmethod
     def _make_plan(signature: Sequence[str]):
         """A packing function generated for the signature: one call, no per-argument loop."""
-        env: dict[str, Any] = {"_ptr": _fast_pointer, "_intp": np.intp}
+        env: dict[str, Any] = {"_ptr": _fast_pointer}
         params, exprs = [], []
         for i, t in enumerate(signature):
             params.append(f"a{i}")
             if t == PTR:
-                exprs.append(f"_intp(_ptr(a{i}, {i}))")
+                exprs.append(f"_ptr(a{i}, {i})")  # cuda.core passes a Python int as a pointer
                 continue
             try:
                 env[f"_t{i}"] = np.dtype(t).type
