@@ -44,9 +44,9 @@ def scalar_types() -> dict[type, Any]:
 
     t = _types()
     table: dict[type, Any] = {float: t.float64, int: t.int64, bool: t.boolean, complex: t.complex128}
-    for name in (
-        "bool_ int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64 complex64 complex128".split()
-    ):
+    for (
+        name
+    ) in "bool_ int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64 complex64 complex128".split():
         cls = getattr(np, name)
         table[cls] = from_dtype(np.dtype(cls))
     return table
@@ -99,7 +99,8 @@ def _cuda_array_interface(value: Any, index: int) -> dict | None:
     except AttributeError:
         return None
     except Exception as exc:  # e.g. a tensor that requires grad refuses to export itself
-        raise LaunchError(f"argument {index} ({type(value).__name__}) could not export its device memory: {exc}") from exc
+        name = type(value).__name__
+        raise LaunchError(f"argument {index} ({name}) could not export its device memory: {exc}") from exc
 
 
 class _Pointer:

@@ -31,12 +31,10 @@ import functools
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from . import _numba_args, compiler
-from ._numba_compile import compile_kernel
+from . import _numba_args, _numba_compile, compiler
 from ._numba_key import fingerprint
 from .cache import KernelCache, default_cache, make_key
 from .errors import CaptureError, LaunchError, LazykernError
@@ -230,8 +228,9 @@ class LazyKernel:
         if entry is not None:
             self._count("hits")
             return entry, False
+        options, link = self._compile_options, self.link
         entry, compiled = cache.get_or_compile(
-            key, lambda: compile_kernel(self.py_func, types, arch=arch, options=self._compile_options, link=self.link)
+            key, lambda: _numba_compile.compile_kernel(self.py_func, types, arch=arch, options=options, link=link)
         )
         if compiled:
             self._count("misses")
@@ -511,9 +510,7 @@ def _refuse_if_capturing(launcher: _Launcher, hosts: list) -> None:
     handle = int(launcher.stream.handle)
     err, status = driver.cuStreamIsCapturing(driver.CUstream(handle))
     capturing = status != driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
-    if err == driver.CUresult.CUDA_ERROR_STREAM_CAPTURE_IMPLICIT or (
-        err == driver.CUresult.CUDA_SUCCESS and capturing
-    ):
+    if err == driver.CUresult.CUDA_ERROR_STREAM_CAPTURE_IMPLICIT or (err == driver.CUresult.CUDA_SUCCESS and capturing):
         which = ", ".join(str(i) for i, _ in hosts)
         raise CaptureError(
             f"kernel {launcher.kernel.__name__!r} got NumPy (host) arrays as arguments {which} while a CUDA "
