@@ -205,9 +205,11 @@ def param_count(plan: list[dict[str, Any]]) -> int:
 
 
 # -- packers -------------------------------------------------------------------
-# Python ints reach cuda.core as intptr_t and Python floats as double, so
-# pointer-sized fields and 64-bit scalars need no conversion at all.
-_NATIVE = {"int64": "int", "float64": "float"}
+# A scalar's class decides its Numba type, and the type is part of the key that
+# selected this plan, so scalars arrive with the right class: cuda.core passes
+# NumPy scalars at their width, Python ints as intptr_t (int64) and Python
+# floats as double. Only bool (cuda.core would widen a Python bool to intptr_t)
+# and complex (split in two) need converting.
 
 
 def make_packer(plan: list[dict[str, Any]]):
@@ -217,18 +219,18 @@ def make_packer(plan: list[dict[str, Any]]):
     closures; it is built only from the plan (fixed vocabulary), never from
     user text.
     """
-    env: dict[str, Any] = {"np": np}
+    env: dict[str, Any] = {"_bool": np.bool_, "_f32": np.float32, "_f64": float}
     names = [f"a{i}" for i in range(len(plan))]
     parts: list[str] = []
     for name, p in zip(names, plan):
-        parts.extend(_pack_expr(name, p, env))
+        parts.extend(_pack_expr(name, p))
     body = ", ".join(parts)
     src = f"def pack({', '.join(names)}):\n    return ({body}{',' if len(parts) == 1 else ''})\n"
     exec(compile(src, "<lazykern packer>", "exec"), env)
     return env["pack"]
 
 
-def _pack_expr(expr: str, p: dict[str, Any], env: dict[str, Any]) -> list[str]:
+def _pack_expr(expr: str, p: dict[str, Any]) -> list[str]:
     kind = p["kind"]
     if kind == "array":
         return [
@@ -241,23 +243,18 @@ def _pack_expr(expr: str, p: dict[str, Any], env: dict[str, Any]) -> list[str]:
             f"*{expr}.strides",
         ]
     if kind == "scalar":
-        return [_convert(expr, p["dtype"], env)]
+        if p["dtype"] not in _SCALARS:
+            raise LaunchError(f"unknown scalar type {p['dtype']!r} in a stored launch plan; clear the lazykern cache")
+        return [f"_bool({expr})" if p["dtype"] == "bool" else expr]
     if kind == "complex":
-        return [_convert(f"{expr}.real", p["part"], env), _convert(f"{expr}.imag", p["part"], env)]
+        conv = "_f32" if p["part"] == "float32" else "_f64"
+        return [f"{conv}({expr}.real)", f"{conv}({expr}.imag)"]
     if kind == "tuple":
         out: list[str] = []
         for i, item in enumerate(p["items"]):
-            out.extend(_pack_expr(f"{expr}[{i}]", item, env))
+            out.extend(_pack_expr(f"{expr}[{i}]", item))
         return out
     raise LaunchError(f"unknown argument kind {kind!r} in a stored launch plan; clear the lazykern cache")
 
 
-def _convert(expr: str, dtype: str, env: dict[str, Any]) -> str:
-    native = _NATIVE.get(dtype)
-    if native is not None:
-        return f"{native}({expr})"
-    np_name = "bool_" if dtype == "bool" else dtype
-    if not hasattr(np, np_name):
-        raise LaunchError(f"unknown scalar type {dtype!r} in a stored launch plan; clear the lazykern cache")
-    env[f"_{np_name}"] = getattr(np, np_name)
-    return f"_{np_name}({expr})"
+_SCALARS = frozenset("bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64".split())

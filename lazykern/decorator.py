@@ -306,15 +306,22 @@ class LazyKernel:
 
     @functools.cached_property
     def _fast_key(self) -> Callable[[Any], Any]:
-        table = _numba_args.scalar_types()
+        """Per-argument hot-path key: the *id* of the argument's Numba type.
+
+        Numba types hash in Python (``hash(self.key)``, recursively), which
+        made a dict lookup on a tuple of them cost more than the rest of the
+        launch; their ids hash in C. Types are interned and every type in a key
+        stays alive in its instance, so an id can never stand for another type.
+        """
+        table = {cls: id(t) for cls, t in _numba_args.scalar_types().items()}
         slow = _numba_args.SLOW
 
-        def fast_key(value: Any, _get: Callable = table.get) -> Any:
+        def fast_key(value: Any, _get: Callable = table.get, _id: Callable = id) -> Any:
             t = _get(value.__class__)
             if t is not None:
                 return t
             try:
-                return value._numba_type_
+                return _id(value._numba_type_)
             except AttributeError:
                 return slow
 
@@ -366,10 +373,10 @@ class _Instance:
 class _Launcher:
     """``kernel[grid, block, stream, shmem]``: the launch configuration, built once and cached."""
 
-    __slots__ = ("kernel", "config", "coop_config", "stream", "user_stream", "_fast", "_key", "_ctx")
+    __slots__ = ("kernel", "config", "shape", "stream", "user_stream", "_fast", "_key", "_ctx", "_launch", "_coop")
 
     def __init__(self, kernel: LazyKernel, config: Any) -> None:
-        from cuda.core import LaunchConfig
+        from cuda.core import LaunchConfig, launch
         from numba.cuda.cudadrv.devices import get_context
 
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
@@ -382,13 +389,16 @@ class _Launcher:
         self.kernel = kernel
         self.user_stream = stream  # keeps a Numba stream alive while this launcher is cached
         self.stream = core_stream(stream)
+        self.shape = (grid, block, shmem)
         self.config = LaunchConfig(grid=grid, block=block, shmem_size=shmem)
-        self.coop_config = LaunchConfig(grid=grid, block=block, shmem_size=shmem, is_cooperative=True)
+        self._coop = None  # built on first need: cuda.core checks the device supports it
         self._fast = kernel._fast
         self._key = kernel._fast_key
         self._ctx = get_context
+        self._launch = launch
 
     def __call__(self, *args: Any) -> None:
+        # The hot path: one key per argument (dict lookups), one dict lookup per table, one launch.
         inst = self._fast.get(tuple(map(self._key, args)))
         if inst is None:
             self.kernel._call(self, args)
@@ -396,16 +406,28 @@ class _Launcher:
         fn = inst.functions.get(self._ctx())
         if fn is None:
             fn = inst.function()
-        self.launch(inst, fn, args)
+        try:
+            self._launch(self.stream, self._coop_config() if inst.cooperative else self.config, fn, *inst.pack(*args))
+        except Exception as exc:
+            raise self._error(inst, exc) from exc
 
     def launch(self, inst: _Instance, fn: Any, args: Sequence[Any]) -> None:
-        from cuda.core import launch
-
         try:
-            launch(self.stream, self.coop_config if inst.cooperative else self.config, fn, *inst.pack(*args))
+            self._launch(self.stream, self._coop_config() if inst.cooperative else self.config, fn, *inst.pack(*args))
         except Exception as exc:
-            sig = ", ".join(str(t) for t in inst.types)
-            raise LaunchError(f"launch of {self.kernel.__name__!r} ({sig}) failed: {exc}") from exc
+            raise self._error(inst, exc) from exc
+
+    def _coop_config(self) -> Any:
+        if self._coop is None:
+            from cuda.core import LaunchConfig
+
+            grid, block, shmem = self.shape
+            self._coop = LaunchConfig(grid=grid, block=block, shmem_size=shmem, is_cooperative=True)
+        return self._coop
+
+    def _error(self, inst: _Instance, exc: Exception) -> LaunchError:
+        sig = ", ".join(str(t) for t in inst.types)
+        return LaunchError(f"launch of {self.kernel.__name__!r} ({sig}) failed: {exc}")
 
     def numba_stream(self) -> Any:
         """The launch stream as a Numba stream (or 0), for copying host arrays."""

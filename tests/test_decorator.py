@@ -287,11 +287,16 @@ def test_packer_expands_arrays_like_numba():
         class gpu_data:
             device_pointer = 0xABC0
 
-    plan = na.plan_for((types.float32, types.float64[:, ::1], types.complex128, types.UniTuple(types.int16, 2)))
-    packed = na.make_packer(plan)(1.5, FakeDevArray(), 2 + 3j, (4, 5))
-    assert packed[0] == np.float32(1.5) and type(packed[0]) is np.float32
-    assert packed[1:12] == (0, 0, 6, 8, 0xABC0, 2, 3, 24, 8, 2.0, 3.0)
-    assert packed[12:] == (4, 5) and type(packed[12]) is np.int16
+    plan = na.plan_for(
+        (types.float32, types.float64[:, ::1], types.complex64, types.UniTuple(types.int16, 2), types.boolean)
+    )
+    packed = na.make_packer(plan)(np.float32(1.5), FakeDevArray(), np.complex64(2 + 3j), (4, 5), True)
+    assert len(packed) == na.param_count(plan)
+    assert packed[0] == 1.5 and type(packed[0]) is np.float32  # NumPy scalars pass at their own width
+    assert packed[1:10] == (0, 0, 6, 8, 0xABC0, 2, 3, 24, 8)  # meminfo, parent, nitems, itemsize, data, shape, strides
+    assert packed[10:12] == (2.0, 3.0) and type(packed[10]) is np.float32  # complex64: two float32 parameters
+    assert packed[12:14] == (4, 5)
+    assert type(packed[14]) is np.bool_  # a Python bool would reach the kernel as an 8-byte integer
 
 
 def test_unsupported_types_are_refused_clearly(cache):
