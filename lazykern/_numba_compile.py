@@ -1,0 +1,138 @@
+"""One Numba-Python kernel instantiation -> cubin, for any arch, with no GPU needed.
+
+This follows what numba-cuda 0.30's ``_Kernel.__init__`` does (type, lower,
+fix the kernel up, link any files), but takes the compute capability as an
+argument instead of asking the current device, and returns the cubin bytes,
+the mangled symbol and the launch plan instead of a loaded module. Linked
+CUDA C++ (``link=`` files, ``CUSource``, ``cuda.declare_device(link=...)``)
+goes through numba-cuda's NVRTC + linker route; numba-cuda's own cache
+refuses such kernels, the lazykern cache stores them like any other.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from . import _numba_args
+from .errors import CompileError
+
+log = logging.getLogger("lazykern")
+
+# Helpers numba-cuda links in when the generated code calls them (see _Kernel.__init__).
+_RESHAPE_FUNCS = ("nocopy_empty_reshape", "numba_attempt_nocopy_reshape")
+
+
+def arch_to_cc(arch: str) -> tuple:
+    """``"sm_90"`` -> ``(9, 0)``; ``"sm_90a"`` -> ``(9, 0, "a")``."""
+    digits = arch[3:].rstrip("af")
+    suffix = arch[3 + len(digits) :]
+    cc = (int(digits[:-1]), int(digits[-1]))
+    return (*cc, suffix) if suffix else cc
+
+
+def compile_kernel(
+    pyfunc: Any,
+    argtypes: tuple[Any, ...],
+    *,
+    arch: str,
+    options: dict[str, Any],
+    link: Sequence[Any] = (),
+) -> tuple[bytes, dict[str, Any]]:
+    """Compile ``pyfunc`` for ``argtypes``; return ``(cubin, JSON-able metadata)``."""
+    from numba.cuda import types
+    from numba.cuda.compiler import compile_cuda, kernel_fixup
+    from numba.cuda.cudadrv import nvvm
+
+    name = getattr(pyfunc, "__qualname__", repr(pyfunc))
+    plan = _numba_args.plan_for(argtypes)
+    cc = arch_to_cc(arch)
+    start = time.perf_counter()
+    try:
+        cres = compile_cuda(
+            pyfunc,
+            types.void,
+            argtypes,
+            debug=False,
+            lineinfo=options["lineinfo"],
+            fastmath=options["fastmath"],
+            nvvm_options={"fastmath": options["fastmath"], "opt": 3 if options["opt"] else 0},
+            cc=cc,
+            max_registers=options["max_registers"],
+            lto=options["lto"],
+        )
+        lib = cres.library
+        symbol = cres.fndesc.llvm_func_name
+        kernel = lib.get_function(symbol)
+        lib._entry_name = symbol
+        kernel_fixup(kernel, False)
+        nvvm.set_launch_bounds(kernel, options["launch_bounds"])
+        n_params = len(kernel.args)
+        _add_links(lib, link, cres.target_context)
+        if lib.use_cooperative:
+            lib.needs_cudadevrt = True
+        cubin = lib.get_cubin(cc=cc)
+    except CompileError:
+        raise
+    except Exception as exc:
+        raise CompileError(
+            f"Numba could not compile {name} for {tuple(str(t) for t in argtypes)}: {exc}",
+            name=name,
+            arch=arch,
+            options=[f"{k}={v}" for k, v in sorted(options.items())],
+            log=str(exc),
+        ) from exc
+    if n_params != _numba_args.param_count(plan):
+        raise CompileError(
+            f"kernel {name} has {n_params} parameters but its launch plan packs "
+            f"{_numba_args.param_count(plan)}; this numba-cuda version lays arguments out "
+            "differently from what lazy_kernel supports",
+            name=name,
+            arch=arch,
+        )
+    code = bytes(getattr(cubin, "code", cubin))
+    meta = {
+        "kind": "numba-kernel",
+        "family": "lazy_kernel",
+        "name": name,
+        "symbol": symbol,
+        "plan": plan,
+        "signature": [str(t) for t in argtypes],
+        "arch": arch,
+        "cooperative": bool(lib.use_cooperative),
+        "compile_seconds": round(time.perf_counter() - start, 6),
+    }
+    log.debug("compiled lazy kernel %s%s for %s", name, meta["signature"], arch)
+    return code, meta
+
+
+def _add_links(lib: Any, link: Sequence[Any], target_context: Any) -> None:
+    """Add the user's files and the helpers Numba links on demand; refuse what needs Numba's loader."""
+    from numba.cuda.dispatcher import _Kernel
+
+    for item in link:
+        lib.add_linking_file(item)
+    llvm = lib.get_llvm_str()
+    if any(fn in llvm for fn in _RESHAPE_FUNCS):
+        lib.add_linking_file(os.path.join(os.path.dirname(_numba_cuda_file()), "reshape_funcs.cu"))
+    if getattr(target_context, "enable_nrt", False) and any(fn in llvm for fn in _Kernel.NRT_functions):
+        raise CompileError(
+            "this kernel needs Numba's runtime (NRT), which must be set up by Numba's own module loader; "
+            "use numba.cuda.jit for it or turn NUMBA_CUDA_ENABLE_NRT off",
+            name=str(lib._entry_name),
+        )
+    if any(getattr(f, "setup_callback", None) or getattr(f, "teardown_callback", None) for f in lib._linking_files):
+        raise CompileError(
+            "linked code with setup/teardown callbacks needs Numba's own module loader; "
+            "use numba.cuda.jit for this kernel",
+            name=str(lib._entry_name),
+        )
+
+
+def _numba_cuda_file() -> str:
+    import numba.cuda.dispatcher
+
+    return numba.cuda.dispatcher.__file__

@@ -1,0 +1,488 @@
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from numba import cuda, float32, float64, int32, types
+
+from lazykern import _numba_args as na
+from lazykern.decorator import LazyKernel, lazy_kernel, normalize_signature
+from lazykern.errors import LaunchError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAXPY_SIG = (float32, float32[::1], float32[::1], float32[::1])
+ELF = b"\x7fELF"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.update(extra)
+    return env
+
+
+def _run(code: str, **env: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=_env(**env), capture_output=True, text=True, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout
+
+
+def _saxpy(a, x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i] + y[i]
+
+
+# -- simulator (subprocess: NUMBA_ENABLE_CUDASIM must be set before numba.cuda is imported) ----
+@pytest.fixture(scope="module")
+def sim_report():
+    out = _run("from tests._lazy_sim_check import main; main()", NUMBA_ENABLE_CUDASIM="1")
+    line = next(li for li in out.splitlines() if li.startswith("JSON:"))
+    return json.loads(line[5:])
+
+
+def test_sim_kernels_give_correct_results(sim_report):
+    for name in ("saxpy_host", "saxpy_device", "saxpy_f64", "add2d", "shifted", "mixed"):
+        assert sim_report[name] is True, name
+
+
+def test_sim_dispatch_one_signature_per_type_combination(sim_report):
+    sigs = sim_report["saxpy_signatures"]
+    assert len(sigs) == 2  # float32 (host and device arrays alike, called 3x) and float64
+    assert sigs[0].startswith("float32") and sigs[1].startswith("float64")
+    stats = sim_report["saxpy_stats"]
+    assert stats["simulator"] is True
+    assert stats["calls"] == 4 and stats["signatures"] == 2
+    assert len(sim_report["mixed_signatures"]) == 2
+    assert sim_report["mixed_signatures"][0].startswith("int32, float32, bool, int64")
+
+
+def test_sim_errors_are_clear(sim_report):
+    errors = sim_report["errors"]
+    assert "takes 4 arguments, got 2" in errors["count"]
+    assert "unsupported type str" in errors["type"]
+    assert "launch configuration" in errors["config"]
+    assert "grid" in errors["grid"]
+
+
+# -- keys ----------------------------------------------------------------------------
+def test_nothing_is_compiled_at_decoration(cache):
+    k = lazy_kernel(_saxpy, cache=cache)
+    assert isinstance(k, LazyKernel)
+    assert k.signatures == [] and k.stats()["compiles"] == 0
+    assert cache.stats()["entries"] == 0
+
+
+def test_key_is_stable_and_depends_on_signature_arch_and_options(cache):
+    a = lazy_kernel(_saxpy, cache=cache)
+    b = lazy_kernel(_saxpy, cache=cache)
+    assert a.key(SAXPY_SIG, "sm_90") == b.key(SAXPY_SIG, "sm_90")
+    assert a.key(SAXPY_SIG, "sm_90") != a.key(SAXPY_SIG, "sm_80")
+    assert a.key(SAXPY_SIG, "sm_90") != a.key((float64, float32[::1], float32[::1], float32[::1]), "sm_90")
+    assert a.key(SAXPY_SIG, "sm_90") != a.key((float32, float32[:], float32[:], float32[:]), "sm_90")
+    for opts in ({"fastmath": True}, {"lineinfo": True}, {"max_registers": 32}, {"opt": False}):
+        assert lazy_kernel(_saxpy, cache=cache, **opts).key(SAXPY_SIG, "sm_90") != a.key(SAXPY_SIG, "sm_90"), opts
+
+
+def test_key_is_the_same_in_another_process(cache):
+    here = lazy_kernel(_saxpy, cache=cache).key(SAXPY_SIG, "sm_90")
+    there = _run(
+        """
+        from numba import float32
+        from lazykern.decorator import lazy_kernel
+        from tests.test_decorator import _saxpy, SAXPY_SIG
+        print(lazy_kernel(_saxpy).key(SAXPY_SIG, "sm_90"))
+        """
+    ).strip()
+    assert here == there
+
+
+def _write(path, text: str) -> None:
+    path.write_text(textwrap.dedent(text))
+    importlib.invalidate_caches()
+
+
+def test_key_follows_device_functions_in_other_modules(tmp_path, monkeypatch, cache):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod_file = tmp_path / "lzk_devmod.py"
+    _write(
+        mod_file,
+        """
+        from numba import cuda
+        from lzk_inner import twice
+
+        @cuda.jit(device=True)
+        def f(v):
+            return twice(v) + 1
+        """,
+    )
+    inner_file = tmp_path / "lzk_inner.py"
+    _write(inner_file, "from numba import cuda\n\n@cuda.jit(device=True)\ndef twice(v):\n    return v * 2\n")
+    import lzk_devmod
+    import lzk_inner
+
+    def kern(x, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = lzk_devmod.f(x[i])
+
+    kern.__globals__["lzk_devmod"] = lzk_devmod
+    try:
+        k = lazy_kernel(kern, cache=cache)
+        sig = (float32[::1], float32[::1])
+        k0 = k.key(sig, "sm_90")
+        assert k.key(sig, "sm_90") == k0  # unchanged code: same key
+        _write(inner_file, "from numba import cuda\n\n@cuda.jit(device=True)\ndef twice(v):\n    return v * 3.0\n")
+        importlib.reload(lzk_inner)
+        importlib.reload(lzk_devmod)  # picks up the new `twice`
+        k1 = k.key(sig, "sm_90")
+        assert k1 != k0  # an edit two modules away changes the key
+        _write(
+            mod_file,
+            """
+            from numba import cuda
+            from lzk_inner import twice
+
+            @cuda.jit(device=True)
+            def f(v):
+                return twice(v) + 2
+            """,
+        )
+        importlib.reload(lzk_devmod)
+        assert k.key(sig, "sm_90") not in (k0, k1)
+    finally:
+        del kern.__globals__["lzk_devmod"]
+        sys.modules.pop("lzk_devmod", None)
+        sys.modules.pop("lzk_inner", None)
+
+
+SCALE = 2.0
+
+
+def _scaled(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] * SCALE
+
+
+def test_key_includes_global_constant_values(cache, monkeypatch):
+    k = lazy_kernel(_scaled, cache=cache)
+    sig = (float32[::1], float32[::1])
+    before = k.key(sig, "sm_90")
+    monkeypatch.setitem(_scaled.__globals__, "SCALE", 3.0)
+    assert k.key(sig, "sm_90") != before
+    monkeypatch.setitem(_scaled.__globals__, "SCALE", 2.0)
+    assert k.key(sig, "sm_90") == before
+
+
+def test_key_includes_linked_cuda_source_contents(tmp_path, cache):
+    cu = tmp_path / "quad.cu"
+    cu.write_text('extern "C" __device__ int quad(float *r, float x) { *r = 4.0f * x; return 0; }')
+    k = lazy_kernel(_saxpy, cache=cache, link=[str(cu)])
+    before = k.key(SAXPY_SIG, "sm_90")
+    cu.write_text('extern "C" __device__ int quad(float *r, float x) { *r = 5.0f * x; return 0; }')
+    assert k.key(SAXPY_SIG, "sm_90") != before
+
+
+# -- warm: real cubins with no GPU ---------------------------------------------------
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_warm_produces_real_cubins(cache, arch):
+    k = lazy_kernel(_saxpy, cache=cache)
+    (report,) = k.warm([SAXPY_SIG], arch=arch)
+    assert report["compiled"] is True and report["arch"] == arch
+    (entry,) = list(cache.entries())
+    assert cache.lookup(entry["key"]).code[:4] == ELF
+    assert entry["kind"] == "numba-kernel" and entry["arch"] == arch
+    assert "saxpy" in entry["symbol"]
+    assert [p["kind"] for p in entry["plan"]] == ["scalar", "array", "array", "array"]
+    assert k.stats()["compiles"] == 1 and k.signatures == [
+        "float32, array(float32, 1d, C), array(float32, 1d, C), array(float32, 1d, C)"
+    ]
+    assert k.warm([SAXPY_SIG], arch=arch)[0]["compiled"] is False  # second time: from the cache
+    assert k.stats()["hits"] == 1
+
+
+def test_warm_accepts_signature_strings(cache):
+    k = lazy_kernel(_saxpy, cache=cache)
+    (report,) = k.warm(["void(float64, float64[:], float64[:], float64[:])"], arch="sm_90")
+    assert report["signature"][1] == "array(float64, 1d, A)"
+    with pytest.raises(TypeError, match="returns nothing"):
+        normalize_signature("int32(int32)")
+
+
+@pytest.mark.slow
+def test_a_fresh_process_loads_warmed_cubins_without_compiling(tmp_path):
+    cache_dir = str(tmp_path / "shared")
+    code = """
+        import json
+        from lazykern import KernelCache, _numba_compile
+        from lazykern.decorator import lazy_kernel
+        from tests.test_decorator import _saxpy, SAXPY_SIG
+        kc = KernelCache({d!r})
+        k = lazy_kernel(_saxpy, cache=kc)
+        {guard}
+        print("JSON:" + json.dumps([k.warm([SAXPY_SIG], arch=a)[0]["compiled"] for a in ("sm_80", "sm_90")]
+              + [kc.persistent_counters()["compiles"]]))
+    """
+    first = _run(code.format(d=cache_dir, guard=""))
+    assert json.loads(first.split("JSON:")[1]) == [True, True, 2]
+    guard = "_numba_compile.compile_kernel = None  # any compile attempt would now fail"
+    second = _run(code.format(d=cache_dir, guard=guard))
+    assert json.loads(second.split("JSON:")[1]) == [False, False, 2]
+
+
+def test_any_layout_instantiation_serves_contiguous_calls(cache):
+    k = lazy_kernel(_saxpy, cache=cache)
+    k.warm([(float32, float32[:], float32[:], float32[:])], arch="sm_90")
+    entry, compiled = k._entry(SAXPY_SIG, "sm_90")
+    assert compiled is False and entry.meta["signature"][1] == "array(float32, 1d, A)"
+
+
+triple = cuda.declare_device(
+    "lzk_triple",
+    "float32(float32)",
+    link=[cuda.CUSource('extern "C" __device__ int lzk_triple(float *r, float x) { *r = 3.0f * x; return 0; }')],
+)
+
+
+def _tripled(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = triple(x[i])
+
+
+def test_cxx_linking_kernel_warms_into_the_cache(cache):
+    k = lazy_kernel(_tripled, cache=cache)
+    (report,) = k.warm([(float32[::1], float32[::1])], arch="sm_90")
+    assert report["compiled"] is True
+    (entry,) = list(cache.entries())
+    assert cache.lookup(entry["key"]).code[:4] == ELF
+    # The linked C++ is part of the key: Numba's registry gave us the CUSource behind declare_device.
+    from lazykern._numba_key import fingerprint
+
+    _, links = fingerprint(_tripled)
+    assert len(links) == 1 and links[0][0].startswith("CUSource")
+
+
+# -- argument plans and packing ------------------------------------------------------
+def test_plan_matches_numba_kernel_abi():
+    sig = (types.float32, types.float64[:, ::1], types.complex64, types.UniTuple(types.int32, 2), types.boolean)
+    plan = na.plan_for(sig)
+    assert [p["kind"] for p in plan] == ["scalar", "array", "complex", "tuple", "scalar"]
+    assert na.param_count(plan) == 1 + (5 + 4) + 2 + 2 + 1
+    json.dumps(plan)  # stored in the cache entry: must be JSON
+
+
+def test_packer_expands_arrays_like_numba():
+    class FakeDevArray:
+        size, shape, strides = 6, (2, 3), (24, 8)
+
+        class gpu_data:
+            device_pointer = 0xABC0
+
+    plan = na.plan_for(
+        (types.float32, types.float64[:, ::1], types.complex64, types.UniTuple(types.int16, 2), types.boolean)
+    )
+    packed = na.make_packer(plan)(np.float32(1.5), FakeDevArray(), np.complex64(2 + 3j), (4, 5), True)
+    assert len(packed) == na.param_count(plan)
+    assert packed[0] == 1.5 and type(packed[0]) is np.float32  # NumPy scalars pass at their own width
+    assert packed[1:10] == (0, 0, 6, 8, 0xABC0, 2, 3, 24, 8)  # meminfo, parent, nitems, itemsize, data, shape, strides
+    assert packed[10:12] == (2.0, 3.0) and type(packed[10]) is np.float32  # complex64: two float32 parameters
+    assert packed[12:14] == (4, 5)
+    assert type(packed[14]) is np.bool_  # a Python bool would reach the kernel as an 8-byte integer
+
+
+def test_unsupported_types_are_refused_clearly(cache):
+    with pytest.raises(LaunchError, match="argument 1 has Numba type"):
+        na.plan_for((types.float32, types.unicode_type))
+    with pytest.raises(LaunchError, match="unsupported type dict"):
+        na.classify({}, 3)
+    with pytest.raises(LaunchError, match="cannot pass"):
+        lazy_kernel(_saxpy, cache=cache).warm([(types.unicode_type, float32[:], float32[:], float32[:])], "sm_90")
+
+
+def test_cuda_array_interface_objects_are_typed_like_numba():
+    class Cai:
+        def __init__(self, shape, strides, typestr="<f4"):
+            self.__cuda_array_interface__ = {
+                "shape": shape,
+                "strides": strides,
+                "typestr": typestr,
+                "data": (0x1000, False),
+                "version": 3,
+            }
+
+    t, kind, view = na.classify(Cai((4, 5), None), 0)
+    assert (str(t), kind) == ("array(float32, 2d, C)", na.CAI) and view.strides == (20, 4)
+    assert str(na.classify(Cai((4, 5), (4, 16)), 0)[0]) == "array(float32, 2d, F)"
+    assert str(na.classify(Cai((4, 5), (40, 8)), 0)[0]) == "array(float32, 2d, A)"
+    assert str(na.classify(Cai((4, 5), (0, 4)), 0)[0]) == "array(float32, 2d, A)"  # broadcast
+
+
+def test_decorator_options_are_checked():
+    with pytest.raises(TypeError, match="unknown options"):
+        lazy_kernel(fastmaths=True)
+    with pytest.raises(TypeError, match="decorates a Python function"):
+        lazy_kernel(42)
+
+
+def test_repr_html_lists_signatures(cache):
+    k = lazy_kernel(_saxpy, cache=cache)
+    k.warm([SAXPY_SIG], arch="sm_90")
+    html = k._repr_html_()
+    assert "_saxpy" in html and "array(float32, 1d, C)" in html and "compiles 1" in html
+
+
+# -- GPU -------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_gpu_kernels_correct():
+    from tests._lazy_kernels import add2d, mixed, saxpy, shifted
+
+    x = np.arange(1000, dtype=np.float32)
+    dx, dy, do = cuda.to_device(x), cuda.to_device(np.ones_like(x)), cuda.device_array_like(x)
+    stream = cuda.stream()
+    for _ in range(3):  # first: general path; then the fast path
+        saxpy[8, 128, stream](np.float32(2), dx, dy, do)
+    stream.synchronize()
+    np.testing.assert_allclose(do.copy_to_host(), 2 * x + 1)
+    saxpy[8, 128](2.5, dx, dy, do)  # Python float: a float64 instantiation
+    np.testing.assert_allclose(do.copy_to_host(), 2.5 * x + 1)
+    assert len(saxpy.signatures) == 2
+
+    a = np.arange(12 * 7, dtype=np.float64).reshape(12, 7)
+    d2 = cuda.device_array_like(a)
+    add2d[(2, 1), (8, 8)](cuda.to_device(a), cuda.to_device(np.ones_like(a)), d2)
+    np.testing.assert_allclose(d2.copy_to_host(), a + 2)
+    fa = np.asfortranarray(a)
+    add2d[(2, 1), (8, 8)](cuda.to_device(fa), cuda.to_device(fa), d2)  # F layout: a new signature
+    np.testing.assert_allclose(d2.copy_to_host(), 3 * a)
+
+    o = cuda.device_array_like(x)
+    shifted[8, 128](dx, o)
+    np.testing.assert_allclose(o.copy_to_host(), x + 0.5)
+
+    m = cuda.to_device(np.arange(10, dtype=np.float64))
+    mixed[1, 32](np.int32(8), np.float32(2), True, 1, m)
+    expect = np.arange(10, dtype=np.float64)
+    expect[:8] = expect[:8] * 2 + 1
+    np.testing.assert_allclose(m.copy_to_host(), expect)
+    m2 = cuda.to_device(np.arange(4, dtype=np.float64))
+    mixed[1, 32](np.int64(4), 0.5, np.bool_(False), np.int16(3), m2)
+    np.testing.assert_allclose(m2.copy_to_host(), -(np.arange(4) * 0.5 + 3))
+
+
+@pytest.mark.gpu
+def test_gpu_host_arrays_are_copied_in_and_out(cache):
+    k = lazy_kernel(_saxpy, cache=cache)
+    x = np.arange(300, dtype=np.float32)
+    out = np.zeros_like(x)
+    k[3, 128](np.float32(2), x, x, out)
+    np.testing.assert_allclose(out, 3 * x)
+
+
+@pytest.mark.gpu
+def test_gpu_host_arrays_refused_during_capture(cache):
+    from cuda.bindings import driver
+
+    from lazykern.errors import CaptureError
+
+    k = lazy_kernel(_saxpy, cache=cache)
+    x = cuda.to_device(np.ones(64, np.float32))
+    stream = cuda.stream()
+    k[1, 64, stream](np.float32(1), x, x, x)  # instantiate outside capture
+    handle = driver.CUstream(int(stream.handle.value if hasattr(stream.handle, "value") else stream.handle))
+    (err,) = driver.cuStreamBeginCapture(handle, driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+    assert err == driver.CUresult.CUDA_SUCCESS
+    try:
+        with pytest.raises(CaptureError, match="device arrays"):
+            k[1, 64, stream](np.float32(1), np.ones(64, np.float32), x, x)
+        k[1, 64, stream](np.float32(1), x, x, x)  # device arrays are fine while capturing
+    finally:
+        err, graph = driver.cuStreamEndCapture(handle)
+    assert err == driver.CUresult.CUDA_SUCCESS
+
+
+@pytest.mark.gpu
+def test_gpu_cupy_and_torch_arrays():
+    from tests._lazy_kernels import saxpy
+
+    for mod in ("cupy", "torch"):
+        try:
+            lib = importlib.import_module(mod)
+        except ImportError:
+            continue
+        if mod == "cupy":
+            x = lib.arange(256, dtype=lib.float32)
+            out = lib.zeros_like(x)
+        else:
+            x = lib.arange(256, dtype=lib.float32, device="cuda")
+            out = lib.zeros_like(x)
+        saxpy[2, 128](np.float32(2), x, x, out)
+        cuda.synchronize()
+        got = out.get() if mod == "cupy" else out.cpu().numpy()
+        np.testing.assert_allclose(got, 3 * np.arange(256, dtype=np.float32))
+
+
+@pytest.mark.gpu
+def test_gpu_cxx_linking_kernel_round_trip_through_the_cache(tmp_path):
+    code = """
+        import json
+        import numpy as np
+        from numba import cuda
+                from lazykern.decorator import lazy_kernel
+        from tests.test_decorator import _tripled
+        kc = KernelCache({d!r})
+        k = lazy_kernel(_tripled, cache=kc)
+        x = np.arange(100, dtype=np.float32)
+        out = cuda.device_array_like(x)
+        k[1, 128](cuda.to_device(x), out)
+        ok = bool(np.allclose(out.copy_to_host(), 3 * x))
+        print("JSON:" + json.dumps([ok, k.stats()["compiles"], k.stats()["hits"]]))
+    """.format(d=str(tmp_path / "cxx"))
+    assert json.loads(_run(code).split("JSON:")[1]) == [True, 1, 0]
+    assert json.loads(_run(code).split("JSON:")[1]) == [True, 0, 1]  # fresh process: loaded, not compiled
+
+
+@pytest.mark.gpu
+def test_gpu_fresh_process_launches_from_the_cache_alone(tmp_path):
+    code = """
+        import json
+        import numpy as np
+        from numba import cuda
+        from lazykern import KernelCache, _numba_compile
+        from lazykern.decorator import lazy_kernel
+        from tests.test_decorator import _saxpy
+        {guard}
+        k = lazy_kernel(_saxpy, cache=KernelCache({d!r}))
+        x = cuda.to_device(np.arange(64, dtype=np.float32))
+        out = cuda.device_array(64, np.float32)
+        k[1, 64](np.float32(2), x, x, out)
+        print("JSON:" + json.dumps([bool(np.allclose(out.copy_to_host(), 3 * np.arange(64))), k.stats()["compiles"]]))
+    """
+    d = str(tmp_path / "c")
+    assert json.loads(_run(code.format(d=d, guard="")).split("JSON:")[1]) == [True, 1]
+    guard = "_numba_compile.compile_kernel = None"
+    assert json.loads(_run(code.format(d=d, guard=guard)).split("JSON:")[1]) == [True, 0]
+
+
+@pytest.mark.gpu
+def test_gpu_wrong_arguments_raise_launch_errors(cache):
+    k = lazy_kernel(_saxpy, cache=cache)
+    x = cuda.to_device(np.ones(8, np.float32))
+    with pytest.raises(LaunchError, match="takes 4 arguments"):
+        k[1, 8](np.float32(1), x)
+    with pytest.raises(LaunchError, match="unsupported type"):
+        k[1, 8](np.float32(1), x, x, object())
+    with pytest.raises(LaunchError, match="unsupported type str"):
+        k[1, 8](1, x, x, "no")
+
+
+def test_int32_signature_types():
+    assert normalize_signature((int32, float32[:])) == (int32, float32[:])
