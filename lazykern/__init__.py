@@ -7,6 +7,7 @@ import os
 
 from .cache import KernelCache, LazykernWarning, default_cache, make_key, set_default_cache
 from .compiler import CompileResult, compile_source, current_arch, nvrtc_version
+from .decorator import LazyKernel, lazy_kernel
 from .errors import CacheError, CaptureError, CompileError, LaunchError, LazykernError
 from .family import KernelFamily
 from .kernel import Kernel
@@ -22,12 +23,14 @@ __all__ = [
     "KernelCache",
     "KernelFamily",
     "LaunchError",
+    "LazyKernel",
     "LazykernError",
     "LazykernWarning",
     "__version__",
     "compile_source",
     "current_arch",
     "default_cache",
+    "lazy_kernel",
     "make_key",
     "nvrtc_version",
     "set_default_cache",
