@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _capture
 from .errors import LaunchError
 
 PTR = "ptr"
@@ -220,6 +221,8 @@ class _Launcher:
         from cuda.core import launch
 
         kernel = self.kernel
+        if _capture.active and _capture.intercept(self, self.user_stream, args, name=kernel.name):
+            return  # recorded by a simulated capture
         fn = kernel.function()
         packed = kernel.pack(args)
         try:
