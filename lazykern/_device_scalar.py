@@ -19,17 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from . import _capture, _capture_hooks
+from . import _capture, _capture_hooks, _cugraph
 from .errors import CaptureError
 
 DEFAULT_RING = 8
 
 
 def _destroy_events(events: list[Any]) -> None:
-    from cuda.bindings import driver as drv
-
     for ev in events:
-        drv.cuEventDestroy(ev)
+        _cugraph.drv.cuEventDestroy(ev)
 
 
 class DeviceScalar:
@@ -62,10 +60,7 @@ class DeviceScalar:
         self._simulated = _capture_hooks.simulated()
         if self._simulated:
             return
-        from cuda.bindings import driver as drv
-
-        from . import _cugraph
-
+        drv = _cugraph.drv
         self._drv = drv
         self._check = _cugraph.check
         self._hstream = drv.CUstream(_capture.stream_handle(stream))

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from . import _capture, _capture_hooks
+from . import _capture, _capture_hooks, _cugraph
 from ._device_scalar import DeviceScalar
 from ._graphed import GraphedCallable
 from .errors import CaptureError
@@ -61,8 +61,6 @@ class _Handles:
         self.exec: Any = None
 
     def release(self) -> None:
-        from . import _cugraph
-
         if self.exec is not None:
             _cugraph.destroy_exec(self.exec)
             self.exec = None
@@ -87,8 +85,6 @@ class Graph:
         self._handle: int | None = None
         self._hstream: Any = None
         if not self.simulated:
-            from . import _cugraph
-
             self._handle = _capture.stream_handle(stream)
             if self._handle in _LEGACY_HANDLES:
                 raise CaptureError(_legacy_message(stream))
@@ -119,7 +115,7 @@ class Graph:
             yield self
         except BaseException as exc:
             session.abort()
-            translated = None if self.simulated else _cugraph_failure(exc)
+            translated = None if self.simulated else _cugraph.capture_failure(exc)
             if translated is not None:
                 raise translated from exc
             raise
@@ -156,8 +152,6 @@ class Graph:
         self._launches, self._topology = rec.launches, rec.topology
 
     def _apply_driver(self, graph: Any) -> None:
-        from . import _cugraph
-
         handles = self._handles
         try:
             if handles.exec is None:
@@ -195,8 +189,6 @@ class Graph:
         gexec = self._handles.exec
         if gexec is None:
             raise CaptureError(_nothing_captured())
-        from . import _cugraph
-
         _cugraph.launch(gexec, self._hstream if stream is None else self._other_stream(stream))
 
     def upload(self, stream: Any = None) -> None:
@@ -205,14 +197,10 @@ class Graph:
             return
         if self._handles.exec is None:
             raise CaptureError(_nothing_captured())
-        from . import _cugraph
-
         _cugraph.upload(self._handles.exec, self._hstream if stream is None else self._other_stream(stream))
 
     @staticmethod
     def _other_stream(stream: Any) -> Any:
-        from . import _cugraph
-
         return _cugraph.stream(_capture.stream_handle(stream))
 
     def keep(self, *objs: Any) -> None:
@@ -233,8 +221,6 @@ class Graph:
             return len(self._launches)
         if self._handles.graph is None:
             return 0
-        from . import _cugraph
-
         return _cugraph.kernel_count(self._handles.graph)
 
     def debug_dot(self, path: str | Path) -> Path:
@@ -250,14 +236,14 @@ class Graph:
                     lines.append(f"  n{i - 1} -> n{i};")
             path.write_text("\n".join([*lines, "}"]) + "\n")
             return path
-        from . import _cugraph
-
         _cugraph.dot_print(self._handles.graph, path)
         return path
 
     def close(self) -> None:
         """Free the driver objects and drop the references now instead of at garbage collection."""
         self._finalizer()
+        self._handles = _Handles()
+        self._finalizer = weakref.finalize(self, self._handles.release)
         self._launches, self._topology, self._refs = [], [], {}
         self._ready = False
 
@@ -288,8 +274,6 @@ class _Session:
             graph._recorder = self.recorder
             self._stack.callback(setattr, graph, "_recorder", None)
             if not graph.simulated:
-                from . import _cugraph
-
                 _cugraph.begin_capture(graph._hstream)
         except BaseException:
             self._stack.close()
@@ -297,8 +281,6 @@ class _Session:
 
     def _prepare_driver(self) -> None:
         from numba import cuda
-
-        from . import _cugraph
 
         if _cugraph.is_capturing(self.graph._hstream):
             raise CaptureError(f"stream {self.graph._handle:#x} is already being captured; end that capture first")
@@ -308,8 +290,6 @@ class _Session:
         if self.graph.simulated:
             self._stack.close()
             return None, None
-        from . import _cugraph
-
         try:
             return _cugraph.end_capture(self.graph._hstream)
         finally:
@@ -318,16 +298,12 @@ class _Session:
     def abort(self) -> None:
         _, graph = self._end()
         if graph is not None:
-            from . import _cugraph
-
             _cugraph.destroy_graph(graph)
 
     def finish(self) -> Any:
         """The captured driver graph (None when simulated); CaptureError if the driver invalidated it."""
         err, graph = self._end()
         if graph is None and not self.graph.simulated:
-            from . import _cugraph
-
             raise _cugraph.end_failure(err)
         return graph
 
@@ -342,12 +318,6 @@ def capture(stream: Any) -> contextlib.AbstractContextManager[Graph]:
     (``cuda.stream()``): the legacy default stream cannot be captured.
     """
     return Graph(stream).recapture()
-
-
-def _cugraph_failure(exc: BaseException) -> CaptureError | None:
-    from . import _cugraph
-
-    return _cugraph.capture_failure(exc)
 
 
 def _legacy_message(stream: Any) -> str:
