@@ -28,7 +28,11 @@ a kernel reading through a pointer table) is not seen: hand it to
 Under the simulator (``NUMBA_ENABLE_CUDASIM=1``) nothing is captured by a
 driver: launches on the captured stream are recorded as Python calls, in
 order, and :meth:`Graph.replay` runs them. The same wrapper logic (errors,
-references, updates, :func:`graphed`) thus runs in CI without a GPU.
+references, updates, :func:`graphed`) thus runs in CI without a GPU. The
+simulator forgets the stream of ``kern[grid, block, stream]``, so the capture
+wraps that indexing while it is open: configure simulated kernels inside the
+block (a ``kern[grid, block, stream]`` made before it would run at once).
+lazykern's cubin kernels cannot run under the simulator at all.
 """
 
 from __future__ import annotations
@@ -101,13 +105,30 @@ class Graph:
         self.last_apply: str | None = None  # "instantiated", "updated" or "reinstantiated"
 
     # -- capturing --------------------------------------------------------------
-    @contextlib.contextmanager
-    def recapture(self) -> Iterator[Graph]:
-        """Capture again (``with g.recapture(): ...``); applied as an update when the topology allows.
+    def recapture(self, fn: Callable[[], Any] | None = None) -> Any:
+        """Capture again, applied as an update when the topology allows.
 
-        If the block raises, the new capture is discarded, the stream leaves
-        capture mode, and the graph keeps replaying what it had before.
+        ``with g.recapture(): ...`` captures the block; ``g.recapture(fn)`` is
+        :meth:`update`. If the capture raises, it is discarded, the stream
+        leaves capture mode, and the graph keeps replaying what it had before.
         """
+        if fn is not None:
+            return self.update(fn)
+        return self._capturing()
+
+    def update(self, fn: Callable[[], Any]) -> Any:
+        """Capture ``fn()`` (same kernels, new arguments) and apply it; returns what ``fn`` returned.
+
+        Uses ``cuGraphExecUpdate``: no re-instantiation unless the driver
+        refuses the new graph (topology or kernels changed), in which case it
+        instantiates anew and logs why; ``instantiations``/``updates`` tell.
+        """
+        with self._capturing():
+            result = fn()
+        return result
+
+    @contextlib.contextmanager
+    def _capturing(self) -> Iterator[Graph]:
         if self._recorder is not None:
             raise CaptureError("this graph is already being captured; captures of one graph cannot nest")
         session = _Session(self)
@@ -120,17 +141,6 @@ class Graph:
                 raise translated from exc
             raise
         self._apply(session.recorder, session.finish())
-
-    def update(self, fn: Callable[[], Any]) -> Any:
-        """Capture ``fn()`` (same kernels, new arguments) and apply it; returns what ``fn`` returned.
-
-        Uses ``cuGraphExecUpdate``: no re-instantiation unless the driver
-        refuses the new graph (topology or kernels changed), in which case it
-        instantiates anew and logs why; ``instantiations``/``updates`` tell.
-        """
-        with self.recapture():
-            result = fn()
-        return result
 
     def _apply(self, rec: _capture.Recorder, graph: Any) -> None:
         if self.simulated:
@@ -317,7 +327,7 @@ def capture(stream: Any) -> contextlib.AbstractContextManager[Graph]:
     capture and leaves the stream usable. The stream must be a created stream
     (``cuda.stream()``): the legacy default stream cannot be captured.
     """
-    return Graph(stream).recapture()
+    return Graph(stream)._capturing()
 
 
 def _legacy_message(stream: Any) -> str:

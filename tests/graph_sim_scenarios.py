@@ -170,12 +170,17 @@ def updates():
 
     failed = _error(failing)
     g.replay()
+    after_failed = [g.instantiations, g.updates, y2.copy_to_host().tolist()]
+    y.copy_to_device(np.array([3, 4], np.float32))
+    g.recapture(lambda: double[1, 2, s](y))
+    g.replay()
     return {
         "same_topology": same,
         "results": results,
         "other_kernel": other,
         "failed_recapture": failed,
-        "after_failed": [g.instantiations, g.updates, y2.copy_to_host().tolist()],
+        "after_failed": after_failed,
+        "recapture_fn": [g.instantiations, g.updates, y.copy_to_host().tolist(), y2.copy_to_host().tolist()],
     }
 
 

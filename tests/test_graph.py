@@ -91,6 +91,7 @@ def test_sim_update_same_topology_versus_other_kernels(sim):
     assert r["other_kernel"] == [2, 1, "reinstantiated"]
     assert r["failed_recapture"] == ["KeyError", "'no'"]
     assert r["after_failed"] == [2, 1, [12, 14]]  # the previous capture (double y2) still replays
+    assert r["recapture_fn"] == [2, 2, [6, 8], [12, 14]]  # same kernel, other buffer: an update
 
 
 def test_sim_graph_keeps_its_buffers_alive(sim):
