@@ -35,6 +35,8 @@ class DeviceScalar:
 
     Pass it to kernels like an array (it has ``__cuda_array_interface__``, and
     ``.array`` is the Numba device array itself); kernels read ``step[0]``.
+    Replay the graphs that read it on the same ``stream``: that is what orders
+    each ``set()`` before the replay that follows it. Not thread-safe.
 
     >>> step = DeviceScalar(np.int32(0), stream=stream)   # doctest: +SKIP
     >>> step.set(5); step.value                          # doctest: +SKIP
