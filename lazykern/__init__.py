@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
+from . import graph
 from .cache import KernelCache, LazykernWarning, default_cache, make_key, set_default_cache
 from .compiler import CompileResult, compile_source, current_arch, nvrtc_version
 from .decorator import LazyKernel, lazy_kernel
@@ -30,6 +31,7 @@ __all__ = [
     "compile_source",
     "current_arch",
     "default_cache",
+    "graph",
     "lazy_kernel",
     "make_key",
     "nvrtc_version",

@@ -34,7 +34,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from . import _numba_args, _numba_compile, compiler
+from . import _capture, _numba_args, _numba_compile, compiler
 from ._numba_key import fingerprint
 from .cache import KernelCache, default_cache, make_key
 from .errors import CaptureError, LaunchError, LazykernError
@@ -399,6 +399,8 @@ class _Launcher:
 
     def __call__(self, *args: Any) -> None:
         # The hot path: one key per argument (dict lookups), one dict lookup per table, one launch.
+        if _capture.active and _capture.intercept(self, self.user_stream, args, name=self.kernel.__name__):
+            return  # recorded by a simulated capture
         inst = self._fast.get(tuple(map(self._key, args)))
         if inst is None:
             self.kernel._call(self, args)

@@ -15,6 +15,7 @@ import numpy as np
 from cuda.bindings.driver import cuCtxGetCurrent
 from cuda.core import launch
 
+from . import _capture
 from .errors import LaunchError
 
 PTR = "ptr"
@@ -261,6 +262,8 @@ class _Launcher:
 
     def __call__(self, *args: Any) -> None:
         kernel = self.kernel
+        if _capture.active and _capture.intercept(self, self.user_stream, args, name=kernel.name):
+            return  # recorded by a simulated capture
         packed = kernel.pack(args)
         try:
             launch(self.stream, self.config, kernel.function(), *packed)
