@@ -38,7 +38,7 @@ from . import _capture, _numba_args, _numba_compile, compiler
 from ._numba_key import fingerprint
 from .cache import KernelCache, default_cache, make_key
 from .errors import CaptureError, LaunchError, LazykernError
-from .kernel import Kernel, _dim3, core_stream
+from .kernel import Kernel, _current_context_handle, _dim3, core_stream
 
 log = logging.getLogger("lazykern")
 
@@ -339,14 +339,14 @@ class _Instance:
         self.pack: Callable[..., tuple] | None = None
         self.plan: list | None = None
         self.cooperative = False
-        self.functions: dict[Any, Any] = {}  # Numba context -> cuda.core kernel
+        self.functions: dict[int, Any] = {}  # CUcontext handle -> cuda.core kernel
         self.kernels: dict[str, Kernel] = {}  # arch -> loaded Kernel
 
     def function(self) -> Any:
         from numba.cuda.cudadrv.devices import get_context
 
-        ctx = get_context()
-        fn = self.functions.get(ctx)
+        ctx = get_context()  # creates the context if there is none yet
+        fn = self.functions.get(_current_context_handle())
         if fn is None:
             fn = self._load(ctx)
         return fn
@@ -366,7 +366,7 @@ class _Instance:
                 kernel = self.kernels[arch] = Kernel(
                     self.owner.__qualname__, meta["symbol"], entry.code, arch=arch, meta=meta, family="lazy_kernel"
                 )
-            fn = self.functions[ctx] = kernel.function()
+            fn = self.functions[_current_context_handle()] = kernel.function()
         return fn
 
 
@@ -377,8 +377,6 @@ class _Launcher:
 
     def __init__(self, kernel: LazyKernel, config: Any) -> None:
         from cuda.core import LaunchConfig, launch
-        from numba.cuda.cudadrv.devices import get_context
-
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
             raise LaunchError(
                 "launch as kernel[grid, block], kernel[grid, block, stream] or kernel[grid, block, stream, shared_mem]"
@@ -394,7 +392,7 @@ class _Launcher:
         self._coop = None  # built on first need: cuda.core checks the device supports it
         self._fast = kernel._fast
         self._key = kernel._fast_key
-        self._ctx = get_context
+        self._ctx = _current_context_handle
         self._launch = launch
 
     def __call__(self, *args: Any) -> None:
