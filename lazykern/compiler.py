@@ -118,8 +118,18 @@ def system_include_dirs() -> tuple[str, ...]:
 
 @functools.cache
 def toolchain_fingerprint() -> str:
-    """Digest of what besides the source decides the output: NVRTC and CCCL versions."""
+    """Digest of what besides the source decides the output: NVRTC, CCCL and numba-cuda versions.
+
+    numba-cuda is included because it supplies the header search paths and the
+    linker of the LTO route: upgrading it must not return entries it did not make.
+    """
+    from importlib import metadata
+
     h = hashlib.sha256(repr(nvrtc_version()).encode())
+    try:
+        h.update(b"numba-cuda " + metadata.version("numba-cuda").encode())
+    except metadata.PackageNotFoundError:
+        h.update(b"numba-cuda absent")
     for d in system_include_dirs():
         version_h = Path(d, "cuda", "std", "__cccl", "version.h")
         if version_h.is_file():
