@@ -29,7 +29,10 @@ def _warm_concurrently(directory, kind: str, processes: int, threads: int) -> li
     go = directory.parent / f"go-{kind}"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
     cmd = [sys.executable, WORKER, str(directory), kind, str(threads), str(go)]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(processes)]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for _ in range(processes)
+    ]
     time.sleep(1.0)  # let every worker import and block on the start signal
     go.write_text("go")
     results = []
