@@ -285,38 +285,37 @@ class DiskBackend:
 def _readable_rows(path: str, directory: str) -> Iterator[tuple[str, bytes]]:
     """(key, value) of the str-keyed bytes rows SQLite can still read from a damaged file.
 
-    Scans by rowid and, where a page cannot be read, skips ahead with a
-    growing stride, so a few bad pages do not hide the rest of the table.
+    Row ids are gathered from every index and from the table itself (each
+    scan keeps what it read before hitting a bad page), then each row is read
+    on its own, so a few bad pages cost only the rows on them.
     """
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
     except sqlite3.Error:
         return
-    sql = "SELECT rowid, key, mode, filename, value FROM Cache WHERE raw = 1 AND rowid > ? ORDER BY rowid LIMIT 64"
     try:
-        try:
-            (top,) = con.execute("SELECT max(rowid) FROM Cache").fetchone()
-        except sqlite3.Error:
-            top = None
-        last, stride = 0, 1
-        while True:
+        rowids: set[int] = set()
+        for source in ("INDEXED BY Cache_key_raw", "INDEXED BY Cache_access_time", "INDEXED BY Cache_expire_time", ""):
             try:
-                batch = con.execute(sql, (last,)).fetchall()
+                for (rowid,) in con.execute(f"SELECT rowid FROM Cache {source}"):
+                    rowids.add(rowid)
             except sqlite3.Error:
-                if top is None or last >= top:
-                    return
-                last, stride = last + stride, stride * 2
                 continue
-            if not batch:
-                return
-            stride = 1
-            for rowid, key, mode, filename, value in batch:
-                last = rowid
-                if not isinstance(key, str) or key.startswith(STAT_PREFIX):
-                    continue
-                data = _row_bytes(mode, filename, value, directory)
-                if data is not None:
-                    yield key, data
+        for rowid in sorted(rowids):
+            try:
+                row = con.execute(
+                    "SELECT key, raw, mode, filename, value FROM Cache WHERE rowid = ?", (rowid,)
+                ).fetchone()
+            except sqlite3.Error:
+                continue
+            if row is None:
+                continue
+            key, raw, mode, filename, value = row
+            if raw != 1 or not isinstance(key, str) or key.startswith(STAT_PREFIX):
+                continue
+            data = _row_bytes(mode, filename, value, directory)
+            if data is not None:
+                yield key, data
     finally:
         con.close()
 

@@ -213,7 +213,7 @@ class KernelCache(ProgramCacheResource):
             self._warn_once("read", f"lazykern could not read its cache at {self.directory!r} ({exc}); recompiling.")
             return None
 
-    def _read(self, key: str, expect: dict[str, Any] | None) -> _entry.Entry | None:
+    def _read(self, key: str, expect: dict[str, Any] | None, *, schema: bool = True) -> _entry.Entry | None:
         try:
             blob = self._backend.get(key)
             if blob is None:
@@ -223,7 +223,7 @@ class KernelCache(ProgramCacheResource):
             raise _BadEntry(str(exc)) from None
         except OSError as exc:  # the blob file exists but cannot be read back
             raise _BadEntry(f"blob unreadable: {exc}") from None
-        problem = _mismatch(key, entry.meta, expect)
+        problem = _mismatch(key, entry.meta, expect, schema)
         if problem:
             raise _BadEntry(problem)
         return entry
@@ -354,9 +354,15 @@ class KernelCache(ProgramCacheResource):
     def entries(self) -> Iterator[dict[str, Any]]:
         """One dict per stored kernel: key, size, times and its metadata."""
         for key, _size, stored, used in list(self._backend.rows()):
-            if key.startswith("lazykern:"):
+            if key.startswith(_STAT_ROOT):
                 continue
-            entry = self.lookup(key)
+            try:
+                entry = self._read(key, None, schema=False)
+            except _BadEntry as exc:
+                self._drop(key, exc.reason)
+                continue
+            except STORE_ERRORS:
+                continue
             if entry is None:
                 continue
             yield {"key": key, "bytes": len(entry.code), "stored": stored, "last_used": used, **entry.meta}
@@ -384,7 +390,7 @@ class KernelCache(ProgramCacheResource):
             if key.startswith(_STAT_ROOT):
                 continue
             try:
-                self._read(key, None)
+                self._read(key, None, schema=False)
             except _BadEntry as exc:
                 bad.append(key)
                 log.info("cache check: entry %s is bad: %s", key[:16], exc.reason)
@@ -485,11 +491,16 @@ class _BadEntry(Exception):
         self.reason = reason
 
 
-def _mismatch(key: str, meta: dict[str, Any], expect: dict[str, Any] | None) -> str | None:
-    """Why a decoded header does not belong to this request, or None when it does."""
+def _mismatch(key: str, meta: dict[str, Any], expect: dict[str, Any] | None, schema: bool) -> str | None:
+    """Why a decoded header does not belong to this request, or None when it does.
+
+    The schema is part of every key, so a lookup never meets another schema's
+    entry unless it was forged; listings skip that test, because entries of
+    another lazykern version sharing the directory are valid for that version.
+    """
     if meta.get("key", key) != key:
         return f"header names key {str(meta['key'])[:16]}..., not this one (swapped entry)"
-    if meta.get("schema", SCHEMA_VERSION) != SCHEMA_VERSION:
+    if schema and meta.get("schema", SCHEMA_VERSION) != SCHEMA_VERSION:
         return f"schema {meta.get('schema')!r}, this lazykern writes {SCHEMA_VERSION} (stale entry)"
     for field, want in (expect or {}).items():
         if field in meta and meta[field] != want:
