@@ -248,20 +248,26 @@ class KernelCache(ProgramCacheResource):
         meta["key"] = key
         blob = _entry.encode(code, meta)
         if len(blob) > self.size_limit:
-            self._warn_once(
-                "size",
-                f"lazykern cache size limit ({self.size_limit} bytes) is smaller than a compiled kernel "
-                f"({len(blob)} bytes); kernels will not persist. Raise LAZYKERN_CACHE_SIZE (e.g. 2G).",
-            )
+            self._warn_too_small(len(blob))
             return
         try:
             self._backend.set(key, blob, tag=meta.get("family"))
+            if self._backend.get(key) is None:  # evicted at once: the store holds nothing else
+                self._warn_too_small(len(blob))
         except STORE_ERRORS as exc:
             self._warn_once(
                 "write",
                 f"lazykern could not write to its cache at {self.directory!r} ({exc}); "
                 "newly compiled kernels will not persist. Free disk space or set LAZYKERN_CACHE_DIR.",
             )
+
+    def _warn_too_small(self, size: int) -> None:
+        self._warn_once(
+            "size",
+            f"lazykern cache size limit ({self.size_limit} bytes) is too small for a compiled kernel "
+            f"({size} bytes) plus the store's own database; kernels will not persist. "
+            "Raise LAZYKERN_CACHE_SIZE (e.g. 2G).",
+        )
 
     def get_or_compile(
         self,
