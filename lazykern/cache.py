@@ -84,6 +84,13 @@ def make_key(
     """
     from .compiler import toolchain_fingerprint, user_include_dirs
 
+    if not isinstance(source, str):
+        raise TypeError(f"source must be str, got {type(source).__name__}")
+    for field, value in (("arch", arch), ("target", target), ("route", route), ("extra", extra)):
+        if not isinstance(value, str):
+            raise TypeError(f"{field} must be str, got {type(value).__name__} ({value!r})")
+    if isinstance(options, (str, bytes)):
+        raise TypeError(f"options must be a sequence of strings, got one {type(options).__name__}: wrap it in a list")
     record = {
         "schema": SCHEMA_VERSION,
         "source": hashlib.sha256(source.encode()).hexdigest(),
