@@ -2,23 +2,56 @@
 
 Both backends hold opaque ``bytes`` under ``str`` keys. The disk backend uses a
 ``diskcache.Disk`` that refuses to pickle or unpickle anything: a writable,
-shared cache directory must never be a way to run code (CVE-2025-69872).
+shared cache directory must never be a way to run code (CVE-2025-69872). It
+also refuses blob file names that point outside the cache directory, so a
+forged database row cannot make a lookup read, or a delete remove, any other
+file.
+
+A database SQLite calls corrupt ("malformed", "not a database") is moved
+aside, kept for inspection, and replaced by a fresh one into which every
+still-readable, digest-valid entry is copied: one bad page costs the entries
+on it, not the whole store.
 """
 
 from __future__ import annotations
 
 import collections
+import os
+import re
 import sqlite3
 import threading
-from collections.abc import Iterator
-from typing import Any
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import diskcache
-from diskcache.core import MODE_PICKLE, MODE_TEXT
+import filelock
+from diskcache.core import DBNAME, MODE_BINARY, MODE_RAW
 
 from .errors import CacheError
 
 STORE_ERRORS = (OSError, sqlite3.Error, CacheError, diskcache.Timeout)
+LOCK_DIR = "locks"
+STAT_PREFIX = "lazykern:"
+# diskcache's own naming: two hex levels, 28 hex chars, ".val".
+_BLOB_RE = re.compile(r"^[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{28}\.val$")
+_CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (primary codes)
+_T = TypeVar("_T")
+
+
+def is_corrupt(exc: BaseException) -> bool:
+    """True for SQLite errors that mean the database file itself is damaged."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _CORRUPT_CODES
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text
+
+
+def valid_blob_name(filename: Any) -> bool:
+    return isinstance(filename, str) and bool(_BLOB_RE.match(filename.replace(os.sep, "/")))
 
 
 class NoPickleDisk(diskcache.Disk):
@@ -40,69 +73,337 @@ class NoPickleDisk(diskcache.Disk):
         return super().store(value, read, key=key)
 
     def fetch(self, mode: int, filename: str | None, value: Any, read: bool):
-        if mode in (MODE_PICKLE, MODE_TEXT):
-            raise CacheError("refusing to unpickle a cache value (poisoned entry)")
-        return super().fetch(mode, filename, value, False)
+        if mode == MODE_RAW:
+            return super().fetch(mode, filename, value, False)
+        if mode != MODE_BINARY:
+            raise CacheError(f"refusing to decode a cache value stored in mode {mode} (pickle or text: poisoned entry)")
+        if not valid_blob_name(filename):
+            raise CacheError(f"refusing blob file name {filename!r} (not a cache file name: forged entry)")
+        try:
+            return super().fetch(mode, filename, value, False)
+        except FileNotFoundError:
+            # diskcache would report a plain miss; a row without its file is damage.
+            raise CacheError(f"blob file {filename} is missing") from None
+
+    def remove(self, file_path: str) -> None:
+        if valid_blob_name(file_path):
+            super().remove(file_path)
 
 
 class DiskBackend:
+    """A diskcache directory that repairs a corrupt database instead of failing.
+
+    ``on_reset(message)`` is called (once per repair, in the process that did
+    it) after a corrupt database was moved aside.
+    """
+
     kind = "disk"
 
-    def __init__(self, directory: str, size_limit: int) -> None:
+    def __init__(self, directory: str, size_limit: int, on_reset: Callable[[str], None] | None = None) -> None:
         self.directory = directory
-        self.cache = diskcache.Cache(
-            directory,
+        self.size_limit = size_limit
+        self.on_reset = on_reset
+        self.quarantined: list[str] = []
+        self._swap = threading.Lock()
+        self._db_path = os.path.join(directory, DBNAME)
+        tried = _inode(self._db_path)
+        try:
+            self.cache, self._ino = self._open()
+        except sqlite3.DatabaseError as exc:
+            if not is_corrupt(exc):
+                raise
+            self.cache, self._ino = None, tried  # type: ignore[assignment]
+            self._recover(exc)
+
+    def _open(self) -> tuple[diskcache.Cache, int | None]:
+        cache = diskcache.Cache(
+            self.directory,
             disk=NoPickleDisk,
-            size_limit=size_limit,
+            size_limit=self.size_limit,
             eviction_policy="least-recently-used",
             cull_limit=1,  # evict one LRU entry per write, not ten at once
             statistics=0,
             timeout=30,
         )
-        self.size_limit = size_limit
+        return cache, _inode(self._db_path)
 
+    def _run(self, op: Callable[[diskcache.Cache], _T]) -> _T:
+        """Run ``op`` on the database; on corruption, repair it once and retry."""
+        cache = self.cache
+        try:
+            return op(cache)
+        except sqlite3.DatabaseError as exc:
+            if not is_corrupt(exc):
+                raise
+            self._recover(exc, cache)
+            return op(self.cache)
+
+    def _recover(self, exc: BaseException, broken: diskcache.Cache | None = None) -> None:
+        """Move the corrupt database aside (unless another process did), salvage, reopen."""
+        with self._swap:
+            if broken is not None and self.cache is not broken:
+                return  # another thread of this process already reopened it
+            if self.cache is not None:
+                _close_quietly(self.cache)
+            os.makedirs(os.path.join(self.directory, LOCK_DIR), mode=0o700, exist_ok=True)
+            with filelock.FileLock(os.path.join(self.directory, LOCK_DIR, "_database.lock"), timeout=60):
+                moved = None
+                if _inode(self._db_path) == self._ino:
+                    moved = self._move_aside()
+                self.cache, self._ino = self._open()
+                salvaged = self._salvage(moved) if moved else 0
+        if moved:
+            self.quarantined.append(moved)
+            if self.on_reset is not None:
+                self.on_reset(
+                    f"lazykern cache database {self._db_path!r} was corrupt ({exc}); moved it to {moved!r} "
+                    f"and started a fresh one with the {salvaged} intact entries it still held. "
+                    "Other kernels will be recompiled when first used."
+                )
+
+    def _move_aside(self) -> str | None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = f"{self._db_path}.corrupt-{stamp}-{os.getpid()}"
+        try:
+            os.replace(self._db_path, target)
+        except FileNotFoundError:
+            return None
+        for suffix in ("-wal", "-shm"):
+            try:
+                os.replace(self._db_path + suffix, target + suffix)
+            except FileNotFoundError:
+                pass
+        return target
+
+    def _salvage(self, broken_path: str) -> int:
+        """Copy every readable, digest-valid entry of the broken database into the fresh one."""
+        from . import _entry
+
+        saved = 0
+        for key, value in _readable_rows(broken_path, self.directory):
+            try:
+                _entry.decode(value)
+                self.cache.set(key, value, retry=True)
+                saved += 1
+            except (_entry.EntryError, *STORE_ERRORS):
+                continue
+        return saved
+
+    # -- operations ----------------------------------------------------------
     def get(self, key: str) -> Any:
-        return self.cache.get(key, default=None, retry=True)
+        return self._run(lambda c: c.get(key, default=None, retry=True))
 
     def set(self, key: str, value: bytes, tag: str | None = None) -> None:
-        self.cache.set(key, value, tag=tag, retry=True)
+        self._run(lambda c: c.set(key, value, tag=tag, retry=True))
 
     def delete(self, key: str) -> bool:
-        return bool(self.cache.delete(key, retry=True))
+        return bool(self._run(lambda c: c.delete(key, retry=True)))
 
     def incr(self, key: str, delta: int) -> None:
-        self.cache.incr(key, delta, default=0, retry=True)
+        self._run(lambda c: c.incr(key, delta, default=0, retry=True))
 
-    def keys(self) -> Iterator[str]:
-        return iter(list(self.cache.iterkeys()))
-
-    def rows(self) -> Iterator[tuple[str, int, float, float]]:
-        """(key, size, store_time, access_time) of every row, read from SQLite."""
+    def rows(self) -> list[tuple[str, int, float, float]]:
+        """(key, size, store_time, access_time) of every str-keyed row, read from SQLite."""
         sql = "SELECT key, size, store_time, access_time FROM Cache WHERE raw = 1"
-        yield from self.cache._sql(sql).fetchall()
+        return self._run(lambda c: c._sql(sql).fetchall())
 
     def volume(self) -> int:
-        return int(self.cache.volume())
+        return int(self._run(lambda c: c.volume()))
 
     def __len__(self) -> int:
-        return len(self.cache)
+        return self._run(len)
 
     def clear(self) -> None:
-        self.cache.clear(retry=True)
+        self._run(lambda c: c.clear(retry=True))
 
     def cull(self, size_limit: int) -> int:
-        old = self.cache.size_limit
-        self.cache.reset("size_limit", size_limit)
-        try:
-            return self.cache.cull(retry=True)
-        finally:
-            self.cache.reset("size_limit", old)
+        def op(c: diskcache.Cache) -> int:
+            old = c.size_limit
+            c.reset("size_limit", size_limit)
+            try:
+                return c.cull(retry=True)
+            finally:
+                c.reset("size_limit", old)
 
-    def check(self, fix: bool) -> list[str]:
-        return [str(w.message) for w in self.cache.check(fix=fix, retry=True)]
+        return self._run(op)
+
+    def check(self, repair: bool, min_age: float) -> dict[str, Any]:
+        """Database integrity, rows against files, stale locks; fixed when ``repair``.
+
+        Unlike ``diskcache.Cache.check(fix=True)`` this never deletes lock
+        files that are held, files younger than ``min_age`` seconds (a writer
+        stores its blob file before the row that names it), or anything that
+        is not a blob file of this cache.
+        """
+        report: dict[str, Any] = {"integrity": "ok", "quarantined": None, "missing_files": 0, "orphan_files": 0}
+        try:
+            rows = self._run(lambda c: c._sql("PRAGMA integrity_check").fetchall())
+            problems = [r[0] for r in rows if r[0] != "ok"]
+        except sqlite3.DatabaseError as exc:
+            problems = [str(exc)]
+        if problems:
+            report["integrity"] = "; ".join(problems[:5])
+            if repair:
+                self._recover(sqlite3.DatabaseError(report["integrity"]), self.cache)
+                report["quarantined"] = self.quarantined[-1] if self.quarantined else None
+        now = time.time()
+        referenced = set()
+        dangling = []
+        for rowid, filename in self._run(
+            lambda c: c._sql("SELECT rowid, filename FROM Cache WHERE filename IS NOT NULL").fetchall()
+        ):
+            full = os.path.join(self.directory, filename) if valid_blob_name(filename) else None
+            if full is None or not os.path.isfile(full):
+                dangling.append(rowid)
+            else:
+                referenced.add(os.path.normpath(full))
+        report["missing_files"] = len(dangling)
+        if repair and dangling:
+            self._run(lambda c: _delete_rowids(c, dangling))
+        orphans = [
+            p for p in _blob_files(self.directory) if os.path.normpath(p) not in referenced and _age(p, now) >= min_age
+        ]
+        report["orphan_files"] = len(orphans)
+        if repair:
+            for path in orphans:
+                _unlink(path)
+                _rmdirs(os.path.dirname(path), self.directory)
+            self._run(_fix_settings)
+        return report
+
+    def foreign_rows(self, repair: bool) -> int:
+        """Rows with pickled keys: never read, counted, and dropped when ``repair``."""
+        rows = self._run(lambda c: c._sql("SELECT rowid FROM Cache WHERE raw = 0").fetchall())
+        if repair and rows:
+            self._run(lambda c: _delete_rowids(c, [r[0] for r in rows]))
+        return len(rows)
 
     def close(self) -> None:
-        self.cache.close()
+        _close_quietly(self.cache)
+
+
+def _readable_rows(path: str, directory: str) -> Iterator[tuple[str, bytes]]:
+    """(key, value) of the str-keyed bytes rows SQLite can still read from a damaged file.
+
+    Row ids are gathered from every index and from the table itself (each
+    scan keeps what it read before hitting a bad page), then each row is read
+    on its own, so a few bad pages cost only the rows on them.
+    """
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error:
+        return
+    try:
+        rowids: set[int] = set()
+        for source in ("INDEXED BY Cache_key_raw", "INDEXED BY Cache_access_time", "INDEXED BY Cache_expire_time", ""):
+            try:
+                for (rowid,) in con.execute(f"SELECT rowid FROM Cache {source}"):
+                    rowids.add(rowid)
+            except sqlite3.Error:
+                continue
+        for rowid in sorted(rowids):
+            try:
+                row = con.execute(
+                    "SELECT key, raw, mode, filename, value FROM Cache WHERE rowid = ?", (rowid,)
+                ).fetchone()
+            except sqlite3.Error:
+                continue
+            if row is None:
+                continue
+            key, raw, mode, filename, value = row
+            if raw != 1 or not isinstance(key, str) or key.startswith(STAT_PREFIX):
+                continue
+            data = _row_bytes(mode, filename, value, directory)
+            if data is not None:
+                yield key, data
+    finally:
+        con.close()
+
+
+def _row_bytes(mode: Any, filename: Any, value: Any, directory: str) -> bytes | None:
+    if mode == MODE_RAW and isinstance(value, bytes):
+        return value
+    if mode == MODE_BINARY and valid_blob_name(filename):
+        try:
+            with open(os.path.join(directory, filename), "rb") as fh:
+                return fh.read()
+        except OSError:
+            return None
+    return None
+
+
+def _delete_rowids(cache: diskcache.Cache, rowids: list[int]) -> None:
+    with cache.transact(retry=True):
+        sql = cache._sql
+        for rowid in rowids:
+            row = sql("SELECT filename FROM Cache WHERE rowid = ?", (rowid,)).fetchone()
+            sql("DELETE FROM Cache WHERE rowid = ?", (rowid,))
+            if row and row[0]:
+                cache._disk.remove(row[0])
+
+
+def _fix_settings(cache: diskcache.Cache) -> None:
+    """Make diskcache's running count and size agree with the table (eviction uses them)."""
+    with cache.transact(retry=True):
+        sql = cache._sql
+        ((count,),) = sql("SELECT COUNT(key) FROM Cache").fetchall()
+        ((size,),) = sql("SELECT COALESCE(SUM(size), 0) FROM Cache").fetchall()
+        sql("UPDATE Settings SET value = ? WHERE key = ?", (count, "count"))
+        sql("UPDATE Settings SET value = ? WHERE key = ?", (size, "size"))
+    cache.reset("count")
+    cache.reset("size")
+
+
+def _blob_files(directory: str) -> Iterator[str]:
+    for top in os.listdir(directory):
+        if not re.fullmatch(r"[0-9a-f]{2}", top):
+            continue
+        for root, _dirs, files in os.walk(os.path.join(directory, top)):
+            for name in files:
+                path = os.path.join(root, name)
+                if valid_blob_name(os.path.relpath(path, directory)):
+                    yield path
+
+
+def _age(path: str, now: float) -> float:
+    try:
+        return now - os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _rmdirs(path: str, stop: str) -> None:
+    """Remove now-empty blob subdirectories up to (not including) ``stop``."""
+    stop = os.path.normpath(stop)
+    while os.path.normpath(path) != stop and path.startswith(stop):
+        try:
+            os.rmdir(path)
+        except OSError:
+            return
+        path = os.path.dirname(path)
+
+
+def _inode(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+def _close_quietly(cache: diskcache.Cache | None) -> None:
+    if cache is None:
+        return
+    try:
+        cache.close()
+    except sqlite3.Error:
+        pass
 
 
 class MemoryBackend:
@@ -110,6 +411,7 @@ class MemoryBackend:
 
     kind = "memory"
     directory = None
+    quarantined: tuple[str, ...] = ()
 
     def __init__(self, size_limit: int) -> None:
         self.size_limit = size_limit
@@ -125,8 +427,6 @@ class MemoryBackend:
             return value
 
     def set(self, key: str, value: bytes, tag: str | None = None) -> None:
-        import time
-
         with self.lock:
             self.data[key] = value
             self.data.move_to_end(key)
@@ -154,14 +454,13 @@ class MemoryBackend:
         with self.lock:
             self.data[key] = int(self.data.get(key, 0)) + delta
 
-    def keys(self) -> Iterator[str]:
-        return iter(list(self.data))
-
-    def rows(self) -> Iterator[tuple[str, int, float, float]]:
+    def rows(self) -> list[tuple[str, int, float, float]]:
+        out = []
         for key, value in list(self.data.items()):
             if isinstance(value, bytes):
                 stored, used = self.times.get(key, (0.0, 0.0))
-                yield key, len(value), stored, used
+                out.append((key, len(value), stored, used))
+        return out
 
     def volume(self) -> int:
         return sum(len(v) for v in self.data.values() if isinstance(v, bytes))
@@ -174,8 +473,11 @@ class MemoryBackend:
             self.data.clear()
             self.times.clear()
 
-    def check(self, fix: bool) -> list[str]:
-        return []
+    def check(self, repair: bool, min_age: float) -> dict[str, Any]:
+        return {"integrity": "ok", "quarantined": None, "missing_files": 0, "orphan_files": 0}
+
+    def foreign_rows(self, repair: bool) -> int:
+        return 0
 
     def close(self) -> None:
         pass

@@ -9,6 +9,11 @@ processes ask for it at the same moment.
 Use :meth:`lookup`/``get`` to ask "is it there" and "give it to me" in one
 step: there is deliberately no ``__contains__``, whose check-then-read idiom
 races with other processes and with eviction.
+
+Nothing the store returns is trusted: every entry carries the sha256 of its
+binary and the key it was stored under, both checked on every read, so a
+truncated, flipped, swapped or forged entry is dropped and recompiled, never
+loaded. :meth:`KernelCache.check` verifies and repairs a whole store.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any
 import filelock
 
 from . import _entry, config
-from ._store import STORE_ERRORS, DiskBackend, MemoryBackend
+from ._store import LOCK_DIR, STORE_ERRORS, DiskBackend, MemoryBackend
 from .errors import CacheError
 
 try:
@@ -82,6 +87,13 @@ def make_key(
     """
     from .compiler import toolchain_fingerprint, user_include_dirs
 
+    if not isinstance(source, str):
+        raise TypeError(f"source must be str, got {type(source).__name__}")
+    for field, value in (("arch", arch), ("target", target), ("route", route), ("extra", extra)):
+        if not isinstance(value, str):
+            raise TypeError(f"{field} must be str, got {type(value).__name__} ({value!r})")
+    if isinstance(options, (str, bytes)):
+        raise TypeError(f"options must be a sequence of strings, got one {type(options).__name__}: wrap it in a list")
     record = {
         "schema": SCHEMA_VERSION,
         "source": hashlib.sha256(source.encode()).hexdigest(),
@@ -159,7 +171,8 @@ class KernelCache(ProgramCacheResource):
     def _open_disk(self, directory: str) -> DiskBackend | MemoryBackend:
         try:
             _prepare_dir(directory)
-            return DiskBackend(directory, self.size_limit)  # diskcache writes its settings: a read-only dir fails here
+            # diskcache writes its settings on open, so a read-only directory fails here.
+            return DiskBackend(directory, self.size_limit, on_reset=lambda msg: self._warn_once("database", msg))
         except STORE_ERRORS as exc:
             self.degraded = f"{directory}: {exc}"
             self._warn_once(
@@ -209,25 +222,52 @@ class KernelCache(ProgramCacheResource):
         return fingerprint
 
     # -- entries ---------------------------------------------------------
-    def lookup(self, key: bytes | str) -> _entry.Entry | None:
-        """The entry under ``key``, or None. Corrupt entries are dropped with one warning."""
+    def lookup(self, key: bytes | str, *, expect: dict[str, Any] | None = None) -> _entry.Entry | None:
+        """The entry under ``key``, or None. Bad entries are dropped with one warning each.
+
+        An entry is bad when its bytes fail their digest, when its header
+        names another key or schema, or when a field of ``expect`` (e.g.
+        ``{"kernel": "f", "arch": "sm_90"}``) disagrees with the header's.
+        A store that cannot be read right now (locked, I/O error) is a miss.
+        """
         key = _norm_key(key)
+        try:
+            return self._read(key, expect)
+        except _BadEntry as first:
+            try:  # another process may have replaced it meanwhile (a delete/store race)
+                return self._read(key, expect)
+            except _BadEntry:
+                self._drop(key, first.reason)
+                return None
+        except STORE_ERRORS as exc:
+            self._warn_once("read", f"lazykern could not read its cache at {self.directory!r} ({exc}); recompiling.")
+            return None
+
+    def _read(self, key: str, expect: dict[str, Any] | None, *, schema: bool = True) -> _entry.Entry | None:
         try:
             blob = self._backend.get(key)
             if blob is None:
                 return None
-            return _entry.decode(blob)
-        except (*STORE_ERRORS, _entry.EntryError) as exc:
-            self._count("corrupt")
-            self._warn_once(
-                "corrupt:" + key,
-                f"lazykern cache entry {key[:16]}... is unreadable ({exc}); it will be recompiled.",
-            )
-            try:
-                self._backend.delete(key)
-            except STORE_ERRORS:
-                pass
-            return None
+            entry = _entry.decode(blob)
+        except (CacheError, _entry.EntryError) as exc:
+            raise _BadEntry(str(exc)) from None
+        except OSError as exc:  # the blob file exists but cannot be read back
+            raise _BadEntry(f"blob unreadable: {exc}") from None
+        problem = _mismatch(key, entry.meta, expect, schema)
+        if problem:
+            raise _BadEntry(problem)
+        return entry
+
+    def _drop(self, key: str, reason: str) -> None:
+        self._count("corrupt")
+        self._warn_once(
+            "corrupt:" + key,
+            f"lazykern cache entry {key[:16]}... is unreadable ({reason}); it was dropped and will be recompiled.",
+        )
+        try:
+            self._backend.delete(key)
+        except STORE_ERRORS:
+            pass
 
     def store(self, key: bytes | str, code: bytes, meta: dict[str, Any] | None = None) -> None:
         """Write ``code`` with its metadata. A failing disk is reported once, never raised."""
@@ -235,32 +275,49 @@ class KernelCache(ProgramCacheResource):
         meta = dict(meta or {})
         meta.setdefault("created", time.time())
         meta.setdefault("schema", SCHEMA_VERSION)
+        meta["key"] = key
         blob = _entry.encode(code, meta)
+        if len(blob) > self.size_limit:
+            self._warn_too_small(len(blob))
+            return
         try:
             self._backend.set(key, blob, tag=meta.get("family"))
+            if self._backend.get(key) is None:  # evicted at once: the store holds nothing else
+                self._warn_too_small(len(blob))
         except STORE_ERRORS as exc:
             self._warn_once(
                 "write",
                 f"lazykern could not write to its cache at {self.directory!r} ({exc}); "
-                "newly compiled kernels will not persist.",
+                "newly compiled kernels will not persist. Free disk space or set LAZYKERN_CACHE_DIR.",
             )
+
+    def _warn_too_small(self, size: int) -> None:
+        self._warn_once(
+            "size",
+            f"lazykern cache size limit ({self.size_limit} bytes) is too small for a compiled kernel "
+            f"({size} bytes) plus the store's own database; kernels will not persist. "
+            "Raise LAZYKERN_CACHE_SIZE (e.g. 2G).",
+        )
 
     def get_or_compile(
         self,
         key: str,
         compile_fn: Callable[[], tuple[bytes, dict[str, Any]]],
+        *,
+        expect: dict[str, Any] | None = None,
     ) -> tuple[_entry.Entry, bool]:
         """Return ``(entry, compiled_now)``; compile under a per-key lock on a miss.
 
         Threads wait on an in-process lock; processes sharing the directory
         wait on a file lock, so each key is compiled about once overall.
+        ``expect`` is checked against a stored entry's header (see :meth:`lookup`).
         """
-        entry = self.lookup(key)
+        entry = self.lookup(key, expect=expect)
         if entry is not None:
             self._hit(entry)
             return entry, False
         with self._thread_lock(key), self._process_lock(key):
-            entry = self.lookup(key)
+            entry = self.lookup(key, expect=expect)
             if entry is not None:
                 self._hit(entry)
                 return entry, False
@@ -273,7 +330,7 @@ class KernelCache(ProgramCacheResource):
             self._count("compiles")
             self._count("compile_ms", int(meta["compile_seconds"] * 1000))
             self.store(key, code, meta)
-            return _entry.Entry(code, {**meta}), True
+            return _entry.Entry(code, {**meta, "key": key}), True
 
     def _hit(self, entry: _entry.Entry) -> None:
         self._count("hits")
@@ -286,7 +343,7 @@ class KernelCache(ProgramCacheResource):
     def _process_lock(self, key: str):
         if self.directory is None:
             return _NullLock()
-        lock_dir = os.path.join(self.directory, "locks")
+        lock_dir = os.path.join(self.directory, LOCK_DIR)
         try:
             os.makedirs(lock_dir, mode=0o700, exist_ok=True)
             return filelock.FileLock(os.path.join(lock_dir, key[:40] + ".lock"), timeout=600)
@@ -333,15 +390,89 @@ class KernelCache(ProgramCacheResource):
     def entries(self) -> Iterator[dict[str, Any]]:
         """One dict per stored kernel: key, size, times and its metadata."""
         for key, _size, stored, used in list(self._backend.rows()):
-            if key.startswith("lazykern:"):
+            if key.startswith(_STAT_ROOT):
                 continue
-            entry = self.lookup(key)
+            try:
+                entry = self._read(key, None, schema=False)
+            except _BadEntry as exc:
+                self._drop(key, exc.reason)
+                continue
+            except STORE_ERRORS:
+                continue
             if entry is None:
                 continue
             yield {"key": key, "bytes": len(entry.code), "stored": stored, "last_used": used, **entry.meta}
 
     def delete(self, key: str) -> bool:
         return self._backend.delete(_norm_key(key))
+
+    def check(self, repair: bool = False, *, min_age: float = 60.0) -> dict[str, Any]:
+        """Verify the whole store; with ``repair``, fix what is wrong. Returns a report.
+
+        Checks SQLite's integrity (a corrupt database is moved aside and
+        rebuilt from its readable entries), every entry's digest and header,
+        rows whose blob file is gone, blob files no row names (orphans of a
+        killed writer), rows with pickled keys, and lock files nobody holds.
+        Files younger than ``min_age`` seconds are left alone: a concurrent
+        writer creates its blob file just before the row that names it.
+        ``diskcache.Cache.check(fix=True)`` is not used: it would delete held
+        lock files.
+        """
+        report: dict[str, Any] = {"directory": self.directory, "backend": self.backend, "repaired": repair}
+        report.update(self._backend.check(repair, min_age))
+        bad: list[str] = []
+        rows = self._backend.rows()
+        for key, *_ in rows:
+            if key.startswith(_STAT_ROOT):
+                continue
+            try:
+                self._read(key, None, schema=False)
+            except _BadEntry as exc:
+                bad.append(key)
+                log.info("cache check: entry %s is bad: %s", key[:16], exc.reason)
+                if repair:
+                    self._backend.delete(key)
+        report["entries"] = sum(1 for row in rows if not row[0].startswith(_STAT_ROOT))
+        report["bad_entries"] = bad
+        report["foreign_rows"] = self._backend.foreign_rows(repair)
+        report["stale_locks"] = self._stale_locks(repair, min_age)
+        report["quarantined_files"] = _quarantined_files(self.directory)
+        report["ok"] = not (
+            bad
+            or report["integrity"] != "ok"
+            or report["missing_files"]
+            or report["orphan_files"]
+            or report["foreign_rows"]
+        )
+        return report
+
+    def _stale_locks(self, repair: bool, min_age: float) -> int:
+        """Lock files older than ``min_age`` that no process holds (removed when ``repair``).
+
+        A process that opened such a file just before it is unlinked can end up
+        compiling alongside another one: a duplicate compile, never a wrong entry.
+        """
+        if self.directory is None:
+            return 0
+        lock_dir = os.path.join(self.directory, LOCK_DIR)
+        try:
+            names = [n for n in os.listdir(lock_dir) if n.endswith(".lock")]
+        except OSError:
+            return 0
+        now, stale = time.time(), 0
+        for name in names:
+            path = os.path.join(lock_dir, name)
+            try:
+                if now - os.stat(path).st_mtime < min_age:
+                    continue
+                lock = filelock.FileLock(path, timeout=0)
+                with lock:
+                    stale += 1
+                    if repair:
+                        os.unlink(path)
+            except (filelock.Timeout, OSError):
+                continue
+        return stale
 
     def cull(self, size_limit: int) -> int:
         return self._backend.cull(size_limit)
@@ -387,6 +518,45 @@ class KernelCache(ProgramCacheResource):
         return f"<b>lazykern KernelCache</b><table>{rows}</table>"
 
 
+_STAT_ROOT = "lazykern:"
+
+
+class _BadEntry(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _mismatch(key: str, meta: dict[str, Any], expect: dict[str, Any] | None, schema: bool) -> str | None:
+    """Why a decoded header does not belong to this request, or None when it does.
+
+    The schema is part of every key, so a lookup never meets another schema's
+    entry unless it was forged; listings skip that test, because entries of
+    another lazykern version sharing the directory are valid for that version.
+    """
+    if meta.get("key", key) != key:
+        return f"header names key {str(meta['key'])[:16]}..., not this one (swapped entry)"
+    if schema and meta.get("schema", SCHEMA_VERSION) != SCHEMA_VERSION:
+        return f"schema {meta.get('schema')!r}, this lazykern writes {SCHEMA_VERSION} (stale entry)"
+    for field, want in (expect or {}).items():
+        if field in meta and meta[field] != want:
+            return f"header has {field}={meta[field]!r}, asked for {want!r}"
+    return None
+
+
+def _quarantined_files(directory: str | None) -> list[str]:
+    if directory is None:
+        return []
+    try:
+        return sorted(
+            os.path.join(directory, n)
+            for n in os.listdir(directory)
+            if ".corrupt-" in n and not n.endswith(("-wal", "-shm"))
+        )
+    except OSError:
+        return []
+
+
 class _NullLock:
     def __enter__(self):
         return self
@@ -395,8 +565,12 @@ class _NullLock:
         pass
 
 
+_warned_dirs: set[str] = set()
+_warned_dirs_lock = threading.Lock()
+
+
 def _prepare_dir(directory: str) -> None:
-    """Create the cache dir private to the user; warn when others may write to it."""
+    """Create the cache dir private to the user; warn (once per process) when others may write to it."""
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise NotADirectoryError(f"{directory} exists and is not a directory")
     if not os.path.isdir(directory):
@@ -404,6 +578,11 @@ def _prepare_dir(directory: str) -> None:
         return
     mode = os.stat(directory).st_mode
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        with _warned_dirs_lock:
+            real = os.path.realpath(directory)
+            if real in _warned_dirs:
+                return
+            _warned_dirs.add(real)
         message = (
             f"lazykern cache directory {directory!r} is writable by other users; "
             "anyone who can write there can change the GPU code you run. Run: chmod go-w on it."

@@ -159,16 +159,29 @@ def system_include_dirs() -> tuple[str, ...]:
 
 @functools.cache
 def toolchain_fingerprint() -> str:
-    """Digest of what besides the source decides the output: NVRTC and CCCL versions.
+    """Digest of what besides the source decides the output: NVRTC, CCCL and numba-cuda versions.
 
+    numba-cuda is included because it supplies the header search paths and the
+    linker of the LTO route: upgrading it must not return entries it did not make.
     Loads NVRTC (milliseconds); the cache memoizes it under :func:`toolchain_stamp`.
     """
     h = hashlib.sha256(repr(nvrtc_version()).encode())
+    h.update(f"numba-cuda {numba_cuda_version()}".encode())
     for d in system_include_dirs():
         version_h = Path(d, "cuda", "std", "__cccl", "version.h")
         if version_h.is_file():
             h.update(version_h.read_bytes())
     return h.hexdigest()
+
+
+def numba_cuda_version() -> str:
+    """numba-cuda's version from the package itself (importlib.metadata costs milliseconds)."""
+    try:
+        import numba_cuda
+
+        return str(numba_cuda.__version__)
+    except ImportError:
+        return "absent"
 
 
 @functools.cache
@@ -181,7 +194,7 @@ def toolchain_stamp() -> str:
     """
     from cuda.pathfinder import locate_nvidia_header_directory
 
-    h = hashlib.sha256()
+    h = hashlib.sha256(f"numba-cuda {numba_cuda_version()};".encode())
     for var in ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH"):
         h.update(f"{var}={os.environ.get(var, '')};".encode())
     files = [Path(d, "cuda", "std", "__cccl", "version.h") for d in system_include_dirs()]
@@ -189,6 +202,7 @@ def toolchain_stamp() -> str:
         found = locate_nvidia_header_directory("nvrtc")
         if found is not None:
             files.append(Path(found.abs_path, "nvrtc.h"))
+            files.extend(sorted(Path(found.abs_path).parent.glob("lib*/libnvrtc*.so*")))
     except Exception as exc:
         log.debug("no nvrtc.h found: %s", exc)
     for f in files:
@@ -271,6 +285,8 @@ def parse_options(options: Sequence[str], *, name: str = "<options>") -> dict[st
         opt = items[i]
         if not isinstance(opt, str):
             raise TypeError(f"compile options must be strings, got {type(opt).__name__} ({opt!r})")
+        if any(c in opt for c in "\0\n\r"):
+            raise CompileError(f"compile option {opt!r} contains a NUL or line break", name=name, options=options)
         flag, value = opt, None
         if opt[:2] in _SHORT_JOINED and len(opt) > 2:
             flag, value = opt[:2], opt[2:]
@@ -321,6 +337,8 @@ def compile_source(
     from cuda.core import Program, ProgramOptions
 
     arch = normalize_arch(arch)
+    if isinstance(options, (str, bytes)):
+        raise TypeError(f"options must be a sequence of strings, got one {type(options).__name__}: wrap it in a list")
     options = tuple(options)
     if target not in TARGETS:
         raise ValueError(f"target must be one of {TARGETS}, got {target!r}")

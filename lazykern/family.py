@@ -123,7 +123,9 @@ class KernelFamily:
                 "nvrtc": ".".join(map(str, compiler.nvrtc_version())),
             }
 
-        entry, fresh = self.cache.get_or_compile(key, compile_now)
+        entry, fresh = self.cache.get_or_compile(
+            key, compile_now, expect={"family": self.name, "kernel": frag.name, "arch": arch}
+        )
         meta = dict(entry.meta, fetch_seconds=time.perf_counter() - start, compiled_now=fresh)
         return Kernel(
             frag.name, frag.symbol, entry.code, arch=arch, signature=frag.signature, meta=meta, family=self.name

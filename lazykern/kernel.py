@@ -61,6 +61,13 @@ def _fast_pointer(value: Any, index: int) -> int:
         return _device_pointer(value, index)
 
 
+def _fast_scalar(conv: type, value: Any) -> Any:
+    out = conv(value)
+    if type(out) is not conv:  # np.float32(array) gives an array, not a scalar
+        raise TypeError("not a scalar")
+    return out
+
+
 def _scalar_packer(dtype: np.dtype, index: int):
     conv = dtype.type
 
@@ -116,7 +123,7 @@ class Kernel:
     @staticmethod
     def _make_plan(signature: Sequence[str]):
         """A packing function generated for the signature: one call, no per-argument loop."""
-        env: dict[str, Any] = {"_ptr": _fast_pointer}
+        env: dict[str, Any] = {"_ptr": _fast_pointer, "_scalar": _fast_scalar}
         params, exprs = [], []
         for i, t in enumerate(signature):
             params.append(f"a{i}")
@@ -127,7 +134,7 @@ class Kernel:
                 env[f"_t{i}"] = np.dtype(t).type
             except TypeError:
                 raise ValueError(f"signature entry {i} must be 'ptr' or a NumPy dtype name, got {t!r}") from None
-            exprs.append(f"_t{i}(a{i})")
+            exprs.append(f"_scalar(_t{i}, a{i})")
         src = f"def pack({', '.join(params)}):\n    return ({', '.join(exprs)}{',' if exprs else ''})\n"
         exec(src, env)  # noqa: S102 - built only from 'ptr' and validated dtype names
         return env["pack"]
