@@ -7,6 +7,7 @@ output, launch on the producer's stream. Nothing synchronizes the device.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -357,6 +358,7 @@ class _on_device:
 
 
 # ---------------------------------------------------------------- host path --
+@functools.cache
 def gpu_available() -> bool:
     from ..compiler import device_compute_capability
 
