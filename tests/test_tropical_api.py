@@ -28,20 +28,20 @@ def test_numpy_without_gpu_uses_the_reference_and_logs(caplog):
 def test_argmax_out_and_bmm_on_host():
     A, B = rand((2, 5, 3)), rand((3, 4), seed=1)
     C = np.empty((2, 5, 4), np.float32)
-    I = np.empty((2, 5, 4), np.int32)
-    got = tropical.bmm(A, B, semiring="maxmul", argmax=True, out=(C, I))
-    assert got[0] is C and got[1] is I
+    Ix = np.empty((2, 5, 4), np.int32)
+    got = tropical.bmm(A, B, semiring="maxmul", argmax=True, out=(C, Ix))
+    assert got[0] is C and got[1] is Ix
     want = reference.bmm(A, B, "maxmul", argmax=True)
     np.testing.assert_array_equal(C, want[0])
-    np.testing.assert_array_equal(I, want[1])
+    np.testing.assert_array_equal(Ix, want[1])
 
 
 def test_backward_on_host():
     A, B = rand((4, 6)), rand((6, 3), seed=2)
-    _, I = tropical.matmul(A, B, argmax=True)
+    _, Ix = tropical.matmul(A, B, argmax=True)
     G = rand((4, 3), seed=5)
-    gA, gB = tropical.matmul_backward(G, I, A.shape, B.shape)
-    wA, wB = reference.matmul_backward(G, I, A.shape, B.shape)
+    gA, gB = tropical.matmul_backward(G, Ix, A.shape, B.shape)
+    wA, wB = reference.matmul_backward(G, Ix, A.shape, B.shape)
     np.testing.assert_allclose(gA, wA)
     np.testing.assert_allclose(gB, wB)
 
@@ -88,7 +88,9 @@ def test_shape_classes():
     assert tropical.choose_tile("f32", False, 1, 4096, 4096) == ""
     assert tropical.choose_tile("f32", False, 1, 4, 4) == "s"
     assert tropical.choose_tile("f32", False, 1, 2**21, 4) == "t"
-    assert tropical.choose_tile("f32", False, 1000, 64, 64) == ""
+    assert tropical.choose_tile("f32", False, 1000, 64, 64) == "s"  # a 128x128 tile would be 3/4 padding
+    assert tropical.choose_tile("f32", False, 1000, 200, 300) == ""
+    assert tropical.choose_tile("f32", False, 2**21, 4, 4) == "s"
     assert tropical.choose_tile("f64", True, 1, 100, 300) == "s"
 
 

@@ -47,7 +47,7 @@ def brute_matmul(A, B, semiring):
     M, K = A.shape
     N = B.shape[1]
     C = np.empty((M, N), dtype)
-    I = np.empty((M, N), np.int32)
+    Ix = np.empty((M, N), np.int32)
     for i in range(M):
         for j in range(N):
             prods = [brute_product(semiring, A[i, k], B[k, j], dtype) for k in range(K)]
@@ -57,12 +57,12 @@ def brute_matmul(A, B, semiring):
             best = (min if semiring == "minplus" else max)(best, z)
             C[i, j] = best
             if K == 0:
-                I[i, j] = -1
+                Ix[i, j] = -1
             elif best == z:
-                I[i, j] = 0
+                Ix[i, j] = 0
             else:
-                I[i, j] = next(k for k, p in enumerate(prods) if p == best)
-    return C, I
+                Ix[i, j] = next(k for k, p in enumerate(prods) if p == best)
+    return C, Ix
 
 
 def adversarial(rng, shape, dtype: np.dtype):
@@ -86,12 +86,12 @@ def test_reference_matches_brute_force(semiring, dtype, shape):
     M, K, N = shape
     A = adversarial(rng, (M, K), np.dtype(dtype))
     B = adversarial(rng, (K, N), np.dtype(dtype))
-    C, I = reference.matmul(A, B, semiring, argmax=True)
+    C, Ix = reference.matmul(A, B, semiring, argmax=True)
     C0, I0 = brute_matmul(A, B, semiring)
     np.testing.assert_array_equal(C, C0)
-    np.testing.assert_array_equal(I, I0)
+    np.testing.assert_array_equal(Ix, I0)
     np.testing.assert_array_equal(reference.matmul(A, B, semiring), C0)
-    assert C.dtype == np.dtype(dtype) and I.dtype == np.int32
+    assert C.dtype == np.dtype(dtype) and Ix.dtype == np.int32
 
 
 I32 = np.iinfo(np.int32)
@@ -131,34 +131,34 @@ def test_int64_saturation():
 def test_nan_is_ignored_and_all_nan_gives_zero(semiring):
     A = np.array([[np.nan, 1.0], [np.nan, np.nan]], np.float32)
     B = np.array([[5.0], [2.0]], np.float32)
-    C, I = reference.matmul(A, B, semiring, argmax=True)
+    C, Ix = reference.matmul(A, B, semiring, argmax=True)
     assert C[0, 0] == reference.matmul(A[:1, 1:], B[1:], semiring)[0, 0]
-    assert I[0, 0] == 1
-    assert C[1, 0] == reference.zero(semiring, np.float32) and I[1, 0] == 0
+    assert Ix[0, 0] == 1
+    assert C[1, 0] == reference.zero(semiring, np.float32) and Ix[1, 0] == 0
 
 
 def test_inf_minus_inf_is_nan_and_ignored():
     A = np.array([[np.inf, 1.0]])
     B = np.array([[-np.inf], [2.0]])
-    C, I = reference.matmul(A, B, "maxplus", argmax=True)
-    assert C[0, 0] == 3.0 and I[0, 0] == 1
+    C, Ix = reference.matmul(A, B, "maxplus", argmax=True)
+    assert C[0, 0] == 3.0 and Ix[0, 0] == 1
 
 
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 def test_ties_go_to_smallest_k(semiring):
     A = np.ones((3, 6), np.float64)
     B = np.ones((6, 4), np.float64)
-    _, I = reference.matmul(A, B, semiring, argmax=True)
-    assert (I == 0).all()
+    _, Ix = reference.matmul(A, B, semiring, argmax=True)
+    assert (Ix == 0).all()
     B[2:, :] = 2.0 if semiring != "minplus" else 0.0
-    _, I = reference.matmul(A, B, semiring, argmax=True)
-    assert (I == 2).all()
+    _, Ix = reference.matmul(A, B, semiring, argmax=True)
+    assert (Ix == 2).all()
 
 
 def test_k_zero():
     for dtype in DTYPES:
-        C, I = reference.matmul(np.zeros((3, 0), dtype), np.zeros((0, 2), dtype), "minplus", argmax=True)
-        assert (C == reference.zero("minplus", np.dtype(dtype))).all() and (I == -1).all()
+        C, Ix = reference.matmul(np.zeros((3, 0), dtype), np.zeros((0, 2), dtype), "minplus", argmax=True)
+        assert (C == reference.zero("minplus", np.dtype(dtype))).all() and (Ix == -1).all()
 
 
 small_ints = st.integers(-50, 50)
@@ -171,8 +171,8 @@ def _matrix(draw, elements, rows, cols):
 
 @st.composite
 def chain(draw, elements):
-    m, k, l, n = (draw(st.integers(1, 4)) for _ in range(4))
-    return _matrix(draw, elements, m, k), _matrix(draw, elements, k, l), _matrix(draw, elements, l, n)
+    m, k, j, n = (draw(st.integers(1, 4)) for _ in range(4))
+    return _matrix(draw, elements, m, k), _matrix(draw, elements, k, j), _matrix(draw, elements, j, n)
 
 
 @settings(max_examples=60, deadline=None)
@@ -226,15 +226,15 @@ def test_backward_matches_brute_force(m, k, n, seed):
     rng = np.random.default_rng(seed)
     A = rng.integers(-2, 3, (m, k)).astype(np.float64)
     B = rng.integers(-2, 3, (k, n)).astype(np.float64)
-    _, I = reference.matmul(A, B, "maxplus", argmax=True)
+    _, Ix = reference.matmul(A, B, "maxplus", argmax=True)
     G = rng.standard_normal((m, n))
-    gA, gB = reference.matmul_backward(G, I, A.shape, B.shape)
+    gA, gB = reference.matmul_backward(G, Ix, A.shape, B.shape)
     wantA, wantB = np.zeros_like(A), np.zeros_like(B)
     for i in range(m):
         for j in range(n):
-            if 0 <= I[i, j] < k:
-                wantA[i, I[i, j]] += G[i, j]
-                wantB[I[i, j], j] += G[i, j]
+            if 0 <= Ix[i, j] < k:
+                wantA[i, Ix[i, j]] += G[i, j]
+                wantB[Ix[i, j], j] += G[i, j]
     np.testing.assert_allclose(gA, wantA)
     np.testing.assert_allclose(gB, wantB)
 
@@ -243,11 +243,11 @@ def test_bmm_broadcasts_a_2d_operand_and_backward_sums_it():
     rng = np.random.default_rng(3)
     A = rng.standard_normal((4, 3, 5)).astype(np.float32)
     B = rng.standard_normal((5, 2)).astype(np.float32)
-    C, I = reference.bmm(A, B, "maxplus", argmax=True)
+    C, Ix = reference.bmm(A, B, "maxplus", argmax=True)
     for b in range(4):
         np.testing.assert_array_equal(C[b], reference.matmul(A[b], B, "maxplus"))
     G = rng.standard_normal(C.shape).astype(np.float32)
-    gA, gB = reference.matmul_backward(G, I, A.shape, B.shape)
+    gA, gB = reference.matmul_backward(G, Ix, A.shape, B.shape)
     assert gA.shape == A.shape and gB.shape == B.shape
-    want = sum(reference.matmul_backward(G[b], I[b], A.shape[1:], B.shape)[1] for b in range(4))
+    want = sum(reference.matmul_backward(G[b], Ix[b], A.shape[1:], B.shape)[1] for b in range(4))
     np.testing.assert_allclose(gB, want, rtol=1e-5)

@@ -19,6 +19,7 @@ from ._arrays import Operand
 from ._family import family
 from .fragments import (
     BACKWARD_THREADS,
+    NUMPY_DTYPES,
     GemmSpec,
     backward_name,
     tile_shape,
@@ -26,7 +27,7 @@ from .fragments import (
 
 log = logging.getLogger("lazykern")
 
-_DTYPE_CODE = {np.dtype("float32"): "f32", np.dtype("float64"): "f64", np.dtype("int32"): "i32", np.dtype("int64"): "i64"}
+_DTYPE_CODE = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
 _INT32_MAX = 2**31 - 1
 _MAX_GRID_Y = 65535
 # Shape classes: "t" for tall outputs with N <= 16, "s" when the large tile would
@@ -34,6 +35,7 @@ _MAX_GRID_Y = 65535
 _SMALL_BLOCKS = 66
 _PLAN_CACHE_SIZE = 4096
 _plans: dict[tuple, tuple[str, tuple[int, int], int]] = {}
+_FORCE_TILE: str | None = None  # tests pin a tile variant ("", "s", "t") to cover each on small shapes
 _kernels: dict[tuple[str, int], Any] = {}
 
 
@@ -173,7 +175,9 @@ def _shapes(a: Operand, b: Operand, batched: bool) -> tuple[int, int, int, int]:
     M, K = a.shape[-2], a.shape[-1]
     K2, N = b.shape[-2], b.shape[-1]
     if K != K2:
-        raise ValueError(f"shape mismatch: A is {a.shape}, B is {b.shape}; A's last dim ({K}) must equal B's rows ({K2})")
+        raise ValueError(
+            f"shape mismatch: A is {a.shape}, B is {b.shape}; A's last dim ({K}) must equal B's rows ({K2})"
+        )
     for n, what in ((M, "M"), (N, "N"), (K, "K"), (batch, "batch")):
         if n > _INT32_MAX:
             raise ValueError(f"{what}={n} is too large: the kernels index with 32-bit sizes")
@@ -260,13 +264,13 @@ def _product(A, B, semiring, argmax, out, stream, copy, *, batched: bool):
     _arrays.stream_wait(handle, a.stream, device)  # CAI v3: order after each producer's stream
     _arrays.stream_wait(handle, b.stream, device)
     C = c_op.obj if c_op is not None else _arrays.empty_like_kind(a, out_shape, a.dtype, handle)
-    I = None
+    Ix = None
     if argmax:
-        I = i_op.obj if i_op is not None else _arrays.empty_like_kind(a, out_shape, np.dtype("int32"), handle)
+        Ix = i_op.obj if i_op is not None else _arrays.empty_like_kind(a, out_shape, np.dtype("int32"), handle)
     if batch == 0 or M == 0 or N == 0:
-        return (C, I) if argmax else C
+        return (C, Ix) if argmax else C
     c_ptr = c_op.ptr if c_op is not None else _arrays.as_operand(C, "out").ptr
-    i_ptr = (i_op.ptr if i_op is not None else _arrays.as_operand(I, "out").ptr) if argmax else 0
+    i_ptr = (i_op.ptr if i_op is not None else _arrays.as_operand(Ix, "out").ptr) if argmax else 0
     name, grid, threads = _plan(semiring, a.dtype, argmax, la[0] + lb[0], batch, M, N, K, batched)
     with _on_device(device):
         kernel = _kernel(name, device)
@@ -274,7 +278,7 @@ def _product(A, B, semiring, argmax, out, stream, copy, *, batched: bool):
         if batched:
             args += [batch, la[2], lb[2], M * N]
         kernel[grid, (threads,), handle](*args)
-    return (C, I) if argmax else C
+    return (C, Ix) if argmax else C
 
 
 def _split_out(out: Any, argmax: bool, ref: Operand, shape: tuple[int, ...]):
@@ -293,11 +297,11 @@ def _split_out(out: Any, argmax: bool, ref: Operand, shape: tuple[int, ...]):
 
 
 def _plan(semiring: str, dtype: np.dtype, argmax: bool, layout: str, batch: int, M: int, N: int, K: int, batched: bool):
-    key = (semiring, dtype, argmax, layout, batch, M, N, K, batched)
+    key = (semiring, dtype, argmax, layout, batch, M, N, K, batched, _FORCE_TILE)
     plan = _plans.get(key)
     if plan is None:
         code = _DTYPE_CODE[dtype]
-        tile = choose_tile(code, argmax, batch, M, N)
+        tile = choose_tile(code, argmax, batch, M, N) if _FORCE_TILE is None else _FORCE_TILE
         spec = GemmSpec(semiring, code, argmax, layout, tile, batched)
         shape = spec.shape
         blocks = -(-M // shape.bm) * -(-N // shape.bn)
@@ -311,12 +315,12 @@ def _plan(semiring: str, dtype: np.dtype, argmax: bool, layout: str, batch: int,
 
 
 def choose_tile(dtype: str, argmax: bool, batch: int, M: int, N: int) -> str:
-    """Tile variant for a shape class: "t" (N <= 16, tall), "s" (too few large blocks), "" (large)."""
+    """Tile variant for a shape class: "t" (N <= 16, tall), "s" (small), "" (large)."""
     if N <= 16 and M > 32:
         return "t"
     big = tile_shape("", dtype, argmax)
-    if -(-M // big.bm) * -(-N // big.bn) * batch < _SMALL_BLOCKS:
-        return "s"
+    if M * N * 4 <= big.bm * big.bn or -(-M // big.bm) * -(-N // big.bn) * batch < _SMALL_BLOCKS:
+        return "s"  # the large tile would be mostly padding, or leave most SMs idle
     return ""
 
 

@@ -41,7 +41,6 @@ class TileShape:
     tn: int
     min_blocks: int = 1  # __launch_bounds__ occupancy hint: 2 caps registers at 128
 
-
     @property
     def threads(self) -> int:
         return (self.bm // self.tm) * (self.bn // self.tn)
@@ -159,11 +158,8 @@ def backward_code(which: str, dtype: str) -> str:
 
 def all_specs() -> list[GemmSpec]:
     """Every forward instantiation, core ones (nn layout, large tile) first."""
-    specs = [
-        GemmSpec(s, d, a, lay, tile, bat)
-        for tile, lay, bat, a, s, d in itertools.product(TILES, LAYOUTS, (False, True), (False, True), SEMIRINGS, DTYPES)
-    ]
-    return specs
+    combos = itertools.product(TILES, LAYOUTS, (False, True), (False, True), SEMIRINGS, DTYPES)
+    return [GemmSpec(s, d, a, lay, tile, bat) for tile, lay, bat, a, s, d in combos]
 
 
 def core_specs() -> list[GemmSpec]:
