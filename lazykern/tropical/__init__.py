@@ -1,0 +1,58 @@
+"""Tropical GEMM: max-plus, min-plus and max-times products on the GPU, compiled lazily.
+
+>>> import numpy as np
+>>> from lazykern import tropical
+>>> tropical.matmul(np.array([[0.0, 1.0]]), np.array([[2.0], [0.0]]), semiring="maxplus")
+array([[2.]])
+
+Semantics (the contract of :mod:`lazykern.tropical.reference`, held by the tests)
+
+==========  ====================  ======================  ==========================
+semiring    C[i, j]               zero (empty K)          integer product a (x) b
+==========  ====================  ======================  ==========================
+maxplus     max_k A[i,k]+B[k,j]   -inf / dtype min        a==MIN|b==MIN -> MIN;
+                                                          a==MAX|b==MAX -> MAX; else sat(a+b)
+minplus     min_k A[i,k]+B[k,j]   +inf / dtype max        a==MAX|b==MAX -> MAX;
+                                                          a==MIN|b==MIN -> MIN; else sat(a+b)
+maxmul      max_k A[i,k]*B[k,j]   -inf / dtype min        a==MIN|b==MIN -> MIN;
+                                                          a==MAX|b==MAX -> MAX if the other
+                                                          is > 0 else MIN; else sat(a*b)
+==========  ====================  ======================  ==========================
+
+* Floats: IEEE products (so -inf + inf and 0 * inf are NaN); a NaN product never
+  wins, the way fmaxf/fminf ignore NaN; all-NaN gives the zero.
+* Integers: MIN/MAX are the dtype's bounds and stand for -inf/+inf; the semiring
+  zero absorbs first (MIN + MAX = MIN in maxplus, MAX in minplus), finite results
+  saturate at the bounds (no wrap-around). An integer max-times product with a
+  MAX operand and a zero or negative other operand is MIN (like NaN: it never wins).
+* argmax (int32): the smallest k whose product equals C[i, j] (strict comparison
+  in ascending k); 0 when no product beats the zero (C is the zero), -1 when K == 0.
+* Backward: grad_A[i, k] = sum_j grad_C[i, j] [argmax[i, j] == k], grad_B[k, j] =
+  sum_i grad_C[i, j] [argmax[i, j] == k]; a broadcast operand's gradient is summed
+  over the batch. GPU sums use atomics (order not reproducible for floats).
+
+Inputs are Numba device arrays, CuPy arrays, PyTorch CUDA tensors or any
+``__cuda_array_interface__`` object (zero-copy, on the producer's stream), or
+NumPy arrays (copied to the GPU and back; computed by the NumPy reference, with a
+log message, where there is no GPU or under ``NUMBA_ENABLE_CUDASIM=1``).
+``lazykern.tropical.torch.matmul`` is the autograd-aware version for tensors.
+"""
+
+from __future__ import annotations
+
+from . import reference
+from ._family import family, make_family
+from .api import bmm, choose_tile, matmul, matmul_backward
+from .fragments import all_specs, core_specs
+
+__all__ = [
+    "all_specs",
+    "bmm",
+    "choose_tile",
+    "core_specs",
+    "family",
+    "make_family",
+    "matmul",
+    "matmul_backward",
+    "reference",
+]

@@ -1,0 +1,224 @@
+"""Array interop: what an operand is, where it lives, which stream produced it, and
+how to make outputs of the same kind.
+
+Device arrays are used in place (zero-copy) through their own attributes or the
+CUDA Array Interface: Numba device arrays, CuPy arrays, PyTorch CUDA tensors and
+anything else exposing ``__cuda_array_interface__``. NumPy arrays (and PyTorch
+CPU tensors) are host operands: the API copies them to the GPU and back, or
+computes with the NumPy reference where there is no GPU.
+
+The producer's stream is honoured: a tensor is launched on torch's current
+stream, a CuPy array on CuPy's current stream, a CAI object on its ``stream``
+field (CAI v3); Numba arrays without one use the default stream.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import numpy as np
+
+from .reference import check_dtype
+
+HOST_KINDS = ("numpy", "torch_cpu")
+
+
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    """One array as the kernels see it: pointer, shape, strides in elements."""
+
+    obj: Any
+    kind: str  # numpy | torch_cpu | torch | cupy | numba | cai
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: np.dtype
+    device: int | None  # None: host memory
+    stream: int | None  # producer's stream handle; None: none stated
+
+    @property
+    def on_host(self) -> bool:
+        return self.kind in HOST_KINDS
+
+    def host_array(self) -> np.ndarray:
+        return self.obj.detach().numpy() if self.kind == "torch_cpu" else self.obj
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "is_cuda")
+
+
+@functools.cache
+def _torch_dtypes() -> dict[Any, np.dtype]:
+    import torch
+
+    return {
+        torch.float32: np.dtype("float32"),
+        torch.float64: np.dtype("float64"),
+        torch.int32: np.dtype("int32"),
+        torch.int64: np.dtype("int64"),
+    }
+
+
+def torch_dtype(dtype: np.dtype) -> Any:
+    return {v: k for k, v in _torch_dtypes().items()}[np.dtype(dtype)]
+
+
+def as_operand(x: Any, name: str) -> Operand:
+    """Describe ``x``; raises TypeError naming ``name`` for anything that is not an array."""
+    if isinstance(x, np.ndarray):
+        dtype = check_dtype(x.dtype, name)
+        strides = tuple(s // x.itemsize for s in x.strides)
+        return Operand(x, "numpy", 0, x.shape, strides, dtype, None, None)
+    if _is_torch(x):
+        return _torch_operand(x, name)
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is None:
+        raise TypeError(
+            f"{name} must be a NumPy array, a PyTorch tensor, a CuPy array, a Numba device array "
+            f"or another object with __cuda_array_interface__; got {type(x).__name__}"
+        )
+    dtype = check_dtype(np.dtype(cai["typestr"]), name)
+    shape = tuple(int(s) for s in cai["shape"])
+    if cai.get("strides") is None:
+        strides = _contiguous_strides(shape)
+    else:
+        strides = tuple(int(s) // dtype.itemsize for s in cai["strides"])
+    ptr = int(cai["data"][0] or 0)
+    module = type(x).__module__
+    if module.startswith("cupy"):
+        import cupy
+
+        return Operand(x, "cupy", ptr, shape, strides, dtype, int(x.device.id), int(cupy.cuda.get_current_stream().ptr))
+    kind = "numba" if hasattr(x, "device_ctypes_pointer") else "cai"
+    stream = cai.get("stream")
+    return Operand(x, kind, ptr, shape, strides, dtype, pointer_device(ptr), None if stream is None else int(stream))
+
+
+def _torch_operand(x: Any, name: str) -> Operand:
+    dtype = _torch_dtypes().get(x.dtype)
+    if dtype is None:
+        raise TypeError(f"{name} has dtype {x.dtype}; tropical products support float32, float64, int32 and int64")
+    shape, strides = tuple(x.shape), tuple(x.stride())
+    if not x.is_cuda:
+        return Operand(x, "torch_cpu", 0, shape, strides, dtype, None, None)
+    import torch
+
+    dev = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    stream = int(torch.cuda.current_stream(dev).cuda_stream)
+    return Operand(x, "torch", int(x.data_ptr()), shape, strides, dtype, dev, stream)
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(int(n), 1)
+    return tuple(reversed(strides))
+
+
+def pointer_device(ptr: int) -> int | None:
+    """Device ordinal owning a device pointer (None for a null pointer)."""
+    if not ptr:
+        return None
+    from cuda.bindings import driver
+
+    err, dev = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+    if int(err) != 0:
+        raise ValueError(f"pointer {ptr:#x} is not device memory this process can use ({err})")
+    return int(dev)
+
+
+def is_c_contiguous(op: Operand) -> bool:
+    return all(
+        n <= 1 or s == want for n, s, want in zip(op.shape, op.strides, _contiguous_strides(op.shape), strict=True)
+    )
+
+
+def empty_like_kind(like: Operand, shape: tuple[int, ...], dtype: np.dtype, stream: int) -> Any:
+    """An uninitialised C-contiguous device array of the same library and device as ``like``."""
+    dtype = np.dtype(dtype)
+    if like.kind == "torch":
+        import torch
+
+        return torch.empty(shape, dtype=torch_dtype(dtype), device=like.obj.device)
+    if like.kind == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(like.device):
+            return cupy.empty(shape, dtype)
+    from numba import cuda
+
+    with cuda.gpus[like.device or 0]:
+        return cuda.device_array(shape, dtype)
+
+
+def contiguous_copy(op: Operand, name: str) -> Any:
+    """A C-contiguous copy made by the array's own library (``copy=True``)."""
+    if op.kind in ("torch", "torch_cpu"):
+        return op.obj.contiguous()
+    if op.kind == "cupy":
+        import cupy
+
+        return cupy.ascontiguousarray(op.obj)
+    if op.kind == "numpy":
+        return np.ascontiguousarray(op.obj)
+    if op.kind == "numba":
+        from numba import cuda
+
+        return cuda.to_device(np.ascontiguousarray(op.obj.copy_to_host()))
+    raise ValueError(f"{name}: cannot copy an array of type {type(op.obj).__name__}; pass a contiguous one")
+
+
+def memset_zero(ptr: int, nbytes: int, stream: int) -> None:
+    if nbytes == 0:
+        return
+    from cuda.bindings import driver
+
+    (err,) = driver.cuMemsetD8Async(ptr, 0, nbytes, stream)
+    if int(err) != 0:
+        raise RuntimeError(f"cuMemsetD8Async of {nbytes} bytes failed: {err}")
+
+
+_events: dict[int, Any] = {}
+
+
+def stream_wait(waiter: int, producer: int | None, device: int) -> None:
+    """Make ``waiter`` wait for the work queued so far on ``producer`` (no host sync)."""
+    if producer is None or producer == waiter:
+        return
+    from cuda.bindings import driver
+
+    event = _events.get(device)
+    if event is None:
+        err, event = driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+        if int(err) != 0:
+            raise RuntimeError(f"cuEventCreate failed: {err}")
+        _events[device] = event
+    for err in (driver.cuEventRecord(event, producer)[0], driver.cuStreamWaitEvent(waiter, event, 0)[0]):
+        if int(err) != 0:
+            raise RuntimeError(f"ordering stream {waiter:#x} after stream {producer:#x} failed: {err}")
+
+
+def stream_handle(stream: Any) -> int:
+    """A raw CUstream handle from a Numba/CuPy/PyTorch stream, a cuda.core Stream or an int."""
+    if stream is None:
+        return 0
+    if isinstance(stream, (int, np.integer)):
+        return int(stream)
+    for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy Stream
+        value = getattr(stream, attr, None)
+        if isinstance(value, int):
+            return value
+    handle = getattr(stream, "handle", None)  # numba Stream (ctypes handle), cuda.core Stream
+    if handle is not None:
+        value = getattr(handle, "value", handle)
+        try:
+            return int(value or 0)
+        except TypeError:
+            pass
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    raise TypeError(f"stream must be a Numba, CuPy or PyTorch stream or a raw handle, got {type(stream).__name__}")

@@ -1,0 +1,410 @@
+"""matmul / bmm / matmul_backward: validate, pick a kernel per shape class, launch.
+
+The hot path for device arrays is: describe the operands (no copies), look up
+a cached plan for (semiring, dtype, argmax, layouts, shape), allocate the
+output, launch on the producer's stream. Nothing synchronizes the device.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _arrays, reference
+from ._arrays import Operand
+from ._family import family
+from .fragments import (
+    BACKWARD_THREADS,
+    NUMPY_DTYPES,
+    GemmSpec,
+    backward_name,
+    tile_shape,
+)
+
+log = logging.getLogger("lazykern")
+
+_DTYPE_CODE = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
+_INT32_MAX = 2**31 - 1
+_MAX_GRID_Y = 65535
+# Shape classes: "t" for tall outputs with N <= 16, "s" when the large tile would
+# leave most of the GPU idle (fewer blocks than about half an H100's 132 SMs).
+_SMALL_BLOCKS = 66
+_PLAN_CACHE_SIZE = 4096
+_plans: dict[tuple, tuple[str, tuple[int, int], int]] = {}
+_FORCE_TILE: str | None = None  # tests pin a tile variant ("", "s", "t") to cover each on small shapes
+_kernels: dict[tuple[str, int], Any] = {}
+
+
+# ------------------------------------------------------------------ public --
+def matmul(
+    A: Any,
+    B: Any,
+    semiring: str = "maxplus",
+    *,
+    argmax: bool = False,
+    out: Any = None,
+    stream: Any = None,
+    copy: bool = False,
+):
+    """Tropical product of 2-D ``A`` (M, K) and ``B`` (K, N).
+
+    Returns C (same array type and device as A), or ``(C, K)`` with
+    ``argmax=True`` (K: int32 index of the winning k). ``out`` is C, or
+    ``(C, K)`` with argmax, C-contiguous. ``stream`` overrides the producer's
+    stream. Transposed views (``A.T`` of a C-contiguous array) are read in place;
+    other strides raise ValueError unless ``copy=True``.
+
+    NumPy inputs are copied to the GPU and back; where there is no GPU (or under
+    ``NUMBA_ENABLE_CUDASIM=1``) they are computed by the NumPy reference, and the
+    ``lazykern`` logger says so.
+    """
+    return _product(A, B, semiring, argmax, out, stream, copy, batched=False)
+
+
+def bmm(
+    A: Any,
+    B: Any,
+    semiring: str = "maxplus",
+    *,
+    argmax: bool = False,
+    out: Any = None,
+    stream: Any = None,
+    copy: bool = False,
+):
+    """Batched tropical product (b, M, K) x (b, K, N) -> (b, M, N); a 2-D operand is
+    shared by every batch (batch stride 0). Arguments as for :func:`matmul`."""
+    return _product(A, B, semiring, argmax, out, stream, copy, batched=True)
+
+
+def matmul_backward(
+    grad_C: Any, argmax: Any, A_shape: Sequence[int], B_shape: Sequence[int], *, stream: Any = None
+) -> tuple[Any, Any]:
+    """(grad_A, grad_B) of a tropical product from its argmax.
+
+    grad_A[.., i, k] = sum_j grad_C[.., i, j] [argmax[.., i, j] == k], likewise
+    grad_B; a 2-D operand of a batched product gets the sum over the batch.
+    grad_C must be float32/float64 and C-contiguous, argmax int32 of the same
+    shape. The GPU kernels add with atomics: float sums are not bit-reproducible
+    from run to run (as with torch's scatter_add).
+    """
+    A_shape, B_shape = tuple(int(s) for s in A_shape), tuple(int(s) for s in B_shape)
+    g = _arrays.as_operand(grad_C, "grad_C")
+    ix = _arrays.as_operand(argmax, "argmax")
+    if g.dtype.kind != "f":
+        raise TypeError(f"grad_C must be float32 or float64, got {g.dtype}")
+    if ix.dtype != np.dtype("int32"):
+        raise TypeError(f"argmax must be int32 (as matmul(..., argmax=True) returns it), got {ix.dtype}")
+    if g.shape != ix.shape:
+        raise ValueError(f"grad_C {g.shape} and argmax {ix.shape} must have the same shape")
+    _check_backward_shapes(g.shape, A_shape, B_shape)
+    if g.on_host != ix.on_host:
+        raise ValueError("grad_C and argmax must both be host (NumPy) arrays or both be on the GPU")
+    if g.on_host:
+        gA, gB = reference.matmul_backward(g.host_array(), ix.host_array(), A_shape, B_shape)
+        return _to_host_kind(gA, g), _to_host_kind(gB, g)
+    if g.device != ix.device and ix.device is not None and g.device is not None:
+        raise ValueError(f"grad_C is on device {g.device} but argmax is on device {ix.device}")
+    for op, name in ((g, "grad_C"), (ix, "argmax")):
+        if not _arrays.is_c_contiguous(op):
+            raise ValueError(f"{name} must be C-contiguous (call .contiguous() / ascontiguousarray first)")
+    handle = _arrays.stream_handle(stream) if stream is not None else (g.stream or 0)
+    _arrays.stream_wait(handle, ix.stream, g.device or 0)
+    gA = _arrays.empty_like_kind(g, A_shape, g.dtype, handle)
+    gB = _arrays.empty_like_kind(g, B_shape, g.dtype, handle)
+    batch = g.shape[0] if len(g.shape) == 3 else 1
+    M, N = g.shape[-2], g.shape[-1]
+    K = A_shape[-1]
+    code = _DTYPE_CODE[g.dtype]
+    with _on_device(g.device or 0):
+        for which, out, shape in (("a", gA, A_shape), ("b", gB, B_shape)):
+            op = _arrays.as_operand(out, "grad")
+            _arrays.memset_zero(op.ptr, int(np.prod(shape, dtype=np.int64)) * g.dtype.itemsize, handle)
+            total = batch * M * N
+            if total == 0 or K == 0:
+                continue
+            s_out = (shape[-2] * shape[-1]) if len(shape) == 3 else 0
+            blocks = min((total + BACKWARD_THREADS - 1) // BACKWARD_THREADS, 65536)
+            kernel = _kernel(backward_name(which, code), g.device or 0)
+            kernel[(blocks,), (BACKWARD_THREADS,), handle](g.ptr, ix.ptr, op.ptr, batch, M, N, K, s_out)
+    return gA, gB
+
+
+# ------------------------------------------------------------ validation --
+def _check_backward_shapes(gshape: tuple[int, ...], A_shape: tuple[int, ...], B_shape: tuple[int, ...]) -> None:
+    if len(gshape) not in (2, 3):
+        raise ValueError(f"grad_C must be 2-D or 3-D, got shape {gshape}")
+    if len(A_shape) not in (2, 3) or len(B_shape) not in (2, 3):
+        raise ValueError(f"A_shape {A_shape} and B_shape {B_shape} must be 2-D or 3-D shapes")
+    M, N = gshape[-2], gshape[-1]
+    if A_shape[-2] != M or B_shape[-1] != N or A_shape[-1] != B_shape[-2]:
+        raise ValueError(f"A_shape {A_shape} x B_shape {B_shape} does not give grad_C's shape {gshape}")
+    for shp, name in ((A_shape, "A_shape"), (B_shape, "B_shape")):
+        if len(shp) == 3 and (len(gshape) != 3 or shp[0] != gshape[0]):
+            raise ValueError(f"{name} {shp} has a batch dim that grad_C {gshape} does not match")
+
+
+def _check_args(semiring: object, argmax: object, copy: object) -> str:
+    semiring = reference.check_semiring(semiring)
+    if not isinstance(argmax, (bool, np.bool_)):
+        raise TypeError(f"argmax must be True or False, got {argmax!r}")
+    if not isinstance(copy, (bool, np.bool_)):
+        raise TypeError(f"copy must be True or False, got {copy!r}")
+    return semiring
+
+
+def _shapes(a: Operand, b: Operand, batched: bool) -> tuple[int, int, int, int]:
+    """(batch, M, N, K), checking ndim and inner dimensions."""
+    if not batched:
+        for op, name in ((a, "A"), (b, "B")):
+            if len(op.shape) != 2:
+                raise ValueError(f"matmul needs a 2-D {name}, got {name}.ndim={len(op.shape)} (use bmm for batches)")
+        batch = 1
+    else:
+        for op, name in ((a, "A"), (b, "B")):
+            if len(op.shape) not in (2, 3):
+                raise ValueError(f"bmm needs a 2-D or 3-D {name}, got {name}.ndim={len(op.shape)}")
+        if len(a.shape) == 2 and len(b.shape) == 2:
+            raise ValueError("bmm needs at least one 3-D operand (use matmul for two 2-D ones)")
+        if len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] != b.shape[0]:
+            raise ValueError(f"batch mismatch: A has {a.shape[0]} matrices, B has {b.shape[0]}")
+        batch = a.shape[0] if len(a.shape) == 3 else b.shape[0]
+    M, K = a.shape[-2], a.shape[-1]
+    K2, N = b.shape[-2], b.shape[-1]
+    if K != K2:
+        raise ValueError(
+            f"shape mismatch: A is {a.shape}, B is {b.shape}; A's last dim ({K}) must equal B's rows ({K2})"
+        )
+    for n, what in ((M, "M"), (N, "N"), (K, "K"), (batch, "batch")):
+        if n > _INT32_MAX:
+            raise ValueError(f"{what}={n} is too large: the kernels index with 32-bit sizes")
+    return batch, M, N, K
+
+
+def _layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[str, int] | None:
+    """("n", ld) for row-major, ("t", ld) for a transposed view, None for anything else."""
+    rows, cols = shape[-2], shape[-1]
+    s0, s1 = strides[-2], strides[-1]
+    if cols <= 1 or s1 == 1:
+        ld = s0 if rows > 1 else max(cols, 1)
+        if rows <= 1 or ld >= max(cols, 1):
+            return "n", ld
+    if rows <= 1 or s0 == 1:
+        ld = s1 if cols > 1 else max(rows, 1)
+        if cols <= 1 or ld >= max(rows, 1):
+            return "t", ld
+    return None
+
+
+def _operand_layout(op: Operand, name: str) -> tuple[str, int, int] | None:
+    lay = _layout(op.shape, op.strides)
+    if lay is None:
+        return None
+    sb = 0
+    if len(op.shape) == 3 and op.shape[0] > 1:
+        sb = op.strides[0]
+        if sb < 0:
+            return None
+    return lay[0], lay[1], sb
+
+
+def _check_out(out: Any, ref: Operand, shape: tuple[int, ...], dtype: np.dtype, name: str) -> Operand:
+    op = _arrays.as_operand(out, name)
+    if op.shape != shape:
+        raise ValueError(f"{name} has shape {op.shape}, expected {shape}")
+    if op.dtype != dtype:
+        raise TypeError(f"{name} has dtype {op.dtype}, expected {dtype}")
+    if op.on_host != ref.on_host:
+        raise ValueError(f"{name} must live where the inputs do ({'host' if ref.on_host else 'GPU'})")
+    if not op.on_host and op.device is not None and ref.device is not None and op.device != ref.device:
+        raise ValueError(f"{name} is on device {op.device} but the inputs are on device {ref.device}")
+    if not _arrays.is_c_contiguous(op):
+        raise ValueError(f"{name} must be C-contiguous, got strides {op.strides} (in elements)")
+    return op
+
+
+# ------------------------------------------------------------------ core --
+def _product(A, B, semiring, argmax, out, stream, copy, *, batched: bool):
+    semiring = _check_args(semiring, argmax, copy)
+    argmax = bool(argmax)
+    a = _arrays.as_operand(A, "A")
+    b = _arrays.as_operand(B, "B")
+    if a.dtype != b.dtype:
+        raise TypeError(f"A is {a.dtype} but B is {b.dtype}; convert one so both have the same dtype")
+    batch, M, N, K = _shapes(a, b, batched)
+    out_shape = (batch, M, N) if batched else (M, N)
+    if a.on_host != b.on_host:
+        raise ValueError(
+            f"A is {'a host' if a.on_host else 'a GPU'} array but B is {'a host' if b.on_host else 'a GPU'} "
+            "array: put both on the same device"
+        )
+    if not a.on_host and a.device is not None and b.device is not None and a.device != b.device:
+        raise ValueError(f"A is on device {a.device} but B is on device {b.device}: put both on one device")
+    c_op, i_op = _split_out(out, argmax, a, out_shape)
+    if a.on_host:
+        return _host_product(a, b, semiring, argmax, c_op, i_op, stream, batched)
+
+    la, lb = _operand_layout(a, "A"), _operand_layout(b, "B")
+    if la is None or lb is None:
+        name, op = ("A", a) if la is None else ("B", b)
+        if not copy:
+            raise ValueError(
+                f"{name} has strides {op.strides} (in elements) that the kernels cannot read in place: "
+                "pass a C-contiguous array or its transpose (X.T), or copy=True to copy it"
+            )
+        fixed = _arrays.as_operand(_arrays.contiguous_copy(op, name), name)
+        return _product(fixed.obj if name == "A" else A, fixed.obj if name == "B" else B, semiring, argmax, out,
+                        stream, False, batched=batched)  # fmt: skip
+
+    device = a.device if a.device is not None else (b.device if b.device is not None else _current_device())
+    handle = _arrays.stream_handle(stream) if stream is not None else (a.stream or 0)
+    _arrays.stream_wait(handle, a.stream, device)  # CAI v3: order after each producer's stream
+    _arrays.stream_wait(handle, b.stream, device)
+    C = c_op.obj if c_op is not None else _arrays.empty_like_kind(a, out_shape, a.dtype, handle)
+    Ix = None
+    if argmax:
+        Ix = i_op.obj if i_op is not None else _arrays.empty_like_kind(a, out_shape, np.dtype("int32"), handle)
+    if batch == 0 or M == 0 or N == 0:
+        return (C, Ix) if argmax else C
+    c_ptr = c_op.ptr if c_op is not None else _arrays.as_operand(C, "out").ptr
+    i_ptr = (i_op.ptr if i_op is not None else _arrays.as_operand(Ix, "out").ptr) if argmax else 0
+    name, grid, threads = _plan(semiring, a.dtype, argmax, la[0] + lb[0], batch, M, N, K, batched)
+    with _on_device(device):
+        kernel = _kernel(name, device)
+        args = [a.ptr, b.ptr, c_ptr, i_ptr, M, N, K, la[1], lb[1], N]
+        if batched:
+            args += [batch, la[2], lb[2], M * N]
+        kernel[grid, (threads,), handle](*args)
+    return (C, Ix) if argmax else C
+
+
+def _split_out(out: Any, argmax: bool, ref: Operand, shape: tuple[int, ...]):
+    if out is None:
+        return None, None
+    if argmax:
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise TypeError("with argmax=True, out must be a (C, argmax) pair of arrays")
+        return (
+            _check_out(out[0], ref, shape, ref.dtype, "out[0]"),
+            _check_out(out[1], ref, shape, np.dtype("int32"), "out[1]"),
+        )
+    if isinstance(out, tuple):
+        raise TypeError("out must be one array (a (C, argmax) pair only with argmax=True)")
+    return _check_out(out, ref, shape, ref.dtype, "out"), None
+
+
+def _plan(semiring: str, dtype: np.dtype, argmax: bool, layout: str, batch: int, M: int, N: int, K: int, batched: bool):
+    key = (semiring, dtype, argmax, layout, batch, M, N, K, batched, _FORCE_TILE)
+    plan = _plans.get(key)
+    if plan is None:
+        code = _DTYPE_CODE[dtype]
+        tile = choose_tile(code, argmax, batch, M, N) if _FORCE_TILE is None else _FORCE_TILE
+        spec = GemmSpec(semiring, code, argmax, layout, tile, batched)
+        shape = spec.shape
+        blocks = -(-M // shape.bm) * -(-N // shape.bn)
+        if blocks > _INT32_MAX:
+            raise ValueError(f"output {M}x{N} needs {blocks} blocks, more than a CUDA grid holds")
+        plan = (spec.name, (blocks, min(batch, _MAX_GRID_Y)), shape.threads)
+        if len(_plans) >= _PLAN_CACHE_SIZE:
+            _plans.clear()
+        _plans[key] = plan
+    return plan
+
+
+def choose_tile(dtype: str, argmax: bool, batch: int, M: int, N: int) -> str:
+    """Tile variant for a shape class: "t" (N <= 16, tall), "s" (small), "" (large)."""
+    if N <= 16 and M > 32:
+        return "t"
+    big = tile_shape("", dtype, argmax)
+    if M * N * 4 <= big.bm * big.bn or -(-M // big.bm) * -(-N // big.bn) * batch < _SMALL_BLOCKS:
+        return "s"  # the large tile would be mostly padding, or leave most SMs idle
+    return ""
+
+
+def _kernel(name: str, device: int):
+    kernel = _kernels.get((name, device))
+    if kernel is None:
+        from numba import cuda
+
+        cc = cuda.get_current_device().compute_capability
+        kernel = _kernels[(name, device)] = family.get(name, arch=f"sm_{cc[0]}{cc[1]}")
+    return kernel
+
+
+def _current_device() -> int:
+    from numba import cuda
+
+    return cuda.get_current_device().id
+
+
+class _on_device:
+    """Make ``device`` current for Numba (and so for the kernel's module) if it is not already."""
+
+    __slots__ = ("device", "ctx")
+
+    def __init__(self, device: int) -> None:
+        self.device = device
+        self.ctx = None
+
+    def __enter__(self) -> None:
+        from numba import cuda
+
+        if cuda.current_context().device.id != self.device:
+            self.ctx = cuda.gpus[self.device]
+            self.ctx.__enter__()
+
+    def __exit__(self, *exc) -> None:
+        if self.ctx is not None:
+            self.ctx.__exit__(*exc)
+
+
+# ---------------------------------------------------------------- host path --
+@functools.cache
+def gpu_available() -> bool:
+    from ..compiler import device_compute_capability
+
+    return device_compute_capability() is not None
+
+
+def _host_product(a: Operand, b: Operand, semiring, argmax, c_op, i_op, stream, batched):
+    A, B = a.host_array(), b.host_array()
+    fn = reference.bmm if batched else reference.matmul
+    if gpu_available():
+        from numba import cuda
+
+        dA, dB = cuda.to_device(np.ascontiguousarray(A)), cuda.to_device(np.ascontiguousarray(B))
+        res = _product(dA, dB, semiring, argmax, None, stream, False, batched=batched)
+        handle = _arrays.stream_handle(stream)
+        if handle:
+            from cuda.bindings import driver
+
+            driver.cuStreamSynchronize(handle)
+        res = tuple(r.copy_to_host() for r in res) if argmax else res.copy_to_host()
+    else:
+        log.info(
+            "tropical.%s: no GPU (or the CUDA simulator): computing %s %s x %s on the CPU with the NumPy reference",
+            "bmm" if batched else "matmul",
+            semiring,
+            A.shape,
+            B.shape,
+        )
+        res = fn(A, B, semiring, argmax)
+    parts = list(res) if argmax else [res]
+    for i, op in enumerate((c_op, i_op) if argmax else (c_op,)):
+        if op is not None:
+            np.copyto(op.host_array(), parts[i])
+            parts[i] = op.obj
+        else:
+            parts[i] = _to_host_kind(parts[i], a)
+    return tuple(parts) if argmax else parts[0]
+
+
+def _to_host_kind(x: np.ndarray, like: Operand) -> Any:
+    if like.kind == "torch_cpu":
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(x))
+    return x

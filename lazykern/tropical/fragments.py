@@ -1,0 +1,178 @@
+"""Names and source text of every tropical kernel, generated, never compiled here.
+
+Naming scheme (stable: the CLI warms by these names and the cache is keyed by them)::
+
+    [bmm_]{semiring}_{dtype}[_argmax][_{layout}][_{tile}]
+    backward_{a|b}_{f32|f64}
+
+* ``semiring``: ``maxplus``, ``minplus``, ``maxmul``; ``dtype``: ``f32``, ``f64``, ``i32``, ``i64``.
+* ``bmm_``: batched over ``grid.y`` (batch strides, 0 broadcasts a 2-D operand).
+* ``layout``: how A and B are read: ``nn`` (both row-major, the default, no suffix),
+  ``nt`` (B is the transposed view of a row-major (N, K) array), ``tn``, ``tt``.
+* ``tile``: none for the large register-blocked tile, ``s`` for a 32x32 tile
+  (small problems), ``t`` for a 128x16 tile (tall, skinny outputs: N <= 16).
+
+Examples: ``maxplus_f32``, ``maxplus_f32_argmax``, ``maxplus_f32_nt``,
+``bmm_minplus_i32_argmax_tn_s``, ``backward_a_f32``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+SEMIRINGS = ("maxplus", "minplus", "maxmul")
+SEMIRING_ID = {"maxplus": "lk::MAXPLUS", "minplus": "lk::MINPLUS", "maxmul": "lk::MAXMUL"}
+DTYPES = {"f32": "float", "f64": "double", "i32": "int", "i64": "lk::i64"}
+NUMPY_DTYPES = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64"}
+GRAD_DTYPES = ("f32", "f64")
+LAYOUTS = ("nn", "nt", "tn", "tt")
+TILES = ("", "s", "t")
+
+
+@dataclasses.dataclass(frozen=True)
+class TileShape:
+    """Block tile BM x BN, K step BK, TM x TN outputs per thread."""
+
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+    min_blocks: int = 1  # __launch_bounds__ occupancy hint: 2 caps registers at 128
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+    def template_args(self) -> str:
+        return f"lk::Tile<{self.bm}, {self.bn}, {self.bk}, {self.tm}, {self.tn}>"
+
+
+# (tile, bytes per element, argmax) -> shape. 32-bit: 128x128 blocks with 8x8
+# accumulators per thread; argmax keeps an index per accumulator, so its tiles
+# are half as wide (no spills). 64-bit values take two registers each.
+_TILES = {
+    ("", 4, False): TileShape(128, 128, 8, 8, 8),
+    ("", 4, True): TileShape(128, 64, 8, 8, 4),
+    ("", 8, False): TileShape(128, 64, 8, 8, 4),
+    ("", 8, True): TileShape(64, 64, 8, 4, 4),
+    ("s", 4, False): TileShape(32, 32, 8, 2, 2),
+    ("s", 4, True): TileShape(32, 32, 8, 2, 2),
+    ("s", 8, False): TileShape(32, 32, 8, 2, 2),
+    ("s", 8, True): TileShape(32, 32, 8, 2, 2),
+    ("t", 4, False): TileShape(128, 16, 4, 4, 2),
+    ("t", 4, True): TileShape(128, 16, 4, 4, 2),
+    ("t", 8, False): TileShape(128, 16, 4, 4, 2),
+    ("t", 8, True): TileShape(128, 16, 4, 4, 2),
+}
+
+GEMM_SIGNATURE = ("ptr", "ptr", "ptr", "ptr", "int32", "int32", "int32", "int64", "int64", "int64")
+BMM_SIGNATURE = GEMM_SIGNATURE + ("int32", "int64", "int64", "int64")
+BACKWARD_SIGNATURE = ("ptr", "ptr", "ptr", "int32", "int32", "int32", "int32", "int64")
+BACKWARD_THREADS = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmSpec:
+    """Everything that decides one forward instantiation."""
+
+    semiring: str
+    dtype: str
+    argmax: bool = False
+    layout: str = "nn"
+    tile: str = ""
+    batched: bool = False
+
+    @property
+    def name(self) -> str:
+        parts = ["bmm"] if self.batched else []
+        parts += [self.semiring, self.dtype]
+        if self.argmax:
+            parts.append("argmax")
+        if self.layout != "nn":
+            parts.append(self.layout)
+        if self.tile:
+            parts.append(self.tile)
+        return "_".join(parts)
+
+    @property
+    def shape(self) -> TileShape:
+        return tile_shape(self.tile, self.dtype, self.argmax)
+
+    @property
+    def signature(self) -> tuple[str, ...]:
+        return BMM_SIGNATURE if self.batched else GEMM_SIGNATURE
+
+
+# f32 fits 128 registers (2 blocks per SM) with a few spills outside the inner loop;
+# i32 keeps both the fast and the exact pass and would spill more, so it stays at 1.
+_TWO_BLOCKS = {("", "f32", False)}
+
+
+def tile_shape(tile: str, dtype: str, argmax: bool = False) -> TileShape:
+    shape = _TILES[(tile, 8 if dtype in ("f64", "i64") else 4, bool(argmax))]
+    if (tile, dtype, bool(argmax)) in _TWO_BLOCKS:
+        shape = dataclasses.replace(shape, min_blocks=2)
+    return shape
+
+
+def gemm_code(spec: GemmSpec) -> str:
+    t = DTYPES[spec.dtype]
+    shape = spec.shape
+    ta = "true" if spec.layout[0] == "t" else "false"
+    tb = "true" if spec.layout[1] == "t" else "false"
+    arg = "true" if spec.argmax else "false"
+    params = (
+        f"const {t}* __restrict__ A, const {t}* __restrict__ B, {t}* __restrict__ C, int* __restrict__ I, "
+        "int M, int N, int K, long long lda, long long ldb, long long ldc"
+    )
+    if spec.batched:
+        params += ", int batch, long long sA, long long sB, long long sC"
+        tail = "batch, sA, sB, sC"
+    else:
+        tail = "1, 0, 0, 0"
+    return (
+        f'extern "C" __global__ void __launch_bounds__({shape.threads}, {shape.min_blocks}) {spec.name}({params}) {{\n'
+        f"    lk::gemm<{SEMIRING_ID[spec.semiring]}, {t}, {arg}, {ta}, {tb}, {shape.template_args()}>(\n"
+        f"        A, B, C, I, lk::Dims{{M, N, K, lda, ldb, ldc}}, {tail});\n"
+        "}\n"
+    )
+
+
+def backward_name(which: str, dtype: str) -> str:
+    return f"backward_{which}_{dtype}"
+
+
+def backward_code(which: str, dtype: str) -> str:
+    t = DTYPES[dtype]
+    name = backward_name(which, dtype)
+    return (
+        f'extern "C" __global__ void __launch_bounds__({BACKWARD_THREADS}) {name}(\n'
+        f"    const {t}* __restrict__ gC, const int* __restrict__ I, {t}* __restrict__ g,\n"
+        "    int batch, int M, int N, int K, long long sG) {\n"
+        f"    lk::backward<{t}, {'true' if which == 'a' else 'false'}>(gC, I, g, batch, M, N, K, sG);\n"
+        "}\n"
+    )
+
+
+def all_specs() -> list[GemmSpec]:
+    """Every forward instantiation, core ones (nn layout, large tile) first."""
+    combos = itertools.product(TILES, LAYOUTS, (False, True), (False, True), SEMIRINGS, DTYPES)
+    return [GemmSpec(s, d, a, lay, tile, bat) for tile, lay, bat, a, s, d in combos]
+
+
+def core_specs() -> list[GemmSpec]:
+    """The 48 forward kernels every dtype and semiring needs (row-major, large tile)."""
+    return [s for s in all_specs() if s.layout == "nn" and s.tile == ""]
+
+
+def all_fragments() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """name -> (code, launch signature), for the family to register."""
+    out: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for spec in all_specs():
+        out[spec.name] = (gemm_code(spec), spec.signature)
+    for dtype in GRAD_DTYPES:
+        for which in ("a", "b"):
+            out[backward_name(which, dtype)] = (backward_code(which, dtype), BACKWARD_SIGNATURE)
+    return out

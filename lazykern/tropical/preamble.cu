@@ -1,0 +1,473 @@
+// lazykern tropical GEMM: tile machinery shared by every fragment.
+//
+// Each fragment is one `extern "C"` kernel that instantiates lk::gemm<...> or a
+// backward kernel; NVRTC only generates code for the templates a fragment uses.
+//
+// Semantics (the contract of lazykern.tropical.reference):
+//   maxplus C = max_k A+B, minplus C = min_k A+B, maxmul C = max_k A*B.
+//   Floats: zero -inf (maxplus, maxmul) / +inf (minplus); a NaN product never wins.
+//   Integers: lo/hi (dtype min/max) act as -inf/+inf. The semiring zero absorbs
+//   first, the other infinity next, finite results saturate:
+//     maxplus  a==lo|b==lo -> lo; a==hi|b==hi -> hi; else sat(a+b)
+//     minplus  a==hi|b==hi -> hi; a==lo|b==lo -> lo; else sat(a+b)
+//     maxmul   a==lo|b==lo -> lo; a==hi|b==hi -> (other > 0 ? hi : lo); else sat(a*b)
+//   argmax: smallest k whose product strictly beats everything before it
+//   (strict compare, ascending k); 0 when nothing beats the zero, -1 when K == 0.
+
+namespace lk {
+
+typedef long long i64;
+typedef unsigned long long u64;
+
+enum { MAXPLUS = 0, MINPLUS = 1, MAXMUL = 2 };
+
+// ---------------------------------------------------------------- numbers --
+template <typename T> struct Num;
+template <> struct Num<float> {
+    static constexpr bool is_int = false;
+    __device__ __forceinline__ static float ninf() { return __int_as_float(0xff800000); }
+    __device__ __forceinline__ static float pinf() { return __int_as_float(0x7f800000); }
+    __device__ __forceinline__ static float nan() { return __int_as_float(0x7fffffff); }
+};
+template <> struct Num<double> {
+    static constexpr bool is_int = false;
+    __device__ __forceinline__ static double ninf() { return __longlong_as_double(0xfff0000000000000ULL); }
+    __device__ __forceinline__ static double pinf() { return __longlong_as_double(0x7ff0000000000000ULL); }
+    __device__ __forceinline__ static double nan() { return __longlong_as_double(0x7fffffffffffffffULL); }
+};
+template <> struct Num<int> {
+    static constexpr bool is_int = true;
+    static constexpr int lo = -2147483647 - 1;
+    static constexpr int hi = 2147483647;
+    static constexpr int unit = 1 << 27;  // fast path: finite operands within +-unit
+};
+template <> struct Num<i64> {
+    static constexpr bool is_int = true;
+    static constexpr i64 lo = -9223372036854775807LL - 1;
+    static constexpr i64 hi = 9223372036854775807LL;
+    static constexpr i64 unit = 1LL << 59;
+};
+
+// ------------------------------------------------- saturating arithmetic --
+__device__ __forceinline__ int sat_add(int a, int b) {
+    i64 s = (i64)a + (i64)b;
+    return (int)(s < Num<int>::lo ? (i64)Num<int>::lo : (s > Num<int>::hi ? (i64)Num<int>::hi : s));
+}
+__device__ __forceinline__ i64 sat_add(i64 a, i64 b) {
+    i64 s = (i64)((u64)a + (u64)b);
+    return ((a ^ s) & (b ^ s)) < 0 ? (a < 0 ? Num<i64>::lo : Num<i64>::hi) : s;
+}
+__device__ __forceinline__ int sat_mul(int a, int b) {
+    i64 p = (i64)a * (i64)b;
+    return (int)(p < Num<int>::lo ? (i64)Num<int>::lo : (p > Num<int>::hi ? (i64)Num<int>::hi : p));
+}
+__device__ __forceinline__ i64 sat_mul(i64 a, i64 b) {
+    i64 lo = (i64)((u64)a * (u64)b);
+    i64 hi = __mul64hi(a, b);
+    if (hi != (lo >> 63)) return ((a < 0) != (b < 0)) ? Num<i64>::lo : Num<i64>::hi;
+    return lo;
+}
+
+template <typename T> __device__ __forceinline__ T tmax(T a, T b) { return a > b ? a : b; }
+template <typename T> __device__ __forceinline__ T tmin(T a, T b) { return a < b ? a : b; }
+template <> __device__ __forceinline__ float tmax<float>(float a, float b) { return fmaxf(a, b); }
+template <> __device__ __forceinline__ float tmin<float>(float a, float b) { return fminf(a, b); }
+// double: `p > acc ? p : acc` keeps fmax's NaN rule (acc is never NaN) without fmax's slow NaN path.
+
+// --------------------------------------------------------------- semirings --
+// A ring policy says how operands are stored in shared memory (enc), what the
+// padding is (pad: a product of pads never beats anything), the accumulator's
+// start (zero), the product (mul), how it is combined (comb / better) and how
+// the accumulator is turned back into a result (dec).
+
+template <int S, typename T> struct FloatRing {
+    static constexpr bool fast = false;
+    static constexpr bool unroll_k = true;
+    __device__ __forceinline__ static T zero() { return S == MINPLUS ? Num<T>::pinf() : Num<T>::ninf(); }
+    // max-times: -inf * -inf = +inf, so pad with NaN, which never wins.
+    __device__ __forceinline__ static T pad() { return S == MAXMUL ? Num<T>::nan() : zero(); }
+    __device__ __forceinline__ static T enc(T v) { return v; }
+    __device__ __forceinline__ static bool safe(T) { return true; }
+    __device__ __forceinline__ static T dec(T v) { return v; }
+    __device__ __forceinline__ static T mul(T a, T b) { return S == MAXMUL ? a * b : a + b; }
+    __device__ __forceinline__ static T mul_arg(T a, T b) { return mul(a, b); }
+    __device__ __forceinline__ static bool better(T p, T acc) { return S == MINPLUS ? p < acc : p > acc; }
+    __device__ __forceinline__ static T comb(T acc, T p) {
+        return S == MINPLUS ? tmin<T>(acc, p) : tmax<T>(acc, p);
+    }
+};
+
+// Exact integer semiring: infinities checked per product, saturating arithmetic.
+template <int S, typename T> struct IntExactRing {
+    static constexpr bool fast = false;
+    static constexpr bool unroll_k = false;  // the fallback: keep its code (and compile time) small
+    static constexpr T lo = Num<T>::lo, hi = Num<T>::hi;
+    __device__ __forceinline__ static T zero() { return S == MINPLUS ? hi : lo; }
+    __device__ __forceinline__ static T pad() { return zero(); }
+    __device__ __forceinline__ static T enc(T v) { return v; }
+    __device__ __forceinline__ static bool safe(T) { return true; }
+    __device__ __forceinline__ static T dec(T v) { return v; }
+    __device__ __forceinline__ static T mul(T a, T b) {
+        if (S == MAXPLUS) {
+            if (a == lo || b == lo) return lo;
+            if (a == hi || b == hi) return hi;
+            return sat_add(a, b);
+        } else if (S == MINPLUS) {
+            if (a == hi || b == hi) return hi;
+            if (a == lo || b == lo) return lo;
+            return sat_add(a, b);
+        } else {
+            if (a == lo || b == lo) return lo;
+            if (a == hi || b == hi) return (a == hi ? b : a) > 0 ? hi : lo;
+            return sat_mul(a, b);
+        }
+    }
+    __device__ __forceinline__ static T mul_arg(T a, T b) { return mul(a, b); }
+    __device__ __forceinline__ static bool better(T p, T acc) { return S == MINPLUS ? p < acc : p > acc; }
+    __device__ __forceinline__ static T comb(T acc, T p) { return S == MINPLUS ? tmin<T>(acc, p) : tmax<T>(acc, p); }
+};
+
+// Fast integer max-plus / min-plus: when every finite operand of a block lies in
+// [-u, u] (u = 2^27 for i32, 2^59 for i64), operands are re-encoded on their way
+// to shared memory so that a plain add never overflows (|sum| < 16u = 2^31) and
+// still encodes the exact result:
+//   maxplus: lo -> -7u, hi -> 4u      minplus: hi -> 7u, lo -> -4u
+// Finite sums lie in [-2u, 2u]; any sum with the zero lies beyond -2u (maxplus)
+// or 2u (minplus) even when the other operand is the other infinity (zero
+// absorbs first); any other sum with an infinity lies beyond the other bound.
+// dec() maps the accumulator back. With a plain add, max(acc, a + b) becomes one
+// VIADDMNMX on sm_90. The argmax form clamps sums to [-3u, 3u] so that all
+// products of one infinite class compare equal (the smallest k keeps the win).
+template <int S, typename T> struct IntFastRing {
+    static constexpr bool fast = true;
+    static constexpr bool unroll_k = true;
+    static constexpr T lo = Num<T>::lo, hi = Num<T>::hi, u = Num<T>::unit;
+    __device__ __forceinline__ static T zero() { return S == MINPLUS ? 3 * u : -3 * u; }
+    __device__ __forceinline__ static T pad() { return S == MINPLUS ? 7 * u : -7 * u; }
+    __device__ __forceinline__ static T enc(T v) {
+        if (S == MINPLUS) return v == hi ? 7 * u : (v == lo ? -4 * u : v);
+        return v == lo ? -7 * u : (v == hi ? 4 * u : v);
+    }
+    __device__ __forceinline__ static bool safe(T v) { return (v >= -u && v <= u) || v == lo || v == hi; }
+    __device__ __forceinline__ static T dec(T v) { return v < -2 * u ? lo : (v > 2 * u ? hi : v); }
+    __device__ __forceinline__ static T mul(T a, T b) { return a + b; }
+    __device__ __forceinline__ static T mul_arg(T a, T b) { return tmin<T>(tmax<T>(a + b, -3 * u), 3 * u); }
+    __device__ __forceinline__ static bool better(T p, T acc) { return S == MINPLUS ? p < acc : p > acc; }
+    __device__ __forceinline__ static T comb(T acc, T p) { return S == MINPLUS ? tmin<T>(acc, p) : tmax<T>(acc, p); }
+};
+
+template <int S, typename T, bool IS_INT = Num<T>::is_int> struct Rings {
+    typedef FloatRing<S, T> exact;
+    static constexpr bool has_fast = false;
+    typedef FloatRing<S, T> fast;
+};
+template <int S, typename T> struct Rings<S, T, true> {
+    typedef IntExactRing<S, T> exact;
+    static constexpr bool has_fast = S != MAXMUL;
+    typedef IntFastRing<S, T> fast;
+};
+
+// ------------------------------------------------------------------ vectors --
+// Loads and stores of N consecutive T as 16-byte (or smaller) vectors.
+template <int BYTES> struct Raw;
+template <> struct Raw<4> { typedef unsigned int t; };
+template <> struct Raw<8> { typedef uint2 t; };
+template <> struct Raw<16> { typedef uint4 t; };
+
+template <typename T, int N> struct VecIO {
+    static constexpr int BYTES = (int)sizeof(T) * N;
+    static constexpr int CH_BYTES = BYTES >= 16 ? 16 : BYTES;
+    static constexpr int CH = CH_BYTES / (int)sizeof(T);  // elements per chunk
+    typedef typename Raw<CH_BYTES>::t R;
+    __device__ __forceinline__ static void load(T* dst, const T* __restrict__ src) {
+#pragma unroll
+        for (int c = 0; c < N; c += CH) {
+            R r = *reinterpret_cast<const R*>(src + c);
+#pragma unroll
+            for (int e = 0; e < CH; ++e) dst[c + e] = reinterpret_cast<const T*>(&r)[e];
+        }
+    }
+    __device__ __forceinline__ static void store(T* dst, const T* src) {
+#pragma unroll
+        for (int c = 0; c < N; c += CH) {
+            R r;
+#pragma unroll
+            for (int e = 0; e < CH; ++e) reinterpret_cast<T*>(&r)[e] = src[c + e];
+            *reinterpret_cast<R*>(dst + c) = r;
+        }
+    }
+};
+
+// -------------------------------------------------------------- tile loads --
+// A ROWS x COLS tile of a row-major (COLS contiguous) global matrix, L
+// consecutive elements per thread. TRANS stores it to shared memory as
+// [col][row] (A row-major and B transposed need that: shared tiles are k-major).
+template <typename T, int ROWS, int COLS, int NT, bool TRANS> struct TileLoader {
+    static constexpr int L = ROWS * COLS >= NT ? ROWS * COLS / NT : 1;
+    static constexpr int PER_ROW = COLS / L;
+    static constexpr int USED = ROWS * COLS / L;  // threads that load
+    static_assert(COLS % L == 0, "tile columns must split into whole runs");
+    static_assert(USED <= NT, "tile too large for the block");
+    static constexpr int CH = VecIO<T, L>::CH;  // vector alignment in elements
+    T v[L];
+    int r, c;
+
+    __device__ __forceinline__ void init(int tid) {
+        r = tid / PER_ROW;
+        c = (tid % PER_ROW) * L;
+    }
+
+    template <class R>
+    __device__ __forceinline__ bool load(const T* __restrict__ base, i64 ld, int row0, int col0, int nrows,
+                                         int ncols, bool vec_ok, int tid) {
+        bool ok = true;
+        if (USED < NT && tid >= USED) return ok;
+        const int gr = row0 + r, gc = col0 + c;
+        if (gr < nrows) {
+            const T* p = base + (i64)gr * ld + gc;
+            if (L > 1 && vec_ok && gc + L <= ncols) {
+                VecIO<T, L>::load(v, p);
+            } else {
+#pragma unroll
+                for (int e = 0; e < L; ++e) v[e] = gc + e < ncols ? p[e] : R::pad();
+            }
+        } else {
+#pragma unroll
+            for (int e = 0; e < L; ++e) v[e] = R::pad();
+        }
+        if (R::fast) {
+#pragma unroll
+            for (int e = 0; e < L; ++e) ok = ok && R::safe(v[e]);
+        }
+        return ok;
+    }
+
+    // Out-of-range elements were set to pad(), which enc() leaves a pad.
+    template <class R>
+    __device__ __forceinline__ void store(T* smem, int sld, int tid) const {
+        if (USED < NT && tid >= USED) return;
+        if (TRANS) {
+#pragma unroll
+            for (int e = 0; e < L; ++e) smem[(c + e) * sld + r] = enc_pad<R>(v[e]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < L; ++e) smem[r * sld + c + e] = enc_pad<R>(v[e]);
+        }
+    }
+
+    template <class R> __device__ __forceinline__ static T enc_pad(T x) { return R::fast ? R::enc(x) : x; }
+};
+
+// --------------------------------------------------------------- the GEMM --
+template <int BM_, int BN_, int BK_, int TM_, int TN_> struct Tile {
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, TN = TN_;
+    static constexpr int NT = (BM / TM) * (BN / TN);
+    static constexpr int VM = TM < 4 ? TM : 4, VN = TN < 4 ? TN : 4;  // contiguous runs per thread
+    static constexpr int SM = BM * VM / TM, SN = BN * VN / TN;        // stride between runs
+};
+
+struct Dims {
+    int M, N, K;
+    i64 lda, ldb, ldc;
+};
+
+template <typename T, class Cfg> struct Smem {
+    static constexpr int PAD = sizeof(T) == 4 ? 4 : 2;  // keeps rows 16-byte aligned, spreads banks
+    static constexpr int SA = Cfg::BM + PAD, SB = Cfg::BN + PAD;
+    T a[2][Cfg::BK * SA];
+    T b[2][Cfg::BK * SB];
+};
+
+// One pass over K with ring R. Returns false (uniformly across the block) as
+// soon as a fast ring meets an operand outside its safe range.
+template <class R, typename T, class Cfg, bool ARG, bool TA, bool TB>
+__device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __restrict__ B, const Dims& d, int m0,
+                                         int n0, bool vecA, bool vecB, T (&acc)[Cfg::TM][Cfg::TN],
+                                         int (&idx)[Cfg::TM][Cfg::TN], Smem<T, Cfg>& sm) {
+    constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN, NT = Cfg::NT;
+    constexpr int SA = Smem<T, Cfg>::SA, SB = Smem<T, Cfg>::SB;
+    const int tid = threadIdx.x;
+    const int tx = tid % (BN / TN), ty = tid / (BN / TN);
+
+    // A is M x K: row-major tile BM x BK (stored transposed), or a transposed view: BK x BM rows of k.
+    TileLoader<T, TA ? BK : BM, TA ? BM : BK, NT, !TA> la;
+    // B is K x N: row-major tile BK x BN, or a transposed view: BN x BK rows of n (stored transposed).
+    TileLoader<T, TB ? BN : BK, TB ? BK : BN, NT, TB> lb;
+    la.init(tid);
+    lb.init(tid);
+
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+            acc[i][j] = R::zero();
+            idx[i][j] = d.K > 0 ? 0 : -1;
+        }
+
+    auto load = [&](int k0) -> bool {
+        bool ok = TA ? la.template load<R>(A, d.lda, k0, m0, d.K, d.M, vecA, tid)
+                     : la.template load<R>(A, d.lda, m0, k0, d.M, d.K, vecA, tid);
+        ok &= TB ? lb.template load<R>(B, d.ldb, n0, k0, d.N, d.K, vecB, tid)
+                 : lb.template load<R>(B, d.ldb, k0, n0, d.K, d.N, vecB, tid);
+        return ok;
+    };
+
+    const int ntiles = (d.K + BK - 1) / BK;
+    if (ntiles == 0) return true;
+    bool ok = load(0);
+    la.template store<R>(sm.a[0], SA, tid);
+    lb.template store<R>(sm.b[0], SB, tid);
+    if (R::fast) {
+        if (!__syncthreads_and(ok)) return false;
+    } else {
+        __syncthreads();
+    }
+
+    for (int t = 0; t < ntiles; ++t) {
+        const int buf = t & 1;
+        const bool more = t + 1 < ntiles;
+        if (more) ok = load((t + 1) * BK);
+        const T* As = sm.a[buf];
+        const T* Bs = sm.b[buf];
+#pragma unroll(R::unroll_k ? BK : 1)
+        for (int kk = 0; kk < BK; ++kk) {
+            T a[TM], b[TN];
+#pragma unroll
+            for (int i = 0; i < TM; i += Cfg::VM)
+                VecIO<T, Cfg::VM>::load(a + i, As + kk * SA + (i / Cfg::VM) * Cfg::SM + ty * Cfg::VM);
+#pragma unroll
+            for (int j = 0; j < TN; j += Cfg::VN)
+                VecIO<T, Cfg::VN>::load(b + j, Bs + kk * SB + (j / Cfg::VN) * Cfg::SN + tx * Cfg::VN);
+            if (ARG) {
+                const int k = t * BK + kk;
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) {
+                        const T p = R::mul_arg(a[i], b[j]);
+                        const bool w = R::better(p, acc[i][j]);
+                        idx[i][j] = w ? k : idx[i][j];
+                        acc[i][j] = w ? p : acc[i][j];
+                    }
+            } else {
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) acc[i][j] = R::comb(acc[i][j], R::mul(a[i], b[j]));
+            }
+        }
+        if (more) {
+            la.template store<R>(sm.a[buf ^ 1], SA, tid);
+            lb.template store<R>(sm.b[buf ^ 1], SB, tid);
+        }
+        if (R::fast) {
+            if (!__syncthreads_and(ok)) return false;
+        } else {
+            __syncthreads();
+        }
+    }
+    return true;
+}
+
+// Vector access needs the base, the leading dimension and the batch stride aligned to a chunk.
+template <typename T, int L>
+__device__ __forceinline__ bool vec_ok(const void* p, i64 ld, i64 batch_stride) {
+    constexpr int CH = VecIO<T, L>::CH;
+    if (CH <= 1) return false;
+    return ((unsigned long long)p % (CH * sizeof(T))) == 0 && ld % CH == 0 && batch_stride % CH == 0;
+}
+
+template <int S, typename T, bool ARG, bool TA, bool TB, class Cfg>
+__device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+                                     int* __restrict__ I, Dims d, int batch, i64 sA, i64 sB, i64 sC) {
+    typedef Rings<S, T> Rs;
+    constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN, NT = Cfg::NT;
+    __shared__ __align__(16) Smem<T, Cfg> sm;
+
+    const int nbn = (d.N + BN - 1) / BN;
+    const int bm = blockIdx.x / nbn, bn = blockIdx.x % nbn;
+    const int m0 = bm * BM, n0 = bn * BN;
+    const int tid = threadIdx.x;
+    const int tx = tid % (BN / TN), ty = tid / (BN / TN);
+
+    constexpr int LA = TileLoader<T, TA ? BK : BM, TA ? BM : BK, NT, !TA>::L;
+    constexpr int LB = TileLoader<T, TB ? BN : BK, TB ? BK : BN, NT, TB>::L;
+    const bool vecA = vec_ok<T, LA>(A, d.lda, sA);
+    const bool vecB = vec_ok<T, LB>(B, d.ldb, sB);
+    const bool vecC = vec_ok<T, Cfg::VN>(C, d.ldc, sC);
+    const bool vecI = vec_ok<int, Cfg::VN>(I, d.ldc, sC);
+
+    for (int b = blockIdx.y; b < batch; b += gridDim.y) {
+        const T* Ab = A + (i64)b * sA;
+        const T* Bb = B + (i64)b * sB;
+        T acc[TM][TN];
+        int idx[TM][TN];
+        bool fast_done = false;
+        if (Rs::has_fast) {
+            fast_done = mainloop<typename Rs::fast, T, Cfg, ARG, TA, TB>(Ab, Bb, d, m0, n0, vecA, vecB, acc, idx, sm);
+            if (fast_done) {
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) acc[i][j] = Rs::fast::dec(acc[i][j]);
+            }
+        }
+        // A fast pass that gave up did so at a barrier every thread had passed after its last
+        // shared-memory read, so the exact pass may refill the tiles at once.
+        if (!fast_done) mainloop<typename Rs::exact, T, Cfg, ARG, TA, TB>(Ab, Bb, d, m0, n0, vecA, vecB, acc, idx, sm);
+
+        T* Cb = C + (i64)b * sC;
+        int* Ib = ARG ? I + (i64)b * sC : I;
+#pragma unroll
+        for (int i = 0; i < TM; ++i) {
+            const int gm = m0 + (i / Cfg::VM) * Cfg::SM + ty * Cfg::VM + i % Cfg::VM;
+            if (gm >= d.M) continue;
+#pragma unroll
+            for (int j = 0; j < TN; j += Cfg::VN) {
+                const int gn = n0 + (j / Cfg::VN) * Cfg::SN + tx * Cfg::VN;
+                T* crow = Cb + (i64)gm * d.ldc + gn;
+                int* irow = Ib + (i64)gm * d.ldc + gn;
+                if (Cfg::VN > 1 && gn + Cfg::VN <= d.N && vecC) {
+                    VecIO<T, Cfg::VN>::store(crow, &acc[i][j]);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < Cfg::VN; ++e)
+                        if (gn + e < d.N) crow[e] = acc[i][j + e];
+                }
+                if (ARG) {
+                    if (Cfg::VN > 1 && gn + Cfg::VN <= d.N && vecI) {
+                        VecIO<int, Cfg::VN>::store(irow, &idx[i][j]);
+                    } else {
+#pragma unroll
+                        for (int e = 0; e < Cfg::VN; ++e)
+                            if (gn + e < d.N) irow[e] = idx[i][j + e];
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------- backward --
+// grad_A[b, i, k] += grad_C[b, i, j] where argmax[b, i, j] == k (likewise grad_B).
+// One thread per (b, i, j) adds its gradient to the one element its argmax
+// names: O(M*N) work, coalesced reads, atomics spread over the K columns. The
+// outputs must be zeroed first; the float sum order is not deterministic (as
+// with torch's scatter_add). argmax outside [0, K) (K == 0) adds nothing.
+// A batch stride of 0 for the output sums a broadcast operand's gradient.
+template <typename T, bool FOR_A>
+__device__ __forceinline__ void backward(const T* __restrict__ gC, const int* __restrict__ I, T* __restrict__ g,
+                                         int batch, int M, int N, int K, i64 sG) {
+    const i64 total = (i64)batch * M * N;
+    for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (i64)gridDim.x * blockDim.x) {
+        const int k = I[t];
+        if (k < 0 || k >= K) continue;
+        const i64 mn = (i64)M * N;
+        const i64 b = t / mn, r = t - b * mn;
+        const i64 i = r / N, j = r - i * N;
+        T* dst = FOR_A ? g + b * sG + i * K + k : g + b * sG + (i64)k * N + j;
+        atomicAdd(dst, gC[t]);
+    }
+}
+
+}  // namespace lk

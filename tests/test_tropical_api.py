@@ -1,0 +1,109 @@
+"""The public API on the CPU: argument checks, layouts, shape classes, the NumPy fallback."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from lazykern import tropical
+from lazykern.tropical import api, reference
+
+pytestmark = pytest.mark.skipif(api.gpu_available(), reason="CPU-path tests (the GPU suite covers the device)")
+
+
+def rand(shape, dtype="float32", seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def test_numpy_without_gpu_uses_the_reference_and_logs(caplog):
+    A, B = rand((5, 3)), rand((3, 4), seed=1)
+    with caplog.at_level(logging.INFO, logger="lazykern"):
+        C = tropical.matmul(A, B, semiring="minplus")
+    np.testing.assert_array_equal(C, reference.matmul(A, B, "minplus"))
+    assert "NumPy reference" in caplog.text
+
+
+def test_argmax_out_and_bmm_on_host():
+    A, B = rand((2, 5, 3)), rand((3, 4), seed=1)
+    C = np.empty((2, 5, 4), np.float32)
+    Ix = np.empty((2, 5, 4), np.int32)
+    got = tropical.bmm(A, B, semiring="maxmul", argmax=True, out=(C, Ix))
+    assert got[0] is C and got[1] is Ix
+    want = reference.bmm(A, B, "maxmul", argmax=True)
+    np.testing.assert_array_equal(C, want[0])
+    np.testing.assert_array_equal(Ix, want[1])
+
+
+def test_backward_on_host():
+    A, B = rand((4, 6)), rand((6, 3), seed=2)
+    _, Ix = tropical.matmul(A, B, argmax=True)
+    G = rand((4, 3), seed=5)
+    gA, gB = tropical.matmul_backward(G, Ix, A.shape, B.shape)
+    wA, wB = reference.matmul_backward(G, Ix, A.shape, B.shape)
+    np.testing.assert_allclose(gA, wA)
+    np.testing.assert_allclose(gB, wB)
+
+
+@pytest.mark.parametrize(
+    "call, exc, words",
+    [
+        (lambda: tropical.matmul(rand((2, 3)), rand((3, 2)), semiring="plusmax"), ValueError, "semiring"),
+        (lambda: tropical.matmul(rand((2, 3)), rand((4, 2))), ValueError, "shape mismatch"),
+        (lambda: tropical.matmul(rand((2, 2, 3)), rand((3, 2))), ValueError, "2-D A"),
+        (lambda: tropical.matmul(rand((2, 3)), rand((3,))), ValueError, "2-D B"),
+        (lambda: tropical.matmul(rand((2, 3)), rand((3, 2), "float64")), TypeError, "same dtype"),
+        (lambda: tropical.matmul(rand((2, 3), "float16"), rand((3, 2), "float16")), TypeError, "float16"),
+        (lambda: tropical.matmul([[1.0]], rand((1, 1))), TypeError, "A must be"),
+        (lambda: tropical.matmul(rand((2, 3)), rand((3, 2)), argmax="yes"), TypeError, "argmax"),
+        (lambda: tropical.matmul(rand((2, 3)), rand((3, 2)), out=np.empty((3, 3), np.float32)), ValueError, "out"),
+        (lambda: tropical.matmul(rand((2, 3)), rand((3, 2)), out=np.empty((2, 2), np.int32)), TypeError, "out"),
+        (lambda: tropical.matmul(rand((2, 3)), rand((3, 2)), argmax=True, out=np.empty((2, 2))), TypeError, "pair"),
+        (lambda: tropical.bmm(rand((2, 3)), rand((3, 2))), ValueError, "3-D"),
+        (lambda: tropical.bmm(rand((2, 2, 3)), rand((3, 3, 2))), ValueError, "batch mismatch"),
+        (lambda: tropical.matmul_backward(rand((2, 2)), np.zeros((2, 2), np.int64), (2, 3), (3, 2)), TypeError,
+         "int32"),
+        (lambda: tropical.matmul_backward(rand((2, 2)), np.zeros((2, 2), np.int32), (2, 3), (4, 2)), ValueError,
+         "does not give"),
+    ],
+)  # fmt: skip
+def test_bad_arguments(call, exc, words):
+    with pytest.raises(exc, match=words):
+        call()
+
+
+def test_layouts():
+    assert api._layout((4, 6), (6, 1)) == ("n", 6)
+    assert api._layout((4, 6), (1, 4)) == ("t", 4)  # X.T of a C-contiguous (6, 4)
+    assert api._layout((4, 6), (8, 1)) == ("n", 8)  # a row-major slice
+    assert api._layout((4, 6), (12, 2)) is None  # every other column
+    assert api._layout((4, 6), (0, 1)) is None  # broadcast rows
+    assert api._layout((1, 6), (99, 1)) == ("n", 6)
+    assert api._layout((4, 1), (1, 7)) == ("n", 1)
+    assert api._layout((0, 0), (0, 0)) == ("n", 1)
+
+
+def test_shape_classes():
+    assert tropical.choose_tile("f32", False, 1, 4096, 4096) == ""
+    assert tropical.choose_tile("f32", False, 1, 4, 4) == "s"
+    assert tropical.choose_tile("f32", False, 1, 2**21, 4) == "t"
+    assert tropical.choose_tile("f32", False, 1000, 64, 64) == "s"  # a 128x128 tile would be 3/4 padding
+    assert tropical.choose_tile("f32", False, 1000, 200, 300) == ""
+    assert tropical.choose_tile("f32", False, 2**21, 4, 4) == "s"
+    assert tropical.choose_tile("f64", True, 1, 100, 300) == "s"
+
+
+def test_torch_cpu_through_the_reference():
+    torch = pytest.importorskip("torch")
+    from lazykern.tropical import torch as ttorch
+
+    A = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    B = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    C = ttorch.matmul(A, B, "maxplus")
+    C.sum().backward()
+    Cn, In = reference.matmul(A.detach().numpy(), B.detach().numpy(), "maxplus", argmax=True)
+    np.testing.assert_array_equal(C.detach().numpy(), Cn)
+    gA, gB = reference.matmul_backward(np.ones_like(Cn), In, (4, 5), (5, 3))
+    np.testing.assert_allclose(A.grad.numpy(), gA)
+    np.testing.assert_allclose(B.grad.numpy(), gB)

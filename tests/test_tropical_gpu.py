@@ -1,0 +1,236 @@
+"""Every tropical instantiation on a GPU against the NumPy reference (run with `pytest -m gpu`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lazykern import tropical
+from lazykern.tropical import api, reference
+
+pytestmark = pytest.mark.gpu
+
+SEMIRINGS = reference.SEMIRINGS
+DTYPES = ["float32", "float64", "int32", "int64"]
+
+
+def adversarial(rng, shape, dtype, huge=False):
+    """Small integers (many ties), with infinities / NaN / integer extremes sprinkled in."""
+    dtype = np.dtype(dtype)
+    X = rng.integers(-4, 5, size=shape).astype(dtype)
+    if dtype.kind == "f":
+        specials = np.array([np.inf, -np.inf, np.nan], dtype)
+    else:
+        info = np.iinfo(dtype)
+        specials = [info.min, info.max]
+        if huge:  # outside the fast path's range: the block falls back to exact arithmetic
+            specials += [info.max - 1, info.min + 1, info.max // 3, -(info.max // 3)]
+        specials = np.array(specials, dtype)
+    mask = rng.random(shape) < 0.08
+    X[mask] = rng.choice(specials, size=int(mask.sum()))
+    return X
+
+
+@pytest.fixture
+def tile(request, monkeypatch):
+    monkeypatch.setattr(api, "_FORCE_TILE", request.param)
+    return request.param
+
+
+def to_dev(x):
+    from numba import cuda
+
+    return cuda.to_device(np.ascontiguousarray(x))
+
+
+def run(A, B, semiring, argmax, batched=False, **kw):
+    fn = tropical.bmm if batched else tropical.matmul
+    res = fn(to_dev(A), to_dev(B), semiring, argmax=argmax, **kw)
+    return tuple(r.copy_to_host() for r in res) if argmax else res.copy_to_host()
+
+
+def check(A, B, semiring, argmax, batched=False, **kw):
+    got = run(A, B, semiring, argmax, batched, **kw)
+    want = (reference.bmm if batched else reference.matmul)(A, B, semiring, argmax)
+    if argmax:
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("tile", ["", "s", "t"], indirect=True)
+@pytest.mark.parametrize("argmax", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_matmul_every_instantiation(semiring, dtype, argmax, tile):
+    rng = np.random.default_rng(1)
+    A = adversarial(rng, (133, 37), dtype)  # no dimension a multiple of any tile
+    B = adversarial(rng, (37, 141), dtype)
+    check(A, B, semiring, argmax)
+
+
+@pytest.mark.parametrize("tile", ["", "s"], indirect=True)
+@pytest.mark.parametrize("argmax", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_bmm_every_instantiation(semiring, dtype, argmax, tile):
+    rng = np.random.default_rng(2)
+    A = adversarial(rng, (7, 70, 19), dtype)
+    B = adversarial(rng, (7, 19, 45), dtype)
+    check(A, B, semiring, argmax, batched=True)
+    check(A[:1], B[:1], semiring, argmax, batched=True)  # batch 1
+    check(A, B[0], semiring, argmax, batched=True)  # broadcast B
+    check(A[0], B, semiring, argmax, batched=True)  # broadcast A
+
+
+@pytest.mark.parametrize("tile", ["", "s"], indirect=True)
+@pytest.mark.parametrize("argmax", [False, True])
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_integer_extremes_take_the_exact_path(semiring, dtype, argmax, tile):
+    rng = np.random.default_rng(3)
+    A = adversarial(rng, (300, 50), dtype)
+    B = adversarial(rng, (50, 260), dtype)
+    A[200:] = adversarial(rng, (100, 50), dtype, huge=True)  # only the last row blocks see huge values
+    check(A, B, semiring, argmax)
+    check(adversarial(rng, (40, 9), dtype, huge=True), adversarial(rng, (9, 30), dtype, huge=True), semiring, argmax)
+
+
+@pytest.mark.parametrize("layout", ["nt", "tn", "tt"])
+@pytest.mark.parametrize("argmax", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_transposed_views_are_read_in_place(semiring, dtype, argmax, layout, monkeypatch):
+    monkeypatch.setattr(api, "_FORCE_TILE", "")
+    rng = np.random.default_rng(4)
+    A = adversarial(rng, (150, 45), dtype)
+    B = adversarial(rng, (45, 131), dtype)
+    dA = to_dev(A.T).T if layout[0] == "t" else to_dev(A)
+    dB = to_dev(B.T).T if layout[1] == "t" else to_dev(B)
+    res = tropical.matmul(dA, dB, semiring, argmax=argmax)
+    want = reference.matmul(A, B, semiring, argmax)
+    if argmax:
+        np.testing.assert_array_equal(res[0].copy_to_host(), want[0])
+        np.testing.assert_array_equal(res[1].copy_to_host(), want[1])
+    else:
+        np.testing.assert_array_equal(res.copy_to_host(), want)
+    assert f"{semiring}_{'i64' if dtype == 'int64' else 'f32'}{'_argmax' if argmax else ''}_{layout}" in (
+        tropical.family.compiled()
+    )
+
+
+@pytest.mark.parametrize(
+    "shape", [(1, 1, 1), (4, 4, 4), (1000, 3, 2), (2, 5, 3000), (3, 0, 5), (0, 4, 5), (5, 4, 0), (1, 2000, 1)]
+)
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_edge_shapes(shape, dtype):
+    M, K, N = shape
+    rng = np.random.default_rng(5)
+    A, B = adversarial(rng, (M, K), dtype), adversarial(rng, (K, N), dtype)
+    for semiring in SEMIRINGS:
+        check(A, B, semiring, True)
+        check(A, B, semiring, False)
+
+
+def test_numpy_inputs_round_trip():
+    rng = np.random.default_rng(6)
+    A, B = rng.standard_normal((70, 30)), rng.standard_normal((30, 20))
+    C, Ix = tropical.matmul(A, B, "minplus", argmax=True)
+    assert isinstance(C, np.ndarray)
+    want = reference.matmul(A, B, "minplus", argmax=True)
+    np.testing.assert_array_equal(C, want[0])
+    np.testing.assert_array_equal(Ix, want[1])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("batched", [False, True])
+def test_backward_matches_reference(dtype, batched):
+    rng = np.random.default_rng(7)
+    if batched:
+        A, B = adversarial(rng, (3, 90, 33), dtype), adversarial(rng, (33, 70), dtype)
+    else:
+        A, B = adversarial(rng, (130, 33), dtype), adversarial(rng, (33, 140), dtype)
+    fn = tropical.bmm if batched else tropical.matmul
+    _, Ix = fn(to_dev(A), to_dev(B), "maxplus", argmax=True)
+    G = rng.standard_normal(Ix.shape).astype(dtype)
+    gA, gB = tropical.matmul_backward(to_dev(G), Ix, A.shape, B.shape)
+    wA, wB = reference.matmul_backward(G, Ix.copy_to_host(), A.shape, B.shape)
+    tol = 1e-4 if dtype == "float32" else 1e-10
+    np.testing.assert_allclose(gA.copy_to_host(), wA, rtol=tol, atol=tol)
+    np.testing.assert_allclose(gB.copy_to_host(), wB, rtol=tol, atol=tol)
+
+
+def test_out_and_stream():
+    from numba import cuda
+
+    rng = np.random.default_rng(8)
+    A, B = rng.standard_normal((200, 64)).astype(np.float32), rng.standard_normal((64, 300)).astype(np.float32)
+    s = cuda.stream()
+    C = cuda.device_array((200, 300), np.float32)
+    Ix = cuda.device_array((200, 300), np.int32)
+    res = tropical.matmul(to_dev(A), to_dev(B), "maxmul", argmax=True, out=(C, Ix), stream=s)
+    assert res[0] is C and res[1] is Ix
+    s.synchronize()
+    want = reference.matmul(A, B, "maxmul", argmax=True)
+    np.testing.assert_array_equal(C.copy_to_host(), want[0])
+    np.testing.assert_array_equal(Ix.copy_to_host(), want[1])
+
+
+def test_strided_operand_needs_copy():
+    cupy = pytest.importorskip("cupy")
+    A = cupy.asarray(np.random.default_rng(9).standard_normal((40, 60)).astype(np.float32))
+    B = cupy.ones((30, 7), cupy.float32)
+    with pytest.raises(ValueError, match="copy=True"):
+        tropical.matmul(A[:, ::2], B)
+    C = tropical.matmul(A[:, ::2], B, copy=True)
+    np.testing.assert_array_equal(C.get(), reference.matmul(A[:, ::2].get(), B.get(), "maxplus"))
+
+
+def test_cupy_inputs_on_the_current_stream():
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(10)
+    A, B = rng.standard_normal((300, 40)), rng.standard_normal((40, 200))
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        dA, dB = cupy.asarray(A), cupy.asarray(B)
+        C = tropical.matmul(dA, dB.T.copy().T, "maxplus")  # B as a transposed view
+        assert isinstance(C, cupy.ndarray)
+    s.synchronize()
+    np.testing.assert_array_equal(C.get(), reference.matmul(A, B, "maxplus"))
+
+
+def test_torch_inputs_and_autograd():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    from lazykern.tropical import torch as ttorch
+
+    rng = np.random.default_rng(11)
+    A0, B0 = rng.standard_normal((3, 50, 20)), rng.standard_normal((20, 40))
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        A = torch.tensor(A0, device="cuda", requires_grad=True)
+        B = torch.tensor(B0, device="cuda", requires_grad=True)
+        C = ttorch.matmul(A, B, "maxplus")
+        C.backward(torch.ones_like(C))
+    s.synchronize()
+    want, Ix = reference.bmm(A0, B0, "maxplus", argmax=True)
+    np.testing.assert_array_equal(C.detach().cpu().numpy(), want)
+    wA, wB = reference.matmul_backward(np.ones_like(want), Ix, A0.shape, B0.shape)
+    np.testing.assert_allclose(A.grad.cpu().numpy(), wA)
+    np.testing.assert_allclose(B.grad.cpu().numpy(), wB)
+    At = torch.tensor(A0[0].T.copy(), device="cuda").t()  # a transposed view, read in place
+    T = tropical.matmul(At, torch.tensor(B0, device="cuda"), "minplus")
+    assert isinstance(T, torch.Tensor)
+    np.testing.assert_array_equal(T.cpu().numpy(), reference.matmul(A0[0], B0, "minplus"))
+
+
+def test_second_call_compiles_nothing():
+    rng = np.random.default_rng(12)
+    A, B = to_dev(rng.standard_normal((64, 64))), to_dev(rng.standard_normal((64, 64)))
+    tropical.matmul(A, B)
+    before = tropical.family.compile_calls
+    for _ in range(3):
+        tropical.matmul(A, B)
+    assert tropical.family.compile_calls == before

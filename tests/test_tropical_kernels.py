@@ -1,0 +1,83 @@
+"""The tropical family: naming scheme, laziness, and every fragment compiling with NVRTC (no GPU needed)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from lazykern.tropical import core_specs, fragments, make_family
+
+SAMPLE_VARIANTS = [
+    "maxplus_f32_nt",
+    "minplus_f64_argmax_tn",
+    "bmm_maxmul_i32_tt",
+    "maxplus_i64_argmax_nt_s",
+    "bmm_minplus_f32_argmax_t",
+    "maxmul_f64_tt_t",
+    "bmm_maxplus_i32_argmax_tn_s",
+    "minplus_i32_t",
+]
+
+
+def test_names_follow_the_scheme():
+    names = make_family().names()
+    assert len(names) == len(set(names)) == 2 * 3 * 4 * 2 * 4 * 3 + 4
+    for name in ["maxplus_f32", "maxplus_f32_argmax", "maxplus_f32_nt", "bmm_maxplus_f32", "bmm_maxplus_f32_argmax",
+                 "backward_a_f32", "backward_b_f64", "maxplus_f32_s", *SAMPLE_VARIANTS]:  # fmt: skip
+        assert name in names
+    core = {s.name for s in core_specs()}
+    assert len(core) == 48  # 12 plain + 12 argmax + 24 batched
+    assert all(not n.endswith(("_nt", "_tn", "_tt", "_s", "_t")) for n in core)
+
+
+def test_fragment_text_is_one_extern_c_kernel():
+    code, signature = fragments.all_fragments()["bmm_minplus_i64_argmax_tn_s"]
+    assert code.count('extern "C" __global__') == 1
+    assert "lk::gemm<lk::MINPLUS, lk::i64, true, true, false, lk::Tile<32, 32, 8, 2, 2>>" in code
+    assert signature == fragments.BMM_SIGNATURE
+
+
+def test_creating_a_family_compiles_nothing(cache):
+    fam = make_family(cache)
+    assert fam.compile_calls == 0 and fam.compiled() == []
+    assert "--use_fast_math" not in fam.source.options  # would break the inf/NaN rules
+
+
+def test_lazy_forward_and_backward_compile_exactly_those(cache):
+    fam = make_family(cache)
+    wanted = ["maxplus_f32_argmax", "backward_a_f32", "backward_b_f32"]
+    for name in wanted:
+        fam.get(name, arch="sm_90")
+    assert fam.compile_calls == 3
+    assert fam.compiled() == sorted(wanted)
+    again = make_family(cache)  # a new process: everything comes from the cache
+    for name in wanted:
+        again.get(name, arch="sm_90")
+    assert again.compile_calls == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_every_core_fragment_compiles(cache, arch):
+    fam = make_family(cache)
+    names = [s.name for s in core_specs()] + [n for n in fam.names() if n.startswith("backward_")] + SAMPLE_VARIANTS
+    kernels = fam.warm(names, arch=arch)
+    assert fam.compile_calls == len(names)
+    assert all(k.code[:4] == b"\x7fELF" for k in kernels)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("cuobjdump") is None, reason="cuobjdump not on PATH")
+def test_sass_inner_loops(cache, tmp_path):
+    fam = make_family(cache)
+
+    def sass(name: str) -> str:
+        path = tmp_path / f"{name}.cubin"
+        path.write_bytes(fam.get(name, arch="sm_90").code)
+        return subprocess.run(["cuobjdump", "-sass", str(path)], capture_output=True, text=True, check=True).stdout
+
+    f32 = sass("maxplus_f32")
+    assert f32.count("FMNMX") >= 512 and f32.count(" FADD") >= 512  # 8x8 per thread, BK = 8, unrolled
+    assert sass("maxplus_i32").count("VIADDMNMX") >= 512  # the fast integer path: one DPX op per MAC
