@@ -436,7 +436,8 @@ def test_gpu_cxx_linking_kernel_round_trip_through_the_cache(tmp_path):
         import json
         import numpy as np
         from numba import cuda
-                from lazykern.decorator import lazy_kernel
+        from lazykern import KernelCache
+        from lazykern.decorator import lazy_kernel
         from tests.test_decorator import _tripled
         kc = KernelCache({d!r})
         k = lazy_kernel(_tripled, cache=kc)
