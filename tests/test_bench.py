@@ -5,6 +5,11 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
+import subprocess
+import sys
+import time
+import types
 
 import numpy as np
 import pytest
@@ -268,7 +273,7 @@ def test_json_png_and_table_from_a_fake_gemm_result(tmp_path):
         assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
     text = _render(_report.gemm_table(result))
     assert "10.100" in text and "WRONG" in text and "error: RuntimeError" in text
-    assert "compiled 2 of 31 fragments" in text
+    assert "used 2 of 31 fragments" in text and "29 were never compiled" in text
 
 
 def test_json_refuses_nan_left_in_a_result(tmp_path):
@@ -351,6 +356,105 @@ def test_startup_compile_only_quick_run_end_to_end(tmp_path):
     assert saved["rows"][0]["scenario"] == "cold: compile"
     with open(result["files"]["png"], "rb") as fh:
         assert fh.read(4) == b"\x89PNG"
+
+
+# -- the GEMM suite on the Numba simulator (fake library, host clock) --------------------------------
+
+
+class HostClock:
+    """perf_counter marks: what the GEMM suite times with where there are no CUDA events."""
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def seconds_between(self, start: float, end: float) -> float:
+        return end - start
+
+    def wait(self, mark: float) -> None:
+        pass
+
+    def spin(self, seconds: float) -> None:
+        pass
+
+
+class FakeTropical:
+    """A NumPy stand-in for ``lazykern.tropical`` on simulator arrays; ``wrong`` corrupts C[-1, -1]."""
+
+    def __init__(self, wrong: bool = False) -> None:
+        self.wrong = wrong
+        self.family = tiny_family()
+        self.reference = types.SimpleNamespace(matmul=reference_matmul)
+
+    def matmul(self, A, B, semiring="maxplus", argmax=False, out=None, stream=0):
+        from numba import cuda
+
+        C, K = reference_matmul(A.copy_to_host(), B.copy_to_host(), semiring, argmax=True)
+        if self.wrong:
+            C[-1, -1] += 1
+        if out is not None:
+            out.copy_to_device(C)
+        dC = out if out is not None else cuda.to_device(C)
+        return (dC, cuda.to_device(K.astype(np.int32))) if argmax else dC
+
+    def bmm(self, A, B, semiring="maxplus", stream=0):
+        from numba import cuda
+
+        pairs = zip(A.copy_to_host(), B.copy_to_host())
+        return cuda.to_device(np.stack([reference_matmul(a, b, semiring) for a, b in pairs]))
+
+    def matmul_backward(self, grad_c, K, a_shape, b_shape, stream=0):
+        from numba import cuda
+
+        g, k = grad_c.copy_to_host(), K.copy_to_host()
+        rows, cols = np.indices(k.shape)
+        grad_a, grad_b = np.zeros(a_shape, g.dtype), np.zeros(b_shape, g.dtype)
+        np.add.at(grad_a, (rows, k), g)
+        np.add.at(grad_b, (k, cols), g)
+        return cuda.to_device(grad_a), cuda.to_device(grad_b)
+
+
+_SIM_SCRIPT = """
+import json, sys
+from lazykern.bench import _device, gemm
+from tests.test_bench import FakeTropical, HostClock
+spec = _device.DeviceSpec("Fake GPU", (9, 0), 132, 1.98e9, 1 << 20, 3.35e12)
+cases = [
+    gemm.Case("square", "maxplus", "float32", 64, 48, 40, torch=True),
+    gemm.Case("argmax", "minplus", "int64", 33, 20, 17, argmax=True),
+    gemm.Case("batched", "maxmul", "float64", 9, 7, 5, batch=6, op="bmm"),
+    gemm.Case("backward", "maxplus", "float32", 30, 20, 25, op="backward"),
+]
+kw = dict(clock=HostClock(), spec=spec, torch=False, progress=print)
+good = gemm.run(True, sys.argv[1], selected=cases, tropical=FakeTropical(), **kw)
+bad = gemm.run(True, None, selected=cases[:2], tropical=FakeTropical(wrong=True), **kw)
+print("RESULT " + json.dumps({"good": good, "bad": bad}))
+"""
+
+
+@pytest.mark.slow
+def test_gemm_suite_end_to_end_on_the_simulator(tmp_path):
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=os.getcwd())
+    proc = subprocess.run(
+        [sys.executable, "-c", _SIM_SCRIPT, str(tmp_path)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1][len("RESULT ") :])
+    good, bad = out["good"], out["bad"]
+    assert [c["error"] for c in good["cases"]] == [None] * 4
+    assert all(c["check"]["ok"] for c in good["cases"])
+    square, argmax, bmm, backward = good["cases"]
+    assert square["tmacs"] == pytest.approx(64 * 48 * 40 / (square["ms"] / 1e3) / 1e12)
+    assert square["pct_limit"] == pytest.approx(100 * square["tmacs"] / good["limits"]["float32"])
+    assert square["buffers"] > 1  # 30 KB per call against a 1 MiB "L2": rotated
+    assert argmax["limit_tmacs"] is None and argmax["pct_limit"] is None  # int64: reported only
+    assert bmm["shape"] == "6 x 9x7x5" and bmm["tmacs"] > 0
+    assert backward["bytes"] == 30 * 25 * 4 + 30 * 25 * 4 + 30 * 20 * 4 + 20 * 25 * 4 and backward["gb_s"] > 0
+    assert good["laziness"]["fragments"] == 2 and good["device"]["name"] == "Fake GPU"
+    assert good["reference_figures"]["note"].startswith("reference figures measured earlier")
+    assert os.path.exists(good["files"]["json"]) and os.path.exists(good["files"]["png"])
+    assert [c["check"]["ok"] for c in bad["cases"]] == [False, False]  # C[-1, -1] is always sampled
+    assert [c["tmacs"] for c in bad["cases"]] == [None, None]  # a wrong kernel gets no figure
+    assert "WRONG" in _render(gemm.table(bad))
 
 
 # -- on the GPU ------------------------------------------------------------------------------------

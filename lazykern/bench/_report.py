@@ -82,29 +82,51 @@ def series_label(case: dict[str, Any]) -> str:
 
 
 def write_gemm_png(result: dict[str, Any], path: str | os.PathLike) -> str:
-    """Throughput against problem size (MACs per call), one line per implementation/semiring/dtype."""
+    """Two panels: throughput against size (a line per implementation/semiring/dtype over the square
+    shapes, labelled points for the skinny and batched ones), and a bar per case at the most-measured shape."""
+    import collections
+
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(10, 6))
+    measured = [c for c in result["cases"] if c.get("tmacs") is not None and c["op"] != "backward"]
+    common = collections.Counter(c["shape"] for c in measured).most_common(1)
+    focus = common[0][0] if common else None
+    bars = [c for c in measured if c["shape"] == focus]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(16, max(6, 0.28 * len(bars) + 2)), width_ratios=(3, 2))
     series: dict[str, list[tuple[float, float]]] = {}
-    for case in result["cases"]:
-        if case.get("tmacs") is None or case["op"] == "backward":
-            continue
-        series.setdefault(series_label(case), []).append((case["macs"], case["tmacs"]))
+    for case in measured:
+        if case.get("group") == "square":
+            series.setdefault(series_label(case), []).append((case["macs"], case["tmacs"]))
     for label, points in sorted(series.items()):
         points.sort()
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
-    for dtype, limit in (result.get("limits") or {}).items():
-        if dtype in ("float32", "float64") and limit:
-            ax.axhline(limit, linestyle="--", linewidth=1, color="grey")
-            ax.annotate(f"{dtype} issue limit {limit:.1f} T", (0.01, limit), xycoords=("axes fraction", "data"))
+    for case in measured:
+        if case.get("group") in ("skinny", "batched"):
+            marker = "s" if case["impl"] == "lazykern" else "^"
+            ax.scatter([case["macs"]], [case["tmacs"]], marker=marker, color="black", zorder=3)
+            ax.annotate(f"{case['impl']} {case['shape']}", (case["macs"], case["tmacs"]), fontsize="x-small")
+    limits = {d: v for d, v in (result.get("limits") or {}).items() if d in ("float32", "float64") and v}
+    for dtype, limit in limits.items():
+        ax.axhline(limit, linestyle="--", linewidth=1, color="grey")
+        ax.annotate(f"{dtype} issue limit {limit:.1f} T", (0.01, limit), xycoords=("axes fraction", "data"))
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("tropical MACs per call (m x n x k x batch)")
+    ax.set_xlabel("tropical MACs per call (m x n x k x batch); squares: lines, skinny/batched: labelled points")
     ax.set_ylabel("T tropical MAC/s")
     ax.set_title(f"Tropical GEMM throughput on {result.get('device', {}).get('name', '?')}")
     if series:
         ax.legend(fontsize="small", loc="lower right")
     ax.grid(True, which="both", alpha=0.3)
+    labels = [series_label(c) for c in bars]
+    bx.barh(labels, [c["tmacs"] for c in bars])
+    for y, case in enumerate(bars):
+        if case.get("pct_limit") is not None:
+            bx.annotate(f" {case['pct_limit']:.0f}%", (case["tmacs"], y), va="center", fontsize="x-small")
+    for limit in limits.values():
+        bx.axvline(limit, linestyle="--", linewidth=1, color="grey")
+    bx.invert_yaxis()
+    bx.tick_params(axis="y", labelsize="small")
+    bx.set_xlabel("T tropical MAC/s (dashed: f32 and f64 issue limits)")
+    bx.set_title(f"every case at {focus}" if focus else "no case measured")
     return _save(fig, plt, path)
 
 
@@ -170,9 +192,10 @@ def gemm_table(result: dict[str, Any]):
         )
     lazy = result.get("laziness") or {}
     if lazy:
+        used, total = lazy.get("compiled_count") or 0, lazy.get("fragments") or 0
         table.caption = (
-            f"compiled {lazy.get('compiled_count')} of {lazy.get('fragments')} fragments in this run "
-            f"({lazy.get('compile_calls')} NVRTC calls; the rest came from the cache or were never needed)"
+            f"this run used {used} of {total} fragments ({lazy.get('compile_calls')} compiled now by NVRTC, "
+            f"the rest loaded from the cache); {total - used} were never compiled"
         )
     return table
 

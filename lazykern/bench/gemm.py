@@ -114,7 +114,7 @@ def cases(quick: bool = False) -> list[Case]:
 class _Context:
     spec: _device.DeviceSpec
     stream: Any
-    clock: _timing.CudaEventClock
+    clock: _timing.Clock
     rng: np.random.Generator
     timing: dict[str, float]
 
@@ -128,23 +128,32 @@ def run(
     selected: Sequence[Case] | None = None,
     progress: Callable[[str], None] | None = None,
     argv: list[str] | None = None,
+    tropical: Any = None,
+    clock: _timing.Clock | None = None,
+    spec: _device.DeviceSpec | None = None,
 ) -> dict[str, Any]:
-    """Measure every case; write JSON and PNG into ``out`` (nothing written when None); return the result."""
+    """Measure every case; write JSON and PNG into ``out`` (nothing written when None); return the result.
+
+    ``tropical``, ``clock`` and ``spec`` replace the library, the CUDA-event
+    clock and the device's figures (tests run the suite on the simulator with them).
+    """
     from numba import cuda
 
-    from lazykern import LazykernError, tropical
+    from lazykern import LazykernError
 
+    if tropical is None:
+        from lazykern import tropical
     if not cuda.is_available():
         raise LazykernError(
             "the GEMM benchmark needs a CUDA GPU and none was found; "
             "the start-up suite runs without one: python -m benchmarks.startup --quick"
         )
-    spec = _device.device_spec()
+    spec = spec or _device.device_spec()
     stream = cuda.stream()
     ctx = _Context(
         spec=spec,
         stream=stream,
-        clock=_timing.CudaEventClock(stream, spec.clock_hz),
+        clock=clock or _timing.CudaEventClock(stream, spec.clock_hz),
         rng=np.random.default_rng(seed),
         timing=dict(min_samples=5, min_seconds=0.05) if quick else dict(min_samples=10, min_seconds=0.2),
     )
