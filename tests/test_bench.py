@@ -276,6 +276,12 @@ def test_json_png_and_table_from_a_fake_gemm_result(tmp_path):
     assert "used 2 of 31 fragments" in text and "29 were never compiled" in text
 
 
+def test_no_plot_without_matplotlib(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
+    assert _report.write_png(_report.write_gemm_png, fake_gemm_result(), str(tmp_path / "g.png")) is None
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_json_refuses_nan_left_in_a_result(tmp_path):
     with pytest.raises(ValueError):
         _report.write_json({"x": float("nan")}, tmp_path / "r.json")

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ._device import slug
+
+log = logging.getLogger("lazykern")
 
 
 def result_stem(suite: str, device: str, when: datetime.datetime | None = None) -> str:
@@ -64,6 +67,16 @@ def clean(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [clean(v) for v in value]
     return value
+
+
+def write_png(writer: Callable[[dict[str, Any], str], str], result: dict[str, Any], path: str) -> str | None:
+    """``writer(result, path)`` where matplotlib is installed; None (and a log line) where it is not."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        log.warning("matplotlib is not installed: no plot written (pip install matplotlib)")
+        return None
+    return writer(result, path)
 
 
 def _pyplot():

@@ -194,7 +194,7 @@ def run(
     if out is not None:
         stem = os.path.join(out, _report.result_stem("gemm", spec.name))
         result["files"] = {"json": stem + ".json", "png": stem + ".png"}
-        _report.write_gemm_png(result, stem + ".png")
+        result["files"]["png"] = _report.write_png(_report.write_gemm_png, result, stem + ".png")
         _report.write_json(result, stem + ".json")
     return result
 
@@ -418,17 +418,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from rich.console import Console
 
+    from lazykern import LazykernError
+
     console = Console(stderr=True)
-    result = run(
-        args.quick,
-        args.out,
-        torch=not args.no_torch,
-        seed=args.seed,
-        progress=lambda msg: console.log(msg),
-        argv=None if argv is None else ["-m", "benchmarks.gemm", *argv],
-    )
+    try:
+        result = run(
+            args.quick,
+            args.out,
+            torch=not args.no_torch,
+            seed=args.seed,
+            progress=lambda msg: console.log(msg),
+            argv=None if argv is None else ["-m", "benchmarks.gemm", *argv],
+        )
+    except LazykernError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
     _report.print_tables([table(result)])
-    for path in result.get("files", {}).values():
+    for path in filter(None, result.get("files", {}).values()):
         console.print(f"wrote {path}")
     wrong = [c for c in result["cases"] if c.get("error") or not (c.get("check") or {}).get("ok", False)]
     return 1 if wrong else 0

@@ -185,7 +185,7 @@ def run(
     if out is not None:
         stem = os.path.join(out, _report.result_stem("startup", device))
         result["files"] = {"json": stem + ".json", "png": stem + ".png"}
-        _report.write_startup_png(result, stem + ".png")
+        result["files"]["png"] = _report.write_png(_report.write_startup_png, result, stem + ".png")
         _report.write_json(result, stem + ".json")
     return result
 
@@ -395,6 +395,6 @@ def main(argv: list[str] | None = None) -> int:
         argv=None if argv is None else ["-m", "benchmarks.startup", *argv],
     )
     _report.print_tables([table(result)])
-    for path in result.get("files", {}).values():
+    for path in filter(None, result.get("files", {}).values()):
         console.print(f"wrote {path}")
     return 0
