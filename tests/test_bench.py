@@ -6,6 +6,7 @@ import io
 import json
 import math
 import os
+import pathlib
 import subprocess
 import sys
 import time
@@ -266,7 +267,7 @@ def _render(table) -> str:
 def test_json_png_and_table_from_a_fake_gemm_result(tmp_path):
     result = _report.clean(fake_gemm_result())
     path = _report.write_json(result, tmp_path / "sub" / "gemm.json")
-    back = json.loads(open(path).read())
+    back = json.loads(pathlib.Path(path).read_text())
     assert back["speed"] is None and back["cases"][1]["tmacs"] == 10.1
     png = _report.write_gemm_png(result, tmp_path / "gemm.png")
     with open(png, "rb") as fh:
@@ -358,7 +359,7 @@ def test_startup_compile_only_quick_run_end_to_end(tmp_path):
     assert rows["eager"]["seconds"] > 0 and rows["lazy"]["seconds"] > 0
     assert all(r["import_seconds"] > 0 for r in (rows["cold"], rows["warm"]))
     assert result["fragments"] == 2 and result["mode"] == "compile-only quick"
-    saved = json.loads(open(result["files"]["json"]).read())
+    saved = json.loads(pathlib.Path(result["files"]["json"]).read_text())
     assert saved["rows"][0]["scenario"] == "cold: compile"
     with open(result["files"]["png"], "rb") as fh:
         assert fh.read(4) == b"\x89PNG"
@@ -503,7 +504,7 @@ def test_gemm_run_on_small_cases(tmp_path):
     assert all(c["check"]["ok"] for c in lk)
     assert lk[0]["tmacs"] > 0 and lk[0]["pct_limit"] is not None and lk[3]["gb_s"] > 0
     assert result["laziness"]["compiled_count"] >= 4 and result["laziness"]["fragments"] >= 4
-    assert json.loads(open(result["files"]["json"]).read())["device"]["sm_count"] > 0
+    assert json.loads(pathlib.Path(result["files"]["json"]).read_text())["device"]["sm_count"] > 0
 
 
 @pytest.mark.gpu
