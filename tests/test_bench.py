@@ -503,7 +503,8 @@ def test_gemm_run_on_small_cases(tmp_path):
     assert [c["error"] for c in lk] == [None] * 4
     assert all(c["check"]["ok"] for c in lk)
     assert lk[0]["tmacs"] > 0 and lk[0]["pct_limit"] is not None and lk[3]["gb_s"] > 0
-    assert result["laziness"]["compiled_count"] >= 4 and result["laziness"]["fragments"] >= 4
+    lazy = result["laziness"]
+    assert 0 < lazy["compiled_count"] < lazy["fragments"]  # only what these cases needed
     assert json.loads(pathlib.Path(result["files"]["json"]).read_text())["device"]["sm_count"] > 0
 
 
@@ -513,7 +514,7 @@ def test_startup_gpu_quick_run(tmp_path):
     result = startup.run(str(tmp_path), quick=True, eager=False, size=256)
     rows = {r["scenario"].split(":")[0]: r for r in result["rows"]}
     assert rows["cold"]["compile_calls"] >= 1 and rows["warm"]["compile_calls"] == 0
-    assert rows["lazy"]["compile_calls"] >= 2 and rows["lazy"]["seconds"] > 0
+    assert 1 <= rows["lazy"]["compile_calls"] < result["fragments"] and rows["lazy"]["seconds"] > 0
 
 
 def test_eager_failure_is_reported_not_raised(tmp_path):
@@ -528,3 +529,39 @@ def test_eager_failure_is_reported_not_raised(tmp_path):
     assert row["seconds"] is None and "redefinition" in row["error"] and "31 fragments" in row["scenario"]
     text = _render(_report.startup_table({"mode": "gpu", "repeats": 3, "rows": [row]}))
     assert "failed: redefinition" in text
+
+
+def test_gpu_rows_from_canned_children():
+    """The GPU scenarios' bookkeeping (which cache each child gets, which figure each row takes)."""
+
+    class CannedRunner:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, str]] = []
+            self.dirs = 0
+
+        def fresh_dir(self) -> str:
+            self.dirs += 1
+            return f"cache-{self.dirs}"
+
+        def __call__(self, mode: str, cache_dir: str, **cfg):
+            self.calls.append((mode, cache_dir))
+            cold = len([c for c in self.calls if c[1] == cache_dir]) == 1
+            kernels = [{"name": n, "compile_seconds": 0.4, "compiled_now": cold} for n in ("fwd_argmax", "bwd")]
+            return {
+                "import_seconds": 1.0,
+                "setup_seconds": 0.2,
+                "seconds": 0.9 if cold else 0.01,
+                "second_seconds": 0.001,
+                "compile_calls": 2 if cold else 0,
+                "kernels": kernels if mode == "fwd_bwd" else kernels[:1],
+            }
+
+    runner = CannedRunner()
+    rows, lazy = startup._gpu_rows(runner, 3, 1024)
+    rows.append(lazy)
+    by = {r["scenario"].split(":")[0]: r for r in rows}
+    assert by["cold"]["seconds"] == 0.9 and by["warm"]["seconds"] == 0.01  # warm reuses the last cold cache
+    assert by["in-process"]["seconds"] == 0.001 and by["in-process"]["import_seconds"] is None
+    assert by["lazy"]["seconds"] == pytest.approx(0.8) and "fwd_argmax, bwd" in by["lazy"]["what"]
+    assert [m for m, _ in runner.calls] == ["first_call"] * 6 + ["fwd_bwd"] * 3
+    assert startup._summary(rows)["cold_over_warm"] == pytest.approx(90.0)
