@@ -1,0 +1,400 @@
+"""Start-up cost: what a process pays before its first tropical product, cold and warm, lazy and eager.
+
+Every scenario runs in a fresh process (``sys.executable -c``) with its own
+``LAZYKERN_CACHE_DIR``; the child times itself with ``perf_counter`` and
+reports import time separately from the work. Medians over the repeats.
+
+With a GPU (the default family, ``lazykern.tropical:family``):
+
+* cold: empty cache, first ``tropical.matmul`` of f32 max-plus 1024^3 (compile included);
+* warm: the cache the cold run filled, a new process (load only);
+* in-process: the second call in that process;
+* eager: every fragment of the family as one translation unit through NVRTC,
+  as the Rust crate tropical-gemm does at every start-up;
+* lazy: the fragments a forward + backward f32 max-plus user actually needs
+  (found by running both), NVRTC time only.
+
+Without a GPU the same comparison is compile-only: cold compile vs warm load of
+cubins through ``family.get(name, arch)``, eager vs lazy NVRTC time.
+
+    python -m benchmarks.startup [--quick] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from lazykern.errors import LazykernError
+
+from . import _report
+
+DEFAULT_FAMILY = "lazykern.tropical:family"
+DEFAULT_OUT = os.path.join("benchmarks", "results")
+_MARK = "LAZYKERN_BENCH_RESULT "  # the child's last line; _CHILD prints the same prefix
+
+REFERENCE_FIGURES: dict[str, Any] = {
+    "note": "reference figures measured earlier, not in this run (H100 SXM, NVRTC 13.0; see DESIGN.md)",
+    "NVRTC, all 31 tropical instantiations as one translation unit (eager), s": 13.6,
+    "NVRTC, one instantiation alone (lazy), s": 0.43,
+    "loading one cubin into a context, s": 0.0002,
+    "tropical-gemm (Rust crate): NVRTC of its whole .cu at context creation, s": 17.2,
+    "tropical-gemm (Rust crate): driver JIT of its PTX for 31 kernels, every process, s": 7.3,
+}
+
+# The child measures itself; it imports nothing of the benchmark so import time is the user's.
+_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+cfg = json.loads(sys.argv[1])
+import importlib
+import lazykern
+lazykern_import = time.perf_counter() - t0
+module, _, attr = cfg["family"].partition(":")
+family = getattr(importlib.import_module(module), attr)
+if not isinstance(family, lazykern.KernelFamily):
+    family = family()
+out = {"lazykern_import_seconds": lazykern_import}
+mode, arch = cfg["mode"], cfg["arch"]
+if mode in ("first_call", "fwd_bwd"):
+    import numpy as np
+    from numba import cuda
+    from lazykern import tropical
+    out["import_seconds"] = time.perf_counter() - t0
+    t = time.perf_counter()
+    cuda.current_context()
+    rng = np.random.default_rng(0)
+    n = cfg["size"]
+    A = cuda.to_device(rng.standard_normal((n, n), dtype=np.float32))
+    B = cuda.to_device(rng.standard_normal((n, n), dtype=np.float32))
+    cuda.synchronize()
+    out["setup_seconds"] = time.perf_counter() - t
+    t = time.perf_counter()
+    if mode == "first_call":
+        tropical.matmul(A, B, semiring="maxplus")
+    else:
+        C, K = tropical.matmul(A, B, semiring="maxplus", argmax=True)
+        tropical.matmul_backward(C, K, A.shape, B.shape)
+    cuda.synchronize()
+    out["seconds"] = time.perf_counter() - t
+    t = time.perf_counter()
+    if mode == "first_call":
+        tropical.matmul(A, B, semiring="maxplus")
+    cuda.synchronize()
+    out["second_seconds"] = time.perf_counter() - t
+    names = family.compiled()
+elif mode == "get":
+    out["import_seconds"] = time.perf_counter() - t0
+    names = cfg["names"]
+    t = time.perf_counter()
+    for name in names:
+        family.get(name, arch)
+    out["seconds"] = time.perf_counter() - t
+    t = time.perf_counter()
+    for name in names:
+        family.get(name, arch)
+    out["second_seconds"] = time.perf_counter() - t
+elif mode == "eager":
+    from lazykern import compiler
+    out["import_seconds"] = time.perf_counter() - t0
+    result = compiler.compile_source(
+        family.source.all_in_one(), name=family.name + "_all", arch=arch, options=family.source.options
+    )
+    out["seconds"] = result.seconds
+    out["cubin_bytes"] = len(result.code)
+    names = []
+else:
+    raise SystemExit("unknown mode " + repr(mode))
+out["kernels"] = [dict(family.get(n, arch).meta, name=n) for n in names]
+out["compile_calls"] = family.compile_calls
+print("LAZYKERN_BENCH_RESULT " + json.dumps(out, default=str))
+"""
+
+
+def run(
+    out: str | None = None,
+    *,
+    quick: bool = False,
+    repeats: int | None = None,
+    family: str = DEFAULT_FAMILY,
+    gpu: bool | None = None,
+    lazy_names: Sequence[str] | None = None,
+    arch: str | None = None,
+    eager: bool = True,
+    size: int = 1024,
+    progress: Callable[[str], None] | None = None,
+    argv: list[str] | None = None,
+    timeout: float = 900.0,
+) -> dict[str, Any]:
+    """Run the scenarios; write JSON and PNG into ``out`` (nothing written when None); return the result.
+
+    ``family`` is ``"module:attribute"`` naming a KernelFamily (or a function
+    returning one) that a fresh process can import. ``gpu=None`` detects a GPU;
+    ``gpu=False`` gives the compile-only figures. ``lazy_names`` are the
+    fragments compiled in compile-only mode (default: the forward-with-argmax
+    and backward f32 max-plus fragments, found by name).
+    """
+    from lazykern import compiler
+
+    from . import _device
+
+    repeats = repeats or (1 if quick else 3)
+    if gpu is None:
+        gpu = compiler.device_compute_capability() is not None
+    if gpu and family != DEFAULT_FAMILY:
+        raise ValueError(f"the GPU scenarios call lazykern.tropical; pass gpu=False to time family {family!r}")
+    arch = compiler.normalize_arch(arch)
+    fam = _load_family(family)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="lazykern-bench-startup-") as tmp:
+        runner = _Runner(tmp, family, arch, timeout, progress)
+        if gpu:
+            rows, lazy = _gpu_rows(runner, repeats, size)
+        else:
+            names = list(lazy_names) if lazy_names else guess_fwd_bwd_names(fam.names())
+            rows, lazy = _cpu_rows(runner, repeats, names)
+        if eager:
+            rows.append(_eager_row(runner, repeats, len(fam.names())))
+        rows.append(lazy)
+    result: dict[str, Any] = {
+        "suite": "startup",
+        "mode": ("gpu" if gpu else "compile-only") + (" quick" if quick else ""),
+        "family": family,
+        "fragments": len(fam.names()),
+        "arch": arch,
+        "repeats": repeats,
+        "rows": rows,
+        "summary": _summary(rows),
+        "environment": _device.environment(argv),
+        "reference_figures": REFERENCE_FIGURES,
+        "wall_seconds": time.perf_counter() - started,
+    }
+    device = "cpu"
+    if gpu:
+        spec = _device.device_spec()
+        result["device"] = spec.as_dict()
+        device = spec.name
+    result = _report.clean(result)
+    if out is not None:
+        stem = os.path.join(out, _report.result_stem("startup", device))
+        result["files"] = {"json": stem + ".json", "png": stem + ".png"}
+        result["files"]["png"] = _report.write_png(_report.write_startup_png, result, stem + ".png")
+        _report.write_json(result, stem + ".json")
+    return result
+
+
+def table(result: dict[str, Any]):
+    """The rich table of a result (for the CLI)."""
+    return _report.startup_table(result)
+
+
+def guess_fwd_bwd_names(names: Sequence[str]) -> list[str]:
+    """The f32 max-plus forward-with-argmax and backward fragments, picked by name.
+
+    Used where no GPU can run the product to say which fragments it needs.
+    Falls back to the first fragment when the names follow no such pattern.
+
+    >>> guess_fwd_bwd_names(["matmul_maxplus_f32", "matmul_maxplus_f32_argmax", "backward_f32", "bmm_f64"])
+    ['matmul_maxplus_f32_argmax', 'backward_f32']
+    """
+    low = {n: n.lower() for n in names}
+
+    def f32(text: str) -> bool:
+        return "f32" in text or "float32" in text or "float" in text and "64" not in text
+
+    fwd = [n for n, t in low.items() if "maxplus" in t and "argmax" in t and "backward" not in t and f32(t)]
+    bwd = [n for n, t in low.items() if ("backward" in t or "bwd" in t) and f32(t)]
+    bwd = [n for n in bwd if "maxplus" in low[n]] or bwd
+    picked = [*fwd[:1], *bwd[:1]]
+    return picked or list(names[:1])
+
+
+class _Runner:
+    """Starts the children: one fresh process per run, a cache directory chosen per scenario."""
+
+    def __init__(self, tmp: str, family: str, arch: str, timeout: float, progress) -> None:
+        self.tmp = tmp
+        self.family = family
+        self.arch = arch
+        self.timeout = timeout
+        self.progress = progress
+        self._dirs = 0
+
+    def fresh_dir(self) -> str:
+        self._dirs += 1
+        path = os.path.join(self.tmp, f"cache-{self._dirs}")
+        os.makedirs(path, mode=0o700)
+        return path
+
+    def __call__(self, mode: str, cache_dir: str, **cfg: Any) -> dict[str, Any]:
+        if self.progress:
+            self.progress(f"start-up: {mode} ({os.path.basename(cache_dir)})")
+        return run_child({"mode": mode, "family": self.family, "arch": self.arch, **cfg}, cache_dir, self.timeout)
+
+
+def run_child(cfg: dict[str, Any], cache_dir: str, timeout: float = 900.0) -> dict[str, Any]:
+    """One fresh Python process running the measuring child with ``cfg``; returns what it measured."""
+    env = dict(os.environ, LAZYKERN_CACHE_DIR=cache_dir, LAZYKERN_CACHE="1")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, json.dumps(cfg)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        raise LazykernError(f"start-up child {cfg['mode']!r} ran past {timeout:.0f} s; raise timeout=") from None
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(_MARK)]
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        raise LazykernError(
+            f"start-up child {cfg['mode']!r} (family {cfg['family']}) failed with exit code {proc.returncode}:\n{tail}"
+        )
+    return json.loads(lines[-1][len(_MARK) :])
+
+
+def _load_family(spec: str):
+    import importlib
+
+    from lazykern import KernelFamily
+
+    module, _, attr = spec.partition(":")
+    if not module or not attr:
+        raise ValueError(f"family must be 'module:attribute', got {spec!r}")
+    obj = getattr(importlib.import_module(module), attr)
+    return obj if isinstance(obj, KernelFamily) else obj()
+
+
+def _row(scenario: str, what: str, runs: list[dict[str, Any]], key: str = "seconds") -> dict[str, Any]:
+    return {
+        "scenario": scenario,
+        "what": what,
+        "import_seconds": _report.medians_of(runs, "import_seconds"),
+        "setup_seconds": _report.medians_of(runs, "setup_seconds"),
+        "seconds": _report.medians_of(runs, key),
+        "compile_calls": max((r.get("compile_calls", 0) for r in runs), default=0),
+        "runs": runs,
+    }
+
+
+def _nvrtc_seconds(run: dict[str, Any]) -> float:
+    """NVRTC time of the kernels a run compiled (not loaded)."""
+    return sum(k.get("compile_seconds", 0.0) for k in run.get("kernels", []) if k.get("compiled_now"))
+
+
+def _gpu_rows(runner: _Runner, repeats: int, size: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    cold, warm, lazy = [], [], []
+    shared = None
+    for _ in range(repeats):
+        shared = runner.fresh_dir()
+        cold.append(runner("first_call", shared, size=size))
+    for _ in range(repeats):
+        warm.append(runner("first_call", shared, size=size))
+    for _ in range(repeats):
+        run = runner("fwd_bwd", runner.fresh_dir(), size=size)
+        run["nvrtc_seconds"] = _nvrtc_seconds(run)
+        lazy.append(run)
+    shape = f"{size}^3"
+    names = lazy[-1]["kernels"] if lazy else []
+    rows = [
+        _row(f"cold: first matmul {shape}", "fresh process, empty cache: compile + load + run", cold),
+        _row(f"warm: first matmul {shape}", "fresh process, cache filled by the cold run: load + run", warm),
+        {
+            **_row("in-process: second matmul", "the same process's next call", warm, "second_seconds"),
+            "import_seconds": None,
+            "setup_seconds": None,
+        },
+    ]
+    lazy_row = _row(
+        f"lazy: {len(names)} fragments (fwd+bwd f32 maxplus)",
+        "NVRTC time of what forward-with-argmax + backward compiled: " + ", ".join(k["name"] for k in names),
+        lazy,
+        "nvrtc_seconds",
+    )
+    return rows, {**lazy_row, "import_seconds": None, "setup_seconds": None}
+
+
+def _cpu_rows(runner: _Runner, repeats: int, names: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    cold, warm = [], []
+    shared = None
+    for _ in range(repeats):
+        shared = runner.fresh_dir()
+        run = runner("get", shared, names=names)
+        run["nvrtc_seconds"] = _nvrtc_seconds(run)
+        cold.append(run)
+    for _ in range(repeats):
+        warm.append(runner("get", shared, names=names))
+    listed = ", ".join(names)
+    rows = [
+        _row("cold: compile", f"fresh process, empty cache: NVRTC + store of {listed}", cold),
+        _row("warm: load cubins", "fresh process, cache filled by the cold run: read from disk only", warm),
+        {
+            **_row("in-process: second get", "the same process asks again (memoized)", warm, "second_seconds"),
+            "import_seconds": None,
+        },
+    ]
+    lazy_row = _row(f"lazy: {len(names)} fragments", f"NVRTC time of {listed} alone", cold, "nvrtc_seconds")
+    return rows, {**lazy_row, "import_seconds": None}
+
+
+def _eager_row(runner: _Runner, repeats: int, fragments: int) -> dict[str, Any]:
+    scenario = f"eager: all {fragments} fragments, one unit"
+    what = "NVRTC of family.source.all_in_one(), as tropical-gemm does at every start-up"
+    try:
+        runs = [runner("eager", runner.fresh_dir()) for _ in range(repeats)]
+    except LazykernError as exc:  # the family's fragments may not compile as one unit: say so, keep the rest
+        return {"scenario": scenario, "what": f"failed: {exc}", "seconds": None, "error": str(exc), "runs": []}
+    row = _row(scenario, what, runs)
+    return {**row, "compile_calls": 1, "import_seconds": None}  # NVRTC time against NVRTC time
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    by = {r["scenario"].split(":")[0]: r.get("seconds") for r in rows}
+    out: dict[str, Any] = {}
+    if by.get("cold") and by.get("warm"):
+        out["cold_over_warm"] = by["cold"] / by["warm"]
+    if by.get("eager") and by.get("lazy"):
+        out["eager_over_lazy"] = by["eager"] / by["lazy"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.startup", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one repeat instead of three")
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--out", default=DEFAULT_OUT, help=f"directory for the JSON and PNG (default {DEFAULT_OUT})")
+    parser.add_argument("--family", default=DEFAULT_FAMILY, help="module:attribute of the KernelFamily to time")
+    parser.add_argument("--cpu", action="store_true", help="compile-only figures even where a GPU is present")
+    parser.add_argument("--arch", default=None, help="arch to compile for in compile-only mode (default: current)")
+    parser.add_argument("--names", nargs="*", default=None, help="fragments the lazy user needs (compile-only mode)")
+    parser.add_argument("--no-eager", action="store_true", help="skip the all-in-one compile")
+    args = parser.parse_args(argv)
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    result = run(
+        args.out,
+        quick=args.quick,
+        repeats=args.repeats,
+        family=args.family,
+        gpu=False if args.cpu else None,
+        lazy_names=args.names,
+        arch=args.arch,
+        eager=not args.no_eager,
+        progress=lambda msg: console.log(msg),
+        argv=None if argv is None else ["-m", "benchmarks.startup", *argv],
+    )
+    _report.print_tables([table(result)])
+    for path in filter(None, result.get("files", {}).values()):
+        console.print(f"wrote {path}")
+    return 0
