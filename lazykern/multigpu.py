@@ -101,7 +101,7 @@ def split_batch(batch: int, parts: int, weights: Sequence[float] | None = None) 
     acc = 0.0
     for x in w[:-1]:
         acc += x
-        bounds.append(round(batch * acc / total))
+        bounds.append(min(batch, math.ceil(batch * acc / total - 1e-9)))  # remainders go to the first devices
     bounds.append(batch)
     return [(bounds[i], bounds[i + 1]) for i in range(parts)]
 
