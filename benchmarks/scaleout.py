@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 import numpy as np
+from numba import cuda  # a global, so kernels below resolve it (and the simulator can swap it)
 
 
 def _emit(result: dict[str, Any], out: str | None) -> None:
@@ -46,7 +47,6 @@ def _median_time(fn, repeat: int) -> tuple[float, list[float]]:
 # -- multigpu -------------------------------------------------------------------
 def _naive_numba_backend():
     """A naive Numba max-plus bmm: slow, but compute-bound, so it shows scaling without lazykern.tropical."""
-    from numba import cuda
 
     @cuda.jit
     def maxplus_bmm(a, b, c):
@@ -79,8 +79,6 @@ def _drop_out(backend, a, b, *, semiring, stream, out):
 
 def _resident(A, B, devices, backend, semiring: str, repeat: int) -> tuple[float, list[float]]:
     """Compute only: each device's share already on it, all devices launched at once."""
-    from numba import cuda
-
     from lazykern.multigpu import _takes_out, split_batch
 
     if not _takes_out(backend):

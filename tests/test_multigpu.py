@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -7,6 +8,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from numba import cuda
 
 from lazykern import LaunchError
 from lazykern.multigpu import bmm_multi, default_chunk, device_count, load_on_devices, split_batch
@@ -110,9 +112,6 @@ def _need_gpus(count: int) -> None:
 
 def _numba_maxplus_backend():
     """A naive Numba bmm, so the multi-GPU pipeline is tested without lazykern.tropical."""
-    import math
-
-    from numba import cuda
 
     @cuda.jit
     def maxplus_bmm(a, b, c):
@@ -144,8 +143,6 @@ def _tropical_or_skip():
 
 @pytest.mark.gpu
 def test_kernel_loads_on_device_1_without_recompiling(family):
-    from numba import cuda
-
     _need_gpus(2)
     n = 1000
     data = np.arange(n, dtype=np.float32)
