@@ -1,0 +1,282 @@
+"""Tropical products of Dask arrays, and kernel warm-up for Dask clusters.
+
+:func:`matmul` multiplies chunk pairs with ``tropical.matmul`` (the GPU for
+CuPy chunks, the NumPy reference otherwise) and folds the partial products
+over the contracted dimension in a tree of elementwise max/min. A partial
+product is never NaN (its accumulator starts at the semiring zero and NaN
+terms are skipped), yet the combine still prefers a number over NaN, as
+fmax/fmin do. With ``argmax=True`` each partial carries ``(C, K)`` with ``K``
+already offset by its chunk's first k; the combine keeps the left (smaller-k)
+side on ties, so the tree returns the smallest winning k, as one kernel would.
+
+:func:`warm_workers` fills every worker's kernel cache before a job, from a
+cache bundle or by compiling, so no task waits on NVRTC.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger("lazykern")
+
+SEMIRINGS = ("maxplus", "minplus", "maxmul")
+_SPLIT_EVERY = 4
+
+
+def _require_dask():
+    try:
+        import dask.array as da
+    except ImportError as exc:
+        raise ImportError(
+            'lazykern.dask needs dask: pip install "dask[array,distributed]" (or lazykern[test])'
+        ) from exc
+    return da
+
+
+def _check_semiring(semiring: str) -> bool:
+    """True when the semiring minimizes."""
+    if semiring not in SEMIRINGS:
+        raise ValueError(f"semiring must be one of {SEMIRINGS}, got {semiring!r}")
+    return semiring == "minplus"
+
+
+def _xp(x: Any):
+    """The array module of a chunk: CuPy for CuPy arrays, NumPy otherwise."""
+    if type(x).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        return cupy
+    return np
+
+
+def _default_backend() -> Callable[..., Any]:
+    from . import tropical
+
+    return tropical.matmul
+
+
+def _semiring_zero(dtype: np.dtype, minimize: bool):
+    if dtype.kind == "f":
+        return np.inf if minimize else -np.inf
+    info = np.iinfo(dtype)
+    return info.max if minimize else info.min
+
+
+# -- task functions (run on workers; module-level so they pickle by reference) --
+def _chunk_product(
+    a, b, *, semiring: str, argmax: bool, k0: int, k_dtype: np.dtype, backend: Callable[..., Any] | None
+):
+    fn = backend if backend is not None else _default_backend()
+    if not argmax:
+        return fn(a, b, semiring=semiring)
+    c, k = fn(a, b, semiring=semiring, argmax=True)
+    return c, (k + k0).astype(k_dtype, copy=False)
+
+
+def _zero_product(a, b, *, fill, argmax: bool, k_dtype: np.dtype):
+    xp = _xp(a)
+    c = xp.full((a.shape[0], b.shape[1]), fill, dtype=a.dtype)
+    return (c, xp.zeros(c.shape, dtype=k_dtype)) if argmax else c
+
+
+def _better(xp, c_new, c_old, minimize: bool):
+    """Where the right operand wins: strictly better, or a number against NaN."""
+    win = c_new < c_old if minimize else c_new > c_old
+    if c_new.dtype.kind == "f":
+        win |= xp.isnan(c_old) & ~xp.isnan(c_new)
+    return win
+
+
+def _combine(*parts, minimize: bool, argmax: bool):
+    """Fold partial products in k order; ties keep the earlier (smaller k) one."""
+    if not argmax:
+        xp = _xp(parts[0])
+        reduce = xp.fmin if minimize else xp.fmax
+        acc = parts[0]
+        for p in parts[1:]:
+            acc = reduce(acc, p)
+        return acc
+    c, k = parts[0]
+    xp = _xp(c)
+    for c_new, k_new in parts[1:]:
+        win = _better(xp, c_new, c, minimize)
+        c = xp.where(win, c_new, c)
+        k = xp.where(win, k_new, k)
+    return c, k
+
+
+def _pick(pair, index: int):
+    return pair[index]
+
+
+def _meta(like: Any, dtype: np.dtype):
+    from dask.array.utils import meta_from_array
+
+    return meta_from_array(like, ndim=2, dtype=dtype)
+
+
+def matmul(
+    A: Any,
+    B: Any,
+    *,
+    semiring: str = "maxplus",
+    argmax: bool = False,
+    backend: Callable[..., Any] | None = None,
+    split_every: int = _SPLIT_EVERY,
+    k_dtype: Any = np.int32,
+):
+    """Tropical ``C = A (x) B`` of 2-D Dask arrays (NumPy or CuPy chunks), lazily.
+
+    Returns a Dask array ``C`` (``(C, K)`` with ``argmax=True``) whose chunks
+    follow A's row chunks and B's column chunks. B's row chunks are aligned
+    to A's column chunks when they differ. ``backend(a, b, semiring=, argmax=)``
+    multiplies one chunk pair and defaults to ``lazykern.tropical.matmul``;
+    ``split_every`` partials are combined per tree node; K has dtype ``k_dtype``.
+    """
+    da = _require_dask()
+    minimize = _check_semiring(semiring)
+    if split_every < 2:
+        raise ValueError(f"split_every must be >= 2, got {split_every}")
+    A, B = da.asarray(A), da.asarray(B)
+    if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
+        raise ValueError(f"matmul needs A (m, k) and B (k, n), got A {A.shape} and B {B.shape}")
+    if A.dtype != B.dtype:
+        raise TypeError(f"A and B must share a dtype, got {A.dtype} and {B.dtype}: cast one of them first")
+    dtype = A.dtype
+    c_meta = _meta(A._meta, dtype)
+    k_dt = np.dtype(k_dtype)
+    k_meta = _meta(A._meta, k_dt)
+    if B.chunks[0] != A.chunks[1]:
+        B = B.rechunk({0: A.chunks[1]})
+
+    def blocks(kk: int, fn: Callable[..., Any], **kwargs: Any):
+        return da.blockwise(
+            fn, "ij", A.blocks[:, kk], "ik", B.blocks[kk, :], "kj", dtype=dtype, meta=c_meta, concatenate=True, **kwargs
+        )
+
+    starts = np.concatenate([[0], np.cumsum(A.chunks[1])[:-1]]).astype(int)
+    partials = [
+        blocks(kk, _chunk_product, semiring=semiring, argmax=argmax, k0=int(starts[kk]), k_dtype=k_dt, backend=backend)
+        for kk, width in enumerate(A.chunks[1])
+        if width > 0  # slicing can leave empty chunks; a backend need not take k = 0
+    ]
+    if not partials:  # k = 0: every entry is the semiring zero
+        zero = _semiring_zero(dtype, minimize)
+        partials = [blocks(0, _zero_product, fill=zero, argmax=argmax, k_dtype=k_dt)]
+
+    while len(partials) > 1:
+        partials = [
+            da.map_blocks(_combine, *group, dtype=dtype, meta=c_meta, minimize=minimize, argmax=argmax)
+            if len(group) > 1
+            else group[0]
+            for group in (partials[i : i + split_every] for i in range(0, len(partials), split_every))
+        ]
+    (result,) = partials
+    if not argmax:
+        return result
+    C = result.map_blocks(_pick, 0, dtype=dtype, meta=c_meta)
+    K = result.map_blocks(_pick, 1, dtype=k_dt, meta=k_meta)
+    return C, K
+
+
+# -- cluster warm-up -------------------------------------------------------
+FamilySpec = str | Callable[[], Any]
+DEFAULT_FAMILY = "lazykern.tropical:family"
+
+
+def _resolve_family(spec: FamilySpec):
+    """A KernelFamily from ``"module:attribute"`` or a zero-argument factory.
+
+    Families hold locks and are not picklable: workers build or import their own.
+    """
+    if callable(spec):
+        return spec()
+    module, _, attr = str(spec).partition(":")
+    if not module or not attr:
+        raise ValueError(f"family must be 'module:attribute' or a zero-argument callable, got {spec!r}")
+    obj = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _warm_from_family(spec: FamilySpec, names: Sequence[str] | None, arch: Any) -> dict[str, Any]:
+    start = time.perf_counter()
+    family = _resolve_family(spec)
+    before = family.compile_calls
+    kernels = family.warm(names, arch)
+    return {
+        "mode": "kernels",
+        "kernels": len(kernels),
+        "compiled": family.compile_calls - before,
+        "seconds": time.perf_counter() - start,
+        "cache": family.cache.directory,
+        "pid": os.getpid(),
+    }
+
+
+def _warm_from_bundle(data: bytes, name: str, cache_dir: str | None) -> dict[str, Any]:
+    from . import bundle
+    from .cache import KernelCache, default_cache
+
+    start = time.perf_counter()
+    cache = KernelCache(cache_dir) if cache_dir else default_cache()
+    fd, path = tempfile.mkstemp(prefix="lazykern-bundle-", suffix="-" + os.path.basename(name))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        report = bundle.import_bundle(path=path, cache=cache)
+    finally:
+        os.unlink(path)
+    return {
+        "mode": "bundle",
+        "report": dataclasses.asdict(report) if dataclasses.is_dataclass(report) else report,
+        "seconds": time.perf_counter() - start,
+        "cache": cache.directory,
+        "pid": os.getpid(),
+    }
+
+
+def warm_workers(
+    client: Any,
+    *,
+    bundle: str | os.PathLike | None = None,
+    kernels: Iterable[str] | None = None,
+    arch: str | Iterable[str] | None = None,
+    family: FamilySpec = DEFAULT_FAMILY,
+    cache_dir: str | os.PathLike | None = None,
+    workers: Sequence[str] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Fill each worker's kernel cache now, so no task compiles at job time.
+
+    Give ``bundle=`` (a file from ``lazykern cache export``; its bytes travel to
+    every worker and go through ``lazykern.bundle.import_bundle`` into the
+    worker's cache, or ``cache_dir`` when given) or ``kernels=`` (names to
+    compile, or load, on every worker through ``family.warm(kernels, arch)``;
+    ``arch=None`` means each worker's own GPU). ``family`` is ``"module:attr"``
+    or a zero-argument factory, resolved on the worker. Returns a summary per
+    worker address.
+    """
+    if (bundle is None) == (kernels is None):
+        raise ValueError("warm_workers needs exactly one of bundle= (a cache bundle path) or kernels= (names)")
+    targets = list(workers) if workers is not None else None
+    if bundle is not None:
+        if arch is not None:
+            raise ValueError("arch= applies to kernels=; a bundle carries the archs it was exported with")
+        path = os.fspath(bundle)
+        with open(path, "rb") as fh:
+            data = fh.read()
+        where = os.fspath(cache_dir) if cache_dir is not None else None
+        log.info("shipping cache bundle %s (%d bytes) to the workers", path, len(data))
+        return client.run(_warm_from_bundle, data, os.path.basename(path), where, workers=targets)
+    names = list(kernels)
+    return client.run(_warm_from_family, family, names, arch, workers=targets)
