@@ -27,7 +27,7 @@ def handle_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (LazykernError, ValueError, LookupError, OSError) as exc:
+        except (LazykernError, ValueError, LookupError, OSError, ImportError) as exc:
             err_console.print(f"[bold red]error:[/] {exc}")
             raise typer.Exit(1) from None
 
