@@ -1,0 +1,165 @@
+"""The ``lazykern`` command.
+
+Exit status: 0 success, 1 failure (a compile failed, a bundle was refused, a
+check did not hold), 2 usage error. Heavy modules are imported inside each
+command so ``lazykern --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+from . import _cache
+from ._common import console, handle_errors, split_list
+
+app = typer.Typer(
+    name="lazykern",
+    help="Lazily compiled, cached CUDA kernels: inspect the cache, warm it, benchmark, run the demo.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(_cache.app, name="cache")
+
+
+@app.callback()
+def _root(
+    cache_dir: Path | None = typer.Option(
+        None, "--cache-dir", envvar="LAZYKERN_CACHE_DIR", help="Cache directory (default: the user cache dir)."
+    ),
+) -> None:
+    """Lazily compiled, cached CUDA kernels."""
+    if cache_dir is not None:
+        from ..cache import set_default_cache
+
+        os.environ["LAZYKERN_CACHE_DIR"] = os.fspath(cache_dir)  # worker processes inherit it
+        set_default_cache(None)
+
+
+@app.command()
+@handle_errors
+def warm(
+    family: str = typer.Option("tropical", "--family", "-f", help="'tropical' or 'package.module:attribute'."),
+    kernels: list[str] | None = typer.Option(
+        None, "--kernels", "-k", help="Glob(s) of kernel names, comma-separated or repeated (default: all)."
+    ),
+    arch: list[str] | None = typer.Option(
+        None, "--arch", "-a", help="Arch(es) to compile for, e.g. sm_80,sm_90 (default: this machine's)."
+    ),
+    jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes (0: one per CPU core)."),
+) -> None:
+    """Compile a family's kernels ahead of time, in parallel; no GPU needed."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from ._warm import warm as run_warm
+
+    archs = split_list(arch) or [None]
+    n_jobs = jobs if jobs > 0 else (os.cpu_count() or 1)
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        task = progress.add_task("checking the cache", total=None)
+
+        def started(n: int) -> None:
+            progress.update(task, total=n, description=f"compiling {n} kernels with {min(n_jobs, max(n, 1))} workers")
+
+        def finished(r) -> None:
+            progress.update(task, advance=1, description=f"{r.status:8} {r.name} ({r.arch})")
+
+        summary = run_warm(
+            family, patterns=split_list(kernels), archs=archs, jobs=n_jobs, on_start=started, on_result=finished
+        )
+    _print_warm(summary)
+    if not summary.ok:
+        raise typer.Exit(1)
+
+
+def _print_warm(summary) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"lazykern warm {summary.family} ({summary.seconds:.1f} s)")
+    table.add_column("compiled", justify="right")
+    table.add_column("already cached", justify="right")
+    table.add_column("failed", justify="right")
+    table.add_row(str(summary.count("compiled")), str(summary.count("cached")), str(summary.count("failed")))
+    console.print(table)
+    failed = [r for r in summary.results if r.status == "failed"]
+    if failed:
+        errors = Table("kernel", "arch", "first lines of the error", title="failures", title_style="bold red")
+        for r in failed:
+            errors.add_row(r.name, r.arch, r.first_lines())
+        console.print(errors)
+
+
+bench_app = typer.Typer(help="Benchmarks (tropical GEMM by default; `startup` for start-up costs).")
+app.add_typer(bench_app, name="bench")
+
+QuickOpt = typer.Option(False, "--quick", help="Small sizes, few repeats: a smoke run.")
+OutOpt = typer.Option(None, "--out", help="Directory for the results (JSON/CSV/plots).")
+
+
+def _show(result) -> None:
+    if result is not None:
+        console.print(result)
+
+
+@bench_app.callback(invoke_without_command=True)
+@handle_errors
+def bench(ctx: typer.Context, quick: bool = QuickOpt, out: Path | None = OutOpt) -> None:
+    """Tropical GEMM throughput (runs when no sub-command is given)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from ..bench import gemm
+
+    _show(gemm.run(quick=quick, out=out))
+
+
+@bench_app.command()
+@handle_errors
+def startup(quick: bool = QuickOpt, out: Path | None = OutOpt) -> None:
+    """Start-up cost: eager compile of every kernel vs lazy compile vs warm cache."""
+    from ..bench import startup as startup_bench
+
+    _show(startup_bench.run(quick=quick, out=out))
+
+
+@app.command()
+@handle_errors
+def demo(
+    fresh_cache: bool = typer.Option(False, "--fresh-cache", help="Use an empty temporary cache: a cold start."),
+    side: int = typer.Option(24, "--side", min=2, max=64, help="Road grid side (side x side nodes)."),
+    seed: int = typer.Option(7, "--seed", help="Seed of the generated graph and HMM samples."),
+) -> None:
+    """Shortest paths (min-plus) and a Viterbi decode (max-plus) on the tropical family."""
+    from ._demo import run_and_render
+
+    if not run_and_render(fresh_cache=fresh_cache, side=side, seed=seed):
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    """Entry point of the ``lazykern`` console script."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,246 @@
+"""``lazykern cache ...``: look into, trim and ship the kernel store."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from ._common import console, handle_errors, human_bytes, open_cache, parse_duration, print_json, when
+
+app = typer.Typer(help="Inspect, prune, clear, export and import the kernel cache.", no_args_is_help=True)
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _health(cache: Any) -> Any:
+    check = getattr(cache, "check", None)
+    if check is None:
+        return "not checked (this lazykern has no KernelCache.check)"
+    try:
+        found = check()
+    except Exception as exc:  # a health probe must never break `cache info`
+        return f"check failed: {type(exc).__name__}: {exc}"
+    if not found:
+        return "ok"
+    return found
+
+
+def info_dict() -> dict[str, Any]:
+    from .. import __version__
+    from ..compiler import current_arch, nvrtc_version, toolchain_fingerprint
+
+    cache = open_cache()
+    stats = cache.stats()
+    counters = cache.persistent_counters()
+    try:
+        nvrtc = ".".join(map(str, nvrtc_version()))
+        toolchain = toolchain_fingerprint()[:16]
+    except Exception as exc:  # report a broken toolchain instead of dying on it
+        nvrtc, toolchain = f"unavailable ({exc})", "-"
+    return {
+        "location": cache.directory or "memory",
+        "backend": cache.backend,
+        "degraded": cache.degraded,
+        "entries": stats["entries"],
+        "size_bytes": stats["bytes"],
+        "size_limit_bytes": cache.size_limit,
+        "hits": counters.get("hits", 0),
+        "misses": counters.get("misses", 0),
+        "compiles": counters.get("compiles", 0),
+        "compile_seconds": counters.get("compile_ms", 0) / 1000,
+        "seconds_saved": counters.get("saved_ms", 0) / 1000,
+        "corrupt_dropped": counters.get("corrupt", 0),
+        "arch": current_arch(),
+        "nvrtc": nvrtc,
+        "toolchain": toolchain,
+        "numba_cuda": _version("numba-cuda"),
+        "cuda_core": _version("cuda-core"),
+        "lazykern": __version__,
+        "health": _health(cache),
+    }
+
+
+@app.command()
+@handle_errors
+def info(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+    """Where the cache is, how big, its counters, the toolchain, and its health."""
+    data = info_dict()
+    if as_json:
+        print_json(data)
+        return
+    table = Table(title="lazykern cache", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    size = f"{human_bytes(data['size_bytes'])} of {human_bytes(data['size_limit_bytes'])}"
+    rows = [
+        ("location", data["location"] + (f"  [yellow](degraded: {data['degraded']})[/]" if data["degraded"] else "")),
+        ("entries", str(data["entries"])),
+        ("size", size),
+        ("hits / misses", f"{data['hits']} / {data['misses']}"),
+        ("compiles", f"{data['compiles']} ({data['compile_seconds']:.2f} s compiling)"),
+        ("compile time saved by hits", f"{data['seconds_saved']:.2f} s"),
+        ("corrupt entries dropped", str(data["corrupt_dropped"])),
+        ("arch here", data["arch"]),
+        ("NVRTC", f"{data['nvrtc']} (toolchain {data['toolchain']})"),
+        ("numba-cuda / cuda-core", f"{data['numba_cuda']} / {data['cuda_core']}"),
+        ("lazykern", data["lazykern"]),
+        ("health", _health_text(data["health"])),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    console.print(table)
+
+
+def _health_text(health: Any) -> str:
+    if health == "ok":
+        return "[green]ok[/]"
+    if isinstance(health, (list, tuple)):
+        return "[yellow]" + "; ".join(map(str, health)) + "[/]"
+    if isinstance(health, dict):
+        return "; ".join(f"{k}: {v}" for k, v in health.items())
+    return str(health)
+
+
+def _rows(family: str | None, arch: str | None) -> list[dict[str, Any]]:
+    rows = [
+        r
+        for r in open_cache().entries()
+        if (family is None or r.get("family") == family) and (arch is None or r.get("arch") == arch)
+    ]
+    return sorted(rows, key=lambda r: (str(r.get("family")), str(r.get("kernel")), str(r.get("arch"))))
+
+
+FamilyOpt = typer.Option(None, "--family", "-f", help="Only entries of this kernel family.")
+ArchOpt = typer.Option(None, "--arch", "-a", help="Only entries compiled for this arch, e.g. sm_90.")
+
+
+@app.command("ls")
+@handle_errors
+def ls(
+    family: str | None = FamilyOpt,
+    arch: str | None = ArchOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """One row per cached kernel: names, arch, options, size, compile time, dates."""
+    rows = _rows(family, arch)
+    if as_json:
+        print_json([{k: v for k, v in r.items() if k not in ("sha256",)} for r in rows])
+        return
+    table = Table(title=f"{len(rows)} cached kernels")
+    for col in ("family", "kernel", "arch", "options", "size", "compile s", "created", "last used", "key"):
+        table.add_column(col, justify="right" if col in ("size", "compile s") else "left")
+    for r in rows:
+        table.add_row(
+            str(r.get("family", "-")),
+            str(r.get("kernel", "-")),
+            str(r.get("arch", "-")),
+            " ".join(r.get("options") or []),
+            human_bytes(r["bytes"]),
+            f"{float(r.get('compile_seconds', 0)):.2f}",
+            when(r.get("created")),
+            when(r.get("last_used")),
+            r["key"][:12],
+        )
+    console.print(table)
+
+
+@app.command()
+@handle_errors
+def clear(
+    family: str | None = FamilyOpt,
+    arch: str | None = ArchOpt,
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
+    """Delete cached kernels (all of them, or one family / arch)."""
+    cache = open_cache()
+    rows = _rows(family, arch)
+    what = "every cached kernel" if family is None and arch is None else f"{len(rows)} cached kernels"
+    if not yes:
+        typer.confirm(f"Delete {what} from {cache.directory or 'memory'}?", abort=True)
+    if family is None and arch is None:
+        cache.clear()
+    else:
+        for r in rows:
+            cache.delete(r["key"])
+    console.print(f"removed {len(rows)} entries")
+
+
+@app.command()
+@handle_errors
+def prune(
+    older_than: str | None = typer.Option(
+        None, "--older-than", help="Delete entries not used for this long: 30d, 12h."
+    ),
+    max_size: str | None = typer.Option(None, "--max-size", help="Evict least recently used entries down to: 500M."),
+) -> None:
+    """Delete entries unused for a while, or shrink the cache to a size."""
+    from ..config import parse_size
+
+    if older_than is None and max_size is None:
+        raise typer.BadParameter("give --older-than DURATION and/or --max-size SIZE")
+    cache = open_cache()
+    before = cache.stats()
+    removed = 0
+    if older_than is not None:
+        cutoff = time.time() - parse_duration(older_than)
+        for r in list(cache.entries()):
+            if (r.get("last_used") or r.get("stored") or 0) < cutoff and cache.delete(r["key"]):
+                removed += 1
+    if max_size is not None:
+        try:
+            limit = parse_size(max_size)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        removed += cache.cull(limit)
+    after = cache.stats()
+    console.print(
+        f"removed {removed} entries, freed {human_bytes(before['bytes'] - after['bytes'])}; "
+        f"{after['entries']} entries, {human_bytes(after['bytes'])} left"
+    )
+
+
+@app.command("export")
+@handle_errors
+def export(
+    bundle: Path = typer.Argument(..., help="Output file: NAME.tar.zst, NAME.tar.gz or NAME.tar."),
+    family: str | None = FamilyOpt,
+    arch: str | None = ArchOpt,
+) -> None:
+    """Write cached kernels to a bundle, to warm CI machines or a cluster."""
+    from ..bundle import export_bundle
+
+    report = export_bundle(open_cache(), bundle, family=family, arch=arch)
+    console.print(
+        f"exported {len(report.keys)} entries to {report.path} ({human_bytes(report.bytes)}, {report.compression})"
+    )
+
+
+@app.command("import")
+@handle_errors
+def import_(
+    bundle: Path = typer.Argument(..., exists=True, dir_okay=False, help="A bundle from `cache export`."),
+) -> None:
+    """Verify and load the entries of a bundle into this machine's cache."""
+    from ..bundle import import_bundle
+
+    report = import_bundle(open_cache(), bundle)
+    for w in report.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
+    console.print(
+        f"imported {len(report.imported)}, already present {len(report.present)}, skipped {len(report.skipped)}"
+    )
+    if report.skipped:
+        table = Table("key", "skipped because")
+        for key, why in sorted(report.skipped.items()):
+            table.add_row(key[:16], why)
+        console.print(table)
