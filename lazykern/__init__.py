@@ -11,6 +11,7 @@ from .compiler import CompileResult, compile_source, current_arch, nvrtc_version
 from .decorator import LazyKernel, lazy_kernel
 from .errors import CacheError, CaptureError, CompileError, LaunchError, LazykernError
 from .family import KernelFamily
+from .ipython import load_ipython_extension  # noqa: F401  (%load_ext lazykern)
 from .kernel import Kernel
 
 __version__ = "0.1.0"

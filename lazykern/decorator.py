@@ -377,6 +377,7 @@ class _Launcher:
 
     def __init__(self, kernel: LazyKernel, config: Any) -> None:
         from cuda.core import LaunchConfig, launch
+
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
             raise LaunchError(
                 "launch as kernel[grid, block], kernel[grid, block, stream] or kernel[grid, block, stream, shared_mem]"

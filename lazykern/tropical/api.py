@@ -74,9 +74,20 @@ def bmm(
     out: Any = None,
     stream: Any = None,
     copy: bool = False,
+    devices: Sequence[int] | None = None,
 ):
     """Batched tropical product (b, M, K) x (b, K, N) -> (b, M, N); a 2-D operand is
-    shared by every batch (batch stride 0). Arguments as for :func:`matmul`."""
+    shared by every batch (batch stride 0). Arguments as for :func:`matmul`.
+
+    ``devices=[0, 1, ...]`` splits the batch of NumPy operands across those GPUs
+    (:func:`lazykern.multigpu.bmm_multi`; no argmax, no ``out``).
+    """
+    if devices is not None:
+        if argmax or out is not None:
+            raise ValueError("bmm(devices=...) supports neither argmax nor out; call it per device instead")
+        from ..multigpu import bmm_multi
+
+        return bmm_multi(A, B, semiring=semiring, devices=list(devices))
     return _product(A, B, semiring, argmax, out, stream, copy, batched=True)
 
 
