@@ -1,5 +1,14 @@
 """Repository-wide pytest hooks."""
 
+import importlib.util
+
+# Doctest collection imports every module; the optional ones need their library.
+collect_ignore = [
+    path
+    for path, needs in (("lazykern/tropical/torch.py", "torch"), ("lazykern/dask.py", "dask"))
+    if importlib.util.find_spec(needs) is None
+]
+
 
 def pytest_sessionfinish(session, exitstatus):
     # Exit code 5 means no test ran: that must fail, never pass silently.

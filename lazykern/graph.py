@@ -1,13 +1,15 @@
 """Capture launches on a Numba stream once, replay them with one submission.
 
->>> stream = cuda.stream()                                   # doctest: +SKIP
->>> step = graph.DeviceScalar(np.int32(0), stream=stream)    # doctest: +SKIP
->>> with graph.capture(stream) as g:                         # records, runs nothing
-...     kern_a[grid, block, stream](x, y, step)
-...     kern_b[grid, block, stream](y, z)
->>> for i in range(100):
-...     step.set(i)                                          # async 4-byte copy, same stream
-...     g.replay()                                           # one cuGraphLaunch
+Example (GPU)::
+
+    stream = cuda.stream()
+    step = graph.DeviceScalar(np.int32(0), stream=stream)
+    with graph.capture(stream) as g:                         # records, runs nothing
+        kern_a[grid, block, stream](x, y, step)
+        kern_b[grid, block, stream](y, z)
+    for i in range(100):
+        step.set(i)                                          # async 4-byte copy, same stream
+        g.replay()                                           # one cuGraphLaunch
 
 Capture is the driver's stream capture (``cuStreamBeginCapture`` in
 thread-local mode) on the stream's handle, so lazykern kernels, ``@lazy_kernel``
