@@ -80,9 +80,52 @@ def main() -> dict:
         res["cuLaunchKernel_raw_us"] = _time(
             lambda: driver.cuLaunchKernel(cfunc, 4, 1, 1, 256, 1, 1, 0, shandle, addr, 0)
         )
+    res.update(_lazy_kernel_parts(x, y, o, stream))
     np.testing.assert_allclose(o.copy_to_host(), 3.0)
     print(json.dumps(res, indent=2))
     return res
+
+
+def _lazy_kernel_parts(x, y, o, stream) -> dict:
+    """The @lazy_kernel hot path, piece by piece, and the same launch with a packed parameter buffer."""
+    import struct
+
+    from cuda.bindings import driver
+    from cuda.core import launch
+    from numba import cuda
+
+    from lazykern import lazy_kernel
+
+    @lazy_kernel
+    def axpy3(a, b, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = 2.0 * a[i] + b[i]
+
+    launcher = axpy3[4, 256, stream]
+    launcher(x, y, o)
+    stream.synchronize()
+    key = tuple(map(launcher._key, (x, y, o)))
+    inst = launcher._fast[key]
+    fn = inst.function()
+    packed = inst.pack(x, y, o)
+    fmt = "".join("d" if isinstance(v, float) else "q" for v in packed)
+    blob = ctypes.create_string_buffer(struct.pack(fmt, *packed))
+    size = ctypes.c_size_t(len(blob.raw))
+    extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(blob), 2, ctypes.addressof(size), 0)
+    cfunc = driver.CUfunction(int(fn.handle))
+    shandle = driver.CUstream(int(stream.handle.value if hasattr(stream.handle, "value") else stream.handle))
+    return {
+        "lazy_kernel_full_us": _time(lambda: launcher(x, y, o)),
+        "lazy_kernel_dispatch_key_us": _time(lambda: launcher._fast.get(tuple(map(launcher._key, (x, y, o))))),
+        "lazy_kernel_pack_us": _time(lambda: inst.pack(x, y, o)),
+        "lazy_kernel_params": len(packed),
+        "lazy_kernel_core_launch_prepacked_us": _time(lambda: launch(launcher.stream, launcher.config, fn, *packed)),
+        "lazy_kernel_struct_pack_us": _time(lambda: struct.pack(fmt, *packed)),
+        "lazy_kernel_cuLaunchKernel_extra_buffer_us": _time(
+            lambda: driver.cuLaunchKernel(cfunc, 4, 1, 1, 256, 1, 1, 0, shandle, 0, ctypes.addressof(extra))
+        ),
+    }
 
 
 if __name__ == "__main__":
