@@ -38,7 +38,7 @@ from . import _capture, _numba_args, _numba_compile, compiler
 from ._numba_key import fingerprint
 from .cache import KernelCache, default_cache, make_key
 from .errors import CaptureError, LaunchError, LazykernError
-from .kernel import Kernel, _current_context_handle, _dim3, core_stream
+from .kernel import Kernel, _current_context_handle, core_stream, parse_launch_config
 
 log = logging.getLogger("lazykern")
 
@@ -378,13 +378,7 @@ class _Launcher:
     def __init__(self, kernel: LazyKernel, config: Any) -> None:
         from cuda.core import LaunchConfig, launch
 
-        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
-            raise LaunchError(
-                "launch as kernel[grid, block], kernel[grid, block, stream] or kernel[grid, block, stream, shared_mem]"
-            )
-        grid, block = _dim3(config[0], "grid"), _dim3(config[1], "block")
-        stream = config[2] if len(config) > 2 else 0
-        shmem = int(config[3]) if len(config) > 3 else 0
+        grid, block, stream, shmem = parse_launch_config(config)
         self.kernel = kernel
         self.user_stream = stream  # keeps a Numba stream alive while this launcher is cached
         self.stream = core_stream(stream)
@@ -448,11 +442,7 @@ class _SimLauncher:
     __slots__ = ("kernel", "config")
 
     def __init__(self, kernel: LazyKernel, config: Any) -> None:
-        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
-            raise LaunchError(
-                "launch as kernel[grid, block], kernel[grid, block, stream] or kernel[grid, block, stream, shared_mem]"
-            )
-        _dim3(config[0], "grid"), _dim3(config[1], "block")
+        parse_launch_config(config)  # same checks and errors as on a GPU
         self.kernel = kernel
         self.config = config
 

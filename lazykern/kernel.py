@@ -231,6 +231,18 @@ def _current_context_handle() -> int:
     return int(cuCtxGetCurrent()[1])
 
 
+def parse_launch_config(config: Any) -> tuple[tuple[int, ...], tuple[int, ...], Any, int]:
+    """``[grid, block(, stream(, shared_mem))]`` -> (grid, block, stream, shared_mem), checked."""
+    if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+        raise LaunchError(
+            "launch as kernel[grid, block], kernel[grid, block, stream] or kernel[grid, block, stream, shared_mem]"
+        )
+    grid, block = _dim3(config[0], "grid"), _dim3(config[1], "block")
+    stream = config[2] if len(config) > 2 else 0
+    shmem = int(config[3]) if len(config) > 3 else 0
+    return grid, block, stream, shmem
+
+
 _streams: dict[int, Any] = {}
 
 
@@ -255,13 +267,7 @@ class _Launcher:
     def __init__(self, kernel: Kernel, config: Any) -> None:
         from cuda.core import LaunchConfig
 
-        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
-            raise LaunchError(
-                "launch as kernel[grid, block], kernel[grid, block, stream] or kernel[grid, block, stream, shared_mem]"
-            )
-        grid, block = _dim3(config[0], "grid"), _dim3(config[1], "block")
-        stream = config[2] if len(config) > 2 else 0
-        shmem = int(config[3]) if len(config) > 3 else 0
+        grid, block, stream, shmem = parse_launch_config(config)
         self.kernel = kernel
         self.user_stream = stream  # keeps a Numba stream alive while this launcher is cached
         self.stream = core_stream(stream)
