@@ -32,6 +32,13 @@ def test_names_follow_the_scheme():
     assert all(not n.endswith(("_nt", "_tn", "_tt", "_s", "_t")) for n in core)
 
 
+def test_core_names_are_registered_and_cover_the_backward_kernels():
+    core = fragments.core_names()
+    assert len(core) == len(set(core)) == 52
+    assert set(core) <= set(make_family().names())
+    assert {"maxplus_f32", "bmm_maxmul_i64_argmax", "backward_a_f32", "backward_b_f64"} <= set(core)
+
+
 def test_fragment_text_is_one_extern_c_kernel():
     code, signature = fragments.all_fragments()["bmm_minplus_i64_argmax_tn_s"]
     assert code.count('extern "C" __global__') == 1

@@ -167,6 +167,14 @@ def core_specs() -> list[GemmSpec]:
     return [s for s in all_specs() if s.layout == "nn" and s.tile == ""]
 
 
+def core_names() -> list[str]:
+    """The 52 kernels worth warming ahead of time: the 48 core forward kernels and the 4 backward ones.
+
+    Transposed layouts and the small / skinny tiles are compiled on first use.
+    """
+    return [s.name for s in core_specs()] + [backward_name(w, d) for d in GRAD_DTYPES for w in ("a", "b")]
+
+
 def all_fragments() -> dict[str, tuple[str, tuple[str, ...]]]:
     """name -> (code, launch signature), for the family to register."""
     out: dict[str, tuple[str, tuple[str, ...]]] = {}

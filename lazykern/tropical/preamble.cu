@@ -68,11 +68,14 @@ __device__ __forceinline__ i64 sat_mul(i64 a, i64 b) {
     return lo;
 }
 
-template <typename T> __device__ __forceinline__ T tmax(T a, T b) { return a > b ? a : b; }
-template <typename T> __device__ __forceinline__ T tmin(T a, T b) { return a < b ? a : b; }
-template <> __device__ __forceinline__ float tmax<float>(float a, float b) { return fmaxf(a, b); }
-template <> __device__ __forceinline__ float tmin<float>(float a, float b) { return fminf(a, b); }
-// double: `p > acc ? p : acc` keeps fmax's NaN rule (acc is never NaN) without fmax's slow NaN path.
+// tmax(acc, p) / tmin(acc, p): the accumulator comes first. The generic form tests
+// the product (`p > acc ? p : acc`): a NaN product compares false and loses, so a
+// never-NaN accumulator stays never-NaN. That is fmax's NaN rule for doubles
+// without fmax's slow NaN path (`acc > p ? acc : p` would let a NaN p replace acc).
+template <typename T> __device__ __forceinline__ T tmax(T acc, T p) { return p > acc ? p : acc; }
+template <typename T> __device__ __forceinline__ T tmin(T acc, T p) { return p < acc ? p : acc; }
+template <> __device__ __forceinline__ float tmax<float>(float acc, float p) { return fmaxf(acc, p); }
+template <> __device__ __forceinline__ float tmin<float>(float acc, float p) { return fminf(acc, p); }
 
 // --------------------------------------------------------------- semirings --
 // A ring policy says how operands are stored in shared memory (enc), what the
