@@ -12,8 +12,15 @@ Naming scheme (stable: the CLI warms by these names and the cache is keyed by th
 * ``tile``: none for the large register-blocked tile, ``s`` for a 32x32 tile
   (small problems), ``t`` for a 128x16 tile (tall, skinny outputs: N <= 16).
 
+Products with K and N at most ``ROWS_MAX`` (8) use one thread per output row::
+
+    {semiring}_{dtype}[_argmax]_r
+
+It takes element strides at run time, so one kernel serves every layout and both
+``matmul`` and ``bmm`` (no ``bmm_`` or layout variants).
+
 Examples: ``maxplus_f32``, ``maxplus_f32_argmax``, ``maxplus_f32_nt``,
-``bmm_minplus_i32_argmax_tn_s``, ``backward_a_f32``.
+``bmm_minplus_i32_argmax_tn_s``, ``maxplus_f32_r``, ``backward_a_f32``.
 """
 
 from __future__ import annotations
@@ -69,6 +76,9 @@ _TILES = {
 
 GEMM_SIGNATURE = ("ptr", "ptr", "ptr", "ptr", "int32", "int32", "int32", "int64", "int64", "int64")
 BMM_SIGNATURE = GEMM_SIGNATURE + ("int32", "int64", "int64", "int64")
+ROWS_SIGNATURE = ("ptr", "ptr", "ptr", "ptr", "int32", "int32", "int32") + ("int64",) * 5 + ("int32",) + ("int64",) * 3
+ROWS_MAX = 8  # K and N bound of the row kernels
+ROWS_THREADS = 256
 BACKWARD_SIGNATURE = ("ptr", "ptr", "ptr", "int32", "int32", "int32", "int32", "int64")
 BACKWARD_THREADS = 256
 
@@ -140,6 +150,24 @@ def gemm_code(spec: GemmSpec) -> str:
     )
 
 
+def rows_name(semiring: str, dtype: str, argmax: bool) -> str:
+    return f"{semiring}_{dtype}{'_argmax' if argmax else ''}_r"
+
+
+def rows_code(semiring: str, dtype: str, argmax: bool) -> str:
+    t = DTYPES[dtype]
+    name = rows_name(semiring, dtype, argmax)
+    return (
+        f'extern "C" __global__ void __launch_bounds__({ROWS_THREADS}) {name}(\n'
+        f"    const {t}* __restrict__ A, const {t}* __restrict__ B, {t}* __restrict__ C, int* __restrict__ I,\n"
+        "    int M, int N, int K, long long ars, long long acs, long long brs, long long bcs, long long ldc,\n"
+        "    int batch, long long sA, long long sB, long long sC) {\n"
+        f"    lk::rows<{SEMIRING_ID[semiring]}, {t}, {'true' if argmax else 'false'}, {ROWS_MAX}>(\n"
+        "        A, B, C, I, M, N, K, ars, acs, brs, bcs, ldc, batch, sA, sB, sC);\n"
+        "}\n"
+    )
+
+
 def backward_name(which: str, dtype: str) -> str:
     return f"backward_{which}_{dtype}"
 
@@ -180,6 +208,8 @@ def all_fragments() -> dict[str, tuple[str, tuple[str, ...]]]:
     out: dict[str, tuple[str, tuple[str, ...]]] = {}
     for spec in all_specs():
         out[spec.name] = (gemm_code(spec), spec.signature)
+    for semiring, dtype, argmax in itertools.product(SEMIRINGS, DTYPES, (False, True)):
+        out[rows_name(semiring, dtype, argmax)] = (rows_code(semiring, dtype, argmax), ROWS_SIGNATURE)
     for dtype in GRAD_DTYPES:
         for which in ("a", "b"):
             out[backward_name(which, dtype)] = (backward_code(which, dtype), BACKWARD_SIGNATURE)

@@ -451,6 +451,96 @@ __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restric
     }
 }
 
+// -------------------------------------------------------------- tiny K, N --
+// Products with K, N <= KMAX (like (2^21 x 4) x (4 x 4), or a batch of millions of
+// 4x4 products) are memory-bound: a GEMM tile would be almost all padding. One
+// thread computes one output row (a batch entry's row i) from its A row and B,
+// both read straight from global memory (B is shared by neighbouring threads, so
+// L1 serves it). Element strides are runtime values, so one kernel reads every
+// layout, batched or not; a contiguous A row and B rows load as 16-byte vectors.
+template <typename T, int KMAX>
+__device__ __forceinline__ void load_run(T (&v)[KMAX], const T* __restrict__ p, i64 step, int n, bool vec) {
+    constexpr int CH = VecIO<T, KMAX>::CH;
+#pragma unroll
+    for (int c = 0; c < KMAX; c += CH) {
+        if (CH > 1 && vec && c + CH <= n) {
+            VecIO<T, CH>::load(v + c, p + c);
+        } else {
+#pragma unroll
+            for (int e = 0; e < CH; ++e)
+                if (c + e < n) v[c + e] = p[(i64)(c + e) * step];
+        }
+    }
+}
+
+template <typename T, int KMAX>
+__device__ __forceinline__ void store_run(T* __restrict__ p, const T (&v)[KMAX], int n, bool vec) {
+    constexpr int CH = VecIO<T, KMAX>::CH;
+#pragma unroll
+    for (int c = 0; c < KMAX; c += CH) {
+        if (CH > 1 && vec && c + CH <= n) {
+            VecIO<T, CH>::store(p + c, v + c);
+        } else {
+#pragma unroll
+            for (int e = 0; e < CH; ++e)
+                if (c + e < n) p[c + e] = v[c + e];
+        }
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ bool aligned16(const void* p, i64 a, i64 b) {
+    constexpr int CH = 16 / (int)sizeof(T);
+    return ((unsigned long long)p % 16) == 0 && a % CH == 0 && b % CH == 0;
+}
+
+// A(i, k) = A[b*sA + i*ars + k*acs], B(k, j) = B[b*sB + k*brs + j*bcs], C(i, j) = C[b*sC + i*ldc + j].
+template <int S, typename T, bool ARG, int KMAX>
+__device__ __forceinline__ void rows(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+                                     int* __restrict__ I, int M, int N, int K, i64 ars, i64 acs, i64 brs, i64 bcs,
+                                     i64 ldc, int batch, i64 sA, i64 sB, i64 sC) {
+    typedef typename Rings<S, T>::exact R;
+    const bool vecA = acs == 1 && aligned16<T>(A, ars, sA);
+    const bool vecB = bcs == 1 && aligned16<T>(B, brs, sB);
+    const bool vecC = aligned16<T>(C, ldc, sC);
+    const bool vecI = aligned16<int>(I, ldc, sC);
+    const i64 total = (i64)batch * M;
+    for (i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x; r < total; r += (i64)gridDim.x * blockDim.x) {
+        const i64 b = r / M, i = r - b * M;
+        T a[KMAX];
+        load_run<T, KMAX>(a, A + b * sA + i * ars, acs, K, vecA);
+        const T* Bb = B + b * sB;
+        T acc[KMAX];
+        int idx[KMAX];
+#pragma unroll
+        for (int j = 0; j < KMAX; ++j) {
+            acc[j] = R::zero();
+            idx[j] = K > 0 ? 0 : -1;
+        }
+#pragma unroll
+        for (int k = 0; k < KMAX; ++k) {
+            if (k >= K) break;
+            T bk[KMAX];
+            load_run<T, KMAX>(bk, Bb + (i64)k * brs, bcs, N, vecB);
+#pragma unroll
+            for (int j = 0; j < KMAX; ++j) {
+                if (j >= N) break;
+                if (ARG) {
+                    const T p = R::mul_arg(a[k], bk[j]);
+                    const bool w = R::better(p, acc[j]);
+                    idx[j] = w ? k : idx[j];
+                    acc[j] = w ? p : acc[j];
+                } else {
+                    acc[j] = R::comb(acc[j], R::mul(a[k], bk[j]));
+                }
+            }
+        }
+        const i64 off = b * sC + i * ldc;
+        store_run<T, KMAX>(C + off, acc, N, vecC);
+        if (ARG) store_run<int, KMAX>(I + off, idx, N, vecI);
+    }
+}
+
 // ----------------------------------------------------------------- backward --
 // grad_A[b, i, k] += grad_C[b, i, j] where argmax[b, i, j] == k (likewise grad_B).
 // One thread per (b, i, j) adds its gradient to the one element its argmax
