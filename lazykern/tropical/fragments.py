@@ -47,13 +47,15 @@ class TileShape:
     tm: int
     tn: int
     min_blocks: int = 1  # __launch_bounds__ occupancy hint: 2 caps registers at 128
+    group: int = 1  # block rows walked together (L2 reuse), see lk::Tile
 
     @property
     def threads(self) -> int:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
     def template_args(self) -> str:
-        return f"lk::Tile<{self.bm}, {self.bn}, {self.bk}, {self.tm}, {self.tn}>"
+        group = f", {self.group}" if self.group != 1 else ""
+        return f"lk::Tile<{self.bm}, {self.bn}, {self.bk}, {self.tm}, {self.tn}{group}>"
 
 
 # (tile, bytes per element, argmax) -> shape. 32-bit: 128x128 blocks with 8x8
@@ -127,9 +129,10 @@ def tile_shape(tile: str, dtype: str, argmax: bool = False) -> TileShape:
     return shape
 
 
-def gemm_code(spec: GemmSpec) -> str:
+def gemm_code(spec: GemmSpec, shape: TileShape | None = None, name: str | None = None) -> str:
+    """The fragment of ``spec``; ``shape`` and ``name`` override its tile and symbol (tile sweeps)."""
     t = DTYPES[spec.dtype]
-    shape = spec.shape
+    shape = shape or spec.shape
     ta = "true" if spec.layout[0] == "t" else "false"
     tb = "true" if spec.layout[1] == "t" else "false"
     arg = "true" if spec.argmax else "false"
@@ -143,7 +146,8 @@ def gemm_code(spec: GemmSpec) -> str:
     else:
         tail = "1, 0, 0, 0"
     return (
-        f'extern "C" __global__ void __launch_bounds__({shape.threads}, {shape.min_blocks}) {spec.name}({params}) {{\n'
+        f'extern "C" __global__ void __launch_bounds__({shape.threads}, {shape.min_blocks}) '
+        f"{name or spec.name}({params}) {{\n"
         f"    lk::gemm<{SEMIRING_ID[spec.semiring]}, {t}, {arg}, {ta}, {tb}, {shape.template_args()}>(\n"
         f"        A, B, C, I, lk::Dims{{M, N, K, lda, ldb, ldc}}, {tail});\n"
         "}\n"
@@ -154,15 +158,15 @@ def rows_name(semiring: str, dtype: str, argmax: bool) -> str:
     return f"{semiring}_{dtype}{'_argmax' if argmax else ''}_r"
 
 
-def rows_code(semiring: str, dtype: str, argmax: bool) -> str:
+def rows_code(semiring: str, dtype: str, argmax: bool, kmax: int = ROWS_MAX, name: str | None = None) -> str:
     t = DTYPES[dtype]
-    name = rows_name(semiring, dtype, argmax)
+    name = name or rows_name(semiring, dtype, argmax)
     return (
         f'extern "C" __global__ void __launch_bounds__({ROWS_THREADS}) {name}(\n'
         f"    const {t}* __restrict__ A, const {t}* __restrict__ B, {t}* __restrict__ C, int* __restrict__ I,\n"
         "    int M, int N, int K, long long ars, long long acs, long long brs, long long bcs, long long ldc,\n"
         "    int batch, long long sA, long long sB, long long sC) {\n"
-        f"    lk::rows<{SEMIRING_ID[semiring]}, {t}, {'true' if argmax else 'false'}, {ROWS_MAX}>(\n"
+        f"    lk::rows<{SEMIRING_ID[semiring]}, {t}, {'true' if argmax else 'false'}, {kmax}>(\n"
         "        A, B, C, I, M, N, K, ars, acs, brs, bcs, ldc, batch, sA, sB, sC);\n"
         "}\n"
     )
