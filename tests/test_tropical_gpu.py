@@ -43,6 +43,20 @@ def to_dev(x):
     return cuda.to_device(np.ascontiguousarray(x))
 
 
+def transposed_view(x):
+    """A device array equal to ``x`` whose memory is ``x.T`` row-major (strides swapped).
+
+    Numba's ``DeviceNDArray.T`` launches a transpose kernel and returns a C-contiguous
+    copy, so it cannot make a view; build one from the copy's memory instead.
+    """
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    base = to_dev(x.T)
+    view = DeviceNDArray(x.shape, base.strides[::-1], base.dtype, gpu_data=base.gpu_data)
+    assert view.strides == (base.itemsize, base.itemsize * x.shape[0])
+    return view
+
+
 def run(A, B, semiring, argmax, batched=False, **kw):
     fn = tropical.bmm if batched else tropical.matmul
     res = fn(to_dev(A), to_dev(B), semiring, argmax=argmax, **kw)
@@ -84,6 +98,36 @@ def test_bmm_every_instantiation(semiring, dtype, argmax, tile):
     check(A[0], B, semiring, argmax, batched=True)  # broadcast A
 
 
+@pytest.mark.parametrize("argmax", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_row_kernels_every_layout_and_batch(semiring, dtype, argmax, monkeypatch):
+    monkeypatch.setattr(api, "_FORCE_TILE", "r")
+    rng = np.random.default_rng(13)
+    for M, K, N in [(1000, 4, 4), (133, 5, 7), (64, 8, 8), (37, 1, 3), (9, 0, 2)]:
+        A, B = adversarial(rng, (M, K), dtype), adversarial(rng, (K, N), dtype)
+        check(A, B, semiring, argmax)
+        if K > 0:  # "tt": both operands strided views
+            want = reference.matmul(A, B, semiring, argmax)
+            got = tropical.matmul(transposed_view(A), transposed_view(B), semiring, argmax=argmax)
+            for g, w in zip(got if argmax else (got,), want if argmax else (want,), strict=True):
+                np.testing.assert_array_equal(g.copy_to_host(), w)
+        A3, B3 = adversarial(rng, (6, M, K), dtype), adversarial(rng, (6, K, N), dtype)
+        check(A3, B3, semiring, argmax, batched=True)
+        check(A3, B3[0], semiring, argmax, batched=True)  # broadcast B
+        check(A3[0], B3, semiring, argmax, batched=True)  # broadcast A
+    assert f"{semiring}_{api._DTYPE_CODE[np.dtype(dtype)]}{'_argmax' if argmax else ''}_r" in tropical.family.compiled()
+
+
+def test_tiny_products_pick_the_row_kernels():
+    rng = np.random.default_rng(14)
+    A, B = rng.standard_normal((2**16, 4)).astype(np.float32), rng.standard_normal((4, 4)).astype(np.float32)
+    check(A, B, "maxplus", False)
+    A3, B3 = rng.standard_normal((2**14, 4, 4)), rng.standard_normal((2**14, 4, 4))
+    check(A3, B3, "minplus", True, batched=True)
+    assert {"maxplus_f32_r", "minplus_f64_argmax_r"} <= set(tropical.family.compiled())
+
+
 @pytest.mark.parametrize("tile", ["", "s"], indirect=True)
 @pytest.mark.parametrize("argmax", [False, True])
 @pytest.mark.parametrize("dtype", ["int32", "int64"])
@@ -106,8 +150,8 @@ def test_transposed_views_are_read_in_place(semiring, dtype, argmax, layout, mon
     rng = np.random.default_rng(4)
     A = adversarial(rng, (150, 45), dtype)
     B = adversarial(rng, (45, 131), dtype)
-    dA = to_dev(A.T).T if layout[0] == "t" else to_dev(A)
-    dB = to_dev(B.T).T if layout[1] == "t" else to_dev(B)
+    dA = transposed_view(A) if layout[0] == "t" else to_dev(A)
+    dB = transposed_view(B) if layout[1] == "t" else to_dev(B)
     res = tropical.matmul(dA, dB, semiring, argmax=argmax)
     want = reference.matmul(A, B, semiring, argmax)
     if argmax:

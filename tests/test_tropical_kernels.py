@@ -18,18 +18,28 @@ SAMPLE_VARIANTS = [
     "maxmul_f64_tt_t",
     "bmm_maxplus_i32_argmax_tn_s",
     "minplus_i32_t",
+    "maxplus_f32_r",
+    "minplus_i64_argmax_r",
+    "maxmul_f64_argmax_r",
 ]
 
 
 def test_names_follow_the_scheme():
     names = make_family().names()
-    assert len(names) == len(set(names)) == 2 * 3 * 4 * 2 * 4 * 3 + 4
+    assert len(names) == len(set(names)) == 2 * 3 * 4 * 2 * 4 * 3 + 3 * 4 * 2 + 4  # tiles, rows, backward
     for name in ["maxplus_f32", "maxplus_f32_argmax", "maxplus_f32_nt", "bmm_maxplus_f32", "bmm_maxplus_f32_argmax",
-                 "backward_a_f32", "backward_b_f64", "maxplus_f32_s", *SAMPLE_VARIANTS]:  # fmt: skip
+                 "backward_a_f32", "backward_b_f64", "maxplus_f32_s", "maxmul_i64_r", *SAMPLE_VARIANTS]:  # fmt: skip
         assert name in names
     core = {s.name for s in core_specs()}
     assert len(core) == 48  # 12 plain + 12 argmax + 24 batched
     assert all(not n.endswith(("_nt", "_tn", "_tt", "_s", "_t")) for n in core)
+
+
+def test_core_names_are_registered_and_cover_the_backward_kernels():
+    core = fragments.core_names()
+    assert len(core) == len(set(core)) == 52
+    assert set(core) <= set(make_family().names())
+    assert {"maxplus_f32", "bmm_maxmul_i64_argmax", "backward_a_f32", "backward_b_f64"} <= set(core)
 
 
 def test_fragment_text_is_one_extern_c_kernel():

@@ -20,8 +20,11 @@ from ._family import family
 from .fragments import (
     BACKWARD_THREADS,
     NUMPY_DTYPES,
+    ROWS_MAX,
+    ROWS_THREADS,
     GemmSpec,
     backward_name,
+    rows_name,
     tile_shape,
 )
 
@@ -30,12 +33,14 @@ log = logging.getLogger("lazykern")
 _DTYPE_CODE = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
 _INT32_MAX = 2**31 - 1
 _MAX_GRID_Y = 65535
-# Shape classes: "t" for tall outputs with N <= 16, "s" when the large tile would
-# leave most of the GPU idle (fewer blocks than about half an H100's 132 SMs).
+# Shape classes: "r" for K, N <= 8 (one thread per output row), "t" for tall outputs
+# with N <= 16, "s" when the large tile would leave most of the GPU idle (fewer
+# blocks than about half an H100's 132 SMs).
 _SMALL_BLOCKS = 66
+_ROWS_MAX_BLOCKS = 132 * 64  # grid-stride beyond this: enough blocks to fill any current GPU
 _PLAN_CACHE_SIZE = 4096
 _plans: dict[tuple, tuple[str, tuple[int, int], int]] = {}
-_FORCE_TILE: str | None = None  # tests pin a tile variant ("", "s", "t") to cover each on small shapes
+_FORCE_TILE: str | None = None  # tests pin a tile variant ("", "s", "t", "r") to cover each on small shapes
 _kernels: dict[tuple[str, int], Any] = {}
 
 
@@ -283,13 +288,21 @@ def _product(A, B, semiring, argmax, out, stream, copy, *, batched: bool):
     c_ptr = c_op.ptr if c_op is not None else _arrays.as_operand(C, "out").ptr
     i_ptr = (i_op.ptr if i_op is not None else _arrays.as_operand(Ix, "out").ptr) if argmax else 0
     name, grid, threads = _plan(semiring, a.dtype, argmax, la[0] + lb[0], batch, M, N, K, batched)
-    with _on_device(device):
-        kernel = _kernel(name, device)
+    if name.endswith("_r"):
+        (ars, acs), (brs, bcs) = _element_strides(la), _element_strides(lb)
+        args = [a.ptr, b.ptr, c_ptr, i_ptr, M, N, K, ars, acs, brs, bcs, N, batch, la[2], lb[2], M * N]
+    else:
         args = [a.ptr, b.ptr, c_ptr, i_ptr, M, N, K, la[1], lb[1], N]
         if batched:
             args += [batch, la[2], lb[2], M * N]
-        kernel[grid, (threads,), handle](*args)
+    with _on_device(device):
+        _kernel(name, device)[grid, (threads,), handle](*args)
     return (C, Ix) if argmax else C
+
+
+def _element_strides(lay: tuple[str, int, int]) -> tuple[int, int]:
+    """(row stride, column stride) in elements of a "n" (row-major) or "t" (transposed) operand."""
+    return (lay[1], 1) if lay[0] == "n" else (1, lay[1])
 
 
 def _split_out(out: Any, argmax: bool, ref: Operand, shape: tuple[int, ...]):
@@ -312,21 +325,30 @@ def _plan(semiring: str, dtype: np.dtype, argmax: bool, layout: str, batch: int,
     plan = _plans.get(key)
     if plan is None:
         code = _DTYPE_CODE[dtype]
-        tile = choose_tile(code, argmax, batch, M, N) if _FORCE_TILE is None else _FORCE_TILE
-        spec = GemmSpec(semiring, code, argmax, layout, tile, batched)
-        shape = spec.shape
-        blocks = -(-M // shape.bm) * -(-N // shape.bn)
-        if blocks > _INT32_MAX:
-            raise ValueError(f"output {M}x{N} needs {blocks} blocks, more than a CUDA grid holds")
-        plan = (spec.name, (blocks, min(batch, _MAX_GRID_Y)), shape.threads)
+        tile = choose_tile(code, argmax, batch, M, N, K) if _FORCE_TILE is None else _FORCE_TILE
+        if tile == "r":
+            if K > ROWS_MAX or N > ROWS_MAX:
+                raise ValueError(f"the row kernels need K, N <= {ROWS_MAX}, got K={K}, N={N}")
+            blocks = min(-(-batch * M // ROWS_THREADS), _ROWS_MAX_BLOCKS)
+            plan = (rows_name(semiring, code, argmax), (blocks, 1), ROWS_THREADS)
+        else:
+            spec = GemmSpec(semiring, code, argmax, layout, tile, batched)
+            shape = spec.shape
+            blocks = -(-M // shape.bm) * -(-N // shape.bn)
+            if blocks > _INT32_MAX:
+                raise ValueError(f"output {M}x{N} needs {blocks} blocks, more than a CUDA grid holds")
+            plan = (spec.name, (blocks, min(batch, _MAX_GRID_Y)), shape.threads)
         if len(_plans) >= _PLAN_CACHE_SIZE:
             _plans.clear()
         _plans[key] = plan
     return plan
 
 
-def choose_tile(dtype: str, argmax: bool, batch: int, M: int, N: int) -> str:
-    """Tile variant for a shape class: "t" (N <= 16, tall), "s" (small), "" (large)."""
+def choose_tile(dtype: str, argmax: bool, batch: int, M: int, N: int, K: int | None = None) -> str:
+    """Tile variant for a shape class: "r" (K, N <= 8: one thread per row; needs K),
+    "t" (N <= 16, tall), "s" (small), "" (large)."""
+    if K is not None and K <= ROWS_MAX and N <= ROWS_MAX:
+        return "r"
     if N <= 16 and M > 32:
         return "t"
     big = tile_shape("", dtype, argmax)

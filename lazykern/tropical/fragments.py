@@ -12,8 +12,15 @@ Naming scheme (stable: the CLI warms by these names and the cache is keyed by th
 * ``tile``: none for the large register-blocked tile, ``s`` for a 32x32 tile
   (small problems), ``t`` for a 128x16 tile (tall, skinny outputs: N <= 16).
 
+Products with K and N at most ``ROWS_MAX`` (8) use one thread per output row::
+
+    {semiring}_{dtype}[_argmax]_r
+
+It takes element strides at run time, so one kernel serves every layout and both
+``matmul`` and ``bmm`` (no ``bmm_`` or layout variants).
+
 Examples: ``maxplus_f32``, ``maxplus_f32_argmax``, ``maxplus_f32_nt``,
-``bmm_minplus_i32_argmax_tn_s``, ``backward_a_f32``.
+``bmm_minplus_i32_argmax_tn_s``, ``maxplus_f32_r``, ``backward_a_f32``.
 """
 
 from __future__ import annotations
@@ -40,13 +47,15 @@ class TileShape:
     tm: int
     tn: int
     min_blocks: int = 1  # __launch_bounds__ occupancy hint: 2 caps registers at 128
+    group: int = 1  # block rows walked together (L2 reuse), see lk::Tile
 
     @property
     def threads(self) -> int:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
     def template_args(self) -> str:
-        return f"lk::Tile<{self.bm}, {self.bn}, {self.bk}, {self.tm}, {self.tn}>"
+        group = f", {self.group}" if self.group != 1 else ""
+        return f"lk::Tile<{self.bm}, {self.bn}, {self.bk}, {self.tm}, {self.tn}{group}>"
 
 
 # (tile, bytes per element, argmax) -> shape. 32-bit: 128x128 blocks with 8x8
@@ -69,6 +78,9 @@ _TILES = {
 
 GEMM_SIGNATURE = ("ptr", "ptr", "ptr", "ptr", "int32", "int32", "int32", "int64", "int64", "int64")
 BMM_SIGNATURE = GEMM_SIGNATURE + ("int32", "int64", "int64", "int64")
+ROWS_SIGNATURE = ("ptr", "ptr", "ptr", "ptr", "int32", "int32", "int32") + ("int64",) * 5 + ("int32",) + ("int64",) * 3
+ROWS_MAX = 8  # K and N bound of the row kernels
+ROWS_THREADS = 256
 BACKWARD_SIGNATURE = ("ptr", "ptr", "ptr", "int32", "int32", "int32", "int32", "int64")
 BACKWARD_THREADS = 256
 
@@ -117,9 +129,10 @@ def tile_shape(tile: str, dtype: str, argmax: bool = False) -> TileShape:
     return shape
 
 
-def gemm_code(spec: GemmSpec) -> str:
+def gemm_code(spec: GemmSpec, shape: TileShape | None = None, name: str | None = None) -> str:
+    """The fragment of ``spec``; ``shape`` and ``name`` override its tile and symbol (tile sweeps)."""
     t = DTYPES[spec.dtype]
-    shape = spec.shape
+    shape = shape or spec.shape
     ta = "true" if spec.layout[0] == "t" else "false"
     tb = "true" if spec.layout[1] == "t" else "false"
     arg = "true" if spec.argmax else "false"
@@ -133,9 +146,28 @@ def gemm_code(spec: GemmSpec) -> str:
     else:
         tail = "1, 0, 0, 0"
     return (
-        f'extern "C" __global__ void __launch_bounds__({shape.threads}, {shape.min_blocks}) {spec.name}({params}) {{\n'
+        f'extern "C" __global__ void __launch_bounds__({shape.threads}, {shape.min_blocks}) '
+        f"{name or spec.name}({params}) {{\n"
         f"    lk::gemm<{SEMIRING_ID[spec.semiring]}, {t}, {arg}, {ta}, {tb}, {shape.template_args()}>(\n"
         f"        A, B, C, I, lk::Dims{{M, N, K, lda, ldb, ldc}}, {tail});\n"
+        "}\n"
+    )
+
+
+def rows_name(semiring: str, dtype: str, argmax: bool) -> str:
+    return f"{semiring}_{dtype}{'_argmax' if argmax else ''}_r"
+
+
+def rows_code(semiring: str, dtype: str, argmax: bool, kmax: int = ROWS_MAX, name: str | None = None) -> str:
+    t = DTYPES[dtype]
+    name = name or rows_name(semiring, dtype, argmax)
+    return (
+        f'extern "C" __global__ void __launch_bounds__({ROWS_THREADS}) {name}(\n'
+        f"    const {t}* __restrict__ A, const {t}* __restrict__ B, {t}* __restrict__ C, int* __restrict__ I,\n"
+        "    int M, int N, int K, long long ars, long long acs, long long brs, long long bcs, long long ldc,\n"
+        "    int batch, long long sA, long long sB, long long sC) {\n"
+        f"    lk::rows<{SEMIRING_ID[semiring]}, {t}, {'true' if argmax else 'false'}, {kmax}>(\n"
+        "        A, B, C, I, M, N, K, ars, acs, brs, bcs, ldc, batch, sA, sB, sC);\n"
         "}\n"
     )
 
@@ -167,11 +199,21 @@ def core_specs() -> list[GemmSpec]:
     return [s for s in all_specs() if s.layout == "nn" and s.tile == ""]
 
 
+def core_names() -> list[str]:
+    """The 52 kernels worth warming ahead of time: the 48 core forward kernels and the 4 backward ones.
+
+    Transposed layouts and the small / skinny tiles are compiled on first use.
+    """
+    return [s.name for s in core_specs()] + [backward_name(w, d) for d in GRAD_DTYPES for w in ("a", "b")]
+
+
 def all_fragments() -> dict[str, tuple[str, tuple[str, ...]]]:
     """name -> (code, launch signature), for the family to register."""
     out: dict[str, tuple[str, tuple[str, ...]]] = {}
     for spec in all_specs():
         out[spec.name] = (gemm_code(spec), spec.signature)
+    for semiring, dtype, argmax in itertools.product(SEMIRINGS, DTYPES, (False, True)):
+        out[rows_name(semiring, dtype, argmax)] = (rows_code(semiring, dtype, argmax), ROWS_SIGNATURE)
     for dtype in GRAD_DTYPES:
         for which in ("a", "b"):
             out[backward_name(which, dtype)] = (backward_code(which, dtype), BACKWARD_SIGNATURE)

@@ -14,6 +14,13 @@
 //   argmax: smallest k whose product strictly beats everything before it
 //   (strict compare, ascending k); 0 when nothing beats the zero, -1 when K == 0.
 
+// LK_ARG_TILED (default 1): float argmax keeps a per-BK-tile maximum with the
+// plain max (2 instructions per product instead of 4), remembers which K tile
+// won, and finds the winning k inside that tile once, at the end.
+#ifndef LK_ARG_TILED
+#define LK_ARG_TILED 1
+#endif
+
 namespace lk {
 
 typedef long long i64;
@@ -68,11 +75,14 @@ __device__ __forceinline__ i64 sat_mul(i64 a, i64 b) {
     return lo;
 }
 
-template <typename T> __device__ __forceinline__ T tmax(T a, T b) { return a > b ? a : b; }
-template <typename T> __device__ __forceinline__ T tmin(T a, T b) { return a < b ? a : b; }
-template <> __device__ __forceinline__ float tmax<float>(float a, float b) { return fmaxf(a, b); }
-template <> __device__ __forceinline__ float tmin<float>(float a, float b) { return fminf(a, b); }
-// double: `p > acc ? p : acc` keeps fmax's NaN rule (acc is never NaN) without fmax's slow NaN path.
+// tmax(acc, p) / tmin(acc, p): the accumulator comes first. The generic form tests
+// the product (`p > acc ? p : acc`): a NaN product compares false and loses, so a
+// never-NaN accumulator stays never-NaN. That is fmax's NaN rule for doubles
+// without fmax's slow NaN path (`acc > p ? acc : p` would let a NaN p replace acc).
+template <typename T> __device__ __forceinline__ T tmax(T acc, T p) { return p > acc ? p : acc; }
+template <typename T> __device__ __forceinline__ T tmin(T acc, T p) { return p < acc ? p : acc; }
+template <> __device__ __forceinline__ float tmax<float>(float acc, float p) { return fmaxf(acc, p); }
+template <> __device__ __forceinline__ float tmin<float>(float acc, float p) { return fminf(acc, p); }
 
 // --------------------------------------------------------------- semirings --
 // A ring policy says how operands are stored in shared memory (enc), what the
@@ -83,6 +93,7 @@ template <> __device__ __forceinline__ float tmin<float>(float a, float b) { ret
 template <int S, typename T> struct FloatRing {
     static constexpr bool fast = false;
     static constexpr bool unroll_k = true;
+    static constexpr bool tile_arg = LK_ARG_TILED != 0;
     __device__ __forceinline__ static T zero() { return S == MINPLUS ? Num<T>::pinf() : Num<T>::ninf(); }
     // max-times: -inf * -inf = +inf, so pad with NaN, which never wins.
     __device__ __forceinline__ static T pad() { return S == MAXMUL ? Num<T>::nan() : zero(); }
@@ -101,6 +112,7 @@ template <int S, typename T> struct FloatRing {
 template <int S, typename T> struct IntExactRing {
     static constexpr bool fast = false;
     static constexpr bool unroll_k = false;  // the fallback: keep its code (and compile time) small
+    static constexpr bool tile_arg = false;
     static constexpr T lo = Num<T>::lo, hi = Num<T>::hi;
     __device__ __forceinline__ static T zero() { return S == MINPLUS ? hi : lo; }
     __device__ __forceinline__ static T pad() { return zero(); }
@@ -141,6 +153,7 @@ template <int S, typename T> struct IntExactRing {
 template <int S, typename T> struct IntFastRing {
     static constexpr bool fast = true;
     static constexpr bool unroll_k = true;
+    static constexpr bool tile_arg = false;
     static constexpr T lo = Num<T>::lo, hi = Num<T>::hi, u = Num<T>::unit;
     __device__ __forceinline__ static T zero() { return S == MINPLUS ? 3 * u : -3 * u; }
     __device__ __forceinline__ static T pad() { return S == MINPLUS ? 7 * u : -7 * u; }
@@ -259,8 +272,10 @@ template <typename T, int ROWS, int COLS, int NT, bool TRANS> struct TileLoader 
 };
 
 // --------------------------------------------------------------- the GEMM --
-template <int BM_, int BN_, int BK_, int TM_, int TN_> struct Tile {
-    static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, TN = TN_;
+// G: blocks walk the output in groups of G block rows (column by column inside a
+// group), so that blocks running together share A and B tiles in L2.
+template <int BM_, int BN_, int BK_, int TM_, int TN_, int G_ = 1> struct Tile {
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, TN = TN_, G = G_;
     static constexpr int NT = (BM / TM) * (BN / TN);
     static constexpr int VM = TM < 4 ? TM : 4, VN = TN < 4 ? TN : 4;  // contiguous runs per thread
     static constexpr int SM = BM * VM / TM, SN = BN * VN / TN;        // stride between runs
@@ -279,7 +294,8 @@ template <typename T, class Cfg> struct Smem {
 };
 
 // One pass over K with ring R. Returns false (uniformly across the block) as
-// soon as a fast ring meets an operand outside its safe range.
+// soon as a fast ring meets an operand outside its safe range. With a ring whose
+// tile_arg is set, idx holds the winning K tile (-1: none), see fix_argmax.
 template <class R, typename T, class Cfg, bool ARG, bool TA, bool TB>
 __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __restrict__ B, const Dims& d, int m0,
                                          int n0, bool vecA, bool vecB, T (&acc)[Cfg::TM][Cfg::TN],
@@ -296,12 +312,13 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
     la.init(tid);
     lb.init(tid);
 
+    constexpr bool TILED = ARG && R::tile_arg;
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
             acc[i][j] = R::zero();
-            idx[i][j] = d.K > 0 ? 0 : -1;
+            idx[i][j] = TILED || d.K <= 0 ? -1 : 0;
         }
 
     auto load = [&](int k0) -> bool {
@@ -329,6 +346,13 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
         if (more) ok = load((t + 1) * BK);
         const T* As = sm.a[buf];
         const T* Bs = sm.b[buf];
+        T tm[TM][TN];  // TILED: this tile's best product
+        if (TILED) {
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) tm[i][j] = R::zero();
+        }
 #pragma unroll(R::unroll_k ? BK : 1)
         for (int kk = 0; kk < BK; ++kk) {
             T a[TM], b[TN];
@@ -338,7 +362,12 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
 #pragma unroll
             for (int j = 0; j < TN; j += Cfg::VN)
                 VecIO<T, Cfg::VN>::load(b + j, Bs + kk * SB + (j / Cfg::VN) * Cfg::SN + tx * Cfg::VN);
-            if (ARG) {
+            if (TILED) {
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) tm[i][j] = R::comb(tm[i][j], R::mul(a[i], b[j]));
+            } else if (ARG) {
                 const int k = t * BK + kk;
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
@@ -355,6 +384,16 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
 #pragma unroll
                     for (int j = 0; j < TN; ++j) acc[i][j] = R::comb(acc[i][j], R::mul(a[i], b[j]));
             }
+        }
+        if (TILED) {
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) {
+                    const bool w = R::better(tm[i][j], acc[i][j]);
+                    idx[i][j] = w ? t : idx[i][j];
+                    acc[i][j] = w ? tm[i][j] : acc[i][j];
+                }
         }
         if (more) {
             la.template store<R>(sm.a[buf ^ 1], SA, tid);
@@ -377,6 +416,51 @@ __device__ __forceinline__ bool vec_ok(const void* p, i64 ld, i64 batch_stride) 
     return ((unsigned long long)p % (CH * sizeof(T))) == 0 && ld % CH == 0 && batch_stride % CH == 0;
 }
 
+// Output element (i, j) of a thread's TM x TN accumulators: row, column offsets in the block tile.
+template <class Cfg> __device__ __forceinline__ int out_row(int i, int ty) {
+    return (i / Cfg::VM) * Cfg::SM + ty * Cfg::VM + i % Cfg::VM;
+}
+template <class Cfg> __device__ __forceinline__ int out_col(int j, int tx) {
+    return (j / Cfg::VN) * Cfg::SN + tx * Cfg::VN + j % Cfg::VN;
+}
+
+// Tiled argmax: the block stored, as its argmax, the first K tile whose best
+// product beat every earlier tile (-1: none did). The winning k is the first one
+// in that tile whose product equals the result (it exists: the tile's best is
+// one of its products, and the result is that best); earlier ks of the tile give
+// smaller products or NaN. Each thread rereads its own stored outputs (a rolled
+// loop: unrolled over the accumulators, this costs ~40 registers in the kernel).
+template <class R, typename T, class Cfg, bool TA, bool TB>
+__device__ __forceinline__ void fix_argmax(const T* __restrict__ A, const T* __restrict__ B, const T* C, int* I,
+                                           const Dims& d, int m0, int n0) {
+    const int tid = threadIdx.x;
+    const int tx = tid % (Cfg::BN / Cfg::TN), ty = tid / (Cfg::BN / Cfg::TN);
+#pragma unroll 1
+    for (int e = 0; e < Cfg::TM * Cfg::TN; ++e) {
+        const int gm = m0 + out_row<Cfg>(e / Cfg::TN, ty), gn = n0 + out_col<Cfg>(e % Cfg::TN, tx);
+        if (gm >= d.M || gn >= d.N) continue;
+        int* ip = I + (i64)gm * d.ldc + gn;
+        const int t = *ip;
+        if (t < 0) {
+            *ip = d.K > 0 ? 0 : -1;
+            continue;
+        }
+        const T c = C[(i64)gm * d.ldc + gn];
+        const int k0 = t * Cfg::BK, k1 = min(d.K, k0 + Cfg::BK);
+        int w = k0;
+#pragma unroll 1
+        for (int k = k0; k < k1; ++k) {
+            const T a = TA ? A[(i64)k * d.lda + gm] : A[(i64)gm * d.lda + k];
+            const T b = TB ? B[(i64)gn * d.ldb + k] : B[(i64)k * d.ldb + gn];
+            if (R::mul(a, b) == c) {
+                w = k;
+                break;
+            }
+        }
+        *ip = w;
+    }
+}
+
 template <int S, typename T, bool ARG, bool TA, bool TB, class Cfg>
 __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
                                      int* __restrict__ I, Dims d, int batch, i64 sA, i64 sB, i64 sC) {
@@ -384,8 +468,10 @@ __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restric
     constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN, NT = Cfg::NT;
     __shared__ __align__(16) Smem<T, Cfg> sm;
 
-    const int nbn = (d.N + BN - 1) / BN;
-    const int bm = blockIdx.x / nbn, bn = blockIdx.x % nbn;
+    const int nbn = (d.N + BN - 1) / BN, nbm = (d.M + BM - 1) / BM;
+    const int width = Cfg::G * nbn, first = (int)blockIdx.x / width * Cfg::G;
+    const int grp = min(nbm - first, Cfg::G), in_group = (int)blockIdx.x % width;
+    const int bm = first + in_group % grp, bn = in_group / grp;
     const int m0 = bm * BM, n0 = bn * BN;
     const int tid = threadIdx.x;
     const int tx = tid % (BN / TN), ty = tid / (BN / TN);
@@ -420,11 +506,11 @@ __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restric
         int* Ib = ARG ? I + (i64)b * sC : I;
 #pragma unroll
         for (int i = 0; i < TM; ++i) {
-            const int gm = m0 + (i / Cfg::VM) * Cfg::SM + ty * Cfg::VM + i % Cfg::VM;
+            const int gm = m0 + out_row<Cfg>(i, ty);
             if (gm >= d.M) continue;
 #pragma unroll
             for (int j = 0; j < TN; j += Cfg::VN) {
-                const int gn = n0 + (j / Cfg::VN) * Cfg::SN + tx * Cfg::VN;
+                const int gn = n0 + out_col<Cfg>(j, tx);
                 T* crow = Cb + (i64)gm * d.ldc + gn;
                 int* irow = Ib + (i64)gm * d.ldc + gn;
                 if (Cfg::VN > 1 && gn + Cfg::VN <= d.N && vecC) {
@@ -445,6 +531,97 @@ __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restric
                 }
             }
         }
+        if (ARG && Rs::exact::tile_arg) fix_argmax<typename Rs::exact, T, Cfg, TA, TB>(Ab, Bb, Cb, Ib, d, m0, n0);
+    }
+}
+
+// -------------------------------------------------------------- tiny K, N --
+// Products with K, N <= KMAX (like (2^21 x 4) x (4 x 4), or a batch of millions of
+// 4x4 products) are memory-bound: a GEMM tile would be almost all padding. One
+// thread computes one output row (a batch entry's row i) from its A row and B,
+// both read straight from global memory (B is shared by neighbouring threads, so
+// L1 serves it). Element strides are runtime values, so one kernel reads every
+// layout, batched or not; a contiguous A row and B rows load as 16-byte vectors.
+template <typename T, int KMAX>
+__device__ __forceinline__ void load_run(T (&v)[KMAX], const T* __restrict__ p, i64 step, int n, bool vec) {
+    constexpr int CH = VecIO<T, KMAX>::CH;
+#pragma unroll
+    for (int c = 0; c < KMAX; c += CH) {
+        if (CH > 1 && vec && c + CH <= n) {
+            VecIO<T, CH>::load(v + c, p + c);
+        } else {
+#pragma unroll
+            for (int e = 0; e < CH; ++e)
+                if (c + e < n) v[c + e] = p[(i64)(c + e) * step];
+        }
+    }
+}
+
+template <typename T, int KMAX>
+__device__ __forceinline__ void store_run(T* __restrict__ p, const T (&v)[KMAX], int n, bool vec) {
+    constexpr int CH = VecIO<T, KMAX>::CH;
+#pragma unroll
+    for (int c = 0; c < KMAX; c += CH) {
+        if (CH > 1 && vec && c + CH <= n) {
+            VecIO<T, CH>::store(p + c, v + c);
+        } else {
+#pragma unroll
+            for (int e = 0; e < CH; ++e)
+                if (c + e < n) p[c + e] = v[c + e];
+        }
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ bool aligned16(const void* p, i64 a, i64 b) {
+    constexpr int CH = 16 / (int)sizeof(T);
+    return ((unsigned long long)p % 16) == 0 && a % CH == 0 && b % CH == 0;
+}
+
+// A(i, k) = A[b*sA + i*ars + k*acs], B(k, j) = B[b*sB + k*brs + j*bcs], C(i, j) = C[b*sC + i*ldc + j].
+template <int S, typename T, bool ARG, int KMAX>
+__device__ __forceinline__ void rows(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+                                     int* __restrict__ I, int M, int N, int K, i64 ars, i64 acs, i64 brs, i64 bcs,
+                                     i64 ldc, int batch, i64 sA, i64 sB, i64 sC) {
+    typedef typename Rings<S, T>::exact R;
+    const bool vecA = acs == 1 && aligned16<T>(A, ars, sA);
+    const bool vecB = bcs == 1 && aligned16<T>(B, brs, sB);
+    const bool vecC = aligned16<T>(C, ldc, sC);
+    const bool vecI = aligned16<int>(I, ldc, sC);
+    const i64 total = (i64)batch * M;
+    for (i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x; r < total; r += (i64)gridDim.x * blockDim.x) {
+        const i64 b = r / M, i = r - b * M;
+        T a[KMAX];
+        load_run<T, KMAX>(a, A + b * sA + i * ars, acs, K, vecA);
+        const T* Bb = B + b * sB;
+        T acc[KMAX];
+        int idx[KMAX];
+#pragma unroll
+        for (int j = 0; j < KMAX; ++j) {
+            acc[j] = R::zero();
+            idx[j] = K > 0 ? 0 : -1;
+        }
+#pragma unroll
+        for (int k = 0; k < KMAX; ++k) {
+            if (k >= K) break;
+            T bk[KMAX];
+            load_run<T, KMAX>(bk, Bb + (i64)k * brs, bcs, N, vecB);
+#pragma unroll
+            for (int j = 0; j < KMAX; ++j) {
+                if (j >= N) break;
+                if (ARG) {
+                    const T p = R::mul_arg(a[k], bk[j]);
+                    const bool w = R::better(p, acc[j]);
+                    idx[j] = w ? k : idx[j];
+                    acc[j] = w ? p : acc[j];
+                } else {
+                    acc[j] = R::comb(acc[j], R::mul(a[k], bk[j]));
+                }
+            }
+        }
+        const i64 off = b * sC + i * ldc;
+        store_run<T, KMAX>(C + off, acc, N, vecC);
+        if (ARG) store_run<int, KMAX>(I + off, idx, N, vecI);
     }
 }
 
