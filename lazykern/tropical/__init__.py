@@ -43,12 +43,13 @@ from __future__ import annotations
 from . import reference
 from ._family import family, make_family
 from .api import bmm, choose_tile, matmul, matmul_backward
-from .fragments import all_specs, core_specs
+from .fragments import all_specs, core_names, core_specs
 
 __all__ = [
     "all_specs",
     "bmm",
     "choose_tile",
+    "core_names",
     "core_specs",
     "family",
     "make_family",
