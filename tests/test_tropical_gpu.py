@@ -53,7 +53,7 @@ def transposed_view(x):
 
     base = to_dev(x.T)
     view = DeviceNDArray(x.shape, base.strides[::-1], base.dtype, gpu_data=base.gpu_data)
-    assert view.strides == (base.itemsize, base.itemsize * x.shape[0])
+    assert view.strides == (base.dtype.itemsize, base.dtype.itemsize * x.shape[0])
     return view
 
 
