@@ -27,12 +27,15 @@ to keep); ``signatures`` and ``stats()`` still count what was called.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+
+from cuda.bindings import driver as _cu
 
 from . import _capture, _numba_args, _numba_compile, compiler
 from ._numba_key import fingerprint
@@ -320,18 +323,31 @@ class LazyKernel:
             t = _get(value.__class__)
             if t is not None:
                 return t
+            try:  # a device array's type cannot change: it is remembered on the array itself
+                return _id(value.__dict__["_lazykern_numba_type"])
+            except (KeyError, AttributeError):
+                pass
             try:
-                return _id(value._numba_type_)
+                nt = value._numba_type_  # builds the type anew each time: ~0.8 us
             except AttributeError:
                 return slow
+            try:
+                value.__dict__["_lazykern_numba_type"] = nt  # alive as long as the array, so its id stays unique
+            except AttributeError:
+                pass
+            return _id(nt)
 
         return fast_key
 
 
 class _Instance:
-    """One signature of a lazy kernel: its launch plan and its loaded functions, one per context."""
+    """One signature of a lazy kernel: its launch plan, its parameter block and its loaded
+    functions, one per context."""
 
-    __slots__ = ("owner", "types", "pack", "plan", "cooperative", "functions", "kernels")
+    __slots__ = (
+        "owner", "types", "pack", "plan", "cooperative", "functions", "cufunctions", "kernels",
+        "fill", "block", "extra", "block_lock", "_block_size", "_extra",
+    )  # fmt: skip
 
     def __init__(self, owner: LazyKernel, types: tuple) -> None:
         self.owner = owner
@@ -340,7 +356,12 @@ class _Instance:
         self.plan: list | None = None
         self.cooperative = False
         self.functions: dict[int, Any] = {}  # CUcontext handle -> cuda.core kernel
+        self.cufunctions: dict[int, Any] = {}  # CUcontext handle -> CUfunction (hot path)
         self.kernels: dict[str, Kernel] = {}  # arch -> loaded Kernel
+        self.fill: Callable[..., None] | None = None
+        self.block: Any = None  # the parameter block, reused: cuLaunchKernel copies it before returning
+        self.extra = 0
+        self.block_lock = threading.Lock()
 
     def function(self) -> Any:
         from numba.cuda.cudadrv.devices import get_context
@@ -360,20 +381,40 @@ class _Instance:
                 entry, _ = self.owner._entry(self.types, arch)
                 meta = entry.meta
                 if self.pack is None:
-                    self.plan = meta["plan"]
-                    self.pack = _numba_args.make_packer(self.plan)
-                    self.cooperative = bool(meta.get("cooperative", False))
+                    self._set_plan(meta)
                 kernel = self.kernels[arch] = Kernel(
                     self.owner.__qualname__, meta["symbol"], entry.code, arch=arch, meta=meta, family="lazy_kernel"
                 )
-            fn = self.functions[_current_context_handle()] = kernel.function()
+            fn = kernel.function()
+            handle = _current_context_handle()
+            self.cufunctions[handle] = _cu.CUfunction(int(fn.handle))
+            self.functions[handle] = fn
         return fn
+
+    def _set_plan(self, meta: dict[str, Any]) -> None:
+        self.plan = meta["plan"]
+        self.cooperative = bool(meta.get("cooperative", False))
+        size, self.fill = _numba_args.make_buffer_filler(self.plan)
+        self.block = (ctypes.c_char * max(size, 1))()
+        self._block_size = ctypes.c_size_t(size)
+        self._extra = (ctypes.c_void_p * 5)(
+            _BUFFER_POINTER, ctypes.addressof(self.block), _BUFFER_SIZE, ctypes.addressof(self._block_size), 0
+        )
+        self.extra = ctypes.addressof(self._extra)
+        self.pack = _numba_args.make_packer(self.plan)
+
+
+# CUDA's launch "extra" keys (cuda.h: CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE).
+_BUFFER_POINTER, _BUFFER_SIZE = 1, 2
 
 
 class _Launcher:
     """``kernel[grid, block, stream, shmem]``: the launch configuration, built once and cached."""
 
-    __slots__ = ("kernel", "config", "shape", "stream", "user_stream", "_fast", "_key", "_ctx", "_launch", "_coop")
+    __slots__ = (
+        "kernel", "config", "shape", "stream", "user_stream", "_fast", "_key", "_ctx", "_launch", "_coop",
+        "dims", "shmem", "cu_stream",
+    )  # fmt: skip
 
     def __init__(self, kernel: LazyKernel, config: Any) -> None:
         from cuda.core import LaunchConfig, launch
@@ -384,6 +425,9 @@ class _Launcher:
         self.stream = core_stream(stream)
         self.shape = (grid, block, shmem)
         self.config = LaunchConfig(grid=grid, block=block, shmem_size=shmem)
+        self.dims = (*grid, *(1,) * (3 - len(grid)), *block, *(1,) * (3 - len(block)))
+        self.shmem = shmem
+        self.cu_stream = _cu.CUstream(int(self.stream.handle))
         self._coop = None  # built on first need: cuda.core checks the device supports it
         self._fast = kernel._fast
         self._key = kernel._fast_key
@@ -398,15 +442,22 @@ class _Launcher:
         if inst is None:
             self.kernel._call(self, args)
             return
-        fn = inst.functions.get(self._ctx())
-        if fn is None:
-            fn = inst.function()
-        try:
-            self._launch(self.stream, self._coop_config() if inst.cooperative else self.config, fn, *inst.pack(*args))
-        except Exception as exc:
-            raise self._error(inst, exc) from exc
+        cufn = inst.cufunctions.get(self._ctx())
+        if cufn is None or inst.cooperative:
+            self.launch(inst, inst.function(), args)
+            return
+        with inst.block_lock:
+            try:
+                inst.fill(inst.block, *args)
+            except Exception:
+                self.kernel._call(self, args)  # the general path gives the precise error
+                return
+            (err,) = _cuLaunchKernel(cufn, *self.dims, self.shmem, self.cu_stream, 0, inst.extra)
+        if err:
+            raise self._error(inst, _driver_error(err))
 
     def launch(self, inst: _Instance, fn: Any, args: Sequence[Any]) -> None:
+        """The general path: cuda.core.launch with one Python value per kernel parameter."""
         try:
             self._launch(self.stream, self._coop_config() if inst.cooperative else self.config, fn, *inst.pack(*args))
         except Exception as exc:
@@ -434,6 +485,14 @@ class _Launcher:
         from numba import cuda
 
         return cuda.external_stream(int(s))
+
+
+_cuLaunchKernel = _cu.cuLaunchKernel
+
+
+def _driver_error(err: Any) -> Exception:
+    _, name = _cu.cuGetErrorName(err)
+    return RuntimeError(name.decode() if isinstance(name, bytes) else str(err))
 
 
 class _SimLauncher:
