@@ -36,6 +36,7 @@ class KernelFamily:
         fragments: Mapping[str, str] | None = None,
         cache: KernelCache | None = None,
         route: str = "nvrtc",
+        core: Iterable[str] | None = None,
     ) -> None:
         if route not in compiler.ROUTES:
             raise ValueError(f"route must be one of {compiler.ROUTES}, got {route!r}")
@@ -45,6 +46,7 @@ class KernelFamily:
         self._kernels: dict[tuple[str, str], Kernel] = {}
         self._lock = threading.Lock()
         self.compile_calls = 0  # NVRTC calls made by this family in this process
+        self._core = None if core is None else list(core)
         if fragments:
             self.source.update(fragments)
 
@@ -70,6 +72,11 @@ class KernelFamily:
 
     def names(self) -> list[str]:
         return list(self.source.fragments)
+
+    def core_names(self) -> list[str]:
+        """The kernels worth compiling ahead of time (``lazykern warm``'s default): all, unless
+        the family was given a ``core`` set."""
+        return self.names() if self._core is None else [n for n in self._core if n in self.source.fragments]
 
     def compiled(self) -> list[str]:
         """Names this process has compiled or loaded so far."""

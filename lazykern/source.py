@@ -84,10 +84,10 @@ class FamilySource:
         frag = self.fragment(name)
         return f"{self.preamble}\n// ---- fragment {frag.name} ----\n{frag.code}\n"
 
-    def all_in_one(self) -> str:
-        """Every fragment in one unit: what an eager library compiles at start-up."""
-        parts = [self.preamble] + [f.code for f in self.fragments.values()]
-        return "\n".join(parts)
+    def all_in_one(self, names: Iterable[str] | None = None) -> str:
+        """Every fragment (or those named) in one unit: what an eager library compiles at start-up."""
+        chosen = self.fragments.values() if names is None else [self.fragment(n) for n in names]
+        return "\n".join([self.preamble] + [f.code for f in chosen])
 
     def options_for(self, name: str) -> tuple[str, ...]:
         return self.options + self.fragment(name).options

@@ -44,8 +44,12 @@ def _root(
 def warm(
     family: str = typer.Option("tropical", "--family", "-f", help="'tropical' or 'package.module:attribute'."),
     kernels: list[str] | None = typer.Option(
-        None, "--kernels", "-k", help="Glob(s) of kernel names, comma-separated or repeated (default: all)."
+        None,
+        "--kernels",
+        "-k",
+        help="Glob(s) of kernel names, comma-separated or repeated (default: the family's core set).",
     ),
+    all_kernels: bool = typer.Option(False, "--all", help="Every kernel of the family, not just its core set."),
     arch: list[str] | None = typer.Option(
         None, "--arch", "-a", help="Arch(es) to compile for, e.g. sm_80,sm_90 (default: this machine's)."
     ),
@@ -86,7 +90,13 @@ def warm(
             progress.update(task, advance=1, description=f"{r.status:8} {r.name} ({r.arch})")
 
         summary = run_warm(
-            family, patterns=split_list(kernels), archs=archs, jobs=n_jobs, on_start=started, on_result=finished
+            family,
+            patterns=split_list(kernels),
+            archs=archs,
+            jobs=n_jobs,
+            everything=all_kernels,
+            on_start=started,
+            on_result=finished,
         )
     _print_warm(summary)
     if not summary.ok:

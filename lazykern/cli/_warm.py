@@ -130,10 +130,14 @@ def warm(
     patterns: Sequence[str] | None = None,
     archs: Sequence[str | None] = (None,),
     jobs: int = 1,
+    everything: bool = False,
     on_start: Callable[[int], None] | None = None,
     on_result: Callable[[WarmResult], None] | None = None,
 ) -> WarmSummary:
     """Compile every selected kernel of family ``spec`` that the cache lacks.
+
+    Without ``patterns`` the family's core set is selected (``KernelFamily.core_names()``),
+    or every kernel with ``everything``; patterns match among all kernels.
 
     ``jobs == 1`` compiles in this process; more uses a spawn-context process
     pool. ``on_start(n_to_compile)`` and ``on_result(result)`` drive a progress display.
@@ -142,7 +146,8 @@ def warm(
 
     start = time.perf_counter()
     family = resolve_family(spec)
-    names = select(family.names(), patterns)
+    pool = family.names() if patterns or everything else family.core_names()
+    names = select(pool, patterns)
     if not names:
         raise LazykernError(f"no kernel of family {spec!r} matches {list(patterns or [])}")
     arch_list = list(dict.fromkeys(normalize_arch(a) for a in archs))

@@ -10,7 +10,7 @@ from importlib import resources
 
 from ..cache import KernelCache
 from ..family import KernelFamily
-from .fragments import all_fragments
+from .fragments import all_fragments, core_names
 
 OPTIONS = ("-std=c++17",)  # no fast-math: it would flush denormals and drop the NaN/inf rules
 
@@ -21,7 +21,7 @@ def preamble() -> str:
 
 def make_family(cache: KernelCache | None = None) -> KernelFamily:
     """A fresh tropical family (tests use their own cache; the library uses the default one)."""
-    fam = KernelFamily("tropical", preamble(), options=OPTIONS, cache=cache)
+    fam = KernelFamily("tropical", preamble(), options=OPTIONS, cache=cache, core=core_names())
     for name, (code, signature) in all_fragments().items():
         fam.add(name, code, signature=signature)
     return fam
