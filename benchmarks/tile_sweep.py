@@ -11,12 +11,13 @@ small adversarial problem (ties, infinities, NaN, ragged edges) and on a sampled
 64 x 64 block of the timed problem; a candidate that fails is reported, not timed.
 Groups:
 
-* ``f32`` / ``i32`` / ``f64`` / ``argmax``: max-plus 4096^3 (the smoke-test cases),
-  ``base`` marks the tile the library uses today.
+* ``f32`` / ``i32`` / ``f64`` / ``i64`` / ``argmax``: max-plus 4096^3 (the smoke-test
+  cases), ``base`` marks the tile the library uses today (argmax: f32, f64 and i32).
 * ``rows``: the one-thread-per-row kernels on (2^21 x 4) x (4 x 4) and on a batch
   of 2^21 4x4x4 products, with KMAX 4 and 8.
-* ``shapes``: the library itself (``tropical.matmul`` / ``bmm``) on skinny and
-  batched shapes, once per tile class it could pick (``auto`` = ``choose_tile``).
+* ``shapes``: the library itself (``tropical.matmul`` / ``bmm``) on skinny, batched
+  and long-K shapes, once per tile class it could pick (``auto`` = ``choose_tile``;
+  ``splitk`` = split-K plus its reduce launch). Times include the host-side launch.
 
 Prints one table per group, fastest first, and writes everything to ``--out``.
 """
@@ -59,53 +60,59 @@ class Candidate:
 
 
 def gemm_candidates() -> list[Candidate]:
+    """Round 2: the round-1 winners (now the defaults, ``base``) against a few new shapes.
+
+    New: 128-thread blocks with the winners' per-thread tiles (barriers sync 4 warps,
+    2-4 independent blocks per SM), the in-place tiled argmax (``LK_ARG_INPLACE``,
+    default on; ``reset`` is round 1's per-tile maximum), f64 / i32 argmax and i64.
+    """
     c = []
     f32 = [
-        ("base 128x128x8 8x8 mb2", T(128, 128, 8, 8, 8, 2)),
-        ("128x128x8 8x8 mb1", T(128, 128, 8, 8, 8, 1)),
+        ("base 128x128x16 8x8 mb1", T(128, 128, 16, 8, 8, 1)),
         ("128x128x16 8x8 mb2", T(128, 128, 16, 8, 8, 2)),
-        ("128x128x16 8x8 mb1", T(128, 128, 16, 8, 8, 1)),
-        ("128x128x8 8x8 mb2 g8", T(128, 128, 8, 8, 8, 2, 8)),
-        ("128x128x16 8x8 mb1 g8", T(128, 128, 16, 8, 8, 1, 8)),
-        ("128x128x16 8x8 mb2 g8", T(128, 128, 16, 8, 8, 2, 8)),
-        ("128x256x8 8x16 mb1", T(128, 256, 8, 8, 16, 1)),
-        ("256x128x8 16x8 mb1", T(256, 128, 8, 16, 8, 1)),
-        ("64x128x8 8x8 mb3", T(64, 128, 8, 8, 8, 3)),
+        ("64x128x16 8x8 mb2", T(64, 128, 16, 8, 8, 2)),
+        ("128x64x16 8x8 mb2", T(128, 64, 16, 8, 8, 2)),
+        ("64x128x16 8x8 mb2 g8", T(64, 128, 16, 8, 8, 2, 8)),
+        ("round-1 128x128x8 8x8 mb2", T(128, 128, 8, 8, 8, 2)),
     ]
     c += [Candidate("f32", lab, "maxplus", "f32", False, s) for lab, s in f32]
     i32 = [
-        ("base 128x128x8 8x8 mb1", T(128, 128, 8, 8, 8, 1)),
-        ("128x128x8 8x8 mb2", T(128, 128, 8, 8, 8, 2)),
-        ("128x128x16 8x8 mb1", T(128, 128, 16, 8, 8, 1)),
+        ("base 128x128x16 8x8 mb2 g8", T(128, 128, 16, 8, 8, 2, 8)),
         ("128x128x16 8x8 mb2", T(128, 128, 16, 8, 8, 2)),
-        ("128x128x16 8x8 mb2 g8", T(128, 128, 16, 8, 8, 2, 8)),
-        ("128x256x8 8x16 mb1", T(128, 256, 8, 8, 16, 1)),
+        ("64x128x16 8x8 mb2 g8", T(64, 128, 16, 8, 8, 2, 8)),
+        ("128x64x16 8x8 mb2 g8", T(128, 64, 16, 8, 8, 2, 8)),
+        ("round-1 128x128x8 8x8 mb1", T(128, 128, 8, 8, 8, 1)),
     ]
     c += [Candidate("i32", lab, "maxplus", "i32", False, s) for lab, s in i32]
     f64 = [
-        ("base 128x64x8 8x4 mb1", T(128, 64, 8, 8, 4, 1)),
-        ("128x64x8 8x4 mb2", T(128, 64, 8, 8, 4, 2)),
-        ("64x64x16 4x4 mb2", T(64, 64, 16, 4, 4, 2)),
-        ("64x64x8 4x4 mb2", T(64, 64, 8, 4, 4, 2)),
-        ("64x64x16 4x4 mb3", T(64, 64, 16, 4, 4, 3)),
-        ("64x128x8 4x8 mb1", T(64, 128, 8, 4, 8, 1)),
-        ("128x128x8 8x8 mb1", T(128, 128, 8, 8, 8, 1)),
-        ("128x64x8 8x4 mb1 g8", T(128, 64, 8, 8, 4, 1, 8)),
+        ("base 64x64x16 4x4 mb2", T(64, 64, 16, 4, 4, 2)),
+        ("32x64x16 4x4 mb4", T(32, 64, 16, 4, 4, 4)),
+        ("64x32x16 4x4 mb4", T(64, 32, 16, 4, 4, 4)),
+        ("64x64x16 4x4 mb2 g8", T(64, 64, 16, 4, 4, 2, 8)),
+        ("round-1 128x64x8 8x4 mb1", T(128, 64, 8, 8, 4, 1)),
     ]
     c += [Candidate("f64", lab, "maxplus", "f64", False, s) for lab, s in f64]
-    per_k = ("-DLK_ARG_TILED=0",)
-    arg = [
-        ("base per-k 128x64x8 8x4 mb1", T(128, 64, 8, 8, 4, 1), per_k),
-        ("per-k 128x64x16 8x4 mb1", T(128, 64, 16, 8, 4, 1), per_k),
-        ("tiled 128x64x8 8x4 mb1", T(128, 64, 8, 8, 4, 1), ()),
-        ("tiled 128x64x16 8x4 mb1", T(128, 64, 16, 8, 4, 1), ()),
-        ("tiled 64x64x8 4x4 mb2", T(64, 64, 8, 4, 4, 2), ()),
-        ("tiled 64x64x16 4x4 mb1", T(64, 64, 16, 4, 4, 1), ()),
-        ("tiled 64x128x8 4x8 mb1", T(64, 128, 8, 4, 8, 1), ()),
-        ("tiled 128x64x8 8x4 mb1 g8", T(128, 64, 8, 8, 4, 1, 8), ()),
-        ("tiled 128x128x8 8x8 mb1", T(128, 128, 8, 8, 8, 1), ()),
+    i64 = [
+        ("base 64x64x16 4x4 mb2", T(64, 64, 16, 4, 4, 2)),
+        ("32x64x16 4x4 mb4", T(32, 64, 16, 4, 4, 4)),
+        ("round-1 128x64x8 8x4 mb1", T(128, 64, 8, 8, 4, 1)),
     ]
-    c += [Candidate("argmax", lab, "maxplus", "f32", True, s, d) for lab, s, d in arg]
+    c += [Candidate("i64", lab, "maxplus", "i64", False, s) for lab, s in i64]
+    reset = ("-DLK_ARG_INPLACE=0",)
+    arg = [
+        ("base f32 in-place 64x64x8 4x4 mb2", "f32", T(64, 64, 8, 4, 4, 2), ()),
+        ("f32 reset 64x64x8 4x4 mb2", "f32", T(64, 64, 8, 4, 4, 2), reset),
+        ("f32 in-place 64x64x16 4x4 mb2", "f32", T(64, 64, 16, 4, 4, 2), ()),
+        ("f32 in-place 32x64x8 4x4 mb4", "f32", T(32, 64, 8, 4, 4, 4), ()),
+        ("f32 in-place 128x64x8 8x4 mb1 g8", "f32", T(128, 64, 8, 8, 4, 1, 8), ()),
+        ("f32 reset 128x64x8 8x4 mb1 g8", "f32", T(128, 64, 8, 8, 4, 1, 8), reset),
+        ("base f64 in-place 64x64x8 4x4 mb2", "f64", T(64, 64, 8, 4, 4, 2), ()),
+        ("f64 in-place 64x64x8 4x4 mb1", "f64", T(64, 64, 8, 4, 4, 1), ()),
+        ("f64 in-place 32x64x8 4x4 mb4", "f64", T(32, 64, 8, 4, 4, 4), ()),
+        ("base i32 per-k 64x64x8 4x4 mb2", "i32", T(64, 64, 8, 4, 4, 2), ()),
+        ("i32 per-k 128x64x8 8x4 mb1", "i32", T(128, 64, 8, 8, 4, 1), ()),
+    ]
+    c += [Candidate("argmax", lab, "maxplus", dt, True, s, d) for lab, dt, s, d in arg]
     for kmax in (4, 8):
         c.append(Candidate("rows", f"(2^21x4)x(4x4) KMAX {kmax}", "maxplus", "f32", False, None, (), kmax,
                            (1, 2**21, 4, 4)))  # fmt: skip
@@ -283,6 +290,8 @@ SHAPES = [  # (label, batch or None, M, K, N)
     ("256^3", None, 256, 256, 256),
     ("1024 x 64^3", 1024, 64, 64, 64),
     ("2^21x16x16", None, 2**21, 16, 16),
+    ("4096x1024x16", None, 4096, 1024, 16),
+    ("2^21x4x4", None, 2**21, 4, 4),
 ]
 
 
@@ -299,6 +308,7 @@ def library_shapes(cuda, repeats: int, rng) -> list[dict[str, Any]]:
         fn = tropical.matmul if batch is None else tropical.bmm
         auto = tropical.choose_tile("f32", False, batch or 1, M, N, K)
         tiles = ["", "s"] + (["t"] if N <= 16 else []) + (["r"] if K <= 8 and N <= 8 else [])
+        tiles += (["r4"] if K <= 4 and N <= 4 else []) + (["splitk"] if K >= 128 else [])
         for tile in tiles:
             api._FORCE_TILE = tile
             stream = cuda.stream()
@@ -328,12 +338,12 @@ def library_shapes(cuda, repeats: int, rng) -> list[dict[str, Any]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", help="write the results as JSON here")
-    parser.add_argument("--only", help="comma-separated groups: f32,i32,f64,argmax,rows,shapes")
+    parser.add_argument("--only", help="comma-separated groups: f32,i32,f64,i64,argmax,rows,shapes")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--jobs", type=int, default=8, help="parallel NVRTC compiles")
     parser.add_argument("--compile-only", metavar="ARCH", help="compile for ARCH (e.g. sm_90), print registers, stop")
     args = parser.parse_args()
-    groups = set(args.only.split(",")) if args.only else {"f32", "i32", "f64", "argmax", "rows", "shapes"}
+    groups = set(args.only.split(",")) if args.only else {"f32", "i32", "f64", "i64", "argmax", "rows", "shapes"}
 
     if args.compile_only:
         arch = args.compile_only
@@ -367,7 +377,7 @@ def main() -> None:
     dev = cuda.get_current_device()
     results: dict[str, Any] = {"device": str(dev.name.decode() if isinstance(dev.name, bytes) else dev.name),
                                "arch": arch, "candidates": []}  # fmt: skip
-    for group in ("f32", "i32", "f64", "argmax", "rows"):
+    for group in ("f32", "i32", "f64", "i64", "argmax", "rows"):
         rows = [c for c in cands if c.group == group]
         if not rows:
             continue

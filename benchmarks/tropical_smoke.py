@@ -3,8 +3,9 @@
     python benchmarks/tropical_smoke.py --out tropical_smoke.json [--repeats 10] [--quick]
 
 Cases: f32 max-plus 4096^3 and 8192^3, i32 and f64 max-plus 4096^3, f32 max-plus
-with argmax 4096^3, a tall skinny (2^21 x 4) x (4 x 4) product and a batch of
-2^21 4x4x4 products. Compile time (first call) is reported apart from the timing.
+with argmax 4096^3, a tall skinny (2^21 x 4) x (4 x 4) product, a batch of
+2^21 4x4x4 products, and two split-K shapes (64 x 4096 x 64, argmax 256^3; the
+times include both launches and the host-side launch path). Compile time (first call) is reported apart from the timing.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def main() -> None:
         ("maxplus f32 argmax 4096^3", "maxplus", "float32", True, (None, 4096, 4096, 4096)),
         ("maxplus f32 (2^21 x 4) x (4 x 4)", "maxplus", "float32", False, (None, 2**21, 4, 4)),
         ("bmm maxplus f32 2^21 x (4x4x4)", "maxplus", "float32", False, (2**21, 4, 4, 4)),
+        ("maxplus f32 64 x 4096 x 64 (split-K)", "maxplus", "float32", False, (None, 64, 4096, 64)),
+        ("maxplus f32 argmax 256^3 (split-K)", "maxplus", "float32", True, (None, 256, 256, 256)),
     ]
     if args.quick:
         cases = [c for c in cases if "8192" not in c[0]]

@@ -98,13 +98,20 @@ def test_bmm_every_instantiation(semiring, dtype, argmax, tile):
     check(A[0], B, semiring, argmax, batched=True)  # broadcast A
 
 
+ROW_SHAPES = {
+    "r": [(1000, 4, 4), (133, 5, 7), (64, 8, 8), (37, 1, 3), (9, 0, 2)],
+    "r4": [(1000, 4, 4), (133, 3, 4), (64, 4, 1), (37, 1, 3), (9, 0, 2)],
+}
+
+
+@pytest.mark.parametrize("rows", ["r", "r4"])
 @pytest.mark.parametrize("argmax", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("semiring", SEMIRINGS)
-def test_row_kernels_every_layout_and_batch(semiring, dtype, argmax, monkeypatch):
-    monkeypatch.setattr(api, "_FORCE_TILE", "r")
+def test_row_kernels_every_layout_and_batch(semiring, dtype, argmax, rows, monkeypatch):
+    monkeypatch.setattr(api, "_FORCE_TILE", rows)
     rng = np.random.default_rng(13)
-    for M, K, N in [(1000, 4, 4), (133, 5, 7), (64, 8, 8), (37, 1, 3), (9, 0, 2)]:
+    for M, K, N in ROW_SHAPES[rows]:
         A, B = adversarial(rng, (M, K), dtype), adversarial(rng, (K, N), dtype)
         check(A, B, semiring, argmax)
         if K > 0:  # "tt": both operands strided views
@@ -116,7 +123,8 @@ def test_row_kernels_every_layout_and_batch(semiring, dtype, argmax, monkeypatch
         check(A3, B3, semiring, argmax, batched=True)
         check(A3, B3[0], semiring, argmax, batched=True)  # broadcast B
         check(A3[0], B3, semiring, argmax, batched=True)  # broadcast A
-    assert f"{semiring}_{api._DTYPE_CODE[np.dtype(dtype)]}{'_argmax' if argmax else ''}_r" in tropical.family.compiled()
+    name = f"{semiring}_{api._DTYPE_CODE[np.dtype(dtype)]}{'_argmax' if argmax else ''}_{rows}"
+    assert name in tropical.family.compiled()
 
 
 def test_tiny_products_pick_the_row_kernels():
@@ -125,7 +133,116 @@ def test_tiny_products_pick_the_row_kernels():
     check(A, B, "maxplus", False)
     A3, B3 = rng.standard_normal((2**14, 4, 4)), rng.standard_normal((2**14, 4, 4))
     check(A3, B3, "minplus", True, batched=True)
-    assert {"maxplus_f32_r", "minplus_f64_argmax_r"} <= set(tropical.family.compiled())
+    A, B = rng.standard_normal((5000, 6)).astype(np.float32), rng.standard_normal((6, 8)).astype(np.float32)
+    check(A, B, "maxmul", True)
+    assert {"maxplus_f32_r4", "minplus_f64_argmax_r4", "maxmul_f32_argmax_r"} <= set(tropical.family.compiled())
+
+
+# ------------------------------------------------------------------ split-K --
+@pytest.mark.parametrize("argmax", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_splitk_every_instantiation(semiring, dtype, argmax, monkeypatch):
+    """Ragged K slices (no dimension a multiple of a tile or of BK), batches, broadcasts, specials."""
+    monkeypatch.setattr(api, "_FORCE_TILE", "splitk")
+    rng = np.random.default_rng(15)
+    A, B = adversarial(rng, (70, 301), dtype), adversarial(rng, (301, 45), dtype)
+    assert api.split_k(api._DTYPE_CODE[np.dtype(dtype)], argmax, 1, 70, 45, 301)[0] >= 3
+    check(A, B, semiring, argmax)
+    A3, B3 = adversarial(rng, (3, 33, 203), dtype), adversarial(rng, (3, 203, 65), dtype)
+    check(A3, B3, semiring, argmax, batched=True)
+    check(A3, B3[0], semiring, argmax, batched=True)  # broadcast B
+    check(A3[0], B3, semiring, argmax, batched=True)  # broadcast A
+    if np.dtype(dtype).kind == "i":  # a block of huge values: that slice falls back to exact arithmetic
+        A[:, 150:] = adversarial(rng, (70, 151), dtype, huge=True)
+        check(A, B, semiring, argmax)
+    name = f"{semiring}_{api._DTYPE_CODE[np.dtype(dtype)]}{'_argmax' if argmax else ''}"
+    assert {f"{name}_splitk", f"reduce_{name}"} <= set(tropical.family.compiled())
+
+
+@pytest.mark.parametrize("layout", ["nt", "tn", "tt"])
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_splitk_transposed_views(dtype, layout, monkeypatch):
+    monkeypatch.setattr(api, "_FORCE_TILE", "splitk")
+    rng = np.random.default_rng(16)
+    A, B = adversarial(rng, (77, 517), dtype), adversarial(rng, (517, 51), dtype)
+    dA = transposed_view(A) if layout[0] == "t" else to_dev(A)
+    dB = transposed_view(B) if layout[1] == "t" else to_dev(B)
+    for semiring in SEMIRINGS:
+        C, Ix = tropical.matmul(dA, dB, semiring, argmax=True)
+        want = reference.matmul(A, B, semiring, argmax=True)
+        np.testing.assert_array_equal(C.copy_to_host(), want[0])
+        np.testing.assert_array_equal(Ix.copy_to_host(), want[1])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_splitk_ties_across_slices_pick_the_smallest_k(dtype):
+    """The maximum is attained in several slices (and several times in one): the first k wins."""
+    M, K, N = 64, 4096, 64  # choose_tile splits this one by itself
+    code = api._DTYPE_CODE[np.dtype(dtype)]
+    assert tropical.choose_tile(code, True, 1, M, N, K) == "splitk"
+    splits, kslice = api.split_k(code, True, 1, M, N, K)
+    assert splits >= 4
+    A = np.zeros((M, K), dtype)
+    B = np.zeros((K, N), dtype)
+    A[:, 3 * kslice + 5] = 7  # slice 3
+    A[:, kslice + 1] = 7  # slice 1: the winner
+    A[:, kslice + 9] = 7  # slice 1 again, later k
+    A[:10, kslice + 1] = 6  # rows 0..9: slice 1 now loses its first 7; k = kslice + 9 wins
+    for semiring in ("maxplus", "maxmul"):
+        check(A, B + 1, semiring, True)
+    C, Ix = run(A, B + 1, "maxplus", True)
+    assert (Ix[10:] == kslice + 1).all() and (Ix[:10] == kslice + 9).all()
+    assert (C == 8).all()
+    C, Ix = run(np.zeros((M, K), dtype), np.zeros((K, N), dtype), "minplus", True)  # every k ties: k = 0
+    assert (Ix == 0).all() and (C == 0).all()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_splitk_nan_and_infinities(dtype):
+    M, K, N = 50, 2000, 60
+    rng = np.random.default_rng(17)
+    A = rng.integers(-3, 4, (M, K)).astype(dtype)
+    B = rng.integers(-3, 4, (K, N)).astype(dtype)
+    A[:5] = -np.inf  # rows whose every product is the zero: C = -inf, argmax 0
+    A[5:10] = np.nan  # every product NaN: the zero again
+    A[10:15, 1500:] = np.inf  # +inf only in the last slices
+    B[:, :3] = np.inf
+    A[15:20, :] = -np.inf
+    A[15:20, 1999] = 1.0  # one finite product, the very last k
+    assert tropical.choose_tile("f32", True, 1, M, N, K) == "splitk"
+    for semiring in SEMIRINGS:
+        check(A, B, semiring, True)
+        check(A, B, semiring, False)
+
+
+@pytest.mark.parametrize("shape", [(64, 4096, 64), (256, 256, 256), (1, 5000, 1), (3000, 1024, 9)])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_splitk_shapes_the_library_picks(shape, dtype):
+    M, K, N = shape
+    rng = np.random.default_rng(18)
+    A, B = adversarial(rng, (M, K), dtype), adversarial(rng, (K, N), dtype)
+    assert tropical.choose_tile(api._DTYPE_CODE[np.dtype(dtype)], True, 1, M, N, K) == "splitk"
+    check(A, B, "maxplus", True)
+    check(A, B, "minplus", False)
+
+
+def test_splitk_workspace_is_reused_per_stream():
+    from numba import cuda
+
+    rng = np.random.default_rng(19)
+    A, B = to_dev(rng.standard_normal((64, 4096))), to_dev(rng.standard_normal((4096, 64)))
+    api._workspaces.clear()
+    s1, s2 = cuda.stream(), cuda.stream()
+    r1 = tropical.matmul(A, B, argmax=True, stream=s1)
+    r2 = tropical.matmul(A, B, argmax=True, stream=s2)
+    r3 = tropical.matmul(A, B, "minplus", stream=s1)
+    assert len(api._workspaces) == 2
+    want = reference.matmul(A.copy_to_host(), B.copy_to_host(), "maxplus", argmax=True)
+    for C, Ix in (r1, r2):
+        np.testing.assert_array_equal(C.copy_to_host(), want[0])
+        np.testing.assert_array_equal(Ix.copy_to_host(), want[1])
+    np.testing.assert_array_equal(r3.copy_to_host(), reference.matmul(A.copy_to_host(), B.copy_to_host(), "minplus"))
 
 
 @pytest.mark.parametrize("tile", ["", "s"], indirect=True)

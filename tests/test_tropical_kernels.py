@@ -21,15 +21,25 @@ SAMPLE_VARIANTS = [
     "maxplus_f32_r",
     "minplus_i64_argmax_r",
     "maxmul_f64_argmax_r",
+    "maxplus_f32_r4",
+    "minplus_i32_argmax_r4",
+    "maxplus_f32_splitk",
+    "minplus_f64_argmax_tn_splitk",
+    "maxmul_i32_argmax_tt_splitk",
+    "reduce_maxplus_f32",
+    "reduce_minplus_i64_argmax",
 ]
 
 
 def test_names_follow_the_scheme():
     names = make_family().names()
-    assert len(names) == len(set(names)) == 2 * 3 * 4 * 2 * 4 * 3 + 3 * 4 * 2 + 4  # tiles, rows, backward
+    # tiles (large, s, t) x {matmul, bmm}, split-K (one per layout, no bmm twin), rows (r, r4), reduce, backward
+    per_kernel = 3 * 4 * 2  # semirings x dtypes x argmax
+    assert len(names) == len(set(names)) == per_kernel * (3 * 4 * 2 + 4 + 2 + 1) + 4
     for name in ["maxplus_f32", "maxplus_f32_argmax", "maxplus_f32_nt", "bmm_maxplus_f32", "bmm_maxplus_f32_argmax",
                  "backward_a_f32", "backward_b_f64", "maxplus_f32_s", "maxmul_i64_r", *SAMPLE_VARIANTS]:  # fmt: skip
         assert name in names
+    assert not any(n.startswith("bmm_") and n.endswith("_splitk") for n in names)
     core = {s.name for s in core_specs()}
     assert len(core) == 48  # 12 plain + 12 argmax + 24 batched
     assert all(not n.endswith(("_nt", "_tn", "_tt", "_s", "_t")) for n in core)
@@ -47,6 +57,32 @@ def test_fragment_text_is_one_extern_c_kernel():
     assert code.count('extern "C" __global__') == 1
     assert "lk::gemm<lk::MINPLUS, lk::i64, true, true, false, lk::Tile<32, 32, 8, 2, 2>>" in code
     assert signature == fragments.BMM_SIGNATURE
+
+
+def test_default_tiles_are_the_sweep_winners():
+    big = {d: fragments.tile_shape("", d) for d in fragments.DTYPES}
+    assert big["f32"] == fragments.TileShape(128, 128, 16, 8, 8, 1)
+    assert big["i32"] == fragments.TileShape(128, 128, 16, 8, 8, 2, 8)
+    assert big["f64"] == big["i64"] == fragments.TileShape(64, 64, 16, 4, 4, 2)
+    assert {fragments.tile_shape("", d, True) for d in fragments.DTYPES} == {fragments.TileShape(64, 64, 8, 4, 4, 2)}
+    frags = fragments.all_fragments()
+    assert "__launch_bounds__(256, 1) maxplus_f32(" in frags["maxplus_f32"][0]
+    assert "lk::Tile<128, 128, 16, 8, 8, 8>" in frags["bmm_minplus_i32_nt"][0]
+    assert "lk::Tile<64, 64, 16, 4, 4>" in frags["maxmul_i64"][0]
+    assert "lk::rows<lk::MAXPLUS, float, false, 4>" in frags["maxplus_f32_r4"][0]
+    assert "lk::rows<lk::MAXPLUS, float, false, 8>" in frags["maxplus_f32_r"][0]
+
+
+def test_splitk_and_reduce_fragments():
+    frags = fragments.all_fragments()
+    code, signature = frags["minplus_f64_argmax_tn_splitk"]
+    assert signature == fragments.SPLITK_SIGNATURE
+    assert "lk::gemm<lk::MINPLUS, double, true, true, false, lk::Tile<64, 64, 8, 4, 4>, true>" in code
+    assert "splits, kslice);" in code
+    code, signature = frags["reduce_maxmul_i64_argmax"]
+    assert signature == fragments.REDUCE_SIGNATURE
+    assert "lk::reduce_slices<lk::MAXMUL, lk::i64, true>" in code
+    assert fragments.tile_shape("splitk", "f32").bk % 4 == 0  # slices stay 16-byte aligned
 
 
 def test_creating_a_family_compiles_nothing(cache):

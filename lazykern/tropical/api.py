@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -20,10 +20,12 @@ from ._family import family
 from .fragments import (
     BACKWARD_THREADS,
     NUMPY_DTYPES,
-    ROWS_MAX,
+    REDUCE_THREADS,
+    ROWS_KMAX,
     ROWS_THREADS,
     GemmSpec,
     backward_name,
+    reduce_name,
     rows_name,
     tile_shape,
 )
@@ -33,15 +35,40 @@ log = logging.getLogger("lazykern")
 _DTYPE_CODE = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
 _INT32_MAX = 2**31 - 1
 _MAX_GRID_Y = 65535
-# Shape classes: "r" for K, N <= 8 (one thread per output row), "t" for tall outputs
-# with N <= 16, "s" when the large tile would leave most of the GPU idle (fewer
-# blocks than about half an H100's 132 SMs).
+# Shape classes: "r4" / "r" for K, N <= 4 / 8 (one thread per output row), "t" for
+# tall outputs with N <= 16, "splitk" for long K with few output tiles, "s" when
+# the large tile would leave most of the GPU idle (fewer blocks than about half
+# an H100's 132 SMs).
 _SMALL_BLOCKS = 66
+_SMS = 132
+# split-K: split when the 64x64 split tiles give fewer than 2 blocks per SM (2 fit
+# per SM), into slices of at least _SPLIT_MIN_K, aiming at 4 blocks per SM.
+_SPLIT_MAX_BLOCKS = 2 * _SMS
+_SPLIT_TARGET_BLOCKS = 4 * _SMS
+_SPLIT_MIN_K = 64
 _ROWS_MAX_BLOCKS = 132 * 64  # grid-stride beyond this: enough blocks to fill any current GPU
+_REDUCE_MAX_BLOCKS = 132 * 32
+_WORKSPACES_KEPT = 8  # split-K workspaces cached per (device, stream)
 _PLAN_CACHE_SIZE = 4096
-_plans: dict[tuple, tuple[str, tuple[int, int], int]] = {}
-_FORCE_TILE: str | None = None  # tests pin a tile variant ("", "s", "t", "r") to cover each on small shapes
+
+
+class _Plan(NamedTuple):
+    """How one product launches: kind "gemm", "rows" or "splitk" (then a reduce launch too)."""
+
+    kind: str
+    name: str
+    grid: tuple[int, int]
+    threads: int
+    splits: int = 1
+    kslice: int = 0
+    reduce: str = ""
+    reduce_blocks: int = 0
+
+
+_plans: dict[tuple, _Plan] = {}
+_FORCE_TILE: str | None = None  # tests pin a tile variant ("", "s", "t", "r", "r4", "splitk") on small shapes
 _kernels: dict[tuple[str, int], Any] = {}
+_workspaces: dict[tuple[int, int], Any] = {}
 
 
 # ------------------------------------------------------------------ public --
@@ -287,17 +314,46 @@ def _product(A, B, semiring, argmax, out, stream, copy, *, batched: bool):
         return (C, Ix) if argmax else C
     c_ptr = c_op.ptr if c_op is not None else _arrays.as_operand(C, "out").ptr
     i_ptr = (i_op.ptr if i_op is not None else _arrays.as_operand(Ix, "out").ptr) if argmax else 0
-    name, grid, threads = _plan(semiring, a.dtype, argmax, la[0] + lb[0], batch, M, N, K, batched)
-    if name.endswith("_r"):
-        (ars, acs), (brs, bcs) = _element_strides(la), _element_strides(lb)
-        args = [a.ptr, b.ptr, c_ptr, i_ptr, M, N, K, ars, acs, brs, bcs, N, batch, la[2], lb[2], M * N]
-    else:
-        args = [a.ptr, b.ptr, c_ptr, i_ptr, M, N, K, la[1], lb[1], N]
-        if batched:
-            args += [batch, la[2], lb[2], M * N]
+    plan = _plan(semiring, a.dtype, argmax, la[0] + lb[0], batch, M, N, K, batched)
     with _on_device(device):
-        _kernel(name, device)[grid, (threads,), handle](*args)
+        if plan.kind == "rows":
+            (ars, acs), (brs, bcs) = _element_strides(la), _element_strides(lb)
+            args = [a.ptr, b.ptr, c_ptr, i_ptr, M, N, K, ars, acs, brs, bcs, N, batch, la[2], lb[2], M * N]
+        elif plan.kind == "splitk":
+            w_ptr, iw_ptr = _workspace(device, handle, batch * plan.splits * M * N, a.dtype.itemsize, argmax)
+            args = [a.ptr, b.ptr, w_ptr, iw_ptr, M, N, K, la[1], lb[1], N, batch, la[2], lb[2], M * N]
+            args += [plan.splits, plan.kslice]
+        else:
+            args = [a.ptr, b.ptr, c_ptr, i_ptr, M, N, K, la[1], lb[1], N]
+            if batched:
+                args += [batch, la[2], lb[2], M * N]
+        _kernel(plan.name, device)[plan.grid, (plan.threads,), handle](*args)
+        if plan.kind == "splitk":
+            reduce_args = (w_ptr, iw_ptr, c_ptr, i_ptr, M * N, batch, plan.splits, plan.kslice)
+            _kernel(plan.reduce, device)[(plan.reduce_blocks,), (REDUCE_THREADS,), handle](*reduce_args)
     return (C, Ix) if argmax else C
+
+
+def _workspace(device: int, stream: int, n: int, itemsize: int, argmax: bool) -> tuple[int, int]:
+    """(values, argmax) pointers into a split-K workspace of ``n`` partial results.
+
+    One grow-only buffer per (device, stream): work on one stream runs in order, so
+    the next product on that stream may reuse it at once. Split-K only runs when the
+    output has few tiles, which bounds the buffer (about 2M partial results).
+    """
+    values = -(-n * itemsize // 256) * 256
+    need = values + (4 * n if argmax else 0)
+    key = (device, stream)
+    buf = _workspaces.pop(key, None)
+    if buf is None or buf.size < need:
+        from numba import cuda
+
+        buf = cuda.device_array(max(need, 1 << 20), np.uint8)
+    _workspaces[key] = buf  # most recently used last
+    while len(_workspaces) > _WORKSPACES_KEPT:
+        _workspaces.pop(next(iter(_workspaces)))
+    ptr = int(buf.device_ctypes_pointer.value)
+    return ptr, (ptr + values if argmax else 0)
 
 
 def _element_strides(lay: tuple[str, int, int]) -> tuple[int, int]:
@@ -324,31 +380,70 @@ def _plan(semiring: str, dtype: np.dtype, argmax: bool, layout: str, batch: int,
     key = (semiring, dtype, argmax, layout, batch, M, N, K, batched, _FORCE_TILE)
     plan = _plans.get(key)
     if plan is None:
-        code = _DTYPE_CODE[dtype]
-        tile = choose_tile(code, argmax, batch, M, N, K) if _FORCE_TILE is None else _FORCE_TILE
-        if tile == "r":
-            if K > ROWS_MAX or N > ROWS_MAX:
-                raise ValueError(f"the row kernels need K, N <= {ROWS_MAX}, got K={K}, N={N}")
-            blocks = min(-(-batch * M // ROWS_THREADS), _ROWS_MAX_BLOCKS)
-            plan = (rows_name(semiring, code, argmax), (blocks, 1), ROWS_THREADS)
-        else:
-            spec = GemmSpec(semiring, code, argmax, layout, tile, batched)
-            shape = spec.shape
-            blocks = -(-M // shape.bm) * -(-N // shape.bn)
-            if blocks > _INT32_MAX:
-                raise ValueError(f"output {M}x{N} needs {blocks} blocks, more than a CUDA grid holds")
-            plan = (spec.name, (blocks, min(batch, _MAX_GRID_Y)), shape.threads)
+        plan = _make_plan(semiring, _DTYPE_CODE[dtype], argmax, layout, batch, M, N, K, batched)
         if len(_plans) >= _PLAN_CACHE_SIZE:
             _plans.clear()
         _plans[key] = plan
     return plan
 
 
+def _make_plan(semiring: str, code: str, argmax: bool, layout: str, batch: int, M: int, N: int, K: int,
+               batched: bool) -> _Plan:  # fmt: skip
+    tile = choose_tile(code, argmax, batch, M, N, K) if _FORCE_TILE is None else _FORCE_TILE
+    if tile == "splitk" and K == 0:
+        tile = "s"  # nothing to split: the plain kernel writes the zero (argmax -1)
+    if tile in ROWS_KMAX:
+        kmax = ROWS_KMAX[tile]
+        if K > kmax or N > kmax:
+            raise ValueError(f"the row kernels '{tile}' need K, N <= {kmax}, got K={K}, N={N}")
+        blocks = min(-(-batch * M // ROWS_THREADS), _ROWS_MAX_BLOCKS)
+        return _Plan("rows", rows_name(semiring, code, argmax, tile), (blocks, 1), ROWS_THREADS)
+    spec = GemmSpec(semiring, code, argmax, layout, tile, batched and tile != "splitk")
+    shape = spec.shape
+    blocks = -(-M // shape.bm) * -(-N // shape.bn)
+    if blocks > _INT32_MAX:
+        raise ValueError(f"output {M}x{N} needs {blocks} blocks, more than a CUDA grid holds")
+    if tile != "splitk":
+        return _Plan("gemm", spec.name, (blocks, min(batch, _MAX_GRID_Y)), shape.threads)
+    splits, kslice = split_k(code, argmax, batch, M, N, K)
+    reduce_blocks = max(1, min(-(-batch * M * N // REDUCE_THREADS), _REDUCE_MAX_BLOCKS))
+    return _Plan("splitk", spec.name, (blocks, min(batch * splits, _MAX_GRID_Y)), shape.threads, splits, kslice,
+                 reduce_name(semiring, code, argmax), reduce_blocks)  # fmt: skip
+
+
+def split_k(dtype: str, argmax: bool, batch: int, M: int, N: int, K: int) -> tuple[int, int]:
+    """(splits, kslice) for a split-K product: about 4 blocks per SM, slices of at least
+    64 k (a multiple of the tile's BK, which keeps vector loads aligned), none empty.
+    (1, K rounded up) when K is too short to split."""
+    bk = tile_shape("splitk", dtype, argmax).bk
+    blocks = batch * -(-M // 64) * -(-N // 64)
+    want = min(-(-_SPLIT_TARGET_BLOCKS // max(blocks, 1)), max(K // _SPLIT_MIN_K, 1))
+    kslice = -(-K // max(want, 1))
+    kslice = max(-(-kslice // bk) * bk, bk)
+    return -(-K // kslice), kslice
+
+
 def choose_tile(dtype: str, argmax: bool, batch: int, M: int, N: int, K: int | None = None) -> str:
-    """Tile variant for a shape class: "r" (K, N <= 8: one thread per row; needs K),
-    "t" (N <= 16, tall), "s" (small), "" (large)."""
-    if K is not None and K <= ROWS_MAX and N <= ROWS_MAX:
+    """Tile variant for a shape class (needs K for "r4", "r" and "splitk"):
+
+    * "r4" / "r": K, N <= 4 / 8, one thread per output row;
+    * "splitk": the 64x64 tiles of the output give fewer than 2 blocks per SM and K
+      splits into at least 2 slices of 64 (64 x 4096 x 64, 256^3, 4096 x 1024 x 16);
+    * "t": N <= 16, tall;
+    * "s": small (the large tile would be mostly padding or leave most SMs idle);
+    * "": large.
+    """
+    if K is not None and K <= ROWS_KMAX["r4"] and N <= ROWS_KMAX["r4"]:
+        return "r4"
+    if K is not None and K <= ROWS_KMAX["r"] and N <= ROWS_KMAX["r"]:
         return "r"
+    if (
+        K is not None
+        and K >= 2 * _SPLIT_MIN_K
+        and batch * -(-M // 64) * -(-N // 64) < _SPLIT_MAX_BLOCKS
+        and split_k(dtype, argmax, batch, M, N, K)[0] >= 2
+    ):
+        return "splitk"
     if N <= 16 and M > 32:
         return "t"
     big = tile_shape("", dtype, argmax)

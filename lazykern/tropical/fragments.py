@@ -14,13 +14,24 @@ Naming scheme (stable: the CLI warms by these names and the cache is keyed by th
 
 Products with K and N at most ``ROWS_MAX`` (8) use one thread per output row::
 
-    {semiring}_{dtype}[_argmax]_r
+    {semiring}_{dtype}[_argmax]_r      (K, N <= 8)
+    {semiring}_{dtype}[_argmax]_r4     (K, N <= 4: fewer registers, more rows in flight)
 
-It takes element strides at run time, so one kernel serves every layout and both
+They take element strides at run time, so one kernel serves every layout and both
 ``matmul`` and ``bmm`` (no ``bmm_`` or layout variants).
 
+Tall-K products with few output tiles (64 x 4096 x 64, 256^3) split K::
+
+    {semiring}_{dtype}[_argmax][_{layout}]_splitk
+    reduce_{semiring}_{dtype}[_argmax]
+
+The ``splitk`` kernel (a 64x64 tile, batched signature plus ``splits, kslice``)
+writes one partial product per K slice into a workspace; ``reduce`` folds the
+slices (argmax: the first slice that attains the result). Both serve ``matmul``
+and ``bmm``.
+
 Examples: ``maxplus_f32``, ``maxplus_f32_argmax``, ``maxplus_f32_nt``,
-``bmm_minplus_i32_argmax_tn_s``, ``maxplus_f32_r``, ``backward_a_f32``.
+``bmm_minplus_i32_argmax_tn_s``, ``maxplus_f32_r``, ``maxplus_f32_splitk``, ``backward_a_f32``.
 """
 
 from __future__ import annotations
@@ -34,7 +45,6 @@ DTYPES = {"f32": "float", "f64": "double", "i32": "int", "i64": "lk::i64"}
 NUMPY_DTYPES = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64"}
 GRAD_DTYPES = ("f32", "f64")
 LAYOUTS = ("nn", "nt", "tn", "tt")
-TILES = ("", "s", "t")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,28 +68,34 @@ class TileShape:
         return f"lk::Tile<{self.bm}, {self.bn}, {self.bk}, {self.tm}, {self.tn}{group}>"
 
 
-# (tile, bytes per element, argmax) -> shape. 32-bit: 128x128 blocks with 8x8
-# accumulators per thread; argmax keeps an index per accumulator, so its tiles
-# are half as wide (no spills). 64-bit values take two registers each.
-_TILES = {
-    ("", 4, False): TileShape(128, 128, 8, 8, 8),
-    ("", 4, True): TileShape(128, 64, 8, 8, 4),
-    ("", 8, False): TileShape(128, 64, 8, 8, 4),
-    ("", 8, True): TileShape(64, 64, 8, 4, 4),
-    ("s", 4, False): TileShape(32, 32, 8, 2, 2),
-    ("s", 4, True): TileShape(32, 32, 8, 2, 2),
-    ("s", 8, False): TileShape(32, 32, 8, 2, 2),
-    ("s", 8, True): TileShape(32, 32, 8, 2, 2),
-    ("t", 4, False): TileShape(128, 16, 4, 4, 2),
-    ("t", 4, True): TileShape(128, 16, 4, 4, 2),
-    ("t", 8, False): TileShape(128, 16, 4, 4, 2),
-    ("t", 8, True): TileShape(128, 16, 4, 4, 2),
+# (tile, dtype, argmax) -> shape; "" is the large tile, measured on an H100
+# (benchmarks/tile_sweep.py, 4096^3 max-plus):
+#   f32 128x128x16 8x8, 1 block/SM (213 registers, no spills): 12.25 T MAC/s.
+#   i32 the same with 2 blocks/SM and groups of 8 block rows: 12.57 (a few spills,
+#       outside the fast inner loop; 1 block/SM gave 9.67).
+#   f64 (and i64 by analogy) 64x64x16 4x4, 2 blocks/SM: 4.64 (128x64x8: 2.50).
+#   argmax (every dtype) 64x64x8 4x4, 2 blocks/SM: 7.04 for f32 (128x64x8: 4.64).
+_LARGE = {
+    "f32": TileShape(128, 128, 16, 8, 8, 1),
+    "i32": TileShape(128, 128, 16, 8, 8, 2, 8),
+    "f64": TileShape(64, 64, 16, 4, 4, 2),
+    "i64": TileShape(64, 64, 16, 4, 4, 2),
 }
+_LARGE_ARGMAX = TileShape(64, 64, 8, 4, 4, 2)
+_SMALL = TileShape(32, 32, 8, 2, 2)
+_TALL = TileShape(128, 16, 4, 4, 2)
+# split-K: 64x64 output tiles (a 64-row or 64-column output wastes no block), 2 blocks/SM.
+SPLITK_TILES = {False: TileShape(64, 64, 16, 4, 4, 2), True: TileShape(64, 64, 8, 4, 4, 2)}
+TILES = ("", "s", "t", "splitk")
 
 GEMM_SIGNATURE = ("ptr", "ptr", "ptr", "ptr", "int32", "int32", "int32", "int64", "int64", "int64")
 BMM_SIGNATURE = GEMM_SIGNATURE + ("int32", "int64", "int64", "int64")
+SPLITK_SIGNATURE = BMM_SIGNATURE + ("int32", "int32")
+REDUCE_SIGNATURE = ("ptr", "ptr", "ptr", "ptr", "int64", "int32", "int32", "int32")
+REDUCE_THREADS = 256
 ROWS_SIGNATURE = ("ptr", "ptr", "ptr", "ptr", "int32", "int32", "int32") + ("int64",) * 5 + ("int32",) + ("int64",) * 3
 ROWS_MAX = 8  # K and N bound of the row kernels
+ROWS_KMAX = {"r": 8, "r4": 4}  # row tile -> KMAX (K, N bound); KMAX 4 uses 40 registers instead of 56
 ROWS_THREADS = 256
 BACKWARD_SIGNATURE = ("ptr", "ptr", "ptr", "int32", "int32", "int32", "int32", "int64")
 BACKWARD_THREADS = 256
@@ -114,19 +130,17 @@ class GemmSpec:
 
     @property
     def signature(self) -> tuple[str, ...]:
+        if self.tile == "splitk":
+            return SPLITK_SIGNATURE
         return BMM_SIGNATURE if self.batched else GEMM_SIGNATURE
 
 
-# f32 fits 128 registers (2 blocks per SM) with a few spills outside the inner loop;
-# i32 keeps both the fast and the exact pass and would spill more, so it stays at 1.
-_TWO_BLOCKS = {("", "f32", False)}
-
-
 def tile_shape(tile: str, dtype: str, argmax: bool = False) -> TileShape:
-    shape = _TILES[(tile, 8 if dtype in ("f64", "i64") else 4, bool(argmax))]
-    if (tile, dtype, bool(argmax)) in _TWO_BLOCKS:
-        shape = dataclasses.replace(shape, min_blocks=2)
-    return shape
+    if tile == "":
+        return _LARGE_ARGMAX if argmax else _LARGE[dtype]
+    if tile == "splitk":
+        return SPLITK_TILES[bool(argmax)]
+    return {"s": _SMALL, "t": _TALL}[tile]
 
 
 def gemm_code(spec: GemmSpec, shape: TileShape | None = None, name: str | None = None) -> str:
@@ -140,27 +154,52 @@ def gemm_code(spec: GemmSpec, shape: TileShape | None = None, name: str | None =
         f"const {t}* __restrict__ A, const {t}* __restrict__ B, {t}* __restrict__ C, int* __restrict__ I, "
         "int M, int N, int K, long long lda, long long ldb, long long ldc"
     )
-    if spec.batched:
+    split = spec.tile == "splitk"
+    if spec.batched or split:
         params += ", int batch, long long sA, long long sB, long long sC"
         tail = "batch, sA, sB, sC"
     else:
         tail = "1, 0, 0, 0"
+    if split:
+        params += ", int splits, int kslice"
+        tail += ", splits, kslice"
+    targs = f"{SEMIRING_ID[spec.semiring]}, {t}, {arg}, {ta}, {tb}, {shape.template_args()}"
     return (
         f'extern "C" __global__ void __launch_bounds__({shape.threads}, {shape.min_blocks}) '
         f"{name or spec.name}({params}) {{\n"
-        f"    lk::gemm<{SEMIRING_ID[spec.semiring]}, {t}, {arg}, {ta}, {tb}, {shape.template_args()}>(\n"
+        f"    lk::gemm<{targs}{', true' if split else ''}>(\n"
         f"        A, B, C, I, lk::Dims{{M, N, K, lda, ldb, ldc}}, {tail});\n"
         "}\n"
     )
 
 
-def rows_name(semiring: str, dtype: str, argmax: bool) -> str:
-    return f"{semiring}_{dtype}{'_argmax' if argmax else ''}_r"
+def reduce_name(semiring: str, dtype: str, argmax: bool) -> str:
+    return f"reduce_{semiring}_{dtype}{'_argmax' if argmax else ''}"
 
 
-def rows_code(semiring: str, dtype: str, argmax: bool, kmax: int = ROWS_MAX, name: str | None = None) -> str:
+def reduce_code(semiring: str, dtype: str, argmax: bool) -> str:
     t = DTYPES[dtype]
-    name = name or rows_name(semiring, dtype, argmax)
+    return (
+        f'extern "C" __global__ void __launch_bounds__({REDUCE_THREADS}) {reduce_name(semiring, dtype, argmax)}(\n'
+        f"    const {t}* __restrict__ W, const int* __restrict__ IW, {t}* __restrict__ C, int* __restrict__ I,\n"
+        "    long long mn, int batch, int splits, int kslice) {\n"
+        f"    lk::reduce_slices<{SEMIRING_ID[semiring]}, {t}, {'true' if argmax else 'false'}>(\n"
+        "        W, IW, C, I, mn, batch, splits, kslice);\n"
+        "}\n"
+    )
+
+
+def rows_name(semiring: str, dtype: str, argmax: bool, tile: str = "r") -> str:
+    return f"{semiring}_{dtype}{'_argmax' if argmax else ''}_{tile}"
+
+
+def rows_code(
+    semiring: str, dtype: str, argmax: bool, kmax: int = ROWS_MAX, name: str | None = None, tile: str = "r"
+) -> str:
+    """A row kernel; ``tile`` ("r" or "r4") names it and sets KMAX unless ``kmax`` and ``name`` are given."""
+    t = DTYPES[dtype]
+    if name is None:
+        name, kmax = rows_name(semiring, dtype, argmax, tile), ROWS_KMAX[tile]
     return (
         f'extern "C" __global__ void __launch_bounds__({ROWS_THREADS}) {name}(\n'
         f"    const {t}* __restrict__ A, const {t}* __restrict__ B, {t}* __restrict__ C, int* __restrict__ I,\n"
@@ -191,7 +230,8 @@ def backward_code(which: str, dtype: str) -> str:
 def all_specs() -> list[GemmSpec]:
     """Every forward instantiation, core ones (nn layout, large tile) first."""
     combos = itertools.product(TILES, LAYOUTS, (False, True), (False, True), SEMIRINGS, DTYPES)
-    return [GemmSpec(s, d, a, lay, tile, bat) for tile, lay, bat, a, s, d in combos]
+    # A split-K kernel always takes batch arguments: one serves matmul and bmm (no bmm_ twin).
+    return [GemmSpec(s, d, a, lay, tile, bat) for tile, lay, bat, a, s, d in combos if not (bat and tile == "splitk")]
 
 
 def core_specs() -> list[GemmSpec]:
@@ -213,7 +253,10 @@ def all_fragments() -> dict[str, tuple[str, tuple[str, ...]]]:
     for spec in all_specs():
         out[spec.name] = (gemm_code(spec), spec.signature)
     for semiring, dtype, argmax in itertools.product(SEMIRINGS, DTYPES, (False, True)):
-        out[rows_name(semiring, dtype, argmax)] = (rows_code(semiring, dtype, argmax), ROWS_SIGNATURE)
+        for tile in ROWS_KMAX:
+            out[rows_name(semiring, dtype, argmax, tile)] = (rows_code(semiring, dtype, argmax, tile=tile),
+                                                             ROWS_SIGNATURE)  # fmt: skip
+        out[reduce_name(semiring, dtype, argmax)] = (reduce_code(semiring, dtype, argmax), REDUCE_SIGNATURE)
     for dtype in GRAD_DTYPES:
         for which in ("a", "b"):
             out[backward_name(which, dtype)] = (backward_code(which, dtype), BACKWARD_SIGNATURE)

@@ -17,8 +17,15 @@
 // LK_ARG_TILED (default 1): float argmax keeps a per-BK-tile maximum with the
 // plain max (2 instructions per product instead of 4), remembers which K tile
 // won, and finds the winning k inside that tile once, at the end.
+// LK_ARG_INPLACE (default 1): the tile's products go straight into the
+// accumulator, and the accumulator at the tile's start is kept to see whether
+// the tile beat it (in unrolled code that copy is a register rename): 2 extra
+// instructions per accumulator and K tile instead of 4 (reset, compare, 2 selects).
 #ifndef LK_ARG_TILED
 #define LK_ARG_TILED 1
+#endif
+#ifndef LK_ARG_INPLACE
+#define LK_ARG_INPLACE 1
 #endif
 
 namespace lk {
@@ -346,12 +353,13 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
         if (more) ok = load((t + 1) * BK);
         const T* As = sm.a[buf];
         const T* Bs = sm.b[buf];
-        T tm[TM][TN];  // TILED: this tile's best product
+        constexpr bool INPLACE = TILED && LK_ARG_INPLACE != 0;
+        T tm[TM][TN];  // TILED: this tile's best product (INPLACE: the accumulator before the tile)
         if (TILED) {
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
-                for (int j = 0; j < TN; ++j) tm[i][j] = R::zero();
+                for (int j = 0; j < TN; ++j) tm[i][j] = INPLACE ? acc[i][j] : R::zero();
         }
 #pragma unroll(R::unroll_k ? BK : 1)
         for (int kk = 0; kk < BK; ++kk) {
@@ -362,12 +370,12 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
 #pragma unroll
             for (int j = 0; j < TN; j += Cfg::VN)
                 VecIO<T, Cfg::VN>::load(b + j, Bs + kk * SB + (j / Cfg::VN) * Cfg::SN + tx * Cfg::VN);
-            if (TILED) {
+            if (TILED && !INPLACE) {
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
 #pragma unroll
                     for (int j = 0; j < TN; ++j) tm[i][j] = R::comb(tm[i][j], R::mul(a[i], b[j]));
-            } else if (ARG) {
+            } else if (ARG && !TILED) {
                 const int k = t * BK + kk;
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
@@ -385,7 +393,14 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
                     for (int j = 0; j < TN; ++j) acc[i][j] = R::comb(acc[i][j], R::mul(a[i], b[j]));
             }
         }
-        if (TILED) {
+        if (INPLACE) {
+            // comb never lets a NaN in and keeps the accumulator when nothing is
+            // better, so "changed" is "some product of this tile beat it" (strictly).
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) idx[i][j] = R::better(acc[i][j], tm[i][j]) ? t : idx[i][j];
+        } else if (TILED) {
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -461,9 +476,14 @@ __device__ __forceinline__ void fix_argmax(const T* __restrict__ A, const T* __r
     }
 }
 
-template <int S, typename T, bool ARG, bool TA, bool TB, class Cfg>
+// SPLIT (split-K): grid.y walks batch x splits slices; slice s of batch entry b
+// covers k in [s * kslice, min(K, (s + 1) * kslice)) and writes its partial
+// result (and slice-local argmax) to C + (b * splits + s) * sC, a workspace
+// that lk::reduce_slices folds. kslice is a multiple of BK (vector alignment).
+template <int S, typename T, bool ARG, bool TA, bool TB, class Cfg, bool SPLIT = false>
 __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
-                                     int* __restrict__ I, Dims d, int batch, i64 sA, i64 sB, i64 sC) {
+                                     int* __restrict__ I, Dims d, int batch, i64 sA, i64 sB, i64 sC,
+                                     int splits = 1, int kslice = 0) {
     typedef Rings<S, T> Rs;
     constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN, NT = Cfg::NT;
     __shared__ __align__(16) Smem<T, Cfg> sm;
@@ -483,14 +503,23 @@ __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restric
     const bool vecC = vec_ok<T, Cfg::VN>(C, d.ldc, sC);
     const bool vecI = vec_ok<int, Cfg::VN>(I, d.ldc, sC);
 
-    for (int b = blockIdx.y; b < batch; b += gridDim.y) {
+    const int nz = SPLIT ? batch * splits : batch;
+    for (int z = blockIdx.y; z < nz; z += gridDim.y) {
+        const int b = SPLIT ? z / splits : z;
         const T* Ab = A + (i64)b * sA;
         const T* Bb = B + (i64)b * sB;
+        Dims dz = d;
+        if (SPLIT) {
+            const int k0 = (z - b * splits) * kslice;
+            dz.K = min(kslice, d.K - k0);
+            Ab += TA ? (i64)k0 * d.lda : (i64)k0;
+            Bb += TB ? (i64)k0 : (i64)k0 * d.ldb;
+        }
         T acc[TM][TN];
         int idx[TM][TN];
         bool fast_done = false;
         if (Rs::has_fast) {
-            fast_done = mainloop<typename Rs::fast, T, Cfg, ARG, TA, TB>(Ab, Bb, d, m0, n0, vecA, vecB, acc, idx, sm);
+            fast_done = mainloop<typename Rs::fast, T, Cfg, ARG, TA, TB>(Ab, Bb, dz, m0, n0, vecA, vecB, acc, idx, sm);
             if (fast_done) {
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
@@ -500,10 +529,10 @@ __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restric
         }
         // A fast pass that gave up did so at a barrier every thread had passed after its last
         // shared-memory read, so the exact pass may refill the tiles at once.
-        if (!fast_done) mainloop<typename Rs::exact, T, Cfg, ARG, TA, TB>(Ab, Bb, d, m0, n0, vecA, vecB, acc, idx, sm);
+        if (!fast_done) mainloop<typename Rs::exact, T, Cfg, ARG, TA, TB>(Ab, Bb, dz, m0, n0, vecA, vecB, acc, idx, sm);
 
-        T* Cb = C + (i64)b * sC;
-        int* Ib = ARG ? I + (i64)b * sC : I;
+        T* Cb = C + (i64)z * sC;
+        int* Ib = ARG ? I + (i64)z * sC : I;
 #pragma unroll
         for (int i = 0; i < TM; ++i) {
             const int gm = m0 + out_row<Cfg>(i, ty);
@@ -531,7 +560,38 @@ __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restric
                 }
             }
         }
-        if (ARG && Rs::exact::tile_arg) fix_argmax<typename Rs::exact, T, Cfg, TA, TB>(Ab, Bb, Cb, Ib, d, m0, n0);
+        if (ARG && Rs::exact::tile_arg) fix_argmax<typename Rs::exact, T, Cfg, TA, TB>(Ab, Bb, Cb, Ib, dz, m0, n0);
+    }
+}
+
+// Split-K reduction: C[b, i, j] = the semiring sum over the splits slices of
+// W[b * splits + s, i, j]. With argmax, the first slice (slices are in k order)
+// whose value strictly beats every earlier one wins, and its slice-local index
+// is shifted by s * kslice: the smallest k overall, as in one pass. A slice
+// whose best equals the zero never wins, so nothing beating the zero gives 0.
+template <int S, typename T, bool ARG>
+__device__ __forceinline__ void reduce_slices(const T* __restrict__ W, const int* __restrict__ IW, T* __restrict__ C,
+                                              int* __restrict__ I, i64 mn, int batch, int splits, int kslice) {
+    typedef typename Rings<S, T>::exact R;
+    const i64 total = (i64)batch * mn;
+    for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (i64)gridDim.x * blockDim.x) {
+        const i64 b = t / mn;
+        const i64 base = b * splits * mn + (t - b * mn);
+        T best = R::zero();
+        int bi = 0;
+        for (int s = 0; s < splits; ++s) {
+            const T v = W[base + s * mn];
+            if (ARG) {
+                if (R::better(v, best)) {
+                    best = v;
+                    bi = s * kslice + IW[base + s * mn];
+                }
+            } else {
+                best = R::comb(best, v);
+            }
+        }
+        C[t] = best;
+        if (ARG) I[t] = bi;
     }
 }
 
