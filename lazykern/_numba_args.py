@@ -238,7 +238,7 @@ def _pack_expr(expr: str, p: dict[str, Any]) -> list[str]:
             "0",
             f"{expr}.size",
             str(int(p["itemsize"])),
-            f"int({expr}.gpu_data.device_pointer)",
+            f"({expr}.device_ctypes_pointer.value or 0)",  # 0.08 us; int(gpu_data.device_pointer) 0.19 us
             f"*{expr}.shape",
             f"*{expr}.strides",
         ]

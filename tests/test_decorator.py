@@ -284,8 +284,8 @@ def test_packer_expands_arrays_like_numba():
     class FakeDevArray:
         size, shape, strides = 6, (2, 3), (24, 8)
 
-        class gpu_data:
-            device_pointer = 0xABC0
+        class device_ctypes_pointer:  # as Numba's DeviceNDArray: a ctypes pointer with .value
+            value = 0xABC0
 
     plan = na.plan_for(
         (types.float32, types.float64[:, ::1], types.complex64, types.UniTuple(types.int16, 2), types.boolean)
@@ -487,3 +487,30 @@ def test_gpu_wrong_arguments_raise_launch_errors(cache):
 
 def test_int32_signature_types():
     assert normalize_signature((int32, float32[:])) == (int32, float32[:])
+
+
+def test_parameter_block_matches_the_packed_values():
+    """The struct-packed block handed to cuLaunchKernel holds exactly the packer's values, C-aligned."""
+    import struct
+
+    from numba.core import types
+
+    from lazykern import _numba_args as na
+
+    class FakeDevArray:
+        size, shape, strides = 6, (2, 3), (24, 8)
+
+        class device_ctypes_pointer:
+            value = 0xABC0
+
+    plan = na.plan_for((types.int32, types.float64[:, ::1], types.float32, types.boolean, types.int64))
+    size, fill = na.make_buffer_filler(plan)
+    import ctypes
+
+    block = (ctypes.c_char * size)()
+    fill(block, np.int32(-7), FakeDevArray(), np.float32(1.5), True, 2**40)
+    fmt = na.struct_format(plan)
+    assert fmt == "@i" + "q" * 9 + "f?q" and size == struct.calcsize(fmt)
+    values = struct.unpack(fmt, bytes(block))
+    assert values == (-7, 0, 0, 6, 8, 0xABC0, 2, 3, 24, 8, 1.5, True, 2**40)
+    assert struct.calcsize("@i") == 4 and struct.calcsize("@iq") == 16  # the int64 after an int32 is 8-aligned

@@ -52,9 +52,10 @@ def transposed_view(x):
     from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
     base = to_dev(x.T)
-    view = DeviceNDArray(x.shape, base.strides[::-1], base.dtype, gpu_data=base.gpu_data)
-    assert view.strides == (base.dtype.itemsize, base.dtype.itemsize * x.shape[0])
-    return view
+    item = base.dtype.itemsize
+    # element (i, k) lives at k * M + i of x.T's row-major memory (explicit: Numba normalises
+    # the stride of a length-1 dimension, so base.strides[::-1] is not it when M or K is 1)
+    return DeviceNDArray(x.shape, (item, item * x.shape[0]), base.dtype, gpu_data=base.gpu_data)
 
 
 def run(A, B, semiring, argmax, batched=False, **kw):
