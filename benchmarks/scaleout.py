@@ -195,7 +195,7 @@ def bench_dask_gpu(args) -> dict[str, Any]:
 
     workers = args.workers or cupy.cuda.runtime.getDeviceCount()
     start = time.perf_counter()
-    with LocalCUDACluster(n_workers=workers) as cluster, distributed.Client(cluster):
+    with LocalCUDACluster(n_workers=workers) as cluster, distributed.Client(cluster) as client:
         cluster_s = time.perf_counter() - start
         meta = cupy.empty((0, 0), dtype=np.float32)
         dA = da.from_array(A, chunks=args.chunk).map_blocks(cupy.asarray, meta=meta).persist()
@@ -205,6 +205,8 @@ def bench_dask_gpu(args) -> dict[str, Any]:
         def on_cluster():
             C = lkdask.matmul(dA, dB, semiring=args.semiring).persist()
             distributed.wait(C)
+            # a task returns once its kernels are queued: wait for the GPUs themselves
+            client.run(lambda: cupy.cuda.runtime.deviceSynchronize())
             return C
 
         C = on_cluster()  # warm: every worker compiles or loads its kernels
