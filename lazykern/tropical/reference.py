@@ -115,7 +115,7 @@ def bmm(A: np.ndarray, B: np.ndarray, semiring: str = "maxplus", argmax: bool = 
     if A.ndim == 2 and B.ndim == 2:
         raise ValueError("bmm needs at least one 3-D operand (use matmul for two 2-D ones)")
     A3, B3 = _batch_view(A, "A"), _batch_view(B, "B")
-    batch = max(A3.shape[0], B3.shape[0])
+    batch = A3.shape[0] if A.ndim == 3 else B3.shape[0]  # a 2-D operand broadcasts, even to batch 0
     if A.ndim == 3 and B.ndim == 3 and A3.shape[0] != B3.shape[0]:
         raise ValueError(f"batch mismatch: A has {A3.shape[0]} matrices, B has {B3.shape[0]}")
     if A3.shape[2] != B3.shape[1]:

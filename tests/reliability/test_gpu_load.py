@@ -64,3 +64,32 @@ def test_threads_and_streams_launch_cached_kernels(tmp_path):
     assert len(ctx.modules) == modules_before, "launching loaded new modules"
     assert ctx.get_memory_info().free >= free_before - (4 << 20), "device memory leaked during launches"
     assert all(k.loaded_devices == (ctx.device.id,) for k in kernels)
+
+
+@pytest.mark.gpu
+def test_capture_replay_cycles_leak_nothing(tmp_path):
+    """1,000 capture / replay / discard cycles: same results, no device memory or module growth."""
+    import gc
+
+    from numba import cuda
+
+    from lazykern import graph
+
+    fam = synthetic_family(KernelCache(tmp_path / "c"))
+    kernel = fam[fam.names()[0]]  # adds 1 to every element
+    stream = cuda.stream()
+    a = cuda.to_device(np.zeros(N, dtype=np.int32))
+    kernel[(N + 255) // 256, 256, stream](a, np.int32(N))  # load before measuring
+    stream.synchronize()
+    ctx = cuda.current_context()
+    modules_before, free_before = len(ctx.modules), ctx.get_memory_info().free
+    for _ in range(1000):
+        with graph.capture(stream) as g:
+            kernel[(N + 255) // 256, 256, stream](a, np.int32(N))
+        g.replay()
+        g.close()
+    stream.synchronize()
+    gc.collect()
+    assert int(a.copy_to_host()[0]) == 1 + 1000
+    assert len(ctx.modules) == modules_before
+    assert free_before - ctx.get_memory_info().free <= 4 << 20, "device memory grew over 1,000 capture cycles"
