@@ -124,6 +124,11 @@ class DiskBackend:
             cull_limit=1,  # evict one LRU entry per write, not ten at once
             statistics=0,
             timeout=30,
+            # No fsync: a process killed mid-write still leaves a sound database (WAL);
+            # only an OS crash or power loss could corrupt it, and a corrupt store is
+            # detected, set aside and rebuilt. Halves the open cost (3.5 -> 1.9 ms),
+            # which every fresh process pays before its first kernel.
+            sqlite_synchronous=0,
         )
         return cache, _inode(self._db_path)
 
