@@ -12,7 +12,7 @@ small adversarial problem (ties, infinities, NaN, ragged edges) and on a sampled
 Groups:
 
 * ``f32`` / ``i32`` / ``f64`` / ``i64`` / ``argmax``: max-plus 4096^3 (the smoke-test
-  cases), ``base`` marks the tile the library uses today (argmax: f32, f64 and i32).
+  cases), ``base`` marks the tile the library uses today (argmax: one per dtype).
 * ``rows``: the one-thread-per-row kernels on (2^21 x 4) x (4 x 4) and on a batch
   of 2^21 4x4x4 products, with KMAX 4 and 8.
 * ``shapes``: the library itself (``tropical.matmul`` / ``bmm``) on skinny, batched
@@ -60,57 +60,43 @@ class Candidate:
 
 
 def gemm_candidates() -> list[Candidate]:
-    """Round 2: the round-1 winners (now the defaults, ``base``) against a few new shapes.
+    """Round 3: argmax. The plain groups keep their top two (``base`` = the library's tile).
 
-    New: 128-thread blocks with the winners' per-thread tiles (barriers sync 4 warps,
-    2-4 independent blocks per SM), the in-place tiled argmax (``LK_ARG_INPLACE``,
-    default on; ``reset`` is round 1's per-tile maximum), f64 / i32 argmax and i64.
+    New: integer argmax on the fast ring, tiled in place (``per-k`` is round 2's
+    loop, ``-DLK_ARG_TILED=0``), per-dtype argmax tiles, BK 32 and 4x8 / 8x4
+    thread tiles (fewer bookkeeping instructions per product).
     """
     c = []
-    f32 = [
-        ("base 128x128x16 8x8 mb1", T(128, 128, 16, 8, 8, 1)),
-        ("128x128x16 8x8 mb2", T(128, 128, 16, 8, 8, 2)),
-        ("64x128x16 8x8 mb2", T(64, 128, 16, 8, 8, 2)),
-        ("128x64x16 8x8 mb2", T(128, 64, 16, 8, 8, 2)),
-        ("64x128x16 8x8 mb2 g8", T(64, 128, 16, 8, 8, 2, 8)),
-        ("round-1 128x128x8 8x8 mb2", T(128, 128, 8, 8, 8, 2)),
-    ]
+    f32 = [("base 128x128x16 8x8 mb1", T(128, 128, 16, 8, 8, 1)), ("128x128x16 8x8 mb2", T(128, 128, 16, 8, 8, 2))]
     c += [Candidate("f32", lab, "maxplus", "f32", False, s) for lab, s in f32]
     i32 = [
         ("base 128x128x16 8x8 mb2 g8", T(128, 128, 16, 8, 8, 2, 8)),
         ("128x128x16 8x8 mb2", T(128, 128, 16, 8, 8, 2)),
-        ("64x128x16 8x8 mb2 g8", T(64, 128, 16, 8, 8, 2, 8)),
-        ("128x64x16 8x8 mb2 g8", T(128, 64, 16, 8, 8, 2, 8)),
-        ("round-1 128x128x8 8x8 mb1", T(128, 128, 8, 8, 8, 1)),
     ]
     c += [Candidate("i32", lab, "maxplus", "i32", False, s) for lab, s in i32]
-    f64 = [
-        ("base 64x64x16 4x4 mb2", T(64, 64, 16, 4, 4, 2)),
-        ("32x64x16 4x4 mb4", T(32, 64, 16, 4, 4, 4)),
-        ("64x32x16 4x4 mb4", T(64, 32, 16, 4, 4, 4)),
-        ("64x64x16 4x4 mb2 g8", T(64, 64, 16, 4, 4, 2, 8)),
-        ("round-1 128x64x8 8x4 mb1", T(128, 64, 8, 8, 4, 1)),
-    ]
+    f64 = [("base 64x64x16 4x4 mb2", T(64, 64, 16, 4, 4, 2)), ("64x32x16 4x4 mb4", T(64, 32, 16, 4, 4, 4))]
     c += [Candidate("f64", lab, "maxplus", "f64", False, s) for lab, s in f64]
-    i64 = [
-        ("base 64x64x16 4x4 mb2", T(64, 64, 16, 4, 4, 2)),
-        ("32x64x16 4x4 mb4", T(32, 64, 16, 4, 4, 4)),
-        ("round-1 128x64x8 8x4 mb1", T(128, 64, 8, 8, 4, 1)),
-    ]
+    i64 = [("base 64x64x16 4x4 mb2", T(64, 64, 16, 4, 4, 2)), ("32x64x16 4x4 mb4", T(32, 64, 16, 4, 4, 4))]
     c += [Candidate("i64", lab, "maxplus", "i64", False, s) for lab, s in i64]
-    reset = ("-DLK_ARG_INPLACE=0",)
+    per_k = ("-DLK_ARG_TILED=0",)
     arg = [
-        ("base f32 in-place 64x64x8 4x4 mb2", "f32", T(64, 64, 8, 4, 4, 2), ()),
-        ("f32 reset 64x64x8 4x4 mb2", "f32", T(64, 64, 8, 4, 4, 2), reset),
-        ("f32 in-place 64x64x16 4x4 mb2", "f32", T(64, 64, 16, 4, 4, 2), ()),
-        ("f32 in-place 32x64x8 4x4 mb4", "f32", T(32, 64, 8, 4, 4, 4), ()),
-        ("f32 in-place 128x64x8 8x4 mb1 g8", "f32", T(128, 64, 8, 8, 4, 1, 8), ()),
-        ("f32 reset 128x64x8 8x4 mb1 g8", "f32", T(128, 64, 8, 8, 4, 1, 8), reset),
-        ("base f64 in-place 64x64x8 4x4 mb2", "f64", T(64, 64, 8, 4, 4, 2), ()),
-        ("f64 in-place 64x64x8 4x4 mb1", "f64", T(64, 64, 8, 4, 4, 1), ()),
-        ("f64 in-place 32x64x8 4x4 mb4", "f64", T(32, 64, 8, 4, 4, 4), ()),
-        ("base i32 per-k 64x64x8 4x4 mb2", "i32", T(64, 64, 8, 4, 4, 2), ()),
-        ("i32 per-k 128x64x8 8x4 mb1", "i32", T(128, 64, 8, 8, 4, 1), ()),
+        ("base f32 64x64x16 4x4 mb2", "f32", T(64, 64, 16, 4, 4, 2), ()),
+        ("f32 round-2 64x64x8 4x4 mb2", "f32", T(64, 64, 8, 4, 4, 2), ()),
+        ("f32 64x64x32 4x4 mb2", "f32", T(64, 64, 32, 4, 4, 2), ()),
+        ("f32 64x128x16 4x8 mb1", "f32", T(64, 128, 16, 4, 8, 1), ()),
+        ("f32 32x64x16 4x4 mb4", "f32", T(32, 64, 16, 4, 4, 4), ()),
+        ("base i32 64x64x16 4x4 mb2", "i32", T(64, 64, 16, 4, 4, 2), ()),
+        ("i32 per-k 64x64x8 4x4 mb2", "i32", T(64, 64, 8, 4, 4, 2), per_k),
+        ("i32 64x64x32 4x4 mb2", "i32", T(64, 64, 32, 4, 4, 2), ()),
+        ("i32 128x64x16 8x4 mb1", "i32", T(128, 64, 16, 8, 4, 1), ()),
+        ("i32 64x128x16 4x8 mb1", "i32", T(64, 128, 16, 4, 8, 1), ()),
+        ("base f64 32x64x8 4x4 mb4", "f64", T(32, 64, 8, 4, 4, 4), ()),
+        ("f64 64x64x16 4x4 mb2", "f64", T(64, 64, 16, 4, 4, 2), ()),
+        ("f64 64x64x8 4x4 mb2", "f64", T(64, 64, 8, 4, 4, 2), ()),
+        ("base i64 32x64x8 4x4 mb4", "i64", T(32, 64, 8, 4, 4, 4), ()),
+        ("i64 per-k 32x64x8 4x4 mb4", "i64", T(32, 64, 8, 4, 4, 4), per_k),
+        ("i64 64x64x16 4x4 mb2", "i64", T(64, 64, 16, 4, 4, 2), ()),
+        ("i64 64x64x16 4x4 mb1", "i64", T(64, 64, 16, 4, 4, 1), ()),
     ]
     c += [Candidate("argmax", lab, "maxplus", dt, True, s, d) for lab, dt, s, d in arg]
     for kmax in (4, 8):

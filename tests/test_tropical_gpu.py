@@ -259,6 +259,86 @@ def test_integer_extremes_take_the_exact_path(semiring, dtype, argmax, tile):
     check(adversarial(rng, (40, 9), dtype, huge=True), adversarial(rng, (9, 30), dtype, huge=True), semiring, argmax)
 
 
+def integer_argmax_case(semiring, dtype, rng):
+    """(A, B): infinity classes, ties and the zero laid out across K tiles; rows 64.. also saturate.
+
+    Z is the semiring zero (lo for max-plus, hi for min-plus), W the other infinity.
+    Rows 0-9: W at k=5 (times 0) and k=40 (times W, a larger sum on the fast path),
+    k=3 is W times Z (the zero) for columns < 10, W times a finite value for the rest.
+    Rows 10-19: every product is the zero. Rows 20-29: finite ties at k=17 and k=33.
+    Rows 30-39: W only at k=99 (the last tile). Rows 64-127 repeat rows 0-63 (another
+    row block); with ``huge`` they also hold operands outside the fast range (their
+    blocks fall back to exact arithmetic), sums that saturate to W at k=7 and a W at
+    k=2 (rows 104-109) or k=60 (rows 110-115).
+    """
+    info = np.iinfo(dtype)
+    s = 1 if semiring == "maxplus" else -1
+    Z, W = (info.min, info.max) if s == 1 else (info.max, info.min)
+    M, K, N = 128, 100, 70
+    A = rng.integers(-3, 4, (M, K)).astype(dtype)
+    B = rng.integers(-3, 4, (K, N)).astype(dtype)
+    special = [2, 3, 5, 7, 40, 50, 60, 99]
+    B[5], B[40], B[50], B[99], B[2], B[60], B[7] = 0, W, W, 1, 0, 0, s * 5
+    B[3, :10] = Z
+    A[0:10, [3, 5, 40]] = W
+    A[10:20] = Z
+    A[20:30, special] = Z
+    A[20:30, 17] = A[20:30, 33] = s * 10
+    B[17] = B[33] = 0
+    A[30:40, special] = Z
+    A[30:40, 99] = W
+    A[64:] = A[:64]
+    return A, B, Z, W
+
+
+@pytest.mark.parametrize("huge", [False, True])
+@pytest.mark.parametrize("tile", ["", "s"], indirect=True)
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("semiring", ["maxplus", "minplus"])
+def test_integer_argmax_infinities_ties_and_saturation(semiring, dtype, tile, huge):
+    """The tiled fast-ring argmax (and the exact per-k fallback) keep the exact semantics."""
+    rng = np.random.default_rng(21)
+    A, B, Z, W = integer_argmax_case(semiring, dtype, rng)
+    s = 1 if semiring == "maxplus" else -1
+    info = np.iinfo(dtype)
+    if huge:
+        A[104:116, [2, 3, 5, 40, 50, 60, 99]] = Z
+        A[104:116, 7] = s * (info.max - 1)  # unsafe for the fast ring; saturates to W
+        A[104:110, 2] = W  # W first, the saturated tie later: k = 2
+        A[110:116, 60] = W  # the saturated sum first: k = 7
+    C, Ix = run(A, B, semiring, True)
+    want = reference.matmul(A, B, semiring, argmax=True)
+    np.testing.assert_array_equal(C, want[0])
+    np.testing.assert_array_equal(Ix, want[1])
+    for r0 in (0, 64):
+        assert (Ix[r0 : r0 + 10, :10] == 5).all() and (C[r0 : r0 + 10] == W).all()
+        assert (Ix[r0 : r0 + 10, 10:] == 3).all()
+        assert (Ix[r0 + 10 : r0 + 20] == 0).all() and (C[r0 + 10 : r0 + 20] == Z).all()
+        assert (Ix[r0 + 20 : r0 + 30] == 17).all() and (C[r0 + 20 : r0 + 30] == s * 10).all()
+        assert (Ix[r0 + 30 : r0 + 40] == 99).all() and (C[r0 + 30 : r0 + 40] == W).all()
+    if huge:
+        assert (Ix[104:110] == 2).all() and (Ix[110:116] == 7).all() and (C[104:116] == W).all()
+
+
+@pytest.mark.parametrize("tile", ["", "s"], indirect=True)
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("semiring", ["maxplus", "minplus"])
+def test_integer_argmax_fast_and_exact_blocks_agree(semiring, dtype, tile):
+    """The same rows in a fast block and in a block that fell back give the same C and argmax."""
+    rng = np.random.default_rng(22)
+    info = np.iinfo(dtype)
+    A = adversarial(rng, (128, 150), dtype)
+    B = adversarial(rng, (150, 200), dtype)
+    A[64:] = A[:64]
+    A[127, 149] = info.min + 1 if semiring == "maxplus" else info.max - 1  # not fast-safe: rows 64.. run exact
+    C, Ix = run(A, B, semiring, True)
+    want = reference.matmul(A, B, semiring, argmax=True)
+    np.testing.assert_array_equal(C, want[0])
+    np.testing.assert_array_equal(Ix, want[1])
+    np.testing.assert_array_equal(C[:63], C[64:127])
+    np.testing.assert_array_equal(Ix[:63], Ix[64:127])
+
+
 @pytest.mark.parametrize("layout", ["nt", "tn", "tt"])
 @pytest.mark.parametrize("argmax", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "int64"])

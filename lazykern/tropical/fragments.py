@@ -74,18 +74,33 @@ class TileShape:
 #   i32 the same with 2 blocks/SM and groups of 8 block rows: 12.57 (a few spills,
 #       outside the fast inner loop; 1 block/SM gave 9.67).
 #   f64 (and i64 by analogy) 64x64x16 4x4, 2 blocks/SM: 4.64 (128x64x8: 2.50).
-#   argmax (every dtype) 64x64x8 4x4, 2 blocks/SM: 7.04 for f32 (128x64x8: 4.64).
+# argmax (in-place tiled; integers on the fast ring):
+#   f32 64x64x16 4x4, 2 blocks/SM (127 registers, no spills): 8.12 (64x64x8: 7.28).
+#   i32 the same tile (128 registers, no spills; one VIADDMNMX per product): not
+#       measured yet (the per-k loop it replaces gave 2.64 on 64x64x8).
+#   f64 32x64x8 4x4, 4 blocks/SM: 3.37, the best measured (88 B of spills, outside
+#       the inner loop; 64x64x8 mb2 3.25, mb1 without spills 2.45).
+#   i64 the f64 tile by analogy (not measured; the per-k loop it replaces: 19
+#       instructions per product in the inner loop, the tiled one 9).
 _LARGE = {
     "f32": TileShape(128, 128, 16, 8, 8, 1),
     "i32": TileShape(128, 128, 16, 8, 8, 2, 8),
     "f64": TileShape(64, 64, 16, 4, 4, 2),
     "i64": TileShape(64, 64, 16, 4, 4, 2),
 }
-_LARGE_ARGMAX = TileShape(64, 64, 8, 4, 4, 2)
+_LARGE_ARGMAX = {
+    "f32": TileShape(64, 64, 16, 4, 4, 2),
+    "i32": TileShape(64, 64, 16, 4, 4, 2),
+    "f64": TileShape(32, 64, 8, 4, 4, 4),
+    "i64": TileShape(32, 64, 8, 4, 4, 4),
+}
 _SMALL = TileShape(32, 32, 8, 2, 2)
 _TALL = TileShape(128, 16, 4, 4, 2)
-# split-K: 64x64 output tiles (a 64-row or 64-column output wastes no block), 2 blocks/SM.
-SPLITK_TILES = {False: TileShape(64, 64, 16, 4, 4, 2), True: TileShape(64, 64, 8, 4, 4, 2)}
+# split-K: 64x64 output tiles (a 64-row or 64-column output wastes no block, and
+# split_k counts blocks of 64x64), 2 blocks/SM; argmax takes the f32 argmax tile,
+# and 64x64x8 for the 64-bit types (the 64x64 tile with fewer registers).
+_SPLITK = TileShape(64, 64, 16, 4, 4, 2)
+_SPLITK_ARGMAX_64 = TileShape(64, 64, 8, 4, 4, 2)
 TILES = ("", "s", "t", "splitk")
 
 GEMM_SIGNATURE = ("ptr", "ptr", "ptr", "ptr", "int32", "int32", "int32", "int64", "int64", "int64")
@@ -137,9 +152,9 @@ class GemmSpec:
 
 def tile_shape(tile: str, dtype: str, argmax: bool = False) -> TileShape:
     if tile == "":
-        return _LARGE_ARGMAX if argmax else _LARGE[dtype]
+        return (_LARGE_ARGMAX if argmax else _LARGE)[dtype]
     if tile == "splitk":
-        return SPLITK_TILES[bool(argmax)]
+        return _SPLITK_ARGMAX_64 if argmax and dtype in ("f64", "i64") else _SPLITK
     return {"s": _SMALL, "t": _TALL}[tile]
 
 

@@ -14,9 +14,9 @@
 //   argmax: smallest k whose product strictly beats everything before it
 //   (strict compare, ascending k); 0 when nothing beats the zero, -1 when K == 0.
 
-// LK_ARG_TILED (default 1): float argmax keeps a per-BK-tile maximum with the
-// plain max (2 instructions per product instead of 4), remembers which K tile
-// won, and finds the winning k inside that tile once, at the end.
+// LK_ARG_TILED (default 1): float and fast integer argmax keep a per-BK-tile
+// maximum with the plain max (2 instructions per product instead of 4; fast i32:
+// 1 VIADDMNMX instead of 4), remembers which K tile won, and finds the winning k inside that tile once, at the end.
 // LK_ARG_INPLACE (default 1): the tile's products go straight into the
 // accumulator, and the accumulator at the tile's start is kept to see whether
 // the tile beat it (in unrolled code that copy is a register rename): 2 extra
@@ -109,6 +109,7 @@ template <int S, typename T> struct FloatRing {
     __device__ __forceinline__ static T dec(T v) { return v; }
     __device__ __forceinline__ static T mul(T a, T b) { return S == MAXMUL ? a * b : a + b; }
     __device__ __forceinline__ static T mul_arg(T a, T b) { return mul(a, b); }
+    __device__ __forceinline__ static T settle(T v) { return v; }
     __device__ __forceinline__ static bool better(T p, T acc) { return S == MINPLUS ? p < acc : p > acc; }
     __device__ __forceinline__ static T comb(T acc, T p) {
         return S == MINPLUS ? tmin<T>(acc, p) : tmax<T>(acc, p);
@@ -142,6 +143,7 @@ template <int S, typename T> struct IntExactRing {
         }
     }
     __device__ __forceinline__ static T mul_arg(T a, T b) { return mul(a, b); }
+    __device__ __forceinline__ static T settle(T v) { return v; }
     __device__ __forceinline__ static bool better(T p, T acc) { return S == MINPLUS ? p < acc : p > acc; }
     __device__ __forceinline__ static T comb(T acc, T p) { return S == MINPLUS ? tmin<T>(acc, p) : tmax<T>(acc, p); }
 };
@@ -155,12 +157,18 @@ template <int S, typename T> struct IntExactRing {
 // or 2u (minplus) even when the other operand is the other infinity (zero
 // absorbs first); any other sum with an infinity lies beyond the other bound.
 // dec() maps the accumulator back. With a plain add, max(acc, a + b) becomes one
-// VIADDMNMX on sm_90. The argmax form clamps sums to [-3u, 3u] so that all
-// products of one infinite class compare equal (the smallest k keeps the win).
+// VIADDMNMX on sm_90. Argmax needs all products of one infinite class to compare
+// equal (the smallest k keeps the win): the per-k form (mul_arg) clamps each sum
+// to [-3u, 3u]; the tiled form (tile_arg) takes the plain max over a K tile and
+// clamps only the accumulator at the tile's end (settle), before comparing it with
+// the tile's start. The start, zero(), is -3u (maxplus): every sum with the zero
+// lies at or below it (never beats it), every finite sum above it; every other
+// sum with an infinity lies at or beyond 3u, where settle puts it, so a later
+// tile's infinity never beats an earlier one.
 template <int S, typename T> struct IntFastRing {
     static constexpr bool fast = true;
     static constexpr bool unroll_k = true;
-    static constexpr bool tile_arg = false;
+    static constexpr bool tile_arg = LK_ARG_TILED != 0;
     static constexpr T lo = Num<T>::lo, hi = Num<T>::hi, u = Num<T>::unit;
     __device__ __forceinline__ static T zero() { return S == MINPLUS ? 3 * u : -3 * u; }
     __device__ __forceinline__ static T pad() { return S == MINPLUS ? 7 * u : -7 * u; }
@@ -172,6 +180,7 @@ template <int S, typename T> struct IntFastRing {
     __device__ __forceinline__ static T dec(T v) { return v < -2 * u ? lo : (v > 2 * u ? hi : v); }
     __device__ __forceinline__ static T mul(T a, T b) { return a + b; }
     __device__ __forceinline__ static T mul_arg(T a, T b) { return tmin<T>(tmax<T>(a + b, -3 * u), 3 * u); }
+    __device__ __forceinline__ static T settle(T v) { return S == MINPLUS ? tmax<T>(v, -3 * u) : tmin<T>(v, 3 * u); }
     __device__ __forceinline__ static bool better(T p, T acc) { return S == MINPLUS ? p < acc : p > acc; }
     __device__ __forceinline__ static T comb(T acc, T p) { return S == MINPLUS ? tmin<T>(acc, p) : tmax<T>(acc, p); }
 };
@@ -399,15 +408,19 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
-                for (int j = 0; j < TN; ++j) idx[i][j] = R::better(acc[i][j], tm[i][j]) ? t : idx[i][j];
+                for (int j = 0; j < TN; ++j) {
+                    acc[i][j] = R::settle(acc[i][j]);
+                    idx[i][j] = R::better(acc[i][j], tm[i][j]) ? t : idx[i][j];
+                }
         } else if (TILED) {
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
                 for (int j = 0; j < TN; ++j) {
-                    const bool w = R::better(tm[i][j], acc[i][j]);
+                    const T v = R::settle(tm[i][j]);
+                    const bool w = R::better(v, acc[i][j]);
                     idx[i][j] = w ? t : idx[i][j];
-                    acc[i][j] = w ? tm[i][j] : acc[i][j];
+                    acc[i][j] = w ? v : acc[i][j];
                 }
         }
         if (more) {
@@ -441,8 +454,9 @@ template <class Cfg> __device__ __forceinline__ int out_col(int j, int tx) {
 
 // Tiled argmax: the block stored, as its argmax, the first K tile whose best
 // product beat every earlier tile (-1: none did). The winning k is the first one
-// in that tile whose product equals the result (it exists: the tile's best is
-// one of its products, and the result is that best); earlier ks of the tile give
+// in that tile whose exact product equals the result (it exists: the tile's best
+// is one of its products, and the result is that best; a fast integer ring's
+// clamped infinity decodes to the exact infinity); earlier ks of the tile give
 // smaller products or NaN. Each thread rereads its own stored outputs (a rolled
 // loop: unrolled over the accumulators, this costs ~40 registers in the kernel).
 template <class R, typename T, class Cfg, bool TA, bool TB>
@@ -560,7 +574,11 @@ __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restric
                 }
             }
         }
-        if (ARG && Rs::exact::tile_arg) fix_argmax<typename Rs::exact, T, Cfg, TA, TB>(Ab, Bb, Cb, Ib, dz, m0, n0);
+        // The ring that finished decides the argmax form (an integer block that fell back to the
+        // exact ring ran per k); the winning k is found with exact products, which on the fast
+        // path's operands equal its decoded sums.
+        const bool tiled = fast_done ? Rs::fast::tile_arg : Rs::exact::tile_arg;
+        if (ARG && tiled) fix_argmax<typename Rs::exact, T, Cfg, TA, TB>(Ab, Bb, Cb, Ib, dz, m0, n0);
     }
 }
 
