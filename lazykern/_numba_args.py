@@ -104,16 +104,19 @@ def _cuda_array_interface(value: Any, index: int) -> dict | None:
 
 
 class _Pointer:
-    __slots__ = ("device_pointer",)
+    """Both spellings of a device address the packers read: Numba's ``gpu_data.device_pointer``
+    and the ctypes pointer ``device_ctypes_pointer.value``."""
+
+    __slots__ = ("device_pointer", "value")
 
     def __init__(self, address: int) -> None:
-        self.device_pointer = address
+        self.device_pointer = self.value = address
 
 
 class CaiView:
     """A CUDA-array-interface object seen with exactly the attributes the packer reads."""
 
-    __slots__ = ("dtype", "shape", "strides", "size", "gpu_data", "ndim")
+    __slots__ = ("dtype", "shape", "strides", "size", "gpu_data", "device_ctypes_pointer", "ndim")
 
     def __init__(self, cai: dict, index: int) -> None:
         try:
@@ -126,7 +129,7 @@ class CaiView:
         self.size = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
         strides = cai.get("strides")
         self.strides = tuple(int(s) for s in strides) if strides is not None else _c_strides(self.shape, self.dtype)
-        self.gpu_data = _Pointer(address)
+        self.gpu_data = self.device_ctypes_pointer = _Pointer(address)
 
     def numba_type(self) -> Any:
         """What Numba types the array as (same rules as ``DeviceNDArray._numba_type_``)."""

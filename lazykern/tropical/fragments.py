@@ -74,14 +74,12 @@ class TileShape:
 #   i32 the same with 2 blocks/SM and groups of 8 block rows: 12.57 (a few spills,
 #       outside the fast inner loop; 1 block/SM gave 9.67).
 #   f64 (and i64 by analogy) 64x64x16 4x4, 2 blocks/SM: 4.64 (128x64x8: 2.50).
-# argmax (in-place tiled; integers on the fast ring):
-#   f32 64x64x16 4x4, 2 blocks/SM (127 registers, no spills): 8.12 (64x64x8: 7.28).
-#   i32 the same tile (128 registers, no spills; one VIADDMNMX per product): not
-#       measured yet (the per-k loop it replaces gave 2.64 on 64x64x8).
-#   f64 32x64x8 4x4, 4 blocks/SM: 3.37, the best measured (88 B of spills, outside
-#       the inner loop; 64x64x8 mb2 3.25, mb1 without spills 2.45).
-#   i64 the f64 tile by analogy (not measured; the per-k loop it replaces: 19
-#       instructions per product in the inner loop, the tiled one 9).
+# argmax (in-place tiled; integers on the fast ring), round 3 of the sweep:
+#   f32 32x64x16 4x4, 4 blocks/SM: 8.69 (71% of plain; 64x64x16 mb2 8.12, 64x64x8 7.27).
+#   i32 64x64x16 4x4, 2 blocks/SM (one VIADDMNMX per product): 6.07 (the per-k loop
+#       it replaces: 2.63; 64x128x16 mb1 4.62).
+#   f64 32x64x8 4x4, 4 blocks/SM: 3.36 (64x64x16 mb2 3.32, 64x64x8 mb2 3.25).
+#   i64 64x64x16 4x4, 2 blocks/SM: 2.23 (32x64x8 mb4 2.13, the per-k loop 0.95).
 _LARGE = {
     "f32": TileShape(128, 128, 16, 8, 8, 1),
     "i32": TileShape(128, 128, 16, 8, 8, 2, 8),
@@ -89,10 +87,10 @@ _LARGE = {
     "i64": TileShape(64, 64, 16, 4, 4, 2),
 }
 _LARGE_ARGMAX = {
-    "f32": TileShape(64, 64, 16, 4, 4, 2),
+    "f32": TileShape(32, 64, 16, 4, 4, 4),
     "i32": TileShape(64, 64, 16, 4, 4, 2),
     "f64": TileShape(32, 64, 8, 4, 4, 4),
-    "i64": TileShape(32, 64, 8, 4, 4, 4),
+    "i64": TileShape(64, 64, 16, 4, 4, 2),
 }
 _SMALL = TileShape(32, 32, 8, 2, 2)
 _TALL = TileShape(128, 16, 4, 4, 2)
