@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import math
 import os
 import platform
 import statistics
@@ -49,29 +48,11 @@ def _same_block(block, run):
 
 
 # -- multigpu -------------------------------------------------------------------
-def _naive_numba_backend():
-    """A naive Numba max-plus bmm: slow, but compute-bound, so it shows scaling without lazykern.tropical."""
-
-    @cuda.jit
-    def maxplus_bmm(a, b, c):
-        j, i, z = cuda.grid(3)
-        if z < c.shape[0] and i < c.shape[1] and j < c.shape[2]:
-            acc = -math.inf
-            for k in range(a.shape[2]):
-                acc = max(acc, a[z, i, k] + b[z, k, j])
-            c[z, i, j] = acc
-
-    def backend(a, b, *, semiring, stream, out):
-        batch, m, n = out.shape
-        maxplus_bmm[((n + 15) // 16, (m + 15) // 16, batch), (16, 16, 1), stream](a, b, out)
-        return out
-
-    return backend
-
-
 def _backend(name: str):
     if name == "numba-naive":
-        return _naive_numba_backend()
+        from lazykern.multigpu import numba_maxplus_backend
+
+        return numba_maxplus_backend()
     from lazykern import tropical
 
     return tropical.bmm

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
@@ -11,7 +10,14 @@ import pytest
 from numba import cuda
 
 from lazykern import LaunchError
-from lazykern.multigpu import bmm_multi, default_chunk, device_count, load_on_devices, split_batch
+from lazykern.multigpu import (
+    bmm_multi,
+    default_chunk,
+    device_count,
+    load_on_devices,
+    numba_maxplus_backend,
+    split_batch,
+)
 
 
 def bmm_reference(A, B, semiring="maxplus"):
@@ -110,27 +116,6 @@ def _need_gpus(count: int) -> None:
         pytest.skip(f"needs {count} GPUs, found {found}")
 
 
-def _numba_maxplus_backend():
-    """A naive Numba bmm, so the multi-GPU pipeline is tested without lazykern.tropical."""
-
-    @cuda.jit
-    def maxplus_bmm(a, b, c):
-        j, i, z = cuda.grid(3)
-        if z < c.shape[0] and i < c.shape[1] and j < c.shape[2]:
-            acc = -math.inf
-            for k in range(a.shape[2]):
-                acc = max(acc, a[z, i, k] + b[z, k, j])
-            c[z, i, j] = acc
-
-    def backend(a, b, *, semiring, stream, out):
-        assert semiring == "maxplus"
-        batch, m, n = out.shape
-        maxplus_bmm[((n + 15) // 16, (m + 15) // 16, batch), (16, 16, 1), stream](a, b, out)
-        return out
-
-    return backend
-
-
 def _tropical_or_skip():
     try:
         from lazykern import tropical
@@ -186,7 +171,7 @@ def test_bmm_multi_pipeline_with_a_numba_backend(chunk):
     rng = np.random.default_rng(1)
     A = rng.standard_normal((13, 40, 24)).astype(np.float32)
     B = rng.standard_normal((13, 24, 33)).astype(np.float32)
-    got = bmm_multi(A, B, chunk=chunk, backend=_numba_maxplus_backend())
+    got = bmm_multi(A, B, chunk=chunk, backend=numba_maxplus_backend())
     np.testing.assert_array_equal(got, bmm_reference(A, B))
 
 
