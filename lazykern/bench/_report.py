@@ -79,6 +79,15 @@ def write_png(writer: Callable[[dict[str, Any], str], str], result: dict[str, An
     return writer(result, path)
 
 
+def save(result: dict[str, Any], out: str | os.PathLike, suite: str, device: str, png_writer) -> dict[str, Any]:
+    """Write ``result`` as ``<out>/<suite>-<device>-<time>.json`` plus a PNG beside it."""
+    stem = os.path.join(out, result_stem(suite, device))
+    result["files"] = {"json": stem + ".json", "png": stem + ".png"}
+    result["files"]["png"] = write_png(png_writer, result, stem + ".png")
+    write_json(result, stem + ".json")
+    return result
+
+
 def _pyplot():
     import matplotlib
 

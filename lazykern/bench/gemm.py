@@ -192,10 +192,7 @@ def run(
     }
     result = _report.clean(result)
     if out is not None:
-        stem = os.path.join(out, _report.result_stem("gemm", spec.name))
-        result["files"] = {"json": stem + ".json", "png": stem + ".png"}
-        result["files"]["png"] = _report.write_png(_report.write_gemm_png, result, stem + ".png")
-        _report.write_json(result, stem + ".json")
+        _report.save(result, out, "gemm", spec.name, _report.write_gemm_png)
     return result
 
 

@@ -187,10 +187,7 @@ def run(
         device = spec.name
     result = _report.clean(result)
     if out is not None:
-        stem = os.path.join(out, _report.result_stem("startup", device))
-        result["files"] = {"json": stem + ".json", "png": stem + ".png"}
-        result["files"]["png"] = _report.write_png(_report.write_startup_png, result, stem + ".png")
-        _report.write_json(result, stem + ".json")
+        _report.save(result, out, "startup", device, _report.write_startup_png)
     return result
 
 
