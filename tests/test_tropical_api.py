@@ -163,3 +163,16 @@ def test_torch_cpu_through_the_reference():
     gA, gB = reference.matmul_backward(np.ones_like(Cn), In, (4, 5), (5, 3))
     np.testing.assert_allclose(A.grad.numpy(), gA)
     np.testing.assert_allclose(B.grad.numpy(), gB)
+
+
+@pytest.mark.parametrize("semiring", ["maxplus", "minplus", "maxmul"])
+@pytest.mark.parametrize("batched", [False, True])
+def test_torch_gradcheck_cpu(semiring, batched):
+    """Finite differences agree with the autograd Function (random f64: no ties, so C is smooth)."""
+    torch = pytest.importorskip("torch")
+    from lazykern.tropical import torch as ttorch
+
+    gen = torch.Generator().manual_seed(3)
+    A = torch.randn((2, 4, 5) if batched else (4, 5), dtype=torch.float64, generator=gen, requires_grad=True)
+    B = torch.randn(5, 3, dtype=torch.float64, generator=gen, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: ttorch.matmul(a, b, semiring), (A, B), eps=1e-6, atol=1e-6)

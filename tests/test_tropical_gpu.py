@@ -468,6 +468,22 @@ def test_torch_inputs_and_autograd():
     np.testing.assert_array_equal(T.cpu().numpy(), reference.matmul(A0[0], B0, "minplus"))
 
 
+@pytest.mark.parametrize("semiring", ["maxplus", "minplus", "maxmul"])
+@pytest.mark.parametrize("batched", [False, True])
+def test_torch_gradcheck(semiring, batched):
+    """torch.autograd.gradcheck (finite differences, f64) through the GPU kernels, backward included."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    from lazykern.tropical import torch as ttorch
+
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    shape_a = (3, 17, 9) if batched else (17, 9)
+    A = torch.randn(shape_a, dtype=torch.float64, device="cuda", generator=gen, requires_grad=True)
+    B = torch.randn(9, 11, dtype=torch.float64, device="cuda", generator=gen, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: ttorch.matmul(a, b, semiring), (A, B), eps=1e-6, atol=1e-6)
+
+
 def test_second_call_compiles_nothing():
     rng = np.random.default_rng(12)
     A, B = to_dev(rng.standard_normal((64, 64))), to_dev(rng.standard_normal((64, 64)))
