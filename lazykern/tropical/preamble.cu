@@ -54,6 +54,7 @@ template <> struct Num<int> {
     static constexpr int lo = -2147483647 - 1;
     static constexpr int hi = 2147483647;
     static constexpr int unit = 1 << 27;  // fast path: finite operands within +-unit
+    static constexpr int mul_unit = 46340;  // max-times fast path: floor(sqrt(hi))
     typedef unsigned int U;
 };
 template <> struct Num<i64> {
@@ -61,6 +62,7 @@ template <> struct Num<i64> {
     static constexpr i64 lo = -9223372036854775807LL - 1;
     static constexpr i64 hi = 9223372036854775807LL;
     static constexpr i64 unit = 1LL << 59;
+    static constexpr i64 mul_unit = 2147483647;  // an int: one 32 x 32 -> 64-bit multiply
     typedef u64 U;
 };
 
@@ -106,7 +108,8 @@ template <int S, typename T> struct FloatRing {
     __device__ __forceinline__ static T zero() { return S == MINPLUS ? Num<T>::pinf() : Num<T>::ninf(); }
     // max-times: -inf * -inf = +inf, so pad with NaN, which never wins.
     __device__ __forceinline__ static T pad() { return S == MAXMUL ? Num<T>::nan() : zero(); }
-    __device__ __forceinline__ static T fill() { return pad(); }
+    __device__ __forceinline__ static T fill_a() { return pad(); }
+    __device__ __forceinline__ static T fill_b() { return pad(); }
     __device__ __forceinline__ static T enc(T v) { return v; }
     __device__ __forceinline__ static bool safe(T) { return true; }
     __device__ __forceinline__ static T dec(T v) { return v; }
@@ -127,7 +130,8 @@ template <int S, typename T> struct IntExactRing {
     static constexpr T lo = Num<T>::lo, hi = Num<T>::hi;
     __device__ __forceinline__ static T zero() { return S == MINPLUS ? hi : lo; }
     __device__ __forceinline__ static T pad() { return zero(); }
-    __device__ __forceinline__ static T fill() { return pad(); }
+    __device__ __forceinline__ static T fill_a() { return pad(); }
+    __device__ __forceinline__ static T fill_b() { return pad(); }
     __device__ __forceinline__ static T enc(T v) { return v; }
     __device__ __forceinline__ static bool safe(T) { return true; }
     __device__ __forceinline__ static T dec(T v) { return v; }
@@ -177,7 +181,8 @@ template <int S, typename T> struct IntFastRing {
     __device__ __forceinline__ static T zero() { return S == MINPLUS ? 3 * u : -3 * u; }
     __device__ __forceinline__ static T pad() { return S == MINPLUS ? 7 * u : -7 * u; }
     // Out-of-range tile elements hold the raw zero (safe), which enc() turns into pad().
-    __device__ __forceinline__ static T fill() { return S == MINPLUS ? hi : lo; }
+    __device__ __forceinline__ static T fill_a() { return S == MINPLUS ? hi : lo; }
+    __device__ __forceinline__ static T fill_b() { return fill_a(); }
     // On a safe operand, enc is a clamp (2 min/max instead of 2 compares and 2 selects):
     // lo and hi land on the bounds, finite values in [-u, u] stay. An unsafe operand
     // gets a wrong code, but its block falls back to the exact ring before using it.
@@ -199,6 +204,49 @@ template <int S, typename T> struct IntFastRing {
     __device__ __forceinline__ static T comb(T acc, T p) { return S == MINPLUS ? tmin<T>(acc, p) : tmax<T>(acc, p); }
 };
 
+// Fast integer max-times, for blocks whose operands are all finite with |x| <= w
+// (w = Num<T>::mul_unit: 46340 = floor(sqrt(2^31 - 1)) for i32, 2^31 - 1 for i64).
+// Exactness: |a * b| <= w^2 < hi, so the plain product neither overflows nor meets
+// lo or hi, and equals sat_mul(a, b); no operand is lo or hi (|lo|, |hi| > w), so
+// no infinity rule applies; the result is the plain max of exact products, as in
+// the exact ring. Infinities cannot be re-encoded for a plain multiply: a code L
+// for lo must absorb (L * b never beats a finite product), but L * b changes sign
+// with b, so a block with lo or hi anywhere (or |x| > w) takes the exact ring.
+// Out-of-range k (k >= K, where A's column and B's row are both out of range) gets
+// fill_a() * fill_b() = w * -w = -w^2, the smallest finite product: it never beats
+// a finite product (every output with K > 0 has one), so the max is exact, and
+// a tie comes at a later k than the product it ties, so the strict argmax compare
+// (per k or per tile) never picks it; in the tiled form the winning tile holds a
+// k < K whose product equals its best. K == 0 leaves zero() = lo, as the exact ring.
+// Both fills are safe (|w| <= w). Products of padded rows or columns (never stored)
+// are w * b, in range too. One IMAD (i64: one IMAD.WIDE) and one IMNMX per product.
+template <typename T> struct IntMulFastRing {
+    static constexpr bool fast = true;
+    static constexpr bool unroll_k = true;
+    static constexpr bool tile_arg = LK_ARG_TILED != 0;
+    static constexpr T lo = Num<T>::lo, w = Num<T>::mul_unit;
+    __device__ __forceinline__ static T zero() { return lo; }
+    __device__ __forceinline__ static T pad() { return lo; }
+    __device__ __forceinline__ static T fill_a() { return w; }
+    __device__ __forceinline__ static T fill_b() { return -w; }
+    __device__ __forceinline__ static T enc(T v) { return v; }
+    __device__ __forceinline__ static bool safe(T v) {
+        typedef typename Num<T>::U U;
+        return (U)v + (U)w <= 2 * (U)w;
+    }
+    __device__ __forceinline__ static T dec(T v) { return v; }
+    __device__ __forceinline__ static T mul(T a, T b) {
+        return sizeof(T) == 8 ? (T)((i64)(int)a * (i64)(int)b) : a * b;
+    }
+    __device__ __forceinline__ static T mul_arg(T a, T b) { return mul(a, b); }
+    __device__ __forceinline__ static T settle(T v) { return v; }
+    __device__ __forceinline__ static bool better(T p, T acc) { return p > acc; }
+    __device__ __forceinline__ static T comb(T acc, T p) { return tmax<T>(acc, p); }
+};
+
+template <int S, typename T, bool IS_MUL = S == MAXMUL> struct IntFast { typedef IntFastRing<S, T> type; };
+template <int S, typename T> struct IntFast<S, T, true> { typedef IntMulFastRing<T> type; };
+
 template <int S, typename T, bool IS_INT = Num<T>::is_int> struct Rings {
     typedef FloatRing<S, T> exact;
     static constexpr bool has_fast = false;
@@ -206,8 +254,8 @@ template <int S, typename T, bool IS_INT = Num<T>::is_int> struct Rings {
 };
 template <int S, typename T> struct Rings<S, T, true> {
     typedef IntExactRing<S, T> exact;
-    static constexpr bool has_fast = S != MAXMUL;
-    typedef IntFastRing<S, T> fast;
+    static constexpr bool has_fast = true;
+    typedef typename IntFast<S, T>::type fast;
 };
 
 // ------------------------------------------------------------------ vectors --
@@ -262,7 +310,7 @@ template <typename T, int ROWS, int COLS, int NT, bool TRANS> struct TileLoader 
 
     template <class R>
     __device__ __forceinline__ void load(const T* __restrict__ base, i64 ld, int row0, int col0, int nrows,
-                                         int ncols, bool vec_ok, int tid) {
+                                         int ncols, bool vec_ok, int tid, T fill) {
         if (USED < NT && tid >= USED) return;
         const int gr = row0 + r, gc = col0 + c;
         if (gr < nrows) {
@@ -271,15 +319,15 @@ template <typename T, int ROWS, int COLS, int NT, bool TRANS> struct TileLoader 
                 VecIO<T, L>::load(v, p);
             } else {
 #pragma unroll
-                for (int e = 0; e < L; ++e) v[e] = gc + e < ncols ? p[e] : R::fill();
+                for (int e = 0; e < L; ++e) v[e] = gc + e < ncols ? p[e] : fill;
             }
         } else {
 #pragma unroll
-            for (int e = 0; e < L; ++e) v[e] = R::fill();
+            for (int e = 0; e < L; ++e) v[e] = fill;
         }
     }
 
-    // Stores the loaded elements (out-of-range ones hold fill(), which enc() makes a pad)
+    // Stores the loaded elements (out-of-range ones hold the ring's fill_a() / fill_b())
     // and, for a fast ring, says whether all of them are safe. The check sits here, after
     // the K tile's products, not in load(): there it waited for the global loads that
     // load() had just issued (a stall per K tile that the products now hide). It is
@@ -356,10 +404,10 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
         }
 
     auto load = [&](int k0) {
-        if (TA) la.template load<R>(A, d.lda, k0, m0, d.K, d.M, vecA, tid);
-        else la.template load<R>(A, d.lda, m0, k0, d.M, d.K, vecA, tid);
-        if (TB) lb.template load<R>(B, d.ldb, n0, k0, d.N, d.K, vecB, tid);
-        else lb.template load<R>(B, d.ldb, k0, n0, d.K, d.N, vecB, tid);
+        if (TA) la.template load<R>(A, d.lda, k0, m0, d.K, d.M, vecA, tid, R::fill_a());
+        else la.template load<R>(A, d.lda, m0, k0, d.M, d.K, vecA, tid, R::fill_a());
+        if (TB) lb.template load<R>(B, d.ldb, n0, k0, d.N, d.K, vecB, tid, R::fill_b());
+        else lb.template load<R>(B, d.ldb, k0, n0, d.K, d.N, vecB, tid, R::fill_b());
     };
 
     const int ntiles = (d.K + BK - 1) / BK;
