@@ -1,6 +1,6 @@
 """Tropical GEMM tile sweep: compile candidate kernels, check them, time them (T tropical MAC/s).
 
-    python benchmarks/tile_sweep.py --out tile_sweep.json [--only f32,argmax] [--repeats 10] [--jobs 8]
+    python benchmarks/tile_sweep.py --out tile_sweep.json [--all | --only f32,argmax] [--repeats 10] [--jobs 8]
 
 Each candidate is one kernel built from ``preamble.cu`` with its own tile
 (``lk::Tile<BM, BN, BK, TM, TN, G>``, ``__launch_bounds__`` min blocks) and
@@ -99,11 +99,40 @@ def gemm_candidates() -> list[Candidate]:
         ("i64 64x64x16 4x4 mb1", "i64", T(64, 64, 16, 4, 4, 1), ()),
     ]
     c += [Candidate("argmax", lab, "maxplus", dt, True, s, d) for lab, dt, s, d in arg]
+    c += round4_candidates()
     for kmax in (4, 8):
         c.append(Candidate("rows", f"(2^21x4)x(4x4) KMAX {kmax}", "maxplus", "f32", False, None, (), kmax,
                            (1, 2**21, 4, 4)))  # fmt: skip
         c.append(Candidate("rows", f"bmm 2^21 x 4x4x4 KMAX {kmax}", "maxplus", "f32", False, None, (), kmax,
                            (2**21, 4, 4, 4)))  # fmt: skip
+    return c
+
+
+def round4_candidates() -> list[Candidate]:
+    """Round 4 (the default groups): i32 argmax and integer max-times on their new fast paths.
+
+    Both now check operands at the shared-memory store (after the K tile's products)
+    instead of right after their global loads; max-times has a fast ring (IMAD + IMNMX)
+    for blocks of small finite operands. ``base`` = the library's tile today.
+    """
+    i32arg = [
+        ("base 64x64x16 4x4 mb2", T(64, 64, 16, 4, 4, 2)),
+        ("32x64x16 4x4 mb4", T(32, 64, 16, 4, 4, 4)),
+        ("64x64x32 4x4 mb2", T(64, 64, 32, 4, 4, 2)),
+        ("64x64x16 4x4 mb2 g8", T(64, 64, 16, 4, 4, 2, 8)),
+        ("64x128x16 4x8 mb1", T(64, 128, 16, 4, 8, 1)),
+    ]
+    c = [Candidate("argmax4", f"i32 {lab}", "maxplus", "i32", True, s) for lab, s in i32arg]
+    c.append(Candidate("argmax4", "i32 maxmul 64x64x16 4x4 mb2", "maxmul", "i32", True, T(64, 64, 16, 4, 4, 2)))
+    mul = [
+        ("base i32 128x128x16 8x8 mb2 g8", "i32", T(128, 128, 16, 8, 8, 2, 8)),
+        ("i32 128x128x16 8x8 mb1", "i32", T(128, 128, 16, 8, 8, 1)),
+        ("i32 64x64x16 4x4 mb2", "i32", T(64, 64, 16, 4, 4, 2)),
+        ("base i64 64x64x16 4x4 mb2", "i64", T(64, 64, 16, 4, 4, 2)),
+        ("i64 64x64x8 4x4 mb2", "i64", T(64, 64, 8, 4, 4, 2)),
+        ("i64 32x64x16 4x4 mb4", "i64", T(32, 64, 16, 4, 4, 4)),
+    ]
+    c += [Candidate("maxmul", lab, "maxmul", dt, False, s) for lab, dt, s in mul]
     return c
 
 
@@ -324,12 +353,19 @@ def library_shapes(cuda, repeats: int, rng) -> list[dict[str, Any]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", help="write the results as JSON here")
-    parser.add_argument("--only", help="comma-separated groups: f32,i32,f64,i64,argmax,rows,shapes")
+    parser.add_argument(
+        "--only", help="comma-separated groups: argmax4,maxmul (the default), f32,i32,f64,i64,argmax,rows,shapes"
+    )
+    parser.add_argument("--all", action="store_true", help="every group (rounds 1-3 too: several minutes)")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--jobs", type=int, default=8, help="parallel NVRTC compiles")
     parser.add_argument("--compile-only", metavar="ARCH", help="compile for ARCH (e.g. sm_90), print registers, stop")
     args = parser.parse_args()
-    groups = set(args.only.split(",")) if args.only else {"f32", "i32", "f64", "i64", "argmax", "rows", "shapes"}
+    groups = {"argmax4", "maxmul"}
+    if args.all:
+        groups |= {"f32", "i32", "f64", "i64", "argmax", "rows", "shapes"}
+    elif args.only:
+        groups = set(args.only.split(","))
 
     if args.compile_only:
         arch = args.compile_only
@@ -363,7 +399,7 @@ def main() -> None:
     dev = cuda.get_current_device()
     results: dict[str, Any] = {"device": str(dev.name.decode() if isinstance(dev.name, bytes) else dev.name),
                                "arch": arch, "candidates": []}  # fmt: skip
-    for group in ("f32", "i32", "f64", "i64", "argmax", "rows"):
+    for group in ("f32", "i32", "f64", "i64", "argmax", "argmax4", "maxmul", "rows"):
         rows = [c for c in cands if c.group == group]
         if not rows:
             continue

@@ -492,3 +492,88 @@ def test_second_call_compiles_nothing():
     for _ in range(3):
         tropical.matmul(A, B)
     assert tropical.family.compile_calls == before
+
+
+MUL_FAST_BOUND = {"int32": 46340, "int64": 2**31 - 1}  # lk::Num<T>::mul_unit
+
+
+def maxmul_case(dtype, rng, K):
+    """(A, B) for max-times on the fast ring: operands at +-w (the bound), ties, all-equal rows.
+
+    Rows 0-9, columns 0-4: every product is -w^2 (w times -w), the smallest finite
+    product, which is also what the padding of a ragged last K tile multiplies to:
+    argmax 0. Columns 5..: rows 10-19 have +w^2 at k = 1 and k = K - 1 (a tie in the
+    last, ragged tile): argmax 1; rows 20-29 finite ties of 6 at k = 4, 20, 36.
+    Rows 64-127 repeat rows 0-63 (another row block, which tests may push onto the
+    exact ring).
+    """
+    w = MUL_FAST_BOUND[dtype]
+    M, N = 128, 70
+    A = rng.integers(-3, 4, (M, K)).astype(dtype)
+    B = rng.integers(-3, 4, (K, N)).astype(dtype)
+    A[0:10] = w
+    B[:, :] = np.where(rng.random((K, N)) < 0.5, B, -w)
+    A[10:20] = -1
+    A[10:20, [1, K - 1]] = w
+    B[1] = B[K - 1] = w
+    A[20:30] = 0
+    A[20:30, [4, 20, 36]] = 2
+    B[[4, 20, 36]] = 3
+    B[:, :5] = -w
+    A[64:] = A[:64]
+    return A, B, w
+
+
+@pytest.mark.parametrize("argmax", [False, True])
+@pytest.mark.parametrize("K", [100, 96, 1])
+@pytest.mark.parametrize("tile", ["", "s", "t"], indirect=True)
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_integer_maxmul_fast_path_bounds_ties_and_padding(dtype, tile, K, argmax):
+    """Operands at +-w stay on the fast ring and give the exact products; padding never wins."""
+    rng = np.random.default_rng(31)
+    A, B, w = maxmul_case(dtype, rng, max(K, 40))
+    A, B = np.ascontiguousarray(A[:, :K]), np.ascontiguousarray(B[:K])
+    check(A, B, "maxmul", argmax)
+    if argmax and K == 100:
+        C, Ix = run(A, B, "maxmul", True)
+        assert (Ix[0:10, :5] == 0).all() and (C[0:10, :5] == -(w * w)).all()
+        assert (Ix[10:20, 5:] == 1).all() and (C[10:20, 5:] == w * w).all()
+        assert (Ix[20:30, 5:] == 4).all() and (C[20:30, 5:] == 6).all()
+
+
+@pytest.mark.parametrize("spoiler", ["lo", "hi", "over", "huge"])
+@pytest.mark.parametrize("tile", ["", "s"], indirect=True)
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_integer_maxmul_fast_and_exact_blocks_agree(dtype, tile, spoiler):
+    """One operand outside the fast range sends its row block to the exact ring: same results.
+
+    ``over`` is w + 1 (the first value the fast ring refuses), ``huge`` saturates
+    (hi // 2 times 3), ``lo`` / ``hi`` are the infinities (lo absorbs, hi times a
+    value <= 0 gives lo).
+    """
+    rng = np.random.default_rng(32)
+    info = np.iinfo(dtype)
+    A, B, w = maxmul_case(dtype, rng, 100)
+    value = {"lo": info.min, "hi": info.max, "over": w + 1, "huge": info.max // 2}[spoiler]
+    A[127, 99] = value
+    A[120:124, 50] = value
+    B[50, :7] = [3, 0, -2, info.max, info.min, 1, -1]
+    for argmax in (False, True):
+        check(A, B, "maxmul", argmax)
+    C, Ix = run(A, B, "maxmul", True)
+    np.testing.assert_array_equal(C[:56], C[64:120])
+    np.testing.assert_array_equal(Ix[:56], Ix[64:120])
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_integer_maxmul_mixed_blocks_adversarial(dtype):
+    """Sprinkled infinities (exact blocks) beside infinity-free blocks (fast), bmm too."""
+    rng = np.random.default_rng(33)
+    A = rng.integers(-9, 10, (3, 200, 70)).astype(dtype)
+    B = rng.integers(-9, 10, (3, 70, 150)).astype(dtype)
+    A[1, 130:] = adversarial(rng, (70, 70), dtype)
+    B[2] = adversarial(rng, (70, 150), dtype)
+    for argmax in (False, True):
+        check(A, B, "maxmul", argmax, batched=True)
+        check(A[0], B[0], "maxmul", argmax)
+        check(A[1], B[1], "maxmul", argmax)

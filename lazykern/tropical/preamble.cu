@@ -54,12 +54,16 @@ template <> struct Num<int> {
     static constexpr int lo = -2147483647 - 1;
     static constexpr int hi = 2147483647;
     static constexpr int unit = 1 << 27;  // fast path: finite operands within +-unit
+    static constexpr int mul_unit = 46340;  // max-times fast path: floor(sqrt(hi))
+    typedef unsigned int U;
 };
 template <> struct Num<i64> {
     static constexpr bool is_int = true;
     static constexpr i64 lo = -9223372036854775807LL - 1;
     static constexpr i64 hi = 9223372036854775807LL;
     static constexpr i64 unit = 1LL << 59;
+    static constexpr i64 mul_unit = 2147483647;  // an int: one 32 x 32 -> 64-bit multiply
+    typedef u64 U;
 };
 
 // ------------------------------------------------- saturating arithmetic --
@@ -104,6 +108,8 @@ template <int S, typename T> struct FloatRing {
     __device__ __forceinline__ static T zero() { return S == MINPLUS ? Num<T>::pinf() : Num<T>::ninf(); }
     // max-times: -inf * -inf = +inf, so pad with NaN, which never wins.
     __device__ __forceinline__ static T pad() { return S == MAXMUL ? Num<T>::nan() : zero(); }
+    __device__ __forceinline__ static T fill_a() { return pad(); }
+    __device__ __forceinline__ static T fill_b() { return pad(); }
     __device__ __forceinline__ static T enc(T v) { return v; }
     __device__ __forceinline__ static bool safe(T) { return true; }
     __device__ __forceinline__ static T dec(T v) { return v; }
@@ -124,6 +130,8 @@ template <int S, typename T> struct IntExactRing {
     static constexpr T lo = Num<T>::lo, hi = Num<T>::hi;
     __device__ __forceinline__ static T zero() { return S == MINPLUS ? hi : lo; }
     __device__ __forceinline__ static T pad() { return zero(); }
+    __device__ __forceinline__ static T fill_a() { return pad(); }
+    __device__ __forceinline__ static T fill_b() { return pad(); }
     __device__ __forceinline__ static T enc(T v) { return v; }
     __device__ __forceinline__ static bool safe(T) { return true; }
     __device__ __forceinline__ static T dec(T v) { return v; }
@@ -172,11 +180,22 @@ template <int S, typename T> struct IntFastRing {
     static constexpr T lo = Num<T>::lo, hi = Num<T>::hi, u = Num<T>::unit;
     __device__ __forceinline__ static T zero() { return S == MINPLUS ? 3 * u : -3 * u; }
     __device__ __forceinline__ static T pad() { return S == MINPLUS ? 7 * u : -7 * u; }
+    // Out-of-range tile elements hold the raw zero (safe), which enc() turns into pad().
+    __device__ __forceinline__ static T fill_a() { return S == MINPLUS ? hi : lo; }
+    __device__ __forceinline__ static T fill_b() { return fill_a(); }
+    // On a safe operand, enc is a clamp (2 min/max instead of 2 compares and 2 selects):
+    // lo and hi land on the bounds, finite values in [-u, u] stay. An unsafe operand
+    // gets a wrong code, but its block falls back to the exact ring before using it.
     __device__ __forceinline__ static T enc(T v) {
-        if (S == MINPLUS) return v == hi ? 7 * u : (v == lo ? -4 * u : v);
-        return v == lo ? -7 * u : (v == hi ? 4 * u : v);
+        if (S == MINPLUS) return tmin<T>(tmax<T>(v, -4 * u), 7 * u);
+        return tmin<T>(tmax<T>(v, -7 * u), 4 * u);
     }
-    __device__ __forceinline__ static bool safe(T v) { return (v >= -u && v <= u) || v == lo || v == hi; }
+    // |v| <= u or v is lo or hi, branch-free (unsigned wrap-around): v + u in [0, 2u],
+    // or v - hi in {0 (hi), 1 (lo)}.
+    __device__ __forceinline__ static bool safe(T v) {
+        typedef typename Num<T>::U U;
+        return ((U)v + (U)u <= 2 * (U)u) | ((U)v - (U)hi <= (U)1);
+    }
     __device__ __forceinline__ static T dec(T v) { return v < -2 * u ? lo : (v > 2 * u ? hi : v); }
     __device__ __forceinline__ static T mul(T a, T b) { return a + b; }
     __device__ __forceinline__ static T mul_arg(T a, T b) { return tmin<T>(tmax<T>(a + b, -3 * u), 3 * u); }
@@ -185,6 +204,49 @@ template <int S, typename T> struct IntFastRing {
     __device__ __forceinline__ static T comb(T acc, T p) { return S == MINPLUS ? tmin<T>(acc, p) : tmax<T>(acc, p); }
 };
 
+// Fast integer max-times, for blocks whose operands are all finite with |x| <= w
+// (w = Num<T>::mul_unit: 46340 = floor(sqrt(2^31 - 1)) for i32, 2^31 - 1 for i64).
+// Exactness: |a * b| <= w^2 < hi, so the plain product neither overflows nor meets
+// lo or hi, and equals sat_mul(a, b); no operand is lo or hi (|lo|, |hi| > w), so
+// no infinity rule applies; the result is the plain max of exact products, as in
+// the exact ring. Infinities cannot be re-encoded for a plain multiply: a code L
+// for lo must absorb (L * b never beats a finite product), but L * b changes sign
+// with b, so a block with lo or hi anywhere (or |x| > w) takes the exact ring.
+// Out-of-range k (k >= K, where A's column and B's row are both out of range) gets
+// fill_a() * fill_b() = w * -w = -w^2, the smallest finite product: it never beats
+// a finite product (every output with K > 0 has one), so the max is exact, and
+// a tie comes at a later k than the product it ties, so the strict argmax compare
+// (per k or per tile) never picks it; in the tiled form the winning tile holds a
+// k < K whose product equals its best. K == 0 leaves zero() = lo, as the exact ring.
+// Both fills are safe (|w| <= w). Products of padded rows or columns (never stored)
+// are w * b, in range too. One IMAD (i64: one IMAD.WIDE) and one IMNMX per product.
+template <typename T> struct IntMulFastRing {
+    static constexpr bool fast = true;
+    static constexpr bool unroll_k = true;
+    static constexpr bool tile_arg = LK_ARG_TILED != 0;
+    static constexpr T lo = Num<T>::lo, w = Num<T>::mul_unit;
+    __device__ __forceinline__ static T zero() { return lo; }
+    __device__ __forceinline__ static T pad() { return lo; }
+    __device__ __forceinline__ static T fill_a() { return w; }
+    __device__ __forceinline__ static T fill_b() { return -w; }
+    __device__ __forceinline__ static T enc(T v) { return v; }
+    __device__ __forceinline__ static bool safe(T v) {
+        typedef typename Num<T>::U U;
+        return (U)v + (U)w <= 2 * (U)w;
+    }
+    __device__ __forceinline__ static T dec(T v) { return v; }
+    __device__ __forceinline__ static T mul(T a, T b) {
+        return sizeof(T) == 8 ? (T)((i64)(int)a * (i64)(int)b) : a * b;
+    }
+    __device__ __forceinline__ static T mul_arg(T a, T b) { return mul(a, b); }
+    __device__ __forceinline__ static T settle(T v) { return v; }
+    __device__ __forceinline__ static bool better(T p, T acc) { return p > acc; }
+    __device__ __forceinline__ static T comb(T acc, T p) { return tmax<T>(acc, p); }
+};
+
+template <int S, typename T, bool IS_MUL = S == MAXMUL> struct IntFast { typedef IntFastRing<S, T> type; };
+template <int S, typename T> struct IntFast<S, T, true> { typedef IntMulFastRing<T> type; };
+
 template <int S, typename T, bool IS_INT = Num<T>::is_int> struct Rings {
     typedef FloatRing<S, T> exact;
     static constexpr bool has_fast = false;
@@ -192,8 +254,8 @@ template <int S, typename T, bool IS_INT = Num<T>::is_int> struct Rings {
 };
 template <int S, typename T> struct Rings<S, T, true> {
     typedef IntExactRing<S, T> exact;
-    static constexpr bool has_fast = S != MAXMUL;
-    typedef IntFastRing<S, T> fast;
+    static constexpr bool has_fast = true;
+    typedef typename IntFast<S, T>::type fast;
 };
 
 // ------------------------------------------------------------------ vectors --
@@ -247,10 +309,9 @@ template <typename T, int ROWS, int COLS, int NT, bool TRANS> struct TileLoader 
     }
 
     template <class R>
-    __device__ __forceinline__ bool load(const T* __restrict__ base, i64 ld, int row0, int col0, int nrows,
-                                         int ncols, bool vec_ok, int tid) {
-        bool ok = true;
-        if (USED < NT && tid >= USED) return ok;
+    __device__ __forceinline__ void load(const T* __restrict__ base, i64 ld, int row0, int col0, int nrows,
+                                         int ncols, bool vec_ok, int tid, T fill) {
+        if (USED < NT && tid >= USED) return;
         const int gr = row0 + r, gc = col0 + c;
         if (gr < nrows) {
             const T* p = base + (i64)gr * ld + gc;
@@ -258,23 +319,27 @@ template <typename T, int ROWS, int COLS, int NT, bool TRANS> struct TileLoader 
                 VecIO<T, L>::load(v, p);
             } else {
 #pragma unroll
-                for (int e = 0; e < L; ++e) v[e] = gc + e < ncols ? p[e] : R::pad();
+                for (int e = 0; e < L; ++e) v[e] = gc + e < ncols ? p[e] : fill;
             }
         } else {
 #pragma unroll
-            for (int e = 0; e < L; ++e) v[e] = R::pad();
+            for (int e = 0; e < L; ++e) v[e] = fill;
         }
-        if (R::fast) {
-#pragma unroll
-            for (int e = 0; e < L; ++e) ok = ok && R::safe(v[e]);
-        }
-        return ok;
     }
 
-    // Out-of-range elements were set to pad(), which enc() leaves a pad.
+    // Stores the loaded elements (out-of-range ones hold the ring's fill_a() / fill_b())
+    // and, for a fast ring, says whether all of them are safe. The check sits here, after
+    // the K tile's products, not in load(): there it waited for the global loads that
+    // load() had just issued (a stall per K tile that the products now hide). It is
+    // branch-free (& not &&), a few integer instructions per element.
     template <class R>
-    __device__ __forceinline__ void store(T* smem, int sld, int tid) const {
-        if (USED < NT && tid >= USED) return;
+    __device__ __forceinline__ bool store(T* smem, int sld, int tid) const {
+        bool ok = true;
+        if (USED < NT && tid >= USED) return ok;
+        if (R::fast) {
+#pragma unroll
+            for (int e = 0; e < L; ++e) ok &= R::safe(v[e]);
+        }
         if (TRANS) {
 #pragma unroll
             for (int e = 0; e < L; ++e) smem[(c + e) * sld + r] = enc_pad<R>(v[e]);
@@ -282,6 +347,7 @@ template <typename T, int ROWS, int COLS, int NT, bool TRANS> struct TileLoader 
 #pragma unroll
             for (int e = 0; e < L; ++e) smem[r * sld + c + e] = enc_pad<R>(v[e]);
         }
+        return ok;
     }
 
     template <class R> __device__ __forceinline__ static T enc_pad(T x) { return R::fast ? R::enc(x) : x; }
@@ -337,19 +403,18 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
             idx[i][j] = TILED || d.K <= 0 ? -1 : 0;
         }
 
-    auto load = [&](int k0) -> bool {
-        bool ok = TA ? la.template load<R>(A, d.lda, k0, m0, d.K, d.M, vecA, tid)
-                     : la.template load<R>(A, d.lda, m0, k0, d.M, d.K, vecA, tid);
-        ok &= TB ? lb.template load<R>(B, d.ldb, n0, k0, d.N, d.K, vecB, tid)
-                 : lb.template load<R>(B, d.ldb, k0, n0, d.K, d.N, vecB, tid);
-        return ok;
+    auto load = [&](int k0) {
+        if (TA) la.template load<R>(A, d.lda, k0, m0, d.K, d.M, vecA, tid, R::fill_a());
+        else la.template load<R>(A, d.lda, m0, k0, d.M, d.K, vecA, tid, R::fill_a());
+        if (TB) lb.template load<R>(B, d.ldb, n0, k0, d.N, d.K, vecB, tid, R::fill_b());
+        else lb.template load<R>(B, d.ldb, k0, n0, d.K, d.N, vecB, tid, R::fill_b());
     };
 
     const int ntiles = (d.K + BK - 1) / BK;
     if (ntiles == 0) return true;
-    bool ok = load(0);
-    la.template store<R>(sm.a[0], SA, tid);
-    lb.template store<R>(sm.b[0], SB, tid);
+    load(0);
+    bool ok = la.template store<R>(sm.a[0], SA, tid);
+    ok &= lb.template store<R>(sm.b[0], SB, tid);
     if (R::fast) {
         if (!__syncthreads_and(ok)) return false;
     } else {
@@ -359,7 +424,7 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
     for (int t = 0; t < ntiles; ++t) {
         const int buf = t & 1;
         const bool more = t + 1 < ntiles;
-        if (more) ok = load((t + 1) * BK);
+        if (more) load((t + 1) * BK);
         const T* As = sm.a[buf];
         const T* Bs = sm.b[buf];
         constexpr bool INPLACE = TILED && LK_ARG_INPLACE != 0;
@@ -424,8 +489,8 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
                 }
         }
         if (more) {
-            la.template store<R>(sm.a[buf ^ 1], SA, tid);
-            lb.template store<R>(sm.b[buf ^ 1], SB, tid);
+            ok = la.template store<R>(sm.a[buf ^ 1], SA, tid);
+            ok &= lb.template store<R>(sm.b[buf ^ 1], SB, tid);
         }
         if (R::fast) {
             if (!__syncthreads_and(ok)) return false;
