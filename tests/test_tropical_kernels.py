@@ -66,7 +66,9 @@ def test_default_tiles_are_the_sweep_winners():
     assert big["f64"] == big["i64"] == fragments.TileShape(64, 64, 16, 4, 4, 2)
     arg = {d: fragments.tile_shape("", d, True) for d in fragments.DTYPES}
     assert arg["f32"] == fragments.TileShape(32, 64, 16, 4, 4, 4)
-    assert arg["i32"] == arg["i64"] == fragments.TileShape(64, 64, 16, 4, 4, 2)
+    assert arg["i32"] == fragments.TileShape(64, 64, 16, 4, 4, 2, 8)
+    assert arg["i64"] == fragments.TileShape(64, 64, 16, 4, 4, 2)
+    assert fragments.tile_shape("", "i32", semiring="maxmul") == fragments.TileShape(128, 128, 16, 8, 8, 1)
     assert arg["f64"] == fragments.TileShape(32, 64, 8, 4, 4, 4)
     split = {(d, a): fragments.tile_shape("splitk", d, a) for d in fragments.DTYPES for a in (False, True)}
     assert {(s.bm, s.bn) for s in split.values()} == {(64, 64)}  # api.split_k counts 64x64 blocks
