@@ -37,7 +37,17 @@ __all__ = [
     "make_key",
     "nvrtc_version",
     "set_default_cache",
+    "tropical",
 ]
+
+
+def __getattr__(name: str):
+    # The tropical family registers 748 fragment texts: imported on first use only.
+    if name == "tropical":
+        import importlib
+
+        return importlib.import_module(".tropical", __name__)
+    raise AttributeError(f"module 'lazykern' has no attribute {name!r}")
 
 logging.getLogger("lazykern").addHandler(logging.NullHandler())
 if os.environ.get("LAZYKERN_LOG"):
