@@ -100,6 +100,7 @@ def gemm_candidates() -> list[Candidate]:
     ]
     c += [Candidate("argmax", lab, "maxplus", dt, True, s, d) for lab, dt, s, d in arg]
     c += round4_candidates()
+    c += f32peak_candidates()
     for kmax in (4, 8):
         c.append(Candidate("rows", f"(2^21x4)x(4x4) KMAX {kmax}", "maxplus", "f32", False, None, (), kmax,
                            (1, 2**21, 4, 4)))  # fmt: skip
@@ -133,6 +134,45 @@ def round4_candidates() -> list[Candidate]:
         ("i64 32x64x16 4x4 mb4", "i64", T(32, 64, 16, 4, 4, 4)),
     ]
     c += [Candidate("maxmul", lab, "maxmul", dt, False, s) for lab, dt, s in mul]
+    return c
+
+
+def f32peak_candidates() -> list[Candidate]:
+    """Round 5 (the default group): f32 max-plus toward 13.4 T (80% of the H100's issue limit).
+
+    Compile-time variants of the 128x128x16 8x8 tile (``base``, 1 block/SM, register
+    prefetch): ``warpxy`` (-DLK_WARP_XY=1: 8 x 4 threads per warp, B fragments one
+    wavefront), ``pipe`` (-DLK_FRAG_PIPE=1: step kk + 1's fragments loaded during step
+    kk), ``cpasync`` (-DLK_CP_ASYNC=1, LK_STAGES: global -> shared without registers),
+    and 128-thread 64x128 / 128x64 tiles at 2 blocks/SM. BK 32 and 3-stage 128x128x16
+    need more than the 48 KB of static shared memory, so they are not candidates.
+    """
+    base = T(128, 128, 16, 8, 8, 1)
+    wide, tall = T(64, 128, 16, 8, 8, 2), T(128, 64, 16, 8, 8, 2)
+    xy, pipe, cp2, cp3 = "-DLK_WARP_XY=1", "-DLK_FRAG_PIPE=1", "-DLK_CP_ASYNC=1", "-DLK_CP_ASYNC=1 -DLK_STAGES=3"
+    variants = [
+        ("base 128x128x16 8x8 mb1", base, ()),
+        ("warpxy", base, (xy,)),
+        ("pipe", base, (pipe,)),
+        ("warpxy pipe", base, (xy, pipe)),
+        ("cpasync2", base, (cp2,)),
+        ("cpasync2 warpxy", base, (cp2, xy)),
+        ("cpasync2 warpxy pipe", base, (cp2, xy, pipe)),
+        ("64x128x16 mb2", wide, ()),
+        ("64x128x16 mb2 warpxy", wide, (xy,)),
+        ("64x128x16 mb2 cpasync3 warpxy", wide, (*cp3.split(), xy)),
+        ("64x128x16 mb3", T(64, 128, 16, 8, 8, 3), ()),
+        ("64x128x16 mb3 cpasync3 warpxy", T(64, 128, 16, 8, 8, 3), (*cp3.split(), xy)),
+        ("128x64x16 mb2", tall, ()),
+        ("128x64x16 mb2 cpasync3 warpxy", tall, (*cp3.split(), xy)),
+    ]
+    c = [Candidate("f32peak", lab, "maxplus", "f32", False, s, d) for lab, s, d in variants]
+    big = (8192, 8192, 8192)
+    for lab, s, d in variants[:1] + variants[4:6]:
+        c.append(Candidate("f32peak8k", f"8192^3 {lab}", "maxplus", "f32", False, s, d, problem=big))
+    for semiring in ("minplus", "maxmul"):
+        for lab, s, d in variants[:1] + variants[5:6]:
+            c.append(Candidate("f32peakrings", f"{semiring} {lab}", semiring, "f32", False, s, d))
     return c
 
 
@@ -354,16 +394,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", help="write the results as JSON here")
     parser.add_argument(
-        "--only", help="comma-separated groups: argmax4,maxmul (the default), f32,i32,f64,i64,argmax,rows,shapes"
+        "--only",
+        help="comma-separated groups: f32peak,f32peak8k,f32peakrings (the default), "
+        "argmax4,maxmul,f32,i32,f64,i64,argmax,rows,shapes",
     )
     parser.add_argument("--all", action="store_true", help="every group (rounds 1-3 too: several minutes)")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--jobs", type=int, default=8, help="parallel NVRTC compiles")
     parser.add_argument("--compile-only", metavar="ARCH", help="compile for ARCH (e.g. sm_90), print registers, stop")
     args = parser.parse_args()
-    groups = {"argmax4", "maxmul"}
+    groups = {"f32peak", "f32peak8k", "f32peakrings"}
     if args.all:
-        groups |= {"f32", "i32", "f64", "i64", "argmax", "rows", "shapes"}
+        groups |= {"argmax4", "maxmul", "f32", "i32", "f64", "i64", "argmax", "rows", "shapes"}
     elif args.only:
         groups = set(args.only.split(","))
 
@@ -387,7 +429,7 @@ def main() -> None:
     print(f"compiled {len(cands)} candidates in {time.perf_counter() - t0:.1f} s for {arch}", file=sys.stderr)
     if args.compile_only:
         for c in cands:
-            print(f"  {c.group:7s} {c.label:34s} {c.regs:10s} {c.result.get('error', '')}")
+            print(f"  {c.group:12s} {c.label:34s} {c.regs:10s} {c.result.get('error', '')}")
         return
 
     from numba import cuda
@@ -399,7 +441,8 @@ def main() -> None:
     dev = cuda.get_current_device()
     results: dict[str, Any] = {"device": str(dev.name.decode() if isinstance(dev.name, bytes) else dev.name),
                                "arch": arch, "candidates": []}  # fmt: skip
-    for group in ("f32", "i32", "f64", "i64", "argmax", "argmax4", "maxmul", "rows"):
+    for group in ("f32peak", "f32peak8k", "f32peakrings", "f32", "i32", "f64", "i64", "argmax", "argmax4", "maxmul",
+                  "rows"):  # fmt: skip
         rows = [c for c in cands if c.group == group]
         if not rows:
             continue

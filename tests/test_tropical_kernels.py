@@ -136,3 +136,17 @@ def test_sass_inner_loops(cache, tmp_path):
     f32 = sass("maxplus_f32")
     assert f32.count("FMNMX") >= 512 and f32.count(" FADD") >= 512  # 8x8 per thread, BK = 8, unrolled
     assert sass("maxplus_i32").count("VIADDMNMX") >= 512  # the fast integer path: one DPX op per MAC
+
+
+@pytest.mark.parametrize(
+    "defines",
+    [("-DLK_WARP_XY=1",), ("-DLK_FRAG_PIPE=1",), ("-DLK_CP_ASYNC=1", "-DLK_STAGES=3", "-DLK_WARP_XY=1")],
+)
+def test_round5_variants_compile_for_every_layout(defines):
+    """The f32-peak sweep macros (off by default) build the transposed layouts and argmax too."""
+    from lazykern.compiler import compile_source
+    from lazykern.tropical._family import OPTIONS, preamble
+
+    specs = [fragments.GemmSpec("maxplus", "f32", False, "tt"), fragments.GemmSpec("minplus", "f32", True, "nt")]
+    code = "\n".join(fragments.gemm_code(s, shape=fragments.TileShape(64, 128, 16, 8, 8, 2)) for s in specs)
+    assert compile_source(preamble() + "\n" + code, name="r5", arch="sm_90", options=(*OPTIONS, *defines)).code

@@ -27,6 +27,27 @@
 #ifndef LK_ARG_INPLACE
 #define LK_ARG_INPLACE 1
 #endif
+// f32-peak sweep variants (round 5; all default off, the library's kernels are unchanged):
+// LK_WARP_XY (0): lay each warp out as 8 thread columns x 4 thread rows of the block's
+//   thread grid (default: tid walks the columns, a warp is 16 x 2 for a 128-wide tile),
+//   so a warp's B fragment loads touch 8 distinct 16-byte runs (one wavefront) instead of 16.
+// LK_FRAG_PIPE (0): software-pipeline the shared-memory fragment loads: the a/b fragments of
+//   step kk + 1 are loaded while step kk's products run (16 more registers for 8 x 8).
+// LK_CP_ASYNC (0): float rings fill shared memory with cp.async (global -> shared, no
+//   register staging; out-of-range elements are stored as the fill directly), LK_STAGES
+//   (2 or 3) tiles in flight.
+#ifndef LK_WARP_XY
+#define LK_WARP_XY 0
+#endif
+#ifndef LK_FRAG_PIPE
+#define LK_FRAG_PIPE 0
+#endif
+#ifndef LK_CP_ASYNC
+#define LK_CP_ASYNC 0
+#endif
+#ifndef LK_STAGES
+#define LK_STAGES 2
+#endif
 
 namespace lk {
 
@@ -289,6 +310,17 @@ template <typename T, int N> struct VecIO {
     }
 };
 
+// ------------------------------------------------------------ cp.async --
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
+template <typename T> __device__ __forceinline__ void cp_async_elem(T* dst, const T* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(smem_addr(dst)), "l"(src), "n"(sizeof(T)));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
 // -------------------------------------------------------------- tile loads --
 // A ROWS x COLS tile of a row-major (COLS contiguous) global matrix, L
 // consecutive elements per thread. TRANS stores it to shared memory as
@@ -351,6 +383,26 @@ template <typename T, int ROWS, int COLS, int NT, bool TRANS> struct TileLoader 
     }
 
     template <class R> __device__ __forceinline__ static T enc_pad(T x) { return R::fast ? R::enc(x) : x; }
+
+    // LK_CP_ASYNC: load() and store() in one, global -> shared by cp.async (float rings:
+    // no encoding, no safety check). Elements outside the matrix are stored as the fill.
+    __device__ __forceinline__ void load_async(T* smem, int sld, const T* __restrict__ base, i64 ld, int row0,
+                                               int col0, int nrows, int ncols, bool vec_ok, int tid, T fill) const {
+        if (USED < NT && tid >= USED) return;
+        const int gr = row0 + r, gc = col0 + c;
+        const T* p = base + (i64)gr * ld + gc;
+        if (!TRANS && CH * (int)sizeof(T) == 16 && gr < nrows && vec_ok && gc + L <= ncols) {
+#pragma unroll
+            for (int e = 0; e < L; e += CH) cp_async16(smem + r * sld + c + e, p + e);
+            return;
+        }
+#pragma unroll
+        for (int e = 0; e < L; ++e) {
+            T* dst = TRANS ? smem + (c + e) * sld + r : smem + r * sld + c + e;
+            if (gr < nrows && gc + e < ncols) cp_async_elem(dst, p + e);
+            else *dst = fill;
+        }
+    }
 };
 
 // --------------------------------------------------------------- the GEMM --
@@ -363,6 +415,20 @@ template <int BM_, int BN_, int BK_, int TM_, int TN_, int G_ = 1> struct Tile {
     static constexpr int SM = BM * VM / TM, SN = BN * VN / TN;        // stride between runs
 };
 
+// The thread's column (tx) and row (ty) in the block's (BM / TM) x (BN / TN) thread grid.
+template <class Cfg> __device__ __forceinline__ void thread_xy(int tid, int& tx, int& ty) {
+    constexpr int NX = Cfg::BN / Cfg::TN, NY = Cfg::BM / Cfg::TM;
+    constexpr int WX = NX < 8 ? NX : 8, WY = 32 / WX;
+    if (LK_WARP_XY && NX % WX == 0 && NY % WY == 0 && Cfg::NT % 32 == 0) {
+        const int w = tid / 32, l = tid % 32;
+        tx = (w % (NX / WX)) * WX + l % WX;
+        ty = (w / (NX / WX)) * WY + l / WX;
+    } else {
+        tx = tid % NX;
+        ty = tid / NX;
+    }
+}
+
 struct Dims {
     int M, N, K;
     i64 lda, ldb, ldc;
@@ -371,8 +437,9 @@ struct Dims {
 template <typename T, class Cfg> struct Smem {
     static constexpr int PAD = sizeof(T) == 4 ? 4 : 2;  // keeps rows 16-byte aligned, spreads banks
     static constexpr int SA = Cfg::BM + PAD, SB = Cfg::BN + PAD;
-    T a[2][Cfg::BK * SA];
-    T b[2][Cfg::BK * SB];
+    static constexpr int STAGES = LK_CP_ASYNC ? LK_STAGES : 2;
+    T a[STAGES][Cfg::BK * SA];
+    T b[STAGES][Cfg::BK * SB];
 };
 
 // One pass over K with ring R. Returns false (uniformly across the block) as
@@ -385,7 +452,8 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
     constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN, NT = Cfg::NT;
     constexpr int SA = Smem<T, Cfg>::SA, SB = Smem<T, Cfg>::SB;
     const int tid = threadIdx.x;
-    const int tx = tid % (BN / TN), ty = tid / (BN / TN);
+    int tx, ty;
+    thread_xy<Cfg>(tid, tx, ty);
 
     // A is M x K: row-major tile BM x BK (stored transposed), or a transposed view: BK x BM rows of k.
     TileLoader<T, TA ? BK : BM, TA ? BM : BK, NT, !TA> la;
@@ -410,21 +478,49 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
         else lb.template load<R>(B, d.ldb, k0, n0, d.K, d.N, vecB, tid, R::fill_b());
     };
 
+    constexpr bool ASYNC = LK_CP_ASYNC != 0 && !R::fast;
+    constexpr int STAGES = Smem<T, Cfg>::STAGES;
+    auto issue = [&](int t) {  // ASYNC: tile t into stage t % STAGES, one commit group (maybe empty)
+        if (t < (d.K + BK - 1) / BK) {
+            const int s = t % STAGES, k0 = t * BK;
+            if (TA) la.load_async(sm.a[s], SA, A, d.lda, k0, m0, d.K, d.M, vecA, tid, R::fill_a());
+            else la.load_async(sm.a[s], SA, A, d.lda, m0, k0, d.M, d.K, vecA, tid, R::fill_a());
+            if (TB) lb.load_async(sm.b[s], SB, B, d.ldb, n0, k0, d.N, d.K, vecB, tid, R::fill_b());
+            else lb.load_async(sm.b[s], SB, B, d.ldb, k0, n0, d.K, d.N, vecB, tid, R::fill_b());
+        }
+        cp_async_commit();
+    };
+
     const int ntiles = (d.K + BK - 1) / BK;
     if (ntiles == 0) return true;
-    load(0);
-    bool ok = la.template store<R>(sm.a[0], SA, tid);
-    ok &= lb.template store<R>(sm.b[0], SB, tid);
-    if (R::fast) {
-        if (!__syncthreads_and(ok)) return false;
+    bool ok = true;
+    if (ASYNC) {
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s) issue(s);
     } else {
-        __syncthreads();
+        load(0);
+        ok = la.template store<R>(sm.a[0], SA, tid);
+        ok &= lb.template store<R>(sm.b[0], SB, tid);
+        if (R::fast) {
+            if (!__syncthreads_and(ok)) return false;
+        } else {
+            __syncthreads();
+        }
     }
 
     for (int t = 0; t < ntiles; ++t) {
-        const int buf = t & 1;
+        int buf = t & 1;
         const bool more = t + 1 < ntiles;
-        if (more) load((t + 1) * BK);
+        if (ASYNC) {
+            // Tile t has landed (this thread's copies, then everyone's), and every thread is
+            // done with tile t - 1, whose stage the next issue refills.
+            cp_async_wait<STAGES - 2>();
+            __syncthreads();
+            issue(t + STAGES - 1);
+            buf = t % STAGES;
+        } else if (more) {
+            load((t + 1) * BK);
+        }
         const T* As = sm.a[buf];
         const T* Bs = sm.b[buf];
         constexpr bool INPLACE = TILED && LK_ARG_INPLACE != 0;
@@ -435,15 +531,23 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
 #pragma unroll
                 for (int j = 0; j < TN; ++j) tm[i][j] = INPLACE ? acc[i][j] : R::zero();
         }
-#pragma unroll(R::unroll_k ? BK : 1)
-        for (int kk = 0; kk < BK; ++kk) {
-            T a[TM], b[TN];
+        auto frag = [&](int kk, T* a, T* b) {
 #pragma unroll
             for (int i = 0; i < TM; i += Cfg::VM)
                 VecIO<T, Cfg::VM>::load(a + i, As + kk * SA + (i / Cfg::VM) * Cfg::SM + ty * Cfg::VM);
 #pragma unroll
             for (int j = 0; j < TN; j += Cfg::VN)
                 VecIO<T, Cfg::VN>::load(b + j, Bs + kk * SB + (j / Cfg::VN) * Cfg::SN + tx * Cfg::VN);
+        };
+        constexpr bool PIPE = LK_FRAG_PIPE != 0 && R::unroll_k;
+        T fa[PIPE ? 2 : 1][TM], fb[PIPE ? 2 : 1][TN];
+        if (PIPE) frag(0, fa[0], fb[0]);
+#pragma unroll(R::unroll_k ? BK : 1)
+        for (int kk = 0; kk < BK; ++kk) {
+            if (PIPE && kk + 1 < BK) frag(kk + 1, fa[(kk + 1) & 1], fb[(kk + 1) & 1]);
+            if (!PIPE) frag(kk, fa[0], fb[0]);
+            const T* a = fa[PIPE ? kk & 1 : 0];
+            const T* b = fb[PIPE ? kk & 1 : 0];
             if (TILED && !INPLACE) {
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
@@ -488,6 +592,7 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
                     acc[i][j] = w ? v : acc[i][j];
                 }
         }
+        if (ASYNC) continue;
         if (more) {
             ok = la.template store<R>(sm.a[buf ^ 1], SA, tid);
             ok &= lb.template store<R>(sm.b[buf ^ 1], SB, tid);
@@ -498,6 +603,7 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
             __syncthreads();
         }
     }
+    if (ASYNC) __syncthreads();  // the next batch entry's first issue refills stages read here
     return true;
 }
 
@@ -528,7 +634,8 @@ template <class R, typename T, class Cfg, bool TA, bool TB>
 __device__ __forceinline__ void fix_argmax(const T* __restrict__ A, const T* __restrict__ B, const T* C, int* I,
                                            const Dims& d, int m0, int n0) {
     const int tid = threadIdx.x;
-    const int tx = tid % (Cfg::BN / Cfg::TN), ty = tid / (Cfg::BN / Cfg::TN);
+    int tx, ty;
+    thread_xy<Cfg>(tid, tx, ty);
 #pragma unroll 1
     for (int e = 0; e < Cfg::TM * Cfg::TN; ++e) {
         const int gm = m0 + out_row<Cfg>(e / Cfg::TN, ty), gn = n0 + out_col<Cfg>(e % Cfg::TN, tx);
@@ -573,7 +680,8 @@ __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restric
     const int bm = first + in_group % grp, bn = in_group / grp;
     const int m0 = bm * BM, n0 = bn * BN;
     const int tid = threadIdx.x;
-    const int tx = tid % (BN / TN), ty = tid / (BN / TN);
+    int tx, ty;
+    thread_xy<Cfg>(tid, tx, ty);
 
     constexpr int LA = TileLoader<T, TA ? BK : BM, TA ? BM : BK, NT, !TA>::L;
     constexpr int LB = TileLoader<T, TB ? BN : BK, TB ? BK : BN, NT, TB>::L;
