@@ -49,6 +49,7 @@ def __getattr__(name: str):
         return importlib.import_module(".tropical", __name__)
     raise AttributeError(f"module 'lazykern' has no attribute {name!r}")
 
+
 logging.getLogger("lazykern").addHandler(logging.NullHandler())
 if os.environ.get("LAZYKERN_LOG"):
     logging.getLogger("lazykern").setLevel(os.environ["LAZYKERN_LOG"].upper())
