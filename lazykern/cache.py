@@ -437,13 +437,15 @@ class KernelCache(ProgramCacheResource):
         report["foreign_rows"] = self._backend.foreign_rows(repair)
         report["stale_locks"] = self._stale_locks(repair, min_age)
         report["quarantined_files"] = _quarantined_files(self.directory)
-        report["ok"] = not (
+        found = bool(
             bad
             or report["integrity"] != "ok"
             or report["missing_files"]
             or report["orphan_files"]
             or report["foreign_rows"]
         )
+        # The counts say what was found; "ok" says whether the store is sound now.
+        report["ok"] = not found or (repair and (report["integrity"] == "ok" or bool(report.get("quarantined"))))
         return report
 
     def _stale_locks(self, repair: bool, min_age: float) -> int:

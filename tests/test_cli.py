@@ -77,6 +77,24 @@ def test_info_on_an_empty_cache(cache_dir):
     assert table.exit_code == 0 and "NVRTC" in table.output and "health" in table.output
 
 
+def test_info_reports_damage_and_repairs_it(cache_dir):
+    import os
+    import time
+
+    assert invoke("cache", "info", "--json").exit_code == 0  # creates the store
+    orphan = cache_dir / "ab" / "cd" / "0123456789abcdef0123456789ab.val"  # diskcache blob naming
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"left behind by a killed writer")
+    old = time.time() - 3600
+    os.utime(orphan, (old, old))
+    set_default_cache(None)
+    found = json.loads(invoke("cache", "info", "--json").output)["health"]
+    assert found != "ok" and found.get("orphan_files") == 1 and orphan.exists()
+    set_default_cache(None)
+    repaired = json.loads(invoke("cache", "info", "--repair", "--json").output)["health"]
+    assert repaired.startswith("ok") and not orphan.exists()
+
+
 def test_warm_in_parallel_then_everything_is_cached(cache_dir):
     result = invoke("warm", "--family", POOL, "--kernels", "*argmax", "--arch", "sm_80,sm_90", "-j", "2")
     assert result.exit_code == 0, result.output

@@ -22,20 +22,22 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def _health(cache: Any) -> Any:
-    check = getattr(cache, "check", None)
-    if check is None:
-        return "not checked (this lazykern has no KernelCache.check)"
+def _health(cache: Any, repair: bool = False) -> Any:
+    """``"ok"``, or the check report's findings (what is wrong and how much)."""
     try:
-        found = check()
+        report = cache.check(repair=repair)
     except Exception as exc:  # a health probe must never break `cache info`
         return f"check failed: {type(exc).__name__}: {exc}"
-    if not found:
-        return "ok"
-    return found
+    problems = ("missing_files", "orphan_files", "bad_entries", "foreign_rows", "stale_locks", "quarantined_files")
+    found = {k: report[k] for k in problems if report.get(k)}
+    if report.get("integrity") not in (None, "ok"):
+        found["integrity"] = report["integrity"]
+    if report.get("ok", False):
+        return "ok" + (f" (repaired: {found})" if repair and found else "")
+    return found or report
 
 
-def info_dict() -> dict[str, Any]:
+def info_dict(repair: bool = False) -> dict[str, Any]:
     from .. import __version__
     from ..compiler import current_arch, nvrtc_version, toolchain_fingerprint
 
@@ -66,15 +68,18 @@ def info_dict() -> dict[str, Any]:
         "numba_cuda": _version("numba-cuda"),
         "cuda_core": _version("cuda-core"),
         "lazykern": __version__,
-        "health": _health(cache),
+        "health": _health(cache, repair),
     }
 
 
 @app.command()
 @handle_errors
-def info(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+def info(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    repair: bool = typer.Option(False, "--repair", help="Also repair what the health check finds."),
+) -> None:
     """Where the cache is, how big, its counters, the toolchain, and its health."""
-    data = info_dict()
+    data = info_dict(repair=repair)
     if as_json:
         print_json(data)
         return
@@ -102,12 +107,13 @@ def info(as_json: bool = typer.Option(False, "--json", help="Print JSON instead 
 
 
 def _health_text(health: Any) -> str:
-    if health == "ok":
-        return "[green]ok[/]"
+    if isinstance(health, str) and health.startswith("ok"):
+        return f"[green]{health}[/]"
     if isinstance(health, (list, tuple)):
         return "[yellow]" + "; ".join(map(str, health)) + "[/]"
     if isinstance(health, dict):
-        return "; ".join(f"{k}: {v}" for k, v in health.items())
+        found = "; ".join(f"{k}: {v}" for k, v in health.items())
+        return f"[yellow]{found}[/] (run `lazykern cache info --repair`)"
     return str(health)
 
 
