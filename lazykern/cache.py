@@ -516,7 +516,9 @@ class KernelCache(ProgramCacheResource):
 
     def _repr_html_(self) -> str:
         s = self.stats()
-        rows = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in s.items())
+        from html import escape
+
+        rows = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in s.items())
         return f"<b>lazykern KernelCache</b><table>{rows}</table>"
 
 

@@ -148,9 +148,12 @@ class KernelFamily:
         return f"<KernelFamily {self.name!r}: {len(self.names())} fragments, {len(self.compiled())} compiled>"
 
     def _repr_html_(self) -> str:
+        from html import escape
+
         done = set(self.compiled())
         rows = "".join(
-            f"<tr><td><code>{n}</code></td><td>{'compiled' if n in done else 'not compiled'}</td></tr>"
+            f"<tr><td><code>{escape(n)}</code></td><td>{'compiled' if n in done else 'not compiled'}</td></tr>"
             for n in self.names()
         )
-        return f"<b>KernelFamily {self.name}</b><table>{rows}</table>"
+        head = f"<b>KernelFamily {escape(self.name)}</b>: {len(done)} of {len(self.names())} compiled"
+        return f"{head}<details><summary>kernels</summary><table>{rows}</table></details>"

@@ -220,9 +220,11 @@ class Kernel:
         return f"<lazykern Kernel {self.name!r} {self.arch} {len(self.code)} B>"
 
     def _repr_html_(self) -> str:
+        from html import escape
+
         secs = self.meta.get("compile_seconds", "?")
         return (
-            f"<b>Kernel</b> <code>{self.name}</code>: compiled for {self.arch}, "
+            f"<b>Kernel</b> <code>{escape(self.name)}</code>: compiled for {escape(self.arch)}, "
             f"{len(self.code):,} bytes, compile {secs} s, loaded on devices {list(self.loaded_devices)}"
         )
 
