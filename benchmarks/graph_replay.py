@@ -76,6 +76,24 @@ def lazykern_launcher(stream: Any, a: Any, cache_dir: str) -> Callable[[], None]
     return lambda: configured(a, n)
 
 
+def _timed(stream: Any, body: Callable[[], None], kernels: int, reps: int) -> tuple[list[float], list[float]]:
+    """Per rep: host us per kernel spent in ``body`` and the GPU span (ms) it queued, by events."""
+    from numba import cuda
+
+    start, end = cuda.event(), cuda.event()
+    host, span = [], []
+    for _ in range(reps):
+        start.record(stream)
+        t0 = time.perf_counter()
+        body()
+        t1 = time.perf_counter()
+        end.record(stream)
+        end.synchronize()
+        host.append((t1 - t0) / kernels * 1e6)
+        span.append(cuda.event_elapsed_time(start, end))
+    return host, span
+
+
 def measure(name: str, make: Callable[[Any, Any], Callable[[], None]], kernels: int, reps: int) -> dict[str, Any]:
     from numba import cuda
 
@@ -84,7 +102,6 @@ def measure(name: str, make: Callable[[Any, Any], Callable[[], None]], kernels: 
     stream = cuda.stream()
     a = cuda.to_device(np.zeros(SIZE, np.float32))
     launch = make(stream, a)
-    start, end = cuda.event(), cuda.event()
     runs = 0
 
     for _ in range(kernels):  # warm-up: compile, load, first-launch costs
@@ -92,17 +109,11 @@ def measure(name: str, make: Callable[[Any, Any], Callable[[], None]], kernels: 
     runs += kernels
     stream.synchronize()
 
-    eager_host, eager_span = [], []
-    for _ in range(reps):
-        start.record(stream)
-        t0 = time.perf_counter()
+    def launch_all() -> None:
         for _ in range(kernels):
             launch()
-        t1 = time.perf_counter()
-        end.record(stream)
-        end.synchronize()
-        eager_host.append((t1 - t0) / kernels * 1e6)
-        eager_span.append(cuda.event_elapsed_time(start, end))
+
+    eager_host, eager_span = _timed(stream, launch_all, kernels, reps)
     runs += reps * kernels
 
     with graph.capture(stream) as g:
@@ -113,16 +124,7 @@ def measure(name: str, make: Callable[[Any, Any], Callable[[], None]], kernels: 
     runs += kernels
     stream.synchronize()
 
-    replay_host, graph_span = [], []
-    for _ in range(reps):
-        start.record(stream)
-        t0 = time.perf_counter()
-        g.replay()
-        t1 = time.perf_counter()
-        end.record(stream)
-        end.synchronize()
-        replay_host.append((t1 - t0) / kernels * 1e6)
-        graph_span.append(cuda.event_elapsed_time(start, end))
+    replay_host, graph_span = _timed(stream, g.replay, kernels, reps)
     runs += reps * kernels
 
     result = a.copy_to_host()
