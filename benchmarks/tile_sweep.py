@@ -101,6 +101,7 @@ def gemm_candidates() -> list[Candidate]:
     c += [Candidate("argmax", lab, "maxplus", dt, True, s, d) for lab, dt, s, d in arg]
     c += round4_candidates()
     c += f32peak_candidates()
+    c += round6_candidates()
     for kmax in (4, 8):
         c.append(Candidate("rows", f"(2^21x4)x(4x4) KMAX {kmax}", "maxplus", "f32", False, None, (), kmax,
                            (1, 2**21, 4, 4)))  # fmt: skip
@@ -176,6 +177,60 @@ def f32peak_candidates() -> list[Candidate]:
     return c
 
 
+def round6_candidates() -> list[Candidate]:
+    """Round 6: packed i32 argmax (``argmax6``), thread tiles of 16 x 8 for f32 (``f32r6``), f64 tiles (``f64r6``).
+
+    ``argmax6``: the winning k rides in the accumulator's low bits (``IntPackRing``), one
+    VIADDMNMX per product, bookkeeping once per span of ``-DLK_PACK_SPAN`` K tiles;
+    ``nopack`` is round 4's tiled fast ring (the library before). ``f32r6``: 128-thread
+    blocks with 16 x 8 / 8 x 16 outputs per thread at 2 blocks/SM (a barrier of one block
+    is hidden by the other), and 512-thread 4 x 8 / 8 x 4 blocks (more warps per SM).
+    """
+    nopack, span = "-DLK_ARG_PACK=0", lambda n: (f"-DLK_PACK_SPAN={n}",)
+    arg = [
+        ("nopack base 64x64x16 4x4 mb2 g8", T(64, 64, 16, 4, 4, 2, 8), (nopack,)),
+        ("64x64x16 4x4 mb2 g8", T(64, 64, 16, 4, 4, 2, 8), ()),
+        ("64x64x16 4x4 mb2 g8 span2", T(64, 64, 16, 4, 4, 2, 8), span(2)),
+        ("64x64x16 4x4 mb2 g8 span4", T(64, 64, 16, 4, 4, 2, 8), span(4)),
+        ("64x64x32 4x4 mb2 g8 span2", T(64, 64, 32, 4, 4, 2, 8), span(2)),
+        ("128x64x16 8x4 mb2 g8 span4", T(128, 64, 16, 8, 4, 2, 8), span(4)),
+        ("64x128x16 4x8 mb2 g8 span4", T(64, 128, 16, 4, 8, 2, 8), span(4)),
+        ("128x64x16 8x4 mb2 g8", T(128, 64, 16, 8, 4, 2, 8), ()),
+        ("128x128x16 8x8 mb1 g8 span4", T(128, 128, 16, 8, 8, 1, 8), span(4)),
+        ("64x128x16 8x8 mb2 g8 span4", T(64, 128, 16, 8, 8, 2, 8), span(4)),
+    ]
+    c = [Candidate("argmax6", f"i32 {lab}", "maxplus", "i32", True, s, d) for lab, s, d in arg]
+    for semiring in ("minplus", "maxmul"):
+        for lab, s, d in (arg[0], arg[1], arg[3], arg[5], arg[7]):
+            d = () if semiring == "maxmul" and d != (nopack,) else d  # max-times: one tile per span
+            c.append(Candidate("argmax6", f"i32 {semiring} {lab}", semiring, "i32", True, s, d))
+    f32 = [
+        ("base 128x128x16 8x8 mb1", T(128, 128, 16, 8, 8, 1)),
+        ("128x128x16 16x8 mb2", T(128, 128, 16, 16, 8, 2)),
+        ("128x128x16 8x16 mb2", T(128, 128, 16, 8, 16, 2)),
+        ("128x128x8 16x8 mb2", T(128, 128, 8, 16, 8, 2)),
+        ("256x128x8 16x8 mb1", T(256, 128, 8, 16, 8, 1)),
+        ("128x256x8 8x16 mb1", T(128, 256, 8, 8, 16, 1)),
+        ("128x128x16 4x8 mb1", T(128, 128, 16, 4, 8, 1)),
+        ("128x128x16 8x4 mb1", T(128, 128, 16, 8, 4, 1)),
+        ("128x128x16 8x8 mb1 g8", T(128, 128, 16, 8, 8, 1, 8)),
+        ("128x128x16 16x8 mb2 g8", T(128, 128, 16, 16, 8, 2, 8)),
+    ]
+    c += [Candidate("f32r6", lab, "maxplus", "f32", False, s) for lab, s in f32]
+    f64 = [
+        ("base 64x64x16 4x4 mb2", T(64, 64, 16, 4, 4, 2)),
+        ("64x64x16 8x4 mb3", T(64, 64, 16, 8, 4, 3)),
+        ("64x64x16 8x4 mb2", T(64, 64, 16, 8, 4, 2)),
+        ("128x64x8 8x4 mb2", T(128, 64, 8, 8, 4, 2)),
+        ("64x128x8 4x8 mb2", T(64, 128, 8, 4, 8, 2)),
+        ("64x64x8 4x4 mb3", T(64, 64, 8, 4, 4, 3)),
+        ("64x64x16 4x4 mb2 g8", T(64, 64, 16, 4, 4, 2, 8)),
+        ("128x64x8 8x8 mb2", T(128, 64, 8, 8, 8, 2)),
+    ]
+    c += [Candidate("f64r6", lab, "maxplus", "f64", False, s) for lab, s in f64]
+    return c
+
+
 def source_of(c: Candidate) -> str:
     from lazykern.tropical._family import preamble
 
@@ -222,6 +277,15 @@ def adversarial(rng, shape, dtype: str) -> np.ndarray:
         specials = np.array([np.iinfo(dt).min, np.iinfo(dt).max], dt)
     mask = rng.random(shape) < 0.08
     X[mask] = rng.choice(specials, size=int(mask.sum()))
+    return X
+
+
+def ties(rng, shape, dtype: str) -> np.ndarray:
+    """Small finite values (many ties, no infinities); integers also hold +-4095 (within every fast bound)."""
+    X = rng.integers(-4, 5, size=shape).astype(fragments.NUMPY_DTYPES[dtype])
+    if X.dtype.kind == "i":
+        mask = rng.random(shape) < 0.05
+        X[mask] = rng.choice(np.array([-4095, 4095], X.dtype), size=int(mask.sum()))
     return X
 
 
@@ -290,14 +354,19 @@ def check_and_time(cuda, c: Candidate, arch: str, repeats: int, rng) -> None:
         a_shape, b_shape = ((b, M, K), (b, K, N)) if batched else ((M, K), (K, N))
     else:
         a_shape, b_shape = (197, 77), (77, 211)
-    A, B = adversarial(rng, a_shape, c.dtype), adversarial(rng, b_shape, c.dtype)
-    C, Ix = outputs(cuda, a_shape[:-1] + b_shape[-1:], c.dtype, c.argmax)
-    run(cuda.to_device(A), cuda.to_device(B), C, Ix, stream, batch=a_shape[0] if batched else 1)
-    stream.synchronize()
-    err = compare(C.copy_to_host(), Ix.copy_to_host() if c.argmax else None, A, B, c.semiring, c.argmax, batched)
-    if err:
-        c.result = {"error": f"adversarial check: {err}"}
-        return
+    # 1b. Finite ties only (the fast paths: integer rings, packed i32 argmax), K over several tiles.
+    checks = [("adversarial", adversarial, a_shape, b_shape)]
+    if c.shape is not None:
+        checks.append(("ties", ties, a_shape[:-1] + (150,), (150,) + b_shape[-1:]))
+    for kind, make, sa, sb in checks:
+        A, B = make(rng, sa, c.dtype), make(rng, sb, c.dtype)
+        C, Ix = outputs(cuda, sa[:-1] + sb[-1:], c.dtype, c.argmax)
+        run(cuda.to_device(A), cuda.to_device(B), C, Ix, stream, batch=sa[0] if batched else 1)
+        stream.synchronize()
+        err = compare(C.copy_to_host(), Ix.copy_to_host() if c.argmax else None, A, B, c.semiring, c.argmax, batched)
+        if err:
+            c.result = {"error": f"{kind} check: {err}"}
+            return
     # 2. The timed problem; a sampled block checked.
     if batched:
         b, M, K, N = c.problem
@@ -395,17 +464,18 @@ def main() -> None:
     parser.add_argument("--out", help="write the results as JSON here")
     parser.add_argument(
         "--only",
-        help="comma-separated groups: f32peak,f32peak8k,f32peakrings (the default), "
-        "argmax4,maxmul,f32,i32,f64,i64,argmax,rows,shapes",
+        help="comma-separated groups: argmax6,f32r6,f64r6 (the default), "
+        "f32peak,f32peak8k,f32peakrings,argmax4,maxmul,f32,i32,f64,i64,argmax,rows,shapes",
     )
     parser.add_argument("--all", action="store_true", help="every group (rounds 1-3 too: several minutes)")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--jobs", type=int, default=8, help="parallel NVRTC compiles")
     parser.add_argument("--compile-only", metavar="ARCH", help="compile for ARCH (e.g. sm_90), print registers, stop")
     args = parser.parse_args()
-    groups = {"f32peak", "f32peak8k", "f32peakrings"}
+    groups = {"argmax6", "f32r6", "f64r6"}
     if args.all:
-        groups |= {"argmax4", "maxmul", "f32", "i32", "f64", "i64", "argmax", "rows", "shapes"}
+        groups |= {"f32peak", "f32peak8k", "f32peakrings", "argmax4", "maxmul", "f32", "i32", "f64", "i64", "argmax",
+                   "rows", "shapes"}  # fmt: skip
     elif args.only:
         groups = set(args.only.split(","))
 
@@ -441,8 +511,8 @@ def main() -> None:
     dev = cuda.get_current_device()
     results: dict[str, Any] = {"device": str(dev.name.decode() if isinstance(dev.name, bytes) else dev.name),
                                "arch": arch, "candidates": []}  # fmt: skip
-    for group in ("f32peak", "f32peak8k", "f32peakrings", "f32", "i32", "f64", "i64", "argmax", "argmax4", "maxmul",
-                  "rows"):  # fmt: skip
+    for group in ("argmax6", "f32r6", "f64r6", "f32peak", "f32peak8k", "f32peakrings", "f32", "i32", "f64", "i64",
+                  "argmax", "argmax4", "maxmul", "rows"):  # fmt: skip
         rows = [c for c in cands if c.group == group]
         if not rows:
             continue

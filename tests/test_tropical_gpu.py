@@ -329,14 +329,67 @@ def test_integer_argmax_fast_and_exact_blocks_agree(semiring, dtype, tile):
     info = np.iinfo(dtype)
     A = adversarial(rng, (128, 150), dtype)
     B = adversarial(rng, (150, 200), dtype)
+    check_fallback_block_agrees(A, B, semiring, info.min + 1 if semiring == "maxplus" else info.max - 1)
+
+
+def check_fallback_block_agrees(A, B, semiring, unsafe):
+    """Rows 64.. repeat rows 0..63, plus one operand ``unsafe`` for the fast path: that row block
+    falls back, and its answers (but the last row's) equal the fast block's and the reference."""
     A[64:] = A[:64]
-    A[127, 149] = info.min + 1 if semiring == "maxplus" else info.max - 1  # not fast-safe: rows 64.. run exact
+    A[127, -1] = unsafe
     C, Ix = run(A, B, semiring, True)
     want = reference.matmul(A, B, semiring, argmax=True)
     np.testing.assert_array_equal(C, want[0])
     np.testing.assert_array_equal(Ix, want[1])
     np.testing.assert_array_equal(C[:63], C[64:127])
     np.testing.assert_array_equal(Ix[:63], Ix[64:127])
+
+
+def packed_argmax_case(semiring, rng, M=133, K=200, N=141):
+    """Small finite i32 operands (the packed argmax path) with ties planted at tile and span edges.
+
+    Rows 0-9 win at k = 15 and 16 (a K tile's edge), rows 10-19 at 63 and 64 (a span's),
+    rows 20-29 at 31, 32 and K - 1, rows 30-39 only at K - 1; the smallest k must win.
+    Rows 40.. hold +-bound, the largest operand every packed variant takes.
+    """
+    s = -1 if semiring == "minplus" else 1
+    bound = 4095 if semiring == "maxmul" else 2**22
+    A = rng.integers(-3, 4, (M, K)).astype(np.int32)
+    B = rng.integers(-3, 4, (K, N)).astype(np.int32)
+    mask = rng.random((M - 40, K)) < 0.05
+    A[40:][mask] = rng.choice(np.array([-bound, bound], np.int32), size=int(mask.sum()))
+    plant = {(0, 10): (15, 16), (10, 20): (63, 64), (20, 30): (31, 32, K - 1), (30, 40): (K - 1,)}
+    for (r0, r1), ks in plant.items():
+        A[r0:r1, list(ks)] = s * 1000
+    B[[15, 16, 31, 32, 63, 64, K - 1]] = 1 if semiring == "maxmul" else 0
+    return A, B, plant
+
+
+@pytest.mark.parametrize("tile", ["", "s", "t", "splitk"], indirect=True)
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_packed_integer_argmax_ties_edges_and_bounds(semiring, layout, tile):
+    """i32 argmax on small finite operands: the first k wins across K tiles, spans and split-K slices."""
+    rng = np.random.default_rng(24)
+    A, B, plant = packed_argmax_case(semiring, rng)
+    dA = transposed_view(A) if layout[0] == "t" else to_dev(A)
+    dB = transposed_view(B) if layout[1] == "t" else to_dev(B)
+    C, Ix = (r.copy_to_host() for r in tropical.matmul(dA, dB, semiring, argmax=True))
+    want = reference.matmul(A, B, semiring, argmax=True)
+    np.testing.assert_array_equal(C, want[0])
+    np.testing.assert_array_equal(Ix, want[1])
+    for (r0, r1), ks in plant.items():
+        assert (Ix[r0:r1] == ks[0]).all()
+
+
+@pytest.mark.parametrize("tile", ["", "s"], indirect=True)
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_packed_integer_argmax_batched_and_fallback_blocks_agree(semiring, tile):
+    """bmm on the packed path; a block with an operand beyond the packed bound falls back, same answers."""
+    rng = np.random.default_rng(25)
+    A, B, _ = packed_argmax_case(semiring, rng, M=128, K=150, N=70)
+    check(np.stack([A, A[::-1]]), np.stack([B, B]), semiring, True, batched=True)
+    check_fallback_block_agrees(A, B, semiring, 2**24 + 1 if semiring != "maxmul" else 8192)  # beyond every bound
 
 
 @pytest.mark.parametrize("layout", ["nt", "tn", "tt"])

@@ -27,6 +27,16 @@
 #ifndef LK_ARG_INPLACE
 #define LK_ARG_INPLACE 1
 #endif
+// LK_ARG_PACK (default 1): i32 argmax first tries IntPackRing (the winning k rides in
+// the accumulator's low bits: one VIADDMNMX per product, 3 instructions per
+// accumulator and K tile, no fix-up pass), see IntPackRing.
+// LK_PACK_SPAN (1): K tiles per span of the packed codes (max-plus / min-plus).
+#ifndef LK_ARG_PACK
+#define LK_ARG_PACK 1
+#endif
+#ifndef LK_PACK_SPAN
+#define LK_PACK_SPAN 1
+#endif
 // f32-peak sweep variants (round 5; all default off, the library's kernels are unchanged):
 // LK_WARP_XY (0): lay each warp out as 8 thread columns x 4 thread rows of the block's
 //   thread grid (default: tid walks the columns, a warp is 16 x 2 for a 128-wide tile),
@@ -123,6 +133,7 @@ template <> __device__ __forceinline__ float tmin<float>(float acc, float p) { r
 // the accumulator is turned back into a result (dec).
 
 template <int S, typename T> struct FloatRing {
+    static constexpr bool packed = false;
     static constexpr bool fast = false;
     static constexpr bool unroll_k = true;
     static constexpr bool tile_arg = LK_ARG_TILED != 0;
@@ -134,7 +145,7 @@ template <int S, typename T> struct FloatRing {
     __device__ __forceinline__ static T enc(T v) { return v; }
     __device__ __forceinline__ static bool safe(T) { return true; }
     __device__ __forceinline__ static T dec(T v) { return v; }
-    __device__ __forceinline__ static T mul(T a, T b) { return S == MAXMUL ? a * b : a + b; }
+    __device__ __forceinline__ static T mul(T a, T b, int = 0) { return S == MAXMUL ? a * b : a + b; }
     __device__ __forceinline__ static T mul_arg(T a, T b) { return mul(a, b); }
     __device__ __forceinline__ static T settle(T v) { return v; }
     __device__ __forceinline__ static bool better(T p, T acc) { return S == MINPLUS ? p < acc : p > acc; }
@@ -145,6 +156,7 @@ template <int S, typename T> struct FloatRing {
 
 // Exact integer semiring: infinities checked per product, saturating arithmetic.
 template <int S, typename T> struct IntExactRing {
+    static constexpr bool packed = false;
     static constexpr bool fast = false;
     static constexpr bool unroll_k = false;  // the fallback: keep its code (and compile time) small
     static constexpr bool tile_arg = false;
@@ -156,7 +168,7 @@ template <int S, typename T> struct IntExactRing {
     __device__ __forceinline__ static T enc(T v) { return v; }
     __device__ __forceinline__ static bool safe(T) { return true; }
     __device__ __forceinline__ static T dec(T v) { return v; }
-    __device__ __forceinline__ static T mul(T a, T b) {
+    __device__ __forceinline__ static T mul(T a, T b, int = 0) {
         if (S == MAXPLUS) {
             if (a == lo || b == lo) return lo;
             if (a == hi || b == hi) return hi;
@@ -195,6 +207,7 @@ template <int S, typename T> struct IntExactRing {
 // sum with an infinity lies at or beyond 3u, where settle puts it, so a later
 // tile's infinity never beats an earlier one.
 template <int S, typename T> struct IntFastRing {
+    static constexpr bool packed = false;
     static constexpr bool fast = true;
     static constexpr bool unroll_k = true;
     static constexpr bool tile_arg = LK_ARG_TILED != 0;
@@ -218,7 +231,7 @@ template <int S, typename T> struct IntFastRing {
         return ((U)v + (U)u <= 2 * (U)u) | ((U)v - (U)hi <= (U)1);
     }
     __device__ __forceinline__ static T dec(T v) { return v < -2 * u ? lo : (v > 2 * u ? hi : v); }
-    __device__ __forceinline__ static T mul(T a, T b) { return a + b; }
+    __device__ __forceinline__ static T mul(T a, T b, int = 0) { return a + b; }
     __device__ __forceinline__ static T mul_arg(T a, T b) { return tmin<T>(tmax<T>(a + b, -3 * u), 3 * u); }
     __device__ __forceinline__ static T settle(T v) { return S == MINPLUS ? tmax<T>(v, -3 * u) : tmin<T>(v, 3 * u); }
     __device__ __forceinline__ static bool better(T p, T acc) { return S == MINPLUS ? p < acc : p > acc; }
@@ -242,6 +255,7 @@ template <int S, typename T> struct IntFastRing {
 // Both fills are safe (|w| <= w). Products of padded rows or columns (never stored)
 // are w * b, in range too. One IMAD (i64: one IMAD.WIDE) and one IMNMX per product.
 template <typename T> struct IntMulFastRing {
+    static constexpr bool packed = false;
     static constexpr bool fast = true;
     static constexpr bool unroll_k = true;
     static constexpr bool tile_arg = LK_ARG_TILED != 0;
@@ -256,7 +270,7 @@ template <typename T> struct IntMulFastRing {
         return (U)v + (U)w <= 2 * (U)w;
     }
     __device__ __forceinline__ static T dec(T v) { return v; }
-    __device__ __forceinline__ static T mul(T a, T b) {
+    __device__ __forceinline__ static T mul(T a, T b, int = 0) {
         return sizeof(T) == 8 ? (T)((i64)(int)a * (i64)(int)b) : a * b;
     }
     __device__ __forceinline__ static T mul_arg(T a, T b) { return mul(a, b); }
@@ -268,6 +282,64 @@ template <typename T> struct IntMulFastRing {
 template <int S, typename T, bool IS_MUL = S == MAXMUL> struct IntFast { typedef IntFastRing<S, T> type; };
 template <int S, typename T> struct IntFast<S, T, true> { typedef IntMulFastRing<T> type; };
 
+// Packed i32 argmax, for blocks whose operands are all finite and small: |x| <= w
+// (max-plus / min-plus: w = 2^(29 - SH), 2^24 for BK = 16; max-times: w^2 * 2^SH <
+// 2^31, 8191 for BK = 16). The accumulator holds a key, value * 2^SH + code, whose
+// low bits say where the value came from: a product at k has code CM - (k mod KS),
+// KS = BK * ST (a span of ST K tiles, ST = 1 for max-times), CM = 2^CB - 1 >= KS - 1,
+// SH = CB + 1, so the plain integer max of keys is the largest value and, among equal
+// values, the smallest k of the span. At each span's end the accumulator is settled:
+// code |= F (F = 2^CB), so an equal value in a later span (code <= CM < F) never
+// beats it, and a key whose F bit is clear at the span's end was beaten by the
+// span's best (strictly: a larger value). The span's index is then kept, and at the
+// end k = span * KS + CM - (key & CM).
+// Operands are encoded on their way to shared memory: max-plus a -> a * 2^SH, b ->
+// b * 2^SH + code (one VIADDMNMX per product, as the plain fast ring); min-plus the
+// same of -a and -b (max of the negated sums = min of the sums, smallest k first);
+// max-times keeps a and b -> b * 2^SH and adds the code to the product (IMAD). The
+// bounds keep every key within int: 2w * 2^SH + 2F < 2^31 (plus), w^2 * 2^SH + 2F
+// < 2^31 (times). Fills (k >= K and out-of-range rows) are -w, -w (plus; +w, +w for
+// min-plus, negated) and w, -w (times): their products have the smallest values a
+// block can have, so they tie at best with a real product at a smaller k, and lose.
+// The zero is lo | F, below every product. K == 0 never comes here (see gemm).
+// A block with a larger operand or an infinity falls back to IntFastRing / IntExactRing.
+template <int S, int BK, int SPAN> struct IntPackRing {
+    typedef int T;
+    static constexpr int ST = SPAN;
+    static constexpr bool IS_MUL = S == MAXMUL;
+    static_assert(!IS_MUL || ST == 1, "max-times adds its code in the product: one K tile per span");
+    static constexpr bool packed = true;
+    static constexpr bool fast = true;  // operands are checked (safe) and encoded at the store
+    static constexpr bool unroll_k = true;
+    static constexpr bool tile_arg = false;
+    static constexpr int KS = BK * ST;
+    static constexpr int CB = KS <= 16 ? 4 : KS <= 32 ? 5 : KS <= 64 ? 6 : 7, SH = CB + 1, F = 1 << CB, CM = F - 1;
+    static_assert(CB < 7 && (KS & (KS - 1)) == 0, "span of 16, 32 or 64 k");
+    static constexpr int w = IS_MUL ? (SH == 5 ? 8191 : SH == 6 ? 5792 : 4095) : 1 << (29 - SH);
+    static constexpr int sign = S == MINPLUS ? -1 : 1;
+    __device__ __forceinline__ static T zero() { return Num<int>::lo | F; }
+    __device__ __forceinline__ static T fill_a() { return IS_MUL ? w : -sign * w; }
+    __device__ __forceinline__ static T fill_b() { return -sign * w; }
+    // Unsigned arithmetic: an unsafe operand (its block falls back before using it) may wrap.
+    __device__ __forceinline__ static T enc_a(T v) { return IS_MUL ? v : (T)((unsigned)v * (unsigned)(sign << SH)); }
+    // k: the element's k from the start of the pass (slice)
+    __device__ __forceinline__ static T enc_b(T v, int k) {
+        if (IS_MUL) return (T)((unsigned)v << SH);
+        return (T)((unsigned)v * (unsigned)(sign << SH) + (unsigned)(CM - (k & (KS - 1))));
+    }
+    __device__ __forceinline__ static bool safe(T v) { return (unsigned)v + (unsigned)w <= 2u * (unsigned)w; }
+    __device__ __forceinline__ static T mul(T a, T b, int kk) { return IS_MUL ? a * b + (CM - kk) : a + b; }
+    __device__ __forceinline__ static T comb(T acc, T p) { return tmax<T>(acc, p); }
+    // End of a span: was the accumulator beaten? Settles it either way.
+    __device__ __forceinline__ static bool settle_won(T& acc) {
+        const bool won = (acc & F) == 0;
+        acc |= F;
+        return won;
+    }
+    __device__ __forceinline__ static int arg(T key, int span) { return span * KS + CM - (key & CM); }
+    __device__ __forceinline__ static T dec(T key) { return sign * (key >> SH); }
+};
+
 template <int S, typename T, bool IS_INT = Num<T>::is_int> struct Rings {
     typedef FloatRing<S, T> exact;
     static constexpr bool has_fast = false;
@@ -277,6 +349,12 @@ template <int S, typename T> struct Rings<S, T, true> {
     typedef IntExactRing<S, T> exact;
     static constexpr bool has_fast = true;
     typedef typename IntFast<S, T>::type fast;
+};
+// The argmax ring tried first, where there is one (i32, a span of at most 64 k).
+template <int S, typename T, int BK> struct PackRing {
+    static constexpr int ST = S == MAXMUL ? 1 : LK_PACK_SPAN;
+    static constexpr bool ok = LK_ARG_PACK != 0 && Num<T>::is_int && sizeof(T) == 4 && BK * ST <= 64;
+    typedef IntPackRing<S, ok ? BK : 16, ok ? ST : 1> type;
 };
 
 // ------------------------------------------------------------------ vectors --
@@ -364,8 +442,10 @@ template <typename T, int ROWS, int COLS, int NT, bool TRANS> struct TileLoader 
     // the K tile's products, not in load(): there it waited for the global loads that
     // load() had just issued (a stall per K tile that the products now hide). It is
     // branch-free (& not &&), a few integer instructions per element.
-    template <class R>
-    __device__ __forceinline__ bool store(T* smem, int sld, int tid) const {
+    // IS_B: the tile is B's (a packed ring encodes B with the element's k: k0, the
+    // tile's start, plus the column of a transposed store, else the row).
+    template <class R, bool IS_B>
+    __device__ __forceinline__ bool store(T* smem, int sld, int tid, int k0) const {
         bool ok = true;
         if (USED < NT && tid >= USED) return ok;
         if (R::fast) {
@@ -374,15 +454,18 @@ template <typename T, int ROWS, int COLS, int NT, bool TRANS> struct TileLoader 
         }
         if (TRANS) {
 #pragma unroll
-            for (int e = 0; e < L; ++e) smem[(c + e) * sld + r] = enc_pad<R>(v[e]);
+            for (int e = 0; e < L; ++e) smem[(c + e) * sld + r] = enc_pad<R, IS_B>(v[e], k0 + c + e);
         } else {
 #pragma unroll
-            for (int e = 0; e < L; ++e) smem[r * sld + c + e] = enc_pad<R>(v[e]);
+            for (int e = 0; e < L; ++e) smem[r * sld + c + e] = enc_pad<R, IS_B>(v[e], k0 + r);
         }
         return ok;
     }
 
-    template <class R> __device__ __forceinline__ static T enc_pad(T x) { return R::fast ? R::enc(x) : x; }
+    template <class R, bool IS_B> __device__ __forceinline__ static T enc_pad(T x, int k) {
+        if constexpr (R::packed) return IS_B ? R::enc_b(x, k) : R::enc_a(x);
+        else return R::fast ? R::enc(x) : x;
+    }
 
     // LK_CP_ASYNC: load() and store() in one, global -> shared by cp.async (float rings:
     // no encoding, no safety check). Elements outside the matrix are stored as the fill.
@@ -463,12 +546,13 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
     lb.init(tid);
 
     constexpr bool TILED = ARG && R::tile_arg;
+    constexpr bool PACK = ARG && R::packed;
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
             acc[i][j] = R::zero();
-            idx[i][j] = TILED || d.K <= 0 ? -1 : 0;
+            idx[i][j] = TILED || PACK || d.K <= 0 ? -1 : 0;
         }
 
     auto load = [&](int k0) {
@@ -499,8 +583,8 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
         for (int s = 0; s < STAGES - 1; ++s) issue(s);
     } else {
         load(0);
-        ok = la.template store<R>(sm.a[0], SA, tid);
-        ok &= lb.template store<R>(sm.b[0], SB, tid);
+        ok = la.template store<R, false>(sm.a[0], SA, tid, 0);
+        ok &= lb.template store<R, true>(sm.b[0], SB, tid, 0);
         if (R::fast) {
             if (!__syncthreads_and(ok)) return false;
         } else {
@@ -548,12 +632,12 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
             if (!PIPE) frag(kk, fa[0], fb[0]);
             const T* a = fa[PIPE ? kk & 1 : 0];
             const T* b = fb[PIPE ? kk & 1 : 0];
-            if (TILED && !INPLACE) {
+            if constexpr (TILED && !INPLACE) {
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
 #pragma unroll
                     for (int j = 0; j < TN; ++j) tm[i][j] = R::comb(tm[i][j], R::mul(a[i], b[j]));
-            } else if (ARG && !TILED) {
+            } else if constexpr (ARG && !TILED && !PACK) {
                 const int k = t * BK + kk;
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
@@ -568,10 +652,17 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
 #pragma unroll
-                    for (int j = 0; j < TN; ++j) acc[i][j] = R::comb(acc[i][j], R::mul(a[i], b[j]));
+                    for (int j = 0; j < TN; ++j) acc[i][j] = R::comb(acc[i][j], R::mul(a[i], b[j], kk));
             }
         }
-        if (INPLACE) {
+        if constexpr (PACK) {
+            if (R::ST == 1 || (t + 1) % R::ST == 0 || t + 1 == ntiles) {
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) idx[i][j] = R::settle_won(acc[i][j]) ? t / R::ST : idx[i][j];
+            }
+        } else if constexpr (INPLACE) {
             // comb never lets a NaN in and keeps the accumulator when nothing is
             // better, so "changed" is "some product of this tile beat it" (strictly).
 #pragma unroll
@@ -581,7 +672,7 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
                     acc[i][j] = R::settle(acc[i][j]);
                     idx[i][j] = R::better(acc[i][j], tm[i][j]) ? t : idx[i][j];
                 }
-        } else if (TILED) {
+        } else if constexpr (TILED) {
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -594,8 +685,8 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
         }
         if (ASYNC) continue;
         if (more) {
-            ok = la.template store<R>(sm.a[buf ^ 1], SA, tid);
-            ok &= lb.template store<R>(sm.b[buf ^ 1], SB, tid);
+            ok = la.template store<R, false>(sm.a[buf ^ 1], SA, tid, (t + 1) * BK);
+            ok &= lb.template store<R, true>(sm.b[buf ^ 1], SB, tid, (t + 1) * BK);
         }
         if (R::fast) {
             if (!__syncthreads_and(ok)) return false;
@@ -704,8 +795,22 @@ __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restric
         }
         T acc[TM][TN];
         int idx[TM][TN];
+        bool pack_done = false;
+        if constexpr (ARG && PackRing<S, T, BK>::ok) {
+            typedef typename PackRing<S, T, BK>::type P;
+            if (dz.K > 0) pack_done = mainloop<P, T, Cfg, ARG, TA, TB>(Ab, Bb, dz, m0, n0, vecA, vecB, acc, idx, sm);
+            if (pack_done) {
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) {
+                        idx[i][j] = P::arg(acc[i][j], idx[i][j]);
+                        acc[i][j] = P::dec(acc[i][j]);
+                    }
+            }
+        }
         bool fast_done = false;
-        if (Rs::has_fast) {
+        if (Rs::has_fast && !pack_done) {
             fast_done = mainloop<typename Rs::fast, T, Cfg, ARG, TA, TB>(Ab, Bb, dz, m0, n0, vecA, vecB, acc, idx, sm);
             if (fast_done) {
 #pragma unroll
@@ -714,9 +819,10 @@ __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restric
                     for (int j = 0; j < TN; ++j) acc[i][j] = Rs::fast::dec(acc[i][j]);
             }
         }
-        // A fast pass that gave up did so at a barrier every thread had passed after its last
-        // shared-memory read, so the exact pass may refill the tiles at once.
-        if (!fast_done) mainloop<typename Rs::exact, T, Cfg, ARG, TA, TB>(Ab, Bb, dz, m0, n0, vecA, vecB, acc, idx, sm);
+        // A packed or fast pass that gave up did so at a barrier every thread had passed after
+        // its last shared-memory read, so the next pass may refill the tiles at once.
+        if (!pack_done && !fast_done)
+            mainloop<typename Rs::exact, T, Cfg, ARG, TA, TB>(Ab, Bb, dz, m0, n0, vecA, vecB, acc, idx, sm);
 
         T* Cb = C + (i64)z * sC;
         int* Ib = ARG ? I + (i64)z * sC : I;
@@ -750,7 +856,7 @@ __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restric
         // The ring that finished decides the argmax form (an integer block that fell back to the
         // exact ring ran per k); the winning k is found with exact products, which on the fast
         // path's operands equal its decoded sums.
-        const bool tiled = fast_done ? Rs::fast::tile_arg : Rs::exact::tile_arg;
+        const bool tiled = !pack_done && (fast_done ? Rs::fast::tile_arg : Rs::exact::tile_arg);
         if (ARG && tiled) fix_argmax<typename Rs::exact, T, Cfg, TA, TB>(Ab, Bb, Cb, Ib, dz, m0, n0);
     }
 }
