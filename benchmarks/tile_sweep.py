@@ -200,8 +200,9 @@ def round6_candidates() -> list[Candidate]:
         ("64x128x16 8x8 mb2 g8 span4", T(64, 128, 16, 8, 8, 2, 8), span(4)),
     ]
     c = [Candidate("argmax6", f"i32 {lab}", "maxplus", "i32", True, s, d) for lab, s, d in arg]
+    arg.append(("128x128x16 8x8 mb1 g8", T(128, 128, 16, 8, 8, 1, 8), ()))
     for semiring in ("minplus", "maxmul"):
-        for lab, s, d in (arg[0], arg[1], arg[3], arg[5], arg[7]):
+        for lab, s, d in (arg[0], arg[1], arg[3], arg[5], arg[7], arg[8], arg[10]):
             d = () if semiring == "maxmul" and d != (nopack,) else d  # max-times: one tile per span
             c.append(Candidate("argmax6", f"i32 {semiring} {lab}", semiring, "i32", True, s, d))
     f32 = [
@@ -289,11 +290,14 @@ def ties(rng, shape, dtype: str) -> np.ndarray:
     return X
 
 
+INT_RANGE = 1000  # timed integer operands lie in [-INT_RANGE, INT_RANGE) (--int-range)
+
+
 def timing_data(rng, shape, dtype: str) -> np.ndarray:
     dt = np.dtype(fragments.NUMPY_DTYPES[dtype])
     if dt.kind == "f":
         return rng.standard_normal(shape, dtype=np.float32).astype(dt)
-    return rng.integers(-1000, 1000, shape).astype(dt)
+    return rng.integers(-INT_RANGE, INT_RANGE, shape).astype(dt)
 
 
 # ---------------------------------------------------------------- launch --
@@ -460,6 +464,7 @@ def library_shapes(cuda, repeats: int, rng) -> list[dict[str, Any]]:
 
 # ------------------------------------------------------------------- main --
 def main() -> None:
+    global INT_RANGE
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", help="write the results as JSON here")
     parser.add_argument(
@@ -470,8 +475,10 @@ def main() -> None:
     parser.add_argument("--all", action="store_true", help="every group (rounds 1-3 too: several minutes)")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--jobs", type=int, default=8, help="parallel NVRTC compiles")
+    parser.add_argument("--int-range", type=int, default=INT_RANGE, help="timed integer operands' range (fallbacks)")
     parser.add_argument("--compile-only", metavar="ARCH", help="compile for ARCH (e.g. sm_90), print registers, stop")
     args = parser.parse_args()
+    INT_RANGE = args.int_range
     groups = {"argmax6", "f32r6", "f64r6"}
     if args.all:
         groups |= {"f32peak", "f32peak8k", "f32peakrings", "argmax4", "maxmul", "f32", "i32", "f64", "i64", "argmax",

@@ -78,6 +78,10 @@ class TileShape:
 #   f32 32x64x16 4x4, 4 blocks/SM: 8.69 (71% of plain; 64x64x16 mb2 8.12, 64x64x8 7.27).
 #   i32 64x64x16 4x4, 2 blocks/SM, groups of 8 (one VIADDMNMX per product, range
 #       check at the shared-memory store): 8.84, round 4 (6.07 before the check moved).
+#       Round 6, packed argmax (lk::IntPackRing, operands within 2^22 / 4095 for
+#       max-times): 11.67 (min-plus 11.68, max-times 9.07); larger tiles were faster
+#       packed (128x128x16 8x8 mb1 12.30) but spill in the fallback rings, which then ran
+#       4.94 instead of 8.79 on operands beyond the packed range: this tile keeps both.
 #   f64 32x64x8 4x4, 4 blocks/SM: 3.36 (64x64x16 mb2 3.32, 64x64x8 mb2 3.25).
 #   i64 64x64x16 4x4, 2 blocks/SM: 2.23 (32x64x8 mb4 2.13, the per-k loop 0.95).
 _LARGE = {
