@@ -8,12 +8,15 @@ figure a kernel is compared with:
 
 * f32: FADD (or FMUL) + FMNMX, two instructions on the FP32 lanes
   (128 per SM on sm_86/89/90, 64 on sm_80): 64 or 32 per SM per clock.
-  H100 SXM: 132 SMs x 64 x 1.98 GHz = 16.7 T MAC/s (13.7 T measured on a
-  microbenchmark of independent chains, so the limit is real).
+  H100 SXM: 132 SMs x 64 x 1.98 GHz = 16.7 T MAC/s. Independent FADD+FMNMX
+  chains reach 15.0 T (89.7%) at the full 1980 MHz (benchmarks/issue_ceiling.py):
+  FMNMX runs on the ALU pipe, which takes a warp instruction every other clock.
 * i32: sm_90 fuses add and max into one VIADDMNMX on the 64 integer lanes:
   64 per SM per clock; older archs need IADD + IMNMX: 32.
 * f64: DADD (or DMUL) + a max on the FP64 lanes (64 per SM on sm_90, 32 on
   sm_80, 2 on sm_86/89): 32, 16 or 1 per SM per clock (H100: about 8.4 T).
+  sm_90 has no f64 max instruction: an exact one is DSETP + 2 FSEL, whose
+  independent chains reach 5.23 T (62.5%) on an H100 (issue_ceiling.py).
 * i64: emulated with several 32-bit instructions; no honest single limit, so
   it is reported without a percentage.
 
