@@ -44,6 +44,11 @@ def test_backward_on_host():
     wA, wB = reference.matmul_backward(G, Ix, A.shape, B.shape)
     np.testing.assert_allclose(gA, wA)
     np.testing.assert_allclose(gB, wB)
+    out = (np.full(A.shape, 7, G.dtype), np.full(B.shape, 7, G.dtype))  # overwritten, not added to
+    got = tropical.matmul_backward(G, Ix, A.shape, B.shape, out=out)
+    assert got[0] is out[0] and got[1] is out[1]
+    np.testing.assert_allclose(out[0], wA)
+    np.testing.assert_allclose(out[1], wB)
 
 
 @pytest.mark.parametrize(
@@ -66,6 +71,12 @@ def test_backward_on_host():
          "int32"),
         (lambda: tropical.matmul_backward(rand((2, 2)), np.zeros((2, 2), np.int32), (2, 3), (4, 2)), ValueError,
          "does not give"),
+        (lambda: tropical.matmul_backward(rand((2, 2)), np.zeros((2, 2), np.int32), (2, 3), (3, 2),
+                                          out=rand((2, 3))), TypeError, "pair"),
+        (lambda: tropical.matmul_backward(rand((2, 2)), np.zeros((2, 2), np.int32), (2, 3), (3, 2),
+                                          out=(rand((2, 3)), rand((2, 3)))), ValueError, r"out\[1\] has shape"),
+        (lambda: tropical.matmul_backward(rand((2, 2)), np.zeros((2, 2), np.int32), (2, 3), (3, 2),
+                                          out=(rand((2, 3)).astype(np.float64), rand((3, 2)))), TypeError, "dtype"),
     ],
 )  # fmt: skip
 def test_bad_arguments(call, exc, words):
@@ -176,3 +187,23 @@ def test_torch_gradcheck_cpu(semiring, batched):
     A = torch.randn((2, 4, 5) if batched else (4, 5), dtype=torch.float64, generator=gen, requires_grad=True)
     B = torch.randn(5, 3, dtype=torch.float64, generator=gen, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a, b: ttorch.matmul(a, b, semiring), (A, B), eps=1e-6, atol=1e-6)
+
+
+def test_backward_plan_picks_shared_memory_or_atomics():
+    from lazykern.tropical.api import backward_plan
+
+    # grad_A: a block per row and K chunk of 8192 (f32) / 4096 (f64), stored once: no zeroing
+    assert backward_plan("a", 4, 1, 4096, 4096, 4096, False) == (1, 4096, False)
+    assert backward_plan("a", 8, 1, 64, 4096, 9000, False) == (1, 64 * 3, False)
+    # grad_B: strips of 8 columns x K chunks of 1024 (f32); enough blocks: one row group
+    assert backward_plan("b", 4, 1, 4096, 4096, 4096, False) == (1, 512 * 4, False)
+    # few strips: rows split into groups, added atomically into zeroed memory
+    groups, blocks, zero = backward_plan("b", 4, 1, 2**21, 4, 32, False)
+    assert groups > 1 and blocks == groups and zero
+    # a broadcast operand's gradient is summed over the batch: atomic write-out
+    assert backward_plan("a", 4, 3, 64, 64, 64, True)[2]
+    # short rows and empty products
+    assert backward_plan("a", 4, 1, 2**21, 4, 4, False)[0] == 0
+    assert backward_plan("b", 4, 1, 16, 4096, 4096, False)[0] == 0
+    assert backward_plan("a", 4, 1, 0, 5, 5, False) == (0, 0, True)
+    assert backward_plan("b", 4, 1, 5, 5, 0, False) == (0, 0, True)

@@ -456,6 +456,38 @@ def test_backward_matches_reference(dtype, batched):
     np.testing.assert_allclose(gB.copy_to_host(), wB, rtol=tol, atol=tol)
 
 
+BACKWARD_CASES = [  # (batch or None, M, K, N, A broadcast, B broadcast): every plan of api.backward_plan
+    (None, 40, 3000, 50, False, False),  # grad_B in 3 K chunks (f32; f64: 6)
+    (None, 33, 9000, 40, False, False),  # grad_A in 2 K chunks (f64: 3)
+    (None, 5000, 20, 40, False, False),  # grad_B strips split into row groups
+    (None, 20, 70, 10, False, False),  # short rows: the per-element atomic kernel
+    (3, 64, 700, 48, True, False),  # a broadcast A: its gradient sums the batch
+    (3, 64, 700, 48, False, True),
+]
+
+
+@pytest.mark.parametrize("case", BACKWARD_CASES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_backward_every_plan(dtype, case):
+    """Random argmax (with out-of-range -1 and K entries, which add nothing) against the reference."""
+    batch, M, K, N, bcast_a, bcast_b = case
+    rng = np.random.default_rng(8)
+    lead = () if batch is None else (batch,)
+    Ix = rng.integers(-1, K + 1, lead + (M, N)).astype(np.int32)
+    G = rng.standard_normal(Ix.shape).astype(dtype)
+    A_shape = (M, K) if bcast_a or batch is None else (batch, M, K)
+    B_shape = (K, N) if bcast_b or batch is None else (batch, K, N)
+    gA, gB = tropical.matmul_backward(to_dev(G), to_dev(Ix), A_shape, B_shape)
+    wA, wB = reference.matmul_backward(G, Ix, A_shape, B_shape)
+    tol = 1e-4 if dtype == "float32" else 1e-10
+    np.testing.assert_allclose(gA.copy_to_host(), wA, rtol=tol, atol=tol)
+    np.testing.assert_allclose(gB.copy_to_host(), wB, rtol=tol, atol=tol)
+    out = (to_dev(np.full(A_shape, 7, dtype)), to_dev(np.full(B_shape, 7, dtype)))  # reused: overwritten
+    tropical.matmul_backward(to_dev(G), to_dev(Ix), A_shape, B_shape, out=out)
+    np.testing.assert_allclose(out[0].copy_to_host(), wA, rtol=tol, atol=tol)
+    np.testing.assert_allclose(out[1].copy_to_host(), wB, rtol=tol, atol=tol)
+
+
 def test_out_and_stream():
     from numba import cuda
 

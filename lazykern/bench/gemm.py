@@ -324,7 +324,9 @@ def _measure_backward(case: Case, ctx: _Context, tropical: Any) -> dict[str, Any
     _, K = tropical.matmul(cuda.to_device(A, stream=s), cuda.to_device(B, stream=s), **fwd_kw)
     grad_c = _random((case.m, case.n), case.dtype, ctx.rng)
     d_grad = cuda.to_device(grad_c, stream=s)
-    bwd_kw = {"stream": s} if _accepts(tropical.matmul_backward, "stream") else {}
+    bwd_kw: dict[str, Any] = {"stream": s} if _accepts(tropical.matmul_backward, "stream") else {}
+    if _accepts(tropical.matmul_backward, "out"):  # gradients allocated once: time the kernels, not cuMemAlloc
+        bwd_kw["out"] = tropical.matmul_backward(d_grad, K, A.shape, B.shape, **bwd_kw)
     last: list[Any] = [None]
 
     def call(i: int) -> None:

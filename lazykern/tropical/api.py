@@ -18,6 +18,8 @@ from . import _arrays, reference
 from ._arrays import Operand
 from ._family import family
 from .fragments import (
+    BACKWARD_SMEM_BYTES,
+    BACKWARD_STRIP,
     BACKWARD_THREADS,
     NUMPY_DTYPES,
     REDUCE_THREADS,
@@ -124,15 +126,23 @@ def bmm(
 
 
 def matmul_backward(
-    grad_C: Any, argmax: Any, A_shape: Sequence[int], B_shape: Sequence[int], *, stream: Any = None
+    grad_C: Any,
+    argmax: Any,
+    A_shape: Sequence[int],
+    B_shape: Sequence[int],
+    *,
+    out: tuple[Any, Any] | None = None,
+    stream: Any = None,
 ) -> tuple[Any, Any]:
     """(grad_A, grad_B) of a tropical product from its argmax.
 
     grad_A[.., i, k] = sum_j grad_C[.., i, j] [argmax[.., i, j] == k], likewise
     grad_B; a 2-D operand of a batched product gets the sum over the batch.
     grad_C must be float32/float64 and C-contiguous, argmax int32 of the same
-    shape. The GPU kernels add with atomics: float sums are not bit-reproducible
-    from run to run (as with torch's scatter_add).
+    shape. ``out=(grad_A, grad_B)``: C-contiguous arrays of A_shape / B_shape and
+    grad_C's dtype, where grad_C lives, overwritten (no allocation per call). The
+    GPU kernels add with atomics: float sums are not bit-reproducible from run to
+    run (as with torch's scatter_add).
     """
     A_shape, B_shape = tuple(int(s) for s in A_shape), tuple(int(s) for s in B_shape)
     g = _arrays.as_operand(grad_C, "grad_C")
@@ -146,8 +156,17 @@ def matmul_backward(
     _check_backward_shapes(g.shape, A_shape, B_shape)
     if g.on_host != ix.on_host:
         raise ValueError("grad_C and argmax must both be host (NumPy) arrays or both be on the GPU")
+    outs = None
+    if out is not None:
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise TypeError(f"out must be a pair (grad_A, grad_B), got {type(out).__name__}")
+        outs = (_check_out(out[0], g, A_shape, g.dtype, "out[0]"), _check_out(out[1], g, B_shape, g.dtype, "out[1]"))
     if g.on_host:
         gA, gB = reference.matmul_backward(g.host_array(), ix.host_array(), A_shape, B_shape)
+        if outs is not None:
+            for dst, src in zip(outs, (gA, gB), strict=True):
+                dst.host_array()[...] = src
+            return out[0], out[1]
         return _to_host_kind(gA, g), _to_host_kind(gB, g)
     if g.device != ix.device and ix.device is not None and g.device is not None:
         raise ValueError(f"grad_C is on device {g.device} but argmax is on device {ix.device}")
@@ -156,8 +175,11 @@ def matmul_backward(
             raise ValueError(f"{name} must be C-contiguous (call .contiguous() / ascontiguousarray first)")
     handle = _arrays.stream_handle(stream) if stream is not None else (g.stream or 0)
     _arrays.stream_wait(handle, ix.stream, g.device or 0)
-    gA = _arrays.empty_like_kind(g, A_shape, g.dtype, handle)
-    gB = _arrays.empty_like_kind(g, B_shape, g.dtype, handle)
+    if outs is not None:
+        gA, gB = out[0], out[1]
+    else:
+        gA = _arrays.empty_like_kind(g, A_shape, g.dtype, handle)
+        gB = _arrays.empty_like_kind(g, B_shape, g.dtype, handle)
     batch = g.shape[0] if len(g.shape) == 3 else 1
     M, N = g.shape[-2], g.shape[-1]
     K = A_shape[-1]
@@ -165,15 +187,38 @@ def matmul_backward(
     with _on_device(g.device or 0):
         for which, out, shape in (("a", gA, A_shape), ("b", gB, B_shape)):
             op = _arrays.as_operand(out, "grad")
-            _arrays.memset_zero(op.ptr, int(np.prod(shape, dtype=np.int64)) * g.dtype.itemsize, handle)
-            total = batch * M * N
-            if total == 0 or K == 0:
-                continue
             s_out = (shape[-2] * shape[-1]) if len(shape) == 3 else 0
-            blocks = min((total + BACKWARD_THREADS - 1) // BACKWARD_THREADS, 65536)
+            groups, blocks, zero = backward_plan(which, g.dtype.itemsize, batch, M, N, K, s_out == 0 and batch > 1)
+            if zero:
+                _arrays.memset_zero(op.ptr, int(np.prod(shape, dtype=np.int64)) * g.dtype.itemsize, handle)
+            if blocks == 0:
+                continue
             kernel = _kernel(backward_name(which, code), g.device or 0)
-            kernel[(blocks,), (BACKWARD_THREADS,), handle](g.ptr, ix.ptr, op.ptr, batch, M, N, K, s_out)
+            kernel[(blocks,), (BACKWARD_THREADS,), handle](g.ptr, ix.ptr, op.ptr, batch, M, N, K, s_out, groups)
     return gA, gB
+
+
+def backward_plan(which: str, itemsize: int, batch: int, M: int, N: int, K: int, shared: bool) -> tuple[int, int, bool]:
+    """(groups, blocks, zero the output first) for ``backward_{which}`` (see lk::backward_any).
+
+    Gradients are summed in shared memory, a block per row (grad_A) or per strip of
+    columns (grad_B) and chunk of K, and stored once; short rows (< 32) take the
+    per-element atomic kernel (groups 0). A strip of grad_B is split into row groups
+    (atomic write-out) when the strips alone give too few blocks. ``shared``: the
+    output is a broadcast operand's gradient, summed over the batch (atomic write-out).
+    """
+    total = batch * M * N
+    if total == 0 or K == 0:
+        return 0, 0, True
+    kc_a = BACKWARD_SMEM_BYTES // itemsize
+    kc_b = kc_a // BACKWARD_STRIP
+    if (N if which == "a" else M) < 32:
+        return 0, min(-(-total // BACKWARD_THREADS), 65536), True
+    if which == "a":
+        return 1, min(batch * M * -(-K // kc_a), 65536), shared
+    base = batch * -(-N // BACKWARD_STRIP) * -(-K // kc_b)
+    groups = max(1, min(-(-M // 256), -(-_SPLIT_TARGET_BLOCKS // base)))
+    return groups, min(base * groups, 65536), shared or groups > 1
 
 
 # ------------------------------------------------------------ validation --

@@ -117,8 +117,10 @@ ROWS_SIGNATURE = ("ptr", "ptr", "ptr", "ptr", "int32", "int32", "int32") + ("int
 ROWS_MAX = 8  # K and N bound of the row kernels
 ROWS_KMAX = {"r": 8, "r4": 4}  # row tile -> KMAX (K, N bound); KMAX 4 uses 40 registers instead of 56
 ROWS_THREADS = 256
-BACKWARD_SIGNATURE = ("ptr", "ptr", "ptr", "int32", "int32", "int32", "int32", "int64")
+BACKWARD_SIGNATURE = ("ptr", "ptr", "ptr", "int32", "int32", "int32", "int32", "int64", "int32")
 BACKWARD_THREADS = 256
+BACKWARD_SMEM_BYTES = 32768  # lk::BwdChunk: shared memory for one block's gradient sums
+BACKWARD_STRIP = 8  # lk::BwdChunk::W: grad_B columns per block
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,8 +245,8 @@ def backward_code(which: str, dtype: str) -> str:
     return (
         f'extern "C" __global__ void __launch_bounds__({BACKWARD_THREADS}) {name}(\n'
         f"    const {t}* __restrict__ gC, const int* __restrict__ I, {t}* __restrict__ g,\n"
-        "    int batch, int M, int N, int K, long long sG) {\n"
-        f"    lk::backward<{t}, {'true' if which == 'a' else 'false'}>(gC, I, g, batch, M, N, K, sG);\n"
+        "    int batch, int M, int N, int K, long long sG, int groups) {\n"
+        f"    lk::backward_any<{t}, {'true' if which == 'a' else 'false'}>(gC, I, g, batch, M, N, K, sG, groups);\n"
         "}\n"
     )
 

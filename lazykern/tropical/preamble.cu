@@ -991,11 +991,13 @@ __device__ __forceinline__ void rows(const T* __restrict__ A, const T* __restric
 
 // ----------------------------------------------------------------- backward --
 // grad_A[b, i, k] += grad_C[b, i, j] where argmax[b, i, j] == k (likewise grad_B).
-// One thread per (b, i, j) adds its gradient to the one element its argmax
-// names: O(M*N) work, coalesced reads, atomics spread over the K columns. The
-// outputs must be zeroed first; the float sum order is not deterministic (as
-// with torch's scatter_add). argmax outside [0, K) (K == 0) adds nothing.
-// A batch stride of 0 for the output sums a broadcast operand's gradient.
+// argmax outside [0, K) (K == 0) adds nothing. A batch stride of 0 for the output
+// sums a broadcast operand's gradient. Float sums are not bit-reproducible from run
+// to run (atomics, as with torch's scatter_add).
+//
+// backward: one thread per (b, i, j) adds its gradient to the one element its argmax
+// names with a global atomic (the outputs must be zeroed first). Used for short rows
+// (grad_A with N < 32, grad_B with M < 32), where a block per row would idle.
 template <typename T, bool FOR_A>
 __device__ __forceinline__ void backward(const T* __restrict__ gC, const int* __restrict__ I, T* __restrict__ g,
                                          int batch, int M, int N, int K, i64 sG) {
@@ -1009,6 +1011,103 @@ __device__ __forceinline__ void backward(const T* __restrict__ gC, const int* __
         T* dst = FOR_A ? g + b * sG + i * K + k : g + b * sG + (i64)k * N + j;
         atomicAdd(dst, gC[t]);
     }
+}
+
+// The shared-memory backward: gradients are summed in shared memory (KC values of k
+// at a time) and written out once, coalesced, so the global traffic is one read of
+// grad_C and argmax per K chunk and one write of each gradient.
+//   grad_A: a block per (b, i, K chunk) reads the row's N entries.
+//   grad_B: a block per (b, strip of W columns, K chunk, row group) reads the strip's
+//     rows (W consecutive j: one 32-byte sector for f32) and sums into [KC][W].
+// `add`: the output is shared (a broadcast operand, or row groups > 1), so the block
+// adds with (coalesced) atomics to zeroed memory instead of storing.
+template <typename T> struct BwdChunk {
+    static constexpr int SMEM = 32768 / (int)sizeof(T);  // 32 KB of T
+    static constexpr int W = 8, KCA = SMEM, KCB = SMEM / W;
+};
+
+template <typename T>
+__device__ __forceinline__ void put(T* dst, T v, bool add) {
+    if (add) atomicAdd(dst, v);
+    else *dst = v;
+}
+
+template <typename T>
+__device__ __forceinline__ void backward_rows(const T* __restrict__ gC, const int* __restrict__ I,
+                                              T* __restrict__ g, int batch, int M, int N, int K, i64 sG) {
+    constexpr int KC = BwdChunk<T>::KCA;
+    __shared__ T acc[KC];
+    const bool add = sG == 0 && batch > 1;
+    const int nchunks = (K + KC - 1) / KC;
+    const i64 work = (i64)batch * M * nchunks;
+    for (i64 w = blockIdx.x; w < work; w += gridDim.x) {
+        const i64 row = w / nchunks;  // b * M + i
+        const int k0 = (int)(w - row * nchunks) * KC, kc = min(KC, K - k0);
+        for (int c = threadIdx.x; c < kc; c += blockDim.x) acc[c] = T(0);
+        __syncthreads();
+        const int* Ir = I + row * N;
+        const T* gr = gC + row * N;
+#pragma unroll 4
+        for (int j = threadIdx.x; j < N; j += blockDim.x) {  // unrolled: 4 rows' loads in flight
+            const unsigned k = (unsigned)(Ir[j] - k0);
+            if (k < (unsigned)kc) atomicAdd(&acc[k], gr[j]);
+        }
+        __syncthreads();
+        const i64 b = row / M, i = row - b * M;
+        T* out = g + b * sG + i * K + k0;
+        for (int c = threadIdx.x; c < kc; c += blockDim.x) put(out + c, acc[c], add);
+        __syncthreads();
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void backward_cols(const T* __restrict__ gC, const int* __restrict__ I,
+                                              T* __restrict__ g, int batch, int M, int N, int K, i64 sG,
+                                              int groups) {
+    constexpr int KC = BwdChunk<T>::KCB, W = BwdChunk<T>::W;
+    __shared__ T acc[KC * W];
+    const bool add = (sG == 0 && batch > 1) || groups > 1;
+    const int nstrips = (N + W - 1) / W, nchunks = (K + KC - 1) / KC;
+    const int rows = (M + groups - 1) / groups;
+    const i64 work = (i64)batch * nstrips * nchunks * groups;
+    const int c = threadIdx.x % W, step = blockDim.x / W;
+    for (i64 w = blockIdx.x; w < work; w += gridDim.x) {
+        i64 rest = w;
+        const int grp = (int)(rest % groups);
+        rest /= groups;
+        const int k0 = (int)(rest % nchunks) * KC, kc = min(KC, K - k0);
+        rest /= nchunks;
+        const int j = (int)(rest % nstrips) * W + c;
+        const i64 b = rest / nstrips;
+        for (int e = threadIdx.x; e < kc * W; e += blockDim.x) acc[e] = T(0);
+        __syncthreads();
+        const int i1 = min(M, (grp + 1) * rows);
+        if (j < N) {
+#pragma unroll 4
+            for (int i = grp * rows + (int)threadIdx.x / W; i < i1; i += step) {
+                const i64 t = (b * M + i) * N + j;
+                const unsigned k = (unsigned)(I[t] - k0);
+                if (k < (unsigned)kc) atomicAdd(&acc[k * W + c], gC[t]);
+            }
+        }
+        __syncthreads();
+        T* out = g + b * sG + (i64)k0 * N + (j - c);
+        for (int e = threadIdx.x; e < kc * W; e += blockDim.x) {
+            const int kk = e / W, cc = e % W;
+            if (j - c + cc < N) put(out + (i64)kk * N + cc, acc[e], add);
+        }
+        __syncthreads();
+    }
+}
+
+// groups == 0: the per-element atomic kernel; else the shared-memory one (grad_B
+// with `groups` row groups per strip).
+template <typename T, bool FOR_A>
+__device__ __forceinline__ void backward_any(const T* __restrict__ gC, const int* __restrict__ I, T* __restrict__ g,
+                                             int batch, int M, int N, int K, i64 sG, int groups) {
+    if (groups == 0) backward<T, FOR_A>(gC, I, g, batch, M, N, K, sG);
+    else if constexpr (FOR_A) backward_rows<T>(gC, I, g, batch, M, N, K, sG);
+    else backward_cols<T>(gC, I, g, batch, M, N, K, sG, groups);
 }
 
 }  // namespace lk
