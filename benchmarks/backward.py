@@ -31,6 +31,9 @@ SHAPES = [  # (batch or None, M, K, N, dtype)
     (None, 2**21, 4, 4, "float32"),
     (None, 4096, 64, 4096, "float32"),
     (64, 256, 256, 256, "float32"),
+    (None, 2**20, 8, 64, "float32"),  # many short-K rows: a block per row has little to do
+    (None, 2**16, 32, 1024, "float32"),
+    (None, 64, 4096, 2**16, "float32"),
 ]
 
 
