@@ -194,7 +194,9 @@ def test_backward_plan_picks_shared_memory_or_atomics():
 
     # grad_A: a block per row and K chunk of 8192 (f32) / 4096 (f64), stored once: no zeroing
     assert backward_plan("a", 4, 1, 4096, 4096, 4096, False) == (1, 4096, False)
-    assert backward_plan("a", 8, 1, 64, 4096, 9000, False) == (1, 64 * 3, False)
+    assert backward_plan("a", 8, 1, 1024, 4096, 9000, False) == (1, 1024 * 3, False)
+    # few rows: each row split into column groups, added atomically into zeroed memory
+    assert backward_plan("a", 8, 1, 64, 4096, 9000, False) == (3, 64 * 3 * 3, True)
     # grad_B: strips of 8 columns x K chunks of 1024 (f32); enough blocks: one row group
     assert backward_plan("b", 4, 1, 4096, 4096, 4096, False) == (1, 512 * 4, False)
     # few strips: rows split into groups, added atomically into zeroed memory

@@ -460,6 +460,7 @@ BACKWARD_CASES = [  # (batch or None, M, K, N, A broadcast, B broadcast): every 
     (None, 40, 3000, 50, False, False),  # grad_B in 3 K chunks (f32; f64: 6)
     (None, 33, 9000, 40, False, False),  # grad_A in 2 K chunks (f64: 3)
     (None, 5000, 20, 40, False, False),  # grad_B strips split into row groups
+    (None, 40, 300, 3000, False, False),  # grad_A rows split into column groups
     (None, 20, 70, 10, False, False),  # short rows: the per-element atomic kernel
     (3, 64, 700, 48, True, False),  # a broadcast A: its gradient sums the batch
     (3, 64, 700, 48, False, True),

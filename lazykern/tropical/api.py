@@ -203,9 +203,10 @@ def backward_plan(which: str, itemsize: int, batch: int, M: int, N: int, K: int,
 
     Gradients are summed in shared memory, a block per row (grad_A) or per strip of
     columns (grad_B) and chunk of K, and stored once; short rows (< 32) take the
-    per-element atomic kernel (groups 0). A strip of grad_B is split into row groups
-    (atomic write-out) when the strips alone give too few blocks. ``shared``: the
-    output is a broadcast operand's gradient, summed over the batch (atomic write-out).
+    per-element atomic kernel (groups 0). The summed dimension (N for grad_A, M for
+    grad_B) is split into groups (atomic write-out) when rows or strips alone give
+    too few blocks. ``shared``: the output is a broadcast operand's gradient, summed
+    over the batch (atomic write-out).
     """
     total = batch * M * N
     if total == 0 or K == 0:
@@ -215,9 +216,10 @@ def backward_plan(which: str, itemsize: int, batch: int, M: int, N: int, K: int,
     if (N if which == "a" else M) < 32:
         return 0, min(-(-total // BACKWARD_THREADS), 65536), True
     if which == "a":
-        return 1, min(batch * M * -(-K // kc_a), 65536), shared
-    base = batch * -(-N // BACKWARD_STRIP) * -(-K // kc_b)
-    groups = max(1, min(-(-M // 256), -(-_SPLIT_TARGET_BLOCKS // base)))
+        base, summed = batch * M * -(-K // kc_a), N
+    else:
+        base, summed = batch * -(-N // BACKWARD_STRIP) * -(-K // kc_b), M
+    groups = max(1, min(-(-summed // 256), -(-_SPLIT_TARGET_BLOCKS // base)))
     return groups, min(base * groups, 65536), shared or groups > 1
 
 

@@ -1016,11 +1016,13 @@ __device__ __forceinline__ void backward(const T* __restrict__ gC, const int* __
 // The shared-memory backward: gradients are summed in shared memory (KC values of k
 // at a time) and written out once, coalesced, so the global traffic is one read of
 // grad_C and argmax per K chunk and one write of each gradient.
-//   grad_A: a block per (b, i, K chunk) reads the row's N entries.
+//   grad_A: a block per (b, i, K chunk, column group) reads its part of the row.
 //   grad_B: a block per (b, strip of W columns, K chunk, row group) reads the strip's
 //     rows (W consecutive j: one 32-byte sector for f32) and sums into [KC][W].
-// `add`: the output is shared (a broadcast operand, or row groups > 1), so the block
-// adds with (coalesced) atomics to zeroed memory instead of storing.
+// `groups` splits the summed dimension (N for grad_A, M for grad_B) when rows or
+// strips alone give too few blocks. `add`: the output is shared (a broadcast
+// operand, or groups > 1), so the block adds with (coalesced) atomics to zeroed
+// memory instead of storing.
 template <typename T> struct BwdChunk {
     static constexpr int SMEM = 32768 / (int)sizeof(T);  // 32 KB of T
     static constexpr int W = 8, KCA = SMEM, KCB = SMEM / W;
@@ -1034,21 +1036,26 @@ __device__ __forceinline__ void put(T* dst, T v, bool add) {
 
 template <typename T>
 __device__ __forceinline__ void backward_rows(const T* __restrict__ gC, const int* __restrict__ I,
-                                              T* __restrict__ g, int batch, int M, int N, int K, i64 sG) {
+                                              T* __restrict__ g, int batch, int M, int N, int K, i64 sG,
+                                              int groups) {
     constexpr int KC = BwdChunk<T>::KCA;
     __shared__ T acc[KC];
-    const bool add = sG == 0 && batch > 1;
+    const bool add = (sG == 0 && batch > 1) || groups > 1;
     const int nchunks = (K + KC - 1) / KC;
-    const i64 work = (i64)batch * M * nchunks;
+    const int cols = (N + groups - 1) / groups;
+    const i64 work = (i64)batch * M * nchunks * groups;
     for (i64 w = blockIdx.x; w < work; w += gridDim.x) {
-        const i64 row = w / nchunks;  // b * M + i
-        const int k0 = (int)(w - row * nchunks) * KC, kc = min(KC, K - k0);
+        const int grp = (int)(w % groups);
+        const i64 rest = w / groups;
+        const i64 row = rest / nchunks;  // b * M + i
+        const int k0 = (int)(rest - row * nchunks) * KC, kc = min(KC, K - k0);
         for (int c = threadIdx.x; c < kc; c += blockDim.x) acc[c] = T(0);
         __syncthreads();
         const int* Ir = I + row * N;
         const T* gr = gC + row * N;
+        const int j1 = min(N, (grp + 1) * cols);
 #pragma unroll 4
-        for (int j = threadIdx.x; j < N; j += blockDim.x) {  // unrolled: 4 rows' loads in flight
+        for (int j = grp * cols + (int)threadIdx.x; j < j1; j += blockDim.x) {  // unrolled: 4 loads in flight
             const unsigned k = (unsigned)(Ir[j] - k0);
             if (k < (unsigned)kc) atomicAdd(&acc[k], gr[j]);
         }
@@ -1100,13 +1107,13 @@ __device__ __forceinline__ void backward_cols(const T* __restrict__ gC, const in
     }
 }
 
-// groups == 0: the per-element atomic kernel; else the shared-memory one (grad_B
-// with `groups` row groups per strip).
+// groups == 0: the per-element atomic kernel; else the shared-memory one, the summed
+// dimension split into `groups`.
 template <typename T, bool FOR_A>
 __device__ __forceinline__ void backward_any(const T* __restrict__ gC, const int* __restrict__ I, T* __restrict__ g,
                                              int batch, int M, int N, int K, i64 sG, int groups) {
     if (groups == 0) backward<T, FOR_A>(gC, I, g, batch, M, N, K, sG);
-    else if constexpr (FOR_A) backward_rows<T>(gC, I, g, batch, M, N, K, sG);
+    else if constexpr (FOR_A) backward_rows<T>(gC, I, g, batch, M, N, K, sG, groups);
     else backward_cols<T>(gC, I, g, batch, M, N, K, sG, groups);
 }
 
