@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import statistics
 import sys
@@ -35,13 +36,6 @@ SHAPES = [  # (batch or None, M, K, N, dtype)
     (None, 2**16, 32, 1024, "float32"),
     (None, 64, 4096, 2**16, "float32"),
 ]
-
-
-def atomic_plan(which, itemsize, batch, M, N, K, shared):
-    total = batch * M * N
-    if total == 0 or K == 0:
-        return 0, 0, True
-    return 0, min(-(-total // api.BACKWARD_THREADS), 65536), True
 
 
 def time_backward(cuda, G, Ix, A_shape, B_shape, repeats: int) -> tuple[float, Any]:
@@ -82,7 +76,7 @@ def main() -> None:
         G = cuda.to_device(rng.standard_normal(Ix.shape).astype(dtype))
         t_new, (gA, gB) = time_backward(cuda, G, Ix, A.shape, B.shape, args.repeats)
         plan = api.backward_plan
-        api.backward_plan = atomic_plan
+        api.backward_plan = functools.partial(plan, atomic=True)
         try:
             t_old, (oA, oB) = time_backward(cuda, G, Ix, A.shape, B.shape, args.repeats)
         finally:

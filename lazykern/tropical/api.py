@@ -198,7 +198,9 @@ def matmul_backward(
     return gA, gB
 
 
-def backward_plan(which: str, itemsize: int, batch: int, M: int, N: int, K: int, shared: bool) -> tuple[int, int, bool]:
+def backward_plan(
+    which: str, itemsize: int, batch: int, M: int, N: int, K: int, shared: bool, *, atomic: bool = False
+) -> tuple[int, int, bool]:
     """(groups, blocks, zero the output first) for ``backward_{which}`` (see lk::backward_any).
 
     Gradients are summed in shared memory, a block per row (grad_A) or per strip of
@@ -206,14 +208,15 @@ def backward_plan(which: str, itemsize: int, batch: int, M: int, N: int, K: int,
     per-element atomic kernel (groups 0). The summed dimension (N for grad_A, M for
     grad_B) is split into groups (atomic write-out) when rows or strips alone give
     too few blocks. ``shared``: the output is a broadcast operand's gradient, summed
-    over the batch (atomic write-out).
+    over the batch (atomic write-out). ``atomic``: the per-element kernel regardless
+    (benchmarks/backward.py compares the two).
     """
     total = batch * M * N
     if total == 0 or K == 0:
         return 0, 0, True
     kc_a = BACKWARD_SMEM_BYTES // itemsize
     kc_b = kc_a // BACKWARD_STRIP
-    if (N if which == "a" else M) < 32:
+    if atomic or (N if which == "a" else M) < 32:
         return 0, min(-(-total // BACKWARD_THREADS), 65536), True
     if which == "a":
         base, summed = batch * M * -(-K // kc_a), N

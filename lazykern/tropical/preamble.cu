@@ -124,6 +124,12 @@ __device__ __forceinline__ i64 sat_mul(i64 a, i64 b) {
     return lo;
 }
 
+// |v| <= w, branch-free: v + w in [0, 2w] with unsigned wrap-around.
+template <typename T> __device__ __forceinline__ bool within(T v, T w) {
+    typedef typename Num<T>::U U;
+    return (U)v + (U)w <= 2 * (U)w;
+}
+
 // tmax(acc, p) / tmin(acc, p): the accumulator comes first. The generic form tests
 // the product (`p > acc ? p : acc`): a NaN product compares false and loses, so a
 // never-NaN accumulator stays never-NaN. That is fmax's NaN rule for doubles
@@ -235,7 +241,7 @@ template <int S, typename T> struct IntFastRing {
     // or v - hi in {0 (hi), 1 (lo)}.
     __device__ __forceinline__ static bool safe(T v) {
         typedef typename Num<T>::U U;
-        return ((U)v + (U)u <= 2 * (U)u) | ((U)v - (U)hi <= (U)1);
+        return within<T>(v, u) | ((U)v - (U)hi <= (U)1);
     }
     __device__ __forceinline__ static T dec(T v) { return v < -2 * u ? lo : (v > 2 * u ? hi : v); }
     __device__ __forceinline__ static T mul(T a, T b, int = 0) { return a + b; }
@@ -272,10 +278,7 @@ template <typename T> struct IntMulFastRing {
     __device__ __forceinline__ static T fill_a() { return w; }
     __device__ __forceinline__ static T fill_b() { return -w; }
     __device__ __forceinline__ static T enc(T v) { return v; }
-    __device__ __forceinline__ static bool safe(T v) {
-        typedef typename Num<T>::U U;
-        return (U)v + (U)w <= 2 * (U)w;
-    }
+    __device__ __forceinline__ static bool safe(T v) { return within<T>(v, w); }
     __device__ __forceinline__ static T dec(T v) { return v; }
     __device__ __forceinline__ static T mul(T a, T b, int = 0) {
         return sizeof(T) == 8 ? (T)((i64)(int)a * (i64)(int)b) : a * b;
@@ -334,7 +337,7 @@ template <int S, int BK, int SPAN> struct IntPackRing {
         if (IS_MUL) return (T)((unsigned)v << SH);
         return (T)((unsigned)v * (unsigned)(sign << SH) + (unsigned)(CM - (k & (KS - 1))));
     }
-    __device__ __forceinline__ static bool safe(T v) { return (unsigned)v + (unsigned)w <= 2u * (unsigned)w; }
+    __device__ __forceinline__ static bool safe(T v) { return within<T>(v, w); }
     __device__ __forceinline__ static T mul(T a, T b, int kk) { return IS_MUL ? a * b + (CM - kk) : a + b; }
     __device__ __forceinline__ static T comb(T acc, T p) { return tmax<T>(acc, p); }
     // End of a span: was the accumulator beaten? Settles it either way.
