@@ -11,10 +11,12 @@ refuses such kernels, the lazykern cache stores them like any other.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Sequence
+import types as pytypes
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from . import _numba_args
@@ -52,18 +54,19 @@ def compile_kernel(
     cc = arch_to_cc(arch)
     start = time.perf_counter()
     try:
-        cres = compile_cuda(
-            pyfunc,
-            types.void,
-            argtypes,
-            debug=False,
-            lineinfo=options["lineinfo"],
-            fastmath=options["fastmath"],
-            nvvm_options={"fastmath": options["fastmath"], "opt": 3 if options["opt"] else 0},
-            cc=cc,
-            max_registers=options["max_registers"],
-            lto=options["lto"],
-        )
+        with _target_cc(cc):
+            cres = compile_cuda(
+                pyfunc,
+                types.void,
+                argtypes,
+                debug=False,
+                lineinfo=options["lineinfo"],
+                fastmath=options["fastmath"],
+                nvvm_options={"fastmath": options["fastmath"], "opt": 3 if options["opt"] else 0},
+                cc=cc,
+                max_registers=options["max_registers"],
+                lto=options["lto"],
+            )
         lib = cres.library
         symbol = cres.fndesc.llvm_func_name
         kernel = lib.get_function(symbol)
@@ -107,6 +110,27 @@ def compile_kernel(
     }
     log.debug("compiled lazy kernel %s%s for %s", name, meta["signature"], arch)
     return code, meta
+
+
+@contextlib.contextmanager
+def _target_cc(cc: tuple) -> Iterator[None]:
+    """Make Numba compile called device functions for ``cc`` instead of asking the driver.
+
+    numba-cuda's device-function dispatcher reads ``get_current_device().compute_capability``,
+    which needs a driver: ahead-of-time compiling must not. Numba's global compiler lock
+    (reentrant, taken by every compile) keeps other threads from seeing the stand-in.
+    """
+    from numba.cuda import dispatcher
+    from numba.cuda.core.compiler_lock import global_compiler_lock
+
+    stand_in = pytypes.SimpleNamespace(compute_capability=tuple(cc[:2]))
+    with global_compiler_lock:
+        real = dispatcher.get_current_device
+        dispatcher.get_current_device = lambda: stand_in
+        try:
+            yield
+        finally:
+            dispatcher.get_current_device = real
 
 
 def _add_links(lib: Any, link: Sequence[Any], target_context: Any) -> None:

@@ -1,0 +1,45 @@
+"""Ahead-of-time compiling of @lazy_kernel kernels never asks the driver (issue 13, item 11)."""
+
+from __future__ import annotations
+
+import pytest
+from numba import cuda, float32
+
+from lazykern import lazy_kernel
+
+ELF = b"\x7fELF"
+
+
+def _no_driver():
+    raise AssertionError("ahead-of-time compiling asked the CUDA driver for the current device")
+
+
+@cuda.jit(device=True)
+def _triple(v):
+    return 3 * v
+
+
+@cuda.jit(device=True)
+def _triple_plus_one(v):
+    return _triple(v) + 1  # a device function calling another
+
+
+def _calls_device_functions(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = _triple_plus_one(x[i])
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_warm_of_a_kernel_calling_device_functions_needs_no_driver(cache, monkeypatch, arch):
+    # Also true on a GPU machine: the driver's current device is never consulted.
+    from numba.cuda import api, dispatcher
+
+    monkeypatch.setattr(dispatcher, "get_current_device", _no_driver)
+    monkeypatch.setattr(api, "get_current_device", _no_driver)
+    k = lazy_kernel(_calls_device_functions, cache=cache)
+    (report,) = k.warm([(float32[::1],)], arch=arch)
+    assert report["compiled"] is True and report["arch"] == arch
+    (entry,) = list(cache.entries())
+    assert entry["arch"] == arch and cache.lookup(entry["key"]).code[:4] == ELF
+    assert dispatcher.get_current_device is _no_driver  # the stand-in is gone again
