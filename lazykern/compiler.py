@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from . import config
 from .errors import CompileError
 
 log = logging.getLogger("lazykern")
@@ -79,7 +80,7 @@ def current_arch() -> str:
 
     Memoized per CUDA context, so asking again costs one driver call (0.2 us).
     """
-    env = os.environ.get("LAZYKERN_ARCH")
+    env = config.arch_override()
     if env:
         return normalize_arch(env)
     ctx = _context_handle()
