@@ -25,6 +25,7 @@ import dataclasses
 import enum
 import hashlib
 import os
+import stat
 import sys
 import types as pytypes
 from collections.abc import Iterable
@@ -261,23 +262,69 @@ def _link_name(item: Any) -> str:
 
 
 def link_digest(items: Iterable[Any]) -> list[list[str]]:
-    """(name, sha256 of contents) for each linked file or in-memory code object."""
+    """(name, sha256 of contents[, digest of its headers]) for each linked file or in-memory code object.
+
+    CUDA C++ (a ``.cu`` path or a ``CUSource``) is compiled by numba-cuda through NVRTC, so the
+    headers it includes are keyed too, searched as numba-cuda searches them.
+    """
     out = []
     for item in items:
         if isinstance(item, (str, os.PathLike)):
             path = os.fspath(item)
-            try:
-                with open(path, "rb") as fh:
-                    digest = hashlib.sha256(fh.read()).hexdigest()
-            except OSError as exc:
-                digest = f"unreadable: {exc}"
-            out.append([os.path.basename(path), digest])
+            data = _read_link(path)
+            record = [os.path.basename(path), hashlib.sha256(data).hexdigest() if data is not None else "unreadable"]
+            if path.endswith(".cu") and data is not None:
+                record.append(_cu_headers(data))
         else:
             data = getattr(item, "data", b"")
             if isinstance(data, str):
                 data = data.encode()
-            out.append([_link_name(item), hashlib.sha256(bytes(data)).hexdigest()])
+            record = [_link_name(item), hashlib.sha256(bytes(data)).hexdigest()]
+            if getattr(item, "kind", None) == "cu":
+                record.append(_cu_headers(bytes(data)))
+        out.append(record)
     return out
+
+
+def _read_link(path: str) -> bytes | None:
+    """A linked file's bytes; only regular files (a FIFO or device must not hang the key)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
+
+
+def _cu_headers(data: bytes) -> str:
+    """Digest of the headers a linked ``.cu`` reaches, with numba-cuda's NVRTC search path."""
+    from numba.cuda.core import config as numba_config
+
+    from ._includes import include_digest
+    from .compiler import system_include_dirs
+
+    text = data.decode("utf-8", "replace")
+    if "include" not in text and "import" not in text:
+        return include_digest("", (), ())
+    numba_cuda = os.path.dirname(os.path.dirname(os.path.abspath(_numba_cuda_file())))
+    pinned = [
+        *(os.path.join(numba_cuda, "include", v) for v in ("12", "13")),
+        *system_include_dirs(),
+        os.path.join(numba_cuda, "memory_management"),
+    ]
+    extra = [d for d in (getattr(numba_config, "CUDA_NVRTC_EXTRA_SEARCH_PATHS", "") or "").split(":") if d]
+    return include_digest(text, [*pinned, *extra], pinned)
+
+
+def _numba_cuda_file() -> str:
+    import numba.cuda.cudadrv.nvrtc
+
+    return numba.cuda.cudadrv.nvrtc.__file__
 
 
 def fingerprint(pyfunc: pytypes.FunctionType, link: Iterable[Any] = ()) -> tuple[str, list[list[str]]]:
