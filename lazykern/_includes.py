@@ -46,6 +46,7 @@ _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+(.+?)[ \t]*
 # String and character literals are matched first so that a "//" or "/*" inside one is not a comment.
 _COMMENT = re.compile(r"\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|//[^\n]*|/\*.*?\*/", re.S)
 _FALLBACK_ENTRIES = 4096
+_LITERAL = re.compile(r'"[^"\n]*"|<[^>\n]*>')
 _CONTINUATION = re.compile(r"\\\r?\n")
 
 
@@ -156,8 +157,9 @@ class _Resolver:
         """``"x.h"`` / ``<x.h>`` as written, or through object-like macros (up to 16 deep)."""
         for _ in range(16):
             operand = operand.strip()
-            if len(operand) >= 2 and (operand[0], operand[-1]) in (('"', '"'), ("<", ">")):
-                return operand
+            literal = _LITERAL.match(operand)
+            if literal:
+                return literal.group(0)
             m = re.match(r"[A-Za-z_]\w*", operand)
             if m is None or m.group(0) not in self.macros:
                 return None

@@ -176,6 +176,10 @@ class _Walker:
             self.put(len(v), sorted(self._digest(f"{name}{{}}", item, names, depth + 1) for item in v))
         elif isinstance(v, type):
             self.put("class", v.__module__, v.__qualname__)
+            if not _pinned(v.__module__):  # `Color.RED`, `Cfg.N`: follow the attributes the code may name
+                for attr in sorted(names):
+                    if attr in vars(v):
+                        self.value(f"{name}.{attr}", vars(v)[attr], names, depth + 1)
         elif dataclasses.is_dataclass(v):
             for f in dataclasses.fields(v):
                 self.value(f"{name}.{f.name}", getattr(v, f.name, None), names, depth + 1)

@@ -174,6 +174,17 @@ def test_unknown_objects_are_keyed_by_their_attributes_not_their_address():
     assert _key(_kernel(a)) != _key(_kernel(b))
 
 
+def test_class_attributes_the_code_names_are_keyed_by_value():
+    ns: dict = {"cuda": cuda, "__name__": "user_module"}
+    keys = []
+    for value in (1, 1, 2):
+        exec(f"import enum\nclass Color(enum.IntEnum):\n    RED = {value}\n", ns)
+        g = {"cuda": cuda, "Color": ns["Color"]}
+        exec("def kern(a):\n    a[0] = Color.RED\n", g)
+        keys.append(_key(g["kern"]))
+    assert keys[0] == keys[1] != keys[2]
+
+
 _GLOBAL_TABLE = (np.zeros(3000, dtype=np.float32),)
 
 
