@@ -43,3 +43,37 @@ def test_warm_of_a_kernel_calling_device_functions_needs_no_driver(cache, monkey
     (entry,) = list(cache.entries())
     assert entry["arch"] == arch and cache.lookup(entry["key"]).code[:4] == ELF
     assert dispatcher.get_current_device is _no_driver  # the stand-in is gone again
+
+
+@cuda.jit(device=True)
+def _halve(v):
+    return v / 2
+
+
+def _calls_halve(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = _halve(x[i])
+
+
+def _also_calls_halve(x):
+    x[0] = _halve(x[0]) + 1
+
+
+def test_device_functions_are_compiled_for_each_target_arch(cache, monkeypatch):
+    from numba.cuda import dispatcher
+
+    seen: list[tuple[str, tuple]] = []
+    real = dispatcher.compile_cuda
+
+    def recording(pyfunc, *args, **kwargs):
+        seen.append((pyfunc.__name__, tuple(kwargs["cc"])))
+        return real(pyfunc, *args, **kwargs)
+
+    monkeypatch.setattr(dispatcher, "compile_cuda", recording)
+    k = lazy_kernel(_calls_halve, cache=cache)
+    for arch in ("sm_80", "sm_90"):
+        k.warm([(float32[::1],)], arch=arch)
+    lazy_kernel(_also_calls_halve, cache=cache).warm([(float32[::1],)], arch="sm_80")
+    assert seen == [("_halve", (8, 0)), ("_halve", (9, 0))]  # once per arch, then reused
+    assert dict(_halve.overloads) == {}  # Numba's own overloads are left as they were
