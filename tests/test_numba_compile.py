@@ -77,3 +77,36 @@ def test_device_functions_are_compiled_for_each_target_arch(cache, monkeypatch):
     lazy_kernel(_also_calls_halve, cache=cache).warm([(float32[::1],)], arch="sm_80")
     assert seen == [("_halve", (8, 0)), ("_halve", (9, 0))]  # once per arch, then reused
     assert dict(_halve.overloads) == {}  # Numba's own overloads are left as they were
+
+
+@cuda.jit(device=True)
+def _negate(v):
+    return -v
+
+
+def _calls_negate(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = _negate(x[i])
+
+
+@pytest.mark.gpu
+def test_gpu_warm_for_other_archs_leaves_numba_and_launches_working(cache):
+    import numpy as np
+
+    @cuda.jit
+    def plain(x):  # Numba's own kernel, sharing the device function
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] = _negate(x[i])
+
+    k = lazy_kernel(_calls_negate, cache=cache)
+    for arch in ("sm_80", "sm_90"):
+        k.warm([(float32[::1],)], arch=arch)
+    x = np.arange(64, dtype=np.float32)
+    d = cuda.to_device(x)
+    plain[1, 64](d)
+    np.testing.assert_array_equal(d.copy_to_host(), -x)
+    k[1, 64](d)  # the current device's arch: compiled or found, then launched
+    cuda.synchronize()
+    np.testing.assert_array_equal(d.copy_to_host(), x)
