@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import logging
-import os
-
-from . import graph
+from . import config, graph
 from .cache import KernelCache, LazykernWarning, default_cache, make_key, set_default_cache
 from .compiler import CompileResult, compile_source, current_arch, nvrtc_version
 from .decorator import LazyKernel, lazy_kernel
@@ -50,6 +47,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'lazykern' has no attribute {name!r}")
 
 
-logging.getLogger("lazykern").addHandler(logging.NullHandler())
-if os.environ.get("LAZYKERN_LOG"):
-    logging.getLogger("lazykern").setLevel(os.environ["LAZYKERN_LOG"].upper())
+config.configure_logging()

@@ -11,10 +11,13 @@ refuses such kernels, the lazykern cache stores them like any other.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Sequence
+import types as pytypes
+import weakref
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from . import _numba_args
@@ -52,18 +55,19 @@ def compile_kernel(
     cc = arch_to_cc(arch)
     start = time.perf_counter()
     try:
-        cres = compile_cuda(
-            pyfunc,
-            types.void,
-            argtypes,
-            debug=False,
-            lineinfo=options["lineinfo"],
-            fastmath=options["fastmath"],
-            nvvm_options={"fastmath": options["fastmath"], "opt": 3 if options["opt"] else 0},
-            cc=cc,
-            max_registers=options["max_registers"],
-            lto=options["lto"],
-        )
+        with _target_cc(cc):
+            cres = compile_cuda(
+                pyfunc,
+                types.void,
+                argtypes,
+                debug=False,
+                lineinfo=options["lineinfo"],
+                fastmath=options["fastmath"],
+                nvvm_options={"fastmath": options["fastmath"], "opt": 3 if options["opt"] else 0},
+                cc=cc,
+                max_registers=options["max_registers"],
+                lto=options["lto"],
+            )
         lib = cres.library
         symbol = cres.fndesc.llvm_func_name
         kernel = lib.get_function(symbol)
@@ -107,6 +111,58 @@ def compile_kernel(
     }
     log.debug("compiled lazy kernel %s%s for %s", name, meta["signature"], arch)
     return code, meta
+
+
+@contextlib.contextmanager
+def _target_cc(cc: tuple) -> Iterator[None]:
+    """Make Numba compile called device functions for ``cc``, without asking the driver.
+
+    numba-cuda's device-function dispatcher reads ``get_current_device().compute_capability``
+    (which needs a driver: ahead-of-time compiling must not) and keeps one compiled overload
+    per argument types whatever the arch. Here each device function gets an overload compiled
+    for ``cc`` (kept per arch), and Numba's own overloads are put back afterwards. Numba's
+    global compiler lock (reentrant, taken by every compile) keeps other threads out meanwhile.
+    """
+    from numba.cuda import dispatcher
+    from numba.cuda.core.compiler_lock import global_compiler_lock
+
+    target = tuple(cc[:2])
+    stand_in = pytypes.SimpleNamespace(compute_capability=target)
+    cls = dispatcher.CUDADispatcher
+    real_compile = cls.compile_device
+    displaced: list[tuple[Any, Any, Any]] = []  # (dispatcher, argument types, Numba's overload or None)
+
+    def compile_device(self: Any, args: Any, return_type: Any = None) -> Any:
+        per_arch = _overloads_by_arch.setdefault(self, {})
+        mine = per_arch.get((target, args))
+        if self.overloads.get(args) is not mine or mine is None:
+            displaced.append((self, args, self.overloads.pop(args, None)))
+        if mine is None:
+            mine = per_arch[(target, args)] = real_compile(self, args, return_type)
+        else:
+            self.overloads[args] = mine
+            mine.target_context.insert_user_function(mine.entry_point, mine.fndesc, [mine.library])
+        return mine
+
+    with global_compiler_lock:
+        real_device = dispatcher.get_current_device
+        dispatcher.get_current_device = lambda: stand_in
+        cls.compile_device = compile_device
+        try:
+            yield
+        finally:
+            cls.compile_device = real_compile
+            dispatcher.get_current_device = real_device
+            for disp, args, theirs in reversed(displaced):
+                if theirs is None:
+                    disp.overloads.pop(args, None)  # Numba compiles its own on next use
+                else:
+                    disp.overloads[args] = theirs
+                    theirs.target_context.insert_user_function(theirs.entry_point, theirs.fndesc, [theirs.library])
+
+
+# Device-function overloads compiled by _target_cc, per dispatcher and (arch, argument types).
+_overloads_by_arch: weakref.WeakKeyDictionary[Any, dict[tuple[Any, Any], Any]] = weakref.WeakKeyDictionary()
 
 
 def _add_links(lib: Any, link: Sequence[Any], target_context: Any) -> None:

@@ -8,12 +8,24 @@ function, plain function and module attribute the kernel names, the values of
 the global constants and arrays Numba freezes into the code, closure cells,
 and the contents of every linked file (CUDA C++ included, from ``link=`` and
 from ``cuda.declare_device(..., link=...)``).
+
+Values are hashed by content, never through ``repr`` (NumPy summarizes arrays
+over 1,000 elements there): arrays by dtype, shape and bytes; tuples, lists,
+dicts, sets, dataclasses, namedtuples and enums element by element (device
+functions inside them are walked like any other); numba types by name. Any
+other object is keyed by its type, its own name, and its attributes
+(``__dict__`` / ``__slots__``) by the same rules, so it never costs a stale
+binary; objects of the pinned libraries (numba, numpy, ...) by type and name.
+Cycles are cut; nesting deeper than 64 levels is refused with a ``CompileError``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import hashlib
 import os
+import stat
 import sys
 import types as pytypes
 from collections.abc import Iterable
@@ -21,6 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from .errors import CompileError
+
+_MAX_DEPTH = 64
 # Modules whose contents are pinned by the versions that go into the key.
 _PINNED = ("numba", "numpy", "math", "cmath", "operator", "builtins", "cuda", "llvmlite")
 
@@ -32,7 +47,8 @@ def _pinned(module_name: str | None) -> bool:
 class _Walker:
     def __init__(self) -> None:
         self.h = hashlib.sha256()
-        self.seen: set[int] = set()
+        self.seen: set[int] = set()  # functions and modules already walked
+        self.path: set[int] = set()  # containers being walked now (cycle protection)
         self.links: list[Any] = []
 
     def put(self, *parts: Any) -> None:
@@ -59,7 +75,7 @@ class _Walker:
             if isinstance(c, pytypes.CodeType):
                 self.code(c)
             else:
-                self.put(type(c).__name__, c)
+                self.data("<constant>", c, frozenset(), 0)
 
     def function(self, fn: pytypes.FunctionType) -> None:
         if id(fn) in self.seen:
@@ -67,7 +83,9 @@ class _Walker:
             return
         self.seen.add(id(fn))
         co = fn.__code__
-        self.put("function", fn.__module__, fn.__qualname__, fn.__defaults__, fn.__kwdefaults__)
+        self.put("function", fn.__module__, fn.__qualname__)
+        self.data("__defaults__", fn.__defaults__, frozenset(), 0)
+        self.data("__kwdefaults__", fn.__kwdefaults__, frozenset(), 0)
         self.code(co)
         names = _all_names(co)
         for name in sorted(names):
@@ -79,12 +97,13 @@ class _Walker:
             except ValueError:  # an empty cell
                 self.put(name, "<empty cell>")
 
-    def value(self, name: str, v: Any, names: frozenset[str]) -> None:
-        """One global (or closure cell) the code refers to."""
+    def value(self, name: str, v: Any, names: frozenset[str], depth: int = 0) -> None:
+        """One global (or closure cell, or an element of one) the code refers to."""
         py_func = getattr(v, "py_func", None)
         if isinstance(py_func, pytypes.FunctionType):  # a Numba dispatcher (device function, @jit)
-            self.put("dispatcher", name, sorted((k, _safe_repr(o)) for k, o in getattr(v, "targetoptions", {}).items()))
-            self.links.extend(getattr(v, "targetoptions", {}).get("link", ()) or ())
+            options = getattr(v, "targetoptions", {})
+            self.put("dispatcher", name, sorted((k, _safe_repr(o)) for k, o in options.items()))
+            self.links.extend(options.get("link", ()) or ())
             self.function(py_func)
         elif isinstance(v, pytypes.FunctionType):
             if _pinned(v.__module__):
@@ -103,13 +122,82 @@ class _Walker:
         elif _is_extern(v):
             self.put("extern", name, v.name, str(v.sig))
             self.links.extend(_extern_links(v))
-        elif isinstance(v, np.ndarray):  # Numba freezes global arrays into the code
-            self.put("array", name, v.dtype.str, v.shape, hashlib.sha256(np.ascontiguousarray(v).tobytes()).digest())
-        elif isinstance(v, (int, float, complex, str, bytes, bool, type(None), np.generic, tuple, frozenset)):
-            self.put("const", name, type(v).__name__, _safe_repr(v))
         else:
-            # Classes, Numba types, enums: their identity and repr decide the typing.
-            self.put("other", name, type(v).__module__, type(v).__qualname__, _safe_repr(v))
+            self.data(name, v, names, depth)
+
+    def data(self, name: str, v: Any, names: frozenset[str], depth: int) -> None:
+        """A value, by its contents: never through ``repr``, which summarizes large arrays."""
+        if depth > _MAX_DEPTH:
+            raise CompileError(
+                f"global {name!r} nests more than {_MAX_DEPTH} levels deep; lazy_kernel cannot key it",
+                name=name,
+            )
+        t = type(v)
+        if v is None or t in (bool, int, float, complex, str):
+            self.put("const", t.__name__, v)
+        elif t in (bytes, bytearray):
+            self.put("bytes", bytes(v))
+        elif isinstance(v, np.ndarray):
+            self.put("array", v.dtype.str, str(v.dtype.descr), v.shape)
+            if v.dtype.hasobject:
+                for i, item in enumerate(v.ravel(order="C")):
+                    self.value(f"{name}[{i}]", item, names, depth + 1)
+            else:
+                self.put(hashlib.sha256(np.ascontiguousarray(v).tobytes()).digest())
+        elif isinstance(v, np.generic) and not isinstance(v, np.object_):
+            self.put("scalar", v.dtype.str, str(v.dtype.descr), v.tobytes())
+        elif isinstance(v, np.dtype):
+            self.put("dtype", v.str, str(v.descr))
+        elif id(v) in self.path:
+            self.put("cycle", name)
+        else:
+            self.path.add(id(v))
+            try:
+                self._composite(name, v, names, depth)
+            finally:
+                self.path.discard(id(v))
+
+    def _composite(self, name: str, v: Any, names: frozenset[str], depth: int) -> None:
+        t = type(v)
+        self.put("type", t.__module__, t.__qualname__)
+        if isinstance(v, enum.Enum):
+            self.put("enum", v.name)
+            self.data(f"{name}.value", v.value, names, depth + 1)
+        elif isinstance(v, (tuple, list)):  # namedtuples too: the type above names them
+            self.put(len(v))
+            for i, item in enumerate(v):
+                self.value(f"{name}[{i}]", item, names, depth + 1)
+        elif isinstance(v, dict):
+            self.put(len(v))
+            for i, (k, item) in enumerate(v.items()):
+                self.data(f"{name}.key{i}", k, names, depth + 1)
+                self.value(f"{name}[{i}]", item, names, depth + 1)
+        elif isinstance(v, (set, frozenset)):
+            self.put(len(v), sorted(self._digest(f"{name}{{}}", item, names, depth + 1) for item in v))
+        elif isinstance(v, type):
+            self.put("class", v.__module__, v.__qualname__)
+            if not _pinned(v.__module__):  # `Color.RED`, `Cfg.N`: follow the attributes the code may name
+                for attr in sorted(names):
+                    if attr in vars(v):
+                        self.value(f"{name}.{attr}", vars(v)[attr], names, depth + 1)
+        elif dataclasses.is_dataclass(v):
+            for f in dataclasses.fields(v):
+                self.value(f"{name}.{f.name}", getattr(v, f.name, None), names, depth + 1)
+        elif _pinned(t.__module__):
+            # numba types, numpy ufuncs, CUDA intrinsics: the library versions in the key pin them.
+            self.put("pinned", str(v) if _is_numba_type(v) else _safe_repr(v), _named(v))
+        else:
+            # Any other object: its type, its name if it has one, and its attributes, by value.
+            self.put("object", _named(v))
+            for attr in _attributes(v):
+                self.value(f"{name}.{attr}", getattr(v, attr, None), names, depth + 1)
+
+    def _digest(self, name: str, v: Any, names: frozenset[str], depth: int) -> str:
+        """Digest of one value on its own (set elements are hashed in sorted order)."""
+        sub = _Walker()
+        sub.seen, sub.path, sub.links = self.seen, self.path, self.links
+        sub.value(name, v, names, depth)
+        return sub.h.hexdigest()
 
 
 def _all_names(co: pytypes.CodeType) -> frozenset[str]:
@@ -118,6 +206,29 @@ def _all_names(co: pytypes.CodeType) -> frozenset[str]:
         if isinstance(c, pytypes.CodeType):
             names |= _all_names(c)
     return frozenset(names)
+
+
+def _is_numba_type(v: Any) -> bool:
+    from numba.core.types import Type
+
+    return isinstance(v, Type)
+
+
+def _named(v: Any) -> list[str]:
+    """The module and name an object carries itself (builtins, ufuncs, classes), if any."""
+    return [
+        x
+        for x in (getattr(v, "__module__", None), getattr(v, "__qualname__", getattr(v, "__name__", None)))
+        if isinstance(x, str)
+    ]
+
+
+def _attributes(v: Any) -> list[str]:
+    names = list(getattr(v, "__dict__", {}) or {})
+    for cls in type(v).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        names.extend([slots] if isinstance(slots, str) else slots)
+    return sorted(set(n for n in names if isinstance(n, str) and n not in ("__dict__", "__weakref__")))
 
 
 def _safe_repr(v: Any) -> str:
@@ -155,23 +266,69 @@ def _link_name(item: Any) -> str:
 
 
 def link_digest(items: Iterable[Any]) -> list[list[str]]:
-    """(name, sha256 of contents) for each linked file or in-memory code object."""
+    """(name, sha256 of contents[, digest of its headers]) for each linked file or in-memory code object.
+
+    CUDA C++ (a ``.cu`` path or a ``CUSource``) is compiled by numba-cuda through NVRTC, so the
+    headers it includes are keyed too, searched as numba-cuda searches them.
+    """
     out = []
     for item in items:
         if isinstance(item, (str, os.PathLike)):
             path = os.fspath(item)
-            try:
-                with open(path, "rb") as fh:
-                    digest = hashlib.sha256(fh.read()).hexdigest()
-            except OSError as exc:
-                digest = f"unreadable: {exc}"
-            out.append([os.path.basename(path), digest])
+            data = _read_link(path)
+            record = [os.path.basename(path), hashlib.sha256(data).hexdigest() if data is not None else "unreadable"]
+            if path.endswith(".cu") and data is not None:
+                record.append(_cu_headers(data))
         else:
             data = getattr(item, "data", b"")
             if isinstance(data, str):
                 data = data.encode()
-            out.append([_link_name(item), hashlib.sha256(bytes(data)).hexdigest()])
+            record = [_link_name(item), hashlib.sha256(bytes(data)).hexdigest()]
+            if getattr(item, "kind", None) == "cu":
+                record.append(_cu_headers(bytes(data)))
+        out.append(record)
     return out
+
+
+def _read_link(path: str) -> bytes | None:
+    """A linked file's bytes; only regular files (a FIFO or device must not hang the key)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
+
+
+def _cu_headers(data: bytes) -> str:
+    """Digest of the headers a linked ``.cu`` reaches, with numba-cuda's NVRTC search path."""
+    from numba.cuda.core import config as numba_config
+
+    from ._includes import include_digest
+    from .compiler import system_include_dirs
+
+    text = data.decode("utf-8", "replace")
+    if "include" not in text and "import" not in text:
+        return include_digest("", (), ())
+    numba_cuda = os.path.dirname(os.path.dirname(os.path.abspath(_numba_cuda_file())))
+    pinned = [
+        *(os.path.join(numba_cuda, "include", v) for v in ("12", "13")),
+        *system_include_dirs(),
+        os.path.join(numba_cuda, "memory_management"),
+    ]
+    extra = [d for d in (getattr(numba_config, "CUDA_NVRTC_EXTRA_SEARCH_PATHS", "") or "").split(":") if d]
+    return include_digest(text, [*pinned, *extra], pinned)
+
+
+def _numba_cuda_file() -> str:
+    import numba.cuda.cudadrv.nvrtc
+
+    return numba.cuda.cudadrv.nvrtc.__file__
 
 
 def fingerprint(pyfunc: pytypes.FunctionType, link: Iterable[Any] = ()) -> tuple[str, list[list[str]]]:

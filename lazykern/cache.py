@@ -33,7 +33,7 @@ import filelock
 
 from . import _entry, config
 from ._store import LOCK_DIR, STORE_ERRORS, DiskBackend, MemoryBackend
-from .errors import CacheError
+from .errors import CacheError, LazykernWarning
 
 try:
     from cuda.core.utils import ProgramCacheResource
@@ -64,10 +64,6 @@ _STAT = "lazykern:stat:"
 _COUNTERS = ("hits", "misses", "compiles", "compile_ms", "saved_ms", "corrupt")
 
 
-class LazykernWarning(UserWarning):
-    """Something was degraded or repaired; the program goes on."""
-
-
 def make_key(
     source: str,
     *,
@@ -85,7 +81,7 @@ def make_key(
     ``toolchain`` is :func:`lazykern.compiler.toolchain_fingerprint` (computed if
     not given; :meth:`KernelCache.toolchain` memoizes it per machine).
     """
-    from .compiler import toolchain_fingerprint, user_include_dirs
+    from .compiler import header_digest, toolchain_fingerprint
 
     if not isinstance(source, str):
         raise TypeError(f"source must be str, got {type(source).__name__}")
@@ -102,27 +98,10 @@ def make_key(
         "target": target,
         "route": route,
         "toolchain": toolchain or toolchain_fingerprint(),
-        "headers": _fingerprint_dirs(user_include_dirs(options)),
+        "headers": header_digest(source, options),
         "extra": extra,
     }
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
-
-
-def _fingerprint_dirs(dirs: Sequence[str]) -> str:
-    """Digest of the header files under user include dirs, so editing one misses."""
-    h = hashlib.sha256()
-    for d in dirs:
-        for root, subdirs, files in os.walk(d):
-            subdirs.sort()
-            for f in sorted(files):
-                path = os.path.join(root, f)
-                h.update(path.encode())
-                try:
-                    with open(path, "rb") as fh:
-                        h.update(hashlib.sha256(fh.read()).digest())
-                except OSError:
-                    h.update(b"?")
-    return h.hexdigest()
 
 
 def _norm_key(key: bytes | str) -> str:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from . import config
 from .errors import CompileError
 
 log = logging.getLogger("lazykern")
@@ -79,7 +80,7 @@ def current_arch() -> str:
 
     Memoized per CUDA context, so asking again costs one driver call (0.2 us).
     """
-    env = os.environ.get("LAZYKERN_ARCH")
+    env = config.arch_override()
     if env:
         return normalize_arch(env)
     ctx = _context_handle()
@@ -315,8 +316,20 @@ def parse_options(options: Sequence[str], *, name: str = "<options>") -> dict[st
     return kwargs
 
 
-def user_include_dirs(options: Sequence[str]) -> list[str]:
-    return list(parse_options(options).get("include_path", []))  # type: ignore[arg-type]
+def header_digest(source: str, options: Sequence[str]) -> str:
+    """Digest of every header ``source`` reaches under ``options`` (``-I``, ``-D``), by content.
+
+    What :func:`compile_source` would read besides the source: see ``lazykern._includes``.
+    A source that includes nothing costs one substring test.
+    """
+    from ._includes import include_digest
+
+    parsed = parse_options(options)
+    if "include" not in source and "import" not in source:
+        return include_digest("", (), ())
+    user: list[str] = parsed.get("include_path", [])  # type: ignore[assignment]
+    defines: list[str] = parsed.get("define_macro", [])  # type: ignore[assignment]
+    return include_digest(source, [*user, *system_include_dirs()], system_include_dirs(), defines)
 
 
 def compile_source(

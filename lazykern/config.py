@@ -1,49 +1,134 @@
 """Settings read from the environment, each in one small function.
 
 ``LAZYKERN_CACHE_DIR``   cache directory (default: the user cache dir /lazykern)
-``LAZYKERN_CACHE_SIZE``  size limit, e.g. ``2G``, ``500M`` or bytes (default 2 GiB)
-``LAZYKERN_CACHE``       ``0``/``off``/``false`` keeps compiled code in memory only
+``LAZYKERN_CACHE_SIZE``  size limit, e.g. ``2G``, ``500M`` or bytes (default 2 GiB, at most 1 EiB)
+``LAZYKERN_CACHE``       ``0``/``off``/``false``/``no`` keeps compiled code in memory only
 ``LAZYKERN_ARCH``        arch to compile for when no GPU is present (default sm_90)
-``LAZYKERN_LOG``         log level of the ``lazykern`` logger (e.g. ``DEBUG``)
+``LAZYKERN_LOG``         log level of the ``lazykern`` logger (e.g. ``DEBUG``); shown on stderr
+
+A value that cannot be used never raises: it gives one ``LazykernWarning`` per
+variable and process, saying what was wrong, and the default is used instead.
 """
 
 from __future__ import annotations
 
+import decimal
+import logging
 import os
 import re
+import warnings
 
 import platformdirs
 
+from .errors import LazykernWarning
+
 DEFAULT_SIZE = 2 << 30
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+MAX_SIZE = 1 << 60  # far beyond any disk, and within SQLite's 64-bit integers
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50, "E": 1 << 60}
+_SIZE_RE = re.compile(r"\s*(\d{1,30}(?:\.\d{1,30})?)\s*([KMGTPE]?)(?:I?B)?\s*")
+_ON = ("1", "on", "true", "yes")
+_OFF = ("0", "off", "false", "no")
+_ARCH_RE = re.compile(r"^(?:(?:sm_|compute_)\d{2,3}[af]?|\d{2,3})$")
+_warned: set[str] = set()
+
+
+def _fall_back(var: str, value: str, why: str, default: str) -> None:
+    """One warning per variable and process; the caller then uses the default."""
+    if var in _warned:
+        return
+    _warned.add(var)
+    warnings.warn(f"ignoring {var}={value[:80]!r}: {why}; using {default}", LazykernWarning, stacklevel=3)
 
 
 def default_cache_dir() -> str:
-    env = os.environ.get("LAZYKERN_CACHE_DIR")
-    if env:
-        return os.path.abspath(os.path.expanduser(env))
-    return os.path.join(platformdirs.user_cache_dir(), "lazykern")
+    fallback = os.path.join(platformdirs.user_cache_dir(), "lazykern")
+    env = os.environ.get("LAZYKERN_CACHE_DIR", "")
+    if not env.strip():
+        return fallback
+    if "\0" in env:
+        _fall_back("LAZYKERN_CACHE_DIR", env, "a path cannot contain a NUL byte", fallback)
+        return fallback
+    return os.path.abspath(os.path.expanduser(env))
 
 
 def parse_size(text: str | int) -> int:
-    """``"500M"`` -> 524288000; ``"2G"``, ``"2GiB"``, ``1024`` work too."""
-    if isinstance(text, int):
-        return text
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", str(text).upper())
-    if not m:
+    """``"500M"`` -> 524288000; ``"2G"``, ``"2GiB"``, ``1024`` work too.
+
+    Raises ValueError for anything else, including negative sizes and sizes over 1 EiB.
+    """
+    if isinstance(text, bool) or not isinstance(text, (str, int)):
         raise ValueError(f"size must look like 500M, 2G or a byte count, got {text!r}")
-    return int(float(m.group(1)) * _UNITS[m.group(2)])
+    if isinstance(text, int):
+        size = text
+    else:
+        m = _SIZE_RE.fullmatch(text.upper())
+        if not m:
+            raise ValueError(f"size must look like 500M, 2G or a byte count, got {text[:80]!r}")
+        size = int(decimal.Decimal(m.group(1)) * _UNITS[m.group(2)])  # exact, never a float overflow
+    if not 0 <= size <= MAX_SIZE:
+        raise ValueError(f"size must be between 0 and 1E (1 EiB), got {text!r}")
+    return size
 
 
 def cache_size_limit() -> int:
-    env = os.environ.get("LAZYKERN_CACHE_SIZE")
-    if not env:
+    env = os.environ.get("LAZYKERN_CACHE_SIZE", "")
+    if not env.strip():
         return DEFAULT_SIZE
     try:
         return parse_size(env)
     except ValueError as exc:
-        raise ValueError(f"LAZYKERN_CACHE_SIZE: {exc}") from None
+        _fall_back("LAZYKERN_CACHE_SIZE", env, str(exc), "2G")
+        return DEFAULT_SIZE
 
 
 def disk_cache_enabled() -> bool:
-    return os.environ.get("LAZYKERN_CACHE", "1").strip().lower() not in ("0", "off", "false", "no")
+    env = os.environ.get("LAZYKERN_CACHE", "")
+    value = env.strip().lower()
+    if not value or value in _ON:
+        return True
+    if value in _OFF:
+        return False
+    _fall_back("LAZYKERN_CACHE", env, "expected 1/on/true/yes or 0/off/false/no", "on")
+    return True
+
+
+def arch_override() -> str | None:
+    """``LAZYKERN_ARCH`` if it names an arch (``sm_90``, ``90``, ``compute_90a``), else None."""
+    env = os.environ.get("LAZYKERN_ARCH", "")
+    if not env.strip():
+        return None
+    if not _ARCH_RE.match(env.strip().lower()):
+        _fall_back("LAZYKERN_ARCH", env, "an arch looks like sm_80 or sm_90", "the device's arch (sm_90 without one)")
+        return None
+    return env.strip()
+
+
+def log_level() -> int | None:
+    """``LAZYKERN_LOG`` as a logging level (``DEBUG``, ``info``, ``10``), or None when unset or unusable."""
+    env = os.environ.get("LAZYKERN_LOG", "")
+    value = env.strip().upper()
+    if not value:
+        return None
+    if value.isdigit() and len(value) <= 3:
+        return int(value)
+    level = logging.getLevelName(value)  # the number for a known name, a string otherwise
+    if isinstance(level, int):
+        return level
+    _fall_back("LAZYKERN_LOG", env, "levels are DEBUG, INFO, WARNING, ERROR, CRITICAL", "no log output")
+    return None
+
+
+def configure_logging() -> None:
+    """The ``lazykern`` logger: silent by default, shown on stderr at ``LAZYKERN_LOG``'s level."""
+    logger = logging.getLogger("lazykern")
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
+    level = log_level()
+    if level is None:
+        return
+    logger.setLevel(level)
+    if not any(getattr(h, "_lazykern_env", False) for h in logger.handlers):
+        handler = logging.StreamHandler()  # stderr
+        handler.setFormatter(logging.Formatter("lazykern %(levelname)s: %(message)s"))
+        handler._lazykern_env = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)

@@ -8,6 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
+class LazykernWarning(UserWarning):
+    """Something was degraded, repaired or ignored; the program goes on."""
+
+
 class LazykernError(Exception):
     """Base class of every error lazykern raises on purpose."""
 

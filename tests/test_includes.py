@@ -1,0 +1,270 @@
+"""Keys cover every header the compiler reads (issue 13, items 2 and 7).
+
+The resolver is checked against NVRTC itself: each case builds a tree of headers
+that each announce their own path, compiles with NVRTC, and requires the header
+NVRTC chose to be in the manifest, and the key to change when that header changes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lazykern import KernelFamily, make_key
+from lazykern._includes import include_manifest
+from lazykern.compiler import compile_source, system_include_dirs
+from lazykern.errors import CompileError
+
+EXAMPLES = int(os.environ.get("LAZYKERN_FUZZ_EXAMPLES", "6"))
+KERNEL = 'extern "C" __global__ void k(int *a) { *a = 1; }\n'
+
+
+def _announce(path, tag: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(f'#pragma message("WHICH=" "{tag}")\n')
+
+
+def _nvrtc_choice(source: str, options: list[str]) -> set[str]:
+    """The tags of the headers NVRTC actually read, from its own log."""
+    try:
+        log = compile_source(source + KERNEL, name="k", arch="sm_80", options=options).log
+    except CompileError as exc:
+        log = exc.log or ""
+    return set(re.findall(r"WHICH=([^\s\"]+)", log))
+
+
+def _key(source: str, options: list[str]) -> str:
+    return make_key(source + KERNEL, arch="sm_80", options=options, toolchain="t")
+
+
+def _paths(source: str, options: list[str]) -> set[str]:
+    from lazykern.compiler import parse_options
+
+    dirs = parse_options(options).get("include_path", [])
+    manifest = include_manifest(source, [*dirs, *system_include_dirs()], system_include_dirs())
+    return {rec[1].split(":", 1)[1] for rec in manifest if ":" in rec[1]}
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return tmp_path
+
+
+def _edit_changes_key(source: str, options: list[str], header) -> None:
+    before = _key(source, options)
+    assert _key(source, options) == before
+    with open(header, "a") as fh:
+        fh.write("// edited\n")
+    assert _key(source, options) != before, header
+
+
+def test_absolute_include(tree):
+    _announce(tree / "abs" / "a.h", "abs")
+    src = f'#include "{tree}/abs/a.h"\n'
+    assert _nvrtc_choice(src, []) == {"abs"}
+    _edit_changes_key(src, [], tree / "abs" / "a.h")
+
+
+def test_header_in_a_symlinked_subdirectory_of_an_include_dir(tree):
+    _announce(tree / "real" / "sub" / "s.h", "s")
+    (tree / "inc").mkdir()
+    os.symlink(tree / "real" / "sub", tree / "inc" / "link")
+    src, opts = '#include "link/s.h"\n', [f"-I{tree}/inc"]
+    assert _nvrtc_choice(src, opts) == {"s"}
+    _edit_changes_key(src, opts, tree / "real" / "sub" / "s.h")
+
+
+def test_header_found_in_the_working_directory(tree):
+    _announce(tree / "work" / "w.h", "cwd")
+    _announce(tree / "inc" / "w.h", "inc")
+    src, opts = '#include "w.h"\n', [f"-I{tree}/inc"]
+    assert _nvrtc_choice(src, opts) == {"cwd"}
+    _edit_changes_key(src, opts, tree / "work" / "w.h")
+    os.remove(tree / "work" / "w.h")  # now the -I one is read: another key
+    assert _nvrtc_choice(src, opts) == {"inc"}
+    _edit_changes_key(src, opts, tree / "inc" / "w.h")
+
+
+def test_nested_includes_relative_to_the_including_file(tree):
+    inc = tree / "inc"
+    _announce(inc / "deep" / "leaf.h", "leaf")
+    (inc / "top.h").write_text('#include "deep/mid.h"\n')
+    (inc / "deep" / "mid.h").write_text('#include "leaf.h"\n#include "../side.h"\n')
+    _announce(inc / "side.h", "side")
+    src, opts = "#include <top.h>\n", [f"-I{inc}"]
+    assert _nvrtc_choice(src, opts) == {"leaf", "side"}
+    for header in ("top.h", "deep/mid.h", "deep/leaf.h", "side.h"):
+        _edit_changes_key(src, opts, inc / header)
+
+
+def test_a_new_header_that_shadows_another_changes_the_key(tree):
+    _announce(tree / "b" / "x.h", "b")
+    src, opts = "#include <x.h>\n", [f"-I{tree}/a", f"-I{tree}/b"]
+    before = _key(src, opts)
+    _announce(tree / "a" / "x.h", "a")
+    assert _nvrtc_choice(src, opts) == {"a"}
+    assert _key(src, opts) != before
+
+
+def test_has_include_and_macro_includes(tree):
+    src = '#if __has_include("maybe.h")\n#include "maybe.h"\n#endif\n'
+    before = _key(src, [])
+    _announce(tree / "work" / "maybe.h", "maybe")
+    assert _key(src, []) != before
+    _announce(tree / "inc" / "m.h", "m")
+    src, opts = "#define HDR <m.h>\n#include HDR\n", [f"-I{tree}/inc"]
+    assert _nvrtc_choice(src, opts) == {"m"}
+    _edit_changes_key(src, opts, tree / "inc" / "m.h")
+    src, opts = "#include HDR2\n", [f"-I{tree}/inc", '-DHDR2="m.h"']
+    assert _nvrtc_choice(src, opts) == {"m"}
+    _edit_changes_key(src, opts, tree / "inc" / "m.h")
+
+
+def test_an_include_that_cannot_be_expanded_keys_every_header_next_to_it(tree):
+    _announce(tree / "inc" / "m.h", "m")
+    src, opts = "#define PICK(x) <x>\n#include PICK(m.h)\n", [f"-I{tree}/inc"]
+    assert _nvrtc_choice(src, opts) == {"m"}
+    _edit_changes_key(src, opts, tree / "inc" / "m.h")
+
+
+def test_include_next_keys_every_match(tree):
+    _announce(tree / "b" / "q.h", "b")
+    (tree / "a").mkdir()
+    (tree / "a" / "q.h").write_text("#include_next <q.h>\n")
+    src, opts = "#include <q.h>\n", [f"-I{tree}/a", f"-I{tree}/b"]
+    assert _nvrtc_choice(src, opts) == {"b"}
+    _edit_changes_key(src, opts, tree / "b" / "q.h")
+
+
+# -- the resolver agrees with NVRTC on random trees ------------------------------------------
+_PLACES = ("work", "inc1", "inc2", "real")
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    spots=st.lists(st.sampled_from(_PLACES), min_size=1, max_size=4, unique=True),
+    angle=st.booleans(),
+    nested=st.booleans(),
+)
+def test_manifest_holds_what_nvrtc_reads_on_random_trees(tmp_path_factory, spots, angle, nested):
+    root = tmp_path_factory.mktemp("tree")
+    old = os.getcwd()
+    (root / "work").mkdir()
+    os.chdir(root / "work")
+    try:
+        (root / "inc2").mkdir()
+        os.symlink(root / "real", root / "inc2" / "real")  # a symlinked subdirectory
+        for place in spots:
+            rel = "real/h.h" if place == "real" else f"{place}/h.h"
+            _announce(root / rel, place)
+        name = "h.h"
+        if nested:
+            (root / "inc1").mkdir(exist_ok=True)
+            (root / "inc1" / "outer.h").write_text(f"#include {'<h.h>' if angle else chr(34) + 'h.h' + chr(34)}\n")
+            src = '#include "outer.h"\n'
+        else:
+            src = f"#include <{name}>\n" if angle else f'#include "{name}"\n'
+        opts = [f"-I{root}/inc1", f"-I{root}/inc2", f"-I{root}/inc2/real"]
+        chosen = _nvrtc_choice(src, opts)
+        paths = _paths(src, opts)
+        for tag in chosen:
+            expected = root / ("real" if tag == "real" else tag) / "h.h"
+            assert any(os.path.samefile(p, expected) for p in paths if os.path.exists(p)), (tag, paths)
+            _edit_changes_key(src, opts, expected)
+    finally:
+        os.chdir(old)
+
+
+# -- special files never hang or flood key computation ---------------------------------------
+def _finishes(fn, seconds: float = 20.0):
+    result: list = []
+    t = threading.Thread(target=lambda: result.append(fn()), daemon=True)
+    t.start()
+    t.join(seconds)
+    assert result, "key computation hung"
+    return result[0]
+
+
+@pytest.mark.parametrize(
+    ("include_dir", "names"),
+    [
+        ("/dev", ["zero", "stdin", "null", "urandom", "fd/0"]),
+        ("/proc/self", ["environ", "mem", "fd/0", "maps"]),
+        ("/proc", ["kcore", "self/status"]),
+    ],
+)
+def test_special_include_dirs_do_not_hang(include_dir, names):
+    src = "".join(f'#include "{n}"\n' for n in names) + "#include <cuda/std/limits>\n"
+    _finishes(lambda: _key(src, [f"-I{include_dir}"]))
+
+
+def test_fifo_in_an_include_dir_does_not_hang(tree):
+    (tree / "inc").mkdir()
+    os.mkfifo(tree / "inc" / "pipe.h")
+    _announce(tree / "inc2" / "pipe.h", "after")
+    src = '#include "pipe.h"\n'
+    key = _finishes(lambda: _key(src, [f"-I{tree}/inc", f"-I{tree}/inc2"]))
+    assert key == _key(src, [f"-I{tree}/inc", f"-I{tree}/inc2"])
+
+
+def test_a_huge_include_dir_is_not_walked(tree):
+    # The old key walked every -I directory; "/" would take minutes. Now only named headers are opened.
+    start = time.perf_counter()
+    _key("#include <cuda/std/limits>\n", ["-I/", "-I/usr", "-I/proc"])
+    assert time.perf_counter() - start < 1.0
+
+
+def test_key_computation_is_fast_with_toolchain_headers():
+    src = "#include <cuda/std/limits>\n#include <cuda/std/cstdint>\n#include <cuda_fp16.h>\n"
+    _key(src, [])
+    start = time.perf_counter()
+    for _ in range(20):
+        _key(src, [])
+    per_key = (time.perf_counter() - start) / 20
+    assert per_key < 0.005, per_key  # CCCL is pinned by the toolchain, not read file by file
+
+
+def test_a_family_recompiles_after_an_included_header_changes(tree, cache):
+    header = tree / "abs" / "val.h"
+    header.parent.mkdir()
+    header.write_text("#define VAL 1\n")
+    code = f'#include "{header}"\nextern "C" __global__ void setv(int *a) {{ *a = VAL; }}\n'
+    first = KernelFamily("hdr", "", cache=cache)
+    first.add("setv", code)
+    k1 = first.get("setv", "sm_80")
+    header.write_text("#define VAL 2\n")
+    second = KernelFamily("hdr", "", cache=cache)  # as a second process would
+    second.add("setv", code)
+    k2 = second.get("setv", "sm_80")
+    assert second.compile_calls == 1 and k2.code != k1.code
+
+
+def test_linked_cuda_source_headers_are_in_the_lazy_kernel_key(tree, cache):
+    from numba import cuda, float32
+
+    from lazykern import lazy_kernel
+
+    header = tree / "work" / "quad.h"
+    header.write_text("#define FACTOR 4.0f\n")
+    cu = tree / "quad.cu"
+    cu.write_text('#include "quad.h"\nextern "C" __device__ int quad(float *r, float x) { *r = FACTOR * x; return 0; }')
+
+    def kern(x):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] = x[i]
+
+    k = lazy_kernel(kern, cache=cache, link=[str(cu)])
+    before = k.key((float32[::1],), "sm_90")
+    header.write_text("#define FACTOR 5.0f\n")
+    assert k.key((float32[::1],), "sm_90") != before

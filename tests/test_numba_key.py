@@ -1,0 +1,206 @@
+"""@lazy_kernel keys hash globals by content, never through repr (issue 13, item 3)."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import enum
+import os
+import types as pytypes
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numba import cuda, float32, float64
+
+from lazykern import lazy_kernel
+from lazykern._numba_key import fingerprint
+from lazykern.errors import CompileError
+
+EXAMPLES = int(os.environ.get("LAZYKERN_FUZZ_EXAMPLES", "60"))
+Pair = collections.namedtuple("Pair", "a b")
+
+
+@dataclasses.dataclass
+class Holder:
+    scale: float
+    table: np.ndarray
+
+
+class Mode(enum.Enum):
+    FAST = 1
+    SLOW = 2
+
+
+def _kernel(global_value):
+    """A kernel whose code names the global ``G``, bound to ``global_value``."""
+    ns: dict = {"cuda": cuda, "G": global_value}
+    exec("def kern(a):\n    i = cuda.grid(1)\n    a[i] = G\n", ns)
+    return ns["kern"]
+
+
+def _key(fn) -> str:
+    return fingerprint(fn)[0]
+
+
+def _wrappers():
+    return st.sampled_from(
+        [
+            ("bare", lambda arr: arr, lambda g: g),
+            ("tuple", lambda arr: (1, arr), lambda g: g[1]),
+            ("nested", lambda arr: [(arr,)], lambda g: g[0][0]),
+            ("dict", lambda arr: {"t": arr}, lambda g: g["t"]),
+            ("namedtuple", lambda arr: Pair(0, arr), lambda g: g.b),
+            ("dataclass", lambda arr: Holder(1.0, arr), lambda g: g.table),
+        ]
+    )
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    dtype=st.sampled_from(["float32", "float64", "int8", "int32", "uint16", "bool", "complex64"]),
+    size=st.integers(1, 4000),
+    where=st.data(),
+    wrap=_wrappers(),
+    order=st.sampled_from(["C", "F"]),
+)
+def test_editing_any_element_of_a_global_array_changes_the_key(dtype, size, where, wrap, order):
+    _, build, reach = wrap
+    arr = np.asfortranarray(np.zeros((size, 2), dtype=dtype)) if order == "F" else np.zeros((size, 2), dtype=dtype)
+    g = build(arr)
+    fn = _kernel(g)
+    before = _key(fn)
+    assert _key(fn) == before  # stable
+    i = where.draw(st.integers(0, size - 1))
+    j = where.draw(st.integers(0, 1))
+    target = reach(g)
+    target[i, j] = 1 if dtype != "bool" else True
+    assert _key(fn) != before, (i, j)
+
+
+def test_array_layout_in_memory_does_not_change_the_key_content_does():
+    a = np.arange(2000, dtype=np.float32).reshape(40, 50)
+    assert _key(_kernel(a)) == _key(_kernel(np.ascontiguousarray(a.copy())))
+    assert _key(_kernel(a)) != _key(_kernel(a.reshape(50, 40)))  # shape is part of it
+    assert _key(_kernel(a)) != _key(_kernel(a.astype(np.float64)))  # dtype too
+
+
+@cuda.jit(device=True)
+def _plus_one(x):
+    return x + 1
+
+
+@cuda.jit(device=True)
+def _plus_two(x):
+    return x + 2
+
+
+def test_a_tuple_of_device_functions_is_walked():
+    key_one = _key(_kernel((_plus_one,)))
+    assert _key(_kernel((_plus_two,))) != key_one
+    made = []
+    for body in ("x + 1", "x + 1", "x + 3"):  # the same body twice (other objects), then edited
+        ns: dict = {"cuda": cuda}
+        exec(f"@cuda.jit(device=True)\ndef dev(x):\n    return {body}\n", ns)
+        made.append(_key(_kernel((ns["dev"],))))
+    assert made[0] == made[1] != made[2]
+
+
+def test_device_function_globals_and_closures_are_walked():
+    ns: dict = {"cuda": cuda, "T": np.zeros(3000)}
+    exec("@cuda.jit(device=True)\ndef dev(x):\n    return x + T[2999]\n", ns)
+    fn = _kernel((ns["dev"],))
+    before = _key(fn)
+    ns["T"][2999] = 5
+    assert _key(fn) != before
+
+    def make(c):
+        @cuda.jit(device=True)
+        def closed(x):
+            return x + c[1500]
+
+        return closed
+
+    arr = np.zeros(2000)
+    fn = _kernel(make(arr))
+    before = _key(fn)
+    arr[1500] = 1
+    assert _key(fn) != before
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (Mode.FAST, Mode.SLOW),
+        (float32, float64),
+        (np.float32(1), np.float64(1)),
+        (np.float32(1), np.float32(2)),
+        (0.0, -0.0),
+        (1, True),
+        ("x" * 2000 + "a", "x" * 2000 + "b"),
+        (frozenset({1, 2}), frozenset({1, 3})),
+        (np.dtype("f4"), np.dtype("f8")),
+        (Holder(1.0, np.zeros(3)), Holder(2.0, np.zeros(3))),
+        (pytypes.SimpleNamespace(n=1), pytypes.SimpleNamespace(n=2)),
+        (np.sqrt, np.cos),
+    ],
+)
+def test_values_that_differ_give_different_keys(a, b):
+    assert _key(_kernel(a)) != _key(_kernel(b))
+    assert _key(_kernel(a)) == _key(_kernel(a))
+
+
+def test_cycles_are_cut_and_deep_nesting_is_refused_clearly():
+    loop: list = [1]
+    loop.append(loop)
+    assert _key(_kernel(loop)) == _key(_kernel(loop))
+    deep: list = []
+    for _ in range(200):
+        deep = [deep]
+    with pytest.raises(CompileError, match="G.*levels deep"):
+        _key(_kernel(deep))
+
+
+def test_unknown_objects_are_keyed_by_their_attributes_not_their_address():
+    class Config:
+        def __init__(self, n):
+            self.n = n
+            self.table = np.zeros(2000)
+
+    a, b = Config(1), Config(1)
+    assert _key(_kernel(a)) == _key(_kernel(b))  # other object, same contents
+    b.table[1999] = 1
+    assert _key(_kernel(a)) != _key(_kernel(b))
+
+
+def test_class_attributes_the_code_names_are_keyed_by_value():
+    ns: dict = {"cuda": cuda, "__name__": "user_module"}
+    keys = []
+    for value in (1, 1, 2):
+        exec(f"import enum\nclass Color(enum.IntEnum):\n    RED = {value}\n", ns)
+        g = {"cuda": cuda, "Color": ns["Color"]}
+        exec("def kern(a):\n    a[0] = Color.RED\n", g)
+        keys.append(_key(g["kern"]))
+    assert keys[0] == keys[1] != keys[2]
+
+
+_GLOBAL_TABLE = (np.zeros(3000, dtype=np.float32),)
+
+
+def _uses_table(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = _GLOBAL_TABLE[0][i]
+
+
+def test_lazy_kernel_key_follows_a_tuple_held_array(cache):
+    k = lazy_kernel(_uses_table, cache=cache)
+    sig = (float32[::1],)
+    before = k.key(sig, "sm_90")
+    _GLOBAL_TABLE[0][1500] = 7
+    try:
+        assert k.key(sig, "sm_90") != before
+    finally:
+        _GLOBAL_TABLE[0][1500] = 0
+    assert k.key(sig, "sm_90") == before
