@@ -180,4 +180,5 @@ def every_backend(test: Callable[..., Any]) -> Any:
     """
     import pytest
 
+    test = pytest.mark.usefixtures("lazykern_backend")(test)
     return pytest.mark.parametrize("lazykern_backend", ["device", "simulator"], indirect=True)(test)
