@@ -70,7 +70,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _mode(config: pytest.Config) -> str:
-    mode = config.getoption("lazykern_sim", None) or config.getini("lazykern_sim") or "auto"
+    # Before pytest_configure, options live only in the early parse of the command line.
+    early = getattr(config, "known_args_namespace", None)
+    mode = config.getoption("lazykern_sim", None) or getattr(early, "lazykern_sim", None)
+    mode = mode or config.getini("lazykern_sim") or "auto"
     mode = str(mode).strip().lower()
     if mode not in MODES:
         raise pytest.UsageError(f"lazykern_sim must be one of {MODES}, got {mode!r} (ini option lazykern_sim)")

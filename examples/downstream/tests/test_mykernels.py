@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import mykernels
 import numpy as np
 import pytest
 from numba import cuda
 
-import mykernels
 from lazykern import tropical
 from lazykern.testing import assert_compiled, assert_matches_reference, assert_no_compile, every_backend
 
