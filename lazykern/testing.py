@@ -4,7 +4,13 @@
 >>> from lazykern import tropical
 >>> from lazykern.testing import assert_matches_reference
 >>> A, B = np.arange(6.0).reshape(2, 3), np.ones((3, 2))
->>> C = assert_matches_reference(tropical.matmul, tropical.reference.matmul, A, B, "maxplus")
+>>> C = assert_matches_reference(tropical.matmul, tropical.reference.matmul, A, B, "maxplus", device=False)
+>>> C
+array([[3., 3.],
+       [6., 6.]])
+
+(``device=True``, the default, first copies NumPy arguments to device arrays: on
+a GPU, or simulated ones under the simulator.)
 
 * :func:`assert_compiled` / :func:`assert_no_compile`: context managers that
   count compiles (NVRTC, numba-cuda, or the simulator's first call of a new
