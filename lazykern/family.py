@@ -56,6 +56,7 @@ class KernelFamily:
         self._core = None if core is None else list(core)
         self._twins: dict[str, LazyKernel] = {}
         self.use_twins: bool | None = None  # None: run twins under the CUDA simulator only
+        self.simulator_note = ""  # what to do instead, added to the error for a fragment with no twin
         if fragments:
             self.source.update(fragments)
 
@@ -99,7 +100,7 @@ class KernelFamily:
             raise LazykernError(
                 f"kernel {name!r} of family {self.name!r} is CUDA C++, which the CUDA simulator cannot run, "
                 f"and it has no twin: register one with add({name!r}, ..., twin=python_kernel), "
-                "or mark the test @pytest.mark.gpu"
+                "or mark the test @pytest.mark.gpu" + (f". {self.simulator_note}" if self.simulator_note else "")
             )
         return twin
 

@@ -196,6 +196,19 @@ def test_a_fragment_runs_its_twin(lazykern_cache):
     assert fam.compiled() == [] and fam.twins() == ["double"]
     with pytest.raises(lazykern.LazykernError, match=r"'lonely' of family 't' is CUDA C\+\+.* no twin"):
         fam["lonely"]
+
+
+def test_tropical_falls_back_to_its_reference(gpu_or_sim):
+    from lazykern import tropical
+    from lazykern.testing import assert_matches_reference
+
+    with pytest.raises(lazykern.LazykernError, match="compute NumPy and simulator arrays with the NumPy reference"):
+        tropical.family[tropical.core_names()[0]]
+    A, B = np.arange(12.0).reshape(3, 4), np.eye(4)
+    C, K = assert_matches_reference(tropical.matmul, tropical.reference.matmul, A, B, "maxplus", argmax=True)
+    gC = cuda.to_device(np.ones((3, 4)))
+    gA, gB = tropical.matmul_backward(gC, cuda.to_device(K), (3, 4), (4, 4))
+    assert type(gA).__module__.startswith("numba.cuda.simulator") and gA.copy_to_host().sum() == 12
 """
 
 
@@ -203,7 +216,7 @@ def test_a_simulator_session(pytester, clean_env):
     clean_env.setenv("LAZYKERN_FAKE_GPUS", "0")
     pytester.makepyfile(test_sim=SIM_SESSION)
     result = pytester.runpytest_subprocess(*PLUGIN, "-rs", "-v")
-    result.assert_outcomes(passed=3, skipped=2)
+    result.assert_outcomes(passed=4, skipped=2)
     result.stdout.fnmatch_lines(["*needs a CUDA GPU; none found; run it on a GPU machine*"])
     result.stdout.fnmatch_lines(["*does not run under the CUDA simulator*"])
     result.stdout.fnmatch_lines(["lazykern: kernels run on the CUDA simulator (--lazykern-sim=auto)"])

@@ -37,14 +37,14 @@ def test_clamp_runs_its_fragment_or_its_twin(lazykern_cache, lazykern_backend):
     assert mykernels.family.runs_twins() == (lazykern_backend == "simulator")
 
 
-def test_shortest_paths_by_min_plus_squaring():
+def test_shortest_paths_by_min_plus_squaring(lazykern_cache):
     inf = np.inf
     dist = np.array([[0, 1, inf, inf], [inf, 0, 2, inf], [inf, inf, 0, 3], [7, inf, inf, 0]])
     d = mykernels.shortest_paths(dist)
     assert d[0, 3] == 6 and d[3, 2] == 10 and np.all(np.diag(d) == 0)
 
 
-def test_tropical_on_device_arrays_matches_its_reference(gpu_or_sim):
+def test_tropical_on_device_arrays_matches_its_reference(lazykern_cache, gpu_or_sim):
     rng = np.random.default_rng(0)
     A, B = rng.standard_normal((33, 17)), rng.standard_normal((17, 9))
     C, K = assert_matches_reference(tropical.matmul, tropical.reference.matmul, A, B, "maxplus", argmax=True)
