@@ -22,7 +22,9 @@ lowering. Launches go straight to ``cuda.core.launch``.
 
 Under ``NUMBA_ENABLE_CUDASIM=1`` the kernel runs in Numba's simulator with
 the same call syntax, and the cache is bypassed entirely (there is no binary
-to keep); ``signatures`` and ``stats()`` still count what was called.
+to keep); ``signatures`` and ``stats()`` still count what was called, a first
+call with a new signature counting as a miss and a compile (so
+:func:`lazykern.testing.assert_compiled` reads the same on both).
 """
 
 from __future__ import annotations
