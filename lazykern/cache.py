@@ -378,6 +378,8 @@ class KernelCache(ProgramCacheResource):
         with self._count_lock:
             self._counts[name] += delta
         record(name, delta)
+        if name == "lookups":  # not persisted: hits + misses, and a write less on the warm path
+            return
         try:
             self._backend.incr(_STAT + name, delta)
         except STORE_ERRORS:
@@ -505,12 +507,14 @@ class KernelCache(ProgramCacheResource):
         return self._backend.cull(size_limit)
 
     def persistent_counters(self) -> dict[str, int]:
+        """Counts of every process that used this store (lookups: hits + misses)."""
         out = {}
         for name in _COUNTERS:
             try:
                 out[name] = int(self._backend.get(_STAT + name) or 0)
             except (*STORE_ERRORS, TypeError, ValueError):
                 out[name] = 0
+        out["lookups"] = out["hits"] + out["misses"]
         return out
 
     def stats(self) -> dict[str, Any]:
