@@ -2,6 +2,8 @@
 
 import importlib.util
 
+pytest_plugins = ["pytester"]  # tests/test_pytest_plugin.py drives inner pytest runs
+
 # Doctest collection imports every module; the optional ones need their library.
 collect_ignore = [
     path

@@ -61,7 +61,23 @@ log = logging.getLogger("lazykern")
 
 SCHEMA_VERSION = 1
 _STAT = "lazykern:stat:"
-_COUNTERS = ("hits", "misses", "compiles", "compile_ms", "saved_ms", "corrupt")
+_COUNTERS = ("lookups", "hits", "misses", "compiles", "compile_ms", "saved_ms", "corrupt")
+# Every KernelCache of this process together, plus the simulator's instantiations:
+# what lazykern.testing.assert_no_compile() watches.
+_totals = dict.fromkeys(_COUNTERS, 0)
+_totals_lock = threading.Lock()
+
+
+def process_totals() -> dict[str, int]:
+    """Lookups, hits, misses and compiles of every cache in this process so far."""
+    with _totals_lock:
+        return dict(_totals)
+
+
+def record(name: str, delta: int = 1) -> None:
+    """Add to this process's totals (the simulator's route, which stores nothing, reports here)."""
+    with _totals_lock:
+        _totals[name] += delta
 
 
 def make_key(
@@ -284,14 +300,22 @@ class KernelCache(ProgramCacheResource):
         compile_fn: Callable[[], tuple[bytes, dict[str, Any]]],
         *,
         expect: dict[str, Any] | None = None,
+        also: Sequence[str] = (),
     ) -> tuple[_entry.Entry, bool]:
         """Return ``(entry, compiled_now)``; compile under a per-key lock on a miss.
 
         Threads wait on an in-process lock; processes sharing the directory
         wait on a file lock, so each key is compiled about once overall.
         ``expect`` is checked against a stored entry's header (see :meth:`lookup`).
+        ``also``: keys of entries that serve as well when found (never compiled).
+        Each call counts one lookup and then one hit or one miss.
         """
+        self._count("lookups")
         entry = self.lookup(key, expect=expect)
+        for other in also:
+            if entry is not None:
+                break
+            entry = self.lookup(other, expect=expect)
         if entry is not None:
             self._hit(entry)
             return entry, False
@@ -332,6 +356,9 @@ class KernelCache(ProgramCacheResource):
     def _count(self, name: str, delta: int = 1) -> None:
         with self._count_lock:
             self._counts[name] += delta
+        record(name, delta)
+        if name == "lookups":  # not persisted: hits + misses, and a write less on the warm path
+            return
         try:
             self._backend.incr(_STAT + name, delta)
         except STORE_ERRORS:
@@ -459,12 +486,14 @@ class KernelCache(ProgramCacheResource):
         return self._backend.cull(size_limit)
 
     def persistent_counters(self) -> dict[str, int]:
+        """Counts of every process that used this store (lookups: hits + misses)."""
         out = {}
         for name in _COUNTERS:
             try:
                 out[name] = int(self._backend.get(_STAT + name) or 0)
             except (*STORE_ERRORS, TypeError, ValueError):
                 out[name] = 0
+        out["lookups"] = out["hits"] + out["misses"]
         return out
 
     def stats(self) -> dict[str, Any]:
@@ -477,6 +506,7 @@ class KernelCache(ProgramCacheResource):
         except STORE_ERRORS:
             volume, entries = 0, 0
         return {
+            "lookups": c["lookups"],
             "hits": c["hits"],
             "misses": c["misses"],
             "compiles": c["compiles"],

@@ -3,6 +3,11 @@
 ``family[name]`` compiles preamble + that fragment only (one NVRTC call) the
 first time any process on the machine asks for it, for the current device's
 arch; every later request loads the cubin from the store.
+
+A fragment may have a *twin*: a Numba-Python kernel with the same parameters
+(arrays where the fragment takes pointers). Under Numba's CUDA simulator, or
+with ``family.use_twins = True``, ``family[name][grid, block](...)`` runs the
+twin, so code calling C++ fragments can be tested on a machine with no GPU.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from typing import Any
 
 from . import compiler
 from .cache import KernelCache, default_cache, make_key
+from .decorator import LazyKernel, _simulating
+from .errors import LazykernError
 from .kernel import Kernel
 from .source import FamilySource, Fragment
 
@@ -47,6 +54,9 @@ class KernelFamily:
         self._lock = threading.Lock()
         self.compile_calls = 0  # NVRTC calls made by this family in this process
         self._core = None if core is None else list(core)
+        self._twins: dict[str, LazyKernel] = {}
+        self.use_twins: bool | None = None  # None: run twins under the CUDA simulator only
+        self.simulator_note = ""  # what to do instead, added to the error for a fragment with no twin
         if fragments:
             self.source.update(fragments)
 
@@ -66,9 +76,41 @@ class KernelFamily:
         symbol: str | None = None,
         signature: Iterable[str] | None = None,
         options: Sequence[str] = (),
+        twin: Any = None,
     ) -> None:
-        """Register a fragment; compiles nothing."""
+        """Register a fragment; compiles nothing.
+
+        ``twin``: a Numba-Python kernel (a function or a ``@lazy_kernel``) taking the
+        same parameters, run instead of the fragment under the CUDA simulator.
+        """
+        signature = None if signature is None else list(signature)
+        if twin is not None:
+            twin = _as_twin(twin, name, None if signature is None else len(signature), self._cache)
         self.source.add(name, code, symbol=symbol, signature=signature, options=options)
+        if twin is not None:
+            self._twins[name] = twin
+        else:
+            self._twins.pop(name, None)
+
+    def twin(self, name: str) -> LazyKernel:
+        """The Numba-Python twin of fragment ``name``; LazykernError if it has none."""
+        twin = self._twins.get(name)
+        if twin is None:
+            self.source.fragment(name)  # an unknown name raises its own clear error
+            raise LazykernError(
+                f"kernel {name!r} of family {self.name!r} is CUDA C++, which the CUDA simulator cannot run, "
+                f"and it has no twin: register one with add({name!r}, ..., twin=python_kernel), "
+                "or mark the test @pytest.mark.gpu" + (f". {self.simulator_note}" if self.simulator_note else "")
+            )
+        return twin
+
+    def twins(self) -> list[str]:
+        """Names of the fragments that have a twin."""
+        return [n for n in self.names() if n in self._twins]
+
+    def runs_twins(self) -> bool:
+        """Whether ``family[name]`` gives twins: ``use_twins``, or else whether the simulator is on."""
+        return _simulating() if self.use_twins is None else bool(self.use_twins)
 
     def names(self) -> list[str]:
         return list(self.source.fragments)
@@ -92,8 +134,9 @@ class KernelFamily:
             toolchain=self.cache.toolchain(),
         )
 
-    def __getitem__(self, name: str) -> Kernel:
-        return self.get(name)
+    def __getitem__(self, name: str) -> Kernel | LazyKernel:
+        """The kernel ``name`` for the current device, or its twin (see :meth:`runs_twins`)."""
+        return self.twin(name) if self.runs_twins() else self.get(name)
 
     def get(self, name: str, arch: str | None = None) -> Kernel:
         """The kernel ``name`` for ``arch`` (default: the current device's)."""
@@ -157,3 +200,18 @@ class KernelFamily:
         )
         head = f"<b>KernelFamily {escape(self.name)}</b>: {len(done)} of {len(self.names())} compiled"
         return f"{head}<details><summary>kernels</summary><table>{rows}</table></details>"
+
+
+def _as_twin(twin: Any, name: str, nparams: int | None, cache: KernelCache | None) -> LazyKernel:
+    if not isinstance(twin, LazyKernel):
+        py = getattr(twin, "py_func", twin)  # a numba.cuda.jit dispatcher carries its function
+        if not callable(py) or not hasattr(py, "__code__"):
+            raise TypeError(f"twin of {name!r} must be a Python kernel function or a @lazy_kernel, got {twin!r}")
+        twin = LazyKernel(py, cache=cache)
+    lo, hi = twin._nargs
+    if nparams is not None and not lo <= nparams <= hi:
+        raise TypeError(
+            f"twin {twin.__name__!r} of {name!r} takes {lo if lo == hi else f'{lo} to {hi}'} arguments, "
+            f"but the fragment's signature has {nparams}: give the twin the fragment's parameters"
+        )
+    return twin

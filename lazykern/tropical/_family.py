@@ -24,6 +24,11 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
     fam = KernelFamily("tropical", preamble(), options=OPTIONS, cache=cache, core=core_names())
     for name, (code, signature) in all_fragments().items():
         fam.add(name, code, signature=signature)
+    # No twins: the kernels take raw pointers, and the public API never reaches them under the simulator.
+    fam.simulator_note = (
+        "Under the simulator, tropical.matmul / bmm / matmul_backward compute NumPy and simulator "
+        "arrays with the NumPy reference (lazykern.tropical.reference): call those instead"
+    )
     return fam
 
 

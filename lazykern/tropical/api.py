@@ -94,7 +94,9 @@ def matmul(
 
     NumPy inputs are copied to the GPU and back; where there is no GPU (or under
     ``NUMBA_ENABLE_CUDASIM=1``) they are computed by the NumPy reference, and the
-    ``lazykern`` logger says so.
+    ``lazykern`` logger says so. Under the simulator, its device arrays are
+    computed by the reference too (it cannot run the C++ kernels) and the result
+    is a simulator device array.
     """
     return _product(A, B, semiring, argmax, out, stream, copy, batched=False)
 
@@ -145,6 +147,16 @@ def matmul_backward(
     run (as with torch's scatter_add).
     """
     A_shape, B_shape = tuple(int(s) for s in A_shape), tuple(int(s) for s in B_shape)
+    if _simulated(grad_C) or _simulated(argmax):  # the simulator runs no C++: the reference does it
+        from numba import cuda
+
+        host = [x.copy_to_host() if _simulated(x) else x for x in (grad_C, argmax)]
+        grads = matmul_backward(*host, A_shape, B_shape)
+        if out is None:
+            return cuda.to_device(grads[0]), cuda.to_device(grads[1])
+        for dst, part in zip(out, grads):
+            dst.copy_to_device(part)
+        return out[0], out[1]
     g = _arrays.as_operand(grad_C, "grad_C")
     ix = _arrays.as_operand(argmax, "argmax")
     if g.dtype.kind != "f":
@@ -321,6 +333,8 @@ def _check_out(out: Any, ref: Operand, shape: tuple[int, ...], dtype: np.dtype, 
 
 # ------------------------------------------------------------------ core --
 def _product(A, B, semiring, argmax, out, stream, copy, *, batched: bool):
+    if _simulated(A) or _simulated(B):
+        return _sim_product(A, B, semiring, argmax, out, batched)
     semiring = _check_args(semiring, argmax, copy)
     argmax = bool(argmax)
     a = _arrays.as_operand(A, "A")
@@ -577,6 +591,28 @@ def _host_product(a: Operand, b: Operand, semiring, argmax, c_op, i_op, stream, 
             parts[i] = op.obj
         else:
             parts[i] = _to_host_kind(parts[i], a)
+    return tuple(parts) if argmax else parts[0]
+
+
+def _simulated(x: Any) -> bool:
+    return type(x).__module__.startswith("numba.cuda.simulator")
+
+
+def _sim_product(A, B, semiring, argmax, out, batched):
+    """Simulator device arrays: the CUDA simulator runs no C++, so the NumPy reference computes the
+    product (the host path logs that) and the result comes back as simulator device arrays."""
+    from numba import cuda
+
+    host = [x.copy_to_host() if _simulated(x) else x for x in (A, B)]
+    res = _product(*host, semiring, argmax, None, None, False, batched=batched)
+    parts = list(res) if argmax else [res]
+    outs = list(out) if argmax and out is not None else [out] * len(parts)
+    for i, (dst, part) in enumerate(zip(outs, parts)):
+        if dst is None:
+            parts[i] = cuda.to_device(part)
+        else:
+            dst.copy_to_device(part)
+            parts[i] = dst
     return tuple(parts) if argmax else parts[0]
 
 
