@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from lazykern.tropical import fragments, reference
-from lazykern.tropical.fragments import GemmSpec, TileShape
+from lazykern.tropical.fragments import Spec, TileShape
 
 T = TileShape
 BIG = (4096, 4096, 4096)  # M, K, N
@@ -242,7 +242,7 @@ def source_of(c: Candidate) -> str:
     if c.shape is None:
         code = fragments.rows_code(c.semiring, c.dtype, c.argmax, kmax=c.kmax, name="cand")
     else:
-        code = fragments.gemm_code(GemmSpec(c.semiring, c.dtype, c.argmax), shape=c.shape, name="cand")
+        code = fragments.gemm_code(Spec(c.semiring, c.dtype, c.argmax), shape=c.shape, name="cand")
     return preamble() + "\n" + code
 
 

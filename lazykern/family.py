@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from . import compiler
 from .cache import KernelCache, default_cache, make_key
 from .kernel import Kernel
-from .source import FamilySource, Fragment
+from .source import FamilySource, Fragment, Generate
 
 
 class KernelFamily:
@@ -70,13 +70,28 @@ class KernelFamily:
         """Register a fragment; compiles nothing."""
         self.source.add(name, code, symbol=symbol, signature=signature, options=options)
 
+    def add_generator(self, generate: Generate, names: Callable[[], Iterable[str]]) -> None:
+        """Make fragments on request instead of registering each one: ``generate(name)`` returns
+        ``(code, signature)`` or None for a name it does not know; ``names()`` lists its names.
+
+        >>> fam = KernelFamily("gen")
+        >>> fam.add_generator(lambda n: (f'extern "C" __global__ void {n}() {{}}', ()) if n == "k" else None,
+        ...                   lambda: ["k"])
+        >>> fam.names(), fam.source.fragment("k").symbol
+        (['k'], 'k')
+        """
+        self.source.add_generator(generate, names)
+
     def names(self) -> list[str]:
-        return list(self.source.fragments)
+        return self.source.names()
 
     def core_names(self) -> list[str]:
         """The kernels worth compiling ahead of time (``lazykern warm``'s default): all, unless
         the family was given a ``core`` set."""
-        return self.names() if self._core is None else [n for n in self._core if n in self.source.fragments]
+        if self._core is None:
+            return self.names()
+        known = set(self.names())
+        return [n for n in self._core if n in known]
 
     def compiled(self) -> list[str]:
         """Names this process has compiled or loaded so far."""

@@ -4,7 +4,7 @@ import pytest
 
 from lazykern import CompileError, KernelFamily
 
-from .conftest import PREAMBLE
+from .conftest import FRAGMENTS, PREAMBLE
 
 
 def test_only_the_requested_fragment_is_compiled(family):
@@ -57,3 +57,24 @@ def test_html_repr(family):
     family.get("scale_f32", "sm_80")
     html = family._repr_html_()
     assert "not compiled" in html and "scale_f32" in html
+
+
+def test_generated_fragments_are_made_on_request_and_kept(cache):
+    made = []
+
+    def generate(name: str):
+        if not name.startswith("fill_"):
+            return None
+        made.append(name)
+        value = int(name.split("_")[1])
+        return f'extern "C" __global__ void {name}(int *a) {{ *a = {value} * SCALE; }}', ["ptr"]
+
+    fam = KernelFamily("gen", PREAMBLE, cache=cache)
+    fam.add("scale_f32", FRAGMENTS["scale_f32"])
+    fam.add_generator(generate, lambda: ["fill_1", "fill_2"])
+    assert fam.names() == ["scale_f32", "fill_1", "fill_2"] and made == []
+    assert fam.get("fill_7", "sm_90").signature == ("ptr",)  # any name the generator answers
+    fam.get("fill_7", "sm_90")
+    assert made == ["fill_7"] and "fill_7" in fam.source.translation_unit("fill_7")
+    with pytest.raises(KeyError, match="has no kernel 'other'"):
+        fam.get("other", "sm_90")

@@ -25,10 +25,7 @@ from .fragments import (
     REDUCE_THREADS,
     ROWS_KMAX,
     ROWS_THREADS,
-    GemmSpec,
-    backward_name,
-    reduce_name,
-    rows_name,
+    Spec,
     tile_shape,
 )
 
@@ -193,7 +190,7 @@ def matmul_backward(
                 _arrays.memset_zero(op.ptr, int(np.prod(shape, dtype=np.int64)) * g.dtype.itemsize, handle)
             if blocks == 0:
                 continue
-            kernel = _kernel(backward_name(which, code), g.device or 0)
+            kernel = _kernel(Spec("", code, kind="backward", grad=which).name, g.device or 0)
             kernel[(blocks,), (BACKWARD_THREADS,), handle](g.ptr, ix.ptr, op.ptr, batch, M, N, K, s_out, groups)
     return gA, gB
 
@@ -447,8 +444,8 @@ def _make_plan(semiring: str, code: str, argmax: bool, layout: str, batch: int, 
         if K > kmax or N > kmax:
             raise ValueError(f"the row kernels '{tile}' need K, N <= {kmax}, got K={K}, N={N}")
         blocks = min(-(-batch * M // ROWS_THREADS), _ROWS_MAX_BLOCKS)
-        return _Plan("rows", rows_name(semiring, code, argmax, tile), (blocks, 1), ROWS_THREADS)
-    spec = GemmSpec(semiring, code, argmax, layout, tile, batched and tile != "splitk")
+        return _Plan("rows", Spec(semiring, code, argmax, tile=tile).name, (blocks, 1), ROWS_THREADS)
+    spec = Spec(semiring, code, argmax, layout, tile, batched and tile != "splitk")
     shape = spec.shape
     blocks = -(-M // shape.bm) * -(-N // shape.bn)
     if blocks > _INT32_MAX:
@@ -458,7 +455,7 @@ def _make_plan(semiring: str, code: str, argmax: bool, layout: str, batch: int, 
     splits, kslice = split_k(code, argmax, batch, M, N, K)
     reduce_blocks = max(1, min(-(-batch * M * N // REDUCE_THREADS), _REDUCE_MAX_BLOCKS))
     return _Plan("splitk", spec.name, (blocks, min(batch * splits, _MAX_GRID_Y)), shape.threads, splits, kslice,
-                 reduce_name(semiring, code, argmax), reduce_blocks)  # fmt: skip
+                 Spec(semiring, code, argmax, kind="reduce").name, reduce_blocks)  # fmt: skip
 
 
 def split_k(dtype: str, argmax: bool, batch: int, M: int, N: int, K: int) -> tuple[int, int]:
