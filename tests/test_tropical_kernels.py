@@ -189,13 +189,27 @@ def test_sass_inner_loops(cache, tmp_path):
 
 @pytest.mark.parametrize(
     "defines",
-    [("-DLK_WARP_XY=1",), ("-DLK_FRAG_PIPE=1",), ("-DLK_CP_ASYNC=1", "-DLK_STAGES=3", "-DLK_WARP_XY=1")],
+    [
+        ("-DLK_WARP_XY=1",),
+        ("-DLK_FRAG_PIPE=1",),
+        ("-DLK_CP_ASYNC=1", "-DLK_STAGES=3", "-DLK_WARP_XY=1"),
+        ("-DLK_KUNROLL=4",),
+    ],
 )
 def test_round5_variants_compile_for_every_layout(defines):
-    """The f32-peak sweep macros (off by default) build the transposed layouts and argmax too."""
+    """The f32-peak sweep macros (benchmarks/sweep_variants.cuh) build the transposed layouts and argmax too."""
+    from benchmarks.tile_sweep import sweep_source
     from lazykern.compiler import compile_source
-    from lazykern.tropical._family import OPTIONS, preamble
+    from lazykern.tropical._family import OPTIONS
 
     specs = [fragments.Spec("maxplus", "f32", False, "tt"), fragments.Spec("minplus", "f32", True, "nt")]
     code = "\n".join(fragments.gemm_code(s, shape=fragments.TileShape(64, 128, 16, 8, 8, 2)) for s in specs)
-    assert compile_source(preamble() + "\n" + code, name="r5", arch="sm_90", options=(*OPTIONS, *defines)).code
+    assert compile_source(sweep_source(code), name="r5", arch="sm_90", options=(*OPTIONS, *defines)).code
+
+
+def test_sweep_switches_live_outside_the_product():
+    from lazykern.tropical._family import preamble
+
+    for switch in ("LK_WARP_XY", "LK_FRAG_PIPE", "LK_CP_ASYNC", "LK_STAGES", "LK_KUNROLL"):
+        assert f"#define {switch}" not in preamble()
+    assert 'asm volatile("cp.async' not in preamble()  # the helpers live in the sweep header
