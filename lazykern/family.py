@@ -44,7 +44,8 @@ class KernelFamily:
         self.route = route
         self._cache = cache
         self._kernels: dict[tuple[str, str], Kernel] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _building and compile_calls, never held while compiling
+        self._building: dict[tuple[str, str], threading.Lock] = {}  # one per (name, arch): others don't wait
         self.compile_calls = 0  # NVRTC calls made by this family in this process
         self._core = None if core is None else list(core)
         if fragments:
@@ -118,6 +119,8 @@ class KernelFamily:
             return kernel
         frag = self.source.fragment(name)
         with self._lock:
+            building = self._building.setdefault((name, arch), threading.Lock())
+        with building:
             kernel = self._kernels.get((name, arch))
             if kernel is None:
                 kernel = self._build(frag, arch)
@@ -131,7 +134,8 @@ class KernelFamily:
         start = time.perf_counter()
 
         def compile_now() -> tuple[bytes, dict[str, Any]]:
-            self.compile_calls += 1
+            with self._lock:
+                self.compile_calls += 1
             result = compiler.compile_source(source, name=frag.name, arch=arch, options=options, route=self.route)
             return result.code, {
                 "family": self.name,
