@@ -120,7 +120,7 @@ def test_default_tiles_are_the_sweep_winners():
     assert fragments.tile_shape("", "i32", semiring="maxmul") == fragments.TileShape(128, 128, 16, 8, 8, 1)
     assert arg["f64"] == fragments.TileShape(32, 64, 8, 4, 4, 4)
     split = {(d, a): fragments.tile_shape("splitk", d, a) for d in fragments.DTYPES for a in (False, True)}
-    assert {(s.bm, s.bn) for s in split.values()} == {(64, 64)}  # api.split_k counts 64x64 blocks
+    assert {(s.bm, s.bn) for s in split.values()} == {(64, 64)}  # plan.split_k counts 64x64 blocks
     assert split["f32", True] == split["i32", True] == fragments.TileShape(64, 64, 16, 4, 4, 2)
     frags = {n: fragments.fragment(n) for n in fragments.names()}
     assert "__launch_bounds__(128, 4) maxplus_f64_argmax(" in frags["maxplus_f64_argmax"][0]
