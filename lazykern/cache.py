@@ -33,7 +33,7 @@ import filelock
 
 from . import _entry, config
 from ._store import LOCK_DIR, STORE_ERRORS, DiskBackend, MemoryBackend
-from .errors import CacheError
+from .errors import CacheError, LazykernWarning
 
 try:
     from cuda.core.utils import ProgramCacheResource
@@ -62,10 +62,6 @@ log = logging.getLogger("lazykern")
 SCHEMA_VERSION = 1
 _STAT = "lazykern:stat:"
 _COUNTERS = ("hits", "misses", "compiles", "compile_ms", "saved_ms", "corrupt")
-
-
-class LazykernWarning(UserWarning):
-    """Something was degraded or repaired; the program goes on."""
 
 
 def make_key(
