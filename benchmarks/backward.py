@@ -4,7 +4,7 @@
 
 For each shape, ``tropical.matmul_backward`` from a real forward argmax into
 preallocated ``out=`` gradients, timed with CUDA events (median of --repeats),
-once with the library's plan (``api.backward_plan``: shared-memory sums, stored
+once with the library's plan (``plan.backward_plan``: shared-memory sums, stored
 once) and once forced onto the per-element atomic kernel (groups 0, the library
 before). GB/s counts the least a backward must move: read grad_C and the argmax,
 write both gradients. Both answers are compared.
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from lazykern.tropical import api
+from lazykern.tropical import plan
 
 SHAPES = [  # (batch or None, M, K, N, dtype)
     (None, 4096, 4096, 4096, "float32"),
@@ -75,12 +75,12 @@ def main() -> None:
         _, Ix = fn(A, B, "maxplus", argmax=True)
         G = cuda.to_device(rng.standard_normal(Ix.shape).astype(dtype))
         t_new, (gA, gB) = time_backward(cuda, G, Ix, A.shape, B.shape, args.repeats)
-        plan = api.backward_plan
-        api.backward_plan = functools.partial(plan, atomic=True)
+        library_plan = plan.backward_plan
+        plan.backward_plan = functools.partial(library_plan, atomic=True)
         try:
             t_old, (oA, oB) = time_backward(cuda, G, Ix, A.shape, B.shape, args.repeats)
         finally:
-            api.backward_plan = plan
+            plan.backward_plan = library_plan
         tol = 1e-3 if dtype == "float32" else 1e-9
         same = all(np.allclose(x.copy_to_host(), y.copy_to_host(), rtol=tol, atol=tol) for x, y in ((gA, oA), (gB, oB)))
         item = np.dtype(dtype).itemsize

@@ -2,7 +2,8 @@
 
     python benchmarks/tile_sweep.py --out tile_sweep.json [--all | --only f32,argmax] [--repeats 10] [--jobs 8]
 
-Each candidate is one kernel built from ``preamble.cu`` with its own tile
+Each candidate is one kernel built from ``sweep_variants.cuh`` (the switches of
+experimental code paths) and ``preamble.cu`` with its own tile
 (``lk::Tile<BM, BN, BK, TM, TN, G>``, ``__launch_bounds__`` min blocks) and
 ``-D`` options, compiled with NVRTC for the current GPU (in parallel threads)
 and launched through ``lazykern.kernel.Kernel`` outside the family and its
@@ -28,6 +29,7 @@ import argparse
 import concurrent.futures
 import dataclasses
 import json
+import pathlib
 import statistics
 import sys
 import time
@@ -36,9 +38,10 @@ from typing import Any
 import numpy as np
 
 from lazykern.tropical import fragments, reference
-from lazykern.tropical.fragments import GemmSpec, TileShape
+from lazykern.tropical.fragments import Spec, TileShape
 
 T = TileShape
+SWEEP_VARIANTS = pathlib.Path(__file__).with_name("sweep_variants.cuh")
 BIG = (4096, 4096, 4096)  # M, K, N
 
 
@@ -236,14 +239,19 @@ def round6_candidates() -> list[Candidate]:
     return c
 
 
-def source_of(c: Candidate) -> str:
+def sweep_source(code: str) -> str:
+    """The variants' switches (sweep_variants.cuh, off unless a -D turns one on), the preamble, ``code``."""
     from lazykern.tropical._family import preamble
 
+    return SWEEP_VARIANTS.read_text(encoding="utf-8") + "\n" + preamble() + "\n" + code
+
+
+def source_of(c: Candidate) -> str:
     if c.shape is None:
         code = fragments.rows_code(c.semiring, c.dtype, c.argmax, kmax=c.kmax, name="cand")
     else:
-        code = fragments.gemm_code(GemmSpec(c.semiring, c.dtype, c.argmax), shape=c.shape, name="cand")
-    return preamble() + "\n" + code
+        code = fragments.gemm_code(Spec(c.semiring, c.dtype, c.argmax), shape=c.shape, name="cand")
+    return sweep_source(code)
 
 
 def compile_one(c: Candidate, arch: str) -> Candidate:

@@ -13,13 +13,11 @@ import json
 import struct
 from typing import Any
 
+from .errors import EntryError
+
 MAGIC = b"LZK\x01"
 _LEN = struct.Struct("<I")
 _MAX_HEADER = 1 << 20
-
-
-class EntryError(ValueError):
-    """A stored value is not a well-formed lazykern entry."""
 
 
 @dataclasses.dataclass(frozen=True)

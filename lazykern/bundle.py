@@ -33,7 +33,7 @@ from typing import IO, Any
 
 from . import _entry
 from .cache import SCHEMA_VERSION, KernelCache
-from .errors import CacheError
+from .errors import BundleError
 
 log = logging.getLogger("lazykern")
 
@@ -46,10 +46,6 @@ MAX_MEMBERS = 200_000
 _ENTRY_RE = re.compile(r"^entries/([0-9a-f]{32,128})\.lzk$")
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _GZIP_MAGIC = b"\x1f\x8b"
-
-
-class BundleError(CacheError):
-    """A bundle could not be written, or was refused as a whole."""
 
 
 @dataclasses.dataclass

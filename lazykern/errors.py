@@ -8,10 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-class LazykernWarning(UserWarning):
-    """Something was degraded, repaired or ignored; the program goes on."""
-
-
 class LazykernError(Exception):
     """Base class of every error lazykern raises on purpose."""
 
@@ -57,9 +53,29 @@ class CacheError(LazykernError):
     """The kernel store refused a value or could not be used."""
 
 
+class EntryError(CacheError, ValueError):
+    """A stored value is not a well-formed lazykern entry."""
+
+
+class BundleError(CacheError):
+    """A bundle could not be written, or was refused as a whole."""
+
+
 class CaptureError(LazykernError):
     """An operation is not allowed while a CUDA graph is being captured."""
 
 
 class LaunchError(LazykernError):
     """A kernel launch was given arguments it cannot take."""
+
+
+class DriverError(LazykernError):
+    """A CUDA driver call failed; the message names the call and the driver's error code."""
+
+
+class MagicUsageError(LazykernError, ValueError):
+    """The ``%lazykern`` magic's arguments do not parse."""
+
+
+class LazykernWarning(UserWarning):
+    """Something was degraded or repaired; the program goes on."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from . import compiler
@@ -22,7 +22,7 @@ from .cache import KernelCache, default_cache, make_key
 from .decorator import LazyKernel, _simulating
 from .errors import LazykernError
 from .kernel import Kernel
-from .source import FamilySource, Fragment
+from .source import FamilySource, Fragment, Generate
 
 
 class KernelFamily:
@@ -51,7 +51,8 @@ class KernelFamily:
         self.route = route
         self._cache = cache
         self._kernels: dict[tuple[str, str], Kernel] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _building and compile_calls, never held while compiling
+        self._building: dict[tuple[str, str], threading.Lock] = {}  # one per (name, arch): others don't wait
         self.compile_calls = 0  # NVRTC calls made by this family in this process
         self._core = None if core is None else list(core)
         self._twins: dict[str, LazyKernel] = {}
@@ -112,13 +113,28 @@ class KernelFamily:
         """Whether ``family[name]`` gives twins: ``use_twins``, or else whether the simulator is on."""
         return _simulating() if self.use_twins is None else bool(self.use_twins)
 
+    def add_generator(self, generate: Generate, names: Callable[[], Iterable[str]]) -> None:
+        """Make fragments on request instead of registering each one: ``generate(name)`` returns
+        ``(code, signature)`` or None for a name it does not know; ``names()`` lists its names.
+
+        >>> fam = KernelFamily("gen")
+        >>> fam.add_generator(lambda n: (f'extern "C" __global__ void {n}() {{}}', ()) if n == "k" else None,
+        ...                   lambda: ["k"])
+        >>> fam.names(), fam.source.fragment("k").symbol
+        (['k'], 'k')
+        """
+        self.source.add_generator(generate, names)
+
     def names(self) -> list[str]:
-        return list(self.source.fragments)
+        return self.source.names()
 
     def core_names(self) -> list[str]:
         """The kernels worth compiling ahead of time (``lazykern warm``'s default): all, unless
         the family was given a ``core`` set."""
-        return self.names() if self._core is None else [n for n in self._core if n in self.source.fragments]
+        if self._core is None:
+            return self.names()
+        known = set(self.names())
+        return [n for n in self._core if n in known]
 
     def compiled(self) -> list[str]:
         """Names this process has compiled or loaded so far."""
@@ -146,6 +162,8 @@ class KernelFamily:
             return kernel
         frag = self.source.fragment(name)
         with self._lock:
+            building = self._building.setdefault((name, arch), threading.Lock())
+        with building:
             kernel = self._kernels.get((name, arch))
             if kernel is None:
                 kernel = self._build(frag, arch)
@@ -159,7 +177,8 @@ class KernelFamily:
         start = time.perf_counter()
 
         def compile_now() -> tuple[bytes, dict[str, Any]]:
-            self.compile_calls += 1
+            with self._lock:
+                self.compile_calls += 1
             result = compiler.compile_source(source, name=frag.name, arch=arch, options=options, route=self.route)
             return result.code, {
                 "family": self.name,

@@ -16,14 +16,12 @@ import html
 import shlex
 from typing import Any
 
+from .errors import MagicUsageError
+
 USAGE = (
     "usage: %lazykern cache | %lazykern cache ls [FAMILY] | "
     "%lazykern warm FAMILY [--kernels GLOB] [--arch sm_80,sm_90] [-j N]"
 )
-
-
-class MagicUsageError(ValueError):
-    """The magic's arguments do not parse."""
 
 
 class EntryTable(list):

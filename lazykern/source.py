@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _SYMBOL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+Generate = Callable[[str], "tuple[str, Iterable[str] | None] | None"]
+"""name -> (code, signature) of a fragment generated on request, or None: not one of its names."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +48,7 @@ class FamilySource:
         self.preamble = preamble
         self.options = _as_options(options)
         self.fragments: dict[str, Fragment] = {}
+        self._generators: list[tuple[Generate, Callable[[], Iterable[str]]]] = []
 
     def add(
         self,
@@ -72,12 +76,29 @@ class FamilySource:
         for name, code in fragments.items():
             self.add(name, code)
 
+    def add_generator(self, generate: Generate, names: Callable[[], Iterable[str]]) -> None:
+        """Fragments made on request: ``generate(name)`` gives (code, signature) or None, and
+        ``names()`` lists every name it answers. A generated fragment is kept once made."""
+        self._generators.append((generate, names))
+
+    def names(self) -> list[str]:
+        """Added fragments, then every generator's names, without repeats."""
+        out = dict.fromkeys(self.fragments)
+        for _, listed in self._generators:
+            out.update(dict.fromkeys(listed()))
+        return list(out)
+
     def fragment(self, name: str) -> Fragment:
-        try:
-            return self.fragments[name]
-        except KeyError:
-            known = ", ".join(sorted(self.fragments)[:10]) or "none"
-            raise KeyError(f"family {self.name!r} has no kernel {name!r} (known: {known})") from None
+        frag = self.fragments.get(name)
+        if frag is not None:
+            return frag
+        for generate, _ in self._generators:
+            made = generate(name)
+            if made is not None:
+                code, signature = made
+                return self.add(name, code, signature=signature)
+        known = ", ".join(sorted(self.names())[:10]) or "none"
+        raise KeyError(f"family {self.name!r} has no kernel {name!r} (known: {known})")
 
     def translation_unit(self, name: str) -> str:
         """Preamble + the one fragment: exactly what NVRTC sees for ``name``."""
@@ -86,7 +107,7 @@ class FamilySource:
 
     def all_in_one(self, names: Iterable[str] | None = None) -> str:
         """Every fragment (or those named) in one unit: what an eager library compiles at start-up."""
-        chosen = self.fragments.values() if names is None else [self.fragment(n) for n in names]
+        chosen = [self.fragment(n) for n in (self.names() if names is None else names)]
         return "\n".join([self.preamble] + [f.code for f in chosen])
 
     def options_for(self, name: str) -> tuple[str, ...]:

@@ -8,6 +8,8 @@ import pytest
 # Never touch the user's real cache from the tests.
 os.environ.setdefault("LAZYKERN_CACHE_DIR", tempfile.mkdtemp(prefix="lazykern-test-cache-"))
 
+from tests._warm_cache import tropical_cache  # noqa: E402, F401  (a session fixture; imports lazykern)
+
 
 def _has_gpu() -> bool:
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":

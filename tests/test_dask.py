@@ -10,6 +10,7 @@ distributed = pytest.importorskip("distributed", reason='needs distributed: pip 
 
 import dask  # noqa: E402
 
+from lazykern import bundle, tropical  # noqa: E402
 from lazykern import dask as lkdask  # noqa: E402
 
 SEMIRINGS = ("maxplus", "minplus", "maxmul")
@@ -155,15 +156,7 @@ def test_bad_arguments(reference):
         lkdask.matmul(a, a.T, split_every=1, backend=reference)
 
 
-def _tropical_or_skip():
-    tropical = pytest.importorskip("lazykern.tropical", reason="lazykern.tropical has not landed in this tree")
-    if not hasattr(tropical, "matmul"):  # a bare namespace package, e.g. a directory of .cu files only
-        pytest.skip("lazykern.tropical has no matmul in this tree")
-    return tropical
-
-
 def test_default_backend_is_tropical_matmul():
-    tropical = _tropical_or_skip()
     A, B = _operands(m=6, k=10, n=4, seed=9, dtype=np.dtype(np.float32))
     C, K = lkdask.matmul(da.from_array(A, chunks=(3, 4)), da.from_array(B, chunks=(4, 2)), argmax=True)
     c, k = dask.compute(C, K, scheduler="sync")
@@ -213,7 +206,6 @@ def test_warm_workers_compiles_before_the_job(client, tmp_path):
 
 
 def test_warm_workers_ships_a_bundle(client, tmp_path):
-    bundle = pytest.importorskip("lazykern.bundle", reason="lazykern.bundle has not landed in this tree")
     source = tiny_family(str(tmp_path / "source"))
     source.warm(NAMES, "sm_90")
     path = tmp_path / "kernels.tar"
@@ -264,7 +256,6 @@ def test_local_cuda_cluster_matches_one_gpu():
         pytest.skip(f"needs 2 GPUs, found {device_count()}")
     dask_cuda = pytest.importorskip("dask_cuda", reason="needs dask-cuda (pip install dask-cuda)")
     cupy = pytest.importorskip("cupy", reason="needs CuPy for GPU chunks")
-    tropical = _tropical_or_skip()
     rng = np.random.default_rng(0)
     A = rng.standard_normal((1024, 1536), dtype=np.float32)
     B = rng.standard_normal((1536, 768), dtype=np.float32)

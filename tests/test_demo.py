@@ -115,15 +115,8 @@ def test_fresh_cache_uses_a_temporary_directory(tmp_path, monkeypatch):
     assert os.environ["LAZYKERN_CACHE_DIR"] == str(tmp_path / "kept")
 
 
-def _needs_tropical():
-    tropical = pytest.importorskip("lazykern.tropical", reason="lazykern.tropical is not in this tree yet")
-    if not hasattr(tropical, "family"):
-        pytest.skip("lazykern.tropical is not in this tree yet")
-
-
 @pytest.mark.slow
 def test_real_tropical_demo_on_cpu(tmp_path, monkeypatch):
-    _needs_tropical()
     report = demo.run(side=16, fresh_cache=True)
     assert report.ok, report
     assert len(report.compiled) == 2 < report.family_size
@@ -131,7 +124,6 @@ def test_real_tropical_demo_on_cpu(tmp_path, monkeypatch):
 
 @pytest.mark.gpu
 def test_demo_on_gpu_times_graph_against_eager():
-    _needs_tropical()
     report = demo.run(side=24)
     assert report.gpu and report.ok, report
     assert report.timing is not None and report.timing.same_answer, report.timing_skipped

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from lazykern import CompileError, KernelFamily
 
-from .conftest import PREAMBLE
+from .conftest import FRAGMENTS, PREAMBLE
 
 
 def test_only_the_requested_fragment_is_compiled(family):
@@ -57,3 +60,73 @@ def test_html_repr(family):
     family.get("scale_f32", "sm_80")
     html = family._repr_html_()
     assert "not compiled" in html and "scale_f32" in html
+
+
+def test_generated_fragments_are_made_on_request_and_kept(cache):
+    made = []
+
+    def generate(name: str):
+        if not name.startswith("fill_"):
+            return None
+        made.append(name)
+        value = int(name.split("_")[1])
+        return f'extern "C" __global__ void {name}(int *a) {{ *a = {value} * SCALE; }}', ["ptr"]
+
+    fam = KernelFamily("gen", PREAMBLE, cache=cache)
+    fam.add("scale_f32", FRAGMENTS["scale_f32"])
+    fam.add_generator(generate, lambda: ["fill_1", "fill_2"])
+    assert fam.names() == ["scale_f32", "fill_1", "fill_2"] and made == []
+    assert fam.get("fill_7", "sm_90").signature == ("ptr",)  # any name the generator answers
+    fam.get("fill_7", "sm_90")
+    assert made == ["fill_7"] and "fill_7" in fam.source.translation_unit("fill_7")
+    with pytest.raises(KeyError, match="has no kernel 'other'"):
+        fam.get("other", "sm_90")
+
+
+def _fake_compiler(monkeypatch, during=lambda name: None):
+    """compile_source replaced by a fake that runs ``during(name)`` and returns a tiny ELF-looking cubin."""
+    from lazykern import compiler
+
+    calls = []
+
+    def fake(source, *, name, arch, options=(), route="nvrtc"):
+        calls.append(name)
+        during(name)
+        return compiler.CompileResult(b"\x7fELF" + name.encode(), "cubin", arch, name, tuple(options), "", 0.0)
+
+    monkeypatch.setattr(compiler, "compile_source", fake)
+    return calls
+
+
+def _run_threads(fn, args):
+    results, errors = {}, []
+
+    def work(arg):
+        try:
+            results[threading.get_ident()] = fn(arg)
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(a,)) for a in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors, errors
+    return list(results.values())
+
+
+def test_different_kernels_of_one_family_compile_at_the_same_time(family, monkeypatch):
+    names = list(FRAGMENTS)
+    together = threading.Barrier(len(names), timeout=10)  # breaks unless every compile runs at once
+    calls = _fake_compiler(monkeypatch, lambda name: together.wait())
+    kernels = _run_threads(lambda n: family.get(n, "sm_90"), names)
+    assert sorted(calls) == sorted(names) and family.compile_calls == len(names)
+    assert sorted(k.name for k in kernels) == sorted(names)
+
+
+def test_one_kernel_asked_by_many_threads_compiles_once(family, monkeypatch):
+    calls = _fake_compiler(monkeypatch, lambda name: time.sleep(0.2))
+    kernels = _run_threads(lambda n: family.get(n, "sm_90"), ["scale_f32"] * 8)
+    assert calls == ["scale_f32"] and family.compile_calls == 1
+    assert len({id(k) for k in kernels}) == 1

@@ -116,16 +116,6 @@ def _need_gpus(count: int) -> None:
         pytest.skip(f"needs {count} GPUs, found {found}")
 
 
-def _tropical_or_skip():
-    try:
-        from lazykern import tropical
-    except ImportError:
-        pytest.skip("lazykern.tropical has not landed in this tree")
-    if not hasattr(tropical, "bmm"):
-        pytest.skip("lazykern.tropical has no bmm in this tree")
-    return tropical
-
-
 @pytest.mark.gpu
 def test_kernel_loads_on_device_1_without_recompiling(family):
     _need_gpus(2)
@@ -179,7 +169,6 @@ def test_bmm_multi_pipeline_with_a_numba_backend(chunk):
 @pytest.mark.parametrize("semiring", ["maxplus", "minplus", "maxmul"])
 def test_bmm_multi_on_two_gpus_matches_reference(semiring):
     _need_gpus(2)
-    _tropical_or_skip()
     rng = np.random.default_rng(2)
     A = rng.standard_normal((9, 70, 65)).astype(np.float32)
     B = rng.standard_normal((9, 65, 47)).astype(np.float32)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lazykern import tropical
-from lazykern.tropical import api, reference
+from lazykern.tropical import api, plan, reference
 
 pytestmark = pytest.mark.gpu
 
@@ -148,7 +148,7 @@ def test_splitk_every_instantiation(semiring, dtype, argmax, monkeypatch):
     monkeypatch.setattr(api, "_FORCE_TILE", "splitk")
     rng = np.random.default_rng(15)
     A, B = adversarial(rng, (70, 301), dtype), adversarial(rng, (301, 45), dtype)
-    assert api.split_k(api._DTYPE_CODE[np.dtype(dtype)], argmax, 1, 70, 45, 301)[0] >= 3
+    assert plan.split_k(api._DTYPE_CODE[np.dtype(dtype)], argmax, 1, 70, 45, 301, sms=api._sm_count(0))[0] >= 3
     check(A, B, semiring, argmax)
     A3, B3 = adversarial(rng, (3, 33, 203), dtype), adversarial(rng, (3, 203, 65), dtype)
     check(A3, B3, semiring, argmax, batched=True)
@@ -182,7 +182,7 @@ def test_splitk_ties_across_slices_pick_the_smallest_k(dtype):
     M, K, N = 64, 4096, 64  # choose_tile splits this one by itself
     code = api._DTYPE_CODE[np.dtype(dtype)]
     assert tropical.choose_tile(code, True, 1, M, N, K) == "splitk"
-    splits, kslice = api.split_k(code, True, 1, M, N, K)
+    splits, kslice = plan.split_k(code, True, 1, M, N, K, sms=api._sm_count(0))
     assert splits >= 4
     A = np.zeros((M, K), dtype)
     B = np.zeros((K, N), dtype)
@@ -456,7 +456,7 @@ def test_backward_matches_reference(dtype, batched):
     np.testing.assert_allclose(gB.copy_to_host(), wB, rtol=tol, atol=tol)
 
 
-BACKWARD_CASES = [  # (batch or None, M, K, N, A broadcast, B broadcast): every plan of api.backward_plan
+BACKWARD_CASES = [  # (batch or None, M, K, N, A broadcast, B broadcast): every plan of plan.backward_plan
     (None, 40, 3000, 50, False, False),  # grad_B in 3 K chunks (f32; f64: 6)
     (None, 33, 9000, 40, False, False),  # grad_A in 2 K chunks (f64: 3)
     (None, 5000, 20, 40, False, False),  # grad_B strips split into row groups

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import DriverError
 from .reference import check_dtype
 
 HOST_KINDS = ("numpy", "torch_cpu")
@@ -179,7 +180,7 @@ def memset_zero(ptr: int, nbytes: int, stream: int) -> None:
 
     (err,) = driver.cuMemsetD8Async(ptr, 0, nbytes, stream)
     if int(err) != 0:
-        raise RuntimeError(f"cuMemsetD8Async of {nbytes} bytes failed: {err}")
+        raise DriverError(f"cuMemsetD8Async of {nbytes} bytes at {ptr:#x} failed: {err}")
 
 
 _events: dict[int, Any] = {}
@@ -195,11 +196,11 @@ def stream_wait(waiter: int, producer: int | None, device: int) -> None:
     if event is None:
         err, event = driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
         if int(err) != 0:
-            raise RuntimeError(f"cuEventCreate failed: {err}")
+            raise DriverError(f"cuEventCreate on device {device} failed: {err}")
         _events[device] = event
     for err in (driver.cuEventRecord(event, producer)[0], driver.cuStreamWaitEvent(waiter, event, 0)[0]):
         if int(err) != 0:
-            raise RuntimeError(f"ordering stream {waiter:#x} after stream {producer:#x} failed: {err}")
+            raise DriverError(f"ordering stream {waiter:#x} after stream {producer:#x} failed: {err}")
 
 
 def stream_handle(stream: Any) -> int:

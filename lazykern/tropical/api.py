@@ -10,64 +10,26 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from . import _arrays, reference
+from . import plan as planner
 from ._arrays import Operand
 from ._family import family
-from .fragments import (
-    BACKWARD_SMEM_BYTES,
-    BACKWARD_STRIP,
-    BACKWARD_THREADS,
-    NUMPY_DTYPES,
-    REDUCE_THREADS,
-    ROWS_KMAX,
-    ROWS_THREADS,
-    GemmSpec,
-    backward_name,
-    reduce_name,
-    rows_name,
-    tile_shape,
-)
+from .fragments import BACKWARD_THREADS, NUMPY_DTYPES, REDUCE_THREADS, Spec
 
 log = logging.getLogger("lazykern")
 
 _DTYPE_CODE = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
-_INT32_MAX = 2**31 - 1
-_MAX_GRID_Y = 65535
-# Shape classes: "r4" / "r" for K, N <= 4 / 8 (one thread per output row), "t" for
-# tall outputs with N <= 16, "splitk" for long K with few output tiles, "s" when
-# the large tile would leave most of the GPU idle (fewer blocks than about half
-# an H100's 132 SMs).
-_SMALL_BLOCKS = 66
-_SMS = 132
-# split-K: split when the 64x64 split tiles give fewer than 2 blocks per SM (2 fit
-# per SM), into slices of at least _SPLIT_MIN_K, aiming at 4 blocks per SM.
-_SPLIT_MAX_BLOCKS = 2 * _SMS
-_SPLIT_TARGET_BLOCKS = 4 * _SMS
-_SPLIT_MIN_K = 64
-_ROWS_MAX_BLOCKS = 132 * 64  # grid-stride beyond this: enough blocks to fill any current GPU
-_REDUCE_MAX_BLOCKS = 132 * 32
+_INT32_MAX = planner.INT32_MAX
+_NO_GPU_SMS = 132  # choose_tile asked where there is no GPU plans for the H100 SXM the tiles were tuned on
 _WORKSPACES_KEPT = 8  # split-K workspaces cached per (device, stream)
 _PLAN_CACHE_SIZE = 4096
 
 
-class _Plan(NamedTuple):
-    """How one product launches: kind "gemm", "rows" or "splitk" (then a reduce launch too)."""
-
-    kind: str
-    name: str
-    grid: tuple[int, int]
-    threads: int
-    splits: int = 1
-    kslice: int = 0
-    reduce: str = ""
-    reduce_blocks: int = 0
-
-
-_plans: dict[tuple, _Plan] = {}
+_plans: dict[tuple, planner.Plan] = {}
 _FORCE_TILE: str | None = None  # tests pin a tile variant ("", "s", "t", "r", "r4", "splitk") on small shapes
 _kernels: dict[tuple[str, int], Any] = {}
 _workspaces: dict[tuple[int, int], Any] = {}
@@ -200,42 +162,17 @@ def matmul_backward(
         for which, out, shape in (("a", gA, A_shape), ("b", gB, B_shape)):
             op = _arrays.as_operand(out, "grad")
             s_out = (shape[-2] * shape[-1]) if len(shape) == 3 else 0
-            groups, blocks, zero = backward_plan(which, g.dtype.itemsize, batch, M, N, K, s_out == 0 and batch > 1)
+            shared = s_out == 0 and batch > 1
+            groups, blocks, zero = planner.backward_plan(
+                which, g.dtype.itemsize, batch, M, N, K, shared, sms=_sm_count(g.device or 0)
+            )
             if zero:
                 _arrays.memset_zero(op.ptr, int(np.prod(shape, dtype=np.int64)) * g.dtype.itemsize, handle)
             if blocks == 0:
                 continue
-            kernel = _kernel(backward_name(which, code), g.device or 0)
+            kernel = _kernel(Spec("", code, kind="backward", grad=which).name, g.device or 0)
             kernel[(blocks,), (BACKWARD_THREADS,), handle](g.ptr, ix.ptr, op.ptr, batch, M, N, K, s_out, groups)
     return gA, gB
-
-
-def backward_plan(
-    which: str, itemsize: int, batch: int, M: int, N: int, K: int, shared: bool, *, atomic: bool = False
-) -> tuple[int, int, bool]:
-    """(groups, blocks, zero the output first) for ``backward_{which}`` (see lk::backward_any).
-
-    Gradients are summed in shared memory, a block per row (grad_A) or per strip of
-    columns (grad_B) and chunk of K, and stored once; short rows (< 32) take the
-    per-element atomic kernel (groups 0). The summed dimension (N for grad_A, M for
-    grad_B) is split into groups (atomic write-out) when rows or strips alone give
-    too few blocks. ``shared``: the output is a broadcast operand's gradient, summed
-    over the batch (atomic write-out). ``atomic``: the per-element kernel regardless
-    (benchmarks/backward.py compares the two).
-    """
-    total = batch * M * N
-    if total == 0 or K == 0:
-        return 0, 0, True
-    kc_a = BACKWARD_SMEM_BYTES // itemsize
-    kc_b = kc_a // BACKWARD_STRIP
-    if atomic or (N if which == "a" else M) < 32:
-        return 0, min(-(-total // BACKWARD_THREADS), 65536), True
-    if which == "a":
-        base, summed = batch * M * -(-K // kc_a), N
-    else:
-        base, summed = batch * -(-N // BACKWARD_STRIP) * -(-K // kc_b), M
-    groups = max(1, min(-(-summed // 256), -(-_SPLIT_TARGET_BLOCKS // base)))
-    return groups, min(base * groups, 65536), shared or groups > 1
 
 
 # ------------------------------------------------------------ validation --
@@ -378,7 +315,7 @@ def _product(A, B, semiring, argmax, out, stream, copy, *, batched: bool):
         return (C, Ix) if argmax else C
     c_ptr = c_op.ptr if c_op is not None else _arrays.as_operand(C, "out").ptr
     i_ptr = (i_op.ptr if i_op is not None else _arrays.as_operand(Ix, "out").ptr) if argmax else 0
-    plan = _plan(semiring, a.dtype, argmax, la[0] + lb[0], batch, M, N, K, batched)
+    plan = _plan(semiring, a.dtype, argmax, la[0] + lb[0], batch, M, N, K, batched, _sm_count(device))
     with _on_device(device):
         if plan.kind == "rows":
             (ars, acs), (brs, bcs) = _element_strides(la), _element_strides(lb)
@@ -440,80 +377,34 @@ def _split_out(out: Any, argmax: bool, ref: Operand, shape: tuple[int, ...]):
     return _check_out(out, ref, shape, ref.dtype, "out"), None
 
 
-def _plan(semiring: str, dtype: np.dtype, argmax: bool, layout: str, batch: int, M: int, N: int, K: int, batched: bool):
-    key = (semiring, dtype, argmax, layout, batch, M, N, K, batched, _FORCE_TILE)
+def _plan(semiring: str, dtype: np.dtype, argmax: bool, layout: str, batch: int, M: int, N: int, K: int,
+          batched: bool, sms: int) -> planner.Plan:  # fmt: skip
+    key = (semiring, dtype, argmax, layout, batch, M, N, K, batched, sms, _FORCE_TILE)
     plan = _plans.get(key)
     if plan is None:
-        plan = _make_plan(semiring, _DTYPE_CODE[dtype], argmax, layout, batch, M, N, K, batched)
+        code = _DTYPE_CODE[dtype]
+        plan = planner.make_plan(semiring, code, argmax, layout, batch, M, N, K, batched, sms=sms, tile=_FORCE_TILE)
         if len(_plans) >= _PLAN_CACHE_SIZE:
             _plans.clear()
         _plans[key] = plan
     return plan
 
 
-def _make_plan(semiring: str, code: str, argmax: bool, layout: str, batch: int, M: int, N: int, K: int,
-               batched: bool) -> _Plan:  # fmt: skip
-    tile = choose_tile(code, argmax, batch, M, N, K) if _FORCE_TILE is None else _FORCE_TILE
-    if tile == "splitk" and K == 0:
-        tile = "s"  # nothing to split: the plain kernel writes the zero (argmax -1)
-    if tile in ROWS_KMAX:
-        kmax = ROWS_KMAX[tile]
-        if K > kmax or N > kmax:
-            raise ValueError(f"the row kernels '{tile}' need K, N <= {kmax}, got K={K}, N={N}")
-        blocks = min(-(-batch * M // ROWS_THREADS), _ROWS_MAX_BLOCKS)
-        return _Plan("rows", rows_name(semiring, code, argmax, tile), (blocks, 1), ROWS_THREADS)
-    spec = GemmSpec(semiring, code, argmax, layout, tile, batched and tile != "splitk")
-    shape = spec.shape
-    blocks = -(-M // shape.bm) * -(-N // shape.bn)
-    if blocks > _INT32_MAX:
-        raise ValueError(f"output {M}x{N} needs {blocks} blocks, more than a CUDA grid holds")
-    if tile != "splitk":
-        return _Plan("gemm", spec.name, (blocks, min(batch, _MAX_GRID_Y)), shape.threads)
-    splits, kslice = split_k(code, argmax, batch, M, N, K)
-    reduce_blocks = max(1, min(-(-batch * M * N // REDUCE_THREADS), _REDUCE_MAX_BLOCKS))
-    return _Plan("splitk", spec.name, (blocks, min(batch * splits, _MAX_GRID_Y)), shape.threads, splits, kslice,
-                 reduce_name(semiring, code, argmax), reduce_blocks)  # fmt: skip
+def choose_tile(
+    dtype: str, argmax: bool, batch: int, M: int, N: int, K: int | None = None, *, sms: int | None = None
+) -> str:
+    """The tile variant :func:`matmul` picks for a shape (see :func:`lazykern.tropical.plan.choose_tile`)
+    on a GPU with ``sms`` SMs: by default the current device's, or an H100's where there is no GPU."""
+    if sms is None:
+        sms = _sm_count(_current_device()) if gpu_available() else _NO_GPU_SMS
+    return planner.choose_tile(dtype, argmax, batch, M, N, K, sms=sms)
 
 
-def split_k(dtype: str, argmax: bool, batch: int, M: int, N: int, K: int) -> tuple[int, int]:
-    """(splits, kslice) for a split-K product: about 4 blocks per SM, slices of at least
-    64 k (a multiple of the tile's BK, which keeps vector loads aligned), none empty.
-    (1, K rounded up) when K is too short to split."""
-    bk = tile_shape("splitk", dtype, argmax).bk
-    blocks = batch * -(-M // 64) * -(-N // 64)
-    want = min(-(-_SPLIT_TARGET_BLOCKS // max(blocks, 1)), max(K // _SPLIT_MIN_K, 1))
-    kslice = -(-K // max(want, 1))
-    kslice = max(-(-kslice // bk) * bk, bk)
-    return -(-K // kslice), kslice
+@functools.cache
+def _sm_count(device: int) -> int:
+    from numba import cuda
 
-
-def choose_tile(dtype: str, argmax: bool, batch: int, M: int, N: int, K: int | None = None) -> str:
-    """Tile variant for a shape class (needs K for "r4", "r" and "splitk"):
-
-    * "r4" / "r": K, N <= 4 / 8, one thread per output row;
-    * "splitk": the 64x64 tiles of the output give fewer than 2 blocks per SM and K
-      splits into at least 2 slices of 64 (64 x 4096 x 64, 256^3, 4096 x 1024 x 16);
-    * "t": N <= 16, tall;
-    * "s": small (the large tile would be mostly padding or leave most SMs idle);
-    * "": large.
-    """
-    if K is not None and K <= ROWS_KMAX["r4"] and N <= ROWS_KMAX["r4"]:
-        return "r4"
-    if K is not None and K <= ROWS_KMAX["r"] and N <= ROWS_KMAX["r"]:
-        return "r"
-    if (
-        K is not None
-        and K >= 2 * _SPLIT_MIN_K
-        and batch * -(-M // 64) * -(-N // 64) < _SPLIT_MAX_BLOCKS
-        and split_k(dtype, argmax, batch, M, N, K)[0] >= 2
-    ):
-        return "splitk"
-    if N <= 16 and M > 32:
-        return "t"
-    big = tile_shape("", dtype, argmax)
-    if M * N * 4 <= big.bm * big.bn or -(-M // big.bm) * -(-N // big.bn) * batch < _SMALL_BLOCKS:
-        return "s"  # the large tile would be mostly padding, or leave most SMs idle
-    return ""
+    return int(cuda.gpus[device].MULTIPROCESSOR_COUNT)
 
 
 def _kernel(name: str, device: int):

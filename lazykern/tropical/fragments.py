@@ -1,6 +1,9 @@
-"""Names and source text of every tropical kernel, generated, never compiled here.
+"""Names and source text of every tropical kernel, generated on request, never compiled here.
 
-Naming scheme (stable: the CLI warms by these names and the cache is keyed by them)::
+A name parses into a :class:`Spec` (``Spec.parse``) and a spec names itself
+(``spec.name``); the fragment is generated from the spec (``spec.code``) the first
+time the family is asked for it. Naming scheme (stable: the CLI warms by these names
+and the cache is keyed by them)::
 
     [bmm_]{semiring}_{dtype}[_argmax][_{layout}][_{tile}]
     backward_{a|b}_{f32|f64}
@@ -68,22 +71,7 @@ class TileShape:
         return f"lk::Tile<{self.bm}, {self.bn}, {self.bk}, {self.tm}, {self.tn}{group}>"
 
 
-# (tile, dtype, argmax) -> shape; "" is the large tile, measured on an H100
-# (benchmarks/tile_sweep.py, 4096^3 max-plus):
-#   f32 128x128x16 8x8, 1 block/SM (213 registers, no spills): 12.25 T MAC/s.
-#   i32 the same with 2 blocks/SM and groups of 8 block rows: 12.57 (a few spills,
-#       outside the fast inner loop; 1 block/SM gave 9.67).
-#   f64 (and i64 by analogy) 64x64x16 4x4, 2 blocks/SM: 4.64 (128x64x8: 2.50).
-# argmax (in-place tiled; integers on the fast ring), round 3 of the sweep:
-#   f32 32x64x16 4x4, 4 blocks/SM: 8.69 (71% of plain; 64x64x16 mb2 8.12, 64x64x8 7.27).
-#   i32 64x64x16 4x4, 2 blocks/SM, groups of 8 (one VIADDMNMX per product, range
-#       check at the shared-memory store): 8.84, round 4 (6.07 before the check moved).
-#       Round 6, packed argmax (lk::IntPackRing, operands within 2^22 / 4095 for
-#       max-times): 11.67 (min-plus 11.68, max-times 9.07); larger tiles were faster
-#       packed (128x128x16 8x8 mb1 12.30) but spill in the fallback rings, which then ran
-#       4.94 instead of 8.79 on operands beyond the packed range: this tile keeps both.
-#   f64 32x64x8 4x4, 4 blocks/SM: 3.36 (64x64x16 mb2 3.32, 64x64x8 mb2 3.25).
-#   i64 64x64x16 4x4, 2 blocks/SM: 2.23 (32x64x8 mb4 2.13, the per-k loop 0.95).
+# (tile, dtype, argmax) -> shape, the fastest measured on an H100 (benchmarks/NOTES.md).
 _LARGE = {
     "f32": TileShape(128, 128, 16, 8, 8, 1),
     "i32": TileShape(128, 128, 16, 8, 8, 2, 8),
@@ -96,9 +84,7 @@ _LARGE_ARGMAX = {
     "f64": TileShape(32, 64, 8, 4, 4, 4),
     "i64": TileShape(64, 64, 16, 4, 4, 2),
 }
-# integer max-times on its fast ring (IMAD + IMNMX), round 4: i32 128x128x16 8x8 with
-# 1 block/SM (214 registers, no spills) 11.83 vs the max-plus tile (mb2 g8, spills) 10.80.
-_LARGE_MAXMUL = {"i32": TileShape(128, 128, 16, 8, 8, 1)}
+_LARGE_MAXMUL = {"i32": TileShape(128, 128, 16, 8, 8, 1)}  # integer max-times on its fast ring (IMAD + IMNMX)
 _SMALL = TileShape(32, 32, 8, 2, 2)
 _TALL = TileShape(128, 16, 4, 4, 2)
 # split-K: 64x64 output tiles (a 64-row or 64-column output wastes no block, and
@@ -123,9 +109,22 @@ BACKWARD_SMEM_BYTES = 32768  # lk::BwdChunk: shared memory for one block's gradi
 BACKWARD_STRIP = 8  # lk::BwdChunk::W: grad_B columns per block
 
 
+KINDS = ("gemm", "reduce", "backward")
+ROW_TILES = tuple(ROWS_KMAX)
+
+
 @dataclasses.dataclass(frozen=True)
-class GemmSpec:
-    """Everything that decides one forward instantiation."""
+class Spec:
+    """Everything that decides one kernel; ``spec.name`` and ``Spec.parse(name)`` are inverses.
+
+    ``kind`` "gemm" is a forward product (``tile`` "r" / "r4": the row kernels), "reduce"
+    folds split-K slices, "backward" is ``backward_{grad}_{dtype}`` (no semiring).
+
+    >>> Spec.parse("bmm_minplus_i32_argmax_tn_s")
+    Spec(semiring='minplus', dtype='i32', argmax=True, layout='tn', tile='s', batched=True, kind='gemm', grad='')
+    >>> Spec("maxplus", "f32", tile="splitk").name
+    'maxplus_f32_splitk'
+    """
 
     semiring: str
     dtype: str
@@ -133,18 +132,44 @@ class GemmSpec:
     layout: str = "nn"
     tile: str = ""
     batched: bool = False
+    kind: str = "gemm"
+    grad: str = ""
+
+    def __post_init__(self) -> None:
+        problem = _invalid(self)
+        if problem:
+            raise ValueError(f"not a tropical kernel: {self!r} ({problem})")
+
+    @classmethod
+    def parse(cls, name: str) -> Spec:
+        """The spec named ``name``; ValueError if no tropical kernel has that name."""
+        words = name.split("_") if isinstance(name, str) else []
+        try:
+            if words[:1] == ["backward"] and len(words) == 3:
+                spec = cls("", words[2], kind="backward", grad=words[1])
+            else:
+                kind = "reduce" if words[:1] == ["reduce"] else "gemm"
+                batched = words[:1] == ["bmm"]
+                rest = words[1:] if kind == "reduce" or batched else words
+                semiring, dtype, rest = rest[0], rest[1], rest[2:]
+                argmax = rest[:1] == ["argmax"]
+                rest = rest[1:] if argmax else rest
+                layout = rest.pop(0) if rest[:1] and rest[0] in LAYOUTS else "nn"
+                tile = rest.pop(0) if rest else ""
+                spec = cls(semiring, dtype, argmax, layout, tile, batched, kind)
+        except (IndexError, ValueError):
+            raise ValueError(f"{name!r} is not a tropical kernel name (see lazykern.tropical.fragments)") from None
+        if spec.name != name:  # e.g. an explicit "_nn", or words left over
+            raise ValueError(f"{name!r} is not a tropical kernel name; the kernel it resembles is {spec.name!r}")
+        return spec
 
     @property
     def name(self) -> str:
-        parts = ["bmm"] if self.batched else []
-        parts += [self.semiring, self.dtype]
-        if self.argmax:
-            parts.append("argmax")
-        if self.layout != "nn":
-            parts.append(self.layout)
-        if self.tile:
-            parts.append(self.tile)
-        return "_".join(parts)
+        return kernel_name(self)
+
+    @property
+    def rows(self) -> bool:
+        return self.tile in ROW_TILES
 
     @property
     def shape(self) -> TileShape:
@@ -152,9 +177,69 @@ class GemmSpec:
 
     @property
     def signature(self) -> tuple[str, ...]:
+        if self.kind == "backward":
+            return BACKWARD_SIGNATURE
+        if self.kind == "reduce":
+            return REDUCE_SIGNATURE
+        if self.rows:
+            return ROWS_SIGNATURE
         if self.tile == "splitk":
             return SPLITK_SIGNATURE
         return BMM_SIGNATURE if self.batched else GEMM_SIGNATURE
+
+    @property
+    def code(self) -> str:
+        """The fragment: one ``extern "C"`` kernel named ``self.name``."""
+        if self.kind == "backward":
+            return backward_code(self.grad, self.dtype)
+        if self.kind == "reduce":
+            return reduce_code(self.semiring, self.dtype, self.argmax)
+        if self.rows:
+            return rows_code(self.semiring, self.dtype, self.argmax, tile=self.tile)
+        return gemm_code(self)
+
+
+def kernel_name(spec: Spec) -> str:
+    """The one place a kernel name is built::
+
+    [bmm_|reduce_]{semiring}_{dtype}[_argmax][_{layout}][_{tile}]  or  backward_{a|b}_{dtype}
+    """
+    if spec.kind == "backward":
+        return f"backward_{spec.grad}_{spec.dtype}"
+    parts = ["reduce"] if spec.kind == "reduce" else ["bmm"] if spec.batched else []
+    parts += [spec.semiring, spec.dtype]
+    if spec.argmax:
+        parts.append("argmax")
+    if spec.layout != "nn":
+        parts.append(spec.layout)
+    if spec.tile:
+        parts.append(spec.tile)
+    return "_".join(parts)
+
+
+def _invalid(spec: Spec) -> str:
+    """Why ``spec`` names no kernel ("" when it does)."""
+    if spec.kind not in KINDS:
+        return f"kind must be one of {KINDS}"
+    if spec.kind == "backward":
+        if spec.grad not in ("a", "b") or spec.dtype not in GRAD_DTYPES:
+            return f"backward needs grad 'a' or 'b' and a dtype in {GRAD_DTYPES}"
+        if spec.semiring or spec.argmax or spec.layout != "nn" or spec.tile or spec.batched:
+            return "backward kernels take no semiring, argmax, layout, tile or batch"
+        return ""
+    if spec.grad:
+        return "only backward kernels take grad"
+    if spec.semiring not in SEMIRINGS or spec.dtype not in DTYPES:
+        return f"semiring must be one of {SEMIRINGS} and dtype one of {tuple(DTYPES)}"
+    if spec.layout not in LAYOUTS or spec.tile not in TILES + ROW_TILES:
+        return f"layout must be one of {LAYOUTS} and tile one of {TILES + ROW_TILES}"
+    if spec.kind == "reduce" and (spec.layout != "nn" or spec.tile or spec.batched):
+        return "reduce kernels take no layout, tile or batch"
+    if spec.rows and (spec.layout != "nn" or spec.batched):
+        return "row kernels take strides at run time: no layout, no bmm_ twin"
+    if spec.tile == "splitk" and spec.batched:
+        return "a split-K kernel serves matmul and bmm: no bmm_ twin"
+    return ""
 
 
 def tile_shape(tile: str, dtype: str, argmax: bool = False, semiring: str | None = None) -> TileShape:
@@ -167,7 +252,7 @@ def tile_shape(tile: str, dtype: str, argmax: bool = False, semiring: str | None
     return {"s": _SMALL, "t": _TALL}[tile]
 
 
-def gemm_code(spec: GemmSpec, shape: TileShape | None = None, name: str | None = None) -> str:
+def gemm_code(spec: Spec, shape: TileShape | None = None, name: str | None = None) -> str:
     """The fragment of ``spec``; ``shape`` and ``name`` override its tile and symbol (tile sweeps)."""
     t = DTYPES[spec.dtype]
     shape = shape or spec.shape
@@ -197,14 +282,11 @@ def gemm_code(spec: GemmSpec, shape: TileShape | None = None, name: str | None =
     )
 
 
-def reduce_name(semiring: str, dtype: str, argmax: bool) -> str:
-    return f"reduce_{semiring}_{dtype}{'_argmax' if argmax else ''}"
-
-
 def reduce_code(semiring: str, dtype: str, argmax: bool) -> str:
     t = DTYPES[dtype]
+    name = Spec(semiring, dtype, argmax, kind="reduce").name
     return (
-        f'extern "C" __global__ void __launch_bounds__({REDUCE_THREADS}) {reduce_name(semiring, dtype, argmax)}(\n'
+        f'extern "C" __global__ void __launch_bounds__({REDUCE_THREADS}) {name}(\n'
         f"    const {t}* __restrict__ W, const int* __restrict__ IW, {t}* __restrict__ C, int* __restrict__ I,\n"
         "    long long mn, int batch, int splits, int kslice) {\n"
         f"    lk::reduce_slices<{SEMIRING_ID[semiring]}, {t}, {'true' if argmax else 'false'}>(\n"
@@ -213,17 +295,13 @@ def reduce_code(semiring: str, dtype: str, argmax: bool) -> str:
     )
 
 
-def rows_name(semiring: str, dtype: str, argmax: bool, tile: str = "r") -> str:
-    return f"{semiring}_{dtype}{'_argmax' if argmax else ''}_{tile}"
-
-
 def rows_code(
     semiring: str, dtype: str, argmax: bool, kmax: int = ROWS_MAX, name: str | None = None, tile: str = "r"
 ) -> str:
     """A row kernel; ``tile`` ("r" or "r4") names it and sets KMAX unless ``kmax`` and ``name`` are given."""
     t = DTYPES[dtype]
     if name is None:
-        name, kmax = rows_name(semiring, dtype, argmax, tile), ROWS_KMAX[tile]
+        name, kmax = Spec(semiring, dtype, argmax, tile=tile).name, ROWS_KMAX[tile]
     return (
         f'extern "C" __global__ void __launch_bounds__({ROWS_THREADS}) {name}(\n'
         f"    const {t}* __restrict__ A, const {t}* __restrict__ B, {t}* __restrict__ C, int* __restrict__ I,\n"
@@ -235,13 +313,9 @@ def rows_code(
     )
 
 
-def backward_name(which: str, dtype: str) -> str:
-    return f"backward_{which}_{dtype}"
-
-
 def backward_code(which: str, dtype: str) -> str:
     t = DTYPES[dtype]
-    name = backward_name(which, dtype)
+    name = Spec("", dtype, kind="backward", grad=which).name
     return (
         f'extern "C" __global__ void __launch_bounds__({BACKWARD_THREADS}) {name}(\n'
         f"    const {t}* __restrict__ gC, const int* __restrict__ I, {t}* __restrict__ g,\n"
@@ -251,14 +325,24 @@ def backward_code(which: str, dtype: str) -> str:
     )
 
 
-def all_specs() -> list[GemmSpec]:
-    """Every forward instantiation, core ones (nn layout, large tile) first."""
+def all_specs() -> list[Spec]:
+    """Every forward tiled instantiation, core ones (nn layout, large tile) first."""
     combos = itertools.product(TILES, LAYOUTS, (False, True), (False, True), SEMIRINGS, DTYPES)
     # A split-K kernel always takes batch arguments: one serves matmul and bmm (no bmm_ twin).
-    return [GemmSpec(s, d, a, lay, tile, bat) for tile, lay, bat, a, s, d in combos if not (bat and tile == "splitk")]
+    return [Spec(s, d, a, lay, tile, bat) for tile, lay, bat, a, s, d in combos if not (bat and tile == "splitk")]
 
 
-def core_specs() -> list[GemmSpec]:
+def every_spec() -> list[Spec]:
+    """All 748 kernels: the tiled forward ones, then rows and reduce per semiring, dtype and argmax, then backward."""
+    out = all_specs()
+    for semiring, dtype, argmax in itertools.product(SEMIRINGS, DTYPES, (False, True)):
+        out += [Spec(semiring, dtype, argmax, tile=tile) for tile in ROW_TILES]
+        out.append(Spec(semiring, dtype, argmax, kind="reduce"))
+    out += [Spec("", dtype, kind="backward", grad=which) for dtype in GRAD_DTYPES for which in ("a", "b")]
+    return out
+
+
+def core_specs() -> list[Spec]:
     """The 48 forward kernels every dtype and semiring needs (row-major, large tile)."""
     return [s for s in all_specs() if s.layout == "nn" and s.tile == ""]
 
@@ -268,20 +352,19 @@ def core_names() -> list[str]:
 
     Transposed layouts and the small / skinny tiles are compiled on first use.
     """
-    return [s.name for s in core_specs()] + [backward_name(w, d) for d in GRAD_DTYPES for w in ("a", "b")]
+    backward = [Spec("", d, kind="backward", grad=w).name for d in GRAD_DTYPES for w in ("a", "b")]
+    return [s.name for s in core_specs()] + backward
 
 
-def all_fragments() -> dict[str, tuple[str, tuple[str, ...]]]:
-    """name -> (code, launch signature), for the family to register."""
-    out: dict[str, tuple[str, tuple[str, ...]]] = {}
-    for spec in all_specs():
-        out[spec.name] = (gemm_code(spec), spec.signature)
-    for semiring, dtype, argmax in itertools.product(SEMIRINGS, DTYPES, (False, True)):
-        for tile in ROWS_KMAX:
-            out[rows_name(semiring, dtype, argmax, tile)] = (rows_code(semiring, dtype, argmax, tile=tile),
-                                                             ROWS_SIGNATURE)  # fmt: skip
-        out[reduce_name(semiring, dtype, argmax)] = (reduce_code(semiring, dtype, argmax), REDUCE_SIGNATURE)
-    for dtype in GRAD_DTYPES:
-        for which in ("a", "b"):
-            out[backward_name(which, dtype)] = (backward_code(which, dtype), BACKWARD_SIGNATURE)
-    return out
+def names() -> list[str]:
+    """Every kernel name, in :func:`every_spec` order (what ``family.names()`` lists)."""
+    return [s.name for s in every_spec()]
+
+
+def fragment(name: str) -> tuple[str, tuple[str, ...]] | None:
+    """(code, launch signature) of kernel ``name``, generated now; None if there is no such kernel."""
+    try:
+        spec = Spec.parse(name)
+    except ValueError:
+        return None
+    return spec.code, spec.signature

@@ -39,32 +39,9 @@
 #ifndef LK_PACK_SPAN
 #define LK_PACK_SPAN 4
 #endif
-// f32-peak sweep variants (round 5; all default off, the library's kernels are unchanged):
-// LK_WARP_XY (0): lay each warp out as 8 thread columns x 4 thread rows of the block's
-//   thread grid (default: tid walks the columns, a warp is 16 x 2 for a 128-wide tile),
-//   so a warp's B fragment loads touch 8 distinct 16-byte runs (one wavefront) instead of 16.
-// LK_FRAG_PIPE (0): software-pipeline the shared-memory fragment loads: the a/b fragments of
-//   step kk + 1 are loaded while step kk's products run (16 more registers for 8 x 8).
-// LK_CP_ASYNC (0): float rings fill shared memory with cp.async (global -> shared, no
-//   register staging; out-of-range elements are stored as the fill directly), LK_STAGES
-//   (2 or 3) tiles in flight.
-// LK_KUNROLL (0 = BK): k steps unrolled per K tile (round 6: a smaller loop body for the
-//   instruction cache; the f32 128x128x16 body is 2,100 instructions, 34 KB).
-#ifndef LK_WARP_XY
-#define LK_WARP_XY 0
-#endif
-#ifndef LK_KUNROLL
-#define LK_KUNROLL 0
-#endif
-#ifndef LK_FRAG_PIPE
-#define LK_FRAG_PIPE 0
-#endif
-#ifndef LK_CP_ASYNC
-#define LK_CP_ASYNC 0
-#endif
-#ifndef LK_STAGES
-#define LK_STAGES 2
-#endif
+// Tile-sweep variants (warp layout, fragment pipelining, cp.async, partial unrolling) are
+// compiled only under the LK_* switches of benchmarks/sweep_variants.cuh, which only the
+// sweeps prepend; the library's kernels never see them.
 
 namespace lk {
 
@@ -398,17 +375,6 @@ template <typename T, int N> struct VecIO {
     }
 };
 
-// ------------------------------------------------------------ cp.async --
-__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
-}
-template <typename T> __device__ __forceinline__ void cp_async_elem(T* dst, const T* src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(smem_addr(dst)), "l"(src), "n"(sizeof(T)));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
 // -------------------------------------------------------------- tile loads --
 // A ROWS x COLS tile of a row-major (COLS contiguous) global matrix, L
 // consecutive elements per thread. TRANS stores it to shared memory as
@@ -477,8 +443,9 @@ template <typename T, int ROWS, int COLS, int NT, bool TRANS> struct TileLoader 
         else return R::fast ? R::enc(x) : x;
     }
 
-    // LK_CP_ASYNC: load() and store() in one, global -> shared by cp.async (float rings:
-    // no encoding, no safety check). Elements outside the matrix are stored as the fill.
+#if LK_CP_ASYNC
+    // load() and store() in one, global -> shared by cp.async (float rings: no encoding,
+    // no safety check). Elements outside the matrix are stored as the fill.
     __device__ __forceinline__ void load_async(T* smem, int sld, const T* __restrict__ base, i64 ld, int row0,
                                                int col0, int nrows, int ncols, bool vec_ok, int tid, T fill) const {
         if (USED < NT && tid >= USED) return;
@@ -496,6 +463,7 @@ template <typename T, int ROWS, int COLS, int NT, bool TRANS> struct TileLoader 
             else *dst = fill;
         }
     }
+#endif
 };
 
 // --------------------------------------------------------------- the GEMM --
@@ -511,15 +479,17 @@ template <int BM_, int BN_, int BK_, int TM_, int TN_, int G_ = 1> struct Tile {
 // The thread's column (tx) and row (ty) in the block's (BM / TM) x (BN / TN) thread grid.
 template <class Cfg> __device__ __forceinline__ void thread_xy(int tid, int& tx, int& ty) {
     constexpr int NX = Cfg::BN / Cfg::TN, NY = Cfg::BM / Cfg::TM;
+#if LK_WARP_XY
     constexpr int WX = NX < 8 ? NX : 8, WY = 32 / WX;
-    if (LK_WARP_XY && NX % WX == 0 && NY % WY == 0 && Cfg::NT % 32 == 0) {
+    if (NX % WX == 0 && NY % WY == 0 && Cfg::NT % 32 == 0) {
         const int w = tid / 32, l = tid % 32;
         tx = (w % (NX / WX)) * WX + l % WX;
         ty = (w / (NX / WX)) * WY + l / WX;
-    } else {
-        tx = tid % NX;
-        ty = tid / NX;
+        return;
     }
+#endif
+    tx = tid % NX;
+    ty = tid / NX;
 }
 
 struct Dims {
@@ -530,7 +500,11 @@ struct Dims {
 template <typename T, class Cfg> struct Smem {
     static constexpr int PAD = sizeof(T) == 4 ? 4 : 2;  // keeps rows 16-byte aligned, spreads banks
     static constexpr int SA = Cfg::BM + PAD, SB = Cfg::BN + PAD;
-    static constexpr int STAGES = LK_CP_ASYNC ? LK_STAGES : 2;
+#if LK_CP_ASYNC
+    static constexpr int STAGES = LK_STAGES;
+#else
+    static constexpr int STAGES = 2;
+#endif
     T a[STAGES][Cfg::BK * SA];
     T b[STAGES][Cfg::BK * SB];
 };
@@ -572,7 +546,8 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
         else lb.template load<R>(B, d.ldb, k0, n0, d.K, d.N, vecB, tid, R::fill_b());
     };
 
-    constexpr bool ASYNC = LK_CP_ASYNC != 0 && !R::fast;
+#if LK_CP_ASYNC
+    constexpr bool ASYNC = !R::fast;
     constexpr int STAGES = Smem<T, Cfg>::STAGES;
     auto issue = [&](int t) {  // ASYNC: tile t into stage t % STAGES, one commit group (maybe empty)
         if (t < (d.K + BK - 1) / BK) {
@@ -584,14 +559,20 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
         }
         cp_async_commit();
     };
+#else
+    constexpr bool ASYNC = false;
+#endif
 
     const int ntiles = (d.K + BK - 1) / BK;
     if (ntiles == 0) return true;
     bool ok = true;
+#if LK_CP_ASYNC
     if (ASYNC) {
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) issue(s);
-    } else {
+    } else
+#endif
+    {
         load(0);
         ok = la.template store<R, false>(sm.a[0], SA, tid, 0);
         ok &= lb.template store<R, true>(sm.b[0], SB, tid, 0);
@@ -605,6 +586,7 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
     for (int t = 0; t < ntiles; ++t) {
         int buf = t & 1;
         const bool more = t + 1 < ntiles;
+#if LK_CP_ASYNC
         if (ASYNC) {
             // Tile t has landed (this thread's copies, then everyone's), and every thread is
             // done with tile t - 1, whose stage the next issue refills.
@@ -612,7 +594,9 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
             __syncthreads();
             issue(t + STAGES - 1);
             buf = t % STAGES;
-        } else if (more) {
+        } else
+#endif
+        if (more) {
             load((t + 1) * BK);
         }
         const T* As = sm.a[buf];
@@ -633,10 +617,18 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
             for (int j = 0; j < TN; j += Cfg::VN)
                 VecIO<T, Cfg::VN>::load(b + j, Bs + kk * SB + (j / Cfg::VN) * Cfg::SN + tx * Cfg::VN);
         };
-        constexpr bool PIPE = LK_FRAG_PIPE != 0 && R::unroll_k;
+#if LK_FRAG_PIPE
+        constexpr bool PIPE = R::unroll_k;
+#else
+        constexpr bool PIPE = false;
+#endif
         T fa[PIPE ? 2 : 1][TM], fb[PIPE ? 2 : 1][TN];
         if (PIPE) frag(0, fa[0], fb[0]);
-#pragma unroll(R::unroll_k ? (LK_KUNROLL > 0 && LK_KUNROLL < BK ? LK_KUNROLL : BK) : 1)
+#if LK_KUNROLL
+#pragma unroll(R::unroll_k ? (LK_KUNROLL < BK ? LK_KUNROLL : BK) : 1)
+#else
+#pragma unroll(R::unroll_k ? BK : 1)
+#endif
         for (int kk = 0; kk < BK; ++kk) {
             if (PIPE && kk + 1 < BK) frag(kk + 1, fa[(kk + 1) & 1], fb[(kk + 1) & 1]);
             if (!PIPE) frag(kk, fa[0], fb[0]);

@@ -1,0 +1,158 @@
+"""The tropical planner: a product's shape -> kernel, tile, K split and grid.
+
+Pure functions, no device and no state: the device's SM count is an input
+(``sms``), so a plan for any GPU can be made and tested on a CPU. The thresholds
+were tuned on an H100 (132 SMs) and scale with ``sms``.
+
+>>> make_plan("maxplus", "f32", False, "nn", 1, 4096, 4096, 4096, False, sms=132)
+Plan(kind='gemm', name='maxplus_f32', grid=(1024, 1), threads=256, splits=1, kslice=0, reduce='', reduce_blocks=0)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .fragments import (
+    BACKWARD_SMEM_BYTES,
+    BACKWARD_STRIP,
+    BACKWARD_THREADS,
+    REDUCE_THREADS,
+    ROWS_KMAX,
+    ROWS_THREADS,
+    Spec,
+    tile_shape,
+)
+
+INT32_MAX = 2**31 - 1
+MAX_GRID_Y = 65535
+MAX_BACKWARD_BLOCKS = 65536
+SPLIT_MIN_K = 64  # a K slice is at least this long
+SPLIT_TILE = 64  # split-K output tiles are 64 x 64 (fragments' splitk tile)
+
+
+class Plan(NamedTuple):
+    """How one product launches: kind "gemm", "rows" or "splitk" (then a reduce launch too)."""
+
+    kind: str
+    name: str
+    grid: tuple[int, int]
+    threads: int
+    splits: int = 1
+    kslice: int = 0
+    reduce: str = ""
+    reduce_blocks: int = 0
+
+
+def split_target_blocks(sms: int) -> int:
+    """Blocks a split product aims at: 4 per SM (2 of the 64x64 split tiles fit per SM)."""
+    return 4 * sms
+
+
+def make_plan(
+    semiring: str,
+    dtype: str,
+    argmax: bool,
+    layout: str,
+    batch: int,
+    M: int,
+    N: int,
+    K: int,
+    batched: bool,
+    *,
+    sms: int,
+    tile: str | None = None,
+) -> Plan:
+    """The plan of one product on a GPU with ``sms`` SMs; ``tile`` forces a tile variant (tests, sweeps).
+
+    Raises ValueError for a forced row tile the shape does not fit, or an output too large for a grid.
+    """
+    tile = choose_tile(dtype, argmax, batch, M, N, K, sms=sms) if tile is None else tile
+    if tile == "splitk" and K == 0:
+        tile = "s"  # nothing to split: the plain kernel writes the zero (argmax -1)
+    if tile in ROWS_KMAX:
+        kmax = ROWS_KMAX[tile]
+        if K > kmax or N > kmax:
+            raise ValueError(f"the row kernels '{tile}' need K, N <= {kmax}, got K={K}, N={N}")
+        blocks = min(-(-batch * M // ROWS_THREADS), 64 * sms)  # grid-stride beyond: enough to fill the GPU
+        return Plan("rows", Spec(semiring, dtype, argmax, tile=tile).name, (blocks, 1), ROWS_THREADS)
+    spec = Spec(semiring, dtype, argmax, layout, tile, batched and tile != "splitk")
+    shape = spec.shape
+    blocks = -(-M // shape.bm) * -(-N // shape.bn)
+    if blocks > INT32_MAX:
+        raise ValueError(f"output {M}x{N} needs {blocks} blocks, more than a CUDA grid holds")
+    if tile != "splitk":
+        return Plan("gemm", spec.name, (blocks, min(batch, MAX_GRID_Y)), shape.threads)
+    splits, kslice = split_k(dtype, argmax, batch, M, N, K, sms=sms)
+    reduce_blocks = max(1, min(-(-batch * M * N // REDUCE_THREADS), 32 * sms))
+    reduce = Spec(semiring, dtype, argmax, kind="reduce").name
+    grid = (blocks, min(batch * splits, MAX_GRID_Y))
+    return Plan("splitk", spec.name, grid, shape.threads, splits, kslice, reduce, reduce_blocks)
+
+
+def split_k(dtype: str, argmax: bool, batch: int, M: int, N: int, K: int, *, sms: int) -> tuple[int, int]:
+    """(splits, kslice) for a split-K product: about 4 blocks per SM, slices of at least
+    64 k (a multiple of the tile's BK, which keeps vector loads aligned), none empty.
+    (1, K rounded up) when K is too short to split."""
+    bk = tile_shape("splitk", dtype, argmax).bk
+    blocks = batch * -(-M // SPLIT_TILE) * -(-N // SPLIT_TILE)
+    want = min(-(-split_target_blocks(sms) // max(blocks, 1)), max(K // SPLIT_MIN_K, 1))
+    kslice = -(-K // max(want, 1))
+    kslice = max(-(-kslice // bk) * bk, bk)
+    return -(-K // kslice), kslice
+
+
+def choose_tile(dtype: str, argmax: bool, batch: int, M: int, N: int, K: int | None = None, *, sms: int) -> str:
+    """Tile variant for a shape class on a GPU with ``sms`` SMs (needs K for "r4", "r" and "splitk"):
+
+    * "r4" / "r": K, N <= 4 / 8, one thread per output row;
+    * "splitk": the 64x64 tiles of the output give fewer than 2 blocks per SM and K
+      splits into at least 2 slices of 64 (64 x 4096 x 64, 256^3, 4096 x 1024 x 16);
+    * "t": N <= 16, tall;
+    * "s": small (the large tile would be mostly padding or leave most SMs idle);
+    * "": large.
+    """
+    if K is not None and K <= ROWS_KMAX["r4"] and N <= ROWS_KMAX["r4"]:
+        return "r4"
+    if K is not None and K <= ROWS_KMAX["r"] and N <= ROWS_KMAX["r"]:
+        return "r"
+    if (
+        K is not None
+        and K >= 2 * SPLIT_MIN_K
+        and batch * -(-M // SPLIT_TILE) * -(-N // SPLIT_TILE) < 2 * sms
+        and split_k(dtype, argmax, batch, M, N, K, sms=sms)[0] >= 2
+    ):
+        return "splitk"
+    if N <= 16 and M > 32:
+        return "t"
+    big = tile_shape("", dtype, argmax)
+    if M * N * 4 <= big.bm * big.bn or -(-M // big.bm) * -(-N // big.bn) * batch < sms // 2:
+        return "s"  # the large tile would be mostly padding, or leave most SMs idle
+    return ""
+
+
+def backward_plan(
+    which: str, itemsize: int, batch: int, M: int, N: int, K: int, shared: bool, *, sms: int, atomic: bool = False
+) -> tuple[int, int, bool]:
+    """(groups, blocks, zero the output first) for ``backward_{which}`` (see lk::backward_any).
+
+    Gradients are summed in shared memory, a block per row (grad_A) or per strip of
+    columns (grad_B) and chunk of K, and stored once; short rows (< 32) take the
+    per-element atomic kernel (groups 0). The summed dimension (N for grad_A, M for
+    grad_B) is split into groups (atomic write-out) when rows or strips alone give
+    too few blocks for ``sms`` SMs. ``shared``: the output is a broadcast operand's
+    gradient, summed over the batch (atomic write-out). ``atomic``: the per-element
+    kernel regardless (benchmarks/backward.py compares the two).
+    """
+    total = batch * M * N
+    if total == 0 or K == 0:
+        return 0, 0, True
+    kc_a = BACKWARD_SMEM_BYTES // itemsize
+    kc_b = kc_a // BACKWARD_STRIP
+    if atomic or (N if which == "a" else M) < 32:
+        return 0, min(-(-total // BACKWARD_THREADS), MAX_BACKWARD_BLOCKS), True
+    if which == "a":
+        base, summed = batch * M * -(-K // kc_a), N
+    else:
+        base, summed = batch * -(-N // BACKWARD_STRIP) * -(-K // kc_b), M
+    groups = max(1, min(-(-summed // 256), -(-split_target_blocks(sms) // base)))
+    return groups, min(base * groups, MAX_BACKWARD_BLOCKS), shared or groups > 1
