@@ -12,6 +12,7 @@ can keep them (``summary = %lazykern warm tropical``).
 from __future__ import annotations
 
 import html
+import shlex
 from typing import Any
 
 from .errors import LazykernError
@@ -51,7 +52,7 @@ def _parser() -> Any:
         def error(self, message: str):
             raise UsageError(f"{message}\n{USAGE}")
 
-    p = Parser(prog="%lazykern", usage=USAGE.removeprefix("usage: "))
+    p = Parser(prog="%lazykern")
     sub = p.add_subparsers(dest="command", required=True, metavar="{cache,warm}")
     cache = sub.add_parser("cache", help="the cache as a table, or `cache ls [FAMILY]`: its entries")
     cache.add_argument("what", nargs="?", choices=["ls"])
@@ -68,7 +69,11 @@ def lazykern_magic(line: str) -> Any:
     """Run one ``%lazykern`` line; return what the cell should display."""
     from IPython.core.error import UsageError
 
-    args = _parser().parse_argstring(line)
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:  # an unclosed quote
+        raise UsageError(f"{exc}\n{USAGE}") from None
+    args = _parser().parse_args(words)
     try:
         return _run(args)
     except LazykernError as exc:  # IPython shows a UsageError as one line, without a traceback
