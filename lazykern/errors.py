@@ -5,6 +5,9 @@ Every message says what failed, with which input, and what to do about it.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from collections.abc import Sequence
 
 
@@ -69,3 +72,18 @@ class CaptureError(LazykernError):
 
 class LaunchError(LazykernError):
     """A kernel launch was given arguments it cannot take."""
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` attributed to the first frame outside lazykern: the user's line, not ours.
+
+    A fixed ``stacklevel`` points at the wrong line as soon as lazykern is
+    entered through another path (``default_cache()`` vs a ``KernelCache(...)``).
+    """
+    frame, level = sys._getframe(0), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

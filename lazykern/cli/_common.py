@@ -108,7 +108,8 @@ def _first_line(exc: BaseException) -> str:
 
 @contextmanager
 def progress(*, bar: bool = True, counts: bool = False) -> Iterator[Progress]:
-    """A transient progress display: gone from the screen when the work ends or fails."""
+    """A transient progress display on stderr: gone from the screen when the work ends or fails,
+    so no spinner frame is left above a result or an error."""
     columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
     if bar:
         columns.append(BarColumn())
@@ -117,7 +118,8 @@ def progress(*, bar: bool = True, counts: bool = False) -> Iterator[Progress]:
     columns.append(TimeElapsedColumn())
     if bar:
         columns += [TextColumn("ETA"), TimeRemainingColumn()]
-    with Progress(*columns, console=err_console, transient=True) as shown:
+    # Not a terminal (a pipe, a CI log): no live display at all, so nothing but results and errors is written.
+    with Progress(*columns, console=err_console, transient=True, disable=not err_console.is_terminal) as shown:
         yield shown
 
 
