@@ -321,21 +321,9 @@ def test_export_import_round_trip_and_refusal(cache_dir, tmp_path, monkeypatch):
     assert invoke("cache", "import", str(tmp_path / "missing.tar")).exit_code == 2
 
 
-def test_bench_wiring_reports_a_missing_suite_cleanly(cache_dir):
-    try:
-        import lazykern.bench.gemm  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("the bench suite is present; its own tests cover it")
-    result = invoke("bench", "--quick")
-    assert result.exit_code == 1 and "error" in result.output
-
-
 def _tropical():
-    tropical = pytest.importorskip("lazykern.tropical", reason="lazykern.tropical is not in this tree yet")
-    if not hasattr(tropical, "family"):
-        pytest.skip("lazykern.tropical is not in this tree yet")
+    from lazykern import tropical
+
     return tropical
 
 
@@ -355,3 +343,66 @@ def test_demo_end_to_end_cold_then_warm(cache_dir):
     assert "all checks passed" in cold.output and "compiled" in cold.output
     fresh = invoke("demo", "--side", "12", "--fresh-cache")
     assert fresh.exit_code == 0 and "fresh temporary cache" in fresh.output
+
+
+def test_ls_at_80_columns_keeps_every_name_whole_including_lazy_kernels(cache_dir):
+    from numba import float32
+
+    from tests._lazy_kernels import saxpy
+
+    long_name = "a_long_kernel_name_cut_before_at_80_col"
+    good = KernelFamily("markup_like")
+    good.add(long_name, 'extern "C" __global__ void k(float *a) { a[0] = 1.0f; }', symbol="k")
+    good.get(long_name, "sm_90")
+    saxpy.warm([(float32, float32[:], float32[:], float32[:])], arch="sm_90")
+    assert invoke("warm", "--family", POOL, "--kernels", "*argmax", "--arch", "sm_90").exit_code == 0
+    result = invoke("cache", "ls")
+    assert result.exit_code == 0
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+    for name in (long_name, "saxpy", "maxplus_f32_argmax", "minplus_f32_argmax"):
+        assert name in result.output, result.output
+    assert "…" not in result.output
+
+
+def test_progress_is_transient_and_silent_off_a_terminal(monkeypatch):
+    from rich.console import Console
+
+    from lazykern.cli import _common
+
+    with _common.progress() as shown:
+        assert shown.live.transient and shown.disable  # CliRunner's stderr is no terminal
+    monkeypatch.setattr(_common, "err_console", Console(force_terminal=True, width=80, file=open(os.devnull, "w")))
+    with pytest.raises(RuntimeError), _common.progress() as shown:
+        assert shown.live.transient and not shown.disable
+        raise RuntimeError("the display is gone before the error is printed")
+    assert not shown.live.is_started
+
+
+def test_bench_without_a_gpu_points_at_the_startup_command(cache_dir, monkeypatch):
+    from numba import cuda
+
+    monkeypatch.setattr(cuda, "is_available", lambda: False)
+    result = invoke("bench", "--quick")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "lazykern bench startup" in result.output and "python -m benchmarks" not in result.output
+
+
+def test_bench_startup_prints_a_table(cache_dir, monkeypatch):
+    import functools
+
+    from lazykern.bench import startup
+
+    seen = []
+    real = startup.run
+    # The tropical family's eager compile takes 25 s on a CPU: the small tests family shows the same table.
+    small = functools.partial(real, family="tests._tropical_like:family", gpu=False, lazy_names=["maxplus_f32"])
+
+    def run(*, progress, **kwargs):
+        return small(**kwargs, progress=lambda msg: (seen.append(msg), progress(msg)))
+
+    monkeypatch.setattr(startup, "run", run)
+    result = invoke("bench", "startup", "--quick")
+    assert result.exit_code == 0, result.output
+    assert "lazykern start-up" in result.output and "cold:" in result.output and "eager:" in result.output
+    assert "'suite'" not in result.output and "{" not in result.output
+    assert any("fresh process" in m for m in seen) and any("eager" in m for m in seen)

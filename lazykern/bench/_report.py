@@ -223,24 +223,28 @@ def gemm_table(result: dict[str, Any]):
 
 
 def startup_table(result: dict[str, Any]):
-    """A rich Table of the start-up scenarios (medians)."""
+    """A rich Table of the start-up scenarios (medians); each row says what it measured under its name."""
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=f"lazykern start-up ({result.get('mode')}, {result.get('repeats')} repeats, medians)")
-    for col in ("scenario", "import s", "setup s", "work s", "total s", "NVRTC calls", "what"):
-        table.add_column(col, justify="right" if col.endswith(("s", "calls")) else "left")
+    table.add_column("scenario", ratio=1, overflow="fold")
+    for col in ("import s", "setup s", "work s", "total s", "NVRTC calls"):
+        table.add_column(col, justify="right", no_wrap=True)
     for row in result["rows"]:
         total = None
         if row.get("seconds") is not None:
             total = row["seconds"] + (row.get("import_seconds") or 0.0) + (row.get("setup_seconds") or 0.0)
+        # Text, not markup: kernel names and error messages are shown as they are.
+        scenario = Text(str(row["scenario"]), style="bold")
+        scenario.append("\n" + str(row.get("what", "")), style="dim")
         table.add_row(
-            row["scenario"],
+            scenario,
             _fmt(row.get("import_seconds"), ".3f"),
             _fmt(row.get("setup_seconds"), ".3f"),
             _fmt(row.get("seconds"), ".3f"),
             _fmt(total, ".3f"),
             _fmt(row.get("compile_calls"), "d"),
-            row.get("what", ""),
         )
     return table
 

@@ -163,30 +163,46 @@ def ls(
 
 
 def _ls_table(rows: list[dict[str, Any]]) -> Table:
-    """The kernel name never shrinks below its length (up to 40 characters, then it folds)."""
+    """Columns by terminal width, the kernel name first: it never shrinks below its length
+    (up to 40 characters; longer ones fold onto a second line, never cut)."""
+    width = console.width
+    wide, medium = width >= 150, width >= 100
     longest = max((len(kernel_label(r)) for r in rows), default=6)
     table = Table(title=f"{len(rows)} cached kernels")
-    table.add_column("family", overflow="fold")
+    if medium:
+        table.add_column("family", overflow="fold")
     table.add_column("kernel", min_width=min(longest, 40), overflow="fold")
     table.add_column("arch", no_wrap=True)
-    table.add_column("options", overflow="fold")
+    if wide:
+        table.add_column("options", overflow="fold")
     table.add_column("size", justify="right", no_wrap=True)
-    table.add_column("compile s", justify="right")
-    table.add_column("created")
-    table.add_column("last used")
-    table.add_column("key", overflow="fold")
+    table.add_column("compile s", justify="right", no_wrap=True)
+    if wide:
+        table.add_column("created", no_wrap=True)
+    if medium:
+        table.add_column("last used", no_wrap=True)
+    if wide:
+        table.add_column("key", no_wrap=True)
+    else:
+        table.caption = "kernels grouped by family; a wider terminal or --json shows every field"
+    family = None
     for r in rows:
-        table.add_row(
-            plain(r.get("family", "-")),
-            plain(kernel_label(r)),
-            plain(r.get("arch", "-")),
-            plain(" ".join(map(str, r.get("options") or []))),
-            human_bytes(r["bytes"]),
-            f"{_number(r.get('compile_seconds')):.2f}",
-            when(r.get("created")),
-            when(r.get("last_used")),
-            plain(str(r["key"])[:12]),
-        )
+        if not medium and r.get("family") != family:
+            family = r.get("family")
+            if table.rows:
+                table.add_section()
+            table.add_row(plain(f"{family if family is not None else '-'}:", "bold"))
+        cells = [plain(kernel_label(r)), plain(r.get("arch", "-"))]
+        if wide:
+            cells.append(plain(" ".join(map(str, r.get("options") or []))))
+        cells += [human_bytes(_number(r.get("bytes"))), f"{_number(r.get('compile_seconds')):.2f}"]
+        if wide:
+            cells.append(when(r.get("created")))
+        if medium:
+            cells = [plain(r.get("family", "-")), *cells, when(r.get("last_used"))]
+        if wide:
+            cells.append(plain(str(r.get("key", ""))[:12]))
+        table.add_row(*cells)
     return table
 
 
