@@ -404,6 +404,7 @@ def compile_source(
     check_arch(arch)
     logs = _Log()
     start = time.perf_counter()
+    program = None
     try:
         program = Program(source, "c++", options=ProgramOptions(arch=arch, name=name, **kwargs))
         obj = program.compile("ltoir" if lto else target, logs=logs)
@@ -426,6 +427,10 @@ def compile_source(
             log=text,
             source=source,
         ) from None
+    finally:
+        # A traceback keeps this frame alive in a reference cycle; a Program collected through a
+        # cycle raises in __dealloc__ (NVIDIA/cuda-python#2876, fixed by #2879): let go of it here.
+        program = None  # noqa: F841
     seconds = time.perf_counter() - start
     log.debug("compiled %s for %s in %.3f s", name, arch, seconds)
     return CompileResult(code, target, arch, name, options, logs.text(), seconds)
