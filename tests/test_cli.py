@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from lazykern import KernelFamily
 from lazykern.cache import set_default_cache
 from lazykern.cli import app
+from tests.test_demo import assert_whole_table
 
 runner = CliRunner()
 POOL = "tests._tropical_like:pool_family"
@@ -358,7 +359,7 @@ def test_ls_at_80_columns_keeps_every_name_whole_including_lazy_kernels(cache_di
     assert invoke("warm", "--family", POOL, "--kernels", "*argmax", "--arch", "sm_90").exit_code == 0
     result = invoke("cache", "ls")
     assert result.exit_code == 0
-    assert max(len(line) for line in result.output.splitlines()) <= 80
+    assert_whole_table(result.output)
     for name in (long_name, "saxpy", "maxplus_f32_argmax", "minplus_f32_argmax"):
         assert name in result.output, result.output
     assert "…" not in result.output

@@ -139,7 +139,8 @@ def test_demo_on_gpu_times_graph_against_eager():
     assert all(k.load_ms is not None for k in report.kernels)
 
 
-def test_the_kernel_table_keeps_the_longest_tropical_names_whole_at_80_columns():
+@pytest.mark.parametrize("gpu", [False, True])
+def test_the_kernel_table_keeps_the_longest_tropical_names_whole_at_80_columns(gpu):
     import types
 
     from rich.console import Console
@@ -148,14 +149,23 @@ def test_the_kernel_table_keeps_the_longest_tropical_names_whole_at_80_columns()
     from lazykern.cli import _demo
 
     names = sorted(tropical.family.names(), key=len)[-3:]
-    kernels = [demo.KernelUse(n, "sm_90", "loaded from cache", 0.004, 0.41, 81234, 0.2) for n in names]
-    report = types.SimpleNamespace(compiled=names, family_size=748, family="tropical", kernels=kernels)
+    kernels = [demo.KernelUse(n, "sm_90", "loaded from cache", 1.234, 0.41, 81234, 0.2) for n in names]
+    kernels[0].status, kernels[0].seconds = "compiled", 2.3114
+    report = types.SimpleNamespace(compiled=names, family_size=748, family="tropical", kernels=kernels, gpu=gpu)
     console = Console(record=True, width=80)
     console.print(_demo.kernel_table(report))
     text = console.export_text()
-    assert max(map(len, text.splitlines())) <= 80
+    assert_whole_table(text)
     for name in names:
         assert name in text
+    assert ("load: into the GPU" in text) == gpu and "2.31 s" in text and "cached" in text
+
+
+def assert_whole_table(text: str) -> None:
+    """Rich crops a table wider than the console: every bordered line must end in a border."""
+    for line in text.splitlines():
+        if line[:1] in "┏┃┡│└":
+            assert line.rstrip()[-1] in "┓┃┩│┘", line
 
 
 def test_squarings_run_in_row_blocks_with_steady_progress():

@@ -46,4 +46,3 @@ def test_pytest_settings_live_in_pyproject_only():
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
     assert "tool:pytest" not in cfg.sections() and cfg.sections()
-

@@ -8,7 +8,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from ..demo import DemoReport, estimate_cpu_seconds, gpu_present, run
-from ._common import console, esc, human_bytes, plain, progress
+from ._common import console, esc, plain, progress
 
 LONG_RUN_SECONDS = 60.0
 
@@ -41,27 +41,39 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} hours"
 
 
+_STATUS = {"loaded from cache": "cached", "already in memory": "in memory"}
+
+
 def kernel_table(r: DemoReport) -> Table:
-    """Kernel names never shrink below their length, so they stay whole at 80 columns."""
+    """Fits 80 columns with whole kernel names: the arch goes in the title when there is one,
+    the load column only where there is a GPU to load into."""
+    archs = sorted({k.arch for k in r.kernels})
     title = f"{len(r.compiled)} of {r.family_size} {r.family} kernels compiled or loaded; the rest were not"
-    kt = Table(title=plain(title))
+    kt = Table(title=plain(title + (f" (arch {archs[0]})" if len(archs) == 1 else "")), pad_edge=False)
     longest = max((len(k.name) for k in r.kernels), default=6)
     kt.add_column("kernel", min_width=min(longest, 40), overflow="fold")
-    kt.add_column("arch", no_wrap=True)
-    kt.add_column("this run")
-    for col in ("took", "compile (recorded)", "size", "load into GPU"):
-        kt.add_column(col, justify="right")
+    if len(archs) > 1:
+        kt.add_column("arch", no_wrap=True)
+    kt.add_column("this run", no_wrap=True)
+    for col in ("took", "compile", "size") + (("load",) if r.gpu else ()):
+        kt.add_column(col, justify="right", no_wrap=True)
     for k in r.kernels:
-        kt.add_row(
-            plain(k.name),
-            plain(k.arch),
-            plain(k.status, "yellow" if k.status == "compiled" else "green"),
-            f"{k.seconds * 1e3:.1f} ms",
+        row = [plain(k.name)] + ([plain(k.arch)] if len(archs) > 1 else [])
+        row += [
+            plain(_STATUS.get(k.status, k.status), "yellow" if k.status == "compiled" else "green"),
+            _ms_or_s(k.seconds),
             f"{k.compile_seconds:.2f} s",
-            human_bytes(k.bytes),
-            "-" if k.load_ms is None else f"{k.load_ms:.2f} ms",
-        )
+            f"{k.bytes / 1024:.0f} KiB",
+        ]
+        if r.gpu:
+            row.append("-" if k.load_ms is None else f"{k.load_ms:.2f} ms")
+        kt.add_row(*row)
+    kt.caption = "compile: what compiling it cost when it was compiled" + ("; load: into the GPU" if r.gpu else "")
     return kt
+
+
+def _ms_or_s(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.1f} ms"
 
 
 def _ok(flag: bool) -> str:
