@@ -86,12 +86,12 @@ class LazykernGroup(TyperGroup):
                 raise
             except LazykernError as exc:
                 if debug_requested(ctx):
-                    err_console.print(plain(traceback.format_exc().rstrip(), "dim"))
+                    _print_traceback()
                 error_line(exc)
                 raise typer.Exit(1) from None
             except Exception as exc:
                 if debug_requested(ctx):
-                    err_console.print(plain(traceback.format_exc().rstrip(), "dim"))
+                    _print_traceback()
                     error_line(f"unexpected {type(exc).__name__}: {exc}")
                 else:
                     error_line(
@@ -99,6 +99,10 @@ class LazykernGroup(TyperGroup):
                         "(run again with --debug for the full traceback, and please report it)"
                     )
                 raise typer.Exit(1) from None
+
+
+def _print_traceback() -> None:
+    err_console.print(plain(traceback.format_exc().rstrip(), "dim"), soft_wrap=True)
 
 
 def _first_line(exc: BaseException) -> str:
