@@ -25,7 +25,6 @@ import os
 import stat
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -33,7 +32,7 @@ import filelock
 
 from . import _entry, config
 from ._store import LOCK_DIR, STORE_ERRORS, DiskBackend, MemoryBackend
-from .errors import CacheError, LazykernWarning
+from .errors import CacheError, LazykernWarning, warn_user
 
 try:
     from cuda.core.utils import ProgramCacheResource
@@ -183,7 +182,7 @@ class KernelCache(ProgramCacheResource):
             return
         self._warned.add(tag)
         log.warning(message)
-        warnings.warn(message, LazykernWarning, stacklevel=3)
+        warn_user(message, LazykernWarning)
 
     # -- properties ------------------------------------------------------
     @property
@@ -601,7 +600,7 @@ def _prepare_dir(directory: str) -> None:
             "anyone who can write there can change the GPU code you run. Run: chmod go-w on it."
         )
         log.warning(message)
-        warnings.warn(message, LazykernWarning, stacklevel=4)
+        warn_user(message, LazykernWarning)
 
 
 _default: KernelCache | None = None

@@ -48,15 +48,65 @@ class CompileResult:
     seconds: float
 
 
+NVRTC_MISSING = "NVRTC is missing: install lazykern[cu13] (or lazykern[cu12] for a CUDA 12 driver)"
+
+
+def nvrtc_missing(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) says the NVRTC library could not be found or loaded."""
+    try:
+        from cuda.pathfinder import DynamicLibNotAvailableError, DynamicLibNotFoundError
+    except ImportError:  # no cuda.pathfinder: no CUDA extra at all
+        return True
+    while exc is not None:
+        if isinstance(exc, (DynamicLibNotFoundError, DynamicLibNotAvailableError)) and "nvrtc" in str(exc).lower():
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _nvrtc():
+    """The NVRTC bindings, loaded: a missing library is one CompileError line, not a loader traceback."""
+    try:
+        from cuda.bindings import nvrtc
+
+        nvrtc.nvrtcVersion()
+    except Exception as exc:
+        if nvrtc_missing(exc):
+            log.debug("NVRTC could not be loaded", exc_info=True)
+            raise CompileError(NVRTC_MISSING, name="nvrtc") from None
+        raise
+    return nvrtc
+
+
 @functools.cache
 def nvrtc_version() -> tuple[int, int]:
     """The NVRTC version that compiles here, e.g. ``(13, 0)``."""
-    from cuda.bindings import nvrtc
-
-    err, major, minor = nvrtc.nvrtcVersion()
+    err, major, minor = _nvrtc().nvrtcVersion()
     if int(err) != 0:
-        raise CompileError("NVRTC could not report its version", name="<nvrtc>", log=str(err))
+        raise CompileError("NVRTC could not report its version", name="nvrtc", log=str(err))
     return int(major), int(minor)
+
+
+@functools.cache
+def supported_archs() -> tuple[str, ...]:
+    """The archs this NVRTC can compile cubins for, e.g. ``("sm_75", ..., "sm_120")``."""
+    err, archs = _nvrtc().nvrtcGetSupportedArchs()
+    if int(err) != 0:
+        raise CompileError("NVRTC could not list the archs it supports", name="nvrtc", log=str(err))
+    return tuple(f"sm_{a}" for a in archs)
+
+
+def check_arch(arch: str) -> str:
+    """``arch`` (normalized) if this NVRTC compiles for it; else a ValueError listing those it does."""
+    arch = normalize_arch(arch)
+    base = arch.rstrip("af")
+    supported = supported_archs()
+    if base not in supported:
+        major, minor = nvrtc_version()
+        raise ValueError(
+            f"arch {arch} is not one NVRTC {major}.{minor} compiles for; use one of {', '.join(supported)}"
+        )
+    return arch
 
 
 def normalize_arch(arch: str | tuple[int, int] | None) -> str:
@@ -364,8 +414,10 @@ def compile_source(
     lto = route == "lto" and target == "cubin"
     if lto:
         kwargs.update(relocatable_device_code=True, link_time_optimization=True)
+    check_arch(arch)
     logs = _Log()
     start = time.perf_counter()
+    program = None
     try:
         program = Program(source, "c++", options=ProgramOptions(arch=arch, name=name, **kwargs))
         obj = program.compile("ltoir" if lto else target, logs=logs)
@@ -375,13 +427,23 @@ def compile_source(
     except CompileError:
         raise
     except Exception as exc:
+        # The log goes into the CompileError once; cuda.core's own error repeats it, so it is not chained.
+        log.debug("NVRTC failed on %s; full source:\n%s", name, _numbered(source), exc_info=True)
+        if nvrtc_missing(exc):
+            raise CompileError(NVRTC_MISSING, name=name, arch=arch) from None
+        text = logs.text() or _LOG_PREFIX.sub("", str(exc)).strip()
         raise CompileError(
-            f"NVRTC failed to compile {name!r}: {_first_line(exc)}",
+            f"NVRTC failed to compile {name!r}: {_first_error(text) or _first_line(exc)}",
             name=name,
             arch=arch,
             options=options,
-            log=logs.text() or str(exc),
-        ) from exc
+            log=text,
+            source=source,
+        ) from None
+    finally:
+        # A traceback keeps this frame alive in a reference cycle; a Program collected through a
+        # cycle raises in __dealloc__ (NVIDIA/cuda-python#2876, fixed by #2879): let go of it here.
+        program = None  # noqa: F841
     seconds = time.perf_counter() - start
     log.debug("compiled %s for %s in %.3f s", name, arch, seconds)
     return CompileResult(code, target, arch, name, options, logs.text(), seconds)
@@ -395,6 +457,18 @@ def _link_lto(ltoir, arch: str, kwargs: dict[str, object]):
         return linker.link("cubin")
     finally:
         linker.close()
+
+
+def _numbered(source: str) -> str:
+    return "\n".join(f"{i:5} | {line}" for i, line in enumerate(source.splitlines(), 1))
+
+
+# cuda.core puts "6: NVRTC_ERROR_COMPILATION, compilation log:" before the log it repeats.
+_LOG_PREFIX = re.compile(r"^\s*\d+: NVRTC_ERROR_\w+, compilation log:\s*")
+
+
+def _first_error(log_text: str) -> str:
+    return next((line.strip() for line in log_text.splitlines() if ": error" in line), "")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -124,7 +124,7 @@ def apsp(
     np.fill_diagonal(d, 0.0)
     cols = np.broadcast_to(np.arange(n, dtype=np.int32), (n, n))
     nxt = np.where(np.isfinite(d), cols, -1).astype(np.int32)
-    limit = max(1, math.ceil(math.log2(max(n - 1, 2)))) if steps is None else steps
+    limit = squarings(n) if steps is None else steps
     rows = np.arange(n, dtype=np.int32)[:, None]
     done = 0
     for s in range(limit):
@@ -421,6 +421,39 @@ class DemoReport:
         return self.apsp_check.ok and self.viterbi_matches_numpy and timing_ok
 
 
+def squarings(n: int) -> int:
+    """The most min-plus squarings :func:`apsp` runs for ``n`` nodes."""
+    return max(1, math.ceil(math.log2(max(n - 1, 2))))
+
+
+def estimate_cpu_seconds(side: int, *, tropical: Any = None, sample: int = 160) -> float:
+    """About how long the demo takes where there is no GPU (the NumPy reference does the products).
+
+    Times one ``sample``-sized min-plus product with argmax and scales it by the
+    multiply-adds of the run: a road grid settles after about ``log2(2 * side) + 1``
+    squarings of an ``n x n`` matrix (``n = side**2``). The rest (Dijkstra, Viterbi,
+    compiling two kernels) costs a few seconds at most.
+    """
+    if tropical is None:
+        from . import tropical as tropical_module
+
+        tropical = tropical_module
+    n = side * side
+    m = min(n, sample)
+    a = np.random.default_rng(0).random((m, m), dtype=np.float32)
+    start = time.perf_counter()
+    tropical.reference.matmul(a, a, semiring="minplus", argmax=True)
+    rate = m**3 / max(time.perf_counter() - start, 1e-6)
+    steps = min(squarings(n), math.ceil(math.log2(2 * side)) + 1)
+    return steps * float(n) ** 3 / rate + 3.0
+
+
+def gpu_present() -> bool:
+    from .compiler import device_compute_capability
+
+    return device_compute_capability() is not None
+
+
 def _device_name() -> tuple[bool, str]:
     from .compiler import device_compute_capability
 
@@ -488,15 +521,15 @@ def _run(side: int, seed: int, progress: Progress | None, tropical: Any) -> Demo
     kernels = fetch_kernels(family, names, arch, gpu=gpu)
     tick("compiling or loading kernels", 1, 1)
 
-    def minplus(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return tropical.matmul(a, b, semiring="minplus", argmax=True)
-
     def maxplus(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return tropical.matmul(a, b, semiring="maxplus", argmax=True)
 
     g = road_graph(side, seed=seed)
+    # On the CPU a squaring can take minutes: do it in row blocks so progress (and its ETA) moves.
+    minplus = _SquaringMeter(tropical, tick, squarings(g.n), blocks=1 if gpu else max(1, g.n // 256))
     t0 = time.perf_counter()
-    result = apsp(g.weights, minplus, on_step=lambda s, n: tick(f"min-plus squaring {s}/{n}", s, n))
+    result = apsp(g.weights, minplus)
+    tick("min-plus squarings", minplus.total, minplus.total)
     apsp_seconds = time.perf_counter() - t0
     tick("checking against Dijkstra and the reference", 0, 1)
     check = check_apsp(g, result, seed=seed, reference=getattr(tropical, "reference", None))
@@ -545,6 +578,26 @@ def _run(side: int, seed: int, progress: Progress | None, tropical: Any) -> Demo
         seconds=time.perf_counter() - start,
         notes=notes,
     )
+
+
+class _SquaringMeter:
+    """The min-plus product with argmax, row block by row block, reporting each block done."""
+
+    def __init__(self, tropical: Any, tick: Progress, limit: int, blocks: int) -> None:
+        self.tropical, self.tick, self.limit, self.blocks = tropical, tick, limit, blocks
+        self.total = limit * blocks
+        self.step = 0
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = -(-a.shape[0] // self.blocks)
+        parts = []
+        for i, r in enumerate(range(0, a.shape[0], rows)):
+            parts.append(self.tropical.matmul(a[r : r + rows], b, semiring="minplus", argmax=True))
+            self.tick(f"min-plus squaring {self.step + 1}/{self.limit}", self.step * self.blocks + i + 1, self.total)
+        self.step += 1
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate([np.asarray(p[0]) for p in parts]), np.concatenate([np.asarray(p[1]) for p in parts])
 
 
 def _ticking(fn: MatmulArgmax, tick: Progress, total: int) -> MatmulArgmax:

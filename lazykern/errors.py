@@ -5,6 +5,9 @@ Every message says what failed, with which input, and what to do about it.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from collections.abc import Sequence
 
 
@@ -15,8 +18,9 @@ class LazykernError(Exception):
 class CompileError(LazykernError):
     """NVRTC (or Numba) could not compile a translation unit.
 
-    Carries the kernel or fragment name, the arch, the options and the full
-    compiler log, so a failure in a worker process can be reported whole.
+    Carries the kernel or fragment name, the arch, the options, the full
+    compiler log and the source it compiled (``.source``), so a failure in a
+    worker process can be reported whole. The message holds the log once.
     """
 
     def __init__(
@@ -27,25 +31,34 @@ class CompileError(LazykernError):
         arch: str | None = None,
         options: Sequence[str] = (),
         log: str = "",
+        source: str = "",
     ) -> None:
         self.name = name
         self.arch = arch
         self.options = tuple(options)
         self.log = log
-        detail = f"{message} [kernel {name!r}, arch {arch}, options {list(self.options)}]"
+        self.source = source
+        context = [f"kernel {name!r}"] if arch is not None or self.options else []
+        if arch is not None:
+            context.append(f"arch {arch}")
+        if self.options:
+            context.append(f"options {list(self.options)}")
+        detail = message + (f" [{', '.join(context)}]" if context else "")
         if log:
             detail += f"\n--- NVRTC log ---\n{log.rstrip()}"
+        if source:
+            detail += "\n(the whole translation unit is in this error's .source; LAZYKERN_LOG=DEBUG logs it numbered)"
         super().__init__(detail)
 
     def __reduce__(self):
         # Keyword-only fields would be lost through pickle (worker processes).
-        return (_rebuild_compile_error, (self.args[0], self.name, self.arch, self.options, self.log))
+        return (_rebuild_compile_error, (self.args[0], self.name, self.arch, self.options, self.log, self.source))
 
 
-def _rebuild_compile_error(detail, name, arch, options, log) -> CompileError:
+def _rebuild_compile_error(detail, name, arch, options, log, source="") -> CompileError:
     err = CompileError.__new__(CompileError)
     Exception.__init__(err, detail)
-    err.name, err.arch, err.options, err.log = name, arch, tuple(options), log
+    err.name, err.arch, err.options, err.log, err.source = name, arch, tuple(options), log, source
     return err
 
 
@@ -79,3 +92,18 @@ class MagicUsageError(LazykernError, ValueError):
 
 class LazykernWarning(UserWarning):
     """Something was degraded or repaired; the program goes on."""
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` attributed to the first frame outside lazykern: the user's line, not ours.
+
+    A fixed ``stacklevel`` points at the wrong line as soon as lazykern is
+    entered through another path (``default_cache()`` vs a ``KernelCache(...)``).
+    """
+    frame, level = sys._getframe(0), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

@@ -11,12 +11,11 @@ can keep them (``summary = %lazykern warm tropical``).
 
 from __future__ import annotations
 
-import argparse
 import html
 import shlex
 from typing import Any
 
-from .errors import MagicUsageError
+from .errors import LazykernError, MagicUsageError
 
 USAGE = (
     "usage: %lazykern cache | %lazykern cache ls [FAMILY] | "
@@ -28,59 +27,80 @@ class EntryTable(list):
     """Cache entries (dicts) that render as an HTML table in Jupyter."""
 
     def _repr_html_(self) -> str:
+        from .cli._common import kernel_label
+
         cols = ("family", "kernel", "arch", "bytes", "compile_seconds")
         head = "".join(f"<th>{c}</th>" for c in cols)
         body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(str(row.get(c, '-')))}</td>" for c in cols) + "</tr>" for row in self
+            "<tr>"
+            + "".join(
+                f"<td>{html.escape(kernel_label(row) if c == 'kernel' else str(row.get(c, '-')))}</td>" for c in cols
+            )
+            + "</tr>"
+            for row in self
         )
         return f"<b>{len(self)} cached kernels</b><table><tr>{head}</tr>{body}</table>"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse would exit the kernel's process
-        raise MagicUsageError(f"{message}\n{USAGE}")
+def _parser() -> Any:
+    """The magic's arguments, parsed by IPython's ``MagicArgumentParser``: a bad line is a
+    ``UsageError`` (one line in the notebook, no traceback), never a process exit."""
+    from IPython.core.error import UsageError
+    from IPython.core.magic_arguments import MagicArgumentParser
 
+    class Parser(MagicArgumentParser):
+        def error(self, message: str):
+            raise UsageError(f"{message}\n{USAGE}")
 
-def _warm_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="%lazykern warm", add_help=False, exit_on_error=False)
-    p.add_argument("family")
-    p.add_argument("--kernels", "-k", action="append", default=[])
-    p.add_argument("--arch", "-a", action="append", default=[])
-    p.add_argument("--jobs", "-j", type=int, default=1)
+    p = Parser(prog="%lazykern")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{cache,warm}")
+    cache = sub.add_parser("cache", help="the cache as a table, or `cache ls [FAMILY]`: its entries")
+    cache.add_argument("what", nargs="?", choices=["ls"])
+    cache.add_argument("family", nargs="?")
+    warm = sub.add_parser("warm", help="compile a family's kernels ahead of time")
+    warm.add_argument("family")
+    warm.add_argument("--kernels", "-k", action="append", default=[])
+    warm.add_argument("--arch", "-a", action="append", default=[])
+    warm.add_argument("--jobs", "-j", type=int, default=1)
     return p
 
 
 def lazykern_magic(line: str) -> Any:
     """Run one ``%lazykern`` line; return what the cell should display."""
+    from IPython.core.error import UsageError
+
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:  # an unclosed quote
+        raise UsageError(f"{exc}\n{USAGE}") from None
+    args = _parser().parse_args(words)
+    try:
+        return _run(args)
+    except LazykernError as exc:  # IPython shows a UsageError as one line, without a traceback
+        raise UsageError(str(exc)) from None
+
+
+def _run(args: Any) -> Any:
+    from IPython.core.error import UsageError
+
     from .cache import default_cache
-    from .cli._common import split_list
+    from .cli._common import kernel_label, split_list
 
-    args = shlex.split(line)
-    if not args:
-        raise MagicUsageError(USAGE)
-    if args[0] == "cache":
-        if len(args) == 1:
+    if args.command == "cache":
+        if args.what is None:
+            if args.family is not None:
+                raise UsageError(USAGE)
             return default_cache()
-        if args[1] == "ls" and len(args) <= 3:
-            family = args[2] if len(args) == 3 else None
-            rows = [r for r in default_cache().entries() if family is None or r.get("family") == family]
-            return EntryTable(sorted(rows, key=lambda r: (str(r.get("family")), str(r.get("kernel")))))
-        raise MagicUsageError(USAGE)
-    if args[0] == "warm":
-        from .cli._warm import warm
+        rows = [r for r in default_cache().entries() if args.family is None or r.get("family") == args.family]
+        return EntryTable(sorted(rows, key=lambda r: (str(r.get("family")), kernel_label(r))))
+    from .cli._warm import warm
 
-        try:
-            ns, extra = _warm_parser().parse_known_args(args[1:])
-        except argparse.ArgumentError as exc:
-            raise MagicUsageError(f"{exc}\n{USAGE}") from None
-        if extra:
-            raise MagicUsageError(f"unexpected arguments {extra}\n{USAGE}")
-        return warm(
-            ns.family, patterns=split_list(ns.kernels), archs=split_list(ns.arch) or [None], jobs=max(ns.jobs, 1)
-        )
-    raise MagicUsageError(USAGE)
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    return warm(args.family, patterns=split_list(args.kernels), archs=split_list(args.arch) or [None], jobs=args.jobs)
 
 
 def load_ipython_extension(ip: Any) -> None:
     """Called by ``%load_ext lazykern`` (and ``%load_ext lazykern.ipython``)."""
+    lazykern_magic.__doc__ = f"{__doc__}\n{_parser().format_help()}"  # what `%lazykern?` shows
     ip.register_magic_function(lazykern_magic, magic_kind="line", magic_name="lazykern")

@@ -101,17 +101,29 @@ class FamilySource:
         raise KeyError(f"family {self.name!r} has no kernel {name!r} (known: {known})")
 
     def translation_unit(self, name: str) -> str:
-        """Preamble + the one fragment: exactly what NVRTC sees for ``name``."""
+        """Preamble + the one fragment: exactly what NVRTC sees for ``name``.
+
+        ``#line`` directives make NVRTC report a fragment's lines as
+        ``fragment-name(3)`` and the preamble's as ``family-preamble(12)``.
+        """
         frag = self.fragment(name)
-        return f"{self.preamble}\n// ---- fragment {frag.name} ----\n{frag.code}\n"
+        return f"{self._preamble_lines()}{_line_marker(frag.name)}{frag.code}\n"
 
     def all_in_one(self, names: Iterable[str] | None = None) -> str:
         """Every fragment (or those named) in one unit: what an eager library compiles at start-up."""
         chosen = [self.fragment(n) for n in (self.names() if names is None else names)]
-        return "\n".join([self.preamble] + [f.code for f in chosen])
+        return self._preamble_lines() + "".join(f"{_line_marker(f.name)}{f.code}\n" for f in chosen)
+
+    def _preamble_lines(self) -> str:
+        return f"{_line_marker(self.name + '-preamble')}{self.preamble}\n"
 
     def options_for(self, name: str) -> tuple[str, ...]:
         return self.options + self.fragment(name).options
+
+
+def _line_marker(file: str) -> str:
+    # Names are identifier-like (checked on add), so they need no quoting inside the directive.
+    return f'#line 1 "{file}"\n'
 
 
 def _as_options(options: Sequence[str]) -> tuple[str, ...]:

@@ -565,3 +565,13 @@ def test_gpu_rows_from_canned_children():
     assert by["lazy"]["seconds"] == pytest.approx(0.8) and "fwd_argmax, bwd" in by["lazy"]["what"]
     assert [m for m, _ in runner.calls] == ["first_call"] * 6 + ["fwd_bwd"] * 3
     assert startup._summary(rows)["cold_over_warm"] == pytest.approx(90.0)
+
+
+def test_tables_show_external_text_as_written_not_as_markup():
+    case = {"impl": "lazykern", "op": "matmul", "semiring": "maxplus", "dtype": "float32", "shape": "8x8x8"}
+    gemm = {"device": {"name": "GPU [bold]0[/bold]"}, "mode": "quick", "cases": [{**case, "error": "a[i] = x[/]"}]}
+    text = _render(_report.gemm_table(gemm))
+    assert "GPU [bold]0[/bold]" in text and "error: a[i] = x[/]" in text
+    row = {"scenario": "lazy: k[0]", "what": "NVRTC of [red]k[/red]", "seconds": 0.5, "compile_calls": 1}
+    text = _render(_report.startup_table({"mode": "quick", "repeats": 1, "rows": [row]}))
+    assert "lazy: k[0]" in text and "NVRTC of [red]k[/red]" in text

@@ -74,7 +74,7 @@ def test_kernel_name_finds_plain_argmax_products():
         demo.kernel_name(ns, "maxmul")
 
 
-def test_demo_runs_on_cpu_compiles_only_what_it_needs(tmp_path):
+def test_demo_runs_on_cpu_compiles_only_what_it_needs(tmp_path, monkeypatch):
     from lazykern.cache import set_default_cache
 
     set_default_cache(KernelCache(tmp_path / "c"))
@@ -93,13 +93,14 @@ def test_demo_runs_on_cpu_compiles_only_what_it_needs(tmp_path):
         assert all(k.compile_seconds > 0 for k in warm.kernels)
         from rich.console import Console
 
-        from lazykern.cli import _common, _demo
+        from lazykern.cli import _demo
 
-        console = Console(record=True, width=200)
-        _common.console, _demo.console = console, console
+        console = Console(record=True, width=80)
+        monkeypatch.setattr(_demo, "console", console)
         _demo.render(warm)
         text = console.export_text()
         assert "2 of 4 tropical_like kernels" in text and "No GPU found" in text and "all checks passed" in text
+        assert "maxplus_f32_argmax" in text and "minplus_f32_argmax" in text
     finally:
         set_default_cache(None)
 
@@ -128,3 +129,72 @@ def test_demo_on_gpu_times_graph_against_eager():
     assert report.gpu and report.ok, report
     assert report.timing is not None and report.timing.same_answer, report.timing_skipped
     assert all(k.load_ms is not None for k in report.kernels)
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_the_kernel_table_keeps_the_longest_tropical_names_whole_at_80_columns(gpu):
+    import types
+
+    from rich.console import Console
+
+    from lazykern import tropical
+    from lazykern.cli import _demo
+
+    names = sorted(tropical.family.names(), key=len)[-3:]
+    kernels = [demo.KernelUse(n, "sm_90", "loaded from cache", 1.234, 0.41, 81234, 0.2) for n in names]
+    kernels[0].status, kernels[0].seconds = "compiled", 2.3114
+    report = types.SimpleNamespace(compiled=names, family_size=748, family="tropical", kernels=kernels, gpu=gpu)
+    console = Console(record=True, width=80)
+    console.print(_demo.kernel_table(report))
+    text = console.export_text()
+    assert_whole_table(text)
+    for name in names:
+        assert name in text
+    assert ("load: into the GPU" in text) == gpu and "2.31 s" in text and "cached" in text
+
+
+def assert_whole_table(text: str) -> None:
+    """Rich crops a table wider than the console: every bordered line must end in a border."""
+    for line in text.splitlines():
+        if line[:1] in "┏┃┡│└":
+            assert line.rstrip()[-1] in "┓┃┩│┘", line
+
+
+def test_squarings_run_in_row_blocks_with_steady_progress():
+    ns = _tropical_like.namespace()
+    ticks = []
+    meter = demo._SquaringMeter(ns, lambda stage, done, total: ticks.append((stage, done, total)), limit=2, blocks=4)
+    d = demo.road_graph(4, seed=2).weights
+    for _ in range(2):
+        got, k = meter(d, d)
+        want, want_k = _minplus(d, d)
+        assert np.array_equal(got, want) and np.array_equal(k, want_k)
+    assert [t[1] for t in ticks] == list(range(1, 9)) and {t[2] for t in ticks} == {8}
+    assert ticks[0][0] == "min-plus squaring 1/2" and ticks[-1][0] == "min-plus squaring 2/2"
+
+
+def test_a_long_cpu_run_is_estimated_and_asks_first(monkeypatch):
+    import typer
+    from typer.testing import CliRunner
+
+    from lazykern.cli import _demo, app
+
+    monkeypatch.setattr(_demo, "gpu_present", lambda: False)
+    seconds = demo.estimate_cpu_seconds(64)
+    assert seconds > 10 * 60  # the 20-minute run of the report, and more
+    assert demo.estimate_cpu_seconds(6) < 60
+    refused = CliRunner().invoke(app, ["demo", "--side", "64"], input="n\n")
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 1 and "--side 64 (4096 nodes) would take about" in said
+    assert "--yes" in said and "Aborted" in said
+    ran = []
+
+    def stop_here(**kwargs):
+        ran.append(kwargs)
+        raise typer.Exit(0)
+
+    monkeypatch.setattr(_demo, "estimate_cpu_seconds", lambda side: 3600.0)
+    monkeypatch.setattr(_demo, "run", stop_here)
+    straight = CliRunner().invoke(app, ["demo", "--side", "64", "--yes"])  # --yes goes straight to the run
+    assert straight.exit_code == 0 and "Run it anyway" not in straight.output
+    assert ran and ran[0]["side"] == 64

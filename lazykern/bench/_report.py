@@ -192,8 +192,10 @@ def _fmt(value: Any, spec: str = ".3g") -> str:
 def gemm_table(result: dict[str, Any]):
     """A rich Table of every case: impl, op, dtype, shape, T MAC/s, % limit, GB/s, ms, check."""
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"tropical GEMM on {result.get('device', {}).get('name', '?')} ({result.get('mode')})")
+    # Text, not markup, for everything measured or reported by the device and the library.
+    table = Table(title=Text(f"tropical GEMM on {result.get('device', {}).get('name', '?')} ({result.get('mode')})"))
     for col in ("impl", "op", "semiring", "dtype", "shape", "T MAC/s", "% limit", "GB/s", "ms", "check"):
         table.add_column(col, justify="right" if col in ("T MAC/s", "% limit", "GB/s", "ms") else "left")
     for case in result["cases"]:
@@ -201,21 +203,21 @@ def gemm_table(result: dict[str, Any]):
         status = "error" if case.get("error") else ("ok" if check.get("ok") else "WRONG" if check else "-")
         op = case["op"] + ("+argmax" if case.get("argmax") else "")
         table.add_row(
-            case["impl"],
-            op,
-            case["semiring"],
-            case["dtype"],
-            case["shape"],
+            Text(str(case["impl"])),
+            Text(op),
+            Text(str(case["semiring"])),
+            Text(str(case["dtype"])),
+            Text(str(case["shape"])),
             _fmt(case.get("tmacs"), ".3f"),
             _fmt(case.get("pct_limit"), ".1f"),
             _fmt(case.get("gb_s"), ".0f"),
             _fmt(case.get("ms"), ".4g"),
-            status if not case.get("error") else f"error: {case['error'][:60]}",
+            Text(status if not case.get("error") else f"error: {case['error'][:60]}"),
         )
     lazy = result.get("laziness") or {}
     if lazy:
         used, total = lazy.get("compiled_count") or 0, lazy.get("fragments") or 0
-        table.caption = (
+        table.caption = Text(
             f"this run used {used} of {total} fragments ({lazy.get('compile_calls')} compiled now by NVRTC, "
             f"the rest loaded from the cache); {total - used} were never compiled"
         )
@@ -223,24 +225,28 @@ def gemm_table(result: dict[str, Any]):
 
 
 def startup_table(result: dict[str, Any]):
-    """A rich Table of the start-up scenarios (medians)."""
+    """A rich Table of the start-up scenarios (medians); each row says what it measured under its name."""
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=f"lazykern start-up ({result.get('mode')}, {result.get('repeats')} repeats, medians)")
-    for col in ("scenario", "import s", "setup s", "work s", "total s", "NVRTC calls", "what"):
-        table.add_column(col, justify="right" if col.endswith(("s", "calls")) else "left")
+    table.add_column("scenario", ratio=1, overflow="fold")
+    for col in ("import s", "setup s", "work s", "total s", "NVRTC calls"):
+        table.add_column(col, justify="right", no_wrap=True)
     for row in result["rows"]:
         total = None
         if row.get("seconds") is not None:
             total = row["seconds"] + (row.get("import_seconds") or 0.0) + (row.get("setup_seconds") or 0.0)
+        # Text, not markup: kernel names and error messages are shown as they are.
+        scenario = Text(str(row["scenario"]), style="bold")
+        scenario.append("\n" + str(row.get("what", "")), style="dim")
         table.add_row(
-            row["scenario"],
+            scenario,
             _fmt(row.get("import_seconds"), ".3f"),
             _fmt(row.get("setup_seconds"), ".3f"),
             _fmt(row.get("seconds"), ".3f"),
             _fmt(total, ".3f"),
             _fmt(row.get("compile_calls"), "d"),
-            row.get("what", ""),
         )
     return table
 

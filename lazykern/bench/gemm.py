@@ -146,7 +146,7 @@ def run(
     if not cuda.is_available():
         raise LazykernError(
             "the GEMM benchmark needs a CUDA GPU and none was found; "
-            "the start-up suite runs without one: python -m benchmarks.startup --quick"
+            "the start-up suite runs without one: lazykern bench startup --quick"
         )
     spec = spec or _device.device_spec()
     stream = cuda.stream()

@@ -217,6 +217,14 @@ def guess_fwd_bwd_names(names: Sequence[str]) -> list[str]:
     return picked or list(names[:1])
 
 
+_STEPS = {
+    "first_call": "first matmul in a fresh process",
+    "fwd_bwd": "forward + backward in a fresh process",
+    "get": "compile or load in a fresh process",
+    "eager": "eager: every core fragment as one NVRTC unit (the slow one)",
+}
+
+
 class _Runner:
     """Starts the children: one fresh process per run, a cache directory chosen per scenario."""
 
@@ -236,7 +244,7 @@ class _Runner:
 
     def __call__(self, mode: str, cache_dir: str, **cfg: Any) -> dict[str, Any]:
         if self.progress:
-            self.progress(f"start-up: {mode} ({os.path.basename(cache_dir)})")
+            self.progress(f"start-up: {_STEPS.get(mode, mode)} ({os.path.basename(cache_dir)})")
         return run_child({"mode": mode, "family": self.family, "arch": self.arch, **cfg}, cache_dir, self.timeout)
 
 

@@ -1,8 +1,9 @@
 """The ``lazykern`` command.
 
 Exit status: 0 success, 1 failure (a compile failed, a bundle was refused, a
-check did not hold), 2 usage error. Heavy modules are imported inside each
-command so ``lazykern --help`` is instant.
+check did not hold), 2 usage error. Failures print one line; ``--debug`` (or
+``LAZYKERN_LOG=DEBUG``) adds the traceback. Heavy modules are imported inside
+each command so ``lazykern --help`` is instant.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from pathlib import Path
 import typer
 
 from . import _cache
-from ._common import console, handle_errors, split_list
+from ._common import LazykernGroup, console, esc, plain, progress, split_list
 
 app = typer.Typer(
     name="lazykern",
+    cls=LazykernGroup,
     help="Lazily compiled, cached CUDA kernels: inspect the cache, warm it, benchmark, run the demo.",
     no_args_is_help=True,
     add_completion=False,
@@ -25,10 +27,22 @@ app = typer.Typer(
 app.add_typer(_cache.app, name="cache")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        console.print(f"lazykern {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     cache_dir: Path | None = typer.Option(
         None, "--cache-dir", envvar="LAZYKERN_CACHE_DIR", help="Cache directory (default: the user cache dir)."
+    ),
+    debug: bool = typer.Option(False, "--debug", help="Show the full traceback when a command fails."),
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print lazykern's version and exit."
     ),
 ) -> None:
     """Lazily compiled, cached CUDA kernels."""
@@ -40,7 +54,6 @@ def _root(
 
 
 @app.command()
-@handle_errors
 def warm(
     family: str = typer.Option("tropical", "--family", "-f", help="'tropical' or 'package.module:attribute'."),
     kernels: list[str] | None = typer.Option(
@@ -53,45 +66,29 @@ def warm(
     arch: list[str] | None = typer.Option(
         None, "--arch", "-a", help="Arch(es) to compile for, e.g. sm_80,sm_90 (default: this machine's)."
     ),
-    jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes (0: one per CPU core)."),
+    jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Worker processes (0: one per CPU core)."),
 ) -> None:
     """Compile a family's kernels ahead of time, in parallel; no GPU needed."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
+    from ._warm import checked_archs
     from ._warm import warm as run_warm
 
-    archs = split_list(arch) or [None]
+    patterns = split_list(kernels)
+    if all_kernels and patterns:
+        raise typer.BadParameter("--all selects every kernel, --kernels some of them: give one", param_hint="--all")
+    archs = checked_archs(split_list(arch))
     n_jobs = jobs if jobs > 0 else (os.cpu_count() or 1)
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        task = progress.add_task("checking the cache", total=None)
+    with progress(counts=True) as shown:
+        task = shown.add_task("checking the cache", total=None)
 
         def started(n: int) -> None:
-            progress.update(task, total=n, description=f"compiling {n} kernels with {min(n_jobs, max(n, 1))} workers")
+            shown.update(task, total=n, description=f"compiling {n} kernels with {min(n_jobs, max(n, 1))} workers")
 
         def finished(r) -> None:
-            progress.update(task, advance=1, description=f"{r.status:8} {r.name} ({r.arch})")
+            shown.update(task, advance=1, description=esc(f"{r.status:8} {r.name} ({r.arch})"))
 
         summary = run_warm(
             family,
-            patterns=split_list(kernels),
+            patterns=patterns,
             archs=archs,
             jobs=n_jobs,
             everything=all_kernels,
@@ -106,7 +103,7 @@ def warm(
 def _print_warm(summary) -> None:
     from rich.table import Table
 
-    table = Table(title=f"lazykern warm {summary.family} ({summary.seconds:.1f} s)")
+    table = Table(title=plain(f"lazykern warm {summary.family} ({summary.seconds:.1f} s)"))
     table.add_column("compiled", justify="right")
     table.add_column("already cached", justify="right")
     table.add_column("failed", justify="right")
@@ -115,8 +112,9 @@ def _print_warm(summary) -> None:
     failed = [r for r in summary.results if r.status == "failed"]
     if failed:
         errors = Table("kernel", "arch", "first lines of the error", title="failures", title_style="bold red")
+        errors.columns[0].overflow = "fold"
         for r in failed:
-            errors.add_row(r.name, r.arch, r.first_lines())
+            errors.add_row(plain(r.name), plain(r.arch), plain(r.first_lines()))
         console.print(errors)
 
 
@@ -127,48 +125,51 @@ QuickOpt = typer.Option(False, "--quick", help="Small sizes, few repeats: a smok
 OutOpt = typer.Option(None, "--out", help="Directory for the results (JSON/CSV/plots).")
 
 
-def _show(result) -> None:
-    if result is not None:
-        console.print(result)
+def _bench(suite, quick: bool, out: Path | None) -> None:
+    """Run one suite with a spinner that shows its steps, then print its table and files."""
+    with progress(bar=False) as shown:
+        task = shown.add_task("starting", total=None)
+        result = suite.run(quick=quick, out=out, progress=lambda msg: shown.update(task, description=esc(msg)))
+    console.print(suite.table(result))
+    for path in filter(None, (result.get("files") or {}).values()):
+        console.print(plain(f"wrote {path}"))
 
 
 @bench_app.callback(invoke_without_command=True)
-@handle_errors
 def bench(ctx: typer.Context, quick: bool = QuickOpt, out: Path | None = OutOpt) -> None:
     """Tropical GEMM throughput (runs when no sub-command is given)."""
     if ctx.invoked_subcommand is not None:
         return
     from ..bench import gemm
 
-    _show(gemm.run(quick=quick, out=out))
+    _bench(gemm, quick, out)
 
 
 @bench_app.command()
-@handle_errors
 def startup(quick: bool = QuickOpt, out: Path | None = OutOpt) -> None:
     """Start-up cost: eager compile of every kernel vs lazy compile vs warm cache."""
     from ..bench import startup as startup_bench
 
-    _show(startup_bench.run(quick=quick, out=out))
+    _bench(startup_bench, quick, out)
 
 
 @app.command()
-@handle_errors
 def demo(
     fresh_cache: bool = typer.Option(False, "--fresh-cache", help="Use an empty temporary cache: a cold start."),
     side: int = typer.Option(24, "--side", min=2, max=64, help="Road grid side (side x side nodes)."),
-    seed: int = typer.Option(7, "--seed", help="Seed of the generated graph and HMM samples."),
+    seed: int = typer.Option(7, "--seed", min=0, help="Seed of the generated graph and HMM samples."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before a long run on the CPU."),
 ) -> None:
     """Shortest paths (min-plus) and a Viterbi decode (max-plus) on the tropical family."""
     from ._demo import run_and_render
 
-    if not run_and_render(fresh_cache=fresh_cache, side=side, seed=seed):
+    if not run_and_render(fresh_cache=fresh_cache, side=side, seed=seed, yes=yes):
         raise typer.Exit(1)
 
 
 def main() -> None:
-    """Entry point of the ``lazykern`` console script."""
-    app()
+    """Entry point of the ``lazykern`` console script (and of ``python -m lazykern``)."""
+    app(prog_name="lazykern")
 
 
 if __name__ == "__main__":

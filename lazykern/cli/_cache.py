@@ -9,8 +9,9 @@ from typing import Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from ._common import console, handle_errors, human_bytes, open_cache, parse_duration, print_json, when
+from ._common import console, esc, human_bytes, kernel_label, open_cache, parse_duration, plain, print_json, when
 
 app = typer.Typer(help="Inspect, prune, clear, export and import the kernel cache.", no_args_is_help=True)
 
@@ -33,8 +34,22 @@ def _health(cache: Any, repair: bool = False) -> Any:
     if report.get("integrity") not in (None, "ok"):
         found["integrity"] = report["integrity"]
     if report.get("ok", False):
-        return "ok" + (f" (repaired: {found})" if repair and found else "")
+        if cache.degraded:
+            return f"degraded: {cache.degraded}"
+        return "ok" + (f" (repaired: {_listing(found)})" if repair and found else "")
     return found or report
+
+
+def _listing(found: dict[str, Any]) -> str:
+    """``{"orphan_files": 1}`` -> ``"1 orphan file"``, readable in one line."""
+    parts = []
+    for key, value in found.items():
+        what = key.replace("_", " ")
+        if isinstance(value, int) and not isinstance(value, bool):
+            parts.append(f"{value} {what[:-1] if value == 1 and what.endswith('s') else what}")
+        else:
+            parts.append(f"{what}: {value}")
+    return ", ".join(parts)
 
 
 def info_dict(repair: bool = False) -> dict[str, Any]:
@@ -73,7 +88,6 @@ def info_dict(repair: bool = False) -> dict[str, Any]:
 
 
 @app.command()
-@handle_errors
 def info(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     repair: bool = typer.Option(False, "--repair", help="Also repair what the health check finds."),
@@ -87,8 +101,11 @@ def info(
     table.add_column(style="bold")
     table.add_column()
     size = f"{human_bytes(data['size_bytes'])} of {human_bytes(data['size_limit_bytes'])}"
+    location = plain(data["location"])
+    if data["degraded"]:
+        location.append(f"  (degraded: {data['degraded']})", style="yellow")
     rows = [
-        ("location", data["location"] + (f"  [yellow](degraded: {data['degraded']})[/]" if data["degraded"] else "")),
+        ("location", location),
         ("entries", str(data["entries"])),
         ("size", size),
         ("hits / misses", f"{data['hits']} / {data['misses']}"),
@@ -96,25 +113,26 @@ def info(
         ("compile time saved by hits", f"{data['seconds_saved']:.2f} s"),
         ("corrupt entries dropped", str(data["corrupt_dropped"])),
         ("arch here", data["arch"]),
-        ("NVRTC", f"{data['nvrtc']} (toolchain {data['toolchain']})"),
+        ("NVRTC", plain(f"{data['nvrtc']} (toolchain {data['toolchain']})")),
         ("numba-cuda / cuda-core", f"{data['numba_cuda']} / {data['cuda_core']}"),
         ("lazykern", data["lazykern"]),
         ("health", _health_text(data["health"])),
     ]
     for k, v in rows:
-        table.add_row(k, v)
+        table.add_row(k, v if isinstance(v, Text) else plain(v))
     console.print(table)
 
 
-def _health_text(health: Any) -> str:
+def _health_text(health: Any) -> Text:
     if isinstance(health, str) and health.startswith("ok"):
-        return f"[green]{health}[/]"
+        return plain(health, "green")
     if isinstance(health, (list, tuple)):
-        return "[yellow]" + "; ".join(map(str, health)) + "[/]"
+        return plain("; ".join(map(str, health)), "yellow")
     if isinstance(health, dict):
-        found = "; ".join(f"{k}: {v}" for k, v in health.items())
-        return f"[yellow]{found}[/] (run `lazykern cache info --repair`)"
-    return str(health)
+        text = plain(_listing(health), "yellow")
+        text.append(" (run `lazykern cache info --repair`)")
+        return text
+    return plain(health, "yellow")
 
 
 def _rows(family: str | None, arch: str | None) -> list[dict[str, Any]]:
@@ -131,7 +149,6 @@ ArchOpt = typer.Option(None, "--arch", "-a", help="Only entries compiled for thi
 
 
 @app.command("ls")
-@handle_errors
 def ls(
     family: str | None = FamilyOpt,
     arch: str | None = ArchOpt,
@@ -142,26 +159,61 @@ def ls(
     if as_json:
         print_json([{k: v for k, v in r.items() if k not in ("sha256",)} for r in rows])
         return
+    console.print(_ls_table(rows))
+
+
+def _ls_table(rows: list[dict[str, Any]]) -> Table:
+    """Columns by terminal width, the kernel name first: it never shrinks below its length
+    (up to 40 characters; longer ones fold onto a second line, never cut)."""
+    width = console.width
+    wide, medium = width >= 150, width >= 100
+    longest = max((len(kernel_label(r)) for r in rows), default=6)
     table = Table(title=f"{len(rows)} cached kernels")
-    for col in ("family", "kernel", "arch", "options", "size", "compile s", "created", "last used", "key"):
-        table.add_column(col, justify="right" if col in ("size", "compile s") else "left")
+    if medium:
+        table.add_column("family", overflow="fold")
+    table.add_column("kernel", min_width=min(longest, 40), overflow="fold")
+    table.add_column("arch", no_wrap=True)
+    if wide:
+        table.add_column("options", overflow="fold")
+    table.add_column("size", justify="right", no_wrap=True)
+    table.add_column("compile s", justify="right", no_wrap=True)
+    if wide:
+        table.add_column("created", no_wrap=True)
+    if medium:
+        table.add_column("last used", no_wrap=True)
+    if wide:
+        table.add_column("key", no_wrap=True)
+    else:
+        table.caption = "kernels grouped by family; a wider terminal or --json shows every field"
+    family = None
     for r in rows:
-        table.add_row(
-            str(r.get("family", "-")),
-            str(r.get("kernel", "-")),
-            str(r.get("arch", "-")),
-            " ".join(r.get("options") or []),
-            human_bytes(r["bytes"]),
-            f"{float(r.get('compile_seconds', 0)):.2f}",
-            when(r.get("created")),
-            when(r.get("last_used")),
-            r["key"][:12],
-        )
-    console.print(table)
+        if not medium and r.get("family") != family:
+            family = r.get("family")
+            if table.rows:
+                table.add_section()
+            table.add_row(plain(f"{family if family is not None else '-'}:", "bold"))
+        cells = [plain(kernel_label(r)), plain(r.get("arch", "-"))]
+        if wide:
+            cells.append(plain(" ".join(map(str, r.get("options") or []))))
+        cells += [human_bytes(_number(r.get("bytes"))), f"{_number(r.get('compile_seconds')):.2f}"]
+        if wide:
+            cells.append(when(r.get("created")))
+        if medium:
+            cells = [plain(r.get("family", "-")), *cells, when(r.get("last_used"))]
+        if wide:
+            cells.append(plain(str(r.get("key", ""))[:12]))
+        table.add_row(*cells)
+    return table
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
 
 
 @app.command()
-@handle_errors
 def clear(
     family: str | None = FamilyOpt,
     arch: str | None = ArchOpt,
@@ -182,7 +234,6 @@ def clear(
 
 
 @app.command()
-@handle_errors
 def prune(
     older_than: str | None = typer.Option(
         None, "--older-than", help="Delete entries not used for this long: 30d, 12h."
@@ -216,7 +267,6 @@ def prune(
 
 
 @app.command("export")
-@handle_errors
 def export(
     bundle: Path = typer.Argument(..., help="Output file: NAME.tar.zst, NAME.tar.gz or NAME.tar."),
     family: str | None = FamilyOpt,
@@ -224,15 +274,25 @@ def export(
 ) -> None:
     """Write cached kernels to a bundle, to warm CI machines or a cluster."""
     from ..bundle import export_bundle
+    from ..errors import CacheError
 
-    report = export_bundle(open_cache(), bundle, family=family, arch=arch)
+    cache = open_cache()
+    if not _rows(family, arch):
+        held = sorted({str(r.get("family")) for r in cache.entries()})
+        chosen = " ".join(f"{flag} {v}" for flag, v in (("--family", family), ("--arch", arch)) if v) or "the cache"
+        raise CacheError(
+            f"nothing to export: no cached kernel matches {chosen} in {cache.directory or 'memory'} "
+            f"(families cached: {', '.join(held) or 'none'}); no bundle written"
+        )
+    report = export_bundle(cache, bundle, family=family, arch=arch)
     console.print(
-        f"exported {len(report.keys)} entries to {report.path} ({human_bytes(report.bytes)}, {report.compression})"
+        plain(
+            f"exported {len(report.keys)} entries to {report.path} ({human_bytes(report.bytes)}, {report.compression})"
+        )
     )
 
 
 @app.command("import")
-@handle_errors
 def import_(
     bundle: Path = typer.Argument(..., exists=True, dir_okay=False, help="A bundle from `cache export`."),
 ) -> None:
@@ -241,12 +301,12 @@ def import_(
 
     report = import_bundle(open_cache(), bundle)
     for w in report.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {esc(w)}")
     console.print(
         f"imported {len(report.imported)}, already present {len(report.present)}, skipped {len(report.skipped)}"
     )
     if report.skipped:
         table = Table("key", "skipped because")
         for key, why in sorted(report.skipped.items()):
-            table.add_row(key[:16], why)
+            table.add_row(plain(key[:16]), plain(why))
         console.print(table)

@@ -1,37 +1,130 @@
-"""What every command shares: the console, error handling, formatting."""
+"""What every command shares: the consoles, error handling, progress, formatting.
+
+Every piece of text that comes from outside (compiler logs, paths, kernel
+names, user input, exception messages) reaches Rich through :func:`plain` or
+:func:`esc`, never as markup: ``a[i]`` must print as ``a[i]``.
+"""
 
 from __future__ import annotations
 
 import datetime
-import functools
 import json
+import os
 import re
-from collections.abc import Callable
-from typing import Any, TypeVar
+import traceback
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+from typer.core import TyperGroup
 
 from ..errors import LazykernError
+
+# Recent typer versions vendor click (typer._click): take click's base classes from typer itself.
+_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_PASS_THROUGH = (_CLICK_ERROR, typer.Exit, typer.Abort)
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
-F = TypeVar("F", bound=Callable[..., Any])
+
+def esc(value: Any) -> str:
+    """``str(value)`` made safe to put inside a markup string."""
+    return escape(str(value))
 
 
-def handle_errors(fn: F) -> F:
-    """Turn lazykern's own errors into one red line and exit status 1 (2 stays for usage)."""
+def plain(value: Any, style: str = "") -> Text:
+    """A table cell or line that is shown exactly as written (no markup)."""
+    return Text(str(value), style=style)
 
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (LazykernError, ValueError, LookupError, OSError, ImportError) as exc:
-            err_console.print(f"[bold red]error:[/] {exc}")
-            raise typer.Exit(1) from None
 
-    return wrapper  # type: ignore[return-value]
+def debug_requested(ctx: Any = None) -> bool:
+    """``--debug`` on the command line, or ``LAZYKERN_LOG=DEBUG`` in the environment."""
+    root = ctx.find_root() if ctx is not None else None
+    if root is not None and root.params.get("debug"):
+        return True
+    return os.environ.get("LAZYKERN_LOG", "").strip().upper() == "DEBUG"
+
+
+def error_line(message: Any) -> None:
+    err_console.print(Text.assemble(("error: ", "bold red"), str(message)), soft_wrap=True)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    err_console.print(Text.assemble(("warning: ", "bold yellow"), str(message)), soft_wrap=True)
+
+
+class LazykernGroup(TyperGroup):
+    """The root command: one place that turns every failure into one line.
+
+    A :class:`LazykernError` prints its message and exits 1; usage errors keep
+    click's exit status 2; anything unexpected prints a short message and a hint
+    (the full traceback with ``--debug`` or ``LAZYKERN_LOG=DEBUG``). Python
+    warnings are shown as one styled line instead of a source echo.
+    """
+
+    def invoke(self, ctx: Any) -> Any:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            try:
+                return super().invoke(ctx)
+            except _PASS_THROUGH:
+                raise
+            except LazykernError as exc:
+                if debug_requested(ctx):
+                    _print_traceback()
+                error_line(exc)
+                raise typer.Exit(1) from None
+            except Exception as exc:
+                if debug_requested(ctx):
+                    _print_traceback()
+                    error_line(f"unexpected {type(exc).__name__}: {exc}")
+                else:
+                    error_line(
+                        f"unexpected {type(exc).__name__}: {_first_line(exc)} "
+                        "(run again with --debug for the full traceback, and please report it)"
+                    )
+                raise typer.Exit(1) from None
+
+
+def _print_traceback() -> None:
+    err_console.print(plain(traceback.format_exc().rstrip(), "dim"), soft_wrap=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "(no message)"
+
+
+@contextmanager
+def progress(*, bar: bool = True, counts: bool = False) -> Iterator[Progress]:
+    """A transient progress display on stderr: gone from the screen when the work ends or fails,
+    so no spinner frame is left above a result or an error."""
+    columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
+    if bar:
+        columns.append(BarColumn())
+    if counts:
+        columns.append(MofNCompleteColumn())
+    columns.append(TimeElapsedColumn())
+    if bar:
+        columns += [TextColumn("ETA"), TimeRemainingColumn()]
+    # Not a terminal (a pipe, a CI log): no live display at all, so nothing but results and errors is written.
+    with Progress(*columns, console=err_console, transient=True, disable=not err_console.is_terminal) as shown:
+        yield shown
 
 
 def open_cache():
@@ -73,3 +166,8 @@ def split_list(values: list[str] | None) -> list[str]:
 
 def print_json(data: Any) -> None:
     console.print_json(json.dumps(data, default=str))
+
+
+def kernel_label(row: dict[str, Any]) -> str:
+    """The kernel's name in a cache row: families store ``kernel``, ``@lazy_kernel`` stores ``name``."""
+    return str(row.get("kernel") or row.get("name") or "-")

@@ -44,6 +44,25 @@ def resolve_family(spec: str) -> Any:
     return obj
 
 
+def checked_archs(archs: Sequence[str]) -> list[str | None]:
+    """The ``--arch`` values, normalized and checked against what NVRTC compiles for, before any work.
+
+    Raises ``typer.BadParameter`` (a usage error) naming the valid archs; ``[None]``
+    (this machine's arch) when none are given.
+    """
+    import typer
+
+    from ..compiler import check_arch
+
+    out: list[str | None] = []
+    for arch in archs:
+        try:
+            out.append(check_arch(arch))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--arch") from None
+    return out or [None]
+
+
 def select(names: Iterable[str], patterns: Sequence[str] | None) -> list[str]:
     """Names matching any of the glob ``patterns`` (all names when there are none)."""
     names = list(names)

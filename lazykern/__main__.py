@@ -1,0 +1,5 @@
+"""``python -m lazykern``: the ``lazykern`` command."""
+
+from .cli import main
+
+main()
