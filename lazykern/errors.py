@@ -86,10 +86,6 @@ class DriverError(LazykernError):
     """A CUDA driver call failed; the message names the call and the driver's error code."""
 
 
-class MagicUsageError(LazykernError, ValueError):
-    """The ``%lazykern`` magic's arguments do not parse."""
-
-
 class LazykernWarning(UserWarning):
     """Something was degraded or repaired; the program goes on."""
 

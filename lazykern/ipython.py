@@ -15,7 +15,7 @@ import html
 import shlex
 from typing import Any
 
-from .errors import LazykernError, MagicUsageError
+from .errors import LazykernError
 
 USAGE = (
     "usage: %lazykern cache | %lazykern cache ls [FAMILY] | "

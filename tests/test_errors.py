@@ -8,7 +8,7 @@ import pathlib
 import pytest
 
 import lazykern
-from lazykern import _entry, bundle, cache, errors, ipython
+from lazykern import _entry, bundle, cache, errors
 from lazykern.tropical import _arrays
 
 PACKAGE = pathlib.Path(lazykern.__file__).parent
@@ -38,7 +38,6 @@ def test_no_public_exception_class_outside_errors_py():
 def test_old_homes_still_export_the_same_classes():
     assert _entry.EntryError is errors.EntryError
     assert bundle.BundleError is errors.BundleError
-    assert ipython.MagicUsageError is errors.MagicUsageError
     assert cache.LazykernWarning is lazykern.LazykernWarning is errors.LazykernWarning
     assert _arrays.DriverError is errors.DriverError
 
@@ -48,7 +47,6 @@ def test_old_homes_still_export_the_same_classes():
     [
         (errors.EntryError, (errors.CacheError, ValueError)),
         (errors.BundleError, (errors.CacheError,)),
-        (errors.MagicUsageError, (errors.LazykernError, ValueError)),
         (errors.DriverError, (errors.LazykernError,)),
         (errors.LazykernWarning, (UserWarning,)),
     ],
