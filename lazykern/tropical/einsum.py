@@ -9,7 +9,9 @@ array([[3., 1.],
 >>> float(einsum("ii->", A))  # max over the diagonal
 0.0
 
-``semiring``: "maxplus" (default), "minplus" or "maxmul". NumPy operands are computed
+``semiring``: "maxplus" (default), "minplus" or "maxmul" (max-times distributes over max
+only for nonnegative entries, as probabilities are; with negative ones the result depends
+on the contraction order). NumPy operands are computed
 on the CPU by vectorized NumPy kernels; CuPy arrays, Numba device arrays and torch
 tensors (CUDA) by lazykern's batched GPU kernels, results of the same kind. torch
 tensors that require grad get the tropical gradient (one winner per max) through
