@@ -68,7 +68,7 @@ class Algebra:
 
             if argmax:
                 raise ValueError("argmax and autograd are separate routes to a configuration: pick one")
-            res = TropicalMatmul.apply(a, b, self.semiring)
+            res = TropicalMatmul.apply(a.contiguous(), b.contiguous(), self.semiring)
         else:
             from .api import bmm
 

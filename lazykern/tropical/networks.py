@@ -180,9 +180,19 @@ def ground_state(
     checkpoint: bool = False,
     slices: Sequence[int] = (),
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    method: str = "backtrack",
 ) -> tuple[float, np.ndarray]:
-    """(E_0, spins): the ground-state energy and one configuration reaching it (int8 +-1)."""
+    """(E_0, spins): the ground-state energy and one configuration reaching it (int8 +-1).
+
+    ``method``: "backtrack" reads the argmax of every contraction step (``checkpoint=True``:
+    keeps none and recomputes); "autograd" (``module=torch``) differentiates the contraction
+    with the tropical gradient rule: d(-E_0)/d(vertex tensor i) is 1 at the ground state's s_i.
+    """
     labels, tensors = sg.network(dtype, module)
+    if method == "autograd":
+        return _ground_state_autograd(sg, labels, tensors, optimize, slices, memory_limit)
+    if method != "backtrack":
+        raise ValueError(f"method must be 'backtrack' or 'autograd', got {method!r}")
     best, assignment = network_argmax(
         labels,
         (),
@@ -194,6 +204,18 @@ def ground_state(
     )
     spins = np.array([1 - 2 * assignment[i] for i in range(sg.n)], dtype=np.int8)
     return -float(best), spins
+
+
+def _ground_state_autograd(sg, labels, tensors, optimize, slices, memory_limit) -> tuple[float, np.ndarray]:
+    if not hasattr(tensors[0], "requires_grad"):
+        raise TypeError("method='autograd' differentiates torch tensors: pass module=torch")
+    vertex = tensors[len(sg.edges) :]
+    for v in vertex:
+        v.requires_grad_(True)
+    out = contract_network(labels, (), tensors, optimize=optimize, slices=slices, memory_limit=memory_limit)
+    out.backward()
+    grads = np.stack([v.grad.detach().cpu().numpy() for v in vertex])
+    return -float(out.item()), np.where(grads[:, 0] > grads[:, 1], 1, -1).astype(np.int8)
 
 
 def degeneracy(
