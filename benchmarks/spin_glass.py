@@ -1,0 +1,321 @@
+"""Exact spin-glass ground states with tropical tensor networks, at the scale of Liu, Wang, Zhang (PRL 2021).
+
+    python3 benchmarks/spin_glass.py --out benchmarks/results/spin-glass-h100.json
+    python3 benchmarks/spin_glass.py --quick --out /tmp/sg.json          # tiny sizes, runs on a CPU
+
+Workloads (each timed end to end: network build, contraction order search, contraction):
+  energy      +-J square lattice L x L (L = 32), float32
+  config      one optimal configuration, L = 32, 28, 24 until one fits (argmax kept, then recomputation)
+  chimera     the 512-qubit chimera graph (8 x 8 cells of K4,4), +-J
+  regular     random 3-regular graphs, n stepped up until the time budget (default 600 s) runs out
+  degeneracy  ground-state count of +-J square lattices, L = 16 and up
+  peers       lazykern vs torch (broadcast + amax per contraction) vs the NumPy CPU path, same plan
+  graph       eager vs CUDA-graph-captured contraction of a network of many small tensors
+
+Orders come from cotengra (hyper-optimized trees, sliced so no intermediate exceeds
+--memory-limit entries) when it is installed, else from opt_einsum's greedy search
+(unsliced: large lattices then need far more memory). The JSON at --out holds the
+device, driver, versions, command line, date and every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from lazykern.tropical import networks as nw
+from lazykern.tropical._contract import Algebra
+from lazykern.tropical.einsum import contract_network
+
+
+def pick_module(name: str) -> Any:
+    """The array library the contractions run in: numpy (CPU), cupy or torch (GPU)."""
+    if name == "auto":
+        from lazykern.tropical.api import gpu_available
+
+        if not gpu_available():
+            return np
+        for candidate in ("cupy", "torch"):
+            try:
+                return __import__(candidate)
+            except ImportError:
+                continue
+        return np
+    return np if name == "numpy" else __import__(name)
+
+
+def make_optimizer(memory_limit: int, plan_seconds: float, repeats: int, parallel: Any = "auto") -> Any:
+    try:
+        import cotengra
+    except ImportError:
+        return "greedy"
+    return cotengra.HyperOptimizer(
+        max_repeats=repeats,
+        max_time=plan_seconds,
+        minimize="flops",
+        slicing_reconf_opts={"target_size": memory_limit},
+        parallel=parallel,
+        progbar=False,
+    )
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def attempt(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run one workload; an exception (out of memory, say) is recorded instead of ending the run."""
+    try:
+        return fn()
+    except Exception as exc:  # the record says what failed; the next workload still runs
+        return {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+
+
+class Run:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.module = pick_module(args.module)
+        self.dtype = np.float32 if self.module is not np else np.float64
+
+    def opt(self) -> Any:
+        a = self.args
+        return make_optimizer(a.memory_limit, a.plan_seconds, a.plan_repeats, False if a.quick else "auto")
+
+    def energy(self, sg: nw.SpinGlass) -> dict[str, Any]:
+        E, seconds = timed(
+            lambda: nw.ground_state_energy(sg, module=self.module, dtype=self.dtype, optimize=self.opt())
+        )
+        return {"graph": sg.name, "n": sg.n, "energy": E, "seconds": round(seconds, 3)}
+
+    def config(self, sizes: list[int]) -> list[dict[str, Any]]:
+        rows = []
+        for L in sizes:
+            sg = nw.square_lattice(L, seed=L)
+            for checkpoint in (False, True):
+
+                def go(sg=sg, checkpoint=checkpoint) -> dict[str, Any]:
+                    (E, spins), seconds = timed(
+                        lambda: nw.ground_state(
+                            sg, module=self.module, dtype=self.dtype, optimize=self.opt(), checkpoint=checkpoint
+                        )
+                    )
+                    return {"energy": E, "energy_of_config": sg.energy(spins), "seconds": round(seconds, 3)}
+
+                row = {"graph": sg.name, "checkpoint": checkpoint} | attempt(go)
+                rows.append(row)
+                if "error" not in row:
+                    return rows
+        return rows
+
+    def regular(self, start: int, step: int, budget: float) -> list[dict[str, Any]]:
+        rows, spent, n, last = [], 0.0, start, 0.0
+        while spent + 2 * last <= budget:  # the next n takes at least as long as the last: stop before overrunning
+            row = attempt(lambda n=n: self.energy(nw.random_regular(n, 3, seed=n)))
+            rows.append({"n": n} | row)
+            if "error" in row:
+                break
+            last = row["seconds"]
+            spent += last
+            n += step
+        return rows
+
+    def degeneracy(self, sizes: list[int]) -> list[dict[str, Any]]:
+        rows = []
+        for L in sizes:
+            sg = nw.square_lattice(L, seed=L)
+
+            def go(sg=sg) -> dict[str, Any]:
+                (E, count), seconds = timed(
+                    lambda: nw.degeneracy(sg, module=self.module, dtype=self.dtype, optimize=self.opt())
+                )
+                return {"energy": E, "degeneracy": count, "seconds": round(seconds, 3)}
+
+            rows.append({"graph": sg.name} | attempt(go))
+        return rows
+
+    def peers(self, sizes: list[int]) -> list[dict[str, Any]]:
+        """The same contraction order, three engines: lazykern, torch broadcast + amax, NumPy CPU."""
+        rows = []
+        for L in sizes:
+            sg = nw.square_lattice(L, seed=L)
+            labels, host = sg.network(np.float32)
+            from lazykern.tropical.einsum import _Network
+
+            path = _Network.build(labels, (), host, "maxplus", Algebra).plan("greedy", (), 2**40).path
+            row: dict[str, Any] = {"graph": sg.name, "tensors": len(host)}
+            engines = {"numpy": (np, Algebra)}
+            if self.module is not np:
+                engines["lazykern"] = (self.module, Algebra)
+            try:
+                import torch
+
+                if torch.cuda.is_available():
+                    engines["torch"] = (torch, TorchBroadcast)
+            except ImportError:
+                row["torch"] = "not installed"
+            for name, (module, algebra) in engines.items():
+                _, tensors = sg.network(np.float32, module)
+
+                def go(tensors=tensors, algebra=algebra, labels=labels, path=path) -> float:
+                    out = contract_network(labels, (), tensors, optimize=path, algebra=algebra)
+                    return -float(out.item() if hasattr(out, "item") else out)
+
+                go()  # compile / warm up
+                E, seconds = timed(go)
+                row[name] = {"energy": E, "seconds": round(seconds, 4)}
+            rows.append(row)
+        return rows
+
+    def graph(self, L: int) -> dict[str, Any]:
+        """Eager vs captured contraction of a small lattice (hundreds of tiny products)."""
+        try:
+            import cupy
+        except ImportError:
+            return {"skipped": "graph capture of einsum is measured with CuPy arrays; CuPy is not installed"}
+        if self.module is np:
+            return {"skipped": "needs a GPU"}
+        from numba import cuda
+
+        from lazykern import graph
+
+        sg = nw.square_lattice(L, seed=L)
+        labels, tensors = sg.network(np.float32, cupy)
+        from lazykern.tropical.einsum import _Network
+
+        path = _Network.build(labels, (), tensors, "maxplus", Algebra).plan("greedy", (), 2**40).path
+        stream = cuda.stream()
+        with cupy.cuda.ExternalStream(int(stream.handle.value if hasattr(stream.handle, "value") else stream.handle)):
+
+            def go() -> Any:
+                return contract_network(labels, (), tensors, optimize=path)
+
+            go()
+            stream.synchronize()
+            reps = self.args.graph_repeats
+            start = time.perf_counter()
+            for _ in range(reps):
+                out = go()
+            stream.synchronize()
+            eager = (time.perf_counter() - start) / reps
+            with graph.capture(stream) as g:
+                out = go()
+            g.keep(out, *tensors)
+            start = time.perf_counter()
+            for _ in range(reps):
+                g.replay()
+            stream.synchronize()
+            replay = (time.perf_counter() - start) / reps
+        return {
+            "graph": sg.name,
+            "steps": len(path),
+            "eager_ms": round(eager * 1e3, 3),
+            "replay_ms": round(replay * 1e3, 3),
+            "energy": -float(out.item()),
+        }
+
+
+class TorchBroadcast(Algebra):
+    """The peer: each batched product as torch broadcast + amax (chunked over K to bound memory)."""
+
+    def bmm(self, A, B, argmax):
+        a, b = A[0], B[0]
+        K = a.shape[2]
+        step = max(1, (1 << 27) // max(a.shape[0] * a.shape[1] * b.shape[2], 1))
+        out = None
+        for k0 in range(0, K, step):
+            part = (a[:, :, k0 : k0 + step, None] + b[:, None, k0 : k0 + step, :]).amax(dim=2)
+            out = part if out is None else self.be.xp.maximum(out, part)
+        return (out,), None
+
+
+def plan(args: argparse.Namespace) -> dict[str, Any]:
+    q = args.quick
+    return {
+        "energy_L": 6 if q else 32,
+        "config_L": [6, 5] if q else [32, 28, 24],
+        "chimera": (2, 2, 4) if q else (8, 8, 4),
+        "regular": (12, 4, args.budget) if q else (60, 20, args.budget),
+        "degeneracy_L": [5, 6] if q else [16, 20, 24],
+        "peers_L": [3, 4] if q else [8, 12, 16],
+        "graph_L": 4 if q else 8,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="JSON file to write")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (CPU-friendly smoke run)")
+    parser.add_argument("--module", default="auto", choices=["auto", "numpy", "cupy", "torch"])
+    parser.add_argument("--memory-limit", type=int, default=2**28, help="largest intermediate, entries")
+    parser.add_argument("--plan-seconds", type=float, default=20.0, help="cotengra search time per network")
+    parser.add_argument("--plan-repeats", type=int, default=128)
+    parser.add_argument("--budget", type=float, default=600.0, help="seconds for the random-regular sweep")
+    parser.add_argument("--graph-repeats", type=int, default=20)
+    parser.add_argument("--only", nargs="*", default=None, help="workloads to run (default: all)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.memory_limit = min(args.memory_limit, 2**10)
+        args.plan_seconds = min(args.plan_seconds, 1.0)
+        args.plan_repeats = min(args.plan_repeats, 4)
+        args.budget = min(args.budget, 3.0)
+    from lazykern.bench._device import environment
+
+    run = Run(args)
+    sizes = plan(args)
+    record: dict[str, Any] = environment(argv) | {
+        "module": getattr(run.module, "__name__", str(run.module)),
+        "device": _device_name(run.module),
+        "memory_limit": args.memory_limit,
+        "planner": "cotengra" if not isinstance(run.opt(), str) else "opt_einsum greedy (cotengra not installed)",
+        "sizes": sizes,
+        "results": {},
+    }
+    m, n, t = sizes["chimera"]
+    work = {
+        "energy": lambda: attempt(lambda: run.energy(nw.square_lattice(sizes["energy_L"], seed=sizes["energy_L"]))),
+        "config": lambda: run.config(sizes["config_L"]),
+        "chimera": lambda: attempt(lambda: run.energy(nw.chimera(m, n, t, seed=1))),
+        "regular": lambda: run.regular(*sizes["regular"]),
+        "degeneracy": lambda: run.degeneracy(sizes["degeneracy_L"]),
+        "peers": lambda: run.peers(sizes["peers_L"]),
+        "graph": lambda: attempt(lambda: run.graph(sizes["graph_L"])),
+    }
+    for name, fn in work.items():
+        if args.only and name not in args.only:
+            continue
+        record["results"][name] = fn()
+        print(name, json.dumps(record["results"][name], default=str)[:400], flush=True)
+        with open(args.out, "w") as fh:  # after every workload: a killed run keeps what it finished
+            json.dump(record, fh, indent=2, default=_plain)
+    return 0
+
+
+def _device_name(module: Any) -> str:
+    if module is np:
+        return "CPU (NumPy path)"
+    from numba import cuda
+
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    return f"{name} (sm_{dev.compute_capability[0]}{dev.compute_capability[1]})"
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return str(x)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
