@@ -27,13 +27,16 @@ them (memory / time trade).
 
 :func:`argmax_einsum` also returns one optimal assignment of every label (backtracking
 through the argmax of every step); ``checkpoint=True`` keeps no argmax at all and
-recomputes the subtrees it descends into with the chosen labels fixed.
+recomputes the subtrees it descends into with the chosen labels fixed (about one more
+contraction per level of the tree); ``checkpoint=n`` keeps the argmax of the steps whose
+results have at most n entries and recomputes only above them.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +49,7 @@ log = logging.getLogger("lazykern")
 
 Label = Hashable
 DEFAULT_MEMORY_LIMIT = 2**28  # entries of the largest intermediate that cotengra slices down to
+_NONE = -1  # run(keep=_NONE): keep no argmax
 
 
 # ------------------------------------------------------------------ public --
@@ -73,7 +77,7 @@ def argmax_einsum(
     semiring: str = "maxplus",
     optimize: Any = "auto",
     at: Sequence[int] | None = None,
-    checkpoint: bool = False,
+    checkpoint: bool | int = False,
     slices: Sequence[Label] = (),
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
 ) -> tuple[Any, dict[Label, int]]:
@@ -144,7 +148,7 @@ def contract_network(
     plan = net.plan(optimize, slices, memory_limit)
     result = None
     for values in plan.slice_values():
-        out = net.run(plan, values, keep_choices=False)
+        out = net.run(plan, values, keep=_NONE)
         result = out if result is None else Term(net.alg.add(result.parts, out.parts), out.labels)
     return net.finish(result)
 
@@ -157,7 +161,7 @@ def network_argmax(
     semiring: str = "maxplus",
     optimize: Any = "auto",
     at: Sequence[int] | None = None,
-    checkpoint: bool = False,
+    checkpoint: bool | int = False,
     slices: Sequence[Label] = (),
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
 ) -> tuple[Any, dict[Label, int]]:
@@ -173,16 +177,17 @@ def network_argmax(
         raise ValueError("argmax_einsum backtracks through argmax: pass tensors that do not require grad")
     plan = net.plan(optimize, slices, memory_limit)
     single = not plan.sliced
+    keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
     best, best_values = None, {}
     for values in plan.slice_values():
-        out = net.run(plan, values, keep_choices=single and not checkpoint)
+        out = net.run(plan, values, keep=keep if single else _NONE)
         v = net.be.item(out.parts[0])
         if best is None or _better(semiring, v, best):
             best, best_values = v, values
     if not single:
-        net.run(plan, best_values, keep_choices=not checkpoint)
+        net.run(plan, best_values, keep=keep)
     assignment = dict(fixed) | dict(best_values)
-    (_backtrack_recompute if checkpoint else _backtrack)(net, assignment)
+    _backtrack(net, assignment)
     return best, assignment
 
 
@@ -283,8 +288,9 @@ class _Network:
         return _Plan(path, sliced)
 
     # -- running
-    def run(self, plan: _Plan, values: dict[Label, int], keep_choices: bool) -> Term:
-        """Contract with the sliced labels fixed to ``values``; returns the root term."""
+    def run(self, plan: _Plan, values: dict[Label, int], keep: float) -> Term:
+        """Contract with the sliced labels fixed to ``values``; returns the root term. Keeps the
+        argmax of the steps whose results have at most ``keep`` entries (``_NONE``: none)."""
         self.nodes = {}
         live = [(i, fix(self.be, t, values)) for i, t in enumerate(self.leaves)]
         for step in plan.path:
@@ -293,42 +299,44 @@ class _Network:
                 live.pop(i)
             rest = {x for _, t in live for x in t.labels} | set(self.output)
             node_id, term = picked[0]
-            node_id, term = self._reduce(node_id, term, rest | _labels(picked[1:]), keep_choices)
+            node_id, term = self._reduce(node_id, term, rest | _labels(picked[1:]), keep)
             for j, (other_id, other) in enumerate(picked[1:], start=2):
-                keep = rest | _labels(picked[j:])
-                node_id, term = self._pair(node_id, term, other_id, other, keep, keep_choices)
+                needed = rest | _labels(picked[j:])
+                node_id, term = self._pair(node_id, term, other_id, other, needed, keep)
             live.append((node_id, term))
         if len(live) != 1:
             raise ValueError(f"the contraction path leaves {len(live)} operands; it must contract all of them")
-        self.root, term = self._reduce(*live[0], set(self.output), keep_choices)
+        self.root, term = self._reduce(*live[0], set(self.output), keep)
         return term
 
-    def _add(self, kind: str, children: tuple[int, ...], term: Term, choice: Choice) -> tuple[int, Term]:
+    def _add(self, kind: str, children: tuple[int, ...], term: Term, choice: Choice, keep: float) -> tuple[int, Term]:
+        if choice.index is not None and math.prod(int(n) for n in term.parts[0].shape) > keep:
+            choice = choice._replace(index=None)  # recomputed by the backtracking instead
         node_id = len(self.leaves) + len(self.nodes)
         self.nodes[node_id] = _Node(kind, children, term.labels, choice)
         return node_id, term
 
-    def _reduce(self, node_id: int, term: Term, keep: set, keep_choices: bool) -> tuple[int, Term]:
-        own = [x for x in term.labels if x not in keep]
+    def _reduce(self, node_id: int, term: Term, needed: set, keep: float) -> tuple[int, Term]:
+        own = [x for x in term.labels if x not in needed]
         if not own:
             return node_id, term
-        out, choice = reduce(self.alg, term, own, keep_choices)
-        return self._add("reduce", (node_id,), out, choice)
+        out, choice = reduce(self.alg, term, own, keep >= 0)
+        return self._add("reduce", (node_id,), out, choice, keep)
 
-    def _pair(self, a_id, A, b_id, B, rest, keep_choices) -> tuple[int, Term]:
-        b_id, B = self._reduce(b_id, B, rest | set(A.labels), keep_choices)
-        out, choice = contract(self.alg, A, B, rest, keep_choices)
-        return self._add("pair", (a_id, b_id), out, choice)
+    def _pair(self, a_id, A, b_id, B, needed, keep) -> tuple[int, Term]:
+        b_id, B = self._reduce(b_id, B, needed | set(A.labels), keep)
+        out, choice = contract(self.alg, A, B, needed, keep >= 0)
+        return self._add("pair", (a_id, b_id), out, choice, keep)
 
-    def evaluate(self, node_id: int, values: dict[Label, int], keep_choices: bool = False) -> Term:
+    def evaluate(self, node_id: int, values: dict[Label, int]) -> Term:
         """Recompute the subtree under ``node_id`` (recorded by :meth:`run`) with ``values`` fixed."""
         if node_id < len(self.leaves):
             return fix(self.be, self.leaves[node_id], values)
         node = self.nodes[node_id]
         kids = [self.evaluate(c, values) for c in node.children]
         if node.kind == "reduce":
-            return reduce(self.alg, kids[0], [x for x in kids[0].labels if x not in node.labels], keep_choices)[0]
-        return contract(self.alg, kids[0], kids[1], set(node.labels), keep_choices)[0]
+            return reduce(self.alg, kids[0], [x for x in kids[0].labels if x not in node.labels], False)[0]
+        return contract(self.alg, kids[0], kids[1], set(node.labels), False)[0]
 
     def finish(self, root: Term) -> Any:
         perm = tuple(root.labels.index(x) for x in self.output)
@@ -399,29 +407,22 @@ def _symbol(i: int) -> str:
 
 # ------------------------------------------------------------ backtracking --
 def _backtrack(net: _Network, assignment: dict[Label, int]) -> None:
-    """Walk down from the root, reading each step's choice at the position its labels have."""
+    """Walk down from the root, reading each step's choice at the position its labels have;
+    a step whose argmax was not kept is redone, with argmax, on its children recomputed with
+    every label chosen so far fixed (so they carry only the labels this step chooses)."""
     stack = [net.root]
     while stack:
         node = net.nodes.get(stack.pop())
         if node is None:
             continue  # a leaf
-        position = tuple(assignment[x] for x in node.labels)
-        assignment.update(unravel(node.choice, position, net.be))
-        stack.extend(node.children)
-
-
-def _backtrack_recompute(net: _Network, assignment: dict[Label, int]) -> None:
-    """As :func:`_backtrack` with no argmax kept: each step's children are recomputed with the
-    labels chosen so far fixed, and the step is redone with argmax on that small slice."""
-    stack = [net.root]
-    while stack:
-        node = net.nodes.get(stack.pop())
-        if node is None:
-            continue
-        kids = [net.evaluate(c, assignment) for c in node.children]
-        if node.kind == "reduce":
-            _, choice = reduce(net.alg, kids[0], list(kids[0].labels), True)
+        if node.choice.index is not None:
+            position = tuple(assignment[x] for x in node.labels)
+            assignment.update(unravel(node.choice, position, net.be))
         else:
-            _, choice = contract(net.alg, kids[0], kids[1], set(), True)
-        assignment.update(unravel(choice, (), net.be))
+            kids = [net.evaluate(c, assignment) for c in node.children]
+            if node.kind == "reduce":
+                _, choice = reduce(net.alg, kids[0], list(kids[0].labels), True)
+            else:
+                _, choice = contract(net.alg, kids[0], kids[1], set(), True)
+            assignment.update(unravel(choice, (), net.be))
         stack.extend(node.children)

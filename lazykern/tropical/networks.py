@@ -177,7 +177,7 @@ def ground_state(
     module: Any = np,
     dtype: Any = np.float64,
     optimize: Any = "auto",
-    checkpoint: bool = False,
+    checkpoint: bool | int = False,
     slices: Sequence[int] = (),
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     method: str = "backtrack",
