@@ -5,7 +5,8 @@
 
 Workloads (each timed end to end: network build, contraction order search, contraction):
   energy      +-J square lattice L x L (L = 32), float32
-  config      one optimal configuration, L = 32, 28, 24 until one fits (argmax kept, then recomputation)
+  config      one optimal configuration, L = 32, 28, 24 until one fits (every argmax kept; then only
+              those of steps under memory-limit / 4 entries, recomputing the larger ones)
   chimera     the 512-qubit chimera graph (8 x 8 cells of K4,4), +-J
   regular     random 3-regular graphs, n stepped up until the time budget (default 600 s) runs out
   degeneracy  ground-state count of +-J square lattices, L = 16 and up
@@ -100,7 +101,7 @@ class Run:
         rows = []
         for L in sizes:
             sg = nw.square_lattice(L, seed=L)
-            for checkpoint in (False, True):
+            for checkpoint in (False, self.args.memory_limit // 4):
 
                 def go(sg=sg, checkpoint=checkpoint) -> dict[str, Any]:
                     (E, spins), seconds = timed(
@@ -134,10 +135,18 @@ class Run:
             sg = nw.square_lattice(L, seed=L)
 
             def go(sg=sg) -> dict[str, Any]:
+                count_dtype = np.int64 if sg.n <= 400 else np.float64  # int64 wraps past 2^63
                 (E, count), seconds = timed(
-                    lambda: nw.degeneracy(sg, module=self.module, dtype=self.dtype, optimize=self.opt())
+                    lambda: nw.degeneracy(
+                        sg, module=self.module, dtype=self.dtype, optimize=self.opt(), count_dtype=count_dtype
+                    )
                 )
-                return {"energy": E, "degeneracy": count, "seconds": round(seconds, 3)}
+                return {
+                    "energy": E,
+                    "degeneracy": count,
+                    "count_dtype": str(np.dtype(count_dtype)),
+                    "seconds": round(seconds, 3),
+                }
 
             rows.append({"graph": sg.name} | attempt(go))
         return rows

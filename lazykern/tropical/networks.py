@@ -228,7 +228,9 @@ def degeneracy(
     slices: Sequence[int] = (),
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
 ) -> tuple[float, int]:
-    """(E_0, number of ground states), from one counting contraction."""
+    """(E_0, number of ground states), from one counting contraction. int64 counts are exact
+    but wrap past 2^63 (a +-J square lattice passes that near L = 28); float64 counts do not
+    overflow but round past 2^53."""
     labels, tensors = sg.network(dtype, module)
     pairs = [(t, _ones_like(t, count_dtype, module)) for t in tensors]
     v, c = contract_network(
