@@ -37,6 +37,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -293,17 +294,21 @@ class _Network:
         argmax of the steps whose results have at most ``keep`` entries (``_NONE``: none)."""
         self.nodes = {}
         live = [(i, fix(self.be, t, values)) for i, t in enumerate(self.leaves)]
+        uses = Counter(x for _, t in live for x in t.labels)  # live terms carrying each label
+        output = set(self.output)
         for step in plan.path:
             picked = [live[i] for i in step]
             for i in sorted(step, reverse=True):
-                live.pop(i)
-            rest = {x for _, t in live for x in t.labels} | set(self.output)
-            node_id, term = picked[0]
-            node_id, term = self._reduce(node_id, term, rest | _labels(picked[1:]), keep)
-            for j, (other_id, other) in enumerate(picked[1:], start=2):
-                needed = rest | _labels(picked[j:])
+                uses.subtract(live.pop(i)[1].labels)
+            (node_id, term), others = picked[0], picked[1:]
+            needed = {x for x in term.labels if uses[x] > 0 or x in output} | _labels(others)
+            node_id, term = self._reduce(node_id, term, needed, keep)  # labels only this term carries
+            for j, (other_id, other) in enumerate(others):
+                later = _labels(others[j + 1 :])
+                needed = {x for x in term.labels + other.labels if uses[x] > 0 or x in output or x in later}
                 node_id, term = self._pair(node_id, term, other_id, other, needed, keep)
             live.append((node_id, term))
+            uses.update(term.labels)
         if len(live) != 1:
             raise ValueError(f"the contraction path leaves {len(live)} operands; it must contract all of them")
         self.root, term = self._reduce(*live[0], set(self.output), keep)
