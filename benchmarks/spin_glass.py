@@ -67,6 +67,30 @@ def make_optimizer(memory_limit: int, plan_seconds: float, repeats: int, paralle
     )
 
 
+def plan_network(sg: nw.SpinGlass, opt: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The contraction path and sliced spins of sg's network, with log2 of the largest
+    intermediate and log10 of the flops (cotengra's tree, or opt_einsum's path info)."""
+    from opt_einsum import contract_path, get_symbol
+
+    labels, _ = sg.network()
+    inputs = [tuple(get_symbol(i) for i in t) for t in labels]
+    sizes = {get_symbol(i): 2 for i in range(sg.n)}
+    if isinstance(opt, str):
+        eq = ",".join("".join(t) for t in inputs) + "->"
+        path, info = contract_path(eq, *[(2,) * len(t) for t in inputs], shapes=True, optimize=opt)
+        stats = {"log2_size": math.log2(info.largest_intermediate), "log10_flops": math.log10(info.opt_cost)}
+        return {"optimize": [tuple(p) for p in path], "slices": ()}, stats | {"slices": 1}
+    tree = opt.search(inputs, (), sizes)
+    back = {get_symbol(i): i for i in range(sg.n)}
+    slices = tuple(back[s] for s in tree.sliced_inds)
+    stats = {
+        "log2_size": round(math.log2(tree.max_size()), 2),
+        "log10_flops": round(math.log10(max(tree.total_flops(), 1)), 2),
+        "slices": int(tree.nslices),
+    }
+    return {"optimize": [tuple(p) for p in tree.get_path()], "slices": slices}, stats
+
+
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     start = time.perf_counter()
     out = fn()
@@ -87,15 +111,22 @@ class Run:
         self.module = pick_module(args.module)
         self.dtype = np.float32 if self.module is not np else np.float64
 
-    def opt(self) -> Any:
+    def plan(self, sg: nw.SpinGlass) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(keyword arguments for the solvers: path and slices, the plan's figures), timed."""
         a = self.args
-        return make_optimizer(a.memory_limit, a.plan_seconds, a.plan_repeats, False if a.quick else "auto")
+        opt = make_optimizer(a.memory_limit, a.plan_seconds, a.plan_repeats, False if a.quick else "auto")
+        (kwargs, stats), seconds = timed(lambda: plan_network(sg, opt))
+        return kwargs, stats | {"plan_seconds": round(seconds, 3)}
 
     def energy(self, sg: nw.SpinGlass) -> dict[str, Any]:
-        E, seconds = timed(
-            lambda: nw.ground_state_energy(sg, module=self.module, dtype=self.dtype, optimize=self.opt())
+        kwargs, stats = self.plan(sg)
+        E, seconds = timed(lambda: nw.ground_state_energy(sg, module=self.module, dtype=self.dtype, **kwargs))
+        total = stats["plan_seconds"] + seconds
+        return (
+            {"graph": sg.name, "n": sg.n, "energy": E, "contract_seconds": round(seconds, 3)}
+            | stats
+            | {"seconds": round(total, 3)}
         )
-        return {"graph": sg.name, "n": sg.n, "energy": E, "seconds": round(seconds, 3)}
 
     def config(self, sizes: list[int]) -> list[dict[str, Any]]:
         rows = []
@@ -104,12 +135,13 @@ class Run:
             for checkpoint in (False, self.args.memory_limit // 4):
 
                 def go(sg=sg, checkpoint=checkpoint) -> dict[str, Any]:
+                    kwargs, stats = self.plan(sg)
                     (E, spins), seconds = timed(
                         lambda: nw.ground_state(
-                            sg, module=self.module, dtype=self.dtype, optimize=self.opt(), checkpoint=checkpoint
+                            sg, module=self.module, dtype=self.dtype, checkpoint=checkpoint, **kwargs
                         )
                     )
-                    return {"energy": E, "energy_of_config": sg.energy(spins), "seconds": round(seconds, 3)}
+                    return {"energy": E, "energy_of_config": sg.energy(spins), "seconds": round(seconds, 3)} | stats
 
                 row = {"graph": sg.name, "checkpoint": checkpoint} | attempt(go)
                 rows.append(row)
@@ -136,17 +168,16 @@ class Run:
 
             def go(sg=sg) -> dict[str, Any]:
                 count_dtype = np.int64 if sg.n <= 400 else np.float64  # int64 wraps past 2^63
+                kwargs, stats = self.plan(sg)
                 (E, count), seconds = timed(
-                    lambda: nw.degeneracy(
-                        sg, module=self.module, dtype=self.dtype, optimize=self.opt(), count_dtype=count_dtype
-                    )
+                    lambda: nw.degeneracy(sg, module=self.module, dtype=self.dtype, count_dtype=count_dtype, **kwargs)
                 )
                 return {
                     "energy": E,
                     "degeneracy": count,
                     "count_dtype": str(np.dtype(count_dtype)),
                     "seconds": round(seconds, 3),
-                }
+                } | stats
 
             rows.append({"graph": sg.name} | attempt(go))
         return rows
@@ -272,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help="workloads to run (default: all)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.memory_limit = min(args.memory_limit, 2**10)
+        args.memory_limit = min(args.memory_limit, 2**4)  # small enough that the 6 x 6 lattice is sliced
         args.plan_seconds = min(args.plan_seconds, 1.0)
         args.plan_repeats = min(args.plan_repeats, 4)
         args.budget = min(args.budget, 3.0)
@@ -284,7 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         "module": getattr(run.module, "__name__", str(run.module)),
         "device": _device_name(run.module),
         "memory_limit": args.memory_limit,
-        "planner": "cotengra" if not isinstance(run.opt(), str) else "opt_einsum greedy (cotengra not installed)",
+        "planner": "opt_einsum greedy (cotengra not installed)"
+        if isinstance(make_optimizer(1, 1, 1), str)
+        else "cotengra",
         "sizes": sizes,
         "results": {},
     }
