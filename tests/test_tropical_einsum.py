@@ -158,3 +158,26 @@ def test_parse_and_input_errors():
         einsum("ij->", np.zeros((1, 1, 1)))
     with pytest.raises(TypeError, match="must be NumPy"):
         einsum("i->", [1.0, 2.0])
+
+
+def test_slices_reuse_the_steps_no_sliced_label_reaches(monkeypatch):
+    from lazykern.tropical.einsum import _Network
+
+    rng = np.random.default_rng(4)
+    ops = [rng.integers(-5, 5, (2, 2)).astype(float) for _ in range(6)]
+    eq = "ab,bc,cd,de,ef,fa->"
+    want = _reference_einsum.einsum_brute(eq[:-2].split(","), "", ops)
+    calls, per_slice = [], []
+    real_bmm, real_run = _reference_einsum.bmm, _Network.run
+    monkeypatch.setattr(_reference_einsum, "bmm", lambda *a, **k: calls.append(1) or real_bmm(*a, **k))
+
+    def run(self, *a, **k):
+        before = len(calls)
+        out = real_run(self, *a, **k)
+        per_slice.append(len(calls) - before)
+        return out
+
+    monkeypatch.setattr(_Network, "run", run)
+    # cd,de -> ce and ef,ce -> cf carry no "a": contracted in the first slice only
+    assert einsum(eq, *ops, optimize=[(2, 3), (2, 4), (0, 1), (0, 1), (0, 1)], slices="a") == want
+    assert per_slice == [per_slice[0], per_slice[0] - 2]

@@ -147,9 +147,9 @@ def contract_network(
     counting algebra of :mod:`lazykern.tropical.counting` (a (value, count) pair each)."""
     net = _Network.build(inputs, output, operands, semiring, algebra)
     plan = net.plan(optimize, slices, memory_limit)
-    result = None
+    result, cache = None, {} if plan.sliced else None
     for values in plan.slice_values():
-        out = net.run(plan, values, keep=_NONE)
+        out = net.run(plan, values, keep=_NONE, cache=cache)
         result = out if result is None else Term(net.alg.add(result.parts, out.parts), out.labels)
     return net.finish(result)
 
@@ -179,9 +179,9 @@ def network_argmax(
     plan = net.plan(optimize, slices, memory_limit)
     single = not plan.sliced
     keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
-    best, best_values = None, {}
+    best, best_values, cache = None, {}, {}
     for values in plan.slice_values():
-        out = net.run(plan, values, keep=keep if single else _NONE)
+        out = net.run(plan, values, keep=keep if single else _NONE, cache=None if single else cache)
         v = net.be.item(out.parts[0])
         if best is None or _better(semiring, v, best):
             best, best_values = v, values
@@ -289,30 +289,53 @@ class _Network:
         return _Plan(path, sliced)
 
     # -- running
-    def run(self, plan: _Plan, values: dict[Label, int], keep: float) -> Term:
+    def run(self, plan: _Plan, values: dict[Label, int], keep: float, cache: dict | None = None) -> Term:
         """Contract with the sliced labels fixed to ``values``; returns the root term. Keeps the
-        argmax of the steps whose results have at most ``keep`` entries (``_NONE``: none)."""
+        argmax of the steps whose results have at most ``keep`` entries (``_NONE``: none).
+
+        ``cache`` (a dict kept across the slices of one plan): steps whose operands carry no
+        sliced label give the same result in every slice; they run once, and only the last
+        such step of each chain keeps its result for the later slices."""
         self.nodes = {}
         live = [(i, fix(self.be, t, values)) for i, t in enumerate(self.leaves)]
+        fixed = set(values)
+        origin: list[int | None] = [None if fixed.intersection(t.labels) else -1 for t in self.leaves]
         uses = Counter(x for _, t in live for x in t.labels)  # live terms carrying each label
         output = set(self.output)
-        for step in plan.path:
+        for n, step in enumerate(plan.path):
             picked = [live[i] for i in step]
+            sources = [origin[i] for i in step]  # None: depends on the slice; -1: a leaf; else a step
             for i in sorted(step, reverse=True):
                 uses.subtract(live.pop(i)[1].labels)
-            (node_id, term), others = picked[0], picked[1:]
-            needed = {x for x in term.labels if uses[x] > 0 or x in output} | _labels(others)
-            node_id, term = self._reduce(node_id, term, needed, keep)  # labels only this term carries
-            for j, (other_id, other) in enumerate(others):
-                later = _labels(others[j + 1 :])
-                needed = {x for x in term.labels + other.labels if uses[x] > 0 or x in output or x in later}
-                node_id, term = self._pair(node_id, term, other_id, other, needed, keep)
+                origin.pop(i)
+            same = cache is not None and None not in sources
+            if same and n in cache:
+                node_id, term = -1, cache[n]  # cached steps run only where nothing is kept
+            else:
+                node_id, term = self._step(picked, uses, output, keep)
+                if same:
+                    cache[n] = term
+                    for m in sources:
+                        if m >= 0:  # superseded by step n: later slices skip it (its labels stay)
+                            cache[m] = Term((), cache[m].labels)
             live.append((node_id, term))
+            origin.append(n if same else None)
             uses.update(term.labels)
         if len(live) != 1:
             raise ValueError(f"the contraction path leaves {len(live)} operands; it must contract all of them")
         self.root, term = self._reduce(*live[0], set(self.output), keep)
         return term
+
+    def _step(self, picked: list[tuple[int, Term]], uses: Counter, output: set, keep: float) -> tuple[int, Term]:
+        """Contract the picked terms left to right, first summing out what only one of them carries."""
+        (node_id, term), others = picked[0], picked[1:]
+        needed = {x for x in term.labels if uses[x] > 0 or x in output} | _labels(others)
+        node_id, term = self._reduce(node_id, term, needed, keep)
+        for j, (other_id, other) in enumerate(others):
+            later = _labels(others[j + 1 :])
+            needed = {x for x in term.labels + other.labels if uses[x] > 0 or x in output or x in later}
+            node_id, term = self._pair(node_id, term, other_id, other, needed, keep)
+        return node_id, term
 
     def _add(self, kind: str, children: tuple[int, ...], term: Term, choice: Choice, keep: float) -> tuple[int, Term]:
         if choice.index is not None and math.prod(int(n) for n in term.parts[0].shape) > keep:
