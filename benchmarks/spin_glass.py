@@ -108,8 +108,13 @@ def attempt(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 class Run:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
+        self.record: dict[str, Any] = {}
         self.module = pick_module(args.module)
         self.dtype = np.float32 if self.module is not np else np.float64
+
+    def save(self) -> None:
+        with open(self.args.out, "w") as fh:  # a killed run keeps what it finished
+            json.dump(self.record, fh, indent=2, default=_plain)
 
     def plan(self, sg: nw.SpinGlass) -> tuple[dict[str, Any], dict[str, Any]]:
         """(keyword arguments for the solvers: path and slices, the plan's figures), timed."""
@@ -149,11 +154,13 @@ class Run:
                     return rows
         return rows
 
-    def regular(self, start: int, step: int, budget: float) -> list[dict[str, Any]]:
-        rows, spent, n, last = [], 0.0, start, 0.0
+    def regular(self, start: int, step: int, budget: float, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Fills ``rows`` (saved as they come: a killed sweep keeps the sizes it finished)."""
+        spent, n, last = 0.0, start, 0.0
         while spent + 2 * last <= budget:  # the next n takes at least as long as the last: stop before overrunning
             row = attempt(lambda n=n: self.energy(nw.random_regular(n, 3, seed=n)))
             rows.append({"n": n} | row)
+            self.save()
             if "error" in row:
                 break
             last = row["seconds"]
@@ -303,15 +310,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help="workloads to run (default: all)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.memory_limit = min(args.memory_limit, 2**4)  # small enough that the 6 x 6 lattice is sliced
+        args.memory_limit = min(args.memory_limit, 2**5)  # small enough that the 6 x 6 lattice is sliced
         args.plan_seconds = min(args.plan_seconds, 1.0)
-        args.plan_repeats = min(args.plan_repeats, 4)
+        args.plan_repeats = min(args.plan_repeats, 2)
         args.budget = min(args.budget, 3.0)
     from lazykern.bench._device import environment
 
     run = Run(args)
     sizes = plan(args)
-    record: dict[str, Any] = environment(argv) | {
+    record = run.record
+    record |= environment(argv) | {
         "module": getattr(run.module, "__name__", str(run.module)),
         "device": _device_name(run.module),
         "memory_limit": args.memory_limit,
@@ -326,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         "energy": lambda: attempt(lambda: run.energy(nw.square_lattice(sizes["energy_L"], seed=sizes["energy_L"]))),
         "config": lambda: run.config(sizes["config_L"]),
         "chimera": lambda: attempt(lambda: run.energy(nw.chimera(m, n, t, seed=1))),
-        "regular": lambda: run.regular(*sizes["regular"]),
+        "regular": lambda: run.regular(*sizes["regular"], record["results"].setdefault("regular", [])),
         "degeneracy": lambda: run.degeneracy(sizes["degeneracy_L"]),
         "peers": lambda: run.peers(sizes["peers_L"]),
         "graph": lambda: attempt(lambda: run.graph(sizes["graph_L"])),
@@ -336,8 +344,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         record["results"][name] = fn()
         print(name, json.dumps(record["results"][name], default=str)[:400], flush=True)
-        with open(args.out, "w") as fh:  # after every workload: a killed run keeps what it finished
-            json.dump(record, fh, indent=2, default=_plain)
+        run.save()
     return 0
 
 

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks import spin_glass
 from lazykern.tropical import networks as nw
 
 from ._spin_oracles import transfer_matrix
 
 
+@pytest.mark.slow
 def test_quick_run_writes_every_workload(tmp_path):
     out = tmp_path / "sg.json"
-    assert spin_glass.main(["--quick", "--out", str(out), "--plan-seconds", "0.2", "--budget", "0.5"]) == 0
+    assert spin_glass.main(["--quick", "--out", str(out), "--plan-seconds", "0.1", "--budget", "0.5"]) == 0
     record = json.loads(out.read_text())
     assert {"date", "command", "driver", "versions", "device", "planner"} <= set(record)
     res = record["results"]
