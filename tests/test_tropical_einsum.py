@@ -181,3 +181,26 @@ def test_slices_reuse_the_steps_no_sliced_label_reaches(monkeypatch):
     # cd,de -> ce and ef,ce -> cf carry no "a": contracted in the first slice only
     assert einsum(eq, *ops, optimize=[(2, 3), (2, 4), (0, 1), (0, 1), (0, 1)], slices="a") == want
     assert per_slice == [per_slice[0], per_slice[0] - 2]
+
+
+def test_device_route_through_tropical_bmm(monkeypatch):
+    """The GPU route (every step through tropical.bmm, copy=True, argmax pairs) run on the host:
+    a backend that is not NumPy's, over NumPy arrays, so tropical.bmm computes with its reference."""
+    from lazykern.tropical import _backend
+
+    einsum_module = sys.modules["lazykern.tropical.einsum"]  # the package exports the function under that name
+    monkeypatch.setattr(einsum_module, "backend_of", lambda x: (_backend.Backend("cupy", np), np.asarray(x)))
+    rng = np.random.default_rng(5)
+    cases = [
+        ("ijk,kjl,li->j", [(3, 4, 5), (5, 4, 2), (2, 3)]),
+        ("ii,i,->i", [(4, 4), (4,), ()]),
+        ("bik,kbj->jib", [(2, 3, 4), (4, 2, 3)]),
+    ]
+    for subscripts, shapes in cases:
+        ops = [rng.integers(-9, 9, s).astype(np.float32) for s in shapes]
+        inputs, output = parse(subscripts, len(ops))
+        want = _reference_einsum.einsum_brute(["".join(t) for t in inputs], "".join(output), ops)
+        np.testing.assert_array_equal(einsum(subscripts, *ops), want)
+        value, a = argmax_einsum(subscripts.split("->")[0] + "->", *ops, checkpoint=2)
+        total = sum(op[tuple(a[c] for c in t)] for t, op in zip(inputs, ops))
+        assert value == total == want.max()
