@@ -36,6 +36,10 @@ Inputs are Numba device arrays, CuPy arrays, PyTorch CUDA tensors or any
 NumPy arrays (copied to the GPU and back; computed by the NumPy reference, with a
 log message, where there is no GPU or under ``NUMBA_ENABLE_CUDASIM=1``).
 ``lazykern.tropical.torch.matmul`` is the autograd-aware version for tensors.
+
+Tensor networks: :func:`einsum` / :func:`argmax_einsum` (any semiring, contraction orders
+from opt_einsum or cotengra), :mod:`.counting` ((max, count) numbers) and :mod:`.networks`
+(spin-glass ground states, configurations and degeneracies).
 """
 
 from __future__ import annotations
@@ -43,14 +47,17 @@ from __future__ import annotations
 from . import reference
 from ._family import family, make_family
 from .api import bmm, choose_tile, matmul, matmul_backward
+from .einsum import argmax_einsum, einsum
 from .fragments import all_specs, core_names, core_specs
 
 __all__ = [
     "all_specs",
+    "argmax_einsum",
     "bmm",
     "choose_tile",
     "core_names",
     "core_specs",
+    "einsum",
     "family",
     "make_family",
     "matmul",

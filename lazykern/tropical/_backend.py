@@ -1,0 +1,112 @@
+"""The few array operations tropical einsum needs, for NumPy, CuPy and torch alike.
+
+Layout changes (permute, reshape, diagonal, index) are views where the library can
+make them and copies where it must; every number crunched goes through the
+tropical products (:mod:`lazykern.tropical.api` or the NumPy kernels). Numba device
+arrays are wrapped zero-copy as CuPy arrays (or torch tensors) for layout work and
+handed back as Numba arrays at the end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class Backend:
+    """Layout operations of one array library (``name``: numpy, cupy or torch)."""
+
+    def __init__(self, name: str, module: Any, back_to_numba: bool = False) -> None:
+        self.name = name
+        self.xp = module
+        self.back_to_numba = back_to_numba
+
+    @property
+    def on_host(self) -> bool:
+        return self.name == "numpy"
+
+    def permute(self, x: Any, perm: tuple[int, ...]) -> Any:
+        return x.permute(*perm) if self.name == "torch" else x.transpose(perm)
+
+    def reshape(self, x: Any, shape: tuple[int, ...]) -> Any:
+        return x.reshape(shape)
+
+    def contiguous(self, x: Any) -> Any:
+        return x.contiguous() if self.name == "torch" else self.xp.ascontiguousarray(x)
+
+    def diagonal(self, x: Any, a: int, b: int) -> Any:
+        """The diagonal of axes a < b, as the last axis (a view)."""
+        return self.xp.diagonal(x, 0, a, b)
+
+    def full(self, like: Any, shape: tuple[int, ...], value: Any, dtype: Any = None) -> Any:
+        if self.name == "torch":
+            return self.xp.full(shape, value, dtype=like.dtype if dtype is None else dtype, device=like.device)
+        return self.xp.full(shape, value, dtype=like.dtype if dtype is None else dtype)
+
+    def dtype(self, x: Any) -> np.dtype:
+        if self.name == "torch":
+            return np.dtype(str(x.dtype).removeprefix("torch."))
+        return np.dtype(x.dtype)
+
+    def select(self, x: Any, axis: int, i: int) -> Any:
+        index = (slice(None),) * axis + (i,)
+        return x[index]
+
+    def item(self, x: Any, index: tuple[int, ...] = ()) -> Any:
+        v = x[index] if index else x
+        if self.name == "torch":
+            return v.item()
+        return v.item() if hasattr(v, "item") else v
+
+    def fmax(self, a: Any, b: Any, minimize: bool) -> Any:
+        """Elementwise semiring sum of two slices' results (NaN ignored)."""
+        return (self.xp.fmin if minimize else self.xp.fmax)(a, b)
+
+    def where(self, cond: Any, a: Any, b: Any) -> Any:
+        return self.xp.where(cond, a, b)
+
+    def wrap_result(self, x: Any) -> Any:
+        if self.back_to_numba:
+            from numba import cuda
+
+            return cuda.as_cuda_array(x)
+        return x
+
+
+def backend_of(x: Any) -> tuple[Backend, Any]:
+    """(backend, x as that backend's array) for one operand."""
+    if isinstance(x, np.ndarray) or np.isscalar(x):
+        return Backend("numpy", np), np.asarray(x)
+    module = type(x).__module__
+    if module.startswith("torch"):
+        import torch
+
+        return Backend("torch", torch), x
+    if module.startswith("cupy"):
+        import cupy
+
+        return Backend("cupy", cupy), x
+    if hasattr(x, "__cuda_array_interface__"):
+        return _wrap_cai(x)
+    raise TypeError(
+        f"tropical.einsum operands must be NumPy, CuPy or Numba arrays or torch tensors; got {type(x).__name__}"
+    )
+
+
+def _wrap_cai(x: Any) -> tuple[Backend, Any]:
+    try:
+        import cupy
+
+        return Backend("cupy", cupy, back_to_numba=True), cupy.asarray(x)
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        return Backend("torch", torch, back_to_numba=True), torch.as_tensor(x, device="cuda")
+    except ImportError:
+        raise TypeError(
+            "tropical.einsum on Numba device arrays uses CuPy or torch for its layout changes (permutes, "
+            "diagonals); install cupy-cuda12x/13x or torch, or pass CuPy arrays / torch tensors"
+        ) from None

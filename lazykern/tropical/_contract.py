@@ -1,0 +1,173 @@
+"""One step of a tropical contraction as one batched tropical product.
+
+A pairwise contraction of A[labels] and B[labels] sorts the labels into batch (in
+both, still needed later), left (A only), contracted (in both, not needed later) and
+right (B only), and runs (batch, left, con) x (batch, con, right) through a batched
+product. Each operand is arranged as (batch, left, con) or (batch, con, left),
+whichever its own axis order already is, so that the reshape is a view and the
+product reads it as a plain or transposed matrix; only other orders are copied.
+A reduction over labels that one operand alone carries is the product with the
+semiring unit column (0 for max-plus / min-plus, 1 for max-times), so argmax and
+gradients come from the same kernels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import _reference_einsum
+from ._backend import Backend
+
+Label = Hashable
+
+
+class Term(NamedTuple):
+    """An intermediate: its arrays (one, or value and count) and one label per axis."""
+
+    parts: tuple[Any, ...]
+    labels: tuple[Label, ...]
+
+
+class Choice(NamedTuple):
+    """What a step chose for each output position: the flat index over ``labels``."""
+
+    labels: tuple[Label, ...]
+    sizes: tuple[int, ...]
+    index: Any  # int32 array shaped like the step's output, or None when not kept
+
+
+class Algebra:
+    """Numbers of one semiring: the batched product on each backend, its unit, the slice sum."""
+
+    nparts = 1
+    counting = False
+
+    def __init__(self, semiring: str, backend: Backend, grad: bool = False) -> None:
+        self.semiring = semiring
+        self.be = backend
+        self.grad = grad
+
+    @classmethod
+    def prepare(cls, be: Backend, parts: tuple[Any, ...], position: int) -> tuple[Any, ...]:
+        """An operand's arrays as this algebra holds them."""
+        return parts
+
+    def unit(self, like: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...]:
+        return (self.be.full(like[0], shape, 1 if self.semiring == "maxmul" else 0),)
+
+    def bmm(self, A: tuple[Any, ...], B: tuple[Any, ...], argmax: bool) -> tuple[tuple[Any, ...], Any]:
+        a, b = A[0], B[0]
+        if self.be.on_host:
+            res = _reference_einsum.bmm(a, b, self.semiring, argmax)
+        elif self.grad:
+            from .torch import TropicalMatmul
+
+            if argmax:
+                raise ValueError("argmax and autograd are separate routes to a configuration: pick one")
+            res = TropicalMatmul.apply(a.contiguous(), b.contiguous(), self.semiring)
+        else:
+            from .api import bmm
+
+            res = bmm(a, b, self.semiring, argmax=argmax, copy=True)
+        return ((res[0],), res[1]) if argmax else ((res,), None)
+
+    def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Elementwise semiring sum (slices of a sliced contraction)."""
+        return (self.be.fmax(X[0], Y[0], self.semiring == "minplus"),)
+
+
+def map_parts(fn, parts: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(fn(p) for p in parts)
+
+
+def _arrange(be: Backend, term: Term, orders: Sequence[Sequence[Sequence[Label]]]) -> tuple[tuple[Any, ...], bool]:
+    """Permute to the first candidate order (3 groups) that is the term's own, else to the first;
+    reshape to 3-D. Returns the parts and whether the last two groups came swapped."""
+    chosen, swapped = orders[0], False
+    for i, cand in enumerate(orders):
+        if tuple(x for g in cand for x in g) == term.labels:
+            chosen, swapped = cand, i == 1
+            break
+    flat = [x for g in chosen for x in g]
+    perm = tuple(term.labels.index(x) for x in flat)
+    sizes = dict(zip(term.labels, _shape(be, term)))
+    shape3 = tuple(math.prod(sizes[x] for x in g) for g in chosen)
+
+    def fix(p: Any) -> Any:
+        if perm != tuple(range(len(perm))):
+            p = be.permute(p, perm)
+        p = be.reshape(p, shape3)
+        return be.permute(p, (0, 2, 1)) if swapped else p
+
+    return map_parts(fix, term.parts), swapped
+
+
+def _shape(be: Backend, term: Term) -> tuple[int, ...]:
+    return tuple(int(n) for n in term.parts[0].shape)
+
+
+def contract(alg: Algebra, A: Term, B: Term, keep: set, argmax: bool) -> tuple[Term, Choice]:
+    """A (x) B summed over the labels both share and ``keep`` lacks."""
+    be = alg.be
+    sizes = dict(zip(A.labels, _shape(be, A))) | dict(zip(B.labels, _shape(be, B)))
+    batch = [x for x in A.labels if x in B.labels and x in keep]
+    con = [x for x in A.labels if x in B.labels and x not in keep]
+    left = [x for x in A.labels if x not in B.labels]
+    right = [x for x in B.labels if x not in A.labels]
+    a3, _ = _arrange(be, A, [(batch, left, con), (batch, con, left)])
+    b3, _ = _arrange(be, B, [(batch, con, right), (batch, right, con)])
+    out, index = alg.bmm(a3, b3, argmax)
+    labels = tuple(batch + left + right)
+    shape = tuple(sizes[x] for x in labels)
+    out = map_parts(lambda p: be.reshape(p, shape), out)
+    index = None if index is None else be.reshape(index, shape)
+    return Term(out, labels), Choice(tuple(con), tuple(sizes[x] for x in con), index)
+
+
+def reduce(alg: Algebra, X: Term, labels: Sequence[Label], argmax: bool) -> tuple[Term, Choice]:
+    """The semiring sum of X over ``labels`` (a product with the unit column)."""
+    be = alg.be
+    sizes = dict(zip(X.labels, _shape(be, X)))
+    rest = [x for x in X.labels if x not in labels]
+    red = [x for x in X.labels if x in labels]
+    x3, _ = _arrange(be, X, [((), rest, red)])
+    R = math.prod(sizes[x] for x in red)
+    out, index = alg.bmm(x3, alg.unit(X.parts, (1, R, 1)), argmax)
+    shape = tuple(sizes[x] for x in rest)
+    out = map_parts(lambda p: be.reshape(p, shape), out)
+    index = None if index is None else be.reshape(index, shape)
+    return Term(out, tuple(rest)), Choice(tuple(red), tuple(sizes[x] for x in red), index)
+
+
+def diagonals(be: Backend, X: Term) -> Term:
+    """Collapse every label repeated within one operand to its diagonal."""
+    parts, labels = X.parts, list(X.labels)
+    while len(set(labels)) < len(labels):
+        a = next(i for i, x in enumerate(labels) if labels.count(x) > 1)
+        b = labels.index(labels[a], a + 1)
+        parts = map_parts(lambda p, a=a, b=b: be.diagonal(p, a, b), parts)
+        labels = [x for i, x in enumerate(labels) if i not in (a, b)] + [labels[a]]
+    return Term(parts, tuple(labels))
+
+
+def fix(be: Backend, X: Term, values: dict[Label, int]) -> Term:
+    """X with the labels in ``values`` fixed to those values (views)."""
+    parts, labels = X.parts, list(X.labels)
+    for lab, v in values.items():
+        while lab in labels:
+            axis = labels.index(lab)
+            parts = map_parts(lambda p, axis=axis, v=v: be.select(p, axis, v), parts)
+            labels.pop(axis)
+    return Term(parts, tuple(labels))
+
+
+def unravel(choice: Choice, position: tuple[int, ...], be: Backend) -> dict[Label, int]:
+    """The labels' values a step chose at one output position."""
+    if not choice.labels:
+        return {}
+    flat = int(be.item(choice.index, position))
+    return dict(zip(choice.labels, (int(v) for v in np.unravel_index(flat, choice.sizes))))

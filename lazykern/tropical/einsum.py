@@ -1,0 +1,456 @@
+"""Tropical einsum: contraction order from opt_einsum or cotengra, each step one batched product.
+
+>>> import numpy as np
+>>> from lazykern.tropical import einsum
+>>> A = np.array([[0.0, 1.0], [2.0, -1.0]])
+>>> einsum("ij,jk->ik", A, A)  # max-plus matrix product
+array([[3., 1.],
+       [2., 3.]])
+>>> float(einsum("ii->", A))  # max over the diagonal
+0.0
+
+``semiring``: "maxplus" (default), "minplus" or "maxmul" (max-times distributes over max
+only for nonnegative entries, as probabilities are; with negative ones the result depends
+on the contraction order). NumPy operands are computed
+on the CPU by vectorized NumPy kernels; CuPy arrays, Numba device arrays and torch
+tensors (CUDA) by lazykern's batched GPU kernels, results of the same kind. torch
+tensors that require grad get the tropical gradient (one winner per max) through
+:mod:`lazykern.tropical.torch`.
+
+``optimize``: "auto", "greedy", "optimal" (any opt_einsum strategy name), "cotengra"
+(a hyper-optimized tree with slicing to ``memory_limit`` entries; opt_einsum's greedy
+with a log message when cotengra is not installed), a cotengra optimizer object, or an
+explicit path (a list of position tuples, as opt_einsum writes them). ``slices``:
+labels to slice over explicitly: the network is contracted once per value of those
+labels and the results are combined by the semiring sum, so no intermediate carries
+them (memory / time trade).
+
+:func:`argmax_einsum` also returns one optimal assignment of every label (backtracking
+through the argmax of every step); ``checkpoint=True`` keeps no argmax at all and
+recomputes the subtrees it descends into with the chosen labels fixed (about one more
+contraction per level of the tree); ``checkpoint=n`` keeps the argmax of the steps whose
+results have at most n entries and recomputes only above them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections import Counter
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import reference
+from ._backend import Backend, backend_of
+from ._contract import Algebra, Choice, Term, contract, diagonals, fix, reduce, unravel
+
+log = logging.getLogger("lazykern")
+
+Label = Hashable
+DEFAULT_MEMORY_LIMIT = 2**28  # entries of the largest intermediate that cotengra slices down to
+_NONE = -1  # run(keep=_NONE): keep no argmax
+
+
+# ------------------------------------------------------------------ public --
+def einsum(
+    subscripts: str,
+    *operands: Any,
+    semiring: str = "maxplus",
+    optimize: Any = "auto",
+    slices: Sequence[Label] = (),
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> Any:
+    """The tropical contraction ``subscripts`` (NumPy's notation, no ellipsis) of ``operands``.
+
+    Raises ValueError for malformed subscripts or mismatched sizes, TypeError for mixed dtypes.
+    """
+    inputs, output = parse(subscripts, len(operands))
+    return contract_network(
+        inputs, output, operands, semiring=semiring, optimize=optimize, slices=slices, memory_limit=memory_limit
+    )
+
+
+def argmax_einsum(
+    subscripts: str,
+    *operands: Any,
+    semiring: str = "maxplus",
+    optimize: Any = "auto",
+    at: Sequence[int] | None = None,
+    checkpoint: bool | int = False,
+    slices: Sequence[Label] = (),
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> tuple[Any, dict[Label, int]]:
+    """(value, assignment): the optimum of the contraction over every label (the output
+    entry ``at`` when the output is not a scalar) and one assignment of all labels reaching it."""
+    inputs, output = parse(subscripts, len(operands))
+    return network_argmax(
+        inputs,
+        output,
+        operands,
+        semiring=semiring,
+        optimize=optimize,
+        at=at,
+        checkpoint=checkpoint,
+        slices=slices,
+        memory_limit=memory_limit,
+    )
+
+
+def parse(subscripts: str, count: int) -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
+    """NumPy einsum subscripts -> (labels per operand, output labels); implicit output as NumPy's."""
+    if not isinstance(subscripts, str):
+        raise TypeError(f"subscripts must be a str such as 'ij,jk->ik', got {type(subscripts).__name__}")
+    text = subscripts.replace(" ", "")
+    if "." in text:
+        raise ValueError(f"tropical.einsum does not support ellipsis ('...'): {subscripts!r}; name every axis")
+    lhs, arrow, rhs = text.partition("->")
+    inputs = [tuple(t) for t in lhs.split(",")] if lhs or count else []
+    if len(inputs) != count:
+        raise ValueError(f"subscripts {subscripts!r} name {len(inputs)} operands but {count} were given")
+    for t in inputs + [tuple(rhs)]:
+        for c in t:
+            if not c.isalpha():
+                raise ValueError(f"subscripts {subscripts!r}: {c!r} is not a letter")
+    if arrow:
+        output = tuple(rhs)
+        if len(set(output)) != len(output):
+            raise ValueError(f"subscripts {subscripts!r}: an output label repeats")
+        missing = set(output) - {c for t in inputs for c in t}
+        if missing:
+            raise ValueError(f"subscripts {subscripts!r}: output labels {sorted(missing)} are in no operand")
+    else:
+        counts: dict[str, int] = {}
+        for t in inputs:
+            for c in t:
+                counts[c] = counts.get(c, 0) + 1
+        output = tuple(sorted(c for c, n in counts.items() if n == 1))
+    return inputs, output
+
+
+# --------------------------------------------------------------- network --
+def contract_network(
+    inputs: Sequence[Sequence[Label]],
+    output: Sequence[Label],
+    operands: Sequence[Any],
+    *,
+    semiring: str = "maxplus",
+    optimize: Any = "auto",
+    slices: Sequence[Label] = (),
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    algebra: type[Algebra] = Algebra,
+) -> Any:
+    """:func:`einsum` with any hashable labels (``inputs``: one label sequence per operand).
+
+    ``algebra`` is the number system: :class:`Algebra` (one array per operand) or the
+    counting algebra of :mod:`lazykern.tropical.counting` (a (value, count) pair each)."""
+    net = _Network.build(inputs, output, operands, semiring, algebra)
+    plan = net.plan(optimize, slices, memory_limit)
+    result, cache = None, {} if plan.sliced else None
+    for values in plan.slice_values():
+        out = net.run(plan, values, keep=_NONE, cache=cache)
+        result = out if result is None else Term(net.alg.add(result.parts, out.parts), out.labels)
+    return net.finish(result)
+
+
+def network_argmax(
+    inputs: Sequence[Sequence[Label]],
+    output: Sequence[Label],
+    operands: Sequence[Any],
+    *,
+    semiring: str = "maxplus",
+    optimize: Any = "auto",
+    at: Sequence[int] | None = None,
+    checkpoint: bool | int = False,
+    slices: Sequence[Label] = (),
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> tuple[Any, dict[Label, int]]:
+    """:func:`argmax_einsum` with any hashable labels."""
+    output = tuple(output)
+    fixed: dict[Label, int] = {}
+    if output:
+        if at is None or len(at) != len(output):
+            raise ValueError(f"the output has labels {output}: pass at= with one position per output label")
+        fixed = dict(zip(output, (int(v) for v in at)))
+    net = _Network.build(inputs, (), operands, semiring, Algebra, fixed=fixed)
+    if net.alg.grad:
+        raise ValueError("argmax_einsum backtracks through argmax: pass tensors that do not require grad")
+    plan = net.plan(optimize, slices, memory_limit)
+    single = not plan.sliced
+    keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
+    best, best_values, cache = None, {}, {}
+    for values in plan.slice_values():
+        out = net.run(plan, values, keep=keep if single else _NONE, cache=None if single else cache)
+        v = net.be.item(out.parts[0])
+        if best is None or _better(semiring, v, best):
+            best, best_values = v, values
+    if not single:
+        net.run(plan, best_values, keep=keep)
+    assignment = dict(fixed) | dict(best_values)
+    _backtrack(net, assignment)
+    return best, assignment
+
+
+def _better(semiring: str, v: Any, best: Any) -> bool:
+    return v < best if semiring == "minplus" else v > best
+
+
+# ------------------------------------------------------------- internals --
+@dataclass
+class _Plan:
+    path: list[tuple[int, ...]]
+    sliced: dict[Label, int] = field(default_factory=dict)
+
+    def slice_values(self):
+        labels = list(self.sliced)
+        for combo in itertools.product(*(range(self.sliced[x]) for x in labels)):
+            yield dict(zip(labels, combo))
+
+
+@dataclass
+class _Node:
+    """A step of a run: "pair" or "reduce", its children (ids below len(leaves) are
+    leaves), the labels of its result, and what it chose (when kept)."""
+
+    kind: str
+    children: tuple[int, ...]
+    labels: tuple[Label, ...]
+    choice: Choice | None
+
+
+@dataclass
+class _Network:
+    be: Backend
+    alg: Algebra
+    leaves: list[Term]
+    output: tuple[Label, ...]
+    sizes: dict[Label, int]
+    nodes: dict[int, _Node] = field(default_factory=dict)
+    root: int = 0
+
+    @classmethod
+    def build(cls, inputs, output, operands, semiring, algebra, fixed=None) -> _Network:
+        semiring = _check_semiring(semiring, algebra)
+        if not operands:
+            raise ValueError("einsum needs at least one operand")
+        inputs = [tuple(t) for t in inputs]
+        if len(inputs) != len(operands):
+            raise ValueError(f"{len(inputs)} label lists for {len(operands)} operands")
+        be, leaves, sizes, grad = None, [], {}, False
+        for i, (labels, op) in enumerate(zip(inputs, operands)):
+            parts = tuple(op) if algebra.nparts > 1 and isinstance(op, tuple) else (op,)
+            wrapped = []
+            for p in parts:
+                b, arr = backend_of(p)
+                if be is not None and b.name != be.name:
+                    raise TypeError(f"operand {i} is a {b.name} array but operand 0 is {be.name}: use one library")
+                be = be or b
+                wrapped.append(arr)
+            grad = grad or (be.name == "torch" and any(getattr(p, "requires_grad", False) for p in wrapped))
+            shape = tuple(int(n) for n in wrapped[0].shape)
+            if len(shape) != len(labels):
+                raise ValueError(f"operand {i} has {len(shape)} axes but its subscripts name {len(labels)}")
+            for lab, n in zip(labels, shape):
+                if sizes.setdefault(lab, n) != n:
+                    raise ValueError(f"label {lab!r} has size {sizes[lab]} in one operand and {n} in operand {i}")
+            leaves.append(Term(algebra.prepare(be, tuple(wrapped), i), labels))
+        _check_dtypes(be, leaves)
+        missing = set(output) - set(sizes)
+        if missing:
+            raise ValueError(f"output labels {sorted(map(str, missing))} are in no operand")
+        for lab, v in (fixed or {}).items():
+            if not 0 <= v < sizes[lab]:
+                raise ValueError(f"at: position {v} of label {lab!r} is outside its size {sizes[lab]}")
+        if fixed:
+            leaves = [fix(be, t, fixed) for t in leaves]
+            sizes = {k: v for k, v in sizes.items() if k not in fixed}
+        alg = algebra(semiring, be, grad)
+        return cls(be, alg, [diagonals(be, t) for t in leaves], tuple(output), sizes)
+
+    # -- planning
+    def plan(self, optimize: Any, slices: Sequence[Label], memory_limit: int) -> _Plan:
+        sliced = {}
+        for lab in slices:
+            if lab not in self.sizes:
+                raise ValueError(f"slice label {lab!r} is in no operand")
+            if lab in self.output:
+                raise ValueError(f"slice label {lab!r} is an output label; slice contracted labels only")
+            sliced[lab] = self.sizes[lab]
+        inputs = [tuple(x for x in t.labels if x not in sliced) for t in self.leaves]
+        if isinstance(optimize, (list, tuple)):
+            return _Plan([tuple(p) for p in optimize], sliced)
+        if len(inputs) == 1:
+            return _Plan([], sliced)
+        sizes = {k: v for k, v in self.sizes.items() if k not in sliced}
+        path, more = _search(inputs, self.output, sizes, optimize, memory_limit)
+        for lab in more:
+            sliced.setdefault(lab, self.sizes[lab])
+        return _Plan(path, sliced)
+
+    # -- running
+    def run(self, plan: _Plan, values: dict[Label, int], keep: float, cache: dict | None = None) -> Term:
+        """Contract with the sliced labels fixed to ``values``; returns the root term. Keeps the
+        argmax of the steps whose results have at most ``keep`` entries (``_NONE``: none).
+
+        ``cache`` (a dict kept across the slices of one plan): steps whose operands carry no
+        sliced label give the same result in every slice; they run once, and only the last
+        such step of each chain keeps its result for the later slices."""
+        self.nodes = {}
+        live = [(i, fix(self.be, t, values)) for i, t in enumerate(self.leaves)]
+        fixed = set(values)
+        origin: list[int | None] = [None if fixed.intersection(t.labels) else -1 for t in self.leaves]
+        uses = Counter(x for _, t in live for x in t.labels)  # live terms carrying each label
+        output = set(self.output)
+        for n, step in enumerate(plan.path):
+            picked = [live[i] for i in step]
+            sources = [origin[i] for i in step]  # None: depends on the slice; -1: a leaf; else a step
+            for i in sorted(step, reverse=True):
+                uses.subtract(live.pop(i)[1].labels)
+                origin.pop(i)
+            same = cache is not None and None not in sources
+            if same and n in cache:
+                node_id, term = -1, cache[n]  # cached steps run only where nothing is kept
+            else:
+                node_id, term = self._step(picked, uses, output, keep)
+                if same:
+                    cache[n] = term
+                    for m in sources:
+                        if m >= 0:  # superseded by step n: later slices skip it (its labels stay)
+                            cache[m] = Term((), cache[m].labels)
+            live.append((node_id, term))
+            origin.append(n if same else None)
+            uses.update(term.labels)
+        if len(live) != 1:
+            raise ValueError(f"the contraction path leaves {len(live)} operands; it must contract all of them")
+        self.root, term = self._reduce(*live[0], set(self.output), keep)
+        return term
+
+    def _step(self, picked: list[tuple[int, Term]], uses: Counter, output: set, keep: float) -> tuple[int, Term]:
+        """Contract the picked terms left to right, first summing out what only one of them carries."""
+        (node_id, term), others = picked[0], picked[1:]
+        needed = {x for x in term.labels if uses[x] > 0 or x in output} | _labels(others)
+        node_id, term = self._reduce(node_id, term, needed, keep)
+        for j, (other_id, other) in enumerate(others):
+            later = _labels(others[j + 1 :])
+            needed = {x for x in term.labels + other.labels if uses[x] > 0 or x in output or x in later}
+            node_id, term = self._pair(node_id, term, other_id, other, needed, keep)
+        return node_id, term
+
+    def _add(self, kind: str, children: tuple[int, ...], term: Term, choice: Choice, keep: float) -> tuple[int, Term]:
+        if choice.index is not None and math.prod(int(n) for n in term.parts[0].shape) > keep:
+            choice = choice._replace(index=None)  # recomputed by the backtracking instead
+        node_id = len(self.leaves) + len(self.nodes)
+        self.nodes[node_id] = _Node(kind, children, term.labels, choice)
+        return node_id, term
+
+    def _reduce(self, node_id: int, term: Term, needed: set, keep: float) -> tuple[int, Term]:
+        own = [x for x in term.labels if x not in needed]
+        if not own:
+            return node_id, term
+        out, choice = reduce(self.alg, term, own, keep >= 0)
+        return self._add("reduce", (node_id,), out, choice, keep)
+
+    def _pair(self, a_id, A, b_id, B, needed, keep) -> tuple[int, Term]:
+        b_id, B = self._reduce(b_id, B, needed | set(A.labels), keep)
+        out, choice = contract(self.alg, A, B, needed, keep >= 0)
+        return self._add("pair", (a_id, b_id), out, choice, keep)
+
+    def evaluate(self, node_id: int, values: dict[Label, int]) -> Term:
+        """Recompute the subtree under ``node_id`` (recorded by :meth:`run`) with ``values`` fixed."""
+        if node_id < len(self.leaves):
+            return fix(self.be, self.leaves[node_id], values)
+        node = self.nodes[node_id]
+        kids = [self.evaluate(c, values) for c in node.children]
+        if node.kind == "reduce":
+            return reduce(self.alg, kids[0], [x for x in kids[0].labels if x not in node.labels], False)[0]
+        return contract(self.alg, kids[0], kids[1], set(node.labels), False)[0]
+
+    def finish(self, root: Term) -> Any:
+        perm = tuple(root.labels.index(x) for x in self.output)
+        parts = root.parts
+        if perm != tuple(range(len(perm))):
+            parts = tuple(self.be.permute(p, perm) for p in parts)
+        parts = tuple(self.be.wrap_result(p) for p in parts)
+        return parts if self.alg.nparts > 1 else parts[0]
+
+
+def _labels(terms: Sequence[tuple[int, Term]]) -> set:
+    return {x for _, t in terms for x in t.labels}
+
+
+def _check_semiring(semiring: str, algebra: type[Algebra]) -> str:
+    if algebra.counting:
+        if semiring not in ("maxplus", "minplus"):
+            raise ValueError(f"counting supports semiring 'maxplus' or 'minplus', got {semiring!r}")
+        return semiring
+    return reference.check_semiring(semiring)
+
+
+def _check_dtypes(be: Backend, leaves: list[Term]) -> None:
+    dtypes = {be.dtype(t.parts[0]) for t in leaves}
+    if len(dtypes) > 1:
+        raise TypeError(f"operands have dtypes {sorted(map(str, dtypes))}; convert them to one dtype")
+    reference.check_dtype(dtypes.pop(), "operands")
+
+
+def _search(inputs, output, sizes, optimize, memory_limit) -> tuple[list[tuple[int, ...]], list[Label]]:
+    """(path, labels cotengra chose to slice)."""
+    if optimize == "cotengra":
+        try:
+            import cotengra
+        except ImportError:
+            log.warning("tropical.einsum: optimize='cotengra' but cotengra is not installed; using opt_einsum greedy")
+            optimize = "greedy"
+        else:
+            optimize = cotengra.HyperOptimizer(
+                max_repeats=32, slicing_reconf_opts={"target_size": memory_limit}, progbar=False
+            )
+    symbols = {lab: _symbol(i) for i, lab in enumerate(sizes)}
+    back = {s: lab for lab, s in symbols.items()}
+    sym_inputs = [tuple(symbols[x] for x in t) for t in inputs]
+    sym_output = tuple(symbols[x] for x in output)
+    sym_sizes = {symbols[x]: n for x, n in sizes.items()}
+    if hasattr(optimize, "search"):
+        tree = optimize.search(sym_inputs, sym_output, sym_sizes)
+        return [tuple(p) for p in tree.get_path()], [back[s] for s in tree.sliced_inds]
+    try:
+        import opt_einsum
+    except ImportError:
+        raise ImportError(
+            "tropical.einsum plans contraction orders with opt_einsum: pip install 'lazykern[tn]' "
+            "(or pass optimize= an explicit path)"
+        ) from None
+    eq = ",".join("".join(t) for t in sym_inputs) + "->" + "".join(sym_output)
+    shapes = [tuple(sizes[x] for x in t) for t in inputs]
+    path, _ = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=optimize)
+    return [tuple(p) for p in path], []
+
+
+def _symbol(i: int) -> str:
+    from opt_einsum import get_symbol
+
+    return get_symbol(i)
+
+
+# ------------------------------------------------------------ backtracking --
+def _backtrack(net: _Network, assignment: dict[Label, int]) -> None:
+    """Walk down from the root, reading each step's choice at the position its labels have;
+    a step whose argmax was not kept is redone, with argmax, on its children recomputed with
+    every label chosen so far fixed (so they carry only the labels this step chooses)."""
+    stack = [net.root]
+    while stack:
+        node = net.nodes.get(stack.pop())
+        if node is None:
+            continue  # a leaf
+        if node.choice.index is not None:
+            position = tuple(assignment[x] for x in node.labels)
+            assignment.update(unravel(node.choice, position, net.be))
+        else:
+            kids = [net.evaluate(c, assignment) for c in node.children]
+            if node.kind == "reduce":
+                _, choice = reduce(net.alg, kids[0], list(kids[0].labels), True)
+            else:
+                _, choice = contract(net.alg, kids[0], kids[1], set(), True)
+            assignment.update(unravel(choice, (), net.be))
+        stack.extend(node.children)

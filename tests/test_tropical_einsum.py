@@ -1,0 +1,206 @@
+"""tropical.einsum and argmax_einsum (CPU path) against the brute-force einsum of the definition."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lazykern import tropical
+from lazykern.tropical import _reference_einsum, reference
+from lazykern.tropical.einsum import argmax_einsum, einsum, parse
+
+EXAMPLES = int(os.environ.get("LAZYKERN_FUZZ_EXAMPLES", "60"))
+DTYPES = ["float32", "float64", "int32", "int64"]
+
+
+@st.composite
+def networks(draw):
+    """Random subscripts (repeated labels, outer products, scalars, size-1 axes) and small-integer operands."""
+    labels = "abcde"
+    sizes = {c: draw(st.integers(1, 3)) for c in labels}
+    count = draw(st.integers(1, 4))
+    inputs = ["".join(draw(st.lists(st.sampled_from(labels), min_size=0, max_size=4))) for _ in range(count)]
+    used = sorted({c for t in inputs for c in t})
+    output = "".join(draw(st.permutations(used))[: draw(st.integers(0, len(used)))]) if used else ""
+    dtype = np.dtype(draw(st.sampled_from(DTYPES)))
+    semiring = draw(st.sampled_from(reference.SEMIRINGS))
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    lo, hi = (0, 3) if semiring == "maxmul" else (-9, 9)  # max-times distributes only over nonnegative numbers
+    ops = [rng.integers(lo, hi + 1, size=tuple(sizes[c] for c in t)).astype(dtype) for t in inputs]
+    return inputs, output, ops, semiring
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(networks(), st.sampled_from(["auto", "greedy", "optimal"]))
+def test_einsum_matches_the_definition(net, optimize):
+    inputs, output, ops, semiring = net
+    subscripts = ",".join(inputs) + "->" + output
+    got = einsum(subscripts, *ops, semiring=semiring, optimize=optimize)
+    want = _reference_einsum.einsum_brute(inputs, output, ops, semiring)
+    assert got.dtype == ops[0].dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=max(EXAMPLES // 2, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(networks(), st.sampled_from([False, True, 3]))
+def test_argmax_assignment_reaches_the_optimum(net, checkpoint):
+    inputs, _, ops, semiring = net
+    subscripts = ",".join(inputs) + "->"
+    value, assignment = argmax_einsum(subscripts, *ops, semiring=semiring, checkpoint=checkpoint)
+    assert value == _reference_einsum.einsum_brute(inputs, "", ops, semiring)
+    total = None
+    for term, op in zip(inputs, ops):
+        x = op[tuple(assignment[c] for c in term)]
+        total = x if total is None else reference.product(semiring, total, x)
+    assert total == value
+    assert set(assignment) == {c for t in inputs for c in t}
+
+
+def test_einsum_float_values_and_matrix_product():
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((5, 7)), rng.random((7, 3))
+    for semiring in reference.SEMIRINGS:
+        np.testing.assert_allclose(einsum("ik,kj->ij", A, B, semiring=semiring), reference.matmul(A, B, semiring))
+        np.testing.assert_allclose(einsum("ik,kj->ji", A, B, semiring=semiring), reference.matmul(A, B, semiring).T)
+    assert tropical.einsum is einsum and tropical.argmax_einsum is argmax_einsum
+
+
+def test_nan_and_infinities_follow_the_matmul_rules():
+    A = np.array([[np.nan, 1.0, -np.inf], [np.nan, np.nan, np.nan]])
+    B = np.array([[5.0], [0.0], [np.inf]])
+    for semiring in reference.SEMIRINGS:
+        np.testing.assert_array_equal(einsum("ik,kj->ij", A, B, semiring=semiring), reference.matmul(A, B, semiring))
+
+
+def test_integer_saturation_matches_matmul():
+    info = np.iinfo(np.int32)
+    A = np.array([[info.max - 1, 3], [info.min, 2]], np.int32)
+    B = np.array([[5, info.max], [1, 2]], np.int32)
+    for semiring in reference.SEMIRINGS:
+        np.testing.assert_array_equal(einsum("ik,kj->ij", A, B, semiring=semiring), reference.matmul(A, B, semiring))
+
+
+def test_batched_views_need_no_copies_and_large_k_chunks():
+    rng = np.random.default_rng(1)
+    A = rng.integers(-50, 50, (4, 3, 300)).astype(np.float32)
+    B = rng.integers(-50, 50, (300, 4, 2)).astype(np.float32)
+    got = einsum("bik,kbj->bij", A, B)
+    want = np.stack([reference.matmul(A[b], B[:, b, :]) for b in range(4)])
+    np.testing.assert_array_equal(got, want)
+    (C, K) = _reference_einsum.bmm(A[:, :, :], np.ascontiguousarray(B.transpose(1, 0, 2)), argmax=True)
+    np.testing.assert_array_equal(K, np.stack([reference.matmul(A[b], B[:, b], argmax=True)[1] for b in range(4)]))
+
+
+def test_slices_give_the_same_contraction():
+    rng = np.random.default_rng(2)
+    X, Y, Z = (rng.integers(-5, 5, s).astype(float) for s in ((3, 4, 5), (5, 4, 2), (2, 3)))
+    plain = einsum("ijk,kjl,li->j", X, Y, Z)
+    np.testing.assert_array_equal(einsum("ijk,kjl,li->j", X, Y, Z, slices="kl"), plain)
+    value, a = argmax_einsum("ijk,kjl,li->", X, Y, Z, slices="k", checkpoint=True)
+    assert value == plain.max() == X[a["i"], a["j"], a["k"]] + Y[a["k"], a["j"], a["l"]] + Z[a["l"], a["i"]]
+    with pytest.raises(ValueError, match="output label"):
+        einsum("ijk,kjl,li->j", X, Y, Z, slices="j")
+
+
+def test_argmax_at_an_output_entry():
+    A = np.array([[0.0, 5.0], [2.0, 1.0]])
+    value, a = argmax_einsum("ij->i", A, at=(1,))
+    assert value == 2.0 and a == {"i": 1, "j": 0}
+    with pytest.raises(ValueError, match="at="):
+        argmax_einsum("ij->i", A)
+
+
+def test_explicit_path_and_cotengra():
+    rng = np.random.default_rng(3)
+    ops = [rng.integers(-5, 5, (3, 3)).astype(float) for _ in range(4)]
+    eq = "ab,bc,cd,da->"
+    want = _reference_einsum.einsum_brute(["ab", "bc", "cd", "da"], "", ops)
+    assert einsum(eq, *ops, optimize=[(0, 1), (0, 1), (0, 1)]) == want
+    assert einsum(eq, *ops, optimize=[(0, 1, 2, 3)]) == want
+    cotengra = pytest.importorskip("cotengra")
+    opt = cotengra.HyperOptimizer(max_repeats=4, progbar=False)
+    assert einsum(eq, *ops, optimize=opt) == want
+    assert einsum(eq, *ops, optimize="cotengra", memory_limit=4) == want  # sliced to 4-entry intermediates
+
+
+def test_cotengra_missing_falls_back_with_a_message(monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "cotengra", None)
+    ops = [np.eye(2), np.eye(2), np.eye(2)]
+    with caplog.at_level(logging.WARNING, logger="lazykern"):
+        assert einsum("ab,bc,ca->", *ops, optimize="cotengra") == 3.0
+    assert "cotengra is not installed" in caplog.text
+
+
+def test_parse_and_input_errors():
+    assert parse("ij,jk", 2) == ([("i", "j"), ("j", "k")], ("i", "k"))
+    assert parse("ii", 1) == ([("i", "i")], ())
+    A = np.zeros((2, 3))
+    with pytest.raises(ValueError, match="ellipsis"):
+        einsum("...i->i", A)
+    with pytest.raises(ValueError, match="name 2 operands"):
+        einsum("ij,jk->ik", A)
+    with pytest.raises(ValueError, match="label 'j' has size 3"):
+        einsum("ij,jk->ik", A, np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="in no operand"):
+        einsum("ij->k", A)
+    with pytest.raises(TypeError, match="one dtype"):
+        einsum("ij,jk->ik", A, np.zeros((3, 2), np.float32))
+    with pytest.raises(TypeError, match="float32, float64, int32 and int64"):
+        einsum("ij->", A.astype(np.int8))
+    with pytest.raises(ValueError, match="3 axes"):
+        einsum("ij->", np.zeros((1, 1, 1)))
+    with pytest.raises(TypeError, match="must be NumPy"):
+        einsum("i->", [1.0, 2.0])
+
+
+def test_slices_reuse_the_steps_no_sliced_label_reaches(monkeypatch):
+    from lazykern.tropical.einsum import _Network
+
+    rng = np.random.default_rng(4)
+    ops = [rng.integers(-5, 5, (2, 2)).astype(float) for _ in range(6)]
+    eq = "ab,bc,cd,de,ef,fa->"
+    want = _reference_einsum.einsum_brute(eq[:-2].split(","), "", ops)
+    calls, per_slice = [], []
+    real_bmm, real_run = _reference_einsum.bmm, _Network.run
+    monkeypatch.setattr(_reference_einsum, "bmm", lambda *a, **k: calls.append(1) or real_bmm(*a, **k))
+
+    def run(self, *a, **k):
+        before = len(calls)
+        out = real_run(self, *a, **k)
+        per_slice.append(len(calls) - before)
+        return out
+
+    monkeypatch.setattr(_Network, "run", run)
+    # cd,de -> ce and ef,ce -> cf carry no "a": contracted in the first slice only
+    assert einsum(eq, *ops, optimize=[(2, 3), (2, 4), (0, 1), (0, 1), (0, 1)], slices="a") == want
+    assert per_slice == [per_slice[0], per_slice[0] - 2]
+
+
+def test_device_route_through_tropical_bmm(monkeypatch):
+    """The GPU route (every step through tropical.bmm, copy=True, argmax pairs) run on the host:
+    a backend that is not NumPy's, over NumPy arrays, so tropical.bmm computes with its reference."""
+    from lazykern.tropical import _backend
+
+    einsum_module = sys.modules["lazykern.tropical.einsum"]  # the package exports the function under that name
+    monkeypatch.setattr(einsum_module, "backend_of", lambda x: (_backend.Backend("cupy", np), np.asarray(x)))
+    rng = np.random.default_rng(5)
+    cases = [
+        ("ijk,kjl,li->j", [(3, 4, 5), (5, 4, 2), (2, 3)]),
+        ("ii,i,->i", [(4, 4), (4,), ()]),
+        ("bik,kbj->jib", [(2, 3, 4), (4, 2, 3)]),
+    ]
+    for subscripts, shapes in cases:
+        ops = [rng.integers(-9, 9, s).astype(np.float32) for s in shapes]
+        inputs, output = parse(subscripts, len(ops))
+        want = _reference_einsum.einsum_brute(["".join(t) for t in inputs], "".join(output), ops)
+        np.testing.assert_array_equal(einsum(subscripts, *ops), want)
+        value, a = argmax_einsum(subscripts.split("->")[0] + "->", *ops, checkpoint=2)
+        total = sum(op[tuple(a[c] for c in t)] for t, op in zip(inputs, ops))
+        assert value == total == want.max()
