@@ -284,8 +284,29 @@ def primary_context(device: int) -> Any:
         with _lock:
             ctx = _primary.get(device)
             if ctx is None:
-                ctx = _primary[device] = cuda.gpus[device].get_primary_context()
+                ctx = _primary[device] = _retain_primary(cuda.gpus[device])
                 _context_devices[int(ctx.handle)] = device
+    return ctx
+
+
+def _retain_primary(gpu: Any) -> Any:
+    """Numba's ``get_primary_context()`` without its side effect on the caller's context stack.
+
+    Numba (0.30) makes the device current with ``cuCtxSetCurrent``, which *replaces* the top
+    of the stack, then pops it: the context that was current is gone. Pushing a second copy of
+    it first lets that pop take the copy.
+    """
+    ctx = getattr(gpu, "primary_context", None)
+    if ctx is not None:  # retained already: Numba returns it without touching the stack
+        return ctx
+    drv = _driver()
+    handle = current_context()
+    if not handle:
+        return gpu.get_primary_context()
+    drv.cuCtxPushCurrent(drv.CUcontext(handle))
+    ctx = gpu.get_primary_context()
+    if int(ctx.handle) == handle:  # it was current already: Numba popped nothing, drop the copy
+        drv.cuCtxPopCurrent()
     return ctx
 
 

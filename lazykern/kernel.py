@@ -270,14 +270,10 @@ _streams: dict[int, Any] = {}
 
 
 def core_stream(stream: Any) -> Any:
-    """A cuda.core Stream for a Numba stream, a raw handle, or 0/None (default stream)."""
+    """A cuda.core Stream for a Numba, CuPy or PyTorch stream, a raw handle, or 0/None (default stream)."""
     from cuda.core import Stream
 
-    if stream is None or stream == 0:
-        handle = 0
-    else:
-        h = getattr(stream, "handle", stream)
-        handle = int(getattr(h, "value", h) if not isinstance(h, int) else h)
+    handle = _device.stream_handle(stream)
     s = _streams.get(handle)
     if s is None:
         s = _streams[handle] = Stream.from_handle(handle)
