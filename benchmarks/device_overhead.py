@@ -60,6 +60,9 @@ def measure(launches: int, repeats: int) -> None:
         if i < out.size:
             out[i] = x[i] + y[i]
 
+    for gpu in cuda.gpus:  # retain every primary context while none is current (see lazykern/_device.py)
+        with gpu:
+            pass
     fam = KernelFamily("overhead", "")
     fam.add("add3", CXX, signature=["ptr", "ptr", "ptr", "int32"])
     places = [("same", 0, 0)] + ([("dev1_from_dev0", 1, 0)] if len(cuda.gpus) > 1 else [])

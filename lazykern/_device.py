@@ -15,15 +15,19 @@ driver call per lookup.
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
+from cuda.bindings import driver as _cu
 
 from .errors import LaunchError
 
+_DEVICE_ORDINAL = 9  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 _CACHED = "_lazykern_device"  # set on Numba arrays and streams: their device cannot change
 _MISSING = object()
 _DEFAULT_STREAMS = (0, 1, 2)  # 0 and CU_STREAM_LEGACY / CU_STREAM_PER_THREAD: follow the current context
@@ -37,23 +41,35 @@ _lock = threading.Lock()
 
 # -- driver queries (tests replace these with fakes) ----------------------------------
 def _driver():
-    from cuda.bindings import driver
+    return _cu
 
-    return driver
+
+@functools.cache
+def _pointer_attribute() -> Callable[..., int]:
+    lib = ctypes.CDLL("nvcuda.dll" if os.name == "nt" else "libcuda.so.1")
+    fn = lib.cuPointerGetAttribute
+    fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_uint64]
+    fn.restype = ctypes.c_int
+    return fn
 
 
 def pointer_device(ptr: int) -> int | None:
-    """The ordinal of the GPU owning device address ``ptr`` (None for a null pointer)."""
+    """The ordinal of the GPU owning device address ``ptr`` (None for a null pointer).
+
+    Asks libcuda itself: cuda.bindings (13.3 at least; cuda-python issue #2928) reads this
+    attribute back from the wrong field and answers 0 for every device, which sent device-1
+    arrays to device 0's context (issue 18's illegal addresses).
+    """
     if not ptr:
         return None
-    drv = _driver()
-    err, dev = drv.cuPointerGetAttribute(drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
-    if int(err) != 0:
+    dev = ctypes.c_int(-1)
+    err = _pointer_attribute()(ctypes.byref(dev), _DEVICE_ORDINAL, ptr)
+    if err != 0:
         raise ValueError(
-            f"address {ptr:#x} is not device memory this process can use ({err}): "
+            f"address {ptr:#x} is not device memory this process can use (CUresult {err}): "
             "pass arrays allocated on a GPU of this process"
         )
-    return int(dev)
+    return dev.value
 
 
 def stream_handle_device(handle: int) -> int | None:
@@ -73,9 +89,9 @@ def stream_handle_device(handle: int) -> int | None:
     raise ValueError(f"stream handle {handle:#x} is not a stream this process can use ({err})")
 
 
-def current_context() -> int:
+def current_context(_get: Callable[[], tuple] = _cu.cuCtxGetCurrent) -> int:
     """The calling thread's current CUcontext handle (0 when there is none)."""
-    return int(_driver().cuCtxGetCurrent()[1])
+    return int(_get()[1])
 
 
 def context_device(handle: int) -> int | None:

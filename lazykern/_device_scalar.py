@@ -99,7 +99,7 @@ class DeviceScalar:
             check(drv.cuEventSynchronize(event), "cuEventSynchronize")
         self._host[i] = value
         size = self.dtype.itemsize
-        token = _device.enter(self.device)  # a default stream means the current context's
+        token = _device.enter(self.device) if _device.several() else None  # a default stream: the current one's
         try:
             check(drv.cuMemcpyHtoDAsync(self._dptr, self._hptr + i * size, size, self._hstream), "cuMemcpyHtoDAsync")
             check(drv.cuEventRecord(event, self._hstream), "cuEventRecord")

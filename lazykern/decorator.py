@@ -440,15 +440,19 @@ class _Launcher:
         # The hot path: one key per argument (dict lookups), one dict lookup per table, one launch.
         if _capture.active and _capture.intercept(self, self.user_stream, args, name=self.kernel.__name__):
             return  # recorded by a simulated capture
+        ctx = self._ctx()
         token = None
         if _device.several():  # the arrays' device current for the launch (and any host-array copies)
-            token = _device.enter(launch_device(args, self.stream_device, self.kernel.__name__))
+            dev = launch_device(args, self.stream_device, self.kernel.__name__)
+            if dev is not None and dev != _device.context_device(ctx):
+                token = _device.enter(dev)
+                ctx = self._ctx()
         try:
             inst = self._fast.get(tuple(map(self._key, args)))
             if inst is None:
                 self.kernel._call(self, args)
                 return
-            cufn = inst.cufunctions.get(self._ctx())
+            cufn = inst.cufunctions.get(ctx)
             if cufn is None or inst.cooperative:
                 self.launch(inst, inst.function(), args)
                 return

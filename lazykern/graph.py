@@ -205,7 +205,7 @@ class Graph:
         if gexec is None:
             raise CaptureError(_nothing_captured())
         hstream = self._hstream if stream is None else self._other_stream(stream)
-        token = _device.enter(self.device)
+        token = _device.enter(self.device) if _device.several() else None
         try:
             _cugraph.launch(gexec, hstream)
         finally:

@@ -312,13 +312,18 @@ class _Launcher:
         if _capture.active and _capture.intercept(self, self.user_stream, args, name=kernel.name):
             return  # recorded by a simulated capture
         packed = kernel.pack(args)
-        # Raw int pointers name no device: the tropical API passes those and activates the device itself.
+        ctx = current_context()
         token = None
-        if _device.several():
-            token = _device.enter(launch_device(kernel.arrays(args), self.stream_device, kernel.name))
+        if _device.several():  # raw int pointers name no device: the tropical API activates it itself
+            dev = launch_device(kernel.arrays(args), self.stream_device, kernel.name)
+            if dev is not None and dev != _device.context_device(ctx):
+                token = _device.enter(dev)
+                ctx = current_context()
         try:
-            launch(self.stream, self.config, kernel.function(), *packed)
+            fn = kernel._by_context.get(ctx)
+            launch(self.stream, self.config, fn if fn is not None else kernel._function_slow(), *packed)
         except Exception as exc:
             raise LaunchError(f"launch of {kernel.name!r} failed: {exc}") from exc
         finally:
-            _device.leave(token)
+            if token is not None:
+                _device.leave(token)

@@ -313,3 +313,22 @@ def test_bmm_devices_checks_out_and_stream_first():
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
         multigpu._check_out(frozen, False, shape, np.dtype(np.float32))
+
+
+def test_pointer_device_asks_libcuda_for_the_ordinal(monkeypatch):
+    """cuda.bindings answers 0 for every device (cuda-python #2928): libcuda is asked directly."""
+    seen = []
+
+    def fake_attribute(out, attribute, ptr):
+        seen.append((attribute, ptr))
+        if ptr != 0x2000:
+            return 1  # CUDA_ERROR_INVALID_VALUE
+        out._obj.value = 1
+        return 0
+
+    monkeypatch.setattr(_device, "_pointer_attribute", lambda: fake_attribute)
+    assert _device.pointer_device(0x2000) == 1
+    assert _device.pointer_device(0) is None  # no call for a null pointer
+    with pytest.raises(ValueError, match="not device memory this process can use"):
+        _device.pointer_device(0x3000)
+    assert seen == [(9, 0x2000), (9, 0x3000)]  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from lazykern import graph, tropical
+from lazykern import _device, graph, tropical
 from lazykern.decorator import lazy_kernel
 from lazykern.multigpu import device_count
 from lazykern.tropical import reference
@@ -37,6 +37,9 @@ MATRIX = [(k, i, d) for k in KINDS for i in IDIOMS[k] for d in (0, 1)]
 def _two_gpus():
     if device_count() < 2:
         pytest.skip("needs 2 CUDA GPUs")
+    for dev in (0, 1):
+        # Retained up front: Numba 0.30's first `cuda.gpus[i]` drops whatever context was current.
+        _device.primary_context(dev)
 
 
 def _need(kind: str) -> Any:
@@ -119,7 +122,7 @@ class Placement:
 
     def sync(self) -> None:
         for dev in (0, 1):
-            with cuda.gpus[dev]:
+            with _device.on(dev):
                 cuda.synchronize()
 
     @staticmethod
@@ -131,8 +134,6 @@ class Placement:
         return x.detach().cpu().numpy()
 
     def owner(self, x: Any) -> int:
-        from lazykern import _device
-
         return _device.of_array(x)
 
 
