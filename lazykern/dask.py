@@ -85,6 +85,7 @@ def _semiring_zero(dtype: np.dtype, minimize: bool):
 def _chunk_product(
     a, b, *, semiring: str, argmax: bool, k0: int, k_dtype: np.dtype, backend: Callable[..., Any] | None
 ):
+    a, b = _single(a), _single(b)
     fn = backend if backend is not None else _default_backend()
     if not argmax:
         return fn(a, b, semiring=semiring)
@@ -93,7 +94,15 @@ def _chunk_product(
         return c, (k + k0).astype(k_dtype, copy=False)
 
 
+def _single(blocks):
+    """The one block along the contracted index. Without ``concatenate=True`` dask hands a
+    task the list of them (here always one): with it, dask would copy that one block
+    through a concatenate on whatever GPU is current, off the block's own device."""
+    return blocks[0] if isinstance(blocks, list) else blocks
+
+
 def _zero_product(a, b, *, fill, argmax: bool, k_dtype: np.dtype):
+    a, b = _single(a), _single(b)
     xp = _xp(a)
     with _on_chunk_device(a):
         c = xp.full((a.shape[0], b.shape[1]), fill, dtype=a.dtype)
@@ -187,9 +196,7 @@ def matmul(
         B = B.rechunk({0: A.chunks[1]})
 
     def blocks(kk: int, fn: Callable[..., Any], **kwargs: Any):
-        return da.blockwise(
-            fn, "ij", A.blocks[:, kk], "ik", B.blocks[kk, :], "kj", dtype=dtype, meta=c_meta, concatenate=True, **kwargs
-        )
+        return da.blockwise(fn, "ij", A.blocks[:, kk], "ik", B.blocks[kk, :], "kj", dtype=dtype, meta=c_meta, **kwargs)
 
     starts = np.concatenate([[0], np.cumsum(A.chunks[1])[:-1]]).astype(int)
     partials = [
