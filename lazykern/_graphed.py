@@ -64,9 +64,7 @@ def _describe(name: str, value: Any) -> tuple[Any, int | None]:
 
 
 def _stream_device(stream: Any) -> int | None:
-    from ._capture_hooks import simulated
-
-    return None if simulated() else _device.resolve_or_current(_device.of_stream(stream))
+    return None if _device.simulating() else _device.resolve_or_current(_device.of_stream(stream))
 
 
 class _Entry:

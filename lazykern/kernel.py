@@ -161,16 +161,12 @@ class Kernel:
             return args
 
     # -- loading ------------------------------------------------------------
-    def function(self, device: int | None = None) -> Any:
-        """The cuda.core kernel for ``device`` (default: the current context's), loading the
-        cubin there on first use.
+    def function(self) -> Any:
+        """The cuda.core kernel for the current context's device, loading the cubin on first use.
 
         The hot path asks the driver for the current context (0.2 us) instead of
         Numba's ``current_context()`` (3 us) and looks it up in a dict.
         """
-        if device is not None:
-            with _device.on(device):
-                return self.function()
         fn = self._by_context.get(current_context())
         if fn is None:
             fn = self._function_slow()
