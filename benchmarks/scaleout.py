@@ -111,7 +111,8 @@ def bench_multigpu(args) -> dict[str, Any]:
     macs = args.batch * args.size**3
     rows = []
     reference = None
-    for n in sorted({1, len(devices)}):
+    counts = sorted({n for n in (1, 2, 4, 8) if n <= len(devices)} | {len(devices)})
+    for n in counts:
         devs = devices[:n]
 
         def run(devs=devs):
@@ -139,6 +140,11 @@ def bench_multigpu(args) -> dict[str, Any]:
     for row in rows:
         row["host_to_host_speedup"] = base["host_to_host_s"] / row["host_to_host_s"]
         row["resident_speedup"] = base["resident_compute_s"] / row["resident_compute_s"]
+    side_by_side = {
+        f"{len(r['devices'])} GPU": {"host_to_host": round(r["host_to_host_speedup"], 3),
+                                     "device_resident": round(r["resident_speedup"], 3)}
+        for r in rows
+    }  # fmt: skip
     return {
         "benchmark": "multigpu.bmm_multi",
         "device_count": count,
@@ -149,6 +155,7 @@ def bench_multigpu(args) -> dict[str, Any]:
         "backend": args.backend,
         "chunk": args.chunk,
         "target": ">= 1.8x on 2 GPUs",
+        "speedups": side_by_side,
         "rows": rows,
     }
 
@@ -341,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="what", required=True)
 
-    mg = sub.add_parser("multigpu", help="bmm_multi on 1 GPU vs all (or --devices)")
+    mg = sub.add_parser("multigpu", help="bmm_multi on 1, 2, 4 ... GPUs up to all (or --devices), side by side")
     mg.add_argument("--batch", type=int, default=64)
     mg.add_argument("--size", type=int, default=1024)
     mg.add_argument("--dtype", default="float32")

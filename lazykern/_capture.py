@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ._device import stream_handle
 from .errors import CaptureError
 
 #: Captures open in any thread. Launch sites test this plain integer first, so
@@ -74,19 +75,6 @@ class Recorder:
         self.launches.append((fn, tuple(args)))
         self.topology.append(key if key is not None else fn)
         return True
-
-
-def stream_handle(stream: Any) -> int:
-    """The driver handle of a Numba or cuda.core stream, a raw int, or 0 for None."""
-    if stream is None:
-        return 0
-    h = getattr(stream, "handle", stream)
-    if isinstance(h, int):
-        return h
-    value = getattr(h, "value", h)  # ctypes c_void_p
-    if value is None:
-        return 0
-    return int(value)
 
 
 def current() -> Recorder | None:

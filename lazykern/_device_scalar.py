@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _capture, _capture_hooks, _cugraph
+from . import _capture, _capture_hooks, _cugraph, _device
 from .errors import CaptureError
 
 DEFAULT_RING = 8
@@ -36,7 +36,8 @@ class DeviceScalar:
     Pass it to kernels like an array (it has ``__cuda_array_interface__``, and
     ``.array`` is the Numba device array itself); kernels read ``step[0]``.
     Replay the graphs that read it on the same ``stream``: that is what orders
-    each ``set()`` before the replay that follows it. Not thread-safe.
+    each ``set()`` before the replay that follows it. It lives on the stream's
+    device (``device``; the current one for the default stream). Not thread-safe.
 
     >>> step = DeviceScalar(np.int32(0), stream=stream)   # doctest: +SKIP
     >>> step.set(5); step.value                          # doctest: +SKIP
@@ -58,19 +59,23 @@ class DeviceScalar:
             raise ValueError(f"ring must be at least 1, got {ring}")
         self.dtype = initial.dtype
         self.stream = stream
-        self.array = cuda.to_device(initial.reshape(1))
         self._simulated = _capture_hooks.simulated()
         if self._simulated:
+            self.device = None
+            self.array = cuda.to_device(initial.reshape(1))
             return
+        self.device = _device.resolve_or_current(_device.of_stream(stream))
         drv = _cugraph.drv
         self._drv = drv
         self._check = _cugraph.check
         self._hstream = drv.CUstream(_capture.stream_handle(stream))
-        self._host = cuda.pinned_array(ring, dtype=self.dtype)
+        with _device.on(self.device):  # the value, its events and the stream: one context
+            self.array = cuda.to_device(initial.reshape(1))
+            self._host = cuda.pinned_array(ring, dtype=self.dtype)
+            flags = int(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+            self._events = [_cugraph.check(drv.cuEventCreate(flags), "cuEventCreate") for _ in range(ring)]
         self._hptr = self._host.ctypes.data
         self._dptr = self.array.device_ctypes_pointer.value
-        flags = int(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING)
-        self._events = [_cugraph.check(drv.cuEventCreate(flags), "cuEventCreate") for _ in range(ring)]
         self._pending = [False] * ring
         self._next = 0
         weakref.finalize(self, _destroy_events, list(self._events))
@@ -94,8 +99,12 @@ class DeviceScalar:
             check(drv.cuEventSynchronize(event), "cuEventSynchronize")
         self._host[i] = value
         size = self.dtype.itemsize
-        check(drv.cuMemcpyHtoDAsync(self._dptr, self._hptr + i * size, size, self._hstream), "cuMemcpyHtoDAsync")
-        check(drv.cuEventRecord(event, self._hstream), "cuEventRecord")
+        token = _device.enter(self.device) if _device.several() else None  # a default stream: the current one's
+        try:
+            check(drv.cuMemcpyHtoDAsync(self._dptr, self._hptr + i * size, size, self._hstream), "cuMemcpyHtoDAsync")
+            check(drv.cuEventRecord(event, self._hstream), "cuEventRecord")
+        finally:
+            _device.leave(token)
         self._pending[i] = True
 
     @property
@@ -104,8 +113,9 @@ class DeviceScalar:
         if self._simulated:
             return self.array.copy_to_host()[0]
         out = np.empty(1, dtype=self.dtype)
-        self.array.copy_to_host(out, stream=0 if self.stream is None else self.stream)
-        self._check(self._drv.cuStreamSynchronize(self._hstream), "cuStreamSynchronize")
+        with _device.on(self.device):
+            self.array.copy_to_host(out, stream=0 if self.stream is None else self.stream)
+            self._check(self._drv.cuStreamSynchronize(self._hstream), "cuStreamSynchronize")
         return out[0]
 
     # -- what kernels and launchers see -----------------------------------------

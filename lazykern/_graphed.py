@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _device
 from ._device_scalar import DeviceScalar
 from .errors import CaptureError, LaunchError
 
@@ -62,6 +63,10 @@ def _describe(name: str, value: Any) -> tuple[Any, int | None]:
     return ("value", name, type(value).__name__, value), None
 
 
+def _stream_device(stream: Any) -> int | None:
+    return None if _device.simulating() else _device.resolve_or_current(_device.of_stream(stream))
+
+
 class _Entry:
     __slots__ = ("graph", "addresses", "result")
 
@@ -94,6 +99,8 @@ class GraphedCallable:
         key = tuple(p[0] for p in parts)
         addresses = tuple(p[1] for p in parts)
         entry = self._entries.get(key)
+        if entry is None or entry.addresses != addresses:  # a capture is coming: check before it
+            self._check_devices(args, kwargs, entry.graph if entry is not None else None)
         if entry is None:
             graph = self._make_graph(self.stream)
             result = graph.update(lambda: self.fn(*args, **kwargs))
@@ -103,6 +110,16 @@ class GraphedCallable:
             entry.addresses = addresses
         entry.graph.replay()
         return entry.result
+
+    def _check_devices(self, args: tuple, kwargs: dict[str, Any], graph: Any) -> None:
+        """Every device array on the stream's device: ValueError before anything is captured."""
+        device = graph.device if graph is not None else _stream_device(self.stream)
+        if device is None:  # simulated
+            return
+        named = [("the stream", device)]
+        named += [(f"argument {i}", _device.of_array(v)) for i, v in enumerate(args)]
+        named += [(f"argument {k}", _device.of_array(v)) for k, v in kwargs.items()]
+        _device.common(named)
 
     @property
     def graphs(self) -> list[Any]:

@@ -15,6 +15,7 @@ cache bundle or by compiling, so no task waits on NVRTC.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import logging
@@ -58,6 +59,15 @@ def _xp(x: Any):
     return np
 
 
+def _on_chunk_device(x: Any) -> contextlib.AbstractContextManager[Any]:
+    """CuPy runs elementwise work on its current device: make that the chunk's own."""
+    if _xp(x) is np:
+        return contextlib.nullcontext()
+    import cupy
+
+    return cupy.cuda.Device(x.device.id)
+
+
 def _default_backend() -> Callable[..., Any]:
     from . import tropical
 
@@ -75,17 +85,28 @@ def _semiring_zero(dtype: np.dtype, minimize: bool):
 def _chunk_product(
     a, b, *, semiring: str, argmax: bool, k0: int, k_dtype: np.dtype, backend: Callable[..., Any] | None
 ):
+    a, b = _single(a), _single(b)
     fn = backend if backend is not None else _default_backend()
     if not argmax:
         return fn(a, b, semiring=semiring)
     c, k = fn(a, b, semiring=semiring, argmax=True)
-    return c, (k + k0).astype(k_dtype, copy=False)
+    with _on_chunk_device(k):
+        return c, (k + k0).astype(k_dtype, copy=False)
+
+
+def _single(blocks):
+    """The one block along the contracted index. Without ``concatenate=True`` dask hands a
+    task the list of them (here always one): with it, dask would copy that one block
+    through a concatenate on whatever GPU is current, off the block's own device."""
+    return blocks[0] if isinstance(blocks, list) else blocks
 
 
 def _zero_product(a, b, *, fill, argmax: bool, k_dtype: np.dtype):
+    a, b = _single(a), _single(b)
     xp = _xp(a)
-    c = xp.full((a.shape[0], b.shape[1]), fill, dtype=a.dtype)
-    return (c, xp.zeros(c.shape, dtype=k_dtype)) if argmax else c
+    with _on_chunk_device(a):
+        c = xp.full((a.shape[0], b.shape[1]), fill, dtype=a.dtype)
+        return (c, xp.zeros(c.shape, dtype=k_dtype)) if argmax else c
 
 
 def _better(xp, c_new, c_old, minimize: bool):
@@ -97,21 +118,37 @@ def _better(xp, c_new, c_old, minimize: bool):
 
 
 def _combine(*parts, minimize: bool, argmax: bool):
-    """Fold partial products in k order; ties keep the earlier (smaller k) one."""
-    if not argmax:
-        xp = _xp(parts[0])
-        reduce = xp.fmin if minimize else xp.fmax
-        acc = parts[0]
-        for p in parts[1:]:
-            acc = reduce(acc, p)
-        return acc
-    c, k = parts[0]
-    xp = _xp(c)
-    for c_new, k_new in parts[1:]:
-        win = _better(xp, c_new, c, minimize)
-        c = xp.where(win, c_new, c)
-        k = xp.where(win, k_new, k)
-    return c, k
+    """Fold partial products in k order; ties keep the earlier (smaller k) one. Runs on the
+    first part's device; parts computed on another GPU are copied there first."""
+    first = parts[0][0] if argmax else parts[0]
+    with _on_chunk_device(first):
+        parts = [_here(p, argmax) for p in parts]
+        if not argmax:
+            xp = _xp(parts[0])
+            reduce = xp.fmin if minimize else xp.fmax
+            acc = parts[0]
+            for p in parts[1:]:
+                acc = reduce(acc, p)
+            return acc
+        c, k = parts[0]
+        xp = _xp(c)
+        for c_new, k_new in parts[1:]:
+            win = _better(xp, c_new, c, minimize)
+            c = xp.where(win, c_new, c)
+            k = xp.where(win, k_new, k)
+        return c, k
+
+
+def _here(part, argmax: bool):
+    """``part`` on the current CuPy device (a copy if it lives on another one)."""
+    arrays = part if argmax else (part,)
+    if _xp(arrays[0]) is np:
+        return part
+    import cupy
+
+    dev = cupy.cuda.Device().id
+    moved = tuple(x if x.device.id == dev else x.copy() for x in arrays)  # copy(): to the current device
+    return moved if argmax else moved[0]
 
 
 def _pick(pair, index: int):
@@ -159,9 +196,7 @@ def matmul(
         B = B.rechunk({0: A.chunks[1]})
 
     def blocks(kk: int, fn: Callable[..., Any], **kwargs: Any):
-        return da.blockwise(
-            fn, "ij", A.blocks[:, kk], "ik", B.blocks[kk, :], "kj", dtype=dtype, meta=c_meta, concatenate=True, **kwargs
-        )
+        return da.blockwise(fn, "ij", A.blocks[:, kk], "ik", B.blocks[kk, :], "kj", dtype=dtype, meta=c_meta, **kwargs)
 
     starts = np.concatenate([[0], np.cumsum(A.chunks[1])[:-1]]).astype(int)
     partials = [

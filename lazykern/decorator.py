@@ -39,12 +39,13 @@ from typing import Any
 
 from cuda.bindings import driver as _cu
 
-from . import _capture, _numba_args, _numba_compile, compiler
+from . import _capture, _device, _numba_args, _numba_compile, compiler
+from ._device import current_context
 from ._numba_key import fingerprint
 from .cache import KernelCache, default_cache, make_key
 from .cache import record as _record
 from .errors import CaptureError, LaunchError, LazykernError
-from .kernel import Kernel, _current_context_handle, core_stream, parse_launch_config
+from .kernel import Kernel, core_stream, launch_device, parse_launch_config
 
 log = logging.getLogger("lazykern")
 
@@ -366,7 +367,7 @@ class _Instance:
         from numba.cuda.cudadrv.devices import get_context
 
         ctx = get_context()  # creates the context if there is none yet
-        fn = self.functions.get(_current_context_handle())
+        fn = self.functions.get(current_context())
         if fn is None:
             fn = self._load(ctx)
         return fn
@@ -385,7 +386,7 @@ class _Instance:
                     self.owner.__qualname__, meta["symbol"], entry.code, arch=arch, meta=meta, family="lazy_kernel"
                 )
             fn = kernel.function()
-            handle = _current_context_handle()
+            handle = current_context()
             self.cufunctions[handle] = _cu.CUfunction(int(fn.handle))
             self.functions[handle] = fn
         return fn
@@ -412,7 +413,7 @@ class _Launcher:
 
     __slots__ = (
         "kernel", "config", "shape", "stream", "user_stream", "_fast", "_key", "_ctx", "_launch", "_coop",
-        "dims", "shmem", "cu_stream",
+        "dims", "shmem", "cu_stream", "stream_device",
     )  # fmt: skip
 
     def __init__(self, kernel: LazyKernel, config: Any) -> None:
@@ -422,6 +423,7 @@ class _Launcher:
         self.kernel = kernel
         self.user_stream = stream  # keeps a Numba stream alive while this launcher is cached
         self.stream = core_stream(stream)
+        self.stream_device = _device.of_stream(stream) if _device.names_device(stream) else None
         self.shape = (grid, block, shmem)
         self.config = LaunchConfig(grid=grid, block=block, shmem_size=shmem)
         self.dims = (*grid, *(1,) * (3 - len(grid)), *block, *(1,) * (3 - len(block)))
@@ -430,28 +432,39 @@ class _Launcher:
         self._coop = None  # built on first need: cuda.core checks the device supports it
         self._fast = kernel._fast
         self._key = kernel._fast_key
-        self._ctx = _current_context_handle
+        self._ctx = current_context
         self._launch = launch
 
     def __call__(self, *args: Any) -> None:
         # The hot path: one key per argument (dict lookups), one dict lookup per table, one launch.
         if _capture.active and _capture.intercept(self, self.user_stream, args, name=self.kernel.__name__):
             return  # recorded by a simulated capture
-        inst = self._fast.get(tuple(map(self._key, args)))
-        if inst is None:
-            self.kernel._call(self, args)
-            return
-        cufn = inst.cufunctions.get(self._ctx())
-        if cufn is None or inst.cooperative:
-            self.launch(inst, inst.function(), args)
-            return
-        with inst.block_lock:
-            try:
-                inst.fill(inst.block, *args)
-            except Exception:
-                self.kernel._call(self, args)  # the general path gives the precise error
+        ctx = self._ctx()
+        token = None
+        if _device.several():  # the arrays' device current for the launch (and any host-array copies)
+            dev = launch_device(args, self.stream_device, self.kernel.__name__)
+            if dev is not None and dev != _device.context_device(ctx):
+                token = _device.enter(dev)
+                ctx = self._ctx()
+        try:
+            inst = self._fast.get(tuple(map(self._key, args)))
+            if inst is None:
+                self.kernel._call(self, args)
                 return
-            (err,) = _cuLaunchKernel(cufn, *self.dims, self.shmem, self.cu_stream, 0, inst.extra)
+            cufn = inst.cufunctions.get(ctx)
+            if cufn is None or inst.cooperative:
+                self.launch(inst, inst.function(), args)
+                return
+            with inst.block_lock:
+                try:
+                    inst.fill(inst.block, *args)
+                except Exception:
+                    self.kernel._call(self, args)  # the general path gives the precise error
+                    return
+                (err,) = _cuLaunchKernel(cufn, *self.dims, self.shmem, self.cu_stream, 0, inst.extra)
+        finally:
+            if token is not None:
+                _device.leave(token)
         if err:
             raise self._error(inst, _driver_error(err))
 

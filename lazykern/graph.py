@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from . import _capture, _capture_hooks, _cugraph
+from . import _capture, _capture_hooks, _cugraph, _device
 from ._device_scalar import DeviceScalar
 from ._graphed import GraphedCallable
 from .errors import CaptureError
@@ -90,11 +90,13 @@ class Graph:
             raise CaptureError(_legacy_message(stream))
         self._handle: int | None = None
         self._hstream: Any = None
+        self.device: int | None = None  # the stream's GPU (None simulated): captures, instantiates, replays there
         if not self.simulated:
             self._handle = _capture.stream_handle(stream)
             if self._handle in _LEGACY_HANDLES:
                 raise CaptureError(_legacy_message(stream))
             self._hstream = _cugraph.stream(self._handle)
+            self.device = _device.resolve_or_current(_device.of_stream(stream))
         self._handles = _Handles()
         self._finalizer = weakref.finalize(self, self._handles.release)
         self._launches: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
@@ -148,7 +150,8 @@ class Graph:
         if self.simulated:
             self._apply_simulated(rec)
         else:
-            self._apply_driver(graph)
+            with _device.on(self.device):
+                self._apply_driver(graph)
         self._refs = rec.refs
         self._ready = True
 
@@ -201,7 +204,12 @@ class Graph:
         gexec = self._handles.exec
         if gexec is None:
             raise CaptureError(_nothing_captured())
-        _cugraph.launch(gexec, self._hstream if stream is None else self._other_stream(stream))
+        hstream = self._hstream if stream is None else self._other_stream(stream)
+        token = _device.enter(self.device) if _device.several() else None
+        try:
+            _cugraph.launch(gexec, hstream)
+        finally:
+            _device.leave(token)
 
     def upload(self, stream: Any = None) -> None:
         """Upload the executable graph ahead of its first replay (takes that cost off the first replay)."""
@@ -209,10 +217,17 @@ class Graph:
             return
         if self._handles.exec is None:
             raise CaptureError(_nothing_captured())
-        _cugraph.upload(self._handles.exec, self._hstream if stream is None else self._other_stream(stream))
+        hstream = self._hstream if stream is None else self._other_stream(stream)
+        with _device.on(self.device):
+            _cugraph.upload(self._handles.exec, hstream)
 
-    @staticmethod
-    def _other_stream(stream: Any) -> Any:
+    def _other_stream(self, stream: Any) -> Any:
+        dev = _device.of_stream(stream)
+        if dev is not None and dev != self.device:
+            raise ValueError(
+                f"this graph was captured on device {self.device} and cannot run on a stream of device {dev}: "
+                "replay it on a stream of its own device"
+            )
         return _cugraph.stream(_capture.stream_handle(stream))
 
     def keep(self, *objs: Any) -> None:
@@ -292,11 +307,12 @@ class _Session:
             raise
 
     def _prepare_driver(self) -> None:
-        from numba import cuda
-
+        # The stream's device is current for the whole block, so Numba kernels launched in it
+        # (they run on the current context) land on the captured stream's device too.
+        self._stack.enter_context(_device.on(self.graph.device))
         if _cugraph.is_capturing(self.graph._hstream):
             raise CaptureError(f"stream {self.graph._handle:#x} is already being captured; end that capture first")
-        self._stack.enter_context(cuda.current_context().defer_cleanup())
+        self._stack.enter_context(_device.primary_context(self.graph.device).defer_cleanup())
 
     def _end(self) -> tuple[Any, Any]:
         if self.graph.simulated:

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from cuda.bindings.driver import cuCtxGetCurrent
 from cuda.core import launch
 
-from . import _capture
+from . import _capture, _device
+from ._device import current_context
 from .errors import LaunchError
 
 PTR = "ptr"
@@ -115,6 +115,7 @@ class Kernel:
         self.meta = dict(meta or {})
         self.signature = None if signature is None else tuple(str(s) for s in signature)
         self._plan = None if self.signature is None else self._make_plan(self.signature)
+        self._arrays = None if self.signature is None else self._array_picker(self.signature)
         self._functions: dict[int, Any] = {}  # device ordinal -> loaded kernel
         self._by_context: dict[int, Any] = {}  # CUcontext handle -> loaded kernel (hot path)
         self._load_lock = threading.Lock()
@@ -139,6 +140,26 @@ class Kernel:
         exec(src, env)  # noqa: S102 - built only from 'ptr' and validated dtype names
         return env["pack"]
 
+    @staticmethod
+    def _array_picker(signature: Sequence[str]):
+        """``pick(*args)``: the pointer arguments only, the ones that can name a device."""
+        ptrs = [f"a{i}" for i, t in enumerate(signature) if t == PTR]
+        params = ", ".join(f"a{i}" for i in range(len(signature)))
+        src = f"def pick({params}):\n    return ({', '.join(ptrs)}{',' if ptrs else ''})\n"
+        env: dict[str, Any] = {}
+        exec(src, env)  # noqa: S102 - built only from argument positions
+        return env["pick"]
+
+    def arrays(self, args: Sequence[Any]) -> Sequence[Any]:
+        """The arguments that may be device arrays (all of them without a signature)."""
+        pick = self._arrays
+        if pick is None:
+            return args
+        try:
+            return pick(*args)
+        except TypeError:  # wrong count: pack() reports it
+            return args
+
     # -- loading ------------------------------------------------------------
     def function(self) -> Any:
         """The cuda.core kernel for the current context's device, loading the cubin on first use.
@@ -146,7 +167,7 @@ class Kernel:
         The hot path asks the driver for the current context (0.2 us) instead of
         Numba's ``current_context()`` (3 us) and looks it up in a dict.
         """
-        fn = self._by_context.get(_current_context_handle())
+        fn = self._by_context.get(current_context())
         if fn is None:
             fn = self._function_slow()
         return fn
@@ -161,7 +182,7 @@ class Kernel:
             if fn is None:
                 fn = self._load(ctx)
                 self._functions[dev] = fn
-            self._by_context[_current_context_handle()] = fn
+            self._by_context[current_context()] = fn
         return fn
 
     def _load(self, ctx) -> Any:
@@ -229,10 +250,6 @@ class Kernel:
         )
 
 
-def _current_context_handle() -> int:
-    return int(cuCtxGetCurrent()[1])
-
-
 def parse_launch_config(config: Any) -> tuple[tuple[int, ...], tuple[int, ...], Any, int]:
     """``[grid, block(, stream(, shared_mem))]`` -> (grid, block, stream, shared_mem), checked."""
     if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
@@ -249,22 +266,32 @@ _streams: dict[int, Any] = {}
 
 
 def core_stream(stream: Any) -> Any:
-    """A cuda.core Stream for a Numba stream, a raw handle, or 0/None (default stream)."""
+    """A cuda.core Stream for a Numba, CuPy or PyTorch stream, a raw handle, or 0/None (default stream)."""
     from cuda.core import Stream
 
-    if stream is None or stream == 0:
-        handle = 0
-    else:
-        h = getattr(stream, "handle", stream)
-        handle = int(getattr(h, "value", h) if not isinstance(h, int) else h)
+    handle = _device.stream_handle(stream)
     s = _streams.get(handle)
     if s is None:
         s = _streams[handle] = Stream.from_handle(handle)
     return s
 
 
+def launch_device(args: Sequence[Any], stream_device: int | None, name: str) -> int | None:
+    """The device a launch runs on: its device arrays' one, else its stream's; ValueError (before
+    anything is launched) for arrays on two devices or a stream of another device."""
+    dev = _device.of_args(args)
+    if dev is None:
+        return stream_device
+    if stream_device is not None and stream_device != dev:
+        raise ValueError(
+            f"kernel {name!r}: the arrays are on device {dev} but the stream belongs to device {stream_device}; "
+            "launch on a stream of the arrays' device"
+        )
+    return dev
+
+
 class _Launcher:
-    __slots__ = ("kernel", "config", "stream", "user_stream")
+    __slots__ = ("kernel", "config", "stream", "user_stream", "stream_device")
 
     def __init__(self, kernel: Kernel, config: Any) -> None:
         from cuda.core import LaunchConfig
@@ -273,6 +300,7 @@ class _Launcher:
         self.kernel = kernel
         self.user_stream = stream  # keeps a Numba stream alive while this launcher is cached
         self.stream = core_stream(stream)
+        self.stream_device = _device.of_stream(stream) if _device.names_device(stream) else None
         self.config = LaunchConfig(grid=grid, block=block, shmem_size=shmem)
 
     def __call__(self, *args: Any) -> None:
@@ -280,7 +308,18 @@ class _Launcher:
         if _capture.active and _capture.intercept(self, self.user_stream, args, name=kernel.name):
             return  # recorded by a simulated capture
         packed = kernel.pack(args)
+        ctx = current_context()
+        token = None
+        if _device.several():  # raw int pointers name no device: the tropical API activates it itself
+            dev = launch_device(kernel.arrays(args), self.stream_device, kernel.name)
+            if dev is not None and dev != _device.context_device(ctx):
+                token = _device.enter(dev)
+                ctx = current_context()
         try:
-            launch(self.stream, self.config, kernel.function(), *packed)
+            fn = kernel._by_context.get(ctx)
+            launch(self.stream, self.config, fn if fn is not None else kernel._function_slow(), *packed)
         except Exception as exc:
             raise LaunchError(f"launch of {kernel.name!r} failed: {exc}") from exc
+        finally:
+            if token is not None:
+                _device.leave(token)

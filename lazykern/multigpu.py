@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _device
 from .errors import LaunchError
 from .family import KernelFamily
 from .kernel import Kernel
@@ -72,12 +73,10 @@ def load_on_devices(
     Loading a cubin costs about 0.2 ms per kernel and device; doing it here
     keeps that out of the first timed launch on each GPU.
     """
-    from numba import cuda
-
     wanted = family.names() if names is None else list(names)
     loaded: dict[int, list[Kernel]] = {}
     for dev in _resolve_devices(devices):
-        with cuda.gpus[dev]:
+        with _device.on(dev):
             kernels = [family.get(name) for name in wanted]
             for kernel in kernels:
                 kernel.function()
@@ -122,16 +121,18 @@ class _Slot:
     host_a: Any = None
     host_b: Any = None
     host_c: Any = None
+    host_k: Any = None
     dev_a: Any = None
     dev_b: Any = None
     dev_c: Any = None
+    dev_k: Any = None
     pending: tuple[int, int] | None = None
     result: Any = None
 
-    def ensure(self, chunk: int, a_item: tuple, b_item: tuple, c_item: tuple, dtype: np.dtype) -> None:
+    def ensure(self, chunk: int, a_item: tuple, b_item: tuple, c_item: tuple, dtype: np.dtype, argmax: bool) -> None:
         from numba import cuda
 
-        key = (chunk, a_item, b_item, c_item, dtype.str)
+        key = (chunk, a_item, b_item, c_item, dtype.str, argmax)
         if key == self.key:
             return
         self.host_a = cuda.pinned_array((chunk, *a_item), dtype=dtype)
@@ -140,6 +141,8 @@ class _Slot:
         self.dev_a = cuda.device_array((chunk, *a_item), dtype=dtype, stream=self.stream)
         self.dev_b = cuda.device_array((chunk, *b_item), dtype=dtype, stream=self.stream)
         self.dev_c = cuda.device_array((chunk, *c_item), dtype=dtype, stream=self.stream)
+        self.host_k = cuda.pinned_array((chunk, *c_item), dtype=np.int32) if argmax else None
+        self.dev_k = cuda.device_array((chunk, *c_item), dtype=np.int32, stream=self.stream) if argmax else None
         self.key = key
 
 
@@ -206,6 +209,25 @@ def _check_operands(A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
     return A, B
 
 
+def _check_out(out: Any, argmax: bool, shape: tuple[int, int, int], dtype: np.dtype) -> tuple[Any, Any]:
+    """(C, K) to write into: the caller's (checked, before any device work) or new NumPy arrays."""
+    if out is None:
+        return np.empty(shape, dtype=dtype), (np.empty(shape, dtype=np.int32) if argmax else None)
+    if argmax and not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise TypeError("with argmax=True, out must be a (C, argmax) pair of NumPy arrays")
+    if not argmax and isinstance(out, (tuple, list)):
+        raise TypeError("out must be one NumPy array (a (C, argmax) pair only with argmax=True)")
+    pairs = [(out[0], dtype, "out[0]"), (out[1], np.dtype(np.int32), "out[1]")] if argmax else [(out, dtype, "out")]
+    for arr, want, name in pairs:
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"bmm_multi writes host results: {name} must be a NumPy array, got {type(arr).__name__}")
+        if arr.shape != shape or arr.dtype != want:
+            raise ValueError(f"{name} must have shape {shape} and dtype {want}, got {arr.shape} {arr.dtype}")
+        if not arr.flags.writeable:
+            raise ValueError(f"{name} is read-only")
+    return (out[0], out[1]) if argmax else (out, None)
+
+
 def bmm_multi(
     A: Any,
     B: Any,
@@ -216,17 +238,19 @@ def bmm_multi(
     slots: int = 2,
     weights: Sequence[float] | None = None,
     backend: Backend | None = None,
-) -> np.ndarray:
+    argmax: bool = False,
+    out: Any = None,
+) -> Any:
     """Batched tropical product ``C[b] = A[b] (x) B[b]`` split across GPUs; NumPy in, NumPy out.
 
     ``devices`` (default: all) get contiguous shares of the batch (``weights``
     skews them, e.g. for unequal GPUs). Each device stages ``chunk`` batch items
-    at a time through pinned buffers on ``slots`` streams. ``backend(a, b,
-    semiring=, stream=[, out=])`` computes one chunk on the current device and
-    defaults to ``lazykern.tropical.bmm``; it receives ``out=`` when it accepts it.
+    at a time through pinned buffers on ``slots`` streams. ``argmax=True``
+    returns ``(C, K)``; ``out`` is C (or the ``(C, K)`` pair), NumPy arrays
+    written in place. ``backend(a, b, semiring=, stream=[, argmax=True][, out=])``
+    computes one chunk on the current device and defaults to
+    ``lazykern.tropical.bmm``; it receives ``out=`` when it accepts it.
     """
-    from numba import cuda
-
     A, B = _check_operands(A, B)
     if slots < 1:
         raise ValueError(f"slots must be >= 1, got {slots}")
@@ -235,69 +259,86 @@ def bmm_multi(
     pass_out = _takes_out(fn)
     batch, m, _ = A.shape
     n = B.shape[2]
-    out = np.empty((batch, m, n), dtype=A.dtype)
+    C, Kx = _check_out(out, argmax, (batch, m, n), A.dtype)
     shares = [(d, s) for d, s in zip(devs, split_batch(batch, len(devs), weights)) if s[1] > s[0]]
-    item_bytes = (A[0].size + B[0].size + m * n) * A.dtype.itemsize if batch else 0
+    item_bytes = (A[0].size + B[0].size + m * n) * A.dtype.itemsize + (4 * m * n if argmax else 0) if batch else 0
+    job = _Job(A, B, C, Kx, fn, semiring, argmax, pass_out)
 
     def run(dev: int, lo: int, hi: int) -> None:
         size = chunk or default_chunk(hi - lo, item_bytes)
         state = _state(dev)
-        with cuda.gpus[dev], state.lock:
+        with _device.on(dev), state.lock:
             ring = state.slots_for(slots)
             for slot in ring:
-                slot.ensure(size, A.shape[1:], B.shape[1:], (m, n), A.dtype)
+                slot.ensure(size, A.shape[1:], B.shape[1:], (m, n), A.dtype, argmax)
             try:
                 for j, start in enumerate(range(lo, hi, size)):
                     slot = ring[j % slots]
-                    _drain(slot, out)
-                    stop = min(start + size, hi)
-                    _enqueue(slot, A, B, start, stop, fn, semiring, pass_out)
+                    job.drain(slot)
+                    job.enqueue(slot, start, min(start + size, hi))
                 for slot in ring:
-                    _drain(slot, out)
+                    job.drain(slot)
             finally:
                 for slot in ring:
                     slot.pending = slot.result = None
 
     if len(shares) == 1:
         run(shares[0][0], *shares[0][1])
-        return out
-    with ThreadPoolExecutor(max_workers=len(shares), thread_name_prefix="lazykern-gpu") as pool:
-        futures = [pool.submit(run, dev, lo, hi) for dev, (lo, hi) in shares]
-        for f in futures:
-            f.result()  # re-raises the first failure
-    return out
+    elif shares:
+        with ThreadPoolExecutor(max_workers=len(shares), thread_name_prefix="lazykern-gpu") as pool:
+            futures = [pool.submit(run, dev, lo, hi) for dev, (lo, hi) in shares]
+            for f in futures:
+                f.result()  # re-raises the first failure
+    return (C, Kx) if argmax else C
 
 
-def _enqueue(
-    slot: _Slot, A: np.ndarray, B: np.ndarray, start: int, stop: int, fn: Backend, semiring: str, pass_out: bool
-) -> None:
-    count = stop - start
-    stream = slot.stream
-    np.copyto(slot.host_a[:count], A[start:stop])
-    np.copyto(slot.host_b[:count], B[start:stop])
-    dev_a, dev_b = slot.dev_a[:count], slot.dev_b[:count]
-    dev_a.copy_to_device(slot.host_a[:count], stream=stream)
-    dev_b.copy_to_device(slot.host_b[:count], stream=stream)
-    if pass_out:
-        result = fn(dev_a, dev_b, semiring=semiring, stream=stream, out=slot.dev_c[:count])
-    else:
-        result = fn(dev_a, dev_b, semiring=semiring, stream=stream)
-    if not hasattr(result, "copy_to_host"):
-        from numba import cuda
+@dataclass
+class _Job:
+    """One bmm_multi call: the host operands and results and how to compute a chunk."""
 
-        result = cuda.as_cuda_array(result)
-    result.copy_to_host(slot.host_c[:count], stream=stream)
-    slot.pending = (start, stop)
-    slot.result = result  # keeps a backend-allocated output alive until its copy is done
+    A: np.ndarray
+    B: np.ndarray
+    C: np.ndarray
+    K: np.ndarray | None
+    fn: Backend
+    semiring: str
+    argmax: bool
+    pass_out: bool
 
+    def enqueue(self, slot: _Slot, start: int, stop: int) -> None:
+        count = stop - start
+        stream = slot.stream
+        np.copyto(slot.host_a[:count], self.A[start:stop])
+        np.copyto(slot.host_b[:count], self.B[start:stop])
+        dev_a, dev_b = slot.dev_a[:count], slot.dev_b[:count]
+        dev_a.copy_to_device(slot.host_a[:count], stream=stream)
+        dev_b.copy_to_device(slot.host_b[:count], stream=stream)
+        kwargs: dict[str, Any] = {"semiring": self.semiring, "stream": stream}
+        if self.argmax:
+            kwargs["argmax"] = True
+        if self.pass_out:
+            kwargs["out"] = (slot.dev_c[:count], slot.dev_k[:count]) if self.argmax else slot.dev_c[:count]
+        result = self.fn(dev_a, dev_b, **kwargs)
+        parts = tuple(result) if self.argmax else (result,)
+        hosts = (slot.host_c, slot.host_k) if self.argmax else (slot.host_c,)
+        for part, host in zip(parts, hosts, strict=True):
+            if not hasattr(part, "copy_to_host"):
+                from numba import cuda
 
-def _drain(slot: _Slot, out: np.ndarray) -> None:
-    if slot.pending is None:
-        return
-    slot.stream.synchronize()
-    start, stop = slot.pending
-    np.copyto(out[start:stop], slot.host_c[: stop - start])
-    slot.pending = slot.result = None
+                part = cuda.as_cuda_array(part)
+            part.copy_to_host(host[:count], stream=stream)
+        slot.pending = (start, stop)
+        slot.result = parts  # keeps backend-allocated outputs alive until their copies are done
+
+    def drain(self, slot: _Slot) -> None:
+        if slot.pending is None:
+            return
+        slot.stream.synchronize()
+        start, stop = slot.pending
+        np.copyto(self.C[start:stop], slot.host_c[: stop - start])
+        if self.K is not None:
+            np.copyto(self.K[start:stop], slot.host_k[: stop - start])
+        slot.pending = slot.result = None
 
 
 def numba_maxplus_backend():

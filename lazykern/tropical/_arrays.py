@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from typing import Any
 
 import numpy as np
 
+from .. import _device
 from ..errors import DriverError
 from .reference import check_dtype
 
@@ -88,14 +90,15 @@ def as_operand(x: Any, name: str) -> Operand:
     else:
         strides = tuple(int(s) // dtype.itemsize for s in cai["strides"])
     ptr = int(cai["data"][0] or 0)
-    module = type(x).__module__
-    if module.startswith("cupy"):
+    device = _device.of_array(x)
+    if type(x).__module__.startswith("cupy"):
         import cupy
 
-        return Operand(x, "cupy", ptr, shape, strides, dtype, int(x.device.id), int(cupy.cuda.get_current_stream().ptr))
+        stream = int(cupy.cuda.get_current_stream(device).ptr)  # CuPy's current stream is per device
+        return Operand(x, "cupy", ptr, shape, strides, dtype, device, stream)
     kind = "numba" if hasattr(x, "device_ctypes_pointer") else "cai"
     stream = cai.get("stream")
-    return Operand(x, kind, ptr, shape, strides, dtype, pointer_device(ptr), None if stream is None else int(stream))
+    return Operand(x, kind, ptr, shape, strides, dtype, device, None if stream is None else int(stream))
 
 
 def _torch_operand(x: Any, name: str) -> Operand:
@@ -120,39 +123,28 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def pointer_device(ptr: int) -> int | None:
-    """Device ordinal owning a device pointer (None for a null pointer)."""
-    if not ptr:
-        return None
-    from cuda.bindings import driver
-
-    err, dev = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
-    if int(err) != 0:
-        raise ValueError(f"pointer {ptr:#x} is not device memory this process can use ({err})")
-    return int(dev)
-
-
 def is_c_contiguous(op: Operand) -> bool:
     return all(
         n <= 1 or s == want for n, s, want in zip(op.shape, op.strides, _contiguous_strides(op.shape), strict=True)
     )
 
 
-def empty_like_kind(like: Operand, shape: tuple[int, ...], dtype: np.dtype, stream: int) -> Any:
-    """An uninitialised C-contiguous device array of the same library and device as ``like``."""
+def empty_like_kind(like: Operand, shape: tuple[int, ...], dtype: np.dtype, device: int) -> Any:
+    """An uninitialised C-contiguous array on ``device``, of the same library as ``like``
+    (a Numba device array for Numba and other CAI operands)."""
     dtype = np.dtype(dtype)
     if like.kind == "torch":
         import torch
 
-        return torch.empty(shape, dtype=torch_dtype(dtype), device=like.obj.device)
+        return torch.empty(shape, dtype=torch_dtype(dtype), device=torch.device("cuda", device))
     if like.kind == "cupy":
         import cupy
 
-        with cupy.cuda.Device(like.device):
+        with cupy.cuda.Device(device):
             return cupy.empty(shape, dtype)
     from numba import cuda
 
-    with cuda.gpus[like.device or 0]:
+    with _device.on(device):
         return cuda.device_array(shape, dtype)
 
 
@@ -163,13 +155,15 @@ def contiguous_copy(op: Operand, name: str) -> Any:
     if op.kind == "cupy":
         import cupy
 
-        return cupy.ascontiguousarray(op.obj)
+        with cupy.cuda.Device(op.device):
+            return cupy.ascontiguousarray(op.obj)
     if op.kind == "numpy":
         return np.ascontiguousarray(op.obj)
     if op.kind == "numba":
         from numba import cuda
 
-        return cuda.to_device(np.ascontiguousarray(op.obj.copy_to_host()))
+        with _device.on(op.device):
+            return cuda.to_device(np.ascontiguousarray(op.obj.copy_to_host()))
     raise ValueError(f"{name}: cannot copy an array of type {type(op.obj).__name__}; pass a contiguous one")
 
 
@@ -183,43 +177,27 @@ def memset_zero(ptr: int, nbytes: int, stream: int) -> None:
         raise DriverError(f"cuMemsetD8Async of {nbytes} bytes at {ptr:#x} failed: {err}")
 
 
-_events: dict[int, Any] = {}
+_local = threading.local()
 
 
 def stream_wait(waiter: int, producer: int | None, device: int) -> None:
-    """Make ``waiter`` wait for the work queued so far on ``producer`` (no host sync)."""
+    """Make ``waiter`` wait for the work queued so far on ``producer`` (no host sync).
+
+    One event per device and thread: an event is recorded and waited on in one step, and
+    another thread recording the same event in between would order after the wrong work.
+    """
     if producer is None or producer == waiter:
         return
     from cuda.bindings import driver
 
-    event = _events.get(device)
-    if event is None:
-        err, event = driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
-        if int(err) != 0:
-            raise DriverError(f"cuEventCreate on device {device} failed: {err}")
-        _events[device] = event
-    for err in (driver.cuEventRecord(event, producer)[0], driver.cuStreamWaitEvent(waiter, event, 0)[0]):
-        if int(err) != 0:
-            raise DriverError(f"ordering stream {waiter:#x} after stream {producer:#x} failed: {err}")
-
-
-def stream_handle(stream: Any) -> int:
-    """A raw CUstream handle from a Numba/CuPy/PyTorch stream, a cuda.core Stream or an int."""
-    if stream is None:
-        return 0
-    if isinstance(stream, (int, np.integer)):
-        return int(stream)
-    for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy Stream
-        value = getattr(stream, attr, None)
-        if isinstance(value, int):
-            return value
-    handle = getattr(stream, "handle", None)  # numba Stream (ctypes handle), cuda.core Stream
-    if handle is not None:
-        value = getattr(handle, "value", handle)
-        try:
-            return int(value or 0)
-        except TypeError:
-            pass
-    if hasattr(stream, "__cuda_stream__"):
-        return int(stream.__cuda_stream__()[1])
-    raise TypeError(f"stream must be a Numba, CuPy or PyTorch stream or a raw handle, got {type(stream).__name__}")
+    events = _local.__dict__.setdefault("events", {})
+    with _device.on(device):  # an event belongs to the context it was created in
+        event = events.get(device)
+        if event is None:
+            err, event = driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+            if int(err) != 0:
+                raise DriverError(f"cuEventCreate on device {device} failed: {err}")
+            events[device] = event
+        for err in (driver.cuEventRecord(event, producer)[0], driver.cuStreamWaitEvent(waiter, event, 0)[0]):
+            if int(err) != 0:
+                raise DriverError(f"ordering stream {waiter:#x} after stream {producer:#x} failed: {err}")

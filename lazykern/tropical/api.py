@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from .. import _device
 from . import _arrays, reference
 from . import plan as planner
 from ._arrays import Operand
@@ -33,6 +35,7 @@ _plans: dict[tuple, planner.Plan] = {}
 _FORCE_TILE: str | None = None  # tests pin a tile variant ("", "s", "t", "r", "r4", "splitk") on small shapes
 _kernels: dict[tuple[str, int], Any] = {}
 _workspaces: dict[tuple[int, int], Any] = {}
+_workspaces_lock = threading.Lock()
 
 
 # ------------------------------------------------------------------ public --
@@ -77,15 +80,17 @@ def bmm(
     """Batched tropical product (b, M, K) x (b, K, N) -> (b, M, N); a 2-D operand is
     shared by every batch (batch stride 0). Arguments as for :func:`matmul`.
 
-    ``devices=[0, 1, ...]`` splits the batch of NumPy operands across those GPUs
-    (:func:`lazykern.multigpu.bmm_multi`; no argmax, no ``out``).
+    ``devices=[0, 1, ...]`` splits the batch of host (NumPy) operands across those
+    GPUs (:func:`lazykern.multigpu.bmm_multi`); ``argmax`` and ``out`` (NumPy arrays)
+    work as without it, ``stream`` does not apply (each GPU runs its own streams).
     """
     if devices is not None:
-        if argmax or out is not None:
-            raise ValueError("bmm(devices=...) supports neither argmax nor out; call it per device instead")
+        if stream is not None:
+            raise ValueError("bmm(devices=...) runs its own streams on each GPU: leave stream= out")
         from ..multigpu import bmm_multi
 
-        return bmm_multi(A, B, semiring=semiring, devices=list(devices))
+        _check_args(semiring, argmax, copy)
+        return bmm_multi(A, B, semiring=semiring, devices=list(devices), argmax=bool(argmax), out=out)
     return _product(A, B, semiring, argmax, out, stream, copy, batched=True)
 
 
@@ -142,36 +147,42 @@ def matmul_backward(
                 dst.host_array()[...] = src
             return out[0], out[1]
         return _to_host_kind(gA, g), _to_host_kind(gB, g)
-    if g.device != ix.device and ix.device is not None and g.device is not None:
-        raise ValueError(f"grad_C is on device {g.device} but argmax is on device {ix.device}")
+    named = [("grad_C", g.device), ("argmax", ix.device)]
+    if outs is not None:
+        named += [("out[0]", outs[0].device), ("out[1]", outs[1].device)]
+    device = _call_device(named, stream)
     for op, name in ((g, "grad_C"), (ix, "argmax")):
         if not _arrays.is_c_contiguous(op):
             raise ValueError(f"{name} must be C-contiguous (call .contiguous() / ascontiguousarray first)")
-    handle = _arrays.stream_handle(stream) if stream is not None else (g.stream or 0)
-    _arrays.stream_wait(handle, ix.stream, g.device or 0)
-    if outs is not None:
+    with _device.on(device):
+        return _backward_on(g, ix, A_shape, B_shape, out, stream, device)
+
+
+def _backward_on(g: Operand, ix: Operand, A_shape, B_shape, out, stream, device: int) -> tuple[Any, Any]:
+    """matmul_backward's launches, with ``device`` current."""
+    handle = _device.stream_handle(stream) if stream is not None else (g.stream or 0)
+    _arrays.stream_wait(handle, ix.stream, device)
+    if out is not None:
         gA, gB = out[0], out[1]
     else:
-        gA = _arrays.empty_like_kind(g, A_shape, g.dtype, handle)
-        gB = _arrays.empty_like_kind(g, B_shape, g.dtype, handle)
+        gA = _arrays.empty_like_kind(g, A_shape, g.dtype, device)
+        gB = _arrays.empty_like_kind(g, B_shape, g.dtype, device)
     batch = g.shape[0] if len(g.shape) == 3 else 1
     M, N = g.shape[-2], g.shape[-1]
     K = A_shape[-1]
     code = _DTYPE_CODE[g.dtype]
-    with _on_device(g.device or 0):
-        for which, out, shape in (("a", gA, A_shape), ("b", gB, B_shape)):
-            op = _arrays.as_operand(out, "grad")
-            s_out = (shape[-2] * shape[-1]) if len(shape) == 3 else 0
-            shared = s_out == 0 and batch > 1
-            groups, blocks, zero = planner.backward_plan(
-                which, g.dtype.itemsize, batch, M, N, K, shared, sms=_sm_count(g.device or 0)
-            )
-            if zero:
-                _arrays.memset_zero(op.ptr, int(np.prod(shape, dtype=np.int64)) * g.dtype.itemsize, handle)
-            if blocks == 0:
-                continue
-            kernel = _kernel(Spec("", code, kind="backward", grad=which).name, g.device or 0)
-            kernel[(blocks,), (BACKWARD_THREADS,), handle](g.ptr, ix.ptr, op.ptr, batch, M, N, K, s_out, groups)
+    for which, grad, shape in (("a", gA, A_shape), ("b", gB, B_shape)):
+        op = _arrays.as_operand(grad, "grad")
+        s_out = (shape[-2] * shape[-1]) if len(shape) == 3 else 0
+        groups, blocks, zero = planner.backward_plan(
+            which, g.dtype.itemsize, batch, M, N, K, s_out == 0 and batch > 1, sms=_sm_count(device)
+        )
+        if zero:
+            _arrays.memset_zero(op.ptr, int(np.prod(shape, dtype=np.int64)) * g.dtype.itemsize, handle)
+        if blocks == 0:
+            continue
+        kernel = _kernel(Spec("", code, kind="backward", grad=which).name, device)
+        kernel[(blocks,), (BACKWARD_THREADS,), handle](g.ptr, ix.ptr, op.ptr, batch, M, N, K, s_out, groups)
     return gA, gB
 
 
@@ -261,8 +272,6 @@ def _check_out(out: Any, ref: Operand, shape: tuple[int, ...], dtype: np.dtype, 
         raise TypeError(f"{name} has dtype {op.dtype}, expected {dtype}")
     if op.on_host != ref.on_host:
         raise ValueError(f"{name} must live where the inputs do ({'host' if ref.on_host else 'GPU'})")
-    if not op.on_host and op.device is not None and ref.device is not None and op.device != ref.device:
-        raise ValueError(f"{name} is on device {op.device} but the inputs are on device {ref.device}")
     if not _arrays.is_c_contiguous(op):
         raise ValueError(f"{name} must be C-contiguous, got strides {op.strides} (in elements)")
     return op
@@ -285,12 +294,39 @@ def _product(A, B, semiring, argmax, out, stream, copy, *, batched: bool):
             f"A is {'a host' if a.on_host else 'a GPU'} array but B is {'a host' if b.on_host else 'a GPU'} "
             "array: put both on the same device"
         )
-    if not a.on_host and a.device is not None and b.device is not None and a.device != b.device:
-        raise ValueError(f"A is on device {a.device} but B is on device {b.device}: put both on one device")
     c_op, i_op = _split_out(out, argmax, a, out_shape)
     if a.on_host:
         return _host_product(a, b, semiring, argmax, c_op, i_op, stream, batched)
+    named = [("A", a.device), ("B", b.device)]
+    named += [(name, op.device) for name, op in ((_out_name(argmax), c_op), ("out[1]", i_op)) if op is not None]
+    device = _call_device(named, stream)
+    with _device.on(device):
+        return _product_on(device, (batch, M, N, K), a, b, A, B, semiring, argmax, out, c_op, i_op, stream, copy,
+                           batched)  # fmt: skip
 
+
+def _out_name(argmax: bool) -> str:
+    return "out[0]" if argmax else "out"
+
+
+def _call_device(named: list[tuple[str, int | None]], stream: Any) -> int:
+    """The device a call runs on: its arrays' one (ValueError for two), checked against ``stream``'s;
+    the current device (0 where none is) when no array names one."""
+    device = _device.common(named)
+    s_dev = _device.of_stream(stream)
+    if s_dev is not None and device is not None and s_dev != device:
+        raise ValueError(
+            f"stream belongs to device {s_dev} but the arrays are on device {device}: "
+            "pass a stream of the arrays' device (or none: the arrays' own stream is used)"
+        )
+    return _device.resolve_or_current(device if device is not None else s_dev)
+
+
+def _product_on(device: int, dims: tuple[int, int, int, int], a: Operand, b: Operand, A, B, semiring, argmax, out,
+                c_op, i_op, stream, copy, batched: bool):  # fmt: skip
+    """The device part of a product, with ``device`` (the operands') current."""
+    batch, M, N, K = dims
+    out_shape = (batch, M, N) if batched else (M, N)
     la, lb = _operand_layout(a, "A"), _operand_layout(b, "B")
     if la is None or lb is None:
         name, op = ("A", a) if la is None else ("B", b)
@@ -303,56 +339,57 @@ def _product(A, B, semiring, argmax, out, stream, copy, *, batched: bool):
         return _product(fixed.obj if name == "A" else A, fixed.obj if name == "B" else B, semiring, argmax, out,
                         stream, False, batched=batched)  # fmt: skip
 
-    device = a.device if a.device is not None else (b.device if b.device is not None else _current_device())
-    handle = _arrays.stream_handle(stream) if stream is not None else (a.stream or 0)
+    handle = _device.stream_handle(stream) if stream is not None else (a.stream or 0)
     _arrays.stream_wait(handle, a.stream, device)  # CAI v3: order after each producer's stream
     _arrays.stream_wait(handle, b.stream, device)
-    C = c_op.obj if c_op is not None else _arrays.empty_like_kind(a, out_shape, a.dtype, handle)
+    C = c_op.obj if c_op is not None else _arrays.empty_like_kind(a, out_shape, a.dtype, device)
     Ix = None
     if argmax:
-        Ix = i_op.obj if i_op is not None else _arrays.empty_like_kind(a, out_shape, np.dtype("int32"), handle)
+        Ix = i_op.obj if i_op is not None else _arrays.empty_like_kind(a, out_shape, np.dtype("int32"), device)
     if batch == 0 or M == 0 or N == 0:
         return (C, Ix) if argmax else C
     c_ptr = c_op.ptr if c_op is not None else _arrays.as_operand(C, "out").ptr
     i_ptr = (i_op.ptr if i_op is not None else _arrays.as_operand(Ix, "out").ptr) if argmax else 0
     plan = _plan(semiring, a.dtype, argmax, la[0] + lb[0], batch, M, N, K, batched, _sm_count(device))
-    with _on_device(device):
-        if plan.kind == "rows":
-            (ars, acs), (brs, bcs) = _element_strides(la), _element_strides(lb)
-            args = [a.ptr, b.ptr, c_ptr, i_ptr, M, N, K, ars, acs, brs, bcs, N, batch, la[2], lb[2], M * N]
-        elif plan.kind == "splitk":
-            w_ptr, iw_ptr = _workspace(device, handle, batch * plan.splits * M * N, a.dtype.itemsize, argmax)
-            args = [a.ptr, b.ptr, w_ptr, iw_ptr, M, N, K, la[1], lb[1], N, batch, la[2], lb[2], M * N]
-            args += [plan.splits, plan.kslice]
-        else:
-            args = [a.ptr, b.ptr, c_ptr, i_ptr, M, N, K, la[1], lb[1], N]
-            if batched:
-                args += [batch, la[2], lb[2], M * N]
-        _kernel(plan.name, device)[plan.grid, (plan.threads,), handle](*args)
-        if plan.kind == "splitk":
-            reduce_args = (w_ptr, iw_ptr, c_ptr, i_ptr, M * N, batch, plan.splits, plan.kslice)
-            _kernel(plan.reduce, device)[(plan.reduce_blocks,), (REDUCE_THREADS,), handle](*reduce_args)
+    if plan.kind == "rows":
+        (ars, acs), (brs, bcs) = _element_strides(la), _element_strides(lb)
+        args = [a.ptr, b.ptr, c_ptr, i_ptr, M, N, K, ars, acs, brs, bcs, N, batch, la[2], lb[2], M * N]
+    elif plan.kind == "splitk":
+        w_ptr, iw_ptr = _workspace(device, handle, batch * plan.splits * M * N, a.dtype.itemsize, argmax)
+        args = [a.ptr, b.ptr, w_ptr, iw_ptr, M, N, K, la[1], lb[1], N, batch, la[2], lb[2], M * N]
+        args += [plan.splits, plan.kslice]
+    else:
+        args = [a.ptr, b.ptr, c_ptr, i_ptr, M, N, K, la[1], lb[1], N]
+        if batched:
+            args += [batch, la[2], lb[2], M * N]
+    _kernel(plan.name, device)[plan.grid, (plan.threads,), handle](*args)
+    if plan.kind == "splitk":
+        reduce_args = (w_ptr, iw_ptr, c_ptr, i_ptr, M * N, batch, plan.splits, plan.kslice)
+        _kernel(plan.reduce, device)[(plan.reduce_blocks,), (REDUCE_THREADS,), handle](*reduce_args)
     return (C, Ix) if argmax else C
 
 
 def _workspace(device: int, stream: int, n: int, itemsize: int, argmax: bool) -> tuple[int, int]:
     """(values, argmax) pointers into a split-K workspace of ``n`` partial results.
 
-    One grow-only buffer per (device, stream): work on one stream runs in order, so
-    the next product on that stream may reuse it at once. Split-K only runs when the
-    output has few tiles, which bounds the buffer (about 2M partial results).
+    One grow-only buffer per (device, stream), allocated on that device (the caller
+    made it current): work on one stream runs in order, so the next product on that
+    stream may reuse it at once. Split-K only runs when the output has few tiles,
+    which bounds the buffer (about 2M partial results). Threads (one per GPU in
+    ``bmm_multi``) share the table, hence the lock.
     """
     values = -(-n * itemsize // 256) * 256
     need = values + (4 * n if argmax else 0)
     key = (device, stream)
-    buf = _workspaces.pop(key, None)
-    if buf is None or buf.size < need:
-        from numba import cuda
+    with _workspaces_lock:
+        buf = _workspaces.pop(key, None)
+        if buf is None or buf.size < need:
+            from numba import cuda
 
-        buf = cuda.device_array(max(need, 1 << 20), np.uint8)
-    _workspaces[key] = buf  # most recently used last
-    while len(_workspaces) > _WORKSPACES_KEPT:
-        _workspaces.pop(next(iter(_workspaces)))
+            buf = cuda.device_array(max(need, 1 << 20), np.uint8)
+        _workspaces[key] = buf  # most recently used last
+        while len(_workspaces) > _WORKSPACES_KEPT:
+            _workspaces.pop(next(iter(_workspaces)))
     ptr = int(buf.device_ctypes_pointer.value)
     return ptr, (ptr + values if argmax else 0)
 
@@ -369,12 +406,12 @@ def _split_out(out: Any, argmax: bool, ref: Operand, shape: tuple[int, ...]):
         if not (isinstance(out, tuple) and len(out) == 2):
             raise TypeError("with argmax=True, out must be a (C, argmax) pair of arrays")
         return (
-            _check_out(out[0], ref, shape, ref.dtype, "out[0]"),
+            _check_out(out[0], ref, shape, ref.dtype, _out_name(True)),
             _check_out(out[1], ref, shape, np.dtype("int32"), "out[1]"),
         )
     if isinstance(out, tuple):
         raise TypeError("out must be one array (a (C, argmax) pair only with argmax=True)")
-    return _check_out(out, ref, shape, ref.dtype, "out"), None
+    return _check_out(out, ref, shape, ref.dtype, _out_name(False)), None
 
 
 def _plan(semiring: str, dtype: np.dtype, argmax: bool, layout: str, batch: int, M: int, N: int, K: int,
@@ -396,7 +433,7 @@ def choose_tile(
     """The tile variant :func:`matmul` picks for a shape (see :func:`lazykern.tropical.plan.choose_tile`)
     on a GPU with ``sms`` SMs: by default the current device's, or an H100's where there is no GPU."""
     if sms is None:
-        sms = _sm_count(_current_device()) if gpu_available() else _NO_GPU_SMS
+        sms = _sm_count(_device.resolve_or_current(None)) if gpu_available() else _NO_GPU_SMS
     return planner.choose_tile(dtype, argmax, batch, M, N, K, sms=sms)
 
 
@@ -410,38 +447,8 @@ def _sm_count(device: int) -> int:
 def _kernel(name: str, device: int):
     kernel = _kernels.get((name, device))
     if kernel is None:
-        from numba import cuda
-
-        cc = cuda.get_current_device().compute_capability
-        kernel = _kernels[(name, device)] = family.get(name, arch=f"sm_{cc[0]}{cc[1]}")
+        kernel = _kernels[(name, device)] = family.get(name, arch=_device.arch(device))
     return kernel
-
-
-def _current_device() -> int:
-    from numba import cuda
-
-    return cuda.get_current_device().id
-
-
-class _on_device:
-    """Make ``device`` current for Numba (and so for the kernel's module) if it is not already."""
-
-    __slots__ = ("device", "ctx")
-
-    def __init__(self, device: int) -> None:
-        self.device = device
-        self.ctx = None
-
-    def __enter__(self) -> None:
-        from numba import cuda
-
-        if cuda.current_context().device.id != self.device:
-            self.ctx = cuda.gpus[self.device]
-            self.ctx.__enter__()
-
-    def __exit__(self, *exc) -> None:
-        if self.ctx is not None:
-            self.ctx.__exit__(*exc)
 
 
 # ---------------------------------------------------------------- host path --
@@ -458,14 +465,15 @@ def _host_product(a: Operand, b: Operand, semiring, argmax, c_op, i_op, stream, 
     if gpu_available():
         from numba import cuda
 
-        dA, dB = cuda.to_device(np.ascontiguousarray(A)), cuda.to_device(np.ascontiguousarray(B))
-        res = _product(dA, dB, semiring, argmax, None, stream, False, batched=batched)
-        handle = _arrays.stream_handle(stream)
-        if handle:
-            from cuda.bindings import driver
+        with _device.on(_call_device([], stream)):  # the stream's device, else the current one
+            dA, dB = cuda.to_device(np.ascontiguousarray(A)), cuda.to_device(np.ascontiguousarray(B))
+            res = _product(dA, dB, semiring, argmax, None, stream, False, batched=batched)
+            handle = _device.stream_handle(stream)
+            if handle:
+                from cuda.bindings import driver
 
-            driver.cuStreamSynchronize(handle)
-        res = tuple(r.copy_to_host() for r in res) if argmax else res.copy_to_host()
+                driver.cuStreamSynchronize(handle)
+            res = tuple(r.copy_to_host() for r in res) if argmax else res.copy_to_host()
     else:
         log.info(
             "tropical.%s: no GPU (or the CUDA simulator): computing %s %s x %s on the CPU with the NumPy reference",
