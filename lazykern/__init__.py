@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import config, graph
 from .cache import KernelCache, LazykernWarning, default_cache, make_key, set_default_cache
 from .compiler import CompileResult, compile_source, current_arch, nvrtc_version
 from .decorator import LazyKernel, lazy_kernel
 from .errors import CacheError, CaptureError, CompileError, LaunchError, LazykernError
 from .family import KernelFamily
-from .ipython import load_ipython_extension  # noqa: F401  (%load_ext lazykern)
 from .kernel import Kernel
 
 __version__ = "0.1.0"
@@ -36,6 +37,13 @@ __all__ = [
     "set_default_cache",
     "tropical",
 ]
+
+
+def load_ipython_extension(ip: Any) -> None:
+    """``%load_ext lazykern``: registers the ``%lazykern`` magic (see :mod:`lazykern.ipython`)."""
+    from .ipython import load_ipython_extension as load  # import on first use: the library never imports its apps
+
+    load(ip)
 
 
 def __getattr__(name: str):

@@ -264,7 +264,7 @@ def test_warm_in_parallel_then_everything_is_cached(cache_dir):
     assert all(r["family"] == "tropical_like_pool" and r["compile_seconds"] > 0 for r in rows)
     again = invoke("warm", "--family", POOL, "--kernels", "*argmax", "--arch", "sm_80", "--arch", "sm_90")
     assert again.exit_code == 0
-    from lazykern.cli._warm import warm
+    from lazykern.warm import warm
 
     summary = warm(POOL, patterns=["*argmax"], archs=["sm_80", "sm_90"])
     assert summary.count("cached") == 4 and summary.count("compiled") == 0

@@ -9,6 +9,7 @@ each command so ``lazykern --help`` is instant.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import typer
@@ -69,8 +70,7 @@ def warm(
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Worker processes (0: one per CPU core)."),
 ) -> None:
     """Compile a family's kernels ahead of time, in parallel; no GPU needed."""
-    from ._warm import checked_archs
-    from ._warm import warm as run_warm
+    from ..warm import warm as run_warm
 
     patterns = split_list(kernels)
     if all_kernels and patterns:
@@ -98,6 +98,23 @@ def warm(
     _print_warm(summary)
     if not summary.ok:
         raise typer.Exit(1)
+
+
+def checked_archs(archs: Sequence[str]) -> list[str | None]:
+    """The ``--arch`` values, normalized and checked against what NVRTC compiles for, before any work.
+
+    Raises ``typer.BadParameter`` (a usage error) naming the valid archs; ``[None]``
+    (this machine's arch) when none are given.
+    """
+    from ..compiler import check_arch
+
+    out: list[str | None] = []
+    for arch in archs:
+        try:
+            out.append(check_arch(arch))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--arch") from None
+    return out or [None]
 
 
 def _print_warm(summary) -> None:

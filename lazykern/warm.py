@@ -1,5 +1,8 @@
 """Ahead-of-time compilation of a family's kernels, in parallel worker processes.
 
+The one warm engine: the ``lazykern warm`` command, the ``%lazykern warm`` magic
+and :func:`lazykern.dask.warm_workers` all come here.
+
 The parent decides what is missing (a cache lookup per kernel and arch) and
 hands only those to workers; each worker imports the family by its spec and
 calls ``family.get(name, arch)``, which compiles with NVRTC (no GPU needed)
@@ -18,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ..errors import CompileError, LazykernError
+from .errors import CompileError, LazykernError
 
 BUILTIN_FAMILIES = {"tropical": "lazykern.tropical:family"}
 
@@ -44,23 +47,14 @@ def resolve_family(spec: str) -> Any:
     return obj
 
 
-def checked_archs(archs: Sequence[str]) -> list[str | None]:
-    """The ``--arch`` values, normalized and checked against what NVRTC compiles for, before any work.
+def split_list(values: Sequence[str] | None) -> list[str]:
+    """``["sm_80,sm_90", "sm_100"]`` -> ``["sm_80", "sm_90", "sm_100"]``."""
+    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
 
-    Raises ``typer.BadParameter`` (a usage error) naming the valid archs; ``[None]``
-    (this machine's arch) when none are given.
-    """
-    import typer
 
-    from ..compiler import check_arch
-
-    out: list[str | None] = []
-    for arch in archs:
-        try:
-            out.append(check_arch(arch))
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--arch") from None
-    return out or [None]
+def kernel_label(row: dict[str, Any]) -> str:
+    """The kernel's name in a cache row: families store ``kernel``, ``@lazy_kernel`` stores ``name``."""
+    return str(row.get("kernel") or row.get("name") or "-")
 
 
 def select(names: Iterable[str], patterns: Sequence[str] | None) -> list[str]:
@@ -161,7 +155,7 @@ def warm(
     ``jobs == 1`` compiles in this process; more uses a spawn-context process
     pool. ``on_start(n_to_compile)`` and ``on_result(result)`` drive a progress display.
     """
-    from ..compiler import normalize_arch
+    from .compiler import normalize_arch
 
     start = time.perf_counter()
     family = resolve_family(spec)
