@@ -74,6 +74,10 @@ class BundleError(CacheError):
     """A bundle could not be written, or was refused as a whole."""
 
 
+class FamilyError(LazykernError, ValueError):
+    """A kernel family could not be found, imported or used as one."""
+
+
 class CaptureError(LazykernError):
     """An operation is not allowed while a CUDA graph is being captured."""
 

@@ -15,36 +15,14 @@ from __future__ import annotations
 import concurrent.futures as cf
 import dataclasses
 import fnmatch
-import importlib
 import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .errors import CompileError, LazykernError
-
-BUILTIN_FAMILIES = {"tropical": "lazykern.tropical:family"}
-
-
-def resolve_family(spec: str) -> Any:
-    """``"tropical"`` or ``"package.module:attr"`` -> the KernelFamily object."""
-    target = BUILTIN_FAMILIES.get(spec, spec)
-    if ":" not in target:
-        known = ", ".join(sorted(BUILTIN_FAMILIES))
-        raise LazykernError(f"unknown family {spec!r}: use one of {known} or 'package.module:attribute'")
-    module_name, _, attr = target.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise LazykernError(f"family {spec!r}: cannot import module {module_name!r} ({exc})") from exc
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise LazykernError(f"family {spec!r}: module {module_name!r} has no attribute {attr!r}") from None
-    if not (hasattr(obj, "names") and hasattr(obj, "get") and hasattr(obj, "key")):
-        raise LazykernError(f"family {spec!r} is a {type(obj).__name__}, not a lazykern KernelFamily")
-    return obj
+from .families import declared
+from .families import resolve as resolve_family
 
 
 def split_list(values: Sequence[str] | None) -> list[str]:
@@ -167,7 +145,8 @@ def warm(
     todo, results = plan(family, names, arch_list)
     if on_start is not None:
         on_start(len(todo))
-    for r in _run(spec, todo, jobs):
+    # Workers get "module:attr": an entry point seen here may not be visible to them.
+    for r in _run(declared().get(spec, spec), todo, jobs):
         results.append(r)
         if on_result is not None:
             on_result(r)

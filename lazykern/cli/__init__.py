@@ -56,7 +56,12 @@ def _root(
 
 @app.command()
 def warm(
-    family: str = typer.Option("tropical", "--family", "-f", help="'tropical' or 'package.module:attribute'."),
+    family: str = typer.Option(
+        "tropical",
+        "--family",
+        "-f",
+        help="A registered family (tropical, or one a package declares) or 'package.module:attribute'.",
+    ),
     kernels: list[str] | None = typer.Option(
         None,
         "--kernels",
