@@ -38,7 +38,8 @@ def declared() -> dict[str, str]:
 
 
 def resolve(spec: str | Callable[[], Any]) -> Any:
-    """A KernelFamily from a registered name, ``"package.module:attribute"`` or a zero-argument factory.
+    """A KernelFamily from a registered name, ``"package.module:attribute"`` or a zero-argument factory
+    (given, or named by ``"module:attribute"``).
 
     Raises :class:`~lazykern.errors.FamilyError` saying which part failed.
     """
@@ -58,7 +59,7 @@ def resolve(spec: str | Callable[[], Any]) -> Any:
             obj = getattr(obj, part)
         except AttributeError:
             raise FamilyError(f"family {spec!r}: module {module_name!r} has no attribute {attr!r}") from None
-    return _checked(obj, spec)
+    return _checked(obj if _is_family(obj) or not callable(obj) else obj(), spec)
 
 
 def loaded() -> dict[str, Any]:
@@ -74,7 +75,11 @@ def loaded() -> dict[str, Any]:
     return out
 
 
+def _is_family(obj: Any) -> bool:
+    return hasattr(obj, "names") and hasattr(obj, "get") and hasattr(obj, "key")
+
+
 def _checked(obj: Any, spec: str) -> Any:
-    if not (hasattr(obj, "names") and hasattr(obj, "get") and hasattr(obj, "key")):
+    if not _is_family(obj):
         raise FamilyError(f"family {spec!r} is a {type(obj).__name__}, not a lazykern KernelFamily")
     return obj

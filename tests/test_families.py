@@ -60,9 +60,11 @@ def test_resolve_errors_name_what_failed(declared):
         families.resolve("gone")
     with pytest.raises(FamilyError, match="has no attribute 'missing'"):
         families.resolve("tests._tropical_like:missing")
-    with pytest.raises(FamilyError, match="is a function, not a lazykern KernelFamily"):
-        families.resolve("tests._tropical_like:make_family")
+    with pytest.raises(FamilyError, match="is a list, not a lazykern KernelFamily"):
+        families.resolve("tests._tropical_like:SIG")
+    # A zero-argument factory, given or named.
     assert families.resolve(_tropical_like.make_family).name == "tropical_like"
+    assert families.resolve("tests._tropical_like:make_family").name == "tropical_like"
 
 
 def test_warm_engine_and_dask_find_an_entry_point_family(declared, tmp_path, monkeypatch):

@@ -44,6 +44,7 @@ from . import reference
 from ._family import family, make_family
 from .api import bmm, choose_tile, matmul, matmul_backward
 from .fragments import all_specs, core_names, core_specs
+from .kernels import kernels_for
 
 __all__ = [
     "all_specs",
@@ -52,6 +53,7 @@ __all__ = [
     "core_names",
     "core_specs",
     "family",
+    "kernels_for",
     "make_family",
     "matmul",
     "matmul_backward",
