@@ -12,10 +12,8 @@ and stores the cubin in the shared on-disk cache. Workers are started with
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import dataclasses
 import fnmatch
-import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -160,6 +158,9 @@ def _run(spec: str, todo: list[tuple[str, str]], jobs: int) -> Iterable[WarmResu
         for name, arch in todo:
             yield compile_one(spec, name, arch)
         return
+    import concurrent.futures as cf  # import on first use: startup time (the CLI imports this module)
+    import multiprocessing  # import on first use: startup time
+
     workers = min(jobs, len(todo))
     ctx = multiprocessing.get_context("spawn")
     with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
