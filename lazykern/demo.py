@@ -32,7 +32,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+from numba import cuda
 
+from . import graph
+from . import tropical as tropical_module
 from .cache import KernelCache, default_cache, set_default_cache
 from .compiler import current_arch, device_compute_capability
 
@@ -315,10 +318,6 @@ class GraphTiming:
 
 def time_graph_vs_eager(tropical: Any, weights: np.ndarray, steps: int, *, repeats: int = 5) -> GraphTiming:
     """The squaring loop on device arrays: launched one by one, then as one captured graph."""
-    from numba import cuda
-
-    from . import graph
-
     d0 = np.array(weights, dtype=np.float32)
     np.fill_diagonal(d0, 0.0)
     stream = cuda.stream()
@@ -396,10 +395,7 @@ def estimate_cpu_seconds(side: int, *, tropical: Any = None, sample: int = 160) 
     squarings of an ``n x n`` matrix (``n = side**2``). The rest (Dijkstra, Viterbi,
     compiling two kernels) costs a few seconds at most.
     """
-    if tropical is None:
-        from . import tropical as tropical_module
-
-        tropical = tropical_module
+    tropical = tropical_module if tropical is None else tropical
     n = side * side
     m = min(n, sample)
     a = np.random.default_rng(0).random((m, m), dtype=np.float32)
@@ -417,8 +413,6 @@ def gpu_present() -> bool:
 def _device_name() -> tuple[bool, str]:
     if device_compute_capability() is None:
         return False, "no GPU found (answers computed by the NumPy reference)"
-    from numba import cuda
-
     name = cuda.get_current_device().name
     return True, name.decode() if isinstance(name, bytes) else str(name)
 
@@ -452,10 +446,7 @@ def run(
 
 
 def _run(side: int, seed: int, progress: Progress | None, tropical: Any) -> DemoReport:
-    if tropical is None:
-        from . import tropical as tropical_module
-
-        tropical = tropical_module
+    tropical = tropical_module if tropical is None else tropical
     tick = progress or (lambda stage, done, total: None)
     start = time.perf_counter()
     gpu, device = _device_name()

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import html
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from .compiler import normalize_arch
 from .errors import CompileError, LazykernError
 from .families import declared
 from .families import resolve as resolve_family
@@ -67,8 +69,6 @@ class WarmSummary:
         return self.count("failed") == 0
 
     def _repr_html_(self) -> str:
-        import html
-
         rows = "".join(
             f"<tr><td><code>{html.escape(r.name)}</code></td><td>{r.arch}</td><td>{r.status}</td>"
             f"<td>{r.seconds:.2f}</td><td><pre>{html.escape(r.first_lines())}</pre></td></tr>"
@@ -131,8 +131,6 @@ def warm(
     ``jobs == 1`` compiles in this process; more uses a spawn-context process
     pool. ``on_start(n_to_compile)`` and ``on_result(result)`` drive a progress display.
     """
-    from .compiler import normalize_arch
-
     start = time.perf_counter()
     family = resolve_family(spec)
     pool = family.names() if patterns or everything else family.core_names()

@@ -31,10 +31,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lazykern import compiler
 from lazykern.errors import LazykernError
 from lazykern.families import resolve as resolve_family
 
-from . import _report
+from . import _report, device
 
 DEFAULT_FAMILY = "tropical"
 DEFAULT_OUT = os.path.join("benchmarks", "results")
@@ -141,10 +142,6 @@ def run(
     fragments compiled in compile-only mode (default: the forward-with-argmax
     and backward f32 max-plus fragments, found by name).
     """
-    from lazykern import compiler
-
-    from . import device
-
     repeats = repeats or (1 if quick else 3)
     if gpu is None:
         gpu = compiler.device_compute_capability() is not None
