@@ -229,7 +229,11 @@ def casino() -> Hmm:
     trans = np.array([[0.95, 0.05], [0.10, 0.90]])
     emit = np.array([[1 / 6] * 6, [0.1] * 5 + [0.5]])
     start = np.array([0.5, 0.5])
-    return Hmm(*(np.log(x).astype(np.float32) for x in (start, trans, emit)), ("fair", "loaded"))
+
+    def log(x: np.ndarray) -> np.ndarray:
+        return np.log(x).astype(np.float32)
+
+    return Hmm(log(start), log(trans), log(emit), ("fair", "loaded"))
 
 
 def sample_hmm(hmm: Hmm, batch: int, length: int, *, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:

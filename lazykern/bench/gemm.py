@@ -115,7 +115,7 @@ class _Context:
     stream: Any
     clock: _timing.Clock
     rng: np.random.Generator
-    timing: dict[str, float]
+    timing: dict[str, Any]  # keyword arguments of _timing.measure
 
 
 def run(
@@ -229,7 +229,7 @@ def _figures(case: Case, ctx: _Context, meas: _timing.Measurement, check: _check
     fig: dict[str, Any] = {"ms": seconds * 1e3, "timing": meas.as_dict(), "check": check.as_dict()}
     if case.op == "backward":
         limit = ctx.spec.mem_bandwidth_bytes_s
-        gbs = limits.gb_per_s(nbytes, seconds) if check.ok else None
+        gbs = limits.gb_per_s(nbytes, seconds) if check.ok and nbytes is not None else None
         fig.update(
             bytes=nbytes,
             gb_s=gbs,

@@ -285,7 +285,7 @@ def _nvrtc_seconds(run: dict[str, Any]) -> float:
 
 def _gpu_rows(runner: _Runner, repeats: int, size: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     cold, warm, lazy = [], [], []
-    shared = None
+    shared = ""
     for _ in range(repeats):
         shared = runner.fresh_dir()
         cold.append(runner("first_call", shared, size=size))
@@ -317,7 +317,7 @@ def _gpu_rows(runner: _Runner, repeats: int, size: int) -> tuple[list[dict[str, 
 
 def _cpu_rows(runner: _Runner, repeats: int, names: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     cold, warm = [], []
-    shared = None
+    shared = ""
     for _ in range(repeats):
         shared = runner.fresh_dir()
         run = runner("get", shared, names=names)
@@ -350,7 +350,7 @@ def _eager_row(runner: _Runner, repeats: int, fragments: int) -> dict[str, Any]:
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    by = {r["scenario"].split(":")[0]: r.get("seconds") for r in rows}
+    by: dict[str, Any] = {r["scenario"].split(":")[0]: r.get("seconds") for r in rows}
     out: dict[str, Any] = {}
     if by.get("cold") and by.get("warm"):
         out["cold_over_warm"] = by["cold"] / by["warm"]

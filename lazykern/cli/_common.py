@@ -36,7 +36,7 @@ from ..errors import LazykernError
 from ..warm import kernel_label, split_list  # noqa: F401  (the commands' shared helpers)
 
 # Recent typer versions vendor click (typer._click): take click's base classes from typer itself.
-_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_CLICK_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 _PASS_THROUGH = (_CLICK_ERROR, typer.Exit, typer.Abort)
 
 console = Console(highlight=False)
