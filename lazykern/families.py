@@ -63,7 +63,8 @@ def resolve(spec: str | Callable[[], Any]) -> Any:
 
 
 def loaded() -> dict[str, Any]:
-    """Every declared family that imports, by its own ``name``; one that fails is logged and left out."""
+    """Every declared family that imports, by its own ``name``; one that fails, or whose name is
+    taken by one declared before it (built-ins come first), is logged and left out."""
     out: dict[str, Any] = {}
     for name, target in declared().items():
         try:
@@ -71,7 +72,11 @@ def loaded() -> dict[str, Any]:
         except FamilyError as exc:
             log.warning("kernel family %r (%s) left out: %s", name, target, exc)
             continue
-        out[getattr(family, "name", name)] = family
+        key = getattr(family, "name", name)
+        if key in out and out[key] is not family:  # built-ins first: a package cannot shadow one
+            log.warning("kernel family %r (%s) left out: a family of that name is already registered", name, target)
+            continue
+        out[key] = family
     return out
 
 

@@ -25,6 +25,8 @@ def declared(monkeypatch):
     real = importlib.metadata.entry_points
     fake = [
         importlib.metadata.EntryPoint("tropical_like", "tests._tropical_like:family", GROUP),
+        # A factory: every resolve builds a fresh family, so warming one leaves no kernel in a shared object.
+        importlib.metadata.EntryPoint("tropical_like_fresh", "tests._tropical_like:make_family", GROUP),
         importlib.metadata.EntryPoint("gone", "no_such_package.kernels:family", GROUP),
     ]
 
@@ -51,10 +53,11 @@ def test_loaded_leaves_out_a_family_that_does_not_import_and_says_why(declared, 
         loaded = families.loaded()
     assert loaded["tropical_like"] is _tropical_like.family and loaded["tropical"] is tropical.family
     assert "gone" not in loaded and "no_such_package" in caplog.text
+    assert "'tropical_like_fresh' (tests._tropical_like:make_family) left out: a family of that name" in caplog.text
 
 
 def test_resolve_errors_name_what_failed(declared):
-    with pytest.raises(FamilyError, match="unknown family 'nope'.*tropical, tropical_like"):
+    with pytest.raises(FamilyError, match="unknown family 'nope'.*tropical, tropical_like, tropical_like_fresh"):
         families.resolve("nope")
     with pytest.raises(FamilyError, match="cannot import module 'no_such_package.kernels'"):
         families.resolve("gone")
@@ -71,11 +74,11 @@ def test_warm_engine_and_dask_find_an_entry_point_family(declared, tmp_path, mon
     monkeypatch.setenv("LAZYKERN_CACHE_DIR", str(tmp_path / "cache"))
     set_default_cache(None)
     try:
-        fam = families.resolve("tropical_like")
-        summary = warm("tropical_like", patterns=["m*_f32"], archs=["sm_90"], jobs=2)
+        summary = warm("tropical_like_fresh", patterns=["m*_f32"], archs=["sm_90"], jobs=2)
         assert summary.ok and summary.family == "tropical_like" and summary.count("compiled") == 2
-        report = dask._warm_from_family("tropical_like", ["maxplus_f32", "minplus_f32"], "sm_90")
-        assert report["kernels"] == 2 and report["cache"] == fam.cache.directory
+        report = dask._warm_from_family("tropical_like_fresh", ["maxplus_f32", "minplus_f32"], "sm_90")
+        assert report["kernels"] == 2 and report["compiled"] == 0  # the warm above stored both
+        assert report["cache"] == str(tmp_path / "cache")
     finally:
         set_default_cache(None)
 
