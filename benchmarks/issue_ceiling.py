@@ -31,7 +31,7 @@ around the loop; the effective SM clock is the median over blocks of
 delta-clock / delta-ns. Grids are 1, 2 and 4 blocks per SM of 256 threads
 (8, 16, 32 warps per SM; f32 also 128 threads). The table gives T MAC/s, its
 percentage of the nominal issue limit (SMs x MACs/SM/clock x the driver's max
-clock, see ``lazykern.bench._limits``), the effective clock, MACs per SM per
+clock, see ``lazykern.bench.limits``), the effective clock, MACs per SM per
 measured clock and the T MAC/s that rate would give at the max clock.
 
 ``--load`` also runs ``tropical.matmul(A, B, "maxplus")`` on 4096 x 4096 f32 for
@@ -430,7 +430,7 @@ def current_device() -> Device:
     """Numba's current device; the max clock from the driver (or the H100 constant where it reports none)."""
     from numba import cuda
 
-    from lazykern.bench._device import device_spec
+    from lazykern.bench.device import device_spec
 
     spec = device_spec()
     clock, source = spec.clock_hz, spec.clock_source
@@ -442,16 +442,16 @@ def current_device() -> Device:
 
 def figures(result: dict[str, Any], variant: Variant, device: Device) -> dict[str, Any]:
     """Percent of the nominal limit, MACs per SM per measured clock and the T MAC/s that gives at max clock."""
-    from lazykern.bench import _limits
+    from lazykern.bench import limits
 
-    rate = _limits.macs_per_sm_per_clock(variant.dtype, device.cc)
-    nominal = _limits.issue_limit_tmacs(variant.dtype, device.cc, device.sm_count, device.max_clock_hz)
+    rate = limits.macs_per_sm_per_clock(variant.dtype, device.cc)
+    nominal = limits.issue_limit_tmacs(variant.dtype, device.cc, device.sm_count, device.max_clock_hz)
     per_clock = result["tmacs"] * 1e12 / (device.sm_count * result["mhz"] * 1e6)
     return {
         "nominal_tmacs": nominal,
-        "pct_nominal": _limits.percent(result["tmacs"], nominal),
+        "pct_nominal": limits.percent(result["tmacs"], nominal),
         "macs_per_sm_clock": per_clock,
-        "pct_issue_rate": _limits.percent(per_clock, rate),
+        "pct_issue_rate": limits.percent(per_clock, rate),
         "tmacs_at_max_clock": per_clock * device.sm_count * device.max_clock_hz / 1e12,
     }
 
@@ -703,7 +703,7 @@ def print_sass(arch: str) -> dict[str, dict[str, Any]]:
 def gpu_run(args: argparse.Namespace) -> dict[str, Any]:
     from numba import cuda
 
-    from lazykern.bench._device import environment
+    from lazykern.bench.device import environment
     from lazykern.compiler import current_arch
 
     device = current_device()
@@ -723,7 +723,7 @@ def gpu_run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.sass:
-        from lazykern.bench._device import environment
+        from lazykern.bench.device import environment
 
         results: dict[str, Any] = {"environment": environment(), "arch": args.sass, "sass": print_sass(args.sass)}
     else:

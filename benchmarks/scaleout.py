@@ -50,7 +50,7 @@ def _same_block(block, run):
 # -- multigpu -------------------------------------------------------------------
 def _backend(name: str):
     if name == "numba-naive":
-        from lazykern.multigpu import numba_maxplus_backend
+        from benchmarks.backends import numba_maxplus_backend
 
         return numba_maxplus_backend()
     from lazykern import tropical
@@ -58,16 +58,9 @@ def _backend(name: str):
     return tropical.bmm
 
 
-def _drop_out(backend, a, b, *, semiring, stream, out):
-    return backend(a, b, semiring=semiring, stream=stream)
-
-
 def _resident(A, B, devices, backend, semiring: str, repeat: int) -> tuple[float, list[float]]:
     """Compute only: each device's share already on it, all devices launched at once."""
-    from lazykern.multigpu import _takes_out, split_batch
-
-    if not _takes_out(backend):
-        backend = functools.partial(_drop_out, backend)
+    from lazykern.multigpu import split_batch
 
     shares = split_batch(A.shape[0], len(devices))
     staged = []
@@ -253,9 +246,9 @@ def synthetic_family(count: int):
 
 
 def _resolve(spec):
-    from lazykern.dask import _resolve_family
+    from lazykern.families import resolve
 
-    return _resolve_family(spec)
+    return resolve(spec)
 
 
 def _import_lazykern() -> str:

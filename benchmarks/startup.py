@@ -2,9 +2,46 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-from lazykern.bench.startup import main
+from rich.console import Console
+
+from lazykern.bench.startup import DEFAULT_FAMILY, DEFAULT_OUT, run, table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.startup",
+        description="Start-up cost: cold vs warm, eager vs lazy compilation, in fresh processes.",
+    )
+    parser.add_argument("--quick", action="store_true", help="one repeat instead of three")
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--out", default=DEFAULT_OUT, help=f"directory for the JSON and PNG (default {DEFAULT_OUT})")
+    parser.add_argument("--family", default=DEFAULT_FAMILY, help="module:attribute of the KernelFamily to time")
+    parser.add_argument("--cpu", action="store_true", help="compile-only figures even where a GPU is present")
+    parser.add_argument("--arch", default=None, help="arch to compile for in compile-only mode (default: current)")
+    parser.add_argument("--names", nargs="*", default=None, help="fragments the lazy user needs (compile-only mode)")
+    parser.add_argument("--no-eager", action="store_true", help="skip the all-in-one compile")
+    args = parser.parse_args(argv)
+    console = Console(stderr=True)
+    result = run(
+        args.out,
+        quick=args.quick,
+        repeats=args.repeats,
+        family=args.family,
+        gpu=False if args.cpu else None,
+        lazy_names=args.names,
+        arch=args.arch,
+        eager=not args.no_eager,
+        progress=lambda msg: console.log(msg),
+        argv=None if argv is None else ["-m", "benchmarks.startup", *argv],
+    )
+    Console().print(table(result))
+    for path in filter(None, result.get("files", {}).values()):
+        console.print(f"wrote {path}")
+    return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -241,9 +241,9 @@ def round6_candidates() -> list[Candidate]:
 
 def sweep_source(code: str) -> str:
     """The variants' switches (sweep_variants.cuh, off unless a -D turns one on), the preamble, ``code``."""
-    from lazykern.tropical._family import preamble
+    from lazykern import tropical
 
-    return SWEEP_VARIANTS.read_text(encoding="utf-8") + "\n" + preamble() + "\n" + code
+    return SWEEP_VARIANTS.read_text(encoding="utf-8") + "\n" + tropical.family.source.preamble + "\n" + code
 
 
 def source_of(c: Candidate) -> str:
@@ -255,11 +255,12 @@ def source_of(c: Candidate) -> str:
 
 
 def compile_one(c: Candidate, arch: str) -> Candidate:
+    from lazykern import tropical
     from lazykern.compiler import compile_source
-    from lazykern.tropical._family import OPTIONS
 
     t0 = time.perf_counter()
-    c.code = compile_source(source_of(c), name="cand", arch=arch, options=(*OPTIONS, *c.defines)).code
+    options = (*tropical.family.source.options, *c.defines)
+    c.code = compile_source(source_of(c), name="cand", arch=arch, options=options).code
     c.compile_s = time.perf_counter() - t0
     return c
 
@@ -437,7 +438,7 @@ SHAPES = [  # (label, batch or None, M, K, N)
 
 def library_shapes(cuda, repeats: int, rng) -> list[dict[str, Any]]:
     from lazykern import tropical
-    from lazykern.tropical import api
+    from lazykern.tropical.tuning import forced_tile
 
     rows = []
     for label, batch, M, K, N in SHAPES:
@@ -450,9 +451,8 @@ def library_shapes(cuda, repeats: int, rng) -> list[dict[str, Any]]:
         tiles = ["", "s"] + (["t"] if N <= 16 else []) + (["r"] if K <= 8 and N <= 8 else [])
         tiles += (["r4"] if K <= 4 and N <= 4 else []) + (["splitk"] if K >= 128 else [])
         for tile in tiles:
-            api._FORCE_TILE = tile
             stream = cuda.stream()
-            try:
+            with forced_tile(tile):
                 out = fn(A, B, "maxplus", stream=stream)
                 stream.synchronize()
                 for _ in range(2):
@@ -465,8 +465,6 @@ def library_shapes(cuda, repeats: int, rng) -> list[dict[str, Any]]:
                     end.record(stream)
                     end.synchronize()
                     times.append(cuda.event_elapsed_time(start, end) / 1e3)
-            finally:
-                api._FORCE_TILE = None
             med = statistics.median(times)
             macs = (batch or 1) * M * N * K
             rows.append({"shape": label, "tile": tile or "(large)", "auto": tile == auto, "median_s": med,

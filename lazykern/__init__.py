@@ -1,17 +1,45 @@
-"""lazykern: GPU kernels compiled lazily, cached per machine, launched fast."""
+"""lazykern: GPU kernels compiled lazily, cached per machine, launched fast.
+
+``import lazykern`` imports only its settings and errors: the public names below
+(and ``lazykern.tropical``) import their modules, with NumPy, Numba and
+cuda.core, the first time they are used (start-up time: ``lazykern --help`` and
+a process that only configures lazykern stay fast).
+"""
 
 from __future__ import annotations
 
-from . import config, graph
-from .cache import KernelCache, LazykernWarning, default_cache, make_key, set_default_cache
-from .compiler import CompileResult, compile_source, current_arch, nvrtc_version
-from .decorator import LazyKernel, lazy_kernel
-from .errors import CacheError, CaptureError, CompileError, LaunchError, LazykernError
-from .family import KernelFamily
-from .ipython import load_ipython_extension  # noqa: F401  (%load_ext lazykern)
-from .kernel import Kernel
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from . import config
+from .errors import CacheError, CaptureError, CompileError, LaunchError, LazykernError, LazykernWarning
+
+if TYPE_CHECKING:
+    from . import graph, tropical
+    from .cache import KernelCache, default_cache, make_key, set_default_cache
+    from .compiler import CompileResult, compile_source, current_arch, nvrtc_version
+    from .decorator import LazyKernel, lazy_kernel
+    from .family import KernelFamily
+    from .kernel import Kernel
 
 __version__ = "0.1.0"
+
+# Public name -> the module that defines it: imported on first use (startup time).
+_LAZY = {
+    "KernelCache": ".cache",
+    "default_cache": ".cache",
+    "make_key": ".cache",
+    "set_default_cache": ".cache",
+    "CompileResult": ".compiler",
+    "compile_source": ".compiler",
+    "current_arch": ".compiler",
+    "nvrtc_version": ".compiler",
+    "LazyKernel": ".decorator",
+    "lazy_kernel": ".decorator",
+    "KernelFamily": ".family",
+    "Kernel": ".kernel",
+}
+_LAZY_MODULES = ("graph", "tropical")
 
 __all__ = [
     "CacheError",
@@ -38,13 +66,26 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    # The tropical family registers 748 fragment texts: imported on first use only.
-    if name == "tropical":
-        import importlib
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    elif name in _LAZY_MODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module 'lazykern' has no attribute {name!r}")
+    globals()[name] = value  # later look-ups skip this function
+    return value
 
-        return importlib.import_module(".tropical", __name__)
-    raise AttributeError(f"module 'lazykern' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+def load_ipython_extension(ip: Any) -> None:
+    """``%load_ext lazykern``: registers the ``%lazykern`` magic (see :mod:`lazykern.ipython`)."""
+    from .ipython import load_ipython_extension as load  # import on first use: the library never imports its apps
+
+    load(ip)
 
 
 config.configure_logging()

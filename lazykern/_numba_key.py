@@ -41,7 +41,7 @@ _PINNED = ("numba", "numpy", "math", "cmath", "operator", "builtins", "cuda", "l
 
 
 def _pinned(module_name: str | None) -> bool:
-    return bool(module_name) and module_name.split(".", 1)[0] in _PINNED
+    return module_name is not None and module_name.split(".", 1)[0] in _PINNED
 
 
 class _Walker:

@@ -34,6 +34,7 @@ from typing import IO, Any
 from . import _entry
 from .cache import SCHEMA_VERSION, KernelCache
 from .errors import BundleError
+from .families import loaded as registered_families
 
 log = logging.getLogger("lazykern")
 
@@ -281,7 +282,7 @@ def import_bundle(
             if m:
                 report.skipped[m.group(1)] = reason
         return report
-    known = dict(_builtin_families() if families is None else families)
+    known = dict(registered_families() if families is None else families)
     for name, blob in sorted(members.items()):
         m = _ENTRY_RE.match(name)
         if not m:
@@ -336,14 +337,3 @@ def _verify(key: str, blob: bytes, listed: Mapping[str, str], known: Mapping[str
         if expected != key:
             return f"its key does not match {meta['family']}/{kernel} for {arch} as built here (other source?)"
     return None
-
-
-def _builtin_families() -> dict[str, Any]:
-    """Families shipped with lazykern whose keys an import can recompute."""
-    out: dict[str, Any] = {}
-    try:
-        from .tropical import family as tropical_family
-    except ImportError:
-        return out
-    out[tropical_family.name] = tropical_family
-    return out

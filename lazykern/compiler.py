@@ -23,6 +23,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import cast
 
 from . import config
 from .errors import CompileError
@@ -57,10 +58,11 @@ def nvrtc_missing(exc: BaseException) -> bool:
         from cuda.pathfinder import DynamicLibNotAvailableError, DynamicLibNotFoundError
     except ImportError:  # no cuda.pathfinder: no CUDA extra at all
         return True
-    while exc is not None:
-        if isinstance(exc, (DynamicLibNotFoundError, DynamicLibNotAvailableError)) and "nvrtc" in str(exc).lower():
+    cur: BaseException | None = exc
+    while cur is not None:
+        if isinstance(cur, (DynamicLibNotFoundError, DynamicLibNotAvailableError)) and "nvrtc" in str(cur).lower():
             return True
-        exc = exc.__cause__ or exc.__context__
+        cur = cur.__cause__ or cur.__context__
     return False
 
 
@@ -359,7 +361,7 @@ def parse_options(options: Sequence[str], *, name: str = "<options>") -> dict[st
         except ValueError as exc:
             raise CompileError(f"bad value in option {opt!r}: {exc}", name=name, options=options) from None
         if append:
-            kwargs.setdefault(field, []).append(val)  # type: ignore[union-attr]
+            cast("list[object]", kwargs.setdefault(field, [])).append(val)
         else:
             kwargs[field] = val
         i += 1

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import logging
 import os
 import tempfile
@@ -26,6 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
+
+from .families import resolve as resolve_family
 
 log = logging.getLogger("lazykern")
 
@@ -225,28 +226,12 @@ def matmul(
 
 # -- cluster warm-up -------------------------------------------------------
 FamilySpec = str | Callable[[], Any]
-DEFAULT_FAMILY = "lazykern.tropical:family"
-
-
-def _resolve_family(spec: FamilySpec):
-    """A KernelFamily from ``"module:attribute"`` or a zero-argument factory.
-
-    Families hold locks and are not picklable: workers build or import their own.
-    """
-    if callable(spec):
-        return spec()
-    module, _, attr = str(spec).partition(":")
-    if not module or not attr:
-        raise ValueError(f"family must be 'module:attribute' or a zero-argument callable, got {spec!r}")
-    obj = importlib.import_module(module)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
+DEFAULT_FAMILY = "tropical"
 
 
 def _warm_from_family(spec: FamilySpec, names: Sequence[str] | None, arch: Any) -> dict[str, Any]:
     start = time.perf_counter()
-    family = _resolve_family(spec)
+    family = resolve_family(spec)
     before = family.compile_calls
     kernels = family.warm(names, arch)
     return {
@@ -297,9 +282,9 @@ def warm_workers(
     every worker and go through ``lazykern.bundle.import_bundle`` into the
     worker's cache, or ``cache_dir`` when given) or ``kernels=`` (names to
     compile, or load, on every worker through ``family.warm(kernels, arch)``;
-    ``arch=None`` means each worker's own GPU). ``family`` is ``"module:attr"``
-    or a zero-argument factory, resolved on the worker. Returns a summary per
-    worker address.
+    ``arch=None`` means each worker's own GPU). ``family`` is a registered name
+    (:mod:`lazykern.families`), ``"module:attr"`` or a zero-argument factory, resolved on the
+    worker. Returns a summary per worker address.
     """
     if (bundle is None) == (kernels is None):
         raise ValueError("warm_workers needs exactly one of bundle= (a cache bundle path) or kernels= (names)")

@@ -8,8 +8,10 @@ What it shows, and how it checks itself:
   a sample of sources (independent of any tropical code) and against
   ``tropical.reference``;
 * a Viterbi decode of a small hidden Markov model (the occasionally dishonest
-  casino) with max-plus products, checked against a plain NumPy Viterbi;
-* which of the family's kernels were compiled (only the two it needs), what
+  casino) with max-plus products, checked against the same decode on
+  ``tropical.reference`` (NumPy);
+* which of the family's kernels were compiled (only those ``tropical.kernels_for``
+  names for its two products), what
   that cost on a cold cache and what loading them cost on a warm one;
 * with a GPU, the squaring loop as eager launches vs one replayed CUDA graph.
 
@@ -23,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +32,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+from numba import cuda
+
+from . import graph
+from . import tropical as tropical_module
+from .cache import KernelCache, default_cache, set_default_cache
+from .compiler import current_arch, device_compute_capability
 
 Progress = Callable[[str, int, int], None]
 MatmulArgmax = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -222,7 +229,11 @@ def casino() -> Hmm:
     trans = np.array([[0.95, 0.05], [0.10, 0.90]])
     emit = np.array([[1 / 6] * 6, [0.1] * 5 + [0.5]])
     start = np.array([0.5, 0.5])
-    return Hmm(*(np.log(x).astype(np.float32) for x in (start, trans, emit)), ("fair", "loaded"))
+
+    def log(x: np.ndarray) -> np.ndarray:
+        return np.log(x).astype(np.float32)
+
+    return Hmm(log(start), log(trans), log(emit), ("fair", "loaded"))
 
 
 def sample_hmm(hmm: Hmm, batch: int, length: int, *, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -258,24 +269,6 @@ def viterbi(hmm: Hmm, obs: np.ndarray, matmul: MatmulArgmax) -> np.ndarray:
     return path
 
 
-def numpy_matmul_argmax(a: np.ndarray, b: np.ndarray, semiring: str = "maxplus") -> tuple[np.ndarray, np.ndarray]:
-    """Tropical product with argmax (ties: smallest k) by broadcasting, in row chunks.
-
-    An independent check of the family's kernels, written for clarity, not speed.
-    """
-    combine = np.multiply if semiring == "maxmul" else np.add
-    pick, arg = (np.min, np.argmin) if semiring == "minplus" else (np.max, np.argmax)
-    a, b = np.asarray(a), np.asarray(b)
-    out = np.empty((a.shape[0], b.shape[1]), dtype=np.result_type(a, b))
-    idx = np.empty(out.shape, dtype=np.int32)
-    rows = max(1, (1 << 22) // max(1, a.shape[1] * b.shape[1]))
-    for r in range(0, a.shape[0], rows):
-        s = combine(a[r : r + rows, :, None], b[None, :, :])
-        out[r : r + rows] = pick(s, axis=1)
-        idx[r : r + rows] = arg(s, axis=1)
-    return out, idx
-
-
 # -- the family's kernels -----------------------------------------------------------
 @dataclasses.dataclass
 class KernelUse:
@@ -286,30 +279,6 @@ class KernelUse:
     compile_seconds: float  # what compiling it cost when it was compiled
     bytes: int
     load_ms: float | None = None  # loading the cubin into the GPU context
-
-
-_DTYPE_ALIASES = {"float32": ("f32", "float32", "float"), "float64": ("f64", "float64", "double")}
-_NOT_PLAIN = ("backward", "bwd", "grad", "batch")
-
-
-def kernel_name(tropical: Any, semiring: str, dtype: str = "float32", *, argmax: bool = True) -> str:
-    """The family's fragment for one plain (not batched, not backward) product."""
-    named = getattr(tropical, "kernel_name", None)
-    if callable(named):
-        return str(named(semiring, dtype, argmax=argmax))
-    aliases = _DTYPE_ALIASES.get(dtype, (dtype,))
-    hits = []
-    for name in tropical.family.names():
-        low = name.lower()
-        tokens = set(low.replace("-", "_").replace(".", "_").split("_"))
-        if semiring not in low or not tokens.intersection(aliases):
-            continue
-        if ("argmax" in low) != argmax or any(x in low for x in _NOT_PLAIN):
-            continue
-        hits.append(name)
-    if not hits:
-        raise LookupError(f"tropical family has no plain {semiring} {dtype} kernel (argmax={argmax})")
-    return min(hits, key=len)
 
 
 def fetch_kernels(family: Any, names: list[str], arch: str, *, gpu: bool) -> list[KernelUse]:
@@ -353,10 +322,6 @@ class GraphTiming:
 
 def time_graph_vs_eager(tropical: Any, weights: np.ndarray, steps: int, *, repeats: int = 5) -> GraphTiming:
     """The squaring loop on device arrays: launched one by one, then as one captured graph."""
-    from numba import cuda
-
-    from . import graph
-
     d0 = np.array(weights, dtype=np.float32)
     np.fill_diagonal(d0, 0.0)
     stream = cuda.stream()
@@ -434,10 +399,7 @@ def estimate_cpu_seconds(side: int, *, tropical: Any = None, sample: int = 160) 
     squarings of an ``n x n`` matrix (``n = side**2``). The rest (Dijkstra, Viterbi,
     compiling two kernels) costs a few seconds at most.
     """
-    if tropical is None:
-        from . import tropical as tropical_module
-
-        tropical = tropical_module
+    tropical = tropical_module if tropical is None else tropical
     n = side * side
     m = min(n, sample)
     a = np.random.default_rng(0).random((m, m), dtype=np.float32)
@@ -449,30 +411,20 @@ def estimate_cpu_seconds(side: int, *, tropical: Any = None, sample: int = 160) 
 
 
 def gpu_present() -> bool:
-    from .compiler import device_compute_capability
-
     return device_compute_capability() is not None
 
 
 def _device_name() -> tuple[bool, str]:
-    from .compiler import device_compute_capability
-
     if device_compute_capability() is None:
         return False, "no GPU found (answers computed by the NumPy reference)"
-    from numba import cuda
-
     name = cuda.get_current_device().name
     return True, name.decode() if isinstance(name, bytes) else str(name)
 
 
 @contextmanager
 def _fresh_cache() -> Iterator[str]:
-    """A cold cache in a temporary directory for the duration of the demo."""
-    from .cache import KernelCache, set_default_cache
-
-    old_env = os.environ.get("LAZYKERN_CACHE_DIR")
+    """A cold cache in a temporary directory, the default cache for the duration of the demo."""
     with tempfile.TemporaryDirectory(prefix="lazykern-demo-") as tmp:
-        os.environ["LAZYKERN_CACHE_DIR"] = tmp
         cache = KernelCache(tmp)
         set_default_cache(cache)
         try:
@@ -480,10 +432,6 @@ def _fresh_cache() -> Iterator[str]:
         finally:
             cache.close()
             set_default_cache(None)
-            if old_env is None:
-                os.environ.pop("LAZYKERN_CACHE_DIR", None)
-            else:
-                os.environ["LAZYKERN_CACHE_DIR"] = old_env
 
 
 def run(
@@ -502,13 +450,7 @@ def run(
 
 
 def _run(side: int, seed: int, progress: Progress | None, tropical: Any) -> DemoReport:
-    from .cache import default_cache
-    from .compiler import current_arch
-
-    if tropical is None:
-        from . import tropical as tropical_module
-
-        tropical = tropical_module
+    tropical = tropical_module if tropical is None else tropical
     tick = progress or (lambda stage, done, total: None)
     start = time.perf_counter()
     gpu, device = _device_name()
@@ -516,15 +458,26 @@ def _run(side: int, seed: int, progress: Progress | None, tropical: Any) -> Demo
     family = tropical.family
     notes: list[str] = []
 
+    g = road_graph(side, seed=seed)
+    hmm = casino()
+    batch, length = 32, 200
+    states, obs = sample_hmm(hmm, batch, length, seed=seed)
     tick("compiling or loading kernels", 0, 1)
-    names = [kernel_name(tropical, "minplus", argmax=True), kernel_name(tropical, "maxplus", argmax=True)]
-    kernels = fetch_kernels(family, names, arch, gpu=gpu)
+    # The kernels the two products launch, asked of the family's API (with no GPU: those an H100 would use).
+    delta = np.empty((batch, hmm.log_trans.shape[0]), np.float32)
+    wanted = [
+        *tropical.kernels_for(g.weights, g.weights, "minplus", argmax=True),
+        *tropical.kernels_for(delta, hmm.log_trans, "maxplus", argmax=True),
+    ]
+    kernels = fetch_kernels(family, list(dict.fromkeys(wanted)), arch, gpu=gpu)
     tick("compiling or loading kernels", 1, 1)
 
     def maxplus(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return tropical.matmul(a, b, semiring="maxplus", argmax=True)
 
-    g = road_graph(side, seed=seed)
+    def reference_maxplus(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return tropical.reference.matmul(a, b, semiring="maxplus", argmax=True)
+
     # On the CPU a squaring can take minutes: do it in row blocks so progress (and its ETA) moves.
     minplus = _SquaringMeter(tropical, tick, squarings(g.n), blocks=1 if gpu else max(1, g.n // 256))
     t0 = time.perf_counter()
@@ -532,17 +485,14 @@ def _run(side: int, seed: int, progress: Progress | None, tropical: Any) -> Demo
     tick("min-plus squarings", minplus.total, minplus.total)
     apsp_seconds = time.perf_counter() - t0
     tick("checking against Dijkstra and the reference", 0, 1)
-    check = check_apsp(g, result, seed=seed, reference=getattr(tropical, "reference", None))
+    check = check_apsp(g, result, seed=seed, reference=tropical.reference)
     tick("checking against Dijkstra and the reference", 1, 1)
     example = result.path(0, g.n - 1)
 
-    hmm = casino()
-    batch, length = 32, 200
-    states, obs = sample_hmm(hmm, batch, length, seed=seed)
     t0 = time.perf_counter()
     decoded = viterbi(hmm, obs, _ticking(maxplus, tick, length))
     viterbi_seconds = time.perf_counter() - t0
-    expected = viterbi(hmm, obs, numpy_matmul_argmax)
+    expected = viterbi(hmm, obs, reference_maxplus)
 
     timing, skipped = None, "no GPU found"
     if gpu:

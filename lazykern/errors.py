@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 import warnings
 from collections.abc import Sequence
 
@@ -74,6 +75,10 @@ class BundleError(CacheError):
     """A bundle could not be written, or was refused as a whole."""
 
 
+class FamilyError(LazykernError, ValueError):
+    """A kernel family could not be found, imported or used as one."""
+
+
 class CaptureError(LazykernError):
     """An operation is not allowed while a CUDA graph is being captured."""
 
@@ -99,7 +104,8 @@ def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
     A fixed ``stacklevel`` points at the wrong line as soon as lazykern is
     entered through another path (``default_cache()`` vs a ``KernelCache(...)``).
     """
-    frame, level = sys._getframe(0), 1
+    frame: types.FrameType | None = sys._getframe(0)
+    level = 1
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)

@@ -15,7 +15,9 @@ import html
 import shlex
 from typing import Any
 
+from .cache import default_cache
 from .errors import LazykernError
+from .warm import kernel_label, split_list, warm
 
 USAGE = (
     "usage: %lazykern cache | %lazykern cache ls [FAMILY] | "
@@ -27,8 +29,6 @@ class EntryTable(list):
     """Cache entries (dicts) that render as an HTML table in Jupyter."""
 
     def _repr_html_(self) -> str:
-        from .cli._common import kernel_label
-
         cols = ("family", "kernel", "arch", "bytes", "compile_seconds")
         head = "".join(f"<th>{c}</th>" for c in cols)
         body = "".join(
@@ -83,9 +83,6 @@ def lazykern_magic(line: str) -> Any:
 def _run(args: Any) -> Any:
     from IPython.core.error import UsageError
 
-    from .cache import default_cache
-    from .cli._common import kernel_label, split_list
-
     if args.command == "cache":
         if args.what is None:
             if args.family is not None:
@@ -93,8 +90,6 @@ def _run(args: Any) -> Any:
             return default_cache()
         rows = [r for r in default_cache().entries() if args.family is None or r.get("family") == args.family]
         return EntryTable(sorted(rows, key=lambda r: (str(r.get("family")), kernel_label(r))))
-    from .cli._warm import warm
-
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     return warm(args.family, patterns=split_list(args.kernels), archs=split_list(args.arch) or [None], jobs=args.jobs)

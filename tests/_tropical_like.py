@@ -11,7 +11,7 @@ import types
 import numpy as np
 
 from lazykern import KernelFamily
-from lazykern.demo import numpy_matmul_argmax
+from lazykern.tropical import reference
 
 PREAMBLE = r"""
 struct MaxPlus { __device__ static float zero() { return -__int_as_float(0x7f800000); }
@@ -64,12 +64,19 @@ broken.add("bad", 'extern "C" __global__ void bad(float *a) { a[0] = undefined_n
 
 
 def matmul(a, b, *, semiring: str = "maxplus", argmax: bool = False):
-    c, k = numpy_matmul_argmax(np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32), semiring)
-    return (c, k) if argmax else c
+    return reference.matmul(np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32), semiring, argmax)
+
+
+def kernels_for(a, b, semiring: str = "maxplus", *, argmax: bool = False) -> list[str]:
+    """Its one kernel per (semiring, argmax), whatever the shapes."""
+    return [f"{semiring}_f32" + ("_argmax" if argmax else "")]
 
 
 def namespace(fam: KernelFamily | None = None) -> types.SimpleNamespace:
-    """A stand-in with the tropical module's shape: family, matmul, reference.matmul."""
+    """A stand-in with the tropical module's shape: family, matmul, kernels_for, reference.matmul."""
     return types.SimpleNamespace(
-        family=fam or make_family(), matmul=matmul, reference=types.SimpleNamespace(matmul=matmul)
+        family=fam or make_family(),
+        matmul=matmul,
+        kernels_for=kernels_for,
+        reference=types.SimpleNamespace(matmul=matmul),
     )

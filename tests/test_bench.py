@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from lazykern import KernelFamily, LazykernError
-from lazykern.bench import _check, _limits, _report, _timing, gemm, startup
+from lazykern.bench import _check, _report, _timing, gemm, limits, startup
 
 from .conftest import FRAGMENTS
 
@@ -24,35 +24,35 @@ from .conftest import FRAGMENTS
 
 
 def test_h100_issue_limits_match_the_design_figures():
-    assert _limits.issue_limit_tmacs("float32", (9, 0), 132, 1.98e9) == pytest.approx(16.73, abs=0.01)
-    assert _limits.issue_limit_tmacs("int32", (9, 0), 132, 1.98e9) == pytest.approx(16.73, abs=0.01)
-    assert _limits.issue_limit_tmacs("float64", (9, 0), 132, 1.98e9) == pytest.approx(8.36, abs=0.01)
+    assert limits.issue_limit_tmacs("float32", (9, 0), 132, 1.98e9) == pytest.approx(16.73, abs=0.01)
+    assert limits.issue_limit_tmacs("int32", (9, 0), 132, 1.98e9) == pytest.approx(16.73, abs=0.01)
+    assert limits.issue_limit_tmacs("float64", (9, 0), 132, 1.98e9) == pytest.approx(8.36, abs=0.01)
 
 
 def test_no_limit_where_there_is_no_honest_one():
-    assert _limits.issue_limit_tmacs("int64", (9, 0), 132, 1.98e9) is None
-    assert _limits.issue_limit_tmacs("float32", (7, 5), 40, 1.6e9) is None  # no lane table for sm_75
-    assert _limits.issue_limit_tmacs("float32", (9, 0), 132, None) is None  # clock unknown
+    assert limits.issue_limit_tmacs("int64", (9, 0), 132, 1.98e9) is None
+    assert limits.issue_limit_tmacs("float32", (7, 5), 40, 1.6e9) is None  # no lane table for sm_75
+    assert limits.issue_limit_tmacs("float32", (9, 0), 132, None) is None  # clock unknown
 
 
 def test_limit_scales_with_sms_and_clock():
-    base = _limits.issue_limit_tmacs("f32", (8, 0), 108, 1.41e9)
+    base = limits.issue_limit_tmacs("f32", (8, 0), 108, 1.41e9)
     assert base == pytest.approx(108 * 32 * 1.41e9 / 1e12)
-    assert _limits.issue_limit_tmacs("f32", (8, 0), 216, 1.41e9) == pytest.approx(2 * base)
+    assert limits.issue_limit_tmacs("f32", (8, 0), 216, 1.41e9) == pytest.approx(2 * base)
 
 
 def test_mac_rate_and_bandwidth_math():
-    assert _limits.tmacs(4096, 4096, 4096, 68.719476736e-3) == pytest.approx(1.0)
-    assert _limits.tmacs(64, 64, 64, 1e-6, batch=1024) == pytest.approx(64**3 * 1024 / 1e-6 / 1e12)
-    assert _limits.tmacs(2**21, 4, 4, 1e-3) == pytest.approx(2**25 / 1e-3 / 1e12)
-    assert _limits.gb_per_s(4 * 4096 * 4096 * 4, 1e-4) == pytest.approx(2684.35456)
-    assert _limits.percent(8.35, 16.7) == pytest.approx(50.0)
-    assert _limits.percent(None, 16.7) is None and _limits.percent(1.0, 0) is None
-    assert _limits.mem_bandwidth_bytes_s(2_619_000, 5120) == pytest.approx(3.352e12, rel=1e-3)
-    assert _limits.mem_bandwidth_bytes_s(None, 5120) is None
+    assert limits.tmacs(4096, 4096, 4096, 68.719476736e-3) == pytest.approx(1.0)
+    assert limits.tmacs(64, 64, 64, 1e-6, batch=1024) == pytest.approx(64**3 * 1024 / 1e-6 / 1e12)
+    assert limits.tmacs(2**21, 4, 4, 1e-3) == pytest.approx(2**25 / 1e-3 / 1e12)
+    assert limits.gb_per_s(4 * 4096 * 4096 * 4, 1e-4) == pytest.approx(2684.35456)
+    assert limits.percent(8.35, 16.7) == pytest.approx(50.0)
+    assert limits.percent(None, 16.7) is None and limits.percent(1.0, 0) is None
+    assert limits.mem_bandwidth_bytes_s(2_619_000, 5120) == pytest.approx(3.352e12, rel=1e-3)
+    assert limits.mem_bandwidth_bytes_s(None, 5120) is None
     for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="seconds"):
-            _limits.tmacs(1, 1, 1, bad)
+            limits.tmacs(1, 1, 1, bad)
 
 
 # -- timing --------------------------------------------------------------------------------
@@ -422,9 +422,9 @@ class FakeTropical:
 
 _SIM_SCRIPT = """
 import json, sys
-from lazykern.bench import _device, gemm
+from lazykern.bench import device, gemm
 from tests.test_bench import FakeTropical, HostClock
-spec = _device.DeviceSpec("Fake GPU", (9, 0), 132, 1.98e9, 1 << 20, 3.35e12)
+spec = device.DeviceSpec("Fake GPU", (9, 0), 132, 1.98e9, 1 << 20, 3.35e12)
 cases = [
     gemm.Case("square", "maxplus", "float32", 64, 48, 40, torch=True),
     gemm.Case("argmax", "minplus", "int64", 33, 20, 17, argmax=True),
@@ -471,7 +471,7 @@ def test_gemm_suite_end_to_end_on_the_simulator(tmp_path):
 def test_cuda_event_timer_measures_a_kernel():
     from numba import cuda
 
-    from lazykern.bench import _device
+    from lazykern.bench import device
 
     @cuda.jit
     def add_one(a):
@@ -479,7 +479,7 @@ def test_cuda_event_timer_measures_a_kernel():
         if i < a.size:
             a[i] += 1
 
-    spec = _device.device_spec()
+    spec = device.device_spec()
     assert spec.sm_count > 0 and spec.l2_bytes > 0
     s = cuda.stream()
     a = cuda.to_device(np.zeros(1 << 22, np.float32), stream=s)

@@ -185,7 +185,7 @@ def test_missing_nvrtc_is_one_line_everywhere(tmp_path):
         """
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_ENABLE_CUDASIM")}
-    env.update(LAZYKERN_CACHE_DIR=str(tmp_path / "c"), PYTHONPATH=str(ROOT), COLUMNS="200")
+    env.update(LAZYKERN_CACHE_DIR=str(tmp_path / "c"), PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), COLUMNS="200")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -264,7 +264,7 @@ def test_warm_in_parallel_then_everything_is_cached(cache_dir):
     assert all(r["family"] == "tropical_like_pool" and r["compile_seconds"] > 0 for r in rows)
     again = invoke("warm", "--family", POOL, "--kernels", "*argmax", "--arch", "sm_80", "--arch", "sm_90")
     assert again.exit_code == 0
-    from lazykern.cli._warm import warm
+    from lazykern.warm import warm
 
     summary = warm(POOL, patterns=["*argmax"], archs=["sm_80", "sm_90"])
     assert summary.count("cached") == 4 and summary.count("compiled") == 0

@@ -224,7 +224,7 @@ def test_warm_workers_arguments(client, tmp_path):
     with pytest.raises(ValueError, match="arch= applies to kernels="):
         lkdask.warm_workers(client, bundle=tmp_path / "b.tar", arch="sm_90")
     with pytest.raises(ValueError, match="module:attribute"):
-        lkdask._resolve_family("lazykern.tropical")
+        lkdask._warm_from_family("lazykern.tropical", ["x"], None)
 
 
 @pytest.mark.slow

@@ -5,13 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazykern import KernelCache, demo
-from lazykern.demo import numpy_matmul_argmax
+from lazykern import KernelCache, demo, tropical
+from lazykern.tropical import reference
 from tests import _tropical_like
 
 
 def _minplus(a, b):
-    return numpy_matmul_argmax(a, b, "minplus")
+    return reference.matmul(a, b, "minplus", argmax=True)
+
+
+def _maxplus(a, b):
+    return reference.matmul(a, b, "maxplus", argmax=True)
 
 
 def test_road_graph_is_deterministic_and_road_like():
@@ -52,7 +56,7 @@ def test_viterbi_by_maxplus_matches_brute_force_on_a_short_sequence():
     hmm = demo.casino()
     states, obs = demo.sample_hmm(hmm, 3, 7, seed=5)
     assert states.shape == obs.shape == (3, 7) and obs.max() < 6
-    path = demo.viterbi(hmm, obs, numpy_matmul_argmax)
+    path = demo.viterbi(hmm, obs, _maxplus)
     import itertools
 
     for b in range(3):
@@ -64,14 +68,6 @@ def test_viterbi_by_maxplus_matches_brute_force_on_a_short_sequence():
             if score > best_score:
                 best, best_score = cand, score
         assert tuple(path[b]) == best
-
-
-def test_kernel_name_finds_plain_argmax_products():
-    ns = _tropical_like.namespace()
-    assert demo.kernel_name(ns, "minplus") == "minplus_f32_argmax"
-    assert demo.kernel_name(ns, "maxplus", argmax=False) == "maxplus_f32"
-    with pytest.raises(LookupError):
-        demo.kernel_name(ns, "maxmul")
 
 
 def test_demo_runs_on_cpu_compiles_only_what_it_needs(tmp_path, monkeypatch):
@@ -106,21 +102,27 @@ def test_demo_runs_on_cpu_compiles_only_what_it_needs(tmp_path, monkeypatch):
 
 
 def test_fresh_cache_uses_a_temporary_directory(tmp_path, monkeypatch):
+    from lazykern.cache import default_cache, set_default_cache
+
     monkeypatch.setenv("LAZYKERN_CACHE_DIR", str(tmp_path / "kept"))
+    set_default_cache(None)
     report = demo.run(side=6, tropical=_tropical_like.namespace(), fresh_cache=True)
     assert report.ok and "lazykern-demo-" in report.cache_dir
     assert {k.status for k in report.kernels} == {"compiled"}
     import os
 
     assert not os.path.exists(report.cache_dir)
-    assert os.environ["LAZYKERN_CACHE_DIR"] == str(tmp_path / "kept")
+    assert default_cache().directory == str(tmp_path / "kept")  # the default cache is back
 
 
 @pytest.mark.slow
 def test_real_tropical_demo_on_cpu(tmp_path, monkeypatch):
     report = demo.run(side=16, fresh_cache=True)
     assert report.ok, report
-    assert len(report.compiled) == 2 < report.family_size
+    x = np.empty((256, 256), np.float32)
+    d, t = np.empty((32, 2), np.float32), np.empty((2, 2), np.float32)
+    wanted = tropical.kernels_for(x, x, "minplus", argmax=True) + tropical.kernels_for(d, t, "maxplus", argmax=True)
+    assert [k.name for k in report.kernels] == wanted and len(wanted) < report.family_size
 
 
 @pytest.mark.gpu

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from numba import cuda
 
+from benchmarks.backends import numba_maxplus_backend
 from lazykern import LaunchError
 from lazykern.multigpu import (
     bmm_multi,
     default_chunk,
     device_count,
     load_on_devices,
-    numba_maxplus_backend,
     split_batch,
 )
 

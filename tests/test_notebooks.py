@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,7 +67,7 @@ def shell(tmp_path, monkeypatch):
 
 def test_magic_cache_warm_and_ls(shell):
     from lazykern import KernelCache
-    from lazykern.cli._warm import WarmSummary
+    from lazykern.warm import WarmSummary
 
     cache = shell.run_line_magic("lazykern", "cache")
     assert isinstance(cache, KernelCache) and "<table>" in cache._repr_html_()
@@ -94,3 +96,17 @@ def test_magic_usage_errors_are_one_line_usage_errors(shell, capsys):
     shown = capsys.readouterr()
     text = shown.out + shown.err
     assert "UsageError" in text and "usage: %lazykern" in text and "Traceback" not in text
+
+
+def test_load_ext_lazykern_registers_the_magic_from_the_package_root(shell):
+    shell.run_line_magic("load_ext", "lazykern")
+    assert "lazykern" in shell.magics_manager.magics["line"]
+
+
+def test_import_lazykern_leaves_its_apps_unimported():
+    apps = "('lazykern.cli', 'lazykern.ipython')"
+    code = f"import sys, lazykern; print(sorted(m for m in sys.modules if m.startswith({apps})))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1]
+    )
+    assert out.stdout.strip() == "[]"

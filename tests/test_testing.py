@@ -95,7 +95,8 @@ def test_a_second_process_reports_the_hit_of_a_warmed_lazy_kernel(tmp_path):
         print("JSON:" + json.dumps(default_cache().stats()))
         """
     )
-    env = dict(os.environ, LAZYKERN_CACHE_DIR=str(tmp_path / "store"), PYTHONPATH=ROOT)
+    pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, LAZYKERN_CACHE_DIR=str(tmp_path / "store"), PYTHONPATH=pythonpath)
 
     def run(body: str) -> dict:
         out = subprocess.run(
@@ -214,7 +215,8 @@ def test_a_second_process_reports_the_hit_of_a_launched_lazy_kernel(tmp_path):
         print("JSON:" + json.dumps(default_cache().stats()))
         """
     )
-    env = dict(os.environ, LAZYKERN_CACHE_DIR=str(tmp_path / "store"), PYTHONPATH=ROOT)
+    pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, LAZYKERN_CACHE_DIR=str(tmp_path / "store"), PYTHONPATH=pythonpath)
     stats = []
     for n in (1, 0):
         out = subprocess.run(

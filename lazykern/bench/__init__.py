@@ -5,8 +5,10 @@
 * :mod:`lazykern.bench.startup` -- cold vs warm start, eager vs lazy compilation,
   in fresh processes (compile-only figures where there is no GPU).
 
-Each has ``run(...) -> dict`` (writes JSON + PNG when given a directory),
-``table(result)`` (a rich Table) and ``main(argv)`` (``python -m benchmarks.gemm``).
+Each has ``run(...) -> dict`` (writes JSON + PNG when given a directory) and
+``table(result)`` (a rich Table): what ``lazykern bench`` needs. The command-line
+entry points with more switches (``python -m benchmarks.gemm``), the tuning sweeps
+and the probes live in the repository's ``benchmarks/``, not in the package.
 Nothing heavy is imported here: ``import lazykern.bench`` needs neither a GPU nor torch.
 """
 

@@ -11,10 +11,10 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._device import slug
+from .device import slug
 
 log = logging.getLogger("lazykern")
 
@@ -249,15 +249,6 @@ def startup_table(result: dict[str, Any]):
             _fmt(row.get("compile_calls"), "d"),
         )
     return table
-
-
-def print_tables(tables: Iterable[Any]) -> None:
-    """Print rich tables to stdout (entry points only; library code never prints)."""
-    from rich.console import Console
-
-    console = Console()
-    for t in tables:
-        console.print(t)
 
 
 def format_shape(m: int, k: int, n: int, batch: int = 1) -> str:

@@ -12,7 +12,6 @@ Shapes are written ``m x k x n``: A is m x k, B is k x n.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import inspect
 import logging
@@ -23,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _check, _device, _limits, _report, _timing
+from . import _check, _report, _timing, device, limits
 
 log = logging.getLogger("lazykern")
 
@@ -112,11 +111,11 @@ def cases(quick: bool = False) -> list[Case]:
 
 @dataclasses.dataclass
 class _Context:
-    spec: _device.DeviceSpec
+    spec: device.DeviceSpec
     stream: Any
     clock: _timing.Clock
     rng: np.random.Generator
-    timing: dict[str, float]
+    timing: dict[str, Any]  # keyword arguments of _timing.measure
 
 
 def run(
@@ -130,7 +129,7 @@ def run(
     argv: list[str] | None = None,
     tropical: Any = None,
     clock: _timing.Clock | None = None,
-    spec: _device.DeviceSpec | None = None,
+    spec: device.DeviceSpec | None = None,
 ) -> dict[str, Any]:
     """Measure every case; write JSON and PNG into ``out`` (nothing written when None); return the result.
 
@@ -148,7 +147,7 @@ def run(
             "the GEMM benchmark needs a CUDA GPU and none was found; "
             "the start-up suite runs without one: lazykern bench startup --quick"
         )
-    spec = spec or _device.device_spec()
+    spec = spec or device.device_spec()
     stream = cuda.stream()
     ctx = _Context(
         spec=spec,
@@ -175,10 +174,10 @@ def run(
         "mode": "quick" if quick else "full",
         "shape_convention": "m x k x n: A is m x k, B is k x n; batch x ... for batched products",
         "device": spec.as_dict(),
-        "environment": _device.environment(argv),
+        "environment": device.environment(argv),
         "limits": {d: spec.issue_limit_tmacs(d) for d in DTYPES},
         "mem_bandwidth_gb_s": None if spec.mem_bandwidth_bytes_s is None else spec.mem_bandwidth_bytes_s / 1e9,
-        "limits_assumption": _limits.__doc__.strip(),
+        "limits_assumption": limits.__doc__.strip(),
         "torch": "measured" if has_torch else "not installed or disabled",
         "cases": results,
         "laziness": {
@@ -230,18 +229,18 @@ def _figures(case: Case, ctx: _Context, meas: _timing.Measurement, check: _check
     fig: dict[str, Any] = {"ms": seconds * 1e3, "timing": meas.as_dict(), "check": check.as_dict()}
     if case.op == "backward":
         limit = ctx.spec.mem_bandwidth_bytes_s
-        gbs = _limits.gb_per_s(nbytes, seconds) if check.ok else None
+        gbs = limits.gb_per_s(nbytes, seconds) if check.ok and nbytes is not None else None
         fig.update(
             bytes=nbytes,
             gb_s=gbs,
             bw_limit_gb_s=None if limit is None else limit / 1e9,
-            pct_limit=_limits.percent(gbs, None if limit is None else limit / 1e9),
+            pct_limit=limits.percent(gbs, None if limit is None else limit / 1e9),
             tmacs=None,
         )
         return fig
-    t = _limits.tmacs(case.m, case.n, case.k, seconds, case.batch) if check.ok else None
+    t = limits.tmacs(case.m, case.n, case.k, seconds, case.batch) if check.ok else None
     limit = ctx.spec.issue_limit_tmacs(case.dtype)
-    fig.update(tmacs=t, limit_tmacs=limit, pct_limit=_limits.percent(t, limit))
+    fig.update(tmacs=t, limit_tmacs=limit, pct_limit=limits.percent(t, limit))
     return fig
 
 
@@ -406,34 +405,3 @@ def _measure_torch(case: Case, ctx: _Context, tropical: Any) -> dict[str, Any]:
         C = outs[0].cpu().numpy()
     check = _check.check_matmul(tropical.reference.matmul, A, B, C, semiring=case.semiring, rng=ctx.rng)
     return {**_figures(case, ctx, meas, check, None), "buffers": nbuf}
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.gemm", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="f32 max-plus on a few shapes + one of each other kind")
-    parser.add_argument("--out", default=DEFAULT_OUT, help=f"directory for the JSON and PNG (default {DEFAULT_OUT})")
-    parser.add_argument("--no-torch", action="store_true", help="skip the torch baseline")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    from rich.console import Console
-
-    from lazykern import LazykernError
-
-    console = Console(stderr=True)
-    try:
-        result = run(
-            args.quick,
-            args.out,
-            torch=not args.no_torch,
-            seed=args.seed,
-            progress=lambda msg: console.log(msg),
-            argv=None if argv is None else ["-m", "benchmarks.gemm", *argv],
-        )
-    except LazykernError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        return 2
-    _report.print_tables([table(result)])
-    for path in filter(None, result.get("files", {}).values()):
-        console.print(f"wrote {path}")
-    wrong = [c for c in result["cases"] if c.get("error") or not (c.get("check") or {}).get("ok", False)]
-    return 1 if wrong else 0

@@ -22,7 +22,6 @@ cubins through ``family.get(name, arch)``, eager vs lazy NVRTC time.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -32,11 +31,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lazykern import compiler
 from lazykern.errors import LazykernError
+from lazykern.families import resolve as resolve_family
 
-from . import _report
+from . import _report, device
 
-DEFAULT_FAMILY = "lazykern.tropical:family"
+DEFAULT_FAMILY = "tropical"
 DEFAULT_OUT = os.path.join("benchmarks", "results")
 _MARK = "LAZYKERN_BENCH_RESULT "  # the child's last line; _CHILD prints the same prefix
 
@@ -54,13 +55,10 @@ _CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 cfg = json.loads(sys.argv[1])
-import importlib
 import lazykern
 lazykern_import = time.perf_counter() - t0
-module, _, attr = cfg["family"].partition(":")
-family = getattr(importlib.import_module(module), attr)
-if not isinstance(family, lazykern.KernelFamily):
-    family = family()
+from lazykern.families import resolve
+family = resolve(cfg["family"])
 out = {"lazykern_import_seconds": lazykern_import}
 mode, arch = cfg["mode"], cfg["arch"]
 if mode in ("first_call", "fwd_bwd"):
@@ -138,23 +136,19 @@ def run(
 ) -> dict[str, Any]:
     """Run the scenarios; write JSON and PNG into ``out`` (nothing written when None); return the result.
 
-    ``family`` is ``"module:attribute"`` naming a KernelFamily (or a function
-    returning one) that a fresh process can import. ``gpu=None`` detects a GPU;
+    ``family`` is a registered family name or ``"module:attribute"`` naming a
+    KernelFamily (or a function returning one) that a fresh process can import. ``gpu=None`` detects a GPU;
     ``gpu=False`` gives the compile-only figures. ``lazy_names`` are the
     fragments compiled in compile-only mode (default: the forward-with-argmax
     and backward f32 max-plus fragments, found by name).
     """
-    from lazykern import compiler
-
-    from . import _device
-
     repeats = repeats or (1 if quick else 3)
     if gpu is None:
         gpu = compiler.device_compute_capability() is not None
     if gpu and family != DEFAULT_FAMILY:
         raise ValueError(f"the GPU scenarios call lazykern.tropical; pass gpu=False to time family {family!r}")
     arch = compiler.normalize_arch(arch)
-    fam = _load_family(family)
+    fam = resolve_family(family)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="lazykern-bench-startup-") as tmp:
         runner = _Runner(tmp, family, arch, timeout, progress)
@@ -176,18 +170,18 @@ def run(
         "repeats": repeats,
         "rows": rows,
         "summary": _summary(rows),
-        "environment": _device.environment(argv),
+        "environment": device.environment(argv),
         "reference_figures": REFERENCE_FIGURES,
         "wall_seconds": time.perf_counter() - started,
     }
-    device = "cpu"
+    where = "cpu"
     if gpu:
-        spec = _device.device_spec()
+        spec = device.device_spec()
         result["device"] = spec.as_dict()
-        device = spec.name
+        where = spec.name
     result = _report.clean(result)
     if out is not None:
-        _report.save(result, out, "startup", device, _report.write_startup_png)
+        _report.save(result, out, "startup", where, _report.write_startup_png)
     return result
 
 
@@ -272,18 +266,6 @@ def run_child(cfg: dict[str, Any], cache_dir: str, timeout: float = 900.0) -> di
     return json.loads(lines[-1][len(_MARK) :])
 
 
-def _load_family(spec: str):
-    import importlib
-
-    from lazykern import KernelFamily
-
-    module, _, attr = spec.partition(":")
-    if not module or not attr:
-        raise ValueError(f"family must be 'module:attribute', got {spec!r}")
-    obj = getattr(importlib.import_module(module), attr)
-    return obj if isinstance(obj, KernelFamily) else obj()
-
-
 def _row(scenario: str, what: str, runs: list[dict[str, Any]], key: str = "seconds") -> dict[str, Any]:
     return {
         "scenario": scenario,
@@ -303,7 +285,7 @@ def _nvrtc_seconds(run: dict[str, Any]) -> float:
 
 def _gpu_rows(runner: _Runner, repeats: int, size: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     cold, warm, lazy = [], [], []
-    shared = None
+    shared = ""
     for _ in range(repeats):
         shared = runner.fresh_dir()
         cold.append(runner("first_call", shared, size=size))
@@ -335,7 +317,7 @@ def _gpu_rows(runner: _Runner, repeats: int, size: int) -> tuple[list[dict[str, 
 
 def _cpu_rows(runner: _Runner, repeats: int, names: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     cold, warm = [], []
-    shared = None
+    shared = ""
     for _ in range(repeats):
         shared = runner.fresh_dir()
         run = runner("get", shared, names=names)
@@ -368,42 +350,10 @@ def _eager_row(runner: _Runner, repeats: int, fragments: int) -> dict[str, Any]:
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    by = {r["scenario"].split(":")[0]: r.get("seconds") for r in rows}
+    by: dict[str, Any] = {r["scenario"].split(":")[0]: r.get("seconds") for r in rows}
     out: dict[str, Any] = {}
     if by.get("cold") and by.get("warm"):
         out["cold_over_warm"] = by["cold"] / by["warm"]
     if by.get("eager") and by.get("lazy"):
         out["eager_over_lazy"] = by["eager"] / by["lazy"]
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.startup", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one repeat instead of three")
-    parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--out", default=DEFAULT_OUT, help=f"directory for the JSON and PNG (default {DEFAULT_OUT})")
-    parser.add_argument("--family", default=DEFAULT_FAMILY, help="module:attribute of the KernelFamily to time")
-    parser.add_argument("--cpu", action="store_true", help="compile-only figures even where a GPU is present")
-    parser.add_argument("--arch", default=None, help="arch to compile for in compile-only mode (default: current)")
-    parser.add_argument("--names", nargs="*", default=None, help="fragments the lazy user needs (compile-only mode)")
-    parser.add_argument("--no-eager", action="store_true", help="skip the all-in-one compile")
-    args = parser.parse_args(argv)
-    from rich.console import Console
-
-    console = Console(stderr=True)
-    result = run(
-        args.out,
-        quick=args.quick,
-        repeats=args.repeats,
-        family=args.family,
-        gpu=False if args.cpu else None,
-        lazy_names=args.names,
-        arch=args.arch,
-        eager=not args.no_eager,
-        progress=lambda msg: console.log(msg),
-        argv=None if argv is None else ["-m", "benchmarks.startup", *argv],
-    )
-    _report.print_tables([table(result)])
-    for path in filter(None, result.get("files", {}).values()):
-        console.print(f"wrote {path}")
-    return 0

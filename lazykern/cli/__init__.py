@@ -9,10 +9,15 @@ each command so ``lazykern --help`` is instant.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import typer
+from rich.table import Table
 
+from .. import __version__
+from ..compiler import check_arch
+from ..warm import warm as run_warm
 from . import _cache
 from ._common import LazykernGroup, console, esc, plain, progress, split_list
 
@@ -29,8 +34,6 @@ app.add_typer(_cache.app, name="cache")
 
 def _print_version(value: bool) -> None:
     if value:
-        from .. import __version__
-
         console.print(f"lazykern {__version__}")
         raise typer.Exit()
 
@@ -47,7 +50,7 @@ def _root(
 ) -> None:
     """Lazily compiled, cached CUDA kernels."""
     if cache_dir is not None:
-        from ..cache import set_default_cache
+        from ..cache import set_default_cache  # import on first use: startup time (NumPy, diskcache)
 
         os.environ["LAZYKERN_CACHE_DIR"] = os.fspath(cache_dir)  # worker processes inherit it
         set_default_cache(None)
@@ -55,7 +58,12 @@ def _root(
 
 @app.command()
 def warm(
-    family: str = typer.Option("tropical", "--family", "-f", help="'tropical' or 'package.module:attribute'."),
+    family: str = typer.Option(
+        "tropical",
+        "--family",
+        "-f",
+        help="A registered family (tropical, or one a package declares) or 'package.module:attribute'.",
+    ),
     kernels: list[str] | None = typer.Option(
         None,
         "--kernels",
@@ -69,9 +77,6 @@ def warm(
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Worker processes (0: one per CPU core)."),
 ) -> None:
     """Compile a family's kernels ahead of time, in parallel; no GPU needed."""
-    from ._warm import checked_archs
-    from ._warm import warm as run_warm
-
     patterns = split_list(kernels)
     if all_kernels and patterns:
         raise typer.BadParameter("--all selects every kernel, --kernels some of them: give one", param_hint="--all")
@@ -100,9 +105,22 @@ def warm(
         raise typer.Exit(1)
 
 
-def _print_warm(summary) -> None:
-    from rich.table import Table
+def checked_archs(archs: Sequence[str]) -> list[str | None]:
+    """The ``--arch`` values, normalized and checked against what NVRTC compiles for, before any work.
 
+    Raises ``typer.BadParameter`` (a usage error) naming the valid archs; ``[None]``
+    (this machine's arch) when none are given.
+    """
+    out: list[str | None] = []
+    for arch in archs:
+        try:
+            out.append(check_arch(arch))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--arch") from None
+    return out or [None]
+
+
+def _print_warm(summary) -> None:
     table = Table(title=plain(f"lazykern warm {summary.family} ({summary.seconds:.1f} s)"))
     table.add_column("compiled", justify="right")
     table.add_column("already cached", justify="right")
@@ -140,7 +158,7 @@ def bench(ctx: typer.Context, quick: bool = QuickOpt, out: Path | None = OutOpt)
     """Tropical GEMM throughput (runs when no sub-command is given)."""
     if ctx.invoked_subcommand is not None:
         return
-    from ..bench import gemm
+    from ..bench import gemm  # import on first use: startup time
 
     _bench(gemm, quick, out)
 
@@ -148,7 +166,7 @@ def bench(ctx: typer.Context, quick: bool = QuickOpt, out: Path | None = OutOpt)
 @bench_app.command()
 def startup(quick: bool = QuickOpt, out: Path | None = OutOpt) -> None:
     """Start-up cost: eager compile of every kernel vs lazy compile vs warm cache."""
-    from ..bench import startup as startup_bench
+    from ..bench import startup as startup_bench  # import on first use: startup time
 
     _bench(startup_bench, quick, out)
 
@@ -161,7 +179,7 @@ def demo(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before a long run on the CPU."),
 ) -> None:
     """Shortest paths (min-plus) and a Viterbi decode (max-plus) on the tropical family."""
-    from ._demo import run_and_render
+    from ._demo import run_and_render  # import on first use: startup time (NumPy, Numba)
 
     if not run_and_render(fresh_cache=fresh_cache, side=side, seed=seed, yes=yes):
         raise typer.Exit(1)

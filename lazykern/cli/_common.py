@@ -33,9 +33,10 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from ..errors import LazykernError
+from ..warm import kernel_label, split_list  # noqa: F401  (the commands' shared helpers)
 
 # Recent typer versions vendor click (typer._click): take click's base classes from typer itself.
-_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_CLICK_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 _PASS_THROUGH = (_CLICK_ERROR, typer.Exit, typer.Abort)
 
 console = Console(highlight=False)
@@ -159,15 +160,5 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * _SECONDS[m.group(2)]
 
 
-def split_list(values: list[str] | None) -> list[str]:
-    """``["sm_80,sm_90", "sm_100"]`` -> ``["sm_80", "sm_90", "sm_100"]``."""
-    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
-
-
 def print_json(data: Any) -> None:
     console.print_json(json.dumps(data, default=str))
-
-
-def kernel_label(row: dict[str, Any]) -> str:
-    """The kernel's name in a cache row: families store ``kernel``, ``@lazy_kernel`` stores ``name``."""
-    return str(row.get("kernel") or row.get("name") or "-")

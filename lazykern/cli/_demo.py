@@ -6,6 +6,7 @@ from __future__ import annotations
 import typer
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from ..demo import DemoReport, estimate_cpu_seconds, gpu_present, run
 from ._common import console, esc, plain, progress
@@ -58,7 +59,7 @@ def kernel_table(r: DemoReport) -> Table:
     for col in ("took", "compile", "size") + (("load",) if r.gpu else ()):
         kt.add_column(col, justify="right", no_wrap=True)
     for k in r.kernels:
-        row = [plain(k.name)] + ([plain(k.arch)] if len(archs) > 1 else [])
+        row: list[Text | str] = [plain(k.name), *([plain(k.arch)] if len(archs) > 1 else [])]
         row += [
             plain(_STATUS.get(k.status, k.status), "yellow" if k.status == "compiled" else "green"),
             _ms_or_s(k.seconds),

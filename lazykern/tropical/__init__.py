@@ -49,6 +49,7 @@ from ._family import family, make_family
 from .api import bmm, choose_tile, matmul, matmul_backward
 from .einsum import argmax_einsum, einsum
 from .fragments import all_specs, core_names, core_specs
+from .kernels import kernels_for
 
 __all__ = [
     "all_specs",
@@ -59,6 +60,7 @@ __all__ = [
     "core_specs",
     "einsum",
     "family",
+    "kernels_for",
     "make_family",
     "matmul",
     "matmul_backward",

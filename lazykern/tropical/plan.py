@@ -74,8 +74,9 @@ def make_plan(
         if K > kmax or N > kmax:
             raise ValueError(f"the row kernels '{tile}' need K, N <= {kmax}, got K={K}, N={N}")
         blocks = min(-(-batch * M // ROWS_THREADS), 64 * sms)  # grid-stride beyond: enough to fill the GPU
-        return Plan("rows", Spec(semiring, dtype, argmax, tile=tile).name, (blocks, 1), ROWS_THREADS)
-    spec = Spec(semiring, dtype, argmax, layout, tile, batched and tile != "splitk")
+        return Plan("rows", kernel_specs(semiring, dtype, argmax, layout, batched, tile)[0].name, (blocks, 1),
+                    ROWS_THREADS)  # fmt: skip
+    spec, *reduce = kernel_specs(semiring, dtype, argmax, layout, batched, tile)
     shape = spec.shape
     blocks = -(-M // shape.bm) * -(-N // shape.bn)
     if blocks > INT32_MAX:
@@ -84,9 +85,20 @@ def make_plan(
         return Plan("gemm", spec.name, (blocks, min(batch, MAX_GRID_Y)), shape.threads)
     splits, kslice = split_k(dtype, argmax, batch, M, N, K, sms=sms)
     reduce_blocks = max(1, min(-(-batch * M * N // REDUCE_THREADS), 32 * sms))
-    reduce = Spec(semiring, dtype, argmax, kind="reduce").name
     grid = (blocks, min(batch * splits, MAX_GRID_Y))
-    return Plan("splitk", spec.name, grid, shape.threads, splits, kslice, reduce, reduce_blocks)
+    return Plan("splitk", spec.name, grid, shape.threads, splits, kslice, reduce[0].name, reduce_blocks)
+
+
+def kernel_specs(semiring: str, dtype: str, argmax: bool, layout: str, batched: bool, tile: str) -> list[Spec]:
+    """The kernels a product with tile variant ``tile`` launches, in order (split-K: the product, then its reduce).
+
+    >>> [s.name for s in kernel_specs("minplus", "f32", True, "nn", False, "splitk")]
+    ['minplus_f32_argmax_splitk', 'reduce_minplus_f32_argmax']
+    """
+    if tile in ROWS_KMAX:
+        return [Spec(semiring, dtype, argmax, tile=tile)]
+    spec = Spec(semiring, dtype, argmax, layout, tile, batched and tile != "splitk")
+    return [spec, Spec(semiring, dtype, argmax, kind="reduce")] if tile == "splitk" else [spec]
 
 
 def split_k(dtype: str, argmax: bool, batch: int, M: int, N: int, K: int, *, sms: int) -> tuple[int, int]:

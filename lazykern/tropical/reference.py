@@ -20,7 +20,7 @@ DTYPES = (np.dtype("float32"), np.dtype("float64"), np.dtype("int32"), np.dtype(
 def check_semiring(semiring: object) -> str:
     if semiring not in SEMIRINGS:
         raise ValueError(f"semiring must be one of {SEMIRINGS}, got {semiring!r}")
-    return semiring  # type: ignore[return-value]
+    return semiring
 
 
 def check_dtype(dtype: np.dtype, what: str) -> np.dtype:

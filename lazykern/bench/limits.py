@@ -46,7 +46,7 @@ def macs_per_sm_per_clock(dtype: str, cc: tuple[int, int]) -> int | None:
     >>> macs_per_sm_per_clock("float32", (9, 0)), macs_per_sm_per_clock("int64", (9, 0))
     (64, None)
     """
-    return MACS_PER_SM_PER_CLOCK.get(tuple(cc), {}).get(_dtype_name(dtype))
+    return MACS_PER_SM_PER_CLOCK.get((cc[0], cc[1]), {}).get(_dtype_name(dtype))
 
 
 def issue_limit_tmacs(dtype: str, cc: tuple[int, int], sm_count: int, clock_hz: float | None) -> float | None:
@@ -63,7 +63,7 @@ def issue_limit_tmacs(dtype: str, cc: tuple[int, int], sm_count: int, clock_hz: 
     return sm_count * rate * clock_hz / 1e12
 
 
-def mem_bandwidth_bytes_s(mem_clock_khz: int | None, bus_width_bits: int | None) -> float | None:
+def mem_bandwidth_bytes_s(mem_clock_khz: float | None, bus_width_bits: float | None) -> float | None:
     """Peak DRAM bandwidth from the driver's memory clock and bus width (double data rate).
 
     >>> round(mem_bandwidth_bytes_s(2_619_000, 5120) / 1e12, 2)

@@ -11,7 +11,7 @@ import re
 import sys
 from typing import Any
 
-from . import _limits
+from . import limits
 
 log = logging.getLogger("lazykern")
 
@@ -35,7 +35,7 @@ class DeviceSpec:
         return f"sm_{self.cc[0]}{self.cc[1]}"
 
     def issue_limit_tmacs(self, dtype: str) -> float | None:
-        return _limits.issue_limit_tmacs(dtype, self.cc, self.sm_count, self.clock_hz)
+        return limits.issue_limit_tmacs(dtype, self.cc, self.sm_count, self.clock_hz)
 
     def as_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "arch": self.arch}
@@ -49,11 +49,11 @@ def device_spec() -> DeviceSpec:
     name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
     cc = tuple(dev.compute_capability)
     clock_hz = _attr(dev, "CLOCK_RATE", 1e3)
-    bandwidth = _limits.mem_bandwidth_bytes_s(_attr(dev, "MEMORY_CLOCK_RATE"), _attr(dev, "GLOBAL_MEMORY_BUS_WIDTH"))
+    bandwidth = limits.mem_bandwidth_bytes_s(_attr(dev, "MEMORY_CLOCK_RATE"), _attr(dev, "GLOBAL_MEMORY_BUS_WIDTH"))
     source = "driver"
     if (clock_hz is None or bandwidth is None) and cc == (9, 0):
-        clock_hz = clock_hz or _limits.ASSUMED_SM90["clock_hz"]
-        bandwidth = bandwidth or _limits.ASSUMED_SM90["mem_bandwidth_bytes_s"]
+        clock_hz = clock_hz or limits.ASSUMED_SM90["clock_hz"]
+        bandwidth = bandwidth or limits.ASSUMED_SM90["mem_bandwidth_bytes_s"]
         source = "assumed (H100 SXM figures; the driver reported no clock)"
     return DeviceSpec(
         name=name,

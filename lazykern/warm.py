@@ -1,5 +1,8 @@
 """Ahead-of-time compilation of a family's kernels, in parallel worker processes.
 
+The one warm engine: the ``lazykern warm`` command, the ``%lazykern warm`` magic
+and :func:`lazykern.dask.warm_workers` all come here.
+
 The parent decides what is missing (a cache lookup per kernel and arch) and
 hands only those to workers; each worker imports the family by its spec and
 calls ``family.get(name, arch)``, which compiles with NVRTC (no GPU needed)
@@ -9,58 +12,27 @@ and stores the cubin in the shared on-disk cache. Workers are started with
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import dataclasses
 import fnmatch
-import importlib
-import multiprocessing
+import html
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ..errors import CompileError, LazykernError
-
-BUILTIN_FAMILIES = {"tropical": "lazykern.tropical:family"}
-
-
-def resolve_family(spec: str) -> Any:
-    """``"tropical"`` or ``"package.module:attr"`` -> the KernelFamily object."""
-    target = BUILTIN_FAMILIES.get(spec, spec)
-    if ":" not in target:
-        known = ", ".join(sorted(BUILTIN_FAMILIES))
-        raise LazykernError(f"unknown family {spec!r}: use one of {known} or 'package.module:attribute'")
-    module_name, _, attr = target.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise LazykernError(f"family {spec!r}: cannot import module {module_name!r} ({exc})") from exc
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise LazykernError(f"family {spec!r}: module {module_name!r} has no attribute {attr!r}") from None
-    if not (hasattr(obj, "names") and hasattr(obj, "get") and hasattr(obj, "key")):
-        raise LazykernError(f"family {spec!r} is a {type(obj).__name__}, not a lazykern KernelFamily")
-    return obj
+from .compiler import normalize_arch
+from .errors import CompileError, LazykernError
+from .families import declared
+from .families import resolve as resolve_family
 
 
-def checked_archs(archs: Sequence[str]) -> list[str | None]:
-    """The ``--arch`` values, normalized and checked against what NVRTC compiles for, before any work.
+def split_list(values: Sequence[str] | None) -> list[str]:
+    """``["sm_80,sm_90", "sm_100"]`` -> ``["sm_80", "sm_90", "sm_100"]``."""
+    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
 
-    Raises ``typer.BadParameter`` (a usage error) naming the valid archs; ``[None]``
-    (this machine's arch) when none are given.
-    """
-    import typer
 
-    from ..compiler import check_arch
-
-    out: list[str | None] = []
-    for arch in archs:
-        try:
-            out.append(check_arch(arch))
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--arch") from None
-    return out or [None]
+def kernel_label(row: dict[str, Any]) -> str:
+    """The kernel's name in a cache row: families store ``kernel``, ``@lazy_kernel`` stores ``name``."""
+    return str(row.get("kernel") or row.get("name") or "-")
 
 
 def select(names: Iterable[str], patterns: Sequence[str] | None) -> list[str]:
@@ -97,8 +69,6 @@ class WarmSummary:
         return self.count("failed") == 0
 
     def _repr_html_(self) -> str:
-        import html
-
         rows = "".join(
             f"<tr><td><code>{html.escape(r.name)}</code></td><td>{r.arch}</td><td>{r.status}</td>"
             f"<td>{r.seconds:.2f}</td><td><pre>{html.escape(r.first_lines())}</pre></td></tr>"
@@ -161,8 +131,6 @@ def warm(
     ``jobs == 1`` compiles in this process; more uses a spawn-context process
     pool. ``on_start(n_to_compile)`` and ``on_result(result)`` drive a progress display.
     """
-    from ..compiler import normalize_arch
-
     start = time.perf_counter()
     family = resolve_family(spec)
     pool = family.names() if patterns or everything else family.core_names()
@@ -173,7 +141,8 @@ def warm(
     todo, results = plan(family, names, arch_list)
     if on_start is not None:
         on_start(len(todo))
-    for r in _run(spec, todo, jobs):
+    # Workers get "module:attr": an entry point seen here may not be visible to them.
+    for r in _run(declared().get(spec, spec), todo, jobs):
         results.append(r)
         if on_result is not None:
             on_result(r)
@@ -187,6 +156,9 @@ def _run(spec: str, todo: list[tuple[str, str]], jobs: int) -> Iterable[WarmResu
         for name, arch in todo:
             yield compile_one(spec, name, arch)
         return
+    import concurrent.futures as cf  # import on first use: startup time (the CLI imports this module)
+    import multiprocessing  # import on first use: startup time
+
     workers = min(jobs, len(todo))
     ctx = multiprocessing.get_context("spawn")
     with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
