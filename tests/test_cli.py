@@ -185,7 +185,11 @@ def test_missing_nvrtc_is_one_line_everywhere(tmp_path):
         """
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_ENABLE_CUDASIM")}
-    env.update(LAZYKERN_CACHE_DIR=str(tmp_path / "c"), PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), COLUMNS="200")
+    env.update(
+        LAZYKERN_CACHE_DIR=str(tmp_path / "c"),
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        COLUMNS="200",
+    )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # -- simulator: every scenario of tests/graph_sim_scenarios.py in one subprocess ----------------
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    )
     tmp = tmp_path_factory.mktemp("graph-sim")
     proc = subprocess.run(
         [sys.executable, "-m", "tests.graph_sim_scenarios", str(tmp)],
