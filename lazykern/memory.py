@@ -165,7 +165,10 @@ class Allocation:
         self.device = device
 
     def __del__(self) -> None:
-        ptr = self.ptr
+        try:
+            ptr = self.ptr
+        except AttributeError:  # allocate() raised in __init__: nothing to free
+            return
         if ptr:
             self.ptr = 0
             try:
@@ -192,7 +195,7 @@ def _numba_pointer_class() -> type:
     return PoolPointer
 
 
-_numba_classes: list[type] = []
+_numba_classes: list[type] = []  # [DeviceNDArray, PoolPointer], imported once
 
 
 def numba_template(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
@@ -218,17 +221,21 @@ def numba_template(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
 def numba_array(template: dict[str, Any], device: int, stream: int, context: Any) -> tuple[Any, int]:
     """(array, address): a Numba device array of the template's shape and dtype in a new
     stream-ordered buffer; ``context`` is Numba's context of ``device``."""
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-
-    if not _numba_classes:
-        _numba_classes.append(_numba_pointer_class())
+    classes = _numba_classes or _load_numba_classes()
     alloc = Allocation(template["alloc_size"], device, stream)
-    arr = DeviceNDArray.__new__(DeviceNDArray)
+    arr = classes[0].__new__(classes[0])
     d = arr.__dict__
     d.update(template)
-    d["gpu_data"] = _numba_classes[0](context, alloc)
+    d["gpu_data"] = classes[1](context, alloc)
     d["_lazykern_device"] = device
     return arr, alloc.ptr
+
+
+def _load_numba_classes() -> list[type]:
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    _numba_classes[:] = [DeviceNDArray, _numba_pointer_class()]
+    return _numba_classes
 
 
 def cupy_array(shape: tuple[int, ...], dtype: np.dtype, device: int, stream: int) -> tuple[Any, int]:

@@ -9,6 +9,7 @@ launches, allocations and frees.
 from __future__ import annotations
 
 import itertools
+import types
 from typing import Any
 
 import numpy as np
@@ -43,10 +44,7 @@ class FakeDeviceArray:
 
     @property
     def device_ctypes_pointer(self) -> Any:
-        class P:
-            value = self.gpu_data.device_pointer
-
-        return P
+        return types.SimpleNamespace(value=self.gpu_data.device_pointer)
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
@@ -108,6 +106,7 @@ def stage(monkeypatch: Any, *, devices: int = 1) -> Stage:
     """Install the fakes (undone by ``monkeypatch``) and return the recorder."""
     st = Stage()
     monkeypatch.setattr(_device, "several", lambda: devices > 1)
+    monkeypatch.setattr(_device, "stream_handle_device", lambda handle: None)
     monkeypatch.setattr(_device, "current_context", lambda *a: st.context)
     monkeypatch.setattr(_device, "enter", lambda device: None)
     monkeypatch.setattr(_device, "primary_context", lambda device: _FakeContext())
