@@ -41,6 +41,9 @@ class CapturePool:
         """Buffers allocated in the capture and still alive at its end: the graph's outputs."""
         return len(self._live)
 
+    def live_addresses(self) -> list[int]:
+        return list(self._live)
+
     def take(self, nbytes: int) -> None:
         """Check that ``nbytes`` may be allocated now: CaptureError when sealed or over ``max_bytes``."""
         if self.sealed:

@@ -36,6 +36,7 @@ _pools: dict[int, Any] = {}  # device ordinal -> CUmemoryPool
 _pool_lock = threading.Lock()
 _captures: dict[int, Any] = {}  # capturing stream handle -> CapturePool of that capture
 _deferred: list[tuple[int, int]] = []  # frees of memory from before a capture, on a capturing stream
+_graph_outputs: set[int] = set()  # allocated inside a capture that ended: backed only once the graph ran
 _stats = {"allocations": 0, "frees": 0, "live": 0, "live_bytes": 0}
 
 
@@ -127,6 +128,11 @@ def free(ptr: int, nbytes: int, stream: int) -> None:
     st["frees"] += 1
     st["live"] -= 1
     st["live_bytes"] -= max(int(nbytes), 1)
+    if _graph_outputs and ptr in _graph_outputs:
+        _graph_outputs.discard(ptr)
+        if err:  # the graph never ran (or the capture failed): the address was never backed
+            log.debug("graph output %#x dropped before its graph ran (CUresult %d)", ptr, err)
+        return
     if err:  # from a finalizer: nobody to raise to
         log.warning("cuMemFreeAsync of %#x on stream %#x failed with CUresult %d", ptr, stream, err)
 
@@ -140,7 +146,9 @@ def begin_capture(stream: int, capture_pool: Any) -> None:
 
 def end_capture(stream: int) -> None:
     """Stop routing ``stream``'s allocations to its capture pool; run the frees it deferred."""
-    _captures.pop(stream, None)
+    cap = _captures.pop(stream, None)
+    if cap is not None:
+        _graph_outputs.update(cap.live_addresses())
     keep = [(p, s) for p, s in _deferred if s in _captures]
     todo = [(p, s) for p, s in _deferred if s not in _captures]
     _deferred[:] = keep
