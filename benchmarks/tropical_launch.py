@@ -96,30 +96,30 @@ def _peer_routes(host: dict[str, np.ndarray], n: int) -> dict[str, Callable[[], 
     from lazykern import tropical
 
     routes: dict[str, Callable[[], Any]] = {}
-    try:
-        import cupy
-
-        a, b, c = cupy.asarray(host["A"]), cupy.asarray(host["B"]), cupy.empty((n, n), cupy.float32)
+    for label, make in (("CuPy", _cupy_arrays), ("torch", _torch_arrays)):
+        try:
+            a, b, c = make(host, n)
+        except ImportError:
+            continue
         routes |= {
-            "CuPy matmul out=": lambda: tropical.matmul(a, b, out=c),
-            "CuPy matmul allocating": lambda: tropical.matmul(a, b),
-            "CuPy matmul argmax allocating": lambda: tropical.matmul(a, b, argmax=True),
+            f"{label} matmul out=": lambda a=a, b=b, c=c: tropical.matmul(a, b, out=c),
+            f"{label} matmul allocating": lambda a=a, b=b: tropical.matmul(a, b),
+            f"{label} matmul argmax allocating": lambda a=a, b=b: tropical.matmul(a, b, argmax=True),
         }
-    except ImportError:
-        pass
-    try:
-        import torch
-
-        ta, tb = torch.as_tensor(host["A"], device="cuda"), torch.as_tensor(host["B"], device="cuda")
-        tc = torch.empty((n, n), device="cuda")
-        routes |= {
-            "torch matmul out=": lambda: tropical.matmul(ta, tb, out=tc),
-            "torch matmul allocating": lambda: tropical.matmul(ta, tb),
-            "torch matmul argmax allocating": lambda: tropical.matmul(ta, tb, argmax=True),
-        }
-    except ImportError:
-        pass
     return routes
+
+
+def _cupy_arrays(host: dict[str, np.ndarray], n: int) -> tuple[Any, Any, Any]:
+    import cupy
+
+    return cupy.asarray(host["A"]), cupy.asarray(host["B"]), cupy.empty((n, n), cupy.float32)
+
+
+def _torch_arrays(host: dict[str, np.ndarray], n: int) -> tuple[Any, Any, Any]:
+    import torch
+
+    a, b = torch.as_tensor(host["A"], device="cuda"), torch.as_tensor(host["B"], device="cuda")
+    return a, b, torch.empty((n, n), device="cuda")
 
 
 def chain_steps(length: int, sizes: tuple[int, ...], seed: int = 1) -> list[tuple[int, int, int, bool]]:
