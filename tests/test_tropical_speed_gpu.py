@@ -218,3 +218,25 @@ def test_torch_tensors_in_and_out_and_inside_a_capture():
     g.replay()
     s.synchronize()
     np.testing.assert_array_equal(Cg.cpu().numpy(), want[0])
+
+
+def test_a_kernel_first_loaded_inside_a_capture():
+    """maxmul f64 split-K with argmax is used by no other test: its kernels compile (or come from
+    the disk cache) and load while the stream is captured, without touching the stream."""
+    from numba import cuda
+
+    from lazykern.tropical import api
+
+    rng = np.random.default_rng(8)
+    A, B = rng.random((64, 4096)), rng.random((4096, 64))
+    dA, dB = _dev(A), _dev(B)
+    _hot.clear()
+    api._kernels.clear()
+    s = cuda.stream()
+    with graph.capture(s) as g:
+        C, Ix = tropical.matmul(dA, dB, "maxmul", argmax=True, stream=s)
+    g.replay()
+    s.synchronize()
+    want = reference.matmul(A, B, "maxmul", argmax=True)
+    np.testing.assert_allclose(C.copy_to_host(), want[0])
+    np.testing.assert_array_equal(Ix.copy_to_host(), want[1])
