@@ -179,3 +179,16 @@ def test_the_api_allocates_inside_a_capture_from_its_pool(st):
             api.matmul(A, B, stream=4)
     finally:
         memory.end_capture(4)
+
+
+def test_streams_that_cannot_key_a_call_take_the_general_path(monkeypatch):
+    class Unhashable:
+        __hash__ = None
+        handle = 11
+
+    st = stage(monkeypatch, devices=2)
+    A, B = FakeDeviceArray((64, 64)), FakeDeviceArray((64, 64))
+    monkeypatch.setattr(api._device, "of_stream", lambda s: None)
+    for stream in (5, 5, Unhashable(), Unhashable()):
+        api.matmul(A, B, stream=stream)
+    assert _hot._entries == {} and [launch[0] for launch in st.launches] == [("stream", h) for h in (5, 5, 11, 11)]

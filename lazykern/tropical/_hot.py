@@ -65,9 +65,10 @@ def product_key(A: Any, B: Any, out: Any, semiring: Any, argmax: Any, stream: An
         ok = _pair_key(out, A.__class__, desc)
     else:
         ok = desc(out) if out.__class__ is A.__class__ else _UNCACHED
-    if ok is _UNCACHED or _raw_handle_on_several(stream):
+    sk = _stream_key(stream)
+    if ok is _UNCACHED or sk is _UNCACHED:
         return None
-    return (A.__class__, desc(A), desc(B), ok, semiring, argmax, batched, stream)
+    return (A.__class__, desc(A), desc(B), ok, semiring, argmax, batched, sk)
 
 
 def backward_key(g: Any, ix: Any, A_shape: Any, B_shape: Any, out: Any, stream: Any):
@@ -77,13 +78,14 @@ def backward_key(g: Any, ix: Any, A_shape: Any, B_shape: Any, out: Any, stream: 
         return None
     desc = kind.desc
     ok = None if out is None else _pair_key(out, g.__class__, desc)
-    if ok is _UNCACHED or _raw_handle_on_several(stream):
+    sk = _stream_key(stream)
+    if ok is _UNCACHED or sk is _UNCACHED:
         return None
     if A_shape.__class__ is not tuple:
         A_shape = tuple(A_shape)
     if B_shape.__class__ is not tuple:
         B_shape = tuple(B_shape)
-    return ("backward", g.__class__, desc(g), desc(ix), A_shape, B_shape, ok, stream)
+    return ("backward", g.__class__, desc(g), desc(ix), A_shape, B_shape, ok, sk)
 
 
 def _pair_key(out: Any, cls: type, desc: Any) -> Any:
@@ -95,9 +97,19 @@ def _pair_key(out: Any, cls: type, desc: Any) -> Any:
     return (desc(o0), desc(o1))
 
 
-def _raw_handle_on_several(stream: Any) -> bool:
-    """A raw handle's number may come back as a stream of another device: not cacheable there."""
-    return stream is not None and stream.__class__ is int and _device.several()
+def _stream_key(stream: Any) -> Any:
+    """``stream`` itself as a key part (the cache keeps it alive, so it stays the same stream), or
+    _UNCACHED: an unhashable stream, or a raw handle where several GPUs are (its number may come
+    back as a stream of another device)."""
+    if stream is None:
+        return None
+    if stream.__class__ is int:
+        return _UNCACHED if _device.several() else stream
+    try:
+        hash(stream)
+    except TypeError:
+        return _UNCACHED
+    return stream
 
 
 # -- launches --------------------------------------------------------------------------------
