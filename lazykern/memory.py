@@ -14,6 +14,10 @@ inside the capture becomes a free node. Buffers that outlive the capture are
 the graph's outputs: each replay writes them at the same address (graphs are
 instantiated with auto-free-on-launch, so replays do not accumulate memory).
 
+A capture begun by someone else (torch.cuda.graph, a raw cuStreamBeginCapture) gets
+allocation nodes too (``cuMemAllocFromPoolAsync`` on a capturing stream makes one), without a
+pool's book.
+
 Results are handed back as the caller's array kind: :func:`numba_array`,
 :func:`cupy_array`, :func:`torch_tensor` wrap one :class:`Allocation` each.
 """
