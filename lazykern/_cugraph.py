@@ -18,6 +18,8 @@ from .errors import CaptureError, LazykernError
 
 SUCCESS = drv.CUresult.CUDA_SUCCESS
 THREAD_LOCAL = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+#: a replay frees what the previous one allocated and did not free (graph outputs): no growth per replay
+AUTO_FREE_ON_LAUNCH = int(drv.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
 KERNEL_NODE = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
 #: cudaStreamCaptureUnsupported ... WrongThread (900-908): what the driver says when capture rules are broken.
 CAPTURE_ERRORS = frozenset(range(900, 909))
@@ -74,8 +76,8 @@ def end_failure(err: Any) -> CaptureError:
     return CaptureError(f"cuStreamEndCapture failed with {_name(err)}: the captured work was discarded")
 
 
-def instantiate(graph: Any) -> Any:
-    return check(drv.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+def instantiate(graph: Any, flags: int = 0) -> Any:
+    return check(drv.cuGraphInstantiate(graph, flags), "cuGraphInstantiate")
 
 
 def exec_update(gexec: Any, graph: Any) -> str | None:

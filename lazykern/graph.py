@@ -47,12 +47,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from . import _capture, _capture_hooks, _cugraph, _device
+from . import _capture, _capture_hooks, _cugraph, _device, memory
+from ._capture_pool import CapturePool
 from ._device_scalar import DeviceScalar
 from ._graphed import GraphedCallable
 from .errors import CaptureError
 
-__all__ = ["CaptureError", "DeviceScalar", "Graph", "GraphedCallable", "capture", "graphed"]
+__all__ = ["CaptureError", "CapturePool", "DeviceScalar", "Graph", "GraphedCallable", "capture", "graphed"]
 
 log = logging.getLogger("lazykern")
 
@@ -83,8 +84,9 @@ class Graph:
     the first capture; more only when an update was refused) and ``updates``.
     """
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, pool: CapturePool | None = None) -> None:
         self.stream = stream
+        self.pool = pool  # None: a fresh CapturePool per capture (see capture())
         self.simulated = _capture_hooks.simulated()
         if stream is None or (isinstance(stream, int) and stream in _LEGACY_HANDLES):
             raise CaptureError(_legacy_message(stream))
@@ -170,7 +172,7 @@ class Graph:
         handles = self._handles
         try:
             if handles.exec is None:
-                handles.exec = _cugraph.instantiate(graph)
+                handles.exec = _cugraph.instantiate(graph, _cugraph.AUTO_FREE_ON_LAUNCH)
                 self.instantiations += 1
                 self.last_apply = "instantiated"
             else:
@@ -180,7 +182,7 @@ class Graph:
                     self.last_apply = "updated"
                 else:
                     log.info("cuGraphExecUpdate refused the recaptured graph (%s): instantiating it anew", refused)
-                    new_exec = _cugraph.instantiate(graph)
+                    new_exec = _cugraph.instantiate(graph, _cugraph.AUTO_FREE_ON_LAUNCH)
                     _cugraph.destroy_exec(handles.exec)
                     handles.exec = new_exec
                     self.instantiations += 1
@@ -289,6 +291,7 @@ class _Session:
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
+        self.pool = graph.pool if graph.pool is not None else CapturePool()
         self.recorder = _capture.Recorder(graph.stream, graph._handle, simulate=graph.simulated)
         self._stack = contextlib.ExitStack()
         try:
@@ -302,6 +305,9 @@ class _Session:
             self._stack.callback(setattr, graph, "_recorder", None)
             if not graph.simulated:
                 _cugraph.begin_capture(graph._hstream)
+                # allocations on the stream become graph allocation nodes booked in the pool
+                memory.begin_capture(graph._handle, self.pool)
+                self._stack.callback(memory.end_capture, graph._handle)
         except BaseException:
             self._stack.close()
             raise
@@ -321,6 +327,7 @@ class _Session:
         try:
             return _cugraph.end_capture(self.graph._hstream)
         finally:
+            self.pool.seal()
             self._stack.close()
 
     def abort(self) -> None:
@@ -336,7 +343,7 @@ class _Session:
         return graph
 
 
-def capture(stream: Any) -> contextlib.AbstractContextManager[Graph]:
+def capture(stream: Any, pool: CapturePool | None = None) -> contextlib.AbstractContextManager[Graph]:
     """``with capture(stream) as g:`` records the block's work on ``stream`` into graph ``g``.
 
     Nothing runs during the block. Inside it, only launches and asynchronous
@@ -344,8 +351,13 @@ def capture(stream: Any) -> contextlib.AbstractContextManager[Graph]:
     host array raises :class:`~lazykern.errors.CaptureError`, which ends the
     capture and leaves the stream usable. The stream must be a created stream
     (``cuda.stream()``): the legacy default stream cannot be captured.
+
+    The tropical API may allocate inside the block (outputs, argmax, split-K
+    workspaces, gradients): those become allocation nodes of the graph, booked
+    in ``pool`` (a fresh :class:`CapturePool` when None) and sealed after it.
+    Arrays they return are the graph's outputs, rewritten in place by each replay.
     """
-    return Graph(stream)._capturing()
+    return Graph(stream, pool)._capturing()
 
 
 def _legacy_message(stream: Any) -> str:

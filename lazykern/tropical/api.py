@@ -1,22 +1,23 @@
 """matmul / bmm / matmul_backward: validate, pick a kernel per shape class, launch.
 
-The hot path for device arrays is: describe the operands (no copies), look up
-a cached plan for (semiring, dtype, argmax, layouts, shape), allocate the
-output, launch on the producer's stream. Nothing synchronizes the device.
+A call with Numba, CuPy or PyTorch device arrays first looks itself up in
+:mod:`._hot` (a key of everything the launch depends on); a hit allocates its
+outputs stream-ordered and launches. A miss takes the general path here:
+describe the operands (no copies), validate, plan, then build the cached call
+and run it. Nothing synchronizes the device.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from .. import _device
-from . import _arrays, reference
+from . import _arrays, _hot, reference
 from . import plan as planner
 from ._arrays import Operand
 from ._family import family
@@ -27,15 +28,12 @@ log = logging.getLogger("lazykern")
 _DTYPE_CODE = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
 _INT32_MAX = planner.INT32_MAX
 _NO_GPU_SMS = 132  # choose_tile asked where there is no GPU plans for the H100 SXM the tiles were tuned on
-_WORKSPACES_KEPT = 8  # split-K workspaces cached per (device, stream)
 _PLAN_CACHE_SIZE = 4096
 
 
 _plans: dict[tuple, planner.Plan] = {}
 _FORCE_TILE: str | None = None  # tests pin a tile variant ("", "s", "t", "r", "r4", "splitk") on small shapes
 _kernels: dict[tuple[str, int], Any] = {}
-_workspaces: dict[tuple[int, int], Any] = {}
-_workspaces_lock = threading.Lock()
 
 
 # ------------------------------------------------------------------ public --
@@ -113,6 +111,11 @@ def matmul_backward(
     GPU kernels add with atomics: float sums are not bit-reproducible from run to
     run (as with torch's scatter_add).
     """
+    key = _hot.backward_key(grad_C, argmax, A_shape, B_shape, out, stream)
+    if key is not None:
+        call = _hot._entries.get(key)
+        if call is not None:
+            return call(grad_C, argmax, out)
     A_shape, B_shape = tuple(int(s) for s in A_shape), tuple(int(s) for s in B_shape)
     if _simulated(grad_C) or _simulated(argmax):  # the simulator runs no C++: the reference does it
         from numba import cuda
@@ -155,35 +158,39 @@ def matmul_backward(
         if not _arrays.is_c_contiguous(op):
             raise ValueError(f"{name} must be C-contiguous (call .contiguous() / ascontiguousarray first)")
     with _device.on(device):
-        return _backward_on(g, ix, A_shape, B_shape, out, stream, device)
+        return _backward_on(g, ix, A_shape, B_shape, out, outs, stream, device, key)
 
 
-def _backward_on(g: Operand, ix: Operand, A_shape, B_shape, out, stream, device: int) -> tuple[Any, Any]:
-    """matmul_backward's launches, with ``device`` current."""
+def _backward_on(g: Operand, ix: Operand, A_shape, B_shape, out, outs, stream, device: int, key) -> tuple[Any, Any]:
+    """matmul_backward's plan, cached under ``key`` (None: not cached) and run, with ``device`` current."""
     handle = _device.stream_handle(stream) if stream is not None else (g.stream or 0)
     _arrays.stream_wait(handle, ix.stream, device)
-    if out is not None:
-        gA, gB = out[0], out[1]
-    else:
-        gA = _arrays.empty_like_kind(g, A_shape, g.dtype, device)
-        gB = _arrays.empty_like_kind(g, B_shape, g.dtype, device)
     batch = g.shape[0] if len(g.shape) == 3 else 1
     M, N = g.shape[-2], g.shape[-1]
     K = A_shape[-1]
     code = _DTYPE_CODE[g.dtype]
-    for which, grad, shape in (("a", gA, A_shape), ("b", gB, B_shape)):
-        op = _arrays.as_operand(grad, "grad")
+    steps = []
+    for which, shape in (("a", A_shape), ("b", B_shape)):
         s_out = (shape[-2] * shape[-1]) if len(shape) == 3 else 0
         groups, blocks, zero = planner.backward_plan(
             which, g.dtype.itemsize, batch, M, N, K, s_out == 0 and batch > 1, sms=_sm_count(device)
         )
-        if zero:
-            _arrays.memset_zero(op.ptr, int(np.prod(shape, dtype=np.int64)) * g.dtype.itemsize, handle)
-        if blocks == 0:
-            continue
-        kernel = _kernel(Spec("", code, kind="backward", grad=which).name, device)
-        kernel[(blocks,), (BACKWARD_THREADS,), handle](g.ptr, ix.ptr, op.ptr, batch, M, N, K, s_out, groups)
-    return gA, gB
+        nbytes = int(np.prod(shape, dtype=np.int64)) * g.dtype.itemsize if zero else 0
+        step = None
+        if blocks:
+            kernel = _kernel(Spec("", code, kind="backward", grad=which).name, device)
+            step = _hot.Launch(kernel, (blocks,), BACKWARD_THREADS, [batch, M, N, K, s_out, groups], pointers=3)
+        steps.append((step, nbytes))
+    fixed = _fixed_handle(g, stream, handle)
+    call = _hot.BackwardCall(device, g.kind, fixed, g.stream, steps, (A_shape, B_shape), g.dtype)
+    _hot.remember(key, call)
+    out_ptrs = None if outs is None else (outs[0].ptr, outs[1].ptr)
+    return call.run(handle, g.ptr, ix.ptr, out, out_ptrs)
+
+
+def _fixed_handle(op: Operand, stream: Any, handle: int) -> int | None:
+    """The stream a cached call always uses; None: the operands' library's current one, read per call."""
+    return None if stream is None and op.kind in ("cupy", "torch") else handle
 
 
 # ------------------------------------------------------------ validation --
@@ -279,6 +286,11 @@ def _check_out(out: Any, ref: Operand, shape: tuple[int, ...], dtype: np.dtype, 
 
 # ------------------------------------------------------------------ core --
 def _product(A, B, semiring, argmax, out, stream, copy, *, batched: bool):
+    key = _hot.product_key(A, B, out, semiring, argmax, stream, copy, batched) if _FORCE_TILE is None else None
+    if key is not None:
+        call = _hot._entries.get(key)
+        if call is not None:
+            return call(A, B, out)
     if _simulated(A) or _simulated(B):
         return _sim_product(A, B, semiring, argmax, out, batched)
     semiring = _check_args(semiring, argmax, copy)
@@ -302,7 +314,7 @@ def _product(A, B, semiring, argmax, out, stream, copy, *, batched: bool):
     device = _call_device(named, stream)
     with _device.on(device):
         return _product_on(device, (batch, M, N, K), a, b, A, B, semiring, argmax, out, c_op, i_op, stream, copy,
-                           batched)  # fmt: skip
+                           batched, key)  # fmt: skip
 
 
 def _out_name(argmax: bool) -> str:
@@ -323,8 +335,9 @@ def _call_device(named: list[tuple[str, int | None]], stream: Any) -> int:
 
 
 def _product_on(device: int, dims: tuple[int, int, int, int], a: Operand, b: Operand, A, B, semiring, argmax, out,
-                c_op, i_op, stream, copy, batched: bool):  # fmt: skip
-    """The device part of a product, with ``device`` (the operands') current."""
+                c_op, i_op, stream, copy, batched: bool, key: tuple | None):  # fmt: skip
+    """The device part of a product, with ``device`` (the operands') current: plan, cache the
+    call under ``key`` (None: not cached), run it."""
     batch, M, N, K = dims
     out_shape = (batch, M, N) if batched else (M, N)
     la, lb = _operand_layout(a, "A"), _operand_layout(b, "B")
@@ -342,56 +355,49 @@ def _product_on(device: int, dims: tuple[int, int, int, int], a: Operand, b: Ope
     handle = _device.stream_handle(stream) if stream is not None else (a.stream or 0)
     _arrays.stream_wait(handle, a.stream, device)  # CAI v3: order after each producer's stream
     _arrays.stream_wait(handle, b.stream, device)
-    C = c_op.obj if c_op is not None else _arrays.empty_like_kind(a, out_shape, a.dtype, device)
-    Ix = None
-    if argmax:
-        Ix = i_op.obj if i_op is not None else _arrays.empty_like_kind(a, out_shape, np.dtype("int32"), device)
     if batch == 0 or M == 0 or N == 0:
-        return (C, Ix) if argmax else C
-    c_ptr = c_op.ptr if c_op is not None else _arrays.as_operand(C, "out").ptr
-    i_ptr = (i_op.ptr if i_op is not None else _arrays.as_operand(Ix, "out").ptr) if argmax else 0
+        return _empty_result(a, out, out_shape, argmax, device, handle)
     plan = _plan(semiring, a.dtype, argmax, la[0] + lb[0], batch, M, N, K, batched, _sm_count(device))
+    reduce, ws = None, (0, 0)
     if plan.kind == "rows":
         (ars, acs), (brs, bcs) = _element_strides(la), _element_strides(lb)
-        args = [a.ptr, b.ptr, c_ptr, i_ptr, M, N, K, ars, acs, brs, bcs, N, batch, la[2], lb[2], M * N]
+        args = [M, N, K, ars, acs, brs, bcs, N, batch, la[2], lb[2], M * N]
     elif plan.kind == "splitk":
-        w_ptr, iw_ptr = _workspace(device, handle, batch * plan.splits * M * N, a.dtype.itemsize, argmax)
-        args = [a.ptr, b.ptr, w_ptr, iw_ptr, M, N, K, la[1], lb[1], N, batch, la[2], lb[2], M * N]
-        args += [plan.splits, plan.kslice]
+        args = [M, N, K, la[1], lb[1], N, batch, la[2], lb[2], M * N, plan.splits, plan.kslice]
+        reduce_args = [M * N, batch, plan.splits, plan.kslice]
+        reduce = _hot.Launch(_kernel(plan.reduce, device), (plan.reduce_blocks,), REDUCE_THREADS, reduce_args)
+        ws = _workspace_bytes(batch * plan.splits * M * N, a.dtype.itemsize, argmax)
     else:
-        args = [a.ptr, b.ptr, c_ptr, i_ptr, M, N, K, la[1], lb[1], N]
+        args = [M, N, K, la[1], lb[1], N]
         if batched:
             args += [batch, la[2], lb[2], M * N]
-    _kernel(plan.name, device)[plan.grid, (plan.threads,), handle](*args)
-    if plan.kind == "splitk":
-        reduce_args = (w_ptr, iw_ptr, c_ptr, i_ptr, M * N, batch, plan.splits, plan.kslice)
-        _kernel(plan.reduce, device)[(plan.reduce_blocks,), (REDUCE_THREADS,), handle](*reduce_args)
-    return (C, Ix) if argmax else C
+    main = _hot.Launch(_kernel(plan.name, device), plan.grid, plan.threads, args)
+    fixed = _fixed_handle(a, stream, handle)
+    call = _hot.ProductCall(device, a.kind, fixed, a.stream, main, reduce, out_shape, a.dtype, argmax, ws)
+    _hot.remember(key, call)
+    out_ptrs = None if out is None else (c_op.ptr, i_op.ptr if i_op is not None else 0)
+    return call.run(handle, a.ptr, b.ptr, out, out_ptrs)
 
 
-def _workspace(device: int, stream: int, n: int, itemsize: int, argmax: bool) -> tuple[int, int]:
-    """(values, argmax) pointers into a split-K workspace of ``n`` partial results.
+def _empty_result(a: Operand, out: Any, shape: tuple[int, ...], argmax: bool, device: int, handle: int) -> Any:
+    """The result of a product with no output elements: nothing to launch."""
+    if out is not None:
+        return out
+    kind = _hot.out_kind(a.kind)
+    ctx = _device.primary_context(device) if kind == "numba" else None
+    C = _hot.Out(kind, shape, a.dtype).new(device, handle, ctx)[0]
+    return (C, _hot.Out(kind, shape, np.dtype("int32")).new(device, handle, ctx)[0]) if argmax else C
 
-    One grow-only buffer per (device, stream), allocated on that device (the caller
-    made it current): work on one stream runs in order, so the next product on that
-    stream may reuse it at once. Split-K only runs when the output has few tiles,
-    which bounds the buffer (about 2M partial results). Threads (one per GPU in
-    ``bmm_multi``) share the table, hence the lock.
+
+def _workspace_bytes(n: int, itemsize: int, argmax: bool) -> tuple[int, int]:
+    """(bytes, offset of the argmax part) of a split-K workspace of ``n`` partial results.
+
+    Allocated per call from the stream-ordered pool and freed right after the reduce,
+    on the same stream: the pool hands the same memory to the next call at no cost,
+    and inside a capture it is an allocation and a free node of the graph.
     """
     values = -(-n * itemsize // 256) * 256
-    need = values + (4 * n if argmax else 0)
-    key = (device, stream)
-    with _workspaces_lock:
-        buf = _workspaces.pop(key, None)
-        if buf is None or buf.size < need:
-            from numba import cuda
-
-            buf = cuda.device_array(max(need, 1 << 20), np.uint8)
-        _workspaces[key] = buf  # most recently used last
-        while len(_workspaces) > _WORKSPACES_KEPT:
-            _workspaces.pop(next(iter(_workspaces)))
-    ptr = int(buf.device_ctypes_pointer.value)
-    return ptr, (ptr + values if argmax else 0)
+    return values + (4 * n if argmax else 0), values
 
 
 def _element_strides(lay: tuple[str, int, int]) -> tuple[int, int]:

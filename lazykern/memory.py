@@ -1,0 +1,288 @@
+"""Stream-ordered device memory for everything lazykern allocates.
+
+The driver's memory pools do the allocating (``cuMemAllocFromPoolAsync`` /
+``cuMemFreeAsync``): one pool per device, owned by lazykern, that keeps freed
+memory cached (release threshold: never) so a steady state allocates nothing
+from the OS. Memory is allocated on the stream that will use it and freed on
+that stream when its Python owner is dropped, so a buffer is reused only after
+the work queued before the free has run. No host synchronization anywhere.
+
+Inside a lazykern capture (:func:`lazykern.graph.capture`) the same call
+becomes a graph allocation node (``cuMemAllocAsync`` on the capturing stream)
+booked in the capture's :class:`~lazykern.graph.CapturePool`; a buffer dropped
+inside the capture becomes a free node. Buffers that outlive the capture are
+the graph's outputs: each replay writes them at the same address (graphs are
+instantiated with auto-free-on-launch, so replays do not accumulate memory).
+
+A capture begun by someone else (torch.cuda.graph, a raw cuStreamBeginCapture) gets
+allocation nodes too (``cuMemAllocFromPoolAsync`` on a capturing stream makes one), without a
+pool's book.
+
+Results are handed back as the caller's array kind: :func:`numba_array`,
+:func:`cupy_array`, :func:`torch_tensor` wrap one :class:`Allocation` each.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import numpy as np
+from cuda.bindings import driver as _drv
+
+from .errors import CaptureError, DriverError
+
+log = logging.getLogger("lazykern")
+
+_RELEASE_NEVER = 2**64 - 1
+_pools: dict[int, Any] = {}  # device ordinal -> CUmemoryPool
+_pool_lock = threading.Lock()
+_captures: dict[int, Any] = {}  # capturing stream handle -> CapturePool of that capture
+_deferred: list[tuple[int, int]] = []  # frees of memory from before a capture, on a capturing stream
+_graph_outputs: set[int] = set()  # allocated inside a capture that ended: backed only once the graph ran
+_stats = {"allocations": 0, "frees": 0, "live": 0, "live_bytes": 0}
+
+
+# -- driver calls (tests replace these with fakes) ---------------------------------------
+def _pool_create(device: int) -> Any:
+    props = _drv.CUmemPoolProps()
+    props.allocType = _drv.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    props.location.type = _drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    props.location.id = device
+    err, pool = _drv.cuMemPoolCreate(props)
+    _check(err, f"cuMemPoolCreate on device {device}")
+    attr = _drv.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+    (err,) = _drv.cuMemPoolSetAttribute(pool, attr, _drv.cuuint64_t(_RELEASE_NEVER))
+    _check(err, f"cuMemPoolSetAttribute(RELEASE_THRESHOLD) on device {device}")
+    return pool
+
+
+def _alloc_from_pool(nbytes: int, pool: Any, stream: int) -> int:
+    err, ptr = _drv.cuMemAllocFromPoolAsync(nbytes, pool, stream)
+    if err:
+        _check(err, f"cuMemAllocFromPoolAsync of {nbytes} bytes on stream {stream:#x}")
+    return int(ptr)
+
+
+def _alloc_in_graph(nbytes: int, stream: int) -> int:
+    err, ptr = _drv.cuMemAllocAsync(nbytes, stream)
+    if err:
+        _check(err, f"cuMemAllocAsync of {nbytes} bytes inside the capture of stream {stream:#x}")
+    return int(ptr)
+
+
+def _free_async(ptr: int, stream: int) -> int:
+    return int(_drv.cuMemFreeAsync(ptr, stream)[0])
+
+
+def _check(err: Any, what: str) -> None:
+    if int(err) != 0:
+        raise DriverError(f"{what} failed: {err}; the device may be out of memory or the stream invalid")
+
+
+# -- allocate / free -------------------------------------------------------------------
+def pool(device: int) -> Any:
+    """lazykern's memory pool of ``device`` (created on first use, with ``device`` current)."""
+    p = _pools.get(device)
+    if p is None:
+        with _pool_lock:
+            p = _pools.get(device)
+            if p is None:
+                p = _pools[device] = _pool_create(device)
+    return p
+
+
+def allocate(nbytes: int, device: int, stream: int) -> int:
+    """A device address of ``nbytes`` (at least 1) usable by work queued on ``stream`` from now on.
+
+    Inside a lazykern capture of ``stream`` this is an allocation node of the graph, booked in
+    its CapturePool (CaptureError when that pool is sealed). Free it with :func:`free` on the
+    same stream, or let an :class:`Allocation` do it.
+    """
+    nbytes = max(int(nbytes), 1)
+    cap = _captures.get(stream) if _captures else None
+    if cap is not None:
+        cap.take(nbytes)
+        ptr = _alloc_in_graph(nbytes, stream)
+        cap.booked(ptr, nbytes)
+    else:
+        p = _pools.get(device)
+        ptr = _alloc_from_pool(nbytes, p if p is not None else pool(device), stream)
+    st = _stats
+    st["allocations"] += 1
+    st["live"] += 1
+    st["live_bytes"] += nbytes
+    return ptr
+
+
+def free(ptr: int, nbytes: int, stream: int) -> None:
+    """Give ``ptr`` back, ordered after the work queued so far on ``stream`` (its allocating stream).
+
+    During a capture of ``stream``: memory allocated inside it becomes a free node of the graph;
+    older memory is freed once the capture ends (a free node of outside memory is not allowed).
+    """
+    if _captures:
+        cap = _captures.get(stream)
+        if cap is not None and not cap.released(ptr):
+            _deferred.append((ptr, stream))
+            return
+    err = _free_async(ptr, stream)
+    st = _stats
+    st["frees"] += 1
+    st["live"] -= 1
+    st["live_bytes"] -= max(int(nbytes), 1)
+    if _graph_outputs and ptr in _graph_outputs:
+        _graph_outputs.discard(ptr)
+        if err:  # the graph never ran (or the capture failed): the address was never backed
+            log.debug("graph output %#x dropped before its graph ran (CUresult %d)", ptr, err)
+        return
+    if err:  # from a finalizer: nobody to raise to
+        log.warning("cuMemFreeAsync of %#x on stream %#x failed with CUresult %d", ptr, stream, err)
+
+
+def begin_capture(stream: int, capture_pool: Any) -> None:
+    """Route allocations on ``stream`` to ``capture_pool`` until :func:`end_capture`."""
+    if stream in _captures:
+        raise CaptureError(f"stream {stream:#x} already has a capture pool: end that capture first")
+    _captures[stream] = capture_pool
+
+
+def end_capture(stream: int) -> None:
+    """Stop routing ``stream``'s allocations to its capture pool; run the frees it deferred."""
+    cap = _captures.pop(stream, None)
+    if cap is not None:
+        _graph_outputs.update(cap.live_addresses())
+    keep = [(p, s) for p, s in _deferred if s in _captures]
+    todo = [(p, s) for p, s in _deferred if s not in _captures]
+    _deferred[:] = keep
+    for ptr, s in todo:
+        free(ptr, 0, s)
+
+
+def stats() -> dict[str, int]:
+    """Counters of lazykern's allocations: ``allocations``, ``frees``, ``live``, ``live_bytes``."""
+    return dict(_stats)
+
+
+class Allocation:
+    """Owns one stream-ordered buffer; dropping it frees the buffer on its stream."""
+
+    __slots__ = ("ptr", "nbytes", "stream", "device", "__weakref__")
+
+    def __init__(self, nbytes: int, device: int, stream: int) -> None:
+        self.ptr = allocate(nbytes, device, stream)
+        self.nbytes = nbytes
+        self.stream = stream
+        self.device = device
+
+    def __del__(self) -> None:
+        try:
+            ptr = self.ptr
+        except AttributeError:  # allocate() raised in __init__: nothing to free
+            return
+        if ptr:
+            self.ptr = 0
+            try:
+                free(ptr, self.nbytes, self.stream)
+            except Exception as exc:  # interpreter shutdown or a dead context: nothing to raise to
+                log.debug("freeing %#x failed: %s", ptr, exc)
+
+
+# -- the caller's array kinds ------------------------------------------------------------
+def _numba_pointer_class() -> type:
+    from numba.cuda.cudadrv.driver import MemoryPointer
+
+    class PoolPointer(MemoryPointer):
+        """A Numba MemoryPointer over an :class:`Allocation` (freed when the last view goes)."""
+
+        def __init__(self, context: Any, alloc: Allocation) -> None:
+            self.context = context
+            self.device_pointer = self.handle = alloc.ptr
+            self.size = self._cuda_memsize_ = alloc.nbytes
+            self.is_managed = False
+            self.refct = 1
+            self._owner = alloc
+
+    return PoolPointer
+
+
+_numba_classes: list[type] = []  # [DeviceNDArray, PoolPointer], imported once
+
+
+def numba_template(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
+    """The attributes of an empty C-contiguous Numba device array of ``shape``, made once per
+    launch plan; :func:`numba_array` copies them (3 us of DeviceNDArray set-up becomes 0.3 us)."""
+    dtype = np.dtype(dtype)
+    strides, step = [], dtype.itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(int(n), 1)
+    from numba.cuda.cudadrv import devicearray, dummyarray
+
+    arr = devicearray.DeviceNDArray.__new__(devicearray.DeviceNDArray)
+    arr.ndim = len(shape)
+    arr._dummy = dummyarray.Array.from_desc(0, tuple(shape), tuple(reversed(strides)), dtype.itemsize)
+    arr.shape, arr.strides = arr._dummy.shape, arr._dummy.strides
+    arr.dtype, arr.size = dtype, arr._dummy.size
+    arr.alloc_size = max(step, 1)
+    arr.stream = 0
+    return dict(arr.__dict__)
+
+
+def numba_array(template: dict[str, Any], device: int, stream: int, context: Any) -> tuple[Any, int]:
+    """(array, address): a Numba device array of the template's shape and dtype in a new
+    stream-ordered buffer; ``context`` is Numba's context of ``device``."""
+    classes = _numba_classes or _load_numba_classes()
+    alloc = Allocation(template["alloc_size"], device, stream)
+    arr = classes[0].__new__(classes[0])
+    d = arr.__dict__
+    d.update(template)
+    d["gpu_data"] = classes[1](context, alloc)
+    d["_lazykern_device"] = device
+    return arr, alloc.ptr
+
+
+def _load_numba_classes() -> list[type]:
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    _numba_classes[:] = [DeviceNDArray, _numba_pointer_class()]
+    return _numba_classes
+
+
+def cupy_array(shape: tuple[int, ...], dtype: np.dtype, device: int, stream: int) -> tuple[Any, int]:
+    """(array, address): a CuPy array in a new stream-ordered buffer (owned by an Allocation)."""
+    import cupy
+
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    alloc = Allocation(nbytes, device, stream)
+    mem = cupy.cuda.UnownedMemory(alloc.ptr, max(nbytes, 1), alloc, device)
+    return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(mem, 0)), alloc.ptr
+
+
+class _CudaArray:
+    """A ``__cuda_array_interface__`` view of an Allocation, for torch.as_tensor."""
+
+    __slots__ = ("__cuda_array_interface__", "alloc")
+
+    def __init__(self, alloc: Allocation, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self.alloc = alloc
+        self.__cuda_array_interface__ = {
+            "shape": tuple(shape),
+            "typestr": np.dtype(dtype).str,
+            "data": (alloc.ptr, False),
+            "version": 3,
+            "strides": None,
+            "stream": None,
+        }
+
+
+def torch_tensor(shape: tuple[int, ...], dtype: np.dtype, device: int, stream: int) -> Any:
+    """A torch tensor: torch's own caching allocator (on its current stream) outside a capture;
+    inside one, a graph allocation shared with torch through the CUDA Array Interface."""
+    import torch
+
+    if stream not in _captures:
+        return torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name), device=torch.device("cuda", device))
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return torch.as_tensor(_CudaArray(Allocation(nbytes, device, stream), shape, dtype), device=f"cuda:{device}")

@@ -1,0 +1,277 @@
+"""The repeated-call path of the tropical API: one dictionary hit, then launches.
+
+The first call with a given (array type, shapes, strides, dtypes, devices,
+semiring, flags, out=, stream) validates and plans everything through the
+general path in :mod:`.api`, which then builds a :class:`ProductCall` or
+:class:`BackwardCall`: the loaded kernels, their launch configs, the packed
+scalar arguments and how to allocate the outputs. Later calls with the same key
+read the operands' pointers, allocate (stream-ordered, :mod:`lazykern.memory`)
+and launch: no re-validation, no planning, no Numba context lookup. A key only
+matches arrays whose every property the plan depends on is equal, so a change
+of shape, stride, dtype or device misses and goes through the general path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from cuda.core import launch
+
+from .. import _device, memory
+from ..kernel import core_stream
+from . import _arrays
+
+_CACHE_SIZE = 4096
+_entries: dict[tuple, Any] = {}
+_streams: dict[int, Any] = {}  # raw handle -> cuda.core Stream
+
+
+def remember(key: tuple | None, entry: Any) -> Any:
+    if key is not None:
+        if len(_entries) >= _CACHE_SIZE:
+            _entries.clear()
+        _entries[key] = entry
+    return entry
+
+
+def clear() -> None:
+    """Forget every cached call (tests; a device reset)."""
+    _entries.clear()
+
+
+def _stream(handle: int) -> Any:
+    s = _streams.get(handle)
+    if s is None:
+        s = _streams[handle] = core_stream(handle)
+    return s
+
+
+# -- keys ------------------------------------------------------------------------------------
+_UNCACHED = object()  # an out= the repeated-call path does not read (the general path checks it)
+
+
+def product_key(A: Any, B: Any, out: Any, semiring: Any, argmax: Any, stream: Any, copy: Any, batched: bool):
+    """The cache key of a product, or None when it must take the general path every time."""
+    kind = _arrays.fast_kind(A.__class__)
+    if kind is None or B.__class__ is not A.__class__ or copy is not False:
+        return None
+    if argmax is not True and argmax is not False:
+        return None
+    desc = kind.desc
+    if out is None:
+        ok = None
+    elif argmax:
+        ok = _pair_key(out, A.__class__, desc)
+    else:
+        ok = desc(out) if out.__class__ is A.__class__ else _UNCACHED
+    sk = _stream_key(stream)
+    if ok is _UNCACHED or sk is _UNCACHED:
+        return None
+    return (A.__class__, desc(A), desc(B), ok, semiring, argmax, batched, sk)
+
+
+def backward_key(g: Any, ix: Any, A_shape: Any, B_shape: Any, out: Any, stream: Any):
+    """The cache key of a matmul_backward call, or None (general path every time)."""
+    kind = _arrays.fast_kind(g.__class__)
+    if kind is None or ix.__class__ is not g.__class__:
+        return None
+    desc = kind.desc
+    ok = None if out is None else _pair_key(out, g.__class__, desc)
+    sk = _stream_key(stream)
+    if ok is _UNCACHED or sk is _UNCACHED:
+        return None
+    if A_shape.__class__ is not tuple:
+        A_shape = tuple(A_shape)
+    if B_shape.__class__ is not tuple:
+        B_shape = tuple(B_shape)
+    return ("backward", g.__class__, desc(g), desc(ix), A_shape, B_shape, ok, sk)
+
+
+def _pair_key(out: Any, cls: type, desc: Any) -> Any:
+    if out.__class__ is not tuple or len(out) != 2:
+        return _UNCACHED
+    o0, o1 = out
+    if o0.__class__ is not cls or o1.__class__ is not cls:
+        return _UNCACHED
+    return (desc(o0), desc(o1))
+
+
+def _stream_key(stream: Any) -> Any:
+    """``stream`` itself as a key part (the cache keeps it alive, so it stays the same stream), or
+    _UNCACHED: an unhashable stream, or a raw handle where several GPUs are (its number may come
+    back as a stream of another device)."""
+    if stream is None:
+        return None
+    if stream.__class__ is int:
+        return _UNCACHED if _device.several() else stream
+    try:
+        hash(stream)
+    except TypeError:
+        return _UNCACHED
+    return stream
+
+
+# -- launches --------------------------------------------------------------------------------
+class Launch:
+    """One kernel launch with everything but the leading pointers fixed (scalars packed once)."""
+
+    __slots__ = ("config", "fn", "tail")
+
+    def __init__(self, kernel: Any, grid: tuple[int, ...], threads: int, args: list[Any], pointers: int = 4) -> None:
+        from cuda.core import LaunchConfig
+
+        sig = kernel.signature
+        if sig is None or any(t != "ptr" for t in sig[:pointers]) or "ptr" in sig[pointers:]:
+            raise ValueError(f"kernel {kernel.name} does not take {pointers} pointers then scalars: {sig}")
+        self.config = LaunchConfig(grid=tuple(grid), block=(threads,))
+        self.fn = kernel.function()  # loads the cubin on the current (the call's) device
+        self.tail = kernel.pack([0] * pointers + list(args))[pointers:]
+
+
+class Out:
+    """How a call allocates one output of the caller's array kind."""
+
+    __slots__ = ("kind", "shape", "dtype", "nbytes", "template")
+
+    def __init__(self, kind: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self.kind = kind
+        self.shape = shape
+        self.dtype = np.dtype(dtype)
+        self.nbytes = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
+        self.template = memory.numba_template(shape, self.dtype) if kind == "numba" else None
+
+    def new(self, device: int, handle: int, context: Any) -> tuple[Any, int]:
+        if self.template is not None:
+            return memory.numba_array(self.template, device, handle, context)
+        if self.kind == "cupy":
+            return memory.cupy_array(self.shape, self.dtype, device, handle)
+        t = memory.torch_tensor(self.shape, self.dtype, device, handle)
+        return t, t.data_ptr()
+
+
+def out_kind(kind: str) -> str:
+    """The library an output of an operand of ``kind`` is made by (foreign CAI objects get Numba arrays)."""
+    return kind if kind in ("cupy", "torch") else "numba"
+
+
+class _Call:
+    """What every cached call shares: its device, context and stream."""
+
+    __slots__ = ("device", "ctx", "numba_ctx", "handle", "kind", "producer_stream")
+
+    def __init__(self, device: int, kind: str, handle: int | None, producer_stream: int | None) -> None:
+        self.device = device
+        self.ctx = _device.current_context()
+        self.numba_ctx = _device.primary_context(device) if out_kind(kind) == "numba" else None
+        self.kind = _arrays.fast_kinds().get(kind)
+        self.handle = handle  # None: the operands' library's current stream, read per call
+        self.producer_stream = producer_stream
+
+    def _handle(self, A: Any) -> int:
+        """The stream of this call, ordered after the operands' producer."""
+        handle = self.handle
+        kind = self.kind
+        if kind is None or kind.producer is None:
+            return handle if handle is not None else (self.producer_stream or 0)
+        producer = kind.producer(self.device)
+        if handle is None:
+            return producer
+        if producer != handle:
+            _arrays.stream_wait(handle, producer, self.device)
+        return handle
+
+
+class ProductCall(_Call):
+    """A planned product: allocate C (and argmax), launch (split-K: workspace, launch, reduce, free)."""
+
+    __slots__ = ("main", "reduce", "c_out", "i_out", "argmax", "ws_bytes", "ws_values")
+
+    def __init__(self, device: int, kind: str, handle: int | None, producer_stream: int | None,
+                 main: Launch, reduce: Launch | None, out_shape: tuple[int, ...], dtype: np.dtype,
+                 argmax: bool, ws: tuple[int, int]) -> None:  # fmt: skip
+        super().__init__(device, kind, handle, producer_stream)
+        self.main, self.reduce, self.argmax = main, reduce, argmax
+        okind = out_kind(kind)
+        self.c_out = Out(okind, out_shape, dtype)
+        self.i_out = Out(okind, out_shape, np.dtype("int32")) if argmax else None
+        self.ws_bytes, self.ws_values = ws
+
+    def __call__(self, A: Any, B: Any, out: Any) -> Any:
+        """A hit: pointers of this call's arrays, same layouts as the ones it was planned for."""
+        ptr = self.kind.ptr
+        return self.run(self._handle(A), ptr(A), ptr(B), out, None if out is None else self._out_ptrs(out))
+
+    def _out_ptrs(self, out: Any) -> tuple[int, int]:
+        ptr = self.kind.ptr
+        return (ptr(out[0]), ptr(out[1])) if self.argmax else (ptr(out), 0)
+
+    def run(self, handle: int, pa: int, pb: int, out: Any, out_ptrs: tuple[int, int] | None) -> Any:
+        device = self.device
+        token = _device.enter(device) if _device.current_context() != self.ctx else None
+        try:
+            if out is None:
+                C, pc = self.c_out.new(device, handle, self.numba_ctx)
+                Ix, pi = self.i_out.new(device, handle, self.numba_ctx) if self.argmax else (None, 0)
+                result = (C, Ix) if self.argmax else C
+            else:
+                pc, pi = out_ptrs
+                result = out
+            stream = _streams.get(handle) or _stream(handle)
+            main = self.main
+            reduce = self.reduce
+            if reduce is None:
+                launch(stream, main.config, main.fn, pa, pb, pc, pi, *main.tail)
+                return result
+            nbytes = self.ws_bytes
+            w = memory.allocate(nbytes, device, handle)  # freed right after its last use, stream-ordered
+            iw = w + self.ws_values if self.argmax else 0
+            try:
+                launch(stream, main.config, main.fn, pa, pb, w, iw, *main.tail)
+                launch(stream, reduce.config, reduce.fn, w, iw, pc, pi, *reduce.tail)
+            finally:
+                memory.free(w, nbytes, handle)
+            return result
+        finally:
+            if token is not None:
+                _device.leave(token)
+
+
+class BackwardCall(_Call):
+    """A planned backward: allocate (grad_A, grad_B), zero where the plan adds, launch both."""
+
+    __slots__ = ("steps", "outs")
+
+    def __init__(self, device: int, kind: str, handle: int | None, producer_stream: int | None,
+                 steps: list[tuple[Launch | None, int]], shapes: tuple[tuple[int, ...], tuple[int, ...]],
+                 dtype: np.dtype) -> None:  # fmt: skip
+        super().__init__(device, kind, handle, producer_stream)
+        self.steps = steps  # (launch or None, bytes to zero first) for grad_A, grad_B
+        okind = out_kind(kind)
+        self.outs = (Out(okind, shapes[0], dtype), Out(okind, shapes[1], dtype))
+
+    def __call__(self, g: Any, ix: Any, out: Any) -> tuple[Any, Any]:
+        ptr = self.kind.ptr
+        return self.run(self._handle(g), ptr(g), ptr(ix), out, None if out is None else (ptr(out[0]), ptr(out[1])))
+
+    def run(self, handle: int, pg: int, pix: int, out: Any, out_ptrs: tuple[int, int] | None) -> tuple[Any, Any]:
+        device = self.device
+        token = _device.enter(device) if _device.current_context() != self.ctx else None
+        try:
+            if out is None:
+                gA, pA = self.outs[0].new(device, handle, self.numba_ctx)
+                gB, pB = self.outs[1].new(device, handle, self.numba_ctx)
+                result = (gA, gB)
+            else:
+                pA, pB = out_ptrs
+                result = (out[0], out[1])
+            stream = _streams.get(handle) or _stream(handle)
+            for (step, zero), p in zip(self.steps, (pA, pB)):
+                if zero:
+                    _arrays.memset_zero(p, zero, handle)
+                if step is not None:
+                    launch(stream, step.config, step.fn, pg, pix, p, *step.tail)
+            return result
+        finally:
+            if token is not None:
+                _device.leave(token)
