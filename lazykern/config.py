@@ -5,6 +5,7 @@
 ``LAZYKERN_CACHE``       ``0``/``off``/``false`` keeps compiled code in memory only
 ``LAZYKERN_ARCH``        arch to compile for when no GPU is present (default sm_90)
 ``LAZYKERN_LOG``         log level of the ``lazykern`` logger (e.g. ``DEBUG``)
+``LAZYKERN_LOCK_TIMEOUT`` seconds to wait for another process's compile lock (default 10)
 """
 
 from __future__ import annotations
@@ -47,3 +48,25 @@ def cache_size_limit() -> int:
 
 def disk_cache_enabled() -> bool:
     return os.environ.get("LAZYKERN_CACHE", "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+DEFAULT_LOCK_TIMEOUT = 10.0
+
+
+def lock_timeout() -> float:
+    """Seconds a process waits for another's compile lock before compiling without it."""
+    env = os.environ.get("LAZYKERN_LOCK_TIMEOUT", "").strip()
+    if not env:
+        return DEFAULT_LOCK_TIMEOUT
+    try:
+        value = float(env)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        import logging
+
+        logging.getLogger("lazykern").warning(
+            "LAZYKERN_LOCK_TIMEOUT must be seconds between 0 and 3600, got %r; using %s", env, DEFAULT_LOCK_TIMEOUT
+        )
+        return DEFAULT_LOCK_TIMEOUT
+    return value
