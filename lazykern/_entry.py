@@ -24,7 +24,6 @@ MAX_CODE = 1 << 30
 _MAX_DEPTH = 16
 _MAX_STR = 4096
 _MAX_ITEMS = 1024
-_HEX_KEY = "0123456789abcdef"
 
 # Fields whose type lazykern relies on; any other field must just be plain, bounded JSON.
 _STR_FIELDS = ("key", "family", "kernel", "symbol", "arch", "target", "route", "toolchain", "nvrtc", "kind", "name")
@@ -125,7 +124,7 @@ def decode(blob: Any) -> Entry:
 
 def parse_header(raw: bytes) -> dict[str, Any]:
     """The header dict, after the strict schema check."""
-    if _nesting(raw) > _MAX_DEPTH:
+    if too_deep(raw, _MAX_DEPTH):
         raise EntryError(f"entry header nests deeper than {_MAX_DEPTH} levels")
     try:
         meta = json.loads(raw, parse_constant=_refuse_constant)
@@ -139,18 +138,19 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed in an entry header")
 
 
-def _nesting(raw: bytes) -> int:
-    """Bracket depth of a JSON text, brackets in strings included (an upper bound, cheap)."""
-    if raw.count(b"[") + raw.count(b"{") <= _MAX_DEPTH:
-        return 0
-    depth = deepest = 0
+def too_deep(raw: bytes, limit: int) -> bool:
+    """True when a JSON text nests brackets deeper than ``limit`` (brackets in strings count: cheap, safe)."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    depth = 0
     for byte in raw:
         if byte in b"[{":
             depth += 1
-            deepest = max(deepest, depth)
+            if depth > limit:
+                return True
         elif byte in b"]}":
             depth -= 1
-    return deepest
+    return False
 
 
 def check_header(meta: Any) -> None:
@@ -201,8 +201,3 @@ def _check_json(value: Any, depth: int) -> None:
         raise EntryError(f"entry header holds a collection of {len(value)} items (limit {_MAX_ITEMS})")
     for item in items:
         _check_json(item, depth + 1)
-
-
-def is_hex_key(key: Any) -> bool:
-    """A key as lazykern derives them: lowercase hex, 32 to 128 characters."""
-    return isinstance(key, str) and 32 <= len(key) <= 128 and all(c in _HEX_KEY for c in key)

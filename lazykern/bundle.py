@@ -7,14 +7,17 @@ A bundle is a tar (plain, ``.tar.gz`` or ``.tar.zst``) of
 * ``entries/<key>.lzk``: one cache value each, the exact bytes of
   :mod:`lazykern._entry` (JSON header with the binary's sha256, then the binary).
 
-Importing treats the bundle as hostile input. Members are read into memory,
-never extracted to disk; any path trick (absolute name, ``..``, a link, a
-device, a name that is not ``entries/<hex>.lzk``) or an oversized member
-refuses the whole bundle. Each entry is then checked on its own (digest, entry
-schema, toolchain, and its key recomputed from the family source where that
-family is known here) and skipped, with a reason, when a check fails. Nothing
-is ever unpickled: a value that is not a well-formed entry is just bytes that
-fail the header check.
+Importing treats the bundle as hostile input. It is streamed twice, one member
+at a time, never extracted to disk: the first pass checks the framing, the
+second verifies and stores each entry. The decompressed stream has a total
+budget, every member and every PAX / GNU long-name header a small size cap, the
+manifest a nesting limit; any path trick (absolute name, ``..``, a link, a
+device, a name that is not ``entries/<hex>.lzk``) or broken framing refuses the
+whole bundle with one :class:`BundleError`. Each entry is then checked on its
+own (manifest digest, the entry's own digest over header and code, a complete
+header naming its key, schema and toolchain, and its key recomputed from the
+family source where that family is known here) and skipped, with a reason,
+when a check fails. Nothing is ever unpickled.
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ import json
 import logging
 import os
 import re
+import struct
 import tarfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any
 
 from . import _entry
@@ -40,9 +45,12 @@ log = logging.getLogger("lazykern")
 BUNDLE_FORMAT = "lazykern-bundle"
 BUNDLE_SCHEMA = 1
 MANIFEST = "manifest.json"
-MAX_MEMBER = 256 << 20  # one cubin is a few hundred KiB; anything this big is not ours
-MAX_MANIFEST = 64 << 20
-MAX_MEMBERS = 200_000
+MAX_MEMBER = 64 << 20  # one cubin is a few hundred KiB; anything this big is not ours
+MAX_MANIFEST = 8 << 20
+MAX_MEMBERS = 50_000
+MAX_TOTAL = 4 << 30  # decompressed bytes one pass may read
+MAX_TAR_HEADER = 64 << 10  # a PAX or GNU long-name header (tarfile reads it whole)
+_MANIFEST_DEPTH = 8
 _ENTRY_RE = re.compile(r"^entries/([0-9a-f]{32,128})\.lzk$")
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -58,6 +66,7 @@ class ExportReport:
     keys: list[str]
     bytes: int
     compression: str
+    stale: list[str] = dataclasses.field(default_factory=list)  # other versions' entries, left out
 
 
 @dataclasses.dataclass
@@ -66,7 +75,13 @@ class ImportReport:
     imported: list[str] = dataclasses.field(default_factory=list)
     present: list[str] = dataclasses.field(default_factory=list)
     skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # key -> why
+    not_persisted: dict[str, str] = dataclasses.field(default_factory=dict)  # key -> why
     warnings: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every entry of the bundle is now in the store."""
+        return not self.skipped and not self.not_persisted
 
 
 def compression_for(path: str | os.PathLike) -> str:
@@ -109,18 +124,22 @@ def export_bundle(
 ) -> ExportReport:
     """Write the entries of ``cache`` (optionally one family / arch) to ``path``.
 
-    The file is written under a temporary name and moved into place, so a
-    reader never sees half a bundle.
+    Read only: entries of other lazykern versions are left out (``stale`` in the
+    report) and left in the store. The file is written under a temporary name
+    and moved into place, so a reader never sees half a bundle.
     """
     from .compiler import nvrtc_version, toolchain_fingerprint
 
     path = os.fspath(path)
     compression = compression_for(path)
     blobs: dict[str, bytes] = {}
+    stale: list[str] = []
     for row in _select(cache, family, arch):
-        entry = cache.lookup(row["key"])
-        if entry is not None:
-            blobs[row["key"]] = _entry.encode(entry.code, entry.meta)
+        entry = None if row["stale"] else cache.peek(row["key"])
+        if entry is None:
+            stale.append(row["key"])
+            continue
+        blobs[row["key"]] = _entry.encode(entry.code, entry.meta)
     manifest = {
         "format": BUNDLE_FORMAT,
         "bundle_schema": BUNDLE_SCHEMA,
@@ -156,8 +175,8 @@ def export_bundle(
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    log.info("exported %d entries to %s (%d bytes)", len(blobs), path, len(data))
-    return ExportReport(path, sorted(blobs), len(data), compression or "none")
+    log.info("exported %d entries to %s (%d bytes), left out %d stale", len(blobs), path, len(data), len(stale))
+    return ExportReport(path, sorted(blobs), len(data), compression or "none", sorted(stale))
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -166,6 +185,38 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info.mode = 0o644
     info.mtime = 0
     tar.addfile(info, io.BytesIO(data))
+
+
+class _Budget:
+    """A read-only stream that refuses to deliver more than ``limit`` decompressed bytes."""
+
+    def __init__(self, raw: IO[bytes], limit: int) -> None:
+        self.raw = raw
+        self.limit = limit
+        self.left = limit
+
+    def read(self, n: int = -1) -> bytes:
+        n = 1 << 20 if n is None or n < 0 else n
+        data = self.raw.read(min(n, self.left + 1))
+        self.left -= len(data)
+        if self.left < 0:
+            raise BundleError(f"bundle expands to more than {self.limit} bytes (decompression bomb?); refusing it")
+        return data
+
+
+class _GuardedInfo(tarfile.TarInfo):
+    """A TarInfo that refuses, before tarfile reads them whole, oversized PAX / long-name headers and sparse files."""
+
+    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, *tarfile.GNU_TYPES):
+            if self.type == tarfile.GNUTYPE_SPARSE:
+                raise BundleError(f"bundle member {self.name!r} is a sparse file (refusing the bundle)")
+            if self.size > MAX_TAR_HEADER:
+                raise BundleError(
+                    f"bundle has a {self.size}-byte tar extended header, over the {MAX_TAR_HEADER}-byte limit "
+                    "(refusing the bundle)"
+                )
+        return super()._proc_member(tarfile_)
 
 
 def _open_stream(fh: IO[bytes]) -> IO[bytes]:
@@ -181,36 +232,52 @@ def _open_stream(fh: IO[bytes]) -> IO[bytes]:
     return fh
 
 
-def read_members(path: str | os.PathLike, *, max_member: int = MAX_MEMBER) -> dict[str, bytes]:
-    """Every member of the bundle, by name, read into memory after checking its header.
+def _framing_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [
+        OSError,
+        tarfile.TarError,
+        EOFError,
+        ValueError,
+        zlib.error,
+        struct.error,
+        RecursionError,
+    ]
+    try:
+        import zstandard
 
-    Raises BundleError, and returns nothing, at the first member that is not a
-    regular file with an allowed name and size.
+        errors.append(zstandard.ZstdError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def iter_members(
+    path: str | os.PathLike, *, max_member: int = MAX_MEMBER, max_total: int = MAX_TOTAL
+) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of each member in order, one at a time, after checking its header.
+
+    Raises BundleError (one line) at the first member that is not a regular file
+    with an allowed name and size, and for any tar / gzip / zstd framing error.
     """
     path = os.fspath(path)
-    members: dict[str, bytes] = {}
     try:
-        with open(path, "rb") as fh, tarfile.open(fileobj=_open_stream(fh), mode="r|") as tar:
-            for info in tar:
-                _check_member(info, max_member)
-                if info.name in members:
-                    raise BundleError(f"bundle {path!r} holds {info.name!r} twice; refusing it")
-                if len(members) >= MAX_MEMBERS:
-                    raise BundleError(f"bundle {path!r} has more than {MAX_MEMBERS} members; refusing it")
-                src = tar.extractfile(info)
-                data = src.read(info.size + 1) if src is not None else b""
-                if len(data) != info.size:
-                    raise BundleError(f"member {info.name!r} is truncated in {path!r}")
-                members[info.name] = data
+        with open(path, "rb") as fh:
+            stream = _Budget(_open_stream(fh), max_total)
+            with tarfile.open(fileobj=stream, mode="r|", tarinfo=_GuardedInfo) as tar:  # type: ignore[call-overload]
+                for count, info in enumerate(tar):
+                    _check_member(info, max_member)
+                    if count >= MAX_MEMBERS:
+                        raise BundleError(f"bundle {path!r} has more than {MAX_MEMBERS} members; refusing it")
+                    src = tar.extractfile(info)
+                    data = src.read(info.size + 1) if src is not None else b""
+                    if len(data) != info.size:
+                        raise BundleError(f"member {info.name!r} is truncated in {path!r}")
+                    yield info.name, data
     except BundleError:
         raise
-    except (OSError, tarfile.TarError, EOFError, ValueError) as exc:
-        raise BundleError(f"{path!r} is not a readable lazykern bundle: {exc}") from exc
-    except Exception as exc:  # zstandard raises its own ZstdError
-        if type(exc).__name__ == "ZstdError":
-            raise BundleError(f"{path!r} is not a readable .tar.zst bundle: {exc}") from exc
-        raise
-    return members
+    except _framing_errors() as exc:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise BundleError(f"{path!r} is not a readable lazykern bundle: {detail}") from None
 
 
 def _check_member(info: tarfile.TarInfo, max_member: int) -> None:
@@ -227,27 +294,44 @@ def _check_member(info: tarfile.TarInfo, max_member: int) -> None:
         raise BundleError(f"bundle member {name!r} is {info.size} bytes, over the {limit}-byte limit (refusing it)")
 
 
-def _load_manifest(members: Mapping[str, bytes], path: str) -> dict[str, Any]:
-    raw = members.get(MANIFEST)
-    if raw is None:
+def scan_bundle(path: str | os.PathLike, *, max_member: int = MAX_MEMBER, max_total: int = MAX_TOTAL) -> dict[str, Any]:
+    """First pass: check the whole bundle's framing; return its manifest. Holds one member at a time."""
+    path = os.fspath(path)
+    manifest: dict[str, Any] | None = None
+    seen: set[str] = set()
+    for name, data in iter_members(path, max_member=max_member, max_total=max_total):
+        if name in seen:
+            raise BundleError(f"bundle {path!r} holds {name!r} twice; refusing it")
+        seen.add(name)
+        if name == MANIFEST:
+            manifest = _load_manifest(data, path)
+        elif manifest is None:
+            raise BundleError(
+                f"{path!r} has no {MANIFEST} before its entries; it was not written by `lazykern cache export`"
+            )
+    if manifest is None:
         raise BundleError(f"{path!r} has no {MANIFEST}; it was not written by `lazykern cache export`")
+    manifest["_members"] = sorted(k for n in seen if (k := _key_of(n)))
+    return manifest
+
+
+def _load_manifest(raw: bytes, path: str) -> dict[str, Any]:
+    if _entry.too_deep(raw, _MANIFEST_DEPTH) or raw.count(b":") > 4 * MAX_MEMBERS + 64:
+        raise BundleError(f"{MANIFEST} in {path!r} nests too deep or holds too many fields (refusing it)")
     try:
         manifest = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise BundleError(f"{MANIFEST} in {path!r} is not JSON: {exc}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
         raise BundleError(f"{path!r} is not a {BUNDLE_FORMAT} (bad manifest)")
     if manifest.get("bundle_schema") != BUNDLE_SCHEMA:
         raise BundleError(
-            f"{path!r} has bundle schema {manifest.get('bundle_schema')!r}; this lazykern reads schema "
+            f"{path!r} has bundle schema {str(manifest.get('bundle_schema'))[:40]}; this lazykern reads schema "
             f"{BUNDLE_SCHEMA}: export it again with this version"
         )
     if not isinstance(manifest.get("entries"), list):
         raise BundleError(f"{MANIFEST} in {path!r} lists no entries")
     return manifest
-
-
-KeyFn = Callable[[str, str], str | None]
 
 
 def import_bundle(
@@ -256,53 +340,61 @@ def import_bundle(
     *,
     families: Mapping[str, Any] | None = None,
     max_member: int = MAX_MEMBER,
+    max_total: int = MAX_TOTAL,
 ) -> ImportReport:
     """Verify every entry of the bundle at ``path`` and store the good ones in ``cache``.
 
     ``families`` maps family names to ``KernelFamily`` objects whose keys can be
     recomputed here (default: the built-in families that import); an entry of
-    such a family whose key does not match this install's source is skipped.
+    such a family whose key or header does not match this install's source is
+    skipped. Every stored entry is read back from the store; one that did not
+    persist is listed in ``not_persisted``. Raises BundleError when the bundle
+    is refused as a whole, CacheError when ``cache`` keeps entries in memory only.
     """
     from .compiler import nvrtc_version, toolchain_fingerprint
 
     path = os.fspath(path)
-    members = read_members(path, max_member=max_member)
-    manifest = _load_manifest(members, path)
+    if cache.backend != "disk":
+        raise CacheError(
+            f"the kernel cache is in memory only ({cache.degraded}); importing {path!r} would persist nothing. "
+            "Point LAZYKERN_CACHE_DIR at a writable directory."
+        )
+    manifest = scan_bundle(path, max_member=max_member, max_total=max_total)
     report = ImportReport(path)
     listed: dict[str, str] = {}
     for item in manifest["entries"]:
         if isinstance(item, dict) and isinstance(item.get("key"), str) and isinstance(item.get("sha256"), str):
             listed[item["key"]] = item["sha256"]
-    here_nvrtc = ".".join(map(str, nvrtc_version()))
-    if manifest.get("toolchain") != toolchain_fingerprint():
+    here = {"nvrtc": ".".join(map(str, nvrtc_version())), "toolchain": toolchain_fingerprint()}
+    if manifest.get("toolchain") != here["toolchain"]:
         reason = (
-            f"built with another toolchain (NVRTC {manifest.get('nvrtc')} vs {here_nvrtc} here, or other CCCL "
-            "headers); its keys would never be looked up"
+            f"built with another toolchain (NVRTC {str(manifest.get('nvrtc'))[:20]} vs {here['nvrtc']} here, or "
+            "other CCCL headers); its keys would never be looked up"
         )
         report.warnings.append(f"{path}: {reason}; skipped every entry")
-        for name in members:
-            m = _ENTRY_RE.match(name)
-            if m:
-                report.skipped[m.group(1)] = reason
+        report.skipped = dict.fromkeys(manifest["_members"], reason)
         return report
     known = dict(_builtin_families() if families is None else families)
-    for name, blob in sorted(members.items()):
-        m = _ENTRY_RE.match(name)
-        if not m:
+    for name, blob in iter_members(path, max_member=max_member, max_total=max_total):
+        key = _key_of(name)
+        if key is None:
             continue
-        key = m.group(1)
-        why = _verify(key, blob, listed, known, here_nvrtc)
+        why = _verify(key, blob, listed, known, here)
         if why is not None:
             report.skipped[key] = why
             log.warning("bundle %s: skipped entry %s: %s", path, key[:16], why)
             continue
-        if cache.lookup(key) is not None:
+        entry = _entry.decode(blob)
+        if cache.peek(key) is not None:
             report.present.append(key)
             continue
-        entry = _entry.decode(blob)
         cache.store(key, entry.code, entry.meta)
-        report.imported.append(key)
-    for key in sorted(set(listed) - {k for n in members if (k := _key_of(n))}):
+        stored = cache.peek(key)
+        if stored is None or stored.code != entry.code:
+            report.not_persisted[key] = f"not in the store after writing it ({cache.directory})"
+        else:
+            report.imported.append(key)
+    for key in sorted(set(listed) - set(manifest["_members"])):
         report.skipped[key] = "listed in the manifest but missing from the bundle"
     return report
 
@@ -312,7 +404,14 @@ def _key_of(name: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _verify(key: str, blob: bytes, listed: Mapping[str, str], known: Mapping[str, Any], nvrtc: str) -> str | None:
+# Every entry must name these; an nvrtc-route entry (a KernelFamily's) the rest of its identity too.
+_IDENTITY = ("family", "symbol", "arch")
+_NVRTC_IDENTITY = ("kernel", "options", "target", "route", "toolchain")
+
+
+def _verify(
+    key: str, blob: bytes, listed: Mapping[str, str], known: Mapping[str, Any], here: dict[str, str]
+) -> str | None:
     """Why the entry must not be imported, or None when it passes every check."""
     digest = listed.get(key)
     if digest is None:
@@ -321,24 +420,47 @@ def _verify(key: str, blob: bytes, listed: Mapping[str, str], known: Mapping[str
         return "bytes do not match the digest in the manifest"
     try:
         entry = _entry.decode(blob)
+    except _entry.StaleEntry as exc:
+        return f"written by another lazykern version ({exc})"
     except _entry.EntryError as exc:
         return f"not a lazykern entry ({exc})"
     meta = entry.meta
-    if meta.get("schema", SCHEMA_VERSION) != SCHEMA_VERSION:
+    if meta.get("schema") != SCHEMA_VERSION:
         return f"entry schema {meta.get('schema')!r}, this lazykern uses {SCHEMA_VERSION}"
-    if "nvrtc" in meta and meta["nvrtc"] != nvrtc:
-        return f"compiled by NVRTC {meta['nvrtc']}, this machine has {nvrtc}"
-    fam = known.get(meta.get("family")) if isinstance(meta.get("family"), str) else None
-    kernel, arch = meta.get("kernel"), meta.get("arch")
-    if fam is not None and isinstance(kernel, str) and isinstance(arch, str):
-        if kernel not in fam.names():
-            return f"family {meta['family']!r} here has no kernel {kernel!r}"
-        try:
-            expected = fam.key(kernel, arch)
-        except (ValueError, KeyError) as exc:
-            return f"cannot recompute its key: {exc}"
-        if expected != key:
-            return f"its key does not match {meta['family']}/{kernel} for {arch} as built here (other source?)"
+    if meta.get("key") != key:
+        return "its header does not name the key it is stored under"
+    nvrtc_route = meta.get("family") != "lazy_kernel"  # @lazy_kernel entries carry a Numba signature instead
+    required = _IDENTITY + (_NVRTC_IDENTITY if nvrtc_route else ("name", "signature"))
+    missing = [f for f in required if f not in meta]
+    if missing:
+        return f"its header lacks {', '.join(missing)}: it cannot be verified"
+    if "nvrtc" in meta and meta["nvrtc"] != here["nvrtc"]:
+        return f"compiled by NVRTC {meta['nvrtc']}, this machine has {here['nvrtc']}"
+    if nvrtc_route and meta["toolchain"] != here["toolchain"]:
+        return "compiled with another toolchain than this machine's"
+    fam = known.get(meta["family"])
+    if fam is not None and nvrtc_route:
+        return _verify_family(key, meta, fam)
+    return None
+
+
+def _verify_family(key: str, meta: dict[str, Any], fam: Any) -> str | None:
+    """Recompute the key and the identity the family would ask for; any difference refuses the entry."""
+    kernel, arch = meta["kernel"], meta["arch"]
+    if kernel not in fam.names():
+        return f"family {meta['family']!r} here has no kernel {kernel!r}"
+    try:
+        expected = fam.key(kernel, arch)
+        frag = fam.source.fragment(kernel)
+        options = list(fam.source.options_for(kernel))
+    except (ValueError, KeyError) as exc:
+        return f"cannot recompute its key: {exc}"
+    if expected != key:
+        return f"its key does not match {meta['family']}/{kernel} for {arch} as built here (other source?)"
+    want = {"symbol": frag.symbol, "options": options, "route": fam.route, "target": "cubin"}
+    wrong = [f for f, v in want.items() if meta[f] != v]
+    if wrong:
+        return f"its header's {', '.join(wrong)} differ from {meta['family']}/{kernel} as built here"
     return None
 
 

@@ -252,6 +252,13 @@ class KernelCache(ProgramCacheResource):
             self._warn_once("read", f"lazykern could not read its cache at {self.directory!r} ({exc}); recompiling.")
             return None
 
+    def peek(self, key: bytes | str) -> _entry.Entry | None:
+        """The sound, current-version entry under ``key``, or None; unlike :meth:`lookup` it changes nothing."""
+        try:
+            return self._read(_norm_key(key), None)
+        except (_BadEntry, *STORE_ERRORS):
+            return None
+
     def _read(self, key: str, expect: dict[str, Any] | None, *, schema: bool = True) -> _entry.Entry | None:
         """The entry under ``key`` (None: no row); _BadEntry when it must not be served. No side effects."""
         try:

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from ._common import console, handle_errors, human_bytes, open_cache, parse_duration, print_json, when
+from ._common import console, err_console, handle_errors, human_bytes, open_cache, parse_duration, print_json, when
 
 app = typer.Typer(help="Inspect, prune, clear, export and import the kernel cache.", no_args_is_help=True)
 
@@ -142,15 +143,17 @@ def ls(
     if as_json:
         print_json([{k: v for k, v in r.items() if k not in ("sha256",)} for r in rows])
         return
-    table = Table(title=f"{len(rows)} cached kernels")
+    stale = sum(1 for r in rows if r.get("stale"))
+    title = f"{len(rows)} cached kernels" + (f" ({stale} of other lazykern versions, marked stale)" if stale else "")
+    table = Table(title=title)
     for col in ("family", "kernel", "arch", "options", "size", "compile s", "created", "last used", "key"):
         table.add_column(col, justify="right" if col in ("size", "compile s") else "left")
     for r in rows:
         table.add_row(
-            str(r.get("family", "-")),
-            str(r.get("kernel", "-")),
-            str(r.get("arch", "-")),
-            " ".join(r.get("options") or []),
+            escape(str(r.get("family", "-"))),
+            escape(str(r.get("kernel", r.get("name", "-")))) + (" [yellow](stale)[/]" if r.get("stale") else ""),
+            escape(str(r.get("arch", "-"))),
+            escape(" ".join(map(str, r.get("options") or []))),
             human_bytes(r["bytes"]),
             f"{float(r.get('compile_seconds', 0)):.2f}",
             when(r.get("created")),
@@ -227,8 +230,11 @@ def export(
 
     report = export_bundle(open_cache(), bundle, family=family, arch=arch)
     console.print(
-        f"exported {len(report.keys)} entries to {report.path} ({human_bytes(report.bytes)}, {report.compression})"
+        f"exported {len(report.keys)} entries to {escape(report.path)} "
+        f"({human_bytes(report.bytes)}, {report.compression})"
     )
+    if report.stale:
+        console.print(f"left out {len(report.stale)} entries of other lazykern versions (kept in the cache)")
 
 
 @app.command("import")
@@ -236,17 +242,27 @@ def export(
 def import_(
     bundle: Path = typer.Argument(..., exists=True, dir_okay=False, help="A bundle from `cache export`."),
 ) -> None:
-    """Verify and load the entries of a bundle into this machine's cache."""
+    """Verify and load the entries of a bundle into this machine's cache.
+
+    Exits 1 when any entry was skipped or did not persist (each is listed with the reason).
+    """
     from ..bundle import import_bundle
 
     report = import_bundle(open_cache(), bundle)
     for w in report.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {escape(w)}")
     console.print(
         f"imported {len(report.imported)}, already present {len(report.present)}, skipped {len(report.skipped)}"
+        + (f", not persisted {len(report.not_persisted)}" if report.not_persisted else "")
     )
-    if report.skipped:
-        table = Table("key", "skipped because")
-        for key, why in sorted(report.skipped.items()):
-            table.add_row(key[:16], why)
+    problems = {**report.skipped, **report.not_persisted}
+    if problems:
+        table = Table("key", "not imported because")
+        for key, why in sorted(problems.items()):
+            table.add_row(key[:16], escape(why))
         console.print(table)
+        err_console.print(
+            f"[bold red]error:[/] {len(problems)} of the bundle's entries are not in the cache "
+            f"({len(report.skipped)} failed verification, {len(report.not_persisted)} did not persist)"
+        )
+        raise typer.Exit(1)
