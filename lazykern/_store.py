@@ -352,7 +352,8 @@ def _sanitize_settings(db_path: str) -> str:
     """
     if not os.path.isfile(db_path):
         return ""
-    known = set(_settings(0)) | set(METADATA)
+    ours = _settings(0)
+    known = set(ours) | set(METADATA)
     fixed: list[str] = []
     con = sqlite3.connect(db_path, timeout=30, isolation_level=None)
     try:
@@ -364,6 +365,10 @@ def _sanitize_settings(db_path: str) -> str:
             if key not in known:
                 con.execute("DELETE FROM Settings WHERE key IS ?", (key,))
                 fixed.append(str(key)[:40])
+            elif key.startswith("sqlite_") and value != ours[key]:
+                # diskcache re-applies these as PRAGMAs on every new connection, before our values.
+                con.execute("UPDATE Settings SET value = ? WHERE key = ?", (ours[key], key))
+                fixed.append(key)
             elif key in METADATA and not (type(value) is int and 0 <= value < 1 << 62):
                 con.execute("UPDATE Settings SET value = ? WHERE key = ?", (_recount(con, key), key))
                 fixed.append(key)
