@@ -273,6 +273,8 @@ def iter_members(
                     if len(data) != info.size:
                         raise BundleError(f"member {info.name!r} is truncated in {path!r}")
                     yield info.name, data
+            while stream.read(1 << 20):  # to the end, so gzip / zstd check their trailers (CRC, length)
+                pass
     except BundleError:
         raise
     except _framing_errors() as exc:
