@@ -18,7 +18,7 @@ import filelock
 LOCK_DIR = "locks"
 
 
-def _shared_mode(directory: str) -> int:
+def shared_mode(directory: str) -> int:
     """The permission bits new files get: those of the cache directory (group-shared dirs stay shared)."""
     try:
         return stat.S_IMODE(os.stat(directory).st_mode)
@@ -37,7 +37,7 @@ class ProcessLock:
         self._lock: filelock.BaseFileLock | None = None
 
     def __enter__(self) -> ProcessLock:
-        mode = _shared_mode(self.directory)
+        mode = shared_mode(self.directory)
         lock_dir = os.path.join(self.directory, LOCK_DIR)
         path = os.path.join(lock_dir, self.name + ".lock")
         try:
@@ -65,6 +65,16 @@ class ProcessLock:
             except OSError:
                 pass
             self._lock = None
+
+
+def share(path: str, mode: int) -> None:
+    """Give a file or directory this process created the cache directory's permission bits (best effort)."""
+    bits = mode if os.path.isdir(path) else mode & 0o666
+    try:
+        if stat.S_IMODE(os.stat(path).st_mode) != bits:
+            os.chmod(path, bits)
+    except OSError:
+        pass  # another user's file: theirs to share
 
 
 class NullLock:

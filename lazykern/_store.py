@@ -31,7 +31,7 @@ import diskcache
 from diskcache.core import DBNAME, DEFAULT_SETTINGS, METADATA, MODE_BINARY, MODE_RAW
 
 from . import _entry
-from ._locks import ProcessLock
+from ._locks import ProcessLock, share, shared_mode
 from .errors import CacheError
 
 log = logging.getLogger("lazykern")
@@ -80,6 +80,7 @@ class NoPickleDisk(diskcache.Disk):
     def __init__(self, directory: str, min_file_size: Any = 1 << 15, **_foreign: Any) -> None:
         # Settings another Disk class left in the directory (JSONDisk's compress_level ...) are ignored.
         super().__init__(directory, min_file_size=_FILE_THRESHOLD)
+        self._mode = shared_mode(directory)
 
     def put(self, key: Any):
         if not isinstance(key, str):
@@ -94,7 +95,12 @@ class NoPickleDisk(diskcache.Disk):
     def store(self, value: Any, read: bool, key: Any = diskcache.core.UNKNOWN):
         if read or not isinstance(value, (bytes, int)) or isinstance(value, bool):
             raise CacheError(f"cache values must be bytes, got {type(value).__name__}")
-        return super().store(value, read, key=key)
+        columns = super().store(value, read, key=key)
+        if columns[2] is not None:  # a blob file and its two directory levels
+            full = os.path.join(self._directory, columns[2])
+            for path in (os.path.dirname(os.path.dirname(full)), os.path.dirname(full), full):
+                share(path, self._mode)
+        return columns
 
     def fetch(self, mode: int, filename: str | None, value: Any, read: bool):
         if mode == MODE_RAW:
@@ -151,6 +157,9 @@ class DiskBackend:
                 "reset them to lazykern's own."
             )
         cache = diskcache.Cache(self.directory, disk=NoPickleDisk, timeout=30, **_settings(self.size_limit))
+        mode = shared_mode(self.directory)
+        for suffix in ("", "-wal", "-shm"):
+            share(self._db_path + suffix, mode)
         return cache, _inode(self._db_path)
 
     def _run(self, op: Callable[[diskcache.Cache], _T]) -> _T:

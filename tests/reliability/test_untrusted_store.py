@@ -316,7 +316,7 @@ def test_lock_failures_degrade_with_one_warning(tmp_path, problem):
     assert seconds < 10
 
 
-def test_lock_files_take_the_directorys_permissions(tmp_path):
+def test_store_files_take_the_directorys_permissions(tmp_path):
     directory = tmp_path / "shared"
     directory.mkdir()
     os.chmod(directory, 0o2770)  # group-shared: setgid, group rwx
@@ -327,3 +327,9 @@ def test_lock_files_take_the_directorys_permissions(tmp_path):
     lock = _lock_path(str(directory))
     assert stat.S_IMODE(os.stat(lock).st_mode) == 0o660
     assert stat.S_IMODE(os.stat(os.path.dirname(lock)).st_mode) & 0o070 == 0o070
+    kc = KernelCache(directory)
+    kc.store("big", os.urandom(100_000))  # a blob file in two levels of directories
+    files = [os.path.join(r, f) for r, _, fs in os.walk(directory) for f in fs if not f.endswith(".lock")]
+    assert files and all(stat.S_IMODE(os.stat(f).st_mode) == 0o660 for f in files), files
+    blob_dirs = [r for r, _, fs in os.walk(directory) if any(f.endswith(".val") for f in fs)]
+    assert all(stat.S_IMODE(os.stat(d).st_mode) & 0o070 == 0o070 for d in blob_dirs)
