@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import stat
+import sys
 import threading
 import time
 import warnings
@@ -192,7 +193,7 @@ class KernelCache(ProgramCacheResource):
             return
         self._warned.add(tag)
         log.warning(message)
-        warnings.warn(message, LazykernWarning, stacklevel=3)
+        warnings.warn(message, LazykernWarning, stacklevel=_user_stacklevel())
 
     # -- properties ------------------------------------------------------
     @property
@@ -612,6 +613,17 @@ def _quarantined_files(directory: str | None) -> list[str]:
         return []
 
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first caller outside lazykern (the user's line)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 _warned_dirs: set[str] = set()
 _warned_dirs_lock = threading.Lock()
 
@@ -635,7 +647,7 @@ def _prepare_dir(directory: str) -> None:
             "anyone who can write there can change the GPU code you run. Run: chmod go-w on it."
         )
         log.warning(message)
-        warnings.warn(message, LazykernWarning, stacklevel=4)
+        warnings.warn(message, LazykernWarning, stacklevel=_user_stacklevel())
 
 
 _default: KernelCache | None = None
