@@ -318,7 +318,9 @@ def scan_bundle(path: str | os.PathLike, *, max_member: int = MAX_MEMBER, max_to
 
 
 def _load_manifest(raw: bytes, path: str) -> dict[str, Any]:
-    if _entry.too_deep(raw, _MANIFEST_DEPTH) or raw.count(b":") > 4 * MAX_MEMBERS + 64:
+    # Bounded before parsing: a few MB of "[[],[],..." would otherwise become hundreds of MB of objects.
+    fields = max(raw.count(b":"), raw.count(b","), raw.count(b"[") + raw.count(b"{"))
+    if _entry.too_deep(raw, _MANIFEST_DEPTH) or fields > 4 * MAX_MEMBERS + 64:
         raise BundleError(f"{MANIFEST} in {path!r} nests too deep or holds too many fields (refusing it)")
     try:
         manifest = json.loads(raw)

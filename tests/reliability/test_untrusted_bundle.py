@@ -125,6 +125,7 @@ FRAMINGS = {
     "wide manifest": lambda m: _forge.tar_bytes(
         [("manifest.json", b"{" + b",".join(b'"%d":0' % i for i in range(300_000)) + b"}")]
     ),
+    "manifest of many lists": lambda m: _forge.tar_bytes([("manifest.json", b"[" + b"[]," * 2_000_000 + b"[]]")]),
     "manifest NaN": lambda m: _forge.tar_bytes([("manifest.json", b'{"format": NaN')]),
 }
 

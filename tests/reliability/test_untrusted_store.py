@@ -293,8 +293,10 @@ def _lock_path(directory: str) -> str:
     return os.path.join(directory, "locks", hashlib.sha256(b"k" * 64).hexdigest()[:40] + ".lock")
 
 
-@pytest.mark.parametrize("problem", ["lock is a directory", "locks is a file", "held by a stuck process"])
-def test_lock_failures_degrade_with_one_warning(tmp_path, problem):
+@pytest.mark.parametrize(
+    "problem", ["lock is a directory", "locks is a file", "held by a stuck process", "unreadable lock file"]
+)
+def test_lock_failures_degrade_with_one_warning(tmp_path, monkeypatch, problem):
     directory = str(tmp_path / "c")
     KernelCache(directory)
     os.makedirs(os.path.join(directory, "locks"), exist_ok=True)
@@ -304,6 +306,13 @@ def test_lock_failures_degrade_with_one_warning(tmp_path, problem):
     elif problem == "locks is a file":
         os.rmdir(os.path.join(directory, "locks"))
         open(os.path.join(directory, "locks"), "w").close()
+    elif problem == "unreadable lock file":  # another user's 0644 lock file; root ignores modes, so simulate EACCES
+        open(_lock_path(directory), "w").close()
+
+        def denied(self, *args, **kwargs):
+            raise PermissionError(13, "Permission denied", self.lock_file)
+
+        monkeypatch.setattr(filelock.FileLock, "acquire", denied)
     else:
         holder = filelock.FileLock(_lock_path(directory), is_singleton=False)
         holder.acquire()
