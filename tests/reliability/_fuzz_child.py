@@ -95,6 +95,7 @@ def main() -> None:
         cli("cache", "prune", "--older-than", "3650d", "--max-size", "100M")
         cli("cache", "clear", "--yes")
         serve("after clear")
+    out["backend"] = KernelCache(directory).backend  # never memory-only for good after any damage
     out["maxrss_kb"] = _status_kb("VmHWM")
     print(json.dumps(out))
 

@@ -88,6 +88,7 @@ def _run_case(target: str, directory: str, expected: dict, bundle: str | None, m
     assert not result["crashes"], result["crashes"]
     assert result["wrong"] == 0, f"{result['wrong']} kernels served with bytes other than a fresh compile"
     assert not result["pwned"], "a stored pickle was unpickled"
+    assert result["backend"] == "disk", "the damage sent the store to memory for good"
     assert result["maxrss_kb"] < MEM_MB << 10
     # An import holds one capped member at a time: 200 MB plus the largest legitimate cubin (a few MB here).
     assert result.get("import_growth_kb", 0) < 210 << 10, result
