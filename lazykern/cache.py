@@ -139,6 +139,13 @@ def _norm_key(key: bytes | str) -> str:
 class KernelCache(ProgramCacheResource):
     """A diskcache-backed store of compiled kernels, degrading to memory.
 
+    ``directory`` defaults to ``LAZYKERN_CACHE_DIR``, ``size_limit`` to
+    ``LAZYKERN_CACHE_SIZE``, ``enabled`` to ``LAZYKERN_CACHE``, and
+    ``lock_timeout`` (seconds to wait for another process compiling the same
+    key before compiling it too) to ``LAZYKERN_LOCK_TIMEOUT``. Nothing in the
+    directory is trusted: damage is reported once (:class:`LazykernWarning`)
+    and costs a recompile, never an exception.
+
     >>> import tempfile
     >>> kc = KernelCache(tempfile.mkdtemp())
     >>> kc["k"] = b"\\x7fELF..."
