@@ -15,7 +15,7 @@ import re
 import struct
 import tarfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from . import _entry
@@ -114,10 +114,15 @@ def _framing_errors() -> tuple[type[BaseException], ...]:
 
 
 def iter_members(
-    path: str | os.PathLike, *, max_member: int = MAX_MEMBER, max_total: int = MAX_TOTAL
-) -> Iterator[tuple[str, bytes]]:
+    path: str | os.PathLike,
+    *,
+    want: Callable[[str], bool] = lambda name: True,
+    max_member: int = MAX_MEMBER,
+    max_total: int = MAX_TOTAL,
+) -> Iterator[tuple[str, bytearray | None]]:
     """(name, bytes) of each member in order, one at a time, after checking its header.
 
+    Members ``want(name)`` declines are skipped unread (their data is None).
     Raises BundleError (one line) at the first member that is not a regular file
     with an allowed name and size, and for any tar / gzip / zstd framing error.
     """
@@ -130,11 +135,7 @@ def iter_members(
                     _check_member(info, max_member)
                     if count >= MAX_MEMBERS:
                         raise BundleError(f"bundle {path!r} has more than {MAX_MEMBERS} members; refusing it")
-                    src = tar.extractfile(info)
-                    data = src.read(info.size + 1) if src is not None else b""
-                    if len(data) != info.size:
-                        raise BundleError(f"member {info.name!r} is truncated in {path!r}")
-                    yield info.name, data
+                    yield info.name, _read_member(tar, info, path) if want(info.name) else None
             while stream.read(1 << 20):  # to the end, so gzip / zstd check their trailers (CRC, length)
                 pass
     except BundleError:
@@ -142,6 +143,15 @@ def iter_members(
     except _framing_errors() as exc:
         detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BundleError(f"{path!r} is not a readable lazykern bundle: {detail}") from None
+
+
+def _read_member(tar: tarfile.TarFile, info: tarfile.TarInfo, path: str) -> bytearray:
+    """A member's bytes in one buffer, filled in small pieces (one whole read would hold it three times)."""
+    data = bytearray(info.size)
+    src = tar.extractfile(info)
+    if src is None or _entry.readinto_exactly(src, memoryview(data)) != info.size:
+        raise BundleError(f"member {info.name!r} is truncated in {path!r}")
+    return data
 
 
 def _check_member(info: tarfile.TarInfo, max_member: int) -> None:
@@ -163,12 +173,12 @@ def scan_bundle(path: str | os.PathLike, *, max_member: int = MAX_MEMBER, max_to
     path = os.fspath(path)
     manifest: dict[str, Any] | None = None
     seen: set[str] = set()
-    for name, data in iter_members(path, max_member=max_member, max_total=max_total):
+    for name, data in iter_members(path, want=MANIFEST.__eq__, max_member=max_member, max_total=max_total):
         if name in seen:
             raise BundleError(f"bundle {path!r} holds {name!r} twice; refusing it")
         seen.add(name)
-        if name == MANIFEST:
-            manifest = _load_manifest(data, path)
+        if data is not None:
+            manifest = _load_manifest(bytes(data), path)
         elif manifest is None:
             raise BundleError(
                 f"{path!r} has no {MANIFEST} before its entries; it was not written by `lazykern cache export`"

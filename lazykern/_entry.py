@@ -91,18 +91,27 @@ def declared_size(prefix: bytes) -> int:
     return PREFIX_SIZE + n_header + n_code
 
 
-def read_bounded(fh: IO[bytes]) -> bytes:
-    """Read one entry from ``fh``, never more bytes than its prefix declares (plus one to see the end)."""
+def read_bounded(fh: IO[bytes]) -> bytearray:
+    """Read one entry from ``fh`` into one buffer, never more bytes than its prefix declares."""
     prefix = fh.read(PREFIX_SIZE)
-    total = declared_size(prefix)
-    chunks, left = [prefix], total - PREFIX_SIZE + 1
-    while left > 0:
-        chunk = fh.read(min(left, 1 << 20))
-        if not chunk:
+    data = bytearray(declared_size(prefix))
+    data[:PREFIX_SIZE] = prefix
+    if readinto_exactly(fh, memoryview(data)[PREFIX_SIZE:]) != len(data) - PREFIX_SIZE:
+        raise EntryError(f"entry is shorter than the {len(data)} bytes it declares (truncated entry?)")
+    if fh.read(1):
+        raise EntryError(f"entry is longer than the {len(data)} bytes it declares")
+    return data
+
+
+def readinto_exactly(fh: IO[bytes], view: memoryview) -> int:
+    """Fill ``view`` from ``fh`` in pieces of at most 1 MiB; returns how many bytes arrived."""
+    done = 0
+    while done < len(view):
+        n = fh.readinto(view[done : done + (1 << 20)])  # type: ignore[attr-defined]
+        if not n:
             break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+        done += n
+    return done
 
 
 def decode(blob: Any) -> Entry:

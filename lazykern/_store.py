@@ -58,7 +58,7 @@ def valid_blob_name(filename: Any) -> bool:
     return isinstance(filename, str) and bool(_BLOB_RE.match(filename.replace(os.sep, "/")))
 
 
-def read_blob(path: str) -> bytes:
+def read_blob(path: str) -> bytearray:
     """One entry file: regular files only, opened without following links or blocking, read bounded.
 
     A FIFO, a device or a link to ``/dev/zero`` put in place of a blob is refused
@@ -442,7 +442,7 @@ def _row_bytes(mode: Any, filename: Any, value: Any, directory: str) -> bytes | 
         return value
     if mode == MODE_BINARY and valid_blob_name(filename):
         try:
-            return read_blob(os.path.join(directory, filename))
+            return bytes(read_blob(os.path.join(directory, filename)))
         except (OSError, CacheError):
             return None
     return None

@@ -221,22 +221,30 @@ def import_bundle(
         report.skipped = dict.fromkeys(manifest["_members"], reason)
         return report
     known = dict(_builtin_families() if families is None else families)
-    for name, blob in iter_members(path, max_member=max_member, max_total=max_total):
+    # Entries the manifest does not list are never read (skipped below as missing from it).
+    members = iter_members(path, want=lambda name: key_of(name) in listed, max_member=max_member, max_total=max_total)
+    for name, blob in members:
         key = key_of(name)
-        if key is None:
+        if key is None or blob is None:
+            if key is not None:
+                report.skipped[key] = "not listed in the manifest"
             continue
         why = _verify(key, blob, listed, known, here)
         if why is not None:
+            del blob  # before the next member is read: one member in memory at a time
             report.skipped[key] = why
             log.warning("bundle %s: skipped entry %s: %s", path, key[:16], why)
             continue
         entry = _entry.decode(blob)
+        del blob  # one copy of a member at a time: peak memory stays near two entries' size
         if cache.peek(key) is not None:
             report.present.append(key)
             continue
         cache.store(key, entry.code, entry.meta)
-        stored = cache.peek(key)
-        if stored is None or stored.code != entry.code:
+        digest = hashlib.sha256(entry.code).digest()
+        del entry
+        stored = cache.peek(key)  # read back from disk: say so when it did not persist
+        if stored is None or hashlib.sha256(stored.code).digest() != digest:
             report.not_persisted[key] = f"not in the store after writing it ({cache.directory})"
         else:
             report.imported.append(key)
@@ -251,13 +259,10 @@ _NVRTC_IDENTITY = ("kernel", "options", "target", "route", "toolchain")
 
 
 def _verify(
-    key: str, blob: bytes, listed: Mapping[str, str], known: Mapping[str, Any], here: dict[str, str]
+    key: str, blob: bytes | bytearray, listed: Mapping[str, str], known: Mapping[str, Any], here: dict[str, str]
 ) -> str | None:
     """Why the entry must not be imported, or None when it passes every check."""
-    digest = listed.get(key)
-    if digest is None:
-        return "not listed in the manifest"
-    if hashlib.sha256(blob).hexdigest() != digest:
+    if hashlib.sha256(blob).hexdigest() != listed[key]:
         return "bytes do not match the digest in the manifest"
     try:
         entry = _entry.decode(blob)
