@@ -5,7 +5,10 @@ Both backends hold opaque ``bytes`` under ``str`` keys. The disk backend uses a
 shared cache directory must never be a way to run code (CVE-2025-69872). It
 also refuses blob file names that point outside the cache directory, so a
 forged database row cannot make a lookup read, or a delete remove, any other
-file.
+file; blob files are read only when they are regular files, never past the size
+their entry declares. Settings other programs (or damage) left in diskcache's
+Settings table are reset before diskcache applies them, and rows keyed by
+anything but text are never read.
 
 A database SQLite calls corrupt ("malformed", "not a database") is moved
 aside, kept for inspection, and replaced by a fresh one into which every

@@ -5,7 +5,7 @@ A bundle is a tar (plain, ``.tar.gz`` or ``.tar.zst``) of
 * ``manifest.json``: bundle schema, entry schema, NVRTC version, toolchain
   fingerprint and, per entry, its key and the sha256 of its bytes;
 * ``entries/<key>.lzk``: one cache value each, the exact bytes of
-  :mod:`lazykern._entry` (JSON header with the binary's sha256, then the binary).
+  :mod:`lazykern._entry` (a strict JSON header and the binary, one sha256 over both).
 
 Importing treats the bundle as hostile input. It is streamed twice, one member
 at a time, never extracted to disk: the first pass checks the framing, the
