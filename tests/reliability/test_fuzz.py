@@ -15,6 +15,7 @@ import json
 import os
 import pickle
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
@@ -229,13 +230,16 @@ def _apply_store(directory: str, mutation: tuple, marker: str) -> None:
                 os.mkdir(target) if mutation[1] == "lockdir" else open(target, "wb").write(b"\xff" * 10)
     elif kind == "cotenant":
         disk = diskcache.JSONDisk if mutation[1] == "json" else diskcache.Disk
-        with diskcache.Cache(directory, disk=disk) as other:
-            if mutation[1] == "intkey":
-                other.set(42, b"int keyed")
-            elif mutation[1] == "pickle":
-                other.set("pickled", _Pwned(marker))
-            else:
-                other.set("json", {"a": [1, 2]})
+        try:
+            with diskcache.Cache(directory, disk=disk) as other:
+                if mutation[1] == "intkey":
+                    other.set(42, b"int keyed")
+                elif mutation[1] == "pickle":
+                    other.set("pickled", _Pwned(marker))
+                else:
+                    other.set("json", {"a": [1, 2]})
+        except Exception:  # earlier damage may break the co-tenant's own diskcache: its problem, not ours
+            pass
 
 
 def _damage_file(directory: str, how: str, data: bytes) -> None:
@@ -328,7 +332,10 @@ def _apply_bundle(members: list[list], mutation: tuple) -> list[tuple[str, bytes
             _rebuild_manifest(members)
     elif kind == "header" and entries:
         m = entries[mutation[1] % len(entries)]
-        header, code = _forge.decode_unchecked(m[1])
+        try:
+            header, code = _forge.decode_unchecked(m[1])
+        except (ValueError, struct.error):  # an earlier mutation left no entry to rewrite
+            return extra
         if mutation[3] == "__drop__":
             header.pop(mutation[2], None)
         else:
@@ -338,8 +345,11 @@ def _apply_bundle(members: list[list], mutation: tuple) -> list[tuple[str, bytes
     elif kind == "manifest":
         members[0][1] = mutation[1]
     elif kind == "manifest_field":
-        manifest = json.loads(members[0][1])
-        manifest[mutation[1]] = mutation[2]
+        try:
+            manifest = json.loads(members[0][1])
+            manifest[mutation[1]] = mutation[2]
+        except (ValueError, TypeError, RecursionError):  # an earlier mutation replaced the manifest
+            return extra
         members[0][1] = json.dumps(manifest, allow_nan=True).encode()
     elif kind == "rename":
         members[mutation[1] % len(members)][0] = mutation[2] or "x"
