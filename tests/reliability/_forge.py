@@ -28,6 +28,8 @@ def entry_with_header(code: bytes, header: dict[str, Any]) -> bytes:
 
 def decode_unchecked(blob: bytes) -> tuple[dict[str, Any], bytes]:
     """(header, code) of a sound entry, without the schema (to rewrite its header)."""
+    if not isinstance(blob, (bytes, bytearray)) or not blob.startswith(_entry.MAGIC):
+        raise ValueError("not a format-2 entry")
     n_header, n_code = struct.unpack_from("<IQ", blob, 4)
     start = _entry.PREFIX_SIZE
     return json.loads(blob[start : start + n_header]), blob[start + n_header :]

@@ -26,7 +26,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lazykern import KernelCache
+from lazykern import CacheError, KernelCache
+from lazykern._store import read_blob
 from lazykern.bundle import export_bundle
 
 from . import _forge
@@ -194,10 +195,11 @@ def _apply_store(directory: str, mutation: tuple, marker: str) -> None:
             con.execute("INSERT OR REPLACE INTO Settings VALUES (?, ?)", (mutation[1], mutation[2]))
         elif kind in ("header", "rawheader") and pick is not None:
             ((value, filename),) = con.execute("SELECT value, filename FROM Cache WHERE rowid = ?", (pick,)).fetchall()
-            blob = value if filename is None else open(os.path.join(directory, filename), "rb").read()
-            if not isinstance(blob, bytes) or not blob.startswith(b"LZK\x02"):
+            try:  # an earlier mutation may have left no entry (or a FIFO) here: then there is nothing to rewrite
+                blob = value if filename is None else bytes(read_blob(os.path.join(directory, str(filename))))
+                header, code = _forge.decode_unchecked(blob)
+            except (ValueError, TypeError, RecursionError, struct.error, OSError, CacheError):
                 return
-            header, code = _forge.decode_unchecked(blob)
             if kind == "header":
                 header[mutation[2]] = mutation[3]
                 raw = json.dumps(header, sort_keys=True, allow_nan=True).encode()
