@@ -1,8 +1,10 @@
-"""How a cache value is encoded: raw bytes with a small JSON header, never pickle.
+"""How a cache value is encoded: raw bytes with a small, strictly checked JSON header, never pickle.
 
-Layout: ``MAGIC`` | 4-byte little-endian header length | JSON header | binary.
-The header carries the sha256 of the binary, checked on every read, so a
-truncated, flipped or swapped blob is caught before it is loaded.
+Layout: ``MAGIC`` | header length (u32) | code length (u64) | sha256 | JSON header | code.
+The sha256 covers the two lengths, the header and the code, so no byte of an
+entry can change unnoticed. The header is parsed with a strict schema (types,
+sizes, string lengths, nesting depth, finite numbers): anything else is an
+:class:`EntryError`, which the store treats as a corrupt entry, never as a crash.
 """
 
 from __future__ import annotations
@@ -10,14 +12,25 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import struct
-from typing import Any
+from typing import IO, Any
 
-from .errors import EntryError
+from .errors import EntryError, StaleEntry
 
-MAGIC = b"LZK\x01"
-_LEN = struct.Struct("<I")
-_MAX_HEADER = 1 << 20
+MAGIC = b"LZK\x02"
+_PREFIX = struct.Struct("<4sIQ32s")  # magic, header length, code length, sha256
+PREFIX_SIZE = _PREFIX.size
+MAX_HEADER = 64 << 10
+MAX_CODE = 1 << 30
+_MAX_DEPTH = 16
+_MAX_STR = 4096
+_MAX_ITEMS = 1024
+
+# Fields whose type lazykern relies on; any other field must just be plain, bounded JSON.
+_STR_FIELDS = ("key", "family", "kernel", "symbol", "arch", "target", "route", "toolchain", "nvrtc", "kind", "name")
+_NUMBER_FIELDS = ("created", "compile_seconds")
+_STR_LIST_FIELDS = ("options", "signature")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,30 +46,157 @@ class Entry:
 
 
 def encode(code: bytes, meta: dict[str, Any]) -> bytes:
+    """One entry's bytes; raises EntryError when ``meta`` would not pass :func:`decode`'s schema."""
     if not isinstance(code, (bytes, bytearray, memoryview)):
         raise TypeError(f"a cache value must be bytes, got {type(code).__name__}")
     code = bytes(code)
-    header = dict(meta, sha256=hashlib.sha256(code).hexdigest(), size=len(code))
-    raw = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
-    return MAGIC + _LEN.pack(len(raw)) + raw + code
+    header = {k: v for k, v in meta.items() if k not in ("sha256", "size")}
+    check_header(header)
+    try:
+        raw = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise EntryError(f"entry header is not plain JSON: {exc}") from None
+    if len(raw) > MAX_HEADER or len(code) > MAX_CODE:
+        raise EntryError(f"entry too large (header {len(raw)} bytes, code {len(code)} bytes)")
+    digest = _digest(len(raw), len(code), raw, code)
+    return _PREFIX.pack(MAGIC, len(raw), len(code), digest) + raw + code
 
 
-def decode(blob: bytes) -> Entry:
+def _digest(n_header: int, n_code: int, raw: bytes, code: bytes | memoryview) -> bytes:
+    h = hashlib.sha256(struct.pack("<IQ", n_header, n_code))
+    h.update(raw)
+    h.update(code)
+    return h.digest()
+
+
+def declared_size(prefix: bytes) -> int:
+    """Total entry size a prefix declares; EntryError when it is not an entry prefix of this version."""
+    if len(prefix) < PREFIX_SIZE or prefix[:3] != MAGIC[:3]:
+        raise EntryError("stored value does not start with the lazykern entry header")
+    magic, n_header, n_code, _ = _PREFIX.unpack_from(prefix)
+    if magic != MAGIC:
+        raise StaleEntry(f"entry format {magic[3]} (this lazykern writes {MAGIC[3]}): stale entry", magic[3])
+    if n_header > MAX_HEADER or n_code > MAX_CODE:
+        raise EntryError(f"entry declares {n_header} header + {n_code} code bytes, over the limits")
+    return PREFIX_SIZE + n_header + n_code
+
+
+def read_bounded(fh: IO[bytes]) -> bytearray:
+    """Read one entry from ``fh`` into one buffer, never more bytes than its prefix declares."""
+    prefix = fh.read(PREFIX_SIZE)
+    data = bytearray(declared_size(prefix))
+    data[:PREFIX_SIZE] = prefix
+    if readinto_exactly(fh, memoryview(data)[PREFIX_SIZE:]) != len(data) - PREFIX_SIZE:
+        raise EntryError(f"entry is shorter than the {len(data)} bytes it declares (truncated entry?)")
+    if fh.read(1):
+        raise EntryError(f"entry is longer than the {len(data)} bytes it declares")
+    return data
+
+
+def readinto_exactly(fh: IO[bytes], view: memoryview) -> int:
+    """Fill ``view`` from ``fh`` in pieces of at most 1 MiB; returns how many bytes arrived."""
+    done = 0
+    while done < len(view):
+        n = fh.readinto(view[done : done + (1 << 20)])  # type: ignore[attr-defined]
+        if not n:
+            break
+        done += n
+    return done
+
+
+def decode(blob: Any) -> Entry:
+    """The entry in ``blob``; EntryError (StaleEntry for another version) for anything else."""
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise EntryError(f"stored value is a {type(blob).__name__}, not bytes")
-    blob = bytes(blob)
-    if blob[:4] != MAGIC or len(blob) < 8:
-        raise EntryError("stored value does not start with the lazykern entry header")
-    (n,) = _LEN.unpack_from(blob, 4)
-    if n > _MAX_HEADER or 8 + n > len(blob):
-        raise EntryError("entry header length is out of range (truncated entry?)")
+    view = memoryview(blob)
+    total = declared_size(bytes(view[:PREFIX_SIZE]))
+    if total != len(view):
+        raise EntryError(f"entry is {len(view)} bytes, its header declares {total} (truncated entry?)")
+    _, n_header, n_code, digest = _PREFIX.unpack_from(view)
+    raw = bytes(view[PREFIX_SIZE : PREFIX_SIZE + n_header])
+    code = view[PREFIX_SIZE + n_header :]
+    if _digest(n_header, n_code, raw, code) != digest:
+        raise EntryError("entry does not match the digest stored with it (corrupt entry)")
+    meta = parse_header(raw)
+    return Entry(bytes(code), meta)
+
+
+def parse_header(raw: bytes) -> dict[str, Any]:
+    """The header dict, after the strict schema check."""
+    if too_deep(raw, _MAX_DEPTH):
+        raise EntryError(f"entry header nests deeper than {_MAX_DEPTH} levels")
     try:
-        meta = json.loads(blob[8 : 8 + n])
-    except ValueError as exc:
+        meta = json.loads(raw, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
         raise EntryError(f"entry header is not JSON: {exc}") from None
+    check_header(meta)
+    return meta
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed in an entry header")
+
+
+def too_deep(raw: bytes, limit: int) -> bool:
+    """True when a JSON text nests brackets deeper than ``limit`` (brackets in strings count: cheap, safe)."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    depth = 0
+    for byte in raw:
+        if byte in b"[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in b"]}":
+            depth -= 1
+    return False
+
+
+def check_header(meta: Any) -> None:
+    """Raise EntryError unless ``meta`` is a header lazykern can rely on."""
     if not isinstance(meta, dict):
         raise EntryError("entry header is not a JSON object")
-    code = blob[8 + n :]
-    if meta.get("size") != len(code) or meta.get("sha256") != hashlib.sha256(code).hexdigest():
-        raise EntryError("binary does not match the digest stored with it (corrupt entry)")
-    return Entry(code, meta)
+    _check_json(meta, 0)
+    for field in _STR_FIELDS:
+        if field in meta and not isinstance(meta[field], str):
+            raise EntryError(f"entry header field {field!r} must be a string, got {type(meta[field]).__name__}")
+    for field in _NUMBER_FIELDS:
+        value = meta.get(field, 0.0)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 1e12:
+            raise EntryError(f"entry header field {field!r} must be a number >= 0, got {value!r}")
+    for field in _STR_LIST_FIELDS:
+        value = meta.get(field, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise EntryError(f"entry header field {field!r} must be a list of strings")
+    schema = meta.get("schema", 0)
+    if not isinstance(schema, int) or isinstance(schema, bool):
+        raise EntryError(f"entry header field 'schema' must be an integer, got {schema!r}")
+
+
+def _check_json(value: Any, depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        raise EntryError(f"entry header nests deeper than {_MAX_DEPTH} levels")
+    if value is None or isinstance(value, (bool, int)):
+        if isinstance(value, int) and abs(value) >= 1 << 63:
+            raise EntryError("entry header holds an integer beyond 64 bits")
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise EntryError("entry header holds a non-finite number")
+        return
+    if isinstance(value, str):
+        if len(value) > _MAX_STR:
+            raise EntryError(f"entry header holds a string of {len(value)} characters (limit {_MAX_STR})")
+        return
+    if isinstance(value, (list, tuple)):
+        items: Any = value
+    elif isinstance(value, dict):
+        if not all(isinstance(k, str) and len(k) <= 128 for k in value):
+            raise EntryError("entry header keys must be short strings")
+        items = value.values()
+    else:
+        raise EntryError(f"entry header holds a {type(value).__name__}")
+    if len(value) > _MAX_ITEMS:
+        raise EntryError(f"entry header holds a collection of {len(value)} items (limit {_MAX_ITEMS})")
+    for item in items:
+        _check_json(item, depth + 1)

@@ -5,7 +5,10 @@ Both backends hold opaque ``bytes`` under ``str`` keys. The disk backend uses a
 shared cache directory must never be a way to run code (CVE-2025-69872). It
 also refuses blob file names that point outside the cache directory, so a
 forged database row cannot make a lookup read, or a delete remove, any other
-file.
+file; blob files are read only when they are regular files, never past the size
+their entry declares. Settings other programs (or damage) left in diskcache's
+Settings table are reset before diskcache applies them, and rows keyed by
+anything but text are never read.
 
 A database SQLite calls corrupt ("malformed", "not a database") is moved
 aside, kept for inspection, and replaced by a fresh one into which every
@@ -16,22 +19,26 @@ on it, not the whole store.
 from __future__ import annotations
 
 import collections
+import errno
+import logging
 import os
 import re
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import diskcache
-import filelock
-from diskcache.core import DBNAME, MODE_BINARY, MODE_RAW
+from diskcache.core import DBNAME, DEFAULT_SETTINGS, METADATA, MODE_BINARY, MODE_RAW
 
+from . import _entry
+from ._locks import ProcessLock, share, shared_mode
 from .errors import CacheError
 
+log = logging.getLogger("lazykern")
 STORE_ERRORS = (OSError, sqlite3.Error, CacheError, diskcache.Timeout)
-LOCK_DIR = "locks"
 STAT_PREFIX = "lazykern:"
 # diskcache's own naming: two hex levels, 28 hex chars, ".val".
 _BLOB_RE = re.compile(r"^[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{28}\.val$")
@@ -54,8 +61,29 @@ def valid_blob_name(filename: Any) -> bool:
     return isinstance(filename, str) and bool(_BLOB_RE.match(filename.replace(os.sep, "/")))
 
 
+def read_blob(path: str) -> bytearray:
+    """One entry file: regular files only, opened without following links or blocking, read bounded.
+
+    A FIFO, a device or a link to ``/dev/zero`` put in place of a blob is refused
+    instead of hanging or reading without end.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CacheError(f"blob {path} is not a regular file (refusing to read it)")
+        try:
+            return _entry.read_bounded(fh)
+        except _entry.EntryError as exc:
+            raise CacheError(f"blob {path} is not a lazykern entry: {exc}") from None
+
+
 class NoPickleDisk(diskcache.Disk):
     """A diskcache ``Disk`` for bytes, str keys and int counters only."""
+
+    def __init__(self, directory: str, min_file_size: Any = 1 << 15, **_foreign: Any) -> None:
+        # Settings another Disk class left in the directory (JSONDisk's compress_level ...) are ignored.
+        super().__init__(directory, min_file_size=_FILE_THRESHOLD)
+        self._mode = shared_mode(directory)
 
     def put(self, key: Any):
         if not isinstance(key, str):
@@ -70,7 +98,12 @@ class NoPickleDisk(diskcache.Disk):
     def store(self, value: Any, read: bool, key: Any = diskcache.core.UNKNOWN):
         if read or not isinstance(value, (bytes, int)) or isinstance(value, bool):
             raise CacheError(f"cache values must be bytes, got {type(value).__name__}")
-        return super().store(value, read, key=key)
+        columns = super().store(value, read, key=key)
+        if columns[2] is not None:  # a blob file and its two directory levels
+            full = os.path.join(self._directory, columns[2])
+            for path in (os.path.dirname(os.path.dirname(full)), os.path.dirname(full), full):
+                share(path, self._mode)
+        return columns
 
     def fetch(self, mode: int, filename: str | None, value: Any, read: bool):
         if mode == MODE_RAW:
@@ -80,10 +113,14 @@ class NoPickleDisk(diskcache.Disk):
         if not valid_blob_name(filename):
             raise CacheError(f"refusing blob file name {filename!r} (not a cache file name: forged entry)")
         try:
-            return super().fetch(mode, filename, value, False)
+            return read_blob(os.path.join(self._directory, filename))
         except FileNotFoundError:
             # diskcache would report a plain miss; a row without its file is damage.
             raise CacheError(f"blob file {filename} is missing") from None
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                raise CacheError(f"blob file {filename} is not a regular file ({exc.strerror})") from None
+            raise
 
     def remove(self, file_path: str) -> None:
         if valid_blob_name(file_path):
@@ -116,20 +153,16 @@ class DiskBackend:
             self._recover(exc)
 
     def _open(self) -> tuple[diskcache.Cache, int | None]:
-        cache = diskcache.Cache(
-            self.directory,
-            disk=NoPickleDisk,
-            size_limit=self.size_limit,
-            eviction_policy="least-recently-used",
-            cull_limit=1,  # evict one LRU entry per write, not ten at once
-            statistics=0,
-            timeout=30,
-            # No fsync: a process killed mid-write still leaves a sound database (WAL);
-            # only an OS crash or power loss could corrupt it, and a corrupt store is
-            # detected, set aside and rebuilt. Halves the open cost (3.5 -> 1.9 ms),
-            # which every fresh process pays before its first kernel.
-            sqlite_synchronous=0,
-        )
+        fixed = _sanitize_settings(self._db_path)
+        if fixed and self.on_reset is not None:
+            self.on_reset(
+                f"lazykern cache database {self._db_path!r} held settings it does not write ({fixed}); "
+                "reset them to lazykern's own."
+            )
+        cache = diskcache.Cache(self.directory, disk=NoPickleDisk, timeout=30, **_settings(self.size_limit))
+        mode = shared_mode(self.directory)
+        for suffix in ("", "-wal", "-shm"):
+            share(self._db_path + suffix, mode)
         return cache, _inode(self._db_path)
 
     def _run(self, op: Callable[[diskcache.Cache], _T]) -> _T:
@@ -150,8 +183,7 @@ class DiskBackend:
                 return  # another thread of this process already reopened it
             if self.cache is not None:
                 _close_quietly(self.cache)
-            os.makedirs(os.path.join(self.directory, LOCK_DIR), mode=0o700, exist_ok=True)
-            with filelock.FileLock(os.path.join(self.directory, LOCK_DIR, "_database.lock"), timeout=60):
+            with ProcessLock(self.directory, "_database", 60, log.warning):
                 moved = None
                 if _inode(self._db_path) == self._ino:
                     moved = self._move_aside()
@@ -182,8 +214,6 @@ class DiskBackend:
 
     def _salvage(self, broken_path: str) -> int:
         """Copy every readable, digest-valid entry of the broken database into the fresh one."""
-        from . import _entry
-
         saved = 0
         for key, value in _readable_rows(broken_path, self.directory):
             try:
@@ -204,13 +234,27 @@ class DiskBackend:
     def delete(self, key: str) -> bool:
         return bool(self._run(lambda c: c.delete(key, retry=True)))
 
-    def incr(self, key: str, delta: int) -> None:
-        self._run(lambda c: c.incr(key, delta, default=0, retry=True))
+    def incr(self, key: str, delta: int) -> bool:
+        """Add ``delta`` to a counter row; a row that is not a sane integer is reset (returns False)."""
+        try:
+            value = self._run(lambda c: c.incr(key, delta, default=0, retry=True))
+            if type(value) is int and 0 <= value < 1 << 62:
+                return True
+        except (TypeError, ValueError, OverflowError):
+            pass
+        self.set(key, delta)  # type: ignore[arg-type]
+        return False
 
     def rows(self) -> list[tuple[str, int, float, float]]:
-        """(key, size, store_time, access_time) of every str-keyed row, read from SQLite."""
-        sql = "SELECT key, size, store_time, access_time FROM Cache WHERE raw = 1"
-        return self._run(lambda c: c._sql(sql).fetchall())
+        """(key, size, store_time, access_time) of every text-keyed row, read from SQLite."""
+        sql = (
+            "SELECT key, COALESCE(size, 0), COALESCE(store_time, 0), COALESCE(access_time, 0) FROM Cache"
+            " WHERE raw = 1 AND typeof(key) = 'text'"
+        )
+        return [
+            (key, _num(size), _num(stored), _num(used))
+            for key, size, stored, used in self._run(lambda c: c._sql(sql).fetchall())
+        ]
 
     def volume(self) -> int:
         return int(self._run(lambda c: c.volume()))
@@ -287,6 +331,77 @@ class DiskBackend:
         _close_quietly(self.cache)
 
 
+_FILE_THRESHOLD = 1 << 15  # diskcache's default: larger values go to their own file
+
+
+def _settings(size_limit: int) -> dict[str, Any]:
+    """Every diskcache setting, given explicitly: what another program left in the table never applies."""
+    return dict(
+        DEFAULT_SETTINGS,
+        size_limit=size_limit,
+        eviction_policy="least-recently-used",
+        cull_limit=1,  # evict one LRU entry per write, not ten at once
+        statistics=0,
+        tag_index=0,
+        # No fsync: a process killed mid-write still leaves a sound database (WAL);
+        # only an OS crash or power loss could corrupt it, and a corrupt store is
+        # detected, set aside and rebuilt. Halves the open cost (3.5 -> 1.9 ms),
+        # which every fresh process pays before its first kernel.
+        sqlite_synchronous=0,
+        disk_min_file_size=_FILE_THRESHOLD,
+        disk_pickle_protocol=DEFAULT_SETTINGS["disk_pickle_protocol"],
+    )
+
+
+def _sanitize_settings(db_path: str) -> str:
+    """Remove Settings rows diskcache would apply blindly (pragmas, attributes, Disk arguments).
+
+    diskcache turns every row of its Settings table into a PRAGMA, an attribute of
+    the Cache, or an argument of the Disk class; a row another program (or damage)
+    left there could make every open fail. Known settings are overwritten on open;
+    unknown ones are deleted here, and the running count/size are recomputed when
+    they are not integers. Returns what was fixed ("" when nothing was).
+    """
+    if not os.path.isfile(db_path):
+        return ""
+    ours = _settings(0)
+    known = set(ours) | set(METADATA)
+    fixed: list[str] = []
+    con = sqlite3.connect(db_path, timeout=30, isolation_level=None)
+    try:
+        try:
+            rows = con.execute("SELECT key, value FROM Settings").fetchall()
+        except sqlite3.OperationalError:
+            return ""  # no table yet (or not ours to read): diskcache creates it
+        for key, value in rows:
+            if key not in known:
+                con.execute("DELETE FROM Settings WHERE key IS ?", (key,))
+                fixed.append(str(key)[:40])
+            elif key.startswith("sqlite_") and value != ours[key]:
+                # diskcache re-applies these as PRAGMAs on every new connection, before our values.
+                con.execute("UPDATE Settings SET value = ? WHERE key = ?", (ours[key], key))
+                fixed.append(key)
+            elif key in METADATA and not (type(value) is int and 0 <= value < 1 << 62):
+                con.execute("UPDATE Settings SET value = ? WHERE key = ?", (_recount(con, key), key))
+                fixed.append(key)
+    finally:
+        con.close()
+    return ", ".join(fixed)
+
+
+def _recount(con: sqlite3.Connection, key: str) -> int:
+    try:
+        if key == "count":
+            return int(con.execute("SELECT COUNT(*) FROM Cache").fetchone()[0])
+        if key == "size":
+            return int(
+                con.execute("SELECT COALESCE(SUM(size), 0) FROM Cache WHERE typeof(size) = 'integer'").fetchone()[0]
+            )
+    except sqlite3.Error:
+        pass
+    return 0
+
+
 def _readable_rows(path: str, directory: str) -> Iterator[tuple[str, bytes]]:
     """(key, value) of the str-keyed bytes rows SQLite can still read from a damaged file.
 
@@ -330,11 +445,15 @@ def _row_bytes(mode: Any, filename: Any, value: Any, directory: str) -> bytes | 
         return value
     if mode == MODE_BINARY and valid_blob_name(filename):
         try:
-            with open(os.path.join(directory, filename), "rb") as fh:
-                return fh.read()
-        except OSError:
+            return bytes(read_blob(os.path.join(directory, filename)))
+        except (OSError, CacheError):
             return None
     return None
+
+
+def _num(value: Any) -> Any:
+    """A number column as a finite number (another program may have written text there)."""
+    return value if isinstance(value, (int, float)) and value == value and abs(value) < 1e18 else 0
 
 
 def _delete_rowids(cache: diskcache.Cache, rowids: list[int]) -> None:
@@ -455,9 +574,10 @@ class MemoryBackend:
             self.times.pop(key, None)
             return self.data.pop(key, None) is not None
 
-    def incr(self, key: str, delta: int) -> None:
+    def incr(self, key: str, delta: int) -> bool:
         with self.lock:
             self.data[key] = int(self.data.get(key, 0)) + delta
+        return True
 
     def rows(self) -> list[tuple[str, int, float, float]]:
         out = []

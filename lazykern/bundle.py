@@ -5,16 +5,19 @@ A bundle is a tar (plain, ``.tar.gz`` or ``.tar.zst``) of
 * ``manifest.json``: bundle schema, entry schema, NVRTC version, toolchain
   fingerprint and, per entry, its key and the sha256 of its bytes;
 * ``entries/<key>.lzk``: one cache value each, the exact bytes of
-  :mod:`lazykern._entry` (JSON header with the binary's sha256, then the binary).
+  :mod:`lazykern._entry` (a strict JSON header and the binary, one sha256 over both).
 
-Importing treats the bundle as hostile input. Members are read into memory,
-never extracted to disk; any path trick (absolute name, ``..``, a link, a
-device, a name that is not ``entries/<hex>.lzk``) or an oversized member
-refuses the whole bundle. Each entry is then checked on its own (digest, entry
-schema, toolchain, and its key recomputed from the family source where that
-family is known here) and skipped, with a reason, when a check fails. Nothing
-is ever unpickled: a value that is not a well-formed entry is just bytes that
-fail the header check.
+Importing treats the bundle as hostile input. It is streamed twice, one member
+at a time, never extracted to disk: the first pass checks the framing, the
+second verifies and stores each entry. The decompressed stream has a total
+budget, every member and every PAX / GNU long-name header a small size cap, the
+manifest a nesting limit; any path trick (absolute name, ``..``, a link, a
+device, a name that is not ``entries/<hex>.lzk``) or broken framing refuses the
+whole bundle with one :class:`BundleError`. Each entry is then checked on its
+own (manifest digest, the entry's own digest over header and code, a complete
+header naming its key, schema and toolchain, and its key recomputed from the
+family source where that family is known here) and skipped, with a reason,
+when a check fails. Nothing is ever unpickled.
 """
 
 from __future__ import annotations
@@ -25,28 +28,39 @@ import io
 import json
 import logging
 import os
-import re
 import tarfile
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import IO, Any
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from . import _entry
+from ._bundle_read import (
+    BUNDLE_FORMAT,
+    BUNDLE_SCHEMA,
+    MANIFEST,
+    MAX_MEMBER,
+    MAX_TOTAL,
+    iter_members,
+    key_of,
+    scan_bundle,
+    zstd_module,
+)
 from .cache import SCHEMA_VERSION, KernelCache
-from .errors import BundleError
+from .errors import BundleError, CacheError
 from .families import loaded as registered_families
 
-log = logging.getLogger("lazykern")
+__all__ = [
+    "BundleError",
+    "ExportReport",
+    "ImportReport",
+    "compression_for",
+    "export_bundle",
+    "import_bundle",
+    "iter_members",
+    "scan_bundle",
+]
 
-BUNDLE_FORMAT = "lazykern-bundle"
-BUNDLE_SCHEMA = 1
-MANIFEST = "manifest.json"
-MAX_MEMBER = 256 << 20  # one cubin is a few hundred KiB; anything this big is not ours
-MAX_MANIFEST = 64 << 20
-MAX_MEMBERS = 200_000
-_ENTRY_RE = re.compile(r"^entries/([0-9a-f]{32,128})\.lzk$")
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-_GZIP_MAGIC = b"\x1f\x8b"
+log = logging.getLogger("lazykern")
 
 
 @dataclasses.dataclass
@@ -55,6 +69,7 @@ class ExportReport:
     keys: list[str]
     bytes: int
     compression: str
+    stale: list[str] = dataclasses.field(default_factory=list)  # other versions' entries, left out
 
 
 @dataclasses.dataclass
@@ -63,7 +78,13 @@ class ImportReport:
     imported: list[str] = dataclasses.field(default_factory=list)
     present: list[str] = dataclasses.field(default_factory=list)
     skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # key -> why
+    not_persisted: dict[str, str] = dataclasses.field(default_factory=dict)  # key -> why
     warnings: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every entry of the bundle is now in the store."""
+        return not self.skipped and not self.not_persisted
 
 
 def compression_for(path: str | os.PathLike) -> str:
@@ -76,16 +97,6 @@ def compression_for(path: str | os.PathLike) -> str:
     if name.endswith(".tar"):
         return ""
     raise BundleError(f"bundle name {os.fspath(path)!r} must end in .tar.zst, .tar.gz or .tar")
-
-
-def _zstd():
-    try:
-        import zstandard
-    except ImportError:
-        raise BundleError(
-            ".tar.zst bundles need the 'zstandard' package: pip install zstandard (or use .tar.gz)"
-        ) from None
-    return zstandard
 
 
 def _select(cache: KernelCache, family: str | None, arch: str | None) -> Iterable[dict[str, Any]]:
@@ -106,18 +117,22 @@ def export_bundle(
 ) -> ExportReport:
     """Write the entries of ``cache`` (optionally one family / arch) to ``path``.
 
-    The file is written under a temporary name and moved into place, so a
-    reader never sees half a bundle.
+    Read only: entries of other lazykern versions are left out (``stale`` in the
+    report) and left in the store. The file is written under a temporary name
+    and moved into place, so a reader never sees half a bundle.
     """
     from .compiler import nvrtc_version, toolchain_fingerprint
 
     path = os.fspath(path)
     compression = compression_for(path)
     blobs: dict[str, bytes] = {}
+    stale: list[str] = []
     for row in _select(cache, family, arch):
-        entry = cache.lookup(row["key"])
-        if entry is not None:
-            blobs[row["key"]] = _entry.encode(entry.code, entry.meta)
+        entry = None if row["stale"] else cache.peek(row["key"])
+        if entry is None:
+            stale.append(row["key"])
+            continue
+        blobs[row["key"]] = _entry.encode(entry.code, entry.meta)
     manifest = {
         "format": BUNDLE_FORMAT,
         "bundle_schema": BUNDLE_SCHEMA,
@@ -138,7 +153,7 @@ def export_bundle(
             _add(tar, f"entries/{key}.lzk", blob)
     data = raw_tar.getvalue()
     if compression == "zst":
-        data = _zstd().ZstdCompressor(level=10).compress(data)
+        data = zstd_module().ZstdCompressor(level=10).compress(data)
     elif compression == "gz":
         import gzip
 
@@ -153,8 +168,8 @@ def export_bundle(
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    log.info("exported %d entries to %s (%d bytes)", len(blobs), path, len(data))
-    return ExportReport(path, sorted(blobs), len(data), compression or "none")
+    log.info("exported %d entries to %s (%d bytes), left out %d stale", len(blobs), path, len(data), len(stale))
+    return ExportReport(path, sorted(blobs), len(data), compression or "none", sorted(stale))
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -165,175 +180,131 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def _open_stream(fh: IO[bytes]) -> IO[bytes]:
-    """The decompressed tar stream, chosen by the file's magic bytes, not its name."""
-    head = fh.read(4)
-    fh.seek(0)
-    if head.startswith(_ZSTD_MAGIC):
-        return _zstd().ZstdDecompressor().stream_reader(fh)
-    if head.startswith(_GZIP_MAGIC):
-        import gzip
-
-        return gzip.GzipFile(fileobj=fh, mode="rb")
-    return fh
-
-
-def read_members(path: str | os.PathLike, *, max_member: int = MAX_MEMBER) -> dict[str, bytes]:
-    """Every member of the bundle, by name, read into memory after checking its header.
-
-    Raises BundleError, and returns nothing, at the first member that is not a
-    regular file with an allowed name and size.
-    """
-    path = os.fspath(path)
-    members: dict[str, bytes] = {}
-    try:
-        with open(path, "rb") as fh, tarfile.open(fileobj=_open_stream(fh), mode="r|") as tar:
-            for info in tar:
-                _check_member(info, max_member)
-                if info.name in members:
-                    raise BundleError(f"bundle {path!r} holds {info.name!r} twice; refusing it")
-                if len(members) >= MAX_MEMBERS:
-                    raise BundleError(f"bundle {path!r} has more than {MAX_MEMBERS} members; refusing it")
-                src = tar.extractfile(info)
-                data = src.read(info.size + 1) if src is not None else b""
-                if len(data) != info.size:
-                    raise BundleError(f"member {info.name!r} is truncated in {path!r}")
-                members[info.name] = data
-    except BundleError:
-        raise
-    except (OSError, tarfile.TarError, EOFError, ValueError) as exc:
-        raise BundleError(f"{path!r} is not a readable lazykern bundle: {exc}") from exc
-    except Exception as exc:  # zstandard raises its own ZstdError
-        if type(exc).__name__ == "ZstdError":
-            raise BundleError(f"{path!r} is not a readable .tar.zst bundle: {exc}") from exc
-        raise
-    return members
-
-
-def _check_member(info: tarfile.TarInfo, max_member: int) -> None:
-    name = info.name
-    if not info.isfile():
-        kind = "link" if (info.issym() or info.islnk()) else "device" if (info.ischr() or info.isblk()) else "non-file"
-        raise BundleError(f"bundle member {name!r} is a {kind}; bundles hold regular files only (refusing the bundle)")
-    if name.startswith("/") or "\\" in name or ".." in name.split("/") or name != os.path.normpath(name):
-        raise BundleError(f"bundle member {name!r} has an unsafe path (refusing the bundle)")
-    if name != MANIFEST and not _ENTRY_RE.match(name):
-        raise BundleError(f"bundle member {name!r} is not {MANIFEST} or entries/<key>.lzk (refusing the bundle)")
-    limit = MAX_MANIFEST if name == MANIFEST else max_member
-    if info.size > limit:
-        raise BundleError(f"bundle member {name!r} is {info.size} bytes, over the {limit}-byte limit (refusing it)")
-
-
-def _load_manifest(members: Mapping[str, bytes], path: str) -> dict[str, Any]:
-    raw = members.get(MANIFEST)
-    if raw is None:
-        raise BundleError(f"{path!r} has no {MANIFEST}; it was not written by `lazykern cache export`")
-    try:
-        manifest = json.loads(raw)
-    except ValueError as exc:
-        raise BundleError(f"{MANIFEST} in {path!r} is not JSON: {exc}") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
-        raise BundleError(f"{path!r} is not a {BUNDLE_FORMAT} (bad manifest)")
-    if manifest.get("bundle_schema") != BUNDLE_SCHEMA:
-        raise BundleError(
-            f"{path!r} has bundle schema {manifest.get('bundle_schema')!r}; this lazykern reads schema "
-            f"{BUNDLE_SCHEMA}: export it again with this version"
-        )
-    if not isinstance(manifest.get("entries"), list):
-        raise BundleError(f"{MANIFEST} in {path!r} lists no entries")
-    return manifest
-
-
-KeyFn = Callable[[str, str], str | None]
-
-
 def import_bundle(
     cache: KernelCache,
     path: str | os.PathLike,
     *,
     families: Mapping[str, Any] | None = None,
     max_member: int = MAX_MEMBER,
+    max_total: int = MAX_TOTAL,
 ) -> ImportReport:
     """Verify every entry of the bundle at ``path`` and store the good ones in ``cache``.
 
     ``families`` maps family names to ``KernelFamily`` objects whose keys can be
     recomputed here (default: the built-in families that import); an entry of
-    such a family whose key does not match this install's source is skipped.
+    such a family whose key or header does not match this install's source is
+    skipped. Every stored entry is read back from the store; one that did not
+    persist is listed in ``not_persisted``. Raises BundleError when the bundle
+    is refused as a whole, CacheError when ``cache`` keeps entries in memory only.
     """
     from .compiler import nvrtc_version, toolchain_fingerprint
 
     path = os.fspath(path)
-    members = read_members(path, max_member=max_member)
-    manifest = _load_manifest(members, path)
+    if cache.backend != "disk":
+        raise CacheError(
+            f"the kernel cache is in memory only ({cache.degraded}); importing {path!r} would persist nothing. "
+            "Point LAZYKERN_CACHE_DIR at a writable directory."
+        )
+    manifest = scan_bundle(path, max_member=max_member, max_total=max_total)
     report = ImportReport(path)
     listed: dict[str, str] = {}
     for item in manifest["entries"]:
         if isinstance(item, dict) and isinstance(item.get("key"), str) and isinstance(item.get("sha256"), str):
             listed[item["key"]] = item["sha256"]
-    here_nvrtc = ".".join(map(str, nvrtc_version()))
-    if manifest.get("toolchain") != toolchain_fingerprint():
+    here = {"nvrtc": ".".join(map(str, nvrtc_version())), "toolchain": toolchain_fingerprint()}
+    if manifest.get("toolchain") != here["toolchain"]:
         reason = (
-            f"built with another toolchain (NVRTC {manifest.get('nvrtc')} vs {here_nvrtc} here, or other CCCL "
-            "headers); its keys would never be looked up"
+            f"built with another toolchain (NVRTC {str(manifest.get('nvrtc'))[:20]} vs {here['nvrtc']} here, or "
+            "other CCCL headers); its keys would never be looked up"
         )
         report.warnings.append(f"{path}: {reason}; skipped every entry")
-        for name in members:
-            m = _ENTRY_RE.match(name)
-            if m:
-                report.skipped[m.group(1)] = reason
+        report.skipped = dict.fromkeys(manifest["_members"], reason)
         return report
     known = dict(registered_families() if families is None else families)
-    for name, blob in sorted(members.items()):
-        m = _ENTRY_RE.match(name)
-        if not m:
+    # Entries the manifest does not list are never read (skipped below as missing from it).
+    members = iter_members(path, want=lambda name: key_of(name) in listed, max_member=max_member, max_total=max_total)
+    for name, blob in members:
+        key = key_of(name)
+        if key is None or blob is None:
+            if key is not None:
+                report.skipped[key] = "not listed in the manifest"
             continue
-        key = m.group(1)
-        why = _verify(key, blob, listed, known, here_nvrtc)
+        why = _verify(key, blob, listed, known, here)
         if why is not None:
+            del blob  # before the next member is read: one member in memory at a time
             report.skipped[key] = why
             log.warning("bundle %s: skipped entry %s: %s", path, key[:16], why)
             continue
-        if cache.lookup(key) is not None:
+        entry = _entry.decode(blob)
+        del blob  # one copy of a member at a time: peak memory stays near two entries' size
+        if cache.peek(key) is not None:
             report.present.append(key)
             continue
-        entry = _entry.decode(blob)
         cache.store(key, entry.code, entry.meta)
-        report.imported.append(key)
-    for key in sorted(set(listed) - {k for n in members if (k := _key_of(n))}):
+        digest = hashlib.sha256(entry.code).digest()
+        del entry
+        stored = cache.peek(key)  # read back from disk: say so when it did not persist
+        if stored is None or hashlib.sha256(stored.code).digest() != digest:
+            report.not_persisted[key] = f"not in the store after writing it ({cache.directory})"
+        else:
+            report.imported.append(key)
+    for key in sorted(set(listed) - set(manifest["_members"])):
         report.skipped[key] = "listed in the manifest but missing from the bundle"
     return report
 
 
-def _key_of(name: str) -> str | None:
-    m = _ENTRY_RE.match(name)
-    return m.group(1) if m else None
+# Every entry must name these; an nvrtc-route entry (a KernelFamily's) the rest of its identity too.
+_IDENTITY = ("family", "symbol", "arch")
+_NVRTC_IDENTITY = ("kernel", "options", "target", "route", "toolchain")
 
 
-def _verify(key: str, blob: bytes, listed: Mapping[str, str], known: Mapping[str, Any], nvrtc: str) -> str | None:
+def _verify(
+    key: str, blob: bytes | bytearray, listed: Mapping[str, str], known: Mapping[str, Any], here: dict[str, str]
+) -> str | None:
     """Why the entry must not be imported, or None when it passes every check."""
-    digest = listed.get(key)
-    if digest is None:
-        return "not listed in the manifest"
-    if hashlib.sha256(blob).hexdigest() != digest:
+    if hashlib.sha256(blob).hexdigest() != listed[key]:
         return "bytes do not match the digest in the manifest"
     try:
         entry = _entry.decode(blob)
+    except _entry.StaleEntry as exc:
+        return f"written by another lazykern version ({exc})"
     except _entry.EntryError as exc:
         return f"not a lazykern entry ({exc})"
     meta = entry.meta
-    if meta.get("schema", SCHEMA_VERSION) != SCHEMA_VERSION:
+    if meta.get("schema") != SCHEMA_VERSION:
         return f"entry schema {meta.get('schema')!r}, this lazykern uses {SCHEMA_VERSION}"
-    if "nvrtc" in meta and meta["nvrtc"] != nvrtc:
-        return f"compiled by NVRTC {meta['nvrtc']}, this machine has {nvrtc}"
-    fam = known.get(meta.get("family")) if isinstance(meta.get("family"), str) else None
-    kernel, arch = meta.get("kernel"), meta.get("arch")
-    if fam is not None and isinstance(kernel, str) and isinstance(arch, str):
-        if kernel not in fam.names():
-            return f"family {meta['family']!r} here has no kernel {kernel!r}"
-        try:
-            expected = fam.key(kernel, arch)
-        except (ValueError, KeyError) as exc:
-            return f"cannot recompute its key: {exc}"
-        if expected != key:
-            return f"its key does not match {meta['family']}/{kernel} for {arch} as built here (other source?)"
+    if meta.get("key") != key:
+        return "its header does not name the key it is stored under"
+    nvrtc_route = meta.get("family") != "lazy_kernel"  # @lazy_kernel entries carry a Numba signature instead
+    required = _IDENTITY + (_NVRTC_IDENTITY if nvrtc_route else ("name", "signature"))
+    missing = [f for f in required if f not in meta]
+    if missing:
+        return f"its header lacks {', '.join(missing)}: it cannot be verified"
+    if "nvrtc" in meta and meta["nvrtc"] != here["nvrtc"]:
+        return f"compiled by NVRTC {meta['nvrtc']}, this machine has {here['nvrtc']}"
+    if nvrtc_route and meta["toolchain"] != here["toolchain"]:
+        return "compiled with another toolchain than this machine's"
+    fam = known.get(meta["family"])
+    if fam is not None and nvrtc_route:
+        return _verify_family(key, meta, fam)
+    return None
+
+
+def _verify_family(key: str, meta: dict[str, Any], fam: Any) -> str | None:
+    """Recompute the key and the identity the family would ask for; any difference refuses the entry."""
+    kernel, arch = meta["kernel"], meta["arch"]
+    if kernel not in fam.names():
+        return f"family {meta['family']!r} here has no kernel {kernel!r}"
+    try:
+        expected = fam.key(kernel, arch)
+        frag = fam.source.fragment(kernel)
+        options = list(fam.source.options_for(kernel))
+    except (ValueError, KeyError) as exc:
+        return f"cannot recompute its key: {exc}"
+    if expected != key:
+        return f"its key does not match {meta['family']}/{kernel} for {arch} as built here (other source?)"
+    want = {"symbol": frag.symbol, "options": options, "route": fam.route, "target": "cubin"}
+    wrong = [f for f, v in want.items() if meta[f] != v]
+    if wrong:
+        return f"its header's {', '.join(wrong)} differ from {meta['family']}/{kernel} as built here"
     return None

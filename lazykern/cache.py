@@ -22,7 +22,9 @@ import hashlib
 import json
 import logging
 import os
+import re
 import stat
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -31,7 +33,8 @@ from typing import Any
 import filelock
 
 from . import _entry, config
-from ._store import LOCK_DIR, STORE_ERRORS, DiskBackend, MemoryBackend
+from ._locks import LOCK_DIR, NullLock, ProcessLock
+from ._store import STORE_ERRORS, DiskBackend, MemoryBackend
 from .errors import CacheError, LazykernWarning, warn_user
 
 try:
@@ -58,7 +61,7 @@ except ImportError:  # cuda.core < 1.2: same interface, our own base
 
 log = logging.getLogger("lazykern")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: one digest over header and code, strict header schema
 _STAT = "lazykern:stat:"
 _COUNTERS = ("lookups", "hits", "misses", "compiles", "compile_ms", "saved_ms", "corrupt")
 # Every KernelCache of this process together, plus the simulator's instantiations:
@@ -130,6 +133,13 @@ def _norm_key(key: bytes | str) -> str:
 class KernelCache(ProgramCacheResource):
     """A diskcache-backed store of compiled kernels, degrading to memory.
 
+    ``directory`` defaults to ``LAZYKERN_CACHE_DIR``, ``size_limit`` to
+    ``LAZYKERN_CACHE_SIZE``, ``enabled`` to ``LAZYKERN_CACHE``, and
+    ``lock_timeout`` (seconds to wait for another process compiling the same
+    key before compiling it too) to ``LAZYKERN_LOCK_TIMEOUT``. Nothing in the
+    directory is trusted: damage is reported once (:class:`LazykernWarning`)
+    and costs a recompile, never an exception.
+
     >>> import tempfile
     >>> kc = KernelCache(tempfile.mkdtemp())
     >>> kc["k"] = b"\\x7fELF..."
@@ -145,8 +155,10 @@ class KernelCache(ProgramCacheResource):
         *,
         size_limit: int | str | None = None,
         enabled: bool | None = None,
+        lock_timeout: float | None = None,
     ) -> None:
         self.size_limit = config.parse_size(size_limit) if size_limit is not None else config.cache_size_limit()
+        self.lock_timeout = config.lock_timeout() if lock_timeout is None else lock_timeout
         enabled = config.disk_cache_enabled() if enabled is None else enabled
         self.requested_directory = os.fspath(directory) if directory is not None else config.default_cache_dir()
         self.degraded: str | None = None
@@ -204,8 +216,12 @@ class KernelCache(ProgramCacheResource):
         memo = "lazykern:toolchain:" + toolchain_stamp()
         try:
             value = self._backend.get(memo)
-            if isinstance(value, bytes) and len(value) == 64:
+            if isinstance(value, bytes) and _HEX64.fullmatch(value):
                 return value.decode()
+            if value is not None:
+                self._warn_once(
+                    "memo", f"lazykern cache row {memo!r} held garbage; recomputed the toolchain fingerprint."
+                )
         except STORE_ERRORS:
             pass
         fingerprint = toolchain_fingerprint()
@@ -219,9 +235,10 @@ class KernelCache(ProgramCacheResource):
     def lookup(self, key: bytes | str, *, expect: dict[str, Any] | None = None) -> _entry.Entry | None:
         """The entry under ``key``, or None. Bad entries are dropped with one warning each.
 
-        An entry is bad when its bytes fail their digest, when its header
-        names another key or schema, or when a field of ``expect`` (e.g.
-        ``{"kernel": "f", "arch": "sm_90"}``) disagrees with the header's.
+        An entry is served only when its digest (over header and code) holds,
+        its header passes the strict schema, names this key and this schema,
+        and carries every field of ``expect`` (e.g. ``{"kernel": "f", "arch":
+        "sm_90"}``) with the same value: a header without a field is refused.
         A store that cannot be read right now (locked, I/O error) is a miss.
         """
         key = _norm_key(key)
@@ -237,19 +254,29 @@ class KernelCache(ProgramCacheResource):
             self._warn_once("read", f"lazykern could not read its cache at {self.directory!r} ({exc}); recompiling.")
             return None
 
+    def peek(self, key: bytes | str) -> _entry.Entry | None:
+        """The sound, current-version entry under ``key``, or None; unlike :meth:`lookup` it changes nothing."""
+        try:
+            return self._read(_norm_key(key), None)
+        except (_BadEntry, *STORE_ERRORS):
+            return None
+
     def _read(self, key: str, expect: dict[str, Any] | None, *, schema: bool = True) -> _entry.Entry | None:
+        """The entry under ``key`` (None: no row); _BadEntry when it must not be served. No side effects."""
         try:
             blob = self._backend.get(key)
             if blob is None:
                 return None
             entry = _entry.decode(blob)
-        except (CacheError, _entry.EntryError) as exc:
-            raise _BadEntry(str(exc)) from None
+        except _entry.StaleEntry as exc:
+            raise _BadEntry(str(exc), stale=True) from None
+        except (CacheError, _entry.EntryError, *_FOREIGN) as exc:
+            raise _BadEntry(str(exc) or type(exc).__name__) from None
         except OSError as exc:  # the blob file exists but cannot be read back
             raise _BadEntry(f"blob unreadable: {exc}") from None
         problem = _mismatch(key, entry.meta, expect, schema)
         if problem:
-            raise _BadEntry(problem)
+            raise _BadEntry(problem, stale=problem.endswith("(stale entry)"))
         return entry
 
     def _drop(self, key: str, reason: str) -> None:
@@ -260,7 +287,7 @@ class KernelCache(ProgramCacheResource):
         )
         try:
             self._backend.delete(key)
-        except STORE_ERRORS:
+        except (*STORE_ERRORS, *_FOREIGN):
             pass
 
     def store(self, key: bytes | str, code: bytes, meta: dict[str, Any] | None = None) -> None:
@@ -270,7 +297,10 @@ class KernelCache(ProgramCacheResource):
         meta.setdefault("created", time.time())
         meta.setdefault("schema", SCHEMA_VERSION)
         meta["key"] = key
-        blob = _entry.encode(code, meta)
+        try:
+            blob = _entry.encode(code, meta)
+        except _entry.EntryError as exc:
+            raise CacheError(f"cannot store entry {key[:16]}...: {exc}") from None
         if len(blob) > self.size_limit:
             self._warn_too_small(len(blob))
             return
@@ -278,7 +308,7 @@ class KernelCache(ProgramCacheResource):
             self._backend.set(key, blob, tag=meta.get("family"))
             if self._backend.get(key) is None:  # evicted at once: the store holds nothing else
                 self._warn_too_small(len(blob))
-        except STORE_ERRORS as exc:
+        except (*STORE_ERRORS, *_FOREIGN) as exc:
             self._warn_once(
                 "write",
                 f"lazykern could not write to its cache at {self.directory!r} ({exc}); "
@@ -342,15 +372,11 @@ class KernelCache(ProgramCacheResource):
         with self._key_locks_guard:
             return self._key_locks.setdefault(key, threading.Lock())
 
-    def _process_lock(self, key: str):
+    def _process_lock(self, key: str) -> ProcessLock | NullLock:
         if self.directory is None:
-            return _NullLock()
-        lock_dir = os.path.join(self.directory, LOCK_DIR)
-        try:
-            os.makedirs(lock_dir, mode=0o700, exist_ok=True)
-            return filelock.FileLock(os.path.join(lock_dir, key[:40] + ".lock"), timeout=600)
-        except OSError:
-            return _NullLock()
+            return NullLock()
+        name = hashlib.sha256(key.encode()).hexdigest()[:40]
+        return ProcessLock(self.directory, name, self.lock_timeout, lambda msg: self._warn_once("lock", msg))
 
     def _count(self, name: str, delta: int = 1) -> None:
         with self._count_lock:
@@ -359,9 +385,11 @@ class KernelCache(ProgramCacheResource):
         if name == "lookups":  # not persisted: hits + misses, and a write less on the warm path
             return
         try:
-            self._backend.incr(_STAT + name, delta)
-        except STORE_ERRORS:
-            pass
+            sane = self._backend.incr(_STAT + name, delta)
+        except (*STORE_ERRORS, *_FOREIGN):
+            return
+        if not sane:
+            self._warn_once("counter", f"lazykern cache counter {_STAT + name!r} held garbage; it was reset.")
 
     # -- ProgramCacheResource --------------------------------------------
     def __getitem__(self, key: bytes | str) -> bytes:
@@ -393,20 +421,35 @@ class KernelCache(ProgramCacheResource):
 
     # -- inspection -------------------------------------------------------
     def entries(self) -> Iterator[dict[str, Any]]:
-        """One dict per stored kernel: key, size, times and its metadata."""
-        for key, _size, stored, used in list(self._backend.rows()):
+        """One dict per stored kernel: key, size, times, ``stale`` and its header.
+
+        Read only: an entry written by another lazykern version is listed with
+        ``stale=True``; a row that is not a sound entry is skipped (``check``
+        reports it). Nothing is deleted.
+        """
+        for key, size, stored, used in self._rows():
             if key.startswith(_STAT_ROOT):
                 continue
             try:
                 entry = self._read(key, None, schema=False)
             except _BadEntry as exc:
-                self._drop(key, exc.reason)
+                if exc.stale:
+                    yield {"key": key, "bytes": size, "stored": stored, "last_used": used, "stale": True}
                 continue
             except STORE_ERRORS:
                 continue
             if entry is None:
                 continue
-            yield {"key": key, "bytes": len(entry.code), "stored": stored, "last_used": used, **entry.meta}
+            stale = entry.meta.get("schema") != SCHEMA_VERSION
+            row = {**entry.meta, "key": key, "bytes": len(entry.code), "stored": stored, "last_used": used}
+            yield {**row, "stale": stale}
+
+    def _rows(self) -> list[tuple[str, int, float, float]]:
+        try:
+            return list(self._backend.rows())
+        except (*STORE_ERRORS, *_FOREIGN) as exc:
+            self._warn_once("read", f"lazykern could not read its cache at {self.directory!r} ({exc}).")
+            return []
 
     def delete(self, key: str) -> bool:
         return self._backend.delete(_norm_key(key))
@@ -418,26 +461,34 @@ class KernelCache(ProgramCacheResource):
         rebuilt from its readable entries), every entry's digest and header,
         rows whose blob file is gone, blob files no row names (orphans of a
         killed writer), rows with pickled keys, and lock files nobody holds.
-        Files younger than ``min_age`` seconds are left alone: a concurrent
-        writer creates its blob file just before the row that names it.
-        ``diskcache.Cache.check(fix=True)`` is not used: it would delete held
-        lock files.
+        Entries of other lazykern versions are counted (``stale_entries``) and
+        left alone. Files younger than ``min_age`` seconds are left alone: a
+        concurrent writer creates its blob file just before the row that names
+        it. ``diskcache.Cache.check(fix=True)`` is not used: it would delete
+        held lock files.
         """
         report: dict[str, Any] = {"directory": self.directory, "backend": self.backend, "repaired": repair}
         report.update(self._backend.check(repair, min_age))
         bad: list[str] = []
-        rows = self._backend.rows()
+        stale = 0
+        rows = [row for row in self._rows() if not row[0].startswith(_STAT_ROOT)]
         for key, *_ in rows:
-            if key.startswith(_STAT_ROOT):
-                continue
             try:
-                self._read(key, None, schema=False)
+                entry = self._read(key, None, schema=False)
+                stale += entry is not None and entry.meta.get("schema") != SCHEMA_VERSION
             except _BadEntry as exc:
+                if exc.stale:
+                    stale += 1
+                    continue
                 bad.append(key)
                 log.info("cache check: entry %s is bad: %s", key[:16], exc.reason)
                 if repair:
                     self._backend.delete(key)
-        report["entries"] = sum(1 for row in rows if not row[0].startswith(_STAT_ROOT))
+            except STORE_ERRORS as exc:
+                bad.append(key)
+                log.info("cache check: entry %s is unreadable: %s", key[:16], exc)
+        report["entries"] = len(rows)
+        report["stale_entries"] = stale
         report["bad_entries"] = bad
         report["foreign_rows"] = self._backend.foreign_rows(repair)
         report["stale_locks"] = self._stale_locks(repair, min_age)
@@ -489,9 +540,10 @@ class KernelCache(ProgramCacheResource):
         out = {}
         for name in _COUNTERS:
             try:
-                out[name] = int(self._backend.get(_STAT + name) or 0)
-            except (*STORE_ERRORS, TypeError, ValueError):
-                out[name] = 0
+                value = self._backend.get(_STAT + name)
+            except (*STORE_ERRORS, *_FOREIGN):
+                value = None
+            out[name] = value if type(value) is int and 0 <= value < 1 << 62 else 0
         out["lookups"] = out["hits"] + out["misses"]
         return out
 
@@ -499,11 +551,11 @@ class KernelCache(ProgramCacheResource):
         """This process's hits, misses, compiles and seconds, plus what the store holds."""
         with self._count_lock:
             c = dict(self._counts)
+        rows = self._rows()
         try:
-            volume = self._backend.volume()
-            entries = sum(1 for row in self._backend.rows() if not row[0].startswith("lazykern:"))
-        except STORE_ERRORS:
-            volume, entries = 0, 0
+            volume = int(self._backend.volume())
+        except (*STORE_ERRORS, *_FOREIGN):
+            volume = sum(row[1] for row in rows)
         return {
             "lookups": c["lookups"],
             "hits": c["hits"],
@@ -512,7 +564,7 @@ class KernelCache(ProgramCacheResource):
             "compile_seconds": c["compile_ms"] / 1000,
             "seconds_saved": c["saved_ms"] / 1000,
             "corrupt": c["corrupt"],
-            "entries": entries,
+            "entries": sum(1 for row in rows if not row[0].startswith(_STAT_ROOT)),
             "bytes": volume,
             "backend": self.backend,
             "directory": self.directory,
@@ -531,12 +583,17 @@ class KernelCache(ProgramCacheResource):
 
 
 _STAT_ROOT = "lazykern:"
+_HEX64 = re.compile(rb"[0-9a-f]{64}")
+# What diskcache raises when it meets a row or setting it did not write (text where a number
+# belongs, a huge integer ...): the row is bad, the store goes on.
+_FOREIGN = (TypeError, ValueError, OverflowError, UnicodeError, RecursionError, KeyError, IndexError, AttributeError)
 
 
 class _BadEntry(Exception):
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, stale: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.stale = stale
 
 
 def _mismatch(key: str, meta: dict[str, Any], expect: dict[str, Any] | None, schema: bool) -> str | None:
@@ -546,12 +603,14 @@ def _mismatch(key: str, meta: dict[str, Any], expect: dict[str, Any] | None, sch
     entry unless it was forged; listings skip that test, because entries of
     another lazykern version sharing the directory are valid for that version.
     """
-    if meta.get("key", key) != key:
-        return f"header names key {str(meta['key'])[:16]}..., not this one (swapped entry)"
-    if schema and meta.get("schema", SCHEMA_VERSION) != SCHEMA_VERSION:
+    if meta.get("key") != key:
+        return f"header names key {str(meta.get('key'))[:16]}..., not this one (swapped entry)"
+    if schema and meta.get("schema") != SCHEMA_VERSION:
         return f"schema {meta.get('schema')!r}, this lazykern writes {SCHEMA_VERSION} (stale entry)"
     for field, want in (expect or {}).items():
-        if field in meta and meta[field] != want:
+        if field not in meta:
+            return f"header lacks {field!r} (asked for {want!r})"
+        if meta[field] != want:
             return f"header has {field}={meta[field]!r}, asked for {want!r}"
     return None
 
@@ -569,12 +628,15 @@ def _quarantined_files(directory: str | None) -> list[str]:
         return []
 
 
-class _NullLock:
-    def __enter__(self):
-        return self
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
-    def __exit__(self, *exc) -> None:
-        pass
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first caller outside lazykern (the user's line)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 _warned_dirs: set[str] = set()

@@ -5,6 +5,7 @@
 ``LAZYKERN_CACHE``       ``0``/``off``/``false``/``no`` keeps compiled code in memory only
 ``LAZYKERN_ARCH``        arch to compile for when no GPU is present (default sm_90)
 ``LAZYKERN_LOG``         log level of the ``lazykern`` logger (e.g. ``DEBUG``); shown on stderr
+``LAZYKERN_LOCK_TIMEOUT`` seconds to wait for another process's compile lock (default 10)
 
 A value that cannot be used never raises: it gives one ``LazykernWarning`` per
 variable and process, saying what was wrong, and the default is used instead.
@@ -132,3 +133,21 @@ def configure_logging() -> None:
         handler.setFormatter(logging.Formatter("lazykern %(levelname)s: %(message)s"))
         handler._lazykern_env = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
+
+
+DEFAULT_LOCK_TIMEOUT = 10.0
+
+
+def lock_timeout() -> float:
+    """Seconds a process waits for another's compile lock before compiling without it (0 to 3600)."""
+    env = os.environ.get("LAZYKERN_LOCK_TIMEOUT", "")
+    if not env.strip():
+        return DEFAULT_LOCK_TIMEOUT
+    try:
+        value = float(env)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:  # also NaN
+        _fall_back("LAZYKERN_LOCK_TIMEOUT", env, "expected seconds between 0 and 3600", f"{DEFAULT_LOCK_TIMEOUT:g}")
+        return DEFAULT_LOCK_TIMEOUT
+    return value

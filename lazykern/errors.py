@@ -71,6 +71,14 @@ class EntryError(CacheError, ValueError):
     """A stored value is not a well-formed lazykern entry."""
 
 
+class StaleEntry(EntryError):
+    """A well-framed entry written by another lazykern version (listed, never served)."""
+
+    def __init__(self, message: str, version: object) -> None:
+        super().__init__(message)
+        self.version = version
+
+
 class BundleError(CacheError):
     """A bundle could not be written, or was refused as a whole."""
 

@@ -173,28 +173,32 @@ class KernelFamily:
     def _build(self, frag: Fragment, arch: str) -> Kernel:
         source = self.source.translation_unit(frag.name)
         options = self.source.options_for(frag.name)
-        key = make_key(source, arch=arch, options=options, route=self.route, toolchain=self.cache.toolchain())
+        toolchain = self.cache.toolchain()
+        key = make_key(source, arch=arch, options=options, route=self.route, toolchain=toolchain)
         start = time.perf_counter()
+        identity = {
+            "family": self.name,
+            "kernel": frag.name,
+            "symbol": frag.symbol,
+            "arch": arch,
+            "options": list(options),
+            "target": "cubin",
+            "route": self.route,
+            "toolchain": toolchain,
+        }
 
         def compile_now() -> tuple[bytes, dict[str, Any]]:
             with self._lock:
                 self.compile_calls += 1
             result = compiler.compile_source(source, name=frag.name, arch=arch, options=options, route=self.route)
             return result.code, {
-                "family": self.name,
-                "kernel": frag.name,
-                "symbol": frag.symbol,
-                "arch": arch,
-                "options": list(options),
-                "target": "cubin",
-                "route": self.route,
+                **identity,
                 "compile_seconds": round(result.seconds, 6),
                 "nvrtc": ".".join(map(str, compiler.nvrtc_version())),
             }
 
-        entry, fresh = self.cache.get_or_compile(
-            key, compile_now, expect={"family": self.name, "kernel": frag.name, "arch": arch}
-        )
+        # Served only if the stored header names exactly this kernel, built exactly this way.
+        entry, fresh = self.cache.get_or_compile(key, compile_now, expect=identity)
         meta = dict(entry.meta, fetch_seconds=time.perf_counter() - start, compiled_now=fresh)
         return Kernel(
             frag.name, frag.symbol, entry.code, arch=arch, signature=frag.signature, meta=meta, family=self.name

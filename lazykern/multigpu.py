@@ -339,4 +339,3 @@ class _Job:
         if self.K is not None:
             np.copyto(self.K[start:stop], slot.host_k[: stop - start])
         slot.pending = slot.result = None
-

@@ -10,7 +10,7 @@ import tarfile
 import pytest
 
 from lazykern import KernelCache, _entry
-from lazykern.bundle import BundleError, export_bundle, import_bundle, read_members
+from lazykern.bundle import BundleError, export_bundle, import_bundle, scan_bundle
 from lazykern.cache import SCHEMA_VERSION
 from lazykern.compiler import toolchain_fingerprint
 
@@ -113,7 +113,7 @@ def test_refuses_links_devices_and_directories(tmp_path, cache, kind):
     info.linkname = "/etc/passwd"
     path = _tar(tmp_path / "evil.tar", [_manifest([]), info])
     with pytest.raises(BundleError, match="link|device|non-file"):
-        read_members(path)
+        scan_bundle(path)
 
 
 def test_refuses_oversized_member(tmp_path, cache):
@@ -182,7 +182,7 @@ def test_key_that_does_not_match_the_family_source_is_skipped(warmed, tmp_path):
     forged = "f" * 64
     import hashlib
 
-    blob = _entry.encode(entry.code, entry.meta)
+    blob = _entry.encode(entry.code, {**entry.meta, "key": forged})  # a consistent forgery: header renamed too
     path = _tar(
         tmp_path / "k.tar",
         [_manifest([{"key": forged, "sha256": hashlib.sha256(blob).hexdigest()}]), (f"entries/{forged}.lzk", blob)],

@@ -11,7 +11,18 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ._common import console, esc, human_bytes, kernel_label, open_cache, parse_duration, plain, print_json, when
+from ._common import (
+    console,
+    err_console,
+    esc,
+    human_bytes,
+    kernel_label,
+    open_cache,
+    parse_duration,
+    plain,
+    print_json,
+    when,
+)
 
 app = typer.Typer(help="Inspect, prune, clear, export and import the kernel cache.", no_args_is_help=True)
 
@@ -168,7 +179,9 @@ def _ls_table(rows: list[dict[str, Any]]) -> Table:
     width = console.width
     wide, medium = width >= 150, width >= 100
     longest = max((len(kernel_label(r)) for r in rows), default=6)
-    table = Table(title=f"{len(rows)} cached kernels")
+    stale = sum(1 for r in rows if r.get("stale"))
+    title = f"{len(rows)} cached kernels" + (f" ({stale} of other lazykern versions, marked stale)" if stale else "")
+    table = Table(title=title)
     if medium:
         table.add_column("family", overflow="fold")
     table.add_column("kernel", min_width=min(longest, 40), overflow="fold")
@@ -192,7 +205,10 @@ def _ls_table(rows: list[dict[str, Any]]) -> Table:
             if table.rows:
                 table.add_section()
             table.add_row(plain(f"{family if family is not None else '-'}:", "bold"))
-        cells = [plain(kernel_label(r)), plain(r.get("arch", "-"))]
+        label = plain(kernel_label(r))
+        if r.get("stale"):
+            label.append(" (stale)", style="yellow")
+        cells = [label, plain(r.get("arch", "-"))]
         if wide:
             cells.append(plain(" ".join(map(str, r.get("options") or []))))
         cells += [human_bytes(_number(r.get("bytes"))), f"{_number(r.get('compile_seconds')):.2f}"]
@@ -290,13 +306,18 @@ def export(
             f"exported {len(report.keys)} entries to {report.path} ({human_bytes(report.bytes)}, {report.compression})"
         )
     )
+    if report.stale:
+        console.print(f"left out {len(report.stale)} entries of other lazykern versions (kept in the cache)")
 
 
 @app.command("import")
 def import_(
     bundle: Path = typer.Argument(..., exists=True, dir_okay=False, help="A bundle from `cache export`."),
 ) -> None:
-    """Verify and load the entries of a bundle into this machine's cache."""
+    """Verify and load the entries of a bundle into this machine's cache.
+
+    Exits 1 when any entry was skipped or did not persist (each is listed with the reason).
+    """
     from ..bundle import import_bundle
 
     report = import_bundle(open_cache(), bundle)
@@ -304,9 +325,16 @@ def import_(
         console.print(f"[yellow]warning:[/] {esc(w)}")
     console.print(
         f"imported {len(report.imported)}, already present {len(report.present)}, skipped {len(report.skipped)}"
+        + (f", not persisted {len(report.not_persisted)}" if report.not_persisted else "")
     )
-    if report.skipped:
-        table = Table("key", "skipped because")
-        for key, why in sorted(report.skipped.items()):
+    problems = {**report.skipped, **report.not_persisted}
+    if problems:
+        table = Table("key", "not imported because")
+        for key, why in sorted(problems.items()):
             table.add_row(plain(key[:16]), plain(why))
         console.print(table)
+        err_console.print(
+            f"[bold red]error:[/] {len(problems)} of the bundle's entries are not in the cache "
+            f"({len(report.skipped)} failed verification, {len(report.not_persisted)} did not persist)"
+        )
+        raise typer.Exit(1)

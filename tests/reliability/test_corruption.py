@@ -197,8 +197,9 @@ def test_header_must_match_the_request(cache):
             "k", lambda: (b"\x7fELF sm_90", {"arch": "sm_90"}), expect={"arch": "sm_90"}
         )
     assert fresh and entry.code == b"\x7fELF sm_90"
-    cache.store("legacy", b"code", {})  # headers without the field are accepted
-    assert cache.lookup("legacy", expect={"kernel": "g"}).code == b"code"
+    cache.store("bare", b"code", {})  # a header without an expected field is refused, never trusted
+    with pytest.warns(LazykernWarning, match="lacks 'kernel'"):
+        assert cache.lookup("bare", expect={"kernel": "g"}) is None
 
 
 def test_forged_blob_path_cannot_read_or_delete_other_files(tmp_path):
