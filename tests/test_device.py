@@ -10,7 +10,8 @@ import pytest
 
 from lazykern import _device, multigpu, tropical
 from lazykern._graphed import GraphedCallable
-from lazykern.kernel import Kernel, launch_device
+from lazykern._launch import launch_device
+from lazykern.kernel import Kernel
 from lazykern.tropical import api
 
 

@@ -89,7 +89,7 @@ def as_operand(x: Any, name: str) -> Operand:
         strides = _contiguous_strides(shape)
     else:
         strides = tuple(int(s) // dtype.itemsize for s in cai["strides"])
-    ptr = int(cai["data"][0] or 0)
+    ptr = _device.cai_pointer(cai)
     device = _device.of_array(x)
     if type(x).__module__.startswith("cupy"):
         import cupy
