@@ -64,9 +64,9 @@ def _drop_out(backend, a, b, *, semiring, stream, out):
 
 def _resident(A, B, devices, backend, semiring: str, repeat: int) -> tuple[float, list[float]]:
     """Compute only: each device's share already on it, all devices launched at once."""
-    from lazykern.multigpu import _takes_out, split_batch
+    from lazykern._batch_split import split_batch, takes_out
 
-    if not _takes_out(backend):
+    if not takes_out(backend):
         backend = functools.partial(_drop_out, backend)
 
     shares = split_batch(A.shape[0], len(devices))

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _device
+from .. import _batch_split, _device
 from . import _arrays, reference
 from . import plan as planner
 from ._arrays import Operand
@@ -81,16 +81,16 @@ def bmm(
     shared by every batch (batch stride 0). Arguments as for :func:`matmul`.
 
     ``devices=[0, 1, ...]`` splits the batch of host (NumPy) operands across those
-    GPUs (:func:`lazykern.multigpu.bmm_multi`); ``argmax`` and ``out`` (NumPy arrays)
+    GPUs (as :func:`lazykern.multigpu.bmm_multi` does); ``argmax`` and ``out`` (NumPy arrays)
     work as without it, ``stream`` does not apply (each GPU runs its own streams).
     """
     if devices is not None:
         if stream is not None:
             raise ValueError("bmm(devices=...) runs its own streams on each GPU: leave stream= out")
-        from ..multigpu import bmm_multi
-
         _check_args(semiring, argmax, copy)
-        return bmm_multi(A, B, semiring=semiring, devices=list(devices), argmax=bool(argmax), out=out)
+        return _batch_split.run(
+            A, B, semiring=semiring, devices=list(devices), backend=bmm, argmax=bool(argmax), out=out
+        )
     return _product(A, B, semiring, argmax, out, stream, copy, batched=True)
 
 
