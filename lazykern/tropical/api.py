@@ -390,7 +390,7 @@ def _workspace(device: int, stream: int, n: int, itemsize: int, argmax: bool) ->
         _workspaces[key] = buf  # most recently used last
         while len(_workspaces) > _WORKSPACES_KEPT:
             _workspaces.pop(next(iter(_workspaces)))
-    ptr = int(buf.device_ctypes_pointer.value)
+    ptr = _device.pointer(buf)
     return ptr, (ptr + values if argmax else 0)
 
 
