@@ -191,7 +191,7 @@ def _numba_device(x: Any) -> int | None:
     d = x.__dict__
     dev = d.get(_CACHED, _MISSING)
     if dev is _MISSING:
-        dev = d[_CACHED] = pointer_device(pointer(x) or 0)
+        dev = d[_CACHED] = pointer_device(pointer(x))
     return dev
 
 
@@ -201,11 +201,11 @@ def cai_pointer(cai: dict[str, Any]) -> int:
 
 
 def _cai_device(x: Any) -> int | None:
-    return pointer_device(pointer(x) or 0)
+    return pointer_device(pointer(x))
 
 
-def pointer(x: Any) -> int | None:
-    """The device address ``x`` stands for, or None if it is not a device array.
+def pointer(x: Any) -> int:
+    """The device address ``x`` stands for; TypeError if it is not a device array.
 
     The one pointer reader: a raw ``int`` address (what the tropical API passes),
     a Numba device array, any ``__cuda_array_interface__`` object, or the simulator's
@@ -225,7 +225,7 @@ def pointer(x: Any) -> int | None:
         return host.__array_interface__["data"][0]
     if isinstance(x, np.integer):
         return int(x)
-    return None
+    raise TypeError(f"{type(x).__name__} is not a device array")
 
 
 def of_args(args: Sequence[Any]) -> int | None:

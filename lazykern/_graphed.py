@@ -21,10 +21,10 @@ from .errors import CaptureError, LaunchError
 
 
 def _address(value: Any) -> int:
-    ptr = _device.pointer(value)
-    if ptr is None:
-        raise LaunchError(f"cannot find the device address of {type(value).__name__}")
-    return ptr
+    try:
+        return _device.pointer(value)
+    except TypeError:
+        raise LaunchError(f"cannot find the device address of {type(value).__name__}") from None
 
 
 def _is_device_array(value: Any) -> bool:

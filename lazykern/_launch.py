@@ -6,10 +6,11 @@
 launch configuration fixes (grid, block, shared memory, the stream as
 cuda.core and driver handles, the stream's device); its call vets the launch
 against an open graph capture, makes the arrays' device current where there
-are several GPUs, and hands the arguments to its kernel's ``run``, which
+are several GPUs, and launches a ``Kernel`` itself or hands the arguments to
+the target's ``run`` (a lazy kernel's dispatcher), which
 packs them and calls back :meth:`Launcher.launch` (cuda.core) or
-:meth:`Launcher.launch_buffer` (a prepacked parameter block). Those two are
-the only places lazykern launches a kernel.
+:data:`launch_buffer` (a prepacked parameter block). A ``Kernel`` is packed and
+launched by the launcher itself. This module is the only one that launches.
 
 Per launch: a dict hit for the launcher, the packing, one launch.
 """
@@ -28,13 +29,12 @@ from ._device import current_context
 from .errors import LaunchError
 
 _LAUNCHER_CACHE = 512
-_cuLaunchKernel = _cu.cuLaunchKernel
 
 
 class Target(Protocol):
-    """What a launcher launches: a kernel that packs its arguments and launches them."""
-
-    def run(self, launcher: Launcher, args: tuple, ctx: int) -> None: ...
+    """What a launcher launches: a :class:`~lazykern.Kernel` (``pack``, its loaded functions),
+    or any object with ``run(launcher, args, ctx)``; ``arrays(args)`` are the arguments that
+    may name the launch's device."""
 
     def arrays(self, args: Sequence[Any]) -> Sequence[Any]: ...
 
@@ -66,9 +66,10 @@ def parse_launch_config(config: Any) -> tuple[tuple[int, ...], tuple[int, ...], 
 
 def device_pointer(value: Any, index: int) -> int:
     """The device address of kernel argument ``index``; LaunchError saying what to pass otherwise."""
-    ptr = _device.pointer(value)
-    if ptr is not None:
-        return ptr
+    try:
+        return _device.pointer(value)
+    except TypeError:
+        pass
     if isinstance(value, np.ndarray):
         raise LaunchError(
             f"argument {index} is a NumPy (host) array; kernels take device arrays: "
@@ -108,61 +109,76 @@ def launch_device(args: Sequence[Any], stream_device: int | None, name: str) -> 
 
 
 class Launcher:
-    """``kernel[grid, block, stream, shmem]``: a launch configuration, built once and cached."""
+    """``kernel[grid, block, stream, shmem]``: a launch configuration, built once and cached.
+
+    A :class:`~lazykern.Kernel` (``run`` None) is packed and launched here, inline: it is the
+    tropical API's hot path. Other targets (``@lazy_kernel``) get ``run(launcher, args, ctx)``
+    called and launch with :meth:`launch` or :data:`launch_buffer` and :attr:`buffer_config`.
+    """
 
     __slots__ = (
-        "target", "name", "run", "config", "shape", "dims", "shmem", "stream", "cu_stream", "user_stream",
-        "stream_device", "_coop",
+        "target", "name", "run", "config", "shape", "buffer_config", "stream", "user_stream", "stream_device",
+        "_coop",
     )  # fmt: skip
 
     def __init__(self, target: Target, config: Any, name: str) -> None:
         grid, block, stream, shmem = parse_launch_config(config)
         self.target = target
         self.name = name
-        self.run = target.run
+        self.run = getattr(target, "run", None)
         self.user_stream = stream  # keeps a Numba stream alive while this launcher is cached
         self.stream = core_stream(stream)
-        self.cu_stream = _cu.CUstream(int(self.stream.handle))
         self.stream_device = _device.of_stream(stream) if _device.names_device(stream) else None
         self.shape = (grid, block, shmem)
         self.config = LaunchConfig(grid=grid, block=block, shmem_size=shmem)
-        self.dims = (*grid, *(1,) * (3 - len(grid)), *block, *(1,) * (3 - len(block)))
-        self.shmem = shmem
+        dims = (*grid, *(1,) * (3 - len(grid)), *block, *(1,) * (3 - len(block)))
+        # cuLaunchKernel's arguments between the function and the parameter block
+        self.buffer_config = (*dims, shmem, _cu.CUstream(int(self.stream.handle)), 0)
         self._coop: LaunchConfig | None = None  # built on first need: cuda.core checks the device supports it
 
     def __call__(self, *args: Any) -> None:
         if _capture.active and _capture.intercept(self, self.user_stream, args, name=self.name):
             return  # recorded by a simulated capture
-        ctx = current_context()
-        if not _device.several():
-            self.run(self, args, ctx)
-            return
-        # Raw int pointers name no device: the tropical API makes the device current itself.
-        token = None
-        dev = launch_device(self.target.arrays(args), self.stream_device, self.name)
-        if dev is not None and dev != _device.context_device(ctx):
-            token = _device.enter(dev)
-            ctx = current_context()
+        token = self._enter_device(args) if _device.several() else None
         try:
-            self.run(self, args, ctx)
+            ctx = current_context()
+            run = self.run
+            if run is not None:
+                run(self, args, ctx)
+                return
+            kernel = self.target
+            packed = kernel.pack(args)
+            try:
+                fn = kernel._by_context.get(ctx)
+                launch(self.stream, self.config, fn if fn is not None else kernel._function_slow(), *packed)
+            except Exception as exc:
+                raise LaunchError(f"launch of {self.name!r} failed: {exc}") from exc
         finally:
             if token is not None:
                 _device.leave(token)
 
+    def _enter_device(self, args: tuple) -> Any:
+        """Make the arrays' (else the stream's) device current; what :func:`_device.leave` undoes.
+        Raw int pointers name no device: the tropical API makes the device current itself."""
+        dev = launch_device(self.target.arrays(args), self.stream_device, self.name)
+        if dev is not None and dev != _device.current():
+            return _device.enter(dev)
+        return None
+
     def launch(self, fn: Any, packed: Sequence[Any], *, cooperative: bool = False) -> None:
         """cuda.core.launch of ``fn`` with one Python value per kernel parameter."""
         launch(self.stream, self._coop_config() if cooperative else self.config, fn, *packed)
-
-    def launch_buffer(self, cufn: Any, extra: int) -> int:
-        """cuLaunchKernel of a CUfunction with a prepacked parameter block; returns the CUresult."""
-        (err,) = _cuLaunchKernel(cufn, *self.dims, self.shmem, self.cu_stream, 0, extra)
-        return err
 
     def _coop_config(self) -> LaunchConfig:
         if self._coop is None:
             grid, block, shmem = self.shape
             self._coop = LaunchConfig(grid=grid, block=block, shmem_size=shmem, is_cooperative=True)
         return self._coop
+
+
+#: ``launch_buffer(cufn, *launcher.buffer_config, extra)``: cuLaunchKernel with a prepacked
+#: parameter block (``extra``); returns ``(CUresult,)``. The ``@lazy_kernel`` hot path.
+launch_buffer = _cu.cuLaunchKernel
 
 
 def driver_error(err: Any) -> Exception:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from . import _host_copy, _numba_args
+from . import _host_copy, _launch, _numba_args
 from ._launch import Launcher, driver_error
 from ._lazy_instance import Instance
 from .errors import LaunchError
@@ -62,7 +62,7 @@ class Dispatcher:
             except Exception:
                 self.call(launcher, args)  # the general path gives the precise error
                 return
-            err = launcher.launch_buffer(cufn, inst.extra)
+            (err,) = _launch.launch_buffer(cufn, *launcher.buffer_config, inst.extra)
         if err:
             raise _error(launcher, inst, driver_error(err))
 

@@ -85,27 +85,20 @@ class Kernel(Launchable):
 
     @staticmethod
     def _make_plan(signature: Sequence[str]):
-        """A packing function generated for the signature: one call, no per-argument loop.
-
-        A pointer that is not one (None) fails the ``None in`` test; the checked path says why.
-        """
+        """A packing function generated for the signature: one call, no per-argument loop."""
         env: dict[str, Any] = {"_ptr": _device.pointer, "_scalar": _fast_scalar}
-        params, ptrs, exprs = [], [], []
+        params, exprs = [], []
         for i, t in enumerate(signature):
             params.append(f"a{i}")
             if t == PTR:
-                ptrs.append(f"p{i}")
-                exprs.append(f"p{i}")  # cuda.core passes a Python int as a pointer
+                exprs.append(f"_ptr(a{i})")  # cuda.core passes a Python int as a pointer
                 continue
             try:
                 env[f"_t{i}"] = np.dtype(t).type
             except TypeError:
                 raise ValueError(f"signature entry {i} must be 'ptr' or a NumPy dtype name, got {t!r}") from None
             exprs.append(f"_scalar(_t{i}, a{i})")
-        body = "".join(f"    {p} = _ptr(a{p[1:]})\n" for p in ptrs)
-        if ptrs:
-            body += f"    if None in ({', '.join(ptrs)},):\n        raise TypeError\n"
-        src = f"def pack({', '.join(params)}):\n{body}    return ({', '.join(exprs)}{',' if exprs else ''})\n"
+        src = f"def pack({', '.join(params)}):\n    return ({', '.join(exprs)}{',' if exprs else ''})\n"
         exec(src, env)  # noqa: S102 - built only from 'ptr' and validated dtype names
         return env["pack"]
 
@@ -172,15 +165,6 @@ class Kernel(Launchable):
         return tuple(self._functions)
 
     # -- launching ------------------------------------------------------------
-    def run(self, launcher: Launcher, args: tuple, ctx: int) -> None:
-        """Pack ``args`` and launch on ``launcher`` in context ``ctx`` (the launcher calls this)."""
-        packed = self.pack(args)
-        try:
-            fn = self._by_context.get(ctx)
-            launcher.launch(fn if fn is not None else self._function_slow(), packed)
-        except Exception as exc:
-            raise LaunchError(f"launch of {self.name!r} failed: {exc}") from exc
-
     def pack(self, args: Sequence[Any]) -> tuple[Any, ...]:
         """Arguments as the C types the kernel takes (fast path, then a checked path for errors)."""
         plan = self._plan

@@ -51,7 +51,7 @@ def launches(monkeypatch):
     monkeypatch.setattr(_launch, "core_stream", lambda stream: FakeStream())
     monkeypatch.setattr(_launch, "current_context", lambda: CTX)
     monkeypatch.setattr(_launch, "launch", lambda stream, config, fn, *args: seen.append(("core", fn, args)))
-    monkeypatch.setattr(_launch, "_cuLaunchKernel", lambda fn, *rest: seen.append(("buffer", fn, rest)) or (0,))
+    monkeypatch.setattr(_launch, "launch_buffer", lambda fn, *rest: seen.append(("buffer", fn, rest)) or (0,))
     monkeypatch.setattr(_device, "several", lambda: False)
     monkeypatch.setattr(_device, "pointer_device", lambda ptr: 0 if ptr else None)
     monkeypatch.setattr(_device, "current_context", lambda: 0)
