@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import ast
 import ctypes
+import types
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cuda.bindings import driver
 from numba.cuda import types as nt
 
 from lazykern import Kernel, LaunchError, _device, _launch, _numba_args, lazy_kernel, tropical
@@ -199,3 +201,17 @@ def test_stream_handles_come_from_device_py():
         )
 
     assert _where(defines_stream_handle) == {"_device.py"}
+
+
+def test_every_stream_kind_becomes_one_handle():
+    """Numba (ctypes handle), cuda.core (CUstream handle), torch, CuPy, raw ints: one resolver."""
+    forms = [
+        types.SimpleNamespace(handle=ctypes.c_void_p(0x60)),  # Numba Stream
+        types.SimpleNamespace(handle=driver.CUstream(0x60)),  # cuda.core Stream
+        types.SimpleNamespace(cuda_stream=0x60),  # torch.cuda.Stream
+        types.SimpleNamespace(ptr=0x60),  # cupy Stream
+        types.SimpleNamespace(__cuda_stream__=lambda: (0, 0x60)),  # the stream protocol
+        0x60,
+        np.uint64(0x60),
+    ]
+    assert [_device.stream_handle(s) for s in forms] == [0x60] * len(forms)
