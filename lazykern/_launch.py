@@ -6,11 +6,10 @@
 launch configuration fixes (grid, block, shared memory, the stream as
 cuda.core and driver handles, the stream's device); its call vets the launch
 against an open graph capture, makes the arrays' device current where there
-are several GPUs, and launches a ``Kernel`` itself or hands the arguments to
-the target's ``run`` (a lazy kernel's dispatcher), which
-packs them and calls back :meth:`Launcher.launch` (cuda.core) or
-:data:`launch_buffer` (a prepacked parameter block). A ``Kernel`` is packed and
-launched by the launcher itself. This module is the only one that launches.
+are several GPUs, then packs and launches a ``Kernel`` itself (cuda.core) or
+hands the arguments to the target's ``run`` (a lazy kernel's dispatcher), which
+launches with :meth:`Launcher.launch` (cuda.core) or :data:`launch_buffer` (a
+prepacked parameter block). No other module launches a kernel.
 
 Per launch: a dict hit for the launcher, the packing, one launch.
 """
