@@ -32,8 +32,8 @@ def main() -> dict:
     from cuda.core import LaunchConfig, launch
     from numba import cuda
 
+    from lazykern import Kernel
     from lazykern.compiler import compile_source, current_arch
-    from lazykern.kernel import Kernel, core_stream
 
     n = 1024
     x = cuda.to_device(np.ones(n, np.float32))
@@ -48,7 +48,7 @@ def main() -> dict:
         signature=["ptr", "ptr", "ptr", "int32"],
     )
     fn = kern.function()
-    cs = core_stream(stream)
+    cs = kern[4, 256, stream].stream  # the launcher's cuda.core Stream
     cfg = LaunchConfig(grid=(4,), block=(256,))
     packed = kern.pack([x, y, o, n])
     handle = int(fn.handle) if hasattr(fn, "handle") else None
@@ -105,8 +105,9 @@ def _lazy_kernel_parts(x, y, o, stream) -> dict:
     launcher = axpy3[4, 256, stream]
     launcher(x, y, o)
     stream.synchronize()
-    key = tuple(map(launcher._key, (x, y, o)))
-    inst = launcher._fast[key]
+    dispatch = axpy3._dispatch  # the launch layer's target for lazy kernels: fast key -> instance
+    key = tuple(map(dispatch.key, (x, y, o)))
+    inst = dispatch.fast[key]
     fn = inst.function()
     packed = inst.pack(x, y, o)
     fmt = "".join("d" if isinstance(v, float) else "q" for v in packed)
@@ -117,7 +118,7 @@ def _lazy_kernel_parts(x, y, o, stream) -> dict:
     shandle = driver.CUstream(int(stream.handle.value if hasattr(stream.handle, "value") else stream.handle))
     return {
         "lazy_kernel_full_us": _time(lambda: launcher(x, y, o)),
-        "lazy_kernel_dispatch_key_us": _time(lambda: launcher._fast.get(tuple(map(launcher._key, (x, y, o))))),
+        "lazy_kernel_dispatch_key_us": _time(lambda: dispatch.fast.get(tuple(map(dispatch.key, (x, y, o))))),
         "lazy_kernel_pack_us": _time(lambda: inst.pack(x, y, o)),
         "lazy_kernel_params": len(packed),
         "lazy_kernel_core_launch_prepacked_us": _time(lambda: launch(launcher.stream, launcher.config, fn, *packed)),

@@ -45,8 +45,7 @@ def add3(x, y, out):
 
 def _launchers(n: int, cache_dir: str, numba_cache: bool = False):
     """The three launch routes over the same device arrays, each a zero-argument callable."""
-    from lazykern import KernelCache, KernelFamily
-    from lazykern.decorator import lazy_kernel
+    from lazykern import KernelCache, KernelFamily, lazy_kernel
 
     kc = KernelCache(cache_dir)
     x = cuda.to_device(np.arange(n, dtype=np.float32))

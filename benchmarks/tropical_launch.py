@@ -254,9 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     if not gpu_available():
         print("tropical_launch: needs a CUDA GPU, and this machine has none (or runs the simulator)", file=sys.stderr)
         return 1
-    from numba import cuda
-
     from lazykern.bench._device import environment, slug
+    from numba import cuda
 
     n, sizes = (16, (16, 32)) if args.quick else (64, SIZES)
     calls, rounds, length = (50, 3, 200) if args.quick else (args.calls, args.rounds, args.chain)

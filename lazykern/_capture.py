@@ -1,11 +1,11 @@
 """Which graph capture, if any, the current thread is recording.
 
-Launch sites (``kernel.py``, the Numba hooks of ``_capture_hooks.py``) call
+Launch sites (the launch layer ``_launch.py``, the Numba hooks of ``_capture_hooks.py``) call
 :func:`intercept` before launching. It lets the open capture keep the launch's
 arguments alive (a replayed graph must never read freed buffers), refuse host
 arrays, and, under the simulator, record the launch instead of running it.
 
-This module sits below ``kernel.py`` and ``graph.py`` and imports neither, so
+This module sits below ``_launch.py`` and ``graph.py`` and imports neither, so
 both can reach the registry without an upward import.
 """
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from cuda.bindings import driver as _cu
 
+from .compiler import arch_of
 from .errors import LaunchError
 
 _DEVICE_ORDINAL = 9  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
@@ -190,12 +191,41 @@ def _numba_device(x: Any) -> int | None:
     d = x.__dict__
     dev = d.get(_CACHED, _MISSING)
     if dev is _MISSING:
-        dev = d[_CACHED] = pointer_device(x.device_ctypes_pointer.value or 0)
+        dev = d[_CACHED] = pointer_device(pointer(x))
     return dev
 
 
+def cai_pointer(cai: dict[str, Any]) -> int:
+    """The data address in a ``__cuda_array_interface__`` dict (0 for an empty array)."""
+    return int(cai["data"][0] or 0)
+
+
 def _cai_device(x: Any) -> int | None:
-    return pointer_device(int(x.__cuda_array_interface__["data"][0] or 0))
+    return pointer_device(pointer(x))
+
+
+def pointer(x: Any) -> int:
+    """The device address ``x`` stands for; TypeError if it is not a device array.
+
+    The one pointer reader: a raw ``int`` address (what the tropical API passes),
+    a Numba device array, any ``__cuda_array_interface__`` object, or the simulator's
+    array (its host buffer's address, which is what a simulated kernel reads).
+    """
+    if x.__class__ is int:
+        return x
+    try:
+        return x.device_ctypes_pointer.value or 0  # Numba device arrays: 0.08 us
+    except AttributeError:
+        pass
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is not None:
+        return cai_pointer(cai)
+    host = getattr(x, "_ary", None)  # the simulator's FakeCUDAArray wraps a NumPy array
+    if isinstance(host, np.ndarray):
+        return host.__array_interface__["data"][0]
+    if isinstance(x, np.integer):
+        return int(x)
+    raise TypeError(f"{type(x).__name__} is not a device array")
 
 
 def of_args(args: Sequence[Any]) -> int | None:
@@ -393,5 +423,4 @@ def arch(device: int) -> str:
     """``sm_XY`` of a device."""
     from numba import cuda
 
-    cc = cuda.gpus[device].compute_capability
-    return f"sm_{cc[0]}{cc[1]}"
+    return arch_of(cuda.gpus[device].compute_capability)

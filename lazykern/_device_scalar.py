@@ -68,14 +68,14 @@ class DeviceScalar:
         drv = _cugraph.drv
         self._drv = drv
         self._check = _cugraph.check
-        self._hstream = drv.CUstream(_capture.stream_handle(stream))
+        self._hstream = drv.CUstream(_device.stream_handle(stream))
         with _device.on(self.device):  # the value, its events and the stream: one context
             self.array = cuda.to_device(initial.reshape(1))
             self._host = cuda.pinned_array(ring, dtype=self.dtype)
             flags = int(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING)
             self._events = [_cugraph.check(drv.cuEventCreate(flags), "cuEventCreate") for _ in range(ring)]
         self._hptr = self._host.ctypes.data
-        self._dptr = self.array.device_ctypes_pointer.value
+        self._dptr = _device.pointer(self.array)
         self._pending = [False] * ring
         self._next = 0
         weakref.finalize(self, _destroy_events, list(self._events))

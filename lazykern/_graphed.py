@@ -21,16 +21,10 @@ from .errors import CaptureError, LaunchError
 
 
 def _address(value: Any) -> int:
-    ptr = getattr(value, "device_ctypes_pointer", None)
-    if ptr is not None:
-        return ptr.value or 0
-    cai = getattr(value, "__cuda_array_interface__", None)
-    if cai is not None:
-        return cai["data"][0]
-    host = getattr(value, "_ary", None)  # the simulator's FakeCUDAArray wraps a NumPy array
-    if isinstance(host, np.ndarray):
-        return host.__array_interface__["data"][0]
-    raise LaunchError(f"cannot find the device address of {type(value).__name__}")
+    try:
+        return _device.pointer(value)
+    except TypeError:
+        raise LaunchError(f"cannot find the device address of {type(value).__name__}") from None
 
 
 def _is_device_array(value: Any) -> bool:

@@ -16,10 +16,12 @@ host (NumPy) arrays take a slower, general path.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from . import _device
 from .errors import LaunchError
 
 SLOW = object()  # a fast key part meaning "type this argument on the general path"
@@ -52,15 +54,35 @@ def scalar_types() -> dict[type, Any]:
     return table
 
 
-def fast_key(value: Any, _scalars: dict[type, Any] | None = None) -> Any:
-    """The Numba type of a scalar or Numba device array, else ``SLOW``."""
-    t = (_scalars or scalar_types()).get(value.__class__)
-    if t is not None:
-        return t
-    try:
-        return value._numba_type_
-    except AttributeError:
-        return SLOW
+def make_fast_key() -> Callable[[Any], Any]:
+    """Per-argument hot-path key: the *id* of the argument's Numba type, or ``SLOW``.
+
+    Numba types hash in Python (``hash(self.key)``, recursively), which
+    made a dict lookup on a tuple of them cost more than the rest of the
+    launch; their ids hash in C. Types are interned and every type in a key
+    stays alive in its instance, so an id can never stand for another type.
+    """
+    table = {cls: id(t) for cls, t in scalar_types().items()}
+
+    def fast_key(value: Any, _get: Callable = table.get, _id: Callable = id, _slow: Any = SLOW) -> Any:
+        t = _get(value.__class__)
+        if t is not None:
+            return t
+        try:  # a device array's type cannot change: it is remembered on the array itself
+            return _id(value.__dict__["_lazykern_numba_type"])
+        except (KeyError, AttributeError):
+            pass
+        try:
+            nt = value._numba_type_  # builds the type anew each time: ~0.8 us
+        except AttributeError:
+            return _slow
+        try:
+            value.__dict__["_lazykern_numba_type"] = nt  # alive as long as the array, so its id stays unique
+        except AttributeError:
+            pass
+        return _id(nt)
+
+    return fast_key
 
 
 def classify(value: Any, index: int) -> tuple[Any, str, Any]:
@@ -122,7 +144,7 @@ class CaiView:
         try:
             self.dtype = np.dtype(cai["typestr"])
             self.shape = tuple(int(s) for s in cai["shape"])
-            address = int(cai["data"][0] or 0)
+            address = _device.cai_pointer(cai)
         except (KeyError, TypeError, ValueError) as exc:
             raise LaunchError(f"argument {index} has a malformed __cuda_array_interface__: {exc}") from None
         self.ndim = len(self.shape)

@@ -116,7 +116,7 @@ def normalize_arch(arch: str | tuple[int, int] | None) -> str:
     if arch is None:
         return current_arch()
     if isinstance(arch, tuple):
-        return f"sm_{arch[0]}{arch[1]}"
+        return arch_of(arch)
     text = str(arch).strip().lower()
     if text.isdigit():
         text = f"sm_{text}"
@@ -125,6 +125,11 @@ def normalize_arch(arch: str | tuple[int, int] | None) -> str:
     if not _ARCH_RE.match(text):
         raise ValueError(f"arch must look like 'sm_90' (or a (major, minor) tuple), got {arch!r}")
     return text
+
+
+def arch_of(cc: Sequence[int]) -> str:
+    """``sm_XY`` for compute capability ``(X, Y)``: the one place that spells an arch from one."""
+    return f"sm_{cc[0]}{cc[1]}"
 
 
 def current_arch() -> str:
@@ -146,7 +151,7 @@ def current_arch() -> str:
         log.info("no CUDA device found; compiling for the default arch %s", DEFAULT_ARCH)
         _arch_by_context[0] = DEFAULT_ARCH  # no GPU now means none for this process
         return DEFAULT_ARCH
-    arch = f"sm_{cc[0]}{cc[1]}"
+    arch = arch_of(cc)
     ctx = _context_handle()
     if ctx:
         _arch_by_context[ctx] = arch

@@ -94,7 +94,7 @@ class Graph:
         self._hstream: Any = None
         self.device: int | None = None  # the stream's GPU (None simulated): captures, instantiates, replays there
         if not self.simulated:
-            self._handle = _capture.stream_handle(stream)
+            self._handle = _device.stream_handle(stream)
             if self._handle in _LEGACY_HANDLES:
                 raise CaptureError(_legacy_message(stream))
             self._hstream = _cugraph.stream(self._handle)
@@ -230,7 +230,7 @@ class Graph:
                 f"this graph was captured on device {self.device} and cannot run on a stream of device {dev}: "
                 "replay it on a stream of its own device"
             )
-        return _cugraph.stream(_capture.stream_handle(stream))
+        return _cugraph.stream(_device.stream_handle(stream))
 
     def keep(self, *objs: Any) -> None:
         """Keep objects alive as long as this capture may replay (memory the launches did not show)."""

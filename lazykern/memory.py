@@ -168,13 +168,16 @@ def stats() -> dict[str, int]:
 class Allocation:
     """Owns one stream-ordered buffer; dropping it frees the buffer on its stream."""
 
-    __slots__ = ("ptr", "nbytes", "stream", "device", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "stream", "device", "owner", "__weakref__")
 
-    def __init__(self, nbytes: int, device: int, stream: int) -> None:
+    def __init__(self, nbytes: int, device: int, stream: int, owner: Any = None) -> None:
         self.ptr = allocate(nbytes, device, stream)
         self.nbytes = nbytes
         self.stream = stream
         self.device = device
+        # The stream's Python object (Numba, CuPy, torch, cuda.core): kept alive so the free below
+        # never runs on a destroyed stream (a segfault in the driver), whatever order objects die in.
+        self.owner = owner
 
     def __del__(self) -> None:
         try:
@@ -230,11 +233,12 @@ def numba_template(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
     return dict(arr.__dict__)
 
 
-def numba_array(template: dict[str, Any], device: int, stream: int, context: Any) -> tuple[Any, int]:
+def numba_array(template: dict[str, Any], device: int, stream: int, context: Any, owner: Any = None) -> tuple[Any, int]:
     """(array, address): a Numba device array of the template's shape and dtype in a new
-    stream-ordered buffer; ``context`` is Numba's context of ``device``."""
+    stream-ordered buffer; ``context`` is Numba's context of ``device``, ``owner`` the object of
+    ``stream`` (kept alive as long as the buffer)."""
     classes = _numba_classes or _load_numba_classes()
-    alloc = Allocation(template["alloc_size"], device, stream)
+    alloc = Allocation(template["alloc_size"], device, stream, owner)
     arr = classes[0].__new__(classes[0])
     d = arr.__dict__
     d.update(template)
@@ -250,12 +254,12 @@ def _load_numba_classes() -> list[type]:
     return _numba_classes
 
 
-def cupy_array(shape: tuple[int, ...], dtype: np.dtype, device: int, stream: int) -> tuple[Any, int]:
+def cupy_array(shape: tuple[int, ...], dtype: np.dtype, device: int, stream: int, owner: Any = None) -> tuple[Any, int]:
     """(array, address): a CuPy array in a new stream-ordered buffer (owned by an Allocation)."""
     import cupy
 
     nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    alloc = Allocation(nbytes, device, stream)
+    alloc = Allocation(nbytes, device, stream, owner)
     mem = cupy.cuda.UnownedMemory(alloc.ptr, max(nbytes, 1), alloc, device)
     return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(mem, 0)), alloc.ptr
 
@@ -277,7 +281,7 @@ class _CudaArray:
         }
 
 
-def torch_tensor(shape: tuple[int, ...], dtype: np.dtype, device: int, stream: int) -> Any:
+def torch_tensor(shape: tuple[int, ...], dtype: np.dtype, device: int, stream: int, owner: Any = None) -> Any:
     """A torch tensor: torch's own caching allocator (on its current stream) outside a capture;
     inside one, a graph allocation shared with torch through the CUDA Array Interface."""
     import torch
@@ -285,4 +289,5 @@ def torch_tensor(shape: tuple[int, ...], dtype: np.dtype, device: int, stream: i
     if stream not in _captures:
         return torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name), device=torch.device("cuda", device))
     nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    return torch.as_tensor(_CudaArray(Allocation(nbytes, device, stream), shape, dtype), device=f"cuda:{device}")
+    alloc = Allocation(nbytes, device, stream, owner)
+    return torch.as_tensor(_CudaArray(alloc, shape, dtype), device=f"cuda:{device}")

@@ -8,9 +8,10 @@ import types
 import numpy as np
 import pytest
 
-from lazykern import _device, multigpu, tropical
+from lazykern import _batch_split, _device, tropical
 from lazykern._graphed import GraphedCallable
-from lazykern.kernel import Kernel, launch_device
+from lazykern._launch import launch_device
+from lazykern.kernel import Kernel
 from lazykern.tropical import api
 
 
@@ -297,22 +298,22 @@ def test_bmm_devices_checks_out_and_stream_first():
     with pytest.raises(TypeError, match="argmax"):
         tropical.bmm(A, B, devices=[0], argmax="yes")
     shape = (3, 4, 2)
-    C, K = multigpu._check_out(None, True, shape, np.dtype(np.float32))
+    C, K = _batch_split._check_out(None, True, shape, np.dtype(np.float32))
     assert C.shape == K.shape == shape and K.dtype == np.int32
     with pytest.raises(TypeError, match="pair"):
-        multigpu._check_out(np.empty(shape, np.float32), True, shape, np.dtype(np.float32))
+        _batch_split._check_out(np.empty(shape, np.float32), True, shape, np.dtype(np.float32))
     with pytest.raises(TypeError, match="one NumPy array"):
-        multigpu._check_out((C, K), False, shape, np.dtype(np.float32))
+        _batch_split._check_out((C, K), False, shape, np.dtype(np.float32))
     with pytest.raises(ValueError, match="out must have shape"):
-        multigpu._check_out(np.empty((3, 4, 3), np.float32), False, shape, np.dtype(np.float32))
+        _batch_split._check_out(np.empty((3, 4, 3), np.float32), False, shape, np.dtype(np.float32))
     with pytest.raises(ValueError, match=r"out\[1\] must have shape .* int32"):
-        multigpu._check_out((C, np.empty(shape, np.int64)), True, shape, np.dtype(np.float32))
+        _batch_split._check_out((C, np.empty(shape, np.int64)), True, shape, np.dtype(np.float32))
     with pytest.raises(TypeError, match="NumPy array"):
-        multigpu._check_out(types.SimpleNamespace(shape=shape), False, shape, np.dtype(np.float32))
+        _batch_split._check_out(types.SimpleNamespace(shape=shape), False, shape, np.dtype(np.float32))
     frozen = np.empty(shape, np.float32)
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
-        multigpu._check_out(frozen, False, shape, np.dtype(np.float32))
+        _batch_split._check_out(frozen, False, shape, np.dtype(np.float32))
 
 
 def test_pointer_device_asks_libcuda_for_the_ordinal(monkeypatch):

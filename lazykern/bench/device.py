@@ -11,6 +11,7 @@ import re
 import sys
 from typing import Any
 
+from ..compiler import arch_of
 from . import limits
 
 log = logging.getLogger("lazykern")
@@ -32,7 +33,7 @@ class DeviceSpec:
 
     @property
     def arch(self) -> str:
-        return f"sm_{self.cc[0]}{self.cc[1]}"
+        return arch_of(self.cc)
 
     def issue_limit_tmacs(self, dtype: str) -> float | None:
         return limits.issue_limit_tmacs(dtype, self.cc, self.sm_count, self.clock_hz)

@@ -85,7 +85,7 @@ def as_operand(x: Any, name: str) -> Operand:
         strides = _contiguous_strides(shape)
     else:
         strides = tuple(int(s) // dtype.itemsize for s in cai["strides"])
-    ptr = int(cai["data"][0] or 0)
+    ptr = _device.cai_pointer(cai)
     device = _device.of_array(x)
     if type(x).__module__.startswith("cupy"):
         import cupy
@@ -116,10 +116,11 @@ class FastKind:
     depends on: shape, strides, dtype, device), ``ptr(x)`` (its address) and ``producer(device)``
     (the library's current stream there, read per call; None for Numba, which has none)."""
 
-    __slots__ = ("name", "desc", "ptr", "producer")
+    __slots__ = ("name", "desc", "ptr", "producer", "current")
 
-    def __init__(self, name: str, desc: Any, ptr: Any, producer: Any = None) -> None:
+    def __init__(self, name: str, desc: Any, ptr: Any, producer: Any = None, current: Any = None) -> None:
         self.name, self.desc, self.ptr, self.producer = name, desc, ptr, producer
+        self.current = current  # device -> the library's current stream object (kept by outputs)
 
 
 def _numba_desc(x: Any) -> tuple:
@@ -136,6 +137,12 @@ def _cupy_producer(device: int) -> int:
     return int(cupy.cuda.get_current_stream(device).ptr)
 
 
+def _cupy_current(device: int) -> Any:
+    import cupy
+
+    return cupy.cuda.get_current_stream(device)
+
+
 def _torch_producer(device: int) -> int:
     import torch
 
@@ -146,7 +153,11 @@ def _torch_producer(device: int) -> int:
 _FAST_KINDS = {
     "numba": FastKind("numba", _numba_desc, _numba_ptr),
     "cupy": FastKind(
-        "cupy", lambda x: (x.shape, x.strides, x.dtype, x.device.id), lambda x: x.data.ptr, _cupy_producer
+        "cupy",
+        lambda x: (x.shape, x.strides, x.dtype, x.device.id),
+        lambda x: x.data.ptr,
+        _cupy_producer,
+        _cupy_current,
     ),
     "torch": FastKind(
         "torch", lambda x: (x.shape, x.stride(), x.dtype, x.device), lambda x: x.data_ptr(), _torch_producer

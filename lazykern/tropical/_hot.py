@@ -16,10 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from cuda.core import launch
 
 from .. import _device, memory
-from ..kernel import core_stream
+from .._launch import core_stream, launch_packed
 from . import _arrays
 
 _CACHE_SIZE = 4096
@@ -141,12 +140,13 @@ class Out:
         self.nbytes = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
         self.template = memory.numba_template(shape, self.dtype) if kind == "numba" else None
 
-    def new(self, device: int, handle: int, context: Any) -> tuple[Any, int]:
+    def new(self, device: int, handle: int, context: Any, owner: Any = None) -> tuple[Any, int]:
+        """A new output on ``handle``; ``owner`` is that stream's object, kept alive with the buffer."""
         if self.template is not None:
-            return memory.numba_array(self.template, device, handle, context)
+            return memory.numba_array(self.template, device, handle, context, owner)
         if self.kind == "cupy":
-            return memory.cupy_array(self.shape, self.dtype, device, handle)
-        t = memory.torch_tensor(self.shape, self.dtype, device, handle)
+            return memory.cupy_array(self.shape, self.dtype, device, handle, owner)
+        t = memory.torch_tensor(self.shape, self.dtype, device, handle, owner)
         return t, t.data_ptr()
 
 
@@ -158,15 +158,25 @@ def out_kind(kind: str) -> str:
 class _Call:
     """What every cached call shares: its device, context and stream."""
 
-    __slots__ = ("device", "ctx", "numba_ctx", "handle", "kind", "producer_stream")
+    __slots__ = ("device", "ctx", "numba_ctx", "handle", "kind", "producer_stream", "owner")
 
-    def __init__(self, device: int, kind: str, handle: int | None, producer_stream: int | None) -> None:
+    def __init__(
+        self, device: int, kind: str, handle: int | None, producer_stream: int | None, owner: Any = None
+    ) -> None:
         self.device = device
+        self.owner = owner  # the object of the fixed stream (None: the library's current one)
         self.ctx = _device.current_context()
         self.numba_ctx = _device.primary_context(device) if out_kind(kind) == "numba" else None
         self.kind = _arrays.fast_kinds().get(kind)
         self.handle = handle  # None: the operands' library's current stream, read per call
         self.producer_stream = producer_stream
+
+    def _owner(self) -> Any:
+        """The object of this call's stream: the fixed one's, or the library's current stream."""
+        if self.handle is not None:
+            return self.owner
+        kind = self.kind
+        return None if kind is None or kind.current is None else kind.current(self.device)
 
     def _handle(self, A: Any) -> int:
         """The stream of this call, ordered after the operands' producer."""
@@ -189,8 +199,8 @@ class ProductCall(_Call):
 
     def __init__(self, device: int, kind: str, handle: int | None, producer_stream: int | None,
                  main: Launch, reduce: Launch | None, out_shape: tuple[int, ...], dtype: np.dtype,
-                 argmax: bool, ws: tuple[int, int]) -> None:  # fmt: skip
-        super().__init__(device, kind, handle, producer_stream)
+                 argmax: bool, ws: tuple[int, int], owner: Any = None) -> None:  # fmt: skip
+        super().__init__(device, kind, handle, producer_stream, owner)
         self.main, self.reduce, self.argmax = main, reduce, argmax
         okind = out_kind(kind)
         self.c_out = Out(okind, out_shape, dtype)
@@ -211,8 +221,9 @@ class ProductCall(_Call):
         token = _device.enter(device) if _device.current_context() != self.ctx else None
         try:
             if out is None:
-                C, pc = self.c_out.new(device, handle, self.numba_ctx)
-                Ix, pi = self.i_out.new(device, handle, self.numba_ctx) if self.argmax else (None, 0)
+                owner = self._owner()
+                C, pc = self.c_out.new(device, handle, self.numba_ctx, owner)
+                Ix, pi = self.i_out.new(device, handle, self.numba_ctx, owner) if self.argmax else (None, 0)
                 result = (C, Ix) if self.argmax else C
             else:
                 pc, pi = out_ptrs
@@ -221,14 +232,14 @@ class ProductCall(_Call):
             main = self.main
             reduce = self.reduce
             if reduce is None:
-                launch(stream, main.config, main.fn, pa, pb, pc, pi, *main.tail)
+                launch_packed(stream, main.config, main.fn, pa, pb, pc, pi, *main.tail)
                 return result
             nbytes = self.ws_bytes
             w = memory.allocate(nbytes, device, handle)  # freed right after its last use, stream-ordered
             iw = w + self.ws_values if self.argmax else 0
             try:
-                launch(stream, main.config, main.fn, pa, pb, w, iw, *main.tail)
-                launch(stream, reduce.config, reduce.fn, w, iw, pc, pi, *reduce.tail)
+                launch_packed(stream, main.config, main.fn, pa, pb, w, iw, *main.tail)
+                launch_packed(stream, reduce.config, reduce.fn, w, iw, pc, pi, *reduce.tail)
             finally:
                 memory.free(w, nbytes, handle)
             return result
@@ -244,8 +255,8 @@ class BackwardCall(_Call):
 
     def __init__(self, device: int, kind: str, handle: int | None, producer_stream: int | None,
                  steps: list[tuple[Launch | None, int]], shapes: tuple[tuple[int, ...], tuple[int, ...]],
-                 dtype: np.dtype) -> None:  # fmt: skip
-        super().__init__(device, kind, handle, producer_stream)
+                 dtype: np.dtype, owner: Any = None) -> None:  # fmt: skip
+        super().__init__(device, kind, handle, producer_stream, owner)
         self.steps = steps  # (launch or None, bytes to zero first) for grad_A, grad_B
         okind = out_kind(kind)
         self.outs = (Out(okind, shapes[0], dtype), Out(okind, shapes[1], dtype))
@@ -259,8 +270,9 @@ class BackwardCall(_Call):
         token = _device.enter(device) if _device.current_context() != self.ctx else None
         try:
             if out is None:
-                gA, pA = self.outs[0].new(device, handle, self.numba_ctx)
-                gB, pB = self.outs[1].new(device, handle, self.numba_ctx)
+                owner = self._owner()
+                gA, pA = self.outs[0].new(device, handle, self.numba_ctx, owner)
+                gB, pB = self.outs[1].new(device, handle, self.numba_ctx, owner)
                 result = (gA, gB)
             else:
                 pA, pB = out_ptrs
@@ -270,7 +282,7 @@ class BackwardCall(_Call):
                 if zero:
                     _arrays.memset_zero(p, zero, handle)
                 if step is not None:
-                    launch(stream, step.config, step.fn, pg, pix, p, *step.tail)
+                    launch_packed(stream, step.config, step.fn, pg, pix, p, *step.tail)
             return result
         finally:
             if token is not None:

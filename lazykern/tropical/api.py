@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _device
+from .. import _batch_split, _device
 from . import _arrays, _hot, reference
 from . import plan as planner
 from ._arrays import Operand
@@ -79,16 +79,16 @@ def bmm(
     shared by every batch (batch stride 0). Arguments as for :func:`matmul`.
 
     ``devices=[0, 1, ...]`` splits the batch of host (NumPy) operands across those
-    GPUs (:func:`lazykern.multigpu.bmm_multi`); ``argmax`` and ``out`` (NumPy arrays)
+    GPUs (as :func:`lazykern.multigpu.bmm_multi` does); ``argmax`` and ``out`` (NumPy arrays)
     work as without it, ``stream`` does not apply (each GPU runs its own streams).
     """
     if devices is not None:
         if stream is not None:
             raise ValueError("bmm(devices=...) runs its own streams on each GPU: leave stream= out")
-        from ..multigpu import bmm_multi
-
         _check_args(semiring, argmax, copy)
-        return bmm_multi(A, B, semiring=semiring, devices=list(devices), argmax=bool(argmax), out=out)
+        return _batch_split.run(
+            A, B, semiring=semiring, devices=list(devices), backend=bmm, argmax=bool(argmax), out=out
+        )
     return _product(A, B, semiring, argmax, out, stream, copy, batched=True)
 
 
@@ -182,7 +182,8 @@ def _backward_on(g: Operand, ix: Operand, A_shape, B_shape, out, outs, stream, d
             step = _hot.Launch(kernel, (blocks,), BACKWARD_THREADS, [batch, M, N, K, s_out, groups], pointers=3)
         steps.append((step, nbytes))
     fixed = _fixed_handle(g, stream, handle)
-    call = _hot.BackwardCall(device, g.kind, fixed, g.stream, steps, (A_shape, B_shape), g.dtype)
+    owner = _stream_owner(g, stream)
+    call = _hot.BackwardCall(device, g.kind, fixed, g.stream, steps, (A_shape, B_shape), g.dtype, owner)
     _hot.remember(key, call)
     out_ptrs = None if outs is None else (outs[0].ptr, outs[1].ptr)
     return call.run(handle, g.ptr, ix.ptr, out, out_ptrs)
@@ -191,6 +192,14 @@ def _backward_on(g: Operand, ix: Operand, A_shape, B_shape, out, outs, stream, d
 def _fixed_handle(op: Operand, stream: Any, handle: int) -> int | None:
     """The stream a cached call always uses; None: the operands' library's current one, read per call."""
     return None if stream is None and op.kind in ("cupy", "torch") else handle
+
+
+def _stream_owner(op: Operand, stream: Any) -> Any:
+    """The Python object of the stream a call launches on (the caller's, or a Numba array's own):
+    outputs keep it alive, so their stream-ordered free never meets a destroyed stream."""
+    if stream is not None:
+        return stream
+    return getattr(op.obj, "stream", None) if op.kind == "numba" else None
 
 
 # ------------------------------------------------------------ validation --
@@ -356,7 +365,7 @@ def _product_on(device: int, dims: tuple[int, int, int, int], a: Operand, b: Ope
     _arrays.stream_wait(handle, a.stream, device)  # CAI v3: order after each producer's stream
     _arrays.stream_wait(handle, b.stream, device)
     if batch == 0 or M == 0 or N == 0:
-        return _empty_result(a, out, out_shape, argmax, device, handle)
+        return _empty_result(a, out, out_shape, argmax, device, handle, stream)
     plan = _plan(semiring, a.dtype, argmax, la[0] + lb[0], batch, M, N, K, batched, _sm_count(device))
     reduce, ws = None, (0, 0)
     if plan.kind == "rows":
@@ -373,20 +382,24 @@ def _product_on(device: int, dims: tuple[int, int, int, int], a: Operand, b: Ope
             args += [batch, la[2], lb[2], M * N]
     main = _hot.Launch(_kernel(plan.name, device), plan.grid, plan.threads, args)
     fixed = _fixed_handle(a, stream, handle)
-    call = _hot.ProductCall(device, a.kind, fixed, a.stream, main, reduce, out_shape, a.dtype, argmax, ws)
+    owner = _stream_owner(a, stream)
+    call = _hot.ProductCall(device, a.kind, fixed, a.stream, main, reduce, out_shape, a.dtype, argmax, ws, owner)
     _hot.remember(key, call)
     out_ptrs = None if out is None else (c_op.ptr, i_op.ptr if i_op is not None else 0)
     return call.run(handle, a.ptr, b.ptr, out, out_ptrs)
 
 
-def _empty_result(a: Operand, out: Any, shape: tuple[int, ...], argmax: bool, device: int, handle: int) -> Any:
+def _empty_result(
+    a: Operand, out: Any, shape: tuple[int, ...], argmax: bool, device: int, handle: int, stream: Any
+) -> Any:
     """The result of a product with no output elements: nothing to launch."""
     if out is not None:
         return out
     kind = _hot.out_kind(a.kind)
     ctx = _device.primary_context(device) if kind == "numba" else None
-    C = _hot.Out(kind, shape, a.dtype).new(device, handle, ctx)[0]
-    return (C, _hot.Out(kind, shape, np.dtype("int32")).new(device, handle, ctx)[0]) if argmax else C
+    owner = _stream_owner(a, stream)
+    C = _hot.Out(kind, shape, a.dtype).new(device, handle, ctx, owner)[0]
+    return (C, _hot.Out(kind, shape, np.dtype("int32")).new(device, handle, ctx, owner)[0]) if argmax else C
 
 
 def _workspace_bytes(n: int, itemsize: int, argmax: bool) -> tuple[int, int]:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _device
 from ..family import KernelFamily
 from . import _reference_einsum
 from ._backend import Backend
@@ -160,7 +161,4 @@ def count_bmm(be: Backend, Av, Ac, Bv, Bc, semiring: str = "maxplus") -> tuple[A
 
 
 def _arch() -> str:
-    from numba import cuda
-
-    cc = cuda.get_current_device().compute_capability
-    return f"sm_{cc[0]}{cc[1]}"
+    return _device.arch(_device.resolve_or_current(None))

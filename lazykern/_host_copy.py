@@ -1,0 +1,72 @@
+"""NumPy (host) arguments of a ``@lazy_kernel`` launch: copied in before, out after, synchronously.
+
+As Numba does: a host array is copied to the device on the launch stream, the kernel runs on
+the copy, and a writeable array gets the result back before the call returns. The copies are
+synchronous, which a CUDA-graph capture forbids: there they are refused with a CaptureError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from cuda.bindings import driver
+
+from .errors import CaptureError
+
+
+def launch_with_copies(
+    launch: Callable[[list[Any]], None],
+    values: list[Any],
+    hosts: Sequence[tuple[int, np.ndarray]],
+    *,
+    stream: Any,
+    core_stream: Any,
+    name: str,
+) -> None:
+    """``launch(values)`` with each ``(index, host array)`` of ``hosts`` replaced by a device copy.
+
+    ``stream`` is the launch stream as the user gave it, ``core_stream`` its cuda.core Stream.
+    """
+    from numba import cuda
+
+    refuse_if_capturing(core_stream, hosts, name)
+    nstream = numba_stream(stream)
+    copies = []
+    for i, host in hosts:
+        dev = cuda.to_device(host, stream=nstream)
+        values[i] = dev
+        copies.append((host, dev))
+    launch(values)
+    for host, dev in copies:
+        if host.flags.writeable:
+            dev.copy_to_host(host, stream=nstream)
+    if nstream:
+        nstream.synchronize()
+    else:
+        cuda.synchronize()
+
+
+def numba_stream(stream: Any) -> Any:
+    """The launch stream as a Numba stream (or 0), for copying host arrays."""
+    if stream is None or stream == 0:
+        return 0
+    if hasattr(stream, "handle"):
+        return stream
+    from numba import cuda
+
+    return cuda.external_stream(int(stream))
+
+
+def refuse_if_capturing(core_stream: Any, hosts: Sequence[tuple[int, Any]], name: str) -> None:
+    """Host arrays need synchronous copies, which break CUDA-graph capture: refuse them there."""
+    err, status = driver.cuStreamIsCapturing(driver.CUstream(int(core_stream.handle)))
+    capturing = status != driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
+    if err == driver.CUresult.CUDA_ERROR_STREAM_CAPTURE_IMPLICIT or (err == driver.CUresult.CUDA_SUCCESS and capturing):
+        which = ", ".join(str(i) for i, _ in hosts)
+        raise CaptureError(
+            f"kernel {name!r} got NumPy (host) arrays as arguments {which} while a CUDA "
+            "graph is being captured; copies to and from the host cannot be captured. Pass device arrays "
+            "(numba.cuda.to_device(a), CuPy, torch) instead."
+        )

@@ -1,0 +1,222 @@
+"""The one launch layer: ``kernel[grid, block, stream, shmem](*args)`` for every kernel kind.
+
+:class:`Kernel` (cubins with a fixed signature, the tropical API's kernels) and
+``@lazy_kernel`` instances (Numba-Python kernels) both hand out a
+:class:`Launcher` from a :class:`LauncherCache`. The launcher holds what a
+launch configuration fixes (grid, block, shared memory, the stream as
+cuda.core and driver handles, the stream's device); its call vets the launch
+against an open graph capture, makes the arrays' device current where there
+are several GPUs, then packs and launches a ``Kernel`` itself (cuda.core) or
+hands the arguments to the target's ``run`` (a lazy kernel's dispatcher), which
+launches with :meth:`Launcher.launch` (cuda.core) or :data:`launch_buffer` (a
+prepacked parameter block). No other module launches a kernel.
+
+Per launch: a dict hit for the launcher, the packing, one launch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+from cuda.bindings import driver as _cu
+from cuda.core import LaunchConfig, Stream, launch
+
+from . import _capture, _device
+from ._device import current_context
+from .errors import LaunchError
+
+_LAUNCHER_CACHE = 512
+
+
+class Target(Protocol):
+    """What a launcher launches: a :class:`~lazykern.Kernel` (``pack``, its loaded functions),
+    or any object with ``run(launcher, args, ctx)``; ``arrays(args)`` are the arguments that
+    may name the launch's device."""
+
+    def arrays(self, args: Sequence[Any]) -> Sequence[Any]: ...
+
+
+def dim3(value: Any, what: str) -> tuple[int, ...]:
+    """A grid or block size as 1 to 3 positive ints; LaunchError otherwise."""
+    if isinstance(value, (int, np.integer)):
+        value = (int(value),)
+    try:
+        dims = tuple(int(v) for v in value)
+    except TypeError:
+        raise LaunchError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}") from None
+    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
+        raise LaunchError(f"{what} must have 1 to 3 positive entries, got {value!r}")
+    return dims
+
+
+def parse_launch_config(config: Any) -> tuple[tuple[int, ...], tuple[int, ...], Any, int]:
+    """``[grid, block(, stream(, shared_mem))]`` -> (grid, block, stream, shared_mem), checked."""
+    if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+        raise LaunchError(
+            "launch as kernel[grid, block], kernel[grid, block, stream] or kernel[grid, block, stream, shared_mem]"
+        )
+    grid, block = dim3(config[0], "grid"), dim3(config[1], "block")
+    stream = config[2] if len(config) > 2 else 0
+    shmem = int(config[3]) if len(config) > 3 else 0
+    return grid, block, stream, shmem
+
+
+def device_pointer(value: Any, index: int) -> int:
+    """The device address of kernel argument ``index``; LaunchError saying what to pass otherwise."""
+    try:
+        return _device.pointer(value)
+    except TypeError:
+        pass
+    if isinstance(value, np.ndarray):
+        raise LaunchError(
+            f"argument {index} is a NumPy (host) array; kernels take device arrays: "
+            "pass numba.cuda.to_device(a), a CuPy array or a CUDA tensor"
+        )
+    raise LaunchError(
+        f"argument {index} ({type(value).__name__}) is not a device array: "
+        "expected an object with __cuda_array_interface__"
+    )
+
+
+_streams: dict[int, Stream] = {}
+
+
+def core_stream(stream: Any) -> Stream:
+    """A cuda.core Stream for a Numba, CuPy or PyTorch stream, a cuda.core Stream, a raw
+    handle, or 0/None (the default stream); one object per handle."""
+    handle = _device.stream_handle(stream)
+    s = _streams.get(handle)
+    if s is None:
+        s = _streams[handle] = Stream.from_handle(handle)
+    return s
+
+
+def launch_packed(stream: Stream, config: LaunchConfig, fn: Any, *args: Any) -> None:
+    """A launch whose arguments are already packed and vetted (the tropical repeated-call path)."""
+    launch(stream, config, fn, *args)
+
+
+def launch_device(args: Sequence[Any], stream_device: int | None, name: str) -> int | None:
+    """The device a launch runs on: its device arrays' one, else its stream's; ValueError (before
+    anything is launched) for arrays on two devices or a stream of another device."""
+    dev = _device.of_args(args)
+    if dev is None:
+        return stream_device
+    if stream_device is not None and stream_device != dev:
+        raise ValueError(
+            f"kernel {name!r}: the arrays are on device {dev} but the stream belongs to device {stream_device}; "
+            "launch on a stream of the arrays' device"
+        )
+    return dev
+
+
+class Launcher:
+    """``kernel[grid, block, stream, shmem]``: a launch configuration, built once and cached.
+
+    A :class:`~lazykern.Kernel` (``run`` None) is packed and launched here, inline: it is the
+    tropical API's hot path. Other targets (``@lazy_kernel``) get ``run(launcher, args, ctx)``
+    called and launch with :meth:`launch` or :data:`launch_buffer` and :attr:`buffer_config`.
+    """
+
+    __slots__ = (
+        "target", "name", "run", "config", "shape", "buffer_config", "stream", "user_stream", "stream_device",
+        "_coop",
+    )  # fmt: skip
+
+    def __init__(self, target: Target, config: Any, name: str) -> None:
+        grid, block, stream, shmem = parse_launch_config(config)
+        self.target = target
+        self.name = name
+        self.run = getattr(target, "run", None)
+        self.user_stream = stream  # keeps a Numba stream alive while this launcher is cached
+        self.stream = core_stream(stream)
+        self.stream_device = _device.of_stream(stream) if _device.names_device(stream) else None
+        self.shape = (grid, block, shmem)
+        self.config = LaunchConfig(grid=grid, block=block, shmem_size=shmem)
+        dims = (*grid, *(1,) * (3 - len(grid)), *block, *(1,) * (3 - len(block)))
+        # cuLaunchKernel's arguments between the function and the parameter block
+        self.buffer_config = (*dims, shmem, _cu.CUstream(int(self.stream.handle)), 0)
+        self._coop: LaunchConfig | None = None  # built on first need: cuda.core checks the device supports it
+
+    def __call__(self, *args: Any) -> None:
+        if _capture.active and _capture.intercept(self, self.user_stream, args, name=self.name):
+            return  # recorded by a simulated capture
+        token = self._enter_device(args) if _device.several() else None
+        try:
+            ctx = current_context()
+            run = self.run
+            if run is not None:
+                run(self, args, ctx)
+                return
+            kernel = self.target
+            packed = kernel.pack(args)
+            try:
+                fn = kernel._by_context.get(ctx)
+                launch(self.stream, self.config, fn if fn is not None else kernel._function_slow(), *packed)
+            except Exception as exc:
+                raise LaunchError(f"launch of {self.name!r} failed: {exc}") from exc
+        finally:
+            if token is not None:
+                _device.leave(token)
+
+    def _enter_device(self, args: tuple) -> Any:
+        """Make the arrays' (else the stream's) device current; what :func:`_device.leave` undoes.
+        Raw int pointers name no device: the tropical API makes the device current itself."""
+        dev = launch_device(self.target.arrays(args), self.stream_device, self.name)
+        if dev is not None and dev != _device.current():
+            return _device.enter(dev)
+        return None
+
+    def launch(self, fn: Any, packed: Sequence[Any], *, cooperative: bool = False) -> None:
+        """cuda.core.launch of ``fn`` with one Python value per kernel parameter."""
+        launch(self.stream, self._coop_config() if cooperative else self.config, fn, *packed)
+
+    def _coop_config(self) -> LaunchConfig:
+        if self._coop is None:
+            grid, block, shmem = self.shape
+            self._coop = LaunchConfig(grid=grid, block=block, shmem_size=shmem, is_cooperative=True)
+        return self._coop
+
+
+#: ``launch_buffer(cufn, *launcher.buffer_config, extra)``: cuLaunchKernel with a prepacked
+#: parameter block (``extra``); returns ``(CUresult,)``. The ``@lazy_kernel`` hot path.
+launch_buffer = _cu.cuLaunchKernel
+
+
+def driver_error(err: Any) -> Exception:
+    """An exception naming a CUresult, for the message of the LaunchError that wraps it."""
+    _, name = _cu.cuGetErrorName(err)
+    return RuntimeError(name.decode() if isinstance(name, bytes) else str(err))
+
+
+class LauncherCache(dict):
+    """config -> launcher, built on a miss by ``make(config)``; a hit is a plain dict lookup.
+
+    Bounded: a program that launches with ever new configurations (a grid per input size)
+    starts over rather than grow.
+    """
+
+    def __init__(self, make: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, config: Any) -> Any:
+        launcher = self.make(config)
+        if len(self) >= _LAUNCHER_CACHE:
+            self.clear()
+        self[config] = launcher
+        return launcher
+
+
+class Launchable:
+    """``kernel[config]``: the cached launcher of a configuration (kernels set ``_launchers``)."""
+
+    _launchers: LauncherCache
+
+    def __getitem__(self, config: Any) -> Any:
+        try:
+            return self._launchers[config]
+        except TypeError:  # unhashable config (lists): fine, just not cached
+            return self._launchers.make(config)

@@ -1,0 +1,80 @@
+"""The cache entry of one ``@lazy_kernel`` instantiation: its key, then found or compiled.
+
+The key covers what makes two compiles the same: the reached code (``_numba_key``), the
+signature, arch, Numba / numba-cuda / NVVM versions, linked files and the compile options.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import _numba_compile
+from ._numba_key import fingerprint
+from ._numba_signature import relaxed
+from .cache import KernelCache, make_key
+
+
+def instance_key(py_func: Callable, link: Sequence[Any], options: dict[str, Any], types: tuple, arch: str) -> str:
+    """The cache key of ``py_func`` instantiated for ``types`` on ``arch`` (recomputed, so edits show)."""
+    import numba
+    import numba_cuda
+
+    digest, links = fingerprint(py_func, link)
+    extra: dict[str, Any] = {
+        "signature": [str(t) for t in types],
+        "numba": numba.__version__,
+        "numba_cuda": getattr(numba_cuda, "__version__", "?"),
+        "nvvm": _nvvm_version(),
+        "links": links,
+    }
+    if options["lineinfo"]:  # line numbers end up in the binary
+        code = py_func.__code__
+        extra["where"] = [code.co_filename, code.co_firstlineno]
+    # Numba options are not NVRTC flags (make_key parses those): they go in `extra`.
+    extra["options"] = {k: repr(v) for k, v in options.items()}
+    return make_key(digest, arch=arch, route="numba", extra=json.dumps(extra, sort_keys=True))
+
+
+def get_or_compile(
+    cache: KernelCache,
+    py_func: Callable,
+    link: Sequence[Any],
+    options: dict[str, Any],
+    types: tuple,
+    arch: str,
+    *,
+    relax: bool = True,
+) -> tuple[Any, bool]:
+    """(entry, compiled here) for ``types`` on ``arch``; with ``relax`` an any-layout
+    instantiation (e.g. warmed as ``float32[:]``) serves a contiguous one too."""
+    key = instance_key(py_func, link, options, types, arch)
+    loose = relaxed(types) if relax else types
+    also = (instance_key(py_func, link, options, loose, arch),) if loose != types else ()
+    return cache.get_or_compile(
+        key,
+        lambda: _numba_compile.compile_kernel(py_func, types, arch=arch, options=options, link=link),
+        also=also,
+    )
+
+
+def compile_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options as compiled: ``lto=None`` resolved to whether nvJitLink is available."""
+    out = dict(options)
+    if out["lto"] is None:
+        from numba.cuda.cudadrv.driver import _have_nvjitlink
+
+        out["lto"] = bool(_have_nvjitlink())
+    return out
+
+
+@functools.cache
+def _nvvm_version() -> str:
+    try:
+        from numba.cuda.cudadrv import nvvm
+
+        return ".".join(map(str, nvvm.NVVM().get_version()))
+    except Exception:  # no libNVVM: nothing can compile anyway, keys still differ by numba-cuda version
+        return "?"

@@ -1,0 +1,35 @@
+"""Numba kernel signatures: spelled by the user, relaxed to any layout, counted from the function."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def normalize_signature(sig: Any) -> tuple:
+    """A tuple of Numba types, a ``"void(float32, ...)"`` string or a Numba signature -> argument types."""
+    from numba.cuda.core import sigutils  # numba on first use: `import lazykern` stays fast
+
+    try:
+        args, ret = sigutils.normalize_signature(sig)
+    except Exception as exc:
+        raise TypeError(f"not a kernel signature: {sig!r} ({exc})") from None
+    if ret is not None and str(ret) != "none":
+        raise TypeError(f"a kernel returns nothing, but signature {sig!r} declares {ret}")
+    return tuple(args)
+
+
+def relaxed(types: tuple) -> tuple:
+    """The same signature with every array typed as any-layout ('A')."""
+    from numba.cuda import types as nt
+
+    return tuple(t.copy(layout="A") if isinstance(t, nt.Array) and t.layout != "A" else t for t in types)
+
+
+def arg_range(fn: Callable) -> tuple[int, int]:
+    """(fewest, most) arguments ``fn`` takes; TypeError for ``*args``, which kernels cannot take."""
+    code = fn.__code__
+    if code.co_flags & 0x04:  # *args
+        raise TypeError(f"kernel {fn.__name__!r} takes *args, which Numba kernels cannot")
+    n = code.co_argcount
+    return n - len(fn.__defaults__ or ()), n

@@ -1,0 +1,217 @@
+"""The launch layer (lazykern/_launch.py): every kernel kind launches through it, and nothing
+else in the package launches, reads a device pointer or spells an arch on its own.
+
+Runs on the CPU: the driver is replaced by fakes at the launch layer's two launch calls.
+"""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cuda.bindings import driver
+from numba.cuda import types as nt
+
+from lazykern import Kernel, LaunchError, _device, _launch, _numba_args, lazy_kernel, tropical
+from lazykern._graphed import GraphedCallable
+from lazykern._lazy_instance import Instance
+from lazykern.tropical import api
+
+PACKAGE = Path(_launch.__file__).parent
+CTX = 0x77  # the fake current context
+
+
+class DeviceArray:
+    """A float32 device array as Numba exposes one (pointer, type, layout)."""
+
+    def __init__(self, ptr: int, n: int = 8) -> None:
+        self.device_ctypes_pointer = ctypes.c_void_p(ptr)
+        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": (n,), "typestr": "<f4", "version": 3}
+        self.size, self.shape, self.strides, self.dtype = n, (n,), (4,), np.dtype(np.float32)
+        self._numba_type_ = nt.float32[::1]
+
+
+class CaiMatrix:
+    """A C-contiguous float32 matrix known only through __cuda_array_interface__."""
+
+    def __init__(self, ptr: int, shape: tuple[int, int]) -> None:
+        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": shape, "typestr": "<f4", "version": 3}
+
+
+class FakeStream:
+    handle = 0
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """Every launch the layer makes, as (how, function, arguments); no driver needed."""
+    seen: list[tuple[str, object, tuple]] = []
+    monkeypatch.setattr(_launch, "core_stream", lambda stream: FakeStream())
+    monkeypatch.setattr(_launch, "current_context", lambda: CTX)
+    monkeypatch.setattr(_launch, "launch", lambda stream, config, fn, *args: seen.append(("core", fn, args)))
+    monkeypatch.setattr(_launch, "launch_buffer", lambda fn, *rest: seen.append(("buffer", fn, rest)) or (0,))
+    monkeypatch.setattr(_device, "several", lambda: False)
+    monkeypatch.setattr(_device, "pointer_device", lambda ptr: 0 if ptr else None)
+    monkeypatch.setattr(_device, "current_context", lambda: 0)
+    monkeypatch.setattr(_device, "enter", lambda device: None)
+    monkeypatch.setattr(_device, "simulating", lambda: False)
+    _device._resolvers.clear()
+    yield seen
+    _device._resolvers.clear()
+
+
+def _kernel(signature=("ptr", "int32")) -> Kernel:
+    k = Kernel("k", "k", b"", arch="sm_90", signature=list(signature))
+    k._by_context[CTX] = "loaded k"
+    return k
+
+
+def test_kernel_launches_through_the_layer(launches):
+    k = _kernel()
+    k[(2,), (32,)](DeviceArray(0x1000), 7)
+    assert launches == [("core", "loaded k", (0x1000, np.int32(7)))]
+    assert k[(2,), (32,)] is k[(2,), (32,)]  # one cached launcher per configuration
+    assert type(k[(2,), (32,)]) is _launch.Launcher
+
+
+def test_kernel_packs_raw_addresses_and_refuses_host_arrays(launches):
+    k = _kernel()
+    k[1, 32](0x2000, np.int32(1))  # a raw int address, as the tropical API passes
+    assert launches[0][2] == (0x2000, np.int32(1))
+    with pytest.raises(LaunchError, match="NumPy"):
+        k[1, 32](np.zeros(4, np.float32), 1)
+    with pytest.raises(LaunchError, match="not a device array"):
+        k[1, 32]("nope", 1)
+
+
+def test_lazy_kernel_hot_path_launches_through_the_layer(launches):
+    @lazy_kernel
+    def scale(a, x):
+        x[0] = a
+
+    args = (np.float32(2.0), DeviceArray(0x3000))
+    inst = Instance(scale, (nt.float32, nt.float32[::1]))
+    inst._set_plan({"plan": _numba_args.plan_for(inst.types)})
+    inst.cufunctions[CTX] = "cufunction"
+    dispatch = scale._dispatch
+    dispatch.fast[tuple(map(dispatch.key, args))] = inst
+    launcher = scale[4, 64]
+    assert type(launcher) is _launch.Launcher and launcher is scale[4, 64]
+    launcher(*args)
+    assert [(how, fn) for how, fn, _ in launches] == [("buffer", "cufunction")]
+    dims = launches[0][2][:6]
+    assert dims == (4, 1, 1, 64, 1, 1)
+
+
+def test_graphed_callable_replays_launches_of_the_layer(launches):
+    k = _kernel()
+
+    class Graph:  # runs the function at "capture", counts replays
+        device = 0
+        replays = 0
+
+        def update(self, fn):
+            return fn()
+
+        def replay(self):
+            Graph.replays += 1
+
+    graphed = GraphedCallable(lambda x, n: k[1, 32](x, n), None, lambda stream: Graph())
+    graphed(DeviceArray(0x1000), 3)
+    graphed(DeviceArray(0x1000), 3)  # same layout and buffer: replay only
+    graphed(DeviceArray(0x2000), 3)  # another buffer: captured again
+    assert [args[0] for _, _, args in launches] == [0x1000, 0x2000]
+    assert Graph.replays == 3
+
+
+def test_tropical_api_launches_through_the_layer(launches, monkeypatch):
+    made: dict[str, Kernel] = {}
+
+    def fake_kernel(name: str, device: int) -> Kernel:
+        frag = tropical.family.source.fragment(name)
+        k = made[name] = Kernel(name, frag.symbol, b"", arch="sm_90", signature=frag.signature)
+        k._by_context[CTX] = f"loaded {name}"
+        return k
+
+    monkeypatch.setattr(api, "_kernel", fake_kernel)
+    monkeypatch.setattr(api, "_sm_count", lambda device: 132)
+    A, B, C = CaiMatrix(0x1000, (64, 16)), CaiMatrix(0x2000, (16, 64)), CaiMatrix(0x3000, (64, 64))
+    assert tropical.matmul(A, B, out=C) is C
+    assert len(launches) == 1 and launches[0][0] == "core"
+    assert launches[0][1] == f"loaded {next(iter(made))}"
+    assert launches[0][2][:3] == (0x1000, 0x2000, 0x3000)
+
+
+# -- nothing outside the layer does its jobs -------------------------------------------------
+def _modules() -> list[tuple[Path, ast.Module]]:
+    return [(p, ast.parse(p.read_text())) for p in sorted(PACKAGE.rglob("*.py"))]
+
+
+def _where(pred) -> set[str]:
+    return {str(p.relative_to(PACKAGE)) for p, tree in _modules() for node in ast.walk(tree) if pred(node)}
+
+
+def test_only_the_launch_layer_launches():
+    def launches(node: ast.AST) -> bool:
+        if isinstance(node, ast.ImportFrom) and node.module == "cuda.core":
+            return any(a.name == "launch" for a in node.names)
+        return isinstance(node, ast.Attribute) and node.attr == "cuLaunchKernel"
+
+    assert _where(launches) == {"_launch.py"}
+
+
+def test_only_one_class_is_a_launcher():
+    def launcher_class(node: ast.AST) -> bool:
+        return isinstance(node, ast.ClassDef) and node.name.lstrip("_") == "Launcher"
+
+    assert _where(launcher_class) == {"_launch.py"}
+
+
+def test_only_device_py_reads_pointers():
+    def reads_pointer(node: ast.AST) -> bool:
+        if isinstance(node, ast.Attribute) and node.attr == "value":
+            inner = node.value
+            return isinstance(inner, ast.Attribute) and inner.attr == "device_ctypes_pointer"
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == "data":
+            return True  # cai["data"]
+        return False
+
+    assert _where(reads_pointer) == {"_device.py"}
+
+
+def test_only_compiler_spells_an_arch_from_a_compute_capability():
+    def spells_arch(node: ast.AST) -> bool:
+        if not isinstance(node, ast.JoinedStr) or not node.values:
+            return False
+        head = node.values[0]
+        fields = [v for v in node.values if isinstance(v, ast.FormattedValue)]
+        return isinstance(head, ast.Constant) and str(head.value).startswith("sm_") and len(fields) >= 2
+
+    assert _where(spells_arch) == {"compiler.py"}
+
+
+def test_stream_handles_come_from_device_py():
+    def defines_stream_handle(node: ast.AST) -> bool:
+        return (
+            isinstance(node, ast.FunctionDef) and "stream_handle" in node.name and node.name != "stream_handle_device"
+        )
+
+    assert _where(defines_stream_handle) == {"_device.py"}
+
+
+def test_every_stream_kind_becomes_one_handle():
+    """Numba (ctypes handle), cuda.core (CUstream handle), torch, CuPy, raw ints: one resolver."""
+    forms = [
+        types.SimpleNamespace(handle=ctypes.c_void_p(0x60)),  # Numba Stream
+        types.SimpleNamespace(handle=driver.CUstream(0x60)),  # cuda.core Stream
+        types.SimpleNamespace(cuda_stream=0x60),  # torch.cuda.Stream
+        types.SimpleNamespace(ptr=0x60),  # cupy Stream
+        types.SimpleNamespace(__cuda_stream__=lambda: (0, 0x60)),  # the stream protocol
+        0x60,
+        np.uint64(0x60),
+    ]
+    assert [_device.stream_handle(s) for s in forms] == [0x60] * len(forms)
