@@ -51,7 +51,7 @@ def host_costs(n: int, calls: int, rounds: int) -> dict[str, float]:
     from numba import cuda
 
     from lazykern import graph, tropical
-    from lazykern.tropical import api
+    from lazykern.tropical.plan import make_plan
 
     rng = np.random.default_rng(0)
     s = cuda.stream()
@@ -61,8 +61,9 @@ def host_costs(n: int, calls: int, rounds: int) -> dict[str, float]:
     A3, B3, C3 = (cuda.device_array((4, n, n), np.float32) for _ in range(3))
     _, Ix = tropical.matmul(A, B, argmax=True, stream=s)
     gA, gB = cuda.device_array((n, n), np.float32), cuda.device_array((n, n), np.float32)
-    plan = api._plan("maxplus", np.dtype("float32"), False, "nn", 1, n, n, n, False, api._sm_count(0))
-    kernel = api._kernel(plan.name, 0)
+    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    plan = make_plan("maxplus", "f32", False, "nn", 1, n, n, n, False, sms=sms)
+    kernel = tropical.family.get(plan.name)
     pa, pb, pc = (int(x.device_ctypes_pointer.value) for x in (A, B, C))
     launcher = kernel[plan.grid, (plan.threads,), s]
     with graph.capture(s) as g:
@@ -254,8 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     if not gpu_available():
         print("tropical_launch: needs a CUDA GPU, and this machine has none (or runs the simulator)", file=sys.stderr)
         return 1
-    from lazykern.bench._device import environment, slug
     from numba import cuda
+
+    from lazykern.bench.device import environment, slug
 
     n, sizes = (16, (16, 32)) if args.quick else (64, SIZES)
     calls, rounds, length = (50, 3, 200) if args.quick else (args.calls, args.rounds, args.chain)
