@@ -53,9 +53,12 @@ def get_or_compile(
     key = instance_key(py_func, link, options, types, arch)
     loose = relaxed(types) if relax else types
     also = (instance_key(py_func, link, options, loose, arch),) if loose != types else ()
+    # A stored header must name this kernel and arch (the signature differs under `also`).
+    expect = {"family": "lazy_kernel", "kind": "numba-kernel", "name": py_func.__qualname__, "arch": arch}
     return cache.get_or_compile(
         key,
         lambda: _numba_compile.compile_kernel(py_func, types, arch=arch, options=options, link=link),
+        expect=expect,
         also=also,
     )
 

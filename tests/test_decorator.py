@@ -209,6 +209,25 @@ def test_warm_produces_real_cubins(cache, arch):
     assert k.stats()["hits"] == 1
 
 
+def _saxpy_twice(a, x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 2 * a * x[i] + y[i]
+
+
+def test_an_entry_naming_another_kernel_is_never_served(cache):
+    """A header that names another kernel (or another arch) under this key: recompiled, not served."""
+    k, other = lazy_kernel(_saxpy, cache=cache), lazy_kernel(_saxpy_twice, cache=cache)
+    k.warm([SAXPY_SIG], arch="sm_90")
+    (entry,) = list(cache.entries())
+    stored = cache.lookup(entry["key"])
+    cache.store(other.key(SAXPY_SIG, "sm_90"), stored.code, dict(stored.meta))  # planted under the other's key
+    (report,) = other.warm([SAXPY_SIG], arch="sm_90")
+    assert report["compiled"] is True
+    served = cache.lookup(other.key(SAXPY_SIG, "sm_90"))
+    assert served.meta["name"] == _saxpy_twice.__qualname__ and served.code != stored.code
+
+
 def test_warm_accepts_signature_strings(cache):
     k = lazy_kernel(_saxpy, cache=cache)
     (report,) = k.warm(["void(float64, float64[:], float64[:], float64[:])"], arch="sm_90")
