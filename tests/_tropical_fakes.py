@@ -115,7 +115,7 @@ def stage(monkeypatch: Any, *, devices: int = 1) -> Stage:
     monkeypatch.setattr(api, "_kernels", {})
     monkeypatch.setattr(api, "_kernel", _fake_kernel)
     monkeypatch.setattr(Kernel, "function", lambda self: ("fn", self.name))
-    monkeypatch.setattr(_hot, "launch", st.launch)
+    monkeypatch.setattr(_hot, "launch_packed", st.launch)
     monkeypatch.setattr(_hot, "_stream", lambda handle: ("stream", handle))
     monkeypatch.setattr(_hot, "_streams", {})
     monkeypatch.setattr(_hot, "_entries", {})

@@ -17,6 +17,7 @@ from cuda.bindings import driver
 from numba.cuda import types as nt
 
 from lazykern import Kernel, LaunchError, _device, _launch, _numba_args, lazy_kernel, tropical
+from lazykern import kernel as kernel_module
 from lazykern._graphed import GraphedCallable
 from lazykern._lazy_instance import Instance
 from lazykern.tropical import api
@@ -139,6 +140,8 @@ def test_tropical_api_launches_through_the_layer(launches, monkeypatch):
 
     monkeypatch.setattr(api, "_kernel", fake_kernel)
     monkeypatch.setattr(api, "_sm_count", lambda device: 132)
+    monkeypatch.setattr(kernel_module, "current_context", lambda: CTX)  # the call's kernels load here
+    monkeypatch.setattr(_device, "primary_context", lambda device: None)  # outputs would be Numba arrays
     A, B, C = CaiMatrix(0x1000, (64, 16)), CaiMatrix(0x2000, (16, 64)), CaiMatrix(0x3000, (64, 64))
     assert tropical.matmul(A, B, out=C) is C
     assert len(launches) == 1 and launches[0][0] == "core"

@@ -7,6 +7,7 @@ the kernels, plans and argument packing are the real ones.
 from __future__ import annotations
 
 import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -96,6 +97,29 @@ def test_outputs_are_stream_ordered_pool_buffers_freed_when_dropped(st):
     del keep
     gc.collect()
     assert st.allocs == {} and memory.stats()["live"] == live
+
+
+class _FakeStream:
+    """A stream object whose handle dies with it (as Numba's and CuPy's do)."""
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+
+@pytest.mark.parametrize("calls", [1, 2])  # the general path, then the repeated-call path
+def test_outputs_keep_their_stream_object_alive_until_freed(st, calls):
+    A, B = FakeDeviceArray((64, 64)), FakeDeviceArray((64, 64))
+    s = _FakeStream(11)
+    alive = weakref.ref(s)
+    for _ in range(calls):
+        C = api.matmul(A, B, stream=s)
+    _hot.clear()  # the call cache keys on the stream too: only C may keep it now
+    del s
+    gc.collect()
+    assert alive() is not None  # C's stream-ordered free still needs the stream
+    del C
+    gc.collect()
+    assert alive() is None
 
 
 def test_splitk_workspace_is_allocated_and_freed_on_the_call_stream(st):
