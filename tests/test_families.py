@@ -90,8 +90,8 @@ def test_bundle_import_recomputes_keys_of_an_entry_point_family(declared, tmp_pa
     source._cache = KernelCache(tmp_path / "source")
     (kernel,) = source.warm(["maxplus_f32"], arch="sm_90")
     entry = source.cache.lookup(source.key("maxplus_f32", "sm_90"))
-    blob = _entry.encode(entry.code, entry.meta)
     forged = "f" * 64
+    blob = _entry.encode(entry.code, {**entry.meta, "key": forged})  # self-consistent: only the recomputed key differs
     members = [
         _manifest([{"key": forged, "sha256": hashlib.sha256(blob).hexdigest()}]),
         (f"entries/{forged}.lzk", blob),
