@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of the project, in parts that each fit one 10-minute device call.
-# Usage (device tool, repo root, .whl carried): bash benchmarks/h100_all.sh tests|gemm|rest
+# Usage (device tool, repo root, .whl carried): bash benchmarks/h100_all.sh tests|gemm|rest|speed|tn
 set -u
 source benchmarks/gpu_setup.sh >/dev/null || exit 1
 export PYTHONWARNINGS=ignore COLUMNS=160 LAZYKERN_CACHE_DIR=${LAZYKERN_CACHE_DIR:-/tmp/lkc}
@@ -18,5 +18,10 @@ rest)
   D=$(mktemp -d)
   python3 -m lazykern.cli --cache-dir "$D" demo > "$OUT/demo-cold.log" 2>&1
   python3 -m lazykern.cli --cache-dir "$D" demo 2>&1 | tee "$OUT/demo-warm.log" | tail -30 ;;
-*) echo "usage: $0 tests|gemm|rest"; exit 2 ;;
+speed)
+  python3 benchmarks/tropical_launch.py --out "$OUT" 2>&1 | tail -40
+  python3 benchmarks/launch_overhead.py --out "$OUT/launch-overhead.json" 2>&1 | tail -8 ;;
+tn)
+  python3 benchmarks/spin_glass.py --only energy chimera degeneracy --out "$OUT/spin-glass.json" 2>&1 | tail -30 ;;
+*) echo "usage: $0 tests|gemm|rest|speed|tn"; exit 2 ;;
 esac
