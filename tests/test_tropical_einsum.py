@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -183,24 +185,45 @@ def test_slices_reuse_the_steps_no_sliced_label_reaches(monkeypatch):
     assert per_slice == [per_slice[0], per_slice[0] - 2]
 
 
-def test_device_route_through_tropical_bmm(monkeypatch):
-    """The GPU route (every step through tropical.bmm, copy=True, argmax pairs) run on the host:
-    a backend that is not NumPy's, over NumPy arrays, so tropical.bmm computes with its reference."""
+@contextlib.contextmanager
+def device_route():
+    """The GPU route (every step through tropical.bmm, which holds its operands to the kernels'
+    layout rule on the host too, and argmax pairs) run on the host: a backend that is not
+    NumPy's, over NumPy arrays, so tropical.bmm computes with its reference."""
     from lazykern.tropical import _backend
 
     einsum_module = sys.modules["lazykern.tropical.einsum"]  # the package exports the function under that name
-    monkeypatch.setattr(einsum_module, "backend_of", lambda x: (_backend.Backend("cupy", np), np.asarray(x)))
+    with mock.patch.object(einsum_module, "backend_of", lambda x: (_backend.Backend("cupy", np), np.asarray(x))):
+        yield
+
+
+def test_device_route_through_tropical_bmm():
     rng = np.random.default_rng(5)
     cases = [
         ("ijk,kjl,li->j", [(3, 4, 5), (5, 4, 2), (2, 3)]),
         ("ii,i,->i", [(4, 4), (4,), ()]),
         ("bik,kbj->jib", [(2, 3, 4), (4, 2, 3)]),
+        ("bik,jkb->bij", [(2, 3, 4), (3, 4, 2)]),  # B as (b, k, j) is a view no kernel reads: copied
     ]
     for subscripts, shapes in cases:
         ops = [rng.integers(-9, 9, s).astype(np.float32) for s in shapes]
         inputs, output = parse(subscripts, len(ops))
         want = _reference_einsum.einsum_brute(["".join(t) for t in inputs], "".join(output), ops)
-        np.testing.assert_array_equal(einsum(subscripts, *ops), want)
-        value, a = argmax_einsum(subscripts.split("->")[0] + "->", *ops, checkpoint=2)
+        with device_route():
+            np.testing.assert_array_equal(einsum(subscripts, *ops), want)
+            value, a = argmax_einsum(subscripts.split("->")[0] + "->", *ops, checkpoint=2)
         total = sum(op[tuple(a[c] for c in t)] for t, op in zip(inputs, ops))
         assert value == total == want.max()
+
+
+@settings(max_examples=max(EXAMPLES // 2, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(networks(), st.sampled_from(["auto", "greedy"]), st.sampled_from([False, True]))
+def test_device_route_reads_every_operand_in_place(net, optimize, checkpoint):
+    """Random subscripts through the GPU route: no pairwise step hands tropical.bmm an operand
+    whose strides the kernels cannot read (it raises ValueError on the host as on the GPU)."""
+    inputs, output, ops, semiring = net
+    with device_route():
+        got = einsum(",".join(inputs) + "->" + output, *ops, semiring=semiring, optimize=optimize)
+        value, _ = argmax_einsum(",".join(inputs) + "->", *ops, semiring=semiring, checkpoint=checkpoint)
+    np.testing.assert_array_equal(got, _reference_einsum.einsum_brute(inputs, output, ops, semiring))
+    assert value == _reference_einsum.einsum_brute(inputs, "", ops, semiring)
