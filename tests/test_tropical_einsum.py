@@ -185,6 +185,26 @@ def test_slices_reuse_the_steps_no_sliced_label_reaches(monkeypatch):
     assert per_slice == [per_slice[0], per_slice[0] - 2]
 
 
+def test_contraction_plan_costs_and_reuse():
+    """Planned once, run as optimize=; the cost counts the steps every slice shares once."""
+    rng = np.random.default_rng(4)
+    ops = [rng.integers(-5, 5, (2, 2)).astype(float) for _ in range(6)]
+    inputs = ["ab", "bc", "cd", "de", "ef", "fa"]
+    path = [(2, 3), (2, 4), (0, 1), (0, 1), (0, 1)]
+    plan = tropical.contraction_plan(inputs, "", dict.fromkeys("abcdef", 2), optimize=path, slices="a")
+    # cd,de (8) and ef,ce (8) once; ab,bc (4), fa,cf (4) and ac,ac (2) in each of the 2 slices
+    assert (plan.nslices, plan.largest, plan.flops) == (2, 4, 8 + 8 + 2 * (4 + 4 + 2))
+    want = _reference_einsum.einsum_brute(inputs, "", ops)
+    assert einsum(",".join(inputs) + "->", *ops, optimize=plan) == want
+    assert argmax_einsum(",".join(inputs) + "->", *ops, optimize=plan)[0] == want
+    with pytest.raises(ValueError, match="give its slices to contraction_plan"):
+        einsum(",".join(inputs) + "->", *ops, optimize=plan, slices="b")
+    with pytest.raises(ValueError, match="no operand carries"):
+        einsum("bc,cd->", *ops[1:3], optimize=plan)
+    with pytest.raises(ValueError, match="output label"):
+        tropical.contraction_plan(inputs, "a", dict.fromkeys("abcdef", 2), slices="a")
+
+
 @contextlib.contextmanager
 def device_route():
     """The GPU route (every step through tropical.bmm, which holds its operands to the kernels'
