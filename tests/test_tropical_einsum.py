@@ -205,6 +205,30 @@ def test_contraction_plan_costs_and_reuse():
         tropical.contraction_plan(inputs, "a", dict.fromkeys("abcdef", 2), slices="a")
 
 
+def test_slices_queue_without_reading_back_or_planning_again(monkeypatch):
+    """With a plan, no slice searches an order again, and no value is read back (a read waits
+    for the GPU) before every slice is queued."""
+    from lazykern.tropical import _backend
+    from lazykern.tropical.einsum import _Network
+
+    einsum_module = sys.modules["lazykern.tropical.einsum"]
+    rng = np.random.default_rng(6)
+    ops = [rng.integers(-5, 5, (2, 2)).astype(float) for _ in range(6)]
+    inputs = ["ab", "bc", "cd", "de", "ef", "fa"]
+    plan = tropical.contraction_plan(inputs, "", dict.fromkeys("abcdef", 2), optimize="greedy", slices="ac")
+    events: list[str] = []
+    real_item, real_run = _backend.Backend.item, _Network.run
+    monkeypatch.setattr(_backend.Backend, "item", lambda *a: events.append("read") or real_item(*a))
+    monkeypatch.setattr(_Network, "run", lambda *a, **k: events.append("run") or real_run(*a, **k))
+    monkeypatch.setattr(einsum_module, "_search", lambda *a: pytest.fail("searched an order again"))
+    want = _reference_einsum.einsum_brute(inputs, "", ops)
+    assert einsum(",".join(inputs) + "->", *ops, optimize=plan) == want
+    assert events == ["run"] * 4
+    events.clear()
+    assert argmax_einsum(",".join(inputs) + "->", *ops, optimize=plan)[0] == want
+    assert events[:9] == ["run"] * 4 + ["read"] * 4 + ["run"]  # then the best slice again, keeping argmax
+
+
 @contextlib.contextmanager
 def device_route():
     """The GPU route (every step through tropical.bmm, which holds its operands to the kernels'

@@ -181,10 +181,14 @@ def network_argmax(
     plan = net.plan(optimize, slices, memory_limit)
     single = not plan.sliced
     keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
-    best, best_values, cache = None, {}, {}
-    for values in plan.slice_values():
-        out = net.run(plan, values, keep=keep if single else _NONE, cache=None if single else cache)
-        v = net.be.item(out.parts[0])
+    cache: dict = {}
+    runs = [
+        (values, net.run(plan, values, keep=keep if single else _NONE, cache=None if single else cache).parts[0])
+        for values in plan.slice_values()
+    ]
+    best, best_values = None, {}
+    for values, out in runs:  # read back once every slice is queued: the GPU never waits for the host
+        v = net.be.item(out)
         if best is None or _better(semiring, v, best):
             best, best_values = v, values
     if not single:
