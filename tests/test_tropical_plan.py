@@ -138,3 +138,5 @@ def test_layouts():
     assert plan.operand_layout((1, 4, 6), (-5, 6, 1)) == ("n", 6, 0)  # a batch of one: its stride is never read
     assert plan.operand_layout((3, 4, 6), (-24, 6, 1)) is None
     assert plan.operand_layout((2, 2, 2), (1, 2, 4)) is None  # a full reversal: neither rows nor columns
+    assert plan.operand_layout((0, 2, 3), (0, 0, 0)) == ("n", 3, 0)  # empty: any strides will do
+    assert plan.operand_layout((3, 0), (0, 0)) == ("n", 1, 0)

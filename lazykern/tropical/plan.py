@@ -66,6 +66,8 @@ def operand_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[st
     >>> operand_layout((4, 2, 3), (6, 3, 1)), operand_layout((2, 2, 2), (1, 2, 4))
     (('n', 3, 6), None)
     """
+    if 0 in shape:
+        return "n", max(shape[-1], 1), 0  # nothing to read: NumPy and CuPy give such arrays zero strides
     lay = matrix_layout(shape, strides)
     if lay is None:
         return None
