@@ -16,7 +16,10 @@ Workloads (each timed end to end: network build, contraction order search, contr
 Orders come from cotengra (hyper-optimized trees, sliced so no intermediate exceeds
 --memory-limit entries) when it is installed, else from opt_einsum's greedy search
 (unsliced: large lattices then need far more memory). The JSON at --out holds the
-device, driver, versions, command line, date and every figure.
+device, driver, versions, command line, date and every figure; each contraction's row
+has its plan (slices, log2 of the largest intermediate, flops) and its time split
+(plan_seconds: the order search, once; contract_seconds: every slice, kernels compiled
+on first use included).
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from lazykern import tropical
 from lazykern.tropical import networks as nw
-from lazykern.tropical._contract import Algebra
 from lazykern.tropical.einsum import contract_network
 
 
@@ -67,28 +70,20 @@ def make_optimizer(memory_limit: int, plan_seconds: float, repeats: int, paralle
     )
 
 
-def plan_network(sg: nw.SpinGlass, opt: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The contraction path and sliced spins of sg's network, with log2 of the largest
-    intermediate and log10 of the flops (cotengra's tree, or opt_einsum's path info)."""
-    from opt_einsum import contract_path, get_symbol
-
+def plan_network(sg: nw.SpinGlass, opt: Any, memory_limit: int) -> tuple[tropical.ContractionPlan, dict[str, Any]]:
+    """The contraction plan of sg's network (the solvers take it as ``optimize=``) and its
+    figures: slices, log2 of the largest intermediate (entries, one slice), the flops
+    (tropical multiply-adds, the steps every slice shares counted once)."""
     labels, _ = sg.network()
-    inputs = [tuple(get_symbol(i) for i in t) for t in labels]
-    sizes = {get_symbol(i): 2 for i in range(sg.n)}
-    if isinstance(opt, str):
-        eq = ",".join("".join(t) for t in inputs) + "->"
-        path, info = contract_path(eq, *[(2,) * len(t) for t in inputs], shapes=True, optimize=opt)
-        stats = {"log2_size": math.log2(info.largest_intermediate), "log10_flops": math.log10(info.opt_cost)}
-        return {"optimize": [tuple(p) for p in path], "slices": ()}, stats | {"slices": 1}
-    tree = opt.search(inputs, (), sizes)
-    back = {get_symbol(i): i for i in range(sg.n)}
-    slices = tuple(back[s] for s in tree.sliced_inds)
+    plan = tropical.contraction_plan(labels, (), dict.fromkeys(range(sg.n), 2), optimize=opt, memory_limit=memory_limit)
     stats = {
-        "log2_size": round(math.log2(tree.max_size()), 2),
-        "log10_flops": round(math.log10(max(tree.total_flops(), 1)), 2),
-        "slices": int(tree.nslices),
+        "slices": plan.nslices,
+        "sliced_spins": len(plan.sliced),
+        "log2_largest": round(math.log2(max(plan.largest, 1)), 2),
+        "flops": plan.flops,
+        "log10_flops": round(math.log10(max(plan.flops, 1)), 2),
     }
-    return {"optimize": [tuple(p) for p in tree.get_path()], "slices": slices}, stats
+    return plan, stats
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -117,11 +112,11 @@ class Run:
             json.dump(self.record, fh, indent=2, default=_plain)
 
     def plan(self, sg: nw.SpinGlass) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(keyword arguments for the solvers: path and slices, the plan's figures), timed."""
+        """(keyword arguments for the solvers: the plan as optimize=, the plan's figures), timed."""
         a = self.args
         opt = make_optimizer(a.memory_limit, a.plan_seconds, a.plan_repeats, False if a.quick else "auto")
-        (kwargs, stats), seconds = timed(lambda: plan_network(sg, opt))
-        return kwargs, stats | {"plan_seconds": round(seconds, 3)}
+        (plan, stats), seconds = timed(lambda: plan_network(sg, opt, a.memory_limit))
+        return {"optimize": plan}, stats | {"plan_seconds": round(seconds, 3)}
 
     def energy(self, sg: nw.SpinGlass) -> dict[str, Any]:
         kwargs, stats = self.plan(sg)
@@ -146,7 +141,8 @@ class Run:
                             sg, module=self.module, dtype=self.dtype, checkpoint=checkpoint, **kwargs
                         )
                     )
-                    return {"energy": E, "energy_of_config": sg.energy(spins), "seconds": round(seconds, 3)} | stats
+                    row = {"energy": E, "energy_of_config": sg.energy(spins), "contract_seconds": round(seconds, 3)}
+                    return row | stats
 
                 row = {"graph": sg.name, "checkpoint": checkpoint} | attempt(go)
                 rows.append(row)
@@ -183,7 +179,7 @@ class Run:
                     "energy": E,
                     "degeneracy": count,
                     "count_dtype": str(np.dtype(count_dtype)),
-                    "seconds": round(seconds, 3),
+                    "contract_seconds": round(seconds, 3),
                 } | stats
 
             rows.append({"graph": sg.name} | attempt(go))
@@ -195,25 +191,23 @@ class Run:
         for L in sizes:
             sg = nw.square_lattice(L, seed=L)
             labels, host = sg.network(np.float32)
-            from lazykern.tropical.einsum import _Network
-
-            path = _Network.build(labels, (), host, "maxplus", Algebra).plan("greedy", (), 2**40).path
+            path = greedy_path(sg)
             row: dict[str, Any] = {"graph": sg.name, "tensors": len(host)}
-            engines = {"numpy": (np, Algebra)}
+            engines: dict[str, tuple[Any, Callable[..., Any]]] = {"numpy": (np, contract_network)}
             if self.module is not np:
-                engines["lazykern"] = (self.module, Algebra)
+                engines["lazykern"] = (self.module, contract_network)
             try:
                 import torch
 
                 if torch.cuda.is_available():
-                    engines["torch"] = (torch, TorchBroadcast)
+                    engines["torch"] = (torch, broadcast_contract)
             except ImportError:
                 row["torch"] = "not installed"
-            for name, (module, algebra) in engines.items():
+            for name, (module, engine) in engines.items():
                 _, tensors = sg.network(np.float32, module)
 
-                def go(tensors=tensors, algebra=algebra, labels=labels, path=path) -> float:
-                    out = contract_network(labels, (), tensors, optimize=path, algebra=algebra)
+                def go(tensors=tensors, engine=engine, labels=labels, path=path) -> float:
+                    out = engine(labels, (), tensors, optimize=path)
                     return -float(out.item() if hasattr(out, "item") else out)
 
                 go()  # compile / warm up
@@ -236,9 +230,7 @@ class Run:
 
         sg = nw.square_lattice(L, seed=L)
         labels, tensors = sg.network(np.float32, cupy)
-        from lazykern.tropical.einsum import _Network
-
-        path = _Network.build(labels, (), tensors, "maxplus", Algebra).plan("greedy", (), 2**40).path
+        path = greedy_path(sg)
         stream = cuda.stream()
         with cupy.cuda.ExternalStream(int(stream.handle.value if hasattr(stream.handle, "value") else stream.handle)):
 
@@ -270,18 +262,31 @@ class Run:
         }
 
 
-class TorchBroadcast(Algebra):
-    """The peer: each batched product as torch broadcast + amax (chunked over K to bound memory)."""
+def greedy_path(sg: nw.SpinGlass) -> list[tuple[int, ...]]:
+    labels, _ = sg.network()
+    return list(tropical.contraction_plan(labels, (), dict.fromkeys(range(sg.n), 2), optimize="greedy").path)
 
-    def bmm(self, A, B, argmax):
-        a, b = A[0], B[0]
-        K = a.shape[2]
-        step = max(1, (1 << 27) // max(a.shape[0] * a.shape[1] * b.shape[2], 1))
-        out = None
-        for k0 in range(0, K, step):
-            part = (a[:, :, k0 : k0 + step, None] + b[:, None, k0 : k0 + step, :]).amax(dim=2)
-            out = part if out is None else self.be.xp.maximum(out, part)
-        return (out,), None
+
+def broadcast_contract(labels: list[tuple[int, ...]], output: tuple, tensors: list[Any], optimize: list) -> Any:
+    """The torch peer, sharing no code with lazykern: each step of the path as a broadcast sum
+    of the picked tensors and an amax over the labels no other tensor carries (to a scalar)."""
+    terms = [(tuple(t), x) for t, x in zip(labels, tensors)]
+    for step in optimize:
+        picked = [terms[i] for i in step]
+        for i in sorted(step, reverse=True):
+            terms.pop(i)
+        order = list(dict.fromkeys(lab for t, _ in picked for lab in t))
+        sizes = {lab: n for t, x in picked for lab, n in zip(t, x.shape)}
+        total = None
+        for t, x in picked:
+            x = x.permute(*sorted(range(len(t)), key=lambda i, t=t: order.index(t[i])))
+            x = x.reshape([sizes[lab] if lab in t else 1 for lab in order])
+            total = x if total is None else total + x
+        kept = {lab for t, _ in terms for lab in t} | set(output)
+        drop = tuple(i for i, lab in enumerate(order) if lab not in kept)
+        terms.append((tuple(lab for lab in order if lab in kept), total.amax(dim=drop) if drop else total))
+    ((t, x),) = terms
+    return x.amax() if t else x
 
 
 def plan(args: argparse.Namespace) -> dict[str, Any]:
@@ -314,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         args.plan_seconds = min(args.plan_seconds, 1.0)
         args.plan_repeats = min(args.plan_repeats, 2)
         args.budget = min(args.budget, 3.0)
-    from lazykern.bench._device import environment
+    from lazykern.bench.device import environment
 
     run = Run(args)
     sizes = plan(args)

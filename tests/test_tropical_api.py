@@ -88,17 +88,6 @@ def test_bad_arguments(call, exc, words):
         call()
 
 
-def test_layouts():
-    assert api._layout((4, 6), (6, 1)) == ("n", 6)
-    assert api._layout((4, 6), (1, 4)) == ("t", 4)  # X.T of a C-contiguous (6, 4)
-    assert api._layout((4, 6), (8, 1)) == ("n", 8)  # a row-major slice
-    assert api._layout((4, 6), (12, 2)) is None  # every other column
-    assert api._layout((4, 6), (0, 1)) is None  # broadcast rows
-    assert api._layout((1, 6), (99, 1)) == ("n", 6)
-    assert api._layout((4, 1), (1, 7)) == ("n", 1)
-    assert api._layout((0, 0), (0, 0)) == ("n", 1)
-
-
 def test_shape_classes():
     assert tropical.choose_tile("f32", False, 1, 4096, 4096) == ""
     assert tropical.choose_tile("f32", False, 1, 4, 4) == "s"
@@ -135,3 +124,17 @@ def test_torch_gradcheck_cpu(semiring, batched):
     A = torch.randn((2, 4, 5) if batched else (4, 5), dtype=torch.float64, generator=gen, requires_grad=True)
     B = torch.randn(5, 3, dtype=torch.float64, generator=gen, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a, b: ttorch.matmul(a, b, semiring), (A, B), eps=1e-6, atol=1e-6)
+
+
+def test_host_products_follow_the_device_layout_rule():
+    """The host path refuses (or with copy=True copies) exactly what the kernels cannot read."""
+    rng = np.random.default_rng(0)
+    A0, B0 = (rng.integers(-5, 5, (2, 2, 2)).astype(np.float32) for _ in range(2))
+    A, B = np.asfortranarray(A0), np.asfortranarray(B0)  # strides (1, 2, 4) in elements
+    with pytest.raises(ValueError, match=r"A has strides \(1, 2, 4\)"):
+        tropical.bmm(A, B)
+    with pytest.raises(ValueError, match=r"B has strides \(1, 2, 4\)"):
+        tropical.bmm(A0, B)
+    np.testing.assert_array_equal(tropical.bmm(A, B, copy=True), reference.bmm(A0, B0))  # both copied
+    np.testing.assert_array_equal(tropical.bmm(A0, B0.transpose(0, 2, 1).copy().transpose(0, 2, 1)),
+                                  reference.bmm(A0, B0))  # a transposed view is read as it is  # fmt: skip

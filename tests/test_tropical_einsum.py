@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -183,24 +185,89 @@ def test_slices_reuse_the_steps_no_sliced_label_reaches(monkeypatch):
     assert per_slice == [per_slice[0], per_slice[0] - 2]
 
 
-def test_device_route_through_tropical_bmm(monkeypatch):
-    """The GPU route (every step through tropical.bmm, copy=True, argmax pairs) run on the host:
-    a backend that is not NumPy's, over NumPy arrays, so tropical.bmm computes with its reference."""
+def test_contraction_plan_costs_and_reuse():
+    """Planned once, run as optimize=; the cost counts the steps every slice shares once."""
+    rng = np.random.default_rng(4)
+    ops = [rng.integers(-5, 5, (2, 2)).astype(float) for _ in range(6)]
+    inputs = ["ab", "bc", "cd", "de", "ef", "fa"]
+    path = [(2, 3), (2, 4), (0, 1), (0, 1), (0, 1)]
+    plan = tropical.contraction_plan(inputs, "", dict.fromkeys("abcdef", 2), optimize=path, slices="a")
+    # cd,de (8) and ef,ce (8) once; ab,bc (4), fa,cf (4) and ac,ac (2) in each of the 2 slices
+    assert (plan.nslices, plan.largest, plan.flops) == (2, 4, 8 + 8 + 2 * (4 + 4 + 2))
+    want = _reference_einsum.einsum_brute(inputs, "", ops)
+    assert einsum(",".join(inputs) + "->", *ops, optimize=plan) == want
+    assert argmax_einsum(",".join(inputs) + "->", *ops, optimize=plan)[0] == want
+    with pytest.raises(ValueError, match="give its slices to contraction_plan"):
+        einsum(",".join(inputs) + "->", *ops, optimize=plan, slices="b")
+    with pytest.raises(ValueError, match="no operand carries"):
+        einsum("bc,cd->", *ops[1:3], optimize=plan)
+    with pytest.raises(ValueError, match="output label"):
+        tropical.contraction_plan(inputs, "a", dict.fromkeys("abcdef", 2), slices="a")
+
+
+def test_slices_queue_without_reading_back_or_planning_again(monkeypatch):
+    """With a plan, no slice searches an order again, and no value is read back (a read waits
+    for the GPU) before every slice is queued."""
+    from lazykern.tropical import _backend
+    from lazykern.tropical.einsum import _Network
+
+    einsum_module = sys.modules["lazykern.tropical.einsum"]
+    rng = np.random.default_rng(6)
+    ops = [rng.integers(-5, 5, (2, 2)).astype(float) for _ in range(6)]
+    inputs = ["ab", "bc", "cd", "de", "ef", "fa"]
+    plan = tropical.contraction_plan(inputs, "", dict.fromkeys("abcdef", 2), optimize="greedy", slices="ac")
+    events: list[str] = []
+    real_item, real_run = _backend.Backend.item, _Network.run
+    monkeypatch.setattr(_backend.Backend, "item", lambda *a: events.append("read") or real_item(*a))
+    monkeypatch.setattr(_Network, "run", lambda *a, **k: events.append("run") or real_run(*a, **k))
+    monkeypatch.setattr(einsum_module, "_search", lambda *a: pytest.fail("searched an order again"))
+    want = _reference_einsum.einsum_brute(inputs, "", ops)
+    assert einsum(",".join(inputs) + "->", *ops, optimize=plan) == want
+    assert events == ["run"] * 4
+    events.clear()
+    assert argmax_einsum(",".join(inputs) + "->", *ops, optimize=plan)[0] == want
+    assert events[:9] == ["run"] * 4 + ["read"] * 4 + ["run"]  # then the best slice again, keeping argmax
+
+
+@contextlib.contextmanager
+def device_route():
+    """The GPU route (every step through tropical.bmm, which holds its operands to the kernels'
+    layout rule on the host too, and argmax pairs) run on the host: a backend that is not
+    NumPy's, over NumPy arrays, so tropical.bmm computes with its reference."""
     from lazykern.tropical import _backend
 
     einsum_module = sys.modules["lazykern.tropical.einsum"]  # the package exports the function under that name
-    monkeypatch.setattr(einsum_module, "backend_of", lambda x: (_backend.Backend("cupy", np), np.asarray(x)))
+    with mock.patch.object(einsum_module, "backend_of", lambda x: (_backend.Backend("cupy", np), np.asarray(x))):
+        yield
+
+
+def test_device_route_through_tropical_bmm():
     rng = np.random.default_rng(5)
     cases = [
         ("ijk,kjl,li->j", [(3, 4, 5), (5, 4, 2), (2, 3)]),
         ("ii,i,->i", [(4, 4), (4,), ()]),
         ("bik,kbj->jib", [(2, 3, 4), (4, 2, 3)]),
+        ("bik,jkb->bij", [(2, 3, 4), (3, 4, 2)]),  # B as (b, k, j) is a view no kernel reads: copied
     ]
     for subscripts, shapes in cases:
         ops = [rng.integers(-9, 9, s).astype(np.float32) for s in shapes]
         inputs, output = parse(subscripts, len(ops))
         want = _reference_einsum.einsum_brute(["".join(t) for t in inputs], "".join(output), ops)
-        np.testing.assert_array_equal(einsum(subscripts, *ops), want)
-        value, a = argmax_einsum(subscripts.split("->")[0] + "->", *ops, checkpoint=2)
+        with device_route():
+            np.testing.assert_array_equal(einsum(subscripts, *ops), want)
+            value, a = argmax_einsum(subscripts.split("->")[0] + "->", *ops, checkpoint=2)
         total = sum(op[tuple(a[c] for c in t)] for t, op in zip(inputs, ops))
         assert value == total == want.max()
+
+
+@settings(max_examples=max(EXAMPLES // 2, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(networks(), st.sampled_from(["auto", "greedy"]), st.sampled_from([False, True]))
+def test_device_route_reads_every_operand_in_place(net, optimize, checkpoint):
+    """Random subscripts through the GPU route: no pairwise step hands tropical.bmm an operand
+    whose strides the kernels cannot read (it raises ValueError on the host as on the GPU)."""
+    inputs, output, ops, semiring = net
+    with device_route():
+        got = einsum(",".join(inputs) + "->" + output, *ops, semiring=semiring, optimize=optimize)
+        value, _ = argmax_einsum(",".join(inputs) + "->", *ops, semiring=semiring, checkpoint=checkpoint)
+    np.testing.assert_array_equal(got, _reference_einsum.einsum_brute(inputs, output, ops, semiring))
+    assert value == _reference_einsum.einsum_brute(inputs, "", ops, semiring)

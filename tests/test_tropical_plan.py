@@ -122,3 +122,21 @@ def test_plans_are_pure():
     args = ("maxmul", "i64", True, "tn", 3, 300, 200, 700, True)
     assert plan.make_plan(*args, sms=H100) == plan.make_plan(*args, sms=H100)
     assert plan.make_plan(*args, sms=H100).name == fragments.Spec.parse(plan.make_plan(*args, sms=H100).name).name
+
+
+def test_layouts():
+    assert plan.matrix_layout((4, 6), (6, 1)) == ("n", 6)
+    assert plan.matrix_layout((4, 6), (1, 4)) == ("t", 4)  # X.T of a C-contiguous (6, 4)
+    assert plan.matrix_layout((4, 6), (8, 1)) == ("n", 8)  # a row-major slice
+    assert plan.matrix_layout((4, 6), (12, 2)) is None  # every other column
+    assert plan.matrix_layout((4, 6), (0, 1)) is None  # broadcast rows
+    assert plan.matrix_layout((1, 6), (99, 1)) == ("n", 6)
+    assert plan.matrix_layout((4, 1), (1, 7)) == ("n", 1)
+    assert plan.matrix_layout((0, 0), (0, 0)) == ("n", 1)
+    assert plan.operand_layout((3, 4, 6), (24, 6, 1)) == ("n", 6, 24)
+    assert plan.operand_layout((3, 4, 6), (24, 1, 4)) == ("t", 4, 24)
+    assert plan.operand_layout((1, 4, 6), (-5, 6, 1)) == ("n", 6, 0)  # a batch of one: its stride is never read
+    assert plan.operand_layout((3, 4, 6), (-24, 6, 1)) is None
+    assert plan.operand_layout((2, 2, 2), (1, 2, 4)) is None  # a full reversal: neither rows nor columns
+    assert plan.operand_layout((0, 2, 3), (0, 0, 0)) == ("n", 3, 0)  # empty: any strides will do
+    assert plan.operand_layout((3, 0), (0, 0)) == ("n", 1, 0)

@@ -38,8 +38,9 @@ log message, where there is no GPU or under ``NUMBA_ENABLE_CUDASIM=1``).
 ``lazykern.tropical.torch.matmul`` is the autograd-aware version for tensors.
 
 Tensor networks: :func:`einsum` / :func:`argmax_einsum` (any semiring, contraction orders
-from opt_einsum or cotengra), :mod:`.counting` ((max, count) numbers) and :mod:`.networks`
-(spin-glass ground states, configurations and degeneracies).
+from opt_einsum or cotengra; :func:`contraction_plan` plans once and says what the order
+costs), :mod:`.counting` ((max, count) numbers) and :mod:`.networks` (spin-glass ground
+states, configurations and degeneracies).
 """
 
 from __future__ import annotations
@@ -47,15 +48,17 @@ from __future__ import annotations
 from . import reference
 from ._family import family, make_family
 from .api import bmm, choose_tile, matmul, matmul_backward
-from .einsum import argmax_einsum, einsum
+from .einsum import ContractionPlan, argmax_einsum, contraction_plan, einsum
 from .fragments import all_specs, core_names, core_specs
 from .kernels import kernels_for
 
 __all__ = [
+    "ContractionPlan",
     "all_specs",
     "argmax_einsum",
     "bmm",
     "choose_tile",
+    "contraction_plan",
     "core_names",
     "core_specs",
     "einsum",

@@ -32,6 +32,12 @@ class Backend:
     def reshape(self, x: Any, shape: tuple[int, ...]) -> Any:
         return x.reshape(shape)
 
+    def strides(self, x: Any) -> tuple[int, ...]:
+        """Strides in elements."""
+        if self.name == "torch":
+            return tuple(x.stride())
+        return tuple(s // x.itemsize for s in x.strides)
+
     def contiguous(self, x: Any) -> Any:
         return x.contiguous() if self.name == "torch" else self.xp.ascontiguousarray(x)
 

@@ -5,7 +5,10 @@ both, still needed later), left (A only), contracted (in both, not needed later)
 right (B only), and runs (batch, left, con) x (batch, con, right) through a batched
 product. Each operand is arranged as (batch, left, con) or (batch, con, left),
 whichever its own axis order already is, so that the reshape is a view and the
-product reads it as a plain or transposed matrix; only other orders are copied.
+product reads it as a plain or transposed matrix. Any other result (a permuted view whose
+axes merge into three but read neither as rows nor as columns) is copied: every operand
+handed to a product passes :func:`lazykern.tropical.plan.operand_layout`, the rule
+:func:`lazykern.tropical.bmm` holds on the GPU and on the host alike.
 A reduction over labels that one operand alone carries is the product with the
 semiring unit column (0 for max-plus / min-plus, 1 for max-times), so argmax and
 gradients come from the same kernels.
@@ -21,6 +24,7 @@ import numpy as np
 
 from . import _reference_einsum
 from ._backend import Backend
+from .plan import operand_layout
 
 Label = Hashable
 
@@ -68,11 +72,11 @@ class Algebra:
 
             if argmax:
                 raise ValueError("argmax and autograd are separate routes to a configuration: pick one")
-            res = TropicalMatmul.apply(a.contiguous(), b.contiguous(), self.semiring)
+            res = TropicalMatmul.apply(a, b, self.semiring)
         else:
             from .api import bmm
 
-            res = bmm(a, b, self.semiring, argmax=argmax, copy=True)
+            res = bmm(a, b, self.semiring, argmax=argmax)
         return ((res[0],), res[1]) if argmax else ((res,), None)
 
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -101,7 +105,8 @@ def _arrange(be: Backend, term: Term, orders: Sequence[Sequence[Sequence[Label]]
         if perm != tuple(range(len(perm))):
             p = be.permute(p, perm)
         p = be.reshape(p, shape3)
-        return be.permute(p, (0, 2, 1)) if swapped else p
+        p = be.permute(p, (0, 2, 1)) if swapped else p
+        return p if operand_layout(tuple(p.shape), be.strides(p)) is not None else be.contiguous(p)
 
     return map_parts(fix, term.parts), swapped
 

@@ -253,33 +253,6 @@ def _shapes(a: Operand, b: Operand, batched: bool) -> tuple[int, int, int, int]:
     return batch, M, N, K
 
 
-def _layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[str, int] | None:
-    """("n", ld) for row-major, ("t", ld) for a transposed view, None for anything else."""
-    rows, cols = shape[-2], shape[-1]
-    s0, s1 = strides[-2], strides[-1]
-    if cols <= 1 or s1 == 1:
-        ld = s0 if rows > 1 else max(cols, 1)
-        if rows <= 1 or ld >= max(cols, 1):
-            return "n", ld
-    if rows <= 1 or s0 == 1:
-        ld = s1 if cols > 1 else max(rows, 1)
-        if cols <= 1 or ld >= max(rows, 1):
-            return "t", ld
-    return None
-
-
-def _operand_layout(op: Operand, name: str) -> tuple[str, int, int] | None:
-    lay = _layout(op.shape, op.strides)
-    if lay is None:
-        return None
-    sb = 0
-    if len(op.shape) == 3 and op.shape[0] > 1:
-        sb = op.strides[0]
-        if sb < 0:
-            return None
-    return lay[0], lay[1], sb
-
-
 def _check_out(out: Any, ref: Operand, shape: tuple[int, ...], dtype: np.dtype, name: str) -> Operand:
     op = _arrays.as_operand(out, name)
     if op.shape != shape:
@@ -316,14 +289,32 @@ def _product(A, B, semiring, argmax, out, stream, copy, *, batched: bool):
             "array: put both on the same device"
         )
     c_op, i_op = _split_out(out, argmax, a, out_shape)
+    (a, la), (b, lb) = _readable(a, "A", copy), _readable(b, "B", copy)  # one rule on the host and the GPU
     if a.on_host:
         return _host_product(a, b, semiring, argmax, c_op, i_op, stream, batched)
     named = [("A", a.device), ("B", b.device)]
     named += [(name, op.device) for name, op in ((_out_name(argmax), c_op), ("out[1]", i_op)) if op is not None]
     device = _call_device(named, stream)
     with _device.on(device):
-        return _product_on(device, (batch, M, N, K), a, b, A, B, semiring, argmax, out, c_op, i_op, stream, copy,
+        return _product_on(device, (batch, M, N, K), (a, la), (b, lb), semiring, argmax, out, c_op, i_op, stream,
                            batched, key)  # fmt: skip
+
+
+Layout = tuple[str, int, int]
+
+
+def _readable(op: Operand, name: str, copy: bool) -> tuple[Operand, Layout]:
+    """(``op``, its layout) if the kernels read it in place (:func:`plan.operand_layout`), else
+    the same for its C-contiguous copy (``copy=True``), or ValueError."""
+    layout = planner.operand_layout(op.shape, op.strides)
+    if layout is not None:
+        return op, layout
+    if not copy:
+        raise ValueError(
+            f"{name} has strides {op.strides} (in elements) that the kernels cannot read in place: "
+            "pass a C-contiguous array or its transpose (X.T), or copy=True to copy it"
+        )
+    return _readable(_arrays.as_operand(_arrays.contiguous_copy(op, name), name), name, False)
 
 
 def _out_name(argmax: bool) -> str:
@@ -343,24 +334,14 @@ def _call_device(named: list[tuple[str, int | None]], stream: Any) -> int:
     return _device.resolve_or_current(device if device is not None else s_dev)
 
 
-def _product_on(device: int, dims: tuple[int, int, int, int], a: Operand, b: Operand, A, B, semiring, argmax, out,
-                c_op, i_op, stream, copy, batched: bool, key: tuple | None):  # fmt: skip
+def _product_on(device: int, dims: tuple[int, int, int, int], A: tuple[Operand, Layout], B: tuple[Operand, Layout],
+                semiring, argmax, out, c_op, i_op, stream, batched: bool, key: tuple | None):  # fmt: skip
     """The device part of a product, with ``device`` (the operands') current: plan, cache the
-    call under ``key`` (None: not cached), run it."""
+    call under ``key`` (None: not cached), run it. A and B are (operand, layout) pairs from
+    :func:`_readable`."""
+    (a, la), (b, lb) = A, B
     batch, M, N, K = dims
     out_shape = (batch, M, N) if batched else (M, N)
-    la, lb = _operand_layout(a, "A"), _operand_layout(b, "B")
-    if la is None or lb is None:
-        name, op = ("A", a) if la is None else ("B", b)
-        if not copy:
-            raise ValueError(
-                f"{name} has strides {op.strides} (in elements) that the kernels cannot read in place: "
-                "pass a C-contiguous array or its transpose (X.T), or copy=True to copy it"
-            )
-        fixed = _arrays.as_operand(_arrays.contiguous_copy(op, name), name)
-        return _product(fixed.obj if name == "A" else A, fixed.obj if name == "B" else B, semiring, argmax, out,
-                        stream, False, batched=batched)  # fmt: skip
-
     handle = _device.stream_handle(stream) if stream is not None else (a.stream or 0)
     _arrays.stream_wait(handle, a.stream, device)  # CAI v3: order after each producer's stream
     _arrays.stream_wait(handle, b.stream, device)

@@ -153,12 +153,10 @@ def count_bmm(be: Backend, Av, Ac, Bv, Bc, semiring: str = "maxplus") -> tuple[A
     sa = M * K if int(Av.shape[0]) > 1 else 0
     sb = K * N if int(Bv.shape[0]) > 1 else 0
     name = kernel_name(semiring, be.dtype(Av), be.dtype(Ac))
-    kernel = family.get(name, arch=_arch())
+    device = _device.resolve_or_current(_device.common([(n, o.device) for n, o in zip("AaBbCc", ops)]))
     blocks = min(-(-total // THREADS), _MAX_BLOCKS)
     stream = ops[4].stream or 0
-    kernel[(blocks,), (THREADS,), stream](*(o.ptr for o in ops), total, M, N, K, sa, sb)
+    with _device.on(device):  # the operands' device, which need not be the current one
+        kernel = family.get(name, arch=_device.arch(device))
+        kernel[(blocks,), (THREADS,), stream](*(o.ptr for o in ops), total, M, N, K, sa, sb)
     return Cv, Cc
-
-
-def _arch() -> str:
-    return _device.arch(_device.resolve_or_current(None))

@@ -19,8 +19,10 @@ tensors that require grad get the tropical gradient (one winner per max) through
 
 ``optimize``: "auto", "greedy", "optimal" (any opt_einsum strategy name), "cotengra"
 (a hyper-optimized tree with slicing to ``memory_limit`` entries; opt_einsum's greedy
-with a log message when cotengra is not installed), a cotengra optimizer object, or an
-explicit path (a list of position tuples, as opt_einsum writes them). ``slices``:
+with a log message when cotengra is not installed), a cotengra optimizer object, an
+explicit path (a list of position tuples, as opt_einsum writes them), or a
+:class:`ContractionPlan` from :func:`contraction_plan` (the order, the sliced labels and
+their cost, searched once and reused). ``slices``:
 labels to slice over explicitly: the network is contracted once per value of those
 labels and the results are combined by the semiring sum, so no intermediate carries
 them (memory / time trade).
@@ -179,10 +181,14 @@ def network_argmax(
     plan = net.plan(optimize, slices, memory_limit)
     single = not plan.sliced
     keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
-    best, best_values, cache = None, {}, {}
-    for values in plan.slice_values():
-        out = net.run(plan, values, keep=keep if single else _NONE, cache=None if single else cache)
-        v = net.be.item(out.parts[0])
+    cache: dict = {}
+    runs = [
+        (values, net.run(plan, values, keep=keep if single else _NONE, cache=None if single else cache).parts[0])
+        for values in plan.slice_values()
+    ]
+    best, best_values = None, {}
+    for values, out in runs:  # read back once every slice is queued: the GPU never waits for the host
+        v = net.be.item(out)
         if best is None or _better(semiring, v, best):
             best, best_values = v, values
     if not single:
@@ -197,15 +203,89 @@ def _better(semiring: str, v: Any, best: Any) -> bool:
 
 
 # ------------------------------------------------------------- internals --
-@dataclass
-class _Plan:
-    path: list[tuple[int, ...]]
+@dataclass(frozen=True)
+class ContractionPlan:
+    """A contraction order, from :func:`contraction_plan`; pass it as ``optimize=`` to run it.
+
+    ``path``: opt_einsum's position tuples; ``sliced``: label -> size of every label the
+    network is contracted once per value of; ``largest``: entries of the largest
+    intermediate of one slice; ``flops``: tropical multiply-adds of the whole contraction,
+    with the steps no sliced label reaches counted once (the slices reuse their results)."""
+
+    path: tuple[tuple[int, ...], ...]
     sliced: dict[Label, int] = field(default_factory=dict)
+    largest: int = 0
+    flops: int = 0
+
+    @property
+    def nslices(self) -> int:
+        return math.prod(self.sliced.values())
 
     def slice_values(self):
         labels = list(self.sliced)
         for combo in itertools.product(*(range(self.sliced[x]) for x in labels)):
             yield dict(zip(labels, combo))
+
+
+def contraction_plan(
+    inputs: Sequence[Sequence[Label]],
+    output: Sequence[Label],
+    sizes: dict[Label, int],
+    *,
+    optimize: Any = "auto",
+    slices: Sequence[Label] = (),
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> ContractionPlan:
+    """The order :func:`einsum` / :func:`contract_network` would contract ``inputs`` (one label
+    sequence per operand, any hashable labels) into ``output`` with label sizes ``sizes``, and
+    its cost; ``optimize``, ``slices`` and ``memory_limit`` as for :func:`einsum`. Planning once
+    and passing the plan as ``optimize=`` separates search time from contraction time.
+
+    >>> plan = contraction_plan(["ab", "bc", "cd"], "", dict(a=2, b=3, c=4, d=5), optimize="greedy")
+    >>> plan.path, plan.largest, plan.flops
+    (((1, 2), (0, 1)), 3, 66)
+
+    Raises ValueError for a slice label that is in no input or is an output label.
+    """
+    output = tuple(output)
+    sliced: dict[Label, int] = {}
+    for lab in slices:
+        if lab not in sizes:
+            raise ValueError(f"slice label {lab!r} is in no operand")
+        if lab in output:
+            raise ValueError(f"slice label {lab!r} is an output label; slice contracted labels only")
+        sliced[lab] = sizes[lab]
+    terms = [tuple(dict.fromkeys(x for x in t if x not in sliced)) for t in inputs]  # a repeat: its diagonal
+    if isinstance(optimize, (list, tuple)):
+        path = [tuple(p) for p in optimize]
+    elif len(terms) == 1:
+        path = []
+    else:
+        rest = {k: v for k, v in sizes.items() if k not in sliced}
+        path, more = _search(terms, output, rest, optimize, memory_limit)
+        for lab in more:
+            sliced.setdefault(lab, sizes[lab])
+    largest, flops = _costs([tuple(t) for t in inputs], output, sizes, path, sliced)
+    return ContractionPlan(tuple(path), sliced, largest, flops)
+
+
+def _costs(inputs, output, sizes, path, sliced) -> tuple[int, int]:
+    """(entries of the largest intermediate, multiply-adds) of ``path``, as :meth:`_Network.run` runs it."""
+    size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
+    nslices = math.prod(sliced.values())
+    terms = [(set(t), bool(sliced.keys() & set(t))) for t in inputs]  # (labels, depends on the slice)
+    largest = flops = 0
+    for step in path:
+        picked = [terms[i] for i in step]
+        for i in sorted(step, reverse=True):
+            terms.pop(i)
+        union = set().union(*(t for t, _ in picked))
+        kept = {x for x in union if x in output or any(x in t for t, _ in terms)}
+        depends = any(d for _, d in picked)
+        flops += math.prod(size[x] for x in union) * (nslices if depends else 1)
+        largest = max(largest, math.prod(size[x] for x in kept))
+        terms.append((kept, depends))
+    return largest, flops
 
 
 @dataclass
@@ -269,27 +349,21 @@ class _Network:
         return cls(be, alg, [diagonals(be, t) for t in leaves], tuple(output), sizes)
 
     # -- planning
-    def plan(self, optimize: Any, slices: Sequence[Label], memory_limit: int) -> _Plan:
-        sliced = {}
-        for lab in slices:
-            if lab not in self.sizes:
-                raise ValueError(f"slice label {lab!r} is in no operand")
-            if lab in self.output:
-                raise ValueError(f"slice label {lab!r} is an output label; slice contracted labels only")
-            sliced[lab] = self.sizes[lab]
-        inputs = [tuple(x for x in t.labels if x not in sliced) for t in self.leaves]
-        if isinstance(optimize, (list, tuple)):
-            return _Plan([tuple(p) for p in optimize], sliced)
-        if len(inputs) == 1:
-            return _Plan([], sliced)
-        sizes = {k: v for k, v in self.sizes.items() if k not in sliced}
-        path, more = _search(inputs, self.output, sizes, optimize, memory_limit)
-        for lab in more:
-            sliced.setdefault(lab, self.sizes[lab])
-        return _Plan(path, sliced)
+    def plan(self, optimize: Any, slices: Sequence[Label], memory_limit: int) -> ContractionPlan:
+        if not isinstance(optimize, ContractionPlan):
+            inputs = [t.labels for t in self.leaves]
+            return contraction_plan(
+                inputs, self.output, self.sizes, optimize=optimize, slices=slices, memory_limit=memory_limit
+            )
+        if slices:
+            raise ValueError("optimize= is a ContractionPlan: give its slices to contraction_plan, not slices=")
+        unknown = [x for x in optimize.sliced if x not in self.sizes]
+        if unknown:
+            raise ValueError(f"the plan slices labels {unknown} that no operand carries")
+        return optimize
 
     # -- running
-    def run(self, plan: _Plan, values: dict[Label, int], keep: float, cache: dict | None = None) -> Term:
+    def run(self, plan: ContractionPlan, values: dict[Label, int], keep: float, cache: dict | None = None) -> Term:
         """Contract with the sliced labels fixed to ``values``; returns the root term. Keeps the
         argmax of the steps whose results have at most ``keep`` entries (``_NONE``: none).
 

@@ -43,6 +43,42 @@ class Plan(NamedTuple):
     reduce_blocks: int = 0
 
 
+def matrix_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[str, int] | None:
+    """How the kernels read the last two axes (strides in elements): ("n", ld) row-major,
+    ("t", ld) a transposed view (X.T of a row-major X), None for anything else."""
+    rows, cols = shape[-2], shape[-1]
+    s0, s1 = strides[-2], strides[-1]
+    if cols <= 1 or s1 == 1:
+        ld = s0 if rows > 1 else max(cols, 1)
+        if rows <= 1 or ld >= max(cols, 1):
+            return "n", ld
+    if rows <= 1 or s0 == 1:
+        ld = s1 if cols > 1 else max(rows, 1)
+        if cols <= 1 or ld >= max(rows, 1):
+            return "t", ld
+    return None
+
+
+def operand_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[str, int, int] | None:
+    """(layout, ld, batch stride) of a 2-D or 3-D product operand, None when the kernels cannot
+    read it in place: the one rule :func:`lazykern.tropical.bmm` applies and einsum arranges for.
+
+    >>> operand_layout((4, 2, 3), (6, 3, 1)), operand_layout((2, 2, 2), (1, 2, 4))
+    (('n', 3, 6), None)
+    """
+    if 0 in shape:
+        return "n", max(shape[-1], 1), 0  # nothing to read: NumPy and CuPy give such arrays zero strides
+    lay = matrix_layout(shape, strides)
+    if lay is None:
+        return None
+    sb = 0
+    if len(shape) == 3 and shape[0] > 1:
+        sb = strides[0]
+        if sb < 0:
+            return None
+    return lay[0], lay[1], sb
+
+
 def split_target_blocks(sms: int) -> int:
     """Blocks a split product aims at: 4 per SM (2 of the 64x64 split tiles fit per SM)."""
     return 4 * sms
