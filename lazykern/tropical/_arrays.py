@@ -172,10 +172,11 @@ def fast_kinds() -> dict[str, FastKind]:
 
 def fast_kind(cls: type) -> FastKind | None:
     """The FastKind of an array type (None: the general path every call, e.g. foreign CAI objects)."""
-    kind = _fast_types.get(cls, _MISSING)
-    if kind is _MISSING:
+    try:
+        return _fast_types[cls]
+    except KeyError:
         kind = _fast_types[cls] = _classify(cls)
-    return kind
+        return kind
 
 
 def register_fast(cls: type, name: str) -> None:
@@ -192,9 +193,6 @@ def _classify(cls: type) -> FastKind | None:
     if module.startswith("torch") and any(c.__module__ == "torch" and c.__name__ == "Tensor" for c in cls.__mro__):
         return _FAST_KINDS["torch"]
     return None
-
-
-_MISSING = object()
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

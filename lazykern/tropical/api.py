@@ -120,8 +120,8 @@ def matmul_backward(
     if _simulated(grad_C) or _simulated(argmax):  # the simulator runs no C++: the reference does it
         from numba import cuda
 
-        host = [x.copy_to_host() if _simulated(x) else x for x in (grad_C, argmax)]
-        grads = matmul_backward(*host, A_shape, B_shape)
+        host_g, host_ix = (x.copy_to_host() if _simulated(x) else x for x in (grad_C, argmax))
+        grads = matmul_backward(host_g, host_ix, A_shape, B_shape)
         if out is None:
             return cuda.to_device(grads[0]), cuda.to_device(grads[1])
         for dst, part in zip(out, grads):
@@ -146,6 +146,7 @@ def matmul_backward(
     if g.on_host:
         gA, gB = reference.matmul_backward(g.host_array(), ix.host_array(), A_shape, B_shape)
         if outs is not None:
+            assert out is not None  # outs is made from out
             for dst, src in zip(outs, (gA, gB), strict=True):
                 dst.host_array()[...] = src
             return out[0], out[1]
@@ -357,8 +358,8 @@ def _product_on(device: int, dims: tuple[int, int, int, int], a: Operand, b: Ope
                 f"{name} has strides {op.strides} (in elements) that the kernels cannot read in place: "
                 "pass a C-contiguous array or its transpose (X.T), or copy=True to copy it"
             )
-        fixed = _arrays.as_operand(_arrays.contiguous_copy(op, name), name)
-        return _product(fixed.obj if name == "A" else A, fixed.obj if name == "B" else B, semiring, argmax, out,
+        copied = _arrays.as_operand(_arrays.contiguous_copy(op, name), name)
+        return _product(copied.obj if name == "A" else A, copied.obj if name == "B" else B, semiring, argmax, out,
                         stream, False, batched=batched)  # fmt: skip
 
     handle = _device.stream_handle(stream) if stream is not None else (a.stream or 0)
