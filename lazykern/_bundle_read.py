@@ -16,7 +16,7 @@ import struct
 import tarfile
 import zlib
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, Any, Protocol, cast
 
 from . import _entry
 from .errors import BundleError
@@ -45,10 +45,14 @@ def zstd_module():
     return zstandard
 
 
+class _Readable(Protocol):
+    def read(self, n: int = -1, /) -> bytes: ...
+
+
 class _Budget:
     """A read-only stream that refuses to deliver more than ``limit`` decompressed bytes."""
 
-    def __init__(self, raw: IO[bytes], limit: int) -> None:
+    def __init__(self, raw: _Readable, limit: int) -> None:
         self.raw = raw
         self.limit = limit
         self.left = limit
@@ -74,10 +78,11 @@ class _GuardedInfo(tarfile.TarInfo):
                     f"bundle has a {self.size}-byte tar extended header, over the {MAX_TAR_HEADER}-byte limit "
                     "(refusing the bundle)"
                 )
-        return super()._proc_member(tarfile_)
+        # _proc_member is tarfile's private hook, absent from typeshed.
+        return cast(Any, super())._proc_member(tarfile_)
 
 
-def _open_stream(fh: IO[bytes]) -> IO[bytes]:
+def _open_stream(fh: IO[bytes]) -> _Readable:
     """The decompressed tar stream, chosen by the file's magic bytes, not its name."""
     head = fh.read(4)
     fh.seek(0)

@@ -17,7 +17,7 @@ Per launch: a dict hit for the launcher, the packing, one launch.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 from cuda.bindings import driver as _cu
@@ -31,11 +31,21 @@ _LAUNCHER_CACHE = 512
 
 
 class Target(Protocol):
-    """What a launcher launches: a :class:`~lazykern.Kernel` (``pack``, its loaded functions),
-    or any object with ``run(launcher, args, ctx)``; ``arrays(args)`` are the arguments that
-    may name the launch's device."""
+    """What a launcher launches: a :class:`PackedTarget`, or any object with
+    ``run(launcher, args, ctx)``; ``arrays(args)`` are the arguments that may name the
+    launch's device."""
 
     def arrays(self, args: Sequence[Any]) -> Sequence[Any]: ...
+
+
+class PackedTarget(Target, Protocol):
+    """A target without ``run`` (a :class:`~lazykern.Kernel`): packed and launched by the launcher itself."""
+
+    _by_context: dict[int, Any]  # CUcontext handle -> loaded function
+
+    def pack(self, args: Sequence[Any]) -> Sequence[Any]: ...
+
+    def _function_slow(self) -> Any: ...
 
 
 def dim3(value: Any, what: str) -> tuple[int, ...]:
@@ -150,7 +160,7 @@ class Launcher:
             if run is not None:
                 run(self, args, ctx)
                 return
-            kernel = self.target
+            kernel = cast(PackedTarget, self.target)  # no run: a Kernel
             packed = kernel.pack(args)
             try:
                 fn = kernel._by_context.get(ctx)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from types import FunctionType
 from typing import Any
 
 from . import _numba_compile
@@ -17,7 +18,7 @@ from ._numba_signature import relaxed
 from .cache import KernelCache, make_key
 
 
-def instance_key(py_func: Callable, link: Sequence[Any], options: dict[str, Any], types: tuple, arch: str) -> str:
+def instance_key(py_func: FunctionType, link: Sequence[Any], options: dict[str, Any], types: tuple, arch: str) -> str:
     """The cache key of ``py_func`` instantiated for ``types`` on ``arch`` (recomputed, so edits show)."""
     import numba
     import numba_cuda
@@ -40,7 +41,7 @@ def instance_key(py_func: Callable, link: Sequence[Any], options: dict[str, Any]
 
 def get_or_compile(
     cache: KernelCache,
-    py_func: Callable,
+    py_func: FunctionType,
     link: Sequence[Any],
     options: dict[str, Any],
     types: tuple,

@@ -56,9 +56,11 @@ class Dispatcher:
         if cufn is None or inst.cooperative:
             launch(launcher, inst, inst.function(), args)
             return
+        fill = inst.fill
+        assert fill is not None  # cufn is set only once the instance has loaded, its plan with it
         with inst.block_lock:
             try:
-                inst.fill(inst.block, *args)
+                fill(inst.block, *args)
             except Exception:
                 self.call(launcher, args)  # the general path gives the precise error
                 return
@@ -94,8 +96,10 @@ class Dispatcher:
 
 def launch(launcher: Launcher, inst: Instance, fn: Any, args: Sequence[Any]) -> None:
     """cuda.core.launch with one Python value per kernel parameter (any instance, cooperative too)."""
+    pack = inst.pack
+    assert pack is not None  # set when `fn` (inst.function()) was loaded
     try:
-        launcher.launch(fn, inst.pack(*args), cooperative=inst.cooperative)
+        launcher.launch(fn, pack(*args), cooperative=inst.cooperative)
     except Exception as exc:
         raise _error(launcher, inst, exc) from exc
 

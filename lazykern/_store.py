@@ -28,7 +28,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import diskcache
 from diskcache.core import DBNAME, DEFAULT_SETTINGS, METADATA, MODE_BINARY, MODE_RAW
@@ -57,7 +57,7 @@ def is_corrupt(exc: BaseException) -> bool:
     return "malformed" in text or "not a database" in text
 
 
-def valid_blob_name(filename: Any) -> bool:
+def valid_blob_name(filename: Any) -> TypeGuard[str]:
     return isinstance(filename, str) and bool(_BLOB_RE.match(filename.replace(os.sep, "/")))
 
 
@@ -149,7 +149,7 @@ class DiskBackend:
         except sqlite3.DatabaseError as exc:
             if not is_corrupt(exc):
                 raise
-            self.cache, self._ino = None, tried  # type: ignore[assignment]
+            self.cache, self._ino = None, tried
             self._recover(exc)
 
     def _open(self) -> tuple[diskcache.Cache, int | None]:

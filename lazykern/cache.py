@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
 from typing import Any
 
 import filelock
@@ -633,7 +634,8 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 def _user_stacklevel() -> int:
     """The ``stacklevel`` that points a warning at the first caller outside lazykern (the user's line)."""
-    frame, level = sys._getframe(1), 1
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame, level = frame.f_back, level + 1
     return level

@@ -123,7 +123,7 @@ def _combine(*parts, minimize: bool, argmax: bool):
     first part's device; parts computed on another GPU are copied there first."""
     first = parts[0][0] if argmax else parts[0]
     with _on_chunk_device(first):
-        parts = [_here(p, argmax) for p in parts]
+        parts = tuple(_here(p, argmax) for p in parts)
         if not argmax:
             xp = _xp(parts[0])
             reduce = xp.fmin if minimize else xp.fmax
@@ -298,5 +298,6 @@ def warm_workers(
         where = os.fspath(cache_dir) if cache_dir is not None else None
         log.info("shipping cache bundle %s (%d bytes) to the workers", path, len(data))
         return client.run(_warm_from_bundle, data, os.path.basename(path), where, workers=targets)
+    assert kernels is not None  # exactly one of bundle=, kernels= (checked above)
     names = list(kernels)
     return client.run(_warm_from_family, family, names, arch, workers=targets)

@@ -32,7 +32,8 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from types import FunctionType
+from typing import Any, cast
 
 from . import _lazy_entry, _numba_args, compiler
 from ._device import simulating as _simulating
@@ -93,7 +94,7 @@ class LazyKernel(Launchable):
     ) -> None:
         if not callable(py_func) or not hasattr(py_func, "__code__"):
             raise TypeError(f"lazy_kernel decorates a Python function, got {type(py_func).__name__}")
-        self.py_func = py_func
+        self.py_func = cast(FunctionType, py_func)  # checked above: a Python function (it has __code__)
         self.__name__ = py_func.__name__
         self.__qualname__ = py_func.__qualname__
         self.__doc__ = py_func.__doc__

@@ -304,10 +304,12 @@ class _Session:
             graph._recorder = self.recorder
             self._stack.callback(setattr, graph, "_recorder", None)
             if not graph.simulated:
+                handle = graph._handle
+                assert handle is not None  # set for every graph that is not simulated
                 _cugraph.begin_capture(graph._hstream)
                 # allocations on the stream become graph allocation nodes booked in the pool
-                memory.begin_capture(graph._handle, self.pool)
-                self._stack.callback(memory.end_capture, graph._handle)
+                memory.begin_capture(handle, self.pool)
+                self._stack.callback(memory.end_capture, handle)
         except BaseException:
             self._stack.close()
             raise
@@ -315,10 +317,12 @@ class _Session:
     def _prepare_driver(self) -> None:
         # The stream's device is current for the whole block, so Numba kernels launched in it
         # (they run on the current context) land on the captured stream's device too.
-        self._stack.enter_context(_device.on(self.graph.device))
+        device = self.graph.device
+        assert device is not None  # set for every graph that is not simulated
+        self._stack.enter_context(_device.on(device))
         if _cugraph.is_capturing(self.graph._hstream):
             raise CaptureError(f"stream {self.graph._handle:#x} is already being captured; end that capture first")
-        self._stack.enter_context(_device.primary_context(self.graph.device).defer_cleanup())
+        self._stack.enter_context(_device.primary_context(device).defer_cleanup())
 
     def _end(self) -> tuple[Any, Any]:
         if self.graph.simulated:

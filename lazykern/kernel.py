@@ -1,8 +1,8 @@
 """A compiled kernel: loaded once per device, launched Numba-style.
 
 ``kernel[grid, block, stream, shared_mem](*args)`` gets a launcher from the
-launch layer (:mod:`lazykern._launch`), which calls :meth:`Kernel.run`: the
-arguments are packed with a plan fixed by the kernel's signature and launched
+launch layer (:mod:`lazykern._launch`), which packs the arguments with
+:meth:`Kernel.pack` (a plan fixed by the kernel's signature) and launches them
 with ``cuda.core.launch``. Nothing synchronizes after a launch.
 """
 

@@ -210,7 +210,7 @@ def _numba_pointer_class() -> type:
     return PoolPointer
 
 
-_numba_classes: list[type] = []  # [DeviceNDArray, PoolPointer], imported once
+_numba_classes: list[Any] = []  # [DeviceNDArray, PoolPointer], imported once
 
 
 def numba_template(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
@@ -247,7 +247,7 @@ def numba_array(template: dict[str, Any], device: int, stream: int, context: Any
     return arr, alloc.ptr
 
 
-def _load_numba_classes() -> list[type]:
+def _load_numba_classes() -> list[Any]:
     from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
     _numba_classes[:] = [DeviceNDArray, _numba_pointer_class()]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -208,7 +209,7 @@ def _ls_table(rows: list[dict[str, Any]]) -> Table:
         label = plain(kernel_label(r))
         if r.get("stale"):
             label.append(" (stale)", style="yellow")
-        cells = [label, plain(r.get("arch", "-"))]
+        cells: list[RenderableType] = [label, plain(r.get("arch", "-"))]
         if wide:
             cells.append(plain(" ".join(map(str, r.get("options") or []))))
         cells += [human_bytes(_number(r.get("bytes"))), f"{_number(r.get('compile_seconds')):.2f}"]

@@ -172,10 +172,11 @@ def fast_kinds() -> dict[str, FastKind]:
 
 def fast_kind(cls: type) -> FastKind | None:
     """The FastKind of an array type (None: the general path every call, e.g. foreign CAI objects)."""
-    kind = _fast_types.get(cls, _MISSING)
-    if kind is _MISSING:
+    try:
+        return _fast_types[cls]
+    except KeyError:
         kind = _fast_types[cls] = _classify(cls)
-    return kind
+        return kind
 
 
 def register_fast(cls: type, name: str) -> None:
@@ -192,9 +193,6 @@ def _classify(cls: type) -> FastKind | None:
     if module.startswith("torch") and any(c.__module__ == "torch" and c.__name__ == "Tensor" for c in cls.__mro__):
         return _FAST_KINDS["torch"]
     return None
-
-
-_MISSING = object()
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -253,6 +251,12 @@ def stream_wait(waiter: int, producer: int | None, device: int) -> None:
         return
     from cuda.bindings import driver
 
+    err, status = driver.cuStreamIsCapturing(waiter)
+    if int(err) == 0 and status != driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
+        # A graph cannot wait on work outside it (and touching the legacy stream breaks the
+        # capture): what the operands' producers queued before the capture is the caller's to
+        # finish first, as with any CUDA graph.
+        return
     events = _local.__dict__.setdefault("events", {})
     with _device.on(device):  # an event belongs to the context it was created in
         event = events.get(device)

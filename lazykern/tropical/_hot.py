@@ -13,6 +13,7 @@ of shape, stride, dtype or device misses and goes through the general path.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -209,11 +210,12 @@ class ProductCall(_Call):
 
     def __call__(self, A: Any, B: Any, out: Any) -> Any:
         """A hit: pointers of this call's arrays, same layouts as the ones it was planned for."""
-        ptr = self.kind.ptr
-        return self.run(self._handle(A), ptr(A), ptr(B), out, None if out is None else self._out_ptrs(out))
+        kind = self.kind
+        assert kind is not None  # a hit: only calls of a fast kind are cached (product_key)
+        ptr = kind.ptr
+        return self.run(self._handle(A), ptr(A), ptr(B), out, None if out is None else self._out_ptrs(out, ptr))
 
-    def _out_ptrs(self, out: Any) -> tuple[int, int]:
-        ptr = self.kind.ptr
+    def _out_ptrs(self, out: Any, ptr: Callable[[Any], int]) -> tuple[int, int]:
         return (ptr(out[0]), ptr(out[1])) if self.argmax else (ptr(out), 0)
 
     def run(self, handle: int, pa: int, pb: int, out: Any, out_ptrs: tuple[int, int] | None) -> Any:
@@ -223,9 +225,11 @@ class ProductCall(_Call):
             if out is None:
                 owner = self._owner()
                 C, pc = self.c_out.new(device, handle, self.numba_ctx, owner)
-                Ix, pi = self.i_out.new(device, handle, self.numba_ctx, owner) if self.argmax else (None, 0)
+                i_out = self.i_out  # None unless argmax
+                Ix, pi = i_out.new(device, handle, self.numba_ctx, owner) if i_out is not None else (None, 0)
                 result = (C, Ix) if self.argmax else C
             else:
+                assert out_ptrs is not None  # callers pass them with out=
                 pc, pi = out_ptrs
                 result = out
             stream = _streams.get(handle) or _stream(handle)
@@ -262,7 +266,9 @@ class BackwardCall(_Call):
         self.outs = (Out(okind, shapes[0], dtype), Out(okind, shapes[1], dtype))
 
     def __call__(self, g: Any, ix: Any, out: Any) -> tuple[Any, Any]:
-        ptr = self.kind.ptr
+        kind = self.kind
+        assert kind is not None  # a hit: only calls of a fast kind are cached (backward_key)
+        ptr = kind.ptr
         return self.run(self._handle(g), ptr(g), ptr(ix), out, None if out is None else (ptr(out[0]), ptr(out[1])))
 
     def run(self, handle: int, pg: int, pix: int, out: Any, out_ptrs: tuple[int, int] | None) -> tuple[Any, Any]:
@@ -275,6 +281,7 @@ class BackwardCall(_Call):
                 gB, pB = self.outs[1].new(device, handle, self.numba_ctx, owner)
                 result = (gA, gB)
             else:
+                assert out_ptrs is not None  # callers pass them with out=
                 pA, pB = out_ptrs
                 result = (out[0], out[1])
             stream = _streams.get(handle) or _stream(handle)

@@ -120,8 +120,8 @@ def matmul_backward(
     if _simulated(grad_C) or _simulated(argmax):  # the simulator runs no C++: the reference does it
         from numba import cuda
 
-        host = [x.copy_to_host() if _simulated(x) else x for x in (grad_C, argmax)]
-        grads = matmul_backward(*host, A_shape, B_shape)
+        host_g, host_ix = (x.copy_to_host() if _simulated(x) else x for x in (grad_C, argmax))
+        grads = matmul_backward(host_g, host_ix, A_shape, B_shape)
         if out is None:
             return cuda.to_device(grads[0]), cuda.to_device(grads[1])
         for dst, part in zip(out, grads):
@@ -146,6 +146,7 @@ def matmul_backward(
     if g.on_host:
         gA, gB = reference.matmul_backward(g.host_array(), ix.host_array(), A_shape, B_shape)
         if outs is not None:
+            assert out is not None  # outs is made from out
             for dst, src in zip(outs, (gA, gB), strict=True):
                 dst.host_array()[...] = src
             return out[0], out[1]
