@@ -55,7 +55,41 @@ def _pool_create(device: int) -> Any:
     attr = _drv.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
     (err,) = _drv.cuMemPoolSetAttribute(pool, attr, _drv.cuuint64_t(_RELEASE_NEVER))
     _check(err, f"cuMemPoolSetAttribute(RELEASE_THRESHOLD) on device {device}")
+    peers = _peers(device)
+    if peers:
+        # Pool memory is mapped only for its own device unless told otherwise, unlike cuMemAlloc's:
+        # a copy issued from another device's context (Numba's copy_to_host with GPU 0 current, a
+        # peer kernel) would fail with CUDA_ERROR_INVALID_VALUE. Map it for every peer that can.
+        descs = []
+        for peer in peers:
+            desc = _drv.CUmemAccessDesc()
+            desc.location.type = _drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+            desc.location.id = peer
+            desc.flags = _drv.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+            descs.append(desc)
+        (err,) = _drv.cuMemPoolSetAccess(pool, descs, len(descs))
+        _check(err, f"cuMemPoolSetAccess for devices {peers} on device {device}'s pool")
     return pool
+
+
+def _peers(device: int) -> list[int]:
+    """The other devices that can map ``device``'s memory (peer access)."""
+    err, count = _drv.cuDeviceGetCount()
+    if int(err) != 0 or count < 2:
+        return []
+    err, owner = _drv.cuDeviceGet(device)
+    _check(err, f"cuDeviceGet({device})")
+    out = []
+    for peer in range(count):
+        if peer == device:
+            continue
+        err, dev = _drv.cuDeviceGet(peer)
+        if int(err) != 0:
+            continue
+        err, can = _drv.cuDeviceCanAccessPeer(dev, owner)
+        if int(err) == 0 and can:
+            out.append(peer)
+    return out
 
 
 def _alloc_from_pool(nbytes: int, pool: Any, stream: int) -> int:

@@ -216,3 +216,23 @@ def test_streams_that_cannot_key_a_call_take_the_general_path(monkeypatch):
     for stream in (5, 5, Unhashable(), Unhashable()):
         api.matmul(A, B, stream=stream)
     assert _hot._entries == {} and [launch[0] for launch in st.launches] == [("stream", h) for h in (5, 5, 11, 11)]
+
+
+def test_a_pool_is_mapped_for_every_peer_device(monkeypatch):
+    """Pool memory is visible to other devices' contexts only where mapped (copy_to_host with GPU 0
+    current on an output of GPU 1 failed on 2 H200s): each peer that can access it gets a mapping."""
+    drv = memory._drv
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(drv, "cuMemPoolCreate", lambda props: (0, "pool"))
+    monkeypatch.setattr(drv, "cuMemPoolSetAttribute", lambda *a: (0,))
+    monkeypatch.setattr(drv, "cuDeviceGetCount", lambda: (0, 3))
+    monkeypatch.setattr(drv, "cuDeviceGet", lambda ordinal: (0, ordinal))
+    monkeypatch.setattr(drv, "cuDeviceCanAccessPeer", lambda dev, owner: (0, int(dev != 2)))  # 2: no peer path
+    monkeypatch.setattr(drv, "cuMemPoolSetAccess", lambda pool, descs, n: seen.update(descs=descs, n=n) or (0,))
+    assert memory._pool_create(0) == "pool"
+    assert seen["n"] == 1 and [d.location.id for d in seen["descs"]] == [1]
+    assert all(d.flags == drv.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE for d in seen["descs"])
+    monkeypatch.setattr(drv, "cuDeviceGetCount", lambda: (0, 1))
+    seen.clear()
+    memory._pool_create(0)
+    assert seen == {}  # one GPU: nothing to map
