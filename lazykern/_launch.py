@@ -76,9 +76,13 @@ def parse_launch_config(config: Any) -> tuple[tuple[int, ...], tuple[int, ...], 
 def device_pointer(value: Any, index: int) -> int:
     """The device address of kernel argument ``index``; LaunchError saying what to pass otherwise."""
     try:
-        return _device.pointer(value)
+        ptr = _device.pointer(value)
     except TypeError:
         pass
+    else:
+        if not 0 <= ptr < 1 << 63:  # kernels take a signed 64-bit address (np.intp)
+            raise LaunchError(f"argument {index} is {ptr:#x}, which is no device address")
+        return ptr
     if isinstance(value, np.ndarray):
         raise LaunchError(
             f"argument {index} is a NumPy (host) array; kernels take device arrays: "
