@@ -369,15 +369,7 @@ def _apply_bundle(members: list[list], mutation: tuple) -> list[tuple[str, bytes
 
 
 def _tar_with(members: list[list], extra: list[bytes]) -> bytes:
-    import io
-
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    body = buf.getvalue().rstrip(b"\0")
+    body = _forge.tar_bytes([(name, data) for name, data in members]).rstrip(b"\0")
     body += b"\0" * (-len(body) % 512)
     return body + b"".join(extra) + b"\0" * 1024
 
