@@ -110,7 +110,7 @@ def log_level() -> int | None:
     value = env.strip().upper()
     if not value:
         return None
-    if value.isdigit() and len(value) <= 3:
+    if value.isascii() and value.isdigit() and len(value) <= 3:  # not '²': a digit int() rejects
         return int(value)
     level = logging.getLevelName(value)  # the number for a known name, a string otherwise
     if isinstance(level, int):

@@ -3,7 +3,9 @@
 ``tropical_cache.family(arch)`` compiles the core kernels and :data:`SAMPLE_VARIANTS` for
 ``arch`` the first time any test asks (in parallel threads: NVRTC releases the GIL), and
 returns a fresh family over that cache; ``seed`` copies warmed entries into a new cache
-for tests that need their own directory.
+for tests that need their own directory. Under pytest-xdist every worker opens the same
+store (its compile lock makes each kernel compile once in all) and walks the names in
+its own order, so two workers warming one arch compile different kernels side by side.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ SAMPLE_VARIANTS = [
 
 
 class WarmTropical:
-    def __init__(self, directory: os.PathLike) -> None:
+    def __init__(self, directory: os.PathLike, order: int = 0) -> None:
         self.cache = KernelCache(directory)
+        self._order = order
         self._warmed: set[str] = set()
         self._lock = threading.Lock()
 
@@ -56,8 +59,10 @@ class WarmTropical:
         with self._lock:
             if arch not in self._warmed:
                 fam = make_family(self.cache)
+                names = self.names()
+                names = names[::-1] if self._order % 2 else names  # the other worker starts at the other end
                 with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-                    list(pool.map(lambda name: fam.get(name, arch), self.names()))
+                    list(pool.map(lambda name: fam.get(name, arch), names))
                 self._warmed.add(arch)
         return make_family(self.cache)
 
@@ -76,7 +81,11 @@ class WarmTropical:
 
 
 @pytest.fixture(scope="session")
-def tropical_cache(tmp_path_factory) -> WarmTropical:
-    warm = WarmTropical(tmp_path_factory.mktemp("tropical-cache"))
+def tropical_cache(tmp_path_factory, worker_id: str) -> WarmTropical:
+    if worker_id == "master":  # no xdist: this run's own directory
+        warm = WarmTropical(tmp_path_factory.mktemp("tropical-cache"))
+    else:  # gw0, gw1, ...: one directory beside the workers' own, shared by all of them
+        shared = tmp_path_factory.getbasetemp().parent / "tropical-cache"
+        warm = WarmTropical(shared, order=int(worker_id.removeprefix("gw")))
     yield warm
     warm.cache.close()

@@ -305,7 +305,8 @@ def export(
     console.print(
         plain(
             f"exported {len(report.keys)} entries to {report.path} ({human_bytes(report.bytes)}, {report.compression})"
-        )
+        ),
+        soft_wrap=True,  # a long path stays whole (copyable); the terminal wraps it, Rich does not fold it
     )
     if report.stale:
         console.print(f"left out {len(report.stale)} entries of other lazykern versions (kept in the cache)")
