@@ -179,6 +179,11 @@ def matmul(
     to A's column chunks when they differ. ``backend(a, b, semiring=, argmax=)``
     multiplies one chunk pair and defaults to ``lazykern.tropical.matmul``;
     ``split_every`` partials are combined per tree node; K has dtype ``k_dtype``.
+
+    Each chunk product runs on the GPU holding its chunks, whatever device is current. Dask
+    itself copies a CuPy array embedded in the graph (``da.from_array(cupy_array)``) when it
+    computes, and that copy lands on the current device: make GPU chunks inside tasks
+    (``da.from_delayed``, ``map_blocks``) to keep them on their GPU.
     """
     da = _require_dask()
     minimize = _check_semiring(semiring)

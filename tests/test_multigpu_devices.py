@@ -304,10 +304,21 @@ def test_dask_chunks_on_one_gpu(device):
     from lazykern import dask as lkdask
 
     A, B = rand((64, 96)), rand((96, 48), seed=1)
-    with cupy.cuda.Device(device):
-        gA, gB = cupy.asarray(A), cupy.asarray(B)
-    dA = da.from_array(gA, chunks=(64, 48), asarray=False)
-    dB = da.from_array(gB, chunks=(48, 48), asarray=False)
+
+    def on_device(x):  # a chunk made by a task on `device`, as a loader on a GPU worker would
+        with cupy.cuda.Device(device):
+            return cupy.asarray(x)
+
+    # Not da.from_array(cupy array): dask copies a graph-embedded array (copy.copy) when it
+    # computes, and CuPy's copy lands on the *current* device, so chunks would reach the
+    # product on GPU 1 - device already (seen on 2 H200s, with or without lazykern).
+    def chunks(x, cols):
+        parts = [da.from_delayed(dask.delayed(on_device)(x[:, i : i + cols]), (x.shape[0], cols), x.dtype,
+                                 meta=cupy.empty((0, 0), x.dtype)) for i in range(0, x.shape[1], cols)]  # fmt: skip
+        return da.concatenate(parts, axis=1)
+
+    dA, dB = chunks(A, 48), da.concatenate([chunks(B[:48], 48), chunks(B[48:], 48)], axis=0)
+    assert dA.numblocks == (1, 2) and dB.numblocks == (2, 1)
     with cupy.cuda.Device(1 - device):
         C, K = lkdask.matmul(dA, dB, semiring="maxplus", argmax=True)
         assert C.numblocks == (1, 1)  # the one output block itself: no concatenation on the host side
