@@ -162,6 +162,24 @@ def test_parse_and_input_errors():
         einsum("i->", [1.0, 2.0])
 
 
+def test_every_opt_einsum_symbol_is_a_label():
+    """A network of more than a few hundred axes is written with opt_einsum.get_symbol, which
+    gives non-letters ('×', '÷', ...) too; the 32x32 spin glass of notebook 04 needs them."""
+    from opt_einsum import get_symbol
+
+    symbols = [get_symbol(i) for i in range(3000)]
+    assert not all(c.isalpha() for c in symbols)  # the case that broke: '×' (i = 267) is not a letter
+    chain = ",".join(a + b for a, b in zip(symbols, symbols[1:])) + "->"
+    inputs, output = parse(chain, len(symbols) - 1)
+    assert inputs == [(a, b) for a, b in zip(symbols, symbols[1:])] and output == ()
+    ops = [np.array([[0.0, 1.0], [2.0, -1.0]])] * 3
+    eq = "×÷,÷a,a×->"
+    assert float(einsum(eq, *ops)) == float(_reference_einsum.einsum_brute(["×÷", "÷a", "a×"], "", ops))
+    for bad in ("i-,jk", "i>,jk", "i j,\tk"):
+        with pytest.raises(ValueError, match="cannot be an axis label"):
+            parse(bad, 2)
+
+
 def test_slices_reuse_the_steps_no_sliced_label_reaches(monkeypatch):
     from lazykern.tropical.einsum import _Network
 

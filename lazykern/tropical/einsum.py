@@ -100,6 +100,11 @@ def argmax_einsum(
     )
 
 
+# Any character labels an axis except these, as in opt_einsum (whose get_symbol(i) gives
+# non-letters such as '×' past a few hundred axes): NumPy's letters-only rule would refuse them.
+_NOT_LABELS = frozenset(",->.")
+
+
 def parse(subscripts: str, count: int) -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
     """NumPy einsum subscripts -> (labels per operand, output labels); implicit output as NumPy's."""
     if not isinstance(subscripts, str):
@@ -113,8 +118,11 @@ def parse(subscripts: str, count: int) -> tuple[list[tuple[str, ...]], tuple[str
         raise ValueError(f"subscripts {subscripts!r} name {len(inputs)} operands but {count} were given")
     for t in inputs + [tuple(rhs)]:
         for c in t:
-            if not c.isalpha():
-                raise ValueError(f"subscripts {subscripts!r}: {c!r} is not a letter")
+            if c in _NOT_LABELS or c.isspace():
+                raise ValueError(
+                    f"subscripts {subscripts!r}: {c!r} cannot be an axis label; use letters, or "
+                    "opt_einsum.get_symbol(i) for more than 52 axes"
+                )
     if arrow:
         output = tuple(rhs)
         if len(set(output)) != len(output):
