@@ -160,15 +160,15 @@ def main() -> None:
         print(json.dumps(child(args.child, args.n, args.cache)))
         return
 
-    import lazykern
 
     dev = cuda.get_current_device()
     steady = steady_state(args.n, args.launches, args.repeats)
     start = startup(args.n)
+    from lazykern.bench.device import environment
+
     result = {
+        **environment(),
         "device": dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name),
-        "python": sys.version.split()[0],
-        "lazykern": lazykern.__version__,
         "n": args.n,
         "launches": args.launches,
         "repeats": args.repeats,
