@@ -15,7 +15,7 @@ from . import config
 from .errors import CacheError, CaptureError, CompileError, LaunchError, LazykernError, LazykernWarning
 
 if TYPE_CHECKING:
-    from . import graph, tropical
+    from . import arrays, graph, tropical
     from .cache import KernelCache, default_cache, make_key, set_default_cache
     from .compiler import CompileResult, compile_source, current_arch, nvrtc_version
     from .decorator import LazyKernel, lazy_kernel
@@ -39,7 +39,7 @@ _LAZY = {
     "KernelFamily": ".family",
     "Kernel": ".kernel",
 }
-_LAZY_MODULES = ("graph", "tropical")
+_LAZY_MODULES = ("arrays", "graph", "tropical")
 
 __all__ = [
     "CacheError",
@@ -54,6 +54,7 @@ __all__ = [
     "LazykernError",
     "LazykernWarning",
     "__version__",
+    "arrays",
     "compile_source",
     "current_arch",
     "default_cache",

@@ -64,7 +64,8 @@ def _guard_allocator(name: str, original: Callable[..., Any]) -> Callable[..., A
         if _capturing():
             raise CaptureError(
                 f"numba.cuda.{name}() allocates memory, which is not allowed while a CUDA graph is being "
-                "captured on this thread: allocate the buffers before the capture and reuse them"
+                "captured on this thread: allocate the buffers before the capture and reuse them, or inside it with "
+                "lazykern.arrays.empty(shape, dtype, stream=<the captured stream>) (a graph allocation node)"
             )
         return original(*args, **kwargs)
 

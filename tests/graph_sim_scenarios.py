@@ -16,7 +16,7 @@ import weakref
 import numpy as np
 from numba import cuda
 
-from lazykern import graph
+from lazykern import arrays, graph
 
 
 @cuda.jit
@@ -270,6 +270,28 @@ def nested_and_dot(tmp_dir):
     return {"nested": err, "dot": path.read_text(), "repr": repr(g)}
 
 
+def arrays_in_capture():
+    """Scratch arrays made inside the capture (lazykern.arrays) are reused by every replay."""
+    s = cuda.stream()
+    x, out = _dev([1, 2, 3, 4]), _dev([0, 0, 0, 0])
+    with graph.capture(s) as g:
+        tmp = arrays.zeros(4, np.float32, stream=s)
+        add_one[1, 4, s](x, tmp)
+        add_one[1, 4, s](tmp, out)
+    g.replay()
+    first = out.copy_to_host().tolist()
+    x.copy_to_device(np.full(4, 10, np.float32))
+    g.replay()
+    z = arrays.zeros((2, 3), np.int32)
+    return {
+        "first": first,
+        "second": out.copy_to_host().tolist(),
+        "zeros": z.copy_to_host().tolist(),
+        "empty": [list(arrays.empty((2, 3), "float64").shape), str(arrays.empty(5).dtype)],
+        "like_cupy": _error(lambda: arrays.empty(3, like="cupy")),
+    }
+
+
 SCENARIOS = {
     "capture_order": capture_order,
     "device_scalar": device_scalar,
@@ -279,6 +301,7 @@ SCENARIOS = {
     "keeps_references": keeps_references,
     "other_stream_runs_now": other_stream_runs_now,
     "graphed_callable": graphed_callable,
+    "arrays_in_capture": arrays_in_capture,
 }
 
 
