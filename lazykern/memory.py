@@ -287,23 +287,23 @@ def numba_template(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
     return dict(arr.__dict__)
 
 
-def numba_arrays(templates: Sequence[dict[str, Any]], offsets: Sequence[int], nbytes: int, device: int,
-                 stream: int, context: Any, owner: Any = None) -> tuple[list[Any], list[int]]:  # fmt: skip
-    """(arrays, addresses): Numba device arrays of the templates' shapes and dtypes at ``offsets``
-    of one new stream-ordered buffer of ``nbytes`` (:func:`layout`); ``context`` is Numba's
-    context of ``device``, ``owner`` the object of ``stream`` (kept alive as long as the buffer)."""
-    classes = _numba_classes or _load_numba_classes()
+def numba_arrays(parts: Sequence[tuple[dict[str, Any], int, int]], nbytes: int, device: int, stream: int,
+                 context: Any, owner: Any = None) -> tuple[list[Any], int]:  # fmt: skip
+    """(arrays, address of the buffer): Numba device arrays, one per (template, offset, size) of
+    ``parts`` (:func:`numba_template`, :func:`layout`), in one new stream-ordered buffer of
+    ``nbytes``; ``context`` is Numba's context of ``device``, ``owner`` the object of ``stream``
+    (kept alive as long as the buffer)."""
+    cls, pointer = _numba_classes or _load_numba_classes()
     alloc = Allocation(nbytes, device, stream, owner)
-    arrays, ptrs = [], []
-    for template, offset in zip(templates, offsets):
-        arr = classes[0].__new__(classes[0])
+    arrays = []
+    for template, offset, size in parts:
+        arr = cls.__new__(cls)
         d = arr.__dict__
         d.update(template)
-        d["gpu_data"] = classes[1](context, alloc, offset, template["alloc_size"])
+        d["gpu_data"] = pointer(context, alloc, offset, size)
         d["_lazykern_device"] = device
         arrays.append(arr)
-        ptrs.append(alloc.ptr + offset)
-    return arrays, ptrs
+    return arrays, alloc.ptr
 
 
 def _load_numba_classes() -> list[Any]:

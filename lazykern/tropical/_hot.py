@@ -132,13 +132,16 @@ class Launch:
 class Outs:
     """How a call allocates its outputs of the caller's array kind: all of them in one buffer."""
 
-    __slots__ = ("kind", "parts", "offsets", "nbytes", "templates", "torch_parts", "torch_device")
+    __slots__ = ("kind", "parts", "offsets", "nbytes", "numba_parts", "torch_parts", "torch_device")
 
     def __init__(self, kind: str, parts: memory.Parts, device: int) -> None:
         self.kind = kind
         self.parts = tuple((tuple(shape), np.dtype(dtype)) for shape, dtype in parts)
         self.offsets, self.nbytes = memory.layout(self.parts)
-        self.templates = [memory.numba_template(*p) for p in self.parts] if kind == "numba" else None
+        self.numba_parts = None  # (template, offset, size) of each array (memory.numba_arrays)
+        if kind == "numba":
+            templates = [memory.numba_template(*p) for p in self.parts]
+            self.numba_parts = tuple((t, o, t["alloc_size"]) for t, o in zip(templates, self.offsets))
         self.torch_parts: list[tuple[tuple[int, ...], Any]] | None = None
         self.torch_device = None
         if kind == "torch":  # torch's dtypes and device, made once (torch.empty's arguments)
@@ -149,21 +152,29 @@ class Outs:
 
     def new(
         self, device: int, handle: int, current: bool, context: Any, owner: Callable[[], Any]
-    ) -> tuple[list[Any], list[int]]:
-        """(arrays, addresses) of new outputs for work on ``handle``; ``current``: ``handle`` is the
-        operands' library's current stream; ``owner()`` gives that stream's object, kept alive
-        with a pool buffer."""
-        if self.templates is not None:
-            return memory.numba_arrays(self.templates, self.offsets, self.nbytes, device, handle, context, owner())
+    ) -> tuple[Any, int, int]:
+        """(the output or the pair of outputs, the first's address, the second's or 0) made for work
+        on ``handle``; ``current``: ``handle`` is the operands' library's current stream; ``owner()``
+        gives that stream's object, kept alive with a pool buffer."""
+        if self.numba_parts is not None:
+            arrays, base = memory.numba_arrays(self.numba_parts, self.nbytes, device, handle, context, owner())
+            if len(arrays) == 1:
+                return arrays[0], base, 0
+            return (arrays[0], arrays[1]), base, base + self.offsets[1]
         library = memory.on_library_stream(handle, current)
         if self.kind == "cupy":
             if library:
-                return memory.cupy_arrays_own(self.parts, self.offsets, self.nbytes)
-            return memory.cupy_arrays(self.parts, self.offsets, self.nbytes, device, handle, owner())
-        if library:
+                arrays, ptrs = memory.cupy_arrays_own(self.parts, self.offsets, self.nbytes)
+            else:
+                arrays, ptrs = memory.cupy_arrays(self.parts, self.offsets, self.nbytes, device, handle, owner())
+        elif library:
             assert self.torch_parts is not None  # a torch kind
-            return memory.torch_tensors_own(self.torch_parts, self.torch_device)
-        return memory.torch_tensors(self.parts, self.offsets, self.nbytes, device, handle, owner())
+            arrays, ptrs = memory.torch_tensors_own(self.torch_parts, self.torch_device)
+        else:
+            arrays, ptrs = memory.torch_tensors(self.parts, self.offsets, self.nbytes, device, handle, owner())
+        if len(arrays) == 1:
+            return arrays[0], ptrs[0], 0
+        return (arrays[0], arrays[1]), ptrs[0], ptrs[1]
 
 
 def out_kind(kind: str) -> str:
@@ -247,11 +258,7 @@ class ProductCall(_Call):
         token = _device.enter(device) if _device.current_context() != self.ctx else None
         try:
             if out is None:
-                arrays, ptrs = self.outs.new(device, handle, current, self.numba_ctx, self._owner)
-                if self.argmax:
-                    result, (pc, pi) = (arrays[0], arrays[1]), ptrs
-                else:
-                    result, pc, pi = arrays[0], ptrs[0], 0
+                result, pc, pi = self.outs.new(device, handle, current, self.numba_ctx, self._owner)
             else:
                 assert out_ptrs is not None  # callers pass them with out=
                 pc, pi = out_ptrs
@@ -304,8 +311,7 @@ class BackwardCall(_Call):
         try:
             za, zb = self.zero
             if out is None:
-                arrays, (pA, pB) = self.outs.new(device, handle, current, self.numba_ctx, self._owner)
-                result = (arrays[0], arrays[1])
+                result, pA, pB = self.outs.new(device, handle, current, self.numba_ctx, self._owner)
                 if za and zb:  # one buffer: one memset
                     za, zb = self.outs.nbytes, 0
             else:

@@ -383,8 +383,7 @@ def _empty_result(
     ctx = _device.primary_context(device) if kind == "numba" else None
     parts = [(shape, a.dtype), (shape, np.dtype("int32"))] if argmax else [(shape, a.dtype)]
     owner = _stream_owner(a, stream)
-    arrays = _hot.Outs(kind, tuple(parts), device).new(device, handle, False, ctx, lambda: owner)[0]
-    return (arrays[0], arrays[1]) if argmax else arrays[0]
+    return _hot.Outs(kind, tuple(parts), device).new(device, handle, False, ctx, lambda: owner)[0]
 
 
 def _workspace_bytes(n: int, itemsize: int, argmax: bool) -> tuple[int, int]:
