@@ -18,14 +18,19 @@ A capture begun by someone else (torch.cuda.graph, a raw cuStreamBeginCapture) g
 allocation nodes too (``cuMemAllocFromPoolAsync`` on a capturing stream makes one), without a
 pool's book.
 
-Results are handed back as the caller's array kind: :func:`numba_array`,
-:func:`cupy_array`, :func:`torch_tensor` wrap one :class:`Allocation` each.
+Results are handed back as the caller's array kind: :func:`numba_arrays`,
+:func:`cupy_arrays`, :func:`torch_tensors` put all the outputs of a call in one :class:`Allocation`
+(one allocate, one free). Outside a capture, where the call runs on CuPy's or torch's current
+stream, :func:`cupy_arrays_own` and :func:`torch_tensors_own` take the library's own caching
+allocator instead (its pool orders reuse on that stream); on any other stream the pool path keeps
+the buffer's reuse ordered after the call's work.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -227,16 +232,31 @@ class Allocation:
 
 
 # -- the caller's array kinds ------------------------------------------------------------
+Parts = tuple[tuple[tuple[int, ...], np.dtype], ...]  # (shape, dtype) of each array of one buffer
+
+
+def layout(parts: Parts) -> tuple[tuple[int, ...], int]:
+    """(offsets, total bytes) of ``parts`` in one buffer, each array at a 256-byte boundary (as
+    cudaMalloc aligns): the outputs of a call share one allocation, so one allocate and one free."""
+    offsets, end = [], 0
+    for shape, dtype in parts:
+        end = -(-end // 256) * 256
+        offsets.append(end)
+        end += int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return tuple(offsets), end
+
+
 def _numba_pointer_class() -> type:
     from numba.cuda.cudadrv.driver import MemoryPointer
 
     class PoolPointer(MemoryPointer):
-        """A Numba MemoryPointer over an :class:`Allocation` (freed when the last view goes)."""
+        """A Numba MemoryPointer into an :class:`Allocation` (freed when the last view of any
+        array in it goes)."""
 
-        def __init__(self, context: Any, alloc: Allocation) -> None:
+        def __init__(self, context: Any, alloc: Allocation, offset: int, size: int) -> None:
             self.context = context
-            self.device_pointer = self.handle = alloc.ptr
-            self.size = self._cuda_memsize_ = alloc.nbytes
+            self.device_pointer = self.handle = alloc.ptr + offset
+            self.size = self._cuda_memsize_ = size
             self.is_managed = False
             self.refct = 1
             self._owner = alloc
@@ -249,7 +269,7 @@ _numba_classes: list[Any] = []  # [DeviceNDArray, PoolPointer], imported once
 
 def numba_template(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
     """The attributes of an empty C-contiguous Numba device array of ``shape``, made once per
-    launch plan; :func:`numba_array` copies them (3 us of DeviceNDArray set-up becomes 0.3 us)."""
+    launch plan; :func:`numba_arrays` copies them (3 us of DeviceNDArray set-up becomes 0.3 us)."""
     dtype = np.dtype(dtype)
     strides, step = [], dtype.itemsize
     for n in reversed(shape):
@@ -267,18 +287,23 @@ def numba_template(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
     return dict(arr.__dict__)
 
 
-def numba_array(template: dict[str, Any], device: int, stream: int, context: Any, owner: Any = None) -> tuple[Any, int]:
-    """(array, address): a Numba device array of the template's shape and dtype in a new
-    stream-ordered buffer; ``context`` is Numba's context of ``device``, ``owner`` the object of
-    ``stream`` (kept alive as long as the buffer)."""
-    classes = _numba_classes or _load_numba_classes()
-    alloc = Allocation(template["alloc_size"], device, stream, owner)
-    arr = classes[0].__new__(classes[0])
-    d = arr.__dict__
-    d.update(template)
-    d["gpu_data"] = classes[1](context, alloc)
-    d["_lazykern_device"] = device
-    return arr, alloc.ptr
+def numba_arrays(parts: Sequence[tuple[dict[str, Any], int, int]], nbytes: int, device: int, stream: int,
+                 context: Any, owner: Any = None) -> tuple[list[Any], int]:  # fmt: skip
+    """(arrays, address of the buffer): Numba device arrays, one per (template, offset, size) of
+    ``parts`` (:func:`numba_template`, :func:`layout`), in one new stream-ordered buffer of
+    ``nbytes``; ``context`` is Numba's context of ``device``, ``owner`` the object of ``stream``
+    (kept alive as long as the buffer)."""
+    cls, pointer = _numba_classes or _load_numba_classes()
+    alloc = Allocation(nbytes, device, stream, owner)
+    arrays = []
+    for template, offset, size in parts:
+        arr = cls.__new__(cls)
+        d = arr.__dict__
+        d.update(template)
+        d["gpu_data"] = pointer(context, alloc, offset, size)
+        d["_lazykern_device"] = device
+        arrays.append(arr)
+    return arrays, alloc.ptr
 
 
 def _load_numba_classes() -> list[Any]:
@@ -288,40 +313,70 @@ def _load_numba_classes() -> list[Any]:
     return _numba_classes
 
 
-def cupy_array(shape: tuple[int, ...], dtype: np.dtype, device: int, stream: int, owner: Any = None) -> tuple[Any, int]:
-    """(array, address): a CuPy array in a new stream-ordered buffer (owned by an Allocation)."""
+def on_library_stream(stream: int, current: bool) -> bool:
+    """Whether outputs for work on ``stream`` may come from CuPy's or torch's own allocator:
+    only where ``stream`` is that library's ``current`` stream of the device (its pool reuses a
+    freed buffer for later work on that stream, so after ours; on another stream the buffer could
+    be handed out again while our kernel still writes it), and not inside a lazykern capture
+    (allocations there are graph nodes booked in its pool)."""
+    return current and stream not in _captures
+
+
+def cupy_arrays(parts: Parts, offsets: Sequence[int], nbytes: int, device: int, stream: int,
+                owner: Any = None) -> tuple[list[Any], list[int]]:  # fmt: skip
+    """(arrays, addresses): CuPy arrays of ``parts`` in one new stream-ordered buffer."""
     import cupy
 
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
     alloc = Allocation(nbytes, device, stream, owner)
     mem = cupy.cuda.UnownedMemory(alloc.ptr, max(nbytes, 1), alloc, device)
-    return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(mem, 0)), alloc.ptr
+    arrays = [cupy.ndarray(s, d, cupy.cuda.MemoryPointer(mem, o)) for (s, d), o in zip(parts, offsets)]
+    return arrays, [alloc.ptr + o for o in offsets]
+
+
+def cupy_arrays_own(parts: Parts, offsets: Sequence[int], nbytes: int) -> tuple[list[Any], list[int]]:
+    """(arrays, addresses): CuPy arrays of ``parts`` in one buffer from CuPy's allocator, on the
+    current device and stream (:func:`on_library_stream` says when that is right)."""
+    import cupy
+
+    mem = cupy.cuda.alloc(nbytes)
+    arrays = [cupy.ndarray(s, d, mem if o == 0 else mem + o) for (s, d), o in zip(parts, offsets)]
+    base = mem.ptr
+    return arrays, [base + o for o in offsets]
 
 
 class _CudaArray:
-    """A ``__cuda_array_interface__`` view of an Allocation, for torch.as_tensor."""
+    """A ``__cuda_array_interface__`` view into an Allocation, for torch.as_tensor."""
 
     __slots__ = ("__cuda_array_interface__", "alloc")
 
-    def __init__(self, alloc: Allocation, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    def __init__(self, alloc: Allocation, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> None:
         self.alloc = alloc
         self.__cuda_array_interface__ = {
             "shape": tuple(shape),
             "typestr": np.dtype(dtype).str,
-            "data": (alloc.ptr, False),
+            "data": (alloc.ptr + offset, False),
             "version": 3,
             "strides": None,
             "stream": None,
         }
 
 
-def torch_tensor(shape: tuple[int, ...], dtype: np.dtype, device: int, stream: int, owner: Any = None) -> Any:
-    """A torch tensor: torch's own caching allocator (on its current stream) outside a capture;
-    inside one, a graph allocation shared with torch through the CUDA Array Interface."""
+def torch_tensors(parts: Parts, offsets: Sequence[int], nbytes: int, device: int, stream: int,
+                  owner: Any = None) -> tuple[list[Any], list[int]]:  # fmt: skip
+    """(tensors, addresses): torch tensors of ``parts`` in one new stream-ordered buffer (a graph
+    allocation inside a capture), shared with torch through the CUDA Array Interface."""
     import torch
 
-    if stream not in _captures:
-        return torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name), device=torch.device("cuda", device))
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
     alloc = Allocation(nbytes, device, stream, owner)
-    return torch.as_tensor(_CudaArray(alloc, shape, dtype), device=f"cuda:{device}")
+    where = f"cuda:{device}"
+    tensors = [torch.as_tensor(_CudaArray(alloc, o, s, d), device=where) for (s, d), o in zip(parts, offsets)]
+    return tensors, [alloc.ptr + o for o in offsets]
+
+
+def torch_tensors_own(parts: Sequence[tuple[tuple[int, ...], Any]], device: Any) -> tuple[list[Any], list[int]]:
+    """(tensors, addresses) from torch's caching allocator on its current stream (:func:`on_library_stream`
+    says when that is right); ``parts`` carry torch dtypes, ``device`` is a torch.device."""
+    import torch
+
+    tensors = [torch.empty(s, dtype=d, device=device) for s, d in parts]
+    return tensors, [t.data_ptr() for t in tensors]

@@ -145,7 +145,7 @@ def test_the_kernel_table_keeps_the_longest_tropical_names_whole_at_80_columns(g
     names = sorted(tropical.family.names(), key=len)[-3:]
     kernels = [demo.KernelUse(n, "sm_90", "loaded from cache", 1.234, 0.41, 81234, 0.2) for n in names]
     kernels[0].status, kernels[0].seconds = "compiled", 2.3114
-    report = types.SimpleNamespace(compiled=names, family_size=748, family="tropical", kernels=kernels, gpu=gpu)
+    report = types.SimpleNamespace(compiled=names, family_size=746, family="tropical", kernels=kernels, gpu=gpu)
     console = Console(record=True, width=80)
     console.print(_demo.kernel_table(report))
     text = console.export_text()

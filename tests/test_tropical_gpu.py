@@ -240,7 +240,7 @@ def test_splitk_workspace_is_freed_stream_ordered():
     r1 = tropical.matmul(A, B, argmax=True, stream=s1)
     r2 = tropical.matmul(A, B, argmax=True, stream=s2)
     r3 = tropical.matmul(A, B, "minplus", stream=s1)
-    assert memory.stats()["live"] == live + 5  # the outputs; each call's workspace went back to the pool
+    assert memory.stats()["live"] == live + 3  # a buffer of outputs per call; the workspaces went back to the pool
     want = reference.matmul(A.copy_to_host(), B.copy_to_host(), "maxplus", argmax=True)
     for C, Ix in (r1, r2):
         np.testing.assert_array_equal(C.copy_to_host(), want[0])

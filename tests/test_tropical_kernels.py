@@ -16,7 +16,7 @@ from ._warm_cache import SAMPLE_VARIANTS
 # sha256 over json [name, code, signature, symbol] of every kernel in family.names() order, taken
 # from the fragments registered at import before they were generated on request: a change here
 # changes kernel names or texts, so every user's cache misses (say so in the change log).
-FRAGMENTS_DIGEST = "3ac759a99a1c31e0feb4f73637498068f7d068604786160e9ab97d79a04fd14a"
+FRAGMENTS_DIGEST = "8268cb26c53ae59383d9d83a80b79bc67b4846124a464d88846d765dc7402096"
 
 
 def test_generated_fragments_are_the_registered_ones_byte_for_byte():
@@ -25,7 +25,7 @@ def test_generated_fragments_are_the_registered_ones_byte_for_byte():
     for name in fam.names():
         f = fam.source.fragment(name)
         digest.update(json.dumps([name, f.code, list(f.signature), f.symbol]).encode())
-    assert len(fam.names()) == 748
+    assert len(fam.names()) == 746
     assert digest.hexdigest() == FRAGMENTS_DIGEST
 
 
@@ -33,7 +33,7 @@ def test_names_round_trip_through_specs():
     names = fragments.names()
     specs = [fragments.Spec.parse(n) for n in names]
     assert [s.name for s in specs] == names and specs == fragments.every_spec()
-    assert fragments.Spec.parse("backward_b_f64") == fragments.Spec("", "f64", kind="backward", grad="b")
+    assert fragments.Spec.parse("backward_ab_f64") == fragments.Spec("", "f64", kind="backward", grad="ab")
     assert fragments.Spec.parse("reduce_minplus_i32_argmax").kind == "reduce"
     assert fragments.Spec.parse("maxplus_f32_r4").rows
 
@@ -41,7 +41,7 @@ def test_names_round_trip_through_specs():
 @pytest.mark.parametrize(
     "name",
     ["maxplus_f32_nn", "bmm_maxplus_f32_splitk", "bmm_maxplus_f32_r", "maxplus_f32_nt_r", "maxplus_f16",
-     "backward_a_i32", "backward_c_f32", "reduce_maxplus_f32_s", "maxplus", "", "maxplus_f32_argmax_argmax",
+     "backward_ab_i32", "backward_a_f32", "reduce_maxplus_f32_s", "maxplus", "", "maxplus_f32_argmax_argmax",
      "maxplus_f32_s_extra", "sumplus_f32"],
 )  # fmt: skip
 def test_names_of_no_kernel_are_refused(name):
@@ -57,16 +57,16 @@ def test_nothing_is_registered_until_asked():
     assert fam.source.fragments == {}
     fam.source.fragment("bmm_maxmul_i32_tt")
     assert list(fam.source.fragments) == ["bmm_maxmul_i32_tt"]
-    assert len(fam.names()) == 748 and fam.core_names() == fragments.core_names()
+    assert len(fam.names()) == 746 and fam.core_names() == fragments.core_names()
 
 
 def test_names_follow_the_scheme():
     names = make_family().names()
     # tiles (large, s, t) x {matmul, bmm}, split-K (one per layout, no bmm twin), rows (r, r4), reduce, backward
     per_kernel = 3 * 4 * 2  # semirings x dtypes x argmax
-    assert len(names) == len(set(names)) == per_kernel * (3 * 4 * 2 + 4 + 2 + 1) + 4
+    assert len(names) == len(set(names)) == per_kernel * (3 * 4 * 2 + 4 + 2 + 1) + 2  # backward: one per float dtype
     for name in ["maxplus_f32", "maxplus_f32_argmax", "maxplus_f32_nt", "bmm_maxplus_f32", "bmm_maxplus_f32_argmax",
-                 "backward_a_f32", "backward_b_f64", "maxplus_f32_s", "maxmul_i64_r", *SAMPLE_VARIANTS]:  # fmt: skip
+                 "backward_ab_f32", "backward_ab_f64", "maxplus_f32_s", "maxmul_i64_r", *SAMPLE_VARIANTS]:  # fmt: skip
         assert name in names
     assert not any(n.startswith("bmm_") and n.endswith("_splitk") for n in names)
     core = {s.name for s in core_specs()}
@@ -76,9 +76,9 @@ def test_names_follow_the_scheme():
 
 def test_core_names_are_registered_and_cover_the_backward_kernels():
     core = fragments.core_names()
-    assert len(core) == len(set(core)) == 52
+    assert len(core) == len(set(core)) == 50
     assert set(core) <= set(make_family().names())
-    assert {"maxplus_f32", "bmm_maxmul_i64_argmax", "backward_a_f32", "backward_b_f64"} <= set(core)
+    assert {"maxplus_f32", "bmm_maxmul_i64_argmax", "backward_ab_f32", "backward_ab_f64"} <= set(core)
 
 
 def test_fragment_text_is_one_extern_c_kernel():
@@ -131,10 +131,10 @@ def test_creating_a_family_compiles_nothing(cache):
 
 def test_lazy_forward_and_backward_compile_exactly_those(cache):
     fam = make_family(cache)
-    wanted = ["maxplus_f32_argmax", "backward_a_f32", "backward_b_f32"]
+    wanted = ["maxplus_f32_argmax", "backward_ab_f32"]
     for name in wanted:
         fam.get(name, arch="sm_90")
-    assert fam.compile_calls == 3
+    assert fam.compile_calls == 2
     assert fam.compiled() == sorted(wanted)
     again = make_family(cache)  # a new process: everything comes from the cache
     for name in wanted:
@@ -148,7 +148,7 @@ def test_every_core_fragment_compiles(tropical_cache, arch):
     fam = tropical_cache.family(arch)  # compiles them, once per test run (a CompileError fails this test)
     names = [s.name for s in core_specs()] + [n for n in fam.names() if n.startswith("backward_")] + SAMPLE_VARIANTS
     kernels = fam.warm(names, arch=arch)
-    assert fam.compile_calls == 0 and len(kernels) == len(names) == 70
+    assert fam.compile_calls == 0 and len(kernels) == len(names) == 68
     assert all(k.code[:4] == b"\x7fELF" and k.arch == arch for k in kernels)
 
 

@@ -84,19 +84,23 @@ def test_a_bad_out_still_raises_after_a_hit(st):
 
 
 def test_outputs_are_stream_ordered_pool_buffers_freed_when_dropped(st):
-    A, B = FakeDeviceArray((64, 64)), FakeDeviceArray((64, 64))
+    A, B = FakeDeviceArray((64, 64)), FakeDeviceArray((64, 60))
     live = memory.stats()["live"]
-    C, Ix = api.matmul(A, B, argmax=True, stream=7)
-    assert memory.stats()["live"] == live + 2 and len(st.allocs) == 2
-    assert {C.gpu_data.device_pointer, Ix.gpu_data.device_pointer} == set(st.allocs)
-    assert Ix.dtype == np.int32 and C.shape == Ix.shape == (64, 64)
-    keep = C.gpu_data  # what a view of C holds on to
+    C, Ix = api.matmul(A, B, argmax=True, stream=7)  # C and argmax: one buffer, one allocate
+    assert memory.stats()["live"] == live + 1 and len(st.allocs) == 1
+    ((base, nbytes),) = st.allocs.items()
+    c_bytes = 64 * 60 * 4
+    ix_at = -(-c_bytes // 256) * 256  # argmax starts at the next 256-byte boundary
+    assert (C.gpu_data.device_pointer, Ix.gpu_data.device_pointer) == (base, base + ix_at)
+    assert nbytes == ix_at + 64 * 60 * 4 and st.launches[-1][3][2:4] == (base, base + ix_at)
+    assert Ix.dtype == np.int32 and C.shape == Ix.shape == (64, 60) and C.dtype == np.float32
+    keep = Ix.gpu_data  # what a view of argmax holds on to
     del C, Ix
     gc.collect()
-    assert len(st.allocs) == 1
+    assert st.frees == []  # the view keeps the one buffer
     del keep
     gc.collect()
-    assert st.allocs == {} and memory.stats()["live"] == live
+    assert st.frees == [base] and st.allocs == {} and memory.stats()["live"] == live
 
 
 class _FakeStream:
@@ -138,9 +142,60 @@ def test_backward_is_cached_and_allocates_gradients(st, monkeypatch):
     plans = _count(monkeypatch, planner, "backward_plan")
     gA2, gB2 = api.matmul_backward(g, ix, [64, 32], (32, 64))
     assert plans == [] and gA2.shape == (64, 32) and gB2.shape == (32, 64)
+    assert len(st.allocs) == 2  # (grad_A, grad_B) of each call share one buffer
+    assert gB2.gpu_data.device_pointer - gA2.gpu_data.device_pointer == 64 * 32 * 4
     outs = (FakeDeviceArray((64, 32)), FakeDeviceArray((32, 64)))
     assert api.matmul_backward(g, ix, (64, 32), (32, 64), out=outs) == outs
-    assert st.launches[-1][3][2] == outs[1].gpu_data.device_pointer
+    assert st.launches[-1][3][2:4] == (outs[0].gpu_data.device_pointer, outs[1].gpu_data.device_pointer)
+
+
+def _memsets(monkeypatch):
+    calls = []
+    monkeypatch.setattr(api._arrays, "memset_zero", lambda ptr, nbytes, stream: calls.append((ptr, nbytes)))
+    return calls
+
+
+@pytest.mark.parametrize("n", [32, 64, 128])
+def test_a_small_backward_is_one_launch_and_no_memset(st, monkeypatch, n):
+    """Launch-bound shapes: both gradients stored once by one kernel (no atomic split to zero for)."""
+    memsets = _memsets(monkeypatch)
+    g, ix = FakeDeviceArray((n, n)), FakeDeviceArray((n, n), np.int32)
+    outs = (FakeDeviceArray((n, n)), FakeDeviceArray((n, n)))
+    for _ in range(2):  # the general path, then the cached call
+        api.matmul_backward(g, ix, (n, n), (n, n), out=outs)
+    assert memsets == [] and len(st.launches) == 2
+    _, config, fn, args = st.launches[-1]
+    ptrs = [x.gpu_data.device_pointer for x in (g, ix, *outs)]
+    assert fn[1] == "backward_ab_f32" and list(args[:4]) == ptrs
+    ga = planner.backward_plan("a", 4, 1, n, n, n, False, sms=132)
+    gb = planner.backward_plan("b", 4, 1, n, n, n, False, sms=132)
+    assert not ga[2] and not gb[2] and config.grid == (ga[1] + gb[1], 1, 1)
+
+
+def test_a_backward_that_adds_zeroes_first_one_memset_for_its_own_buffer(st, monkeypatch):
+    memsets = _memsets(monkeypatch)
+    g, ix = FakeDeviceArray((3, 64, 48)), FakeDeviceArray((3, 64, 48), np.int32)
+    (gA, gB) = api.matmul_backward(g, ix, (64, 700), (3, 700, 48))  # a broadcast A: grad_A sums the batch
+    assert memsets == [(gA.gpu_data.device_pointer, 64 * 700 * 4)] and len(st.launches) == 1
+    g, ix = FakeDeviceArray((20, 10)), FakeDeviceArray((20, 10), np.int32)  # short rows: atomics for both
+    gA, gB = api.matmul_backward(g, ix, (20, 70), (70, 10))
+    ((base, nbytes),) = ((p, n) for p, n in st.allocs.items() if p == gA.gpu_data.device_pointer)
+    assert memsets[1:] == [(base, nbytes)]  # both zeroed: the whole buffer at once
+    outs = (FakeDeviceArray((20, 70)), FakeDeviceArray((70, 10)))
+    api.matmul_backward(g, ix, (20, 70), (70, 10), out=outs)
+    assert memsets[2:] == [
+        (outs[0].gpu_data.device_pointer, 20 * 70 * 4),
+        (outs[1].gpu_data.device_pointer, 70 * 10 * 4),
+    ]
+    assert st.launches[-1][3][-1] == planner.backward_plan("a", 4, 1, 20, 10, 70, False, sms=132)[1]  # blocks_a
+
+
+def test_an_empty_grad_c_launches_nothing_and_zeroes_the_gradients(st, monkeypatch):
+    memsets = _memsets(monkeypatch)
+    g, ix = FakeDeviceArray((0, 6), strides=(24, 4)), FakeDeviceArray((0, 6), np.int32, strides=(24, 4))
+    gA, gB = api.matmul_backward(g, ix, (0, 5), (5, 6))
+    assert st.launches == [] and gA.shape == (0, 5) and gB.shape == (5, 6)
+    assert memsets == [(gA.gpu_data.device_pointer, 5 * 6 * 4)]  # grad_A is empty: the buffer is grad_B
 
 
 def test_bmm_is_cached(st):
@@ -195,7 +250,8 @@ def test_the_api_allocates_inside_a_capture_from_its_pool(st):
         C, Ix = api.matmul(A, B, argmax=True, stream=4)  # split-K: workspace + outputs, all graph nodes
     finally:
         memory.end_capture(4)
-    assert pool.allocations == 3 and pool.outputs == 2 and len(st.graph_allocs) == 3
+    assert pool.allocations == 2 and pool.outputs == 1 and len(st.graph_allocs) == 2  # (C, argmax) share one
+    assert Ix.gpu_data.device_pointer - C.gpu_data.device_pointer == 64 * 64 * 4
     pool.seal()
     memory.begin_capture(4, pool)
     try:

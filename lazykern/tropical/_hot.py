@@ -129,26 +129,52 @@ class Launch:
         self.tail = kernel.pack([0] * pointers + list(args))[pointers:]
 
 
-class Out:
-    """How a call allocates one output of the caller's array kind."""
+class Outs:
+    """How a call allocates its outputs of the caller's array kind: all of them in one buffer."""
 
-    __slots__ = ("kind", "shape", "dtype", "nbytes", "template")
+    __slots__ = ("kind", "parts", "offsets", "nbytes", "numba_parts", "torch_parts", "torch_device")
 
-    def __init__(self, kind: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    def __init__(self, kind: str, parts: memory.Parts, device: int) -> None:
         self.kind = kind
-        self.shape = shape
-        self.dtype = np.dtype(dtype)
-        self.nbytes = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
-        self.template = memory.numba_template(shape, self.dtype) if kind == "numba" else None
+        self.parts = tuple((tuple(shape), np.dtype(dtype)) for shape, dtype in parts)
+        self.offsets, self.nbytes = memory.layout(self.parts)
+        self.numba_parts = None  # (template, offset, size) of each array (memory.numba_arrays)
+        if kind == "numba":
+            templates = [memory.numba_template(*p) for p in self.parts]
+            self.numba_parts = tuple((t, o, t["alloc_size"]) for t, o in zip(templates, self.offsets))
+        self.torch_parts: list[tuple[tuple[int, ...], Any]] | None = None
+        self.torch_device = None
+        if kind == "torch":  # torch's dtypes and device, made once (torch.empty's arguments)
+            import torch
 
-    def new(self, device: int, handle: int, context: Any, owner: Any = None) -> tuple[Any, int]:
-        """A new output on ``handle``; ``owner`` is that stream's object, kept alive with the buffer."""
-        if self.template is not None:
-            return memory.numba_array(self.template, device, handle, context, owner)
+            self.torch_parts = [(shape, getattr(torch, dtype.name)) for shape, dtype in self.parts]
+            self.torch_device = torch.device("cuda", device)
+
+    def new(
+        self, device: int, handle: int, current: bool, context: Any, owner: Callable[[], Any]
+    ) -> tuple[Any, int, int]:
+        """(the output or the pair of outputs, the first's address, the second's or 0) made for work
+        on ``handle``; ``current``: ``handle`` is the operands' library's current stream; ``owner()``
+        gives that stream's object, kept alive with a pool buffer."""
+        if self.numba_parts is not None:
+            arrays, base = memory.numba_arrays(self.numba_parts, self.nbytes, device, handle, context, owner())
+            if len(arrays) == 1:
+                return arrays[0], base, 0
+            return (arrays[0], arrays[1]), base, base + self.offsets[1]
+        library = memory.on_library_stream(handle, current)
         if self.kind == "cupy":
-            return memory.cupy_array(self.shape, self.dtype, device, handle, owner)
-        t = memory.torch_tensor(self.shape, self.dtype, device, handle, owner)
-        return t, t.data_ptr()
+            if library:
+                arrays, ptrs = memory.cupy_arrays_own(self.parts, self.offsets, self.nbytes)
+            else:
+                arrays, ptrs = memory.cupy_arrays(self.parts, self.offsets, self.nbytes, device, handle, owner())
+        elif library:
+            assert self.torch_parts is not None  # a torch kind
+            arrays, ptrs = memory.torch_tensors_own(self.torch_parts, self.torch_device)
+        else:
+            arrays, ptrs = memory.torch_tensors(self.parts, self.offsets, self.nbytes, device, handle, owner())
+        if len(arrays) == 1:
+            return arrays[0], ptrs[0], 0
+        return (arrays[0], arrays[1]), ptrs[0], ptrs[1]
 
 
 def out_kind(kind: str) -> str:
@@ -179,33 +205,41 @@ class _Call:
         kind = self.kind
         return None if kind is None or kind.current is None else kind.current(self.device)
 
-    def _handle(self, A: Any) -> int:
-        """The stream of this call, ordered after the operands' producer."""
+    def _handle(self) -> tuple[int, bool]:
+        """(the stream of this call, ordered after the operands' producer; whether it is the
+        operands' library's current stream, whose own allocator may then make the outputs)."""
         handle = self.handle
         kind = self.kind
         if kind is None or kind.producer is None:
-            return handle if handle is not None else (self.producer_stream or 0)
+            return (handle if handle is not None else (self.producer_stream or 0)), False
         producer = kind.producer(self.device)
         if handle is None:
-            return producer
+            return producer, True
         if producer != handle:
             _arrays.stream_wait(handle, producer, self.device)
-        return handle
+            return handle, False
+        return handle, True
+
+    def on_current(self, handle: int) -> bool:
+        """Whether ``handle`` is the current stream the operands' library had when this call was
+        planned (the general path's answer to :meth:`_handle`'s second part)."""
+        kind = self.kind
+        return kind is not None and kind.producer is not None and handle == self.producer_stream
 
 
 class ProductCall(_Call):
-    """A planned product: allocate C (and argmax), launch (split-K: workspace, launch, reduce, free)."""
+    """A planned product: allocate C (and argmax) in one buffer, launch (split-K: workspace,
+    launch, reduce, free)."""
 
-    __slots__ = ("main", "reduce", "c_out", "i_out", "argmax", "ws_bytes", "ws_values")
+    __slots__ = ("main", "reduce", "outs", "argmax", "ws_bytes", "ws_values")
 
     def __init__(self, device: int, kind: str, handle: int | None, producer_stream: int | None,
                  main: Launch, reduce: Launch | None, out_shape: tuple[int, ...], dtype: np.dtype,
                  argmax: bool, ws: tuple[int, int], owner: Any = None) -> None:  # fmt: skip
         super().__init__(device, kind, handle, producer_stream, owner)
         self.main, self.reduce, self.argmax = main, reduce, argmax
-        okind = out_kind(kind)
-        self.c_out = Out(okind, out_shape, dtype)
-        self.i_out = Out(okind, out_shape, np.dtype("int32")) if argmax else None
+        parts = [(out_shape, dtype), (out_shape, np.dtype("int32"))] if argmax else [(out_shape, dtype)]
+        self.outs = Outs(out_kind(kind), tuple(parts), device)
         self.ws_bytes, self.ws_values = ws
 
     def __call__(self, A: Any, B: Any, out: Any) -> Any:
@@ -213,21 +247,18 @@ class ProductCall(_Call):
         kind = self.kind
         assert kind is not None  # a hit: only calls of a fast kind are cached (product_key)
         ptr = kind.ptr
-        return self.run(self._handle(A), ptr(A), ptr(B), out, None if out is None else self._out_ptrs(out, ptr))
+        handle, current = self._handle()
+        return self.run(handle, current, ptr(A), ptr(B), out, None if out is None else self._out_ptrs(out, ptr))
 
     def _out_ptrs(self, out: Any, ptr: Callable[[Any], int]) -> tuple[int, int]:
         return (ptr(out[0]), ptr(out[1])) if self.argmax else (ptr(out), 0)
 
-    def run(self, handle: int, pa: int, pb: int, out: Any, out_ptrs: tuple[int, int] | None) -> Any:
+    def run(self, handle: int, current: bool, pa: int, pb: int, out: Any, out_ptrs: tuple[int, int] | None) -> Any:
         device = self.device
         token = _device.enter(device) if _device.current_context() != self.ctx else None
         try:
             if out is None:
-                owner = self._owner()
-                C, pc = self.c_out.new(device, handle, self.numba_ctx, owner)
-                i_out = self.i_out  # None unless argmax
-                Ix, pi = i_out.new(device, handle, self.numba_ctx, owner) if i_out is not None else (None, 0)
-                result = (C, Ix) if self.argmax else C
+                result, pc, pi = self.outs.new(device, handle, current, self.numba_ctx, self._owner)
             else:
                 assert out_ptrs is not None  # callers pass them with out=
                 pc, pi = out_ptrs
@@ -253,43 +284,48 @@ class ProductCall(_Call):
 
 
 class BackwardCall(_Call):
-    """A planned backward: allocate (grad_A, grad_B), zero where the plan adds, launch both."""
+    """A planned backward: allocate (grad_A, grad_B) in one buffer, zero what the plan adds into,
+    one launch for both."""
 
-    __slots__ = ("steps", "outs")
+    __slots__ = ("launch", "zero", "outs")
 
     def __init__(self, device: int, kind: str, handle: int | None, producer_stream: int | None,
-                 steps: list[tuple[Launch | None, int]], shapes: tuple[tuple[int, ...], tuple[int, ...]],
+                 launch: Launch | None, zero: tuple[int, int], shapes: tuple[tuple[int, ...], tuple[int, ...]],
                  dtype: np.dtype, owner: Any = None) -> None:  # fmt: skip
         super().__init__(device, kind, handle, producer_stream, owner)
-        self.steps = steps  # (launch or None, bytes to zero first) for grad_A, grad_B
-        okind = out_kind(kind)
-        self.outs = (Out(okind, shapes[0], dtype), Out(okind, shapes[1], dtype))
+        self.launch = launch  # None: nothing to add (K == 0 or an empty grad_C)
+        self.zero = zero  # bytes of grad_A, grad_B to zero first (0: the kernel stores every element)
+        self.outs = Outs(out_kind(kind), ((shapes[0], dtype), (shapes[1], dtype)), device)
 
     def __call__(self, g: Any, ix: Any, out: Any) -> tuple[Any, Any]:
         kind = self.kind
         assert kind is not None  # a hit: only calls of a fast kind are cached (backward_key)
         ptr = kind.ptr
-        return self.run(self._handle(g), ptr(g), ptr(ix), out, None if out is None else (ptr(out[0]), ptr(out[1])))
+        handle, current = self._handle()
+        return self.run(handle, current, ptr(g), ptr(ix), out, None if out is None else (ptr(out[0]), ptr(out[1])))
 
-    def run(self, handle: int, pg: int, pix: int, out: Any, out_ptrs: tuple[int, int] | None) -> tuple[Any, Any]:
+    def run(self, handle: int, current: bool, pg: int, pix: int, out: Any,
+            out_ptrs: tuple[int, int] | None) -> tuple[Any, Any]:  # fmt: skip
         device = self.device
         token = _device.enter(device) if _device.current_context() != self.ctx else None
         try:
+            za, zb = self.zero
             if out is None:
-                owner = self._owner()
-                gA, pA = self.outs[0].new(device, handle, self.numba_ctx, owner)
-                gB, pB = self.outs[1].new(device, handle, self.numba_ctx, owner)
-                result = (gA, gB)
+                result, pA, pB = self.outs.new(device, handle, current, self.numba_ctx, self._owner)
+                if za and zb:  # one buffer: one memset
+                    za, zb = self.outs.nbytes, 0
             else:
                 assert out_ptrs is not None  # callers pass them with out=
                 pA, pB = out_ptrs
                 result = (out[0], out[1])
-            stream = _streams.get(handle) or _stream(handle)
-            for (step, zero), p in zip(self.steps, (pA, pB)):
-                if zero:
-                    _arrays.memset_zero(p, zero, handle)
-                if step is not None:
-                    launch_packed(stream, step.config, step.fn, pg, pix, p, *step.tail)
+            if za:
+                _arrays.memset_zero(pA, za, handle)
+            if zb:
+                _arrays.memset_zero(pB, zb, handle)
+            launch = self.launch
+            if launch is not None:
+                stream = _streams.get(handle) or _stream(handle)
+                launch_packed(stream, launch.config, launch.fn, pg, pix, pA, pB, *launch.tail)
             return result
         finally:
             if token is not None:

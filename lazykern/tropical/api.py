@@ -169,25 +169,27 @@ def _backward_on(g: Operand, ix: Operand, A_shape, B_shape, out, outs, stream, d
     batch = g.shape[0] if len(g.shape) == 3 else 1
     M, N = g.shape[-2], g.shape[-1]
     K = A_shape[-1]
-    code = _DTYPE_CODE[g.dtype]
-    steps = []
+    args, zero = [], []
     for which, shape in (("a", A_shape), ("b", B_shape)):
         s_out = (shape[-2] * shape[-1]) if len(shape) == 3 else 0
-        groups, blocks, zero = planner.backward_plan(
+        groups, blocks, adds = planner.backward_plan(
             which, g.dtype.itemsize, batch, M, N, K, s_out == 0 and batch > 1, sms=_sm_count(device)
         )
-        nbytes = int(np.prod(shape, dtype=np.int64)) * g.dtype.itemsize if zero else 0
-        step = None
-        if blocks:
-            kernel = _kernel(Spec("", code, kind="backward", grad=which).name, device)
-            step = _hot.Launch(kernel, (blocks,), BACKWARD_THREADS, [batch, M, N, K, s_out, groups], pointers=3)
-        steps.append((step, nbytes))
+        args.append((s_out, groups, blocks))
+        zero.append(int(np.prod(shape, dtype=np.int64)) * g.dtype.itemsize if adds else 0)
+    (s_a, groups_a, blocks_a), (s_b, groups_b, blocks_b) = args
+    launch = None
+    if blocks_a + blocks_b:  # one launch makes both gradients (lk::backward_pair)
+        kernel = _kernel(Spec("", _DTYPE_CODE[g.dtype], kind="backward", grad="ab").name, device)
+        scalars = [batch, M, N, K, s_a, s_b, groups_a, groups_b, blocks_a]
+        launch = _hot.Launch(kernel, (blocks_a + blocks_b,), BACKWARD_THREADS, scalars)
     fixed = _fixed_handle(g, stream, handle)
     owner = _stream_owner(g, stream)
-    call = _hot.BackwardCall(device, g.kind, fixed, g.stream, steps, (A_shape, B_shape), g.dtype, owner)
+    call = _hot.BackwardCall(device, g.kind, fixed, g.stream, launch, (zero[0], zero[1]), (A_shape, B_shape), g.dtype,
+                             owner)  # fmt: skip
     _hot.remember(key, call)
     out_ptrs = None if outs is None else (outs[0].ptr, outs[1].ptr)
-    return call.run(handle, g.ptr, ix.ptr, out, out_ptrs)
+    return call.run(handle, call.on_current(handle), g.ptr, ix.ptr, out, out_ptrs)
 
 
 def _fixed_handle(op: Operand, stream: Any, handle: int) -> int | None:
@@ -368,7 +370,7 @@ def _product_on(device: int, dims: tuple[int, int, int, int], A: tuple[Operand, 
     call = _hot.ProductCall(device, a.kind, fixed, a.stream, main, reduce, out_shape, a.dtype, argmax, ws, owner)
     _hot.remember(key, call)
     out_ptrs = None if out is None else (c_op.ptr, i_op.ptr if i_op is not None else 0)
-    return call.run(handle, a.ptr, b.ptr, out, out_ptrs)
+    return call.run(handle, call.on_current(handle), a.ptr, b.ptr, out, out_ptrs)
 
 
 def _empty_result(
@@ -379,9 +381,9 @@ def _empty_result(
         return out
     kind = _hot.out_kind(a.kind)
     ctx = _device.primary_context(device) if kind == "numba" else None
+    parts = [(shape, a.dtype), (shape, np.dtype("int32"))] if argmax else [(shape, a.dtype)]
     owner = _stream_owner(a, stream)
-    C = _hot.Out(kind, shape, a.dtype).new(device, handle, ctx, owner)[0]
-    return (C, _hot.Out(kind, shape, np.dtype("int32")).new(device, handle, ctx, owner)[0]) if argmax else C
+    return _hot.Outs(kind, tuple(parts), device).new(device, handle, False, ctx, lambda: owner)[0]
 
 
 def _workspace_bytes(n: int, itemsize: int, argmax: bool) -> tuple[int, int]:

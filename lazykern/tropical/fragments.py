@@ -6,7 +6,7 @@ time the family is asked for it. Naming scheme (stable: the CLI warms by these n
 and the cache is keyed by them)::
 
     [bmm_]{semiring}_{dtype}[_argmax][_{layout}][_{tile}]
-    backward_{a|b}_{f32|f64}
+    backward_ab_{f32|f64}
 
 * ``semiring``: ``maxplus``, ``minplus``, ``maxmul``; ``dtype``: ``f32``, ``f64``, ``i32``, ``i64``.
 * ``bmm_``: batched over ``grid.y`` (batch strides, 0 broadcasts a 2-D operand).
@@ -34,7 +34,7 @@ slices (argmax: the first slice that attains the result). Both serve ``matmul``
 and ``bmm``.
 
 Examples: ``maxplus_f32``, ``maxplus_f32_argmax``, ``maxplus_f32_nt``,
-``bmm_minplus_i32_argmax_tn_s``, ``maxplus_f32_r``, ``maxplus_f32_splitk``, ``backward_a_f32``.
+``bmm_minplus_i32_argmax_tn_s``, ``maxplus_f32_r``, ``maxplus_f32_splitk``, ``backward_ab_f32``.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ ROWS_SIGNATURE = ("ptr", "ptr", "ptr", "ptr", "int32", "int32", "int32") + ("int
 ROWS_MAX = 8  # K and N bound of the row kernels
 ROWS_KMAX = {"r": 8, "r4": 4}  # row tile -> KMAX (K, N bound); KMAX 4 uses 40 registers instead of 56
 ROWS_THREADS = 256
-BACKWARD_SIGNATURE = ("ptr", "ptr", "ptr", "int32", "int32", "int32", "int32", "int64", "int32")
+BACKWARD_SIGNATURE = ("ptr",) * 4 + ("int32",) * 4 + ("int64",) * 2 + ("int32",) * 3
 BACKWARD_THREADS = 256
 BACKWARD_SMEM_BYTES = 32768  # lk::BwdChunk: shared memory for one block's gradient sums
 BACKWARD_STRIP = 8  # lk::BwdChunk::W: grad_B columns per block
@@ -118,7 +118,8 @@ class Spec:
     """Everything that decides one kernel; ``spec.name`` and ``Spec.parse(name)`` are inverses.
 
     ``kind`` "gemm" is a forward product (``tile`` "r" / "r4": the row kernels), "reduce"
-    folds split-K slices, "backward" is ``backward_{grad}_{dtype}`` (no semiring).
+    folds split-K slices, "backward" is ``backward_ab_{dtype}`` (no semiring): grad_A and grad_B
+    of a product in one launch (``grad`` "ab").
 
     >>> Spec.parse("bmm_minplus_i32_argmax_tn_s")
     Spec(semiring='minplus', dtype='i32', argmax=True, layout='tn', tile='s', batched=True, kind='gemm', grad='')
@@ -191,7 +192,7 @@ class Spec:
     def code(self) -> str:
         """The fragment: one ``extern "C"`` kernel named ``self.name``."""
         if self.kind == "backward":
-            return backward_code(self.grad, self.dtype)
+            return backward_code(self.dtype)
         if self.kind == "reduce":
             return reduce_code(self.semiring, self.dtype, self.argmax)
         if self.rows:
@@ -202,7 +203,7 @@ class Spec:
 def kernel_name(spec: Spec) -> str:
     """The one place a kernel name is built::
 
-    [bmm_|reduce_]{semiring}_{dtype}[_argmax][_{layout}][_{tile}]  or  backward_{a|b}_{dtype}
+    [bmm_|reduce_]{semiring}_{dtype}[_argmax][_{layout}][_{tile}]  or  backward_ab_{dtype}
     """
     if spec.kind == "backward":
         return f"backward_{spec.grad}_{spec.dtype}"
@@ -222,8 +223,8 @@ def _invalid(spec: Spec) -> str:
     if spec.kind not in KINDS:
         return f"kind must be one of {KINDS}"
     if spec.kind == "backward":
-        if spec.grad not in ("a", "b") or spec.dtype not in GRAD_DTYPES:
-            return f"backward needs grad 'a' or 'b' and a dtype in {GRAD_DTYPES}"
+        if spec.grad != "ab" or spec.dtype not in GRAD_DTYPES:
+            return f"backward needs grad 'ab' (both gradients, one launch) and a dtype in {GRAD_DTYPES}"
         if spec.semiring or spec.argmax or spec.layout != "nn" or spec.tile or spec.batched:
             return "backward kernels take no semiring, argmax, layout, tile or batch"
         return ""
@@ -313,14 +314,15 @@ def rows_code(
     )
 
 
-def backward_code(which: str, dtype: str) -> str:
+def backward_code(dtype: str) -> str:
+    """The backward kernel: grad_A and grad_B in one launch (lk::backward_pair)."""
     t = DTYPES[dtype]
-    name = Spec("", dtype, kind="backward", grad=which).name
+    name = Spec("", dtype, kind="backward", grad="ab").name
     return (
         f'extern "C" __global__ void __launch_bounds__({BACKWARD_THREADS}) {name}(\n'
-        f"    const {t}* __restrict__ gC, const int* __restrict__ I, {t}* __restrict__ g,\n"
-        "    int batch, int M, int N, int K, long long sG, int groups) {\n"
-        f"    lk::backward_any<{t}, {'true' if which == 'a' else 'false'}>(gC, I, g, batch, M, N, K, sG, groups);\n"
+        f"    const {t}* __restrict__ gC, const int* __restrict__ I, {t}* __restrict__ gA, {t}* __restrict__ gB,\n"
+        "    int batch, int M, int N, int K, long long sA, long long sB, int groups_a, int groups_b, int blocks_a) {\n"
+        f"    lk::backward_pair<{t}>(gC, I, gA, gB, batch, M, N, K, sA, sB, groups_a, groups_b, blocks_a);\n"
         "}\n"
     )
 
@@ -333,12 +335,12 @@ def all_specs() -> list[Spec]:
 
 
 def every_spec() -> list[Spec]:
-    """All 748 kernels: the tiled forward ones, then rows and reduce per semiring, dtype and argmax, then backward."""
+    """All 746 kernels: the tiled forward ones, then rows and reduce per semiring, dtype and argmax, then backward."""
     out = all_specs()
     for semiring, dtype, argmax in itertools.product(SEMIRINGS, DTYPES, (False, True)):
         out += [Spec(semiring, dtype, argmax, tile=tile) for tile in ROW_TILES]
         out.append(Spec(semiring, dtype, argmax, kind="reduce"))
-    out += [Spec("", dtype, kind="backward", grad=which) for dtype in GRAD_DTYPES for which in ("a", "b")]
+    out += [Spec("", dtype, kind="backward", grad="ab") for dtype in GRAD_DTYPES]
     return out
 
 
@@ -348,11 +350,11 @@ def core_specs() -> list[Spec]:
 
 
 def core_names() -> list[str]:
-    """The 52 kernels worth warming ahead of time: the 48 core forward kernels and the 4 backward ones.
+    """The 50 kernels worth warming ahead of time: the 48 core forward kernels and the 2 backward ones.
 
     Transposed layouts and the small / skinny tiles are compiled on first use.
     """
-    backward = [Spec("", d, kind="backward", grad=w).name for d in GRAD_DTYPES for w in ("a", "b")]
+    backward = [Spec("", d, kind="backward", grad="ab").name for d in GRAD_DTYPES]
     return [s.name for s in core_specs()] + backward
 
 

@@ -995,9 +995,9 @@ __device__ __forceinline__ void rows(const T* __restrict__ A, const T* __restric
 // (grad_A with N < 32, grad_B with M < 32), where a block per row would idle.
 template <typename T, bool FOR_A>
 __device__ __forceinline__ void backward(const T* __restrict__ gC, const int* __restrict__ I, T* __restrict__ g,
-                                         int batch, int M, int N, int K, i64 sG) {
+                                         int batch, int M, int N, int K, i64 sG, i64 blk, i64 nblk) {
     const i64 total = (i64)batch * M * N;
-    for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (i64)gridDim.x * blockDim.x) {
+    for (i64 t = blk * blockDim.x + threadIdx.x; t < total; t += nblk * blockDim.x) {
         const int k = I[t];
         if (k < 0 || k >= K) continue;
         const i64 mn = (i64)M * N;
@@ -1017,7 +1017,8 @@ __device__ __forceinline__ void backward(const T* __restrict__ gC, const int* __
 // `groups` splits the summed dimension (N for grad_A, M for grad_B) when rows or
 // strips alone give too few blocks. `add`: the output is shared (a broadcast
 // operand, or groups > 1), so the block adds with (coalesced) atomics to zeroed
-// memory instead of storing.
+// memory instead of storing. `acc` is the block's shared buffer (BwdChunk::SMEM values), `blk`
+// and `nblk` its index among, and the number of, the blocks doing this gradient.
 template <typename T> struct BwdChunk {
     static constexpr int SMEM = 32768 / (int)sizeof(T);  // 32 KB of T
     static constexpr int W = 8, KCA = SMEM, KCB = SMEM / W;
@@ -1032,14 +1033,13 @@ __device__ __forceinline__ void put(T* dst, T v, bool add) {
 template <typename T>
 __device__ __forceinline__ void backward_rows(const T* __restrict__ gC, const int* __restrict__ I,
                                               T* __restrict__ g, int batch, int M, int N, int K, i64 sG,
-                                              int groups) {
+                                              int groups, T* acc, i64 blk, i64 nblk) {
     constexpr int KC = BwdChunk<T>::KCA;
-    __shared__ T acc[KC];
     const bool add = (sG == 0 && batch > 1) || groups > 1;
     const int nchunks = (K + KC - 1) / KC;
     const int cols = (N + groups - 1) / groups;
     const i64 work = (i64)batch * M * nchunks * groups;
-    for (i64 w = blockIdx.x; w < work; w += gridDim.x) {
+    for (i64 w = blk; w < work; w += nblk) {
         const int grp = (int)(w % groups);
         const i64 rest = w / groups;
         const i64 row = rest / nchunks;  // b * M + i
@@ -1065,15 +1065,14 @@ __device__ __forceinline__ void backward_rows(const T* __restrict__ gC, const in
 template <typename T>
 __device__ __forceinline__ void backward_cols(const T* __restrict__ gC, const int* __restrict__ I,
                                               T* __restrict__ g, int batch, int M, int N, int K, i64 sG,
-                                              int groups) {
+                                              int groups, T* acc, i64 blk, i64 nblk) {
     constexpr int KC = BwdChunk<T>::KCB, W = BwdChunk<T>::W;
-    __shared__ T acc[KC * W];
     const bool add = (sG == 0 && batch > 1) || groups > 1;
     const int nstrips = (N + W - 1) / W, nchunks = (K + KC - 1) / KC;
     const int rows = (M + groups - 1) / groups;
     const i64 work = (i64)batch * nstrips * nchunks * groups;
     const int c = threadIdx.x % W, step = blockDim.x / W;
-    for (i64 w = blockIdx.x; w < work; w += gridDim.x) {
+    for (i64 w = blk; w < work; w += nblk) {
         i64 rest = w;
         const int grp = (int)(rest % groups);
         rest /= groups;
@@ -1106,10 +1105,24 @@ __device__ __forceinline__ void backward_cols(const T* __restrict__ gC, const in
 // dimension split into `groups`.
 template <typename T, bool FOR_A>
 __device__ __forceinline__ void backward_any(const T* __restrict__ gC, const int* __restrict__ I, T* __restrict__ g,
-                                             int batch, int M, int N, int K, i64 sG, int groups) {
-    if (groups == 0) backward<T, FOR_A>(gC, I, g, batch, M, N, K, sG);
-    else if constexpr (FOR_A) backward_rows<T>(gC, I, g, batch, M, N, K, sG, groups);
-    else backward_cols<T>(gC, I, g, batch, M, N, K, sG, groups);
+                                             int batch, int M, int N, int K, i64 sG, int groups, T* acc, i64 blk,
+                                             i64 nblk) {
+    if (groups == 0) backward<T, FOR_A>(gC, I, g, batch, M, N, K, sG, blk, nblk);
+    else if constexpr (FOR_A) backward_rows<T>(gC, I, g, batch, M, N, K, sG, groups, acc, blk, nblk);
+    else backward_cols<T>(gC, I, g, batch, M, N, K, sG, groups, acc, blk, nblk);
+}
+
+// Both gradients in one launch (a launch costs the host more than a small backward costs the
+// GPU): blocks [0, blocks_a) make grad_A, the others grad_B. The choice is uniform per block, so
+// the __syncthreads inside are safe; one shared buffer serves either branch.
+template <typename T>
+__device__ __forceinline__ void backward_pair(const T* __restrict__ gC, const int* __restrict__ I,
+                                              T* __restrict__ gA, T* __restrict__ gB, int batch, int M, int N,
+                                              int K, i64 sA, i64 sB, int groups_a, int groups_b, int blocks_a) {
+    __shared__ T acc[BwdChunk<T>::SMEM];
+    const i64 blk = blockIdx.x;
+    if (blk < blocks_a) backward_any<T, true>(gC, I, gA, batch, M, N, K, sA, groups_a, acc, blk, blocks_a);
+    else backward_any<T, false>(gC, I, gB, batch, M, N, K, sB, groups_b, acc, blk - blocks_a, gridDim.x - blocks_a);
 }
 
 }  // namespace lk
