@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from . import _device, memory
-from .errors import DriverError
 
 _KINDS = ("numba", "cupy", "torch")
 
@@ -49,19 +48,8 @@ def zeros(shape: int | tuple[int, ...], dtype: Any = np.float32, *, stream: Any 
     if _device.simulating():
         return _simulated("to_device", like, np.zeros(shape, dtype))
     arr, ptr = _allocate(shape, dtype, stream, like)
-    memset_zero(ptr, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, _device.stream_handle(stream))
+    memory.memset_zero(ptr, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, _device.stream_handle(stream))
     return arr
-
-
-def memset_zero(ptr: int, nbytes: int, stream: int) -> None:
-    """Zero ``nbytes`` at ``ptr``, ordered on ``stream`` (no host synchronization)."""
-    if nbytes == 0:
-        return
-    from cuda.bindings import driver
-
-    (err,) = driver.cuMemsetD8Async(ptr, 0, nbytes, stream)
-    if int(err) != 0:
-        raise DriverError(f"cuMemsetD8Async of {nbytes} bytes at {ptr:#x} failed: {err}")
 
 
 def _simulated(name: str, like: str, *args: Any) -> Any:
@@ -79,13 +67,17 @@ def _allocate(shape: tuple[int, ...], dtype: np.dtype, stream: Any, like: str) -
     handle = _device.stream_handle(stream)
     device = _device.resolve_or_current(_device.of_stream(stream))
     with _device.on(device):
+        parts = ((shape, dtype),)
+        nbytes = memory.layout(parts)[1]
         if like == "numba":
             template = memory.numba_template(shape, dtype)
-            return memory.numba_array(template, device, handle, _device.primary_context(device), stream)
-        if like == "cupy":
-            return memory.cupy_array(shape, dtype, device, handle, stream)
-        tensor = memory.torch_tensor(shape, dtype, device, handle, stream)
-        return tensor, tensor.data_ptr()
+            (arr,), ptr = memory.numba_arrays(
+                [(template, 0, nbytes)], nbytes, device, handle, _device.primary_context(device), stream
+            )
+            return arr, ptr
+        make = memory.cupy_arrays if like == "cupy" else memory.torch_tensors
+        (arr,), (ptr,) = make(parts, (0,), nbytes, device, handle, stream)
+        return arr, ptr
 
 
 def _shape(shape: Any) -> tuple[int, ...]:

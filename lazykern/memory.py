@@ -180,6 +180,16 @@ def free(ptr: int, nbytes: int, stream: int) -> None:
         log.warning("cuMemFreeAsync of %#x on stream %#x failed with CUresult %d", ptr, stream, err)
 
 
+def memset_zero(ptr: int, nbytes: int, stream: int) -> None:
+    """Zero ``nbytes`` at ``ptr``, ordered on ``stream`` (no host synchronization; a memset node
+    inside a capture)."""
+    if nbytes == 0:
+        return
+    (err,) = _drv.cuMemsetD8Async(ptr, 0, nbytes, stream)
+    if int(err) != 0:
+        raise DriverError(f"cuMemsetD8Async of {nbytes} bytes at {ptr:#x} failed: {err}")
+
+
 def begin_capture(stream: int, capture_pool: Any) -> None:
     """Route allocations on ``stream`` to ``capture_pool`` until :func:`end_capture`."""
     if stream in _captures:

@@ -124,6 +124,6 @@ def stage(monkeypatch: Any, *, devices: int = 1) -> Stage:
     monkeypatch.setattr(memory, "_alloc_from_pool", st.alloc)
     monkeypatch.setattr(memory, "_alloc_in_graph", st.alloc_in_graph)
     monkeypatch.setattr(memory, "_free_async", st.free)
-    monkeypatch.setattr(_arrays, "memset_zero", lambda ptr, nbytes, stream: None)
+    monkeypatch.setattr(memory, "memset_zero", lambda ptr, nbytes, stream: None)
     monkeypatch.setattr(_arrays, "_fast_types", {FakeDeviceArray: _arrays.fast_kinds()["numba"]})
     return st

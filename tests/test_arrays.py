@@ -32,7 +32,7 @@ def test_empty_is_a_numba_array_of_the_pool_freed_on_its_stream(st):
 
 def test_inside_a_capture_arrays_are_graph_nodes_booked_in_its_pool(st, monkeypatch):
     zeroed = []
-    monkeypatch.setattr(arrays, "memset_zero", lambda ptr, n, stream: zeroed.append((ptr, n, stream)))
+    monkeypatch.setattr(memory, "memset_zero", lambda ptr, n, stream: zeroed.append((ptr, n, stream)))
     pool = graph.CapturePool()
     memory.begin_capture(9, pool)
     try:

@@ -56,8 +56,9 @@ def test_hierarchy(cls, bases):
 
 
 def test_a_failed_driver_call_is_a_lazykern_error(monkeypatch):
-    from cuda.bindings import driver
 
-    monkeypatch.setattr(driver, "cuMemsetD8Async", lambda *args: (1,))
+    from lazykern import memory
+
+    monkeypatch.setattr(memory._drv, "cuMemsetD8Async", lambda *args: (1,))
     with pytest.raises(errors.DriverError, match="cuMemsetD8Async of 64 bytes at 0x1000 failed"):
-        _arrays.memset_zero(0x1000, 64, 0)
+        memory.memset_zero(0x1000, 64, 0)

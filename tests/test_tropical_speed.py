@@ -151,7 +151,7 @@ def test_backward_is_cached_and_allocates_gradients(st, monkeypatch):
 
 def _memsets(monkeypatch):
     calls = []
-    monkeypatch.setattr(api._arrays, "memset_zero", lambda ptr, nbytes, stream: calls.append((ptr, nbytes)))
+    monkeypatch.setattr(memory, "memset_zero", lambda ptr, nbytes, stream: calls.append((ptr, nbytes)))
     return calls
 
 

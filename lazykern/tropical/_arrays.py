@@ -239,16 +239,6 @@ def contiguous_copy(op: Operand, name: str) -> Any:
     raise ValueError(f"{name}: cannot copy an array of type {type(op.obj).__name__}; pass a contiguous one")
 
 
-def memset_zero(ptr: int, nbytes: int, stream: int) -> None:
-    if nbytes == 0:
-        return
-    from cuda.bindings import driver
-
-    (err,) = driver.cuMemsetD8Async(ptr, 0, nbytes, stream)
-    if int(err) != 0:
-        raise DriverError(f"cuMemsetD8Async of {nbytes} bytes at {ptr:#x} failed: {err}")
-
-
 _local = threading.local()
 
 

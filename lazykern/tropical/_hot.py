@@ -319,9 +319,9 @@ class BackwardCall(_Call):
                 pA, pB = out_ptrs
                 result = (out[0], out[1])
             if za:
-                _arrays.memset_zero(pA, za, handle)
+                memory.memset_zero(pA, za, handle)
             if zb:
-                _arrays.memset_zero(pB, zb, handle)
+                memory.memset_zero(pB, zb, handle)
             launch = self.launch
             if launch is not None:
                 stream = _streams.get(handle) or _stream(handle)
