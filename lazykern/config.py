@@ -19,8 +19,6 @@ import os
 import re
 import warnings
 
-import platformdirs
-
 from .errors import LazykernWarning
 
 DEFAULT_SIZE = 2 << 30
@@ -42,6 +40,8 @@ def _fall_back(var: str, value: str, why: str, default: str) -> None:
 
 
 def default_cache_dir() -> str:
+    import platformdirs  # import on first use: startup time
+
     fallback = os.path.join(platformdirs.user_cache_dir(), "lazykern")
     env = os.environ.get("LAZYKERN_CACHE_DIR", "")
     if not env.strip():

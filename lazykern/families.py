@@ -16,7 +16,6 @@ also known without it, so an uninstalled checkout works.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +30,8 @@ log = logging.getLogger("lazykern")
 
 def declared() -> dict[str, str]:
     """Family name -> ``"module:attribute"``: the built-ins, then every installed entry point."""
+    import importlib.metadata  # import on first use: startup time (`lazykern --help` imports this module)
+
     out = dict(BUILTIN)
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         out[ep.name] = ep.value

@@ -16,10 +16,8 @@ import typer
 from rich.table import Table
 
 from .. import __version__
-from ..compiler import check_arch
-from ..warm import warm as run_warm
 from . import _cache
-from ._common import LazykernGroup, console, esc, plain, progress, split_list
+from ._common import LazykernGroup, console, esc, plain, progress
 
 app = typer.Typer(
     name="lazykern",
@@ -77,6 +75,9 @@ def warm(
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Worker processes (0: one per CPU core)."),
 ) -> None:
     """Compile a family's kernels ahead of time, in parallel; no GPU needed."""
+    from ..warm import split_list  # import on first use: startup time (the warm engine, the family registry)
+    from ..warm import warm as run_warm
+
     patterns = split_list(kernels)
     if all_kernels and patterns:
         raise typer.BadParameter("--all selects every kernel, --kernels some of them: give one", param_hint="--all")
@@ -111,6 +112,8 @@ def checked_archs(archs: Sequence[str]) -> list[str | None]:
     Raises ``typer.BadParameter`` (a usage error) naming the valid archs; ``[None]``
     (this machine's arch) when none are given.
     """
+    from ..compiler import check_arch  # import on first use: startup time
+
     out: list[str | None] = []
     for arch in archs:
         try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ from ._common import (
     err_console,
     esc,
     human_bytes,
-    kernel_label,
     open_cache,
     parse_duration,
     plain,
@@ -29,6 +27,8 @@ app = typer.Typer(help="Inspect, prune, clear, export and import the kernel cach
 
 
 def _version(dist: str) -> str:
+    import importlib.metadata  # import on first use: startup time
+
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -177,6 +177,8 @@ def ls(
 def _ls_table(rows: list[dict[str, Any]]) -> Table:
     """Columns by terminal width, the kernel name first: it never shrinks below its length
     (up to 40 characters; longer ones fold onto a second line, never cut)."""
+    from ..warm import kernel_label  # import on first use: startup time (the warm engine)
+
     width = console.width
     wide, medium = width >= 150, width >= 100
     longest = max((len(kernel_label(r)) for r in rows), default=6)

@@ -15,25 +15,18 @@ import traceback
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.text import Text
 from typer.core import TyperGroup
 
 from ..errors import LazykernError
-from ..warm import kernel_label, split_list  # noqa: F401  (the commands' shared helpers)
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 # Recent typer versions vendor click (typer._click): take click's base classes from typer itself.
 _CLICK_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -115,6 +108,16 @@ def _first_line(exc: BaseException) -> str:
 def progress(*, bar: bool = True, counts: bool = False) -> Iterator[Progress]:
     """A transient progress display on stderr: gone from the screen when the work ends or fails,
     so no spinner frame is left above a result or an error."""
+    from rich.progress import (  # import on first use: startup time
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
     if bar:
         columns.append(BarColumn())

@@ -3,8 +3,8 @@
 Each case copies a warmed directory (or a good bundle), applies a few drawn mutations, and runs
 ``_fuzz_child.py`` under a time and address-space limit. It must finish, raise nothing beyond the
 documented errors, never serve bytes other than a fresh compile's, never unpickle anything, and stay
-within the memory limit. ``LAZYKERN_FUZZ_EXAMPLES`` sets the cases per target (default 6);
-``LAZYKERN_FUZZ_REPORT=path`` appends one JSON line per case (for a summary).
+within the memory limit. ``LAZYKERN_FUZZ_EXAMPLES`` sets the cases per target (default 3, each a
+fresh process); ``LAZYKERN_FUZZ_REPORT=path`` appends one JSON line per case (for a summary).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from lazykern.bundle import export_bundle
 from . import _forge
 from ._families import synthetic_family
 
-EXAMPLES = int(os.environ.get("LAZYKERN_FUZZ_EXAMPLES", "6"))
+EXAMPLES = int(os.environ.get("LAZYKERN_FUZZ_EXAMPLES", "3"))
 MEM_MB = 3072  # address space of a child: a lazykern + NVRTC process maps about 1.3 GiB before any work
 TIME_LIMIT = 120
 CHILD = os.path.join(os.path.dirname(__file__), "_fuzz_child.py")

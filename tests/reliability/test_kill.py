@@ -20,10 +20,11 @@ from ._kill_worker import payload
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "_kill_worker.py")
 ROOT = os.path.dirname(os.path.dirname(HERE))
-TRIALS = 20
 
 
 MODES = ("timer", "mid-blob", "after-blob")
+# Each trial is a fresh process: 3 per mode by default, more with LAZYKERN_FUZZ_EXAMPLES.
+TRIALS = max(int(os.environ.get("LAZYKERN_FUZZ_EXAMPLES", "9")), len(MODES))
 
 
 def _run_and_kill(directory, seed: int, delay: float, mode: str) -> tuple[list[str], bool]:
