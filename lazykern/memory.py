@@ -292,7 +292,7 @@ def numba_template(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
     arr._dummy = dummyarray.Array.from_desc(0, tuple(shape), tuple(reversed(strides)), dtype.itemsize)
     arr.shape, arr.strides = arr._dummy.shape, arr._dummy.strides
     arr.dtype, arr.size = dtype, arr._dummy.size
-    arr.alloc_size = max(step, 1)
+    arr.alloc_size = step if arr.size else 0  # as Numba: an empty array copies no bytes
     arr.stream = 0
     return dict(arr.__dict__)
 

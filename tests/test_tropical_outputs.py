@@ -210,3 +210,37 @@ def test_the_rule():
         assert not memory.on_library_stream(5, True)
     finally:
         memory.end_capture(5)
+
+
+@pytest.mark.parametrize("stream", [None, OTHER])
+def test_backward_zeroes_only_the_gradients_bytes(lib, monkeypatch, stream):
+    """The gradients are zeroed before the kernel adds into them: one memset over the pair where
+    they share one buffer, one per gradient where the library allocated each (torch.empty)."""
+    sets: list[tuple[int, int]] = []
+    monkeypatch.setattr(memory, "memset_zero", lambda ptr, nbytes, s: sets.append((ptr, nbytes)))
+    zeroed = 0
+    for a_shape, b_shape in [((64, 32), (32, 64)), ((16, 2048), (2048, 16)), ((3, 5), (5, 7))]:
+        g, ix = lib.make((a_shape[0], b_shape[1])), lib.make((a_shape[0], b_shape[1]), int32=True)
+        sets.clear()
+        gA, gB = api.matmul_backward(g, ix, a_shape, b_shape, stream=stream)
+        a0, b0 = _ptr(gA), _ptr(gB)
+        a1, b1 = a0 + int(np.prod(a_shape)) * 4, b0 + int(np.prod(b_shape)) * 4
+        one_buffer = b0 == a0 + memory.layout(((a_shape, np.float32), (b_shape, np.float32)))[0][1]
+        for p, n in sets:
+            inside = (a0 <= p and p + n <= a1) or (b0 <= p and p + n <= b1)
+            assert inside or (one_buffer and p == a0 and p + n <= b1), (hex(p), n, hex(a0), hex(b0))
+        assert sum(n for _, n in sets) <= (b1 - a0 if one_buffer else (a1 - a0) + (b1 - b0))
+        zeroed += len(sets)
+    assert zeroed  # some plan adds into its gradients
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (3, 0), (0,), (1, 1), (64, 60), (2, 3, 4), ()])
+def test_numba_output_template_matches_numba_own_arrays(shape):
+    """An output made from memory.numba_template copies as many bytes as Numba's own array of that
+    shape would (an empty one none: it has no buffer to copy from)."""
+    from numba.cuda.cudadrv import driver
+
+    t = memory.numba_template(shape, np.dtype(np.float32))
+    assert t["shape"] == shape and t["size"] == int(np.prod(shape))
+    assert t["alloc_size"] == driver.memory_size_from_info(shape, t["strides"], 4)
+    assert t["alloc_size"] <= memory.layout(((shape, np.float32),))[1]

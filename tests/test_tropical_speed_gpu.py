@@ -57,6 +57,7 @@ def test_outputs_are_numba_arrays_freed_stream_ordered():
     np.testing.assert_array_equal(C.copy_to_host(), want[0])
     np.testing.assert_array_equal(Ix.copy_to_host(), want[1])
     np.testing.assert_array_equal(C[1:].copy_to_host(), want[0][1:])  # views keep the buffer
+    gc.collect()  # earlier tests' garbage is not this test's
     live = memory.stats()["live"]
     del C, Ix
     gc.collect()
@@ -265,6 +266,7 @@ def test_cupy_and_torch_outputs_on_a_stream_that_is_not_current(name):
     else:
         dA, dB, other = lib.as_tensor(A, device="cuda"), lib.as_tensor(B, device="cuda"), lib.cuda.Stream()
         host = lambda t: t.cpu().numpy()  # noqa: E731
+    gc.collect()
     live = memory.stats()["live"]
     results = [tropical.matmul(dA, dB, argmax=True, stream=other) for _ in range(50)]
     assert memory.stats()["live"] == live + 50  # one pool buffer per call, C and argmax together
@@ -276,7 +278,7 @@ def test_cupy_and_torch_outputs_on_a_stream_that_is_not_current(name):
     gA, gB = tropical.matmul_backward(results[0][0] * 0 + 1, results[0][1], A.shape, B.shape, stream=other)
     other.synchronize()
     assert float(host(gA).sum()) == float(host(gB).sum()) == 64 * 64
-    del results, gA, gB, scratch
+    del results, C, Ix, gA, gB, scratch  # C, Ix: the loop's last pair
     gc.collect()
     assert memory.stats()["live"] == live
 

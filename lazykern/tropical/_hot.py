@@ -312,7 +312,7 @@ class BackwardCall(_Call):
             za, zb = self.zero
             if out is None:
                 result, pA, pB = self.outs.new(device, handle, current, self.numba_ctx, self._owner)
-                if za and zb:  # one buffer: one memset
+                if za and zb and pB == pA + self.outs.offsets[1]:  # one buffer (not torch's own): one memset
                     za, zb = self.outs.nbytes, 0
             else:
                 assert out_ptrs is not None  # callers pass them with out=
