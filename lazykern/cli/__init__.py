@@ -26,6 +26,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: rendering it through rich took 60 ms of a 0.16 s --help
 )
 app.add_typer(_cache.app, name="cache")
 
