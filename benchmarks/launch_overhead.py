@@ -160,7 +160,6 @@ def main() -> None:
         print(json.dumps(child(args.child, args.n, args.cache)))
         return
 
-
     dev = cuda.get_current_device()
     steady = steady_state(args.n, args.launches, args.repeats)
     start = startup(args.n)
