@@ -31,9 +31,7 @@ def empty(shape: int | tuple[int, ...], dtype: Any = np.float32, *, stream: Any 
     ``stream`` (a Numba / CuPy / torch / cuda.core stream or a raw handle; None: the default
     stream) on that stream's device (else the current one). ``like`` picks the array type:
     "numba" (DeviceNDArray), "cupy" or "torch"."""
-    shape, dtype = _shape(shape), _dtype(dtype)
-    if like not in _KINDS:
-        raise ValueError(f"like must be one of {', '.join(_KINDS)}, got {like!r}")
+    shape, dtype = _checked(shape, dtype, like)
     if _device.simulating():
         return _simulated("device_array", like, shape, dtype)
     arr, _ = _allocate(shape, dtype, stream, like)
@@ -42,9 +40,7 @@ def empty(shape: int | tuple[int, ...], dtype: Any = np.float32, *, stream: Any 
 
 def zeros(shape: int | tuple[int, ...], dtype: Any = np.float32, *, stream: Any = None, like: str = "numba") -> Any:
     """:func:`empty`, then set to zero on ``stream`` (a memset node inside a capture)."""
-    shape, dtype = _shape(shape), _dtype(dtype)
-    if like not in _KINDS:
-        raise ValueError(f"like must be one of {', '.join(_KINDS)}, got {like!r}")
+    shape, dtype = _checked(shape, dtype, like)
     if _device.simulating():
         return _simulated("to_device", like, np.zeros(shape, dtype))
     arr, ptr = _allocate(shape, dtype, stream, like)
@@ -78,6 +74,12 @@ def _allocate(shape: tuple[int, ...], dtype: np.dtype, stream: Any, like: str) -
         make = memory.cupy_arrays if like == "cupy" else memory.torch_tensors
         (arr,), (ptr,) = make(parts, (0,), nbytes, device, handle, stream)
         return arr, ptr
+
+
+def _checked(shape: Any, dtype: Any, like: str) -> tuple[tuple[int, ...], np.dtype]:
+    if like not in _KINDS:
+        raise ValueError(f"like must be one of {', '.join(_KINDS)}, got {like!r}")
+    return _shape(shape), _dtype(dtype)
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
