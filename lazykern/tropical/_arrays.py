@@ -190,11 +190,6 @@ def fast_kind(cls: type) -> FastKind | None:
         return kind
 
 
-def register_fast(cls: type, name: str) -> None:
-    """Read ``cls`` as a ``name`` ("numba", "cupy", "torch") array on the repeated-call path."""
-    _fast_types[cls] = _FAST_KINDS[name]
-
-
 def _classify(cls: type) -> FastKind | None:
     module = cls.__module__ or ""
     if module == "numba.cuda.cudadrv.devicearray" and cls.__name__ in ("DeviceNDArray", "MappedNDArray"):
