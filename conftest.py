@@ -7,7 +7,7 @@ pytest_plugins = ["pytester"]  # tests/test_pytest_plugin.py drives inner pytest
 # Doctest collection imports every module; the optional ones need their library.
 collect_ignore = [
     path
-    for path, needs in (("lazykern/tropical/torch.py", "torch"), ("lazykern/dask.py", "dask"))
+    for path, needs in (("lazykern/tropical/torch.py", "torch"), ("lazykern/scale/dask.py", "dask"))
     if importlib.util.find_spec(needs) is None
 ]
 

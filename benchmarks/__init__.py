@@ -1,1 +1,1 @@
-"""Entry points for ``python -m benchmarks.<suite>``; the suites live in :mod:`lazykern.bench`."""
+"""Entry points for ``python -m benchmarks.<suite>``; the suites live in :mod:`lazykern.tools.bench`."""

@@ -60,7 +60,7 @@ def measure(launches: int, repeats: int) -> None:
         if i < out.size:
             out[i] = x[i] + y[i]
 
-    for gpu in cuda.gpus:  # retain every primary context while none is current (see lazykern/_device.py)
+    for gpu in cuda.gpus:  # retain every primary context while none is current (see lazykern/launch/_device.py)
         with gpu:
             pass
     fam = KernelFamily("overhead", "")

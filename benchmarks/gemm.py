@@ -1,4 +1,4 @@
-"""``python -m benchmarks.gemm [--quick] [--out DIR]``: see :mod:`lazykern.bench.gemm`."""
+"""``python -m benchmarks.gemm [--quick] [--out DIR]``: see :mod:`lazykern.tools.bench.gemm`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from rich.console import Console
 
 from lazykern import LazykernError
-from lazykern.bench.gemm import DEFAULT_OUT, run, table
+from lazykern.tools.bench.gemm import DEFAULT_OUT, run, table
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,7 @@ around the loop; the effective SM clock is the median over blocks of
 delta-clock / delta-ns. Grids are 1, 2 and 4 blocks per SM of 256 threads
 (8, 16, 32 warps per SM; f32 also 128 threads). The table gives T MAC/s, its
 percentage of the nominal issue limit (SMs x MACs/SM/clock x the driver's max
-clock, see ``lazykern.bench.limits``), the effective clock, MACs per SM per
+clock, see ``lazykern.tools.bench.limits``), the effective clock, MACs per SM per
 measured clock and the T MAC/s that rate would give at the max clock.
 
 ``--load`` also runs ``tropical.matmul(A, B, "maxplus")`` on 4096 x 4096 f32 for
@@ -430,7 +430,7 @@ def current_device() -> Device:
     """Numba's current device; the max clock from the driver (or the H100 constant where it reports none)."""
     from numba import cuda
 
-    from lazykern.bench.device import device_spec
+    from lazykern.tools.bench.device import device_spec
 
     spec = device_spec()
     clock, source = spec.clock_hz, spec.clock_source
@@ -442,7 +442,7 @@ def current_device() -> Device:
 
 def figures(result: dict[str, Any], variant: Variant, device: Device) -> dict[str, Any]:
     """Percent of the nominal limit, MACs per SM per measured clock and the T MAC/s that gives at max clock."""
-    from lazykern.bench import limits
+    from lazykern.tools.bench import limits
 
     rate = limits.macs_per_sm_per_clock(variant.dtype, device.cc)
     nominal = limits.issue_limit_tmacs(variant.dtype, device.cc, device.sm_count, device.max_clock_hz)
@@ -703,8 +703,8 @@ def print_sass(arch: str) -> dict[str, dict[str, Any]]:
 def gpu_run(args: argparse.Namespace) -> dict[str, Any]:
     from numba import cuda
 
-    from lazykern.bench.device import environment
     from lazykern.compiler import current_arch
+    from lazykern.tools.bench.device import environment
 
     device = current_device()
     arch = current_arch()
@@ -723,7 +723,7 @@ def gpu_run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.sass:
-        from lazykern.bench.device import environment
+        from lazykern.tools.bench.device import environment
 
         results: dict[str, Any] = {"environment": environment(), "arch": args.sass, "sass": print_sass(args.sass)}
     else:

@@ -163,7 +163,7 @@ def main() -> None:
     dev = cuda.get_current_device()
     steady = steady_state(args.n, args.launches, args.repeats)
     start = startup(args.n)
-    from lazykern.bench.device import environment
+    from lazykern.tools.bench.device import environment
 
     result = {
         **environment(),

@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         args.plan_seconds = min(args.plan_seconds, 1.0)
         args.plan_repeats = min(args.plan_repeats, 2)
         args.budget = min(args.budget, 3.0)
-    from lazykern.bench.device import environment
+    from lazykern.tools.bench.device import environment
 
     run = Run(args)
     sizes = plan(args)

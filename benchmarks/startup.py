@@ -1,4 +1,4 @@
-"""``python -m benchmarks.startup [--quick] [--out DIR]``: see :mod:`lazykern.bench.startup`."""
+"""``python -m benchmarks.startup [--quick] [--out DIR]``: see :mod:`lazykern.tools.bench.startup`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 from rich.console import Console
 
-from lazykern.bench.startup import DEFAULT_FAMILY, DEFAULT_OUT, run, table
+from lazykern.tools.bench.startup import DEFAULT_FAMILY, DEFAULT_OUT, run, table
 
 
 def main(argv: list[str] | None = None) -> int:

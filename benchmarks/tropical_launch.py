@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     from numba import cuda
 
-    from lazykern.bench.device import environment, slug
+    from lazykern.tools.bench.device import environment, slug
 
     n, sizes = (16, (16, 32)) if args.quick else (64, SIZES)
     calls, rounds, length = (50, 3, 200) if args.quick else (args.calls, args.rounds, args.chain)

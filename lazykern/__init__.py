@@ -11,35 +11,36 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import config
+from . import _aliases, config
 from .errors import CacheError, CaptureError, CompileError, LaunchError, LazykernError, LazykernWarning
 
 if TYPE_CHECKING:
-    from . import arrays, graph, tropical
-    from .cache import KernelCache, default_cache, make_key, set_default_cache
-    from .compiler import CompileResult, compile_source, current_arch, nvrtc_version
-    from .decorator import LazyKernel, lazy_kernel
-    from .family import KernelFamily
-    from .kernel import Kernel
+    from . import graph, tropical
+    from .compile.compiler import CompileResult, compile_source, current_arch, nvrtc_version
+    from .families.family import KernelFamily
+    from .jit.decorator import LazyKernel, lazy_kernel
+    from .launch import arrays
+    from .launch.kernel import Kernel
+    from .store.cache import KernelCache, default_cache, make_key, set_default_cache
 
 __version__ = "0.1.0"
 
 # Public name -> the module that defines it: imported on first use (startup time).
 _LAZY = {
-    "KernelCache": ".cache",
-    "default_cache": ".cache",
-    "make_key": ".cache",
-    "set_default_cache": ".cache",
-    "CompileResult": ".compiler",
-    "compile_source": ".compiler",
-    "current_arch": ".compiler",
-    "nvrtc_version": ".compiler",
-    "LazyKernel": ".decorator",
-    "lazy_kernel": ".decorator",
-    "KernelFamily": ".family",
-    "Kernel": ".kernel",
+    "KernelCache": "lazykern.store.cache",
+    "default_cache": "lazykern.store.cache",
+    "make_key": "lazykern.store.cache",
+    "set_default_cache": "lazykern.store.cache",
+    "CompileResult": "lazykern.compile.compiler",
+    "compile_source": "lazykern.compile.compiler",
+    "current_arch": "lazykern.compile.compiler",
+    "nvrtc_version": "lazykern.compile.compiler",
+    "LazyKernel": "lazykern.jit.decorator",
+    "lazy_kernel": "lazykern.jit.decorator",
+    "KernelFamily": "lazykern.families.family",
+    "Kernel": "lazykern.launch.kernel",
 }
-_LAZY_MODULES = ("arrays", "graph", "tropical")
+_LAZY_MODULES = {"arrays": "lazykern.launch.arrays", "graph": "lazykern.graph", "tropical": "lazykern.tropical"}
 
 __all__ = [
     "CacheError",
@@ -69,9 +70,11 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
     elif name in _LAZY_MODULES:
-        value = importlib.import_module(f".{name}", __name__)
+        value = importlib.import_module(_LAZY_MODULES[name])
+    elif f"{__name__}.{name}" in _aliases.PUBLIC_PATHS:  # a documented module path (lazykern.multigpu ...)
+        value = importlib.import_module(_aliases.PUBLIC_PATHS[f"{__name__}.{name}"])
     else:
         raise AttributeError(f"module 'lazykern' has no attribute {name!r}")
     globals()[name] = value  # later look-ups skip this function
@@ -84,9 +87,10 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ip: Any) -> None:
     """``%load_ext lazykern``: registers the ``%lazykern`` magic (see :mod:`lazykern.ipython`)."""
-    from .ipython import load_ipython_extension as load  # import on first use: the library never imports its apps
+    from .tools.ipython import load_ipython_extension as load  # import on first use: the library never imports its apps
 
     load(ip)
 
 
+_aliases.install()
 config.configure_logging()

@@ -1,5 +1,5 @@
 """``python -m lazykern``: the ``lazykern`` command."""
 
-from .cli import main
+from .tools.cli import main
 
 main()

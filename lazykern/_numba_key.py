@@ -309,8 +309,8 @@ def _cu_headers(data: bytes) -> str:
     """Digest of the headers a linked ``.cu`` reaches, with numba-cuda's NVRTC search path."""
     from numba.cuda.core import config as numba_config
 
-    from ._includes import include_digest
-    from .compiler import system_include_dirs
+    from .compile._includes import include_digest
+    from .compile.compiler import system_include_dirs
 
     text = data.decode("utf-8", "replace")
     if "include" not in text and "import" not in text:

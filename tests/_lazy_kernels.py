@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from numba import cuda
 
-from lazykern.decorator import lazy_kernel
+from lazykern.jit.decorator import lazy_kernel
 from tests import _lazy_helpers
 
 

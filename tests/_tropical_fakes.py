@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from lazykern import _device, memory
-from lazykern.kernel import Kernel
+from lazykern.launch import _device, memory
+from lazykern.launch.kernel import Kernel
 from lazykern.tropical import _arrays, _hot, api
 from lazykern.tropical.fragments import fragment
 

@@ -16,7 +16,8 @@ import weakref
 import numpy as np
 from numba import cuda
 
-from lazykern import arrays, graph
+from lazykern import graph
+from lazykern.launch import arrays
 
 
 @cuda.jit
@@ -271,7 +272,7 @@ def nested_and_dot(tmp_dir):
 
 
 def arrays_in_capture():
-    """Scratch arrays made inside the capture (lazykern.arrays) are reused by every replay."""
+    """Scratch arrays made inside the capture (lazykern.launch.arrays) are reused by every replay."""
     s = cuda.stream()
     x, out = _dev([1, 2, 3, 4]), _dev([0, 0, 0, 0])
     with graph.capture(s) as g:

@@ -1,4 +1,4 @@
-"""lazykern.arrays: device arrays from the stream-ordered pool, usable inside a capture."""
+"""lazykern.launch.arrays: device arrays from the stream-ordered pool, usable inside a capture."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import gc
 import numpy as np
 import pytest
 
-from lazykern import _device, arrays, graph, memory
+from lazykern import graph
+from lazykern.launch import _device, arrays, memory
 from tests._tropical_fakes import stage
 from tests.test_graph import sim  # noqa: F401  (the simulator scenarios' fixture)
 

@@ -1,4 +1,4 @@
-"""lazykern.arrays on a GPU: scratch arrays made inside a capture feed @lazy_kernel launches,
+"""lazykern.launch.arrays on a GPU: scratch arrays made inside a capture feed @lazy_kernel launches,
 replays equal eager runs and do not grow memory; CuPy and torch kinds (run with `pytest -m gpu`)."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from lazykern import arrays, graph, lazy_kernel
+from lazykern import graph, lazy_kernel
+from lazykern.launch import arrays
 from tests.test_tropical_speed_gpu import _free_bytes, _pool_used
 
 pytestmark = pytest.mark.gpu

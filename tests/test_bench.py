@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from lazykern import KernelFamily, LazykernError
-from lazykern.bench import _check, _report, _timing, gemm, limits, startup
+from lazykern.tools.bench import _check, _report, _timing, gemm, limits, startup
 
 from .conftest import FRAGMENTS
 
@@ -422,7 +422,7 @@ class FakeTropical:
 
 _SIM_SCRIPT = """
 import json, sys
-from lazykern.bench import device, gemm
+from lazykern.tools.bench import device, gemm
 from tests.test_bench import FakeTropical, HostClock
 spec = device.DeviceSpec("Fake GPU", (9, 0), 132, 1.98e9, 1 << 20, 3.35e12)
 cases = [
@@ -471,7 +471,7 @@ def test_gemm_suite_end_to_end_on_the_simulator(tmp_path):
 def test_cuda_event_timer_measures_a_kernel():
     from numba import cuda
 
-    from lazykern.bench import device
+    from lazykern.tools.bench import device
 
     @cuda.jit
     def add_one(a):

@@ -9,10 +9,11 @@ import tarfile
 
 import pytest
 
-from lazykern import KernelCache, _entry
-from lazykern.bundle import BundleError, export_bundle, import_bundle, scan_bundle
-from lazykern.cache import SCHEMA_VERSION
-from lazykern.compiler import toolchain_fingerprint
+from lazykern import KernelCache
+from lazykern.compile.compiler import toolchain_fingerprint
+from lazykern.scale.bundle import BundleError, export_bundle, import_bundle, scan_bundle
+from lazykern.store import _entry
+from lazykern.store.cache import SCHEMA_VERSION
 
 
 @pytest.fixture(scope="module")

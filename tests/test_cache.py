@@ -12,8 +12,8 @@ import diskcache
 import pytest
 
 from lazykern import KernelCache, KernelFamily, LazykernWarning, make_key
-from lazykern import cache as cache_mod
-from lazykern.compiler import compile_source
+from lazykern.compile.compiler import compile_source
+from lazykern.store import cache as cache_mod
 
 from .conftest import FRAGMENTS, PREAMBLE
 
@@ -37,7 +37,7 @@ def test_key_depends_on_every_input(monkeypatch):
 
 
 def test_key_changes_with_nvrtc_version(monkeypatch):
-    from lazykern import compiler
+    from lazykern.compile import compiler
 
     base = make_key(SRC, arch="sm_90")
     compiler.toolchain_fingerprint.cache_clear()

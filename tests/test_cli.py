@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from lazykern import KernelFamily, tropical
-from lazykern.cache import set_default_cache
-from lazykern.cli import app
+from lazykern.store.cache import set_default_cache
+from lazykern.tools.cli import app
 from tests.test_demo import assert_whole_table
 
 runner = CliRunner()
@@ -34,7 +34,7 @@ MARKUP.add(
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch):
     """A private cache dir, and consoles 80 columns wide as in a default terminal."""
-    from lazykern.cli import _common
+    from lazykern.tools.cli import _common
 
     path = tmp_path / "cache"
     monkeypatch.setattr(_common.console, "width", 80)
@@ -91,7 +91,7 @@ def test_usage_errors_exit_2(cache_dir):
 
 
 def test_unknown_arch_is_refused_up_front_with_the_valid_ones(cache_dir):
-    from lazykern.compiler import supported_archs
+    from lazykern.compile.compiler import supported_archs
 
     result = invoke("warm", "--family", POOL, "--arch", "sm_80,sm_999")
     assert result.exit_code == 2
@@ -119,7 +119,7 @@ def test_a_lazykern_error_is_one_line_and_exit_1(cache_dir):
 
 @pytest.mark.parametrize("how", ["plain", "--debug", "LAZYKERN_LOG=DEBUG"])
 def test_an_unexpected_error_is_short_unless_debug_is_asked(cache_dir, monkeypatch, how):
-    from lazykern.cli import _cache
+    from lazykern.tools.cli import _cache
 
     def broken(repair: bool = False):
         raise RuntimeError("disk [red]on fire[/red]\nsecond line")
@@ -171,7 +171,7 @@ def test_missing_nvrtc_is_one_line_everywhere(tmp_path):
 
         from typer.testing import CliRunner
         from lazykern import CompileError
-        from lazykern.cli import app
+        from lazykern.tools.cli import app
         from tests._tropical_like import make_family
 
         out = {}
@@ -206,7 +206,7 @@ def test_missing_nvrtc_is_one_line_everywhere(tmp_path):
 
 
 def test_degraded_location_is_not_health_ok_and_warnings_are_one_line(tmp_path, monkeypatch):
-    from lazykern.cli import _common
+    from lazykern.tools.cli import _common
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
@@ -270,7 +270,7 @@ def test_warm_in_parallel_then_everything_is_cached(cache_dir):
     assert all(r["family"] == "tropical_like_pool" and r["compile_seconds"] > 0 for r in rows)
     again = invoke("warm", "--family", POOL, "--kernels", "*argmax", "--arch", "sm_80", "--arch", "sm_90")
     assert again.exit_code == 0
-    from lazykern.warm import warm
+    from lazykern.families.warm import warm
 
     summary = warm(POOL, patterns=["*argmax"], archs=["sm_80", "sm_90"])
     assert summary.count("cached") == 4 and summary.count("compiled") == 0
@@ -329,10 +329,10 @@ def test_export_import_round_trip_and_refusal(cache_dir, tmp_path, monkeypatch):
 
 
 def test_bench_wiring_reports_a_missing_suite_cleanly(cache_dir, monkeypatch):
-    import lazykern.bench
+    import lazykern.tools.bench
 
-    monkeypatch.delattr(lazykern.bench, "gemm", raising=False)
-    monkeypatch.setitem(sys.modules, "lazykern.bench.gemm", None)  # as if the suite were not installed
+    monkeypatch.delattr(lazykern.tools.bench, "gemm", raising=False)
+    monkeypatch.setitem(sys.modules, "lazykern.tools.bench.gemm", None)  # as if the suite were not installed
     result = invoke("bench", "--quick")
     assert result.exit_code == 1 and "error" in result.output
 
@@ -376,7 +376,7 @@ def test_ls_at_80_columns_keeps_every_name_whole_including_lazy_kernels(cache_di
 def test_progress_is_transient_and_silent_off_a_terminal(monkeypatch):
     from rich.console import Console
 
-    from lazykern.cli import _common
+    from lazykern.tools.cli import _common
 
     with _common.progress() as shown:
         assert shown.live.transient and shown.disable  # CliRunner's stderr is no terminal
@@ -399,7 +399,7 @@ def test_bench_without_a_gpu_points_at_the_startup_command(cache_dir, monkeypatc
 def test_bench_startup_prints_a_table(cache_dir, monkeypatch):
     import functools
 
-    from lazykern.bench import startup
+    from lazykern.tools.bench import startup
 
     seen = []
     real = startup.run

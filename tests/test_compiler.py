@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from lazykern import CompileError, compile_source
-from lazykern.compiler import normalize_arch, parse_options
+from lazykern.compile.compiler import normalize_arch, parse_options
 
 SRC = 'extern "C" __global__ void k(int *a) { *a = VALUE; }'
 

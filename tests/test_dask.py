@@ -10,8 +10,9 @@ distributed = pytest.importorskip("distributed", reason='needs distributed: pip 
 
 import dask  # noqa: E402
 
-from lazykern import bundle, tropical  # noqa: E402
-from lazykern import dask as lkdask  # noqa: E402
+from lazykern import tropical  # noqa: E402
+from lazykern.scale import bundle  # noqa: E402
+from lazykern.scale import dask as lkdask  # noqa: E402
 
 SEMIRINGS = ("maxplus", "minplus", "maxmul")
 
@@ -250,7 +251,7 @@ def test_worker_processes(reference):
 # -- GPU: two workers, one GPU each --------------------------------------------
 @pytest.mark.gpu
 def test_local_cuda_cluster_matches_one_gpu():
-    from lazykern.multigpu import device_count
+    from lazykern.scale.multigpu import device_count
 
     if device_count() < 2:
         pytest.skip(f"needs 2 GPUs, found {device_count()}")

@@ -12,8 +12,8 @@ import pytest
 from numba import cuda, float32, float64, int32, types
 
 from lazykern import _numba_args as na
-from lazykern.decorator import LazyKernel, lazy_kernel, normalize_signature
 from lazykern.errors import LaunchError
+from lazykern.jit.decorator import LazyKernel, lazy_kernel, normalize_signature
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAXPY_SIG = (float32, float32[::1], float32[::1], float32[::1])
@@ -96,7 +96,7 @@ def test_key_is_the_same_in_another_process(cache):
     there = _run(
         """
         from numba import float32
-        from lazykern.decorator import lazy_kernel
+        from lazykern.jit.decorator import lazy_kernel
         from tests.test_decorator import _saxpy, SAXPY_SIG
         print(lazy_kernel(_saxpy).key(SAXPY_SIG, "sm_90"))
         """
@@ -242,7 +242,7 @@ def test_a_fresh_process_loads_warmed_cubins_without_compiling(tmp_path):
     code = """
         import json
         from lazykern import KernelCache, _numba_compile
-        from lazykern.decorator import lazy_kernel
+        from lazykern.jit.decorator import lazy_kernel
         from tests.test_decorator import _saxpy, SAXPY_SIG
         kc = KernelCache({d!r})
         k = lazy_kernel(_saxpy, cache=kc)
@@ -456,7 +456,7 @@ def test_gpu_cxx_linking_kernel_round_trip_through_the_cache(tmp_path):
         import numpy as np
         from numba import cuda
         from lazykern import KernelCache
-        from lazykern.decorator import lazy_kernel
+        from lazykern.jit.decorator import lazy_kernel
         from tests.test_decorator import _tripled
         kc = KernelCache({d!r})
         k = lazy_kernel(_tripled, cache=kc)
@@ -477,7 +477,7 @@ def test_gpu_fresh_process_launches_from_the_cache_alone(tmp_path):
         import numpy as np
         from numba import cuda
         from lazykern import KernelCache, _numba_compile
-        from lazykern.decorator import lazy_kernel
+        from lazykern.jit.decorator import lazy_kernel
         from tests.test_decorator import _saxpy
         {guard}
         k = lazy_kernel(_saxpy, cache=KernelCache({d!r}))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazykern import KernelCache, demo, tropical
+from lazykern import KernelCache, tropical
+from lazykern.tools import demo
 from lazykern.tropical import reference
 from tests import _tropical_like
 
@@ -71,7 +72,7 @@ def test_viterbi_by_maxplus_matches_brute_force_on_a_short_sequence():
 
 
 def test_demo_runs_on_cpu_compiles_only_what_it_needs(tmp_path, monkeypatch):
-    from lazykern.cache import set_default_cache
+    from lazykern.store.cache import set_default_cache
 
     set_default_cache(KernelCache(tmp_path / "c"))
     try:
@@ -89,7 +90,7 @@ def test_demo_runs_on_cpu_compiles_only_what_it_needs(tmp_path, monkeypatch):
         assert all(k.compile_seconds > 0 for k in warm.kernels)
         from rich.console import Console
 
-        from lazykern.cli import _demo
+        from lazykern.tools.cli import _demo
 
         console = Console(record=True, width=80)
         monkeypatch.setattr(_demo, "console", console)
@@ -102,7 +103,7 @@ def test_demo_runs_on_cpu_compiles_only_what_it_needs(tmp_path, monkeypatch):
 
 
 def test_fresh_cache_uses_a_temporary_directory(tmp_path, monkeypatch):
-    from lazykern.cache import default_cache, set_default_cache
+    from lazykern.store.cache import default_cache, set_default_cache
 
     monkeypatch.setenv("LAZYKERN_CACHE_DIR", str(tmp_path / "kept"))
     set_default_cache(None)
@@ -140,7 +141,7 @@ def test_the_kernel_table_keeps_the_longest_tropical_names_whole_at_80_columns(g
     from rich.console import Console
 
     from lazykern import tropical
-    from lazykern.cli import _demo
+    from lazykern.tools.cli import _demo
 
     names = sorted(tropical.family.names(), key=len)[-3:]
     kernels = [demo.KernelUse(n, "sm_90", "loaded from cache", 1.234, 0.41, 81234, 0.2) for n in names]
@@ -179,7 +180,7 @@ def test_a_long_cpu_run_is_estimated_and_asks_first(monkeypatch):
     import typer
     from typer.testing import CliRunner
 
-    from lazykern.cli import _demo, app
+    from lazykern.tools.cli import _demo, app
 
     monkeypatch.setattr(_demo, "gpu_present", lambda: False)
     seconds = demo.estimate_cpu_seconds(64)

@@ -1,4 +1,4 @@
-"""Device resolution (lazykern/_device.py) on the CPU, with fake arrays, streams and driver."""
+"""Device resolution (lazykern/launch/_device.py) on the CPU, with fake arrays, streams and driver."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import types
 import numpy as np
 import pytest
 
-from lazykern import _batch_split, _device, tropical
-from lazykern._graphed import GraphedCallable
-from lazykern._launch import launch_device
-from lazykern.kernel import Kernel
+from lazykern import tropical
+from lazykern.graph._graphed import GraphedCallable
+from lazykern.launch import _batch_split, _device
+from lazykern.launch._launch import launch_device
+from lazykern.launch.kernel import Kernel
 from lazykern.tropical import api
 
 
@@ -107,7 +108,7 @@ def test_a_foreign_cai_object_is_asked_every_time(fake_driver):
 
 
 def test_device_scalar_like_objects_name_their_device(fake_driver):
-    own = _fake_class("lazykern._device_scalar", "DeviceScalar")()
+    own = _fake_class("lazykern.graph._device_scalar", "DeviceScalar")()
     own.device = 1
     assert _device.of_array(own) == 1
 

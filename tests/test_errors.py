@@ -8,7 +8,9 @@ import pathlib
 import pytest
 
 import lazykern
-from lazykern import _entry, bundle, cache, errors
+from lazykern import errors
+from lazykern.scale import bundle
+from lazykern.store import _entry, cache
 from lazykern.tropical import _arrays
 
 PACKAGE = pathlib.Path(lazykern.__file__).parent
@@ -57,7 +59,7 @@ def test_hierarchy(cls, bases):
 
 def test_a_failed_driver_call_is_a_lazykern_error(monkeypatch):
 
-    from lazykern import memory
+    from lazykern.launch import memory
 
     monkeypatch.setattr(memory._drv, "cuMemsetD8Async", lambda *args: (1,))
     with pytest.raises(errors.DriverError, match="cuMemsetD8Async of 64 bytes at 0x1000 failed"):

@@ -8,11 +8,13 @@ import logging
 
 import pytest
 
-from lazykern import KernelCache, _entry, dask, families, tropical
-from lazykern.bundle import import_bundle
-from lazykern.cache import set_default_cache
+from lazykern import KernelCache, families, tropical
 from lazykern.errors import FamilyError
-from lazykern.warm import warm
+from lazykern.families.warm import warm
+from lazykern.scale import dask
+from lazykern.scale.bundle import import_bundle
+from lazykern.store import _entry
+from lazykern.store.cache import set_default_cache
 from tests import _tropical_like
 from tests.test_bundle import _manifest, _tar
 

@@ -85,7 +85,7 @@ def test_generated_fragments_are_made_on_request_and_kept(cache):
 
 def _fake_compiler(monkeypatch, during=lambda name: None):
     """compile_source replaced by a fake that runs ``during(name)`` and returns a tiny ELF-looking cubin."""
-    from lazykern import compiler
+    from lazykern.compile import compiler
 
     calls = []
 

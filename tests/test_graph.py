@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lazykern import _capture, _capture_hooks
 from lazykern.errors import CaptureError
+from lazykern.graph import _capture_hooks
+from lazykern.launch import _capture
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -198,7 +199,7 @@ def test_real_mode_hooks_guard_numba_and_come_off():
 def test_driver_capture_errors_are_translated():
     from numba.cuda.cudadrv.driver import CudaAPIError
 
-    from lazykern import _cugraph
+    from lazykern.graph import _cugraph
 
     def raised(code, fn):
         try:
@@ -321,7 +322,8 @@ def test_gpu_failed_captures_leave_the_stream_usable():
     from cuda.bindings import driver as drv
     from numba import cuda
 
-    from lazykern import _cugraph, graph
+    from lazykern import graph
+    from lazykern.graph import _cugraph
 
     _, add_one = _numba_kernels()
     stream = cuda.stream()

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lazykern import KernelFamily, make_key
-from lazykern._includes import include_manifest
-from lazykern.compiler import compile_source, system_include_dirs
+from lazykern.compile._includes import include_manifest
+from lazykern.compile.compiler import compile_source, system_include_dirs
 from lazykern.errors import CompileError
 
 EXAMPLES = int(os.environ.get("LAZYKERN_FUZZ_EXAMPLES", "6"))
@@ -45,7 +45,7 @@ def _key(source: str, options: list[str]) -> str:
 
 
 def _paths(source: str, options: list[str]) -> set[str]:
-    from lazykern.compiler import parse_options
+    from lazykern.compile.compiler import parse_options
 
     dirs = parse_options(options).get("include_path", [])
     manifest = include_manifest(source, [*dirs, *system_include_dirs()], system_include_dirs())

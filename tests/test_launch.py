@@ -1,4 +1,4 @@
-"""The launch layer (lazykern/_launch.py): every kernel kind launches through it, and nothing
+"""The launch layer (lazykern/launch/_launch.py): every kernel kind launches through it, and nothing
 else in the package launches, reads a device pointer or spells an arch on its own.
 
 Runs on the CPU: the driver is replaced by fakes at the launch layer's two launch calls.
@@ -16,13 +16,14 @@ import pytest
 from cuda.bindings import driver
 from numba.cuda import types as nt
 
-from lazykern import Kernel, LaunchError, _device, _launch, _numba_args, lazy_kernel, tropical
-from lazykern import kernel as kernel_module
-from lazykern._graphed import GraphedCallable
-from lazykern._lazy_instance import Instance
+from lazykern import Kernel, LaunchError, _numba_args, lazy_kernel, tropical
+from lazykern.graph._graphed import GraphedCallable
+from lazykern.jit._lazy_instance import Instance
+from lazykern.launch import _device, _launch
+from lazykern.launch import kernel as kernel_module
 from lazykern.tropical import api
 
-PACKAGE = Path(_launch.__file__).parent
+PACKAGE = Path(_launch.__file__).parents[1]  # lazykern/: every module of the package
 CTX = 0x77  # the fake current context
 
 
@@ -164,14 +165,14 @@ def test_only_the_launch_layer_launches():
             return any(a.name == "launch" for a in node.names)
         return isinstance(node, ast.Attribute) and node.attr == "cuLaunchKernel"
 
-    assert _where(launches) == {"_launch.py"}
+    assert _where(launches) == {"launch/_launch.py"}
 
 
 def test_only_one_class_is_a_launcher():
     def launcher_class(node: ast.AST) -> bool:
         return isinstance(node, ast.ClassDef) and node.name.lstrip("_") == "Launcher"
 
-    assert _where(launcher_class) == {"_launch.py"}
+    assert _where(launcher_class) == {"launch/_launch.py"}
 
 
 def test_only_device_py_reads_pointers():
@@ -183,7 +184,7 @@ def test_only_device_py_reads_pointers():
             return True  # cai["data"]
         return False
 
-    assert _where(reads_pointer) == {"_device.py"}
+    assert _where(reads_pointer) == {"launch/_device.py"}
 
 
 def test_only_compiler_spells_an_arch_from_a_compute_capability():
@@ -194,7 +195,7 @@ def test_only_compiler_spells_an_arch_from_a_compute_capability():
         fields = [v for v in node.values if isinstance(v, ast.FormattedValue)]
         return isinstance(head, ast.Constant) and str(head.value).startswith("sm_") and len(fields) >= 2
 
-    assert _where(spells_arch) == {"compiler.py"}
+    assert _where(spells_arch) == {"compile/compiler.py"}
 
 
 def test_stream_handles_come_from_device_py():
@@ -203,7 +204,7 @@ def test_stream_handles_come_from_device_py():
             isinstance(node, ast.FunctionDef) and "stream_handle" in node.name and node.name != "stream_handle_device"
         )
 
-    assert _where(defines_stream_handle) == {"_device.py"}
+    assert _where(defines_stream_handle) == {"launch/_device.py"}
 
 
 def test_every_stream_kind_becomes_one_handle():

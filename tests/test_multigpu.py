@@ -11,7 +11,7 @@ from numba import cuda
 
 from benchmarks.backends import numba_maxplus_backend
 from lazykern import LaunchError
-from lazykern.multigpu import (
+from lazykern.scale.multigpu import (
     bmm_multi,
     default_chunk,
     device_count,
@@ -76,7 +76,7 @@ def test_device_list_is_checked():
 SIMULATED = textwrap.dedent(
     """
     import numpy as np
-    from lazykern.multigpu import bmm_multi
+    from lazykern.scale.multigpu import bmm_multi
 
     def with_out(a, b, *, semiring, stream, out):
         A, B = a.copy_to_host(stream=stream), b.copy_to_host(stream=stream)

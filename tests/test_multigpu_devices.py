@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from lazykern import _device, graph, tropical
-from lazykern.decorator import lazy_kernel
-from lazykern.multigpu import device_count
+from lazykern import graph, tropical
+from lazykern.jit.decorator import lazy_kernel
+from lazykern.launch import _device
+from lazykern.scale.multigpu import device_count
 from lazykern.tropical import reference
 
 pytestmark = pytest.mark.gpu
@@ -301,7 +302,7 @@ def test_dask_chunks_on_one_gpu(device):
     da = pytest.importorskip("dask.array")
     import dask
 
-    from lazykern import dask as lkdask
+    from lazykern.scale import dask as lkdask
 
     A, B = rand((64, 96)), rand((96, 48), seed=1)
 

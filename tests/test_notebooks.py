@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lazykern.cache import set_default_cache
+from lazykern.store.cache import set_default_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -60,14 +60,14 @@ def shell(tmp_path, monkeypatch):
     monkeypatch.setenv("LAZYKERN_CACHE_DIR", str(tmp_path / "cache"))
     set_default_cache(None)
     ip = interactiveshell.InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "lazykern.ipython")
+    ip.run_line_magic("load_ext", "lazykern.tools.ipython")
     yield ip
     set_default_cache(None)
 
 
 def test_magic_cache_warm_and_ls(shell):
     from lazykern import KernelCache
-    from lazykern.warm import WarmSummary
+    from lazykern.families.warm import WarmSummary
 
     cache = shell.run_line_magic("lazykern", "cache")
     assert isinstance(cache, KernelCache) and "<table>" in cache._repr_html_()
@@ -84,7 +84,7 @@ def test_magic_cache_warm_and_ls(shell):
 def test_magic_usage_errors_are_one_line_usage_errors(shell, capsys):
     from IPython.core.error import UsageError
 
-    from lazykern.ipython import lazykern_magic
+    from lazykern.tools.ipython import lazykern_magic
 
     for line in ("", "bogus", "cache nope", "cache ls a b", "warm", "warm fam --jobs x", "warm fam --what"):
         with pytest.raises(UsageError, match="usage"):
@@ -104,7 +104,7 @@ def test_load_ext_lazykern_registers_the_magic_from_the_package_root(shell):
 
 
 def test_import_lazykern_leaves_its_apps_unimported():
-    apps = "('lazykern.cli', 'lazykern.ipython')"
+    apps = "('lazykern.tools.cli', 'lazykern.tools.ipython')"
     code = f"import sys, lazykern; print(sorted(m for m in sys.modules if m.startswith({apps})))"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1]

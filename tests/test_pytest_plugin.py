@@ -1,6 +1,6 @@
 """The pytest plugin, driven through pytester: options, markers, fixtures, xdist, opt-out.
 
-The plugin is loaded with ``-p lazykern.pytest_plugin`` (its entry point exists only once
+The plugin is loaded with ``-p lazykern.tools.pytest_plugin`` (its entry point exists only once
 lazykern is installed). Runs that turn the simulator on go to a child process: this
 process imported numba.cuda long ago, in device mode.
 """
@@ -23,7 +23,7 @@ except ModuleNotFoundError:  # Python 3.10
 ROOT = Path(__file__).resolve().parents[1]
 # Once lazykern is installed its entry point loads the plugin; -p would load it a second time.
 INSTALLED = any(ep.name == "lazykern" for ep in importlib.metadata.entry_points(group="pytest11"))
-PLUGIN = (() if INSTALLED else ("-p", "lazykern.pytest_plugin")) + ("-p", "no:cacheprovider")
+PLUGIN = (() if INSTALLED else ("-p", "lazykern.tools.pytest_plugin")) + ("-p", "no:cacheprovider")
 
 REPORT = """
 import json, os
@@ -51,12 +51,12 @@ def _report(pytester, *args: str) -> dict:
 
 def test_entry_point_and_test_extra_are_declared():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert meta["entry-points"]["pytest11"] == {"lazykern": "lazykern.pytest_plugin"}
+    assert meta["entry-points"]["pytest11"] == {"lazykern": "lazykern.tools.pytest_plugin"}
     assert any(dep.startswith("pytest-xdist") for dep in meta["optional-dependencies"]["test"])
 
 
 def test_the_plugin_imports_no_numba():
-    code = "import sys, lazykern.pytest_plugin; print(sorted(m for m in sys.modules if m.startswith('numba')))"
+    code = "import sys, lazykern.tools.pytest_plugin; print(sorted(m for m in sys.modules if m.startswith('numba')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -157,7 +157,7 @@ from numba import cuda
 
 import lazykern
 from lazykern import KernelFamily
-from lazykern.testing import assert_compiled, assert_no_compile
+from lazykern.tools.testing import assert_compiled, assert_no_compile
 
 
 @pytest.mark.gpu
@@ -200,7 +200,7 @@ def test_a_fragment_runs_its_twin(lazykern_cache):
 
 def test_tropical_falls_back_to_its_reference(gpu_or_sim):
     from lazykern import tropical
-    from lazykern.testing import assert_matches_reference
+    from lazykern.tools.testing import assert_matches_reference
 
     with pytest.raises(lazykern.LazykernError, match="compute NumPy and simulator arrays with the NumPy reference"):
         tropical.family[tropical.core_names()[0]]
@@ -319,12 +319,12 @@ def test_opt_out_by_blocking_the_plugin(pytester, clean_env):
     pytester.makeini("[pytest]\nmarkers = gpu: mine\n")
     pytester.makepyfile(test_off=OPTED_OUT)
     # Installed, the plugin is named "lazykern" (-p no:lazykern); loaded by module here, it is blocked by module.
-    result = pytester.runpytest_subprocess("-p", "no:lazykern.pytest_plugin", "-p", "no:lazykern")
+    result = pytester.runpytest_subprocess("-p", "no:lazykern.tools.pytest_plugin", "-p", "no:lazykern")
     result.assert_outcomes(passed=1)
 
 
 EVERY_BACKEND = """
-from lazykern.testing import backend, every_backend
+from lazykern.tools.testing import backend, every_backend
 
 
 @every_backend

@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from lazykern import CompileError, KernelCache, KernelFamily, LazykernWarning
-from lazykern.source import FamilySource
+from lazykern.compile.source import FamilySource
 
 PREAMBLE = "#define X 1\n__device__ int f(int a) {\n  return a + undefined_in_preamble;\n}\n"
 FRAGMENT = 'extern "C" __global__ void bad_kernel(int *a) {\n  *a = X;\n  *a = oops;\n}'

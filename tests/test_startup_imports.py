@@ -13,13 +13,13 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("numpy", "numba", "numba_cuda", "cuda", "diskcache")
 # What `lazykern --help` has no use for: the commands' own modules load when a command runs.
 COMMAND_MODULES = (
-    "lazykern.warm",
+    "lazykern.families.warm",
     "lazykern.families",
-    "lazykern.compiler",
-    "lazykern.cache",
-    "lazykern.bench",
-    "lazykern.demo",
-    "lazykern.cli._demo",
+    "lazykern.compile.compiler",
+    "lazykern.store.cache",
+    "lazykern.tools.bench",
+    "lazykern.tools.demo",
+    "lazykern.tools.cli._demo",
     "platformdirs",
     "rich.progress",
     "concurrent.futures.process",
@@ -52,7 +52,7 @@ def test_no_heavy_module_is_imported(args):
 
 def test_help_imports_no_command_module():
     modules = imported_modules("-m", "lazykern", "--help")
-    assert {"lazykern.cli", "typer"} <= modules
+    assert {"lazykern.tools.cli", "typer"} <= modules
     assert _heavy(modules, COMMAND_MODULES) == []
 
 
@@ -71,4 +71,4 @@ def test_import_lazykern_leaves_heavy_modules_out_of_sys_modules():
 
 def test_a_public_name_imports_its_module_on_first_use():
     modules = modules_after("import lazykern; lazykern.KernelCache; lazykern.tropical")
-    assert {"lazykern.cache", "lazykern.tropical", "numpy"} <= modules
+    assert {"lazykern.store.cache", "lazykern.tropical", "numpy"} <= modules

@@ -1,4 +1,4 @@
-"""lazykern.testing, KernelFamily twins and the counters they trust (CPU: NVRTC cubins, no launch)."""
+"""lazykern.tools.testing, KernelFamily twins and the counters they trust (CPU: NVRTC cubins, no launch)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 from numba import cuda, float32
 
 from lazykern import KernelFamily, lazy_kernel, tropical
-from lazykern import cache as cache_module
-from lazykern.kernel import Kernel
-from lazykern.testing import (
+from lazykern.launch.kernel import Kernel
+from lazykern.store import cache as cache_module
+from lazykern.tools.testing import (
     assert_compiled,
     assert_matches_reference,
     assert_no_compile,
@@ -87,7 +87,7 @@ def test_a_second_process_reports_the_hit_of_a_warmed_lazy_kernel(tmp_path):
         import json
         from numba import float32
         from lazykern import default_cache, lazy_kernel
-        from lazykern.testing import assert_no_compile
+        from lazykern.tools.testing import assert_no_compile
         from tests.test_testing import _saxpy
         k = lazy_kernel(_saxpy)
         sig = (float32, float32[::1], float32[::1], float32[::1])
@@ -204,7 +204,7 @@ def test_a_second_process_reports_the_hit_of_a_launched_lazy_kernel(tmp_path):
         import json
         import numpy as np
         from lazykern import default_cache, lazy_kernel
-        from lazykern.testing import assert_compiled
+        from lazykern.tools.testing import assert_compiled
         from tests.test_testing import _saxpy
         k = lazy_kernel(_saxpy)
         x = np.ones(32, np.float32)

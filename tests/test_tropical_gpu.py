@@ -231,7 +231,7 @@ def test_splitk_shapes_the_library_picks(shape, dtype):
 def test_splitk_workspace_is_freed_stream_ordered():
     from numba import cuda
 
-    from lazykern import memory
+    from lazykern.launch import memory
 
     rng = np.random.default_rng(19)
     A, B = to_dev(rng.standard_normal((64, 4096))), to_dev(rng.standard_normal((4096, 64)))

@@ -179,7 +179,7 @@ def test_sass_inner_loops(tropical_cache, tmp_path):
 def test_round5_variants_compile_for_every_layout(defines):
     """The f32-peak sweep macros (benchmarks/sweep_variants.cuh) build the transposed layouts and argmax too."""
     from benchmarks.tile_sweep import sweep_source
-    from lazykern.compiler import compile_source
+    from lazykern.compile.compiler import compile_source
     from lazykern.tropical._family import OPTIONS
 
     specs = [fragments.Spec("maxplus", "f32", False, "tt"), fragments.Spec("minplus", "f32", True, "nt")]

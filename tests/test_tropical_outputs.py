@@ -1,7 +1,7 @@
 """Where the tropical API's CuPy and torch outputs come from, on the CPU (fake cupy and torch
 modules on the fake driver stage of tests/_tropical_fakes.py).
 
-The rule (lazykern.memory.on_library_stream): the library's own caching allocator only when the
+The rule (lazykern.launch.memory.on_library_stream): the library's own caching allocator only when the
 call runs on that library's current stream, outside a lazykern capture; otherwise lazykern's
 stream-ordered pool, so the buffer is never handed out again while the call's kernel writes it.
 Either way the outputs of one call share one buffer.
@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lazykern import graph, memory
+from lazykern import graph
+from lazykern.launch import memory
 from lazykern.tropical import _arrays, api
 from tests._tropical_fakes import stage
 

@@ -12,8 +12,9 @@ import weakref
 import numpy as np
 import pytest
 
-from lazykern import graph, memory
+from lazykern import graph
 from lazykern.errors import CaptureError
+from lazykern.launch import memory
 from lazykern.tropical import _hot, api
 from lazykern.tropical import plan as planner
 from tests._tropical_fakes import FakeDeviceArray, stage

@@ -8,8 +8,9 @@ import gc
 import numpy as np
 import pytest
 
-from lazykern import graph, memory, tropical
+from lazykern import graph, tropical
 from lazykern.errors import CaptureError
+from lazykern.launch import memory
 from lazykern.tropical import _hot, reference
 
 pytestmark = pytest.mark.gpu

@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import cast
 
-from . import config
-from .errors import CompileError
+from .. import config
+from ..errors import CompileError
 
 log = logging.getLogger("lazykern")
 
@@ -376,7 +376,7 @@ def parse_options(options: Sequence[str], *, name: str = "<options>") -> dict[st
 def header_digest(source: str, options: Sequence[str]) -> str:
     """Digest of every header ``source`` reaches under ``options`` (``-I``, ``-D``), by content.
 
-    What :func:`compile_source` would read besides the source: see ``lazykern._includes``.
+    What :func:`compile_source` would read besides the source: see ``lazykern.compile._includes``.
     A source that includes nothing costs one substring test.
     """
     from ._includes import include_digest

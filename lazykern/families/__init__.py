@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .errors import FamilyError
+from ..errors import FamilyError
 
 ENTRY_POINT_GROUP = "lazykern.families"
 BUILTIN = {"tropical": "lazykern.tropical:family"}

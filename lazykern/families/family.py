@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from . import compiler
-from .cache import KernelCache, default_cache, make_key
-from .decorator import LazyKernel, _simulating
-from .errors import LazykernError
-from .kernel import Kernel
-from .source import FamilySource, Fragment, Generate
+from ..compile import compiler
+from ..compile.source import FamilySource, Fragment, Generate
+from ..errors import LazykernError
+from ..jit.decorator import LazyKernel, _simulating
+from ..launch.kernel import Kernel
+from ..store.cache import KernelCache, default_cache, make_key
 
 
 class KernelFamily:

@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .compiler import normalize_arch
-from .errors import CompileError, LazykernError
-from .families import declared
-from .families import resolve as resolve_family
+from ..compile.compiler import normalize_arch
+from ..errors import CompileError, LazykernError
+from . import declared
+from . import resolve as resolve_family
 
 
 def split_list(values: Sequence[str] | None) -> list[str]:

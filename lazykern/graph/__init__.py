@@ -47,11 +47,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from . import _capture, _capture_hooks, _cugraph, _device, memory
+from ..errors import CaptureError
+from ..launch import _capture, _device, memory
+from . import _capture_hooks, _cugraph
 from ._capture_pool import CapturePool
 from ._device_scalar import DeviceScalar
 from ._graphed import GraphedCallable
-from .errors import CaptureError
 
 __all__ = ["CaptureError", "CapturePool", "DeviceScalar", "Graph", "GraphedCallable", "capture", "graphed"]
 

@@ -28,8 +28,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import CaptureError
 from . import _capture
-from .errors import CaptureError
 
 _ALLOCATORS = (
     "to_device",

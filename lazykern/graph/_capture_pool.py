@@ -9,7 +9,7 @@ request instead of changing what the graph holds.
 
 from __future__ import annotations
 
-from .errors import CaptureError
+from ..errors import CaptureError
 
 
 class CapturePool:

@@ -14,7 +14,7 @@ from typing import Any
 
 from cuda.bindings import driver as drv
 
-from .errors import CaptureError, LazykernError
+from ..errors import CaptureError, LazykernError
 
 SUCCESS = drv.CUresult.CUDA_SUCCESS
 THREAD_LOCAL = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL

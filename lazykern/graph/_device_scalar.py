@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import CaptureError
 from . import _capture, _capture_hooks, _cugraph, _device
-from .errors import CaptureError
 
 DEFAULT_RING = 8
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import CaptureError, LaunchError
 from . import _device
 from ._device_scalar import DeviceScalar
-from .errors import CaptureError, LaunchError
 
 
 def _address(value: Any) -> int:

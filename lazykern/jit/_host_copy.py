@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from cuda.bindings import driver
 
-from .errors import CaptureError
+from ..errors import CaptureError
 
 
 def launch_with_copies(

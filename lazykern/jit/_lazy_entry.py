@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from types import FunctionType
 from typing import Any
 
-from . import _numba_compile
-from ._numba_key import fingerprint
-from ._numba_signature import relaxed
-from .cache import KernelCache, make_key
+from .. import _numba_compile
+from .._numba_key import fingerprint
+from .._numba_signature import relaxed
+from ..store.cache import KernelCache, make_key
 
 
 def instance_key(py_func: FunctionType, link: Sequence[Any], options: dict[str, Any], types: tuple, arch: str) -> str:

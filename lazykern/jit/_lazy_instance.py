@@ -14,9 +14,10 @@ from typing import Any, Protocol
 
 from cuda.bindings import driver as _cu
 
-from . import _device, _numba_args
-from ._device import current_context
-from .kernel import Kernel
+from .. import _numba_args
+from ..launch import _device
+from ..launch._device import current_context
+from ..launch.kernel import Kernel
 
 # CUDA's launch "extra" keys (cuda.h: CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE).
 _BUFFER_POINTER, _BUFFER_SIZE = 1, 2

@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from . import _host_copy, _launch, _numba_args
-from ._launch import Launcher, driver_error
+from .. import _numba_args
+from ..errors import LaunchError
+from ..launch import _launch
+from ..launch._launch import Launcher, driver_error
+from . import _host_copy
 from ._lazy_instance import Instance
-from .errors import LaunchError
 
 
 class Kernel(Protocol):

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from . import _numba_args
-from ._launch import parse_launch_config
-from .cache import record
-from .errors import LaunchError
+from .. import _numba_args
+from ..errors import LaunchError
+from ..launch._launch import parse_launch_config
+from ..store.cache import record
 
 
 class Kernel(Protocol):

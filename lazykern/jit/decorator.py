@@ -12,11 +12,11 @@
 
 ``saxpy[blocks, threads, stream](2.0, x, y, out)`` types the arguments (dict
 lookups on the hot path), and the first call with a new signature fetches
-that one instantiation from the :class:`~lazykern.cache.KernelCache`,
+that one instantiation from the :class:`~lazykern.store.cache.KernelCache`,
 compiling it with numba-cuda only if no process on the machine has done so
 before. The cache entry holds the cubin, its mangled symbol and a JSON launch
 plan, so a fresh process launches from the cubin alone: no typing, no
-lowering. Launches go through the launch layer (:mod:`lazykern._launch`).
+lowering. Launches go through the launch layer (:mod:`lazykern.launch._launch`).
 
 ``saxpy.warm(sigs, arch="sm_90")`` compiles ahead of time and needs no GPU.
 
@@ -35,15 +35,17 @@ from collections.abc import Callable, Iterable, Sequence
 from types import FunctionType
 from typing import Any, cast
 
-from . import _lazy_entry, _numba_args, compiler
-from ._device import simulating as _simulating
-from ._launch import Launchable, Launcher, LauncherCache
+from .. import _numba_args
+from .._numba_signature import arg_range, normalize_signature
+from ..compile import compiler
+from ..errors import LaunchError, LazykernError
+from ..launch._device import simulating as _simulating
+from ..launch._launch import Launchable, Launcher, LauncherCache
+from ..store.cache import KernelCache, default_cache
+from . import _lazy_entry
 from ._lazy_instance import Instance
 from ._lazy_launch import Dispatcher
 from ._lazy_sim import SimLauncher
-from ._numba_signature import arg_range, normalize_signature
-from .cache import KernelCache, default_cache
-from .errors import LaunchError, LazykernError
 
 __all__ = ["LazyKernel", "lazy_kernel", "normalize_signature"]
 
@@ -69,7 +71,7 @@ def lazy_kernel(
     Options (as for ``numba.cuda.jit``): ``fastmath``, ``lineinfo``, ``opt``,
     ``max_registers``, ``launch_bounds``, ``lto``; ``link`` lists files or
     ``numba.cuda.CUSource`` objects to link (their contents are part of the key).
-    ``cache`` defaults to :func:`lazykern.cache.default_cache`.
+    ``cache`` defaults to :func:`lazykern.store.cache.default_cache`.
     """
     unknown = sorted(set(options) - set(_OPTION_DEFAULTS))
     if unknown:

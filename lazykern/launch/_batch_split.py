@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import LaunchError
 from . import _device
-from .errors import LaunchError
 
 Backend = Callable[..., Any]
 _CHUNKS_PER_DEVICE = 8  # enough for copy/compute overlap, few enough to keep launches large

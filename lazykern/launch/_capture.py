@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import CaptureError
 from ._device import stream_handle
-from .errors import CaptureError
 
 #: Captures open in any thread. Launch sites test this plain integer first, so
 #: the thread-local lookup costs nothing while nobody captures.

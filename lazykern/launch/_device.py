@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 from cuda.bindings import driver as _cu
 
-from .compiler import arch_of
-from .errors import LaunchError
+from ..compile.compiler import arch_of
+from ..errors import LaunchError
 
 _DEVICE_ORDINAL = 9  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 _CACHED = "_lazykern_device"  # set on Numba arrays and streams: their device cannot change

@@ -23,9 +23,9 @@ import numpy as np
 from cuda.bindings import driver as _cu
 from cuda.core import LaunchConfig, Stream, launch
 
+from ..errors import LaunchError
 from . import _capture, _device
 from ._device import current_context
-from .errors import LaunchError
 
 _LAUNCHER_CACHE = 512
 

@@ -1,7 +1,7 @@
 """A compiled kernel: loaded once per device, launched Numba-style.
 
 ``kernel[grid, block, stream, shared_mem](*args)`` gets a launcher from the
-launch layer (:mod:`lazykern._launch`), which packs the arguments with
+launch layer (:mod:`lazykern.launch._launch`), which packs the arguments with
 :meth:`Kernel.pack` (a plan fixed by the kernel's signature) and launches them
 with ``cuda.core.launch``. Nothing synchronizes after a launch.
 """
@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from ..compile.compiler import arch_of
+from ..errors import LaunchError
 from . import _device
 from ._device import current_context
 from ._launch import Launchable, Launcher, LauncherCache, device_pointer
-from .compiler import arch_of
-from .errors import LaunchError
 
 PTR = "ptr"
 

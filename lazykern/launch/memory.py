@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from cuda.bindings import driver as _drv
 
-from .errors import CaptureError, DriverError
+from ..errors import CaptureError, DriverError
 
 log = logging.getLogger("lazykern")
 

@@ -18,8 +18,8 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, Any, Protocol, cast
 
-from . import _entry
-from .errors import BundleError
+from ..errors import BundleError
+from ..store import _entry
 
 BUNDLE_FORMAT = "lazykern-bundle"
 BUNDLE_SCHEMA = 1

@@ -5,7 +5,7 @@ A bundle is a tar (plain, ``.tar.gz`` or ``.tar.zst``) of
 * ``manifest.json``: bundle schema, entry schema, NVRTC version, toolchain
   fingerprint and, per entry, its key and the sha256 of its bytes;
 * ``entries/<key>.lzk``: one cache value each, the exact bytes of
-  :mod:`lazykern._entry` (a strict JSON header and the binary, one sha256 over both).
+  :mod:`lazykern.store._entry` (a strict JSON header and the binary, one sha256 over both).
 
 Importing treats the bundle as hostile input. It is streamed twice, one member
 at a time, never extracted to disk: the first pass checks the framing, the
@@ -33,7 +33,10 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import _entry
+from ..errors import BundleError, CacheError
+from ..families import loaded as registered_families
+from ..store import _entry
+from ..store.cache import SCHEMA_VERSION, KernelCache
 from ._bundle_read import (
     BUNDLE_FORMAT,
     BUNDLE_SCHEMA,
@@ -45,9 +48,6 @@ from ._bundle_read import (
     scan_bundle,
     zstd_module,
 )
-from .cache import SCHEMA_VERSION, KernelCache
-from .errors import BundleError, CacheError
-from .families import loaded as registered_families
 
 __all__ = [
     "BundleError",
@@ -121,7 +121,7 @@ def export_bundle(
     report) and left in the store. The file is written under a temporary name
     and moved into place, so a reader never sees half a bundle.
     """
-    from .compiler import nvrtc_version, toolchain_fingerprint
+    from ..compile.compiler import nvrtc_version, toolchain_fingerprint
 
     path = os.fspath(path)
     compression = compression_for(path)
@@ -197,7 +197,7 @@ def import_bundle(
     persist is listed in ``not_persisted``. Raises BundleError when the bundle
     is refused as a whole, CacheError when ``cache`` keeps entries in memory only.
     """
-    from .compiler import nvrtc_version, toolchain_fingerprint
+    from ..compile.compiler import nvrtc_version, toolchain_fingerprint
 
     path = os.fspath(path)
     if cache.backend != "disk":

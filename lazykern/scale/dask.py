@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .families import resolve as resolve_family
+from ..families import resolve as resolve_family
 
 log = logging.getLogger("lazykern")
 
@@ -70,7 +70,7 @@ def _on_chunk_device(x: Any) -> contextlib.AbstractContextManager[Any]:
 
 
 def _default_backend() -> Callable[..., Any]:
-    from . import tropical
+    from .. import tropical
 
     return tropical.matmul
 
@@ -250,8 +250,8 @@ def _warm_from_family(spec: FamilySpec, names: Sequence[str] | None, arch: Any) 
 
 
 def _warm_from_bundle(data: bytes, name: str, cache_dir: str | None) -> dict[str, Any]:
+    from ..store.cache import KernelCache, default_cache
     from . import bundle
-    from .cache import KernelCache, default_cache
 
     start = time.perf_counter()
     cache = KernelCache(cache_dir) if cache_dir else default_cache()

@@ -9,7 +9,7 @@ entry per arch because :meth:`KernelFamily.get` keys by arch.
 :func:`bmm_multi` runs a host-resident batch of tropical products on several
 GPUs: one thread per device, contiguous shares of the batch, and per device
 ``slots`` streams that take turns on chunks (the pipeline is
-:mod:`lazykern._batch_split`, which ``tropical.bmm(devices=...)`` uses too).
+:mod:`lazykern.launch._batch_split`, which ``tropical.bmm(devices=...)`` uses too).
 """
 
 from __future__ import annotations
@@ -17,10 +17,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from . import _device, tropical
-from ._batch_split import Backend, default_chunk, device_count, release_buffers, resolve_devices, run, split_batch
-from .family import KernelFamily
-from .kernel import Kernel
+from .. import tropical
+from ..families.family import KernelFamily
+from ..launch import _device
+from ..launch._batch_split import (
+    Backend,
+    default_chunk,
+    device_count,
+    release_buffers,
+    resolve_devices,
+    run,
+    split_batch,
+)
+from ..launch.kernel import Kernel
 
 __all__ = [
     "bmm_multi", "default_chunk", "device_count", "load_on_devices", "release_buffers",
@@ -58,7 +67,7 @@ def bmm_multi(A: Any, B: Any, *, backend: Backend | None = None, **options: Any)
     computes one chunk on the current device and defaults to
     ``lazykern.tropical.bmm``; it receives ``out=`` when it accepts it.
 
-    Keyword options, as for :func:`lazykern._batch_split.run`: ``semiring="maxplus"``,
+    Keyword options, as for :func:`lazykern.launch._batch_split.run`: ``semiring="maxplus"``,
     ``devices=None``, ``chunk=None``, ``slots=2``, ``weights=None``, ``argmax=False``, ``out=None``.
     """
     return run(A, B, backend=backend if backend is not None else tropical.bmm, **options)

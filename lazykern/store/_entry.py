@@ -16,7 +16,7 @@ import math
 import struct
 from typing import IO, Any
 
-from .errors import EntryError, StaleEntry
+from ..errors import EntryError, StaleEntry
 
 MAGIC = b"LZK\x02"
 _PREFIX = struct.Struct("<4sIQ32s")  # magic, header length, code length, sha256

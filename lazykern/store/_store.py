@@ -33,9 +33,9 @@ from typing import Any, TypeGuard, TypeVar
 import diskcache
 from diskcache.core import DBNAME, DEFAULT_SETTINGS, METADATA, MODE_BINARY, MODE_RAW
 
+from ..errors import CacheError
 from . import _entry
 from ._locks import ProcessLock, share, shared_mode
-from .errors import CacheError
 
 log = logging.getLogger("lazykern")
 STORE_ERRORS = (OSError, sqlite3.Error, CacheError, diskcache.Timeout)

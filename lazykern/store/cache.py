@@ -33,10 +33,11 @@ from typing import Any
 
 import filelock
 
-from . import _entry, config
+from .. import config
+from ..errors import CacheError, LazykernWarning, warn_user
+from . import _entry
 from ._locks import LOCK_DIR, NullLock, ProcessLock
 from ._store import STORE_ERRORS, DiskBackend, MemoryBackend
-from .errors import CacheError, LazykernWarning, warn_user
 
 try:
     from cuda.core.utils import ProgramCacheResource
@@ -100,7 +101,7 @@ def make_key(
     ``toolchain`` is :func:`lazykern.compiler.toolchain_fingerprint` (computed if
     not given; :meth:`KernelCache.toolchain` memoizes it per machine).
     """
-    from .compiler import header_digest, toolchain_fingerprint
+    from ..compile.compiler import header_digest, toolchain_fingerprint
 
     if not isinstance(source, str):
         raise TypeError(f"source must be str, got {type(source).__name__}")
@@ -212,7 +213,7 @@ class KernelCache(ProgramCacheResource):
 
         Computing it loads NVRTC (~10 ms); a warm fresh process reads it back instead.
         """
-        from .compiler import toolchain_fingerprint, toolchain_stamp
+        from ..compile.compiler import toolchain_fingerprint, toolchain_stamp
 
         memo = "lazykern:toolchain:" + toolchain_stamp()
         try:

@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from . import graph
-from . import tropical as tropical_module
-from .cache import KernelCache, default_cache, set_default_cache
-from .compiler import current_arch, device_compute_capability
+from .. import graph
+from .. import tropical as tropical_module
+from ..compile.compiler import current_arch, device_compute_capability
+from ..store.cache import KernelCache, default_cache, set_default_cache
 
 Progress = Callable[[str, int, int], None]
 MatmulArgmax = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]

@@ -15,9 +15,9 @@ import html
 import shlex
 from typing import Any
 
-from .cache import default_cache
-from .errors import LazykernError
-from .warm import kernel_label, split_list, warm
+from ..errors import LazykernError
+from ..families.warm import kernel_label, split_list, warm
+from ..store.cache import default_cache
 
 USAGE = (
     "usage: %lazykern cache | %lazykern cache ls [FAMILY] | "

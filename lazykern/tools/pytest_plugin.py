@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from ._gpu_probe import gpu_count
+from ..launch._gpu_probe import gpu_count
 
 SIM_ENV = "NUMBA_ENABLE_CUDASIM"
 OFF_ENV = "LAZYKERN_PYTEST"
@@ -236,7 +236,7 @@ def gpu_or_sim(pytestconfig: pytest.Config) -> str:
 
 
 def _isolated_cache(directory: Any) -> Iterator[Any]:
-    from . import cache as cache_module
+    from ..store import cache as cache_module
 
     mp = pytest.MonkeyPatch()
     previous = cache_module._default

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from . import cache as _cache
+from ..store import cache as _cache
 
 __all__ = [
     "CompileCount",
@@ -46,9 +46,9 @@ __all__ = [
 
 def _compiles(target: Any) -> int:
     """Compiles so far by ``target``: a @lazy_kernel, a KernelFamily, a KernelCache, or None (the process)."""
-    from .cache import KernelCache
-    from .decorator import LazyKernel
-    from .family import KernelFamily
+    from ..families.family import KernelFamily
+    from ..jit.decorator import LazyKernel
+    from ..store.cache import KernelCache
 
     if target is None:
         return _cache.process_totals()["compiles"]

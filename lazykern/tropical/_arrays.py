@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import _device
 from ..errors import DriverError
+from ..launch import _device
 from .reference import check_dtype
 
 HOST_KINDS = ("numpy", "torch_cpu")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from importlib import resources
 
-from ..cache import KernelCache
-from ..family import KernelFamily
+from ..families.family import KernelFamily
+from ..store.cache import KernelCache
 from . import fragments
 
 OPTIONS = ("-std=c++17",)  # no fast-math: it would flush denormals and drop the NaN/inf rules

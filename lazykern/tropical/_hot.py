@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import _device, memory
-from .._launch import core_stream, launch_packed
+from ..launch import _device, memory
+from ..launch._launch import core_stream, launch_packed
 from . import _arrays
 
 _CACHE_SIZE = 4096

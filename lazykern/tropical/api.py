@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _batch_split, _device
+from ..launch import _batch_split, _device
 from . import _arrays, _hot, reference
 from . import plan as planner
 from ._arrays import Operand
@@ -457,7 +457,7 @@ def _kernel(name: str, device: int):
 # ---------------------------------------------------------------- host path --
 @functools.cache
 def gpu_available() -> bool:
-    from ..compiler import device_compute_capability
+    from ..compile.compiler import device_compute_capability
 
     return device_compute_capability() is not None
 

@@ -12,7 +12,7 @@ counts int64 (exact up to 2^63) or float64 (for astronomically many optima).
 (3.0, 2)
 
 The GPU kernel (``counting.cu``: one thread per output entry) is its own lazily compiled
-:class:`~lazykern.family.KernelFamily`, ``tropical_counting``, one fragment per
+:class:`~lazykern.families.family.KernelFamily`, ``tropical_counting``, one fragment per
 (semiring, value dtype, count dtype); NumPy operands use the NumPy kernel.
 """
 
@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import _device
-from ..family import KernelFamily
+from ..families.family import KernelFamily
+from ..launch import _device
 from . import _reference_einsum
 from ._backend import Backend
 from ._contract import Algebra

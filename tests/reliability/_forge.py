@@ -13,7 +13,7 @@ import struct
 import tarfile
 from typing import Any
 
-from lazykern import _entry
+from lazykern.store import _entry
 
 
 def entry_with_raw_header(code: bytes, header: bytes) -> bytes:

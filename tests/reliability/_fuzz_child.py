@@ -31,9 +31,9 @@ def main() -> None:
     from typer.testing import CliRunner
 
     from lazykern import KernelCache, LazykernError
-    from lazykern.bundle import import_bundle
-    from lazykern.cache import set_default_cache
-    from lazykern.cli import app
+    from lazykern.scale.bundle import import_bundle
+    from lazykern.store.cache import set_default_cache
+    from lazykern.tools.cli import app
 
     out: dict[str, Any] = {"wrong": 0, "crashes": [], "served": 0}
     expected: dict[str, str] = args["expected"]

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _families import synthetic_family  # noqa: E402
 
 from lazykern import KernelCache, LazykernWarning  # noqa: E402
-from lazykern._store import NoPickleDisk  # noqa: E402
+from lazykern.store._store import NoPickleDisk  # noqa: E402
 
 N_PAYLOADS = 300
 

@@ -18,7 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _families import make_family  # noqa: E402
 
-from lazykern import KernelCache, compiler  # noqa: E402
+from lazykern import KernelCache
+from lazykern.compile import compiler  # noqa: E402
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lazykern import CacheError, CompileError, Kernel, KernelCache, KernelFamily, LaunchError, compile_source, make_key
-from lazykern.compiler import _OPTIONS, parse_options
+from lazykern.compile.compiler import _OPTIONS, parse_options
 
 SRC = 'extern "C" __global__ void k(int *a) { *a = A; }'
 FIELDS = {parser("1")[0] for parser in _OPTIONS.values()}

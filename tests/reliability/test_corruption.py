@@ -11,7 +11,7 @@ import diskcache
 import pytest
 
 from lazykern import KernelCache, LazykernWarning
-from lazykern._entry import MAGIC, encode
+from lazykern.store._entry import MAGIC, encode
 
 from ._families import synthetic_family
 

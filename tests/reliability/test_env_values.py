@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lazykern import LazykernWarning, config
-from lazykern.compiler import current_arch
+from lazykern.compile.compiler import current_arch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = int(os.environ.get("LAZYKERN_FUZZ_EXAMPLES", "150"))
@@ -109,7 +109,7 @@ def test_log_is_silent_when_unset():
 
 def test_every_bad_variable_at_once_in_a_cli_command(tmp_path):
     proc = _run(
-        "import sys; from lazykern.cli import main; sys.argv = ['lazykern', 'cache', 'info', '--json']; main()",
+        "import sys; from lazykern.tools.cli import main; sys.argv = ['lazykern', 'cache', 'info', '--json']; main()",
         LAZYKERN_CACHE_DIR=str(tmp_path / "c"),
         LAZYKERN_CACHE_SIZE="99999999999999999999T",
         LAZYKERN_CACHE="maybe",

@@ -15,8 +15,8 @@ import diskcache
 import pytest
 
 from lazykern import KernelCache, LazykernWarning
-from lazykern import cache as cache_mod
-from lazykern._store import DiskBackend
+from lazykern.store import cache as cache_mod
+from lazykern.store._store import DiskBackend
 
 from ._families import synthetic_family
 

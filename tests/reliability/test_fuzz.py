@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lazykern import CacheError, KernelCache
-from lazykern._store import read_blob
-from lazykern.bundle import export_bundle
+from lazykern.scale.bundle import export_bundle
+from lazykern.store._store import read_blob
 
 from . import _forge
 from ._families import synthetic_family

@@ -18,10 +18,10 @@ import pytest
 from typer.testing import CliRunner
 
 from lazykern import KernelCache
-from lazykern._store import DiskBackend
-from lazykern.bundle import BundleError, export_bundle, import_bundle
-from lazykern.cli import app
-from lazykern.compiler import toolchain_fingerprint
+from lazykern.compile.compiler import toolchain_fingerprint
+from lazykern.scale.bundle import BundleError, export_bundle, import_bundle
+from lazykern.store._store import DiskBackend
+from lazykern.tools.cli import app
 
 from . import _forge
 from ._families import synthetic_family
@@ -154,8 +154,8 @@ BOMB = textwrap.dedent(
     """
     import json, sys, zstandard
     from lazykern import KernelCache
-    from lazykern.bundle import BundleError, import_bundle
-    from lazykern.compiler import toolchain_fingerprint
+    from lazykern.scale.bundle import BundleError, import_bundle
+    from lazykern.compile.compiler import toolchain_fingerprint
     path, directory = sys.argv[1], sys.argv[2]
     import hashlib
     zeros_sha = hashlib.sha256(bytes(48 << 20)).hexdigest()

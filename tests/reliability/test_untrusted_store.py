@@ -18,7 +18,7 @@ import filelock
 import pytest
 
 from lazykern import KernelCache, LazykernWarning
-from lazykern import cache as cache_mod
+from lazykern.store import cache as cache_mod
 
 from . import _forge
 from ._families import synthetic_family
@@ -79,7 +79,7 @@ def test_header_that_does_not_fully_match_is_never_served(store, field, how):
 def test_read_only_commands_never_delete(store, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from lazykern.cli import app
+    from lazykern.tools.cli import app
 
     directory, _, _ = store
     monkeypatch.setattr(cache_mod, "SCHEMA_VERSION", 1)

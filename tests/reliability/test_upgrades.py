@@ -5,8 +5,9 @@ from __future__ import annotations
 import numba_cuda
 import pytest
 
-from lazykern import KernelCache, LazykernWarning, compiler, make_key
-from lazykern import cache as cache_mod
+from lazykern import KernelCache, LazykernWarning, make_key
+from lazykern.compile import compiler
+from lazykern.store import cache as cache_mod
 
 from ._families import synthetic_family
 

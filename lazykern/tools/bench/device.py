@@ -11,7 +11,7 @@ import re
 import sys
 from typing import Any
 
-from ..compiler import arch_of
+from ...compile.compiler import arch_of
 from . import limits
 
 log = logging.getLogger("lazykern")
@@ -78,7 +78,8 @@ def _attr(dev: Any, name: str, scale: float = 1.0) -> float | None:
 
 def environment(argv: list[str] | None = None) -> dict[str, Any]:
     """Versions, driver and command line: enough to tell two result files apart."""
-    from lazykern import __version__, compiler
+    from lazykern import __version__
+    from lazykern.compile import compiler
 
     env: dict[str, Any] = {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),

@@ -1,7 +1,7 @@
 """Tropical GEMM throughput against the hardware's issue limit, with torch side by side.
 
 Every case is timed on the GPU (CUDA events, warm-up, median of samples,
-rotating buffers; see :mod:`lazykern.bench._timing`) and then spot-checked
+rotating buffers; see :mod:`lazykern.tools.bench._timing`) and then spot-checked
 against ``tropical.reference`` on sampled rows x columns: a wrong result is
 reported as WRONG and gets no throughput figure.
 

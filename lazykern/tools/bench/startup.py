@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lazykern import compiler
+from lazykern.compile import compiler
 from lazykern.errors import LazykernError
 from lazykern.families import resolve as resolve_family
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from .. import __version__
+from ... import __version__
 from . import _cache
 from ._common import LazykernGroup, console, esc, plain, progress
 
@@ -49,7 +49,7 @@ def _root(
 ) -> None:
     """Lazily compiled, cached CUDA kernels."""
     if cache_dir is not None:
-        from ..cache import set_default_cache  # import on first use: startup time (NumPy, diskcache)
+        from ...store.cache import set_default_cache  # import on first use: startup time (NumPy, diskcache)
 
         os.environ["LAZYKERN_CACHE_DIR"] = os.fspath(cache_dir)  # worker processes inherit it
         set_default_cache(None)
@@ -76,8 +76,8 @@ def warm(
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Worker processes (0: one per CPU core)."),
 ) -> None:
     """Compile a family's kernels ahead of time, in parallel; no GPU needed."""
-    from ..warm import split_list  # import on first use: startup time (the warm engine, the family registry)
-    from ..warm import warm as run_warm
+    from ...families.warm import split_list  # import on first use: startup time (the warm engine, the family registry)
+    from ...families.warm import warm as run_warm
 
     patterns = split_list(kernels)
     if all_kernels and patterns:
@@ -113,7 +113,7 @@ def checked_archs(archs: Sequence[str]) -> list[str | None]:
     Raises ``typer.BadParameter`` (a usage error) naming the valid archs; ``[None]``
     (this machine's arch) when none are given.
     """
-    from ..compiler import check_arch  # import on first use: startup time
+    from ...compile.compiler import check_arch  # import on first use: startup time
 
     out: list[str | None] = []
     for arch in archs:

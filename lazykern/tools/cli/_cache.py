@@ -65,8 +65,8 @@ def _listing(found: dict[str, Any]) -> str:
 
 
 def info_dict(repair: bool = False) -> dict[str, Any]:
-    from .. import __version__
-    from ..compiler import current_arch, nvrtc_version, toolchain_fingerprint
+    from ... import __version__
+    from ...compile.compiler import current_arch, nvrtc_version, toolchain_fingerprint
 
     cache = open_cache()
     stats = cache.stats()
@@ -177,7 +177,7 @@ def ls(
 def _ls_table(rows: list[dict[str, Any]]) -> Table:
     """Columns by terminal width, the kernel name first: it never shrinks below its length
     (up to 40 characters; longer ones fold onto a second line, never cut)."""
-    from ..warm import kernel_label  # import on first use: startup time (the warm engine)
+    from ...families.warm import kernel_label  # import on first use: startup time (the warm engine)
 
     width = console.width
     wide, medium = width >= 150, width >= 100
@@ -260,7 +260,7 @@ def prune(
     max_size: str | None = typer.Option(None, "--max-size", help="Evict least recently used entries down to: 500M."),
 ) -> None:
     """Delete entries unused for a while, or shrink the cache to a size."""
-    from ..config import parse_size
+    from ...config import parse_size
 
     if older_than is None and max_size is None:
         raise typer.BadParameter("give --older-than DURATION and/or --max-size SIZE")
@@ -292,8 +292,8 @@ def export(
     arch: str | None = ArchOpt,
 ) -> None:
     """Write cached kernels to a bundle, to warm CI machines or a cluster."""
-    from ..bundle import export_bundle
-    from ..errors import CacheError
+    from ...errors import CacheError
+    from ...scale.bundle import export_bundle
 
     cache = open_cache()
     if not _rows(family, arch):
@@ -322,7 +322,7 @@ def import_(
 
     Exits 1 when any entry was skipped or did not persist (each is listed with the reason).
     """
-    from ..bundle import import_bundle
+    from ...scale.bundle import import_bundle
 
     report = import_bundle(open_cache(), bundle)
     for w in report.warnings:

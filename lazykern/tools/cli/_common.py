@@ -23,7 +23,7 @@ from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperGroup
 
-from ..errors import LazykernError
+from ...errors import LazykernError
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -132,7 +132,7 @@ def progress(*, bar: bool = True, counts: bool = False) -> Iterator[Progress]:
 
 
 def open_cache():
-    from ..cache import default_cache
+    from ...store.cache import default_cache
 
     return default_cache()
 
