@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import CaptureError
-from . import _capture
+from ..launch import _capture
 
 _ALLOCATORS = (
     "to_device",

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import CaptureError
-from . import _capture, _capture_hooks, _cugraph, _device
+from ..launch import _capture, _device
+from . import _capture_hooks, _cugraph
 
 DEFAULT_RING = 8
 

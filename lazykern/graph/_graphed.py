@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CaptureError, LaunchError
-from . import _device
+from ..launch import _device
 from ._device_scalar import DeviceScalar
 
 

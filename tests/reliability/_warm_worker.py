@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _families import make_family  # noqa: E402
 
-from lazykern import KernelCache
+from lazykern import KernelCache  # noqa: E402
 from lazykern.compile import compiler  # noqa: E402
 
 
