@@ -118,7 +118,9 @@ def stage(monkeypatch: Any, *, devices: int = 1) -> Stage:
     monkeypatch.setattr(_hot, "launch_packed", st.launch)
     monkeypatch.setattr(_hot, "_stream", lambda handle: ("stream", handle))
     monkeypatch.setattr(_hot, "_streams", {})
-    monkeypatch.setattr(_hot, "_entries", {})
+    entries: dict = {}
+    monkeypatch.setattr(_hot, "_entries", entries)
+    monkeypatch.setattr(_hot, "find", entries.get)  # find is the table's own get
     monkeypatch.setattr(memory, "_pool_create", lambda device: ("pool", device))
     monkeypatch.setattr(memory, "_pools", {})
     monkeypatch.setattr(memory, "_alloc_from_pool", st.alloc)

@@ -20,7 +20,8 @@ from typing import Any
 from ..compile import compiler
 from ..compile.source import FamilySource, Fragment, Generate
 from ..errors import LazykernError
-from ..jit.decorator import LazyKernel, _simulating
+from ..jit.decorator import LazyKernel
+from ..launch._device import simulating
 from ..launch.kernel import Kernel
 from ..store.cache import KernelCache, default_cache, make_key
 
@@ -111,7 +112,7 @@ class KernelFamily:
 
     def runs_twins(self) -> bool:
         """Whether ``family[name]`` gives twins: ``use_twins``, or else whether the simulator is on."""
-        return _simulating() if self.use_twins is None else bool(self.use_twins)
+        return simulating() if self.use_twins is None else bool(self.use_twins)
 
     def add_generator(self, generate: Generate, names: Callable[[], Iterable[str]]) -> None:
         """Make fragments on request instead of registering each one: ``generate(name)`` returns
@@ -231,7 +232,7 @@ def _as_twin(twin: Any, name: str, nparams: int | None, cache: KernelCache | Non
         if not callable(py) or not hasattr(py, "__code__"):
             raise TypeError(f"twin of {name!r} must be a Python kernel function or a @lazy_kernel, got {twin!r}")
         twin = LazyKernel(py, cache=cache)
-    lo, hi = twin._nargs
+    lo, hi = twin.arg_count
     if nparams is not None and not lo <= nparams <= hi:
         raise TypeError(
             f"twin {twin.__name__!r} of {name!r} takes {lo if lo == hi else f'{lo} to {hi}'} arguments, "

@@ -27,7 +27,6 @@ class Owner(Protocol):
     """The lazy kernel an instance belongs to."""
 
     __qualname__: str
-    _lock: Any
 
     def _entry(self, types: tuple, arch: str) -> tuple[Any, bool]: ...
 
@@ -38,7 +37,7 @@ class Instance:
 
     __slots__ = (
         "owner", "types", "pack", "plan", "cooperative", "functions", "cufunctions", "kernels",
-        "fill", "block", "extra", "block_lock", "_block_size", "_extra",
+        "fill", "block", "extra", "block_lock", "lock", "_block_size", "_extra",
     )  # fmt: skip
 
     def __init__(self, owner: Owner, types: tuple) -> None:
@@ -54,6 +53,7 @@ class Instance:
         self.block: Any = None  # the parameter block, reused: cuLaunchKernel copies it before returning
         self.extra = 0
         self.block_lock = threading.Lock()
+        self.lock = threading.RLock()  # loading: one compile or load per arch and context
 
     def function(self) -> Any:
         """The cuda.core kernel for the current context, fetched, compiled or loaded on first use."""
@@ -67,7 +67,7 @@ class Instance:
 
     def _load(self, ctx: Any) -> Any:
         arch = _device.arch(ctx.device.id)
-        with self.owner._lock:
+        with self.lock:
             kernel = self.kernels.get(arch)
             if kernel is None:
                 entry, _ = self.owner._entry(self.types, arch)

@@ -7,6 +7,7 @@ reads the same on both.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Protocol
 
 from .. import _numba_args
@@ -19,41 +20,55 @@ class Kernel(Protocol):
     """What the simulated launcher needs of its ``LazyKernel``."""
 
     py_func: Any
-    _lock: Any
-    _counts: dict[str, Any]
-    _sim_signatures: dict[tuple, None]
-    _sim_dispatcher: Any
+
+    def _count(self, name: str, delta: float = 1) -> None: ...
 
     def _check_count(self, args: tuple) -> None: ...
+
+
+class SimState:
+    """One kernel's simulator state, shared by its launchers: the signatures seen (each one a
+    "compile") and Numba's simulated dispatcher, made on first use."""
+
+    __slots__ = ("lock", "signatures", "dispatcher")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.signatures: dict[tuple, None] = {}
+        self.dispatcher: Any = None
 
 
 class SimLauncher:
     """Runs the kernel in Numba's simulator; counts signatures and calls, caches nothing."""
 
-    __slots__ = ("kernel", "config")
+    __slots__ = ("kernel", "state", "config")
 
-    def __init__(self, kernel: Kernel, config: Any) -> None:
+    def __init__(self, kernel: Kernel, state: SimState, config: Any) -> None:
         parse_launch_config(config)  # same checks and errors as on a GPU
         self.kernel = kernel
+        self.state = state
         self.config = config
 
     def __call__(self, *args: Any) -> None:
-        k = self.kernel
+        k, state = self.kernel, self.state
         k._check_count(args)
         sig = tuple(sim_type(a, i) for i, a in enumerate(args))
-        with k._lock:
-            k._counts["calls"] += 1
-            if sig not in k._sim_signatures:  # the simulator's compile of a new signature
-                k._sim_signatures[sig] = None
-                k._counts["misses"] += 1
-                k._counts["compiles"] += 1
-                for what in ("lookups", "misses", "compiles"):
-                    record(what)
-            if k._sim_dispatcher is None:
+        k._count("calls")
+        with state.lock:
+            new = sig not in state.signatures
+            if new:
+                state.signatures[sig] = None
+            if state.dispatcher is None:
                 from numba import cuda
 
-                k._sim_dispatcher = cuda.jit(k.py_func)
-        k._sim_dispatcher[self.config](*args)
+                state.dispatcher = cuda.jit(k.py_func)
+            dispatcher = state.dispatcher
+        if new:  # the simulator's compile of a new signature
+            k._count("misses")
+            k._count("compiles")
+            for what in ("lookups", "misses", "compiles"):
+                record(what)
+        dispatcher[self.config](*args)
 
 
 def sim_type(value: Any, index: int) -> str:

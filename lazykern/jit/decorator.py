@@ -45,7 +45,7 @@ from ..store.cache import KernelCache, default_cache
 from . import _lazy_entry
 from ._lazy_instance import Instance
 from ._lazy_launch import Dispatcher
-from ._lazy_sim import SimLauncher
+from ._lazy_sim import SimLauncher, SimState
 
 __all__ = ["LazyKernel", "lazy_kernel", "normalize_signature"]
 
@@ -109,8 +109,7 @@ class LazyKernel(Launchable):
         self._dispatch = Dispatcher(self)
         self._launchers = LauncherCache(self._make_launcher)
         self._lock = threading.RLock()
-        self._sim_dispatcher: Any = None
-        self._sim_signatures: dict[tuple, None] = {}
+        self._sim = SimState()
         self._warmed: dict[tuple[str, ...], None] = {}
         self._counts = {"calls": 0, "hits": 0, "misses": 0, "compiles": 0, "compile_seconds": 0.0}
 
@@ -123,10 +122,15 @@ class LazyKernel(Launchable):
     def signatures(self) -> list[str]:
         """Signatures instantiated in this process (called, loaded or warmed), in order."""
         if _simulating():
-            return [", ".join(s) for s in self._sim_signatures]
+            return [", ".join(s) for s in list(self._sim.signatures)]
         seen = {", ".join(str(t) for t in types): None for types in self._instances}
         seen.update({", ".join(s): None for s in self._warmed})
         return list(seen)
+
+    @property
+    def arg_count(self) -> tuple[int, int]:
+        """(fewest, most) arguments a launch takes (parameters with defaults may be left out)."""
+        return self._nargs
 
     def stats(self) -> dict[str, Any]:
         """This kernel's counts in this process.
@@ -188,7 +192,7 @@ class LazyKernel(Launchable):
     # -- what instances and launchers call back ----------------------------------
     def _make_launcher(self, config: Any) -> Launcher | SimLauncher:
         if _simulating():
-            return SimLauncher(self, config)
+            return SimLauncher(self, self._sim, config)
         return Launcher(self._dispatch, config, self.__name__)
 
     def _entry(self, types: tuple, arch: str, *, relax: bool = True) -> tuple[Any, bool]:

@@ -681,6 +681,12 @@ def default_cache() -> KernelCache:
         return _default
 
 
+def default_cache_if_made() -> KernelCache | None:
+    """The process-wide cache if one was opened or set, else None (opens nothing): to put it back later."""
+    with _default_lock:
+        return _default
+
+
 def set_default_cache(cache: KernelCache | None) -> None:
     """Replace the process-wide cache (None: reopen from the environment next time)."""
     global _default

@@ -239,7 +239,7 @@ def _isolated_cache(directory: Any) -> Iterator[Any]:
     from ..store import cache as cache_module
 
     mp = pytest.MonkeyPatch()
-    previous = cache_module._default
+    previous = cache_module.default_cache_if_made()
     kc = cache_module.KernelCache(directory)
     mp.setenv("LAZYKERN_CACHE_DIR", str(directory))  # child processes use it too
     cache_module.set_default_cache(kc)

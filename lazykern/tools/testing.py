@@ -55,7 +55,7 @@ def _compiles(target: Any) -> int:
     if isinstance(target, LazyKernel):
         return int(target.stats()["compiles"])
     if isinstance(target, KernelFamily):
-        return target.compile_calls + sum(int(t.stats()["compiles"]) for t in target._twins.values())
+        return target.compile_calls + sum(int(target.twin(n).stats()["compiles"]) for n in target.twins())
     if isinstance(target, KernelCache):
         return int(target.stats()["compiles"])
     raise TypeError(

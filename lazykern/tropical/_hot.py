@@ -24,6 +24,7 @@ from . import _arrays
 
 _CACHE_SIZE = 4096
 _entries: dict[tuple, Any] = {}
+find = _entries.get  # the hot lookup (key -> call or None): a bound method, no extra Python frame
 _streams: dict[int, Any] = {}  # raw handle -> cuda.core Stream
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -113,7 +114,7 @@ def matmul_backward(
     """
     key = _hot.backward_key(grad_C, argmax, A_shape, B_shape, out, stream)
     if key is not None:
-        call = _hot._entries.get(key)
+        call = _hot.find(key)
         if call is not None:
             return call(grad_C, argmax, out)
     A_shape, B_shape = tuple(int(s) for s in A_shape), tuple(int(s) for s in B_shape)
@@ -273,7 +274,7 @@ def _check_out(out: Any, ref: Operand, shape: tuple[int, ...], dtype: np.dtype, 
 def _product(A, B, semiring, argmax, out, stream, copy, *, batched: bool):
     key = _hot.product_key(A, B, out, semiring, argmax, stream, copy, batched) if _FORCE_TILE is None else None
     if key is not None:
-        call = _hot._entries.get(key)
+        call = _hot.find(key)
         if call is not None:
             return call(A, B, out)
     if _simulated(A) or _simulated(B):
@@ -524,3 +525,17 @@ def _to_host_kind(x: np.ndarray, like: Operand) -> Any:
 
         return torch.from_numpy(np.ascontiguousarray(x))
     return x
+
+
+@contextmanager
+def forced_tile(tile: str) -> Iterator[None]:
+    """Within the block every product uses tile variant ``tile`` ("", "s", "t", "r", "r4", "splitk")
+    instead of the planner's choice; a shape the variant cannot take raises ValueError
+    (:mod:`lazykern.tropical.tuning` is where tile sweeps and tests import it from)."""
+    global _FORCE_TILE
+    before = _FORCE_TILE
+    _FORCE_TILE = tile
+    try:
+        yield
+    finally:
+        _FORCE_TILE = before

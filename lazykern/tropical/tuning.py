@@ -7,19 +7,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from .api import forced_tile  # the tile pin is api's own global: api sets it
 
-from . import api
-
-
-@contextmanager
-def forced_tile(tile: str) -> Iterator[None]:
-    """Within the block every product uses tile variant ``tile`` ("", "s", "t", "r", "r4", "splitk")
-    instead of the planner's choice; a shape the variant cannot take raises ValueError."""
-    before = api._FORCE_TILE
-    api._FORCE_TILE = tile
-    try:
-        yield
-    finally:
-        api._FORCE_TILE = before
+__all__ = ["forced_tile"]
