@@ -253,7 +253,7 @@ class DiskBackend:
         )
         return [
             (key, _num(size), _num(stored), _num(used))
-            for key, size, stored, used in self._run(lambda c: c._sql(sql).fetchall())
+            for key, size, stored, used in self._run(lambda c: sql_of(c)(sql).fetchall())
         ]
 
     def volume(self) -> int:
@@ -286,7 +286,7 @@ class DiskBackend:
         """
         report: dict[str, Any] = {"integrity": "ok", "quarantined": None, "missing_files": 0, "orphan_files": 0}
         try:
-            rows = self._run(lambda c: c._sql("PRAGMA integrity_check").fetchall())
+            rows = self._run(lambda c: sql_of(c)("PRAGMA integrity_check").fetchall())
             problems = [r[0] for r in rows if r[0] != "ok"]
         except sqlite3.DatabaseError as exc:
             problems = [str(exc)]
@@ -299,7 +299,7 @@ class DiskBackend:
         referenced = set()
         dangling = []
         for rowid, filename in self._run(
-            lambda c: c._sql("SELECT rowid, filename FROM Cache WHERE filename IS NOT NULL").fetchall()
+            lambda c: sql_of(c)("SELECT rowid, filename FROM Cache WHERE filename IS NOT NULL").fetchall()
         ):
             full = os.path.join(self.directory, filename) if valid_blob_name(filename) else None
             if full is None or not os.path.isfile(full):
@@ -322,7 +322,7 @@ class DiskBackend:
 
     def foreign_rows(self, repair: bool) -> int:
         """Rows with pickled keys: never read, counted, and dropped when ``repair``."""
-        rows = self._run(lambda c: c._sql("SELECT rowid FROM Cache WHERE raw = 0").fetchall())
+        rows = self._run(lambda c: sql_of(c)("SELECT rowid FROM Cache WHERE raw = 0").fetchall())
         if repair and rows:
             self._run(lambda c: _delete_rowids(c, [r[0] for r in rows]))
         return len(rows)
@@ -451,6 +451,19 @@ def _row_bytes(mode: Any, filename: Any, value: Any, directory: str) -> bytes | 
     return None
 
 
+# diskcache's private parts, reached through these two functions only (tests/test_store_diskcache.py
+# checks both against the installed diskcache): it has no public way to run SQL on its connection
+# (repair, listings) or to remove a blob file by the name a row gives.
+def sql_of(cache: diskcache.Cache) -> Callable[..., sqlite3.Cursor]:
+    """``cache._sql``: runs one statement on the cache's connection, returns the cursor."""
+    return cache._sql
+
+
+def disk_of(cache: diskcache.Cache) -> diskcache.Disk:
+    """``cache._disk``: the Disk that reads, writes and removes the cache's blob files."""
+    return cache._disk
+
+
 def _num(value: Any) -> Any:
     """A number column as a finite number (another program may have written text there)."""
     return value if isinstance(value, (int, float)) and value == value and abs(value) < 1e18 else 0
@@ -458,18 +471,18 @@ def _num(value: Any) -> Any:
 
 def _delete_rowids(cache: diskcache.Cache, rowids: list[int]) -> None:
     with cache.transact(retry=True):
-        sql = cache._sql
+        sql = sql_of(cache)
         for rowid in rowids:
             row = sql("SELECT filename FROM Cache WHERE rowid = ?", (rowid,)).fetchone()
             sql("DELETE FROM Cache WHERE rowid = ?", (rowid,))
             if row and row[0]:
-                cache._disk.remove(row[0])
+                disk_of(cache).remove(row[0])
 
 
 def _fix_settings(cache: diskcache.Cache) -> None:
     """Make diskcache's running count and size agree with the table (eviction uses them)."""
     with cache.transact(retry=True):
-        sql = cache._sql
+        sql = sql_of(cache)
         ((count,),) = sql("SELECT COUNT(key) FROM Cache").fetchall()
         ((size,),) = sql("SELECT COALESCE(SUM(size), 0) FROM Cache").fetchall()
         sql("UPDATE Settings SET value = ? WHERE key = ?", (count, "count"))
