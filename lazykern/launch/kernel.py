@@ -1,4 +1,4 @@
-"""A compiled kernel: loaded once per device, launched Numba-style.
+"""A compiled kernel: loaded once per CUDA context (a device's primary context), launched Numba-style.
 
 ``kernel[grid, block, stream, shared_mem](*args)`` gets a launcher from the
 launch layer (:mod:`lazykern.launch._launch`), which packs the arguments with
@@ -56,7 +56,7 @@ def _infer_packer(value: Any, index: int):
 
 
 class Kernel(Launchable):
-    """A compiled ``extern "C"`` kernel and its loaded modules, one per device."""
+    """A compiled ``extern "C"`` kernel and its loaded modules, one per context."""
 
     def __init__(
         self,
