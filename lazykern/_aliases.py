@@ -76,4 +76,4 @@ class _Finder:
 def install() -> None:
     """Put the finder first (once): ahead of path finders that could load a second copy of a module."""
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _Finder())  # type: ignore[arg-type]
+        sys.meta_path.insert(0, _Finder())

@@ -10,6 +10,7 @@ import sys
 import types
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 
 class LazykernError(Exception):
@@ -51,12 +52,14 @@ class CompileError(LazykernError):
             detail += "\n(the whole translation unit is in this error's .source; LAZYKERN_LOG=DEBUG logs it numbered)"
         super().__init__(detail)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # Keyword-only fields would be lost through pickle (worker processes).
         return (_rebuild_compile_error, (self.args[0], self.name, self.arch, self.options, self.log, self.source))
 
 
-def _rebuild_compile_error(detail, name, arch, options, log, source="") -> CompileError:
+def _rebuild_compile_error(
+    detail: str, name: str, arch: str, options: Sequence[str], log: str, source: str = ""
+) -> CompileError:
     err = CompileError.__new__(CompileError)
     Exception.__init__(err, detail)
     err.name, err.arch, err.options, err.log, err.source = name, arch, tuple(options), log, source

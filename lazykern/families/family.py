@@ -227,15 +227,17 @@ class KernelFamily:
 
 
 def _as_twin(twin: Any, name: str, nparams: int | None, cache: KernelCache | None) -> LazyKernel:
-    if not isinstance(twin, LazyKernel):
+    if isinstance(twin, LazyKernel):
+        kernel = twin
+    else:
         py = getattr(twin, "py_func", twin)  # a numba.cuda.jit dispatcher carries its function
         if not callable(py) or not hasattr(py, "__code__"):
             raise TypeError(f"twin of {name!r} must be a Python kernel function or a @lazy_kernel, got {twin!r}")
-        twin = LazyKernel(py, cache=cache)
-    lo, hi = twin.arg_count
+        kernel = LazyKernel(py, cache=cache)
+    lo, hi = kernel.arg_count
     if nparams is not None and not lo <= nparams <= hi:
         raise TypeError(
-            f"twin {twin.__name__!r} of {name!r} takes {lo if lo == hi else f'{lo} to {hi}'} arguments, "
+            f"twin {kernel.__name__!r} of {name!r} takes {lo if lo == hi else f'{lo} to {hi}'} arguments, "
             f"but the fragment's signature has {nparams}: give the twin the fragment's parameters"
         )
-    return twin
+    return kernel

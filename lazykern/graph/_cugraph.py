@@ -29,7 +29,7 @@ _CALL_NAME = re.compile(r"Call to (cu\w+)")
 
 def _name(err: Any) -> str:
     try:
-        return drv.CUresult(err).name
+        return str(drv.CUresult(err).name)
     except ValueError:
         return f"CUresult {int(err)}"
 
@@ -50,7 +50,7 @@ def stream(handle: int) -> Any:
 
 def is_capturing(hstream: Any) -> bool:
     status = check(drv.cuStreamIsCapturing(hstream), "cuStreamIsCapturing")
-    return status != drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
+    return bool(status != drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE)
 
 
 def begin_capture(hstream: Any) -> None:

@@ -18,6 +18,7 @@ import weakref
 from typing import Any
 
 import numpy as np
+from cuda.bindings import driver as drv
 
 from ..errors import CaptureError
 from ..launch import _capture, _device
@@ -28,7 +29,7 @@ DEFAULT_RING = 8
 
 def _destroy_events(events: list[Any]) -> None:
     for ev in events:
-        _cugraph.drv.cuEventDestroy(ev)
+        drv.cuEventDestroy(ev)
 
 
 class DeviceScalar:
@@ -66,7 +67,6 @@ class DeviceScalar:
             self.array = cuda.to_device(initial.reshape(1))
             return
         self.device = _device.resolve_or_current(_device.of_stream(stream))
-        drv = _cugraph.drv
         self._drv = drv
         self._check = _cugraph.check
         self._hstream = drv.CUstream(_device.stream_handle(stream))

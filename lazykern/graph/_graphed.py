@@ -105,7 +105,7 @@ class GraphedCallable:
         entry.graph.replay()
         return entry.result
 
-    def _check_devices(self, args: tuple, kwargs: dict[str, Any], graph: Any) -> None:
+    def _check_devices(self, args: tuple[Any, ...], kwargs: dict[str, Any], graph: Any) -> None:
         """Every device array on the stream's device: ValueError before anything is captured."""
         device = graph.device if graph is not None else _stream_device(self.stream)
         if device is None:  # simulated

@@ -28,7 +28,7 @@ class Owner(Protocol):
 
     __qualname__: str
 
-    def _entry(self, types: tuple, arch: str) -> tuple[Any, bool]: ...
+    def _entry(self, types: tuple[Any, ...], arch: str) -> tuple[Any, bool]: ...
 
 
 class Instance:
@@ -40,11 +40,11 @@ class Instance:
         "fill", "block", "extra", "block_lock", "lock", "_block_size", "_extra",
     )  # fmt: skip
 
-    def __init__(self, owner: Owner, types: tuple) -> None:
+    def __init__(self, owner: Owner, types: tuple[Any, ...]) -> None:
         self.owner = owner
         self.types = types
-        self.pack: Callable[..., tuple] | None = None
-        self.plan: list | None = None
+        self.pack: Callable[..., tuple[Any, ...]] | None = None
+        self.plan: list[Any] | None = None
         self.cooperative = False
         self.functions: dict[int, Any] = {}  # CUcontext handle -> cuda.core kernel
         self.cufunctions: dict[int, Any] = {}  # CUcontext handle -> CUfunction (hot path)

@@ -28,9 +28,9 @@ class Kernel(Protocol):
 
     def _count(self, name: str, delta: float = 1) -> None: ...
 
-    def _check_count(self, args: tuple) -> None: ...
+    def _check_count(self, args: tuple[Any, ...]) -> None: ...
 
-    def _instance(self, types: tuple) -> Instance: ...
+    def _instance(self, types: tuple[Any, ...]) -> Instance: ...
 
 
 class Dispatcher:
@@ -40,7 +40,7 @@ class Dispatcher:
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
-        self.fast: dict[tuple, Instance] = {}  # fast key -> instance (hot path)
+        self.fast: dict[tuple[Any, ...], Instance] = {}  # fast key -> instance (hot path)
         self.key = _numba_args.make_fast_key()
 
     @staticmethod
@@ -48,7 +48,7 @@ class Dispatcher:
         """Every argument may name the launch's device."""
         return args
 
-    def run(self, launcher: Launcher, args: tuple, ctx: int) -> None:
+    def run(self, launcher: Launcher, args: tuple[Any, ...], ctx: int) -> None:
         # The hot path: one key per argument (dict lookups), one dict lookup per table, one launch.
         inst = self.fast.get(tuple(map(self.key, args)))
         if inst is None:
@@ -70,7 +70,7 @@ class Dispatcher:
         if err:
             raise _error(launcher, inst, driver_error(err))
 
-    def call(self, launcher: Launcher, args: tuple) -> None:
+    def call(self, launcher: Launcher, args: tuple[Any, ...]) -> None:
         """The general path: type every argument, find or build the instance, copy host arrays, launch."""
         kernel = self.kernel
         kernel._count("calls")

@@ -23,7 +23,7 @@ class Kernel(Protocol):
 
     def _count(self, name: str, delta: float = 1) -> None: ...
 
-    def _check_count(self, args: tuple) -> None: ...
+    def _check_count(self, args: tuple[Any, ...]) -> None: ...
 
 
 class SimState:
@@ -34,7 +34,7 @@ class SimState:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.signatures: dict[tuple, None] = {}
+        self.signatures: dict[tuple[Any, ...], None] = {}
         self.dispatcher: Any = None
 
 

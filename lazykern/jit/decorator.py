@@ -60,12 +60,12 @@ _OPTION_DEFAULTS: dict[str, Any] = {
 
 
 def lazy_kernel(
-    func: Callable | None = None,
+    func: Callable[..., Any] | None = None,
     *,
     cache: KernelCache | None = None,
     link: Sequence[Any] = (),
     **options: Any,
-) -> LazyKernel | Callable[[Callable], LazyKernel]:
+) -> LazyKernel | Callable[[Callable[..., Any]], LazyKernel]:
     """Decorate a Numba-Python kernel; compile nothing until it is called.
 
     Options (as for ``numba.cuda.jit``): ``fastmath``, ``lineinfo``, ``opt``,
@@ -77,7 +77,7 @@ def lazy_kernel(
     if unknown:
         raise TypeError(f"lazy_kernel got unknown options {unknown}; supported: {sorted(_OPTION_DEFAULTS)}")
 
-    def wrap(fn: Callable) -> LazyKernel:
+    def wrap(fn: Callable[..., Any]) -> LazyKernel:
         return LazyKernel(fn, cache=cache, link=link, **options)
 
     return wrap(func) if func is not None else wrap
@@ -88,7 +88,7 @@ class LazyKernel(Launchable):
 
     def __init__(
         self,
-        py_func: Callable,
+        py_func: Callable[..., Any],
         *,
         cache: KernelCache | None = None,
         link: Sequence[Any] = (),
@@ -105,7 +105,7 @@ class LazyKernel(Launchable):
         self.link = tuple(link)
         self._cache = cache
         self._nargs = arg_range(py_func)
-        self._instances: dict[tuple, Instance] = {}  # Numba types -> instance
+        self._instances: dict[tuple[Any, ...], Instance] = {}  # Numba types -> instance
         self._dispatch = Dispatcher(self)
         self._launchers = LauncherCache(self._make_launcher)
         self._lock = threading.RLock()
@@ -195,7 +195,7 @@ class LazyKernel(Launchable):
             return SimLauncher(self, self._sim, config)
         return Launcher(self._dispatch, config, self.__name__)
 
-    def _entry(self, types: tuple, arch: str, *, relax: bool = True) -> tuple[Any, bool]:
+    def _entry(self, types: tuple[Any, ...], arch: str, *, relax: bool = True) -> tuple[Any, bool]:
         """The cache entry for ``types`` on ``arch``: found, or compiled now; returns (entry, compiled)."""
         entry, compiled = _lazy_entry.get_or_compile(
             self.cache, self.py_func, self.link, self._compile_options, types, arch, relax=relax
@@ -216,13 +216,13 @@ class LazyKernel(Launchable):
         with self._lock:
             self._counts[name] += delta
 
-    def _check_count(self, args: tuple) -> None:
+    def _check_count(self, args: tuple[Any, ...]) -> None:
         lo, hi = self._nargs
         if not lo <= len(args) <= hi:
             want = str(lo) if lo == hi else f"{lo} to {hi}"
             raise LaunchError(f"kernel {self.__name__!r} takes {want} arguments, got {len(args)}")
 
-    def _instance(self, types: tuple) -> Instance:
+    def _instance(self, types: tuple[Any, ...]) -> Instance:
         inst = self._instances.get(types)
         if inst is None:
             with self._lock:

@@ -89,7 +89,7 @@ class _Slot:
     """Pinned host staging and device buffers for one in-flight chunk."""
 
     stream: Any
-    key: tuple = ()
+    key: tuple[Any, ...] = ()
     host_a: Any = None
     host_b: Any = None
     host_c: Any = None
@@ -101,7 +101,15 @@ class _Slot:
     pending: tuple[int, int] | None = None
     result: Any = None
 
-    def ensure(self, chunk: int, a_item: tuple, b_item: tuple, c_item: tuple, dtype: np.dtype, argmax: bool) -> None:
+    def ensure(
+        self,
+        chunk: int,
+        a_item: tuple[Any, ...],
+        b_item: tuple[Any, ...],
+        c_item: tuple[Any, ...],
+        dtype: np.dtype,
+        argmax: bool,
+    ) -> None:
         from numba import cuda
 
         key = (chunk, a_item, b_item, c_item, dtype.str, argmax)

@@ -93,9 +93,9 @@ def _shape(shape: Any) -> tuple[int, ...]:
     return out
 
 
-def _dtype(dtype: Any) -> np.dtype:
+def _dtype(dtype: Any) -> np.dtype[Any]:
     try:
-        dt = np.dtype(dtype)
+        dt: np.dtype[Any] = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"dtype {dtype!r} is not a NumPy dtype (e.g. np.float32)") from None
     if dt.hasobject or dt.itemsize == 0:

@@ -35,7 +35,7 @@ _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def zstd_module():
+def zstd_module() -> Any:
     try:
         import zstandard
     except ImportError:
@@ -79,7 +79,8 @@ class _GuardedInfo(tarfile.TarInfo):
                     "(refusing the bundle)"
                 )
         # _proc_member is tarfile's private hook, absent from typeshed.
-        return cast(Any, super())._proc_member(tarfile_)
+        member: tarfile.TarInfo = cast(Any, super())._proc_member(tarfile_)
+        return member
 
 
 def _open_stream(fh: IO[bytes]) -> _Readable:
@@ -87,7 +88,8 @@ def _open_stream(fh: IO[bytes]) -> _Readable:
     head = fh.read(4)
     fh.seek(0)
     if head.startswith(_ZSTD_MAGIC):
-        return zstd_module().ZstdDecompressor().stream_reader(fh)
+        reader: _Readable = zstd_module().ZstdDecompressor().stream_reader(fh)
+        return reader
     if head.startswith(_GZIP_MAGIC):
         import gzip
 
@@ -115,7 +117,7 @@ def _framing_errors() -> tuple[type[BaseException], ...]:
 
 
 def iter_members(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     *,
     want: Callable[[str], bool] = lambda name: True,
     max_member: int = MAX_MEMBER,
@@ -169,7 +171,9 @@ def _check_member(info: tarfile.TarInfo, max_member: int) -> None:
         raise BundleError(f"bundle member {name!r} is {info.size} bytes, over the {limit}-byte limit (refusing it)")
 
 
-def scan_bundle(path: str | os.PathLike, *, max_member: int = MAX_MEMBER, max_total: int = MAX_TOTAL) -> dict[str, Any]:
+def scan_bundle(
+    path: str | os.PathLike[str], *, max_member: int = MAX_MEMBER, max_total: int = MAX_TOTAL
+) -> dict[str, Any]:
     """First pass: check the whole bundle's framing; return its manifest. Holds one member at a time."""
     path = os.fspath(path)
     manifest: dict[str, Any] | None = None

@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..errors import BundleError, CacheError
+from ..errors import BundleError, CacheError, EntryError, StaleEntry
 from ..families import loaded as registered_families
 from ..store import _entry
 from ..store.cache import SCHEMA_VERSION, KernelCache
@@ -87,7 +87,7 @@ class ImportReport:
         return not self.skipped and not self.not_persisted
 
 
-def compression_for(path: str | os.PathLike) -> str:
+def compression_for(path: str | os.PathLike[str]) -> str:
     """``"zst"``, ``"gz"`` or ``""`` from the file name (``.tar.zst``, ``.tar.gz``, ``.tar``)."""
     name = os.fspath(path).lower()
     if name.endswith((".tar.zst", ".tzst", ".tar.zstd")):
@@ -110,7 +110,7 @@ def _select(cache: KernelCache, family: str | None, arch: str | None) -> Iterabl
 
 def export_bundle(
     cache: KernelCache,
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     *,
     family: str | None = None,
     arch: str | None = None,
@@ -182,7 +182,7 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 def import_bundle(
     cache: KernelCache,
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     *,
     families: Mapping[str, Any] | None = None,
     max_member: int = MAX_MEMBER,
@@ -266,9 +266,9 @@ def _verify(
         return "bytes do not match the digest in the manifest"
     try:
         entry = _entry.decode(blob)
-    except _entry.StaleEntry as exc:
+    except StaleEntry as exc:
         return f"written by another lazykern version ({exc})"
-    except _entry.EntryError as exc:
+    except EntryError as exc:
         return f"not a lazykern entry ({exc})"
     meta = entry.meta
     if meta.get("schema") != SCHEMA_VERSION:

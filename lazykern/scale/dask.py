@@ -34,7 +34,7 @@ SEMIRINGS = ("maxplus", "minplus", "maxmul")
 _SPLIT_EVERY = 4
 
 
-def _require_dask():
+def _require_dask() -> Any:
     try:
         import dask.array as da
     except ImportError as exc:
@@ -51,7 +51,7 @@ def _check_semiring(semiring: str) -> bool:
     return semiring == "minplus"
 
 
-def _xp(x: Any):
+def _xp(x: Any) -> Any:
     """The array module of a chunk: CuPy for CuPy arrays, NumPy otherwise."""
     if type(x).__module__.split(".")[0] == "cupy":
         import cupy
@@ -66,7 +66,8 @@ def _on_chunk_device(x: Any) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()
     import cupy
 
-    return cupy.cuda.Device(x.device.id)
+    device: contextlib.AbstractContextManager[Any] = cupy.cuda.Device(x.device.id)
+    return device
 
 
 def _default_backend() -> Callable[..., Any]:
@@ -75,7 +76,7 @@ def _default_backend() -> Callable[..., Any]:
     return tropical.matmul
 
 
-def _semiring_zero(dtype: np.dtype, minimize: bool):
+def _semiring_zero(dtype: np.dtype[Any], minimize: bool) -> Any:
     if dtype.kind == "f":
         return np.inf if minimize else -np.inf
     info = np.iinfo(dtype)
@@ -84,8 +85,8 @@ def _semiring_zero(dtype: np.dtype, minimize: bool):
 
 # -- task functions (run on workers; module-level so they pickle by reference) --
 def _chunk_product(
-    a, b, *, semiring: str, argmax: bool, k0: int, k_dtype: np.dtype, backend: Callable[..., Any] | None
-):
+    a: Any, b: Any, *, semiring: str, argmax: bool, k0: int, k_dtype: np.dtype[Any], backend: Callable[..., Any] | None
+) -> Any:
     a, b = _single(a), _single(b)
     fn = backend if backend is not None else _default_backend()
     if not argmax:
@@ -95,14 +96,14 @@ def _chunk_product(
         return c, (k + k0).astype(k_dtype, copy=False)
 
 
-def _single(blocks):
+def _single(blocks: Any) -> Any:
     """The one block along the contracted index. Without ``concatenate=True`` dask hands a
     task the list of them (here always one): with it, dask would copy that one block
     through a concatenate on whatever GPU is current, off the block's own device."""
     return blocks[0] if isinstance(blocks, list) else blocks
 
 
-def _zero_product(a, b, *, fill, argmax: bool, k_dtype: np.dtype):
+def _zero_product(a: Any, b: Any, *, fill: Any, argmax: bool, k_dtype: np.dtype[Any]) -> Any:
     a, b = _single(a), _single(b)
     xp = _xp(a)
     with _on_chunk_device(a):
@@ -110,7 +111,7 @@ def _zero_product(a, b, *, fill, argmax: bool, k_dtype: np.dtype):
         return (c, xp.zeros(c.shape, dtype=k_dtype)) if argmax else c
 
 
-def _better(xp, c_new, c_old, minimize: bool):
+def _better(xp: Any, c_new: Any, c_old: Any, minimize: bool) -> Any:
     """Where the right operand wins: strictly better, or a number against NaN."""
     win = c_new < c_old if minimize else c_new > c_old
     if c_new.dtype.kind == "f":
@@ -118,7 +119,7 @@ def _better(xp, c_new, c_old, minimize: bool):
     return win
 
 
-def _combine(*parts, minimize: bool, argmax: bool):
+def _combine(*parts: Any, minimize: bool, argmax: bool) -> Any:
     """Fold partial products in k order; ties keep the earlier (smaller k) one. Runs on the
     first part's device; parts computed on another GPU are copied there first."""
     first = parts[0][0] if argmax else parts[0]
@@ -140,7 +141,7 @@ def _combine(*parts, minimize: bool, argmax: bool):
         return c, k
 
 
-def _here(part, argmax: bool):
+def _here(part: Any, argmax: bool) -> Any:
     """``part`` on the current CuPy device (a copy if it lives on another one)."""
     arrays = part if argmax else (part,)
     if _xp(arrays[0]) is np:
@@ -152,11 +153,11 @@ def _here(part, argmax: bool):
     return moved if argmax else moved[0]
 
 
-def _pick(pair, index: int):
+def _pick(pair: Any, index: int) -> Any:
     return pair[index]
 
 
-def _meta(like: Any, dtype: np.dtype):
+def _meta(like: Any, dtype: np.dtype[Any]) -> Any:
     from dask.array.utils import meta_from_array
 
     return meta_from_array(like, ndim=2, dtype=dtype)
@@ -171,7 +172,7 @@ def matmul(
     backend: Callable[..., Any] | None = None,
     split_every: int = _SPLIT_EVERY,
     k_dtype: Any = np.int32,
-):
+) -> Any:
     """Tropical ``C = A (x) B`` of 2-D Dask arrays (NumPy or CuPy chunks), lazily.
 
     Returns a Dask array ``C`` (``(C, K)`` with ``argmax=True``) whose chunks
@@ -201,7 +202,7 @@ def matmul(
     if B.chunks[0] != A.chunks[1]:
         B = B.rechunk({0: A.chunks[1]})
 
-    def blocks(kk: int, fn: Callable[..., Any], **kwargs: Any):
+    def blocks(kk: int, fn: Callable[..., Any], **kwargs: Any) -> Any:
         return da.blockwise(fn, "ij", A.blocks[:, kk], "ik", B.blocks[kk, :], "kj", dtype=dtype, meta=c_meta, **kwargs)
 
     starts = np.concatenate([[0], np.cumsum(A.chunks[1])[:-1]]).astype(int)
@@ -274,11 +275,11 @@ def _warm_from_bundle(data: bytes, name: str, cache_dir: str | None) -> dict[str
 def warm_workers(
     client: Any,
     *,
-    bundle: str | os.PathLike | None = None,
+    bundle: str | os.PathLike[str] | None = None,
     kernels: Iterable[str] | None = None,
     arch: str | Iterable[str] | None = None,
     family: FamilySpec = DEFAULT_FAMILY,
-    cache_dir: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
     workers: Sequence[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Fill each worker's kernel cache now, so no task compiles at job time.
@@ -302,7 +303,11 @@ def warm_workers(
             data = fh.read()
         where = os.fspath(cache_dir) if cache_dir is not None else None
         log.info("shipping cache bundle %s (%d bytes) to the workers", path, len(data))
-        return client.run(_warm_from_bundle, data, os.path.basename(path), where, workers=targets)
+        done: dict[str, dict[str, Any]] = client.run(
+            _warm_from_bundle, data, os.path.basename(path), where, workers=targets
+        )
+        return done
     assert kernels is not None  # exactly one of bundle=, kernels= (checked above)
     names = list(kernels)
-    return client.run(_warm_from_family, family, names, arch, workers=targets)
+    done = client.run(_warm_from_family, family, names, arch, workers=targets)
+    return done

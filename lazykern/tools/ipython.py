@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 import shlex
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import LazykernError
 from ..families.warm import kernel_label, split_list, warm
@@ -25,7 +25,7 @@ USAGE = (
 )
 
 
-class EntryTable(list):
+class EntryTable(list[dict[str, Any]]):
     """Cache entries (dicts) that render as an HTML table in Jupyter."""
 
     def _repr_html_(self) -> str:
@@ -48,8 +48,8 @@ def _parser() -> Any:
     from IPython.core.error import UsageError
     from IPython.core.magic_arguments import MagicArgumentParser
 
-    class Parser(MagicArgumentParser):
-        def error(self, message: str):
+    class Parser(MagicArgumentParser):  # type: ignore[misc]  # IPython is untyped here (Any): a real class at run time
+        def error(self, message: str) -> NoReturn:
             raise UsageError(f"{message}\n{USAGE}")
 
     p = Parser(prog="%lazykern")

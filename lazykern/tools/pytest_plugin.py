@@ -220,7 +220,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 @pytest.fixture
 def lazykern_backend(request: pytest.FixtureRequest) -> str:
     """The backend this run of an ``every_backend`` test uses: "device" or "simulator"."""
-    return request.param
+    return str(request.param)
 
 
 # -- fixtures ------------------------------------------------------------------------
