@@ -9,7 +9,7 @@ with ``cuda.core.launch``. Nothing synchronizes after a launch.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,7 @@ def _fast_scalar(conv: type, value: Any) -> Any:
     return out
 
 
-def _scalar_packer(dtype: np.dtype, index: int):
+def _scalar_packer(dtype: np.dtype[Any], index: int) -> Callable[[Any], Any]:
     conv = dtype.type
 
     def pack(value: Any) -> Any:
@@ -44,7 +44,7 @@ def _scalar_packer(dtype: np.dtype, index: int):
     return pack
 
 
-def _infer_packer(value: Any, index: int):
+def _infer_packer(value: Any, index: int) -> Callable[[Any], Any]:
     if isinstance(value, np.generic):
         return _scalar_packer(value.dtype, index)
     if isinstance(value, (bool, int, float)):
@@ -52,7 +52,11 @@ def _infer_packer(value: Any, index: int):
             f"argument {index} is a Python {type(value).__name__}, whose C type is ambiguous: "
             "declare signature= for this kernel or pass a NumPy scalar such as np.int32(...)"
         )
-    return lambda v, i=index: np.intp(device_pointer(v, i))
+
+    def pointer(v: Any) -> Any:
+        return np.intp(device_pointer(v, index))
+
+    return pointer
 
 
 class Kernel(Launchable):
@@ -84,7 +88,7 @@ class Kernel(Launchable):
         self._launchers = LauncherCache(lambda config: Launcher(self, config, name))
 
     @staticmethod
-    def _make_plan(signature: Sequence[str]):
+    def _make_plan(signature: Sequence[str]) -> Callable[..., tuple[Any, ...]]:
         """A packing function generated for the signature: one call, no per-argument loop."""
         env: dict[str, Any] = {"_ptr": _device.pointer, "_scalar": _fast_scalar}
         params, exprs = [], []
@@ -100,17 +104,19 @@ class Kernel(Launchable):
             exprs.append(f"_scalar(_t{i}, a{i})")
         src = f"def pack({', '.join(params)}):\n    return ({', '.join(exprs)}{',' if exprs else ''})\n"
         exec(src, env)  # noqa: S102 - built only from 'ptr' and validated dtype names
-        return env["pack"]
+        pack: Callable[..., tuple[Any, ...]] = env["pack"]
+        return pack
 
     @staticmethod
-    def _array_picker(signature: Sequence[str]):
+    def _array_picker(signature: Sequence[str]) -> Callable[..., tuple[Any, ...]]:
         """``pick(*args)``: the pointer arguments only, the ones that can name a device."""
         ptrs = [f"a{i}" for i, t in enumerate(signature) if t == PTR]
         params = ", ".join(f"a{i}" for i in range(len(signature)))
         src = f"def pick({params}):\n    return ({', '.join(ptrs)}{',' if ptrs else ''})\n"
         env: dict[str, Any] = {}
         exec(src, env)  # noqa: S102 - built only from argument positions
-        return env["pick"]
+        pick: Callable[..., tuple[Any, ...]] = env["pick"]
+        return pick
 
     def arrays(self, args: Sequence[Any]) -> Sequence[Any]:
         """The arguments that may be device arrays (all of them without a signature)."""
@@ -147,7 +153,7 @@ class Kernel(Launchable):
             self._by_context[current_context()] = fn
         return fn
 
-    def _load(self, ctx) -> Any:
+    def _load(self, ctx: Any) -> Any:
         from cuda.core import ObjectCode
 
         try:

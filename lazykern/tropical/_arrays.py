@@ -46,7 +46,8 @@ class Operand:
         return self.kind in HOST_KINDS
 
     def host_array(self) -> np.ndarray:
-        return self.obj.detach().numpy() if self.kind == "torch_cpu" else self.obj
+        host: np.ndarray = self.obj.detach().numpy() if self.kind == "torch_cpu" else self.obj
+        return host
 
 
 def _is_torch(x: Any) -> bool:
@@ -123,7 +124,7 @@ class FastKind:
         self.current = current  # device -> the library's current stream object (kept by outputs)
 
 
-def _numba_desc(x: Any) -> tuple:
+def _numba_desc(x: Any) -> tuple[Any, ...]:
     return (x.shape, x.strides, x.dtype, _device.of_array(x) if _device.several() else None)
 
 
@@ -132,7 +133,8 @@ def _numba_ptr(x: Any) -> int:
 
 
 def _cupy_producer(device: int) -> int:
-    return _cupy_get_stream()(device).ptr
+    ptr: int = _cupy_get_stream()(device).ptr
+    return ptr
 
 
 def _cupy_current(device: int) -> Any:

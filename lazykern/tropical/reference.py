@@ -9,7 +9,8 @@ where there is no GPU. Memory: O(M*N) per step, one step per k.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ def check_dtype(dtype: np.dtype, what: str) -> np.dtype:
     return dtype
 
 
-def zero(semiring: str, dtype: np.dtype):
+def zero(semiring: str, dtype: np.dtype[Any]) -> Any:
     """The semiring zero: what an empty max/min (K == 0) gives."""
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
@@ -44,7 +45,8 @@ def product(semiring: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     dtype = np.result_type(a, b)
     if dtype.kind == "f":
         with np.errstate(invalid="ignore", over="ignore"):
-            return a * b if semiring == "maxmul" else a + b
+            out: np.ndarray = a * b if semiring == "maxmul" else a + b
+            return out
     info = np.iinfo(dtype)
     lo, hi = dtype.type(info.min), dtype.type(info.max)
     a, b = np.broadcast_arrays(np.asarray(a, dtype), np.asarray(b, dtype))
@@ -60,17 +62,18 @@ def product(semiring: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where((a == absorb) | (b == absorb), absorb, out).astype(dtype)
 
 
-def _int_exact(a: np.ndarray, b: np.ndarray, op, dtype: np.dtype) -> np.ndarray:
+def _int_exact(a: np.ndarray, b: np.ndarray, op: Callable[[Any, Any], Any], dtype: np.dtype[Any]) -> np.ndarray:
     """op(a, b) saturated to dtype's range, computed exactly (int64 or Python ints)."""
     info = np.iinfo(dtype)
     if dtype.itemsize < 8:
         wide = op(a.astype(np.int64), b.astype(np.int64))
     else:
         wide = op(a.astype(object), b.astype(object))
-    return np.clip(wide, info.min, info.max).astype(dtype)
+    clipped: np.ndarray = np.clip(wide, info.min, info.max).astype(dtype)
+    return clipped
 
 
-def matmul(A: np.ndarray, B: np.ndarray, semiring: str = "maxplus", argmax: bool = False):
+def matmul(A: np.ndarray, B: np.ndarray, semiring: str = "maxplus", argmax: bool = False) -> Any:
     """C[i, j] = (+)_k A[i, k] (x) B[k, j]; with argmax=True also the int32 winning k.
 
     >>> A = np.array([[0.0, 1.0]]); B = np.array([[2.0], [0.0]])
@@ -109,7 +112,7 @@ def _batch_view(X: np.ndarray, name: str) -> np.ndarray:
     return X
 
 
-def bmm(A: np.ndarray, B: np.ndarray, semiring: str = "maxplus", argmax: bool = False):
+def bmm(A: np.ndarray, B: np.ndarray, semiring: str = "maxplus", argmax: bool = False) -> Any:
     """Batched matmul of (b, m, k) x (b, k, n); a 2-D operand is shared by every batch."""
     A, B = np.asarray(A), np.asarray(B)
     if A.ndim == 2 and B.ndim == 2:
@@ -129,7 +132,9 @@ def bmm(A: np.ndarray, B: np.ndarray, semiring: str = "maxplus", argmax: bool = 
     return np.stack(outs) if outs else np.empty((0, M, N), A.dtype)
 
 
-def matmul_backward(grad_C: np.ndarray, argmax: np.ndarray, A_shape: Sequence[int], B_shape: Sequence[int]):
+def matmul_backward(
+    grad_C: np.ndarray, argmax: np.ndarray, A_shape: Sequence[int], B_shape: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
     """grad_A[.., i, k] = sum_j grad_C[.., i, j] [argmax == k]; grad_B likewise, summed over
     the batch for a broadcast (2-D) operand. Indices outside [0, K) contribute nothing."""
     grad_C, argmax = np.asarray(grad_C), np.asarray(argmax)

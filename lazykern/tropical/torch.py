@@ -13,6 +13,8 @@ multiplied by the winning factor (a torch gather) and then routed the same way.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from . import api
@@ -20,11 +22,11 @@ from . import api
 __all__ = ["matmul", "TropicalMatmul"]
 
 
-class TropicalMatmul(torch.autograd.Function):
+class TropicalMatmul(torch.autograd.Function):  # type: ignore[misc]  # torch is Any to mypy (not followed)
     """C = A (x) B in a tropical semiring; 2-D x 2-D, or batched when either is 3-D."""
 
     @staticmethod
-    def forward(ctx, A: torch.Tensor, B: torch.Tensor, semiring: str) -> torch.Tensor:
+    def forward(ctx: Any, A: torch.Tensor, B: torch.Tensor, semiring: str) -> torch.Tensor:
         product = api.bmm if (A.dim() == 3 or B.dim() == 3) else api.matmul
         ctx.shapes = (tuple(A.shape), tuple(B.shape))
         ctx.semiring = semiring
@@ -39,7 +41,7 @@ class TropicalMatmul(torch.autograd.Function):
         return C
 
     @staticmethod
-    def backward(ctx, grad_C: torch.Tensor):
+    def backward(ctx: Any, grad_C: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
         K, *operands = ctx.saved_tensors
         grad_C = grad_C.contiguous()
         if ctx.semiring != "maxmul":
