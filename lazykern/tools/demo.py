@@ -231,7 +231,8 @@ def casino() -> Hmm:
     start = np.array([0.5, 0.5])
 
     def log(x: np.ndarray) -> np.ndarray:
-        return np.log(x).astype(np.float32)
+        logged: np.ndarray = np.log(x).astype(np.float32)
+        return logged
 
     return Hmm(log(start), log(trans), log(emit), ("fair", "loaded"))
 
@@ -473,10 +474,12 @@ def _run(side: int, seed: int, progress: Progress | None, tropical: Any) -> Demo
     tick("compiling or loading kernels", 1, 1)
 
     def maxplus(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return tropical.matmul(a, b, semiring="maxplus", argmax=True)
+        C, K = tropical.matmul(a, b, semiring="maxplus", argmax=True)
+        return C, K
 
     def reference_maxplus(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return tropical.reference.matmul(a, b, semiring="maxplus", argmax=True)
+        C, K = tropical.reference.matmul(a, b, semiring="maxplus", argmax=True)
+        return C, K
 
     # On the CPU a squaring can take minutes: do it in row blocks so progress (and its ETA) moves.
     minplus = _SquaringMeter(tropical, tick, squarings(g.n), blocks=1 if gpu else max(1, g.n // 256))
@@ -540,7 +543,7 @@ class _SquaringMeter:
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rows = -(-a.shape[0] // self.blocks)
-        parts = []
+        parts: list[tuple[np.ndarray, np.ndarray]] = []
         for i, r in enumerate(range(0, a.shape[0], rows)):
             parts.append(self.tropical.matmul(a[r : r + rows], b, semiring="minplus", argmax=True))
             self.tick(f"min-plus squaring {self.step + 1}/{self.limit}", self.step * self.blocks + i + 1, self.total)

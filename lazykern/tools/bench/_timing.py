@@ -157,7 +157,7 @@ class CudaEventClock:
         return event
 
     def seconds_between(self, start: Any, end: Any) -> float:
-        return self._cuda.event_elapsed_time(start, end) / 1e3
+        return float(self._cuda.event_elapsed_time(start, end)) / 1e3
 
     def wait(self, mark: Any) -> None:
         mark.synchronize()
