@@ -1,20 +1,20 @@
 """The cache entry of one ``@lazy_kernel`` instantiation: its key, then found or compiled.
 
-The key covers what makes two compiles the same: the reached code (``_numba_key``), the
+The key covers what makes two compiles the same: the reached code (``_numba.key``), the
 signature, arch, Numba / numba-cuda / NVVM versions, linked files and the compile options.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Sequence
 from types import FunctionType
 from typing import Any
 
-from . import _numba_compile
-from ._numba_key import fingerprint
-from ._numba_signature import relaxed
+from ._numba import compile as _numba_compile
+from ._numba import internals
+from ._numba.key import fingerprint
+from ._numba.signature import relaxed
 from .cache import KernelCache, make_key
 
 
@@ -28,7 +28,7 @@ def instance_key(py_func: FunctionType, link: Sequence[Any], options: dict[str, 
         "signature": [str(t) for t in types],
         "numba": numba.__version__,
         "numba_cuda": getattr(numba_cuda, "__version__", "?"),
-        "nvvm": _nvvm_version(),
+        "nvvm": internals.nvvm_version(),
         "links": links,
     }
     if options["lineinfo"]:  # line numbers end up in the binary
@@ -68,17 +68,5 @@ def compile_options(options: dict[str, Any]) -> dict[str, Any]:
     """The options as compiled: ``lto=None`` resolved to whether nvJitLink is available."""
     out = dict(options)
     if out["lto"] is None:
-        from numba.cuda.cudadrv.driver import _have_nvjitlink
-
-        out["lto"] = bool(_have_nvjitlink())
+        out["lto"] = internals.have_nvjitlink()
     return out
-
-
-@functools.cache
-def _nvvm_version() -> str:
-    try:
-        from numba.cuda.cudadrv import nvvm
-
-        return ".".join(map(str, nvvm.NVVM().get_version()))
-    except Exception:  # no libNVVM: nothing can compile anyway, keys still differ by numba-cuda version
-        return "?"

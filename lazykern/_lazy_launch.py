@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from . import _host_copy, _launch, _numba_args
+from . import _host_copy, _launch
 from ._launch import Launcher, driver_error
 from ._lazy_instance import Instance
+from ._numba import args as _numba_args
 from .errors import LaunchError
 
 

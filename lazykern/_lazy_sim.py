@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from . import _numba_args
 from ._launch import parse_launch_config
+from ._numba import args as _numba_args
 from .cache import record
 from .errors import LaunchError
 

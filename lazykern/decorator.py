@@ -35,13 +35,14 @@ from collections.abc import Callable, Iterable, Sequence
 from types import FunctionType
 from typing import Any, cast
 
-from . import _lazy_entry, _numba_args, compiler
+from . import _lazy_entry, compiler
 from ._device import simulating as _simulating
 from ._launch import Launchable, Launcher, LauncherCache
 from ._lazy_instance import Instance
 from ._lazy_launch import Dispatcher
 from ._lazy_sim import SimLauncher
-from ._numba_signature import arg_range, normalize_signature
+from ._numba import args as _numba_args
+from ._numba.signature import arg_range, normalize_signature
 from .cache import KernelCache, default_cache
 from .errors import LaunchError, LazykernError
 

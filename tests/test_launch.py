@@ -16,10 +16,11 @@ import pytest
 from cuda.bindings import driver
 from numba.cuda import types as nt
 
-from lazykern import Kernel, LaunchError, _device, _launch, _numba_args, lazy_kernel, tropical
+from lazykern import Kernel, LaunchError, _device, _launch, lazy_kernel, tropical
 from lazykern import kernel as kernel_module
 from lazykern._graphed import GraphedCallable
 from lazykern._lazy_instance import Instance
+from lazykern._numba import args as _numba_args
 from lazykern.tropical import api
 
 PACKAGE = Path(_launch.__file__).parent

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from numba import cuda, float32, float64
 
 from lazykern import lazy_kernel
-from lazykern._numba_key import fingerprint
+from lazykern._numba.key import fingerprint
 from lazykern.errors import CompileError
 
 EXAMPLES = int(os.environ.get("LAZYKERN_FUZZ_EXAMPLES", "60"))

@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CompileError
+from ..errors import CompileError
+from . import internals
 
 _MAX_DEPTH = 64
 # Modules whose contents are pinned by the versions that go into the key.
@@ -307,28 +308,20 @@ def _read_link(path: str) -> bytes | None:
 
 def _cu_headers(data: bytes) -> str:
     """Digest of the headers a linked ``.cu`` reaches, with numba-cuda's NVRTC search path."""
-    from numba.cuda.core import config as numba_config
-
-    from ._includes import include_digest
-    from .compiler import system_include_dirs
+    from .._includes import include_digest
+    from ..compiler import system_include_dirs
 
     text = data.decode("utf-8", "replace")
     if "include" not in text and "import" not in text:
         return include_digest("", (), ())
-    numba_cuda = os.path.dirname(os.path.dirname(os.path.abspath(_numba_cuda_file())))
+    numba_cuda = internals.package_dir()
     pinned = [
         *(os.path.join(numba_cuda, "include", v) for v in ("12", "13")),
         *system_include_dirs(),
         os.path.join(numba_cuda, "memory_management"),
     ]
-    extra = [d for d in (getattr(numba_config, "CUDA_NVRTC_EXTRA_SEARCH_PATHS", "") or "").split(":") if d]
+    extra = [d for d in (getattr(internals.numba_config(), "CUDA_NVRTC_EXTRA_SEARCH_PATHS", "") or "").split(":") if d]
     return include_digest(text, [*pinned, *extra], pinned)
-
-
-def _numba_cuda_file() -> str:
-    import numba.cuda.cudadrv.nvrtc
-
-    return numba.cuda.cudadrv.nvrtc.__file__
 
 
 def fingerprint(pyfunc: pytypes.FunctionType, link: Iterable[Any] = ()) -> tuple[str, list[list[str]]]:

@@ -20,8 +20,9 @@ import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from . import _numba_args
-from .errors import CompileError
+from ..errors import CompileError
+from . import args as _numba_args
+from . import internals
 
 log = logging.getLogger("lazykern")
 
@@ -173,7 +174,7 @@ def _add_links(lib: Any, link: Sequence[Any], target_context: Any) -> None:
         lib.add_linking_file(item)
     llvm = lib.get_llvm_str()
     if any(fn in llvm for fn in _RESHAPE_FUNCS):
-        lib.add_linking_file(os.path.join(os.path.dirname(_numba_cuda_file()), "reshape_funcs.cu"))
+        lib.add_linking_file(os.path.join(internals.package_dir(), "reshape_funcs.cu"))
     if getattr(target_context, "enable_nrt", False) and any(fn in llvm for fn in _Kernel.NRT_functions):
         raise CompileError(
             "this kernel needs Numba's runtime (NRT), which must be set up by Numba's own module loader; "
@@ -186,9 +187,3 @@ def _add_links(lib: Any, link: Sequence[Any], target_context: Any) -> None:
             "use numba.cuda.jit for this kernel",
             name=str(lib._entry_name),
         )
-
-
-def _numba_cuda_file() -> str:
-    import numba.cuda.dispatcher
-
-    return numba.cuda.dispatcher.__file__
