@@ -1,7 +1,11 @@
 """The cache entry of one ``@lazy_kernel`` instantiation: its key, then found or compiled.
 
-The key covers what makes two compiles the same: the reached code (``_numba.key``), the
-signature, arch, Numba / numba-cuda / NVVM versions, linked files and the compile options.
+The key covers what makes two compiles the same as far as the bytecode shows: the reached code
+(``_numba.key``; with lineinfo every line number too), the signature, arch, Numba / numba-cuda /
+NVVM versions, linked files and the compile options. What typing and lowering reached beyond that
+(functions Numba resolved, values it froze into the code) is a manifest stored with the entry and
+verified on every load (``_numba.resolved``); an entry whose code holds an address of its process
+is never stored (``memory_only``).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from types import FunctionType
 from typing import Any
 
 from ._numba import compile as _numba_compile
-from ._numba import internals
+from ._numba import internals, resolved
 from ._numba.key import fingerprint
 from ._numba.signature import relaxed
 from .cache import KernelCache, make_key
@@ -23,7 +27,7 @@ def instance_key(py_func: FunctionType, link: Sequence[Any], options: dict[str, 
     import numba
     import numba_cuda
 
-    digest, links = fingerprint(py_func, link)
+    digest, links = fingerprint(py_func, link, lines=bool(options["lineinfo"]))
     extra: dict[str, Any] = {
         "signature": [str(t) for t in types],
         "numba": numba.__version__,
@@ -31,9 +35,6 @@ def instance_key(py_func: FunctionType, link: Sequence[Any], options: dict[str, 
         "nvvm": internals.nvvm_version(),
         "links": links,
     }
-    if options["lineinfo"]:  # line numbers end up in the binary
-        code = py_func.__code__
-        extra["where"] = [code.co_filename, code.co_firstlineno]
     # Numba options are not NVRTC flags (make_key parses those): they go in `extra`.
     extra["options"] = {k: repr(v) for k, v in options.items()}
     return make_key(digest, arch=arch, route="numba", extra=json.dumps(extra, sort_keys=True))
@@ -61,6 +62,7 @@ def get_or_compile(
         lambda: _numba_compile.compile_kernel(py_func, types, arch=arch, options=options, link=link),
         expect=expect,
         also=also,
+        check=lambda entry: resolved.verify(entry.meta.get("manifest"), py_func),
     )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import CompileError
 from . import args as _numba_args
-from . import internals
+from . import internals, resolved
 
 log = logging.getLogger("lazykern")
 
@@ -69,6 +69,8 @@ def compile_kernel(
                 max_registers=options["max_registers"],
                 lto=options["lto"],
             )
+            # While this compile's device-function overloads are in place: what Numba resolved.
+            manifest = resolved.record(cres, pyfunc, lines=bool(options["lineinfo"]))
         lib = cres.library
         symbol = cres.fndesc.llvm_func_name
         kernel = lib.get_function(symbol)
@@ -109,7 +111,10 @@ def compile_kernel(
         "arch": arch,
         "cooperative": bool(lib.use_cooperative),
         "compile_seconds": round(time.perf_counter() - start, 6),
+        "manifest": manifest,
     }
+    if manifest.get("memory_only"):
+        meta["memory_only"] = manifest["memory_only"]
     log.debug("compiled lazy kernel %s%s for %s", name, meta["signature"], arch)
     return code, meta
 

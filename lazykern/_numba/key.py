@@ -46,7 +46,8 @@ def _pinned(module_name: str | None) -> bool:
 
 
 class _Walker:
-    def __init__(self) -> None:
+    def __init__(self, lines: bool = False) -> None:
+        self.lines = lines  # line numbers are compiled in (lineinfo/debug): key every one of them
         self.h = hashlib.sha256()
         self.seen: set[int] = set()  # functions and modules already walked
         self.path: set[int] = set()  # containers being walked now (cycle protection)
@@ -72,6 +73,8 @@ class _Walker:
             co.co_kwonlyargcount,
             co.co_flags,
         )
+        if self.lines:  # the line table Numba compiles in: file, first line and every line number
+            self.put("lines", co.co_filename, co.co_firstlineno, [line for _, _, line in co.co_lines()])
         for c in co.co_consts:
             if isinstance(c, pytypes.CodeType):
                 self.code(c)
@@ -120,6 +123,9 @@ class _Walker:
             for attr in sorted(names):
                 if attr in vars(v):
                     self.value(f"{name}.{attr}", vars(v)[attr], names)
+        elif isinstance(getattr(v, "_defn", None), pytypes.FunctionType):  # an @intrinsic: its definition
+            self.put("intrinsic", name)
+            self.function(v._defn)
         elif _is_extern(v):
             self.put("extern", name, v.name, str(v.sig))
             self.links.extend(_extern_links(v))
@@ -136,6 +142,12 @@ class _Walker:
         t = type(v)
         if v is None or t in (bool, int, float, complex, str):
             self.put("const", t.__name__, v)
+        elif isinstance(v, (int, float, complex, str)) and not isinstance(v, enum.Enum):
+            # a subclass (`class N(int)`): Numba freezes the value; its class and attributes follow
+            base = next(b for b in (bool, int, float, complex, str) if isinstance(v, b))
+            self.put("const subclass", t.__module__, t.__qualname__, base.__name__, base.__repr__(v))
+            for attr in _attributes(v):
+                self.value(f"{name}.{attr}", getattr(v, attr, None), names, depth + 1)
         elif t in (bytes, bytearray):
             self.put("bytes", bytes(v))
         elif isinstance(v, np.ndarray):
@@ -324,14 +336,39 @@ def _cu_headers(data: bytes) -> str:
     return include_digest(text, [*pinned, *extra], pinned)
 
 
-def fingerprint(pyfunc: pytypes.FunctionType, link: Iterable[Any] = ()) -> tuple[str, list[list[str]]]:
-    """sha256 over the kernel, everything it reaches, and its linked files' contents.
+def fingerprint(
+    pyfunc: pytypes.FunctionType, link: Iterable[Any] = (), *, lines: bool = False
+) -> tuple[str, list[list[str]]]:
+    """sha256 over the kernel, everything it reaches, and its linked files' contents; with
+    ``lines`` (lineinfo or debug compiled in) every reached function's line table too.
 
     Returns ``(digest, links)`` where ``links`` lists each linked file's name and digest.
     """
-    w = _Walker()
+    w = _Walker(lines)
     w.put("python", sys.version_info[:2])
     w.function(pyfunc)
     links = link_digest([*link, *w.links])
     w.put("links", links)
     return w.h.hexdigest(), links
+
+
+def function_digest(fn: pytypes.FunctionType, *, lines: bool = False) -> str:
+    """sha256 of one function as :func:`fingerprint` sees it: bytecode, constants, nested code,
+    defaults, closure cells and the values it reaches (not its linked files)."""
+    w = _Walker(lines)
+    w.function(fn)
+    return w.h.hexdigest()
+
+
+def value_digest(v: Any, *, lines: bool = False) -> str:
+    """sha256 of one value by content (functions and dispatchers in it walked as in :func:`fingerprint`)."""
+    w = _Walker(lines)
+    w.value("<value>", v, frozenset())
+    return w.h.hexdigest()
+
+
+def reached_functions(pyfunc: pytypes.FunctionType) -> set[int]:
+    """ids of the functions :func:`fingerprint` walks from ``pyfunc`` (the first key covers them)."""
+    w = _Walker()
+    w.function(pyfunc)
+    return w.seen
