@@ -113,8 +113,9 @@ def compile_kernel(
         "compile_seconds": round(time.perf_counter() - start, 6),
         "manifest": manifest,
     }
-    if manifest.get("memory_only"):
-        meta["memory_only"] = manifest["memory_only"]
+    # What a new process could not verify is not persisted: it runs from memory (cache.py).
+    if manifest.get("memory_only") or manifest.get("unverifiable"):
+        meta["memory_only"] = manifest.get("memory_only") or f"cannot be verified by name: {manifest['unverifiable']}"
     log.debug("compiled lazy kernel %s%s for %s", name, meta["signature"], arch)
     return code, meta
 
