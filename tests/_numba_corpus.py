@@ -2,7 +2,8 @@
 
 Each case is a small package of modules (written to a temporary directory) whose kernel reaches
 one kind of input the compile consumes: an ``@intrinsic``'s codegen, an ``@overload`` /
-``overload_method`` / ``register_jitable`` implementation, a device function in another module, an
+``overload_method`` / ``register_jitable`` implementation, a ``type_callable`` typer and its
+``lower_builtin`` lowering, a device function in another module, an
 ``int`` subclass global, a namedtuple field, a module ``__getattr__`` value, global arrays and
 tuples, a closure, the line table under ``lineinfo``. Each mutation edits one of those inputs.
 
@@ -91,6 +92,28 @@ CASES: dict[str, tuple[dict[str, str], str, dict, list[tuple[str, str, str, str]
         "void(int32[::1], int32)",
         {},
         [("register_jitable body", "h_jitable.py", "return x - 1", "return x - 2")],
+    ),
+    "lowering": (
+        {
+            "k_lowering.py": (
+                "from numba import cuda\nfrom h_lowering import myfunc\n\ndef kern(out, x):\n    out[0] = myfunc(x)\n"
+            ),
+            "h_lowering.py": (
+                "from numba.cuda import types\nfrom numba.cuda.extending import lower_builtin, type_callable\n\n"
+                "def myfunc(x):\n    pass\n\n"
+                "@type_callable(myfunc)\ndef type_myfunc(context):\n    def typer(x):\n"
+                "        if isinstance(x, types.Integer):\n            return types.int32\n\n    return typer\n\n"
+                "@lower_builtin(myfunc, types.Integer)\ndef lower_myfunc(context, builder, sig, args):\n"
+                "    x = context.cast(builder, args[0], sig.args[0], sig.return_type)\n"
+                "    return builder.add(x, context.get_constant(sig.return_type, 7))\n"
+            ),
+        },
+        "void(int64[::1], int32)",
+        {},
+        [
+            ("lower_builtin implementation", "h_lowering.py", "sig.return_type, 7", "sig.return_type, 8"),
+            ("type_callable typer", "h_lowering.py", "return types.int32", "return types.int64"),
+        ],
     ),
     "device_function": (
         {

@@ -52,6 +52,7 @@ class _Walker:
         self.seen: set[int] = set()  # functions and modules already walked
         self.path: set[int] = set()  # containers being walked now (cycle protection)
         self.links: list[Any] = []
+        self.walked: list[pytypes.FunctionType] = []  # the functions walked, in order
 
     def put(self, *parts: Any) -> None:
         for p in parts:
@@ -86,6 +87,7 @@ class _Walker:
             self.put("seen", fn.__qualname__)
             return
         self.seen.add(id(fn))
+        self.walked.append(fn)
         co = fn.__code__
         self.put("function", fn.__module__, fn.__qualname__)
         self.data("__defaults__", fn.__defaults__, frozenset(), 0)
@@ -208,7 +210,7 @@ class _Walker:
     def _digest(self, name: str, v: Any, names: frozenset[str], depth: int) -> str:
         """Digest of one value on its own (set elements are hashed in sorted order)."""
         sub = _Walker()
-        sub.seen, sub.path, sub.links = self.seen, self.path, self.links
+        sub.seen, sub.path, sub.links, sub.walked = self.seen, self.path, self.links, self.walked
         sub.value(name, v, names, depth)
         return sub.h.hexdigest()
 
@@ -367,8 +369,8 @@ def value_digest(v: Any, *, lines: bool = False) -> str:
     return w.h.hexdigest()
 
 
-def reached_functions(pyfunc: pytypes.FunctionType) -> set[int]:
-    """ids of the functions :func:`fingerprint` walks from ``pyfunc`` (the first key covers them)."""
+def reached_functions(pyfunc: pytypes.FunctionType) -> list[pytypes.FunctionType]:
+    """The functions :func:`fingerprint` walks from ``pyfunc`` (the first key covers them)."""
     w = _Walker()
     w.function(pyfunc)
-    return w.seen
+    return w.walked

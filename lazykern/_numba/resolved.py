@@ -98,7 +98,9 @@ class _Recorder:
     def __init__(self, py_func: pytypes.FunctionType, lines: bool) -> None:
         self.kernel = py_func
         self.lines = lines
-        self.covered = key.reached_functions(py_func)  # the first key walks these already
+        walked = key.reached_functions(py_func)  # the first key covers these already
+        self.covered = {id(fn) for fn in walked}
+        self._keyed = {(fn.__module__, fn.__qualname__) for fn in walked}  # and the code nested in them
         self.functions: list[list[str]] = []
         self.values: list[list[Any]] = []
         self.unverifiable = ""
@@ -118,6 +120,7 @@ class _Recorder:
             self._frozen(annotation.blocks, cres.fndesc.typemap, owner)
         for t in list(cres.fndesc.typemap.values()):
             self._resolved(t)
+        self._lowered(cres)
 
     def _resolved(self, t: Any) -> None:
         dispatcher = getattr(t, "dispatcher", None)
@@ -129,9 +132,10 @@ class _Recorder:
         if getattr(t, "template", None) is not None:  # a bound method (overload_method)
             templates.append(t.template)
         for template in templates:
-            for attr in ("_definition_func", "_overload_func"):
-                fn = getattr(template, attr, None)
-                if isinstance(fn, pytypes.FunctionType):
+            # the user's functions a template holds: an intrinsic's definition, an overload, a
+            # type_callable typer (inside Numba's wrapper), a hand-written template's methods
+            for attr in ("_definition_func", "_overload_func", *vars(template)):
+                for fn in _user_functions(getattr(template, attr, None)):
                     self.function(fn)
             for impl in list((getattr(template, "_impl_cache", None) or {}).values()):
                 disp = impl[0] if isinstance(impl, tuple) and impl else None
@@ -141,13 +145,35 @@ class _Recorder:
                     for compiled in list(getattr(disp, "overloads", {}).values()):
                         self.result(compiled)
 
+    def _lowered(self, cres: Any) -> None:
+        """The lowering implementation of each call (``lower_builtin``), as Numba's target context picks it."""
+        from numba.cuda.core import ir
+
+        annotation = getattr(cres, "type_annotation", None)
+        context = getattr(cres, "target_context", None)
+        if annotation is None or context is None:
+            return
+        for expr, sig in list(cres.fndesc.calltypes.items()):
+            if not (isinstance(expr, ir.Expr) and expr.op == "call"):
+                continue
+            fnty = cres.fndesc.typemap.get(expr.func.name)
+            if fnty is None or getattr(fnty, "dispatcher", None) is not None:
+                continue  # device functions are compile results of their own (above)
+            try:
+                impl = context.get_function(fnty, sig)
+            except Exception:  # e.g. a bound method lowered through its own path: nothing to add
+                continue
+            for fn in _user_functions(impl):
+                self.function(fn)
+
     def function(self, fn: pytypes.FunctionType) -> None:
         module, qualname = fn.__module__ or "", fn.__qualname__
         if key._pinned(module) or id(fn) in self.covered or (module, qualname) in self._recorded:
             return  # Numba's own (its version is in the key), or keyed by the first key already
         if "<locals>" in qualname:
-            outer = qualname.rsplit(".<locals>.", 1)[0]
-            if (module, outer) in self._recorded or _encloses(self.kernel, module, outer):
+            parts = qualname.split(".<locals>.")
+            outers = {(module, ".<locals>.".join(parts[:i])) for i in range(1, len(parts))}
+            if outers & (self._recorded | self._keyed):
                 return  # its code is a constant of a function keyed already
             self.unverifiable = self.unverifiable or f"{module}.{qualname} is not reachable by name"
             return
@@ -276,8 +302,25 @@ def _describe(where: Any) -> str:
     )
 
 
-def _encloses(fn: pytypes.FunctionType, module: str, outer: str) -> bool:
-    return fn.__module__ == module and (fn.__qualname__ == outer or fn.__qualname__.startswith(outer + ".<locals>."))
+def _user_functions(obj: Any, depth: int = 0) -> list[pytypes.FunctionType]:
+    """User functions behind ``obj``: itself, or what Numba's wrappers around it hold (closure
+    cells, ``__wrapped__``, ``_imp``, ``func``, ``_defn``, ``py_func``); Numba's own are skipped."""
+    if obj is None or depth > 4 or isinstance(obj, (str, bytes, int, float, type, pytypes.ModuleType)):
+        return []
+    if isinstance(obj, pytypes.FunctionType) and not key._pinned(obj.__module__):
+        return [obj]
+    inner: list[Any] = [getattr(obj, a, None) for a in ("__wrapped__", "_imp", "func", "_defn", "py_func")]
+    if isinstance(obj, pytypes.FunctionType):
+        for cell in obj.__closure__ or ():
+            try:
+                inner.append(cell.cell_contents)
+            except ValueError:
+                pass
+    out: list[pytypes.FunctionType] = []
+    for item in inner:
+        if item is not None and item is not obj:
+            out += _user_functions(item, depth + 1)
+    return out
 
 
 def _python_function(obj: Any) -> pytypes.FunctionType | None:
