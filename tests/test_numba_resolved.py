@@ -8,18 +8,19 @@ or be served a binary byte-identical to what compiling now gives.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests import _numba_corpus as corpus
 
 ROOT = str(Path(__file__).resolve().parents[1])
-pytestmark = pytest.mark.slow  # about 20 s: seven fresh processes compiling the corpus
 
 
 def _python(*args: str) -> dict:
@@ -47,6 +48,7 @@ def runs(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # fresh processes that compile
 def test_a_warm_store_serves_every_case_without_compiling(runs):
     (_, first), (_, second) = runs[0], runs[1]
     assert all(r["compiled"] for r in first.values())
@@ -59,6 +61,7 @@ def _mutations() -> list[tuple[str, str, int]]:
     return [(case, m[0], i + 1) for case, spec in corpus.CASES.items() for i, m in enumerate(spec[3])]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("case", "label", "round_index"), _mutations(), ids=lambda v: str(v))
 def test_an_edit_of_what_the_compile_read_is_never_served_stale(runs, case, label, round_index):
     base = runs[0][1][case]
@@ -69,6 +72,7 @@ def test_an_edit_of_what_the_compile_read_is_never_served_stale(runs, case, labe
     assert r["compiled"] or r["served"] == r["fresh"], f"{label}: the store served the binary from before the edit"
 
 
+@pytest.mark.slow  # fresh processes that compile
 def test_key_completeness_mutation_count_and_survivors(runs, capsys):
     survivors, total = [], 0
     for applied, report in runs[2:]:
@@ -125,6 +129,7 @@ def _run_memory_only(src: Path, store: Path, address: int) -> dict:
     return _python("-c", _MEMORY_ONLY_RUN.format(src=str(src), store=str(store)))
 
 
+@pytest.mark.slow  # fresh processes that compile
 def test_a_device_array_global_is_never_stored_and_runs_from_memory(tmp_path):
     src, store = tmp_path / "src", tmp_path / "store"
     src.mkdir()
@@ -142,6 +147,7 @@ def test_a_device_array_global_is_never_stored_and_runs_from_memory(tmp_path):
     assert all(r["bytes"] == 0 for r in second["rows"])
 
 
+@pytest.mark.slow  # fresh processes that compile
 def test_cache_ls_shows_a_memory_only_kernel(tmp_path):
     from typer.testing import CliRunner
 
@@ -177,6 +183,7 @@ _GPU_MODULES = {
 
 
 @pytest.mark.gpu
+@pytest.mark.slow
 @pytest.mark.parametrize("library", sorted(_GPU_MODULES))
 def test_gpu_a_global_device_array_reads_this_process_memory(tmp_path, library):
     """Two processes, each with its own global device array: each reads its own values."""
@@ -226,3 +233,43 @@ def test_what_a_new_process_cannot_find_by_name_is_not_persisted(tmp_path):
     (row,) = list(cache.entries())
     assert row["bytes"] == 0 and "_register_local_overload.<locals>.ov" in row["memory_only"]
     assert k.warm(["void(int32[::1], int32)"], arch="sm_80")[0]["compiled"]  # never served from the store
+
+
+# -- the manifest's own rules, in process ---------------------------------------------------
+class _FakeCai:
+    __cuda_array_interface__ = {"shape": (1,), "typestr": "<f4", "data": (4096, False), "version": 3}
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [(_FakeCai(), "device array"), ((1, (2, _FakeCai())), "device array"), (ctypes.c_void_p(16), "ctypes pointer")],
+)
+def test_a_process_address_anywhere_in_a_frozen_value_is_found(value, why):
+    from lazykern._numba.resolved import process_specific
+
+    assert why in process_specific(value)
+
+
+def test_plain_values_are_not_process_specific():
+    from lazykern._numba.resolved import process_specific
+
+    assert process_specific((1, 2.0, "x", np.arange(3))) == ""
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [None, {}, {"version": 1, "functions": [["x"]], "values": []}, {"version": 1, "functions": [], "values": [[1]]}],
+)
+def test_a_malformed_manifest_is_never_trusted(manifest):
+    from lazykern._numba.resolved import verify
+
+    assert verify(manifest, _uses_local_overload)  # a reason, not an exception and not None
+
+
+def test_a_module_getattr_that_raises_is_a_reason_not_a_crash(tmp_path, monkeypatch):
+    from lazykern._numba.resolved import verify
+
+    (tmp_path / "m_raising_getattr.py").write_text("def __getattr__(name):\n    raise RuntimeError('no ' + name)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    manifest = {"version": 1, "lines": False, "functions": [], "values": [[["attr", "m_raising_getattr", "N"], "0"]]}
+    assert "RuntimeError" in verify(manifest, _uses_local_overload)

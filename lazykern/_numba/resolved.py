@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import logging
 import sys
 import types as pytypes
 import weakref
 from typing import Any
 
 from . import key
+
+log = logging.getLogger("lazykern")
 
 VERSION = 1
 _MISSING = object()
@@ -40,7 +43,11 @@ _MISSING = object()
 def record(cres: Any, py_func: pytypes.FunctionType, *, lines: bool) -> dict[str, Any]:
     """The manifest of one compile result (call it while the compile's overloads are in place)."""
     r = _Recorder(py_func, lines)
-    r.result(cres)
+    try:
+        r.result(cres)
+    except Exception as exc:  # a numba-cuda that keeps these elsewhere: run from memory, never stale
+        log.warning("lazykern: could not read what Numba resolved for %s (%r)", py_func.__qualname__, exc)
+        r.unverifiable = f"lazykern could not read what Numba resolved ({type(exc).__name__}: {exc})"
     manifest: dict[str, Any] = {"version": VERSION, "lines": lines, "functions": r.functions, "values": r.values}
     if r.unverifiable:
         manifest["unverifiable"] = r.unverifiable
@@ -71,8 +78,8 @@ def verify(manifest: Any, py_func: pytypes.FunctionType) -> str | None:
                 return f"{_describe(where)}, which the compile froze into the code, is gone"
             if key.value_digest(value, lines=lines) != digest:
                 return f"{_describe(where)}, which the compile froze into the code, changed"
-    except (TypeError, ValueError, KeyError) as exc:
-        return f"the entry's manifest is malformed ({exc})"
+    except Exception as exc:  # a malformed manifest, or user code (a module __getattr__) raising
+        return f"the entry's manifest could not be verified ({type(exc).__name__}: {exc})"
     return None
 
 
