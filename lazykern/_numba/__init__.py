@@ -50,4 +50,7 @@ BORROWED: dict[str, str] = {
     "numba.cuda.types.ext_types:CUDADispatcher": "device functions a kernel resolved (manifest)",
     "numba.cuda.simulator.kernel:FakeCUDAKernel.__getitem__": "capture of simulator launches",
     "numba.cuda.simulator.cudadrv.devicearray:FakeCUDAArray": "capture guard on simulator copies",
+    # Attributes of Numba objects that other modules reach through public ones (cuda.gpus[i], contexts):
+    "numba.cuda.cudadrv.driver:Device.get_primary_context": "_device.primary_context (no import)",
+    "numba.cuda.cudadrv.driver:Context.defer_cleanup": "graph.py keeps frees out of a capture (no import)",
 }
