@@ -43,6 +43,36 @@ CASES: dict[str, tuple[dict[str, str], str, dict, list[tuple[str, str, str, str]
         {},
         [("intrinsic codegen", "h_intrinsic.py", "builder.add(args[0], args[0])", "builder.mul(args[0], args[0])")],
     ),
+    "intrinsic_indirect": (
+        {
+            "k_intrinsic2.py": (
+                "from numba import cuda\nimport h_intrinsic2_ov\nfrom h_intrinsic2 import scaled\n\n"
+                "def kern(out, x):\n    out[0] = h_intrinsic2_ov.stub(x)\n    out[1] = scaled(x)\n"
+            ),
+            # an intrinsic reached only through an overload's implementation
+            "h_intrinsic2_ov.py": (
+                "from numba.cuda.extending import overload\nfrom h_intrinsic2 import thrice\n\n"
+                "def stub(x):\n    pass\n\n@overload(stub, target='cuda')\ndef ov(x):\n"
+                "    def impl(x):\n        return thrice(x)\n\n    return impl\n"
+            ),
+            # and one made by a factory: its closure holds the constant
+            "h_intrinsic2.py": (
+                "from numba.cuda.extending import intrinsic\n\n"
+                "@intrinsic\ndef thrice(typingctx, x):\n    def codegen(context, builder, signature, args):\n"
+                "        return builder.mul(args[0], context.get_constant(signature.return_type, 3))\n\n"
+                "    return x(x), codegen\n\n"
+                "def make(k):\n    def defn(typingctx, x):\n        def codegen(context, builder, signature, args):\n"
+                "            return builder.add(args[0], context.get_constant(signature.return_type, k))\n\n"
+                "        return x(x), codegen\n\n    return intrinsic(defn)\n\nscaled = make(5)\n"
+            ),
+        },
+        "void(int32[::1], int32)",
+        {},
+        [
+            ("intrinsic called by an overload", "h_intrinsic2.py", "return_type, 3)", "return_type, 4)"),
+            ("intrinsic factory argument", "h_intrinsic2.py", "scaled = make(5)", "scaled = make(6)"),
+        ],
+    ),
     "overload": (
         {
             "k_overload.py": (
