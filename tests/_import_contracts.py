@@ -51,7 +51,7 @@ class PrivateExternalImports(Contract):
 
 def _private_parts(line: str, external: str, public: set[str]) -> list[str]:
     """The private modules and names one import line reaches (``[]`` if it is not ``external``'s)."""
-    m = _IMPORT.match(line)
+    m = _IMPORT.match(line.split("#", 1)[0])
     if m is None:
         return []
     module = m.group(1) or m.group(3)

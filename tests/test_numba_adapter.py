@@ -121,3 +121,25 @@ def test_the_supported_numba_cuda_range_is_declared_and_installed():
     allowed = SpecifierSet(spec[len("numba-cuda") :].split(";")[0].strip())
     assert "0.29.9" not in allowed and "<" in str(allowed), f"no upper bound in {spec!r}"
     assert _numba_cuda_version() in allowed, f"numba-cuda {_numba_cuda_version()} is outside {spec!r}"
+
+
+@pytest.mark.parametrize(
+    ("line", "private"),
+    [
+        ("from numba import cuda", []),
+        ("from numba.cuda import config as cuda_config", []),
+        ("from numba.cuda.extending import overload", []),
+        ("from numba.cuda.cudadrv.driver import MemoryPointer", ["numba.cuda.cudadrv.driver"]),
+        ("import numba.cuda.dispatcher", ["numba.cuda.dispatcher"]),
+        ("from numba.cuda import cudadrv", ["numba.cuda.cudadrv"]),
+        ("from numba.cuda import jit, _foo  # why", ["numba.cuda._foo"]),
+        ("from numpy.core import multiarray", []),
+    ],
+)
+def test_the_import_contract_tells_private_numba_imports(line, private):
+    """The import-linter contract type behind "No private numba-cuda import outside lazykern._numba"."""
+    from tests._import_contracts import _private_parts
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    public = set(next(c for c in contracts if c["type"] == "private_external")["public"])
+    assert _private_parts(line, "numba", public) == private
