@@ -136,7 +136,7 @@ def test_a_device_array_global_is_never_stored_and_runs_from_memory(tmp_path):
     first = _run_memory_only(src, store, 0x7F0000001000)
     assert first["compiled"] == {"kern": True, "kern_in_tuple": True}
     # one log line per compile, saying why
-    assert len(first["log"]) == 2 and all("__cuda_array_interface__" not in li for li in first["log"])
+    assert len(first["log"]) == 2, first["log"]
     assert all("device array" in li and "address" in li for li in first["log"]), first["log"]
     # the store holds markers only: no code, the reason (what `lazykern cache ls` shows)
     assert sorted(r["name"] for r in first["rows"]) == ["kern", "kern_in_tuple"]
