@@ -41,7 +41,8 @@ _MAX_DEPTH = 64
 _PINNED = ("numba", "numpy", "math", "cmath", "operator", "builtins", "cuda", "llvmlite")
 
 
-def _pinned(module_name: str | None) -> bool:
+def pinned_module(module_name: str | None) -> bool:
+    """Whether a module belongs to a library whose version is in the key (numba, numpy, ...)."""
     return module_name is not None and module_name.split(".", 1)[0] in _PINNED
 
 
@@ -112,13 +113,13 @@ class _Walker:
             self.links.extend(options.get("link", ()) or ())
             self.function(py_func)
         elif isinstance(v, pytypes.FunctionType):
-            if _pinned(v.__module__):
+            if pinned_module(v.__module__):
                 self.put("pinned function", name, v.__module__, v.__qualname__)
             else:
                 self.function(v)
         elif isinstance(v, pytypes.ModuleType):
             self.put("module", name, v.__name__)
-            if _pinned(v.__name__) or id(v) in self.seen:
+            if pinned_module(v.__name__) or id(v) in self.seen:
                 return
             self.seen.add(id(v))
             # `mod.attr` puts both names in co_names: follow the attributes it may name.
@@ -191,14 +192,14 @@ class _Walker:
             self.put(len(v), sorted(self._digest(f"{name}{{}}", item, names, depth + 1) for item in v))
         elif isinstance(v, type):
             self.put("class", v.__module__, v.__qualname__)
-            if not _pinned(v.__module__):  # `Color.RED`, `Cfg.N`: follow the attributes the code may name
+            if not pinned_module(v.__module__):  # `Color.RED`, `Cfg.N`: follow the attributes the code may name
                 for attr in sorted(names):
                     if attr in vars(v):
                         self.value(f"{name}.{attr}", vars(v)[attr], names, depth + 1)
         elif dataclasses.is_dataclass(v):
             for f in dataclasses.fields(v):
                 self.value(f"{name}.{f.name}", getattr(v, f.name, None), names, depth + 1)
-        elif _pinned(t.__module__):
+        elif pinned_module(t.__module__):
             # numba types, numpy ufuncs, CUDA intrinsics: the library versions in the key pin them.
             self.put("pinned", str(v) if _is_numba_type(v) else _safe_repr(v), _named(v))
         else:

@@ -175,7 +175,7 @@ class _Recorder:
 
     def function(self, fn: pytypes.FunctionType) -> None:
         module, qualname = fn.__module__ or "", fn.__qualname__
-        if key._pinned(module) or id(fn) in self.covered or (module, qualname) in self._recorded:
+        if key.pinned_module(module) or id(fn) in self.covered or (module, qualname) in self._recorded:
             return  # Numba's own (its version is in the key), or keyed by the first key already
         if "<locals>" in qualname:
             parts = qualname.split(".<locals>.")
@@ -204,7 +204,7 @@ class _Recorder:
                     self._scan(value.value, f"a constant in {owner.__qualname__}")
                 elif isinstance(value, ir.Expr) and value.op == "getattr":
                     module = getattr(typemap.get(value.value.name), "pymod", None)
-                    if isinstance(module, pytypes.ModuleType) and not key._pinned(module.__name__):
+                    if isinstance(module, pytypes.ModuleType) and not key.pinned_module(module.__name__):
                         # `cfg.N`: a module's attribute (maybe served by its __getattr__), frozen
                         self._value(("attr", module.__name__, value.attr), getattr(module, value.attr, None))
 
@@ -314,7 +314,7 @@ def _user_functions(obj: Any, depth: int = 0) -> list[pytypes.FunctionType]:
     cells, ``__wrapped__``, ``_imp``, ``func``, ``_defn``, ``py_func``); Numba's own are skipped."""
     if obj is None or depth > 4 or isinstance(obj, (str, bytes, int, float, type, pytypes.ModuleType)):
         return []
-    if isinstance(obj, pytypes.FunctionType) and not key._pinned(obj.__module__):
+    if isinstance(obj, pytypes.FunctionType) and not key.pinned_module(obj.__module__):
         return [obj]
     inner: list[Any] = [getattr(obj, a, None) for a in ("__wrapped__", "_imp", "func", "_defn", "py_func")]
     if isinstance(obj, pytypes.FunctionType):
