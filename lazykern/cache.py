@@ -368,7 +368,9 @@ class KernelCache(ProgramCacheResource):
             self._count("compiles")
             self._count("compile_ms", int(meta["compile_seconds"] * 1000))
             if meta.get("memory_only"):
-                log.warning("lazykern: %s is kept in memory only: %s", meta.get("name", key[:16]), meta["memory_only"])
+                log.warning(
+                    "%s is kept in memory only, never stored: %s", meta.get("name", key[:16]), meta["memory_only"]
+                )
                 self.store(key, b"", meta)  # a marker, so `lazykern cache ls` shows it; never served
             else:
                 self.store(key, code, meta)

@@ -46,7 +46,9 @@ def record(cres: Any, py_func: pytypes.FunctionType, *, lines: bool) -> dict[str
     try:
         r.result(cres)
     except Exception as exc:  # a numba-cuda that keeps these elsewhere: run from memory, never stale
-        log.warning("lazykern: could not read what Numba resolved for %s (%r)", py_func.__qualname__, exc)
+        log.warning(
+            "could not read what Numba resolved for %s (%r): it runs from memory only", py_func.__qualname__, exc
+        )
         r.unverifiable = f"lazykern could not read what Numba resolved ({type(exc).__name__}: {exc})"
     manifest: dict[str, Any] = {"version": VERSION, "lines": lines, "functions": r.functions, "values": r.values}
     if r.unverifiable:
