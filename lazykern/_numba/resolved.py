@@ -120,8 +120,8 @@ class _Recorder:
 
     def result(self, cres: Any) -> None:
         """One compile result: its frozen values, then everything its typing resolved, recursively."""
-        if id(cres) in self._done:
-            return
+        if id(cres) in self._done or getattr(cres, "fndesc", None) is None:
+            return  # seen, or not a compile result (a launched kernel has no typing to read)
         self._done.add(id(cres))
         annotation = getattr(cres, "type_annotation", None)
         owner = getattr(getattr(annotation, "func_id", None), "func", None)
