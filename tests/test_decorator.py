@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from numba import cuda, float32, float64, int32, types
 
-from lazykern import _numba_args as na
+from lazykern._numba import args as na
 from lazykern.errors import LaunchError
 from lazykern.jit.decorator import LazyKernel, lazy_kernel, normalize_signature
 
@@ -241,7 +241,8 @@ def test_a_fresh_process_loads_warmed_cubins_without_compiling(tmp_path):
     cache_dir = str(tmp_path / "shared")
     code = """
         import json
-        from lazykern import KernelCache, _numba_compile
+        from lazykern import KernelCache
+        from lazykern._numba import compile as _numba_compile
         from lazykern.jit.decorator import lazy_kernel
         from tests.test_decorator import _saxpy, SAXPY_SIG
         kc = KernelCache({d!r})
@@ -284,7 +285,7 @@ def test_cxx_linking_kernel_warms_into_the_cache(cache):
     (entry,) = list(cache.entries())
     assert cache.lookup(entry["key"]).code[:4] == ELF
     # The linked C++ is part of the key: Numba's registry gave us the CUSource behind declare_device.
-    from lazykern._numba_key import fingerprint
+    from lazykern._numba.key import fingerprint
 
     _, links = fingerprint(_tripled)
     assert len(links) == 1 and links[0][0].startswith("CUSource")
@@ -476,7 +477,8 @@ def test_gpu_fresh_process_launches_from_the_cache_alone(tmp_path):
         import json
         import numpy as np
         from numba import cuda
-        from lazykern import KernelCache, _numba_compile
+        from lazykern import KernelCache
+        from lazykern._numba import compile as _numba_compile
         from lazykern.jit.decorator import lazy_kernel
         from tests.test_decorator import _saxpy
         {guard}
@@ -514,7 +516,7 @@ def test_parameter_block_matches_the_packed_values():
 
     from numba.core import types
 
-    from lazykern import _numba_args as na
+    from lazykern._numba import args as na
 
     class FakeDevArray:
         size, shape, strides = 6, (2, 3), (24, 8)

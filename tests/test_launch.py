@@ -16,7 +16,8 @@ import pytest
 from cuda.bindings import driver
 from numba.cuda import types as nt
 
-from lazykern import Kernel, LaunchError, _numba_args, lazy_kernel, tropical
+from lazykern import Kernel, LaunchError, lazy_kernel, tropical
+from lazykern._numba import args as _numba_args
 from lazykern.graph._graphed import GraphedCallable
 from lazykern.jit._lazy_instance import Instance
 from lazykern.launch import _device, _launch

@@ -111,6 +111,7 @@ def _private_reads() -> list[str]:
         own, declared = made[p]
         where = p.relative_to(ROOT)
         modules: set[str] = set()  # local names bound to lazykern modules
+        external: set[str] = set()  # local names bound to other packages' modules (ctypes._Pointer is theirs)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 target = _target(p, node)
@@ -123,6 +124,7 @@ def _private_reads() -> list[str]:
                         found.append(f"{where}:{node.lineno}: from {target} import {a.name}")
             elif isinstance(node, ast.Import):
                 modules |= {a.asname for a in node.names if a.asname and a.name.startswith("lazykern.")}
+                external |= {(a.asname or a.name).split(".")[0] for a in node.names if not a.name.startswith("lazykern")}
         stores = {
             id(t)
             for node in ast.walk(tree)
@@ -135,6 +137,8 @@ def _private_reads() -> list[str]:
             if not isinstance(node, ast.Attribute) or not _is_private(node.attr):
                 continue
             base = node.value.id if isinstance(node.value, ast.Name) else None
+            if base in external:
+                continue
             foreign = node.attr in owners and owners[node.attr] - {p}
             if base in modules:  # module._name: always another module's name
                 found.append(f"{where}:{node.lineno}: {base}.{node.attr}")

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from numba import cuda, float32, float64
 
 from lazykern import lazy_kernel
-from lazykern._numba_key import fingerprint
+from lazykern._numba.key import fingerprint
 from lazykern.errors import CompileError
 
 EXAMPLES = int(os.environ.get("LAZYKERN_FUZZ_EXAMPLES", "60"))
@@ -204,3 +204,46 @@ def test_lazy_kernel_key_follows_a_tuple_held_array(cache):
     finally:
         _GLOBAL_TABLE[0][1500] = 0
     assert k.key(sig, "sm_90") == before
+
+
+class _Count(int):
+    pass
+
+
+class _Name(str):
+    pass
+
+
+@pytest.mark.parametrize(("a", "b"), [(_Count(3), _Count(4)), (_Name("x"), _Name("y")), (_Count(3), 3)])
+def test_subclasses_of_int_and_str_are_keyed_by_value(a, b):
+    """Numba freezes an int subclass's value into the code: ``class N(int)`` has no __dict__ entries to walk."""
+    assert _key(_kernel(a)) != _key(_kernel(b))
+    assert _key(_kernel(a)) == _key(_kernel(type(a)(a)))
+
+
+def test_an_intrinsic_is_keyed_by_its_definition_and_codegen():
+    from numba.cuda.extending import intrinsic
+
+    def make(op):
+        ns: dict = {}
+        exec(
+            "def defn(typingctx, x):\n    def codegen(context, builder, sig, args):\n"
+            f"        return builder.{op}(args[0], args[0])\n    return x(x), codegen\n",
+            ns,
+        )
+        return intrinsic(ns["defn"])
+
+    assert _key(_kernel(make("add"))) != _key(_kernel(make("mul")))
+    assert _key(_kernel(make("add"))) == _key(_kernel(make("add")))
+
+
+def test_with_lineinfo_every_line_number_is_keyed():
+    def at(body: str):
+        ns: dict = {"cuda": cuda}
+        exec(compile(body, "same_file.py", "exec"), ns)
+        return ns["kern"]
+
+    plain = at("def kern(a):\n    i = cuda.grid(1)\n    a[i] = 1\n")
+    moved = at("def kern(a):\n\n    i = cuda.grid(1)\n    a[i] = 1\n")  # a line inserted above the body
+    assert fingerprint(plain)[0] == fingerprint(moved)[0]  # without lineinfo lines are not compiled in
+    assert fingerprint(plain, lines=True)[0] != fingerprint(moved, lines=True)[0]

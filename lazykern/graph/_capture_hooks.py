@@ -1,7 +1,8 @@
 """Hooks into Numba that are in place only while some capture is open.
 
 Numba's own launch path does not know about lazykern's captures, so while any
-capture is open (in any thread) a few Numba entry points are wrapped:
+capture is open (in any thread) a few Numba entry points are wrapped (the adapter
+``lazykern._numba.internals`` names them and applies the patches):
 
 - ``CUDADispatcher.call`` (every ``kern[grid, block, stream](...)`` of a
   ``@cuda.jit`` kernel): the capture keeps the arguments alive and refuses
@@ -28,19 +29,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .._numba import internals
 from ..errors import CaptureError
 from ..launch import _capture
-
-_ALLOCATORS = (
-    "to_device",
-    "device_array",
-    "device_array_like",
-    "pinned_array",
-    "pinned_array_like",
-    "mapped_array",
-    "mapped_array_like",
-    "managed_array",
-)
 
 _lock = threading.Lock()
 _installed = 0
@@ -49,9 +40,7 @@ _saved: list[tuple[Any, str, Any]] = []
 
 def simulated() -> bool:
     """Whether Numba runs on its CPU simulator (NUMBA_ENABLE_CUDASIM=1)."""
-    from numba.cuda.core import config
-
-    return bool(config.ENABLE_CUDASIM)
+    return internals.simulating()
 
 
 def _capturing() -> bool:
@@ -154,26 +143,14 @@ def _sim_getitem(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _patches() -> list[tuple[Any, str, Callable[[Any], Any]]]:
-    from numba import cuda
-
+    targets = internals.capture_patch_targets()
     patches: list[tuple[Any, str, Callable[[Any], Any]]] = [
-        (cuda, name, functools.partial(_guard_allocator, name)) for name in _ALLOCATORS if hasattr(cuda, name)
+        (owner, name, functools.partial(_guard_allocator, name)) for owner, name in targets["allocators"]
     ]
-    patches.append((cuda, "synchronize", _guard_synchronize))
-    if simulated():
-        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-        from numba.cuda.simulator.kernel import FakeCUDAKernel
-
-        patches.append((FakeCUDAKernel, "__getitem__", _sim_getitem))
-        array_cls: type = FakeCUDAArray
-    else:
-        from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase
-        from numba.cuda.dispatcher import CUDADispatcher
-
-        patches.append((CUDADispatcher, "call", _guard_dispatcher_call))
-        array_cls = DeviceNDArrayBase
-    for name in ("copy_to_host", "copy_to_device"):
-        patches.append((array_cls, name, functools.partial(_guard_copy, name)))
+    patches += [(owner, name, _guard_synchronize) for owner, name in targets["synchronize"]]
+    patches += [(owner, name, _sim_getitem) for owner, name in targets["sim_getitem"]]
+    patches += [(owner, name, _guard_dispatcher_call) for owner, name in targets["launch"]]
+    patches += [(owner, name, functools.partial(_guard_copy, name)) for owner, name in targets["copies"]]
     return patches
 
 
@@ -183,9 +160,7 @@ def install() -> None:
     with _lock:
         if _installed == 0:
             for owner, name, wrap in _patches():
-                original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
-                _saved.append((owner, name, original))
-                setattr(owner, name, wrap(original))
+                _saved.append(internals.patch(owner, name, wrap))
         _installed += 1
 
 
@@ -196,5 +171,4 @@ def uninstall() -> None:
         _installed -= 1
         if _installed == 0:
             while _saved:
-                owner, name, original = _saved.pop()
-                setattr(owner, name, original)
+                internals.unpatch(_saved.pop())

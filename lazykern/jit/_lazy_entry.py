@@ -1,20 +1,24 @@
 """The cache entry of one ``@lazy_kernel`` instantiation: its key, then found or compiled.
 
-The key covers what makes two compiles the same: the reached code (``_numba_key``), the
-signature, arch, Numba / numba-cuda / NVVM versions, linked files and the compile options.
+The key covers what makes two compiles the same as far as the bytecode shows: the reached code
+(``_numba.key``; with lineinfo every line number too), the signature, arch, Numba / numba-cuda /
+NVVM versions, linked files and the compile options. What typing and lowering reached beyond that
+(functions Numba resolved, values it froze into the code) is a manifest stored with the entry and
+verified on every load (``_numba.resolved``); an entry whose code holds an address of its process
+is never stored (``memory_only``).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Sequence
 from types import FunctionType
 from typing import Any
 
-from .. import _numba_compile
-from .._numba_key import fingerprint
-from .._numba_signature import relaxed
+from .._numba import compile as _numba_compile
+from .._numba import internals, resolved
+from .._numba.key import fingerprint
+from .._numba.signature import relaxed
 from ..store.cache import KernelCache, make_key
 
 
@@ -23,17 +27,14 @@ def instance_key(py_func: FunctionType, link: Sequence[Any], options: dict[str, 
     import numba
     import numba_cuda
 
-    digest, links = fingerprint(py_func, link)
+    digest, links = fingerprint(py_func, link, lines=bool(options["lineinfo"]))
     extra: dict[str, Any] = {
         "signature": [str(t) for t in types],
         "numba": numba.__version__,
         "numba_cuda": getattr(numba_cuda, "__version__", "?"),
-        "nvvm": _nvvm_version(),
+        "nvvm": internals.nvvm_version(),
         "links": links,
     }
-    if options["lineinfo"]:  # line numbers end up in the binary
-        code = py_func.__code__
-        extra["where"] = [code.co_filename, code.co_firstlineno]
     # Numba options are not NVRTC flags (make_key parses those): they go in `extra`.
     extra["options"] = {k: repr(v) for k, v in options.items()}
     return make_key(digest, arch=arch, route="numba", extra=json.dumps(extra, sort_keys=True))
@@ -61,6 +62,7 @@ def get_or_compile(
         lambda: _numba_compile.compile_kernel(py_func, types, arch=arch, options=options, link=link),
         expect=expect,
         also=also,
+        check=lambda entry: resolved.verify(entry.meta.get("manifest"), py_func),
     )
 
 
@@ -68,17 +70,5 @@ def compile_options(options: dict[str, Any]) -> dict[str, Any]:
     """The options as compiled: ``lto=None`` resolved to whether nvJitLink is available."""
     out = dict(options)
     if out["lto"] is None:
-        from numba.cuda.cudadrv.driver import _have_nvjitlink
-
-        out["lto"] = bool(_have_nvjitlink())
+        out["lto"] = internals.have_nvjitlink()
     return out
-
-
-@functools.cache
-def _nvvm_version() -> str:
-    try:
-        from numba.cuda.cudadrv import nvvm
-
-        return ".".join(map(str, nvvm.NVVM().get_version()))
-    except Exception:  # no libNVVM: nothing can compile anyway, keys still differ by numba-cuda version
-        return "?"

@@ -14,7 +14,8 @@ from typing import Any, Protocol
 
 from cuda.bindings import driver as _cu
 
-from .. import _numba_args
+from .._numba import args as _numba_args
+from .._numba import internals
 from ..launch import _device
 from ..launch._device import current_context
 from ..launch.kernel import Kernel
@@ -57,9 +58,7 @@ class Instance:
 
     def function(self) -> Any:
         """The cuda.core kernel for the current context, fetched, compiled or loaded on first use."""
-        from numba.cuda.cudadrv.devices import get_context
-
-        ctx = get_context()  # creates the context if there is none yet
+        ctx = internals.context()  # creates the context if there is none yet
         fn = self.functions.get(current_context())
         if fn is None:
             fn = self._load(ctx)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .. import _numba_args
+from .._numba import args as _numba_args
 from ..errors import LaunchError
 from ..launch import _launch
 from ..launch._launch import Launcher, driver_error

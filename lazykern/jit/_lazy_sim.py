@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Protocol
 
-from .. import _numba_args
+from .._numba import args as _numba_args
 from ..errors import LaunchError
 from ..launch._launch import parse_launch_config
 from ..store.cache import record

@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterable, Sequence
 from types import FunctionType
 from typing import Any, cast
 
-from .. import _numba_args
-from .._numba_signature import arg_range, normalize_signature
+from .._numba import args as _numba_args
+from .._numba.signature import arg_range, normalize_signature
 from ..compile import compiler
 from ..errors import LaunchError, LazykernError
 from ..launch._device import simulating as _simulating
@@ -147,7 +147,10 @@ class LazyKernel(Launchable):
         return out
 
     def key(self, signature: Any, arch: str | tuple[int, int] | None = None) -> str:
-        """The cache key of one instantiation (recomputed, so edits to reached code show)."""
+        """The cache key of one instantiation (recomputed, so edits to reached code show).
+
+        What only typing reveals (overload implementations, lowering, values Numba froze) is
+        not in this key: the entry's manifest holds it and is verified on every load."""
         types = normalize_signature(signature)
         return _lazy_entry.instance_key(
             self.py_func, self.link, self._compile_options, types, compiler.normalize_arch(arch)

@@ -369,7 +369,7 @@ def _retain_primary(gpu: Any) -> Any:
 @functools.cache
 def simulating() -> bool:
     """Numba's CPU simulator has one pretend device and no driver: nothing to switch."""
-    from numba.cuda.core import config
+    from numba.cuda import config  # the public alias of numba.cuda.core.config
 
     return bool(config.ENABLE_CUDASIM)
 

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from cuda.bindings import driver as _drv
 
+from .._numba import internals
 from ..errors import CaptureError, DriverError
 
 log = logging.getLogger("lazykern")
@@ -256,27 +257,6 @@ def layout(parts: Parts) -> tuple[tuple[int, ...], int]:
     return tuple(offsets), end
 
 
-def _numba_pointer_class() -> type:
-    from numba.cuda.cudadrv.driver import MemoryPointer
-
-    class PoolPointer(MemoryPointer):
-        """A Numba MemoryPointer into an :class:`Allocation` (freed when the last view of any
-        array in it goes)."""
-
-        def __init__(self, context: Any, alloc: Allocation, offset: int, size: int) -> None:
-            self.context = context
-            self.device_pointer = self.handle = alloc.ptr + offset
-            self.size = self._cuda_memsize_ = size
-            self.is_managed = False
-            self.refct = 1
-            self._owner = alloc
-
-    return PoolPointer
-
-
-_numba_classes: list[Any] = []  # [DeviceNDArray, PoolPointer], imported once
-
-
 def numba_template(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
     """The attributes of an empty C-contiguous Numba device array of ``shape``, made once per
     launch plan; :func:`numba_arrays` copies them (3 us of DeviceNDArray set-up becomes 0.3 us)."""
@@ -285,16 +265,7 @@ def numba_template(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
     for n in reversed(shape):
         strides.append(step)
         step *= max(int(n), 1)
-    from numba.cuda.cudadrv import devicearray, dummyarray
-
-    arr = devicearray.DeviceNDArray.__new__(devicearray.DeviceNDArray)
-    arr.ndim = len(shape)
-    arr._dummy = dummyarray.Array.from_desc(0, tuple(shape), tuple(reversed(strides)), dtype.itemsize)
-    arr.shape, arr.strides = arr._dummy.shape, arr._dummy.strides
-    arr.dtype, arr.size = dtype, arr._dummy.size
-    arr.alloc_size = step if arr.size else 0  # as Numba: an empty array copies no bytes
-    arr.stream = 0
-    return dict(arr.__dict__)
+    return internals.device_array_template(tuple(shape), tuple(reversed(strides)), dtype.itemsize, dtype)
 
 
 def numba_arrays(parts: Sequence[tuple[dict[str, Any], int, int]], nbytes: int, device: int, stream: int,
@@ -302,25 +273,14 @@ def numba_arrays(parts: Sequence[tuple[dict[str, Any], int, int]], nbytes: int, 
     """(arrays, address of the buffer): Numba device arrays, one per (template, offset, size) of
     ``parts`` (:func:`numba_template`, :func:`layout`), in one new stream-ordered buffer of
     ``nbytes``; ``context`` is Numba's context of ``device``, ``owner`` the object of ``stream``
-    (kept alive as long as the buffer)."""
-    cls, pointer = _numba_classes or _load_numba_classes()
+    (kept alive as long as the buffer). The buffer is freed when the last view of any array in it goes."""
     alloc = Allocation(nbytes, device, stream, owner)
     arrays = []
     for template, offset, size in parts:
-        arr = cls.__new__(cls)
-        d = arr.__dict__
-        d.update(template)
-        d["gpu_data"] = pointer(context, alloc, offset, size)
-        d["_lazykern_device"] = device
+        arr = internals.device_array_from(template, context, alloc.ptr + offset, size, alloc)
+        arr.__dict__["_lazykern_device"] = device
         arrays.append(arr)
     return arrays, alloc.ptr
-
-
-def _load_numba_classes() -> list[Any]:
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-
-    _numba_classes[:] = [DeviceNDArray, _numba_pointer_class()]
-    return _numba_classes
 
 
 def on_library_stream(stream: int, current: bool) -> bool:

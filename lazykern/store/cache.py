@@ -332,6 +332,7 @@ class KernelCache(ProgramCacheResource):
         *,
         expect: dict[str, Any] | None = None,
         also: Sequence[str] = (),
+        check: Callable[[_entry.Entry], str | None] | None = None,
     ) -> tuple[_entry.Entry, bool]:
         """Return ``(entry, compiled_now)``; compile under a per-key lock on a miss.
 
@@ -339,19 +340,23 @@ class KernelCache(ProgramCacheResource):
         wait on a file lock, so each key is compiled about once overall.
         ``expect`` is checked against a stored entry's header (see :meth:`lookup`).
         ``also``: keys of entries that serve as well when found (never compiled).
+        ``check``: verifies a stored entry against this process (e.g. a manifest of what the
+        compile read); an entry it gives a reason against is not served but compiled again
+        and replaced. A compile whose header says ``memory_only`` (its code holds an address
+        of this process) is served from memory and only a marker without code is stored.
         Each call counts one lookup and then one hit or one miss.
         """
         self._count("lookups")
-        entry = self.lookup(key, expect=expect)
+        entry = self._checked(self.lookup(key, expect=expect), check)
         for other in also:
             if entry is not None:
                 break
-            entry = self.lookup(other, expect=expect)
+            entry = self._checked(self.lookup(other, expect=expect), check)
         if entry is not None:
             self._hit(entry)
             return entry, False
         with self._thread_lock(key), self._process_lock(key):
-            entry = self.lookup(key, expect=expect)
+            entry = self._checked(self.lookup(key, expect=expect), check)
             if entry is not None:
                 self._hit(entry)
                 return entry, False
@@ -363,8 +368,24 @@ class KernelCache(ProgramCacheResource):
             meta.setdefault("compile_seconds", round(seconds, 6))
             self._count("compiles")
             self._count("compile_ms", int(meta["compile_seconds"] * 1000))
-            self.store(key, code, meta)
+            if meta.get("memory_only"):
+                log.warning(
+                    "%s is kept in memory only, never stored: %s", meta.get("name", key[:16]), meta["memory_only"]
+                )
+                self.store(key, b"", meta)  # a marker, so `lazykern cache ls` shows it; never served
+            else:
+                self.store(key, code, meta)
             return _entry.Entry(code, {**meta, "key": key}), True
+
+    @staticmethod
+    def _checked(entry: _entry.Entry | None, check: Callable[[_entry.Entry], str | None] | None) -> _entry.Entry | None:
+        if entry is None or (check is None and not entry.meta.get("memory_only")):
+            return entry
+        reason = entry.meta.get("memory_only") or (check(entry) if check is not None else None)
+        if reason:
+            log.debug("lazykern: stored %s not served: %s", entry.meta.get("name", "entry"), reason)
+            return None
+        return entry
 
     def _hit(self, entry: _entry.Entry) -> None:
         self._count("hits")

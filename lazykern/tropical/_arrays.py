@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._numba import internals
 from ..errors import DriverError
 from ..launch import _device
 from .reference import check_dtype
@@ -194,7 +195,7 @@ def fast_kind(cls: type) -> FastKind | None:
 
 def _classify(cls: type) -> FastKind | None:
     module = cls.__module__ or ""
-    if module == "numba.cuda.cudadrv.devicearray" and cls.__name__ in ("DeviceNDArray", "MappedNDArray"):
+    if module == internals.DEVICE_ARRAY_MODULE and cls.__name__ in ("DeviceNDArray", "MappedNDArray"):
         return _FAST_KINDS["numba"]
     if module.startswith("cupy") and cls.__name__ == "ndarray":
         return _FAST_KINDS["cupy"]

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .._numba import internals
 from ..launch import _batch_split, _device
 from . import _arrays, _hot, reference
 from . import plan as planner
@@ -498,7 +499,7 @@ def _host_product(a: Operand, b: Operand, semiring, argmax, c_op, i_op, stream, 
 
 
 def _simulated(x: Any) -> bool:
-    return type(x).__module__.startswith("numba.cuda.simulator")
+    return type(x).__module__.startswith(internals.SIMULATOR_MODULE)
 
 
 def _sim_product(A, B, semiring, argmax, out, batched):

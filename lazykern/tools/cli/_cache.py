@@ -211,6 +211,8 @@ def _ls_table(rows: list[dict[str, Any]]) -> Table:
         label = plain(kernel_label(r))
         if r.get("stale"):
             label.append(" (stale)", style="yellow")
+        if r.get("memory_only"):  # a marker: the code holds an address of its process, never stored
+            label.append(" (memory only)", style="yellow")
         cells: list[RenderableType] = [label, plain(r.get("arch", "-"))]
         if wide:
             cells.append(plain(" ".join(map(str, r.get("options") or []))))

@@ -33,23 +33,27 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CompileError
+from ..errors import CompileError
+from . import internals
 
 _MAX_DEPTH = 64
 # Modules whose contents are pinned by the versions that go into the key.
 _PINNED = ("numba", "numpy", "math", "cmath", "operator", "builtins", "cuda", "llvmlite")
 
 
-def _pinned(module_name: str | None) -> bool:
+def pinned_module(module_name: str | None) -> bool:
+    """Whether a module belongs to a library whose version is in the key (numba, numpy, ...)."""
     return module_name is not None and module_name.split(".", 1)[0] in _PINNED
 
 
 class _Walker:
-    def __init__(self) -> None:
+    def __init__(self, lines: bool = False) -> None:
+        self.lines = lines  # line numbers are compiled in (lineinfo/debug): key every one of them
         self.h = hashlib.sha256()
         self.seen: set[int] = set()  # functions and modules already walked
         self.path: set[int] = set()  # containers being walked now (cycle protection)
         self.links: list[Any] = []
+        self.walked: list[pytypes.FunctionType] = []  # the functions walked, in order
 
     def put(self, *parts: Any) -> None:
         for p in parts:
@@ -71,6 +75,8 @@ class _Walker:
             co.co_kwonlyargcount,
             co.co_flags,
         )
+        if self.lines:  # the line table Numba compiles in: file, first line and every line number
+            self.put("lines", co.co_filename, co.co_firstlineno, [line for _, _, line in co.co_lines()])
         for c in co.co_consts:
             if isinstance(c, pytypes.CodeType):
                 self.code(c)
@@ -82,6 +88,7 @@ class _Walker:
             self.put("seen", fn.__qualname__)
             return
         self.seen.add(id(fn))
+        self.walked.append(fn)
         co = fn.__code__
         self.put("function", fn.__module__, fn.__qualname__)
         self.data("__defaults__", fn.__defaults__, frozenset(), 0)
@@ -106,19 +113,22 @@ class _Walker:
             self.links.extend(options.get("link", ()) or ())
             self.function(py_func)
         elif isinstance(v, pytypes.FunctionType):
-            if _pinned(v.__module__):
+            if pinned_module(v.__module__):
                 self.put("pinned function", name, v.__module__, v.__qualname__)
             else:
                 self.function(v)
         elif isinstance(v, pytypes.ModuleType):
             self.put("module", name, v.__name__)
-            if _pinned(v.__name__) or id(v) in self.seen:
+            if pinned_module(v.__name__) or id(v) in self.seen:
                 return
             self.seen.add(id(v))
             # `mod.attr` puts both names in co_names: follow the attributes it may name.
             for attr in sorted(names):
                 if attr in vars(v):
                     self.value(f"{name}.{attr}", vars(v)[attr], names)
+        elif isinstance(getattr(v, "_defn", None), pytypes.FunctionType):  # an @intrinsic: its definition
+            self.put("intrinsic", name)
+            self.function(v._defn)
         elif _is_extern(v):
             self.put("extern", name, v.name, str(v.sig))
             self.links.extend(_extern_links(v))
@@ -135,6 +145,12 @@ class _Walker:
         t = type(v)
         if v is None or t in (bool, int, float, complex, str):
             self.put("const", t.__name__, v)
+        elif isinstance(v, (int, float, complex, str)) and not isinstance(v, enum.Enum):
+            # a subclass (`class N(int)`): Numba freezes the value; its class and attributes follow
+            base = next(b for b in (bool, int, float, complex, str) if isinstance(v, b))
+            self.put("const subclass", t.__module__, t.__qualname__, base.__name__, base.__repr__(v))
+            for attr in _attributes(v):
+                self.value(f"{name}.{attr}", getattr(v, attr, None), names, depth + 1)
         elif t in (bytes, bytearray):
             self.put("bytes", bytes(v))
         elif isinstance(v, np.ndarray):
@@ -176,14 +192,14 @@ class _Walker:
             self.put(len(v), sorted(self._digest(f"{name}{{}}", item, names, depth + 1) for item in v))
         elif isinstance(v, type):
             self.put("class", v.__module__, v.__qualname__)
-            if not _pinned(v.__module__):  # `Color.RED`, `Cfg.N`: follow the attributes the code may name
+            if not pinned_module(v.__module__):  # `Color.RED`, `Cfg.N`: follow the attributes the code may name
                 for attr in sorted(names):
                     if attr in vars(v):
                         self.value(f"{name}.{attr}", vars(v)[attr], names, depth + 1)
         elif dataclasses.is_dataclass(v):
             for f in dataclasses.fields(v):
                 self.value(f"{name}.{f.name}", getattr(v, f.name, None), names, depth + 1)
-        elif _pinned(t.__module__):
+        elif pinned_module(t.__module__):
             # numba types, numpy ufuncs, CUDA intrinsics: the library versions in the key pin them.
             self.put("pinned", str(v) if _is_numba_type(v) else _safe_repr(v), _named(v))
         else:
@@ -195,7 +211,7 @@ class _Walker:
     def _digest(self, name: str, v: Any, names: frozenset[str], depth: int) -> str:
         """Digest of one value on its own (set elements are hashed in sorted order)."""
         sub = _Walker()
-        sub.seen, sub.path, sub.links = self.seen, self.path, self.links
+        sub.seen, sub.path, sub.links, sub.walked = self.seen, self.path, self.links, self.walked
         sub.value(name, v, names, depth)
         return sub.h.hexdigest()
 
@@ -307,38 +323,55 @@ def _read_link(path: str) -> bytes | None:
 
 def _cu_headers(data: bytes) -> str:
     """Digest of the headers a linked ``.cu`` reaches, with numba-cuda's NVRTC search path."""
-    from numba.cuda.core import config as numba_config
-
-    from .compile._includes import include_digest
-    from .compile.compiler import system_include_dirs
+    from ..compile._includes import include_digest
+    from ..compile.compiler import system_include_dirs
 
     text = data.decode("utf-8", "replace")
     if "include" not in text and "import" not in text:
         return include_digest("", (), ())
-    numba_cuda = os.path.dirname(os.path.dirname(os.path.abspath(_numba_cuda_file())))
+    numba_cuda = internals.package_dir()
     pinned = [
         *(os.path.join(numba_cuda, "include", v) for v in ("12", "13")),
         *system_include_dirs(),
         os.path.join(numba_cuda, "memory_management"),
     ]
-    extra = [d for d in (getattr(numba_config, "CUDA_NVRTC_EXTRA_SEARCH_PATHS", "") or "").split(":") if d]
+    extra = [d for d in (getattr(internals.numba_config(), "CUDA_NVRTC_EXTRA_SEARCH_PATHS", "") or "").split(":") if d]
     return include_digest(text, [*pinned, *extra], pinned)
 
 
-def _numba_cuda_file() -> str:
-    import numba.cuda.cudadrv.nvrtc
-
-    return numba.cuda.cudadrv.nvrtc.__file__
-
-
-def fingerprint(pyfunc: pytypes.FunctionType, link: Iterable[Any] = ()) -> tuple[str, list[list[str]]]:
-    """sha256 over the kernel, everything it reaches, and its linked files' contents.
+def fingerprint(
+    pyfunc: pytypes.FunctionType, link: Iterable[Any] = (), *, lines: bool = False
+) -> tuple[str, list[list[str]]]:
+    """sha256 over the kernel, everything it reaches, and its linked files' contents; with
+    ``lines`` (lineinfo or debug compiled in) every reached function's line table too.
 
     Returns ``(digest, links)`` where ``links`` lists each linked file's name and digest.
     """
-    w = _Walker()
+    w = _Walker(lines)
     w.put("python", sys.version_info[:2])
     w.function(pyfunc)
     links = link_digest([*link, *w.links])
     w.put("links", links)
     return w.h.hexdigest(), links
+
+
+def function_digest(fn: pytypes.FunctionType, *, lines: bool = False) -> str:
+    """sha256 of one function as :func:`fingerprint` sees it: bytecode, constants, nested code,
+    defaults, closure cells and the values it reaches (not its linked files)."""
+    w = _Walker(lines)
+    w.function(fn)
+    return w.h.hexdigest()
+
+
+def value_digest(v: Any, *, lines: bool = False) -> str:
+    """sha256 of one value by content (functions and dispatchers in it walked as in :func:`fingerprint`)."""
+    w = _Walker(lines)
+    w.value("<value>", v, frozenset())
+    return w.h.hexdigest()
+
+
+def reached_functions(pyfunc: pytypes.FunctionType) -> list[pytypes.FunctionType]:
+    """The functions :func:`fingerprint` walks from ``pyfunc`` (the first key covers them)."""
+    w = _Walker()
+    w.function(pyfunc)
+    return w.walked

@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import LaunchError
-from .launch import _device
+from ..launch import _device
+from ..errors import LaunchError
+from . import internals
 
 SLOW = object()  # a fast key part meaning "type this argument on the general path"
 
@@ -94,18 +95,14 @@ def classify(value: Any, index: int) -> tuple[Any, str, Any]:
     if nt is not None:
         return nt, DEVICE, value
     if isinstance(value, np.ndarray):
-        from numba.cuda.typing.typeof import typeof
-
-        return typeof(value), HOST, value
+        return internals.typeof(value), HOST, value
     cai = _cuda_array_interface(value, index)
     if cai is not None:
         view = CaiView(cai, index)
         return view.numba_type(), CAI, view
     if isinstance(value, tuple):
-        from numba.cuda.typing.typeof import typeof
-
         try:
-            return typeof(value), VALUE, value
+            return internals.typeof(value), VALUE, value
         except ValueError:
             pass
     raise LaunchError(

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from . import internals
+
 
 def normalize_signature(sig: Any) -> tuple:
     """A tuple of Numba types, a ``"void(float32, ...)"`` string or a Numba signature -> argument types."""
-    from numba.cuda.core import sigutils  # numba on first use: `import lazykern` stays fast
-
     try:
-        args, ret = sigutils.normalize_signature(sig)
+        args, ret = internals.normalize_signature(sig)
     except Exception as exc:
         raise TypeError(f"not a kernel signature: {sig!r} ({exc})") from None
     if ret is not None and str(ret) != "none":

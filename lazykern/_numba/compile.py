@@ -20,8 +20,9 @@ import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from . import _numba_args
-from .errors import CompileError
+from ..errors import CompileError
+from . import args as _numba_args
+from . import internals, resolved
 
 log = logging.getLogger("lazykern")
 
@@ -68,6 +69,8 @@ def compile_kernel(
                 max_registers=options["max_registers"],
                 lto=options["lto"],
             )
+            # While this compile's device-function overloads are in place: what Numba resolved.
+            manifest = resolved.record(cres, pyfunc, lines=bool(options["lineinfo"]))
         lib = cres.library
         symbol = cres.fndesc.llvm_func_name
         kernel = lib.get_function(symbol)
@@ -108,7 +111,11 @@ def compile_kernel(
         "arch": arch,
         "cooperative": bool(lib.use_cooperative),
         "compile_seconds": round(time.perf_counter() - start, 6),
+        "manifest": manifest,
     }
+    # What a new process could not verify is not persisted: it runs from memory (cache.py).
+    if manifest.get("memory_only") or manifest.get("unverifiable"):
+        meta["memory_only"] = manifest.get("memory_only") or f"cannot be verified by name: {manifest['unverifiable']}"
     log.debug("compiled lazy kernel %s%s for %s", name, meta["signature"], arch)
     return code, meta
 
@@ -173,7 +180,7 @@ def _add_links(lib: Any, link: Sequence[Any], target_context: Any) -> None:
         lib.add_linking_file(item)
     llvm = lib.get_llvm_str()
     if any(fn in llvm for fn in _RESHAPE_FUNCS):
-        lib.add_linking_file(os.path.join(os.path.dirname(_numba_cuda_file()), "reshape_funcs.cu"))
+        lib.add_linking_file(os.path.join(internals.package_dir(), "reshape_funcs.cu"))
     if getattr(target_context, "enable_nrt", False) and any(fn in llvm for fn in _Kernel.NRT_functions):
         raise CompileError(
             "this kernel needs Numba's runtime (NRT), which must be set up by Numba's own module loader; "
@@ -186,9 +193,3 @@ def _add_links(lib: Any, link: Sequence[Any], target_context: Any) -> None:
             "use numba.cuda.jit for this kernel",
             name=str(lib._entry_name),
         )
-
-
-def _numba_cuda_file() -> str:
-    import numba.cuda.dispatcher
-
-    return numba.cuda.dispatcher.__file__

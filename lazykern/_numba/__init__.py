@@ -1,0 +1,56 @@
+"""The one adapter between lazykern and numba-cuda's internals.
+
+Everything lazykern borrows from numba-cuda that is not public API lives in this package, and so do
+all the patches lazykern applies to Numba (``tests/test_numba_adapter.py`` checks each borrowed name
+against the installed numba-cuda and names the one that moved; an import-linter contract forbids
+private numba-cuda imports anywhere else). The surface the rest of the package calls:
+
+- :mod:`.internals` (low layer, imports nothing from lazykern): the simulator switch, Numba's
+  context, nvJitLink / libNVVM versions, ``typeof`` and signatures, device arrays built without
+  Numba's constructor, and the capture guards' patch targets with :func:`~.internals.patch`.
+- :mod:`.signature`: kernel signatures spelled by the user, relaxed to any layout.
+- :mod:`.args`: how arguments become a Numba kernel's parameters (launch plans, packers).
+- :mod:`.key`: the first key of a ``@lazy_kernel`` (bytecode and everything it reaches).
+- :mod:`.resolved`: the manifest of what Numba resolved while compiling (functions, frozen
+  constants, line table), recorded at compile time and verified on every load.
+- :mod:`.compile`: one instantiation to a cubin for any arch, with no GPU.
+
+Nothing is imported here: ``import lazykern`` must not import Numba.
+"""
+
+# Every private numba-cuda object the adapter reaches, as "module:attribute.path", with what it is
+# used for. tests/test_numba_adapter.py resolves each against the installed numba-cuda.
+BORROWED: dict[str, str] = {
+    "numba.cuda.core.config:ENABLE_CUDASIM": "the simulator switch",
+    "numba.cuda.core.config:CUDA_NVRTC_EXTRA_SEARCH_PATHS": "NVRTC search path of linked .cu files (key)",
+    "numba.cuda.core.sigutils:normalize_signature": "kernel signatures",
+    "numba.cuda.core.compiler_lock:global_compiler_lock": "the lock held while device functions are swapped",
+    "numba.cuda.core.ir:Global": "frozen globals in the typed IR (manifest)",
+    "numba.cuda.core.ir:FreeVar": "frozen closure values in the typed IR (manifest)",
+    "numba.cuda.core.ir:Const": "frozen constants in the typed IR (manifest)",
+    "numba.cuda.typing.typeof:typeof": "typing host arguments",
+    "numba.cuda.np.numpy_support:from_dtype": "typing scalars and CUDA-array-interface arrays",
+    "numba.cuda.cudadrv.devices:get_context": "Numba's context of the current device",
+    "numba.cuda.cudadrv.driver:_have_nvjitlink": "the default of lto=",
+    "numba.cuda.cudadrv.driver:MemoryPointer": "device arrays over lazykern's pool memory",
+    "numba.cuda.cudadrv.devicearray:DeviceNDArray": "device arrays built without the constructor",
+    "numba.cuda.cudadrv.devicearray:DeviceNDArrayBase.copy_to_host": "capture guard on synchronous copies",
+    "numba.cuda.cudadrv.devicearray:DeviceNDArrayBase.copy_to_device": "capture guard on synchronous copies",
+    "numba.cuda.cudadrv.dummyarray:Array.from_desc": "the shape/strides record of a device array",
+    "numba.cuda.cudadrv.nvvm:NVVM": "libNVVM's version (key)",
+    "numba.cuda.cudadrv.nvvm:set_launch_bounds": "launch_bounds= on a compiled kernel",
+    "numba.cuda.cudadrv.nvrtc:__file__": "numba-cuda's package directory (include dirs, reshape_funcs.cu)",
+    "numba.cuda.compiler:compile_cuda": "typing and lowering one instantiation",
+    "numba.cuda.compiler:kernel_fixup": "turning the lowered function into a kernel",
+    "numba.cuda.dispatcher:get_current_device": "swapped for the target arch while compiling",
+    "numba.cuda.dispatcher:CUDADispatcher.compile_device": "device functions compiled per target arch",
+    "numba.cuda.dispatcher:CUDADispatcher.call": "capture guard on @cuda.jit launches",
+    "numba.cuda.dispatcher:_Kernel.NRT_functions": "refusing kernels that need Numba's runtime",
+    "numba.cuda.descriptor:cuda_target.target_context._defns": "files linked by cuda.declare_device (key)",
+    "numba.cuda.types.ext_types:CUDADispatcher": "device functions a kernel resolved (manifest)",
+    "numba.cuda.simulator.kernel:FakeCUDAKernel.__getitem__": "capture of simulator launches",
+    "numba.cuda.simulator.cudadrv.devicearray:FakeCUDAArray": "capture guard on simulator copies",
+    # Attributes of Numba objects that other modules reach through public ones (cuda.gpus[i], contexts):
+    "numba.cuda.cudadrv.driver:Device.get_primary_context": "_device.primary_context (no import)",
+    "numba.cuda.cudadrv.driver:Context.defer_cleanup": "graph.py keeps frees out of a capture (no import)",
+}

@@ -1,0 +1,184 @@
+"""The numba-cuda internals the low layers of lazykern borrow, and every patch lazykern applies to Numba.
+
+Each function names the private object it reaches so that ``tests/test_numba_adapter.py`` can check
+it against the installed numba-cuda and say which one moved. Nothing outside ``lazykern._numba``
+imports a private numba-cuda module (an import-linter contract holds that); this module sits low
+(it imports nothing from lazykern) so that device, memory and capture code can use it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Any
+
+# The module of Numba's device array classes: launch paths recognise its arrays by class, cheaply.
+DEVICE_ARRAY_MODULE = "numba.cuda.cudadrv.devicearray"
+SIMULATOR_MODULE = "numba.cuda.simulator"
+
+# Numba's allocators and copies, which the capture guards wrap (see _capture_hooks).
+ALLOCATORS = (
+    "to_device",
+    "device_array",
+    "device_array_like",
+    "pinned_array",
+    "pinned_array_like",
+    "mapped_array",
+    "mapped_array_like",
+    "managed_array",
+)
+
+
+def simulating() -> bool:
+    """Whether Numba runs kernels on its CPU simulator (``numba.cuda.core.config.ENABLE_CUDASIM``)."""
+    from numba.cuda.core import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+def numba_config() -> Any:
+    """``numba.cuda.core.config`` (NVRTC search paths, simulator switch)."""
+    from numba.cuda.core import config
+
+    return config
+
+
+def context() -> Any:
+    """Numba's context of the current device, created if there is none yet
+    (``numba.cuda.cudadrv.devices.get_context``)."""
+    from numba.cuda.cudadrv.devices import get_context
+
+    return get_context()
+
+
+def have_nvjitlink() -> bool:
+    """Whether numba-cuda links with nvJitLink, its default for ``lto`` (``cudadrv.driver._have_nvjitlink``)."""
+    from numba.cuda.cudadrv.driver import _have_nvjitlink
+
+    return bool(_have_nvjitlink())
+
+
+@functools.cache
+def nvvm_version() -> str:
+    """libNVVM's version through ``numba.cuda.cudadrv.nvvm.NVVM``; "?" where there is no libNVVM."""
+    try:
+        from numba.cuda.cudadrv import nvvm
+
+        return ".".join(map(str, nvvm.NVVM().get_version()))
+    except Exception:  # no libNVVM: nothing can compile anyway, keys still differ by numba-cuda version
+        return "?"
+
+
+def typeof(value: Any) -> Any:
+    """Numba's type of a host value (``numba.cuda.typing.typeof.typeof``)."""
+    from numba.cuda.typing.typeof import typeof as numba_typeof
+
+    return numba_typeof(value)
+
+
+def normalize_signature(sig: Any) -> tuple[tuple, Any]:
+    """``(argument types, return type)`` (``numba.cuda.core.sigutils.normalize_signature``)."""
+    from numba.cuda.core import sigutils
+
+    return sigutils.normalize_signature(sig)
+
+
+def package_dir() -> str:
+    """numba-cuda's ``numba/cuda`` directory (its NVRTC include dirs and helper ``.cu`` files live there)."""
+    import numba.cuda.cudadrv.nvrtc
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(numba.cuda.cudadrv.nvrtc.__file__)))
+
+
+# -- device arrays built without Numba's constructor (memory.py: 3 us of set-up become 0.3 us) --
+def device_array_template(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int, dtype: Any) -> dict:
+    """The instance attributes of an empty ``DeviceNDArray`` (``_dummy`` from ``dummyarray.Array``),
+    with no memory yet: a template that :func:`device_array_from` copies."""
+    from numba.cuda.cudadrv import devicearray, dummyarray
+
+    arr = devicearray.DeviceNDArray.__new__(devicearray.DeviceNDArray)
+    arr.ndim = len(shape)
+    arr._dummy = dummyarray.Array.from_desc(0, tuple(shape), tuple(strides), itemsize)
+    arr.shape, arr.strides = arr._dummy.shape, arr._dummy.strides
+    arr.dtype, arr.size = dtype, arr._dummy.size
+    nbytes = itemsize
+    for n in shape:
+        nbytes *= max(int(n), 1)
+    arr.alloc_size = nbytes if arr.size else 0  # as Numba: an empty array copies no bytes
+    arr.stream = 0
+    return dict(arr.__dict__)
+
+
+@functools.cache
+def device_array_classes() -> tuple[Any, Any]:
+    """``(DeviceNDArray, a MemoryPointer subclass over borrowed memory)``: the pointer sets the
+    attributes ``driver.MemoryPointer`` reads, and keeps ``owner`` (what frees the memory) alive."""
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    from numba.cuda.cudadrv.driver import MemoryPointer
+
+    class BorrowedPointer(MemoryPointer):
+        """A Numba MemoryPointer to ``size`` bytes at ``address`` that someone else frees (``owner``)."""
+
+        def __init__(self, context: Any, address: int, size: int, owner: Any) -> None:
+            self.context = context
+            self.device_pointer = self.handle = address
+            self.size = self._cuda_memsize_ = size
+            self.is_managed = False
+            self.refct = 1
+            self._owner = owner
+
+    return DeviceNDArray, BorrowedPointer
+
+
+def device_array_from(template: dict, context: Any, address: int, size: int, owner: Any) -> Any:
+    """A ``DeviceNDArray`` over ``size`` bytes at ``address`` (kept alive by ``owner``), built from
+    :func:`device_array_template` without running Numba's constructor."""
+    cls, pointer = device_array_classes()
+    arr = cls.__new__(cls)
+    d = arr.__dict__
+    d.update(template)
+    d["gpu_data"] = pointer(context, address, size, owner)
+    return arr
+
+
+# -- patches: the only place lazykern assigns to Numba's attributes ----------------------------
+def capture_patch_targets() -> dict[str, list[tuple[Any, str]]]:
+    """The Numba attributes the capture guards wrap, by role:
+    ``allocators`` (``numba.cuda.to_device`` ...), ``synchronize``, ``launch`` (``CUDADispatcher.call``,
+    absent under the simulator), ``sim_getitem`` (the simulator's ``FakeCUDAKernel.__getitem__``) and
+    ``copies`` (``copy_to_host`` / ``copy_to_device`` of Numba's device array base class)."""
+    from numba import cuda
+
+    out: dict[str, list[tuple[Any, str]]] = {
+        "allocators": [(cuda, name) for name in ALLOCATORS if hasattr(cuda, name)],
+        "synchronize": [(cuda, "synchronize")],
+        "launch": [],
+        "sim_getitem": [],
+    }
+    if simulating():
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+        from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+        out["sim_getitem"].append((FakeCUDAKernel, "__getitem__"))
+        array_cls: type = FakeCUDAArray
+    else:
+        from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase
+        from numba.cuda.dispatcher import CUDADispatcher
+
+        out["launch"].append((CUDADispatcher, "call"))
+        array_cls = DeviceNDArrayBase
+    out["copies"] = [(array_cls, name) for name in ("copy_to_host", "copy_to_device")]
+    return out
+
+
+def patch(owner: Any, name: str, wrap: Callable[[Any], Any]) -> tuple[Any, str, Any]:
+    """Replace ``owner.name`` by ``wrap(original)``; returns what :func:`unpatch` needs."""
+    original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+    setattr(owner, name, wrap(original))
+    return owner, name, original
+
+
+def unpatch(saved: tuple[Any, str, Any]) -> None:
+    owner, name, original = saved
+    setattr(owner, name, original)

@@ -1,0 +1,275 @@
+"""The @lazy_kernel key covers what Numba resolved (issue 25, items 2-4), and a key-completeness
+mutation test over a corpus of kernels (tests/_numba_corpus.py).
+
+Every compile happens on the CPU (NVRTC route, sm_80). A case's store entry is built in one process;
+then one input the compile read is edited on disk, and a fresh process must either compile again
+or be served a binary byte-identical to what compiling now gives.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests import _numba_corpus as corpus
+
+ROOT = str(Path(__file__).resolve().parents[1])
+
+
+def _python(*args: str) -> dict:
+    """Run ``python args...`` in a fresh process; the JSON it printed after ``JSON:``."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # an edit within the same second must not meet a stale .pyc
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    proc = subprocess.run([sys.executable, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(next(li for li in proc.stdout.splitlines() if li.startswith("JSON:"))[5:])
+
+
+def _fresh_process(src: Path, store: Path) -> dict:
+    return _python("-m", "tests._numba_corpus", str(src), str(store))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """[(applied mutations, report)]: the base twice, then each round of one mutation per case."""
+    src, store = tmp_path_factory.mktemp("corpus"), tmp_path_factory.mktemp("store")
+    out = []
+    for round_index in [0, 0, *range(1, corpus.rounds() + 1)]:
+        applied = corpus.write(src, round_index)
+        out.append((applied, _fresh_process(src, store)))
+    return out
+
+
+@pytest.mark.slow  # fresh processes that compile
+def test_a_warm_store_serves_every_case_without_compiling(runs):
+    (_, first), (_, second) = runs[0], runs[1]
+    assert all(r["compiled"] for r in first.values())
+    # the manifest verifies in a new process: nothing is compiled twice
+    assert {case: r["compiled"] for case, r in second.items()} == dict.fromkeys(second, False)
+    assert all(r["served"] == r["fresh"] for r in second.values())
+
+
+def _mutations() -> list[tuple[str, str, int]]:
+    return [(case, m[0], i + 1) for case, spec in corpus.CASES.items() for i, m in enumerate(spec[3])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("case", "label", "round_index"), _mutations(), ids=lambda v: str(v))
+def test_an_edit_of_what_the_compile_read_is_never_served_stale(runs, case, label, round_index):
+    base = runs[0][1][case]
+    applied, report = runs[round_index + 1]
+    assert f"{case}: {label}" in applied
+    r = report[case]
+    assert r["fresh"] != base["fresh"], f"{label}: the mutation does not change the binary; the case tests nothing"
+    assert r["compiled"] or r["served"] == r["fresh"], f"{label}: the store served the binary from before the edit"
+
+
+@pytest.mark.slow  # fresh processes that compile
+def test_key_completeness_mutation_count_and_survivors(runs, capsys):
+    survivors, total = [], 0
+    for applied, report in runs[2:]:
+        for item in applied:
+            total += 1
+            case = item.split(":", 1)[0]
+            r = report[case]
+            if not r["compiled"] and r["served"] != r["fresh"]:
+                survivors.append(item)
+    with capsys.disabled():
+        print(f"\nnumba key-completeness: {total} mutations, {len(survivors)} survivors {survivors}")
+    assert total == len(_mutations())
+    assert survivors == []
+
+
+# -- item 1: a kernel whose code holds an address of its process is never stored --------------
+_FAKE_DEVICE_GLOBAL = """
+class FakeDeviceArray:
+    '''Stands for a CuPy / torch / Numba device array: only the interface Numba reads.'''
+    def __init__(self, address):
+        self.__cuda_array_interface__ = {
+            "shape": (4,), "typestr": "<f4", "data": (address, False), "version": 3, "strides": None}
+
+G = FakeDeviceArray({address})
+WRAPPED = (1, G)
+
+def kern(out):
+    out[0] = G[1]
+
+def kern_in_tuple(out):
+    out[0] = WRAPPED[1][2]
+"""
+
+_MEMORY_ONLY_RUN = """
+import json, logging, sys
+sys.path.insert(0, {src!r})
+records = []
+handler = logging.Handler()
+handler.emit = lambda record: records.append(record.getMessage())
+logging.getLogger("lazykern").addHandler(handler)
+import m_device_global as m
+from lazykern import KernelCache, lazy_kernel
+cache = KernelCache({store!r})
+out = {{}}
+for name in ("kern", "kern_in_tuple"):
+    out[name] = lazy_kernel(getattr(m, name), cache=cache).warm(["void(float32[::1])"], arch="sm_80")[0]["compiled"]
+rows = [dict(name=r.get("name"), bytes=r["bytes"], memory_only=r.get("memory_only")) for r in cache.entries()]
+print("JSON:" + json.dumps(dict(compiled=out, rows=rows, log=[r for r in records if "memory only" in r])))
+"""
+
+
+def _run_memory_only(src: Path, store: Path, address: int) -> dict:
+    (src / "m_device_global.py").write_text(_FAKE_DEVICE_GLOBAL.replace("{address}", hex(address)))
+    return _python("-c", _MEMORY_ONLY_RUN.format(src=str(src), store=str(store)))
+
+
+@pytest.mark.slow  # fresh processes that compile
+def test_a_device_array_global_is_never_stored_and_runs_from_memory(tmp_path):
+    src, store = tmp_path / "src", tmp_path / "store"
+    src.mkdir()
+    first = _run_memory_only(src, store, 0x7F0000001000)
+    assert first["compiled"] == {"kern": True, "kern_in_tuple": True}
+    # one log line per compile, saying why
+    assert len(first["log"]) == 2, first["log"]
+    assert all("device array" in li and "address" in li for li in first["log"]), first["log"]
+    # the store holds markers only: no code, the reason (what `lazykern cache ls` shows)
+    assert sorted(r["name"] for r in first["rows"]) == ["kern", "kern_in_tuple"]
+    assert all(r["bytes"] == 0 and "device array" in r["memory_only"] for r in first["rows"])
+    # another process, another address: compiled again, never served the old process's code
+    second = _run_memory_only(src, store, 0x7F0000009000)
+    assert second["compiled"] == {"kern": True, "kern_in_tuple": True}
+    assert all(r["bytes"] == 0 for r in second["rows"])
+
+
+@pytest.mark.slow  # fresh processes that compile
+def test_cache_ls_shows_a_memory_only_kernel(tmp_path):
+    from typer.testing import CliRunner
+
+    from lazykern.tools.cli import app
+
+    src, store = tmp_path / "src", tmp_path / "store"
+    src.mkdir()
+    _run_memory_only(src, store, 0x7F0000001000)
+    result = CliRunner().invoke(app, ["cache", "ls"], env={"LAZYKERN_CACHE_DIR": str(store), "COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert result.output.count("(memory only)") == 2, result.output
+
+
+_GPU_RUN = """
+import json, sys
+import numpy as np
+from numba import cuda
+sys.path.insert(0, {src!r})
+import m_gpu_global as m
+from lazykern import KernelCache, lazy_kernel
+k = lazy_kernel(m.kern, cache=KernelCache({store!r}))
+out = cuda.device_array(4, dtype=np.float32)
+k[1, 4](out)
+cuda.synchronize()
+print("JSON:" + json.dumps(dict(out=out.copy_to_host().tolist(), compiles=k.stats()["compiles"])))
+"""
+
+_GPU_MODULES = {
+    "numba": "import numpy as np\nfrom numba import cuda\n"
+    "G = cuda.to_device(np.arange(4, dtype=np.float32) * {scale})\n",
+    "cupy": "import cupy\nG = cupy.arange(4, dtype=cupy.float32) * {scale}\n",
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("library", sorted(_GPU_MODULES))
+def test_gpu_a_global_device_array_reads_this_process_memory(tmp_path, library):
+    """Two processes, each with its own global device array: each reads its own values."""
+    if library == "cupy":
+        pytest.importorskip("cupy")
+    src, store = tmp_path / "src", tmp_path / "store"
+    src.mkdir()
+    results = []
+    for scale in (1, 10):
+        text = _GPU_MODULES[library].format(scale=scale) + "\ndef kern(out):\n    i = cuda.grid(1)\n    out[i] = G[i]\n"
+        if library == "cupy":
+            text = "from numba import cuda\n" + text
+        (src / "m_gpu_global.py").write_text(text)
+        results.append(_python("-c", _GPU_RUN.format(src=str(src), store=str(store))))
+    assert results[0]["out"] == [0.0, 1.0, 2.0, 3.0]
+    assert results[1]["out"] == [0.0, 10.0, 20.0, 30.0]
+    assert results[1]["compiles"] == 1  # compiled again: the first process's cubin was never stored
+
+
+def _register_local_overload():
+    """An @overload registered inside a function: a new process cannot find it by name."""
+    from numba.cuda.extending import overload
+
+    def local_stub(x):
+        pass
+
+    @overload(local_stub, target="cuda")
+    def ov(x):
+        return lambda x: x + 1
+
+    return local_stub
+
+
+_local_stub = _register_local_overload()
+
+
+def _uses_local_overload(out, x):
+    out[0] = _local_stub(x)
+
+
+def test_what_a_new_process_cannot_find_by_name_is_not_persisted(tmp_path):
+    from lazykern import KernelCache, lazy_kernel
+
+    cache = KernelCache(tmp_path / "store")
+    k = lazy_kernel(_uses_local_overload, cache=cache)
+    assert k.warm(["void(int32[::1], int32)"], arch="sm_80")[0]["compiled"]
+    (row,) = list(cache.entries())
+    assert row["bytes"] == 0 and "_register_local_overload.<locals>.ov" in row["memory_only"]
+    assert k.warm(["void(int32[::1], int32)"], arch="sm_80")[0]["compiled"]  # never served from the store
+
+
+# -- the manifest's own rules, in process ---------------------------------------------------
+class _FakeCai:
+    __cuda_array_interface__ = {"shape": (1,), "typestr": "<f4", "data": (4096, False), "version": 3}
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [(_FakeCai(), "device array"), ((1, (2, _FakeCai())), "device array"), (ctypes.c_void_p(16), "ctypes pointer")],
+)
+def test_a_process_address_anywhere_in_a_frozen_value_is_found(value, why):
+    from lazykern._numba.resolved import process_specific
+
+    assert why in process_specific(value)
+
+
+def test_plain_values_are_not_process_specific():
+    from lazykern._numba.resolved import process_specific
+
+    assert process_specific((1, 2.0, "x", np.arange(3))) == ""
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [None, {}, {"version": 1, "functions": [["x"]], "values": []}, {"version": 1, "functions": [], "values": [[1]]}],
+)
+def test_a_malformed_manifest_is_never_trusted(manifest):
+    from lazykern._numba.resolved import verify
+
+    assert verify(manifest, _uses_local_overload)  # a reason, not an exception and not None
+
+
+def test_a_module_getattr_that_raises_is_a_reason_not_a_crash(tmp_path, monkeypatch):
+    from lazykern._numba.resolved import verify
+
+    (tmp_path / "m_raising_getattr.py").write_text("def __getattr__(name):\n    raise RuntimeError('no ' + name)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    manifest = {"version": 1, "lines": False, "functions": [], "values": [[["attr", "m_raising_getattr", "N"], "0"]]}
+    assert "RuntimeError" in verify(manifest, _uses_local_overload)
