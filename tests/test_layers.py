@@ -124,7 +124,9 @@ def _private_reads() -> list[str]:
                         found.append(f"{where}:{node.lineno}: from {target} import {a.name}")
             elif isinstance(node, ast.Import):
                 modules |= {a.asname for a in node.names if a.asname and a.name.startswith("lazykern.")}
-                external |= {(a.asname or a.name).split(".")[0] for a in node.names if not a.name.startswith("lazykern")}
+                external |= {
+                    (a.asname or a.name).split(".")[0] for a in node.names if not a.name.startswith("lazykern")
+                }
         stores = {
             id(t)
             for node in ast.walk(tree)

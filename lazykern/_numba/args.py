@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ..launch import _device
 from ..errors import LaunchError
+from ..launch import _device
 from . import internals
 
 SLOW = object()  # a fast key part meaning "type this argument on the general path"
