@@ -18,11 +18,11 @@ loaded. :meth:`KernelCache.check` verifies and repairs a whole store.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
 import os
-import re
 import stat
 import sys
 import threading
@@ -33,7 +33,7 @@ from typing import Any
 
 import filelock
 
-from . import _entry, config
+from . import _entry, _toolchain_memo, config
 from ._locks import LOCK_DIR, NullLock, ProcessLock
 from ._store import STORE_ERRORS, DiskBackend, MemoryBackend
 from .errors import CacheError, LazykernWarning, warn_user
@@ -98,7 +98,7 @@ def make_key(
     Options are hashed in their order; the NVRTC/CCCL versions and lazykern's
     schema version are part of the key, so an upgrade never returns an old entry.
     ``toolchain`` is :func:`lazykern.compiler.toolchain_fingerprint` (computed if
-    not given; :meth:`KernelCache.toolchain` memoizes it per machine).
+    not given; :meth:`KernelCache.toolchain` memoizes it per store and environment).
     """
     from .compiler import header_digest, toolchain_fingerprint
 
@@ -164,6 +164,7 @@ class KernelCache(ProgramCacheResource):
         self.requested_directory = os.fspath(directory) if directory is not None else config.default_cache_dir()
         self.degraded: str | None = None
         self._counts = dict.fromkeys(_COUNTERS, 0)
+        self._pending: dict[str, int] = {}  # counts not yet written to the store (_count)
         self._count_lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._key_locks_guard = threading.Lock()
@@ -178,7 +179,7 @@ class KernelCache(ProgramCacheResource):
     def _open_disk(self, directory: str) -> DiskBackend | MemoryBackend:
         try:
             _prepare_dir(directory)
-            # diskcache writes its settings on open, so a read-only directory fails here.
+            # An unusable directory fails here (a store it can write is opened on first write).
             return DiskBackend(directory, self.size_limit, on_reset=lambda msg: self._warn_once("database", msg))
         except STORE_ERRORS as exc:
             self.degraded = f"{directory}: {exc}"
@@ -208,29 +209,12 @@ class KernelCache(ProgramCacheResource):
         return self._backend.kind
 
     def toolchain(self) -> str:
-        """The toolchain fingerprint, memoized in the store under a cheap stamp.
+        """The toolchain fingerprint, memoized in the store by the stat of the files it stands for.
 
-        Computing it loads NVRTC (~10 ms); a warm fresh process reads it back instead.
+        Computing it loads NVRTC (~10 ms); a warm fresh process stats a few files instead
+        (``lazykern._toolchain_memo``).
         """
-        from .compiler import toolchain_fingerprint, toolchain_stamp
-
-        memo = "lazykern:toolchain:" + toolchain_stamp()
-        try:
-            value = self._backend.get(memo)
-            if isinstance(value, bytes) and _HEX64.fullmatch(value):
-                return value.decode()
-            if value is not None:
-                self._warn_once(
-                    "memo", f"lazykern cache row {memo!r} held garbage; recomputed the toolchain fingerprint."
-                )
-        except STORE_ERRORS:
-            pass
-        fingerprint = toolchain_fingerprint()
-        try:
-            self._backend.set(memo, fingerprint.encode())
-        except STORE_ERRORS:
-            pass
-        return fingerprint
+        return _toolchain_memo.fingerprint(self.directory, lambda msg: self._warn_once("memo", msg))
 
     # -- entries ---------------------------------------------------------
     def lookup(self, key: bytes | str, *, expect: dict[str, Any] | None = None) -> _entry.Entry | None:
@@ -305,6 +289,7 @@ class KernelCache(ProgramCacheResource):
         if len(blob) > self.size_limit:
             self._warn_too_small(len(blob))
             return
+        self._flush_counts()
         try:
             self._backend.set(key, blob, tag=meta.get("family"))
             if self._backend.get(key) is None:  # evicted at once: the store holds nothing else
@@ -382,9 +367,24 @@ class KernelCache(ProgramCacheResource):
     def _count(self, name: str, delta: int = 1) -> None:
         with self._count_lock:
             self._counts[name] += delta
+            deferred = name in _DEFERRED
+            if deferred:  # a hit writes nothing: persisted with the next write, or at exit
+                self._pending[name] = self._pending.get(name, 0) + delta
+                _unflushed[id(self)] = (os.getpid(), self)
         record(name, delta)
-        if name == "lookups":  # not persisted: hits + misses, and a write less on the warm path
+        if deferred or name == "lookups":  # not persisted: hits + misses, and a write less on the warm path
             return
+        self._persist(name, delta)
+
+    def _flush_counts(self) -> None:
+        """Write the counts a hit only noted (see ``_count``)."""
+        with self._count_lock:
+            pending, self._pending = self._pending, {}
+            _unflushed.pop(id(self), None)
+        for name, delta in pending.items():
+            self._persist(name, delta)
+
+    def _persist(self, name: str, delta: int) -> None:
         try:
             sane = self._backend.incr(_STAT + name, delta)
         except (*STORE_ERRORS, *_FOREIGN):
@@ -418,6 +418,7 @@ class KernelCache(ProgramCacheResource):
         self._backend.clear()
 
     def close(self) -> None:
+        self._flush_counts()
         self._backend.close()
 
     # -- inspection -------------------------------------------------------
@@ -538,6 +539,7 @@ class KernelCache(ProgramCacheResource):
 
     def persistent_counters(self) -> dict[str, int]:
         """Counts of every process that used this store (lookups: hits + misses)."""
+        self._flush_counts()
         out = {}
         for name in _COUNTERS:
             try:
@@ -584,7 +586,19 @@ class KernelCache(ProgramCacheResource):
 
 
 _STAT_ROOT = "lazykern:"
-_HEX64 = re.compile(rb"[0-9a-f]{64}")
+_DEFERRED = ("hits", "saved_ms")
+# Caches holding counts a hit noted but did not write: id -> (the pid that noted them, cache).
+# Written at exit by the process that counted them (a forked child does not write its parent's).
+_unflushed: dict[int, tuple[int, KernelCache]] = {}
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    for pid, cache in list(_unflushed.values()):
+        if pid == os.getpid():
+            cache._flush_counts()
+
+
 # What diskcache raises when it meets a row or setting it did not write (text where a number
 # belongs, a huge integer ...): the row is bad, the store goes on.
 _FOREIGN = (TypeError, ValueError, OverflowError, UnicodeError, RecursionError, KeyError, IndexError, AttributeError)

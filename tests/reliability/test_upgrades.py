@@ -5,7 +5,7 @@ from __future__ import annotations
 import numba_cuda
 import pytest
 
-from lazykern import KernelCache, LazykernWarning, compiler, make_key
+from lazykern import KernelCache, LazykernWarning, _toolchain_memo, compiler, make_key
 from lazykern import cache as cache_mod
 
 from ._families import synthetic_family
@@ -16,10 +16,10 @@ SRC = 'extern "C" __global__ void k(int *a) { *a = 1; }'
 @pytest.fixture
 def fresh_fingerprint():
     compiler.toolchain_fingerprint.cache_clear()
-    compiler.toolchain_stamp.cache_clear()
+    _toolchain_memo.forget()
     yield
     compiler.toolchain_fingerprint.cache_clear()
-    compiler.toolchain_stamp.cache_clear()
+    _toolchain_memo.forget()
 
 
 @pytest.mark.parametrize(
@@ -40,7 +40,7 @@ def test_upgrade_misses_the_old_entry(tmp_path, monkeypatch, fresh_fingerprint, 
     else:
         monkeypatch.setattr(cache_mod, "SCHEMA_VERSION", cache_mod.SCHEMA_VERSION + 1)
     compiler.toolchain_fingerprint.cache_clear()
-    compiler.toolchain_stamp.cache_clear()
+    _toolchain_memo.forget()
     new = synthetic_family(kc, n=1)
     assert new.key("add_0", "sm_90") != old_key
     new.get("add_0", "sm_90")

@@ -1,0 +1,94 @@
+"""The read-only fast path of the disk store: one SELECT per lookup, no diskcache open.
+
+Opening a ``diskcache.Cache`` costs about 90 SQLite statements (it reads and rewrites
+every setting, re-applies each as a PRAGMA, runs ``CREATE TABLE/INDEX IF NOT EXISTS``),
+and its ``get`` under an LRU policy is a write transaction that moves ``access_time``.
+A warm process that only loads kernels needs none of that: this reader opens a plain
+SQLite connection to the existing database and answers a lookup with the one query
+diskcache itself would run, decoding the value through the same no-pickle ``Disk``.
+
+``access_time`` (what LRU eviction goes by) is moved only when it is older than
+:data:`TOUCH_AFTER` seconds, so a store used all day pays that write once per entry and
+day, not once per lookup. Everything else (writes, counters, repairs) goes through the
+full diskcache open, which the backend makes on first need.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from typing import Any
+
+TOUCH_AFTER = 6 * 3600.0  # LRU granularity: a lookup rewrites access_time at most this often
+_SELECT = (
+    "SELECT rowid, mode, filename, value, access_time FROM Cache"
+    " WHERE key = ? AND raw = 1 AND (expire_time IS NULL OR expire_time > ?)"
+)
+
+
+class Reader:
+    """Lookups on a plain connection per thread (and per process: a fork opens its own).
+
+    ``disk`` decodes a row (``NoPickleDisk.fetch``); ``timeout`` is SQLite's busy timeout,
+    which a WAL reader only meets while another process recovers or checkpoints the file.
+    """
+
+    def __init__(self, db_path: str, disk: Any, timeout: float) -> None:
+        self.db_path = db_path
+        self.disk = disk
+        self.timeout = timeout
+        self._local = threading.local()
+
+    def _con(self) -> sqlite3.Connection:
+        local = self._local
+        if getattr(local, "pid", None) != os.getpid():
+            # A connection inherited through fork must not be used (SQLite's rule): open anew.
+            local.con, local.pid, local.tuned = None, os.getpid(), False
+        con = local.con
+        if con is None:
+            # mode=rw: never create a database here (a missing one is the full open's job).
+            uri = "file:" + _quote(self.db_path) + "?mode=rw"
+            con = local.con = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
+        return con
+
+    def get(self, key: str) -> Any:
+        """The value under ``key`` (bytes or an int counter), or None; SQLite errors propagate."""
+        now = time.time()
+        con = self._con()
+        row = con.execute(_SELECT, (key, now)).fetchone()
+        if row is None:
+            return None
+        rowid, mode, filename, value, used = row
+        try:
+            out = self.disk.fetch(mode, filename, value, False)
+        except OSError:  # deleted between the row and its file: diskcache's answer is a miss too
+            return None
+        if not isinstance(used, (int, float)) or now - used > TOUCH_AFTER:
+            self._touch(con, rowid, now)
+        return out
+
+    def _touch(self, con: sqlite3.Connection, rowid: int, now: float) -> None:
+        """Mark the row used (LRU); a busy or read-only store just keeps the old time."""
+        try:
+            if not self._local.tuned:
+                con.execute("PRAGMA synchronous = 0")  # the store's setting: see _store._settings
+                self._local.tuned = True
+            con.execute("UPDATE Cache SET access_time = ? WHERE rowid = ?", (now, rowid))
+        except sqlite3.OperationalError:
+            pass
+
+    def close(self) -> None:
+        con = getattr(self._local, "con", None)
+        if con is not None and getattr(self._local, "pid", None) == os.getpid():
+            self._local.con = None
+            try:
+                con.close()
+            except sqlite3.Error:
+                pass
+
+
+def _quote(path: str) -> str:
+    """A path for a SQLite ``file:`` URI (``?`` and ``#`` would end the path part)."""
+    return path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
