@@ -7,8 +7,6 @@ the parameters straight into a reused block for ``cuLaunchKernel`` (the hot path
 
 from __future__ import annotations
 
-import ctypes
-import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -16,10 +14,8 @@ from cuda.bindings import driver as _cu
 
 from . import _device, _numba_args
 from ._device import current_context
+from ._launch import Params
 from .kernel import Kernel
-
-# CUDA's launch "extra" keys (cuda.h: CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE).
-_BUFFER_POINTER, _BUFFER_SIZE = 1, 2
 
 
 class Owner(Protocol):
@@ -37,7 +33,7 @@ class Instance:
 
     __slots__ = (
         "owner", "types", "pack", "plan", "cooperative", "functions", "cufunctions", "kernels",
-        "fill", "block", "extra", "block_lock", "_block_size", "_extra",
+        "fill", "params",
     )  # fmt: skip
 
     def __init__(self, owner: Owner, types: tuple) -> None:
@@ -50,9 +46,7 @@ class Instance:
         self.cufunctions: dict[int, Any] = {}  # CUcontext handle -> CUfunction (hot path)
         self.kernels: dict[str, Kernel] = {}  # arch -> loaded Kernel
         self.fill: Callable[..., None] | None = None
-        self.block: Any = None  # the parameter block, reused: cuLaunchKernel copies it before returning
-        self.extra = 0
-        self.block_lock = threading.Lock()
+        self.params: Params | None = None  # the parameter block, set with the plan
 
     def function(self) -> Any:
         """The cuda.core kernel for the current context, fetched, compiled or loaded on first use."""
@@ -85,11 +79,6 @@ class Instance:
     def _set_plan(self, meta: dict[str, Any]) -> None:
         self.plan = meta["plan"]
         self.cooperative = bool(meta.get("cooperative", False))
-        size, self.fill = _numba_args.make_buffer_filler(self.plan)
-        self.block = (ctypes.c_char * max(size, 1))()
-        self._block_size = ctypes.c_size_t(size)
-        self._extra = (ctypes.c_void_p * 5)(
-            _BUFFER_POINTER, ctypes.addressof(self.block), _BUFFER_SIZE, ctypes.addressof(self._block_size), 0
-        )
-        self.extra = ctypes.addressof(self._extra)
+        _, self.fill = _numba_args.make_buffer_filler(self.plan)
+        self.params = Params(_numba_args.struct_format(self.plan))
         self.pack = _numba_args.make_packer(self.plan)
