@@ -11,6 +11,7 @@ after a launch.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -87,15 +88,19 @@ class Kernel(Launchable):
         self.params = None if fmt is None else Params(fmt)
         if self.params is not None:
             assert self.signature is not None  # a format comes from a signature
-            self.fill = self._make_filler(self.signature, self.params)
+            self.fill = self._filler_factory(self.signature)(self.params.fill)
         self._functions: dict[int, Any] = {}  # device ordinal -> loaded kernel
         self._by_context: dict[int, Any] = {}  # CUcontext handle -> loaded kernel (hot path)
         self._cufunctions: dict[int, Any] = {}  # CUcontext handle -> its CUfunction (hot path)
         self._load_lock = threading.Lock()
         self._launchers = LauncherCache(lambda config: Launcher(self, config, name))
 
+    # The three generated functions depend on the signature alone: made once per signature (an
+    # exec costs ~50 us, and a family's kernels share a few signatures), so a warm process that
+    # loads many kernels does not compile them again.
     @staticmethod
-    def _make_plan(signature: Sequence[str]):
+    @functools.cache
+    def _make_plan(signature: tuple[str, ...]):
         """A packing function generated for the signature: one call, no per-argument loop."""
         env: dict[str, Any] = {"_ptr": _device.pointer, "_scalar": _fast_scalar}
         params, exprs = [], []
@@ -114,19 +119,26 @@ class Kernel(Launchable):
         return env["pack"]
 
     @staticmethod
-    def _make_filler(signature: Sequence[str], params: Params):
-        """``fill(block, *args)``: every parameter written into the block in one call, the values as
-        given (pointers read from the arrays). A value struct does not take as is (a float for an
-        int, out of range) raises, and the launcher falls back to :meth:`pack`'s conversions."""
-        env: dict[str, Any] = {"_ptr": _device.pointer, "_pack_into": params.fill}
+    @functools.cache
+    def _filler_factory(signature: tuple[str, ...]):
+        """``make(pack_into)`` -> ``fill(block, *args)``: every parameter written into the block in one
+        call, the values as given (pointers read from the arrays). A value struct does not take as is
+        (a float for an int, out of range) raises, and the launcher falls back to :meth:`pack`."""
         names = [f"a{i}" for i in range(len(signature))]
         values = [f"_ptr({n})" if t == PTR else n for n, t in zip(names, signature)]
-        src = f"def fill(_block, {''.join(n + ', ' for n in names)}):\n    _pack_into(_block, 0, {', '.join(values)})\n"
+        src = (
+            "def make(_pack_into):\n"
+            f"    def fill(_block, {''.join(n + ', ' for n in names)}):\n"
+            f"        _pack_into(_block, 0, {', '.join(values)})\n"
+            "    return fill\n"
+        )
+        env: dict[str, Any] = {"_ptr": _device.pointer}
         exec(src, env)  # noqa: S102 - built only from argument positions and 'ptr'
-        return env["fill"]
+        return env["make"]
 
     @staticmethod
-    def _array_picker(signature: Sequence[str]):
+    @functools.cache
+    def _array_picker(signature: tuple[str, ...]):
         """``pick(*args)``: the pointer arguments only, the ones that can name a device."""
         ptrs = [f"a{i}" for i, t in enumerate(signature) if t == PTR]
         params = ", ".join(f"a{i}" for i in range(len(signature)))
