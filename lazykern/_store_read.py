@@ -40,12 +40,14 @@ class Reader:
         self.disk = disk
         self.timeout = timeout
         self._local = threading.local()
+        self._generation = 0  # moved by close(): every thread's connection is then opened anew
 
     def _con(self) -> sqlite3.Connection:
         local = self._local
-        if getattr(local, "pid", None) != os.getpid():
-            # A connection inherited through fork must not be used (SQLite's rule): open anew.
-            local.con, local.pid, local.tuned = None, os.getpid(), False
+        if getattr(local, "pid", None) != os.getpid() or local.generation != self._generation:
+            # A connection inherited through fork must not be used (SQLite's rule), and one opened
+            # before a repair moved the database aside would read the old file: open anew.
+            local.con, local.pid, local.tuned, local.generation = None, os.getpid(), False, self._generation
         con = local.con
         if con is None:
             # mode=rw: never create a database here (a missing one is the full open's job).
@@ -80,6 +82,8 @@ class Reader:
             pass
 
     def close(self) -> None:
+        """Close this thread's connection; other threads open a new one at their next lookup."""
+        self._generation += 1
         con = getattr(self._local, "con", None)
         if con is not None and getattr(self._local, "pid", None) == os.getpid():
             self._local.con = None
