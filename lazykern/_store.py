@@ -266,6 +266,17 @@ class DiskBackend:
     def delete(self, key: str) -> bool:
         return bool(self._run(lambda c: c.delete(key, retry=True)))
 
+    def add(self, key: str, delta: int) -> bool:
+        """Add ``delta`` to a sane counter row without opening diskcache (one UPDATE); False when
+        that cannot be done here (no such row, no reader, a busy or damaged store): use :meth:`incr`."""
+        reader = self._reader
+        if reader is None or self._cache is not None:
+            return False  # diskcache is open anyway: its incr costs nothing more
+        try:
+            return reader.add(key, delta)
+        except sqlite3.Error:
+            return False
+
     def incr(self, key: str, delta: int) -> bool:
         """Add ``delta`` to a counter row; a row that is not a sane integer is reset (returns False)."""
         try:
@@ -612,6 +623,9 @@ class MemoryBackend:
         with self.lock:
             self.times.pop(key, None)
             return self.data.pop(key, None) is not None
+
+    def add(self, key: str, delta: int) -> bool:
+        return False  # incr is as cheap
 
     def incr(self, key: str, delta: int) -> bool:
         with self.lock:

@@ -22,6 +22,14 @@ import time
 from typing import Any
 
 TOUCH_AFTER = 6 * 3600.0  # LRU granularity: a lookup rewrites access_time at most this often
+_TOUCH = "UPDATE Cache SET access_time = ? WHERE rowid = ?"
+_COUNTER_MAX = 1 << 62  # what the store calls a sane counter (cache.py resets anything else)
+# diskcache's MODE_RAW (1): an integer stored in the row itself.
+_ADD = (
+    "UPDATE Cache SET value = value + ?, store_time = ?, access_time = ? WHERE key = ? AND raw = 1"
+    " AND mode = 1 AND filename IS NULL AND expire_time IS NULL AND typeof(value) = 'integer'"
+    " AND value >= 0 AND value < ?"
+)
 _SELECT = (
     "SELECT rowid, mode, filename, value, access_time FROM Cache"
     " WHERE key = ? AND raw = 1 AND (expire_time IS NULL OR expire_time > ?)"
@@ -74,12 +82,23 @@ class Reader:
     def _touch(self, con: sqlite3.Connection, rowid: int, now: float) -> None:
         """Mark the row used (LRU); a busy or read-only store just keeps the old time."""
         try:
-            if not self._local.tuned:
-                con.execute("PRAGMA synchronous = 0")  # the store's setting: see _store._settings
-                self._local.tuned = True
-            con.execute("UPDATE Cache SET access_time = ? WHERE rowid = ?", (now, rowid))
+            self._write(con, _TOUCH, (now, rowid))
         except sqlite3.OperationalError:
             pass
+
+    def add(self, key: str, delta: int) -> bool:
+        """Add ``delta`` to the counter row ``key`` as diskcache's ``incr`` would (value, store and
+        access time), in one statement. False when there is no sane counter row to add to (the
+        caller then goes through diskcache, which creates or resets it); SQLite errors propagate."""
+        now = time.time()
+        cursor = self._write(self._con(), _ADD, (delta, now, now, key, _COUNTER_MAX - delta))
+        return cursor.rowcount == 1
+
+    def _write(self, con: sqlite3.Connection, sql: str, args: tuple) -> sqlite3.Cursor:
+        if not self._local.tuned:
+            con.execute("PRAGMA synchronous = 0")  # the store's setting: see _store._settings
+            self._local.tuned = True
+        return con.execute(sql, args)
 
     def close(self) -> None:
         """Close this thread's connection; other threads open a new one at their next lookup."""

@@ -382,7 +382,8 @@ class KernelCache(ProgramCacheResource):
             pending, self._pending = self._pending, {}
             _unflushed.pop(id(self), None)
         for name, delta in pending.items():
-            self._persist(name, delta)
+            if not self._backend.add(_STAT + name, delta):  # one UPDATE on the reader's connection
+                self._persist(name, delta)
 
     def _persist(self, name: str, delta: int) -> None:
         try:

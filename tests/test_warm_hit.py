@@ -78,21 +78,42 @@ def test_warm_hit_is_one_select_and_no_toolchain_work(tmp_path, counted):
     kc.close()
 
 
-def test_hits_are_persisted_at_exit_by_a_fresh_process(tmp_path):
+def test_a_fresh_process_hits_and_exits_without_opening_diskcache(tmp_path):
+    """The hit is one SELECT; at exit its counts are added in place (once their rows exist)."""
     import subprocess
 
     _fill(tmp_path / "c")
     child = (
-        "import sys; from lazykern import KernelCache, KernelFamily; from tests.conftest import FRAGMENTS, PREAMBLE\n"
+        "import json, sqlite3, sys\n"
+        "seen = []\n"
+        "real = sqlite3.connect\n"
+        "def connect(*a, **k):\n"
+        "    con = real(*a, **k); con.set_trace_callback(seen.append); return con\n"
+        "sqlite3.connect = connect\n"
+        "from lazykern import KernelCache, KernelFamily, cache\n"
+        "from tests.conftest import FRAGMENTS, PREAMBLE\n"
         "kc = KernelCache(sys.argv[1])\n"
         "fam = KernelFamily('warmhit', PREAMBLE, fragments={'scale_f32': FRAGMENTS['scale_f32']}, cache=kc)\n"
         "fam.get('scale_f32', 'sm_80'); assert fam.compile_calls == 0\n"
+        "hit = list(seen)\n"
+        "cache._flush_at_exit()  # what atexit runs\n"
+        "print(json.dumps([hit, seen[len(hit):]]))\n"
     )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=root)
-    for _ in range(2):
-        subprocess.run([sys.executable, "-c", child, str(tmp_path / "c")], check=True, env=env, timeout=120)
-    assert KernelCache(tmp_path / "c").persistent_counters()["hits"] == 2
+    runs = []
+    for _ in range(3):
+        proc = subprocess.run(
+            [sys.executable, "-c", child, str(tmp_path / "c")], check=True, env=env, timeout=120, capture_output=True
+        )
+        runs.append(json.loads(proc.stdout.splitlines()[-1]))
+    assert all(len(hit) == 1 and hit[0].startswith("SELECT") for hit, _ in runs)
+    # The counter rows exist by now: two in-place additions, nothing else. (SQLite traces a statement
+    # again for each trigger it fires: diskcache's Settings bookkeeping.)
+    at_exit = list(dict.fromkeys(runs[-1][1]))
+    assert len(at_exit) == 3 and at_exit[0].startswith("PRAGMA synchronous"), at_exit
+    assert all(s.startswith("UPDATE Cache SET value = value +") for s in at_exit[1:])
+    assert KernelCache(tmp_path / "c").persistent_counters()["hits"] == 3
 
 
 def test_memo_recomputes_when_a_toolchain_file_changes(tmp_path, counted, monkeypatch):
