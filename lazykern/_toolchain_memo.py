@@ -8,7 +8,7 @@ stat of each of those files (NVRTC's libraries, their directory, ``nvrtc.h``, CC
 ``version.h``); a later process stats them, and only a difference recomputes it.
 
 The file is chosen by the environment (Python prefix and path, numba-cuda's version, the
-variables that steer the library search), so two virtual environments sharing a store
+variables that steer the library search: ``CUDA_HOME``, ``CUDA_PATH``, ``LD_LIBRARY_PATH``, ``CONDA_PREFIX``), so two virtual environments sharing a store
 never take each other's fingerprint. As in ccache's manifests, a file is trusted only when
 device, inode, size, mtime and ctime all match, and a memo is not written when one of the
 files changed while it was computed. Written to a temporary name, then renamed into place.
@@ -39,8 +39,13 @@ _lock = threading.Lock()
 
 
 def environment() -> str:
-    """Digest of what decides which toolchain this process finds (cheap: no file is read)."""
-    parts = [f"python {sys.prefix}", f"path {os.pathsep.join(sys.path)}", f"numba-cuda {compiler.numba_cuda_version()}"]
+    """Digest of what decides which toolchain this process finds (cheap: no file is read).
+
+    ``sys.path[0]`` (the script's directory, or the working directory) is left out: it changes
+    with every script, and a toolchain is not installed there.
+    """
+    path = os.pathsep.join(sys.path[1:])
+    parts = [f"python {sys.prefix}", f"path {path}", f"numba-cuda {compiler.numba_cuda_version()}"]
     parts += [f"{var}={os.environ.get(var, '')}" for var in compiler.TOOLCHAIN_ENV]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 

@@ -242,7 +242,7 @@ def numba_cuda_version() -> str:
         return "absent"
 
 
-TOOLCHAIN_ENV = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH")  # steer where NVRTC and headers are found
+TOOLCHAIN_ENV = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX")  # steer where NVRTC is found
 
 
 def toolchain_files() -> list[Path]:
