@@ -8,8 +8,8 @@ stat of each of those files (NVRTC's libraries, their directory, ``nvrtc.h``, CC
 ``version.h``); a later process stats them, and only a difference recomputes it.
 
 The file is chosen by the environment (Python prefix and path, numba-cuda's version, the
-variables that steer the library search: ``CUDA_HOME``, ``CUDA_PATH``, ``LD_LIBRARY_PATH``, ``CONDA_PREFIX``), so two virtual environments sharing a store
-never take each other's fingerprint. As in ccache's manifests, a file is trusted only when
+variables that steer the library search: ``compiler.TOOLCHAIN_ENV``), so two virtual
+environments sharing a store never take each other's fingerprint. As in ccache's manifests, a file is trusted only when
 device, inode, size, mtime and ctime all match, and a memo is not written when one of the
 files changed while it was computed. Written to a temporary name, then renamed into place.
 """
