@@ -18,7 +18,6 @@ loaded. :meth:`KernelCache.check` verifies and repairs a whole store.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import logging
@@ -27,6 +26,7 @@ import stat
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any
@@ -174,13 +174,19 @@ class KernelCache(ProgramCacheResource):
         else:
             self._backend = MemoryBackend(self.size_limit)
             self.degraded = "disabled by LAZYKERN_CACHE"
+        # The counts a hit only noted are written when this cache is collected or the process exits
+        # (weakref.finalize runs at exit too), by the process that noted them, never a forked child.
+        self._write_pending = weakref.finalize(
+            self, _write_counts, self._backend, self._pending, self._count_lock, os.getpid()
+        )
 
     # -- opening ---------------------------------------------------------
     def _open_disk(self, directory: str) -> DiskBackend | MemoryBackend:
         try:
             _prepare_dir(directory)
             # An unusable directory fails here (a store it can write is opened on first write).
-            return DiskBackend(directory, self.size_limit, on_reset=lambda msg: self._warn_once("database", msg))
+            # The backend outlives this cache in its finalizer (the hit counts): it refers back weakly.
+            return DiskBackend(directory, self.size_limit, on_reset=_weak_warner(self, "database"))
         except STORE_ERRORS as exc:
             self.degraded = f"{directory}: {exc}"
             self._warn_once(
@@ -368,29 +374,20 @@ class KernelCache(ProgramCacheResource):
         with self._count_lock:
             self._counts[name] += delta
             deferred = name in _DEFERRED
-            if deferred:  # a hit writes nothing: persisted with the next write, or at exit
+            if deferred:  # a hit writes nothing: its counts go with the next write, or at exit
                 self._pending[name] = self._pending.get(name, 0) + delta
-                _unflushed[id(self)] = (os.getpid(), self)
         record(name, delta)
         if deferred or name == "lookups":  # not persisted: hits + misses, and a write less on the warm path
             return
-        self._persist(name, delta)
+        self._reset_warning(_add_count(self._backend, name, delta))
 
     def _flush_counts(self) -> None:
         """Write the counts a hit only noted (see ``_count``)."""
-        with self._count_lock:
-            pending, self._pending = self._pending, {}
-            _unflushed.pop(id(self), None)
-        for name, delta in pending.items():
-            if not self._backend.add(_STAT + name, delta):  # one UPDATE on the reader's connection
-                self._persist(name, delta)
+        for name in _write_counts(self._backend, self._pending, self._count_lock, os.getpid()):
+            self._reset_warning(name)
 
-    def _persist(self, name: str, delta: int) -> None:
-        try:
-            sane = self._backend.incr(_STAT + name, delta)
-        except (*STORE_ERRORS, *_FOREIGN):
-            return
-        if not sane:
+    def _reset_warning(self, name: str | None) -> None:
+        if name is not None:
             self._warn_once("counter", f"lazykern cache counter {_STAT + name!r} held garbage; it was reset.")
 
     # -- ProgramCacheResource --------------------------------------------
@@ -588,16 +585,47 @@ class KernelCache(ProgramCacheResource):
 
 _STAT_ROOT = "lazykern:"
 _DEFERRED = ("hits", "saved_ms")
-# Caches holding counts a hit noted but did not write: id -> (the pid that noted them, cache).
-# Written at exit by the process that counted them (a forked child does not write its parent's).
-_unflushed: dict[int, tuple[int, KernelCache]] = {}
 
 
-@atexit.register
-def _flush_at_exit() -> None:
-    for pid, cache in list(_unflushed.values()):
-        if pid == os.getpid():
-            cache._flush_counts()
+def _weak_warner(cache: KernelCache, tag: str) -> Callable[[str], None]:
+    """``cache._warn_once(tag, message)`` without keeping ``cache`` alive (a log line once it is gone)."""
+    ref = weakref.ref(cache)
+
+    def warn(message: str) -> None:
+        target = ref()
+        if target is None:
+            log.warning(message)
+        else:
+            target._warn_once(tag, message)
+
+    return warn
+
+
+def _add_count(backend: DiskBackend | MemoryBackend, name: str, delta: int) -> str | None:
+    """Add to a persistent counter; ``name`` when its row held garbage and was reset, else None."""
+    try:
+        return None if backend.incr(_STAT + name, delta) else name
+    except (*STORE_ERRORS, *_FOREIGN):
+        return None
+
+
+def _write_counts(
+    backend: DiskBackend | MemoryBackend, pending: dict[str, int], lock: threading.Lock, pid: int
+) -> list[str]:
+    """Write and clear ``pending`` counts (an UPDATE in place where the row exists); the names reset."""
+    if os.getpid() != pid:
+        return []  # a forked child: the counts are its parent's
+    with lock:
+        items = list(pending.items())
+        pending.clear()
+    reset = []
+    for name, delta in items:
+        if backend.add(_STAT + name, delta):  # one UPDATE in place: diskcache is not opened for it
+            continue
+        bad = _add_count(backend, name, delta)
+        if bad is not None:
+            reset.append(bad)
+    return reset
 
 
 # What diskcache raises when it meets a row or setting it did not write (text where a number

@@ -90,13 +90,13 @@ def test_a_fresh_process_hits_and_exits_without_opening_diskcache(tmp_path):
         "def connect(*a, **k):\n"
         "    con = real(*a, **k); con.set_trace_callback(seen.append); return con\n"
         "sqlite3.connect = connect\n"
-        "from lazykern import KernelCache, KernelFamily, cache\n"
+        "from lazykern import KernelCache, KernelFamily\n"
         "from tests.conftest import FRAGMENTS, PREAMBLE\n"
         "kc = KernelCache(sys.argv[1])\n"
         "fam = KernelFamily('warmhit', PREAMBLE, fragments={'scale_f32': FRAGMENTS['scale_f32']}, cache=kc)\n"
         "fam.get('scale_f32', 'sm_80'); assert fam.compile_calls == 0\n"
         "hit = list(seen)\n"
-        "cache._flush_at_exit()  # what atexit runs\n"
+        "kc._write_pending()  # what runs when kc is collected or the process exits\n"
         "print(json.dumps([hit, seen[len(hit):]]))\n"
     )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -114,6 +114,14 @@ def test_a_fresh_process_hits_and_exits_without_opening_diskcache(tmp_path):
     assert len(at_exit) == 3 and at_exit[0].startswith("PRAGMA synchronous"), at_exit
     assert all(s.startswith("UPDATE Cache SET value = value +") for s in at_exit[1:])
     assert KernelCache(tmp_path / "c").persistent_counters()["hits"] == 3
+
+
+def test_a_collected_cache_writes_its_hits(tmp_path):
+    _fill(tmp_path / "c")
+    kc = KernelCache(tmp_path / "c")
+    _family(kc).get("scale_f32", "sm_80")
+    del kc  # no close(): the counts are written when the cache is collected
+    assert KernelCache(tmp_path / "c").persistent_counters()["hits"] == 1
 
 
 def test_memo_recomputes_when_a_toolchain_file_changes(tmp_path, counted, monkeypatch):
