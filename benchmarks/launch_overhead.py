@@ -6,6 +6,8 @@ sync inside the timed loop):
 * ``lazy_kernel``        lazykern's decorator over a Numba-Python kernel
 * ``numba.cuda.jit``     the same Python kernel through Numba's dispatcher
 * ``lazykern Kernel``    the same kernel as CUDA C++ in a KernelFamily
+* ``cuda.core.launch``   that kernel's cuda.core function, arguments packed once (cuda.core's floor)
+* ``CuPy RawKernel``     the same C++ through CuPy, on CuPy views of the same memory (when CuPy is installed)
 
 Start-up (subprocesses, fresh cache directories): time from the first call to
 a finished launch (call + synchronize; imports and CUDA context creation are
@@ -76,7 +78,42 @@ def _launchers(n: int, cache_dir: str, numba_cache: bool = False):
             k = loaded["k"] = fam["add3"]
         k[blocks, threads, stream](x, y, out, n32)
 
-    return {"lazy_kernel": run_lazy, "numba.cuda.jit": run_numba, "lazykern Kernel": run_family}, stream, out
+    routes = {"lazy_kernel": run_lazy, "numba.cuda.jit": run_numba, "lazykern Kernel": run_family}
+    routes.update(_peer_routes(fam, (x, y, out), n32, blocks, threads, stream))
+    return routes, stream, out
+
+
+def _peer_routes(fam, arrays, n32, blocks: int, threads: int, stream) -> dict:
+    """cuda.core.launch of the family's loaded kernel (arguments packed once) and CuPy's RawKernel of
+    the same source (skipped without CuPy): the peers the Kernel route is measured against, same run."""
+    from cuda.core import LaunchConfig, Stream, launch
+
+    handle = int(stream.handle.value if hasattr(stream.handle, "value") else stream.handle)
+    core_stream = Stream.from_handle(handle)
+    config = LaunchConfig(grid=(blocks,), block=(threads,))
+    loaded: dict = {}
+
+    def run_core():
+        fn = loaded.get("fn")
+        if fn is None:
+            fn = loaded["fn"] = fam["add3"].function()
+            loaded["args"] = [np.intp(a.device_ctypes_pointer.value) for a in arrays] + [n32]
+        launch(core_stream, config, fn, *loaded["args"])
+
+    routes = {"cuda.core.launch": run_core}
+    try:
+        import cupy
+    except ImportError:
+        return routes
+    raw = cupy.RawKernel(CXX, "add3")
+    cupy_stream = cupy.cuda.ExternalStream(handle)
+    views = [cupy.asarray(a) for a in arrays]  # CAI views of the Numba arrays: same memory
+
+    def run_cupy():
+        raw((blocks,), (threads,), (*views, n32), stream=cupy_stream)
+
+    routes["CuPy RawKernel"] = run_cupy
+    return routes
 
 
 def steady_state(n: int, launches: int, repeats: int) -> dict:
@@ -176,11 +213,22 @@ def main() -> None:
     }
     print(f"{'route':<18}{'host us/launch':>16}{'cold s':>10}{'warm-in-proc ms':>17}{'fresh-proc ms':>15}")
     for route in steady:
-        s, st = steady[route], start[route]
-        print(
-            f"{route:<18}{s['median_us']:>16.2f}{st['cold_s']:>10.3f}"
-            f"{st['warm_in_process_s'] * 1e3:>17.3f}{st['fresh_process_s'] * 1e3:>15.3f}"
+        s, st = steady[route], start.get(route)
+        times = (
+            ""
+            if st is None
+            else (f"{st['cold_s']:>10.3f}{st['warm_in_process_s'] * 1e3:>17.3f}{st['fresh_process_s'] * 1e3:>15.3f}")
         )
+        print(f"{route:<18}{s['median_us']:>16.2f}{times}")
+    floor = steady["lazykern Kernel"]["median_us"]
+    ratios = {"lazy_kernel / Kernel": steady["lazy_kernel"]["median_us"] / floor}
+    if "CuPy RawKernel" in steady:
+        ratios["Kernel / CuPy RawKernel"] = floor / steady["CuPy RawKernel"]["median_us"]
+    result["ratios"] = ratios
+    print(
+        "  ".join(f"{k}: {v:.2f}x" for k, v in ratios.items()),
+        "(targets: lazy_kernel <= 1.15x Kernel, Kernel <= 0.7x CuPy)",
+    )
     with open(args.out, "w") as fh:
         json.dump(result, fh, indent=2)
     print(f"wrote {args.out}")

@@ -1,4 +1,7 @@
-"""``python -m benchmarks.startup [--quick] [--out DIR]``: see :mod:`lazykern.tools.bench.startup`."""
+"""``python -m benchmarks.startup [--quick] [--out DIR]``: see :mod:`lazykern.tools.bench.startup`.
+
+``python -m benchmarks.startup --table [--out DIR]``: issue 28's table, see :mod:`benchmarks.startup_table`.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,11 @@ from lazykern.tools.bench.startup import DEFAULT_FAMILY, DEFAULT_OUT, run, table
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--table"]:  # issue 28's table (warm start, launch floors, CuPy beside each)
+        from benchmarks.startup_table import main as table_main
+
+        return table_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.startup",
         description="Start-up cost: cold vs warm, eager vs lazy compilation, in fresh processes.",

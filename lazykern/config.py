@@ -40,16 +40,21 @@ def _fall_back(var: str, value: str, why: str, default: str) -> None:
 
 
 def default_cache_dir() -> str:
-    import platformdirs  # import on first use: startup time
-
-    fallback = os.path.join(platformdirs.user_cache_dir(), "lazykern")
     env = os.environ.get("LAZYKERN_CACHE_DIR", "")
     if not env.strip():
-        return fallback
+        return _user_cache_dir()
     if "\0" in env:
+        fallback = _user_cache_dir()
         _fall_back("LAZYKERN_CACHE_DIR", env, "a path cannot contain a NUL byte", fallback)
         return fallback
     return os.path.abspath(os.path.expanduser(env))
+
+
+def _user_cache_dir() -> str:
+    """``<user cache dir>/lazykern``; platformdirs is imported only when no directory is set (startup time)."""
+    import platformdirs
+
+    return os.path.join(platformdirs.user_cache_dir(), "lazykern")
 
 
 def parse_size(text: str | int) -> int:

@@ -72,8 +72,9 @@ class Stage:
         self.context = 1
         self._addr = itertools.count(0x7000_0000, 0x10_0000)
 
-    def launch(self, stream: Any, config: Any, fn: Any, *args: Any) -> None:
-        self.launches.append((stream, config, fn, args))
+    def launch(self, stream: Any, prepared: Any, *pointers: Any) -> None:
+        """Records (stream, the prepared launch (its .grid), the function, every argument)."""
+        self.launches.append((stream, prepared, prepared.cufn, (*pointers, *prepared.tail)))
 
     def alloc(self, nbytes: int, pool: Any, stream: int) -> int:
         ptr = next(self._addr)
@@ -115,6 +116,7 @@ def stage(monkeypatch: Any, *, devices: int = 1) -> Stage:
     monkeypatch.setattr(api, "_kernels", {})
     monkeypatch.setattr(api, "_kernel", _fake_kernel)
     monkeypatch.setattr(Kernel, "function", lambda self: ("fn", self.name))
+    monkeypatch.setattr(Kernel, "cufunction", lambda self: ("fn", self.name))
     monkeypatch.setattr(_hot, "launch_packed", st.launch)
     monkeypatch.setattr(_hot, "_stream", lambda handle: ("stream", handle))
     monkeypatch.setattr(_hot, "_streams", {})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import ctypes
+import struct
 import types
 from pathlib import Path
 
@@ -56,7 +57,10 @@ def launches(monkeypatch):
     monkeypatch.setattr(_launch, "core_stream", lambda stream: FakeStream())
     monkeypatch.setattr(_launch, "current_context", lambda: CTX)
     monkeypatch.setattr(_launch, "launch", lambda stream, config, fn, *args: seen.append(("core", fn, args)))
-    monkeypatch.setattr(_launch, "launch_buffer", lambda fn, *rest: seen.append(("buffer", fn, rest)) or (0,))
+    # A buffer launch is recorded with what its parameter block holds at that moment, last.
+    monkeypatch.setattr(
+        _launch, "launch_buffer", lambda fn, *rest: seen.append(("buffer", fn, (*rest, _block(rest[-1])))) or (0,)
+    )
     monkeypatch.setattr(_device, "several", lambda: False)
     monkeypatch.setattr(_device, "pointer_device", lambda ptr: 0 if ptr else None)
     monkeypatch.setattr(_device, "current_context", lambda: 0)
@@ -138,6 +142,7 @@ def test_tropical_api_launches_through_the_layer(launches, monkeypatch):
         frag = tropical.family.source.fragment(name)
         k = made[name] = Kernel(name, frag.symbol, b"", arch="sm_90", signature=frag.signature)
         k._by_context[CTX] = f"loaded {name}"
+        k._cufunctions[CTX] = f"cufunction {name}"
         return k
 
     monkeypatch.setattr(api, "_kernel", fake_kernel)
@@ -145,10 +150,43 @@ def test_tropical_api_launches_through_the_layer(launches, monkeypatch):
     monkeypatch.setattr(kernel_module, "current_context", lambda: CTX)  # the call's kernels load here
     monkeypatch.setattr(_device, "primary_context", lambda device: None)  # outputs would be Numba arrays
     A, B, C = CaiMatrix(0x1000, (64, 16)), CaiMatrix(0x2000, (16, 64)), CaiMatrix(0x3000, (64, 64))
-    assert tropical.matmul(A, B, out=C) is C
-    assert len(launches) == 1 and launches[0][0] == "core"
-    assert launches[0][1] == f"loaded {next(iter(made))}"
-    assert launches[0][2][:3] == (0x1000, 0x2000, 0x3000)
+    for _ in range(2):  # the general path, then the repeated-call path: both launch the prepared block
+        assert tropical.matmul(A, B, out=C) is C
+    assert [(how, fn) for how, fn, _ in launches] == [("buffer", f"cufunction {next(iter(made))}")] * 2
+    assert all(struct.unpack_from("@qqq", rest[-1]) == (0x1000, 0x2000, 0x3000) for _, _, rest in launches)
+
+
+def _block(extra: int) -> bytes:
+    """The bytes of a parameter block, read through cuLaunchKernel's ``extra`` argument."""
+    pointer, _, size = (ctypes.c_void_p * 5).from_address(extra)[1:4]
+    return ctypes.string_at(pointer, ctypes.c_size_t.from_address(size).value)
+
+
+def test_loaded_kernel_launches_its_reused_parameter_block(launches):
+    k = _kernel(("ptr", "ptr", "float32", "int32", "uint8", "float64"))
+    k._cufunctions[CTX] = "cufn"
+    launcher = k[(3, 2), 64]
+    launcher(DeviceArray(0x1000), 0x2000, 1.5, 7, np.uint8(200), 2.25)
+    launcher(DeviceArray(0x1100), 0x2100, np.float32(0.5), 2.0, True, np.float64(-1))  # converted as pack() does
+    assert [(how, fn, rest[:7]) for how, fn, rest in launches] == [("buffer", "cufn", (3, 2, 1, 64, 1, 1, 0))] * 2
+    assert launches[0][2][-2] == launches[1][2][-2]  # one block, reused
+    assert struct.unpack("@qqfiBd", launches[0][2][-1]) == (0x1000, 0x2000, 1.5, 7, 200, 2.25)
+    assert struct.unpack("@qqfiBd", launches[1][2][-1]) == (0x1100, 0x2100, 0.5, 2, 1, -1.0)
+    with pytest.raises(LaunchError, match="argument 3 must be a int32 scalar"):
+        launcher(DeviceArray(0x1000), 0x2000, 1.5, 2**40, 1, 1.0)
+    with pytest.raises(LaunchError, match="takes 6 arguments"):
+        launcher(DeviceArray(0x1000))
+    with pytest.raises(LaunchError, match="NumPy"):
+        launcher(np.zeros(4, np.float32), 0x2000, 1.5, 7, 1, 1.0)
+    assert len(launches) == 2
+
+
+def test_a_parameter_the_block_cannot_hold_launches_through_cuda_core(launches):
+    k = _kernel(("ptr", "complex64"))
+    k._cufunctions[CTX] = "cufn"
+    assert k.params is None
+    k[1, 32](DeviceArray(0x1000), np.complex64(1 + 2j))
+    assert launches == [("core", "loaded k", (0x1000, np.complex64(1 + 2j)))]
 
 
 # -- nothing outside the layer does its jobs -------------------------------------------------

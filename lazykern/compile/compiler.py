@@ -221,7 +221,7 @@ def toolchain_fingerprint() -> str:
 
     numba-cuda is included because it supplies the header search paths and the
     linker of the LTO route: upgrading it must not return entries it did not make.
-    Loads NVRTC (milliseconds); the cache memoizes it under :func:`toolchain_stamp`.
+    Loads NVRTC (milliseconds); ``lazykern.store._toolchain_memo`` remembers it per store and environment.
     """
     h = hashlib.sha256(repr(nvrtc_version()).encode())
     h.update(f"numba-cuda {numba_cuda_version()}".encode())
@@ -242,34 +242,25 @@ def numba_cuda_version() -> str:
         return "absent"
 
 
-@functools.cache
-def toolchain_stamp() -> str:
-    """A cheap stand-in for the toolchain: identity of the installed NVRTC/CCCL headers.
+TOOLCHAIN_ENV = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX")  # steer where NVRTC is found
 
-    Replacing NVRTC replaces ``nvrtc.h`` (new inode/mtime) and CCCL's
-    ``version.h``; the environment variables that steer the library search are
-    included too. Costs a few ``stat`` calls instead of loading NVRTC.
-    """
+
+def toolchain_files() -> list[Path]:
+    """The files whose identity stands for the toolchain: CCCL's ``version.h``, ``nvrtc.h``, the
+    NVRTC libraries beside it (their directory too, so an added library is noticed)."""
     from cuda.pathfinder import locate_nvidia_header_directory
 
-    h = hashlib.sha256(f"numba-cuda {numba_cuda_version()};".encode())
-    for var in ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH"):
-        h.update(f"{var}={os.environ.get(var, '')};".encode())
     files = [Path(d, "cuda", "std", "__cccl", "version.h") for d in system_include_dirs()]
     try:
         found = locate_nvidia_header_directory("nvrtc")
         if found is not None:
             files.append(Path(found.abs_path, "nvrtc.h"))
-            files.extend(sorted(Path(found.abs_path).parent.glob("lib*/libnvrtc*.so*")))
+            libs = sorted(Path(found.abs_path).parent.glob("lib*/libnvrtc*.so*"))
+            files.extend(libs)
+            files.extend(sorted({lib.parent for lib in libs}))
     except Exception as exc:
         log.debug("no nvrtc.h found: %s", exc)
-    for f in files:
-        try:
-            st = f.stat()
-            h.update(f"{f}:{st.st_ino}:{st.st_mtime_ns}:{st.st_size};".encode())
-        except OSError:
-            h.update(f"{f}:missing;".encode())
-    return h.hexdigest()
+    return files
 
 
 # NVRTC flags we accept, mapped to ProgramOptions fields. Each parser gets the

@@ -7,7 +7,6 @@ the parameters straight into a reused block for ``cuLaunchKernel`` (the hot path
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -18,10 +17,8 @@ from .._numba import args as _numba_args
 from .._numba import internals
 from ..launch import _device
 from ..launch._device import current_context
+from ..launch._launch import Params
 from ..launch.kernel import Kernel
-
-# CUDA's launch "extra" keys (cuda.h: CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE).
-_BUFFER_POINTER, _BUFFER_SIZE = 1, 2
 
 
 class Owner(Protocol):
@@ -38,7 +35,7 @@ class Instance:
 
     __slots__ = (
         "owner", "types", "pack", "plan", "cooperative", "functions", "cufunctions", "kernels",
-        "fill", "block", "extra", "block_lock", "lock", "_block_size", "_extra",
+        "fill", "params", "lock",
     )  # fmt: skip
 
     def __init__(self, owner: Owner, types: tuple[Any, ...]) -> None:
@@ -51,9 +48,7 @@ class Instance:
         self.cufunctions: dict[int, Any] = {}  # CUcontext handle -> CUfunction (hot path)
         self.kernels: dict[str, Kernel] = {}  # arch -> loaded Kernel
         self.fill: Callable[..., None] | None = None
-        self.block: Any = None  # the parameter block, reused: cuLaunchKernel copies it before returning
-        self.extra = 0
-        self.block_lock = threading.Lock()
+        self.params: Params | None = None  # the parameter block, set with the plan
         self.lock = threading.RLock()  # loading: one compile or load per arch and context
 
     def function(self) -> Any:
@@ -85,11 +80,6 @@ class Instance:
     def _set_plan(self, meta: dict[str, Any]) -> None:
         self.plan = meta["plan"]
         self.cooperative = bool(meta.get("cooperative", False))
-        size, self.fill = _numba_args.make_buffer_filler(self.plan)
-        self.block = (ctypes.c_char * max(size, 1))()
-        self._block_size = ctypes.c_size_t(size)
-        self._extra = (ctypes.c_void_p * 5)(
-            _BUFFER_POINTER, ctypes.addressof(self.block), _BUFFER_SIZE, ctypes.addressof(self._block_size), 0
-        )
-        self.extra = ctypes.addressof(self._extra)
+        _, self.fill = _numba_args.make_buffer_filler(self.plan)
+        self.params = Params(_numba_args.struct_format(self.plan))
         self.pack = _numba_args.make_packer(self.plan)

@@ -58,15 +58,17 @@ class Dispatcher:
         if cufn is None or inst.cooperative:
             launch(launcher, inst, inst.function(), args)
             return
-        fill = inst.fill
-        assert fill is not None  # cufn is set only once the instance has loaded, its plan with it
-        with inst.block_lock:
+        fill, params = inst.fill, inst.params
+        assert (
+            fill is not None and params is not None
+        )  # cufn is set only once the instance has loaded, its plan with it
+        with params.lock:
             try:
-                fill(inst.block, *args)
+                fill(params.block, *args)
             except Exception:
                 self.call(launcher, args)  # the general path gives the precise error
                 return
-            (err,) = _launch.launch_buffer(cufn, *launcher.buffer_config, inst.extra)
+            (err,) = _launch.launch_buffer(cufn, *launcher.buffer_config, params.extra)
         if err:
             raise _error(launcher, inst, driver_error(err))
 

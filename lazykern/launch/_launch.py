@@ -6,18 +6,23 @@
 launch configuration fixes (grid, block, shared memory, the stream as
 cuda.core and driver handles, the stream's device); its call vets the launch
 against an open graph capture, makes the arrays' device current where there
-are several GPUs, then packs and launches a ``Kernel`` itself (cuda.core) or
+are several GPUs, then writes a loaded ``Kernel``'s arguments into its reused
+parameter block (:class:`Params`) and calls :data:`launch_buffer` itself, or
 hands the arguments to the target's ``run`` (a lazy kernel's dispatcher), which
-launches with :meth:`Launcher.launch` (cuda.core) or :data:`launch_buffer` (a
-prepacked parameter block). No other module launches a kernel.
+launches with :meth:`Launcher.launch` (cuda.core) or :data:`launch_buffer`. The
+tropical API's repeated calls launch a :class:`Prepared` (configuration and
+scalars written once) with :func:`launch_packed`. No other module launches a kernel.
 
-Per launch: a dict hit for the launcher, the packing, one launch.
+Per launch: a dict hit for the launcher, one write of the block, one driver call.
 """
 
 from __future__ import annotations
 
+import ctypes
+import struct
+import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import numpy as np
 from cuda.bindings import driver as _cu
@@ -42,8 +47,12 @@ class PackedTarget(Target, Protocol):
     """A target without ``run`` (a :class:`~lazykern.Kernel`): packed and launched by the launcher itself."""
 
     _by_context: dict[int, Any]  # CUcontext handle -> loaded function
+    _cufunctions: dict[int, Any]  # CUcontext handle -> its CUfunction (the prepared path)
+    params: Params | None  # the kernel's parameter block (None: launched through cuda.core)
 
     def pack(self, args: Sequence[Any]) -> Sequence[Any]: ...
+
+    def fill(self, block: Any, *args: Any) -> None: ...
 
     def _function_slow(self) -> Any: ...
 
@@ -107,9 +116,93 @@ def core_stream(stream: Any) -> Stream:
     return s
 
 
-def launch_packed(stream: Stream, config: LaunchConfig, fn: Any, *args: Any) -> None:
-    """A launch whose arguments are already packed and vetted (the tropical repeated-call path)."""
-    launch(stream, config, fn, *args)
+# CUDA's launch "extra" keys (cuda.h: CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE).
+_BUFFER_POINTER, _BUFFER_SIZE = 1, 2
+_STRUCT_CHARS = frozenset("?bBhHiIlLqQefd")  # NumPy dtype chars that are also native struct codes
+
+
+def param_format(signature: Sequence[str]) -> str | None:
+    """The native ``struct`` format of a kernel's parameters ("ptr" or NumPy dtype names), laid
+    out as the C ABI lays them (natural alignment); None for a type struct cannot pack (complex)."""
+    codes = []
+    for t in signature:
+        char = "q" if t == "ptr" else np.dtype(t).char
+        if char not in _STRUCT_CHARS:
+            return None
+        codes.append(char)
+    return "@" + "".join(codes)
+
+
+class Params:
+    """A kernel's parameter block, reused by every launch: cuLaunchKernel copies it before it
+    returns, so one block per kernel serves all launches (under ``lock``, between threads).
+
+    ``fill(block, *values)`` writes every parameter; ``extra`` is cuLaunchKernel's ``extra``
+    argument naming the block.
+    """
+
+    __slots__ = ("fill", "block", "extra", "lock", "_size", "_extra")
+
+    def __init__(self, fmt: str) -> None:
+        layout = struct.Struct(fmt)
+        self.fill = layout.pack_into
+        self.block = (ctypes.c_char * max(layout.size, 1))()
+        self._size = ctypes.c_size_t(layout.size)
+        self._extra = (ctypes.c_void_p * 5)(
+            _BUFFER_POINTER, ctypes.addressof(self.block), _BUFFER_SIZE, ctypes.addressof(self._size), 0
+        )
+        self.extra = ctypes.addressof(self._extra)
+        self.lock = threading.Lock()
+
+
+def cufunction(fn: Any) -> Any:
+    """The driver's CUfunction of a loaded cuda.core kernel (what :data:`launch_buffer` takes)."""
+    return _cu.CUfunction(int(fn.handle))
+
+
+_custreams: dict[int, Any] = {}
+
+
+def custream(handle: int) -> Any:
+    """The driver's CUstream for a raw stream handle, one object per handle (made once: 0.3 us)."""
+    s = _custreams.get(handle)
+    if s is None:
+        s = _custreams[handle] = _cu.CUstream(handle)
+    return s
+
+
+class Prepared:
+    """One kernel at one launch configuration, its trailing scalars written once: a launch
+    writes only the ``pointers`` leading addresses into the block and calls the driver."""
+
+    __slots__ = ("name", "cufn", "grid", "dims", "params", "head", "tail")
+
+    def __init__(self, kernel: Any, grid: Sequence[int], threads: int, scalars: Sequence[Any], pointers: int) -> None:
+        sig = kernel.signature
+        if sig is None or any(t != "ptr" for t in sig[:pointers]) or "ptr" in sig[pointers:]:
+            raise ValueError(f"kernel {kernel.name} does not take {pointers} pointers then scalars: {sig}")
+        self.name = kernel.name
+        self.grid = (*grid, *(1,) * (3 - len(grid)))
+        self.dims = (*self.grid, threads, 1, 1, 0)  # cuLaunchKernel's grid, block, shared memory
+        self.cufn = kernel.cufunction()  # loads the cubin on the current (the call's) device
+        self.tail = tuple(kernel.pack([0] * pointers + list(scalars))[pointers:])
+        fmt = param_format(sig)
+        if fmt is None:
+            raise ValueError(f"kernel {kernel.name} takes a parameter the launch block cannot hold: {sig}")
+        self.params = Params(fmt)
+        self.params.fill(self.params.block, 0, *([0] * pointers), *self.tail)
+        self.head = struct.Struct("@" + "q" * pointers).pack_into  # the leading addresses: offsets 0, 8, ...
+
+
+def launch_packed(stream: Any, prepared: Prepared, *pointers: int) -> None:
+    """A launch whose configuration and scalars are prepared (the tropical repeated-call path):
+    ``stream`` is a :func:`custream`, ``pointers`` the kernel's leading addresses, already vetted."""
+    params = prepared.params
+    with params.lock:
+        prepared.head(params.block, 0, *pointers)
+        (err,) = launch_buffer(prepared.cufn, *prepared.dims, stream, 0, params.extra)
+    if err:
+        raise LaunchError(f"launch of {prepared.name!r} failed: {driver_error(err)}")
 
 
 def launch_device(args: Sequence[Any], stream_device: int | None, name: str) -> int | None:
@@ -164,7 +257,19 @@ class Launcher:
             if run is not None:
                 run(self, args, ctx)
                 return
-            kernel = cast(PackedTarget, self.target)  # no run: a Kernel
+            kernel: PackedTarget = self.target  # type: ignore[assignment]  # no run: a Kernel (no cast() call per launch)
+            cufn = kernel._cufunctions.get(ctx)
+            params = kernel.params
+            if cufn is not None and params is not None:
+                with params.lock:
+                    try:
+                        kernel.fill(params.block, *args)
+                    except Exception:  # a value the fast packing does not take as is: convert, or say why not
+                        params.fill(params.block, 0, *kernel.pack(args))
+                    (err,) = launch_buffer(cufn, *self.buffer_config, params.extra)
+                if err:
+                    raise LaunchError(f"launch of {self.name!r} failed: {driver_error(err)}")
+                return
             packed = kernel.pack(args)
             try:
                 fn = kernel._by_context.get(ctx)

@@ -1,13 +1,17 @@
 """A compiled kernel: loaded once per CUDA context (a device's primary context), launched Numba-style.
 
 ``kernel[grid, block, stream, shared_mem](*args)`` gets a launcher from the
-launch layer (:mod:`lazykern.launch._launch`), which packs the arguments with
-:meth:`Kernel.pack` (a plan fixed by the kernel's signature) and launches them
-with ``cuda.core.launch``. Nothing synchronizes after a launch.
+launch layer (:mod:`lazykern.launch._launch`), which writes the arguments into the
+kernel's reused parameter block (:attr:`Kernel.params`, laid out once from the
+signature) and calls the driver's ``cuLaunchKernel``; a kernel without a
+signature, or with a type the block cannot hold, is packed with
+:meth:`Kernel.pack` and launched with ``cuda.core.launch``. Nothing synchronizes
+after a launch.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,7 +22,7 @@ from ..compile.compiler import arch_of
 from ..errors import LaunchError
 from . import _device
 from ._device import current_context
-from ._launch import Launchable, Launcher, LauncherCache, device_pointer
+from ._launch import Launchable, Launcher, LauncherCache, Params, cufunction, device_pointer, param_format
 
 PTR = "ptr"
 
@@ -82,13 +86,25 @@ class Kernel(Launchable):
         self.signature = None if signature is None else tuple(str(s) for s in signature)
         self._plan = None if self.signature is None else self._make_plan(self.signature)
         self._arrays = None if self.signature is None else self._array_picker(self.signature)
+        fmt = None if self.signature is None else param_format(self.signature)
+        # The launch path: the parameters written straight into one reused block (no signature,
+        # or a type the block cannot hold: cuda.core packs them per launch instead).
+        self.params = None if fmt is None else Params(fmt)
+        if self.params is not None:
+            assert self.signature is not None  # a format comes from a signature
+            self.fill = self._filler_factory(self.signature)(self.params.fill)
         self._functions: dict[int, Any] = {}  # device ordinal -> loaded kernel
         self._by_context: dict[int, Any] = {}  # CUcontext handle -> loaded kernel (hot path)
+        self._cufunctions: dict[int, Any] = {}  # CUcontext handle -> its CUfunction (hot path)
         self._load_lock = threading.Lock()
         self._launchers = LauncherCache(lambda config: Launcher(self, config, name))
 
+    # The three generated functions depend on the signature alone: made once per signature (an
+    # exec costs ~50 us, and a family's kernels share a few signatures), so a warm process that
+    # loads many kernels does not compile them again.
     @staticmethod
-    def _make_plan(signature: Sequence[str]) -> Callable[..., tuple[Any, ...]]:
+    @functools.cache
+    def _make_plan(signature: tuple[str, ...]):
         """A packing function generated for the signature: one call, no per-argument loop."""
         env: dict[str, Any] = {"_ptr": _device.pointer, "_scalar": _fast_scalar}
         params, exprs = [], []
@@ -108,7 +124,26 @@ class Kernel(Launchable):
         return pack
 
     @staticmethod
-    def _array_picker(signature: Sequence[str]) -> Callable[..., tuple[Any, ...]]:
+    @functools.cache
+    def _filler_factory(signature: tuple[str, ...]):
+        """``make(pack_into)`` -> ``fill(block, *args)``: every parameter written into the block in one
+        call, the values as given (pointers read from the arrays). A value struct does not take as is
+        (a float for an int, out of range) raises, and the launcher falls back to :meth:`pack`."""
+        names = [f"a{i}" for i in range(len(signature))]
+        values = [f"_ptr({n})" if t == PTR else n for n, t in zip(names, signature)]
+        src = (
+            "def make(_pack_into):\n"
+            f"    def fill(_block, {''.join(n + ', ' for n in names)}):\n"
+            f"        _pack_into(_block, 0, {', '.join(values)})\n"
+            "    return fill\n"
+        )
+        env: dict[str, Any] = {"_ptr": _device.pointer}
+        exec(src, env)  # noqa: S102 - built only from argument positions and 'ptr'
+        return env["make"]
+
+    @staticmethod
+    @functools.cache
+    def _array_picker(signature: tuple[str, ...]):
         """``pick(*args)``: the pointer arguments only, the ones that can name a device."""
         ptrs = [f"a{i}" for i, t in enumerate(signature) if t == PTR]
         params = ", ".join(f"a{i}" for i in range(len(signature)))
@@ -150,10 +185,20 @@ class Kernel(Launchable):
             if fn is None:
                 fn = self._load(ctx)
                 self._functions[dev] = fn
-            self._by_context[current_context()] = fn
+            handle = current_context()
+            self._cufunctions[handle] = cufunction(fn)
+            self._by_context[handle] = fn
         return fn
 
-    def _load(self, ctx: Any) -> Any:
+    def cufunction(self) -> Any:
+        """The driver's CUfunction for the current context's device (loading the cubin on first use)."""
+        cufn = self._cufunctions.get(current_context())
+        if cufn is None:
+            self._function_slow()
+            cufn = self._cufunctions[current_context()]
+        return cufn
+
+    def _load(self, ctx) -> Any:
         from cuda.core import ObjectCode
 
         try:

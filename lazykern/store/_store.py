@@ -36,6 +36,7 @@ from diskcache.core import DBNAME, DEFAULT_SETTINGS, METADATA, MODE_BINARY, MODE
 from ..errors import CacheError
 from . import _entry
 from ._locks import ProcessLock, share, shared_mode
+from ._store_read import Reader
 
 log = logging.getLogger("lazykern")
 STORE_ERRORS = (OSError, sqlite3.Error, CacheError, diskcache.Timeout)
@@ -142,15 +143,38 @@ class DiskBackend:
         self.on_reset = on_reset
         self.quarantined: list[str] = []
         self._swap = threading.Lock()
+        self._opening = threading.Lock()
         self._db_path = os.path.join(directory, DBNAME)
-        tried = _inode(self._db_path)
-        try:
-            self.cache, self._ino = self._open()
-        except sqlite3.DatabaseError as exc:
-            if not is_corrupt(exc):
-                raise
-            self.cache, self._ino = None, tried
-            self._recover(exc)
+        self._cache: diskcache.Cache | None = None
+        self._ino: int | None = None
+        # A store that exists and can be written is opened on first write: lookups read it
+        # with one SELECT each (_store_read). Anything else is opened now, so an unusable
+        # directory is found here and the caller can fall back to memory.
+        self._reader: Reader | None = None
+        if _writable(directory) and _writable(self._db_path):
+            self._reader = Reader(self._db_path, NoPickleDisk(directory), _TIMEOUT)
+        else:
+            self._full()
+
+    @property
+    def cache(self) -> diskcache.Cache:
+        """The diskcache store, opened (settings checked, tables made) on first use."""
+        cache = self._cache
+        return cache if cache is not None else self._full()
+
+    def _full(self) -> diskcache.Cache:
+        with self._opening:
+            if self._cache is None:
+                tried = _inode(self._db_path)
+                try:
+                    self._cache, self._ino = self._open()
+                except sqlite3.DatabaseError as exc:
+                    if not is_corrupt(exc):
+                        raise
+                    self._ino = tried
+                    self._recover(exc)
+            assert self._cache is not None  # _open or _recover set it, or raised
+            return self._cache
 
     def _open(self) -> tuple[diskcache.Cache, int | None]:
         fixed = _sanitize_settings(self._db_path)
@@ -159,7 +183,7 @@ class DiskBackend:
                 f"lazykern cache database {self._db_path!r} held settings it does not write ({fixed}); "
                 "reset them to lazykern's own."
             )
-        cache = diskcache.Cache(self.directory, disk=NoPickleDisk, timeout=30, **_settings(self.size_limit))
+        cache = diskcache.Cache(self.directory, disk=NoPickleDisk, timeout=_TIMEOUT, **_settings(self.size_limit))
         mode = shared_mode(self.directory)
         for suffix in ("", "-wal", "-shm"):
             share(self._db_path + suffix, mode)
@@ -179,15 +203,17 @@ class DiskBackend:
     def _recover(self, exc: BaseException, broken: diskcache.Cache | None = None) -> None:
         """Move the corrupt database aside (unless another process did), salvage, reopen."""
         with self._swap:
-            if broken is not None and self.cache is not broken:
+            if broken is not None and self._cache is not broken:
                 return  # another thread of this process already reopened it
-            if self.cache is not None:
-                _close_quietly(self.cache)
+            if self._cache is not None:
+                _close_quietly(self._cache)
+            if self._reader is not None:
+                self._reader.close()
             with ProcessLock(self.directory, "_database", 60, log.warning):
                 moved = None
                 if _inode(self._db_path) == self._ino:
                     moved = self._move_aside()
-                self.cache, self._ino = self._open()
+                self._cache, self._ino = self._open()
                 salvaged = self._salvage(moved) if moved else 0
         if moved:
             self.quarantined.append(moved)
@@ -226,6 +252,12 @@ class DiskBackend:
 
     # -- operations ----------------------------------------------------------
     def get(self, key: str) -> Any:
+        reader = self._reader
+        if reader is not None:
+            try:
+                return reader.get(key)
+            except sqlite3.Error:
+                pass  # damaged or busy: the full open below repairs, retries or reports it
         return self._run(lambda c: c.get(key, default=None, retry=True))
 
     def set(self, key: str, value: bytes, tag: str | None = None) -> None:
@@ -233,6 +265,17 @@ class DiskBackend:
 
     def delete(self, key: str) -> bool:
         return bool(self._run(lambda c: c.delete(key, retry=True)))
+
+    def add(self, key: str, delta: int) -> bool:
+        """Add ``delta`` to a sane counter row without opening diskcache (one UPDATE); False when
+        that cannot be done here (no such row, no reader, a busy or damaged store): use :meth:`incr`."""
+        reader = self._reader
+        if reader is None or self._cache is not None:
+            return False  # diskcache is open anyway: its incr costs nothing more
+        try:
+            return reader.add(key, delta)
+        except sqlite3.Error:
+            return False
 
     def incr(self, key: str, delta: int) -> bool:
         """Add ``delta`` to a counter row; a row that is not a sane integer is reset (returns False)."""
@@ -328,9 +371,16 @@ class DiskBackend:
         return len(rows)
 
     def close(self) -> None:
-        _close_quietly(self.cache)
+        if self._reader is not None:
+            self._reader.close()
+        _close_quietly(self._cache)
 
 
+def _writable(path: str) -> bool:
+    return os.access(path, os.W_OK)
+
+
+_TIMEOUT = 30  # seconds SQLite waits for another process's lock
 _FILE_THRESHOLD = 1 << 15  # diskcache's default: larger values go to their own file
 
 
@@ -586,6 +636,9 @@ class MemoryBackend:
         with self.lock:
             self.times.pop(key, None)
             return self.data.pop(key, None) is not None
+
+    def add(self, key: str, delta: int) -> bool:
+        return False  # incr is as cheap
 
     def incr(self, key: str, delta: int) -> bool:
         with self.lock:

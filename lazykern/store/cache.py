@@ -22,11 +22,11 @@ import hashlib
 import json
 import logging
 import os
-import re
 import stat
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any
@@ -35,7 +35,7 @@ import filelock
 
 from .. import config
 from ..errors import CacheError, LazykernWarning, warn_user
-from . import _entry
+from . import _entry, _toolchain_memo
 from ._locks import LOCK_DIR, NullLock, ProcessLock
 from ._store import STORE_ERRORS, DiskBackend, MemoryBackend
 
@@ -99,7 +99,7 @@ def make_key(
     Options are hashed in their order; the NVRTC/CCCL versions and lazykern's
     schema version are part of the key, so an upgrade never returns an old entry.
     ``toolchain`` is :func:`lazykern.compiler.toolchain_fingerprint` (computed if
-    not given; :meth:`KernelCache.toolchain` memoizes it per machine).
+    not given; :meth:`KernelCache.toolchain` memoizes it per store and environment).
     """
     from ..compile.compiler import header_digest, toolchain_fingerprint
 
@@ -165,6 +165,7 @@ class KernelCache(ProgramCacheResource):
         self.requested_directory = os.fspath(directory) if directory is not None else config.default_cache_dir()
         self.degraded: str | None = None
         self._counts = dict.fromkeys(_COUNTERS, 0)
+        self._pending: dict[str, int] = {}  # counts not yet written to the store (_count)
         self._count_lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._key_locks_guard = threading.Lock()
@@ -174,13 +175,19 @@ class KernelCache(ProgramCacheResource):
         else:
             self._backend = MemoryBackend(self.size_limit)
             self.degraded = "disabled by LAZYKERN_CACHE"
+        # The counts a hit only noted are written when this cache is collected or the process exits
+        # (weakref.finalize runs at exit too), by the process that noted them, never a forked child.
+        self._write_pending = weakref.finalize(
+            self, _write_counts, self._backend, self._pending, self._count_lock, os.getpid()
+        )
 
     # -- opening ---------------------------------------------------------
     def _open_disk(self, directory: str) -> DiskBackend | MemoryBackend:
         try:
             _prepare_dir(directory)
-            # diskcache writes its settings on open, so a read-only directory fails here.
-            return DiskBackend(directory, self.size_limit, on_reset=lambda msg: self._warn_once("database", msg))
+            # An unusable directory fails here (a store it can write is opened on first write).
+            # The backend outlives this cache in its finalizer (the hit counts): it refers back weakly.
+            return DiskBackend(directory, self.size_limit, on_reset=_weak_warner(self, "database"))
         except STORE_ERRORS as exc:
             self.degraded = f"{directory}: {exc}"
             self._warn_once(
@@ -209,29 +216,12 @@ class KernelCache(ProgramCacheResource):
         return self._backend.kind
 
     def toolchain(self) -> str:
-        """The toolchain fingerprint, memoized in the store under a cheap stamp.
+        """The toolchain fingerprint, memoized in the store by the stat of the files it stands for.
 
-        Computing it loads NVRTC (~10 ms); a warm fresh process reads it back instead.
+        Computing it loads NVRTC (~10 ms); a warm fresh process stats a few files instead
+        (``lazykern.store._toolchain_memo``).
         """
-        from ..compile.compiler import toolchain_fingerprint, toolchain_stamp
-
-        memo = "lazykern:toolchain:" + toolchain_stamp()
-        try:
-            value = self._backend.get(memo)
-            if isinstance(value, bytes) and _HEX64.fullmatch(value):
-                return value.decode()
-            if value is not None:
-                self._warn_once(
-                    "memo", f"lazykern cache row {memo!r} held garbage; recomputed the toolchain fingerprint."
-                )
-        except STORE_ERRORS:
-            pass
-        fingerprint = toolchain_fingerprint()
-        try:
-            self._backend.set(memo, fingerprint.encode())
-        except STORE_ERRORS:
-            pass
-        return fingerprint
+        return _toolchain_memo.fingerprint(self.directory, lambda msg: self._warn_once("memo", msg))
 
     # -- entries ---------------------------------------------------------
     def lookup(self, key: bytes | str, *, expect: dict[str, Any] | None = None) -> _entry.Entry | None:
@@ -306,6 +296,7 @@ class KernelCache(ProgramCacheResource):
         if len(blob) > self.size_limit:
             self._warn_too_small(len(blob))
             return
+        self._flush_counts()
         try:
             self._backend.set(key, blob, tag=meta.get("family"))
             if self._backend.get(key) is None:  # evicted at once: the store holds nothing else
@@ -404,14 +395,21 @@ class KernelCache(ProgramCacheResource):
     def _count(self, name: str, delta: int = 1) -> None:
         with self._count_lock:
             self._counts[name] += delta
+            deferred = name in _DEFERRED
+            if deferred:  # a hit writes nothing: its counts go with the next write, or at exit
+                self._pending[name] = self._pending.get(name, 0) + delta
         record(name, delta)
-        if name == "lookups":  # not persisted: hits + misses, and a write less on the warm path
+        if deferred or name == "lookups":  # not persisted: hits + misses, and a write less on the warm path
             return
-        try:
-            sane = self._backend.incr(_STAT + name, delta)
-        except (*STORE_ERRORS, *_FOREIGN):
-            return
-        if not sane:
+        self._reset_warning(_add_count(self._backend, name, delta))
+
+    def _flush_counts(self) -> None:
+        """Write the counts a hit only noted (see ``_count``)."""
+        for name in _write_counts(self._backend, self._pending, self._count_lock, os.getpid()):
+            self._reset_warning(name)
+
+    def _reset_warning(self, name: str | None) -> None:
+        if name is not None:
             self._warn_once("counter", f"lazykern cache counter {_STAT + name!r} held garbage; it was reset.")
 
     # -- ProgramCacheResource --------------------------------------------
@@ -440,6 +438,7 @@ class KernelCache(ProgramCacheResource):
         self._backend.clear()
 
     def close(self) -> None:
+        self._flush_counts()
         self._backend.close()
 
     # -- inspection -------------------------------------------------------
@@ -560,6 +559,7 @@ class KernelCache(ProgramCacheResource):
 
     def persistent_counters(self) -> dict[str, int]:
         """Counts of every process that used this store (lookups: hits + misses)."""
+        self._flush_counts()
         out = {}
         for name in _COUNTERS:
             try:
@@ -606,7 +606,50 @@ class KernelCache(ProgramCacheResource):
 
 
 _STAT_ROOT = "lazykern:"
-_HEX64 = re.compile(rb"[0-9a-f]{64}")
+_DEFERRED = ("hits", "saved_ms")
+
+
+def _weak_warner(cache: KernelCache, tag: str) -> Callable[[str], None]:
+    """``cache._warn_once(tag, message)`` without keeping ``cache`` alive (a log line once it is gone)."""
+    ref = weakref.ref(cache)
+
+    def warn(message: str) -> None:
+        target = ref()
+        if target is None:
+            log.warning(message)
+        else:
+            target._warn_once(tag, message)
+
+    return warn
+
+
+def _add_count(backend: DiskBackend | MemoryBackend, name: str, delta: int) -> str | None:
+    """Add to a persistent counter; ``name`` when its row held garbage and was reset, else None."""
+    try:
+        return None if backend.incr(_STAT + name, delta) else name
+    except (*STORE_ERRORS, *_FOREIGN):
+        return None
+
+
+def _write_counts(
+    backend: DiskBackend | MemoryBackend, pending: dict[str, int], lock: threading.Lock, pid: int
+) -> list[str]:
+    """Write and clear ``pending`` counts (an UPDATE in place where the row exists); the names reset."""
+    if os.getpid() != pid:
+        return []  # a forked child: the counts are its parent's
+    with lock:
+        items = list(pending.items())
+        pending.clear()
+    reset = []
+    for name, delta in items:
+        if backend.add(_STAT + name, delta):  # one UPDATE in place: diskcache is not opened for it
+            continue
+        bad = _add_count(backend, name, delta)
+        if bad is not None:
+            reset.append(bad)
+    return reset
+
+
 # What diskcache raises when it meets a row or setting it did not write (text where a number
 # belongs, a huge integer ...): the row is bad, the store goes on.
 _FOREIGN = (TypeError, ValueError, OverflowError, UnicodeError, RecursionError, KeyError, IndexError, AttributeError)

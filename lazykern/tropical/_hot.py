@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 
 from ..launch import _device, memory
-from ..launch._launch import core_stream, launch_packed
+from ..launch._launch import Prepared, custream, launch_packed
 from . import _arrays
 
 _CACHE_SIZE = 4096
 _entries: dict[tuple, Any] = {}
 find = _entries.get  # the hot lookup (key -> call or None): a bound method, no extra Python frame
-_streams: dict[int, Any] = {}  # raw handle -> cuda.core Stream
+_streams: dict[int, Any] = {}  # raw handle -> the driver's CUstream
 
 
 def remember(key: tuple | None, entry: Any) -> Any:
@@ -44,7 +44,7 @@ def clear() -> None:
 def _stream(handle: int) -> Any:
     s = _streams.get(handle)
     if s is None:
-        s = _streams[handle] = core_stream(handle)
+        s = _streams[handle] = custream(handle)
     return s
 
 
@@ -114,20 +114,13 @@ def _stream_key(stream: Any) -> Any:
 
 
 # -- launches --------------------------------------------------------------------------------
-class Launch:
+class Launch(Prepared):
     """One kernel launch with everything but the leading pointers fixed (scalars packed once)."""
 
-    __slots__ = ("config", "fn", "tail")
+    __slots__ = ()
 
     def __init__(self, kernel: Any, grid: tuple[int, ...], threads: int, args: list[Any], pointers: int = 4) -> None:
-        from cuda.core import LaunchConfig
-
-        sig = kernel.signature
-        if sig is None or any(t != "ptr" for t in sig[:pointers]) or "ptr" in sig[pointers:]:
-            raise ValueError(f"kernel {kernel.name} does not take {pointers} pointers then scalars: {sig}")
-        self.config = LaunchConfig(grid=tuple(grid), block=(threads,))
-        self.fn = kernel.function()  # loads the cubin on the current (the call's) device
-        self.tail = kernel.pack([0] * pointers + list(args))[pointers:]
+        super().__init__(kernel, grid, threads, args, pointers)
 
 
 class Outs:
@@ -268,14 +261,14 @@ class ProductCall(_Call):
             main = self.main
             reduce = self.reduce
             if reduce is None:
-                launch_packed(stream, main.config, main.fn, pa, pb, pc, pi, *main.tail)
+                launch_packed(stream, main, pa, pb, pc, pi)
                 return result
             nbytes = self.ws_bytes
             w = memory.allocate(nbytes, device, handle)  # freed right after its last use, stream-ordered
             iw = w + self.ws_values if self.argmax else 0
             try:
-                launch_packed(stream, main.config, main.fn, pa, pb, w, iw, *main.tail)
-                launch_packed(stream, reduce.config, reduce.fn, w, iw, pc, pi, *reduce.tail)
+                launch_packed(stream, main, pa, pb, w, iw)
+                launch_packed(stream, reduce, w, iw, pc, pi)
             finally:
                 memory.free(w, nbytes, handle)
             return result
@@ -326,7 +319,7 @@ class BackwardCall(_Call):
             launch = self.launch
             if launch is not None:
                 stream = _streams.get(handle) or _stream(handle)
-                launch_packed(stream, launch.config, launch.fn, pg, pix, pA, pB, *launch.tail)
+                launch_packed(stream, launch, pg, pix, pA, pB)
             return result
         finally:
             if token is not None:

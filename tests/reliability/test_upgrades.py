@@ -7,6 +7,7 @@ import pytest
 
 from lazykern import KernelCache, LazykernWarning, make_key
 from lazykern.compile import compiler
+from lazykern.store import _toolchain_memo
 from lazykern.store import cache as cache_mod
 
 from ._families import synthetic_family
@@ -17,10 +18,10 @@ SRC = 'extern "C" __global__ void k(int *a) { *a = 1; }'
 @pytest.fixture
 def fresh_fingerprint():
     compiler.toolchain_fingerprint.cache_clear()
-    compiler.toolchain_stamp.cache_clear()
+    _toolchain_memo.forget()
     yield
     compiler.toolchain_fingerprint.cache_clear()
-    compiler.toolchain_stamp.cache_clear()
+    _toolchain_memo.forget()
 
 
 @pytest.mark.parametrize(
@@ -41,7 +42,7 @@ def test_upgrade_misses_the_old_entry(tmp_path, monkeypatch, fresh_fingerprint, 
     else:
         monkeypatch.setattr(cache_mod, "SCHEMA_VERSION", cache_mod.SCHEMA_VERSION + 1)
     compiler.toolchain_fingerprint.cache_clear()
-    compiler.toolchain_stamp.cache_clear()
+    _toolchain_memo.forget()
     new = synthetic_family(kc, n=1)
     assert new.key("add_0", "sm_90") != old_key
     new.get("add_0", "sm_90")

@@ -1,0 +1,199 @@
+"""A warm hit does no avoidable work: one SQLite statement, no toolchain recomputation, no write.
+
+Each test opens the filled store as a new process would (a new ``KernelCache``, this
+process's toolchain memo forgotten) and counts what the first lookup does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+import time
+
+import pytest
+
+from lazykern import KernelCache, KernelFamily
+from lazykern.compile import compiler
+from lazykern.store import _store_read, _toolchain_memo
+
+from .conftest import FRAGMENTS, PREAMBLE
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts calls that compute the toolchain, and every SQLite statement of new connections."""
+    calls = {"fingerprint": 0, "files": 0}
+    statements: list[str] = []
+    real_fp, real_files = compiler.toolchain_fingerprint, compiler.toolchain_files
+
+    def fingerprint():
+        calls["fingerprint"] += 1
+        return real_fp()
+
+    def files():
+        calls["files"] += 1
+        return real_files()
+
+    monkeypatch.setattr(compiler, "toolchain_fingerprint", fingerprint)
+    monkeypatch.setattr(compiler, "toolchain_files", files)
+    real_connect = sqlite3.connect
+
+    def connect(*args, **kwargs):
+        con = real_connect(*args, **kwargs)
+        con.set_trace_callback(statements.append)
+        return con
+
+    # diskcache and the reader both call sqlite3.connect through the module attribute.
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    _toolchain_memo.forget()
+    yield calls, statements
+    _toolchain_memo.forget()
+
+
+def _family(cache: KernelCache) -> KernelFamily:
+    return KernelFamily("warmhit", PREAMBLE, fragments={"scale_f32": FRAGMENTS["scale_f32"]}, cache=cache)
+
+
+def _fill(directory) -> None:
+    kc = KernelCache(directory)
+    _family(kc).get("scale_f32", "sm_80")
+    kc.close()
+
+
+def test_warm_hit_is_one_select_and_no_toolchain_work(tmp_path, counted):
+    _fill(tmp_path / "c")
+    calls, statements = counted
+    _toolchain_memo.forget()
+    calls.update(fingerprint=0, files=0)
+    statements.clear()
+    kc = KernelCache(tmp_path / "c")
+    fam = _family(kc)
+    kernel = fam.get("scale_f32", "sm_80")
+    assert fam.compile_calls == 0 and kernel.code.startswith(b"\x7fELF")
+    assert calls == {"fingerprint": 0, "files": 0}, "the toolchain was recomputed on a warm hit"
+    assert len(statements) == 1 and statements[0].lstrip().upper().startswith("SELECT"), statements
+    # The hit is counted in memory and written later (here: by the counters' reader).
+    assert kc.stats()["hits"] == 1
+    assert kc.persistent_counters()["hits"] == 1
+    kc.close()
+
+
+def test_a_fresh_process_hits_and_exits_without_opening_diskcache(tmp_path):
+    """The hit is one SELECT; at exit its counts are added in place (once their rows exist)."""
+    import subprocess
+
+    _fill(tmp_path / "c")
+    child = (
+        "import json, sqlite3, sys\n"
+        "seen = []\n"
+        "real = sqlite3.connect\n"
+        "def connect(*a, **k):\n"
+        "    con = real(*a, **k); con.set_trace_callback(seen.append); return con\n"
+        "sqlite3.connect = connect\n"
+        "from lazykern import KernelCache, KernelFamily\n"
+        "from tests.conftest import FRAGMENTS, PREAMBLE\n"
+        "kc = KernelCache(sys.argv[1])\n"
+        "fam = KernelFamily('warmhit', PREAMBLE, fragments={'scale_f32': FRAGMENTS['scale_f32']}, cache=kc)\n"
+        "fam.get('scale_f32', 'sm_80'); assert fam.compile_calls == 0\n"
+        "hit = list(seen)\n"
+        "kc._write_pending()  # what runs when kc is collected or the process exits\n"
+        "print(json.dumps([hit, seen[len(hit):]]))\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root)
+    runs = []
+    for _ in range(3):
+        proc = subprocess.run(
+            [sys.executable, "-c", child, str(tmp_path / "c")], check=True, env=env, timeout=120, capture_output=True
+        )
+        runs.append(json.loads(proc.stdout.splitlines()[-1]))
+    assert all(len(hit) == 1 and hit[0].startswith("SELECT") for hit, _ in runs)
+    # The counter rows exist by now: two in-place additions, nothing else. (SQLite traces a statement
+    # again for each trigger it fires: diskcache's Settings bookkeeping.)
+    at_exit = list(dict.fromkeys(runs[-1][1]))
+    assert len(at_exit) == 3 and at_exit[0].startswith("PRAGMA synchronous"), at_exit
+    assert all(s.startswith("UPDATE Cache SET value = value +") for s in at_exit[1:])
+    assert KernelCache(tmp_path / "c").persistent_counters()["hits"] == 3
+
+
+def test_a_collected_cache_writes_its_hits(tmp_path):
+    _fill(tmp_path / "c")
+    kc = KernelCache(tmp_path / "c")
+    _family(kc).get("scale_f32", "sm_80")
+    del kc  # no close(): the counts are written when the cache is collected
+    assert KernelCache(tmp_path / "c").persistent_counters()["hits"] == 1
+
+
+def test_memo_recomputes_when_a_toolchain_file_changes(tmp_path, counted, monkeypatch):
+    calls, _ = counted
+    lib = tmp_path / "libnvrtc.so.13"
+    lib.write_bytes(b"v1")
+    monkeypatch.setattr(compiler, "toolchain_files", lambda: (calls.__setitem__("files", calls["files"] + 1), [lib])[1])
+    os.utime(lib, ns=(1, 1))  # older than the memo's computation: recordable
+    store = str(tmp_path / "store")
+    os.makedirs(store)
+    first = _toolchain_memo.fingerprint(store)
+    assert calls["fingerprint"] == 1
+    _toolchain_memo.forget()
+    assert _toolchain_memo.fingerprint(store) == first and calls["fingerprint"] == 1  # stat matched
+    lib.write_bytes(b"v2")  # new size, mtime and ctime: an upgrade in place
+    os.utime(lib, ns=(2, 2))
+    _toolchain_memo.forget()
+    _toolchain_memo.fingerprint(store)
+    assert calls["fingerprint"] == 2
+
+
+def test_memo_is_per_environment_and_ignores_garbage(tmp_path, counted, monkeypatch):
+    calls, _ = counted
+    store = str(tmp_path / "store")
+    os.makedirs(store)
+    _toolchain_memo.fingerprint(store)
+    (memo,) = [n for n in os.listdir(store) if n.startswith("toolchain-")]
+    monkeypatch.setenv("CUDA_HOME", "/opt/other-cuda")  # another environment: its own memo
+    _toolchain_memo.forget()
+    _toolchain_memo.fingerprint(store)
+    assert calls["fingerprint"] == 2 and len([n for n in os.listdir(store) if n.startswith("toolchain-")]) == 2
+    monkeypatch.delenv("CUDA_HOME")
+    for garbage in (b"\x00not json", json.dumps({"format": 1, "fingerprint": "0" * 64}).encode()):
+        (tmp_path / "store" / memo).write_bytes(garbage)
+        _toolchain_memo.forget()
+        heard: list[str] = []
+        value = _toolchain_memo.fingerprint(store, heard.append)
+        assert heard and "unreadable" in heard[0] and value != "0" * 64
+        _toolchain_memo.forget()
+        assert _toolchain_memo.fingerprint(store, heard.append) == value and len(heard) == 1  # rewritten
+
+
+def test_reader_moves_access_time_only_when_old(tmp_path, counted, monkeypatch):
+    _, statements = counted
+    kc = KernelCache(tmp_path / "c")
+    kc.store("k", b"\x7fELF code")
+    kc.close()
+    kc = KernelCache(tmp_path / "c")
+    statements.clear()
+    assert kc.lookup("k") is not None
+    assert not any("UPDATE" in s.upper() for s in statements)
+    monkeypatch.setattr(_store_read, "TOUCH_AFTER", -1.0)
+    before = time.time()
+    assert kc.lookup("k") is not None
+    assert any(s.upper().startswith("UPDATE CACHE SET ACCESS_TIME") for s in statements), statements
+    used = {r[0]: r[3] for r in kc._rows()}["k"]
+    assert used >= before
+    kc.close()
+
+
+def test_read_only_store_is_opened_at_once(tmp_path):
+    """A directory lazykern cannot write is found at open (memory fallback), as before the reader."""
+    if os.geteuid() == 0:
+        pytest.skip("root can write to a read-only directory")
+    directory = tmp_path / "ro"
+    _fill(directory)
+    os.chmod(directory, 0o500)
+    try:
+        kc = KernelCache(directory)
+        assert kc._backend._reader is None
+        kc.close()
+    finally:
+        os.chmod(directory, 0o700)
