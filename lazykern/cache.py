@@ -175,12 +175,22 @@ class KernelCache(ProgramCacheResource):
             self.degraded = "disabled by LAZYKERN_CACHE"
 
     # -- opening ---------------------------------------------------------
-    def _open_disk(self, directory: str) -> DiskBackend | MemoryBackend:
+    def _open_disk(self, directory: str) -> Any:
         try:
             _prepare_dir(directory)
             # diskcache writes its settings on open, so a read-only directory fails here.
             return DiskBackend(directory, self.size_limit, on_reset=lambda msg: self._warn_once("database", msg))
         except STORE_ERRORS as exc:
+            served = _open_read_only(directory, self.size_limit)
+            if served is not None:
+                self.degraded = f"{directory} is read-only ({exc}): its kernels are served, new ones kept in memory"
+                self._warn_once(
+                    "open",
+                    f"lazykern cache directory {directory!r} is read-only ({exc}); its kernels are used as they are, "
+                    "and kernels compiled now are kept in memory for this process only. "
+                    "Set LAZYKERN_CACHE_DIR to a writable directory to persist them.",
+                )
+                return served
             self.degraded = f"{directory}: {exc}"
             self._warn_once(
                 "open",
@@ -374,7 +384,7 @@ class KernelCache(ProgramCacheResource):
             return self._key_locks.setdefault(key, threading.Lock())
 
     def _process_lock(self, key: str) -> ProcessLock | NullLock:
-        if self.directory is None:
+        if self.backend != "disk":  # memory, or a read-only store where no lock file can be made
             return NullLock()
         name = hashlib.sha256(key.encode()).hexdigest()[:40]
         return ProcessLock(self.directory, name, self.lock_timeout, lambda msg: self._warn_once("lock", msg))
@@ -667,6 +677,16 @@ def _prepare_dir(directory: str) -> None:
         warn_user(message, LazykernWarning)
 
 
+def _open_read_only(directory: str, size_limit: int) -> Any:
+    """A :class:`lazykern._store_ro.ReadOnlyBackend` on the store in ``directory``, or None when none can be read."""
+    from ._store_ro import ReadOnlyBackend  # import on first use: only a store that cannot be written needs it
+
+    try:
+        return ReadOnlyBackend(directory, size_limit)
+    except STORE_ERRORS:
+        return None
+
+
 _default: KernelCache | None = None
 _default_lock = threading.Lock()
 
@@ -676,6 +696,7 @@ def default_cache() -> KernelCache:
     global _default
     with _default_lock:
         if _default is None:
+            config.check_settings()  # a mistyped LAZYKERN_* variable is reported at first use, whichever it is
             _default = KernelCache()
         return _default
 

@@ -22,7 +22,7 @@ from .cache import KernelCache, default_cache, make_key
 from .decorator import LazyKernel, _simulating
 from .errors import LazykernError
 from .kernel import Kernel
-from .source import FamilySource, Fragment, Generate
+from .source import FamilySource, Fragment, Generate, check_signature
 
 
 class KernelFamily:
@@ -84,7 +84,7 @@ class KernelFamily:
         ``twin``: a Numba-Python kernel (a function or a ``@lazy_kernel``) taking the
         same parameters, run instead of the fragment under the CUDA simulator.
         """
-        signature = None if signature is None else list(signature)
+        signature = check_signature(name, signature)  # before the twin: its parameter count comes from it
         if twin is not None:
             twin = _as_twin(twin, name, None if signature is None else len(signature), self._cache)
         self.source.add(name, code, symbol=symbol, signature=signature, options=options)
