@@ -218,7 +218,7 @@ _STEPS = {
     "first_call": "first matmul in a fresh process",
     "fwd_bwd": "forward + backward in a fresh process",
     "get": "compile or load in a fresh process",
-    "eager": "eager: every core fragment as one NVRTC unit (the slow one)",
+    "eager": "eager: the core fragments as one NVRTC unit (the slow one)",
 }
 
 
