@@ -384,10 +384,11 @@ class KernelCache(ProgramCacheResource):
             return self._key_locks.setdefault(key, threading.Lock())
 
     def _process_lock(self, key: str) -> ProcessLock | NullLock:
-        if self.backend != "disk":  # memory, or a read-only store where no lock file can be made
+        directory = self.directory
+        if directory is None or self.backend != "disk":  # memory, or a read-only store where no lock can be made
             return NullLock()
         name = hashlib.sha256(key.encode()).hexdigest()[:40]
-        return ProcessLock(self.directory, name, self.lock_timeout, lambda msg: self._warn_once("lock", msg))
+        return ProcessLock(directory, name, self.lock_timeout, lambda msg: self._warn_once("lock", msg))
 
     def _count(self, name: str, delta: int = 1) -> None:
         with self._count_lock:

@@ -53,16 +53,15 @@ def _fall_back(var: str, value: str, accepted: str, default: str) -> None:
 
 
 def default_cache_dir() -> str:
+    env = os.environ.get("LAZYKERN_CACHE_DIR", "")
+    if env.strip() and "\0" not in env:
+        return os.path.abspath(os.path.expanduser(env))
     import platformdirs  # import on first use: startup time
 
     fallback = os.path.join(platformdirs.user_cache_dir(), "lazykern")
-    env = os.environ.get("LAZYKERN_CACHE_DIR", "")
-    if not env.strip():
-        return fallback
-    if "\0" in env:
+    if env.strip():
         _fall_back("LAZYKERN_CACHE_DIR", env, "a directory path (without NUL bytes)", fallback)
-        return fallback
-    return os.path.abspath(os.path.expanduser(env))
+    return fallback
 
 
 def parse_size(text: str | int) -> int:
@@ -187,10 +186,12 @@ def lock_timeout() -> float:
 def check_settings() -> None:
     """Read every ``LAZYKERN_*`` setting once: each unusable value gives its one warning now.
 
-    The ``lazykern`` command calls it before any work, and opening the default cache does,
-    so a mistyped value is reported even where nothing else reads it yet.
+    The ``lazykern`` command calls it before any work; in a program, the first use of a public
+    name of ``lazykern`` and opening the default cache do: a mistyped value is reported even
+    where nothing reads it yet.
     """
-    default_cache_dir()
+    if os.environ.get("LAZYKERN_CACHE_DIR", "").strip():
+        default_cache_dir()
     cache_size_limit()
     disk_cache_enabled()
     arch_override()

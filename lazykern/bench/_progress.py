@@ -13,8 +13,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.text import Text
 
 DEFAULT_PACE = 10.0
@@ -40,14 +42,14 @@ def _spinner(console: Console) -> Iterator[Callable[[str], None]]:
 
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as shown:
         task = shown.add_task("starting", total=None)
-        # Text, not markup: a step names kernels and paths (a[i], [red]) that must show as written.
-        yield lambda message: shown.update(task, description=Text(message))
+        # Escaped: a step names kernels and paths (a[i], [red]) that must show as written, not as markup.
+        yield lambda message: shown.update(task, description=escape(message))
 
 
 @contextmanager
 def _plain_lines(console: Console, pace: float) -> Iterator[Callable[[str], None]]:
     start = time.monotonic()
-    current = {"message": "starting", "since": start}
+    current: dict[str, Any] = {"message": "starting", "since": start}
     lock = threading.Lock()
     done = threading.Event()
 
