@@ -129,3 +129,21 @@ def test_gpu_blocks_the_simulator_cannot_run_are_skipped_with_their_reason(block
 @pytest.mark.parametrize("path", DOCS, ids=IDS)
 def test_every_block_runs_on_a_gpu(path, tmp_path):
     run_blocks(blocks_of(path), tmp_path, simulator=False)
+
+
+PYTEST_BLOCKS = [b for p in DOCS for b in blocks_of(p) if re.search(r"^def test_", b.code, re.MULTILINE)]
+
+
+@pytest.mark.parametrize("block", PYTEST_BLOCKS, ids=[f"{b.file}:{b.line}" for b in PYTEST_BLOCKS])
+def test_a_block_of_tests_passes_under_pytest_as_a_user_runs_it(block, tmp_path):
+    """A block that shows pytest tests is a test file: pytest with lazykern's plugin runs it (the simulator
+    where there is no GPU, chosen by the plugin, nothing set by hand)."""
+    (tmp_path / "test_readme_example.py").write_text(block.code)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAZYKERN_", "NUMBA_ENABLE_CUDASIM"))}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_readme_example.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    defined = len(re.findall(r"^def test_", block.code, re.MULTILINE))
+    assert done.returncode == 0 and f"{defined} passed" in done.stdout, done.stdout[-4000:] + done.stderr[-2000:]

@@ -85,6 +85,14 @@ def test_a_duration_with_a_unit_prunes(store):
     assert done.returncode == 0 and "removed 0 entries" in done.stdout, done.stderr
 
 
+@pytest.mark.parametrize("command", [["ls"], ["clear", "--yes"]])
+def test_a_mistyped_arch_filter_is_refused_not_matched_to_nothing(store, command):
+    done = lazykern("cache", *command, "--arch", "sm_9O", env=env_for(store))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--arch='sm_9O' is not valid; accepted: an arch such as sm_80, sm_90 or 90" in done.stderr
+    assert KernelCache(store).stats()["entries"] == 1  # clear refused before deleting anything
+
+
 @pytest.mark.parametrize(("option", "value"), [("-k", ""), ("--arch", " , ")])
 def test_warm_refuses_an_option_that_names_nothing(tmp_path, option, value):
     done = lazykern("warm", option, value, env=env_for(tmp_path / "c"))

@@ -71,6 +71,24 @@ def test_cache_info_and_ls_show_a_read_only_stores_entries(team_store):
     assert _snapshot(team_store) == before
 
 
+@pytest.fixture
+def bundle(tmp_path):
+    """A bundle of one entry from another store."""
+    other = tmp_path / "other"
+    done = run(["-c", FAMILY + "fam.get('k0', 'sm_80')\n"], env_for(other))
+    assert done.returncode == 0, done.stderr
+    done = lazykern("cache", "export", str(tmp_path / "b.tar.gz"), env=env_for(other))
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "b.tar.gz"
+
+
+def test_importing_into_a_read_only_store_fails_in_one_line(team_store, bundle):
+    before = _snapshot(team_store)
+    done = lazykern("cache", "import", str(bundle), env=env_for(team_store), user=True)
+    assert done.returncode == 1 and "error: the kernel cache is read-only" in done.stderr, done.stderr
+    assert _snapshot(team_store) == before
+
+
 @pytest.mark.parametrize(
     "command", [["cache", "clear", "--yes"], ["cache", "prune", "--max-size", "0"], ["cache", "info", "--repair"]]
 )

@@ -158,8 +158,23 @@ def _rows(family: str | None, arch: str | None) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (str(r.get("family")), str(r.get("kernel")), str(r.get("arch"))))
 
 
+def _arch_filter(value: str | None) -> str | None:
+    """``--arch`` of ls/clear/export, normalized (``90`` -> ``sm_90``); a mistyped one is refused, not matched to
+    nothing (any arch an older NVRTC compiled for may be in the cache, so only the form is checked)."""
+    if value is None:
+        return None
+    from ..compiler import normalize_arch  # import on first use: startup time
+
+    try:
+        return normalize_arch(value)
+    except ValueError:
+        raise typer.BadParameter(invalid_value("--arch", value, "an arch such as sm_80, sm_90 or 90")) from None
+
+
 FamilyOpt = typer.Option(None, "--family", "-f", help="Only entries of this kernel family.")
-ArchOpt = typer.Option(None, "--arch", "-a", help="Only entries compiled for this arch, e.g. sm_90.")
+ArchOpt = typer.Option(
+    None, "--arch", "-a", callback=_arch_filter, help="Only entries compiled for this arch, e.g. sm_90."
+)
 
 
 @app.command("ls")
