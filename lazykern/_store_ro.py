@@ -49,16 +49,19 @@ def _connect(path: str) -> sqlite3.Connection:
     """
     if not os.path.isfile(path):
         raise CacheError(f"{path} does not exist or is not a file")
-    uri = "file:" + path.replace("?", "%3f").replace("#", "%23")
-    error: sqlite3.Error | None = None
+    uri = "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    errors: list[sqlite3.Error] = []
     for flags in ("?mode=ro", "?mode=ro&immutable=1"):
+        con = None
         try:
             con = sqlite3.connect(uri + flags, uri=True, timeout=5, check_same_thread=False)
-            con.execute("SELECT COUNT(*) FROM Cache WHERE rowid < 0").fetchone()
+            con.execute("SELECT COUNT(*) FROM Cache WHERE rowid < 0").fetchone()  # the table is there and readable
             return con
         except sqlite3.Error as exc:
-            error = exc
-    raise error  # type: ignore[misc]
+            if con is not None:
+                con.close()
+            errors.append(exc)
+    raise errors[-1]
 
 
 class ReadOnlyBackend:

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import filelock
 
@@ -37,6 +37,9 @@ from . import _entry, config
 from ._locks import LOCK_DIR, NullLock, ProcessLock
 from ._store import STORE_ERRORS, DiskBackend, MemoryBackend
 from .errors import CacheError, LazykernWarning, warn_user
+
+if TYPE_CHECKING:
+    from ._store_ro import ReadOnlyBackend
 
 try:
     from cuda.core.utils import ProgramCacheResource
@@ -175,7 +178,7 @@ class KernelCache(ProgramCacheResource):
             self.degraded = "disabled by LAZYKERN_CACHE"
 
     # -- opening ---------------------------------------------------------
-    def _open_disk(self, directory: str) -> Any:
+    def _open_disk(self, directory: str) -> DiskBackend | MemoryBackend | ReadOnlyBackend:
         try:
             _prepare_dir(directory)
             # diskcache writes its settings on open, so a read-only directory fails here.
@@ -183,11 +186,13 @@ class KernelCache(ProgramCacheResource):
         except STORE_ERRORS as exc:
             served = _open_read_only(directory, self.size_limit)
             if served is not None:
-                self.degraded = f"{directory} is read-only ({exc}): its kernels are served, new ones kept in memory"
+                self.degraded = (
+                    f"{directory} cannot be written ({exc}): its kernels are served, new ones kept in memory"
+                )
                 self._warn_once(
                     "open",
-                    f"lazykern cache directory {directory!r} is read-only ({exc}); its kernels are used as they are, "
-                    "and kernels compiled now are kept in memory for this process only. "
+                    f"lazykern cache directory {directory!r} cannot be written ({exc}); its kernels are used "
+                    "as they are, and kernels compiled now are kept in memory for this process only. "
                     "Set LAZYKERN_CACHE_DIR to a writable directory to persist them.",
                 )
                 return served
@@ -678,7 +683,7 @@ def _prepare_dir(directory: str) -> None:
         warn_user(message, LazykernWarning)
 
 
-def _open_read_only(directory: str, size_limit: int) -> Any:
+def _open_read_only(directory: str, size_limit: int) -> ReadOnlyBackend | None:
     """A :class:`lazykern._store_ro.ReadOnlyBackend` on the store in ``directory``, or None when none can be read."""
     from ._store_ro import ReadOnlyBackend  # import on first use: only a store that cannot be written needs it
 

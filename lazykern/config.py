@@ -6,7 +6,6 @@
 ``LAZYKERN_ARCH``        arch to compile for when no GPU is present (default sm_90)
 ``LAZYKERN_LOG``         log level of the ``lazykern`` logger (e.g. ``DEBUG``); shown on stderr
 ``LAZYKERN_LOCK_TIMEOUT`` seconds to wait for another process's compile lock (default 10)
-
 ``LAZYKERN_PYTEST``      ``0``/``off``/``false``/``no`` turns the pytest plugin off
 
 A value that cannot be used never raises: it gives one ``LazykernWarning`` per
@@ -32,6 +31,7 @@ _ON = ("1", "on", "true", "yes")
 _OFF = ("0", "off", "false", "no")
 _ARCH_RE = re.compile(r"^(?:(?:sm_|compute_)\d{2,3}[af]?|\d{2,3})$")
 _warned: set[str] = set()
+SIZE_ACCEPTED = "a size such as 500M, 2G or a byte count, from 0 to 1E"
 
 
 def invalid_value(name: str, value: object, accepted: str) -> str:
@@ -90,7 +90,7 @@ def cache_size_limit() -> int:
     try:
         return parse_size(env)
     except ValueError:
-        _fall_back("LAZYKERN_CACHE_SIZE", env, "a size such as 500M, 2G or a byte count, from 0 to 1E", "2G")
+        _fall_back("LAZYKERN_CACHE_SIZE", env, SIZE_ACCEPTED, "2G")
         return DEFAULT_SIZE
 
 

@@ -11,7 +11,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..config import invalid_value
+from ..config import SIZE_ACCEPTED, invalid_value
 from ._common import (
     console,
     err_console,
@@ -287,8 +287,7 @@ def prune(
         try:
             limit = parse_size(max_size)
         except ValueError:
-            accepted = "a size such as 500M, 2G or a byte count, from 0 to 1E"
-            raise typer.BadParameter(invalid_value("--max-size", max_size, accepted)) from None
+            raise typer.BadParameter(invalid_value("--max-size", max_size, SIZE_ACCEPTED)) from None
     cache = open_existing_cache()
     before = cache.stats()
     removed = 0
