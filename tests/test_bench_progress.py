@@ -19,7 +19,7 @@ def test_bench_startup_quick_is_quick_and_says_what_it_runs(tmp_path):
     done = lazykern("bench", "startup", "--quick", env=env_for(tmp_path / "cache"), timeout=120)
     seconds = time.perf_counter() - started
     assert done.returncode == 0, done.stderr
-    assert seconds < 20, f"took {seconds:.1f} s (target: under 10 s on an idle machine)"
+    assert seconds < 30, f"took {seconds:.1f} s (under 10 s on an idle machine; loose here for a busy CI host)"
     assert re.search(r"eager: \d+ of \d+ fragments", done.stdout)  # a sample, and it says so
     assert "all 50 at this rate" in " ".join(done.stdout.split())
     progress = [ln for ln in done.stderr.splitlines() if LINE.match(ln)]  # stderr is a pipe here: plain lines

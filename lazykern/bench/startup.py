@@ -41,7 +41,7 @@ DEFAULT_FAMILY = "tropical"
 DEFAULT_OUT = os.path.join("benchmarks", "results")
 # --quick compiles this many core fragments as the eager unit: all 50 tropical ones take ~22 s of NVRTC on a CPU,
 # and a smoke run must finish in seconds. The row says it is a sample and what the whole set would cost at that rate.
-QUICK_EAGER_FRAGMENTS = 6
+QUICK_EAGER_FRAGMENTS = 4
 _MARK = "LAZYKERN_BENCH_RESULT "  # the child's last line; _CHILD prints the same prefix
 
 REFERENCE_FIGURES: dict[str, Any] = {
