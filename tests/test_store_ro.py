@@ -146,3 +146,33 @@ def test_holds_store(tmp_path):
     assert holds_store(str(tmp_path)) is False
     KernelCache(tmp_path / "s").close()
     assert holds_store(str(tmp_path / "s")) is True
+
+
+LAZY = textwrap.dedent(
+    """\
+    from numba import cuda, float32
+    from lazykern import lazy_kernel
+
+    @lazy_kernel
+    def saxpy(a, x, y, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = a * x[i] + y[i]
+
+    print("compiled", [r["compiled"] for r in saxpy.warm([(float32, float32[::1], float32[::1], float32[::1])])])
+    """
+)
+
+
+def test_a_read_only_store_serves_lazy_kernels_too(tmp_path):
+    store = tmp_path / "team"
+    env = env_for(store, LAZYKERN_ARCH="sm_80")
+    assert run(["-c", LAZY], env).stdout.strip() == "compiled [True]"
+    _make_read_only(store, True)
+    try:
+        before = _snapshot(store)
+        done = run(["-c", LAZY], env, user=True)
+        assert done.returncode == 0 and done.stdout.strip() == "compiled [False]", done.stderr
+        assert _snapshot(store) == before
+    finally:
+        _make_read_only(store, False)
