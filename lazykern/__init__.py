@@ -78,6 +78,7 @@ def __getattr__(name: str) -> Any:
     else:
         raise AttributeError(f"module 'lazykern' has no attribute {name!r}")
     globals()[name] = value  # later look-ups skip this function
+    config.check_settings()  # the package's first use: a mistyped LAZYKERN_* variable is reported, at the user's line
     return value
 
 
@@ -93,4 +94,4 @@ def load_ipython_extension(ip: Any) -> None:
 
 
 _aliases.install()
-config.configure_logging()
+config.configure_logging()  # a bad LAZYKERN_LOG is reported at first use, with the other settings

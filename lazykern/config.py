@@ -6,9 +6,12 @@
 ``LAZYKERN_ARCH``        arch to compile for when no GPU is present (default sm_90)
 ``LAZYKERN_LOG``         log level of the ``lazykern`` logger (e.g. ``DEBUG``); shown on stderr
 ``LAZYKERN_LOCK_TIMEOUT`` seconds to wait for another process's compile lock (default 10)
+``LAZYKERN_PYTEST``      ``0``/``off``/``false``/``no`` turns the pytest plugin off
 
 A value that cannot be used never raises: it gives one ``LazykernWarning`` per
-variable and process, saying what was wrong, and the default is used instead.
+variable and process, in the one wording every rejected setting or argument
+has (:func:`invalid_value`: the setting, the bad value, what is accepted), and
+the default is used instead. :func:`check_settings` reads them all at once.
 """
 
 from __future__ import annotations
@@ -17,9 +20,8 @@ import decimal
 import logging
 import os
 import re
-import warnings
 
-from .errors import LazykernWarning
+from .errors import LazykernWarning, warn_user
 
 DEFAULT_SIZE = 2 << 30
 MAX_SIZE = 1 << 60  # far beyond any disk, and within SQLite's 64-bit integers
@@ -29,25 +31,35 @@ _ON = ("1", "on", "true", "yes")
 _OFF = ("0", "off", "false", "no")
 _ARCH_RE = re.compile(r"^(?:(?:sm_|compute_)\d{2,3}[af]?|\d{2,3})$")
 _warned: set[str] = set()
+SIZE_ACCEPTED = "a size such as 500M, 2G or a byte count, from 0 to 1E"
 
 
-def _fall_back(var: str, value: str, why: str, default: str) -> None:
-    """One warning per variable and process; the caller then uses the default."""
+def invalid_value(name: str, value: object, accepted: str) -> str:
+    """The one wording of a rejected setting or argument: which one, the bad value, what is accepted.
+
+    >>> invalid_value("LAZYKERN_LOG", "LOUD", "DEBUG, INFO")
+    "LAZYKERN_LOG='LOUD' is not valid; accepted: DEBUG, INFO"
+    """
+    shown = value[:80] if isinstance(value, str) else value
+    return f"{name}={shown!r} is not valid; accepted: {accepted}"
+
+
+def _fall_back(var: str, value: str, accepted: str, default: str) -> None:
+    """One warning per variable and process, at the user's line; the caller then uses the default."""
     if var in _warned:
         return
     _warned.add(var)
-    warnings.warn(f"ignoring {var}={value[:80]!r}: {why}; using {default}", LazykernWarning, stacklevel=3)
+    warn_user(f"{invalid_value(var, value, accepted)}; using {default}", LazykernWarning)
 
 
 def default_cache_dir() -> str:
     env = os.environ.get("LAZYKERN_CACHE_DIR", "")
-    if not env.strip():
-        return _user_cache_dir()
-    if "\0" in env:
-        fallback = _user_cache_dir()
-        _fall_back("LAZYKERN_CACHE_DIR", env, "a path cannot contain a NUL byte", fallback)
-        return fallback
-    return os.path.abspath(os.path.expanduser(env))
+    if env.strip() and "\0" not in env:
+        return os.path.abspath(os.path.expanduser(env))
+    fallback = _user_cache_dir()
+    if env.strip():
+        _fall_back("LAZYKERN_CACHE_DIR", env, "a directory path (without NUL bytes)", fallback)
+    return fallback
 
 
 def _user_cache_dir() -> str:
@@ -82,20 +94,30 @@ def cache_size_limit() -> int:
         return DEFAULT_SIZE
     try:
         return parse_size(env)
-    except ValueError as exc:
-        _fall_back("LAZYKERN_CACHE_SIZE", env, str(exc), "2G")
+    except ValueError:
+        _fall_back("LAZYKERN_CACHE_SIZE", env, SIZE_ACCEPTED, "2G")
         return DEFAULT_SIZE
 
 
-def disk_cache_enabled() -> bool:
-    env = os.environ.get("LAZYKERN_CACHE", "")
+def _switch(var: str) -> bool:
+    """An on/off variable (unset: on)."""
+    env = os.environ.get(var, "")
     value = env.strip().lower()
     if not value or value in _ON:
         return True
     if value in _OFF:
         return False
-    _fall_back("LAZYKERN_CACHE", env, "expected 1/on/true/yes or 0/off/false/no", "on")
+    _fall_back(var, env, "1, on, true, yes or 0, off, false, no", "on")
     return True
+
+
+def disk_cache_enabled() -> bool:
+    return _switch("LAZYKERN_CACHE")
+
+
+def pytest_plugin_enabled() -> bool:
+    """``LAZYKERN_PYTEST``: False turns lazykern's pytest plugin off."""
+    return _switch("LAZYKERN_PYTEST")
 
 
 def arch_override() -> str | None:
@@ -104,13 +126,16 @@ def arch_override() -> str | None:
     if not env.strip():
         return None
     if not _ARCH_RE.match(env.strip().lower()):
-        _fall_back("LAZYKERN_ARCH", env, "an arch looks like sm_80 or sm_90", "the device's arch (sm_90 without one)")
+        _fall_back("LAZYKERN_ARCH", env, "an arch such as sm_80, sm_90 or 90", "the device's arch (sm_90 without one)")
         return None
     return env.strip()
 
 
-def log_level() -> int | None:
-    """``LAZYKERN_LOG`` as a logging level (``DEBUG``, ``info``, ``10``), or None when unset or unusable."""
+def log_level(*, report: bool = True) -> int | None:
+    """``LAZYKERN_LOG`` as a logging level (``DEBUG``, ``info``, ``10``), or None when unset or unusable.
+
+    ``report=False``: an unusable value is not warned about yet (see :func:`configure_logging`).
+    """
     env = os.environ.get("LAZYKERN_LOG", "")
     value = env.strip().upper()
     if not value:
@@ -120,16 +145,21 @@ def log_level() -> int | None:
     level = logging.getLevelName(value)  # the number for a known name, a string otherwise
     if isinstance(level, int):
         return level
-    _fall_back("LAZYKERN_LOG", env, "levels are DEBUG, INFO, WARNING, ERROR, CRITICAL", "no log output")
+    if report:
+        _fall_back("LAZYKERN_LOG", env, "DEBUG, INFO, WARNING, ERROR, CRITICAL or a number", "no log output")
     return None
 
 
 def configure_logging() -> None:
-    """The ``lazykern`` logger: silent by default, shown on stderr at ``LAZYKERN_LOG``'s level."""
+    """The ``lazykern`` logger: silent by default, shown on stderr at ``LAZYKERN_LOG``'s level.
+
+    Runs at ``import lazykern``, before the ``lazykern`` command can show warnings its way, so an
+    unusable value is reported later, with the other settings (:func:`check_settings`).
+    """
     logger = logging.getLogger("lazykern")
     if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
         logger.addHandler(logging.NullHandler())
-    level = log_level()
+    level = log_level(report=False)
     if level is None:
         return
     logger.setLevel(level)
@@ -153,6 +183,23 @@ def lock_timeout() -> float:
     except ValueError:
         value = -1.0
     if not 0 <= value <= 3600:  # also NaN
-        _fall_back("LAZYKERN_LOCK_TIMEOUT", env, "expected seconds between 0 and 3600", f"{DEFAULT_LOCK_TIMEOUT:g}")
+        _fall_back("LAZYKERN_LOCK_TIMEOUT", env, "seconds from 0 to 3600", f"{DEFAULT_LOCK_TIMEOUT:g}")
         return DEFAULT_LOCK_TIMEOUT
     return value
+
+
+def check_settings() -> None:
+    """Read every ``LAZYKERN_*`` setting once: each unusable value gives its one warning now.
+
+    The ``lazykern`` command calls it before any work; in a program, the first use of a public
+    name of ``lazykern`` and opening the default cache do: a mistyped value is reported even
+    where nothing reads it yet.
+    """
+    if os.environ.get("LAZYKERN_CACHE_DIR", "").strip():
+        default_cache_dir()
+    cache_size_limit()
+    disk_cache_enabled()
+    arch_override()
+    log_level()
+    lock_timeout()
+    pytest_plugin_enabled()

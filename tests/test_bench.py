@@ -525,7 +525,7 @@ def test_eager_failure_is_reported_not_raised(tmp_path):
         def __call__(self, mode: str, cache_dir: str, **cfg):
             raise LazykernError("redefinition of 'helper'")
 
-    row = startup._eager_row(FailingRunner(), 3, 31)
+    row = startup._eager_row(FailingRunner(), 3, [f"k{i}" for i in range(31)])
     assert row["seconds"] is None and "redefinition" in row["error"] and "31 fragments" in row["scenario"]
     text = _render(_report.startup_table({"mode": "gpu", "repeats": 3, "rows": [row]}))
     assert "failed: redefinition" in text

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from lazykern import KernelFamily, tropical
+from lazykern import KernelCache, KernelFamily, tropical
 from lazykern.store.cache import set_default_cache
 from lazykern.tools.cli import app
 from tests.test_demo import assert_whole_table
@@ -37,6 +37,7 @@ def cache_dir(tmp_path, monkeypatch):
     from lazykern.tools.cli import _common
 
     path = tmp_path / "cache"
+    KernelCache(path).close()  # an empty store: `cache info` on a path holding none is an error (test_settings.py)
     monkeypatch.setattr(_common.console, "width", 80)
     monkeypatch.setattr(_common.err_console, "width", 80)
     monkeypatch.setenv("LAZYKERN_CACHE_DIR", str(path))
@@ -208,10 +209,10 @@ def test_missing_nvrtc_is_one_line_everywhere(tmp_path):
 def test_degraded_location_is_not_health_ok_and_warnings_are_one_line(tmp_path, monkeypatch):
     from lazykern.tools.cli import _common
 
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a directory")
+    store = tmp_path / "cache"
+    (store / "cache.db").mkdir(parents=True)  # a store whose database cannot be opened (a path holding none is refused)
     monkeypatch.setattr(_common.console, "width", 80)
-    monkeypatch.setenv("LAZYKERN_CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.setenv("LAZYKERN_CACHE_DIR", str(store))
     set_default_cache(None)
     try:
         result = invoke("cache", "info")

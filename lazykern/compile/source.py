@@ -68,7 +68,7 @@ class FamilySource:
             raise ValueError(f"fragment {name!r}: kernel symbol must be a C identifier, got {symbol!r}")
         if name in self.fragments and self.fragments[name].code != code:
             raise ValueError(f"fragment {name!r} is already defined in family {self.name!r} with other code")
-        frag = Fragment(name, code, symbol, None if signature is None else tuple(signature), _as_options(options))
+        frag = Fragment(name, code, symbol, check_signature(name, signature), _as_options(options))
         self.fragments[name] = frag
         return frag
 
@@ -124,6 +124,37 @@ class FamilySource:
 def _line_marker(file: str) -> str:
     # Names are identifier-like (checked on add), so they need no quoting inside the directive.
     return f'#line 1 "{file}"\n'
+
+
+_SCALAR_KINDS = "biuf"  # bool, signed and unsigned integers, floats: what a kernel parameter can be by value
+SIGNATURE_TYPES = "'ptr' (a device pointer) or a NumPy scalar type name such as int32, int64, uint32, float32, float64"
+
+
+def check_signature(name: str, signature: Iterable[str] | None) -> tuple[str, ...] | None:
+    """A fragment's signature as a tuple, each entry checked when it is registered, not at compile or launch.
+
+    >>> check_signature("k", ["ptr", "int32"])
+    ('ptr', 'int32')
+    """
+    import numpy as np  # import on first use: startup time
+
+    from ..config import invalid_value
+
+    if signature is None:
+        return None
+    if isinstance(signature, (str, bytes)):
+        raise TypeError(f"fragment {name!r}: signature must be a list such as ['ptr', 'int32'], not one string")
+    out = tuple(signature)
+    for i, entry in enumerate(out):
+        if entry == "ptr":
+            continue
+        try:
+            ok = isinstance(entry, str) and np.dtype(entry).kind in _SCALAR_KINDS
+        except TypeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"fragment {name!r}: {invalid_value(f'signature[{i}]', entry, SIGNATURE_TYPES)}")
+    return out
 
 
 def _as_options(options: Sequence[str]) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..compile import compiler
-from ..compile.source import FamilySource, Fragment, Generate
+from ..compile.source import FamilySource, Fragment, Generate, check_signature
 from ..errors import LazykernError
 from ..jit.decorator import LazyKernel
 from ..launch._device import simulating
@@ -85,7 +85,7 @@ class KernelFamily:
         ``twin``: a Numba-Python kernel (a function or a ``@lazy_kernel``) taking the
         same parameters, run instead of the fragment under the CUDA simulator.
         """
-        signature = None if signature is None else list(signature)
+        signature = check_signature(name, signature)  # before the twin: its parameter count comes from it
         if twin is not None:
             twin = _as_twin(twin, name, None if signature is None else len(signature), self._cache)
         self.source.add(name, code, symbol=symbol, signature=signature, options=options)

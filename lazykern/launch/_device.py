@@ -64,7 +64,11 @@ def pointer_device(ptr: int) -> int | None:
     if not ptr:
         return None
     dev = ctypes.c_int(-1)
-    err = _pointer_attribute()(ctypes.byref(dev), _DEVICE_ORDINAL, ptr)
+    try:
+        get = _pointer_attribute()
+    except OSError as exc:
+        raise (no_driver(exc) or exc) from None
+    err = get(ctypes.byref(dev), _DEVICE_ORDINAL, ptr)
     if err != 0:
         raise ValueError(
             f"address {ptr:#x} is not device memory this process can use (CUresult {err}): "
@@ -90,9 +94,39 @@ def stream_handle_device(handle: int) -> int | None:
     raise ValueError(f"stream handle {handle:#x} is not a stream this process can use ({err})")
 
 
+NO_DRIVER = (
+    "no NVIDIA GPU driver on this machine (libcuda not found), so nothing can run on a GPU here. "
+    "To run kernels without a GPU, turn on Numba's CUDA simulator: NUMBA_ENABLE_CUDASIM=1 "
+    "(set before numba is imported); to compile kernels for a GPU machine, run `lazykern warm` "
+    "ahead of time (no GPU needed)."
+)
+
+
+def no_driver(exc: BaseException) -> LaunchError | None:
+    """The one-line LaunchError for ``exc`` when it says the driver library is missing, else None.
+
+    Every launch reaches the driver first through :func:`current_context`; without a
+    driver, cuda.bindings fails there with a long traceback from its library loader.
+    """
+    from cuda.pathfinder import DynamicLibNotFoundError  # import on first use: only on failure
+
+    if isinstance(exc, DynamicLibNotFoundError) or (isinstance(exc, OSError) and "libcuda" in str(exc)):
+        return LaunchError(NO_DRIVER)
+    return None
+
+
 def current_context(_get: Callable[[], tuple] = _cu.cuCtxGetCurrent) -> int:
-    """The calling thread's current CUcontext handle (0 when there is none)."""
-    return int(_get()[1])
+    """The calling thread's current CUcontext handle (0 when there is none).
+
+    Raises :class:`LaunchError` (:data:`NO_DRIVER`) where there is no GPU driver.
+    """
+    try:
+        return int(_get()[1])
+    except Exception as exc:
+        error = no_driver(exc)
+        if error is None:
+            raise
+        raise error from None
 
 
 def context_device(handle: int) -> int | None:

@@ -202,7 +202,8 @@ def import_bundle(
     path = os.fspath(path)
     if cache.backend != "disk":
         raise CacheError(
-            f"the kernel cache is in memory only ({cache.degraded}); importing {path!r} would persist nothing. "
+            f"the kernel cache is {'read-only' if cache.backend == 'read-only' else 'in memory only'} "
+            f"({cache.degraded}); importing {path!r} would persist nothing. "
             "Point LAZYKERN_CACHE_DIR at a writable directory."
         )
     manifest = scan_bundle(path, max_member=max_member, max_total=max_total)

@@ -353,7 +353,9 @@ class DiskBackend:
         if repair and dangling:
             self._run(lambda c: _delete_rowids(c, dangling))
         orphans = [
-            p for p in _blob_files(self.directory) if os.path.normpath(p) not in referenced and _age(p, now) >= min_age
+            p
+            for p in blob_files(self.directory)
+            if os.path.normpath(p) not in referenced and file_age(p, now) >= min_age
         ]
         report["orphan_files"] = len(orphans)
         if repair:
@@ -541,7 +543,7 @@ def _fix_settings(cache: diskcache.Cache) -> None:
     cache.reset("size")
 
 
-def _blob_files(directory: str) -> Iterator[str]:
+def blob_files(directory: str) -> Iterator[str]:
     for top in os.listdir(directory):
         if not re.fullmatch(r"[0-9a-f]{2}", top):
             continue
@@ -552,7 +554,7 @@ def _blob_files(directory: str) -> Iterator[str]:
                     yield path
 
 
-def _age(path: str, now: float) -> float:
+def file_age(path: str, now: float) -> float:
     try:
         return now - os.stat(path).st_mtime
     except OSError:

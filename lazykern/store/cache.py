@@ -29,7 +29,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import filelock
 
@@ -38,6 +38,9 @@ from ..errors import CacheError, LazykernWarning, warn_user
 from . import _entry, _toolchain_memo
 from ._locks import LOCK_DIR, NullLock, ProcessLock
 from ._store import STORE_ERRORS, DiskBackend, MemoryBackend
+
+if TYPE_CHECKING:
+    from ._store_ro import ReadOnlyBackend
 
 try:
     from cuda.core.utils import ProgramCacheResource
@@ -182,13 +185,25 @@ class KernelCache(ProgramCacheResource):
         )
 
     # -- opening ---------------------------------------------------------
-    def _open_disk(self, directory: str) -> DiskBackend | MemoryBackend:
+    def _open_disk(self, directory: str) -> DiskBackend | MemoryBackend | ReadOnlyBackend:
         try:
             _prepare_dir(directory)
             # An unusable directory fails here (a store it can write is opened on first write).
             # The backend outlives this cache in its finalizer (the hit counts): it refers back weakly.
             return DiskBackend(directory, self.size_limit, on_reset=_weak_warner(self, "database"))
         except STORE_ERRORS as exc:
+            served = _open_read_only(directory, self.size_limit)
+            if served is not None:
+                self.degraded = (
+                    f"{directory} cannot be written ({exc}): its kernels are served, new ones kept in memory"
+                )
+                self._warn_once(
+                    "open",
+                    f"lazykern cache directory {directory!r} cannot be written ({exc}); its kernels are used "
+                    "as they are, and kernels compiled now are kept in memory for this process only. "
+                    "Set LAZYKERN_CACHE_DIR to a writable directory to persist them.",
+                )
+                return served
             self.degraded = f"{directory}: {exc}"
             self._warn_once(
                 "open",
@@ -387,10 +402,11 @@ class KernelCache(ProgramCacheResource):
             return self._key_locks.setdefault(key, threading.Lock())
 
     def _process_lock(self, key: str) -> ProcessLock | NullLock:
-        if self.directory is None:
+        directory = self.directory
+        if directory is None or self.backend != "disk":  # memory, or a read-only store where no lock can be made
             return NullLock()
         name = hashlib.sha256(key.encode()).hexdigest()[:40]
-        return ProcessLock(self.directory, name, self.lock_timeout, lambda msg: self._warn_once("lock", msg))
+        return ProcessLock(directory, name, self.lock_timeout, lambda msg: self._warn_once("lock", msg))
 
     def _count(self, name: str, delta: int = 1) -> None:
         with self._count_lock:
@@ -732,6 +748,16 @@ def _prepare_dir(directory: str) -> None:
         warn_user(message, LazykernWarning)
 
 
+def _open_read_only(directory: str, size_limit: int) -> ReadOnlyBackend | None:
+    """A read-only backend on the store in ``directory``, or None when none can be read."""
+    from ._store_ro import ReadOnlyBackend  # import on first use: only a store that cannot be written needs it
+
+    try:
+        return ReadOnlyBackend(directory, size_limit)
+    except STORE_ERRORS:
+        return None
+
+
 _default: KernelCache | None = None
 _default_lock = threading.Lock()
 
@@ -741,6 +767,7 @@ def default_cache() -> KernelCache:
     global _default
     with _default_lock:
         if _default is None:
+            config.check_settings()  # a mistyped LAZYKERN_* variable is reported at first use, whichever it is
             _default = KernelCache()
         return _default
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from .. import config as _config  # as _config: pytest hooks take a `config` argument
 from ..launch._gpu_probe import gpu_count
 
 SIM_ENV = "NUMBA_ENABLE_CUDASIM"
@@ -55,7 +56,7 @@ _SAVED_ENV = pytest.StashKey[Any]()
 
 
 def _enabled() -> bool:
-    return os.environ.get(OFF_ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+    return _config.pytest_plugin_enabled()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -82,7 +82,8 @@ def _run(code: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=120)
 
 
-LOG_PROBE = "import logging, lazykern; logging.getLogger('lazykern').debug('probe-debug-line')"
+# A bad LAZYKERN_LOG is reported at the package's first use, with the other settings (config.check_settings).
+LOG_PROBE = "import logging, lazykern; lazykern.KernelCache; logging.getLogger('lazykern').debug('probe-debug-line')"
 
 
 @pytest.mark.parametrize("value", ["NOTALEVEL", "debugg", "-5", "99999999999999999999", "\u00e9"])
@@ -108,6 +109,9 @@ def test_log_is_silent_when_unset():
 
 
 def test_every_bad_variable_at_once_in_a_cli_command(tmp_path):
+    from lazykern import KernelCache
+
+    KernelCache(tmp_path / "c").close()  # `cache info` needs a store to look at
     proc = _run(
         "import sys; from lazykern.tools.cli import main; sys.argv = ['lazykern', 'cache', 'info', '--json']; main()",
         LAZYKERN_CACHE_DIR=str(tmp_path / "c"),

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from ... import __version__
 from . import _cache
-from ._common import LazykernGroup, console, esc, plain, progress
+from ._common import LazykernGroup, console, err_console, esc, listed, plain, progress
 
 app = typer.Typer(
     name="lazykern",
@@ -40,7 +40,11 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _root(
     cache_dir: Path | None = typer.Option(
-        None, "--cache-dir", envvar="LAZYKERN_CACHE_DIR", help="Cache directory (default: the user cache dir)."
+        None,
+        "--cache-dir",
+        envvar="LAZYKERN_CACHE_DIR",
+        readable=False,  # the cache decides: an unreadable directory is one warning and memory, like a read-only one
+        help="Cache directory (default: the user cache dir).",
     ),
     debug: bool = typer.Option(False, "--debug", help="Show the full traceback when a command fails."),
     version: bool = typer.Option(
@@ -76,13 +80,12 @@ def warm(
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Worker processes (0: one per CPU core)."),
 ) -> None:
     """Compile a family's kernels ahead of time, in parallel; no GPU needed."""
-    from ...families.warm import split_list  # import on first use: startup time (the warm engine, the family registry)
-    from ...families.warm import warm as run_warm
+    from ...families.warm import warm as run_warm  # import on first use: startup time (the warm engine, the registry)
 
-    patterns = split_list(kernels)
+    patterns = listed(kernels, "--kernels", "kernel names or globs, comma-separated or repeated (e.g. 'maxplus_*')")
     if all_kernels and patterns:
         raise typer.BadParameter("--all selects every kernel, --kernels some of them: give one", param_hint="--all")
-    archs = checked_archs(split_list(arch))
+    archs = checked_archs(listed(arch, "--arch", "archs such as sm_80,sm_90"))
     n_jobs = jobs if jobs > 0 else (os.cpu_count() or 1)
     with progress(counts=True) as shown:
         task = shown.add_task("checking the cache", total=None)
@@ -149,9 +152,10 @@ OutOpt = typer.Option(None, "--out", help="Directory for the results (JSON/CSV/p
 
 def _bench(suite, quick: bool, out: Path | None) -> None:
     """Run one suite with a spinner that shows its steps, then print its table and files."""
-    with progress(bar=False) as shown:
-        task = shown.add_task("starting", total=None)
-        result = suite.run(quick=quick, out=out, progress=lambda msg: shown.update(task, description=esc(msg)))
+    from ..bench._progress import steps  # import on first use: startup time
+
+    with steps(err_console) as report:
+        result = suite.run(quick=quick, out=out, progress=report)
     console.print(suite.table(result))
     for path in filter(None, (result.get("files") or {}).values()):
         console.print(plain(f"wrote {path}"))

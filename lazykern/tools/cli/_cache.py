@@ -11,12 +11,14 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from ...config import SIZE_ACCEPTED, invalid_value
 from ._common import (
     console,
     err_console,
     esc,
     human_bytes,
     open_cache,
+    open_existing_cache,
     parse_duration,
     plain,
     print_json,
@@ -68,7 +70,7 @@ def info_dict(repair: bool = False) -> dict[str, Any]:
     from ... import __version__
     from ...compile.compiler import current_arch, nvrtc_version, toolchain_fingerprint
 
-    cache = open_cache()
+    cache = open_existing_cache()
     stats = cache.stats()
     counters = cache.persistent_counters()
     try:
@@ -150,14 +152,29 @@ def _health_text(health: Any) -> Text:
 def _rows(family: str | None, arch: str | None) -> list[dict[str, Any]]:
     rows = [
         r
-        for r in open_cache().entries()
+        for r in open_existing_cache().entries()
         if (family is None or r.get("family") == family) and (arch is None or r.get("arch") == arch)
     ]
     return sorted(rows, key=lambda r: (str(r.get("family")), str(r.get("kernel")), str(r.get("arch"))))
 
 
+def _arch_filter(value: str | None) -> str | None:
+    """``--arch`` of ls/clear/export, normalized (``90`` -> ``sm_90``); a mistyped one is refused, not matched to
+    nothing (any arch an older NVRTC compiled for may be in the cache, so only the form is checked)."""
+    if value is None:
+        return None
+    from ...compile.compiler import normalize_arch  # import on first use: startup time
+
+    try:
+        return normalize_arch(value)
+    except ValueError:
+        raise typer.BadParameter(invalid_value("--arch", value, "an arch such as sm_80, sm_90 or 90")) from None
+
+
 FamilyOpt = typer.Option(None, "--family", "-f", help="Only entries of this kernel family.")
-ArchOpt = typer.Option(None, "--arch", "-a", help="Only entries compiled for this arch, e.g. sm_90.")
+ArchOpt = typer.Option(
+    None, "--arch", "-a", callback=_arch_filter, help="Only entries compiled for this arch, e.g. sm_90."
+)
 
 
 @app.command("ls")
@@ -241,7 +258,7 @@ def clear(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
 ) -> None:
     """Delete cached kernels (all of them, or one family / arch)."""
-    cache = open_cache()
+    cache = open_existing_cache()
     rows = _rows(family, arch)
     what = "every cached kernel" if family is None and arch is None else f"{len(rows)} cached kernels"
     if not yes:
@@ -266,19 +283,22 @@ def prune(
 
     if older_than is None and max_size is None:
         raise typer.BadParameter("give --older-than DURATION and/or --max-size SIZE")
-    cache = open_cache()
-    before = cache.stats()
-    removed = 0
-    if older_than is not None:
-        cutoff = time.time() - parse_duration(older_than)
-        for r in list(cache.entries()):
-            if (r.get("last_used") or r.get("stored") or 0) < cutoff and cache.delete(r["key"]):
-                removed += 1
+    age = parse_duration(older_than) if older_than is not None else None  # checked before the cache is opened
+    limit = None
     if max_size is not None:
         try:
             limit = parse_size(max_size)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
+        except ValueError:
+            raise typer.BadParameter(invalid_value("--max-size", max_size, SIZE_ACCEPTED)) from None
+    cache = open_existing_cache()
+    before = cache.stats()
+    removed = 0
+    if age is not None:
+        cutoff = time.time() - age
+        for r in list(cache.entries()):
+            if (r.get("last_used") or r.get("stored") or 0) < cutoff and cache.delete(r["key"]):
+                removed += 1
+    if limit is not None:
         removed += cache.cull(limit)
     after = cache.stats()
     console.print(
@@ -297,7 +317,7 @@ def export(
     from ...errors import CacheError
     from ...scale.bundle import export_bundle
 
-    cache = open_cache()
+    cache = open_existing_cache()
     if not _rows(family, arch):
         held = sorted({str(r.get("family")) for r in cache.entries()})
         chosen = " ".join(f"{flag} {v}" for flag, v in (("--family", family), ("--arch", arch)) if v) or "the cache"

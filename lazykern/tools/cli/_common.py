@@ -13,7 +13,7 @@ import os
 import re
 import traceback
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperGroup
 
+from ...config import check_settings, invalid_value
 from ...errors import LazykernError
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class LazykernGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
+            check_settings()  # every mistyped LAZYKERN_* variable: one warning line each, before any work
             try:
                 return super().invoke(ctx)
             except _PASS_THROUGH:
@@ -137,6 +139,42 @@ def open_cache():
     return default_cache()
 
 
+def open_existing_cache():
+    """The cache a command that looks or trims (info, ls, clear, prune, export) works on; it creates nothing.
+
+    Raises :class:`CacheError` when the cache directory holds no store (a mistyped
+    ``--cache-dir`` must not leave a new empty store behind). A directory that
+    cannot be looked into is opened as usual: the cache says why it is unusable.
+    """
+    from ...config import default_cache_dir, disk_cache_enabled
+    from ...errors import CacheError
+    from ...store._store_ro import holds_store
+
+    directory = default_cache_dir()
+    if disk_cache_enabled() and holds_store(directory) is False:
+        raise CacheError(
+            f"no lazykern cache at {directory!r}: nothing was created there. Check --cache-dir or "
+            "LAZYKERN_CACHE_DIR; a cache is made when a kernel is first compiled, by `lazykern warm` "
+            "or by `lazykern cache import`."
+        )
+    return open_cache()
+
+
+def listed(values: Sequence[str] | None, option: str, accepted: str) -> list[str]:
+    """Comma-separated or repeated option values, split and stripped.
+
+    A value that names nothing (``-k ''``, ``--arch ,``) is a usage error: left to mean
+    "not given", it would silently run the default (``warm -k ''`` warming the core set).
+    """
+    out: list[str] = []
+    for item in values or []:
+        names = [v.strip() for v in item.split(",") if v.strip()]
+        if not names:
+            raise typer.BadParameter(invalid_value(option, item, accepted))
+        out += names
+    return out
+
+
 def human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
@@ -151,15 +189,20 @@ def when(ts: Any) -> str:
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def parse_duration(text: str) -> float:
-    """``"30d"`` -> seconds; units s, m, h, d, w."""
+def parse_duration(text: str, option: str = "--older-than") -> float:
+    """``"30d"`` -> seconds. The unit is required: a bare ``30`` could mean seconds or days.
+
+    >>> parse_duration("90m")
+    5400.0
+    """
     m = _DURATION.match(text.lower())
     if not m:
-        raise typer.BadParameter(f"duration must look like 30d, 12h or 90m, got {text!r}")
+        accepted = "a number with a unit: s, m, h, d or w (e.g. 30d, 12h, 90m)"
+        raise typer.BadParameter(invalid_value(option, text, accepted))
     return float(m.group(1)) * _SECONDS[m.group(2)]
 
 
