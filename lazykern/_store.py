@@ -225,8 +225,12 @@ class DiskBackend:
         return saved
 
     # -- operations ----------------------------------------------------------
-    def get(self, key: str) -> Any:
-        return self._run(lambda c: c.get(key, default=None, retry=True))
+    def get(self, key: str, touch: bool = True) -> Any:
+        """The value under ``key``; ``touch=False`` reads it without marking it used (diskcache's
+        ``get`` rewrites the access time under least-recently-used eviction: looking would change it)."""
+        if touch:
+            return self._run(lambda c: c.get(key, default=None, retry=True))
+        return self._run(lambda c: _get_untouched(c, key))
 
     def set(self, key: str, value: bytes, tag: str | None = None) -> None:
         self._run(lambda c: c.set(key, value, tag=tag, retry=True))
@@ -456,6 +460,20 @@ def _num(value: Any) -> Any:
     return value if isinstance(value, (int, float)) and value == value and abs(value) < 1e18 else 0
 
 
+def _get_untouched(cache: diskcache.Cache, key: str) -> Any:
+    """diskcache's own fast read path (``Cache.get`` with no statistics and no eviction update)."""
+    db_key, raw = cache._disk.put(key)
+    rows = cache._sql(
+        "SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = ?"
+        " AND (expire_time IS NULL OR expire_time > ?)",
+        (db_key, raw, time.time()),
+    ).fetchall()
+    if not rows:
+        return None
+    ((mode, filename, value),) = rows
+    return cache._disk.fetch(mode, filename, value, False)
+
+
 def _delete_rowids(cache: diskcache.Cache, rowids: list[int]) -> None:
     with cache.transact(retry=True):
         sql = cache._sql
@@ -543,11 +561,13 @@ class MemoryBackend:
         self.times: dict[str, tuple[float, float]] = {}
         self.lock = threading.Lock()
 
-    def get(self, key: str) -> Any:
+    def get(self, key: str, touch: bool = True) -> Any:
         with self.lock:
             value = self.data.get(key)
-            if value is not None:
+            if value is not None and touch:
                 self.data.move_to_end(key)
+                stored, _ = self.times.get(key, (0.0, 0.0))
+                self.times[key] = (stored, time.time())
             return value
 
     def set(self, key: str, value: bytes, tag: str | None = None) -> None:

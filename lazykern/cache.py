@@ -33,7 +33,7 @@ from typing import Any
 
 import filelock
 
-from . import _entry, config
+from . import _entry, _manifest, config
 from ._locks import LOCK_DIR, NullLock, ProcessLock
 from ._store import STORE_ERRORS, DiskBackend, MemoryBackend
 from .errors import CacheError, LazykernWarning, warn_user
@@ -98,9 +98,11 @@ def make_key(
     Options are hashed in their order; the NVRTC/CCCL versions and lazykern's
     schema version are part of the key, so an upgrade never returns an old entry.
     ``toolchain`` is :func:`lazykern.compiler.toolchain_fingerprint` (computed if
-    not given; :meth:`KernelCache.toolchain` memoizes it per machine).
+    not given; :meth:`KernelCache.toolchain` memoizes it per machine). Headers are
+    not read here: the entry records those NVRTC read, and every load verifies
+    them (``lazykern._manifest``), so computing a key opens no file.
     """
-    from .compiler import header_digest, toolchain_fingerprint
+    from .compiler import toolchain_fingerprint
 
     if not isinstance(source, str):
         raise TypeError(f"source must be str, got {type(source).__name__}")
@@ -117,7 +119,6 @@ def make_key(
         "target": target,
         "route": route,
         "toolchain": toolchain or toolchain_fingerprint(),
-        "headers": header_digest(source, options),
         "extra": extra,
     }
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
@@ -233,39 +234,70 @@ class KernelCache(ProgramCacheResource):
         return fingerprint
 
     # -- entries ---------------------------------------------------------
-    def lookup(self, key: bytes | str, *, expect: dict[str, Any] | None = None) -> _entry.Entry | None:
+    def lookup(
+        self, key: bytes | str, *, expect: dict[str, Any] | None = None, headers: bool = False
+    ) -> _entry.Entry | None:
         """The entry under ``key``, or None. Bad entries are dropped with one warning each.
 
         An entry is served only when its digest (over header and code) holds,
         its header passes the strict schema, names this key and this schema,
         and carries every field of ``expect`` (e.g. ``{"kernel": "f", "arch":
         "sm_90"}``) with the same value: a header without a field is refused.
-        A store that cannot be read right now (locked, I/O error) is a miss.
+        An entry that records the headers its compile read (``headers``; required
+        when ``headers=True``) is served only while they still read the same
+        (``lazykern._manifest.verify``); otherwise it is a miss, and the compile
+        that follows replaces it. A store that cannot be read right now (locked,
+        I/O error) is a miss.
         """
         key = _norm_key(key)
         try:
-            return self._read(key, expect)
+            entry = self._read(key, expect)
+            if entry is None:
+                return None
         except _BadEntry as first:
             try:  # another process may have replaced it meanwhile (a delete/store race)
-                return self._read(key, expect)
+                entry = self._read(key, expect)
+                if entry is None:
+                    return None
             except _BadEntry:
                 self._drop(key, first.reason)
                 return None
         except STORE_ERRORS as exc:
             self._warn_once("read", f"lazykern could not read its cache at {self.directory!r} ({exc}); recompiling.")
             return None
+        manifest = entry.meta.get("headers")
+        if manifest is None:
+            if headers:
+                self._drop(key, "it does not record the headers its compile read")
+                return None
+            return entry
+        try:
+            stale = _manifest.verify(manifest)
+        except ValueError as exc:
+            self._drop(key, str(exc))
+            return None
+        if stale:
+            log.info("cache entry %s... not served: %s; recompiling", key[:16], stale)
+            return None
+        return entry
 
     def peek(self, key: bytes | str) -> _entry.Entry | None:
-        """The sound, current-version entry under ``key``, or None; unlike :meth:`lookup` it changes nothing."""
+        """The sound, current-version entry under ``key``, or None; unlike :meth:`lookup` it changes
+        nothing, not even the entry's last-used time, and does not check the headers it records."""
         try:
-            return self._read(_norm_key(key), None)
+            return self._read(_norm_key(key), None, touch=False)
         except (_BadEntry, *STORE_ERRORS):
             return None
 
-    def _read(self, key: str, expect: dict[str, Any] | None, *, schema: bool = True) -> _entry.Entry | None:
-        """The entry under ``key`` (None: no row); _BadEntry when it must not be served. No side effects."""
+    def _read(
+        self, key: str, expect: dict[str, Any] | None, *, schema: bool = True, touch: bool = True
+    ) -> _entry.Entry | None:
+        """The entry under ``key`` (None: no row); _BadEntry when it must not be served.
+
+        Only ``touch`` (a lookup that serves) marks the entry used; nothing else changes.
+        """
         try:
-            blob = self._backend.get(key)
+            blob = self._backend.get(key, touch=touch)
             if blob is None:
                 return None
             entry = _entry.decode(blob)
@@ -295,13 +327,23 @@ class KernelCache(ProgramCacheResource):
         """Write ``code`` with its metadata. A failing disk is reported once, never raised."""
         key = _norm_key(key)
         meta = dict(meta or {})
+        why = meta.pop("memory_only", None)
+        if why:
+            log.info("kernel %s is kept in memory only: %s", meta.get("kernel") or meta.get("name") or key[:16], why)
+            return
         meta.setdefault("created", time.time())
         meta.setdefault("schema", SCHEMA_VERSION)
         meta["key"] = key
         try:
             blob = _entry.encode(code, meta)
         except _entry.EntryError as exc:
-            raise CacheError(f"cannot store entry {key[:16]}...: {exc}") from None
+            # A legitimate compile is never lost: it is served from memory; only persisting it fails.
+            self._warn_once(
+                "entry-limits",
+                f"lazykern cannot persist kernel {meta.get('kernel') or meta.get('name') or key[:16]!r}: {exc}; "
+                "it is kept in memory for this process only.",
+            )
+            return
         if len(blob) > self.size_limit:
             self._warn_too_small(len(blob))
             return
@@ -331,6 +373,7 @@ class KernelCache(ProgramCacheResource):
         *,
         expect: dict[str, Any] | None = None,
         also: Sequence[str] = (),
+        headers: bool = False,
     ) -> tuple[_entry.Entry, bool]:
         """Return ``(entry, compiled_now)``; compile under a per-key lock on a miss.
 
@@ -338,19 +381,20 @@ class KernelCache(ProgramCacheResource):
         wait on a file lock, so each key is compiled about once overall.
         ``expect`` is checked against a stored entry's header (see :meth:`lookup`).
         ``also``: keys of entries that serve as well when found (never compiled).
+        ``headers``: entries must record the headers their compile read (see :meth:`lookup`).
         Each call counts one lookup and then one hit or one miss.
         """
         self._count("lookups")
-        entry = self.lookup(key, expect=expect)
+        entry = self.lookup(key, expect=expect, headers=headers)
         for other in also:
             if entry is not None:
                 break
-            entry = self.lookup(other, expect=expect)
+            entry = self.lookup(other, expect=expect, headers=headers)
         if entry is not None:
             self._hit(entry)
             return entry, False
         with self._thread_lock(key), self._process_lock(key):
-            entry = self.lookup(key, expect=expect)
+            entry = self.lookup(key, expect=expect, headers=headers)
             if entry is not None:
                 self._hit(entry)
                 return entry, False
@@ -432,7 +476,7 @@ class KernelCache(ProgramCacheResource):
             if key.startswith(_STAT_ROOT):
                 continue
             try:
-                entry = self._read(key, None, schema=False)
+                entry = self._read(key, None, schema=False, touch=False)
             except _BadEntry as exc:
                 if exc.stale:
                     yield {"key": key, "bytes": size, "stored": stored, "last_used": used, "stale": True}
@@ -475,7 +519,7 @@ class KernelCache(ProgramCacheResource):
         rows = [row for row in self._rows() if not row[0].startswith(_STAT_ROOT)]
         for key, *_ in rows:
             try:
-                entry = self._read(key, None, schema=False)
+                entry = self._read(key, None, schema=False, touch=False)
                 stale += entry is not None and entry.meta.get("schema") != SCHEMA_VERSION
             except _BadEntry as exc:
                 if exc.stale:

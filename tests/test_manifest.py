@@ -1,0 +1,206 @@
+"""A C++ kernel's entry is served only while the headers NVRTC read still read the same (issue 25, items 5-6).
+
+Each test compiles through a ``KernelFamily`` (NVRTC reports the headers it read), then
+changes one thing on disk and asks a *second* family, as another process would, whether
+the entry is served (``compile_calls == 0``) or compiled again. Served binaries are
+compared with a fresh compile where it matters.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from lazykern import KernelCache, KernelFamily, _manifest, compiler
+
+KERNEL = 'extern "C" __global__ void k(int *a) { *a = VAL; }\n'
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    _manifest._digests.clear()
+    return tmp_path
+
+
+def _write(path, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(text)
+    # A header written in the compile's clock tick is not trusted (it may be changing): step past it.
+    time.sleep(0.012)
+
+
+def _get(cache: KernelCache, source: str, options: list[str]) -> tuple[KernelFamily, bytes]:
+    fam = KernelFamily("hdr", "", options=options, cache=cache)
+    fam.add("k", source)
+    return fam, fam.get("k", "sm_80").code
+
+
+def _served(cache, source, options) -> bool:
+    fam, code = _get(cache, source, options)
+    fresh = compiler.compile_source(fam.source.translation_unit("k"), name="k", arch="sm_80", options=options)
+    assert code == fresh.code  # served or recompiled, the binary is what compiling now gives
+    return fam.compile_calls == 0
+
+
+def _check(cache, source, options, change, *, served_after: bool) -> None:
+    _get(cache, source, options)
+    assert _served(cache, source, options), "a warm lookup with nothing changed must be served"
+    change()
+    assert _served(cache, source, options) is served_after
+    assert _served(cache, source, options), "the recompile replaced the entry: served again"
+
+
+def test_edited_header_recompiles(tree, cache):
+    _write(tree / "inc" / "v.h", "#define VAL 1\n")
+    src = "#include <v.h>\n" + KERNEL
+    _check(cache, src, [f"-I{tree}/inc"], lambda: _write(tree / "inc" / "v.h", "#define VAL 2\n"), served_after=False)
+
+
+def test_touched_header_with_same_content_is_served_after_one_rehash(tree, cache, monkeypatch):
+    header = tree / "inc" / "v.h"
+    _write(header, "#define VAL 1\n")
+    src = "#include <v.h>\n" + KERNEL
+    _get(cache, src, [f"-I{tree}/inc"])
+    _write(header, "#define VAL 1\n")  # same bytes, new mtime and ctime
+    reads = []
+    real = _manifest._read
+    monkeypatch.setattr(_manifest, "_read", lambda p: reads.append(p) or real(p))
+    for _ in range(2):
+        fam, _ = _get(cache, src, [f"-I{tree}/inc"])
+        assert fam.compile_calls == 0
+    assert reads == [str(header)], reads  # hashed once; the memo answers the second lookup
+
+
+def test_macro_include_follows_d_u_and_other_headers(tree, cache):
+    _write(tree / "inc" / "a.h", "#define VAL 1\n")
+    _write(tree / "inc" / "b.h", "#define VAL 2\n")
+    _write(tree / "inc" / "pick.h", "#define HDR <a.h>\n")
+    # -D picks the header: each option is its own key, each served with its own header
+    src = "#include HDR\n" + KERNEL
+    for hdr, val in (("a.h", 1), ("b.h", 2)):
+        _get(cache, src, [f"-I{tree}/inc", f"-DHDR=<{hdr}>"])
+        assert _served(cache, src, [f"-I{tree}/inc", f"-DHDR=<{hdr}>"]), val
+    # the macro comes from another header, redefined there: recompiled
+    src = '#include "pick.h"\n#include HDR\n' + KERNEL
+    opts = [f"-I{tree}/inc"]
+    _check(cache, src, opts, lambda: _write(tree / "inc" / "pick.h", "#define HDR <b.h>\n"), served_after=False)
+    # defined in the source, undefined by -U, then defined by a header that is edited
+    src = '#define HDR <a.h>\n#undef HDR\n#include "pick.h"\n#include HDR\n' + KERNEL
+    _check(cache, src, opts, lambda: _write(tree / "inc" / "pick.h", "#define HDR <a.h>\n"), served_after=False)
+    src = "#ifndef HDR\n#define HDR <a.h>\n#endif\n#include HDR\n" + KERNEL
+    _get(cache, src, [*opts, "-UHDR"])
+    _check(cache, src, [*opts, "-UHDR"], lambda: _write(tree / "inc" / "a.h", "#define VAL 3\n"), served_after=False)
+
+
+def test_digraph_include(tree, cache):
+    _write(tree / "inc" / "v.h", "#define VAL 1\n")
+    src = "%:include <v.h>\n" + KERNEL
+    _check(cache, src, [f"-I{tree}/inc"], lambda: _write(tree / "inc" / "v.h", "#define VAL 5\n"), served_after=False)
+
+
+def test_nested_relative_includes_in_subdirectories(tree, cache):
+    inc = tree / "inc"
+    _write(inc / "top.h", '#include "deep/mid.h"\n')
+    _write(inc / "deep" / "mid.h", '#include "leaf.h"\n#include "../side.h"\n#define VAL (LEAF + SIDE)\n')
+    _write(inc / "deep" / "leaf.h", "#define LEAF 1\n")
+    _write(inc / "side.h", "#define SIDE 1\n")
+    src, opts = "#include <top.h>\n" + KERNEL, [f"-I{inc}"]
+    for header in ("deep/leaf.h", "side.h", "deep/mid.h"):
+        text = (inc / header).read_text()
+        _check(cache, src, opts, lambda h=header, t=text: _write(inc / h, t + "// edited\n"), served_after=False)
+    # a file of the same name appearing next to the includer shadows the -I one: recompiled
+    _write(inc / "deep" / "side.h", "#define SIDE 7\n")  # not searched for "../side.h": served
+    assert _served(cache, src, opts)
+
+
+def test_header_appearing_in_an_earlier_include_dir(tree, cache):
+    _write(tree / "b" / "v.h", "#define VAL 1\n")
+    src, opts = "#include <v.h>\n" + KERNEL, [f"-I{tree}/a", f"-I{tree}/b"]
+    _check(cache, src, opts, lambda: _write(tree / "a" / "v.h", "#define VAL 2\n"), served_after=False)
+    # a quoted include searches the working directory before every -I directory
+    src = '#include "w.h"\n' + KERNEL.replace("VAL", "W")
+    _write(tree / "b" / "w.h", "#define W 1\n")
+    _check(cache, src, opts, lambda: _write(tree / "work" / "w.h", "#define W 2\n"), served_after=False)
+
+
+def test_has_include_probe_that_starts_to_find_a_file(tree, cache):
+    src = '#if __has_include("opt.h")\n#include "opt.h"\n#else\n#define VAL 1\n#endif\n' + KERNEL
+    _check(cache, src, [], lambda: _write(tree / "work" / "opt.h", "#define VAL 2\n"), served_after=False)
+    _check(cache, src, [], lambda: os.remove(tree / "work" / "opt.h"), served_after=False)
+
+
+def test_toolkit_headers_are_verified_like_any_other(tree, cache, monkeypatch):
+    """A CUDA wheel upgrade, simulated: the toolkit include directory is a copy we may edit.
+
+    ``system_include_dirs`` is pointed at a copy of the real cudart directory holding
+    ``cuda_fp16.h`` (which includes nothing else under NVRTC), CCCL stays the real one.
+    This proves headers NVRTC finds in the toolkit directories are recorded and verified;
+    it does not edit the installed toolkit.
+    """
+    real = compiler.system_include_dirs()
+    fp16 = next(os.path.join(d, "cuda_fp16.h") for d in real if os.path.isfile(os.path.join(d, "cuda_fp16.h")))
+    toolkit = tree / "toolkit"
+    _write(toolkit / "cuda_fp16.h", open(fp16).read())
+    monkeypatch.setattr(compiler, "system_include_dirs", lambda: (str(toolkit), *real[1:]))
+    src = "#include <cuda_fp16.h>\n#define VAL 1\n" + KERNEL
+    fam, _ = _get(cache, src, [])
+    entry = cache.lookup(fam.key("k", "sm_80"))
+    assert [f[0] for f in entry.meta["headers"]["files"]] == [str(toolkit / "cuda_fp16.h")]
+    _check(cache, src, [], lambda: _write(toolkit / "cuda_fp16.h", open(fp16).read() + "\n"), served_after=False)
+    # a user -I directory now shadowing a toolkit header
+    _check(cache, src, [f"-I{tree}/inc"], lambda: _write(tree / "inc" / "cuda_fp16.h", "\n"), served_after=False)
+
+
+def test_a_header_that_is_not_a_regular_file_is_never_read(tree, cache):
+    _write(tree / "inc" / "v.h", "#define VAL 1\n")
+    src, opts = "#include <v.h>\n" + KERNEL, [f"-I{tree}/inc"]
+
+    def to_fifo():
+        os.remove(tree / "inc" / "v.h")
+        os.mkfifo(tree / "inc" / "v.h")
+
+    _get(cache, src, opts)
+    to_fifo()
+    fam = KernelFamily("hdr", "", options=opts, cache=cache)
+    fam.add("k", src)
+    assert cache.lookup(fam.key("k", "sm_80"), headers=True) is None  # returns at once: no read of the FIFO
+
+
+def test_header_changing_during_the_compile_is_served_not_stored(tree, cache, monkeypatch):
+    _write(tree / "inc" / "v.h", "#define VAL 1\n")
+    src, opts = "#include <v.h>\n" + KERNEL, [f"-I{tree}/inc"]
+    real = compiler._headers_read
+
+    def edit_meanwhile(*args):
+        with open(tree / "inc" / "v.h", "a") as fh:
+            fh.write("// edited while NVRTC read it\n")
+        return real(*args)
+
+    monkeypatch.setattr(compiler, "_headers_read", edit_meanwhile)
+    fam, code = _get(cache, src, opts)
+    assert code and "changed while it was compiled" in fam.get("k", "sm_80").meta["memory_only"]
+    assert cache.stats()["entries"] == 0
+
+
+def test_line_directives_are_not_headers(tree, cache):
+    fam, _ = _get(cache, '#line 1 "no-such-file.cu"\n#define VAL 1\n' + KERNEL, [])
+    assert cache.stats()["entries"] == 1
+
+
+def test_forged_manifest_is_dropped(tree, cache):
+    fam, _ = _get(cache, "#define VAL 1\n" + KERNEL, [])
+    key = fam.key("k", "sm_80")
+    entry = cache.lookup(key)
+    cache.store(key, entry.code, {**entry.meta, "headers": {"files": [["x"]], "absent": []}})
+    with pytest.warns(Warning, match="malformed"):
+        assert cache.lookup(key) is None
+    cache.store(key, entry.code, {k: v for k, v in entry.meta.items() if k != "headers"})
+    assert cache.lookup(key) is not None  # an entry of a cache user that records no headers
+    assert cache.lookup(key, headers=True) is None  # a family's must: dropped
+    assert cache.peek(key) is None
