@@ -183,12 +183,16 @@ class KernelCache(ProgramCacheResource):
             return DiskBackend(directory, self.size_limit, on_reset=lambda msg: self._warn_once("database", msg))
         except STORE_ERRORS as exc:
             self.degraded = f"{directory}: {exc}"
-            self._warn_once(
-                "open",
-                f"lazykern cache directory {directory!r} is unusable ({exc}); "
-                "compiled kernels are kept in memory for this process only. "
-                "Set LAZYKERN_CACHE_DIR to a writable directory to persist them.",
-            )
+            with _warned_dirs_lock:  # one warning per directory and cause in a process
+                seen = (os.path.realpath(directory), str(exc)) in _warned_dirs
+                _warned_dirs.add((os.path.realpath(directory), str(exc)))
+            if not seen:
+                self._warn_once(
+                    "open",
+                    f"lazykern cache directory {directory!r} is unusable ({exc}); "
+                    "compiled kernels are kept in memory for this process only. "
+                    "Set LAZYKERN_CACHE_DIR to a directory of your own to persist them.",
+                )
             return MemoryBackend(self.size_limit)
 
     def _warn_once(self, tag: str, message: str) -> None:
@@ -685,30 +689,35 @@ def _user_stacklevel() -> int:
     return level
 
 
-_warned_dirs: set[str] = set()
+_warned_dirs: set[tuple[str, str]] = set()
 _warned_dirs_lock = threading.Lock()
 
 
 def _prepare_dir(directory: str) -> None:
-    """Create the cache dir private to the user; warn (once per process) when others may write to it."""
+    """Create the cache dir private to the user; refuse one that others control (CacheError says why).
+
+    Like ssh and pip: a directory another user owns, or that others may write to
+    without the sticky bit, lets them replace any kernel this process will run.
+    ``LAZYKERN_SHARED_CACHE=1`` accepts it (a team cache shared on purpose).
+    """
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise NotADirectoryError(f"{directory} exists and is not a directory")
     if not os.path.isdir(directory):
         os.makedirs(directory, mode=0o700, exist_ok=True)
         return
-    mode = os.stat(directory).st_mode
-    if mode & (stat.S_IWGRP | stat.S_IWOTH):
-        with _warned_dirs_lock:
-            real = os.path.realpath(directory)
-            if real in _warned_dirs:
-                return
-            _warned_dirs.add(real)
-        message = (
-            f"lazykern cache directory {directory!r} is writable by other users; "
-            "anyone who can write there can change the GPU code you run. Run: chmod go-w on it."
+    st = os.stat(directory)
+    if config.shared_cache_allowed():
+        return
+    if st.st_uid != os.geteuid():
+        raise CacheError(
+            f"it is owned by uid {st.st_uid}, not by you (uid {os.geteuid()}): that user could replace "
+            "the GPU code you run. Use a directory of your own, or set LAZYKERN_SHARED_CACHE=1 to share it on purpose"
         )
-        log.warning(message)
-        warn_user(message, LazykernWarning)
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        raise CacheError(
+            "other users can write to it: they could replace the GPU code you run. Run `chmod go-w` on it, "
+            "or set LAZYKERN_SHARED_CACHE=1 to share it on purpose"
+        )
 
 
 _default: KernelCache | None = None

@@ -6,6 +6,8 @@
 ``LAZYKERN_ARCH``        arch to compile for when no GPU is present (default sm_90)
 ``LAZYKERN_LOG``         log level of the ``lazykern`` logger (e.g. ``DEBUG``); shown on stderr
 ``LAZYKERN_LOCK_TIMEOUT`` seconds to wait for another process's compile lock (default 10)
+``LAZYKERN_SHARED_CACHE`` ``1``/``on``: use a cache directory another user owns or others may write
+                         to (a team cache); without it such a directory is refused (memory only)
 
 A value that cannot be used never raises: it gives one ``LazykernWarning`` per
 variable and process, saying what was wrong, and the default is used instead.
@@ -91,6 +93,21 @@ def disk_cache_enabled() -> bool:
         return False
     _fall_back("LAZYKERN_CACHE", env, "expected 1/on/true/yes or 0/off/false/no", "on")
     return True
+
+
+def shared_cache_allowed() -> bool:
+    """``LAZYKERN_SHARED_CACHE``: whether a directory others can write to may hold the store (default off).
+
+    Whoever can write there can replace any kernel this process loads and runs.
+    """
+    env = os.environ.get("LAZYKERN_SHARED_CACHE", "")
+    value = env.strip().lower()
+    if not value or value in _OFF:
+        return False
+    if value in _ON:
+        return True
+    _fall_back("LAZYKERN_SHARED_CACHE", env, "expected 1/on/true/yes or 0/off/false/no", "off")
+    return False
 
 
 def arch_override() -> str | None:

@@ -173,12 +173,47 @@ def test_new_directory_is_private(tmp_path):
     assert (os.stat(tmp_path / "fresh").st_mode & 0o777) == 0o700
 
 
-def test_group_writable_directory_warns(tmp_path):
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o770, 0o2770])
+def test_directory_others_can_write_to_is_refused(tmp_path, mode):
     d = tmp_path / "shared"
     d.mkdir()
-    os.chmod(d, 0o777)
-    with pytest.warns(LazykernWarning, match="writable by other users"):
-        KernelCache(d)
+    os.chmod(d, mode)
+    with pytest.warns(LazykernWarning, match="other users can write to it") as caught:
+        kc = KernelCache(d)
+    assert len(caught) == 1 and kc.backend == "memory" and not os.listdir(d)
+
+
+def test_sticky_world_writable_directory_is_used(tmp_path):
+    d = tmp_path / "tmp-like"
+    d.mkdir()
+    os.chmod(d, 0o1777)
+    assert KernelCache(d).backend == "disk"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+def test_directory_of_another_user_is_refused(tmp_path):
+    d = tmp_path / "theirs"
+    d.mkdir(mode=0o700)
+    os.chown(d, 12345, 12345)
+    with pytest.warns(LazykernWarning, match="owned by uid 12345, not by you") as caught:
+        kc = KernelCache(d)
+    assert len(caught) == 1 and kc.backend == "memory" and not os.listdir(d)
+    kc["k"] = b"kept in memory"
+    assert kc["k"] == b"kept in memory"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+def test_shared_cache_setting_opts_in(tmp_path, monkeypatch):
+    d = tmp_path / "team"
+    d.mkdir()
+    os.chown(d, 12345, 12345)
+    os.chmod(d, 0o2775)
+    monkeypatch.setenv("LAZYKERN_SHARED_CACHE", "1")
+    assert KernelCache(d).backend == "disk"
+    monkeypatch.setenv("LAZYKERN_SHARED_CACHE", "maybe")  # not a yes: refused, and the value is reported
+    with pytest.warns(LazykernWarning) as caught:
+        assert KernelCache(d).backend == "memory"
+    assert any("LAZYKERN_SHARED_CACHE" in str(w.message) for w in caught)
 
 
 def test_stats_count_hits_misses_and_seconds(family, cache):

@@ -325,7 +325,8 @@ def test_lock_failures_degrade_with_one_warning(tmp_path, monkeypatch, problem):
     assert seconds < 10
 
 
-def test_store_files_take_the_directorys_permissions(tmp_path):
+def test_store_files_take_the_directorys_permissions(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAZYKERN_SHARED_CACHE", "1")  # a group-shared team cache, on purpose
     directory = tmp_path / "shared"
     directory.mkdir()
     os.chmod(directory, 0o2770)  # group-shared: setgid, group rwx
