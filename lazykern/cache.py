@@ -589,7 +589,7 @@ class KernelCache(ProgramCacheResource):
         out = {}
         for name in _COUNTERS:
             try:
-                value = self._backend.get(_STAT + name)
+                value = self._backend.get(_STAT + name, touch=False)
             except (*STORE_ERRORS, *_FOREIGN):
                 value = None
             out[name] = value if type(value) is int and 0 <= value < 1 << 62 else 0

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import diskcache
@@ -290,3 +291,41 @@ def test_processes_and_threads_share_one_compile(tmp_path):
     total = sum(r["compiles"] for r in results)
     assert len({d for r in results for d in r["digests"]}) == 1
     assert total == 1, f"{total} compiles for one key across 4 processes x 8 threads"
+
+
+def _cache_rows(directory) -> list[tuple]:
+    import sqlite3
+
+    con = sqlite3.connect(os.path.join(directory, "cache.db"))
+    try:
+        return con.execute("SELECT key, store_time, access_time, access_count FROM Cache ORDER BY key").fetchall()
+    finally:
+        con.close()
+
+
+def test_looking_changes_no_entry(family, cache, monkeypatch):
+    """peek, entries, check, stats, `cache ls` and `cache info` leave every row as it was (last-used time too)."""
+    from typer.testing import CliRunner
+
+    from lazykern.cache import set_default_cache
+    from lazykern.cli import app
+
+    family.get("scale_f32", "sm_80")
+    key = family.key("scale_f32", "sm_80")
+    time.sleep(0.01)
+    before = _cache_rows(cache.directory)
+    assert cache.peek(key) is not None
+    list(cache.entries())
+    cache.check()
+    cache.stats()
+    monkeypatch.setenv("LAZYKERN_CACHE_DIR", cache.directory)
+    set_default_cache(None)
+    try:
+        for args in (["cache", "ls"], ["cache", "ls", "--json"], ["cache", "info"], ["cache", "info", "--json"]):
+            result = CliRunner().invoke(app, args, catch_exceptions=False)
+            assert result.exit_code == 0, result.output
+    finally:
+        set_default_cache(None)
+    assert _cache_rows(cache.directory) == before
+    assert cache.lookup(key) is not None  # a lookup that serves does mark it used
+    assert _cache_rows(cache.directory) != before
