@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import diskcache
 import pytest
 
-from lazykern import KernelCache, KernelFamily, LazykernWarning, make_key
+from lazykern import KernelCache, KernelFamily, LazykernWarning, _entry, make_key
 from lazykern import cache as cache_mod
 from lazykern.compiler import compile_source
 
@@ -329,3 +329,36 @@ def test_looking_changes_no_entry(family, cache, monkeypatch):
     assert _cache_rows(cache.directory) == before
     assert cache.lookup(key) is not None  # a lookup that serves does mark it used
     assert _cache_rows(cache.directory) != before
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        [f"-DOPT{i}={i}" for i in range(1100)],  # 1,100 options
+        ["-DLONG=" + "1+" * 20_000 + "1"],  # a 40 KB -D value
+    ],
+    ids=["1100-options", "long-define"],
+)
+def test_legitimate_kernels_over_the_old_header_limits_persist(cache, options):
+    fam = KernelFamily("big_options", "", options=options, cache=cache)
+    fam.add("k", 'extern "C" __global__ void k(int *a) { *a = 1; }')
+    fam.get("k", "sm_80")
+    again = KernelFamily("big_options", "", options=options, cache=cache)
+    again.add("k", 'extern "C" __global__ void k(int *a) { *a = 1; }')
+    again.get("k", "sm_80")
+    assert again.compile_calls == 0
+
+
+def test_a_record_signature_with_many_fields_persists(cache):
+    record = "Record(" + ",".join(f"f{i}[type=float64;offset={8 * i}]" for i in range(200)) + ")"
+    entry, fresh = cache.get_or_compile("r" * 64, lambda: (b"\x7fELF", {"signature": [record] * 3}))
+    assert fresh and cache.lookup("r" * 64).meta["signature"] == [record] * 3
+
+
+def test_an_entry_over_the_limits_is_served_from_memory_with_one_warning(cache):
+    huge = {"note": "x" * (_entry.MAX_HEADER + 1)}
+    with pytest.warns(LazykernWarning, match="cannot persist") as caught:
+        for key in ("a" * 64, "b" * 64):
+            entry, fresh = cache.get_or_compile(key, lambda: (b"\x7fELF", huge))
+            assert fresh and entry.code == b"\x7fELF"
+    assert len(caught) == 1 and cache.lookup("a" * 64) is None
