@@ -18,6 +18,7 @@ loaded. :meth:`KernelCache.check` verifies and repairs a whole store.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
@@ -33,7 +34,7 @@ from typing import Any
 
 import filelock
 
-from . import _entry, _manifest, config
+from . import _entry, _manifest, _repair, config
 from ._locks import LOCK_DIR, NullLock, ProcessLock
 from ._store import STORE_ERRORS, DiskBackend, MemoryBackend
 from .errors import CacheError, LazykernWarning, warn_user
@@ -516,7 +517,9 @@ class KernelCache(ProgramCacheResource):
         it. ``diskcache.Cache.check(fix=True)`` is not used: it would delete
         held lock files.
         """
+        store_problems, fixed, unfixed = self._check_directory(repair)
         report: dict[str, Any] = {"directory": self.directory, "backend": self.backend, "repaired": repair}
+        report.update(store_problems=store_problems, fixed=fixed, unfixed=unfixed)
         report.update(self._backend.check(repair, min_age))
         bad: list[str] = []
         stale = 0
@@ -544,14 +547,48 @@ class KernelCache(ProgramCacheResource):
         report["quarantined_files"] = _quarantined_files(self.directory)
         found = bool(
             bad
+            or store_problems
             or report["integrity"] != "ok"
             or report["missing_files"]
             or report["orphan_files"]
             or report["foreign_rows"]
         )
         # The counts say what was found; "ok" says whether the store is sound now.
-        report["ok"] = not found or (repair and (report["integrity"] == "ok" or bool(report.get("quarantined"))))
+        report["ok"] = not unfixed and (
+            not found or (repair and (report["integrity"] == "ok" or bool(report.get("quarantined"))))
+        )
         return report
+
+    def _check_directory(self, repair: bool) -> tuple[list[str], list[str], list[str]]:
+        """(problems that keep diskcache from opening or trusting the directory, fixed, not fixed).
+
+        Repairs SQLite's own files and foreign schema objects (``lazykern._repair``), then reopens
+        the directory: a store that fell back to memory is on disk again. A directory refused for
+        its owner or permissions is never changed: that is the user's call, and the message says how.
+        """
+        if self.directory is None and (self.degraded is None or self.degraded.startswith("disabled")):
+            return [], [], []
+        directory = self.requested_directory
+        try:
+            _prepare_dir(directory)
+        except CacheError as exc:
+            return [f"{directory}: {exc}"], [], [f"{directory}: {exc}"]
+        except OSError as exc:
+            return [f"{directory}: {exc}"], [], [f"{directory} cannot be used ({exc}); set LAZYKERN_CACHE_DIR"]
+        found = _repair.inspect(directory)
+        if not repair or not found:
+            return found, [], []
+        self._backend.close()
+        # A failed open leaves its SQLite connection to the collector, and SQLite shares a file's
+        # lock and shared-memory state among a process's connections: let go of it before reopening.
+        gc.collect()
+        fixed, unfixed = _repair.repair(directory)
+        self.degraded = None
+        self._warned.discard("open")
+        self._backend = self._open_disk(directory)
+        if self.directory is None and not unfixed:
+            unfixed.append(f"{directory} still cannot be opened: {self.degraded}")
+        return found, fixed, unfixed
 
     def _stale_locks(self, repair: bool, min_age: float) -> int:
         """Lock files older than ``min_age`` that no process holds (removed when ``repair``).

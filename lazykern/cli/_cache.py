@@ -41,7 +41,16 @@ def _health(cache: Any, repair: bool = False) -> Any:
         report = cache.check(repair=repair)
     except Exception as exc:  # a health probe must never break `cache info`
         return f"check failed: {type(exc).__name__}: {exc}"
-    problems = ("missing_files", "orphan_files", "bad_entries", "foreign_rows", "stale_locks", "quarantined_files")
+    problems = (
+        "store_problems",
+        "missing_files",
+        "orphan_files",
+        "bad_entries",
+        "foreign_rows",
+        "stale_locks",
+        "quarantined_files",
+        "unfixed",
+    )
     found = {k: report[k] for k in problems if report.get(k)}
     if report.get("integrity") not in (None, "ok"):
         found["integrity"] = report["integrity"]
@@ -49,6 +58,8 @@ def _health(cache: Any, repair: bool = False) -> Any:
         if cache.degraded:
             return f"degraded: {cache.degraded}"
         return "ok" + (f" (repaired: {_listing(found)})" if repair and found else "")
+    if repair and report.get("fixed"):
+        found["fixed"] = report["fixed"]
     return found or report
 
 
@@ -59,6 +70,8 @@ def _listing(found: dict[str, Any]) -> str:
         what = key.replace("_", " ")
         if isinstance(value, int) and not isinstance(value, bool):
             parts.append(f"{value} {what[:-1] if value == 1 and what.endswith('s') else what}")
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            parts.append(f"{what}: {'; '.join(value)}")
         else:
             parts.append(f"{what}: {value}")
     return ", ".join(parts)
@@ -108,7 +121,15 @@ def info(
     data = info_dict(repair=repair)
     if as_json:
         print_json(data)
-        return
+    else:
+        _info_table(data)
+    if repair and isinstance(data["health"], dict) and data["health"].get("unfixed"):
+        for line in data["health"]["unfixed"]:
+            err_console.print(plain(f"not repaired: {line}", "yellow"))
+        raise typer.Exit(1)
+
+
+def _info_table(data: dict[str, Any]) -> None:
     table = Table(title="lazykern cache", show_header=False)
     table.add_column(style="bold")
     table.add_column()
