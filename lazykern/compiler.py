@@ -267,7 +267,7 @@ def toolchain_stamp() -> str:
         found = locate_nvidia_header_directory("nvrtc")
         if found is not None:
             files.append(Path(found.abs_path, "nvrtc.h"))
-            files.extend(sorted(Path(found.abs_path).parent.glob("lib*/libnvrtc*.so*")))
+            files.extend(_nvrtc_libraries(Path(found.abs_path).parent))
     except Exception as exc:
         log.debug("no nvrtc.h found: %s", exc)
     for f in files:
@@ -277,6 +277,15 @@ def toolchain_stamp() -> str:
         except OSError:
             h.update(f"{f}:missing;".encode())
     return h.hexdigest()
+
+
+def _nvrtc_libraries(root: Path) -> list[Path]:
+    """``root/lib*/libnvrtc*.so*``, sorted; listed by hand: ``glob`` compiles regexes on the warm path."""
+    out = []
+    for sub in sorted(os.listdir(root)):
+        if sub.startswith("lib") and os.path.isdir(root / sub):
+            out += [root / sub / n for n in sorted(os.listdir(root / sub)) if n.startswith("libnvrtc") and ".so" in n]
+    return out
 
 
 # NVRTC flags we accept, mapped to ProgramOptions fields. Each parser gets the

@@ -204,3 +204,45 @@ def test_forged_manifest_is_dropped(tree, cache):
     assert cache.lookup(key) is not None  # an entry of a cache user that records no headers
     assert cache.lookup(key, headers=True) is None  # a family's must: dropped
     assert cache.peek(key) is None
+
+
+_WARM_HIT = r"""
+import json, os, re, sys
+from lazykern import KernelCache, KernelFamily
+inc, cache_dir = sys.argv[1], sys.argv[2]
+src = "#include <v.h>\n#include <cuda_fp16.h>\n" + 'extern "C" __global__ void k(int *a) { *a = VAL; }\n'
+fam = KernelFamily("warm", "", options=[f"-I{inc}"], cache=KernelCache(cache_dir))
+fam.add("k", src)
+opened, compiled = [], []
+real_compile, real__compile = re.compile, re._compile
+re.compile = lambda *a, **k: compiled.append(str(a[0])) or real_compile(*a, **k)
+re._compile = lambda *a, **k: compiled.append(str(a[0])) or real__compile(*a, **k)
+def hook(event, args):
+    if event == "open" and isinstance(args[0], (str, bytes)):
+        opened.append(os.fsdecode(args[0]))
+sys.addaudithook(hook)
+fam.get("k", "sm_80")
+re.compile, re._compile = real_compile, real__compile
+print(json.dumps({"compiles": fam.compile_calls, "opened": opened, "regex": compiled}))
+"""
+
+
+def test_a_warm_hit_reads_no_header_and_compiles_no_regex(tree):
+    """In a fresh process, a warm hit of a kernel including a user and a toolkit header opens
+    neither header (the stat memo answers) and calls neither ``re.compile`` nor ``re._compile``."""
+    import json
+    import subprocess
+    import sys
+
+    _write(tree / "inc" / "v.h", "#define VAL 1\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    args = [sys.executable, "-c", _WARM_HIT, str(tree / "inc"), str(tree / "cache")]
+    runs = [
+        json.loads(subprocess.run(args, capture_output=True, text=True, env=env, timeout=300, check=True).stdout)
+        for _ in range(2)
+    ]
+    assert runs[0]["compiles"] == 1 and runs[1]["compiles"] == 0
+    headers = [str(tree / "inc"), *compiler.system_include_dirs()]
+    assert not [p for p in runs[1]["opened"] if p.startswith(tuple(headers))], runs[1]["opened"]
+    assert runs[1]["regex"] == [], runs[1]["regex"]
