@@ -51,7 +51,7 @@ _Stat = tuple[int, int, int, int, int]
 _digests: dict[str, tuple[_Stat, str]] = {}
 
 
-class Unpersistable(Exception):
+class _Unpersistable(Exception):
     """The compile is sound but its manifest cannot be trusted later: serve it, do not store it."""
 
 
@@ -90,8 +90,8 @@ def record(
     main_dir: str,
     search_dirs: Sequence[str],
     started: int,
-) -> dict[str, Any]:
-    """The manifest of one compile; :class:`Unpersistable` when it must not be stored.
+) -> tuple[dict[str, Any] | None, str]:
+    """``(manifest, "")`` of one compile, or ``(None, why its binary must not be stored)``.
 
     ``source``: the translation unit (scanned for ``__has_include`` probes).
     ``main_dir``: where the source's own quoted includes are searched (the
@@ -99,6 +99,15 @@ def record(
     ``search_dirs``: the ``-I`` directories then the toolkit's, in NVRTC's order.
     ``started``: :func:`start_ns` taken before the compile.
     """
+    try:
+        return _record(events, source, main_dir, search_dirs, started), ""
+    except _Unpersistable as exc:
+        return None, str(exc)
+
+
+def _record(
+    events: Iterable[tuple[int, int, str]], source: str, main_dir: str, search_dirs: Sequence[str], started: int
+) -> dict[str, Any]:
     files: dict[str, list[Any]] = {}
     missing: set[str] = set()
     searched: set[str] = set()
@@ -121,7 +130,7 @@ def record(
     # A `#line N "name"` directive shows up as a header event named "name": no file to record.
     for path in missing:
         if os.fsencode(path) not in line_names:
-            raise Unpersistable(f"header {path} vanished after the compile")
+            raise _Unpersistable(f"header {path} vanished after the compile")
     # __has_include: the places up to the first that holds a file, each probed as NVRTC would.
     for places in probes:
         for place in places:
@@ -138,7 +147,7 @@ def _is_file(place: str, started: int) -> bool:
     if st is None or not stat.S_ISREG(st.st_mode):
         return False
     if max(st.st_mtime_ns, st.st_ctime_ns) >= started:
-        raise Unpersistable(f"{place} appeared while the compile searched for it")
+        raise _Unpersistable(f"{place} appeared while the compile searched for it")
     return True
 
 
@@ -153,7 +162,7 @@ def _probes(data: bytes, here: str, search_dirs: Sequence[str], where: str) -> l
     out = []
     for m in _HAS_INCLUDE.finditer(data):
         if m.group(1) is None:
-            raise Unpersistable(f"{where} has a __has_include whose operand is not a literal name")
+            raise _Unpersistable(f"{where} has a __has_include whose operand is not a literal name")
         name = m.group(1)[1:-1].decode("utf-8", "surrogateescape")
         if os.path.isabs(name):
             out.append([name])
@@ -210,7 +219,7 @@ def _digest(path: str, now: _Stat) -> str | None:
         return memo[1]
     try:
         st, digest, _ = _read(path)
-    except (OSError, Unpersistable):
+    except (OSError, _Unpersistable):
         return None
     if st == now:
         _digests[path] = (st, digest)
@@ -223,9 +232,9 @@ def _snapshot(path: str, started: int) -> tuple[list[Any], bytes]:
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise Unpersistable(f"header {path} cannot be read back ({exc.strerror})") from None
+        raise _Unpersistable(f"header {path} cannot be read back ({exc.strerror})") from None
     if max(st[3], st[4]) >= started:
-        raise Unpersistable(f"header {path} changed while it was compiled")
+        raise _Unpersistable(f"header {path} changed while it was compiled")
     _digests[path] = (st, digest)
     return [path, digest, *st], data
 
@@ -236,19 +245,19 @@ def _read(path: str) -> tuple[_Stat, str, bytes]:
     try:
         before = os.fstat(fd)
         if not stat.S_ISREG(before.st_mode):
-            raise Unpersistable(f"header {path} is not a regular file")
+            raise _Unpersistable(f"header {path} is not a regular file")
         if before.st_size > MAX_HEADER_BYTES:
-            raise Unpersistable(f"header {path} is larger than {MAX_HEADER_BYTES} bytes")
+            raise _Unpersistable(f"header {path} is larger than {MAX_HEADER_BYTES} bytes")
         data = bytearray()
         while chunk := os.read(fd, _CHUNK):
             data += chunk
             if len(data) > MAX_HEADER_BYTES:  # /proc files claim size 0
-                raise Unpersistable(f"header {path} is larger than {MAX_HEADER_BYTES} bytes")
+                raise _Unpersistable(f"header {path} is larger than {MAX_HEADER_BYTES} bytes")
         after = _key(os.fstat(fd))
     finally:
         os.close(fd)
     if _key(before) != after:
-        raise Unpersistable(f"header {path} changed while it was read")
+        raise _Unpersistable(f"header {path} changed while it was read")
     return after, hashlib.sha256(data).hexdigest(), bytes(data)
 
 

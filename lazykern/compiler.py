@@ -427,10 +427,11 @@ def compile_source(
     start = time.perf_counter()
     started = _manifest.start_ns()
     program = None
-    trace_dir = tempfile.mkdtemp(prefix="lazykern-trace-")
-    trace = os.path.join(trace_dir, "trace")  # NVRTC adds ".json"
     # No "include" in the source: no directive and no probe (%:include, __has_include spell it too).
     traced = "include" in source and _traces_headers()
+    trace_dir = _trace_dir() if traced else None
+    traced = trace_dir is not None
+    trace = os.path.join(trace_dir or "", "trace")  # NVRTC adds ".json"
     # NVRTC 13.5 crashes (abort, "LLVM ERROR: out of memory") when traced compiles in one process
     # meet `#line` file names in certain orders; such a source is traced in a syntax-only pass of its
     # own, with every #line file name made unique (they change nothing else the front end reads).
@@ -469,10 +470,20 @@ def compile_source(
         # A traceback keeps this frame alive in a reference cycle; a Program collected through a
         # cycle raises in __dealloc__ (NVIDIA/cuda-python#2876, fixed by #2879): let go of it here.
         program = None  # noqa: F841
-        shutil.rmtree(trace_dir, ignore_errors=True)
+        if trace_dir is not None:
+            shutil.rmtree(trace_dir, ignore_errors=True)
     seconds = time.perf_counter() - start
     log.debug("compiled %s for %s in %.3f s", name, arch, seconds)
     return CompileResult(code, target, arch, name, options, logs.text(), seconds, headers, memory_only)
+
+
+def _trace_dir() -> str | None:
+    """A private directory for NVRTC's trace; None (the binary stays in memory) where none can be made."""
+    try:
+        return tempfile.mkdtemp(prefix="lazykern-trace-")
+    except OSError as exc:
+        log.info("no temporary directory for NVRTC's header trace (%s): kernels with #include stay in memory", exc)
+        return None
 
 
 @functools.cache
@@ -512,12 +523,9 @@ def _headers_read(
         events = _manifest.trace_events(trace + ".json") if trace is not None else []
     except (OSError, ValueError) as exc:
         return None, f"NVRTC wrote no usable header trace ({exc})"
-    try:
-        return _manifest.record(
-            events, source=source, main_dir=os.path.dirname(name), search_dirs=search_dirs, started=started
-        ), ""
-    except _manifest.Unpersistable as exc:
-        return None, str(exc)
+    return _manifest.record(
+        events, source=source, main_dir=os.path.dirname(name), search_dirs=search_dirs, started=started
+    )
 
 
 def _link_lto(ltoir, arch: str, kwargs: dict[str, object]):

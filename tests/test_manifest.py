@@ -246,3 +246,18 @@ def test_a_warm_hit_reads_no_header_and_compiles_no_regex(tree):
     headers = [str(tree / "inc"), *compiler.system_include_dirs()]
     assert not [p for p in runs[1]["opened"] if p.startswith(tuple(headers))], runs[1]["opened"]
     assert runs[1]["regex"] == [], runs[1]["regex"]
+
+
+@pytest.mark.parametrize("why", ["nvrtc cannot trace", "no temporary directory"])
+def test_without_a_header_trace_only_sources_with_no_include_persist(tree, cache, monkeypatch, why):
+    import tempfile
+
+    if why == "nvrtc cannot trace":
+        monkeypatch.setattr(compiler, "_traces_headers", lambda: False)
+    else:
+        monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: (_ for _ in ()).throw(PermissionError(13, "denied")))
+    _write(tree / "inc" / "v.h", "#define VAL 1\n")
+    fam, _ = _get(cache, "#include <v.h>\n" + KERNEL, [f"-I{tree}/inc"])
+    assert fam.get("k", "sm_80").meta["memory_only"] and cache.stats()["entries"] == 0
+    _get(cache, "#define VAL 1\n" + KERNEL, [])
+    assert cache.stats()["entries"] == 1
