@@ -11,8 +11,9 @@ each entry carries a *manifest* of what the compile read:
   A relative path (found through the working directory or a relative ``-I``)
   stays relative: a lookup elsewhere checks the file a compile there would read.
   Paths are never normalised (``a/link/../h`` is not ``a/h`` when ``link`` is a symlink).
-* ``absent``: the places searched before each header was found that held no
-  regular file; if one appears, a compile now would read it instead. The places
+* ``absent`` (and ``absent_dirs``, the same grouped by directory: one stat of an unchanged
+  directory vouches for every name missing in it): the places searched before each header
+  was found that held no regular file; if one appears, a compile now would read it instead. The places
   each ``__has_include("x")`` / ``__has_include(<x>)`` looked at (scanned in the
   source and in every header read) count too, and ``present`` holds the place where
   such a probe found a file: it must stay. A probe whose operand is a macro makes
@@ -139,7 +140,47 @@ def _record(
                 break
             searched.add(place)
     empty = [place for place in sorted(searched - set(files) - present) if not _is_file(place, started)]
-    return {"files": list(files.values()), "absent": empty, "present": sorted(present - set(files))}
+    absent, absent_dirs = _by_directory(empty, started)
+    return {
+        "files": list(files.values()),
+        "absent": absent,
+        "absent_dirs": absent_dirs,
+        "present": sorted(present - set(files)),
+    }
+
+
+def _by_directory(places: list[str], started: int) -> tuple[list[str], list[list[Any]]]:
+    """Empty places, most of them grouped by directory: ``(alone, [[dir, its stat or None, names]])``.
+
+    A directory whose stat (inode, mtime, ctime) is unchanged has had no entry added, removed
+    or renamed, so every name that was missing there still is: one stat instead of one per
+    place (a CUB include searches ~1,300 places). A directory that does not exist stays
+    empty until it appears, which changes its stat. Places that exist as something (a
+    dangling link, a directory) are checked alone: their target can appear without the
+    directory changing; so are those in a directory changed since the compile started.
+    """
+    alone: list[str] = []
+    groups: dict[str, list[str]] = {}
+    for place in places:
+        try:
+            os.lstat(place)
+            alone.append(place)
+        except FileNotFoundError:
+            groups.setdefault(os.path.dirname(place), []).append(os.path.basename(place))
+        except (OSError, ValueError):
+            alone.append(place)
+    dirs = []
+    for directory, names in sorted(groups.items()):
+        st = _stat(directory or ".")
+        if st is not None and (not stat.S_ISDIR(st.st_mode) or max(st.st_mtime_ns, st.st_ctime_ns) >= started):
+            alone += [os.path.join(directory, n) for n in names]
+            continue
+        dirs.append([directory, None if st is None else list(_dir_key(st)), sorted(names)])
+    return sorted(alone), dirs
+
+
+def _dir_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _is_file(place: str, started: int) -> bool:
@@ -196,7 +237,18 @@ def verify(manifest: Any) -> str | None:
             continue
         if _digest(path, now) != digest:
             return f"header {path} changed"
-    for place in absent:
+    places = list(absent)
+    for group in manifest.get("absent_dirs", []):
+        if not (isinstance(group, list) and len(group) == 3 and isinstance(group[0], str)):
+            raise ValueError("header manifest holds a malformed directory record")
+        directory, recorded_dir, names = group
+        st = _stat(directory or ".")
+        now_dir = None if st is None else list(_dir_key(st))
+        if now_dir != recorded_dir or (st is not None and not stat.S_ISDIR(st.st_mode)):
+            if not isinstance(names, list):
+                raise ValueError("header manifest holds a malformed directory record")
+            places += [os.path.join(directory, n) for n in names if isinstance(n, str)]
+    for place in places:
         if not isinstance(place, str):
             raise ValueError("header manifest holds a malformed search place")
         st = _stat(place)

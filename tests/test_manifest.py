@@ -261,3 +261,13 @@ def test_without_a_header_trace_only_sources_with_no_include_persist(tree, cache
     assert fam.get("k", "sm_80").meta["memory_only"] and cache.stats()["entries"] == 0
     _get(cache, "#define VAL 1\n" + KERNEL, [])
     assert cache.stats()["entries"] == 1
+
+
+def test_a_dangling_link_whose_target_appears_is_a_new_header(tree, cache):
+    """A link in an earlier -I directory, dangling at compile time: its target appearing changes
+    nothing in that directory, so it is checked on its own (not vouched for by the directory's stat)."""
+    _write(tree / "b" / "v.h", "#define VAL 1\n")
+    (tree / "a").mkdir()
+    os.symlink(tree / "elsewhere" / "v.h", tree / "a" / "v.h")
+    src, opts = "#include <v.h>\n" + KERNEL, [f"-I{tree}/a", f"-I{tree}/b"]
+    _check(cache, src, opts, lambda: _write(tree / "elsewhere" / "v.h", "#define VAL 2\n"), served_after=False)
