@@ -213,30 +213,37 @@ def _probes(data: bytes, here: str, search_dirs: Sequence[str], where: str) -> l
     return out
 
 
-def verify(manifest: Any) -> str | None:
-    """None when every header still reads as recorded and no searched place gained a header; else why not.
+def verify(manifest: Any) -> tuple[str | None, dict[str, Any] | None]:
+    """``(None, refreshed)`` when every header still reads as recorded and no searched place gained
+    a header, else ``(why not, None)``.
 
+    ``refreshed`` is the manifest with the new stats of headers that were touched but hold the
+    same bytes (worth storing, so later processes need not read them again), or None.
     Raises ValueError for a manifest that is not one :func:`record` writes (a forged entry).
     """
+    checked = start_ns()
     if not isinstance(manifest, dict):
         raise ValueError("header manifest is not an object")
     files, absent = manifest.get("files"), manifest.get("absent")
     if not isinstance(files, list) or not isinstance(absent, list):
         raise ValueError("header manifest lacks its file lists")
-    for item in files:
+    touched: dict[int, list[Any]] = {}
+    for i, item in enumerate(files):
         if not (isinstance(item, list) and len(item) == 7 and isinstance(item[0], str) and isinstance(item[1], str)):
             raise ValueError("header manifest holds a malformed file record")
         path, digest, *recorded = item
         st = _stat(path)
         if st is None:
-            return f"header {path} is gone"
+            return f"header {path} is gone", None
         if not stat.S_ISREG(st.st_mode):
-            return f"header {path} is no longer a regular file"
+            return f"header {path} is no longer a regular file", None
         now = _key(st)
         if list(now) == recorded:
             continue
         if _digest(path, now) != digest:
-            return f"header {path} changed"
+            return f"header {path} changed", None
+        if max(now[3], now[4]) < checked:  # not changing right now: its new stat can be trusted later
+            touched[i] = [path, digest, *now]
     places = list(absent)
     for group in manifest.get("absent_dirs", []):
         if not (isinstance(group, list) and len(group) == 3 and isinstance(group[0], str)):
@@ -253,15 +260,17 @@ def verify(manifest: Any) -> str | None:
             raise ValueError("header manifest holds a malformed search place")
         st = _stat(place)
         if st is not None and stat.S_ISREG(st.st_mode):
-            return f"{place} now exists: a compile now would find it"
+            return f"{place} now exists: a compile now would find it", None
     present = manifest.get("present", [])
     if not isinstance(present, list):
         raise ValueError("header manifest holds a malformed probe list")
     for place in present:
         st = _stat(place) if isinstance(place, str) else None
         if st is None or not stat.S_ISREG(st.st_mode):
-            return f"{place} is gone: a compile now would not find it"
-    return None
+            return f"{place} is gone: a compile now would not find it", None
+    if not touched:
+        return None, None
+    return None, {**manifest, "files": [touched.get(i, item) for i, item in enumerate(files)]}
 
 
 def _digest(path: str, now: _Stat) -> str | None:

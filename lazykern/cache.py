@@ -277,13 +277,16 @@ class KernelCache(ProgramCacheResource):
                 return None
             return entry
         try:
-            stale = _manifest.verify(manifest)
+            stale, refreshed = _manifest.verify(manifest)
         except ValueError as exc:
             self._drop(key, str(exc))
             return None
         if stale:
             log.info("cache entry %s... not served: %s; recompiling", key[:16], stale)
             return None
+        if refreshed is not None:  # headers touched, same bytes: later processes need not read them
+            entry = _entry.Entry(entry.code, {**entry.meta, "headers": refreshed})
+            self.store(key, entry.code, entry.meta)
         return entry
 
     def peek(self, key: bytes | str) -> _entry.Entry | None:
