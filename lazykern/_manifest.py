@@ -115,9 +115,8 @@ def _record(
     present: set[str] = set()
     probes = _probes(source.encode(), main_dir, search_dirs, "the source")
     line_names = set(_LINE.findall(source.encode()))
-    for path, includers in _with_includers(events):
-        if path.startswith(_BUILTIN) and os.sep not in path:
-            continue
+    nested = [(p, inc) for p, inc in _with_includers(events) if not (p.startswith(_BUILTIN) and os.sep not in p)]
+    for path, _ in nested:
         if path not in files and path not in missing:
             try:
                 files[path], data = _snapshot(path, started)
@@ -126,12 +125,31 @@ def _record(
                 continue
             probes += _probes(data, os.path.dirname(path), search_dirs, path)
             line_names.update(_LINE.findall(data))
-        dirs = [main_dir if i is None else os.path.dirname(i) for i in includers]
-        searched.update(_searched_before(path, dirs, search_dirs))
     # A `#line N "name"` directive shows up as a header event named "name": no file to record.
     for path in missing:
         if os.fsencode(path) not in line_names:
             raise _Unpersistable(f"header {path} vanished after the compile")
+    # Headers nested in such a pseudo-file were included by the file holding the #line, which
+    # NVRTC searches (the #line name changes no search): follow the pseudo-file to its includers.
+    includers_of: dict[str, set[str | None]] = {}
+    for path, includers in nested:
+        includers_of.setdefault(path, set()).update(includers)
+
+    def dirs_of(includer: str | None, depth: int = 0) -> set[str]:
+        if includer is None or depth > 64:
+            return {main_dir}
+        if includer not in missing:
+            return {os.path.dirname(includer)}
+        out = {os.path.dirname(includer)}
+        for parent in includers_of.get(includer, {None}):
+            out |= dirs_of(parent, depth + 1)
+        return out
+
+    for path, includers in nested:
+        if path in missing:
+            continue
+        dirs = sorted(set().union(*(dirs_of(i) for i in includers)))
+        searched.update(_searched_before(path, dirs, search_dirs))
     # __has_include: the places up to the first that holds a file, each probed as NVRTC would.
     for places in probes:
         for place in places:

@@ -273,3 +273,11 @@ def test_a_dangling_link_whose_target_appears_is_a_new_header(tree, cache):
     os.symlink(tree / "elsewhere" / "v.h", tree / "a" / "v.h")
     src, opts = "#include <v.h>\n" + KERNEL, [f"-I{tree}/a", f"-I{tree}/b"]
     _check(cache, src, opts, lambda: _write(tree / "elsewhere" / "v.h", "#define VAL 2\n"), served_after=False)
+
+
+def test_a_line_directive_naming_another_directory_changes_no_search_place(tree, cache):
+    """`#line` renames the file but NVRTC still searches the real one's directory (the working
+    directory here): a header appearing there is a new header, whatever the #line says."""
+    _write(tree / "inc" / "v.h", "#define VAL 1\n")
+    src, opts = '#line 1 "/elsewhere/frag.cu"\n#include "v.h"\n' + KERNEL, [f"-I{tree}/inc"]
+    _check(cache, src, opts, lambda: _write(tree / "work" / "v.h", "#define VAL 2\n"), served_after=False)
