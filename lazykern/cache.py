@@ -99,11 +99,11 @@ def make_key(
     Options are hashed in their order; the NVRTC/CCCL versions and lazykern's
     schema version are part of the key, so an upgrade never returns an old entry.
     ``toolchain`` is :func:`lazykern.compiler.toolchain_fingerprint` (computed if
-    not given; :meth:`KernelCache.toolchain` memoizes it per machine). Headers are
-    not read here: the entry records those NVRTC read, and every load verifies
+    not given; :meth:`KernelCache.toolchain` memoizes it per machine), and so are the
+    toolkit's header directories. Headers are not read here: the entry records those NVRTC read, and every load verifies
     them (``lazykern._manifest``), so computing a key opens no file.
     """
-    from .compiler import toolchain_fingerprint
+    from .compiler import system_include_dirs, toolchain_fingerprint
 
     if not isinstance(source, str):
         raise TypeError(f"source must be str, got {type(source).__name__}")
@@ -120,6 +120,9 @@ def make_key(
         "target": target,
         "route": route,
         "toolchain": toolchain or toolchain_fingerprint(),
+        # Where NVRTC finds toolkit headers: another environment's (a second venv, another CUDA
+        # wheel) is another search, though the headers read here may still sit unchanged.
+        "include_dirs": list(system_include_dirs()),
         "extra": extra,
     }
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()

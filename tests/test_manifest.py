@@ -155,6 +155,12 @@ def test_toolkit_headers_are_verified_like_any_other(tree, cache, monkeypatch):
     entry = cache.lookup(fam.key("k", "sm_80"))
     assert [f[0] for f in entry.meta["headers"]["files"]] == [str(toolkit / "cuda_fp16.h")]
     _check(cache, src, [], lambda: _write(toolkit / "cuda_fp16.h", open(fp16).read() + "\n"), served_after=False)
+    # another environment's toolkit directory (a second venv), while this one's header stays as it was
+    other = tree / "toolkit2"
+    _write(other / "cuda_fp16.h", open(fp16).read() + "// another release\n")
+    monkeypatch.setattr(compiler, "system_include_dirs", lambda: (str(other), *real[1:]))
+    assert not _served(cache, src, [])
+    monkeypatch.setattr(compiler, "system_include_dirs", lambda: (str(toolkit), *real[1:]))
     # a user -I directory now shadowing a toolkit header
     _check(cache, src, [f"-I{tree}/inc"], lambda: _write(tree / "inc" / "cuda_fp16.h", "\n"), served_after=False)
 
