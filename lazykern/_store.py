@@ -33,7 +33,7 @@ from typing import Any, TypeGuard, TypeVar
 import diskcache
 from diskcache.core import DBNAME, DEFAULT_SETTINGS, METADATA, MODE_BINARY, MODE_RAW
 
-from . import _entry
+from . import _entry, config
 from ._locks import ProcessLock, share, shared_mode
 from .errors import CacheError
 
@@ -69,8 +69,11 @@ def read_blob(path: str) -> bytearray:
     """
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise CacheError(f"blob {path} is not a regular file (refusing to read it)")
+        if st.st_uid != os.geteuid() and not config.shared_cache_allowed():
+            raise CacheError(f"blob {path} belongs to uid {st.st_uid}, not to you (refusing to load it)")
         try:
             return _entry.read_bounded(fh)
         except _entry.EntryError as exc:

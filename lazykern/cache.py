@@ -748,9 +748,9 @@ def _prepare_dir(directory: str) -> None:
     if not os.path.isdir(directory):
         os.makedirs(directory, mode=0o700, exist_ok=True)
         return
-    st = os.stat(directory)
     if config.shared_cache_allowed():
         return
+    st = os.stat(directory)
     if st.st_uid != os.geteuid():
         raise CacheError(
             f"it is owned by uid {st.st_uid}, not by you (uid {os.geteuid()}): that user could replace "
@@ -760,6 +760,15 @@ def _prepare_dir(directory: str) -> None:
         raise CacheError(
             "other users can write to it: they could replace the GPU code you run. Run `chmod go-w` on it, "
             "or set LAZYKERN_SHARED_CACHE=1 to share it on purpose"
+        )
+    try:  # the database left by a time the directory was shared
+        db = os.stat(os.path.join(directory, "cache.db"))
+    except OSError:
+        return
+    if db.st_uid != os.geteuid() or db.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise CacheError(
+            f"its cache.db is owned by uid {db.st_uid} or writable by others: they could replace the GPU code "
+            "you run. Move that file away (lazykern starts a fresh one), or set LAZYKERN_SHARED_CACHE=1"
         )
 
 

@@ -362,3 +362,18 @@ def test_an_entry_over_the_limits_is_served_from_memory_with_one_warning(cache):
             entry, fresh = cache.get_or_compile(key, lambda: (b"\x7fELF", huge))
             assert fresh and entry.code == b"\x7fELF"
     assert len(caught) == 1 and cache.lookup("a" * 64) is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+def test_files_left_by_another_user_in_an_own_directory_are_not_trusted(tmp_path):
+    d = tmp_path / "was-shared"
+    kc = KernelCache(d)
+    kc.store("b" * 64, b"\x7fELF" + os.urandom(100_000))  # a blob file of its own
+    kc.close()
+    blob = next(os.path.join(r, f) for r, _, fs in os.walk(d) for f in fs if f.endswith(".val"))
+    os.chown(blob, 12345, 12345)
+    with pytest.warns(LazykernWarning, match="belongs to uid 12345"):
+        assert KernelCache(d).lookup("b" * 64) is None
+    os.chown(d / "cache.db", 12345, 12345)
+    with pytest.warns(LazykernWarning, match="cache.db is owned by uid 12345"):
+        assert KernelCache(d).backend == "memory"
