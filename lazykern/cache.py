@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import stat
 import sys
 import threading
@@ -758,17 +759,19 @@ def _prepare_dir(directory: str) -> None:
         )
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
         raise CacheError(
-            "other users can write to it: they could replace the GPU code you run. Run `chmod go-w` on it, "
-            "or set LAZYKERN_SHARED_CACHE=1 to share it on purpose"
+            "other users can write to it: they could replace the GPU code you run. "
+            f"Run: chmod go-w {shlex.quote(os.path.realpath(directory))}  (or set LAZYKERN_SHARED_CACHE=1 to share it on purpose)"
         )
+    db_path = os.path.join(os.path.realpath(directory), "cache.db")
     try:  # the database left by a time the directory was shared
-        db = os.stat(os.path.join(directory, "cache.db"))
+        db = os.stat(db_path)
     except OSError:
         return
     if db.st_uid != os.geteuid() or db.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise CacheError(
             f"its cache.db is owned by uid {db.st_uid} or writable by others: they could replace the GPU code "
-            "you run. Move that file away (lazykern starts a fresh one), or set LAZYKERN_SHARED_CACHE=1"
+            f"you run. Run: mv {shlex.quote(db_path)} {shlex.quote(db_path + '.untrusted')}  (lazykern starts "
+            "a fresh one), or set LAZYKERN_SHARED_CACHE=1"
         )
 
 
