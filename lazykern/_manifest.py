@@ -32,6 +32,7 @@ or vanished: such a binary is served from memory only.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -114,7 +115,8 @@ def _record(
     searched: set[str] = set()
     present: set[str] = set()
     probes = _probes(source.encode(), main_dir, search_dirs, "the source")
-    line_names = set(_LINE.findall(source.encode()))
+    line = _patterns()[0]
+    line_names = set(line.findall(source.encode()))
     nested = [(p, inc) for p, inc in _with_includers(events) if not (p.startswith(_BUILTIN) and os.sep not in p)]
     for path, _ in nested:
         if path not in files and path not in missing:
@@ -124,7 +126,7 @@ def _record(
                 missing.add(path)
                 continue
             probes += _probes(data, os.path.dirname(path), search_dirs, path)
-            line_names.update(_LINE.findall(data))
+            line_names.update(line.findall(data))
     # A `#line N "name"` directive shows up as a header event named "name": no file to record.
     for path in missing:
         if os.fsencode(path) not in line_names:
@@ -210,8 +212,13 @@ def _is_file(place: str, started: int) -> bool:
     return True
 
 
-_LINE = re.compile(rb'^[ \t]*#[ \t]*line[ \t]+\d+[ \t]+"([^"\n]*)"', re.M)
-_HAS_INCLUDE = re.compile(rb"__has_include(?:_next)?\s*\(\s*(\"[^\"\n]*\"|<[^>\n]*>)?")
+@functools.cache
+def _patterns() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
+    """``#line N "name"`` and ``__has_include(...)``; compiled on the first compile, never on a warm hit."""
+    return (
+        re.compile(rb'^[ \t]*#[ \t]*line[ \t]+\d+[ \t]+"([^"\n]*)"', re.M),
+        re.compile(rb"__has_include(?:_next)?\s*\(\s*(\"[^\"\n]*\"|<[^>\n]*>)?"),
+    )
 
 
 def _probes(data: bytes, here: str, search_dirs: Sequence[str], where: str) -> list[list[str]]:
@@ -219,7 +226,7 @@ def _probes(data: bytes, here: str, search_dirs: Sequence[str], where: str) -> l
     if b"__has_include" not in data:
         return []
     out = []
-    for m in _HAS_INCLUDE.finditer(data):
+    for m in _patterns()[1].finditer(data):
         if m.group(1) is None:
             raise _Unpersistable(f"{where} has a __has_include whose operand is not a literal name")
         name = m.group(1)[1:-1].decode("utf-8", "surrogateescape")

@@ -435,7 +435,7 @@ def compile_source(
     # NVRTC 13.5 crashes (abort, "LLVM ERROR: out of memory") when traced compiles in one process
     # meet `#line` file names in certain orders; such a source is traced in a syntax-only pass of its
     # own, with every #line file name made unique (they change nothing else the front end reads).
-    separate = traced and _LINE_NAME.search(source) is not None
+    separate = traced and _line_name().search(source) is not None
     try:
         if traced and not separate:
             kwargs["fdevice_time_trace"] = trace
@@ -504,13 +504,18 @@ def _traces_headers() -> bool:
         return os.path.isfile(os.path.join(d, "probe.json"))
 
 
-_LINE_NAME = re.compile(r'^([ \t]*#[ \t]*line[ \t]+\d+[ \t]+"[^"\n]*)(")', re.M)
+@functools.cache
+def _line_name() -> re.Pattern[str]:
+    """``#line N "name"`` (compiled on the first compile with an #include, not on a warm start)."""
+    return re.compile(r'^([ \t]*#[ \t]*line[ \t]+\d+[ \t]+"[^"\n]*)(")', re.M)
+
+
 _traced = itertools.count()
 
 
 def _unique_line_names(source: str) -> str:
     n = next(_traced)
-    return _LINE_NAME.sub(lambda m: f"{m.group(1)} [lazykern {n}]{m.group(2)}", source)
+    return _line_name().sub(lambda m: f"{m.group(1)} [lazykern {n}]{m.group(2)}", source)
 
 
 def _headers_read(
