@@ -441,11 +441,9 @@ def compile_source(
             kwargs["fdevice_time_trace"] = trace
         program = Program(source, "c++", options=ProgramOptions(arch=arch, name=name, **kwargs))
         obj = program.compile("ltoir" if lto else target, logs=logs)
-        traced_source = source
-        if separate:
-            traced_source = _unique_line_names(source)
-            opts = ProgramOptions(arch=arch, name=name, fdevice_syntax_only=True, fdevice_time_trace=trace, **kwargs)
-            Program(traced_source, "c++", options=opts).compile("ltoir" if lto else target)
+        traced_source = _unique_line_names(source) if separate else source
+        if separate and not _trace_pass(traced_source, arch, name, kwargs, trace, "ltoir" if lto else target):
+            traced = False  # no trace: the binary stays in memory
         headers, memory_only = _headers_read(trace if traced else None, traced_source, name, search_dirs, started)
         if lto:
             obj = _link_lto(obj, arch, kwargs)
@@ -475,6 +473,19 @@ def compile_source(
     seconds = time.perf_counter() - start
     log.debug("compiled %s for %s in %.3f s", name, arch, seconds)
     return CompileResult(code, target, arch, name, options, logs.text(), seconds, headers, memory_only)
+
+
+def _trace_pass(source: str, arch: str, name: str, kwargs: dict[str, Any], trace: str, target: str) -> bool:
+    """A syntax-only compile that writes NVRTC's header trace; False (logged) if it fails."""
+    from cuda.core import Program, ProgramOptions
+
+    try:
+        opts = ProgramOptions(arch=arch, name=name, fdevice_syntax_only=True, fdevice_time_trace=trace, **kwargs)
+        Program(source, "c++", options=opts).compile(target)
+    except Exception as exc:
+        log.info("the header-trace pass of %s failed (%s): its binary stays in memory", name, exc)
+        return False
+    return True
 
 
 def _trace_dir() -> str | None:
@@ -523,7 +534,7 @@ def _headers_read(
 ) -> tuple[dict[str, Any] | None, str]:
     """(manifest, "") of what the compile read, or (None, why the binary must stay in memory)."""
     if trace is None and "include" in source:
-        return None, "this NVRTC cannot report the headers it reads"
+        return None, "NVRTC reported no header trace for a source with #include"
     try:
         events = _manifest.trace_events(trace + ".json") if trace is not None else []
     except (OSError, ValueError) as exc:

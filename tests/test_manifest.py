@@ -287,3 +287,33 @@ def test_a_line_directive_naming_another_directory_changes_no_search_place(tree,
     _write(tree / "inc" / "v.h", "#define VAL 1\n")
     src, opts = '#line 1 "/elsewhere/frag.cu"\n#include "v.h"\n' + KERNEL, [f"-I{tree}/inc"]
     _check(cache, src, opts, lambda: _write(tree / "work" / "v.h", "#define VAL 2\n"), served_after=False)
+
+
+_LINE_STRESS = r"""
+import os, random, sys
+from lazykern.compiler import compile_source
+inc = sys.argv[1]
+rnd = random.Random(2)
+for i in range(24):
+    lines = "".join(f'#line 1 "{rnd.choice("abc")}{rnd.randint(0, 2)}"\n' for _ in range(rnd.randint(0, 4)))
+    body = "#include <v.h>\n" if rnd.random() < 0.7 else "#define VAL 2\n"
+    src = lines + body + 'extern "C" __global__ void k(int *a) { *a = VAL; }\n'
+    r = compile_source(src, name=rnd.choice(["k", "j"]), arch="sm_80", options=[f"-I{inc}"])
+    assert r.headers is not None, r.memory_only
+print("ok")
+"""
+
+
+def test_traced_compiles_with_line_directives_do_not_crash_nvrtc(tree):
+    """NVRTC 13.5 aborts when traced compiles in one process meet `#line` file names in some orders
+    (a 3-#line source, then a 2-#line one). A crash here kills a child process, not the test run."""
+    import subprocess
+    import sys
+
+    _write(tree / "inc" / "v.h", "#define VAL 1\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run(
+        [sys.executable, "-c", _LINE_STRESS, str(tree / "inc")], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
