@@ -760,7 +760,8 @@ def _prepare_dir(directory: str) -> None:
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
         raise CacheError(
             "other users can write to it: they could replace the GPU code you run. "
-            f"Run: chmod go-w {shlex.quote(os.path.realpath(directory))}  (or set LAZYKERN_SHARED_CACHE=1 to share it on purpose)"
+            f"Run: chmod go-w {shlex.quote(os.path.realpath(directory))}  "
+            "(or set LAZYKERN_SHARED_CACHE=1 to share it on purpose)"
         )
     db_path = os.path.join(os.path.realpath(directory), "cache.db")
     try:  # the database left by a time the directory was shared

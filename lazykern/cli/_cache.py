@@ -190,9 +190,17 @@ def ls(
     """One row per cached kernel: names, arch, options, size, compile time, dates."""
     rows = _rows(family, arch)
     if as_json:
-        print_json([{k: v for k, v in r.items() if k not in ("sha256",)} for r in rows])
+        print_json([_row_json(r) for r in rows])
         return
     console.print(_ls_table(rows))
+
+
+def _row_json(row: dict[str, Any]) -> dict[str, Any]:
+    """An entry as `ls --json` shows it: the header manifest (hundreds of KB with CUB) as its count."""
+    out = {k: v for k, v in row.items() if k not in ("sha256", "headers")}
+    if isinstance(row.get("headers"), dict):
+        out["headers_read"] = len(row["headers"].get("files") or [])
+    return out
 
 
 def _ls_table(rows: list[dict[str, Any]]) -> Table:
