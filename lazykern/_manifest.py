@@ -23,11 +23,14 @@ each entry carries a *manifest* of what the compile read:
 every ``absent`` place is still empty. The stat decides first: a header whose
 device, inode, size, mtime *and* ctime all equal the recorded ones is not read
 (nobody can set a ctime; ``cp -p`` and ``tar`` can set an mtime). Otherwise it is
-hashed once per process (a memo keyed by path, valid while the stat is the same).
+hashed once per process (a memo keyed by path, valid while the stat is the same), and
+a header touched with its bytes unchanged comes back with its new stat, which the store
+writes into the entry so later processes need not read it either.
 
 :func:`record` refuses to persist a compile whose header changed while NVRTC
 read it (mtime or ctime at or after the compile's start), is not a regular file,
-or vanished: such a binary is served from memory only.
+or vanished, or that reads the clock (``__TIME__``, ``__DATE__``, ``__TIMESTAMP__``
+in the source or a header, as ccache does): such a binary is served from memory only.
 """
 
 from __future__ import annotations
@@ -114,6 +117,7 @@ def _record(
     missing: set[str] = set()
     searched: set[str] = set()
     present: set[str] = set()
+    _no_clock(source.encode(), "the source")
     probes = _probes(source.encode(), main_dir, search_dirs, "the source")
     line = _patterns()[0]
     line_names = set(line.findall(source.encode()))
@@ -125,6 +129,7 @@ def _record(
             except FileNotFoundError:
                 missing.add(path)
                 continue
+            _no_clock(data, path)
             probes += _probes(data, os.path.dirname(path), search_dirs, path)
             line_names.update(line.findall(data))
     # A `#line N "name"` directive shows up as a header event named "name": no file to record.
@@ -210,6 +215,13 @@ def _is_file(place: str, started: int) -> bool:
     if max(st.st_mtime_ns, st.st_ctime_ns) >= started:
         raise _Unpersistable(f"{place} appeared while the compile searched for it")
     return True
+
+
+def _no_clock(data: bytes, where: str) -> None:
+    """A compile that reads the clock gives another binary each time: never store one."""
+    for macro in (b"__TIME__", b"__DATE__", b"__TIMESTAMP__"):
+        if macro in data:
+            raise _Unpersistable(f"{where} uses {macro.decode()}: its binary depends on when it was compiled")
 
 
 @functools.cache
@@ -316,7 +328,7 @@ def _snapshot(path: str, started: int) -> tuple[list[Any], bytes]:
     try:
         st, digest, data = _read(path)
     except FileNotFoundError:
-        raise
+        raise  # a #line name, or a header gone: the caller tells which
     except OSError as exc:
         raise _Unpersistable(f"header {path} cannot be read back ({exc.strerror})") from None
     if max(st[3], st[4]) >= started:

@@ -317,3 +317,11 @@ def test_traced_compiles_with_line_directives_do_not_crash_nvrtc(tree):
         [sys.executable, "-c", _LINE_STRESS, str(tree / "inc")], capture_output=True, text=True, env=env, timeout=300
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("where", ["source", "header"])
+def test_a_compile_that_reads_the_clock_is_never_stored(tree, cache, where):
+    _write(tree / "inc" / "v.h", "#define VAL 1\n" + ("#define WHEN __TIME__\n" if where == "header" else ""))
+    src = "#include <v.h>\n" + ("#define WHEN __TIME__\n" if where == "source" else "") + KERNEL
+    fam, _ = _get(cache, src + "__device__ const char *when = WHEN;\n", [f"-I{tree}/inc"])
+    assert "__TIME__" in fam.get("k", "sm_80").meta["memory_only"] and cache.stats()["entries"] == 0
