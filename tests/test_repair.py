@@ -39,6 +39,8 @@ DAMAGE = {
     "wal is a FIFO": lambda d: _replace(d, DB + "-wal", os.mkfifo),
     "shm is a FIFO": lambda d: _replace(d, DB + "-shm", os.mkfifo),
     "database is a directory": lambda d: _replace(d, DB, os.mkdir),
+    "database is a FIFO": lambda d: _replace(d, DB, os.mkfifo),
+    "journal is a directory": lambda d: _replace(d, DB + "-journal", os.mkdir),
     "wal is a symlink": lambda d: _replace(d, DB + "-wal", lambda p: os.symlink("/dev/null", p)),
     "foreign table": lambda d: _sql(d, "CREATE TABLE Evil(x)"),
     "foreign view": lambda d: _sql(d, "CREATE VIEW Peek AS SELECT key FROM Cache"),
