@@ -72,7 +72,7 @@ def read_blob(path: str) -> bytearray:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise CacheError(f"blob {path} is not a regular file (refusing to read it)")
-        if st.st_uid != os.geteuid() and not config.shared_cache_allowed():
+        if st.st_uid not in (os.geteuid(), 0) and not config.shared_cache_allowed():
             raise CacheError(f"blob {path} belongs to uid {st.st_uid}, not to you (refusing to load it)")
         try:
             return _entry.read_bounded(fh)

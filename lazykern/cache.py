@@ -740,8 +740,8 @@ _warned_dirs_lock = threading.Lock()
 def _prepare_dir(directory: str) -> None:
     """Create the cache dir private to the user; refuse one that others control (CacheError says why).
 
-    Like ssh and pip: a directory another user owns, or that others may write to
-    without the sticky bit, lets them replace any kernel this process will run.
+    Like ssh and pip: a directory another user (not root) owns, or that others may write
+    to without the sticky bit, lets them replace any kernel this process will run.
     ``LAZYKERN_SHARED_CACHE=1`` accepts it (a team cache shared on purpose).
     """
     if os.path.exists(directory) and not os.path.isdir(directory):
@@ -752,7 +752,7 @@ def _prepare_dir(directory: str) -> None:
     if config.shared_cache_allowed():
         return
     st = os.stat(directory)
-    if st.st_uid != os.geteuid():
+    if st.st_uid not in (os.geteuid(), 0):  # as ssh: yours, or root's (who can change your code anyway)
         raise CacheError(
             f"it is owned by uid {st.st_uid}, not by you (uid {os.geteuid()}): that user could replace "
             "the GPU code you run. Use a directory of your own, or set LAZYKERN_SHARED_CACHE=1 to share it on purpose"
@@ -768,7 +768,7 @@ def _prepare_dir(directory: str) -> None:
         db = os.stat(db_path)
     except OSError:
         return
-    if db.st_uid != os.geteuid() or db.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+    if db.st_uid not in (os.geteuid(), 0) or db.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise CacheError(
             f"its cache.db is owned by uid {db.st_uid} or writable by others: they could replace the GPU code "
             f"you run. Run: mv {shlex.quote(db_path)} {shlex.quote(db_path + '.untrusted')}  (lazykern starts "

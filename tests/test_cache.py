@@ -377,3 +377,13 @@ def test_files_left_by_another_user_in_an_own_directory_are_not_trusted(tmp_path
     os.chown(d / "cache.db", 12345, 12345)
     with pytest.warns(LazykernWarning, match="cache.db is owned by uid 12345"):
         assert KernelCache(d).backend == "memory"
+
+
+def test_a_directory_root_owns_is_trusted_like_ssh_does(tmp_path, monkeypatch):
+    """A store an administrator (root) provides, e.g. read-only for every user, is not refused."""
+    d = tmp_path / "system-store"
+    KernelCache(d).close()
+    if os.stat(d).st_uid != 0:
+        pytest.skip("needs a root-owned directory")
+    monkeypatch.setattr(os, "geteuid", lambda: 4242)  # as an ordinary user would see it
+    assert KernelCache(d).backend == "disk"
