@@ -290,7 +290,10 @@ class KernelCache(ProgramCacheResource):
             return None
         if refreshed is not None:  # headers touched, same bytes: later processes need not read them
             entry = _entry.Entry(entry.code, {**entry.meta, "headers": refreshed})
-            self.store(key, entry.code, entry.meta)
+            try:  # opportunistic: a store that cannot be written (read-only) serves all the same
+                self._backend.set(key, _entry.encode(entry.code, entry.meta), tag=entry.meta.get("family"))
+            except (_entry.EntryError, *STORE_ERRORS, *_FOREIGN):
+                pass
         return entry
 
     def peek(self, key: bytes | str) -> _entry.Entry | None:
