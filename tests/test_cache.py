@@ -304,7 +304,7 @@ def _cache_rows(directory) -> list[tuple]:
 
 
 def test_looking_changes_no_entry(family, cache, monkeypatch):
-    """peek, entries, check, stats, `cache ls` and `cache info` leave every row as it was (last-used time too)."""
+    """peek, entries, check, stats, `cache ls`, `info` and `export` leave every row as it was (last-used too)."""
     from typer.testing import CliRunner
 
     from lazykern.cache import set_default_cache
@@ -321,7 +321,9 @@ def test_looking_changes_no_entry(family, cache, monkeypatch):
     monkeypatch.setenv("LAZYKERN_CACHE_DIR", cache.directory)
     set_default_cache(None)
     try:
-        for args in (["cache", "ls"], ["cache", "ls", "--json"], ["cache", "info"], ["cache", "info", "--json"]):
+        bundle = os.path.join(os.path.dirname(cache.directory), "b.tar.gz")
+        looks = (["cache", "ls"], ["cache", "ls", "--json"], ["cache", "info"], ["cache", "info", "--json"])
+        for args in (*looks, ["cache", "export", bundle]):
             result = CliRunner().invoke(app, args, catch_exceptions=False)
             assert result.exit_code == 0, result.output
     finally:
