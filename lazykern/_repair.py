@@ -127,7 +127,10 @@ def _foreign_objects(directory: str) -> list[tuple[str, str | None]]:
             con.close()
     except sqlite3.Error:
         return []  # not a database at all: the integrity check moves it aside
-    expected = _expected_schema()
+    try:
+        expected = _expected_schema()
+    except (OSError, sqlite3.Error):  # no temporary directory to build the reference in: nothing to compare
+        return []
     out: list[tuple[str, str | None]] = []
     for kind, name, sql in rows:
         if not isinstance(name, str) or name.startswith("sqlite_") or expected.get((kind, name)) == sql:
