@@ -3,7 +3,8 @@
 Two kinds, both invisible to SQLite's ``integrity_check``:
 
 * SQLite's own files (``cache.db``, ``-wal``, ``-shm``, ``-journal``) that are not regular files:
-  a directory or a FIFO in their place makes every open fail, a symlink sends writes elsewhere.
+  a directory or a FIFO in their place makes every open fail, a symlink sends writes elsewhere;
+  and ``locks`` that is not a directory (every compile then goes without its lock).
   Each is moved aside (renamed ``<name>.corrupt-<time>-<pid>``, never deleted: it may hold
   someone's data); SQLite then starts a fresh file.
 * Schema objects diskcache did not create: a foreign table, view or index is dropped; a foreign
@@ -25,6 +26,8 @@ import tempfile
 import time
 
 from diskcache.core import DBNAME
+
+from ._locks import LOCK_DIR
 
 SQLITE_FILES = (DBNAME, DBNAME + "-wal", DBNAME + "-shm", DBNAME + "-journal")
 _CORE_TABLES = ("Cache", "Settings")
@@ -91,19 +94,21 @@ def repair(directory: str) -> tuple[list[str], list[str]]:
 
 
 def _odd_files(directory: str) -> list[tuple[str, str]]:
+    """SQLite's files that are not regular files, and a lock directory that is not a directory."""
     out = []
-    for name in SQLITE_FILES:
+    for name in (*SQLITE_FILES, LOCK_DIR):
         try:
             mode = os.lstat(os.path.join(directory, name)).st_mode
         except OSError:
             continue
-        if not stat.S_ISREG(mode):
+        if not (stat.S_ISDIR(mode) if name == LOCK_DIR else stat.S_ISREG(mode)):
             out.append((name, _kind(mode)))
     return out
 
 
 def _kind(mode: int) -> str:
     for test, kind in (
+        (stat.S_ISREG, "a file"),
         (stat.S_ISDIR, "a directory"),
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISLNK, "a symbolic link"),

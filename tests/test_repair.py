@@ -41,6 +41,10 @@ DAMAGE = {
     "database is a directory": lambda d: _replace(d, DB, os.mkdir),
     "database is a FIFO": lambda d: _replace(d, DB, os.mkfifo),
     "journal is a directory": lambda d: _replace(d, DB + "-journal", os.mkdir),
+    "locks is a file": lambda d: (
+        __import__("shutil").rmtree(os.path.join(d, "locks"), ignore_errors=True),
+        open(os.path.join(d, "locks"), "w").close(),
+    ),
     "wal is a symlink": lambda d: _replace(d, DB + "-wal", lambda p: os.symlink("/dev/null", p)),
     "foreign table": lambda d: _sql(d, "CREATE TABLE Evil(x)"),
     "foreign view": lambda d: _sql(d, "CREATE VIEW Peek AS SELECT key FROM Cache"),
