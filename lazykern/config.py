@@ -7,6 +7,8 @@
 ``LAZYKERN_LOG``         log level of the ``lazykern`` logger (e.g. ``DEBUG``); shown on stderr
 ``LAZYKERN_LOCK_TIMEOUT`` seconds to wait for another process's compile lock (default 10)
 ``LAZYKERN_PYTEST``      ``0``/``off``/``false``/``no`` turns the pytest plugin off
+``LAZYKERN_SHARED_CACHE`` ``1``/``on``: use a cache directory another user owns or others may write
+                         to (a team cache); without it such a directory is refused (memory only)
 
 A value that cannot be used never raises: it gives one ``LazykernWarning`` per
 variable and process, in the one wording every rejected setting or argument
@@ -99,16 +101,16 @@ def cache_size_limit() -> int:
         return DEFAULT_SIZE
 
 
-def _switch(var: str) -> bool:
-    """An on/off variable (unset: on)."""
+def _switch(var: str, default: str = "on") -> bool:
+    """An on/off variable (unset: on); an unusable value warns and means ``default``."""
     env = os.environ.get(var, "")
     value = env.strip().lower()
     if not value or value in _ON:
         return True
     if value in _OFF:
         return False
-    _fall_back(var, env, "1, on, true, yes or 0, off, false, no", "on")
-    return True
+    _fall_back(var, env, "1, on, true, yes or 0, off, false, no", default)
+    return default == "on"
 
 
 def disk_cache_enabled() -> bool:
@@ -118,6 +120,16 @@ def disk_cache_enabled() -> bool:
 def pytest_plugin_enabled() -> bool:
     """``LAZYKERN_PYTEST``: False turns lazykern's pytest plugin off."""
     return _switch("LAZYKERN_PYTEST")
+
+
+def shared_cache_allowed() -> bool:
+    """``LAZYKERN_SHARED_CACHE``: whether a directory others can write to may hold the store (default off).
+
+    Whoever can write there can replace any kernel this process loads and runs.
+    """
+    if not os.environ.get("LAZYKERN_SHARED_CACHE", "").strip():
+        return False
+    return _switch("LAZYKERN_SHARED_CACHE", default="off")
 
 
 def arch_override() -> str | None:
@@ -203,3 +215,4 @@ def check_settings() -> None:
     log_level()
     lock_timeout()
     pytest_plugin_enabled()
+    shared_cache_allowed()

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import diskcache
@@ -13,6 +14,7 @@ import pytest
 
 from lazykern import KernelCache, KernelFamily, LazykernWarning, make_key
 from lazykern.compile.compiler import compile_source
+from lazykern.store import _entry
 from lazykern.store import cache as cache_mod
 
 from .conftest import FRAGMENTS, PREAMBLE
@@ -46,14 +48,6 @@ def test_key_changes_with_nvrtc_version(monkeypatch):
         assert make_key(SRC, arch="sm_90") != base
     finally:
         compiler.toolchain_fingerprint.cache_clear()
-
-
-def test_key_changes_when_user_header_changes(tmp_path):
-    src = '#include "h.cuh"\n' + SRC  # only headers the source reaches are keyed
-    (tmp_path / "h.cuh").write_text("#define V 1\n")
-    k1 = make_key(src, arch="sm_90", options=[f"-I{tmp_path}"])
-    (tmp_path / "h.cuh").write_text("#define V 2\n")
-    assert make_key(src, arch="sm_90", options=[f"-I{tmp_path}"]) != k1
 
 
 def test_program_cache_resource_roundtrip(cache):
@@ -181,12 +175,47 @@ def test_new_directory_is_private(tmp_path):
     assert (os.stat(tmp_path / "fresh").st_mode & 0o777) == 0o700
 
 
-def test_group_writable_directory_warns(tmp_path):
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o770, 0o2770])
+def test_directory_others_can_write_to_is_refused(tmp_path, mode):
     d = tmp_path / "shared"
     d.mkdir()
-    os.chmod(d, 0o777)
-    with pytest.warns(LazykernWarning, match="writable by other users"):
-        KernelCache(d)
+    os.chmod(d, mode)
+    with pytest.warns(LazykernWarning, match="other users can write to it") as caught:
+        kc = KernelCache(d)
+    assert len(caught) == 1 and kc.backend == "memory" and not os.listdir(d)
+
+
+def test_sticky_world_writable_directory_is_used(tmp_path):
+    d = tmp_path / "tmp-like"
+    d.mkdir()
+    os.chmod(d, 0o1777)
+    assert KernelCache(d).backend == "disk"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+def test_directory_of_another_user_is_refused(tmp_path):
+    d = tmp_path / "theirs"
+    d.mkdir(mode=0o700)
+    os.chown(d, 12345, 12345)
+    with pytest.warns(LazykernWarning, match="owned by uid 12345, not by you") as caught:
+        kc = KernelCache(d)
+    assert len(caught) == 1 and kc.backend == "memory" and not os.listdir(d)
+    kc["k"] = b"kept in memory"
+    assert kc["k"] == b"kept in memory"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+def test_shared_cache_setting_opts_in(tmp_path, monkeypatch):
+    d = tmp_path / "team"
+    d.mkdir()
+    os.chown(d, 12345, 12345)
+    os.chmod(d, 0o2775)
+    monkeypatch.setenv("LAZYKERN_SHARED_CACHE", "1")
+    assert KernelCache(d).backend == "disk"
+    monkeypatch.setenv("LAZYKERN_SHARED_CACHE", "maybe")  # not a yes: refused, and the value is reported
+    with pytest.warns(LazykernWarning) as caught:
+        assert KernelCache(d).backend == "memory"
+    assert any("LAZYKERN_SHARED_CACHE" in str(w.message) for w in caught)
 
 
 def test_stats_count_hits_misses_and_seconds(family, cache):
@@ -263,3 +292,101 @@ def test_processes_and_threads_share_one_compile(tmp_path):
     total = sum(r["compiles"] for r in results)
     assert len({d for r in results for d in r["digests"]}) == 1
     assert total == 1, f"{total} compiles for one key across 4 processes x 8 threads"
+
+
+def _cache_rows(directory) -> list[tuple]:
+    import sqlite3
+
+    con = sqlite3.connect(os.path.join(directory, "cache.db"))
+    try:
+        return con.execute("SELECT key, store_time, access_time, access_count FROM Cache ORDER BY key").fetchall()
+    finally:
+        con.close()
+
+
+def test_looking_changes_no_entry(family, cache, monkeypatch):
+    """peek, entries, check, stats, `cache ls`, `info` and `export` leave every row as it was (last-used too)."""
+    from typer.testing import CliRunner
+
+    from lazykern.store.cache import set_default_cache
+    from lazykern.tools.cli import app
+
+    family.get("scale_f32", "sm_80")
+    key = family.key("scale_f32", "sm_80")
+    time.sleep(0.01)
+    before = _cache_rows(cache.directory)
+    assert cache.peek(key) is not None
+    list(cache.entries())
+    cache.check()
+    cache.stats()
+    monkeypatch.setenv("LAZYKERN_CACHE_DIR", cache.directory)
+    set_default_cache(None)
+    try:
+        bundle = os.path.join(os.path.dirname(cache.directory), "b.tar.gz")
+        looks = (["cache", "ls"], ["cache", "ls", "--json"], ["cache", "info"], ["cache", "info", "--json"])
+        for args in (*looks, ["cache", "export", bundle]):
+            result = CliRunner().invoke(app, args, catch_exceptions=False)
+            assert result.exit_code == 0, result.output
+    finally:
+        set_default_cache(None)
+    assert _cache_rows(cache.directory) == before
+    assert cache.lookup(key) is not None  # a lookup that serves does mark it used
+    assert _cache_rows(cache.directory) != before
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        [f"-DOPT{i}={i}" for i in range(1100)],  # 1,100 options
+        ["-DLONG=" + "1+" * 20_000 + "1"],  # a 40 KB -D value
+    ],
+    ids=["1100-options", "long-define"],
+)
+def test_legitimate_kernels_over_the_old_header_limits_persist(cache, options):
+    fam = KernelFamily("big_options", "", options=options, cache=cache)
+    fam.add("k", 'extern "C" __global__ void k(int *a) { *a = 1; }')
+    fam.get("k", "sm_80")
+    again = KernelFamily("big_options", "", options=options, cache=cache)
+    again.add("k", 'extern "C" __global__ void k(int *a) { *a = 1; }')
+    again.get("k", "sm_80")
+    assert again.compile_calls == 0
+
+
+def test_a_record_signature_with_many_fields_persists(cache):
+    record = "Record(" + ",".join(f"f{i}[type=float64;offset={8 * i}]" for i in range(200)) + ")"
+    entry, fresh = cache.get_or_compile("r" * 64, lambda: (b"\x7fELF", {"signature": [record] * 3}))
+    assert fresh and cache.lookup("r" * 64).meta["signature"] == [record] * 3
+
+
+def test_an_entry_over_the_limits_is_served_from_memory_with_one_warning(cache):
+    huge = {"note": "x" * (_entry.MAX_HEADER + 1)}
+    with pytest.warns(LazykernWarning, match="cannot persist") as caught:
+        for key in ("a" * 64, "b" * 64):
+            entry, fresh = cache.get_or_compile(key, lambda: (b"\x7fELF", huge))
+            assert fresh and entry.code == b"\x7fELF"
+    assert len(caught) == 1 and cache.lookup("a" * 64) is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+def test_files_left_by_another_user_in_an_own_directory_are_not_trusted(tmp_path):
+    d = tmp_path / "was-shared"
+    kc = KernelCache(d)
+    kc.store("b" * 64, b"\x7fELF" + os.urandom(100_000))  # a blob file of its own
+    kc.close()
+    blob = next(os.path.join(r, f) for r, _, fs in os.walk(d) for f in fs if f.endswith(".val"))
+    os.chown(blob, 12345, 12345)
+    with pytest.warns(LazykernWarning, match="belongs to uid 12345"):
+        assert KernelCache(d).lookup("b" * 64) is None
+    os.chown(d / "cache.db", 12345, 12345)
+    with pytest.warns(LazykernWarning, match="cache.db is owned by uid 12345"):
+        assert KernelCache(d).backend == "memory"
+
+
+def test_a_directory_root_owns_is_trusted_like_ssh_does(tmp_path, monkeypatch):
+    """A store an administrator (root) provides, e.g. read-only for every user, is not refused."""
+    d = tmp_path / "system-store"
+    KernelCache(d).close()
+    if os.stat(d).st_uid != 0:
+        pytest.skip("needs a root-owned directory")
+    monkeypatch.setattr(os, "geteuid", lambda: 4242)  # as an ordinary user would see it
+    assert KernelCache(d).backend == "disk"

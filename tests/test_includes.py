@@ -1,7 +1,9 @@
-"""Keys cover every header the compiler reads (issue 13, items 2 and 7).
+"""The include resolver that keys a ``@lazy_kernel``'s linked ``.cu`` files (issue 13, items 2 and 7).
 
-The resolver is checked against NVRTC itself: each case builds a tree of headers
-that each announce their own path, compiles with NVRTC, and requires the header
+C++ families no longer use it: their entries record what NVRTC itself read
+(``lazykern.compile._manifest``, tests/test_manifest.py). The resolver is checked against NVRTC
+itself: each case builds a tree of headers that each announce their own path, compiles with
+NVRTC, and requires the header
 NVRTC chose to be in the manifest, and the key to change when that header changes.
 """
 
@@ -16,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lazykern import KernelFamily, make_key
-from lazykern.compile._includes import include_manifest
+from lazykern import KernelFamily
+from lazykern.compile._includes import include_digest, include_manifest
 from lazykern.compile.compiler import compile_source, system_include_dirs
 from lazykern.errors import CompileError
 
@@ -41,7 +43,11 @@ def _nvrtc_choice(source: str, options: list[str]) -> set[str]:
 
 
 def _key(source: str, options: list[str]) -> str:
-    return make_key(source + KERNEL, arch="sm_80", options=options, toolchain="t")
+    from lazykern.compile.compiler import parse_options
+
+    parsed = parse_options(options)
+    dirs = [*parsed.get("include_path", []), *system_include_dirs()]
+    return include_digest(source + KERNEL, dirs, system_include_dirs(), parsed.get("define_macro", []))
 
 
 def _paths(source: str, options: list[str]) -> set[str]:

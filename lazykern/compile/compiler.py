@@ -17,16 +17,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import itertools
 import logging
 import os
 import re
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from .. import config
 from ..errors import CompileError
+from . import _manifest
 
 log = logging.getLogger("lazykern")
 
@@ -47,6 +51,10 @@ class CompileResult:
     options: tuple[str, ...]
     log: str
     seconds: float
+    # What the compile read besides the source (see lazykern.compile._manifest), and why the
+    # binary must not be persisted ("" when it may be).
+    headers: dict[str, Any] | None = None
+    memory_only: str = ""
 
 
 NVRTC_MISSING = "NVRTC is missing: install lazykern[cu13] (or lazykern[cu12] for a CUDA 12 driver)"
@@ -255,12 +263,19 @@ def toolchain_files() -> list[Path]:
         found = locate_nvidia_header_directory("nvrtc")
         if found is not None:
             files.append(Path(found.abs_path, "nvrtc.h"))
-            libs = sorted(Path(found.abs_path).parent.glob("lib*/libnvrtc*.so*"))
-            files.extend(libs)
-            files.extend(sorted({lib.parent for lib in libs}))
+            files.extend(_nvrtc_libraries(Path(found.abs_path).parent))
     except Exception as exc:
         log.debug("no nvrtc.h found: %s", exc)
     return files
+
+
+def _nvrtc_libraries(root: Path) -> list[Path]:
+    """``root/lib*/libnvrtc*.so*``, sorted; listed by hand: ``glob`` compiles regexes on the warm path."""
+    out = []
+    for sub in sorted(os.listdir(root)):
+        if sub.startswith("lib") and os.path.isdir(root / sub):
+            out += [root / sub / n for n in sorted(os.listdir(root / sub)) if n.startswith("libnvrtc") and ".so" in n]
+    return out
 
 
 # NVRTC flags we accept, mapped to ProgramOptions fields. Each parser gets the
@@ -364,22 +379,6 @@ def parse_options(options: Sequence[str], *, name: str = "<options>") -> dict[st
     return kwargs
 
 
-def header_digest(source: str, options: Sequence[str]) -> str:
-    """Digest of every header ``source`` reaches under ``options`` (``-I``, ``-D``), by content.
-
-    What :func:`compile_source` would read besides the source: see ``lazykern.compile._includes``.
-    A source that includes nothing costs one substring test.
-    """
-    from ._includes import include_digest
-
-    parsed = parse_options(options)
-    if "include" not in source and "import" not in source:
-        return include_digest("", (), ())
-    user: list[str] = parsed.get("include_path", [])  # type: ignore[assignment]
-    defines: list[str] = parsed.get("define_macro", [])  # type: ignore[assignment]
-    return include_digest(source, [*user, *system_include_dirs()], system_include_dirs(), defines)
-
-
 def compile_source(
     source: str,
     *,
@@ -408,17 +407,34 @@ def compile_source(
     if not isinstance(source, str):
         raise TypeError(f"source must be str, got {type(source).__name__}")
     kwargs = parse_options(options, name=name)
-    kwargs["include_path"] = [*kwargs.get("include_path", []), *system_include_dirs()]  # type: ignore[misc]
+    search_dirs = [*kwargs.get("include_path", []), *system_include_dirs()]  # type: ignore[misc]
+    kwargs["include_path"] = search_dirs
     lto = route == "lto" and target == "cubin"
     if lto:
         kwargs.update(relocatable_device_code=True, link_time_optimization=True)
     check_arch(arch)
     logs = _Log()
     start = time.perf_counter()
+    started = _manifest.start_ns()
     program = None
+    # No "include" in the source: no directive and no probe (%:include, __has_include spell it too).
+    traced = "include" in source and _traces_headers()
+    trace_dir = _trace_dir() if traced else None
+    traced = trace_dir is not None
+    trace = os.path.join(trace_dir or "", "trace")  # NVRTC adds ".json"
+    # NVRTC 13.5 crashes (abort, "LLVM ERROR: out of memory") when traced compiles in one process
+    # meet `#line` file names in certain orders; such a source is traced in a syntax-only pass of its
+    # own, with every #line file name made unique (they change nothing else the front end reads).
+    separate = traced and _line_name().search(source) is not None
     try:
+        if traced and not separate:
+            kwargs["fdevice_time_trace"] = trace
         program = Program(source, "c++", options=ProgramOptions(arch=arch, name=name, **kwargs))
         obj = program.compile("ltoir" if lto else target, logs=logs)
+        traced_source = _unique_line_names(source) if separate else source
+        if separate and not _trace_pass(traced_source, arch, name, kwargs, trace, "ltoir" if lto else target):
+            traced = False  # no trace: the binary stays in memory
+        headers, memory_only = _headers_read(trace if traced else None, traced_source, name, search_dirs, started)
         if lto:
             obj = _link_lto(obj, arch, kwargs)
         code = bytes(obj.code) if not isinstance(obj.code, str) else obj.code.encode()
@@ -442,9 +458,80 @@ def compile_source(
         # A traceback keeps this frame alive in a reference cycle; a Program collected through a
         # cycle raises in __dealloc__ (NVIDIA/cuda-python#2876, fixed by #2879): let go of it here.
         program = None  # noqa: F841
+        if trace_dir is not None:
+            shutil.rmtree(trace_dir, ignore_errors=True)
     seconds = time.perf_counter() - start
     log.debug("compiled %s for %s in %.3f s", name, arch, seconds)
-    return CompileResult(code, target, arch, name, options, logs.text(), seconds)
+    return CompileResult(code, target, arch, name, options, logs.text(), seconds, headers, memory_only)
+
+
+def _trace_pass(source: str, arch: str, name: str, kwargs: dict[str, Any], trace: str, target: str) -> bool:
+    """A syntax-only compile that writes NVRTC's header trace; False (logged) if it fails."""
+    from cuda.core import Program, ProgramOptions
+
+    try:
+        opts = ProgramOptions(arch=arch, name=name, fdevice_syntax_only=True, fdevice_time_trace=trace, **kwargs)
+        Program(source, "c++", options=opts).compile(target)
+    except Exception as exc:
+        log.info("the header-trace pass of %s failed (%s): its binary stays in memory", name, exc)
+        return False
+    return True
+
+
+def _trace_dir() -> str | None:
+    """A private directory for NVRTC's trace; None (the binary stays in memory) where none can be made."""
+    try:
+        return tempfile.mkdtemp(prefix="lazykern-trace-")
+    except OSError as exc:
+        log.info("no temporary directory for NVRTC's header trace (%s): kernels with #include stay in memory", exc)
+        return None
+
+
+@functools.cache
+def _traces_headers() -> bool:
+    """Whether this NVRTC takes ``--fdevice-time-trace`` (13.x does; older: one tiny compile to find out)."""
+    from cuda.core import Program, ProgramOptions
+
+    if nvrtc_version() >= (13, 0):
+        return True
+
+    with tempfile.TemporaryDirectory(prefix="lazykern-trace-") as d:
+        try:
+            opts = ProgramOptions(arch="sm_80", fdevice_time_trace=os.path.join(d, "probe"))
+            Program("__global__ void k() {}", "c++", options=opts).compile("cubin")
+        except Exception as exc:
+            log.info("NVRTC cannot trace the headers it reads (%s): kernels with #include stay in memory", exc)
+            return False
+        return os.path.isfile(os.path.join(d, "probe.json"))
+
+
+@functools.cache
+def _line_name() -> re.Pattern[str]:
+    """``#line N "name"`` (compiled on the first compile with an #include, not on a warm start)."""
+    return re.compile(r'^([ \t]*#[ \t]*line[ \t]+\d+[ \t]+"[^"\n]*)(")', re.M)
+
+
+_traced = itertools.count()
+
+
+def _unique_line_names(source: str) -> str:
+    n = next(_traced)
+    return _line_name().sub(lambda m: f"{m.group(1)} [lazykern {n}]{m.group(2)}", source)
+
+
+def _headers_read(
+    trace: str | None, source: str, name: str, search_dirs: Sequence[str], started: int
+) -> tuple[dict[str, Any] | None, str]:
+    """(manifest, "") of what the compile read, or (None, why the binary must stay in memory)."""
+    if trace is None and "include" in source:
+        return None, "NVRTC reported no header trace for a source with #include"
+    try:
+        events = _manifest.trace_events(trace + ".json") if trace is not None else []
+    except (OSError, ValueError) as exc:
+        return None, f"NVRTC wrote no usable header trace ({exc})"
+    return _manifest.record(
+        events, source=source, main_dir=os.path.dirname(name), search_dirs=search_dirs, started=started
+    )
 
 
 def _link_lto(ltoir, arch: str, kwargs: dict[str, object]):

@@ -192,14 +192,20 @@ class KernelFamily:
             with self._lock:
                 self.compile_calls += 1
             result = compiler.compile_source(source, name=frag.name, arch=arch, options=options, route=self.route)
-            return result.code, {
+            meta = {
                 **identity,
                 "compile_seconds": round(result.seconds, 6),
                 "nvrtc": ".".join(map(str, compiler.nvrtc_version())),
             }
+            # Verified on every load (KernelCache.lookup); without one the binary is not persisted.
+            if result.headers is not None:
+                meta["headers"] = result.headers
+            else:
+                meta["memory_only"] = result.memory_only
+            return result.code, meta
 
         # Served only if the stored header names exactly this kernel, built exactly this way.
-        entry, fresh = self.cache.get_or_compile(key, compile_now, expect=identity)
+        entry, fresh = self.cache.get_or_compile(key, compile_now, expect=identity, headers=True)
         meta = dict(entry.meta, fetch_seconds=time.perf_counter() - start, compiled_now=fresh)
         return Kernel(
             frag.name, frag.symbol, entry.code, arch=arch, signature=frag.signature, meta=meta, family=self.name

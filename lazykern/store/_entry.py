@@ -21,11 +21,16 @@ from ..errors import EntryError, StaleEntry
 MAGIC = b"LZK\x02"
 _PREFIX = struct.Struct("<4sIQ32s")  # magic, header length, code length, sha256
 PREFIX_SIZE = _PREFIX.size
-MAX_HEADER = 64 << 10
+# The limits refuse hostile bytes on disk, not legitimate kernels. Sized from real use: the header
+# manifest of a kernel including CUB (421 headers) is ~100 KB; 1,100 options or a -D value of
+# 100 KB are a few hundred KB. Strings and collections are bounded by the header size alone (parsing
+# 16 MiB of JSON costs ~0.1 s: no amplification); nesting is bounded because json recurses.
+# An entry over them is served from memory with one warning (KernelCache.store), never lost.
+MAX_HEADER = 16 << 20
 MAX_CODE = 1 << 30
 _MAX_DEPTH = 16
-_MAX_STR = 4096
-_MAX_ITEMS = 1024
+_MAX_STR = MAX_HEADER
+_MAX_ITEMS = MAX_HEADER
 
 # Fields whose type lazykern relies on; any other field must just be plain, bounded JSON.
 _STR_FIELDS = ("key", "family", "kernel", "symbol", "arch", "target", "route", "toolchain", "nvrtc", "kind", "name")
@@ -137,12 +142,15 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed in an entry header")
 
 
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
 def too_deep(raw: bytes, limit: int) -> bool:
     """True when a JSON text nests brackets deeper than ``limit`` (brackets in strings count: cheap, safe)."""
     if raw.count(b"[") + raw.count(b"{") <= limit:
         return False
     depth = 0
-    for byte in raw:
+    for byte in raw.translate(None, _NOT_BRACKETS):  # the brackets alone: a header manifest is 100s of KB
         if byte in b"[{":
             depth += 1
             if depth > limit:

@@ -33,6 +33,7 @@ from typing import Any, TypeGuard, TypeVar
 import diskcache
 from diskcache.core import DBNAME, DEFAULT_SETTINGS, METADATA, MODE_BINARY, MODE_RAW
 
+from .. import config
 from ..errors import CacheError
 from . import _entry
 from ._locks import ProcessLock, share, shared_mode
@@ -70,8 +71,11 @@ def read_blob(path: str) -> bytearray:
     """
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise CacheError(f"blob {path} is not a regular file (refusing to read it)")
+        if st.st_uid not in (os.geteuid(), 0) and not config.shared_cache_allowed():
+            raise CacheError(f"blob {path} belongs to uid {st.st_uid}, not to you (refusing to load it)")
         try:
             return _entry.read_bounded(fh)
         except _entry.EntryError as exc:
@@ -151,7 +155,7 @@ class DiskBackend:
         # with one SELECT each (_store_read). Anything else is opened now, so an unusable
         # directory is found here and the caller can fall back to memory.
         self._reader: Reader | None = None
-        if _writable(directory) and _writable(self._db_path):
+        if _writable(directory) and _plain_database(self._db_path):
             self._reader = Reader(self._db_path, NoPickleDisk(directory), _TIMEOUT)
         else:
             self._full()
@@ -183,7 +187,7 @@ class DiskBackend:
                 f"lazykern cache database {self._db_path!r} held settings it does not write ({fixed}); "
                 "reset them to lazykern's own."
             )
-        cache = diskcache.Cache(self.directory, disk=NoPickleDisk, timeout=_TIMEOUT, **_settings(self.size_limit))
+        cache = diskcache.Cache(self.directory, disk=NoPickleDisk, timeout=_TIMEOUT, **store_settings(self.size_limit))
         mode = shared_mode(self.directory)
         for suffix in ("", "-wal", "-shm"):
             share(self._db_path + suffix, mode)
@@ -251,7 +255,11 @@ class DiskBackend:
         return saved
 
     # -- operations ----------------------------------------------------------
-    def get(self, key: str) -> Any:
+    def get(self, key: str, touch: bool = True) -> Any:
+        """The value under ``key``; ``touch=False`` reads it without marking it used (diskcache's
+        ``get`` rewrites the access time under least-recently-used eviction: looking would change it)."""
+        if not touch:
+            return self._run(lambda c: _get_untouched(c, key))
         reader = self._reader
         if reader is not None:
             try:
@@ -382,11 +390,28 @@ def _writable(path: str) -> bool:
     return os.access(path, os.W_OK)
 
 
+def _plain_database(db_path: str) -> bool:
+    """``cache.db`` is a writable regular file and its ``-wal`` / ``-shm`` are regular files or absent:
+    only then may lookups skip the full open (which finds, repairs or reports anything else)."""
+    for path, needed in ((db_path, True), (db_path + "-wal", False), (db_path + "-shm", False)):
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            if needed:
+                return False
+            continue
+        except OSError:
+            return False
+        if not stat.S_ISREG(mode):
+            return False
+    return _writable(db_path)
+
+
 _TIMEOUT = 30  # seconds SQLite waits for another process's lock
 _FILE_THRESHOLD = 1 << 15  # diskcache's default: larger values go to their own file
 
 
-def _settings(size_limit: int) -> dict[str, Any]:
+def store_settings(size_limit: int) -> dict[str, Any]:
     """Every diskcache setting, given explicitly: what another program left in the table never applies."""
     return dict(
         DEFAULT_SETTINGS,
@@ -416,7 +441,7 @@ def _sanitize_settings(db_path: str) -> str:
     """
     if not os.path.isfile(db_path):
         return ""
-    ours = _settings(0)
+    ours = store_settings(0)
     known = set(ours) | set(METADATA)
     fixed: list[str] = []
     con = sqlite3.connect(db_path, timeout=30, isolation_level=None)
@@ -521,6 +546,20 @@ def _num(value: Any) -> Any:
     return value if isinstance(value, (int, float)) and value == value and abs(value) < 1e18 else 0
 
 
+def _get_untouched(cache: diskcache.Cache, key: str) -> Any:
+    """diskcache's own fast read path (``Cache.get`` with no statistics and no eviction update)."""
+    db_key, raw = cache._disk.put(key)
+    rows = cache._sql(
+        "SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = ?"
+        " AND (expire_time IS NULL OR expire_time > ?)",
+        (db_key, raw, time.time()),
+    ).fetchall()
+    if not rows:
+        return None
+    ((mode, filename, value),) = rows
+    return cache._disk.fetch(mode, filename, value, False)
+
+
 def _delete_rowids(cache: diskcache.Cache, rowids: list[int]) -> None:
     with cache.transact(retry=True):
         sql = sql_of(cache)
@@ -608,11 +647,13 @@ class MemoryBackend:
         self.times: dict[str, tuple[float, float]] = {}
         self.lock = threading.Lock()
 
-    def get(self, key: str) -> Any:
+    def get(self, key: str, touch: bool = True) -> Any:
         with self.lock:
             value = self.data.get(key)
-            if value is not None:
+            if value is not None and touch:
                 self.data.move_to_end(key)
+                stored, _ = self.times.get(key, (0.0, 0.0))
+                self.times[key] = (stored, time.time())
             return value
 
     def set(self, key: str, value: bytes, tag: str | None = None) -> None:

@@ -96,7 +96,7 @@ class Reader:
 
     def _write(self, con: sqlite3.Connection, sql: str, args: tuple) -> sqlite3.Cursor:
         if not self._local.tuned:
-            con.execute("PRAGMA synchronous = 0")  # the store's setting: see _store._settings
+            con.execute("PRAGMA synchronous = 0")  # the store's setting: see _store.store_settings
             self._local.tuned = True
         return con.execute(sql, args)
 

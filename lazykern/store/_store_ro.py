@@ -86,7 +86,8 @@ class ReadOnlyBackend:
         return CacheError(f"the lazykern cache at {self.directory!r} is read-only: cannot {what}")
 
     # -- what KernelCache reads -------------------------------------------------
-    def get(self, key: str) -> Any:
+    def get(self, key: str, touch: bool = True) -> Any:
+        """The value under ``key``; a read-only store never marks anything used (``touch`` is moot)."""
         value = self.memory.get(key)
         if value is not None:
             return value

@@ -18,10 +18,12 @@ loaded. :meth:`KernelCache.check` verifies and repairs a whole store.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
 import os
+import shlex
 import stat
 import sys
 import threading
@@ -34,8 +36,9 @@ from typing import TYPE_CHECKING, Any
 import filelock
 
 from .. import config
+from ..compile import _manifest
 from ..errors import CacheError, LazykernWarning, warn_user
-from . import _entry, _toolchain_memo
+from . import _entry, _repair, _toolchain_memo
 from ._locks import LOCK_DIR, NullLock, ProcessLock
 from ._store import STORE_ERRORS, DiskBackend, MemoryBackend
 
@@ -102,9 +105,11 @@ def make_key(
     Options are hashed in their order; the NVRTC/CCCL versions and lazykern's
     schema version are part of the key, so an upgrade never returns an old entry.
     ``toolchain`` is :func:`lazykern.compiler.toolchain_fingerprint` (computed if
-    not given; :meth:`KernelCache.toolchain` memoizes it per store and environment).
+    not given; :meth:`KernelCache.toolchain` memoizes it per store and environment), and so are the
+    toolkit's header directories. Headers are not read here: the entry records those NVRTC read, and every
+    load verifies them (``lazykern.compile._manifest``), so computing a key opens no file.
     """
-    from ..compile.compiler import header_digest, toolchain_fingerprint
+    from ..compile.compiler import system_include_dirs, toolchain_fingerprint
 
     if not isinstance(source, str):
         raise TypeError(f"source must be str, got {type(source).__name__}")
@@ -121,7 +126,9 @@ def make_key(
         "target": target,
         "route": route,
         "toolchain": toolchain or toolchain_fingerprint(),
-        "headers": header_digest(source, options),
+        # Where NVRTC finds toolkit headers: another environment's (a second venv, another CUDA
+        # wheel) is another search, though the headers read here may still sit unchanged.
+        "include_dirs": list(system_include_dirs()),
         "extra": extra,
     }
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
@@ -192,7 +199,14 @@ class KernelCache(ProgramCacheResource):
             # The backend outlives this cache in its finalizer (the hit counts): it refers back weakly.
             return DiskBackend(directory, self.size_limit, on_reset=_weak_warner(self, "database"))
         except STORE_ERRORS as exc:
-            served = _open_read_only(directory, self.size_limit)
+            # A directory others control is never read: they could have placed any cubin there.
+            # A read-only mount is served as it is; a writable directory whose SQLite files are broken is not
+            # (memory, and `cache info --repair` fixes it).
+            served = (
+                None
+                if isinstance(exc, _Untrusted) or _writable_store(directory)
+                else _open_read_only(directory, self.size_limit)
+            )
             if served is not None:
                 self.degraded = (
                     f"{directory} cannot be written ({exc}): its kernels are served, new ones kept in memory"
@@ -205,12 +219,16 @@ class KernelCache(ProgramCacheResource):
                 )
                 return served
             self.degraded = f"{directory}: {exc}"
-            self._warn_once(
-                "open",
-                f"lazykern cache directory {directory!r} is unusable ({exc}); "
-                "compiled kernels are kept in memory for this process only. "
-                "Set LAZYKERN_CACHE_DIR to a writable directory to persist them.",
-            )
+            with _warned_dirs_lock:  # one warning per directory and cause in a process
+                seen = (os.path.realpath(directory), str(exc)) in _warned_dirs
+                _warned_dirs.add((os.path.realpath(directory), str(exc)))
+            if not seen:
+                self._warn_once(
+                    "open",
+                    f"lazykern cache directory {directory!r} is unusable ({exc}); "
+                    "compiled kernels are kept in memory for this process only. "
+                    "Set LAZYKERN_CACHE_DIR to a directory of your own to persist them.",
+                )
             return MemoryBackend(self.size_limit)
 
     def _warn_once(self, tag: str, message: str) -> None:
@@ -239,39 +257,76 @@ class KernelCache(ProgramCacheResource):
         return _toolchain_memo.fingerprint(self.directory, lambda msg: self._warn_once("memo", msg))
 
     # -- entries ---------------------------------------------------------
-    def lookup(self, key: bytes | str, *, expect: dict[str, Any] | None = None) -> _entry.Entry | None:
+    def lookup(
+        self, key: bytes | str, *, expect: dict[str, Any] | None = None, headers: bool = False
+    ) -> _entry.Entry | None:
         """The entry under ``key``, or None. Bad entries are dropped with one warning each.
 
         An entry is served only when its digest (over header and code) holds,
         its header passes the strict schema, names this key and this schema,
         and carries every field of ``expect`` (e.g. ``{"kernel": "f", "arch":
         "sm_90"}``) with the same value: a header without a field is refused.
-        A store that cannot be read right now (locked, I/O error) is a miss.
+        An entry that records the headers its compile read (``headers``; required
+        when ``headers=True``) is served only while they still read the same
+        (``lazykern.compile._manifest.verify``); otherwise it is a miss, and the compile
+        that follows replaces it. A store that cannot be read right now (locked,
+        I/O error) is a miss.
         """
         key = _norm_key(key)
         try:
-            return self._read(key, expect)
+            entry = self._read(key, expect)
+            if entry is None:
+                return None
         except _BadEntry as first:
             try:  # another process may have replaced it meanwhile (a delete/store race)
-                return self._read(key, expect)
+                entry = self._read(key, expect)
+                if entry is None:
+                    return None
             except _BadEntry:
                 self._drop(key, first.reason)
                 return None
         except STORE_ERRORS as exc:
             self._warn_once("read", f"lazykern could not read its cache at {self.directory!r} ({exc}); recompiling.")
             return None
+        manifest = entry.meta.get("headers")
+        if manifest is None:
+            if headers:
+                self._drop(key, "it does not record the headers its compile read")
+                return None
+            return entry
+        try:
+            stale, refreshed = _manifest.verify(manifest)
+        except ValueError as exc:
+            self._drop(key, str(exc))
+            return None
+        if stale:
+            log.info("cache entry %s... not served: %s; recompiling", key[:16], stale)
+            return None
+        if refreshed is not None:  # headers touched, same bytes: later processes need not read them
+            entry = _entry.Entry(entry.code, {**entry.meta, "headers": refreshed})
+            try:  # opportunistic: a store that cannot be written (read-only) serves all the same
+                self._backend.set(key, _entry.encode(entry.code, entry.meta), tag=entry.meta.get("family"))
+            except (_entry.EntryError, *STORE_ERRORS, *_FOREIGN):
+                pass
+        return entry
 
     def peek(self, key: bytes | str) -> _entry.Entry | None:
-        """The sound, current-version entry under ``key``, or None; unlike :meth:`lookup` it changes nothing."""
+        """The sound, current-version entry under ``key``, or None; unlike :meth:`lookup` it changes
+        nothing, not even the entry's last-used time, and does not check the headers it records."""
         try:
-            return self._read(_norm_key(key), None)
+            return self._read(_norm_key(key), None, touch=False)
         except (_BadEntry, *STORE_ERRORS):
             return None
 
-    def _read(self, key: str, expect: dict[str, Any] | None, *, schema: bool = True) -> _entry.Entry | None:
-        """The entry under ``key`` (None: no row); _BadEntry when it must not be served. No side effects."""
+    def _read(
+        self, key: str, expect: dict[str, Any] | None, *, schema: bool = True, touch: bool = True
+    ) -> _entry.Entry | None:
+        """The entry under ``key`` (None: no row); _BadEntry when it must not be served.
+
+        Only ``touch`` (a lookup that serves) marks the entry used; nothing else changes.
+        """
         try:
-            blob = self._backend.get(key)
+            blob = self._backend.get(key, touch=touch)
             if blob is None:
                 return None
             entry = _entry.decode(blob)
@@ -301,13 +356,23 @@ class KernelCache(ProgramCacheResource):
         """Write ``code`` with its metadata. A failing disk is reported once, never raised."""
         key = _norm_key(key)
         meta = dict(meta or {})
+        why = meta.get("memory_only")
+        if why and code:  # only its marker (no code, never served) may be stored: `lazykern cache ls` shows it
+            log.info("kernel %s is kept in memory only: %s", meta.get("kernel") or meta.get("name") or key[:16], why)
+            return
         meta.setdefault("created", time.time())
         meta.setdefault("schema", SCHEMA_VERSION)
         meta["key"] = key
         try:
             blob = _entry.encode(code, meta)
         except _entry.EntryError as exc:
-            raise CacheError(f"cannot store entry {key[:16]}...: {exc}") from None
+            # A legitimate compile is never lost: it is served from memory; only persisting it fails.
+            self._warn_once(
+                "entry-limits",
+                f"lazykern cannot persist kernel {meta.get('kernel') or meta.get('name') or key[:16]!r}: {exc}; "
+                "it is kept in memory for this process only.",
+            )
+            return
         if len(blob) > self.size_limit:
             self._warn_too_small(len(blob))
             return
@@ -339,6 +404,7 @@ class KernelCache(ProgramCacheResource):
         expect: dict[str, Any] | None = None,
         also: Sequence[str] = (),
         check: Callable[[_entry.Entry], str | None] | None = None,
+        headers: bool = False,
     ) -> tuple[_entry.Entry, bool]:
         """Return ``(entry, compiled_now)``; compile under a per-key lock on a miss.
 
@@ -350,19 +416,20 @@ class KernelCache(ProgramCacheResource):
         compile read); an entry it gives a reason against is not served but compiled again
         and replaced. A compile whose header says ``memory_only`` (its code holds an address
         of this process) is served from memory and only a marker without code is stored.
+        ``headers``: entries must record the headers their compile read (see :meth:`lookup`).
         Each call counts one lookup and then one hit or one miss.
         """
         self._count("lookups")
-        entry = self._checked(self.lookup(key, expect=expect), check)
+        entry = self._checked(self.lookup(key, expect=expect, headers=headers), check)
         for other in also:
             if entry is not None:
                 break
-            entry = self._checked(self.lookup(other, expect=expect), check)
+            entry = self._checked(self.lookup(other, expect=expect, headers=headers), check)
         if entry is not None:
             self._hit(entry)
             return entry, False
         with self._thread_lock(key), self._process_lock(key):
-            entry = self._checked(self.lookup(key, expect=expect), check)
+            entry = self._checked(self.lookup(key, expect=expect, headers=headers), check)
             if entry is not None:
                 self._hit(entry)
                 return entry, False
@@ -469,7 +536,7 @@ class KernelCache(ProgramCacheResource):
             if key.startswith(_STAT_ROOT):
                 continue
             try:
-                entry = self._read(key, None, schema=False)
+                entry = self._read(key, None, schema=False, touch=False)
             except _BadEntry as exc:
                 if exc.stale:
                     yield {"key": key, "bytes": size, "stored": stored, "last_used": used, "stale": True}
@@ -505,14 +572,16 @@ class KernelCache(ProgramCacheResource):
         it. ``diskcache.Cache.check(fix=True)`` is not used: it would delete
         held lock files.
         """
+        store_problems, fixed, unfixed = self._check_directory(repair)
         report: dict[str, Any] = {"directory": self.directory, "backend": self.backend, "repaired": repair}
+        report.update(store_problems=store_problems, fixed=fixed, unfixed=unfixed)
         report.update(self._backend.check(repair, min_age))
         bad: list[str] = []
         stale = 0
         rows = [row for row in self._rows() if not row[0].startswith(_STAT_ROOT)]
         for key, *_ in rows:
             try:
-                entry = self._read(key, None, schema=False)
+                entry = self._read(key, None, schema=False, touch=False)
                 stale += entry is not None and entry.meta.get("schema") != SCHEMA_VERSION
             except _BadEntry as exc:
                 if exc.stale:
@@ -533,14 +602,48 @@ class KernelCache(ProgramCacheResource):
         report["quarantined_files"] = _quarantined_files(self.directory)
         found = bool(
             bad
+            or store_problems
             or report["integrity"] != "ok"
             or report["missing_files"]
             or report["orphan_files"]
             or report["foreign_rows"]
         )
         # The counts say what was found; "ok" says whether the store is sound now.
-        report["ok"] = not found or (repair and (report["integrity"] == "ok" or bool(report.get("quarantined"))))
+        report["ok"] = not unfixed and (
+            not found or (repair and (report["integrity"] == "ok" or bool(report.get("quarantined"))))
+        )
         return report
+
+    def _check_directory(self, repair: bool) -> tuple[list[str], list[str], list[str]]:
+        """(problems that keep diskcache from opening or trusting the directory, fixed, not fixed).
+
+        Repairs SQLite's own files and foreign schema objects (``lazykern.store._repair``), then reopens
+        the directory: a store that fell back to memory is on disk again. A directory refused for
+        its owner or permissions is never changed: that is the user's call, and the message says how.
+        """
+        if self.directory is None and (self.degraded is None or self.degraded.startswith("disabled")):
+            return [], [], []
+        directory = self.requested_directory
+        try:
+            _prepare_dir(directory)
+        except CacheError as exc:
+            return [f"{directory}: {exc}"], [], [f"{directory}: {exc}"]
+        except OSError as exc:
+            return [f"{directory}: {exc}"], [], [f"{directory} cannot be used ({exc}); set LAZYKERN_CACHE_DIR"]
+        found = _repair.inspect(directory)
+        if not repair or not found:
+            return found, [], []
+        self._backend.close()
+        # A failed open leaves its SQLite connection to the collector, and SQLite shares a file's
+        # lock and shared-memory state among a process's connections: let go of it before reopening.
+        gc.collect()
+        fixed, unfixed = _repair.repair(directory)
+        self.degraded = None
+        self._warned.discard("open")
+        self._backend = self._open_disk(directory)
+        if self.directory is None and not unfixed:
+            unfixed.append(f"{directory} still cannot be opened: {self.degraded}")
+        return found, fixed, unfixed
 
     def _stale_locks(self, repair: bool, min_age: float) -> int:
         """Lock files older than ``min_age`` that no process holds (removed when ``repair``).
@@ -579,7 +682,7 @@ class KernelCache(ProgramCacheResource):
         out = {}
         for name in _COUNTERS:
             try:
-                value = self._backend.get(_STAT + name)
+                value = self._backend.get(_STAT + name, touch=False)
             except (*STORE_ERRORS, *_FOREIGN):
                 value = None
             out[name] = value if type(value) is int and 0 <= value < 1 << 62 else 0
@@ -722,30 +825,56 @@ def _user_stacklevel() -> int:
     return level
 
 
-_warned_dirs: set[str] = set()
+_warned_dirs: set[tuple[str, str]] = set()
 _warned_dirs_lock = threading.Lock()
 
 
+def _writable_store(directory: str) -> bool:
+    db = os.path.join(directory, "cache.db")
+    return os.access(directory, os.W_OK) and (not os.path.isfile(db) or os.access(db, os.W_OK))
+
+
+class _Untrusted(CacheError):
+    """A store directory (or its database) that another user controls: refused, never read."""
+
+
 def _prepare_dir(directory: str) -> None:
-    """Create the cache dir private to the user; warn (once per process) when others may write to it."""
+    """Create the cache dir private to the user; refuse one that others control (CacheError says why).
+
+    Like ssh and pip: a directory another user (not root) owns, or that others may write
+    to without the sticky bit, lets them replace any kernel this process will run.
+    ``LAZYKERN_SHARED_CACHE=1`` accepts it (a team cache shared on purpose).
+    """
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise NotADirectoryError(f"{directory} exists and is not a directory")
     if not os.path.isdir(directory):
         os.makedirs(directory, mode=0o700, exist_ok=True)
         return
-    mode = os.stat(directory).st_mode
-    if mode & (stat.S_IWGRP | stat.S_IWOTH):
-        with _warned_dirs_lock:
-            real = os.path.realpath(directory)
-            if real in _warned_dirs:
-                return
-            _warned_dirs.add(real)
-        message = (
-            f"lazykern cache directory {directory!r} is writable by other users; "
-            "anyone who can write there can change the GPU code you run. Run: chmod go-w on it."
+    if config.shared_cache_allowed():
+        return
+    st = os.stat(directory)
+    if st.st_uid not in (os.geteuid(), 0):  # as ssh: yours, or root's (who can change your code anyway)
+        raise _Untrusted(
+            f"it is owned by uid {st.st_uid}, not by you (uid {os.geteuid()}): that user could replace "
+            "the GPU code you run. Use a directory of your own, or set LAZYKERN_SHARED_CACHE=1 to share it on purpose"
         )
-        log.warning(message)
-        warn_user(message, LazykernWarning)
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        raise _Untrusted(
+            "other users can write to it: they could replace the GPU code you run. "
+            f"Run: chmod go-w {shlex.quote(os.path.realpath(directory))}  "
+            "(or set LAZYKERN_SHARED_CACHE=1 to share it on purpose)"
+        )
+    db_path = os.path.join(os.path.realpath(directory), "cache.db")
+    try:  # the database left by a time the directory was shared
+        db = os.stat(db_path)
+    except OSError:
+        return
+    if db.st_uid not in (os.geteuid(), 0) or db.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise _Untrusted(
+            f"its cache.db is owned by uid {db.st_uid} or writable by others: they could replace the GPU code "
+            f"you run. Run: mv {shlex.quote(db_path)} {shlex.quote(db_path + '.untrusted')}  (lazykern starts "
+            "a fresh one), or set LAZYKERN_SHARED_CACHE=1"
+        )
 
 
 def _open_read_only(directory: str, size_limit: int) -> ReadOnlyBackend | None:

@@ -129,8 +129,8 @@ BAD_HEADERS = [
     b'{"schema": "2"}',
     b'{"schema": true}',
     b'{"extra": ' + b"[" * 5000 + b"]" * 5000 + b"}",
-    b'{"extra": "' + b"x" * 10_000 + b'"}',
-    b'{"extra": ' + json.dumps(list(range(5000))).encode() + b"}",
+    # Long strings and big lists are legitimate (long -D values, 1,100 options, header manifests):
+    # only the header's total size bounds them (test_cache.py: ..._over_the_old_header_limits_persist).
     b'{"n": 123456789012345678901234567890}',
     b"[1, 2]",
     b'"text"',
@@ -325,7 +325,8 @@ def test_lock_failures_degrade_with_one_warning(tmp_path, monkeypatch, problem):
     assert seconds < 10
 
 
-def test_store_files_take_the_directorys_permissions(tmp_path):
+def test_store_files_take_the_directorys_permissions(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAZYKERN_SHARED_CACHE", "1")  # a group-shared team cache, on purpose
     directory = tmp_path / "shared"
     directory.mkdir()
     os.chmod(directory, 0o2770)  # group-shared: setgid, group rwx

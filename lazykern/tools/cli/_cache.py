@@ -43,7 +43,16 @@ def _health(cache: Any, repair: bool = False) -> Any:
         report = cache.check(repair=repair)
     except Exception as exc:  # a health probe must never break `cache info`
         return f"check failed: {type(exc).__name__}: {exc}"
-    problems = ("missing_files", "orphan_files", "bad_entries", "foreign_rows", "stale_locks", "quarantined_files")
+    problems = (
+        "store_problems",
+        "missing_files",
+        "orphan_files",
+        "bad_entries",
+        "foreign_rows",
+        "stale_locks",
+        "quarantined_files",
+        "unfixed",
+    )
     found = {k: report[k] for k in problems if report.get(k)}
     if report.get("integrity") not in (None, "ok"):
         found["integrity"] = report["integrity"]
@@ -51,6 +60,8 @@ def _health(cache: Any, repair: bool = False) -> Any:
         if cache.degraded:
             return f"degraded: {cache.degraded}"
         return "ok" + (f" (repaired: {_listing(found)})" if repair and found else "")
+    if repair and report.get("fixed"):
+        found["fixed"] = report["fixed"]
     return found or report
 
 
@@ -61,6 +72,8 @@ def _listing(found: dict[str, Any]) -> str:
         what = key.replace("_", " ")
         if isinstance(value, int) and not isinstance(value, bool):
             parts.append(f"{value} {what[:-1] if value == 1 and what.endswith('s') else what}")
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            parts.append(f"{what}: {'; '.join(value)}")
         else:
             parts.append(f"{what}: {value}")
     return ", ".join(parts)
@@ -110,7 +123,15 @@ def info(
     data = info_dict(repair=repair)
     if as_json:
         print_json(data)
-        return
+    else:
+        _info_table(data)
+    if repair and isinstance(data["health"], dict) and data["health"].get("unfixed"):
+        for line in data["health"]["unfixed"]:
+            err_console.print(plain(f"not repaired: {line}", "yellow"))
+        raise typer.Exit(1)
+
+
+def _info_table(data: dict[str, Any]) -> None:
     table = Table(title="lazykern cache", show_header=False)
     table.add_column(style="bold")
     table.add_column()
@@ -186,9 +207,17 @@ def ls(
     """One row per cached kernel: names, arch, options, size, compile time, dates."""
     rows = _rows(family, arch)
     if as_json:
-        print_json([{k: v for k, v in r.items() if k not in ("sha256",)} for r in rows])
+        print_json([_row_json(r) for r in rows])
         return
     console.print(_ls_table(rows))
+
+
+def _row_json(row: dict[str, Any]) -> dict[str, Any]:
+    """An entry as `ls --json` shows it: the header manifest (hundreds of KB with CUB) as its count."""
+    out = {k: v for k, v in row.items() if k not in ("sha256", "headers")}
+    if isinstance(row.get("headers"), dict):
+        out["headers_read"] = len(row["headers"].get("files") or [])
+    return out
 
 
 def _ls_table(rows: list[dict[str, Any]]) -> Table:

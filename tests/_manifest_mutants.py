@@ -1,0 +1,205 @@
+"""Child process of tests/test_manifest_mutations.py: mutate, one at a time, every input a compile read.
+
+Run as ``python -m tests._manifest_mutants ROOT [--blind]``; prints one JSON line:
+``{"mutations": N, "survivors": [...], "by_kind": {...}}``. A survivor is a mutation after which the
+store served a binary (no compile) that differs from what compiling now gives (or serves one where
+compiling now fails). Each lookup builds a new store connection and family and clears lazykern's
+per-process header memo, as a fresh process would start. ``--blind`` turns the manifest check off
+and runs the first case only: the mutations must then find survivors (the test tests itself).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import sys
+import time
+
+from lazykern import KernelCache, KernelFamily
+from lazykern.compile import _manifest, compiler
+from lazykern.errors import CompileError
+from lazykern.tropical import _family as tropical_family
+from lazykern.tropical import fragments
+
+ARCH = "sm_80"
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    preamble: str
+    source: str
+    options: list[str]
+    headers: list[str]  # files the compile reads: each is byte-mutated
+    places: list[str]  # search places where a same-named header may appear
+
+
+def _write(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(data)
+
+
+def corpus(root: str, toolkit: str) -> list[Case]:
+    inc1, inc2, inc3, work = (os.path.join(root, d) for d in ("inc1", "inc2", "inc3", "work"))
+    files = {
+        f"{inc1}/top.h": '#include "sub/mid.h"\n',
+        f"{inc1}/sub/mid.h": '#include "../leaf.h"\n#include <other.h>\n#define VAL (LEAF + OTHER)\n',
+        f"{inc1}/leaf.h": "#define LEAF 1\n",
+        f"{inc2}/other.h": "#define OTHER 2\n",
+        f"{inc3}/pick.h": "#define HDR <a.h>\n",
+        f"{inc3}/a.h": "#define VAL 3\n",
+        f"{inc3}/b.h": "#define VAL 4\n",
+    }
+    for path, text in files.items():
+        _write(path, text.encode())
+    kernel = 'extern "C" __global__ void k(int *a) { *a = VAL; }\n'
+    dirs = [work, inc1, inc2, inc3]
+    return [
+        Case(
+            "nested",
+            "",
+            "#include <top.h>\n" + kernel,
+            [f"-I{inc1}", f"-I{inc2}"],
+            [f"{inc1}/top.h", f"{inc1}/sub/mid.h", f"{inc1}/leaf.h", f"{inc2}/other.h"],
+            [os.path.join(d, n) for d in dirs for n in ("top.h", "sub/mid.h", "leaf.h", "other.h")],
+        ),
+        Case(
+            "macro",
+            "",
+            '#include "pick.h"\n#include HDR\n' + kernel,
+            [f"-I{inc3}"],
+            [f"{inc3}/pick.h", f"{inc3}/a.h"],
+            [os.path.join(d, n) for d in (work, inc1) for n in ("pick.h", "a.h")],
+        ),
+        Case(
+            "defines",
+            "#define ONE 1\n",
+            "%:include VALHDR\n" + kernel.replace("VAL;", "VAL + EXTRA + ONE;"),
+            [f"-I{inc3}", "-DVALHDR=<b.h>", "-DEXTRA=5", "-std=c++17"],
+            [f"{inc3}/b.h"],
+            [os.path.join(d, "b.h") for d in (work, inc1, inc2)],
+        ),
+        Case(
+            "toolkit",
+            "",
+            "#include <cuda_fp16.h>\n#define VAL ((int)__half2float(__float2half(3.0f)))\n" + kernel,
+            [f"-I{inc2}"],
+            [os.path.join(toolkit, "cuda_fp16.h")],
+            [os.path.join(d, "cuda_fp16.h") for d in (work, inc2)],
+        ),
+        Case(
+            "has_include",
+            "",
+            '#if __has_include("opt.h")\n#include "opt.h"\n#else\n#define VAL 5\n#endif\n' + kernel,
+            [f"-I{inc2}"],
+            [],
+            [os.path.join(d, "opt.h") for d in (work, inc2, toolkit)],
+        ),
+        Case(
+            "tropical",
+            tropical_family.preamble(),
+            fragments.fragment("maxplus_f32")[0],
+            list(tropical_family.OPTIONS),
+            [],
+            [],
+        ),
+    ]
+
+
+def _family(case: Case, store: str, options: list[str]) -> KernelFamily:
+    fam = KernelFamily(f"mut_{case.name}", case.preamble, options=options, cache=KernelCache(store))
+    fam.add("k", case.source)
+    return fam
+
+
+def lookup(case: Case, store: str, options: list[str]) -> tuple[bytes | None, bool]:
+    """(binary, compiled) as a fresh process would get it; (None, True) when the compile fails."""
+    _manifest._digests.clear()
+    fam = _family(case, store, options)
+    try:
+        code = fam.get("k", ARCH).code
+    except CompileError:
+        return None, True
+    finally:
+        fam.cache.close()
+    return code, fam.compile_calls > 0
+
+
+def fresh(case: Case, options: list[str]) -> bytes | None:
+    fam = KernelFamily(f"mut_{case.name}", case.preamble, options=options)
+    fam.add("k", case.source)
+    try:
+        return compiler.compile_source(fam.source.translation_unit("k"), name="k", arch=ARCH, options=options).code
+    except CompileError:
+        return None
+
+
+def _mutants(case: Case):
+    """(kind, options, apply, undo) for every mutation of the case's inputs."""
+    for path in case.headers:
+        with open(path, "rb") as fh:
+            original = fh.read()
+        for pos in sorted({0, len(original) // 2, len(original) - 2}):
+            data = bytearray(original)
+            byte = data[pos]
+            data[pos] = ord("7") if chr(byte).isdigit() and byte != ord("7") else ord("X") if byte != ord("X") else 1
+            yield (
+                "header byte",
+                case.options,
+                (lambda p=path, d=bytes(data): _write(p, d)),
+                (lambda p=path, d=original: _write(p, d)),
+            )
+    for place in case.places:
+        if os.path.exists(place):
+            continue
+        yield (
+            "header appears on the search path",
+            case.options,
+            (lambda p=place: _write(p, b"#define VAL 99\n#define LEAF 99\n#define OTHER 99\n#define HDR <b.h>\n")),
+            (lambda p=place: os.remove(p)),
+        )
+    for i, opt in enumerate(case.options):
+        variant = opt[:-1] + ("8" if opt[-1] != "8" else "9")
+        for options in (case.options[:i] + case.options[i + 1 :], case.options[:i] + [variant] + case.options[i + 1 :]):
+            yield "option", options, (lambda: None), (lambda: None)
+    yield "option", [*case.options, "-DMUTANT=1"], (lambda: None), (lambda: None)
+
+
+def main(root: str, blind: bool = False) -> None:
+    work = os.path.join(root, "work")
+    os.makedirs(work, exist_ok=True)
+    os.chdir(work)
+    real = compiler.system_include_dirs()
+    toolkit = os.path.join(root, "toolkit")  # a copy of the cudart headers lazykern uses: ours to mutate
+    fp16 = next(os.path.join(d, "cuda_fp16.h") for d in real if os.path.isfile(os.path.join(d, "cuda_fp16.h")))
+    with open(fp16, "rb") as fh:
+        _write(os.path.join(toolkit, "cuda_fp16.h"), fh.read())
+    compiler.system_include_dirs = lambda: (toolkit, *(d for d in real if d != os.path.dirname(fp16)))  # type: ignore[assignment]
+    store = os.path.join(root, "store")
+    survivors: list[str] = []
+    kinds: collections.Counter[str] = collections.Counter()
+    cases = corpus(root, toolkit)
+    if blind:
+        _manifest.verify = lambda manifest: (None, None)  # type: ignore[assignment]
+        cases = cases[:1]
+    for case in cases:
+        for kind, options, apply, undo in _mutants(case):
+            time.sleep(0.006)  # past the clock tick of the last write: the warm entry is persisted
+            lookup(case, store, case.options)  # the store holds the entry of the unmutated inputs
+            apply()
+            try:
+                served, compiled = lookup(case, store, options)
+                now = fresh(case, options)
+                kinds[kind] += 1
+                if not compiled and served != now:
+                    survivors.append(f"{case.name}: {kind} {options}")
+            finally:
+                undo()
+    print(json.dumps({"mutations": sum(kinds.values()), "survivors": survivors, "by_kind": kinds}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], "--blind" in sys.argv[2:])
