@@ -27,7 +27,7 @@ log = logging.getLogger("lazykern")
 DEFAULT_MAX_TIME = 5.0  # seconds of search for optimize="cotengra" when max_time is not given
 _WORKER = Path(__file__).with_name("_plan_worker.py")
 _REAP_SECONDS = 2.0
-_KEEP = 8  # orders handed back for lazykern's own costing (cotengra counts flops a little differently)
+_KEEP = 4  # orders handed back for lazykern's own costing (cotengra counts flops a little differently)
 # One worker refines the caller's order where there is one; the rest run the hyper-optimizer, each
 # with its own partitioner mix so they do not repeat each other.
 _METHODS: list[list[str] | None] = [None, ["kahypar", "greedy"], ["greedy", "kahypar-agglom"], ["kahypar"]]

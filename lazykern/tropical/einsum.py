@@ -330,18 +330,21 @@ def _costs(inputs, output, sizes, path, sliced) -> tuple[int, int]:
     """(entries of the largest intermediate, multiply-adds) of ``path``, as :meth:`_Network.run` runs it."""
     size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
     nslices = math.prod(sliced.values())
+    output = set(output)
     terms = [(set(t), bool(sliced.keys() & set(t))) for t in inputs]  # (labels, depends on the slice)
+    uses = Counter(x for t, _ in terms for x in t)  # live terms carrying each label
     largest = flops = 0
     for step in path:
         picked = [terms[i] for i in step]
         for i in sorted(step, reverse=True):
-            terms.pop(i)
+            uses.subtract(terms.pop(i)[0])
         union = set().union(*(t for t, _ in picked))
-        kept = {x for x in union if x in output or any(x in t for t, _ in terms)}
+        kept = {x for x in union if x in output or uses[x] > 0}
         depends = any(d for _, d in picked)
         flops += math.prod(size[x] for x in union) * (nslices if depends else 1)
         largest = max(largest, math.prod(size[x] for x in kept))
         terms.append((kept, depends))
+        uses.update(kept)
     return largest, flops
 
 
@@ -577,6 +580,10 @@ def _search_cotengra(inputs, output, sizes, limit, max_time, initial) -> tuple[l
     options += [(path, [back[s] for s in sliced]) for path, sliced in found]
     scored = [(_costs(inputs, output, sizes, path, _sub(sizes, more)), path, more) for path, more in options]
     fitting = [item for item in scored if item[0][0] <= limit]
+    if not fitting:  # the workers had no time: slice the best order here (quick on the small networks this hits)
+        path, more = _slice_here(inputs, output, sizes, min(scored, key=lambda item: item[0][1])[1], limit)
+        scored.append((_costs(inputs, output, sizes, path, _sub(sizes, more)), path, more))
+        fitting = [item for item in scored[-1:] if item[0][0] <= limit]
     if fitting:
         _, path, more = min(fitting, key=lambda item: (item[0][1], item[0][0]))
     else:
@@ -589,6 +596,20 @@ def _search_cotengra(inputs, output, sizes, limit, max_time, initial) -> tuple[l
             largest,
         )
     return path, more
+
+
+def _slice_here(inputs, output, sizes, path, limit) -> tuple[list[tuple[int, ...]], list[Label]]:
+    import cotengra
+
+    symbols = {lab: _symbol(i) for i, lab in enumerate(sizes)}
+    back = {s: lab for lab, s in symbols.items()}
+    tree = cotengra.ContractionTree.from_path(
+        [tuple(symbols[x] for x in t) for t in inputs],
+        tuple(symbols[x] for x in output),
+        {symbols[x]: n for x, n in sizes.items()},
+        path=path,
+    ).slice(target_size=limit)
+    return [tuple(p) for p in tree.get_path()], [back[s] for s in tree.sliced_inds]
 
 
 def _symbol(i: int) -> str:

@@ -22,15 +22,18 @@ from typing import Any
 
 import numpy as np
 
+from . import orders
+from ._backend import backend_of
 from .counting import CountingAlgebra
-from .einsum import DEFAULT_MEMORY_LIMIT, contract_network, network_argmax
+from .einsum import ContractionPlan, contract_network, contraction_plan, network_argmax
 
 SPIN = np.array([1.0, -1.0])  # label index -> spin value
 
 
 @dataclasses.dataclass(frozen=True)
 class SpinGlass:
-    """n spins, couplings J on ``edges`` (m, 2), fields h (n,); ``positions`` (n, 2 or 3) for drawing."""
+    """n spins, couplings J on ``edges`` (m, 2), fields h (n,); ``positions`` (n, 2 or 3) for drawing;
+    ``order``: a spin order whose boundary sweep is a good contraction order (None: search one)."""
 
     n: int
     edges: np.ndarray
@@ -38,6 +41,7 @@ class SpinGlass:
     h: np.ndarray
     positions: np.ndarray
     name: str = ""
+    order: tuple[int, ...] | None = None
 
     def energy(self, spins: Any) -> Any:
         """E(s) for spins (..., n) of +-1; a float, or an array over the leading axes."""
@@ -76,11 +80,12 @@ def couplings(m: int, kind: str, rng: np.random.Generator) -> np.ndarray:
     raise ValueError(f"couplings must be 'pm1' (+-J), 'gaussian' or 'ferro', got {kind!r}")
 
 
-def _make(n, edges, positions, J: str, seed: int | None, field: float, name: str) -> SpinGlass:
+def _make(n, edges, positions, J: str, seed: int | None, field: float, name: str, order=None) -> SpinGlass:
     rng = np.random.default_rng(seed)
     edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     h = field * rng.standard_normal(n) if field else np.zeros(n)
-    return SpinGlass(n, edges, couplings(len(edges), J, rng), h, np.asarray(positions, float), name)
+    order = None if order is None else tuple(int(i) for i in order)
+    return SpinGlass(n, edges, couplings(len(edges), J, rng), h, np.asarray(positions, float), name, order)
 
 
 def square_lattice(L: int, *, J: str = "pm1", seed: int | None = 0, field: float = 0.0) -> SpinGlass:
@@ -91,7 +96,7 @@ def square_lattice(L: int, *, J: str = "pm1", seed: int | None = 0, field: float
     edges = [(idx[r, c], idx[r, c + 1]) for r in range(L) for c in range(L - 1)]
     edges += [(idx[r, c], idx[r + 1, c]) for r in range(L - 1) for c in range(L)]
     pos = [(c, -r) for r in range(L) for c in range(L)]
-    return _make(L * L, edges, pos, J, seed, field, f"square {L}x{L}")
+    return _make(L * L, edges, pos, J, seed, field, f"square {L}x{L}", order=range(L * L))  # row by row
 
 
 def cubic_lattice(L: int, *, J: str = "pm1", seed: int | None = 0, field: float = 0.0) -> SpinGlass:
@@ -151,10 +156,81 @@ def chimera(
             for side in range(2):
                 for k in range(t):
                     pos.append((c * (t + 2) + (k if side else t / 2), -(r * (t + 2) + (t / 2 if side else k))))
-    return _make(m * n * 2 * t, edges, pos, J, seed, field, f"chimera {m}x{n}x{t}")
+    # Cell by cell along the rows of cells (the shorter side across): a boundary of t spins per column of cells.
+    order = (
+        range(m * n * 2 * t)
+        if n <= m
+        else [q(r, c, side, k) for c in range(n) for r in range(m) for side in (0, 1) for k in range(t)]
+    )
+    return _make(m * n * 2 * t, edges, pos, J, seed, field, f"chimera {m}x{n}x{t}", order=order)
 
 
 # ---------------------------------------------------------------- solving --
+def plan(
+    sg: SpinGlass,
+    *,
+    module: Any = np,
+    dtype: Any = np.float64,
+    count_dtype: Any = None,
+    optimize: Any = "auto",
+    memory_limit: int | None = None,
+    max_time: float | None = None,
+) -> ContractionPlan:
+    """The contraction plan the solvers use for ``sg`` (pass it back as ``optimize=`` to reuse it).
+
+    ``optimize="auto"``: the boundary sweep along ``sg.order`` (square lattices row by row, chimera
+    cell by cell; :mod:`lazykern.tropical.orders`) when its largest intermediate fits
+    ``memory_limit`` entries, else "cotengra" seeded with that sweep; networks without an order
+    get opt_einsum's "auto". ``optimize="cotengra"`` refines the sweep and searches afresh for
+    ``max_time`` seconds (the plan is stored). Anything else is passed to
+    :func:`lazykern.tropical.contraction_plan`. ``memory_limit`` defaults to what fits the
+    device of ``module`` (:mod:`lazykern.tropical.einsum`), with ``count_dtype`` counted in for
+    :func:`degeneracy`.
+    """
+    labels, _ = sg.network()
+    sizes = dict.fromkeys(range(sg.n), 2)
+    if memory_limit is None:
+        be, _ = backend_of(_to_module(np.zeros(1, dtype=dtype), module))
+        entry = np.dtype(dtype).itemsize + (0 if count_dtype is None else np.dtype(count_dtype).itemsize)
+        memory_limit = be.memory_limit(entry)
+    seed = _sweep(labels, sg.order, sizes) if sg.order is not None else None
+    if optimize == "auto" and seed is not None:
+        sweep = contraction_plan(labels, (), sizes, optimize=seed)
+        if sweep.largest <= memory_limit:
+            return sweep
+        optimize = "cotengra"
+    return contraction_plan(
+        labels,
+        (),
+        sizes,
+        optimize=optimize,
+        memory_limit=memory_limit,
+        max_time=max_time,
+        initial=seed if optimize == "cotengra" else None,
+    )
+
+
+def _sweep(labels: list[tuple[int, ...]], order: Sequence[int], sizes: dict[int, int]) -> list[tuple[int, ...]]:
+    """The boundary sweep along ``order`` absorbing the group size (1 to 3 spins a step) that costs the
+    fewest multiply-adds; on a tie the larger group (fewer passes over the boundary tensor)."""
+    best = None
+    for group in (1, 2, 3):
+        path = orders.sweep_path(labels, order, group)
+        flops = contraction_plan(labels, (), sizes, optimize=path).flops
+        if best is None or flops <= best[0]:
+            best = (flops, path)
+    return best[1]
+
+
+def _planned(sg: SpinGlass, optimize: Any, slices: Sequence[int], **kw: Any) -> Any:
+    """``optimize`` as the contraction takes it: a plan for ``sg`` unless the caller fixed the order."""
+    if slices or isinstance(optimize, (ContractionPlan, list, tuple)) or hasattr(optimize, "search"):
+        return optimize
+    if optimize != "auto" and optimize != "cotengra":
+        return optimize
+    return plan(sg, optimize=optimize, **kw)
+
+
 def ground_state_energy(
     sg: SpinGlass,
     *,
@@ -162,12 +238,17 @@ def ground_state_energy(
     dtype: Any = np.float64,
     optimize: Any = "auto",
     slices: Sequence[int] = (),
-    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    memory_limit: int | None = None,
+    max_time: float | None = None,
 ) -> float:
     """E_0 = min_s E(s), exactly (one max-plus contraction). ``module``: numpy (CPU), cupy or
-    torch (GPU); ``optimize``/``slices``/``memory_limit`` as for :func:`lazykern.tropical.einsum`."""
+    torch (GPU); ``optimize``, ``memory_limit``, ``max_time`` as for :func:`plan` (a plan, an
+    explicit path or any :func:`lazykern.tropical.einsum` strategy also work); ``slices``: spins
+    to slice over explicitly. float32 is exact for +-J couplings (energies are integers far
+    below 2^24) and for any couplings that are small integers."""
     labels, tensors = sg.network(dtype, module)
-    out = contract_network(labels, (), tensors, optimize=optimize, slices=slices, memory_limit=memory_limit)
+    how = _planned(sg, optimize, slices, module=module, dtype=dtype, memory_limit=memory_limit, max_time=max_time)
+    out = contract_network(labels, (), tensors, optimize=how, slices=slices, memory_limit=memory_limit)
     return -float(_item(out))
 
 
@@ -179,7 +260,8 @@ def ground_state(
     optimize: Any = "auto",
     checkpoint: bool | int = False,
     slices: Sequence[int] = (),
-    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    memory_limit: int | None = None,
+    max_time: float | None = None,
     method: str = "backtrack",
 ) -> tuple[float, np.ndarray]:
     """(E_0, spins): the ground-state energy and one configuration reaching it (int8 +-1).
@@ -189,15 +271,16 @@ def ground_state(
     with the tropical gradient rule: d(-E_0)/d(vertex tensor i) is 1 at the ground state's s_i.
     """
     labels, tensors = sg.network(dtype, module)
-    if method == "autograd":
-        return _ground_state_autograd(sg, labels, tensors, optimize, slices, memory_limit)
-    if method != "backtrack":
+    if method not in ("backtrack", "autograd"):
         raise ValueError(f"method must be 'backtrack' or 'autograd', got {method!r}")
+    how = _planned(sg, optimize, slices, module=module, dtype=dtype, memory_limit=memory_limit, max_time=max_time)
+    if method == "autograd":
+        return _ground_state_autograd(sg, labels, tensors, how, slices, memory_limit)
     best, assignment = network_argmax(
         labels,
         (),
         tensors,
-        optimize=optimize,
+        optimize=how,
         checkpoint=checkpoint,
         slices=slices,
         memory_limit=memory_limit,
@@ -226,18 +309,29 @@ def degeneracy(
     count_dtype: Any = np.int64,
     optimize: Any = "auto",
     slices: Sequence[int] = (),
-    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    memory_limit: int | None = None,
+    max_time: float | None = None,
 ) -> tuple[float, int]:
     """(E_0, number of ground states), from one counting contraction. int64 counts are exact
     but wrap past 2^63 (a +-J square lattice passes that near L = 28); float64 counts do not
     overflow but round past 2^53."""
     labels, tensors = sg.network(dtype, module)
     pairs = [(t, _ones_like(t, count_dtype, module)) for t in tensors]
+    how = _planned(
+        sg,
+        optimize,
+        slices,
+        module=module,
+        dtype=dtype,
+        count_dtype=count_dtype,
+        memory_limit=memory_limit,
+        max_time=max_time,
+    )
     v, c = contract_network(
         labels,
         (),
         pairs,
-        optimize=optimize,
+        optimize=how,
         slices=slices,
         memory_limit=memory_limit,
         algebra=CountingAlgebra,
