@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PLANNER = textwrap.dedent(
     """
     import json, os, sys, threading, time
+    if sys.argv[3] == "gpu":  # planning with a CUDA context open, as a GPU user's script does
+        from numba import cuda
+        cuda.to_device([1.0]); cuda.synchronize()
     from lazykern.tropical import networks
     from lazykern.tropical.einsum import contraction_plan
 
@@ -41,12 +44,17 @@ PLANNER = textwrap.dedent(
 )
 
 
-def test_planning_returns_within_max_time_and_the_process_exits():
+@pytest.mark.parametrize("where", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_planning_returns_within_max_time_and_the_process_exits(where):
     """Issue 26 item 1: parallel search with max_time=2 returns within T + 3 s; once the result is out,
     no worker process or thread is left and the interpreter exits within 5 s."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen(
-        [sys.executable, "-c", PLANNER, "12", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+        [sys.executable, "-c", PLANNER, "12", "2", where],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
     )
     try:
         line = proc.stdout.readline()
