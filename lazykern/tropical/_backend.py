@@ -55,6 +55,12 @@ class Backend:
             return self.xp.full(shape, value, dtype=like.dtype if dtype is None else dtype, device=like.device)
         return self.xp.full(shape, value, dtype=like.dtype if dtype is None else dtype)
 
+    def empty(self, like: Any, shape: tuple[int, ...]) -> Any:
+        """A new C-contiguous array of ``like``'s dtype and device."""
+        if self.name == "torch":
+            return self.xp.empty(shape, dtype=like.dtype, device=like.device)
+        return self.xp.empty(shape, dtype=like.dtype)
+
     def dtype(self, x: Any) -> np.dtype:
         if self.name == "torch":
             return np.dtype(str(x.dtype).removeprefix("torch."))

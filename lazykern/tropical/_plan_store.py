@@ -17,6 +17,8 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from ..errors import CacheError
+
 log = logging.getLogger("lazykern")
 
 FAMILY = "tropical_plan"
@@ -72,7 +74,7 @@ def load(
         return None
     try:
         path, sliced = _decode(entry.code, terms)
-        if list(costs(path, sliced)) != [entry.meta.get("largest"), entry.meta.get("flops")]:
+        if [str(c) for c in costs(path, sliced)] != [entry.meta.get("largest"), entry.meta.get("flops")]:
             raise ValueError("its costs do not match the ones recorded with it")
     except (ValueError, TypeError, KeyError, IndexError) as exc:
         log.warning("lazykern: stored contraction plan %s... is damaged (%s); planning again", store_key[:30], exc)
@@ -120,7 +122,10 @@ def save(
         "kernel": f"plan: {len(terms)} tensors, largest 2^{math.log2(max(largest, 1)):.1f}, "
         f"flops 10^{math.log10(max(flops, 1)):.2f}",
         "arch": "any",
-        "largest": int(largest),
-        "flops": int(flops),
+        "largest": str(largest),  # strings: a bad order's flops can pass 2^64, which headers do not hold
+        "flops": str(flops),
     }
-    _cache().store(store_key, json.dumps(value, separators=(",", ":")).encode(), meta)
+    try:
+        _cache().store(store_key, json.dumps(value, separators=(",", ":")).encode(), meta)
+    except CacheError as exc:  # planning still succeeded; the next process plans again
+        log.warning("lazykern: could not store contraction plan %s... (%s)", store_key[:30], exc)

@@ -17,6 +17,7 @@ import os
 import selectors
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +28,8 @@ log = logging.getLogger("lazykern")
 DEFAULT_MAX_TIME = 5.0  # seconds of search for optimize="cotengra" when max_time is not given
 _WORKER = Path(__file__).with_name("_plan_worker.py")
 _REAP_SECONDS = 2.0
+_ERRORS: dict[int, Any] = {}  # worker pid -> the file its stderr goes to
+_MAX_WORKERS = 8
 _KEEP = 4  # orders handed back for lazykern's own costing (cotengra counts flops a little differently)
 # One worker refines the caller's order where there is one; the rest run the hyper-optimizer, each
 # with its own partitioner mix so they do not repeat each other.
@@ -64,7 +67,7 @@ def search(
         raise cotengra_missing() from None
     if max_time <= 0:
         raise ValueError(f"max_time must be a positive number of seconds, got {max_time!r}")
-    count = workers or max(1, min(len(_METHODS), os.cpu_count() or 1))
+    count = workers or max(1, min(_MAX_WORKERS, os.cpu_count() or 1))
     start = time.monotonic()
     deadline = start + max_time
     request = {
@@ -94,16 +97,27 @@ def search(
     return [c for _, c in found[:_KEEP]]
 
 
+def _tail(proc: subprocess.Popen) -> str:
+    err = _ERRORS.pop(proc.pid, None)
+    if err is None:
+        return ""
+    with err:
+        err.seek(0)
+        return err.read()[-2000:].decode(errors="replace")
+
+
 def _start(job: dict[str, Any]) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # cotengra as this process sees it
+    err = tempfile.TemporaryFile()  # a file, not a pipe: a chatty worker never blocks on it
     proc = subprocess.Popen(
         [sys.executable, str(_WORKER)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=err,
         env=env,
         close_fds=True,
     )
+    _ERRORS[proc.pid] = err
     assert proc.stdin is not None
     proc.stdin.write(json.dumps(job).encode() + b"\n")
     proc.stdin.close()
@@ -159,3 +173,6 @@ def _reap(procs: list[subprocess.Popen]) -> None:
             log.warning("contraction search: worker %d did not end after SIGKILL", p.pid)
         if p.stdout is not None:
             p.stdout.close()
+        tail = _tail(p)
+        if p.returncode not in (0, -9):  # -9: the deadline's SIGKILL
+            log.warning("contraction search: a worker failed (exit %s): %s", p.returncode, tail)

@@ -406,6 +406,7 @@ class _Network:
             leaves = [fix(be, t, fixed) for t in leaves]
             sizes = {k: v for k, v in sizes.items() if k not in fixed}
         alg = algebra(semiring, be, grad)
+        alg.rank = {lab: i for i, lab in enumerate(sizes)}
         return cls(be, alg, [diagonals(be, t) for t in leaves], tuple(output), sizes)
 
     # -- planning
