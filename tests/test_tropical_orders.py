@@ -56,6 +56,14 @@ def test_a_sweep_over_memory_is_refined_and_sliced_by_cotengra():
     assert E == E0 == sg.energy(spins)
 
 
+def test_chimera_sweep_holds_one_chain_link():
+    """512-qubit chimera: vertical spins of a row of cells, then its horizontal chains one at a time:
+    2^33 entries and 2^41.8 multiply-adds (cell by cell: 2^36 and 2^45.3)."""
+    sg = nw.chimera(8, 8, 4)
+    plan = nw.plan(sg, memory_limit=2**33)
+    assert plan.largest == 2**33 and not plan.sliced and math.log2(plan.flops) < 41.9
+
+
 def test_chimera_and_lattices_know_their_order():
     assert nw.square_lattice(3).order == tuple(range(9))
     chip = nw.chimera(2, 3, 4)

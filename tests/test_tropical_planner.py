@@ -137,3 +137,18 @@ def test_bundles_leave_plans_out(store):
     _plan(networks.square_lattice(3, seed=1), max_time=0.5)
     assert any(r.get("family") == "tropical_plan" for r in store.entries())
     assert not any(r.get("family") == "tropical_plan" for r in bundle._select(store, None, None))
+
+
+def test_cache_ls_lists_plans(store):
+    _plan(networks.square_lattice(3, seed=1), max_time=0.5)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run(
+        [sys.executable, "-m", "lazykern", "--cache-dir", store.directory, "cache", "ls", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert [r["family"] for r in rows] == ["tropical_plan"] and rows[0]["kernel"].startswith("plan: ")

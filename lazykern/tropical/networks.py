@@ -157,12 +157,19 @@ def chimera(
             for side in range(2):
                 for k in range(t):
                     pos.append((c * (t + 2) + (k if side else t / 2), -(r * (t + 2) + (t / 2 if side else k))))
-    # Cell by cell along the rows of cells (the shorter side across): a boundary of t spins per column of cells.
-    order = (
-        range(m * n * 2 * t)
-        if n <= m
-        else [q(r, c, side, k) for c in range(n) for r in range(m) for side in (0, 1) for k in range(t)]
-    )
+    # Row of cells by row of cells (columns when there are more): first the t vertical spins of every
+    # cell (each replaces the one above it), then the t horizontal chains one at a time. The boundary
+    # holds t spins per column of cells plus one chain link: 2^(t n + 1) entries, 2^33 for 8 x 8 x 4
+    # (cell by cell it would hold all t chain links: 2^36).
+    order = []
+    if n <= m:
+        for r in range(m):
+            order += [q(r, c, 0, k) for c in range(n) for k in range(t)]
+            order += [q(r, c, 1, k) for k in range(t) for c in range(n)]
+    else:
+        for c in range(n):
+            order += [q(r, c, 1, k) for r in range(m) for k in range(t)]
+            order += [q(r, c, 0, k) for k in range(t) for r in range(m)]
     return _make(m * n * 2 * t, edges, pos, J, seed, field, f"chimera {m}x{n}x{t}", order=order)
 
 
