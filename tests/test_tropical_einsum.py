@@ -287,3 +287,27 @@ def test_device_route_reads_every_operand_in_place(net, optimize, checkpoint):
         value, _ = argmax_einsum(",".join(inputs) + "->", *ops, semiring=semiring, checkpoint=checkpoint)
     np.testing.assert_array_equal(got, _reference_einsum.einsum_brute(inputs, output, ops, semiring))
     assert value == _reference_einsum.einsum_brute(inputs, "", ops, semiring)
+
+
+def test_slice_ranges_add_up_to_the_whole():
+    """The slice loop's seam: any split of the slices into ranges, each contracted alone and the
+    results added, gives the whole contraction (what multi-GPU or Dask workers would do)."""
+    import importlib
+
+    from lazykern.tropical import networks as nw
+
+    einsum_module = importlib.import_module("lazykern.tropical.einsum")
+    sg = nw.square_lattice(4, seed=4)
+    labels, tensors = sg.network()
+    plan = einsum_module.contraction_plan(
+        labels, (), dict.fromkeys(range(sg.n), 2), optimize="greedy", slices=(1, 6, 9)
+    )
+    net = einsum_module._Network.build(labels, (), tensors, "maxplus", einsum_module.Algebra)
+    whole = net.finish(einsum_module.contract_slices(net, plan, 0, plan.nslices, {}))
+    parts = [einsum_module.contract_slices(net, plan, a, b, None) for a, b in ((0, 3), (3, 4), (4, 8))]
+    total = parts[0]
+    for p in parts[1:]:
+        total = einsum_module.Term(net.alg.add(total.parts, p.parts), p.labels)
+    assert net.finish(total) == whole == -nw.ground_state_energy(sg)
+    with pytest.raises(ValueError, match="hold none"):
+        einsum_module.contract_slices(net, plan, 8, 8, None)

@@ -45,7 +45,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,11 +173,21 @@ def contract_network(
     counting algebra of :mod:`lazykern.tropical.counting` (a (value, count) pair each)."""
     net = _Network.build(inputs, output, operands, semiring, algebra)
     plan = net.plan(optimize, slices, memory_limit, max_time)
-    result, cache = None, {} if plan.sliced else None
-    for values in plan.slice_values():
+    return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if plan.sliced else None))
+
+
+def contract_slices(net: _Network, plan: ContractionPlan, start: int, stop: int, cache: dict | None) -> Term:
+    """The semiring sum of slices ``start`` to ``stop`` (their numbering in :meth:`ContractionPlan.slice_values`)
+    of ``net`` contracted along ``plan``: the seam where slices can be spread over devices or workers,
+    each summing a range and the ranges' results added with the algebra's ``add``. ``cache`` keeps the
+    results of the steps no sliced label reaches across the slices of one caller (None: no reuse)."""
+    result = None
+    for values in plan.slice_values(start, stop):
         out = net.run(plan, values, keep=_NONE, cache=cache)
         result = out if result is None else Term(net.alg.add(result.parts, out.parts), out.labels)
-    return net.finish(result)
+    if result is None:
+        raise ValueError(f"slices {start} to {stop} of a plan with {plan.nslices} hold none")
+    return result
 
 
 def network_argmax(
@@ -246,9 +256,11 @@ class ContractionPlan:
     def nslices(self) -> int:
         return math.prod(self.sliced.values())
 
-    def slice_values(self):
+    def slice_values(self, start: int = 0, stop: int | None = None) -> Iterator[dict[Label, int]]:
+        """The sliced labels' values of slices ``start`` to ``stop`` (default: all), in a fixed order."""
         labels = list(self.sliced)
-        for combo in itertools.product(*(range(self.sliced[x]) for x in labels)):
+        combos = itertools.product(*(range(self.sliced[x]) for x in labels))
+        for combo in itertools.islice(combos, start, stop):
             yield dict(zip(labels, combo))
 
 
