@@ -8,11 +8,13 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from lazykern.tropical import _backend, _contract, _reference_einsum, _strided
 from lazykern.tropical import networks as nw
 
 from ._spin_oracles import transfer_matrix
+from .test_tropical_einsum import networks
 
 einsum_module = importlib.import_module("lazykern.tropical.einsum")
 
@@ -115,3 +117,13 @@ def test_the_energy_pass_copies_the_boundary_a_few_times_only():
     assert -out == transfer_matrix(sg, L)[0]
     big = sum(1 for n in launches if n >= 2 ** (L - 1))
     assert big >= sg.n // 3 - L and len(copies) <= 4, (big, copies)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(networks())
+def test_random_networks_through_the_strided_step(net):
+    """Every step that fits the strided row kernel takes it (threshold 0), any subscripts: same answers."""
+    inputs, output, ops, semiring = net
+    with _device_route(), mock.patch.object(_contract, "STRIDED_MIN", 0):
+        got = einsum_module.einsum(",".join(inputs) + "->" + output, *ops, semiring=semiring)
+    np.testing.assert_array_equal(got, _reference_einsum.einsum_brute(inputs, output, ops, semiring))
