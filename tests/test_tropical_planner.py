@@ -152,3 +152,15 @@ def test_cache_ls_lists_plans(store):
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     assert [r["family"] for r in rows] == ["tropical_plan"] and rows[0]["kernel"].startswith("plan: ")
+
+
+def test_a_32x32_search_keeps_its_budget_and_never_loses_the_sweep(store):
+    """max_time covers everything planning does (the sweep it seeds the search with, the greedy
+    fallback, costing the candidates); the sweep itself is one of the candidates, so the search can
+    only improve on it (PRL 126 090506's largest lattice)."""
+    sg = networks.square_lattice(32, seed=1)
+    start = time.monotonic()
+    plan = networks.plan(sg, optimize="cotengra", memory_limit=2**32, max_time=2)
+    assert time.monotonic() - start < 2 + 2  # T + 1 s on an idle machine; CI is slower
+    sweep = networks.plan(sg, memory_limit=2**32)
+    assert plan.largest <= 2**32 and plan.flops <= sweep.flops

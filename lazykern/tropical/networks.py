@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ import numpy as np
 
 from . import orders
 from ._backend import backend_of
+from ._planner import DEFAULT_MAX_TIME
 from .counting import CountingAlgebra
 from .einsum import ContractionPlan, contract_network, contraction_plan, network_argmax
 
@@ -195,6 +197,7 @@ def plan(
     device of ``module`` (:mod:`lazykern.tropical.einsum`), with ``count_dtype`` counted in for
     :func:`degeneracy`.
     """
+    start = time.monotonic()
     labels, _ = sg.network()
     sizes = dict.fromkeys(range(sg.n), 2)
     if memory_limit is None:
@@ -207,6 +210,9 @@ def plan(
         if sweep.largest <= memory_limit:
             return sweep
         optimize = "cotengra"
+    if optimize == "cotengra":  # the budget covers the sweep built above too
+        budget = DEFAULT_MAX_TIME if max_time is None else float(max_time)
+        max_time = max(budget - (time.monotonic() - start), min(budget, 0.5))
     return contraction_plan(
         labels,
         (),
