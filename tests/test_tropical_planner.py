@@ -164,3 +164,15 @@ def test_a_32x32_search_keeps_its_budget_and_never_loses_the_sweep(store):
     assert time.monotonic() - start < 2 + 2  # T + 1 s on an idle machine; CI is slower
     sweep = networks.plan(sg, memory_limit=2**32)
     assert plan.largest <= 2**32 and plan.flops <= sweep.flops
+
+
+def test_dependencies_the_default_install_needs():
+    """tropical.einsum plans with opt_einsum on a default install; optimize="cotengra" needs the tn extra."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert any(d.startswith("opt_einsum") for d in project["dependencies"])
+    tn = project["optional-dependencies"]["tn"]
+    assert any(d.startswith("cotengra") for d in tn) and any(d.startswith("kahypar") for d in tn)
