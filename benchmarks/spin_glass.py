@@ -3,23 +3,28 @@
     python3 benchmarks/spin_glass.py --out benchmarks/results/spin-glass-h100.json
     python3 benchmarks/spin_glass.py --quick --out /tmp/sg.json          # tiny sizes, runs on a CPU
 
-Workloads (each timed end to end: network build, contraction order search, contraction):
-  energy      +-J square lattice L x L (L = 32), float32
-  config      one optimal configuration, L = 32, 28, 24 until one fits (every argmax kept; then only
+Workloads (each timed end to end: plan, contraction; figures below):
+  energy      +-J square lattice L x L (L = 32), float32 (exact: +-J energies are integers), twice:
+              "first" plans from nothing, "again" with the plan (and kernels) already in the store
+  config      one optimal configuration, L = 24, 20 until one fits (every argmax kept; then only
               those of steps under memory-limit / 4 entries, recomputing the larger ones)
   chimera     the 512-qubit chimera graph (8 x 8 cells of K4,4), +-J
   regular     random 3-regular graphs, n stepped up until the time budget (default 600 s) runs out
   degeneracy  ground-state count of +-J square lattices, L = 16 and up
+  latency     an 8 x 8 lattice's energy in a fresh process with a warm store (after imports and context)
   peers       lazykern vs torch (broadcast + amax per contraction) vs the NumPy CPU path, same plan
   graph       eager vs CUDA-graph-captured contraction of a network of many small tensors
 
-Orders come from cotengra (hyper-optimized trees, sliced so no intermediate exceeds
---memory-limit entries) when it is installed, else from opt_einsum's greedy search
-(unsliced: large lattices then need far more memory). The JSON at --out holds the
-device, driver, versions, command line, date and every figure; each contraction's row
-has its plan (slices, log2 of the largest intermediate, flops) and its time split
-(plan_seconds: the order search, once; contract_seconds: every slice, kernels compiled
-on first use included).
+Orders: lattices and chimera start from the boundary sweep of their geometry
+(lazykern.tropical.orders), used as is when its largest intermediate fits the device, else refined
+and sliced by cotengra for --plan-seconds; other graphs are searched by cotengra (opt_einsum's greedy
+without it). --memory-limit (entries) defaults to what fits the device's free memory.
+Each contraction row has: plan_seconds, contract_seconds, log2_flops / log10_flops (tropical
+multiply-adds, steps every slice shares counted once), log2_largest, slices, tps (achieved tera
+multiply-adds per second) and gemm_ratio (tps over the f32 max-plus GEMM rate measured at the start
+of the same run, "gemm" in the record, beside the device copy bandwidth), peak_gpu_bytes (the
+CuPy / torch pool's high-water mark over the workload). The JSON at --out also holds the device,
+driver, versions, command line and date.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -55,35 +61,43 @@ def pick_module(name: str) -> Any:
     return np if name == "numpy" else __import__(name)
 
 
-def make_optimizer(memory_limit: int, plan_seconds: float, repeats: int, parallel: Any = "auto") -> Any:
-    try:
-        import cotengra
-    except ImportError:
-        return "greedy"
-    return cotengra.HyperOptimizer(
-        max_repeats=repeats,
-        max_time=plan_seconds,
-        minimize="flops",
-        slicing_reconf_opts={"target_size": memory_limit},
-        parallel=parallel,
-        progbar=False,
+def plan_network(
+    sg: nw.SpinGlass, module: Any, dtype: Any, args: argparse.Namespace, count_dtype: Any = None
+) -> tuple[tropical.ContractionPlan, dict[str, Any]]:
+    """The contraction plan of sg's network (the solvers take it as ``optimize=``) and its figures:
+    slices, log2 of the largest intermediate (entries, one slice), the flops (tropical multiply-adds,
+    the steps every slice shares counted once), how it was found."""
+    if sg.order is not None:
+        how = args.optimize
+    else:
+        how = "cotengra" if _has("cotengra") else "greedy"
+    plan = nw.plan(
+        sg,
+        module=module,
+        dtype=dtype,
+        count_dtype=count_dtype,
+        optimize=how,
+        memory_limit=args.memory_limit,
+        max_time=args.plan_seconds,
     )
-
-
-def plan_network(sg: nw.SpinGlass, opt: Any, memory_limit: int) -> tuple[tropical.ContractionPlan, dict[str, Any]]:
-    """The contraction plan of sg's network (the solvers take it as ``optimize=``) and its
-    figures: slices, log2 of the largest intermediate (entries, one slice), the flops
-    (tropical multiply-adds, the steps every slice shares counted once)."""
-    labels, _ = sg.network()
-    plan = tropical.contraction_plan(labels, (), dict.fromkeys(range(sg.n), 2), optimize=opt, memory_limit=memory_limit)
     stats = {
+        "optimize": how,
         "slices": plan.nslices,
         "sliced_spins": len(plan.sliced),
         "log2_largest": round(math.log2(max(plan.largest, 1)), 2),
         "flops": plan.flops,
+        "log2_flops": round(math.log2(max(plan.flops, 1)), 2),
         "log10_flops": round(math.log10(max(plan.flops, 1)), 2),
     }
     return plan, stats
+
+
+def _has(name: str) -> bool:
+    try:
+        __import__(name)
+        return True
+    except ImportError:
+        return False
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -111,38 +125,44 @@ class Run:
         with open(self.args.out, "w") as fh:  # a killed run keeps what it finished
             json.dump(self.record, fh, indent=2, default=_plain)
 
-    def plan(self, sg: nw.SpinGlass) -> tuple[dict[str, Any], dict[str, Any]]:
+    def plan(self, sg: nw.SpinGlass, count_dtype: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
         """(keyword arguments for the solvers: the plan as optimize=, the plan's figures), timed."""
-        a = self.args
-        opt = make_optimizer(a.memory_limit, a.plan_seconds, a.plan_repeats, False if a.quick else "auto")
-        (plan, stats), seconds = timed(lambda: plan_network(sg, opt, a.memory_limit))
+        (plan, stats), seconds = timed(lambda: plan_network(sg, self.module, self.dtype, self.args, count_dtype))
         return {"optimize": plan}, stats | {"plan_seconds": round(seconds, 3)}
+
+    def measure(self, fn: Callable[[], Any], stats: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """Run one contraction (its result read back to the host, so the GPU has finished): its seconds,
+        achieved rate, that rate over this run's GEMM rate, and the GPU memory pool's high-water mark."""
+        reset_peak(self.module)
+        out, seconds = timed(fn)
+        tps = stats["flops"] / seconds / 1e12 if seconds > 0 else None
+        gemm = self.record.get("gemm", {}).get("tps")
+        row = {"contract_seconds": round(seconds, 3), "tps": None if tps is None else round(tps, 4)}
+        row["gemm_ratio"] = round(tps / gemm, 4) if tps and gemm else None
+        row["peak_gpu_bytes"] = peak_bytes(self.module)
+        return out, row
 
     def energy(self, sg: nw.SpinGlass) -> dict[str, Any]:
         kwargs, stats = self.plan(sg)
-        E, seconds = timed(lambda: nw.ground_state_energy(sg, module=self.module, dtype=self.dtype, **kwargs))
-        total = stats["plan_seconds"] + seconds
-        return (
-            {"graph": sg.name, "n": sg.n, "energy": E, "contract_seconds": round(seconds, 3)}
-            | stats
-            | {"seconds": round(total, 3)}
-        )
+        E, row = self.measure(lambda: nw.ground_state_energy(sg, module=self.module, dtype=self.dtype, **kwargs), stats)
+        total = stats["plan_seconds"] + row["contract_seconds"]
+        return {"graph": sg.name, "n": sg.n, "energy": E} | row | stats | {"seconds": round(total, 3)}
 
     def config(self, sizes: list[int]) -> list[dict[str, Any]]:
         rows = []
         for L in sizes:
             sg = nw.square_lattice(L, seed=L)
-            for checkpoint in (False, self.args.memory_limit // 4):
+            for checkpoint in (False, (self.args.memory_limit or 2**28) // 4):
 
                 def go(sg=sg, checkpoint=checkpoint) -> dict[str, Any]:
                     kwargs, stats = self.plan(sg)
-                    (E, spins), seconds = timed(
+                    (E, spins), row = self.measure(
                         lambda: nw.ground_state(
                             sg, module=self.module, dtype=self.dtype, checkpoint=checkpoint, **kwargs
-                        )
+                        ),
+                        stats,
                     )
-                    row = {"energy": E, "energy_of_config": sg.energy(spins), "contract_seconds": round(seconds, 3)}
-                    return row | stats
+                    return {"energy": E, "energy_of_config": sg.energy(spins)} | row | stats
 
                 row = {"graph": sg.name, "checkpoint": checkpoint} | attempt(go)
                 rows.append(row)
@@ -171,16 +191,12 @@ class Run:
 
             def go(sg=sg) -> dict[str, Any]:
                 count_dtype = np.int64 if sg.n <= 400 else np.float64  # int64 wraps past 2^63
-                kwargs, stats = self.plan(sg)
-                (E, count), seconds = timed(
-                    lambda: nw.degeneracy(sg, module=self.module, dtype=self.dtype, count_dtype=count_dtype, **kwargs)
+                kwargs, stats = self.plan(sg, count_dtype)
+                (E, count), row = self.measure(
+                    lambda: nw.degeneracy(sg, module=self.module, dtype=self.dtype, count_dtype=count_dtype, **kwargs),
+                    stats,
                 )
-                return {
-                    "energy": E,
-                    "degeneracy": count,
-                    "count_dtype": str(np.dtype(count_dtype)),
-                    "contract_seconds": round(seconds, 3),
-                } | stats
+                return {"energy": E, "degeneracy": count, "count_dtype": str(np.dtype(count_dtype))} | row | stats
 
             rows.append({"graph": sg.name} | attempt(go))
         return rows
@@ -262,6 +278,86 @@ class Run:
         }
 
 
+def reset_peak(module: Any) -> None:
+    name = getattr(module, "__name__", "")
+    if name == "cupy":
+        module.get_default_memory_pool().free_all_blocks()  # the pool grows to the workload's high-water mark
+    elif name == "torch":
+        module.cuda.reset_peak_memory_stats()
+
+
+def peak_bytes(module: Any) -> int | None:
+    name = getattr(module, "__name__", "")
+    if name == "cupy":
+        return int(module.get_default_memory_pool().total_bytes())
+    if name == "torch":
+        return int(module.cuda.max_memory_allocated())
+    return None
+
+
+def gemm_rate(module: Any, n: int) -> dict[str, Any]:
+    """f32 max-plus n^3 through tropical.matmul on this device, and the device copy bandwidth: the
+    yardsticks each contraction's rate is held against (same run, same card)."""
+    if module is np:
+        return {"skipped": "CPU run"}
+    from numba import cuda
+
+    rng = np.random.default_rng(0)
+    A, B = (cuda.to_device(rng.standard_normal((n, n)).astype(np.float32)) for _ in range(2))
+    C = cuda.device_array((n, n), np.float32)
+    tropical.matmul(A, B, out=C)
+    cuda.synchronize()
+    reps = 5
+    start = time.perf_counter()
+    for _ in range(reps):
+        tropical.matmul(A, B, out=C)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / reps
+    row: dict[str, Any] = {"shape": [n, n, n], "seconds": round(seconds, 5), "tps": round(n**3 / seconds / 1e12, 3)}
+    if getattr(module, "__name__", "") == "cupy":
+        x = module.ones(1 << 28, dtype=module.float32)
+        y = module.empty_like(x)
+        y[...] = x
+        module.cuda.runtime.deviceSynchronize()
+        start = time.perf_counter()
+        for _ in range(reps):
+            y[...] = x
+        module.cuda.runtime.deviceSynchronize()
+        row["copy_gbps"] = round(2 * x.nbytes * reps / (time.perf_counter() - start) / 1e9, 1)
+        del x, y
+    return row
+
+
+def latency(L: int, module_name: str) -> dict[str, Any]:
+    """An L x L energy in fresh processes: the second one finds plan and kernels in the store.
+    Seconds after imports and the CUDA context (the work lazykern adds to a short script)."""
+    if module_name == "numpy":
+        return {"skipped": "CPU run"}
+    code = (
+        f"import time, numpy as np, {module_name} as xp\n"
+        "from lazykern.tropical import networks as nw\n"
+        f"sg = nw.square_lattice({L}, seed={L})\n"
+        "xp.zeros(1) + 1\n"
+        "t = time.perf_counter(); E = nw.ground_state_energy(sg, module=xp, dtype=np.float32)\n"
+        "print(E, time.perf_counter() - t)\n"
+    )
+    rows = []
+    for _ in range(3):
+        start = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        if out.returncode:
+            return {"error": out.stderr[-2000:]}
+        E, seconds = out.stdout.split()[-2:]
+        rows.append(
+            {
+                "energy": float(E),
+                "seconds": round(float(seconds), 4),
+                "process_seconds": round(time.perf_counter() - start, 3),
+            }
+        )
+    return {"graph": f"square {L}x{L}", "runs": rows, "warm_seconds": rows[-1]["seconds"]}
+
+
 def greedy_path(sg: nw.SpinGlass) -> list[tuple[int, ...]]:
     labels, _ = sg.network()
     return list(tropical.contraction_plan(labels, (), dict.fromkeys(range(sg.n), 2), optimize="greedy").path)
@@ -293,10 +389,11 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
     q = args.quick
     return {
         "energy_L": 6 if q else 32,
-        "config_L": [6, 5] if q else [32, 28, 24],
-        "chimera": (2, 2, 4) if q else (8, 8, 4),
+        "config_L": [6, 5] if q else [24, 20],  # every argmax of a 2^L boundary kept: 32 does not fit
+        "chimera": (1, 2, 4) if q else (8, 8, 4),
         "regular": (12, 4, args.budget) if q else (60, 20, args.budget),
-        "degeneracy_L": [5, 6] if q else [16, 20, 24],
+        "degeneracy_L": [5, 6] if q else [16, 20, 24, 28],
+        "latency_L": 4 if q else 8,
         "peers_L": [3, 4] if q else [8, 12, 16],
         "graph_L": 4 if q else 8,
     }
@@ -307,18 +404,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (CPU-friendly smoke run)")
     parser.add_argument("--module", default="auto", choices=["auto", "numpy", "cupy", "torch"])
-    parser.add_argument("--memory-limit", type=int, default=2**28, help="largest intermediate, entries")
-    parser.add_argument("--plan-seconds", type=float, default=20.0, help="cotengra search time per network")
-    parser.add_argument("--plan-repeats", type=int, default=128)
+    parser.add_argument(
+        "--memory-limit", type=int, default=None, help="largest intermediate, entries (default: from free memory)"
+    )
+    parser.add_argument("--plan-seconds", type=float, default=10.0, help="cotengra search time per network (max_time)")
+    parser.add_argument(
+        "--optimize", default="auto", choices=["auto", "cotengra"], help="lattices: the sweep, or cotengra seeded by it"
+    )
+    parser.add_argument("--gemm-n", type=int, default=4096, help="side of the f32 GEMM that sets the yardstick rate")
     parser.add_argument("--budget", type=float, default=600.0, help="seconds for the random-regular sweep")
     parser.add_argument("--graph-repeats", type=int, default=20)
     parser.add_argument("--only", nargs="*", default=None, help="workloads to run (default: all)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.memory_limit = min(args.memory_limit, 2**5)  # small enough that the 6 x 6 lattice is sliced
+        args.memory_limit = min(args.memory_limit or 2**5, 2**5)  # small enough that the 6 x 6 lattice is sliced
         args.plan_seconds = min(args.plan_seconds, 1.0)
-        args.plan_repeats = min(args.plan_repeats, 2)
         args.budget = min(args.budget, 3.0)
+        args.gemm_n = min(args.gemm_n, 256)
     from lazykern.tools.bench.device import environment
 
     run = Run(args)
@@ -328,19 +430,25 @@ def main(argv: list[str] | None = None) -> int:
         "module": getattr(run.module, "__name__", str(run.module)),
         "device": _device_name(run.module),
         "memory_limit": args.memory_limit,
-        "planner": "opt_einsum greedy (cotengra not installed)"
-        if isinstance(make_optimizer(1, 1, 1), str)
-        else "cotengra",
+        "planner": "geometry sweep, cotengra refines" if _has("cotengra") else "geometry sweep, opt_einsum greedy",
+        "plan_seconds": args.plan_seconds,
         "sizes": sizes,
         "results": {},
     }
+    record["gemm"] = attempt(lambda: gemm_rate(run.module, args.gemm_n))
+    print("gemm", json.dumps(record["gemm"]), flush=True)
     m, n, t = sizes["chimera"]
+    L = sizes["energy_L"]
     work = {
-        "energy": lambda: attempt(lambda: run.energy(nw.square_lattice(sizes["energy_L"], seed=sizes["energy_L"]))),
+        "energy": lambda: {
+            "first": attempt(lambda: run.energy(nw.square_lattice(L, seed=L))),  # nothing planned yet
+            "again": attempt(lambda: run.energy(nw.square_lattice(L, seed=L + 1))),  # same structure: stored plan
+        },
         "config": lambda: run.config(sizes["config_L"]),
         "chimera": lambda: attempt(lambda: run.energy(nw.chimera(m, n, t, seed=1))),
         "regular": lambda: run.regular(*sizes["regular"], record["results"].setdefault("regular", [])),
         "degeneracy": lambda: run.degeneracy(sizes["degeneracy_L"]),
+        "latency": lambda: attempt(lambda: latency(sizes["latency_L"], getattr(run.module, "__name__", "numpy"))),
         "peers": lambda: run.peers(sizes["peers_L"]),
         "graph": lambda: attempt(lambda: run.graph(sizes["graph_L"])),
     }

@@ -19,16 +19,21 @@ def test_quick_run_writes_every_workload(tmp_path):
     record = json.loads(out.read_text())
     assert {"date", "command", "driver", "versions", "device", "planner"} <= set(record)
     res = record["results"]
-    assert set(res) == {"energy", "config", "chimera", "regular", "degeneracy", "peers", "graph"}
+    assert set(res) == {"energy", "config", "chimera", "regular", "degeneracy", "latency", "peers", "graph"}
     L = record["sizes"]["energy_L"]
+    for which, seed in (("first", L), ("again", L + 1)):
+        row = res["energy"][which]
+        assert row["energy"] == transfer_matrix(nw.square_lattice(L, seed=seed), L)[0]
+        assert row["log2_largest"] <= 5  # --quick slices to 2^5 entries
+        assert {"plan_seconds", "contract_seconds", "log2_flops", "tps", "gemm_ratio", "peak_gpu_bytes"} <= set(row)
+    assert "skipped" in record["gemm"] and "skipped" in res["latency"]
     E0, _ = transfer_matrix(nw.square_lattice(L, seed=L), L)
-    assert res["energy"]["energy"] == E0
     config = res["config"][-1]
     assert config["energy"] == config["energy_of_config"] == E0
     for row in res["degeneracy"]:
         size = int(row["graph"].split("x")[-1])
         assert (row["energy"], row["degeneracy"]) == transfer_matrix(nw.square_lattice(size, seed=size), size)
     assert res["regular"] and all("energy" in r for r in res["regular"])
-    assert res["chimera"]["n"] == 32
+    assert res["chimera"]["n"] == 16
     assert all(row["numpy"]["energy"] < 0 for row in res["peers"])
     assert "skipped" in res["graph"]

@@ -103,6 +103,30 @@ def test_ground_state_and_degeneracy_l16(lib):
     )
 
 
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+def test_lattices_up_to_18_against_the_transfer_matrix(lib):
+    """The geometry sweep on the GPU (3 spins a step, row-kernel products), float32, against the
+    transfer matrix: energy, degeneracy, and a configuration with that energy."""
+    module = _module(lib)
+    for L in (12, 18):
+        sg = nw.square_lattice(L, seed=L, field=0.0)
+        E0, count = transfer_matrix(sg, L)
+        assert nw.ground_state_energy(sg, module=module, dtype=np.float32) == E0
+        assert nw.degeneracy(sg, module=module, dtype=np.float32) == (E0, count)
+        E, spins = nw.ground_state(sg, module=module, dtype=np.float32)
+        assert E == E0 == sg.energy(spins)
+
+
+def test_default_slicing_target_comes_from_free_memory():
+    cupy = _module("cupy")
+    from lazykern.tropical._backend import backend_of
+
+    be, _ = backend_of(cupy.zeros(1, cupy.float32))
+    free = be.free_bytes()
+    limit = be.memory_limit(4)
+    assert limit & (limit - 1) == 0 and 4 * 4 * limit <= free < 4 * 4 * limit * 2 + (1 << 20)
+
+
 def test_autograd_gives_a_ground_state():
     torch = _module("torch")
     sg = nw.square_lattice(10, seed=3, field=0.2)

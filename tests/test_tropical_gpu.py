@@ -124,7 +124,7 @@ def test_row_kernels_every_layout_and_batch(semiring, dtype, argmax, rows, monke
         check(A3, B3, semiring, argmax, batched=True)
         check(A3, B3[0], semiring, argmax, batched=True)  # broadcast B
         check(A3[0], B3, semiring, argmax, batched=True)  # broadcast A
-    name = f"{semiring}_{api._DTYPE_CODE[np.dtype(dtype)]}{'_argmax' if argmax else ''}_{rows}"
+    name = f"{semiring}_{api.DTYPE_CODE[np.dtype(dtype)]}{'_argmax' if argmax else ''}_{rows}"
     assert name in tropical.family.compiled()
 
 
@@ -148,7 +148,7 @@ def test_splitk_every_instantiation(semiring, dtype, argmax, monkeypatch):
     monkeypatch.setattr(api, "_FORCE_TILE", "splitk")
     rng = np.random.default_rng(15)
     A, B = adversarial(rng, (70, 301), dtype), adversarial(rng, (301, 45), dtype)
-    assert plan.split_k(api._DTYPE_CODE[np.dtype(dtype)], argmax, 1, 70, 45, 301, sms=api._sm_count(0))[0] >= 3
+    assert plan.split_k(api.DTYPE_CODE[np.dtype(dtype)], argmax, 1, 70, 45, 301, sms=api.sm_count(0))[0] >= 3
     check(A, B, semiring, argmax)
     A3, B3 = adversarial(rng, (3, 33, 203), dtype), adversarial(rng, (3, 203, 65), dtype)
     check(A3, B3, semiring, argmax, batched=True)
@@ -157,7 +157,7 @@ def test_splitk_every_instantiation(semiring, dtype, argmax, monkeypatch):
     if np.dtype(dtype).kind == "i":  # a block of huge values: that slice falls back to exact arithmetic
         A[:, 150:] = adversarial(rng, (70, 151), dtype, huge=True)
         check(A, B, semiring, argmax)
-    name = f"{semiring}_{api._DTYPE_CODE[np.dtype(dtype)]}{'_argmax' if argmax else ''}"
+    name = f"{semiring}_{api.DTYPE_CODE[np.dtype(dtype)]}{'_argmax' if argmax else ''}"
     assert {f"{name}_splitk", f"reduce_{name}"} <= set(tropical.family.compiled())
 
 
@@ -180,9 +180,9 @@ def test_splitk_transposed_views(dtype, layout, monkeypatch):
 def test_splitk_ties_across_slices_pick_the_smallest_k(dtype):
     """The maximum is attained in several slices (and several times in one): the first k wins."""
     M, K, N = 64, 4096, 64  # choose_tile splits this one by itself
-    code = api._DTYPE_CODE[np.dtype(dtype)]
+    code = api.DTYPE_CODE[np.dtype(dtype)]
     assert tropical.choose_tile(code, True, 1, M, N, K) == "splitk"
-    splits, kslice = plan.split_k(code, True, 1, M, N, K, sms=api._sm_count(0))
+    splits, kslice = plan.split_k(code, True, 1, M, N, K, sms=api.sm_count(0))
     assert splits >= 4
     A = np.zeros((M, K), dtype)
     B = np.zeros((K, N), dtype)
@@ -223,7 +223,7 @@ def test_splitk_shapes_the_library_picks(shape, dtype):
     M, K, N = shape
     rng = np.random.default_rng(18)
     A, B = adversarial(rng, (M, K), dtype), adversarial(rng, (K, N), dtype)
-    assert tropical.choose_tile(api._DTYPE_CODE[np.dtype(dtype)], True, 1, M, N, K) == "splitk"
+    assert tropical.choose_tile(api.DTYPE_CODE[np.dtype(dtype)], True, 1, M, N, K) == "splitk"
     check(A, B, "maxplus", True)
     check(A, B, "minplus", False)
 

@@ -101,6 +101,8 @@ def compression_for(path: str | os.PathLike[str]) -> str:
 
 def _select(cache: KernelCache, family: str | None, arch: str | None) -> Iterable[dict[str, Any]]:
     for row in cache.entries():
+        if row.get("kind") == "contraction-plan":  # not a kernel: import would refuse it (no symbol, toolchain)
+            continue
         if family is not None and row.get("family") != family:
             continue
         if arch is not None and row.get("arch") != arch:

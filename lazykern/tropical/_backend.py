@@ -9,9 +9,14 @@ handed back as Numba arrays at the end.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
+
+log = logging.getLogger("lazykern")
+
+DEFAULT_HOST_LIMIT = 2**28  # entries of the largest intermediate on the CPU (1 GiB of float32)
 
 
 class Backend:
@@ -50,6 +55,12 @@ class Backend:
             return self.xp.full(shape, value, dtype=like.dtype if dtype is None else dtype, device=like.device)
         return self.xp.full(shape, value, dtype=like.dtype if dtype is None else dtype)
 
+    def empty(self, like: Any, shape: tuple[int, ...]) -> Any:
+        """A new C-contiguous array of ``like``'s dtype and device."""
+        if self.name == "torch":
+            return self.xp.empty(shape, dtype=like.dtype, device=like.device)
+        return self.xp.empty(shape, dtype=like.dtype)
+
     def dtype(self, x: Any) -> np.dtype:
         if self.name == "torch":
             return np.dtype(str(x.dtype).removeprefix("torch."))
@@ -71,6 +82,31 @@ class Backend:
 
     def where(self, cond: Any, a: Any, b: Any) -> Any:
         return self.xp.where(cond, a, b)
+
+    def free_bytes(self) -> int | None:
+        """Device memory this library could still hand out (its own pool's spare blocks included);
+        None on the host."""
+        if self.on_host:
+            return None
+        try:
+            if self.name == "torch":
+                free, _ = self.xp.cuda.mem_get_info()
+                return int(free) + int(self.xp.cuda.memory_reserved() - self.xp.cuda.memory_allocated())
+            free, _ = self.xp.cuda.runtime.memGetInfo()
+            return int(free) + int(self.xp.get_default_memory_pool().free_bytes())
+        except (AttributeError, RuntimeError) as exc:  # no device answered: plan as on the host
+            log.debug("tropical: free device memory unknown (%s); slicing target as on the host", exc)
+            return None
+
+    def memory_limit(self, entry_bytes: int) -> int:
+        """Default slicing target, entries of the largest intermediate: the largest power of two such
+        that four arrays of that size (two operands, the result, one layout copy) fit in the free
+        device memory; DEFAULT_HOST_LIMIT on the host."""
+        free = self.free_bytes()
+        if free is None:
+            return DEFAULT_HOST_LIMIT
+        entries = max(free // (4 * max(entry_bytes, 1)), 1)
+        return 1 << (entries.bit_length() - 1)
 
     def wrap_result(self, x: Any) -> Any:
         if self.back_to_numba:

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _reference_einsum
+from . import _reference_einsum, _strided
 from ._backend import Backend
 from .plan import operand_layout
 
@@ -54,6 +54,7 @@ class Algebra:
         self.semiring = semiring
         self.be = backend
         self.grad = grad
+        self.rank: dict[Label, int] | None = None  # label -> order of first appearance in the network
 
     @classmethod
     def prepare(cls, be: Backend, parts: tuple[Any, ...], position: int) -> tuple[Any, ...]:
@@ -118,6 +119,10 @@ def _shape(be: Backend, term: Term) -> tuple[int, ...]:
 def contract(alg: Algebra, A: Term, B: Term, keep: set, argmax: bool) -> tuple[Term, Choice]:
     """A (x) B summed over the labels both share and ``keep`` lacks."""
     be = alg.be
+    if not argmax and type(alg) is Algebra and not alg.grad and not be.on_host:
+        done = _strided_step(alg, A, B, keep)
+        if done is not None:
+            return done
     sizes = dict(zip(A.labels, _shape(be, A))) | dict(zip(B.labels, _shape(be, B)))
     batch = [x for x in A.labels if x in B.labels and x in keep]
     con = [x for x in A.labels if x in B.labels and x not in keep]
@@ -131,6 +136,44 @@ def contract(alg: Algebra, A: Term, B: Term, keep: set, argmax: bool) -> tuple[T
     out = map_parts(lambda p: be.reshape(p, shape), out)
     index = None if index is None else be.reshape(index, shape)
     return Term(out, labels), Choice(tuple(con), tuple(sizes[x] for x in con), index)
+
+
+STRIDED_MIN = 1 << 12  # entries of the larger operand from which a step may take the strided row kernel
+
+
+def _strided_step(alg: Algebra, A: Term, B: Term, keep: set) -> tuple[Term, Choice] | None:
+    """The step through :mod:`._strided` (the larger operand read in place, the result in its axis
+    order), or None when the shapes or strides do not fit it."""
+    be = alg.be
+    X, Y = (A, B) if _size(be, A) >= _size(be, B) else (B, A)
+    if _size(be, X) < STRIDED_MIN:
+        return None
+    x = X.parts[0]
+    # Y's new labels go innermost in the order they first appear in the network (a sweep's order), so
+    # the label the next step shares is the last axis, where the next layout needs it.
+    rank = alg.rank or {}
+    y_labels = sorted(Y.labels, key=lambda lab: rank.get(lab, -1))
+    y_shape = [dict(zip(Y.labels, _shape(be, Y)))[lab] for lab in y_labels]
+    lay = _strided.layout(X.labels, _shape(be, X), be.strides(x), y_labels, y_shape, keep)
+    if lay is None:
+        # One copy into (contracted, rest, batch) order; a sweep's boundary then stays in that order
+        # (oldest labels first, newest last) and the following steps read it in place.
+        labels = [x for x in X.labels if x in Y.labels and x not in keep]
+        labels += [x for x in X.labels if x not in Y.labels] + [x for x in X.labels if x in Y.labels and x in keep]
+        x = be.contiguous(be.permute(x, tuple(X.labels.index(lab) for lab in labels)))
+        X = Term((x,), tuple(labels))
+        lay = _strided.layout(X.labels, _shape(be, X), be.strides(x), y_labels, y_shape, keep)
+        if lay is None:
+            return None
+    perm = tuple(Y.labels.index(lab) for lab in lay["batch"] + lay["con"] + lay["right"])
+    y = be.contiguous(be.permute(Y.parts[0], perm))
+    out = _strided.launch(be, x, y, lay, alg.semiring)
+    sizes = dict(zip(X.labels, _shape(be, X)))
+    return Term((out,), tuple(lay["out"])), Choice(tuple(lay["con"]), tuple(sizes[x] for x in lay["con"]), None)
+
+
+def _size(be: Backend, term: Term) -> int:
+    return math.prod(_shape(be, term))
 
 
 def reduce(alg: Algebra, X: Term, labels: Sequence[Label], argmax: bool) -> tuple[Term, Choice]:

@@ -27,7 +27,7 @@ from .fragments import BACKWARD_THREADS, NUMPY_DTYPES, REDUCE_THREADS, Spec
 
 log = logging.getLogger("lazykern")
 
-_DTYPE_CODE = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
+DTYPE_CODE = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
 _INT32_MAX = planner.INT32_MAX
 _NO_GPU_SMS = 132  # choose_tile asked where there is no GPU plans for the H100 SXM the tiles were tuned on
 _PLAN_CACHE_SIZE = 4096
@@ -175,14 +175,14 @@ def _backward_on(g: Operand, ix: Operand, A_shape, B_shape, out, outs, stream, d
     for which, shape in (("a", A_shape), ("b", B_shape)):
         s_out = (shape[-2] * shape[-1]) if len(shape) == 3 else 0
         groups, blocks, adds = planner.backward_plan(
-            which, g.dtype.itemsize, batch, M, N, K, s_out == 0 and batch > 1, sms=_sm_count(device)
+            which, g.dtype.itemsize, batch, M, N, K, s_out == 0 and batch > 1, sms=sm_count(device)
         )
         args.append((s_out, groups, blocks))
         zero.append(int(np.prod(shape, dtype=np.int64)) * g.dtype.itemsize if adds else 0)
     (s_a, groups_a, blocks_a), (s_b, groups_b, blocks_b) = args
     launch = None
     if blocks_a + blocks_b:  # one launch makes both gradients (lk::backward_pair)
-        kernel = _kernel(Spec("", _DTYPE_CODE[g.dtype], kind="backward", grad="ab").name, device)
+        kernel = loaded_kernel(Spec("", DTYPE_CODE[g.dtype], kind="backward", grad="ab").name, device)
         scalars = [batch, M, N, K, s_a, s_b, groups_a, groups_b, blocks_a]
         launch = _hot.Launch(kernel, (blocks_a + blocks_b,), BACKWARD_THREADS, scalars)
     fixed = _fixed_handle(g, stream, handle)
@@ -352,7 +352,7 @@ def _product_on(device: int, dims: tuple[int, int, int, int], A: tuple[Operand, 
     _arrays.stream_wait(handle, b.stream, device)
     if batch == 0 or M == 0 or N == 0:
         return _empty_result(a, out, out_shape, argmax, device, handle, stream)
-    plan = _plan(semiring, a.dtype, argmax, la[0] + lb[0], batch, M, N, K, batched, _sm_count(device))
+    plan = _plan(semiring, a.dtype, argmax, la[0] + lb[0], batch, M, N, K, batched, sm_count(device))
     reduce, ws = None, (0, 0)
     if plan.kind == "rows":
         (ars, acs), (brs, bcs) = _element_strides(la), _element_strides(lb)
@@ -360,13 +360,13 @@ def _product_on(device: int, dims: tuple[int, int, int, int], A: tuple[Operand, 
     elif plan.kind == "splitk":
         args = [M, N, K, la[1], lb[1], N, batch, la[2], lb[2], M * N, plan.splits, plan.kslice]
         reduce_args = [M * N, batch, plan.splits, plan.kslice]
-        reduce = _hot.Launch(_kernel(plan.reduce, device), (plan.reduce_blocks,), REDUCE_THREADS, reduce_args)
+        reduce = _hot.Launch(loaded_kernel(plan.reduce, device), (plan.reduce_blocks,), REDUCE_THREADS, reduce_args)
         ws = _workspace_bytes(batch * plan.splits * M * N, a.dtype.itemsize, argmax)
     else:
         args = [M, N, K, la[1], lb[1], N]
         if batched:
             args += [batch, la[2], lb[2], M * N]
-    main = _hot.Launch(_kernel(plan.name, device), plan.grid, plan.threads, args)
+    main = _hot.Launch(loaded_kernel(plan.name, device), plan.grid, plan.threads, args)
     fixed = _fixed_handle(a, stream, handle)
     owner = _stream_owner(a, stream)
     call = _hot.ProductCall(device, a.kind, fixed, a.stream, main, reduce, out_shape, a.dtype, argmax, ws, owner)
@@ -424,7 +424,7 @@ def _plan(semiring: str, dtype: np.dtype, argmax: bool, layout: str, batch: int,
     key = (semiring, dtype, argmax, layout, batch, M, N, K, batched, sms, _FORCE_TILE)
     plan = _plans.get(key)
     if plan is None:
-        code = _DTYPE_CODE[dtype]
+        code = DTYPE_CODE[dtype]
         plan = planner.make_plan(semiring, code, argmax, layout, batch, M, N, K, batched, sms=sms, tile=_FORCE_TILE)
         if len(_plans) >= _PLAN_CACHE_SIZE:
             _plans.clear()
@@ -438,18 +438,18 @@ def choose_tile(
     """The tile variant :func:`matmul` picks for a shape (see :func:`lazykern.tropical.plan.choose_tile`)
     on a GPU with ``sms`` SMs: by default the current device's, or an H100's where there is no GPU."""
     if sms is None:
-        sms = _sm_count(_device.resolve_or_current(None)) if gpu_available() else _NO_GPU_SMS
+        sms = sm_count(_device.resolve_or_current(None)) if gpu_available() else _NO_GPU_SMS
     return planner.choose_tile(dtype, argmax, batch, M, N, K, sms=sms)
 
 
 @functools.cache
-def _sm_count(device: int) -> int:
+def sm_count(device: int) -> int:
     from numba import cuda
 
     return int(cuda.gpus[device].MULTIPROCESSOR_COUNT)
 
 
-def _kernel(name: str, device: int):
+def loaded_kernel(name: str, device: int):
     kernel = _kernels.get((name, device))
     if kernel is None:
         kernel = _kernels[(name, device)] = family.get(name, arch=_device.arch(device))

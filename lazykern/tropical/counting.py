@@ -29,7 +29,7 @@ from ..launch import _device
 from . import _reference_einsum
 from ._backend import Backend
 from ._contract import Algebra
-from .einsum import DEFAULT_MEMORY_LIMIT, contract_network, parse
+from .einsum import contract_network, parse
 
 VALUE_DTYPES = {"f32": ("float", np.dtype("float32")), "f64": ("double", np.dtype("float64"))}
 COUNT_DTYPES = {"i64": ("long long", np.dtype("int64")), "f64": ("double", np.dtype("float64"))}
@@ -72,7 +72,8 @@ def einsum(
     semiring: str = "maxplus",
     optimize: Any = "auto",
     slices: Sequence[Any] = (),
-    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    memory_limit: int | None = None,
+    max_time: float | None = None,
 ) -> tuple[Any, Any]:
     """(values, counts) of the counting contraction. An operand is an array (every entry counts
     once) or a pair (values, counts). Arguments as for :func:`lazykern.tropical.einsum`."""
@@ -85,6 +86,7 @@ def einsum(
         optimize=optimize,
         slices=slices,
         memory_limit=memory_limit,
+        max_time=max_time,
         algebra=CountingAlgebra,
     )
 

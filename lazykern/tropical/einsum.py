@@ -18,11 +18,15 @@ tensors that require grad get the tropical gradient (one winner per max) through
 :mod:`lazykern.tropical.torch`.
 
 ``optimize``: "auto", "greedy", "optimal" (any opt_einsum strategy name), "cotengra"
-(a hyper-optimized tree with slicing to ``memory_limit`` entries; opt_einsum's greedy
-with a log message when cotengra is not installed), a cotengra optimizer object, an
-explicit path (a list of position tuples, as opt_einsum writes them), or a
+(hyper-optimized trees sliced to ``memory_limit`` entries, searched for ``max_time`` seconds,
+default 5, in worker processes lazykern ends when the time is up; needs
+``pip install 'lazykern[tn]'``), a cotengra optimizer object (run as given, its pools its
+own), an explicit path (a list of position tuples, as opt_einsum writes them), or a
 :class:`ContractionPlan` from :func:`contraction_plan` (the order, the sliced labels and
-their cost, searched once and reused). ``slices``:
+their cost, searched once and reused; cotengra's plans are also kept in the lazykern store,
+so the same network skips the search next time). ``memory_limit``: entries of the largest
+intermediate; by default a quarter of the GPU's free memory for GPU operands (two operands, the
+result and a layout copy live at once), 2^28 on the CPU. ``slices``:
 labels to slice over explicitly: the network is contracted once per value of those
 labels and the results are combined by the semiring sum, so no intermediate carries
 them (memory / time trade).
@@ -39,19 +43,20 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import time
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import reference
-from ._backend import Backend, backend_of
+from . import _plan_store, _planner, reference
+from ._backend import DEFAULT_HOST_LIMIT, Backend, backend_of
 from ._contract import Algebra, Choice, Term, contract, diagonals, fix, reduce, unravel
 
 log = logging.getLogger("lazykern")
 
 Label = Hashable
-DEFAULT_MEMORY_LIMIT = 2**28  # entries of the largest intermediate that cotengra slices down to
+DEFAULT_MEMORY_LIMIT = DEFAULT_HOST_LIMIT  # entries of the largest intermediate on the CPU (GPU: its free memory)
 _NONE = -1  # run(keep=_NONE): keep no argmax
 
 
@@ -62,7 +67,8 @@ def einsum(
     semiring: str = "maxplus",
     optimize: Any = "auto",
     slices: Sequence[Label] = (),
-    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    memory_limit: int | None = None,
+    max_time: float | None = None,
 ) -> Any:
     """The tropical contraction ``subscripts`` (NumPy's notation, no ellipsis) of ``operands``.
 
@@ -70,7 +76,14 @@ def einsum(
     """
     inputs, output = parse(subscripts, len(operands))
     return contract_network(
-        inputs, output, operands, semiring=semiring, optimize=optimize, slices=slices, memory_limit=memory_limit
+        inputs,
+        output,
+        operands,
+        semiring=semiring,
+        optimize=optimize,
+        slices=slices,
+        memory_limit=memory_limit,
+        max_time=max_time,
     )
 
 
@@ -82,7 +95,8 @@ def argmax_einsum(
     at: Sequence[int] | None = None,
     checkpoint: bool | int = False,
     slices: Sequence[Label] = (),
-    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    memory_limit: int | None = None,
+    max_time: float | None = None,
 ) -> tuple[Any, dict[Label, int]]:
     """(value, assignment): the optimum of the contraction over every label (the output
     entry ``at`` when the output is not a scalar) and one assignment of all labels reaching it."""
@@ -97,6 +111,7 @@ def argmax_einsum(
         checkpoint=checkpoint,
         slices=slices,
         memory_limit=memory_limit,
+        max_time=max_time,
     )
 
 
@@ -148,7 +163,8 @@ def contract_network(
     semiring: str = "maxplus",
     optimize: Any = "auto",
     slices: Sequence[Label] = (),
-    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    memory_limit: int | None = None,
+    max_time: float | None = None,
     algebra: type[Algebra] = Algebra,
 ) -> Any:
     """:func:`einsum` with any hashable labels (``inputs``: one label sequence per operand).
@@ -156,12 +172,22 @@ def contract_network(
     ``algebra`` is the number system: :class:`Algebra` (one array per operand) or the
     counting algebra of :mod:`lazykern.tropical.counting` (a (value, count) pair each)."""
     net = _Network.build(inputs, output, operands, semiring, algebra)
-    plan = net.plan(optimize, slices, memory_limit)
-    result, cache = None, {} if plan.sliced else None
-    for values in plan.slice_values():
+    plan = net.plan(optimize, slices, memory_limit, max_time)
+    return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if plan.sliced else None))
+
+
+def contract_slices(net: _Network, plan: ContractionPlan, start: int, stop: int, cache: dict | None) -> Term:
+    """The semiring sum of slices ``start`` to ``stop`` (their numbering in :meth:`ContractionPlan.slice_values`)
+    of ``net`` contracted along ``plan``: the seam where slices can be spread over devices or workers,
+    each summing a range and the ranges' results added with the algebra's ``add``. ``cache`` keeps the
+    results of the steps no sliced label reaches across the slices of one caller (None: no reuse)."""
+    result = None
+    for values in plan.slice_values(start, stop):
         out = net.run(plan, values, keep=_NONE, cache=cache)
         result = out if result is None else Term(net.alg.add(result.parts, out.parts), out.labels)
-    return net.finish(result)
+    if result is None:
+        raise ValueError(f"slices {start} to {stop} of a plan with {plan.nslices} hold none")
+    return result
 
 
 def network_argmax(
@@ -174,7 +200,8 @@ def network_argmax(
     at: Sequence[int] | None = None,
     checkpoint: bool | int = False,
     slices: Sequence[Label] = (),
-    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    memory_limit: int | None = None,
+    max_time: float | None = None,
 ) -> tuple[Any, dict[Label, int]]:
     """:func:`argmax_einsum` with any hashable labels."""
     output = tuple(output)
@@ -186,7 +213,7 @@ def network_argmax(
     net = _Network.build(inputs, (), operands, semiring, Algebra, fixed=fixed)
     if net.alg.grad:
         raise ValueError("argmax_einsum backtracks through argmax: pass tensors that do not require grad")
-    plan = net.plan(optimize, slices, memory_limit)
+    plan = net.plan(optimize, slices, memory_limit, max_time)
     single = not plan.sliced
     keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
     cache: dict = {}
@@ -229,9 +256,11 @@ class ContractionPlan:
     def nslices(self) -> int:
         return math.prod(self.sliced.values())
 
-    def slice_values(self):
+    def slice_values(self, start: int = 0, stop: int | None = None) -> Iterator[dict[Label, int]]:
+        """The sliced labels' values of slices ``start`` to ``stop`` (default: all), in a fixed order."""
         labels = list(self.sliced)
-        for combo in itertools.product(*(range(self.sliced[x]) for x in labels)):
+        combos = itertools.product(*(range(self.sliced[x]) for x in labels))
+        for combo in itertools.islice(combos, start, stop):
             yield dict(zip(labels, combo))
 
 
@@ -242,20 +271,34 @@ def contraction_plan(
     *,
     optimize: Any = "auto",
     slices: Sequence[Label] = (),
-    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    memory_limit: int | None = None,
+    max_time: float | None = None,
+    initial: Sequence[Sequence[int]] | None = None,
+    store: bool = True,
 ) -> ContractionPlan:
     """The order :func:`einsum` / :func:`contract_network` would contract ``inputs`` (one label
     sequence per operand, any hashable labels) into ``output`` with label sizes ``sizes``, and
-    its cost; ``optimize``, ``slices`` and ``memory_limit`` as for :func:`einsum`. Planning once
-    and passing the plan as ``optimize=`` separates search time from contraction time.
+    its cost; ``optimize``, ``slices``, ``max_time`` as for :func:`einsum`; ``memory_limit``
+    defaults to 2^28 entries here (no device is known). Planning once and passing the plan as
+    ``optimize=`` separates search time from contraction time.
+
+    ``optimize="cotengra"``: ``initial`` (a path, e.g. one that follows the network's geometry) is
+    refined by subtree reconfiguration beside the fresh searches and kept when nothing beats it;
+    with ``store`` the plan is read from / written to the lazykern store under the network's
+    structure (labels, sizes, output, slices, memory limit, initial path), so a second process
+    skips the search (``lazykern cache ls`` lists plans as family ``tropical_plan``).
 
     >>> plan = contraction_plan(["ab", "bc", "cd"], "", dict(a=2, b=3, c=4, d=5), optimize="greedy")
     >>> plan.path, plan.largest, plan.flops
     (((1, 2), (0, 1)), 3, 66)
 
-    Raises ValueError for a slice label that is in no input or is an output label.
+    Raises ValueError for a slice label that is in no input or is an output label, or a
+    ``max_time`` that is not positive; ImportError for "cotengra" when cotengra is missing.
     """
     output = tuple(output)
+    limit = DEFAULT_MEMORY_LIMIT if memory_limit is None else int(memory_limit)
+    if limit < 1:
+        raise ValueError(f"memory_limit must be a positive number of entries, got {memory_limit!r}")
     sliced: dict[Label, int] = {}
     for lab in slices:
         if lab not in sizes:
@@ -264,35 +307,56 @@ def contraction_plan(
             raise ValueError(f"slice label {lab!r} is an output label; slice contracted labels only")
         sliced[lab] = sizes[lab]
     terms = [tuple(dict.fromkeys(x for x in t if x not in sliced)) for t in inputs]  # a repeat: its diagonal
+    rest = {k: v for k, v in sizes.items() if k not in sliced}
     if isinstance(optimize, (list, tuple)):
-        path = [tuple(p) for p in optimize]
+        path, more = [tuple(p) for p in optimize], []
     elif len(terms) == 1:
-        path = []
+        path, more = [], []
+    elif optimize == "cotengra":
+        seed = None if initial is None else [tuple(int(i) for i in p) for p in initial]
+        key = _plan_store.key(terms, output, rest, limit, seed) if store else None
+
+        def costs(path: list[tuple[int, ...]], more: list[Label]) -> tuple[int, int]:
+            return _costs(terms, output, rest, path, _sub(rest, more))
+
+        found = _plan_store.load(key, terms, costs) if key else None
+        if found is None:
+            path, more = _search_cotengra(terms, output, rest, limit, max_time, seed)
+            if key:
+                _plan_store.save(key, terms, path, more, costs(path, more))
+        else:
+            path, more = found
     else:
-        rest = {k: v for k, v in sizes.items() if k not in sliced}
-        path, more = _search(terms, output, rest, optimize, memory_limit)
-        for lab in more:
-            sliced.setdefault(lab, sizes[lab])
+        path, more = _search(terms, output, rest, optimize)
+    for lab in more:
+        sliced.setdefault(lab, sizes[lab])
     largest, flops = _costs([tuple(t) for t in inputs], output, sizes, path, sliced)
     return ContractionPlan(tuple(path), sliced, largest, flops)
+
+
+def _sub(sizes: dict[Label, int], labels: Sequence[Label]) -> dict[Label, int]:
+    return {lab: sizes[lab] for lab in labels}
 
 
 def _costs(inputs, output, sizes, path, sliced) -> tuple[int, int]:
     """(entries of the largest intermediate, multiply-adds) of ``path``, as :meth:`_Network.run` runs it."""
     size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
     nslices = math.prod(sliced.values())
+    output = set(output)
     terms = [(set(t), bool(sliced.keys() & set(t))) for t in inputs]  # (labels, depends on the slice)
+    uses = Counter(x for t, _ in terms for x in t)  # live terms carrying each label
     largest = flops = 0
     for step in path:
         picked = [terms[i] for i in step]
         for i in sorted(step, reverse=True):
-            terms.pop(i)
+            uses.subtract(terms.pop(i)[0])
         union = set().union(*(t for t, _ in picked))
-        kept = {x for x in union if x in output or any(x in t for t, _ in terms)}
+        kept = {x for x in union if x in output or uses[x] > 0}
         depends = any(d for _, d in picked)
         flops += math.prod(size[x] for x in union) * (nslices if depends else 1)
         largest = max(largest, math.prod(size[x] for x in kept))
         terms.append((kept, depends))
+        uses.update(kept)
     return largest, flops
 
 
@@ -354,14 +418,25 @@ class _Network:
             leaves = [fix(be, t, fixed) for t in leaves]
             sizes = {k: v for k, v in sizes.items() if k not in fixed}
         alg = algebra(semiring, be, grad)
+        alg.rank = {lab: i for i, lab in enumerate(sizes)}
         return cls(be, alg, [diagonals(be, t) for t in leaves], tuple(output), sizes)
 
     # -- planning
-    def plan(self, optimize: Any, slices: Sequence[Label], memory_limit: int) -> ContractionPlan:
+    def plan(
+        self, optimize: Any, slices: Sequence[Label], memory_limit: int | None, max_time: float | None
+    ) -> ContractionPlan:
         if not isinstance(optimize, ContractionPlan):
+            if memory_limit is None:
+                memory_limit = self.be.memory_limit(sum(self.be.dtype(p).itemsize for p in self.leaves[0].parts))
             inputs = [t.labels for t in self.leaves]
             return contraction_plan(
-                inputs, self.output, self.sizes, optimize=optimize, slices=slices, memory_limit=memory_limit
+                inputs,
+                self.output,
+                self.sizes,
+                optimize=optimize,
+                slices=slices,
+                memory_limit=memory_limit,
+                max_time=max_time,
             )
         if slices:
             raise ValueError("optimize= is a ContractionPlan: give its slices to contraction_plan, not slices=")
@@ -476,18 +551,8 @@ def _check_dtypes(be: Backend, leaves: list[Term]) -> None:
     reference.check_dtype(dtypes.pop(), "operands")
 
 
-def _search(inputs, output, sizes, optimize, memory_limit) -> tuple[list[tuple[int, ...]], list[Label]]:
-    """(path, labels cotengra chose to slice)."""
-    if optimize == "cotengra":
-        try:
-            import cotengra
-        except ImportError:
-            log.warning("tropical.einsum: optimize='cotengra' but cotengra is not installed; using opt_einsum greedy")
-            optimize = "greedy"
-        else:
-            optimize = cotengra.HyperOptimizer(
-                max_repeats=32, slicing_reconf_opts={"target_size": memory_limit}, progbar=False
-            )
+def _search(inputs, output, sizes, optimize) -> tuple[list[tuple[int, ...]], list[Label]]:
+    """(path, labels the optimizer chose to slice) from opt_einsum or a cotengra optimizer object."""
     symbols = {lab: _symbol(i) for i, lab in enumerate(sizes)}
     back = {s: lab for lab, s in symbols.items()}
     sym_inputs = [tuple(symbols[x] for x in t) for t in inputs]
@@ -496,17 +561,68 @@ def _search(inputs, output, sizes, optimize, memory_limit) -> tuple[list[tuple[i
     if hasattr(optimize, "search"):
         tree = optimize.search(sym_inputs, sym_output, sym_sizes)
         return [tuple(p) for p in tree.get_path()], [back[s] for s in tree.sliced_inds]
-    try:
-        import opt_einsum
-    except ImportError:
-        raise ImportError(
-            "tropical.einsum plans contraction orders with opt_einsum: pip install 'lazykern[tn]' "
-            "(or pass optimize= an explicit path)"
-        ) from None
+    import opt_einsum
+
     eq = ",".join("".join(t) for t in sym_inputs) + "->" + "".join(sym_output)
     shapes = [tuple(sizes[x] for x in t) for t in inputs]
     path, _ = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=optimize)
     return [tuple(p) for p in path], []
+
+
+def _search_cotengra(inputs, output, sizes, limit, max_time, initial) -> tuple[list[tuple[int, ...]], list[Label]]:
+    """The cheapest order (by :func:`_costs`) whose largest intermediate fits ``limit`` entries, among
+    what cotengra's workers found within ``max_time``, the ``initial`` path and opt_einsum's greedy;
+    when none fits, the one with the smallest largest intermediate (with a warning)."""
+    budget = _planner.DEFAULT_MAX_TIME if max_time is None else float(max_time)
+    if budget <= 0:
+        raise ValueError(f"max_time must be a positive number of seconds, got {max_time!r}")
+    start = time.monotonic()
+    options = [(_search(inputs, output, sizes, "greedy")[0], [])]  # the fallback, whatever the workers do
+    if initial is not None:
+        options.append((list(initial), []))
+    symbols = {lab: _symbol(i) for i, lab in enumerate(sizes)}
+    back = {s: lab for lab, s in symbols.items()}
+    found = _planner.search(
+        [tuple(symbols[x] for x in t) for t in inputs],
+        tuple(symbols[x] for x in output),
+        {symbols[x]: n for x, n in sizes.items()},
+        target=limit,
+        max_time=max(budget - (time.monotonic() - start), 0.5),
+        initial=initial,
+    )
+    options += [(path, [back[s] for s in sliced]) for path, sliced in found]
+    scored = [(_costs(inputs, output, sizes, path, _sub(sizes, more)), path, more) for path, more in options]
+    fitting = [item for item in scored if item[0][0] <= limit]
+    if not fitting:  # the workers had no time: slice the best order here (quick on the small networks this hits)
+        path, more = _slice_here(inputs, output, sizes, min(scored, key=lambda item: item[0][1])[1], limit)
+        scored.append((_costs(inputs, output, sizes, path, _sub(sizes, more)), path, more))
+        fitting = [item for item in scored[-1:] if item[0][0] <= limit]
+    if fitting:
+        _, path, more = min(fitting, key=lambda item: (item[0][1], item[0][0]))
+    else:
+        (largest, _), path, more = min(scored, key=lambda item: item[0])
+        log.warning(
+            "tropical.contraction_plan: no order found within max_time=%s s keeps intermediates under %d "
+            "entries; using one whose largest has %d (raise max_time or memory_limit)",
+            budget,
+            limit,
+            largest,
+        )
+    return path, more
+
+
+def _slice_here(inputs, output, sizes, path, limit) -> tuple[list[tuple[int, ...]], list[Label]]:
+    import cotengra
+
+    symbols = {lab: _symbol(i) for i, lab in enumerate(sizes)}
+    back = {s: lab for lab, s in symbols.items()}
+    tree = cotengra.ContractionTree.from_path(
+        [tuple(symbols[x] for x in t) for t in inputs],
+        tuple(symbols[x] for x in output),
+        {symbols[x]: n for x, n in sizes.items()},
+        path=path,
+    ).slice(target_size=limit)
+    return [tuple(p) for p in tree.get_path()], [back[s] for s in tree.sliced_inds]
 
 
 def _symbol(i: int) -> str:

@@ -17,20 +17,26 @@ True
 from __future__ import annotations
 
 import dataclasses
+import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from . import orders
+from ._backend import backend_of
+from ._planner import DEFAULT_MAX_TIME
 from .counting import CountingAlgebra
-from .einsum import DEFAULT_MEMORY_LIMIT, contract_network, network_argmax
+from .einsum import ContractionPlan, contract_network, contraction_plan, network_argmax
 
 SPIN = np.array([1.0, -1.0])  # label index -> spin value
 
 
 @dataclasses.dataclass(frozen=True)
 class SpinGlass:
-    """n spins, couplings J on ``edges`` (m, 2), fields h (n,); ``positions`` (n, 2 or 3) for drawing."""
+    """n spins, couplings J on ``edges`` (m, 2), fields h (n,); ``positions`` (n, 2 or 3) for drawing;
+    ``order``: a spin order whose boundary sweep is a good contraction order (None: search one)."""
 
     n: int
     edges: np.ndarray
@@ -38,6 +44,7 @@ class SpinGlass:
     h: np.ndarray
     positions: np.ndarray
     name: str = ""
+    order: tuple[int, ...] | None = None
 
     def energy(self, spins: Any) -> Any:
         """E(s) for spins (..., n) of +-1; a float, or an array over the leading axes."""
@@ -76,11 +83,12 @@ def couplings(m: int, kind: str, rng: np.random.Generator) -> np.ndarray:
     raise ValueError(f"couplings must be 'pm1' (+-J), 'gaussian' or 'ferro', got {kind!r}")
 
 
-def _make(n, edges, positions, J: str, seed: int | None, field: float, name: str) -> SpinGlass:
+def _make(n, edges, positions, J: str, seed: int | None, field: float, name: str, order=None) -> SpinGlass:
     rng = np.random.default_rng(seed)
     edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     h = field * rng.standard_normal(n) if field else np.zeros(n)
-    return SpinGlass(n, edges, couplings(len(edges), J, rng), h, np.asarray(positions, float), name)
+    order = None if order is None else tuple(int(i) for i in order)
+    return SpinGlass(n, edges, couplings(len(edges), J, rng), h, np.asarray(positions, float), name, order)
 
 
 def square_lattice(L: int, *, J: str = "pm1", seed: int | None = 0, field: float = 0.0) -> SpinGlass:
@@ -91,7 +99,7 @@ def square_lattice(L: int, *, J: str = "pm1", seed: int | None = 0, field: float
     edges = [(idx[r, c], idx[r, c + 1]) for r in range(L) for c in range(L - 1)]
     edges += [(idx[r, c], idx[r + 1, c]) for r in range(L - 1) for c in range(L)]
     pos = [(c, -r) for r in range(L) for c in range(L)]
-    return _make(L * L, edges, pos, J, seed, field, f"square {L}x{L}")
+    return _make(L * L, edges, pos, J, seed, field, f"square {L}x{L}", order=range(L * L))  # row by row
 
 
 def cubic_lattice(L: int, *, J: str = "pm1", seed: int | None = 0, field: float = 0.0) -> SpinGlass:
@@ -151,10 +159,98 @@ def chimera(
             for side in range(2):
                 for k in range(t):
                     pos.append((c * (t + 2) + (k if side else t / 2), -(r * (t + 2) + (t / 2 if side else k))))
-    return _make(m * n * 2 * t, edges, pos, J, seed, field, f"chimera {m}x{n}x{t}")
+    # Row of cells by row of cells (columns when there are more): first the t vertical spins of every
+    # cell (each replaces the one above it), then the t horizontal chains one at a time. The boundary
+    # holds t spins per column of cells plus one chain link: 2^(t n + 1) entries, 2^33 for 8 x 8 x 4
+    # (cell by cell it would hold all t chain links: 2^36).
+    order = []
+    if n <= m:
+        for r in range(m):
+            order += [q(r, c, 0, k) for c in range(n) for k in range(t)]
+            order += [q(r, c, 1, k) for k in range(t) for c in range(n)]
+    else:
+        for c in range(n):
+            order += [q(r, c, 1, k) for r in range(m) for k in range(t)]
+            order += [q(r, c, 0, k) for k in range(t) for r in range(m)]
+    return _make(m * n * 2 * t, edges, pos, J, seed, field, f"chimera {m}x{n}x{t}", order=order)
 
 
 # ---------------------------------------------------------------- solving --
+def plan(
+    sg: SpinGlass,
+    *,
+    module: Any = np,
+    dtype: Any = np.float64,
+    count_dtype: Any = None,
+    optimize: Any = "auto",
+    memory_limit: int | None = None,
+    max_time: float | None = None,
+) -> ContractionPlan:
+    """The contraction plan the solvers use for ``sg`` (pass it back as ``optimize=`` to reuse it).
+
+    ``optimize="auto"``: the boundary sweep along ``sg.order`` (square lattices row by row, chimera
+    cell by cell; :mod:`lazykern.tropical.orders`) when its largest intermediate fits
+    ``memory_limit`` entries, else "cotengra" seeded with that sweep; networks without an order
+    get opt_einsum's "auto". ``optimize="cotengra"`` refines the sweep and searches afresh for
+    ``max_time`` seconds (the plan is stored). Anything else is passed to
+    :func:`lazykern.tropical.contraction_plan`. ``memory_limit`` defaults to what fits the
+    device of ``module`` (:mod:`lazykern.tropical.einsum`), with ``count_dtype`` counted in for
+    :func:`degeneracy`.
+    """
+    start = time.monotonic()
+    labels, _ = sg.network()
+    sizes = dict.fromkeys(range(sg.n), 2)
+    if memory_limit is None:
+        be, _ = backend_of(_to_module(np.zeros(1, dtype=dtype), module))
+        entry = np.dtype(dtype).itemsize + (0 if count_dtype is None else np.dtype(count_dtype).itemsize)
+        memory_limit = be.memory_limit(entry)
+    seed = _sweep(labels, sg.order, sizes) if sg.order is not None else None
+    if optimize == "auto" and seed is not None:
+        sweep = contraction_plan(labels, (), sizes, optimize=seed)
+        if sweep.largest <= memory_limit:
+            return sweep
+        optimize = "cotengra"
+    if optimize == "cotengra":  # the budget covers the sweep built above too
+        budget = DEFAULT_MAX_TIME if max_time is None else float(max_time)
+        max_time = max(budget - (time.monotonic() - start), min(budget, 0.5))
+    return contraction_plan(
+        labels,
+        (),
+        sizes,
+        optimize=optimize,
+        memory_limit=memory_limit,
+        max_time=max_time,
+        initial=seed if optimize == "cotengra" else None,
+    )
+
+
+def _sweep(labels: list[tuple[int, ...]], order: Sequence[int], sizes: dict[int, int]) -> list[tuple[int, ...]]:
+    """The boundary sweep along ``order`` absorbing 1 to 3 spins a step, whichever is quickest when
+    every step is bound by memory (as on a GPU: the boundary is read and written once per step) as
+    much as by multiply-adds: 3 spins a step costs a third more of those on a square lattice but
+    passes over the boundary a third as often as 1 (and K, N <= 8 keeps tropical.bmm's row kernel)."""
+    best = None
+    for group in (1, 2, 3):
+        path = orders.sweep_path(labels, order, group)
+        plan = contraction_plan(labels, (), sizes, optimize=path)
+        score = plan.flops + _MACS_PER_ENTRY * 2 * plan.largest * math.ceil(len(order) / group)
+        if best is None or score < best[0]:
+            best = (score, path)
+    return best[1]
+
+
+_MACS_PER_ENTRY = 17  # H100 f32: 12 T tropical MAC/s against 0.7 T float32 entries/s moved (2.8 TB/s)
+
+
+def _planned(sg: SpinGlass, optimize: Any, slices: Sequence[int], **kw: Any) -> Any:
+    """``optimize`` as the contraction takes it: a plan for ``sg`` unless the caller fixed the order."""
+    if slices or isinstance(optimize, (ContractionPlan, list, tuple)) or hasattr(optimize, "search"):
+        return optimize
+    if optimize != "auto" and optimize != "cotengra":
+        return optimize
+    return plan(sg, optimize=optimize, **kw)
+
+
 def ground_state_energy(
     sg: SpinGlass,
     *,
@@ -162,12 +258,17 @@ def ground_state_energy(
     dtype: Any = np.float64,
     optimize: Any = "auto",
     slices: Sequence[int] = (),
-    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    memory_limit: int | None = None,
+    max_time: float | None = None,
 ) -> float:
     """E_0 = min_s E(s), exactly (one max-plus contraction). ``module``: numpy (CPU), cupy or
-    torch (GPU); ``optimize``/``slices``/``memory_limit`` as for :func:`lazykern.tropical.einsum`."""
+    torch (GPU); ``optimize``, ``memory_limit``, ``max_time`` as for :func:`plan` (a plan, an
+    explicit path or any :func:`lazykern.tropical.einsum` strategy also work); ``slices``: spins
+    to slice over explicitly. float32 is exact for +-J couplings (energies are integers far
+    below 2^24) and for any couplings that are small integers."""
     labels, tensors = sg.network(dtype, module)
-    out = contract_network(labels, (), tensors, optimize=optimize, slices=slices, memory_limit=memory_limit)
+    how = _planned(sg, optimize, slices, module=module, dtype=dtype, memory_limit=memory_limit, max_time=max_time)
+    out = contract_network(labels, (), tensors, optimize=how, slices=slices, memory_limit=memory_limit)
     return -float(_item(out))
 
 
@@ -179,7 +280,8 @@ def ground_state(
     optimize: Any = "auto",
     checkpoint: bool | int = False,
     slices: Sequence[int] = (),
-    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    memory_limit: int | None = None,
+    max_time: float | None = None,
     method: str = "backtrack",
 ) -> tuple[float, np.ndarray]:
     """(E_0, spins): the ground-state energy and one configuration reaching it (int8 +-1).
@@ -189,15 +291,16 @@ def ground_state(
     with the tropical gradient rule: d(-E_0)/d(vertex tensor i) is 1 at the ground state's s_i.
     """
     labels, tensors = sg.network(dtype, module)
-    if method == "autograd":
-        return _ground_state_autograd(sg, labels, tensors, optimize, slices, memory_limit)
-    if method != "backtrack":
+    if method not in ("backtrack", "autograd"):
         raise ValueError(f"method must be 'backtrack' or 'autograd', got {method!r}")
+    how = _planned(sg, optimize, slices, module=module, dtype=dtype, memory_limit=memory_limit, max_time=max_time)
+    if method == "autograd":
+        return _ground_state_autograd(sg, labels, tensors, how, slices, memory_limit)
     best, assignment = network_argmax(
         labels,
         (),
         tensors,
-        optimize=optimize,
+        optimize=how,
         checkpoint=checkpoint,
         slices=slices,
         memory_limit=memory_limit,
@@ -226,18 +329,29 @@ def degeneracy(
     count_dtype: Any = np.int64,
     optimize: Any = "auto",
     slices: Sequence[int] = (),
-    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    memory_limit: int | None = None,
+    max_time: float | None = None,
 ) -> tuple[float, int]:
     """(E_0, number of ground states), from one counting contraction. int64 counts are exact
     but wrap past 2^63 (a +-J square lattice passes that near L = 28); float64 counts do not
     overflow but round past 2^53."""
     labels, tensors = sg.network(dtype, module)
     pairs = [(t, _ones_like(t, count_dtype, module)) for t in tensors]
+    how = _planned(
+        sg,
+        optimize,
+        slices,
+        module=module,
+        dtype=dtype,
+        count_dtype=count_dtype,
+        memory_limit=memory_limit,
+        max_time=max_time,
+    )
     v, c = contract_network(
         labels,
         (),
         pairs,
-        optimize=optimize,
+        optimize=how,
         slices=slices,
         memory_limit=memory_limit,
         algebra=CountingAlgebra,

@@ -1,0 +1,94 @@
+"""One contraction-order search process, started and ended by :mod:`lazykern.tropical._planner`.
+
+Run as a script (``python _plan_worker.py``), so the child imports cotengra and opt_einsum only, never
+the caller's ``__main__`` (as multiprocessing's spawn would) nor lazykern. It reads one JSON request
+on stdin and writes one JSON line to stdout each time its best order improves:
+``{"path": [[i, j], ...], "sliced": [label, ...], "flops": f, "size": s}`` (labels are the request's
+symbols). It stops by itself at the request's deadline; the parent kills it sooner when it is done.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import threading
+import time
+from typing import Any
+
+
+def _emit(tree: Any, best: list[float]) -> None:
+    flops = float(tree.contraction_cost())
+    if flops >= best[0]:
+        return
+    best[0] = flops
+    line = {
+        "path": [list(p) for p in tree.get_path()],
+        "sliced": sorted(tree.sliced_inds),
+        "flops": flops,
+        "size": float(tree.max_size()),
+    }
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+
+
+def refine(req: dict[str, Any], deadline: float, best: list[float]) -> None:
+    """Subtree reconfiguration of the caller's order (a geometry seed), then slicing to the target."""
+    import cotengra
+
+    inputs, output, sizes = req["inputs"], req["output"], req["sizes"]
+    tree = cotengra.ContractionTree.from_path(inputs, output, sizes, path=[tuple(p) for p in req["initial"]])
+    target = req["target"]
+    sliced = tree.slice(target_size=target) if tree.max_size() > target else tree
+    _emit(sliced, best)
+    seed = req["seed"]
+    while time.monotonic() < deadline:
+        tree = tree.subtree_reconfigure(subtree_size=8, maxiter=64, seed=seed, minimize="flops")
+        seed += 1
+        sliced = tree.slice(target_size=target, seed=seed) if tree.max_size() > target else tree
+        _emit(sliced, best)
+
+
+def hyper(req: dict[str, Any], deadline: float, best: list[float]) -> None:
+    """cotengra's hyper-optimizer, in this process only (parallel=False), read as it improves."""
+    import cotengra
+
+    opt = cotengra.HyperOptimizer(
+        methods=req.get("methods"),
+        max_repeats=1 << 20,
+        max_time=max(deadline - time.monotonic(), 0.1),
+        parallel=False,
+        minimize="flops",
+        slicing_opts={"target_size": req["target"]},
+        on_trial_error="ignore",
+        progbar=False,
+    )
+    done = threading.Event()
+
+    def search() -> None:
+        try:
+            opt.search(req["inputs"], req["output"], req["sizes"])
+        finally:
+            done.set()
+
+    threading.Thread(target=search, daemon=True).start()  # this process ends with its deadline anyway
+    while not done.wait(0.1) and time.monotonic() < deadline:
+        if "tree" in opt.best:  # a dict cotengra replaces whole on each improvement
+            _emit(opt.best["tree"], best)
+    if "tree" in opt.best:
+        _emit(opt.best["tree"], best)
+
+
+def main() -> int:
+    req = json.loads(sys.stdin.readline())
+    deadline = time.monotonic() + float(req["seconds"])
+    best = [math.inf]
+    try:
+        (refine if req.get("initial") is not None else hyper)(req, deadline, best)
+    except BrokenPipeError:  # the parent took what it needed and closed the pipe
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

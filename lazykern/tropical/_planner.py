@@ -1,0 +1,178 @@
+"""Contraction-order search under a time budget, in processes lazykern starts and ends.
+
+cotengra's own parallel pools keep running queued trials after its search returns: the process then
+lingers at exit until they end (minutes on a large lattice), and one trial's slicing can run far past
+``max_time``. So the search runs in worker processes lazykern owns (``_plan_worker.py``, started as a
+script: no ``__main__`` re-import, no fork of a process holding locks or a CUDA context). Each writes
+its best order as it improves; at the deadline the parent takes the best it has, kills the workers and
+reaps them. Planning ends within ``max_time`` plus process teardown, and leaves nothing running.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("lazykern")
+
+DEFAULT_MAX_TIME = 5.0  # seconds of search for optimize="cotengra" when max_time is not given
+_WORKER = Path(__file__).with_name("_plan_worker.py")
+_REAP_SECONDS = 2.0
+_ERRORS: dict[int, Any] = {}  # worker pid -> the file its stderr goes to
+_MAX_WORKERS = 8
+_KEEP = 4  # orders handed back for lazykern's own costing (cotengra counts flops a little differently)
+# One worker refines the caller's order where there is one; the rest run the hyper-optimizer, each
+# with its own partitioner mix so they do not repeat each other.
+_METHODS: list[list[str] | None] = [None, ["kahypar", "greedy"], ["greedy", "kahypar-agglom"], ["kahypar"]]
+
+Candidate = tuple[list[tuple[int, ...]], list[str]]  # (path, sliced symbols)
+
+
+def cotengra_missing() -> ImportError:
+    return ImportError(
+        "optimize='cotengra' needs cotengra, which is not installed: pip install 'lazykern[tn]' "
+        "(or pass optimize='greedy' / 'auto', or an explicit path)"
+    )
+
+
+def search(
+    inputs: Sequence[Sequence[str]],
+    output: Sequence[str],
+    sizes: dict[str, int],
+    *,
+    target: int,
+    max_time: float,
+    initial: Sequence[Sequence[int]] | None = None,
+    workers: int | None = None,
+) -> list[Candidate]:
+    """The best few orders the workers reported within ``max_time`` seconds, best first (by cotengra's flops).
+
+    ``inputs`` are single-character symbols (opt_einsum's); ``target``: entries of the largest
+    intermediate after slicing; ``initial``: a path to refine (subtree reconfiguration) beside the
+    fresh searches. Raises ImportError when cotengra is missing.
+    """
+    try:
+        import cotengra  # noqa: F401  (checked here, where the error can name the extra)
+    except ImportError:
+        raise cotengra_missing() from None
+    if max_time <= 0:
+        raise ValueError(f"max_time must be a positive number of seconds, got {max_time!r}")
+    count = workers or max(1, min(_MAX_WORKERS, os.cpu_count() or 1))
+    start = time.monotonic()
+    deadline = start + max_time
+    request = {
+        "inputs": [list(t) for t in inputs],
+        "output": list(output),
+        "sizes": dict(sizes),
+        "target": int(target),
+        # The child stops by itself a little before the parent's deadline (its start-up is spent already).
+        "seconds": max(max_time - 0.25, 0.1),
+    }
+    jobs = []
+    for i in range(count):
+        job = dict(request, seed=i)
+        if initial is not None and i == 0:
+            job["initial"] = [list(p) for p in initial]
+        else:
+            job["methods"] = _METHODS[i % len(_METHODS)]
+        jobs.append(job)
+    procs = [_start(job) for job in jobs]
+    found: list[tuple[float, Candidate]] = []
+    try:
+        _collect(procs, deadline, found)
+    finally:
+        _reap(procs)
+    log.debug("contraction search: %d orders from %d workers in %.2f s", len(found), count, time.monotonic() - start)
+    found.sort(key=lambda item: item[0])
+    return [c for _, c in found[:_KEEP]]
+
+
+def _tail(proc: subprocess.Popen) -> str:
+    err = _ERRORS.pop(proc.pid, None)
+    if err is None:
+        return ""
+    with err:
+        err.seek(0)
+        return err.read()[-2000:].decode(errors="replace")
+
+
+def _start(job: dict[str, Any]) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # cotengra as this process sees it
+    err = tempfile.TemporaryFile()  # a file, not a pipe: a chatty worker never blocks on it
+    proc = subprocess.Popen(
+        [sys.executable, str(_WORKER)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=err,
+        env=env,
+        close_fds=True,
+    )
+    _ERRORS[proc.pid] = err
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(job).encode() + b"\n")
+    proc.stdin.close()
+    return proc
+
+
+def _collect(procs: list[subprocess.Popen], deadline: float, found: list[tuple[float, Candidate]]) -> None:
+    """Read the workers' lines until the deadline or until every worker has ended."""
+    sel = selectors.DefaultSelector()
+    buffers: dict[int, bytes] = {}
+    for p in procs:
+        assert p.stdout is not None
+        os.set_blocking(p.stdout.fileno(), False)
+        sel.register(p.stdout, selectors.EVENT_READ)
+        buffers[p.stdout.fileno()] = b""
+    try:
+        while sel.get_map() and (left := deadline - time.monotonic()) > 0:
+            for key, _ in sel.select(timeout=left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                lines = (buffers[key.fd] + chunk).split(b"\n")
+                buffers[key.fd] = lines.pop()
+                for line in lines:
+                    _take(line, found)
+    finally:
+        sel.close()
+
+
+def _take(line: bytes, found: list[tuple[float, Candidate]]) -> None:
+    try:
+        item = json.loads(line)
+        path = [tuple(int(i) for i in step) for step in item["path"]]
+        sliced = [str(s) for s in item["sliced"]]
+        flops = float(item["flops"])
+    except (ValueError, KeyError, TypeError) as exc:
+        log.debug("contraction search: ignored a worker line (%s)", exc)
+        return
+    if math.isfinite(flops):
+        found.append((flops, (path, sliced)))
+
+
+def _reap(procs: list[subprocess.Popen]) -> None:
+    """Kill every worker and wait for it: nothing this search started outlives it."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    for p in procs:
+        try:
+            p.wait(timeout=_REAP_SECONDS)
+        except subprocess.TimeoutExpired:  # a process that ignores SIGKILL is stuck in the kernel
+            log.warning("contraction search: worker %d did not end after SIGKILL", p.pid)
+        if p.stdout is not None:
+            p.stdout.close()
+        tail = _tail(p)
+        if p.returncode not in (0, -9):  # -9: the deadline's SIGKILL
+            log.warning("contraction search: a worker failed (exit %s): %s", p.returncode, tail)

@@ -1,0 +1,80 @@
+"""Geometry-seeded contraction orders: their cost at published scale, and exact answers through them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from lazykern.tropical import networks as nw
+from lazykern.tropical import orders
+from lazykern.tropical.einsum import contraction_plan
+
+from ._spin_oracles import brute_force, transfer_matrix
+
+
+def test_square_lattice_sweep_has_a_2_to_the_L_boundary():
+    """32 x 32 (PRL 126 090506's largest lattice): the sweep keeps 2^32 entries (16 GiB in float32,
+    fits an 80 GB GPU) and costs 10^13.04 multiply-adds (3 spins a step; 1 a step: 10^12.92 in three
+    times the passes over the boundary), no search needed."""
+    sg = nw.square_lattice(32)
+    plan = nw.plan(sg, memory_limit=2**32)
+    assert plan.largest == 2**32 and not plan.sliced
+    assert math.log10(plan.flops) < 13.05
+    one = contraction_plan(
+        *sg.network()[:1], (), dict.fromkeys(range(sg.n), 2), optimize=orders.sweep_path(sg.network()[0], sg.order)
+    )
+    assert one.largest == 2**32 and math.log10(one.flops) < 12.93
+
+
+@pytest.mark.parametrize("L", [4, 6, 9])
+def test_every_group_size_gives_the_exact_answers(L):
+    sg = nw.square_lattice(L, seed=L, field=0.2 if L == 6 else 0.0)
+    E0, count = transfer_matrix(sg, L)
+    labels, tensors = sg.network()
+    sizes = dict.fromkeys(range(sg.n), 2)
+    for group in (1, 2, 3):
+        path = orders.sweep_path(labels, sg.order, group)
+        plan = contraction_plan(labels, (), sizes, optimize=path)
+        assert plan.largest <= 2 ** (L + group + 1)
+        assert nw.ground_state_energy(sg, optimize=plan) == pytest.approx(E0, abs=1e-9)
+        assert nw.degeneracy(sg, optimize=plan) == (pytest.approx(E0, abs=1e-9), count)
+        E, spins = nw.ground_state(sg, optimize=plan, checkpoint=True)
+        assert E == pytest.approx(E0, abs=1e-9) and sg.energy(spins) == pytest.approx(E0, abs=1e-9)
+
+
+def test_a_sweep_over_memory_is_refined_and_sliced_by_cotengra():
+    pytest.importorskip("cotengra")
+    sg = nw.chimera(1, 2, 4, seed=5)
+    E0, count, _ = brute_force(sg)
+    plan = nw.plan(sg, memory_limit=8, max_time=0.5)
+    assert plan.largest <= 8 and plan.sliced
+    assert nw.ground_state_energy(sg, optimize=plan) == E0
+    assert nw.degeneracy(sg, optimize=plan) == (E0, count)
+    E, spins = nw.ground_state(sg, optimize=plan)
+    assert E == E0 == sg.energy(spins)
+
+
+def test_chimera_sweep_holds_one_chain_link():
+    """512-qubit chimera: vertical spins of a row of cells, then its horizontal chains one at a time:
+    2^33 entries and 2^41.8 multiply-adds (cell by cell: 2^36 and 2^45.3)."""
+    sg = nw.chimera(8, 8, 4)
+    plan = nw.plan(sg, memory_limit=2**33)
+    assert plan.largest == 2**33 and not plan.sliced and math.log2(plan.flops) < 41.9
+
+
+def test_chimera_and_lattices_know_their_order():
+    assert nw.square_lattice(3).order == tuple(range(9))
+    chip = nw.chimera(2, 3, 4)
+    assert sorted(chip.order) == list(range(chip.n)) and chip.order != tuple(range(chip.n))  # across the short side
+    assert nw.random_regular(10, 3).order is None
+
+
+def test_sweep_arguments():
+    with pytest.raises(ValueError, match="group"):
+        orders.sweep_path([(0,)], [0], 0)
+    assert orders.ssa_to_positions([(0, 1), (2, 3)], 3) == [(0, 1), (0, 1)]
+    assert np.isfinite(
+        contraction_plan([(0, 1), (1,)], (), {0: 2, 1: 2}, optimize=orders.sweep_path([(0, 1), (1,)], [1, 0])).flops
+    )
