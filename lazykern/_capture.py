@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _fork
 from ._device import stream_handle
 from .errors import CaptureError
 
@@ -24,7 +25,7 @@ from .errors import CaptureError
 #: the thread-local lookup costs nothing while nobody captures.
 active = 0
 
-_lock = threading.Lock()
+_lock = _fork.lock()
 _local = threading.local()
 
 _SCALARS = (bool, int, float, complex, str, bytes, np.generic)

@@ -24,11 +24,10 @@ guards; the driver's refusal is then translated by ``graph.py``.
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import _capture
+from . import _capture, _fork
 from .errors import CaptureError
 
 _ALLOCATORS = (
@@ -42,7 +41,7 @@ _ALLOCATORS = (
     "managed_array",
 )
 
-_lock = threading.Lock()
+_lock = _fork.lock()
 _installed = 0
 _saved: list[tuple[Any, str, Any]] = []
 

@@ -8,13 +8,12 @@ the parameters straight into a reused block for ``cuLaunchKernel`` (the hot path
 from __future__ import annotations
 
 import ctypes
-import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from cuda.bindings import driver as _cu
 
-from . import _device, _numba_args
+from . import _device, _fork, _numba_args
 from ._device import current_context
 from .kernel import Kernel
 
@@ -52,7 +51,7 @@ class Instance:
         self.fill: Callable[..., None] | None = None
         self.block: Any = None  # the parameter block, reused: cuLaunchKernel copies it before returning
         self.extra = 0
-        self.block_lock = threading.Lock()
+        self.block_lock = _fork.lock()
 
     def function(self) -> Any:
         """The cuda.core kernel for the current context, fetched, compiled or loaded on first use."""

@@ -14,19 +14,29 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import time
 import types as pytypes
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from . import _numba_args
+from . import _fork, _numba_args
 from .errors import CompileError
 
 log = logging.getLogger("lazykern")
 
 # Helpers numba-cuda links in when the generated code calls them (see _Kernel.__init__).
 _RESHAPE_FUNCS = ("nocopy_empty_reshape", "numba_attempt_nocopy_reshape")
+
+
+@_fork.on_child
+def _reset_numba_compiler_lock() -> None:
+    # A parent thread compiling at fork() time leaves Numba's global compiler lock held in the child.
+    for name in ("numba.cuda.core.compiler_lock", "numba.core.compiler_lock"):
+        held = getattr(getattr(sys.modules.get(name), "global_compiler_lock", None), "_lock", None)
+        if held is not None:
+            held._at_fork_reinit()
 
 
 def arch_to_cc(arch: str) -> tuple:

@@ -33,9 +33,9 @@ from typing import Any
 
 import filelock
 
-from . import _entry, config
+from . import _entry, _fork, config
 from ._locks import LOCK_DIR, NullLock, ProcessLock
-from ._store import STORE_ERRORS, DiskBackend, MemoryBackend
+from ._store import STORE_ERRORS, DiskBackend, MemoryBackend, is_busy
 from .errors import CacheError, LazykernWarning, warn_user
 
 try:
@@ -68,7 +68,7 @@ _COUNTERS = ("lookups", "hits", "misses", "compiles", "compile_ms", "saved_ms", 
 # Every KernelCache of this process together, plus the simulator's instantiations:
 # what lazykern.testing.assert_no_compile() watches.
 _totals = dict.fromkeys(_COUNTERS, 0)
-_totals_lock = threading.Lock()
+_totals_lock = _fork.lock()
 
 
 def process_totals() -> dict[str, int]:
@@ -164,10 +164,11 @@ class KernelCache(ProgramCacheResource):
         self.requested_directory = os.fspath(directory) if directory is not None else config.default_cache_dir()
         self.degraded: str | None = None
         self._counts = dict.fromkeys(_COUNTERS, 0)
-        self._count_lock = threading.Lock()
+        self._count_lock = _fork.lock()
         self._key_locks: dict[str, threading.Lock] = {}
-        self._key_locks_guard = threading.Lock()
+        self._key_locks_guard = _fork.lock()
         self._warned: set[str] = set()
+        self._held: dict[str, _entry.Entry] = {}  # compiled while the store was held by another process
         if enabled:
             self._backend = self._open_disk(self.requested_directory)
         else:
@@ -252,6 +253,9 @@ class KernelCache(ProgramCacheResource):
                 self._drop(key, first.reason)
                 return None
         except STORE_ERRORS as exc:
+            if is_busy(exc):
+                self._warn_busy()
+                return self._held.get(key)
             self._warn_once("read", f"lazykern could not read its cache at {self.directory!r} ({exc}); recompiling.")
             return None
 
@@ -310,11 +314,23 @@ class KernelCache(ProgramCacheResource):
             if self._backend.get(key) is None:  # evicted at once: the store holds nothing else
                 self._warn_too_small(len(blob))
         except (*STORE_ERRORS, *_FOREIGN) as exc:
+            if is_busy(exc):
+                self._warn_busy()
+                self._held[key] = _entry.Entry(code, meta)
+                return
             self._warn_once(
                 "write",
                 f"lazykern could not write to its cache at {self.directory!r} ({exc}); "
                 "newly compiled kernels will not persist. Free disk space or set LAZYKERN_CACHE_DIR.",
             )
+
+    def _warn_busy(self) -> None:
+        self._warn_once(
+            "busy",
+            f"lazykern's cache database in {self.directory!r} is held by another process (a writer stopped "
+            "with Ctrl-Z or in a debugger, an sqlite3 shell in a transaction); kernels are compiled and kept "
+            "in memory until it is free. LAZYKERN_STORE_TIMEOUT sets how long to wait for it.",
+        )
 
     def _warn_too_small(self, size: int) -> None:
         self._warn_once(
@@ -371,7 +387,7 @@ class KernelCache(ProgramCacheResource):
 
     def _thread_lock(self, key: str) -> threading.Lock:
         with self._key_locks_guard:
-            return self._key_locks.setdefault(key, threading.Lock())
+            return self._key_locks.setdefault(key, _fork.lock())
 
     def _process_lock(self, key: str) -> ProcessLock | NullLock:
         if self.directory is None:
@@ -642,7 +658,7 @@ def _user_stacklevel() -> int:
 
 
 _warned_dirs: set[str] = set()
-_warned_dirs_lock = threading.Lock()
+_warned_dirs_lock = _fork.lock()
 
 
 def _prepare_dir(directory: str) -> None:
@@ -668,7 +684,7 @@ def _prepare_dir(directory: str) -> None:
 
 
 _default: KernelCache | None = None
-_default_lock = threading.Lock()
+_default_lock = _fork.lock()
 
 
 def default_cache() -> KernelCache:

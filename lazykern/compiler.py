@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import cast
 
-from . import config
+from . import _fork, config
 from .errors import CompileError
 
 log = logging.getLogger("lazykern")
@@ -389,6 +389,7 @@ def header_digest(source: str, options: Sequence[str]) -> str:
     return include_digest(source, [*user, *system_include_dirs()], system_include_dirs(), defines)
 
 
+@_fork.native  # NVRTC: a child forked mid-compile must not call it in-process
 def compile_source(
     source: str,
     *,

@@ -30,12 +30,11 @@ call with a new signature counting as a miss and a compile (so
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from types import FunctionType
 from typing import Any, cast
 
-from . import _lazy_entry, _numba_args, compiler
+from . import _fork, _lazy_entry, _numba_args, compiler
 from ._device import simulating as _simulating
 from ._launch import Launchable, Launcher, LauncherCache
 from ._lazy_instance import Instance
@@ -106,7 +105,7 @@ class LazyKernel(Launchable):
         self._instances: dict[tuple, Instance] = {}  # Numba types -> instance
         self._dispatch = Dispatcher(self)
         self._launchers = LauncherCache(self._make_launcher)
-        self._lock = threading.RLock()
+        self._lock = _fork.rlock()
         self._sim_dispatcher: Any = None
         self._sim_signatures: dict[tuple, None] = {}
         self._warmed: dict[tuple[str, ...], None] = {}

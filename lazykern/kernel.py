@@ -8,13 +8,12 @@ with ``cuda.core.launch``. Nothing synchronizes after a launch.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from . import _device
+from . import _device, _fork
 from ._device import current_context
 from ._launch import Launchable, Launcher, LauncherCache, device_pointer
 from .compiler import arch_of
@@ -80,7 +79,7 @@ class Kernel(Launchable):
         self._arrays = None if self.signature is None else self._array_picker(self.signature)
         self._functions: dict[int, Any] = {}  # device ordinal -> loaded kernel
         self._by_context: dict[int, Any] = {}  # CUcontext handle -> loaded kernel (hot path)
-        self._load_lock = threading.Lock()
+        self._load_lock = _fork.lock()
         self._launchers = LauncherCache(lambda config: Launcher(self, config, name))
 
     @staticmethod

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _device, memory
+from .. import _device, _fork, memory
 from .._launch import core_stream, launch_packed
 from . import _arrays
 
@@ -35,9 +35,11 @@ def remember(key: tuple | None, entry: Any) -> Any:
     return entry
 
 
+@_fork.on_child
 def clear() -> None:
-    """Forget every cached call (tests; a device reset)."""
+    """Forget every cached call (tests; a device reset; a forked child: the parent's streams are not its own)."""
     _entries.clear()
+    _streams.clear()
 
 
 def _stream(handle: int) -> Any:
