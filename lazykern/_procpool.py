@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 _GRACE = 1.0  # seconds a terminated worker gets before SIGKILL
@@ -42,7 +42,7 @@ def run(
     jobs: int,
     *,
     task_timeout: float | None = None,
-) -> Iterator[Outcome]:
+) -> Generator[Outcome, None, None]:
     """``fn(*task)`` for every task, in up to ``jobs`` spawned processes, yielded as each ends.
 
     ``fn`` must be importable by name (a module-level function): workers are started with
@@ -82,7 +82,8 @@ def run(
         for _ in range(min(jobs, len(pending))):
             start()
         while busy:
-            for conn in wait(list(busy), timeout=_next_deadline(busy.values(), task_timeout)):
+            ready: list[Any] = wait(list(busy), timeout=_next_deadline(busy.values(), task_timeout))
+            for conn in ready:
                 worker = busy[conn]
                 try:
                     ok, value = conn.recv()

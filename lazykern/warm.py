@@ -22,7 +22,7 @@ import fnmatch
 import html
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import closing
 from typing import Any
 
@@ -108,6 +108,7 @@ def compile_one(spec: str, name: str, arch: str) -> WarmResult:
     """Worker body: compile (or find) one kernel and make sure it is stored. Errors come back as data."""
     start = time.perf_counter()
     stored = False
+    failed: WarmResult | None = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", LazykernWarning)
         try:
@@ -121,8 +122,6 @@ def compile_one(spec: str, name: str, arch: str) -> WarmResult:
             failed = WarmResult(name, arch, "failed", time.perf_counter() - start, exc.log or str(exc))
         except Exception as exc:  # one broken kernel must not stop the others
             failed = WarmResult(name, arch, "failed", time.perf_counter() - start, f"{type(exc).__name__}: {exc}")
-        else:
-            failed = None
     said = tuple(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, LazykernWarning)))
     if failed is not None:
         return dataclasses.replace(failed, stored=False, warnings=said)
@@ -212,7 +211,7 @@ def _warm(
 TASK_TIMEOUT = 900.0  # seconds one kernel may compile in a worker before it is stopped (a hung compiler)
 
 
-def _run(spec: str, todo: list[tuple[str, str]], jobs: int, in_process: bool) -> Iterator[WarmResult]:
+def _run(spec: str, todo: list[tuple[str, str]], jobs: int, in_process: bool) -> Generator[WarmResult, None, None]:
     if in_process:
         for name, arch in todo:
             yield compile_one(spec, name, arch)

@@ -17,10 +17,13 @@ import dataclasses
 import threading
 import time
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.console import Console
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 
 @dataclasses.dataclass
@@ -55,15 +58,15 @@ class PlainProgress:
         self._stop.set()
         self._thread.join()
 
-    def add_task(self, description: str, total: float | None = None, **_: Any) -> int:
+    def add_task(self, description: str, total: float | None = None, **_: Any) -> TaskID:
         with self._lock:
             task_id = len(self._tasks)
             self._tasks[task_id] = _Task(description, total)
-        return task_id
+        return cast("TaskID", task_id)
 
     def update(
         self,
-        task_id: int,
+        task_id: TaskID,
         *,
         total: float | None = None,
         completed: float | None = None,
