@@ -1,8 +1,10 @@
 """A process that forks (multiprocessing's "fork" start method) while another thread compiles.
 
-argv: mode. ``same``: the thread's compile is held open (a slow compile around the real one) and the
-child asks for the same kernel. ``nvrtc``: the fork happens while the thread is inside NVRTC itself,
-and the child compiles another kernel. Prints one JSON line: the child's exit code and seconds.
+argv: mode [cuda]. ``same``: the thread's compile is held open (a slow compile around the real one)
+and the child asks for the same kernel. ``nvrtc``: the fork happens while the thread is inside NVRTC
+itself, and the child compiles another kernel. ``cuda`` (GPU runs, benchmarks/liveness_gpu.py):
+a CUDA context is open in the parent first, and the parent launches its kernel after the child ends.
+Prints one JSON line: the child's exit code and seconds.
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ def child(family, name: str, out) -> None:
 
 def main() -> None:
     mode = sys.argv[1]
+    with_cuda = sys.argv[2:] == ["cuda"]
+    if with_cuda:
+        from numba import cuda
+
+        cuda.current_context()
     family = make_family(3)
     inside = threading.Event()
     if mode == "same":
@@ -62,6 +69,12 @@ def main() -> None:
     result = {"exit": proc.exitcode, "hung": hung, "seconds": round(time.monotonic() - start, 3)}
     if proc.exitcode == 0:
         result.update(out.get(timeout=5))
+    if with_cuda:
+        import numpy as np
+
+        data = cuda.to_device(np.zeros(32, np.int32))
+        family.get("add_0")[1, 32](data, 32)  # the parent's context still works after the fork
+        result["parent_launch"] = int(data.copy_to_host()[0])
     print(json.dumps(result), flush=True)
 
 
