@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import signal
 import threading
 import time
@@ -52,6 +53,7 @@ def run(
     from multiprocessing.connection import wait
 
     ctx = multiprocessing.get_context("spawn")
+    owner = os.getpid()
     pending = deque(tasks)
     busy: dict[Any, _Worker] = {}  # parent end of the pipe -> worker holding a task
     idle: list[_Worker] = []  # told there is no more work: exiting
@@ -97,7 +99,8 @@ def run(
             for worker in _overdue(busy.values(), task_timeout):
                 yield retire(worker, f"timed out after {task_timeout:g} s (its worker was stopped)")
     finally:
-        _stop([*busy.values(), *idle])
+        if os.getpid() == owner:  # a forked child finalizing its copy of this generator must not stop our workers
+            _stop([*busy.values(), *idle])
 
 
 @dataclasses.dataclass
