@@ -304,7 +304,17 @@ class DiskBackend:
 
     # -- operations ----------------------------------------------------------
     def get(self, key: str) -> Any:
-        return self._run(lambda c: c.get(key, default=None, retry=False))
+        try:
+            return self._run(lambda c: c.get(key, default=None, retry=False))
+        except STORE_ERRORS as exc:
+            if not is_busy(exc):
+                raise
+            # Held by another process: diskcache's get records the access time, which needs the
+            # write lock; reading alone does not (WAL). A stored entry is still served, untouched.
+            value = self._run(lambda c: _read_untouched(c, key))
+            if value is None:
+                raise
+            return value
 
     def set(self, key: str, value: bytes, tag: str | None = None) -> None:
         self._run(lambda c: c.set(key, value, tag=tag, retry=False))
@@ -532,6 +542,19 @@ def _row_bytes(mode: Any, filename: Any, value: Any, directory: str) -> bytes | 
 def _num(value: Any) -> Any:
     """A number column as a finite number (another program may have written text there)."""
     return value if isinstance(value, (int, float)) and value == value and abs(value) < 1e18 else 0
+
+
+def _read_untouched(cache: diskcache.Cache, key: str) -> Any:
+    """The value under ``key`` read without a transaction (no access-time update), or None."""
+    rows = cache._sql(
+        "SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1"
+        " AND (expire_time IS NULL OR expire_time > ?)",
+        (key, time.time()),
+    ).fetchall()
+    if not rows:
+        return None
+    mode, filename, value = rows[0]
+    return cache._disk.fetch(mode, filename, value, False)
 
 
 def _delete_rowids(cache: diskcache.Cache, rowids: list[int]) -> None:
