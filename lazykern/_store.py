@@ -131,16 +131,13 @@ class NoPickleDisk(diskcache.Disk):
             super().remove(file_path)
 
 
-class StoreBusy(sqlite3.OperationalError):
+class StoreBusy(sqlite3.OperationalError, CacheError):
     """Another process held the database's write lock for longer than the store's wait."""
 
 
 def is_busy(exc: BaseException) -> bool:
-    """True when a store operation gave up waiting for another process's lock.
-
-    diskcache reports a busy ``BEGIN IMMEDIATE`` as its own ``Timeout`` (operations run without
-    its endless retry), everything else as :class:`StoreBusy`.
-    """
+    """True when a store operation gave up waiting for another process's lock (:class:`StoreBusy`,
+    or diskcache's own ``Timeout`` from a call outside :class:`DiskBackend`)."""
     return isinstance(exc, (StoreBusy, diskcache.Timeout))
 
 
@@ -166,7 +163,9 @@ class BoundedCache(diskcache.Cache):
     def __init__(self, directory: str, *, wait: float, **settings: Any) -> None:
         self._wait = wait
         self._busy_until = 0.0
+        self._opening = True
         super().__init__(directory, timeout=0, **settings)
+        self._opening = False
 
     @property
     def _sql(self) -> Callable[..., sqlite3.Cursor]:
@@ -180,19 +179,39 @@ class BoundedCache(diskcache.Cache):
                 except sqlite3.OperationalError as exc:
                     if isinstance(exc, StoreBusy) or not _locked(exc):
                         raise
+                    if self._opening and _unchanged(execute, statement, args):
+                        # diskcache rewrites every setting on open; one that already holds its value
+                        # needs no lock, so a store held by another process still opens (and reads).
+                        return execute("SELECT 0")
                     now = time.monotonic()
                     if deadline is None:
                         deadline = now + (0.0 if now < self._busy_until else self._wait)
                     if now >= deadline:
                         self._busy_until = now + COOL_DOWN
                         raise StoreBusy(
-                            f"database is held by another process: gave up after {self._wait:g} s "
-                            "(LAZYKERN_STORE_TIMEOUT sets the wait)"
+                            f"cache database in {self.directory!r} is held by another process: "
+                            f"gave up after {self._wait:g} s (LAZYKERN_STORE_TIMEOUT sets the wait)"
                         ) from None
                     time.sleep(min(pause, deadline - now))
                     pause = min(pause * 2, 0.05)
 
         return bounded
+
+
+def _unchanged(execute: Callable[..., sqlite3.Cursor], statement: str, args: tuple[Any, ...]) -> bool:
+    """Whether one of diskcache's settings writes on open would leave the Settings table as it is."""
+    params: Any = args[0] if args else ()
+    if statement.startswith("INSERT OR IGNORE INTO Settings"):
+        key, _ = params
+        return execute("SELECT 1 FROM Settings WHERE key = ?", (key,)).fetchone() is not None
+    if statement.startswith("INSERT OR REPLACE INTO Settings"):
+        key, value = params
+    elif statement.startswith("UPDATE Settings SET value = ? WHERE key = ?"):
+        value, key = params
+    else:
+        return False
+    row = execute("SELECT value FROM Settings WHERE key = ?", (key,)).fetchone()
+    return row is not None and row[0] == value and type(row[0]) is type(value)
 
 
 class DiskBackend:
@@ -248,6 +267,11 @@ class DiskBackend:
         cache = self.cache
         try:
             return op(cache)
+        except diskcache.Timeout:  # a busy BEGIN IMMEDIATE (operations run with retry=False)
+            raise StoreBusy(
+                f"cache database {self._db_path!r} is held by another process: "
+                f"gave up after {self.wait:g} s (LAZYKERN_STORE_TIMEOUT sets the wait)"
+            ) from None
         except sqlite3.DatabaseError as exc:
             if not is_corrupt(exc):
                 raise

@@ -35,7 +35,7 @@ import filelock
 
 from . import _entry, _fork, config
 from ._locks import LOCK_DIR, NullLock, ProcessLock
-from ._store import STORE_ERRORS, DiskBackend, MemoryBackend, is_busy
+from ._store import STORE_ERRORS, DiskBackend, MemoryBackend, StoreBusy, is_busy
 from .errors import CacheError, LazykernWarning, warn_user
 
 try:
@@ -275,6 +275,8 @@ class KernelCache(ProgramCacheResource):
             entry = _entry.decode(blob)
         except _entry.StaleEntry as exc:
             raise _BadEntry(str(exc), stale=True) from None
+        except StoreBusy:
+            raise  # the store is held by another process: nothing is wrong with the entry
         except (CacheError, _entry.EntryError, *_FOREIGN) as exc:
             raise _BadEntry(str(exc) or type(exc).__name__) from None
         except OSError as exc:  # the blob file exists but cannot be read back

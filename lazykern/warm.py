@@ -71,6 +71,7 @@ class WarmSummary:
     seconds: float
     where: str = ""  # the store's directory, "memory" (this process only) or "nowhere" (worker processes)
     why: str = ""  # why not the disk store, when ``where`` is not a directory
+    warnings: tuple[str, ...] = ()  # what the cache said during the run, each once
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.results if r.status == status)
@@ -169,7 +170,8 @@ def warm(
         warnings.simplefilter("always", LazykernWarning)
         summary = _warm(spec, patterns, archs, jobs, everything, on_start, on_result)
     said = [str(w.message) for w in caught if issubclass(w.category, LazykernWarning)]
-    for message in dict.fromkeys([*said, *(m for r in summary.results for m in r.warnings)]):
+    summary.warnings = tuple(dict.fromkeys([*said, *(m for r in summary.results for m in r.warnings)]))
+    for message in summary.warnings:
         warn_user(message, LazykernWarning)
     summary.seconds = time.perf_counter() - start
     return summary

@@ -147,7 +147,8 @@ def _not_persisted(summary) -> str:
     lost = summary.not_stored()
     if not lost:
         return ""
-    reason = summary.why or next((w for r in lost for w in r.warnings), "the store refused the writes")
+    said = [w for r in lost for w in r.warnings] + list(summary.warnings)
+    reason = summary.why or (said[0] if said else "the store refused the writes")
     if summary.where in ("memory", "nowhere"):
         return (
             f"nothing was persisted: the kernel cache is not on disk ({reason}); the {len(lost)} kernels "
