@@ -193,7 +193,7 @@ class BoundedCache(diskcache.Cache):
                             f"gave up after {self._wait:g} s (LAZYKERN_STORE_TIMEOUT sets the wait)"
                         ) from None
                     time.sleep(min(pause, deadline - now))
-                    pause = min(pause * 2, 0.05)
+                    pause = min(pause * 2, 0.01)  # short: writers hold the lock for milliseconds
 
         return bounded
 
