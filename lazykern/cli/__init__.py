@@ -89,7 +89,7 @@ def warm(
     if all_kernels and patterns:
         raise typer.BadParameter("--all selects every kernel, --kernels some of them: give one", param_hint="--all")
     archs = checked_archs(split_list(arch))
-    n_jobs = jobs if jobs > 0 else (os.cpu_count() or 1)
+    n_jobs = jobs if jobs > 0 else _cores()
     done: list = []
     todo = [0]
     began = time.monotonic()
@@ -129,15 +129,23 @@ def warm(
         raise typer.Exit(1)
 
 
+def _cores() -> int:
+    """The CPU cores this process may run on (a container's or taskset's limit, not the host's count)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+
+
 def _print_stopped(done: list, todo: int, seconds: float) -> None:
     """What a warm stopped by a signal did: its workers are gone, what they stored stays."""
     stored = sum(1 for r in done if r.status != "failed" and r.stored)
     failed = sum(1 for r in done if r.status == "failed")
+    what = (
+        f"{stored} of {todo} kernels compiled and stored, {failed} failed, {todo - len(done)} not compiled"
+        if todo
+        else "while checking the cache, before compiling anything"
+    )
     err_console.print(
-        plain(
-            f"warm stopped after {seconds:.1f} s: {stored} of {todo} kernels compiled and stored, {failed} failed, "
-            f"{todo - len(done)} not compiled. What was stored stays; run the same command to finish."
-        ),
+        plain(f"warm stopped after {seconds:.1f} s: {what}. What was stored stays; run the same command to finish."),
         soft_wrap=True,
     )
 
