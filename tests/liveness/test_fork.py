@@ -49,3 +49,34 @@ def test_forked_children_get_every_lazykern_lock_unlocked():
         _fork._resets.remove(seen.set)
         for lock in held:
             lock.release()
+
+
+def test_numba_compiler_lock_held_by_another_thread_is_free_in_the_child():
+    from numba.cuda.core.compiler_lock import global_compiler_lock
+
+    import lazykern._numba_compile  # noqa: F401  (registers the reset)
+
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with global_compiler_lock:  # a @lazy_kernel compiling on another thread
+            holding.set()
+            release.wait()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait()
+    try:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            parts = (global_compiler_lock._cuda_lock._lock, global_compiler_lock._numba_lock._lock)
+            ok = all(part.acquire(timeout=2) for part in parts)
+            os.write(write, b"1" if ok else b"0")
+            os._exit(0)
+        os.close(write)
+        assert os.read(read, 1) == b"1"
+        os.waitpid(pid, 0)
+    finally:
+        release.set()
+        holder.join()
