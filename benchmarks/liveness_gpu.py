@@ -34,9 +34,10 @@ sys.path.insert(0, ROOT)
 
 from tests.liveness._proc import Scenario, children, cmdline, env, still_running  # noqa: E402
 
+# `python -m lazykern ...` with a CUDA context opened first (runpy: wherever the CLI module lives).
 WARM_WITH_CONTEXT = (
-    "import sys; from numba import cuda; cuda.current_context(); "
-    "sys.argv = ['lazykern', *sys.argv[1:]]; from lazykern.cli import main; main()"
+    "import runpy, sys; from numba import cuda; cuda.current_context(); "
+    "sys.argv = ['lazykern', *sys.argv[1:]]; runpy.run_module('lazykern', run_name='__main__', alter_sys=True)"
 )
 
 
