@@ -9,6 +9,8 @@
 ``LAZYKERN_PYTEST``      ``0``/``off``/``false``/``no`` turns the pytest plugin off
 ``LAZYKERN_SHARED_CACHE`` ``1``/``on``: use a cache directory another user owns or others may write
                          to (a team cache); without it such a directory is refused (memory only)
+``LAZYKERN_STORE_TIMEOUT`` seconds one store operation waits for SQLite's write lock (default 5)
+``LAZYKERN_PROGRESS_INTERVAL`` seconds between plain progress lines when stderr is not a terminal (default 10)
 
 A value that cannot be used never raises: it gives one ``LazykernWarning`` per
 variable and process, in the one wording every rejected setting or argument
@@ -187,16 +189,40 @@ DEFAULT_LOCK_TIMEOUT = 10.0
 
 def lock_timeout() -> float:
     """Seconds a process waits for another's compile lock before compiling without it (0 to 3600)."""
-    env = os.environ.get("LAZYKERN_LOCK_TIMEOUT", "")
+    return _seconds("LAZYKERN_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT, 0, 3600)
+
+
+DEFAULT_STORE_TIMEOUT = 5.0
+
+
+def store_timeout() -> float:
+    """Seconds one store operation waits for another process's write lock on the database (0.01 to 600).
+
+    Past it the operation gives up: a lookup counts as a miss (the kernel is compiled and
+    served from memory), a write is skipped; the store is tried again a minute later.
+    """
+    return _seconds("LAZYKERN_STORE_TIMEOUT", DEFAULT_STORE_TIMEOUT, 0.01, 600)
+
+
+DEFAULT_PROGRESS_INTERVAL = 10.0
+
+
+def progress_interval() -> float:
+    """Seconds between the plain progress lines long commands print when stderr is not a terminal (0.01 to 3600)."""
+    return _seconds("LAZYKERN_PROGRESS_INTERVAL", DEFAULT_PROGRESS_INTERVAL, 0.01, 3600)
+
+
+def _seconds(var: str, default: float, low: float, high: float) -> float:
+    env = os.environ.get(var, "")
     if not env.strip():
-        return DEFAULT_LOCK_TIMEOUT
+        return default
     try:
         value = float(env)
     except ValueError:
-        value = -1.0
-    if not 0 <= value <= 3600:  # also NaN
-        _fall_back("LAZYKERN_LOCK_TIMEOUT", env, "seconds from 0 to 3600", f"{DEFAULT_LOCK_TIMEOUT:g}")
-        return DEFAULT_LOCK_TIMEOUT
+        value = float("nan")
+    if not low <= value <= high:  # also NaN
+        _fall_back(var, env, f"seconds from {low:g} to {high:g}", f"{default:g}")
+        return default
     return value
 
 
@@ -216,3 +242,5 @@ def check_settings() -> None:
     lock_timeout()
     pytest_plugin_enabled()
     shared_cache_allowed()
+    store_timeout()
+    progress_interval()

@@ -374,13 +374,14 @@ def test_ls_at_80_columns_keeps_every_name_whole_including_lazy_kernels(cache_di
     assert "…" not in result.output
 
 
-def test_progress_is_transient_and_silent_off_a_terminal(monkeypatch):
+def test_progress_is_transient_on_a_terminal_and_plain_lines_elsewhere(monkeypatch):
     from rich.console import Console
 
     from lazykern.tools.cli import _common
+    from lazykern.tools.cli._progress import PlainProgress
 
     with _common.progress() as shown:
-        assert shown.live.transient and shown.disable  # CliRunner's stderr is no terminal
+        assert isinstance(shown, PlainProgress)  # CliRunner's stderr is no terminal (tests/test_cli_progress.py)
     monkeypatch.setattr(_common, "err_console", Console(force_terminal=True, width=80, file=open(os.devnull, "w")))
     with pytest.raises(RuntimeError), _common.progress() as shown:
         assert shown.live.transient and not shown.disable

@@ -14,12 +14,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import time
 import types as pytypes
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from .. import _fork
 from ..errors import CompileError
 from . import args as _numba_args
 from . import internals, resolved
@@ -28,6 +30,18 @@ log = logging.getLogger("lazykern")
 
 # Helpers numba-cuda links in when the generated code calls them (see _Kernel.__init__).
 _RESHAPE_FUNCS = ("nocopy_empty_reshape", "numba_attempt_nocopy_reshape")
+
+
+@_fork.on_child
+def _reset_numba_compiler_lock() -> None:
+    # A parent thread compiling at fork() time leaves Numba's global compiler lock held in the child.
+    # numba-cuda's global_compiler_lock pairs its own lock (_cuda_lock) with upstream Numba's (_numba_lock).
+    for name in ("numba.cuda.core.compiler_lock", "numba.core.compiler_lock"):
+        lock = getattr(sys.modules.get(name), "global_compiler_lock", None)
+        for part in (lock, getattr(lock, "_cuda_lock", None), getattr(lock, "_numba_lock", None)):
+            held = getattr(part, "_lock", None)
+            if held is not None:
+                held._at_fork_reinit()
 
 
 def arch_to_cc(arch: str) -> tuple:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from .. import config
+from .. import _fork, config
 from ..errors import CompileError
 from . import _manifest
 
@@ -379,6 +379,7 @@ def parse_options(options: Sequence[str], *, name: str = "<options>") -> dict[st
     return kwargs
 
 
+@_fork.native  # NVRTC: a child forked mid-compile must not call it in-process
 def compile_source(
     source: str,
     *,

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .. import _fork
 from ..compile import compiler
 from ..compile.source import FamilySource, Fragment, Generate, check_signature
 from ..errors import LazykernError
@@ -52,7 +53,7 @@ class KernelFamily:
         self.route = route
         self._cache = cache
         self._kernels: dict[tuple[str, str], Kernel] = {}
-        self._lock = threading.Lock()  # guards _building and compile_calls, never held while compiling
+        self._lock = _fork.lock()  # guards _building and compile_calls, never held while compiling
         self._building: dict[tuple[str, str], threading.Lock] = {}  # one per (name, arch): others don't wait
         self.compile_calls = 0  # NVRTC calls made by this family in this process
         self._core = None if core is None else list(core)
@@ -163,7 +164,7 @@ class KernelFamily:
             return kernel
         frag = self.source.fragment(name)
         with self._lock:
-            building = self._building.setdefault((name, arch), threading.Lock())
+            building = self._building.setdefault((name, arch), _fork.lock())
         with building:
             kernel = self._kernels.get((name, arch))
             if kernel is None:

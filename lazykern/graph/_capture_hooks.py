@@ -25,15 +25,15 @@ guards; the driver's refusal is then translated by ``graph.py``.
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
 from typing import Any
 
+from .. import _fork
 from .._numba import internals
 from ..errors import CaptureError
 from ..launch import _capture
 
-_lock = threading.Lock()
+_lock = _fork.lock()
 _installed = 0
 _saved: list[tuple[Any, str, Any]] = []
 

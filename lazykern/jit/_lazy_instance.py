@@ -7,12 +7,12 @@ the parameters straight into a reused block for ``cuLaunchKernel`` (the hot path
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from cuda.bindings import driver as _cu
 
+from .. import _fork
 from .._numba import args as _numba_args
 from .._numba import internals
 from ..launch import _device
@@ -49,7 +49,7 @@ class Instance:
         self.kernels: dict[str, Kernel] = {}  # arch -> loaded Kernel
         self.fill: Callable[..., None] | None = None
         self.params: Params | None = None  # the parameter block, set with the plan
-        self.lock = threading.RLock()  # loading: one compile or load per arch and context
+        self.lock = _fork.rlock()  # loading: one compile or load per arch and context
 
     def function(self) -> Any:
         """The cuda.core kernel for the current context, fetched, compiled or loaded on first use."""

@@ -30,11 +30,11 @@ call with a new signature counting as a miss and a compile (so
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from types import FunctionType
 from typing import Any, cast
 
+from .. import _fork
 from .._numba import args as _numba_args
 from .._numba.signature import arg_range, normalize_signature
 from ..compile import compiler
@@ -108,7 +108,7 @@ class LazyKernel(Launchable):
         self._instances: dict[tuple[Any, ...], Instance] = {}  # Numba types -> instance
         self._dispatch = Dispatcher(self)
         self._launchers = LauncherCache(self._make_launcher)
-        self._lock = threading.RLock()
+        self._lock = _fork.rlock()
         self._sim = SimState()
         self._warmed: dict[tuple[str, ...], None] = {}
         self._counts = {"calls": 0, "hits": 0, "misses": 0, "compiles": 0, "compile_seconds": 0.0}

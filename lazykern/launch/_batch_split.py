@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _fork
 from ..errors import LaunchError
 from . import _device
 
@@ -130,7 +130,7 @@ class _DeviceState:
     """Streams and staging kept per device between calls: pinning memory is slow."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = _fork.lock()
         self.slots: list[_Slot] = []
 
     def slots_for(self, count: int) -> list[_Slot]:
@@ -142,7 +142,7 @@ class _DeviceState:
 
 
 _states: dict[int, _DeviceState] = {}
-_states_lock = threading.Lock()
+_states_lock = _fork.lock()
 
 
 def _state(dev: int) -> _DeviceState:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _fork
 from ..errors import CaptureError
 from ._device import stream_handle
 
@@ -24,7 +25,7 @@ from ._device import stream_handle
 #: the thread-local lookup costs nothing while nobody captures.
 active = 0
 
-_lock = threading.Lock()
+_lock = _fork.lock()
 _local = threading.local()
 
 _SCALARS = (bool, int, float, complex, str, bytes, np.generic)

@@ -18,13 +18,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 from cuda.bindings import driver as _cu
 
+from .. import _fork
 from ..compile.compiler import arch_of
 from ..errors import LaunchError
 
@@ -37,7 +37,7 @@ _SCALARS = (int, float, bool, complex, np.generic, np.ndarray, tuple, str, bytes
 _resolvers: dict[type, Callable[[Any], int | None]] = {}
 _context_devices: dict[int, int] = {}  # CUcontext handle -> device ordinal
 _primary: dict[int, Any] = {}  # device ordinal -> Numba primary Context
-_lock = threading.Lock()
+_lock = _fork.lock()
 
 
 # -- driver queries (tests replace these with fakes) ----------------------------------

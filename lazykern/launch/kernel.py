@@ -12,12 +12,12 @@ after a launch.
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from .. import _fork
 from ..compile.compiler import arch_of
 from ..errors import LaunchError
 from . import _device
@@ -96,7 +96,7 @@ class Kernel(Launchable):
         self._functions: dict[int, Any] = {}  # device ordinal -> loaded kernel
         self._by_context: dict[int, Any] = {}  # CUcontext handle -> loaded kernel (hot path)
         self._cufunctions: dict[int, Any] = {}  # CUcontext handle -> its CUfunction (hot path)
-        self._load_lock = threading.Lock()
+        self._load_lock = _fork.lock()
         self._launchers = LauncherCache(lambda config: Launcher(self, config, name))
 
     # The three generated functions depend on the signature alone: made once per signature (an

@@ -29,13 +29,13 @@ the buffer's reuse ordered after the call's work.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from cuda.bindings import driver as _drv
 
+from .. import _fork
 from .._numba import internals
 from ..errors import CaptureError, DriverError
 
@@ -43,10 +43,21 @@ log = logging.getLogger("lazykern")
 
 _RELEASE_NEVER = 2**64 - 1
 _pools: dict[int, Any] = {}  # device ordinal -> CUmemoryPool
-_pool_lock = threading.Lock()
+_pool_lock = _fork.lock()
 _captures: dict[int, Any] = {}  # capturing stream handle -> CapturePool of that capture
 _deferred: list[tuple[int, int]] = []  # frees of memory from before a capture, on a capturing stream
 _graph_outputs: set[int] = set()  # allocated inside a capture that ended: backed only once the graph ran
+
+
+@_fork.on_child
+def _forget_parent_pools() -> None:
+    # These handles and addresses belong to the parent's CUDA context, never valid in a forked child.
+    _pools.clear()
+    _captures.clear()
+    _deferred.clear()
+    _graph_outputs.clear()
+
+
 _stats = {"allocations": 0, "frees": 0, "live": 0, "live_bytes": 0}
 
 

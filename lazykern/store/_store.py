@@ -14,6 +14,10 @@ A database SQLite calls corrupt ("malformed", "not a database") is moved
 aside, kept for inspection, and replaced by a fresh one into which every
 still-readable, digest-valid entry is copied: one bad page costs the entries
 on it, not the whole store.
+
+No operation waits without bound for another process's SQLite write lock (a
+writer stopped with Ctrl-Z or in a debugger, an ``sqlite3`` shell in a
+transaction): see :class:`BoundedCache`.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ import os
 import re
 import sqlite3
 import stat
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeGuard, TypeVar
@@ -33,7 +36,7 @@ from typing import Any, TypeGuard, TypeVar
 import diskcache
 from diskcache.core import DBNAME, DEFAULT_SETTINGS, METADATA, MODE_BINARY, MODE_RAW
 
-from .. import config
+from .. import _fork, config
 from ..errors import CacheError
 from . import _entry
 from ._locks import ProcessLock, share, shared_mode
@@ -41,6 +44,7 @@ from ._store_read import Reader
 
 log = logging.getLogger("lazykern")
 STORE_ERRORS = (OSError, sqlite3.Error, CacheError, diskcache.Timeout)
+COOL_DOWN = 60.0  # seconds a store that timed out fails at once, before it is waited for again
 STAT_PREFIX = "lazykern:"
 # diskcache's own naming: two hex levels, 28 hex chars, ".val".
 _BLOB_RE = re.compile(r"^[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{28}\.val$")
@@ -132,22 +136,115 @@ class NoPickleDisk(diskcache.Disk):
             super().remove(file_path)
 
 
+class StoreBusy(sqlite3.OperationalError, CacheError):
+    """Another process held the database's write lock for longer than the store's wait."""
+
+
+def is_busy(exc: BaseException) -> bool:
+    """True when a store operation gave up waiting for another process's lock (:class:`StoreBusy`,
+    or diskcache's own ``Timeout`` from a call outside :class:`DiskBackend`)."""
+    return isinstance(exc, (StoreBusy, diskcache.Timeout))
+
+
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
+    return str(exc).startswith(("database is locked", "database table is locked"))
+
+
+class BoundedCache(diskcache.Cache):
+    """diskcache with every wait for the database's write lock bounded by ``wait`` seconds.
+
+    diskcache waits without end where a lock is held: ``retry=True`` loops on a busy
+    ``BEGIN IMMEDIATE`` forever, and opening retries each settings write for 60 s. Here SQLite
+    never waits by itself (busy timeout 0); every statement polls for at most ``wait`` seconds,
+    then raises :class:`StoreBusy`, whose message is not the one diskcache's own retry loops
+    catch, so they give up too. After a timeout, statements that meet the lock fail at once for
+    ``COOL_DOWN`` seconds: a process whose store is held pays the wait once a minute, not once
+    per operation. Callers pass ``retry=False`` to every operation.
+    """
+
+    def __init__(self, directory: str, *, wait: float, **settings: Any) -> None:
+        self._wait = wait
+        self._busy_until = 0.0
+        self._opening = True
+        super().__init__(directory, timeout=0, **settings)
+        self._opening = False
+
+    @property
+    def _sql(self) -> Callable[..., sqlite3.Cursor]:
+        execute = self._con.execute
+
+        def bounded(statement: str, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+            deadline, pause = None, 0.001
+            while True:
+                try:
+                    return execute(statement, *args, **kwargs)
+                except sqlite3.OperationalError as exc:
+                    if isinstance(exc, StoreBusy) or not _locked(exc):
+                        raise
+                    if self._opening and _unchanged(execute, statement, args):
+                        # diskcache rewrites every setting on open; one that already holds its value
+                        # needs no lock, so a store held by another process still opens (and reads).
+                        return execute("SELECT 0")
+                    now = time.monotonic()
+                    if deadline is None:
+                        deadline = now + (0.0 if now < self._busy_until else self._wait)
+                    if now >= deadline:
+                        self._busy_until = now + COOL_DOWN
+                        raise StoreBusy(
+                            f"cache database in {self.directory!r} is held by another process: "
+                            f"gave up after {self._wait:g} s (LAZYKERN_STORE_TIMEOUT sets the wait)"
+                        ) from None
+                    time.sleep(min(pause, deadline - now))
+                    pause = min(pause * 2, 0.01)  # short: writers hold the lock for milliseconds
+
+        return bounded
+
+
+def _unchanged(execute: Callable[..., sqlite3.Cursor], statement: str, args: tuple[Any, ...]) -> bool:
+    """Whether one of diskcache's settings writes on open would leave the Settings table as it is."""
+    params: Any = args[0] if args else ()
+    if statement.startswith("INSERT OR IGNORE INTO Settings"):
+        key, _ = params
+        return execute("SELECT 1 FROM Settings WHERE key = ?", (key,)).fetchone() is not None
+    if statement.startswith("INSERT OR REPLACE INTO Settings"):
+        key, value = params
+    elif statement.startswith("UPDATE Settings SET value = ? WHERE key = ?"):
+        value, key = params
+    else:
+        return False
+    row = execute("SELECT value FROM Settings WHERE key = ?", (key,)).fetchone()
+    return row is not None and row[0] == value and type(row[0]) is type(value)
+
+
 class DiskBackend:
     """A diskcache directory that repairs a corrupt database instead of failing.
 
     ``on_reset(message)`` is called (once per repair, in the process that did
-    it) after a corrupt database was moved aside.
+    it) after a corrupt database was moved aside. ``wait``: seconds any one
+    operation waits for another process's write lock (default
+    ``LAZYKERN_STORE_TIMEOUT``); past it the operation raises (:func:`is_busy`).
     """
 
     kind = "disk"
 
-    def __init__(self, directory: str, size_limit: int, on_reset: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        directory: str,
+        size_limit: int,
+        on_reset: Callable[[str], None] | None = None,
+        *,
+        wait: float | None = None,
+    ) -> None:
         self.directory = directory
         self.size_limit = size_limit
         self.on_reset = on_reset
+        self.wait = config.store_timeout() if wait is None else wait
         self.quarantined: list[str] = []
-        self._swap = threading.Lock()
-        self._opening = threading.Lock()
+        self._swap = _fork.lock()
+        self._opening = _fork.lock()
         self._db_path = os.path.join(directory, DBNAME)
         self._cache: diskcache.Cache | None = None
         self._ino: int | None = None
@@ -156,7 +253,7 @@ class DiskBackend:
         # directory is found here and the caller can fall back to memory.
         self._reader: Reader | None = None
         if _writable(directory) and _plain_database(self._db_path):
-            self._reader = Reader(self._db_path, NoPickleDisk(directory), _TIMEOUT)
+            self._reader = Reader(self._db_path, NoPickleDisk(directory), self.wait)
         else:
             self._full()
 
@@ -181,13 +278,13 @@ class DiskBackend:
             return self._cache
 
     def _open(self) -> tuple[diskcache.Cache, int | None]:
-        fixed = _sanitize_settings(self._db_path)
+        fixed = _sanitize_settings(self._db_path, self.wait)
         if fixed and self.on_reset is not None:
             self.on_reset(
                 f"lazykern cache database {self._db_path!r} held settings it does not write ({fixed}); "
                 "reset them to lazykern's own."
             )
-        cache = diskcache.Cache(self.directory, disk=NoPickleDisk, timeout=_TIMEOUT, **store_settings(self.size_limit))
+        cache = BoundedCache(self.directory, wait=self.wait, disk=NoPickleDisk, **store_settings(self.size_limit))
         mode = shared_mode(self.directory)
         for suffix in ("", "-wal", "-shm"):
             share(self._db_path + suffix, mode)
@@ -198,6 +295,11 @@ class DiskBackend:
         cache = self.cache
         try:
             return op(cache)
+        except diskcache.Timeout:  # a busy BEGIN IMMEDIATE (operations run with retry=False)
+            raise StoreBusy(
+                f"cache database {self._db_path!r} is held by another process: "
+                f"gave up after {self.wait:g} s (LAZYKERN_STORE_TIMEOUT sets the wait)"
+            ) from None
         except sqlite3.DatabaseError as exc:
             if not is_corrupt(exc):
                 raise
@@ -248,7 +350,7 @@ class DiskBackend:
         for key, value in _readable_rows(broken_path, self.directory):
             try:
                 _entry.decode(value)
-                self.cache.set(key, value, retry=True)
+                self.cache.set(key, value, retry=False)
                 saved += 1
             except (_entry.EntryError, *STORE_ERRORS):
                 continue
@@ -266,13 +368,13 @@ class DiskBackend:
                 return reader.get(key)
             except sqlite3.Error:
                 pass  # damaged or busy: the full open below repairs, retries or reports it
-        return self._run(lambda c: c.get(key, default=None, retry=True))
+        return self._run(lambda c: c.get(key, default=None, retry=False))
 
     def set(self, key: str, value: bytes, tag: str | None = None) -> None:
-        self._run(lambda c: c.set(key, value, tag=tag, retry=True))
+        self._run(lambda c: c.set(key, value, tag=tag, retry=False))
 
     def delete(self, key: str) -> bool:
-        return bool(self._run(lambda c: c.delete(key, retry=True)))
+        return bool(self._run(lambda c: c.delete(key, retry=False)))
 
     def add(self, key: str, delta: int) -> bool:
         """Add ``delta`` to a sane counter row without opening diskcache (one UPDATE); False when
@@ -288,7 +390,7 @@ class DiskBackend:
     def incr(self, key: str, delta: int) -> bool:
         """Add ``delta`` to a counter row; a row that is not a sane integer is reset (returns False)."""
         try:
-            value = self._run(lambda c: c.incr(key, delta, default=0, retry=True))
+            value = self._run(lambda c: c.incr(key, delta, default=0, retry=False))
             if type(value) is int and 0 <= value < 1 << 62:
                 return True
         except (TypeError, ValueError, OverflowError):
@@ -314,14 +416,14 @@ class DiskBackend:
         return self._run(len)
 
     def clear(self) -> None:
-        self._run(lambda c: c.clear(retry=True))
+        self._run(lambda c: c.clear(retry=False))
 
     def cull(self, size_limit: int) -> int:
         def op(c: diskcache.Cache) -> int:
             old = c.size_limit
             c.reset("size_limit", size_limit)
             try:
-                return c.cull(retry=True)
+                return c.cull(retry=False)
             finally:
                 c.reset("size_limit", old)
 
@@ -407,7 +509,6 @@ def _plain_database(db_path: str) -> bool:
     return _writable(db_path)
 
 
-_TIMEOUT = 30  # seconds SQLite waits for another process's lock
 _FILE_THRESHOLD = 1 << 15  # diskcache's default: larger values go to their own file
 
 
@@ -430,7 +531,7 @@ def store_settings(size_limit: int) -> dict[str, Any]:
     )
 
 
-def _sanitize_settings(db_path: str) -> str:
+def _sanitize_settings(db_path: str, wait: float) -> str:
     """Remove Settings rows diskcache would apply blindly (pragmas, attributes, Disk arguments).
 
     diskcache turns every row of its Settings table into a PRAGMA, an attribute of
@@ -444,7 +545,7 @@ def _sanitize_settings(db_path: str) -> str:
     ours = store_settings(0)
     known = set(ours) | set(METADATA)
     fixed: list[str] = []
-    con = sqlite3.connect(db_path, timeout=30, isolation_level=None)
+    con = sqlite3.connect(db_path, timeout=wait, isolation_level=None)
     try:
         try:
             rows = con.execute("SELECT key, value FROM Settings").fetchall()
@@ -561,7 +662,7 @@ def _get_untouched(cache: diskcache.Cache, key: str) -> Any:
 
 
 def _delete_rowids(cache: diskcache.Cache, rowids: list[int]) -> None:
-    with cache.transact(retry=True):
+    with cache.transact(retry=False):
         sql = sql_of(cache)
         for rowid in rowids:
             row = sql("SELECT filename FROM Cache WHERE rowid = ?", (rowid,)).fetchone()
@@ -572,7 +673,7 @@ def _delete_rowids(cache: diskcache.Cache, rowids: list[int]) -> None:
 
 def _fix_settings(cache: diskcache.Cache) -> None:
     """Make diskcache's running count and size agree with the table (eviction uses them)."""
-    with cache.transact(retry=True):
+    with cache.transact(retry=False):
         sql = sql_of(cache)
         ((count,),) = sql("SELECT COUNT(key) FROM Cache").fetchall()
         ((size,),) = sql("SELECT COALESCE(SUM(size), 0) FROM Cache").fetchall()
@@ -645,7 +746,7 @@ class MemoryBackend:
         self.size_limit = size_limit
         self.data: collections.OrderedDict[str, Any] = collections.OrderedDict()
         self.times: dict[str, tuple[float, float]] = {}
-        self.lock = threading.Lock()
+        self.lock = _fork.lock()
 
     def get(self, key: str, touch: bool = True) -> Any:
         with self.lock:

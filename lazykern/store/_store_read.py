@@ -50,7 +50,7 @@ class Reader:
         self._local = threading.local()
         self._generation = 0  # moved by close(): every thread's connection is then opened anew
 
-    def _con(self) -> sqlite3.Connection:
+    def _connection(self) -> sqlite3.Connection:
         local = self._local
         if getattr(local, "pid", None) != os.getpid() or local.generation != self._generation:
             # A connection inherited through fork must not be used (SQLite's rule), and one opened
@@ -66,7 +66,7 @@ class Reader:
     def get(self, key: str) -> Any:
         """The value under ``key`` (bytes or an int counter), or None; SQLite errors propagate."""
         now = time.time()
-        con = self._con()
+        con = self._connection()
         row = con.execute(_SELECT, (key, now)).fetchone()
         if row is None:
             return None
@@ -91,7 +91,7 @@ class Reader:
         access time), in one statement. False when there is no sane counter row to add to (the
         caller then goes through diskcache, which creates or resets it); SQLite errors propagate."""
         now = time.time()
-        cursor = self._write(self._con(), _ADD, (delta, now, now, key, _COUNTER_MAX - delta))
+        cursor = self._write(self._connection(), _ADD, (delta, now, now, key, _COUNTER_MAX - delta))
         return cursor.rowcount == 1
 
     def _write(self, con: sqlite3.Connection, sql: str, args: tuple) -> sqlite3.Cursor:

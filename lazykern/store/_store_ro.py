@@ -73,14 +73,14 @@ class ReadOnlyBackend:
     def __init__(self, directory: str, size_limit: int) -> None:
         self.directory = directory
         self.size_limit = size_limit
-        self._con = _connect(os.path.join(directory, DBNAME))
+        self._connection = _connect(os.path.join(directory, DBNAME))
         self._blobs = NoPickleDisk(directory)  # its fetch() holds every check a blob read needs
         self._lock = threading.Lock()
         self.memory = MemoryBackend(size_limit)
 
     def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
         with self._lock:
-            return self._con.execute(sql, args).fetchall()
+            return self._connection.execute(sql, args).fetchall()
 
     def _refuse(self, what: str) -> CacheError:
         return CacheError(f"the lazykern cache at {self.directory!r} is read-only: cannot {what}")
@@ -162,4 +162,4 @@ class ReadOnlyBackend:
 
     def close(self) -> None:
         with self._lock:
-            self._con.close()
+            self._connection.close()

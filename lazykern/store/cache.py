@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 import filelock
 
-from .. import config
+from .. import _fork, config
 from ..compile import _manifest
 from ..errors import CacheError, LazykernWarning, warn_user
 from . import _entry, _repair, _toolchain_memo
 from ._locks import LOCK_DIR, NullLock, ProcessLock
-from ._store import STORE_ERRORS, DiskBackend, MemoryBackend
+from ._store import STORE_ERRORS, DiskBackend, MemoryBackend, StoreBusy, is_busy
 
 if TYPE_CHECKING:
     from ._store_ro import ReadOnlyBackend
@@ -75,7 +75,7 @@ _COUNTERS = ("lookups", "hits", "misses", "compiles", "compile_ms", "saved_ms", 
 # Every KernelCache of this process together, plus the simulator's instantiations:
 # what lazykern.testing.assert_no_compile() watches.
 _totals = dict.fromkeys(_COUNTERS, 0)
-_totals_lock = threading.Lock()
+_totals_lock = _fork.lock()
 
 
 def process_totals() -> dict[str, int]:
@@ -176,10 +176,11 @@ class KernelCache(ProgramCacheResource):
         self.degraded: str | None = None
         self._counts = dict.fromkeys(_COUNTERS, 0)
         self._pending: dict[str, int] = {}  # counts not yet written to the store (_count)
-        self._count_lock = threading.Lock()
+        self._count_lock = _fork.lock()
         self._key_locks: dict[str, threading.Lock] = {}
-        self._key_locks_guard = threading.Lock()
+        self._key_locks_guard = _fork.lock()
         self._warned: set[str] = set()
+        self._held: dict[str, _entry.Entry] = {}  # compiled while the store was held by another process
         if enabled:
             self._backend = self._open_disk(self.requested_directory)
         else:
@@ -273,6 +274,9 @@ class KernelCache(ProgramCacheResource):
         I/O error) is a miss.
         """
         key = _norm_key(key)
+        held = self._held.get(key)  # compiled while another process held the store: served from memory
+        if held is not None:
+            return held
         try:
             entry = self._read(key, expect)
             if entry is None:
@@ -286,6 +290,9 @@ class KernelCache(ProgramCacheResource):
                 self._drop(key, first.reason)
                 return None
         except STORE_ERRORS as exc:
+            if is_busy(exc):
+                self._warn_busy()
+                return self._held.get(key)
             self._warn_once("read", f"lazykern could not read its cache at {self.directory!r} ({exc}); recompiling.")
             return None
         manifest = entry.meta.get("headers")
@@ -332,6 +339,8 @@ class KernelCache(ProgramCacheResource):
             entry = _entry.decode(blob)
         except _entry.StaleEntry as exc:
             raise _BadEntry(str(exc), stale=True) from None
+        except StoreBusy:
+            raise  # the store is held by another process: nothing is wrong with the entry
         except (CacheError, _entry.EntryError, *_FOREIGN) as exc:
             raise _BadEntry(str(exc) or type(exc).__name__) from None
         except OSError as exc:  # the blob file exists but cannot be read back
@@ -382,11 +391,23 @@ class KernelCache(ProgramCacheResource):
             if self._backend.get(key) is None:  # evicted at once: the store holds nothing else
                 self._warn_too_small(len(blob))
         except (*STORE_ERRORS, *_FOREIGN) as exc:
+            if is_busy(exc):
+                self._warn_busy()
+                self._held[key] = _entry.Entry(code, meta)
+                return
             self._warn_once(
                 "write",
                 f"lazykern could not write to its cache at {self.directory!r} ({exc}); "
                 "newly compiled kernels will not persist. Free disk space or set LAZYKERN_CACHE_DIR.",
             )
+
+    def _warn_busy(self) -> None:
+        self._warn_once(
+            "busy",
+            f"lazykern's cache database in {self.directory!r} is held by another process (a writer stopped "
+            "with Ctrl-Z or in a debugger, an sqlite3 shell in a transaction); kernels are compiled and kept "
+            "in memory until it is free. LAZYKERN_STORE_TIMEOUT sets how long to wait for it.",
+        )
 
     def _warn_too_small(self, size: int) -> None:
         self._warn_once(
@@ -466,7 +487,7 @@ class KernelCache(ProgramCacheResource):
 
     def _thread_lock(self, key: str) -> threading.Lock:
         with self._key_locks_guard:
-            return self._key_locks.setdefault(key, threading.Lock())
+            return self._key_locks.setdefault(key, _fork.lock())
 
     def _process_lock(self, key: str) -> ProcessLock | NullLock:
         directory = self.directory
@@ -826,7 +847,7 @@ def _user_stacklevel() -> int:
 
 
 _warned_dirs: set[tuple[str, str]] = set()
-_warned_dirs_lock = threading.Lock()
+_warned_dirs_lock = _fork.lock()
 
 
 def _writable_store(directory: str) -> bool:
@@ -888,7 +909,7 @@ def _open_read_only(directory: str, size_limit: int) -> ReadOnlyBackend | None:
 
 
 _default: KernelCache | None = None
-_default_lock = threading.Lock()
+_default_lock = _fork.lock()
 
 
 def default_cache() -> KernelCache:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _fork
 from ..launch import _device, memory
 from ..launch._launch import Prepared, custream, launch_packed
 from . import _arrays
@@ -36,9 +37,11 @@ def remember(key: tuple | None, entry: Any) -> Any:
     return entry
 
 
+@_fork.on_child
 def clear() -> None:
-    """Forget every cached call (tests; a device reset)."""
+    """Forget every cached call (tests; a device reset; a forked child: the parent's streams are not its own)."""
     _entries.clear()
+    _streams.clear()
 
 
 def _stream(handle: int) -> Any:

@@ -9,6 +9,7 @@ each command so ``lazykern --help`` is instant.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from rich.table import Table
 
 from ... import __version__
 from . import _cache
-from ._common import LazykernGroup, console, err_console, esc, listed, plain, progress
+from ._common import LazykernGroup, console, err_console, error_line, esc, listed, plain, progress
 
 app = typer.Typer(
     name="lazykern",
@@ -79,35 +80,93 @@ def warm(
     ),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Worker processes (0: one per CPU core)."),
 ) -> None:
-    """Compile a family's kernels ahead of time, in parallel; no GPU needed."""
+    """Compile a family's kernels ahead of time, in parallel; no GPU needed.
+
+    Exits 1 when a kernel failed or when the binaries could not be stored on disk (cache off,
+    read-only or too small); Ctrl-C or SIGTERM stops the workers, keeps what they stored and
+    exits 130 / 143.
+    """
     from ...families.warm import warm as run_warm  # import on first use: startup time (the warm engine, the registry)
 
     patterns = listed(kernels, "--kernels", "kernel names or globs, comma-separated or repeated (e.g. 'maxplus_*')")
     if all_kernels and patterns:
         raise typer.BadParameter("--all selects every kernel, --kernels some of them: give one", param_hint="--all")
     archs = checked_archs(listed(arch, "--arch", "archs such as sm_80,sm_90"))
-    n_jobs = jobs if jobs > 0 else (os.cpu_count() or 1)
-    with progress(counts=True) as shown:
-        task = shown.add_task("checking the cache", total=None)
+    n_jobs = jobs if jobs > 0 else _cores()
+    done: list = []
+    todo = [0]
+    began = time.monotonic()
+    try:
+        with progress(counts=True) as shown:
+            task = shown.add_task("checking the cache", total=None)
 
-        def started(n: int) -> None:
-            shown.update(task, total=n, description=f"compiling {n} kernels with {min(n_jobs, max(n, 1))} workers")
+            def started(n: int) -> None:
+                todo[0] = n
+                workers = min(n_jobs, n)
+                how = f"{workers} worker processes" if workers > 1 else "this process"
+                what = f"compiling {n} kernels in {how}" if n else "every kernel is already cached"
+                shown.update(task, total=n, description=what)
 
-        def finished(r) -> None:
-            shown.update(task, advance=1, description=esc(f"{r.status:8} {r.name} ({r.arch})"))
+            def finished(r) -> None:
+                done.append(r)
+                shown.update(task, advance=1, description=esc(f"{r.status:8} {r.name} ({r.arch})"))
 
-        summary = run_warm(
-            family,
-            patterns=patterns,
-            archs=archs,
-            jobs=n_jobs,
-            everything=all_kernels,
-            on_start=started,
-            on_result=finished,
-        )
+            summary = run_warm(
+                family,
+                patterns=patterns,
+                archs=archs,
+                jobs=n_jobs,
+                everything=all_kernels,
+                on_start=started,
+                on_result=finished,
+            )
+    except KeyboardInterrupt:
+        _print_stopped(done, todo[0], time.monotonic() - began)
+        raise
     _print_warm(summary)
     if not summary.ok:
         raise typer.Exit(1)
+    lost = _not_persisted(summary)
+    if lost:
+        error_line(lost)
+        raise typer.Exit(1)
+
+
+def _cores() -> int:
+    """The CPU cores this process may run on (a container's or taskset's limit, not the host's count)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+
+
+def _print_stopped(done: list, todo: int, seconds: float) -> None:
+    """What a warm stopped by a signal did: its workers are gone, what they stored stays."""
+    stored = sum(1 for r in done if r.status != "failed" and r.stored)
+    failed = sum(1 for r in done if r.status == "failed")
+    what = (
+        f"{stored} of {todo} kernels compiled and stored, {failed} failed, {todo - len(done)} not compiled"
+        if todo
+        else "while checking the cache, before compiling anything"
+    )
+    err_console.print(
+        plain(f"warm stopped after {seconds:.1f} s: {what}. What was stored stays; run the same command to finish."),
+        soft_wrap=True,
+    )
+
+
+def _not_persisted(summary) -> str:
+    """Why the binaries are not all on disk ("" when they are): warm exists to persist them."""
+    lost = summary.not_stored()
+    if not lost:
+        return ""
+    said = [w for r in lost for w in r.warnings] + list(summary.warnings)
+    reason = summary.why or (said[0] if said else "the store refused the writes")
+    if summary.where in ("memory", "nowhere"):
+        return (
+            f"nothing was persisted: the kernel cache is not on disk ({reason}); the {len(lost)} kernels "
+            "went nowhere (they lived in memory until this command ended). "
+            "Set LAZYKERN_CACHE=1 and LAZYKERN_CACHE_DIR to a writable directory."
+        )
+    return f"{len(lost)} of {len(summary.results)} kernels were not stored in {summary.where}: {reason}"
 
 
 def checked_archs(archs: Sequence[str]) -> list[str | None]:
@@ -132,7 +191,12 @@ def _print_warm(summary) -> None:
     table.add_column("compiled", justify="right")
     table.add_column("already cached", justify="right")
     table.add_column("failed", justify="right")
-    table.add_row(str(summary.count("compiled")), str(summary.count("cached")), str(summary.count("failed")))
+    table.add_column("binaries in")
+    table.columns[-1].overflow = "fold"
+    where = summary.where if summary.persisted else f"{summary.where} (not stored)"
+    table.add_row(
+        str(summary.count("compiled")), str(summary.count("cached")), str(summary.count("failed")), plain(where)
+    )
     console.print(table)
     failed = [r for r in summary.results if r.status == "failed"]
     if failed:

@@ -25,6 +25,8 @@ from typer.core import TyperGroup
 
 from ...config import check_settings, invalid_value
 from ...errors import LazykernError
+from ._progress import PlainProgress
+from ._signals import exit_status, signal_name, stop_on_signals
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -67,19 +69,23 @@ class LazykernGroup(TyperGroup):
     """The root command: one place that turns every failure into one line.
 
     A :class:`LazykernError` prints its message and exits 1; usage errors keep
-    click's exit status 2; anything unexpected prints a short message and a hint
-    (the full traceback with ``--debug`` or ``LAZYKERN_LOG=DEBUG``). Python
+    click's exit status 2; Ctrl-C and SIGTERM exit 130 and 143 (:mod:`._signals`);
+    anything unexpected prints a short message and a hint (the full traceback
+    with ``--debug`` or ``LAZYKERN_LOG=DEBUG``). Python
     warnings are shown as one styled line instead of a source echo.
     """
 
     def invoke(self, ctx: Any) -> Any:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), stop_on_signals():
             warnings.showwarning = _show_warning
             check_settings()  # every mistyped LAZYKERN_* variable: one warning line each, before any work
             try:
                 return super().invoke(ctx)
             except _PASS_THROUGH:
                 raise
+            except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (stop_on_signals): cleanup has run
+                error_line(f"interrupted by {signal_name(exc)}")
+                raise typer.Exit(exit_status(exc)) from None
             except LazykernError as exc:
                 if debug_requested(ctx):
                     _print_traceback()
@@ -107,9 +113,16 @@ def _first_line(exc: BaseException) -> str:
 
 
 @contextmanager
-def progress(*, bar: bool = True, counts: bool = False) -> Iterator[Progress]:
-    """A transient progress display on stderr: gone from the screen when the work ends or fails,
-    so no spinner frame is left above a result or an error."""
+def progress(*, bar: bool = True, counts: bool = False) -> Iterator[Progress | PlainProgress]:
+    """Progress on stderr: on a terminal, a transient display (gone when the work ends or fails,
+    so no spinner frame is left above a result or an error); elsewhere (a pipe, a CI log) plain
+    lines at a steady pace (:mod:`._progress`)."""
+    if not err_console.is_terminal:
+        from ... import config
+
+        with PlainProgress(err_console, config.progress_interval(), counts=counts) as lines:
+            yield lines
+        return
     from rich.progress import (  # import on first use: startup time
         BarColumn,
         MofNCompleteColumn,
@@ -128,8 +141,7 @@ def progress(*, bar: bool = True, counts: bool = False) -> Iterator[Progress]:
     columns.append(TimeElapsedColumn())
     if bar:
         columns += [TextColumn("ETA"), TimeRemainingColumn()]
-    # Not a terminal (a pipe, a CI log): no live display at all, so nothing but results and errors is written.
-    with Progress(*columns, console=err_console, transient=True, disable=not err_console.is_terminal) as shown:
+    with Progress(*columns, console=err_console, transient=True) as shown:
         yield shown
 
 

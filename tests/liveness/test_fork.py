@@ -1,0 +1,82 @@
+"""A process forked while another thread compiles finishes its own work (multiprocessing's "fork").
+
+Two ways a fork inherits a compile in progress: lazykern's per-kernel locks held by the
+compiling thread (reset in the child by lazykern._fork), and NVRTC's own native locks, which
+nothing can reset (the child compiles in a fresh process instead).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import pytest
+
+from lazykern import _fork
+
+from ._proc import Scenario, env
+
+
+@pytest.mark.parametrize("mode", ["same", "nvrtc"])
+def test_a_child_forked_mid_compile_finishes(tmp_path, mode):
+    run = Scenario(["tests/liveness/_fork_user.py", mode], env(str(tmp_path)), hard_timeout=90)
+    code, _ = run.finish()
+    assert code == 0, run.output
+    result = json.loads(next(line for line in run.lines if line.startswith("{")))
+    assert result["exit"] == 0 and not result["hung"], run.output
+    assert result["kernel"] == ("add_0" if mode == "same" else "add_1")
+    assert result["seconds"] < 30, result
+
+
+def test_forked_children_get_every_lazykern_lock_unlocked():
+    held = [_fork.lock(), _fork.rlock()]
+    for lock in held:
+        lock.acquire()
+    seen = threading.Event()
+    _fork.on_child(seen.set)
+    try:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: nothing held, the resets ran
+            ok = all(lock.acquire(timeout=1) for lock in held) and seen.is_set()
+            os.write(write, b"1" if ok else b"0")
+            os._exit(0)
+        os.close(write)
+        assert os.read(read, 1) == b"1"
+        os.waitpid(pid, 0)
+    finally:
+        _fork._resets.remove(seen.set)
+        for lock in held:
+            lock.release()
+
+
+def test_numba_compiler_lock_held_by_another_thread_is_free_in_the_child():
+    from numba.cuda.core.compiler_lock import global_compiler_lock
+
+    import lazykern._numba.compile  # noqa: F401  (registers the reset)
+
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with global_compiler_lock:  # a @lazy_kernel compiling on another thread
+            holding.set()
+            release.wait()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait()
+    try:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            parts = (global_compiler_lock._cuda_lock._lock, global_compiler_lock._numba_lock._lock)
+            ok = all(part.acquire(timeout=2) for part in parts)
+            os.write(write, b"1" if ok else b"0")
+            os._exit(0)
+        os.close(write)
+        assert os.read(read, 1) == b"1"
+        os.waitpid(pid, 0)
+    finally:
+        release.set()
+        holder.join()
