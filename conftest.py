@@ -7,7 +7,11 @@ pytest_plugins = ["pytester"]  # tests/test_pytest_plugin.py drives inner pytest
 # Doctest collection imports every module; the optional ones need their library.
 collect_ignore = [
     path
-    for path, needs in (("lazykern/tropical/torch.py", "torch"), ("lazykern/scale/dask.py", "dask"))
+    for path, needs in (
+        ("lazykern/tropical/torch.py", "torch"),
+        ("lazykern/scale/dask.py", "dask"),
+        ("tests/_import_contracts.py", "importlinter"),  # a contract type for import-linter (test extra)
+    )
     if importlib.util.find_spec(needs) is None
 ]
 

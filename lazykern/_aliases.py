@@ -21,17 +21,23 @@ from types import ModuleType
 # relayout: keep (the tool that moved the modules rewrites every file but this table).
 PUBLIC_PATHS = {
     "lazykern.arrays": "lazykern.launch.arrays",
+    "lazykern.bench": "lazykern.tools.bench",
     "lazykern.bundle": "lazykern.scale.bundle",
+    "lazykern.cache": "lazykern.store.cache",
     "lazykern.cli": "lazykern.tools.cli",
     "lazykern.compiler": "lazykern.compile.compiler",
     "lazykern.dask": "lazykern.scale.dask",
     "lazykern.decorator": "lazykern.jit.decorator",
+    "lazykern.demo": "lazykern.tools.demo",
+    "lazykern.family": "lazykern.families.family",
     "lazykern.ipython": "lazykern.tools.ipython",
     "lazykern.kernel": "lazykern.launch.kernel",
     "lazykern.memory": "lazykern.launch.memory",
     "lazykern.multigpu": "lazykern.scale.multigpu",
     "lazykern.pytest_plugin": "lazykern.tools.pytest_plugin",
+    "lazykern.source": "lazykern.compile.source",
     "lazykern.testing": "lazykern.tools.testing",
+    "lazykern.warm": "lazykern.families.warm",
 }
 
 

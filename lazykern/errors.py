@@ -6,6 +6,7 @@ Every message says what failed, with which input, and what to do about it.
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 import types
 import warnings
@@ -68,6 +69,11 @@ def _rebuild_compile_error(
 
 class CacheError(LazykernError):
     """The kernel store refused a value or could not be used."""
+
+
+class StoreBusy(sqlite3.OperationalError, CacheError):
+    """Another process held the store database's write lock for longer than the store's wait
+    (``LAZYKERN_STORE_TIMEOUT``)."""
 
 
 class EntryError(CacheError, ValueError):

@@ -145,8 +145,8 @@ def test_tropical_api_launches_through_the_layer(launches, monkeypatch):
         k._cufunctions[CTX] = f"cufunction {name}"
         return k
 
-    monkeypatch.setattr(api, "_kernel", fake_kernel)
-    monkeypatch.setattr(api, "_sm_count", lambda device: 132)
+    monkeypatch.setattr(api, "loaded_kernel", fake_kernel)
+    monkeypatch.setattr(api, "sm_count", lambda device: 132)
     monkeypatch.setattr(kernel_module, "current_context", lambda: CTX)  # the call's kernels load here
     monkeypatch.setattr(_device, "primary_context", lambda device: None)  # outputs would be Numba arrays
     A, B, C = CaiMatrix(0x1000, (64, 16)), CaiMatrix(0x2000, (16, 64)), CaiMatrix(0x3000, (64, 64))

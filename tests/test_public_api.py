@@ -63,6 +63,13 @@ MODULES = {
     "lazykern.ipython": ["load_ipython_extension"],
     "lazykern.cli": ["main", "app"],
     "lazykern.pytest_plugin": [],
+    # Modules that were top-level before the folders: still importable under their old names.
+    "lazykern.demo": ["road_graph", "apsp"],
+    "lazykern.cache": ["KernelCache", "default_cache", "make_key", "set_default_cache"],
+    "lazykern.family": ["KernelFamily"],
+    "lazykern.source": ["FamilySource"],
+    "lazykern.warm": ["warm"],
+    "lazykern.bench": [],
     "lazykern.tropical": ["matmul", "bmm", "matmul_backward", "kernels_for", "family"],
     "lazykern.tropical.api": ["gpu_available"],
     "lazykern.tropical.networks": [],

@@ -11,8 +11,9 @@ after a launch.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -104,7 +105,7 @@ class Kernel(Launchable):
     # loads many kernels does not compile them again.
     @staticmethod
     @functools.cache
-    def _make_plan(signature: tuple[str, ...]):
+    def _make_plan(signature: tuple[str, ...]) -> Callable[..., tuple[Any, ...]]:
         """A packing function generated for the signature: one call, no per-argument loop."""
         env: dict[str, Any] = {"_ptr": _device.pointer, "_scalar": _fast_scalar}
         params, exprs = [], []
@@ -125,7 +126,7 @@ class Kernel(Launchable):
 
     @staticmethod
     @functools.cache
-    def _filler_factory(signature: tuple[str, ...]):
+    def _filler_factory(signature: tuple[str, ...]) -> Callable[..., Callable[..., None]]:
         """``make(pack_into)`` -> ``fill(block, *args)``: every parameter written into the block in one
         call, the values as given (pointers read from the arrays). A value struct does not take as is
         (a float for an int, out of range) raises, and the launcher falls back to :meth:`pack`."""
@@ -139,11 +140,12 @@ class Kernel(Launchable):
         )
         env: dict[str, Any] = {"_ptr": _device.pointer}
         exec(src, env)  # noqa: S102 - built only from argument positions and 'ptr'
-        return env["make"]
+        make: Callable[..., Callable[..., None]] = env["make"]
+        return make
 
     @staticmethod
     @functools.cache
-    def _array_picker(signature: tuple[str, ...]):
+    def _array_picker(signature: tuple[str, ...]) -> Callable[..., tuple[Any, ...]]:
         """``pick(*args)``: the pointer arguments only, the ones that can name a device."""
         ptrs = [f"a{i}" for i, t in enumerate(signature) if t == PTR]
         params = ", ".join(f"a{i}" for i in range(len(signature)))
@@ -159,9 +161,10 @@ class Kernel(Launchable):
         if pick is None:
             return args
         try:
-            return pick(*args)
+            picked: Sequence[Any] = pick(*args)
         except TypeError:  # wrong count: pack() reports it
             return args
+        return picked
 
     # -- loading ------------------------------------------------------------
     def function(self) -> Any:
@@ -198,13 +201,14 @@ class Kernel(Launchable):
             cufn = self._cufunctions[current_context()]
         return cufn
 
-    def _load(self, ctx) -> Any:
+    def _load(self, ctx: Any) -> Any:
         from cuda.core import ObjectCode
 
         try:
             obj = ObjectCode.from_cubin(self.code, name=self.name)
-            module = ctx.create_module_image(obj)
-            return module.get_function(self.symbol).kernel
+            with _relaxed_capture():
+                module = ctx.create_module_image(obj)
+                return module.get_function(self.symbol).kernel
         except Exception as exc:
             raise LaunchError(
                 f"could not load kernel {self.name!r} (compiled for {self.arch}) on device "
@@ -222,7 +226,8 @@ class Kernel(Launchable):
         if plan is None:
             return tuple(_infer_packer(v, i)(v) for i, v in enumerate(args))
         try:
-            return plan(*args)
+            packed: tuple[Any, ...] = plan(*args)
+            return packed
         except Exception:
             return self._pack_checked(args)
 
@@ -246,3 +251,22 @@ class Kernel(Launchable):
             f"<b>Kernel</b> <code>{escape(self.name)}</code>: compiled for {escape(self.arch)}, "
             f"{len(self.code):,} bytes, compile {secs} s, loaded on devices {list(self.loaded_devices)}"
         )
+
+
+@contextlib.contextmanager
+def _relaxed_capture() -> Iterator[None]:
+    """Relax this thread's stream-capture mode while a cubin loads.
+
+    Loading a module is an "unsafe" call while this thread captures a stream (the driver
+    invalidates the capture), and a kernel's first launch inside ``graph.capture`` loads
+    its cubin: the load touches no stream, so it may run in relaxed mode (as PyTorch does for
+    its lazy initialisations); the previous mode is restored after.
+    """
+    from cuda.bindings import driver as drv
+
+    err, previous = drv.cuThreadExchangeStreamCaptureMode(drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED)
+    try:
+        yield
+    finally:
+        if err == drv.CUresult.CUDA_SUCCESS:
+            drv.cuThreadExchangeStreamCaptureMode(previous)

@@ -37,7 +37,7 @@ import diskcache
 from diskcache.core import DBNAME, DEFAULT_SETTINGS, METADATA, MODE_BINARY, MODE_RAW
 
 from .. import _fork, config
-from ..errors import CacheError
+from ..errors import CacheError, StoreBusy
 from . import _entry
 from ._locks import ProcessLock, share, shared_mode
 from ._store_read import Reader
@@ -134,10 +134,6 @@ class NoPickleDisk(diskcache.Disk):
     def remove(self, file_path: str) -> None:
         if valid_blob_name(file_path):
             super().remove(file_path)
-
-
-class StoreBusy(sqlite3.OperationalError, CacheError):
-    """Another process held the database's write lock for longer than the store's wait."""
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -649,8 +645,9 @@ def _num(value: Any) -> Any:
 
 def _get_untouched(cache: diskcache.Cache, key: str) -> Any:
     """diskcache's own fast read path (``Cache.get`` with no statistics and no eviction update)."""
-    db_key, raw = cache._disk.put(key)
-    rows = cache._sql(
+    disk = disk_of(cache)
+    db_key, raw = disk.put(key)
+    rows = sql_of(cache)(
         "SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = ?"
         " AND (expire_time IS NULL OR expire_time > ?)",
         (db_key, raw, time.time()),
@@ -658,7 +655,7 @@ def _get_untouched(cache: diskcache.Cache, key: str) -> Any:
     if not rows:
         return None
     ((mode, filename, value),) = rows
-    return cache._disk.fetch(mode, filename, value, False)
+    return disk.fetch(mode, filename, value, False)
 
 
 def _delete_rowids(cache: diskcache.Cache, rowids: list[int]) -> None:

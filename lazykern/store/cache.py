@@ -763,7 +763,7 @@ def _weak_warner(cache: KernelCache, tag: str) -> Callable[[str], None]:
     return warn
 
 
-def _add_count(backend: DiskBackend | MemoryBackend, name: str, delta: int) -> str | None:
+def _add_count(backend: DiskBackend | MemoryBackend | ReadOnlyBackend, name: str, delta: int) -> str | None:
     """Add to a persistent counter; ``name`` when its row held garbage and was reset, else None."""
     try:
         return None if backend.incr(_STAT + name, delta) else name
@@ -772,17 +772,20 @@ def _add_count(backend: DiskBackend | MemoryBackend, name: str, delta: int) -> s
 
 
 def _write_counts(
-    backend: DiskBackend | MemoryBackend, pending: dict[str, int], lock: threading.Lock, pid: int
+    backend: DiskBackend | MemoryBackend | ReadOnlyBackend, pending: dict[str, int], lock: threading.Lock, pid: int
 ) -> list[str]:
     """Write and clear ``pending`` counts (an UPDATE in place where the row exists); the names reset."""
     if os.getpid() != pid:
         return []  # a forked child: the counts are its parent's
+    add = getattr(backend, "add", None)
+    if add is None:
+        return []  # a read-only store: nothing is written, counters included
     with lock:
         items = list(pending.items())
         pending.clear()
     reset = []
     for name, delta in items:
-        if backend.add(_STAT + name, delta):  # one UPDATE in place: diskcache is not opened for it
+        if add(_STAT + name, delta):  # one UPDATE in place: diskcache is not opened for it
             continue
         bad = _add_count(backend, name, delta)
         if bad is not None:
