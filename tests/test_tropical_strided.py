@@ -127,3 +127,42 @@ def test_random_networks_through_the_strided_step(net):
     with _device_route(), mock.patch.object(_contract, "STRIDED_MIN", 0):
         got = einsum_module.einsum(",".join(inputs) + "->" + output, *ops, semiring=semiring)
     np.testing.assert_array_equal(got, _reference_einsum.einsum_brute(inputs, output, ops, semiring))
+
+
+def test_a_batch_past_int32_is_launched_in_chunks(monkeypatch):
+    """The row kernels count the batch (and batch * M rows) in int32: a step whose batch is larger
+    (the chimera sweep's 2^31) is launched in chunks, each with its pointers moved on."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from lazykern.launch import _device
+    from lazykern.tropical import _arrays, _strided, api
+
+    calls = []
+
+    class FakeKernel:
+        def __getitem__(self, config):
+            return lambda *args: calls.append((config, args))
+
+    operands = iter([0x1000, 0x2000, 0x3000])
+    monkeypatch.setattr(
+        _arrays,
+        "as_operand",
+        lambda v, name: SimpleNamespace(ptr=next(operands), device=0, dtype=np.float32, stream=None),
+    )
+    monkeypatch.setattr(_device, "common", lambda named: 0)
+    monkeypatch.setattr(_device, "resolve_or_current", lambda d: 0)
+    monkeypatch.setattr(_device, "on", lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(api, "loaded_kernel", lambda name, device: FakeKernel())
+    monkeypatch.setattr(api, "sm_count", lambda device: 132)
+    monkeypatch.setattr(_strided, "_INT32_MAX", 6)  # chunks of 6 // M = 3 batch entries
+    be = SimpleNamespace(xp=None, empty=lambda x, shape: object())
+    M, N, K, batch, sA, sC = 2, 2, 2, 8, 100, 10
+    lay = {"dims": (batch, M, N, K), "a": (sA, 1, 1), "c": (sC, 2), "out_shape": (batch, M, N)}
+    _strided.launch(be, object(), object(), lay, "maxplus")
+    counts = [args[12] for _, args in calls]
+    assert counts == [3, 3, 2]
+    starts = [0, 3, 6]
+    assert [args[0] for _, args in calls] == [0x1000 + b * sA * 4 for b in starts]
+    assert [args[1] for _, args in calls] == [0x2000 + b * K * N * 4 for b in starts]
+    assert [args[2] for _, args in calls] == [0x3000 + b * sC * 4 for b in starts]

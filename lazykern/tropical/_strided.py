@@ -21,6 +21,7 @@ import numpy as np
 
 Label = Hashable
 KMAX = 8  # the row kernels' bound on K and N (fragments.ROWS_KMAX["r"])
+_INT32_MAX = 2**31 - 1
 THREADS = 256
 
 
@@ -117,10 +118,15 @@ def launch(be: Any, x: Any, y: Any, lay: dict[str, Any], semiring: str) -> Any:
     device = _device.resolve_or_current(_device.common([(n, o.device) for n, o in zip("ABC", ops)]))
     tile = "r4" if K <= ROWS_KMAX["r4"] and N <= ROWS_KMAX["r4"] else "r"
     name = Spec(semiring, api.DTYPE_CODE[np.dtype(ops[0].dtype)], False, tile=tile).name
+    itemsize = np.dtype(ops[0].dtype).itemsize
+    per = max(1, _INT32_MAX // max(M, 1))  # the kernel counts batch (and batch * M rows) in int32
     with _device.on(device):
         kernel = api.loaded_kernel(name, device)
-        blocks = max(min(-(-batch * M // THREADS), 64 * api.sm_count(device)), 1)
-        kernel[(blocks,), (THREADS,), ops[2].stream or 0](
-            ops[0].ptr, ops[1].ptr, ops[2].ptr, 0, M, N, K, ars, acs, N, 1, ldc, batch, sA, b_str[0], sC
-        )
+        for first in range(0, batch, per):
+            n = min(per, batch - first)
+            blocks = max(min(-(-n * M // THREADS), 64 * api.sm_count(device)), 1)
+            a, b, c = (op.ptr + first * s * itemsize for op, s in zip(ops, (sA, b_str[0], sC)))
+            kernel[(blocks,), (THREADS,), ops[2].stream or 0](
+                a, b, c, 0, M, N, K, ars, acs, N, 1, ldc, n, sA, b_str[0], sC
+            )
     return out
