@@ -432,7 +432,7 @@ if gpu:
     import numba.cuda  # lazykern's GPU route runs on numba-cuda: an import like the others
 t1 = time.perf_counter()
 if gpu:
-    xp.zeros(1) + 1
+    xp.zeros(1, device="cuda") + 1 if xp.__name__ == "torch" else xp.zeros(1) + 1
     numba.cuda.current_context()  # the CUDA context (the array library's primary one, shared with numba)
 t2 = time.perf_counter()
 dtype = np.float32
