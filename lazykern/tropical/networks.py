@@ -64,9 +64,13 @@ class SpinGlass:
     def network(self, dtype: Any = np.float64, module: Any = np) -> tuple[list[tuple[int, ...]], list[Any]]:
         """(labels per tensor, tensors) of the max-plus network; spin i is label i. ``module``:
         numpy, cupy or torch (tensors made on its default device: torch gets device="cuda")."""
-        sign = np.outer(SPIN, SPIN)
-        host = [J * sign for J in self.J] + [h * SPIN for h in self.h]
-        return self.labels(), [_to_module(np.asarray(t, dtype=dtype), module) for t in host]
+        bonds = np.asarray(self.J[:, None, None] * np.outer(SPIN, SPIN), dtype=dtype)
+        fields = np.asarray(self.h[:, None] * SPIN, dtype=dtype)
+        if getattr(module, "__name__", "") == "torch":  # leaves of their own: autograd differentiates each
+            return self.labels(), [_to_module(t, module) for t in (*bonds, *fields)]
+        # Two copies to the device and views of them, not one small copy per tensor (a lattice has thousands).
+        bonds, fields = _to_module(bonds, module), _to_module(fields, module)
+        return self.labels(), [bonds[i] for i in range(len(self.J))] + [fields[i] for i in range(self.n)]
 
 
 def _to_module(x: np.ndarray, module: Any) -> Any:
