@@ -8,10 +8,12 @@ Workloads (each timed end to end: plan, contraction; figures below):
               "first" plans from nothing, "again" with the plan (and kernels) already in the store
   config      one optimal configuration, L = 24, 20 until one fits (every argmax kept; then only
               those of steps under memory-limit / 4 entries, recomputing the larger ones)
-  chimera     the 512-qubit chimera graph (8 x 8 cells of K4,4), +-J
+  chimera     the 512-qubit chimera graph (8 x 8 cells of K4,4), +-J, in a child process killed after
+              --chimera-seconds (default 240, planning included): a row either way
   regular     random 3-regular graphs, n stepped up until the time budget (default 600 s) runs out
   degeneracy  ground-state count of +-J square lattices, L = 16 and up
-  latency     an 8 x 8 lattice's energy in a fresh process with a warm store (after imports and context)
+  latency     an 8 x 8 lattice's energy in fresh processes with a warm store, after imports (numba-cuda's
+              too) and the CUDA context: plan_seconds + contract_seconds, again_seconds (same process)
   peers       lazykern vs torch (broadcast + amax per contraction) vs the NumPy CPU path, same plan
   graph       eager vs CUDA-graph-captured contraction of a network of many small tensors
 
@@ -24,7 +26,8 @@ multiply-adds, steps every slice shares counted once), log2_largest, slices, tps
 multiply-adds per second) and gemm_ratio (tps over the f32 max-plus GEMM rate measured at the start
 of the same run, "gemm" in the record, beside the device copy bandwidth), peak_gpu_bytes (the
 CuPy / torch pool's high-water mark over the workload). The JSON at --out also holds the device,
-driver, versions, command line and date.
+driver, versions, command line and date; it is rewritten after every row, so a failure or a kill
+later keeps the rows before it.
 """
 
 from __future__ import annotations
@@ -32,10 +35,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import selectors
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,6 +51,8 @@ import numpy as np
 from lazykern import tropical
 from lazykern.tropical import networks as nw
 from lazykern.tropical.einsum import contract_network
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def pick_module(name: str) -> Any:
@@ -142,14 +152,16 @@ class Run:
         row["peak_gpu_bytes"] = peak_bytes(self.module)
         return out, row
 
-    def energy(self, sg: nw.SpinGlass) -> dict[str, Any]:
+    def energy(self, sg: nw.SpinGlass, planned: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """One graph's energy row; ``planned`` is told the plan's figures before the contraction starts."""
         kwargs, stats = self.plan(sg)
+        if planned is not None:
+            planned(stats)
         E, row = self.measure(lambda: nw.ground_state_energy(sg, module=self.module, dtype=self.dtype, **kwargs), stats)
         total = stats["plan_seconds"] + row["contract_seconds"]
         return {"graph": sg.name, "n": sg.n, "energy": E} | row | stats | {"seconds": round(total, 3)}
 
-    def config(self, sizes: list[int]) -> list[dict[str, Any]]:
-        rows = []
+    def config(self, sizes: list[int], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for L in sizes:
             sg = nw.square_lattice(L, seed=L)
             for checkpoint in (False, (self.args.memory_limit or 2**28) // 4):
@@ -166,8 +178,16 @@ class Run:
 
                 row = {"graph": sg.name, "checkpoint": checkpoint} | attempt(go)
                 rows.append(row)
+                self.save()
                 if "error" not in row:
                     return rows
+        return rows
+
+    def energies(self, L: int, rows: dict[str, Any]) -> dict[str, Any]:
+        """The L x L energy twice: "first" plans from nothing, "again" (same structure) finds the plan stored."""
+        for which, seed in (("first", L), ("again", L + 1)):
+            rows[which] = attempt(lambda seed=seed: self.energy(nw.square_lattice(L, seed=seed)))
+            self.save()
         return rows
 
     def regular(self, start: int, step: int, budget: float, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -184,8 +204,7 @@ class Run:
             n += step
         return rows
 
-    def degeneracy(self, sizes: list[int]) -> list[dict[str, Any]]:
-        rows = []
+    def degeneracy(self, sizes: list[int], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for L in sizes:
             sg = nw.square_lattice(L, seed=L)
 
@@ -199,11 +218,11 @@ class Run:
                 return {"energy": E, "degeneracy": count, "count_dtype": str(np.dtype(count_dtype))} | row | stats
 
             rows.append({"graph": sg.name} | attempt(go))
+            self.save()
         return rows
 
-    def peers(self, sizes: list[int]) -> list[dict[str, Any]]:
+    def peers(self, sizes: list[int], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The same contraction order, three engines: lazykern, torch broadcast + amax, NumPy CPU."""
-        rows = []
         for L in sizes:
             sg = nw.square_lattice(L, seed=L)
             labels, host = sg.network(np.float32)
@@ -230,6 +249,7 @@ class Run:
                 E, seconds = timed(go)
                 row[name] = {"energy": E, "seconds": round(seconds, 4)}
             rows.append(row)
+            self.save()
         return rows
 
     def graph(self, L: int) -> dict[str, Any]:
@@ -278,10 +298,83 @@ class Run:
         }
 
 
+CHILD = "import json, sys\nfrom benchmarks import spin_glass\nspin_glass.child_energy(json.loads(sys.argv[1]))\n"
+
+
+def child_energy(spec: dict[str, Any]) -> None:
+    """In a child process: one graph's energy, printing the plan's figures as soon as they are known
+    (a parent that stops the child at its budget still records them), then the row."""
+    run = Run(argparse.Namespace(**spec["args"]))
+    kind, *shape = spec["graph"]
+    sg = getattr(nw, kind)(*shape, seed=spec["seed"])
+    row = run.energy(sg, planned=lambda stats: print(json.dumps({"plan": stats}), flush=True))
+    print(json.dumps({"row": row}, default=_plain), flush=True)
+
+
+def bounded_energy(run: Run, graph: tuple[Any, ...], seed: int, budget: float) -> dict[str, Any]:
+    """An energy row computed in a child process stopped (killed, with whatever it started) after
+    ``budget`` seconds: a search or contraction that would run for hours costs the budget and leaves a
+    row saying so, with the plan's figures when planning finished."""
+    release(run.module)  # the child plans against the device's free memory: hand back this process's pool
+    spec = {"args": vars(run.args), "graph": list(graph), "seed": seed}
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    start = time.monotonic()
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, json.dumps(spec)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,  # its own process group: killed as one, planner workers included
+        )
+        got: dict[str, Any] = {}
+        try:
+            with selectors.DefaultSelector() as sel:
+                sel.register(proc.stdout, selectors.EVENT_READ)
+                while "row" not in got:
+                    left = budget - (time.monotonic() - start)
+                    if left <= 0 or not sel.select(timeout=left):
+                        break
+                    line = proc.stdout.readline()
+                    if not line:
+                        break
+                    got |= json.loads(line)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            proc.stdout.close()
+        err.seek(0)
+        tail = err.read()[-2000:].decode(errors="replace")
+    seconds = round(time.monotonic() - start, 1)
+    if "row" in got:
+        row = got["row"]
+        gemm = run.record.get("gemm", {}).get("tps")
+        row["gemm_ratio"] = round(row["tps"] / gemm, 4) if row.get("tps") and gemm else None
+        return row | {"process_seconds": seconds}
+    stats = got.get("plan", {})
+    if proc.returncode not in (None, -signal.SIGKILL) and tail:
+        return {"error": f"the child process failed (exit {proc.returncode}): {tail}"} | stats
+    return {
+        "error": f"stopped at the budget of {budget:g} s ({'contracting' if stats else 'planning'} still)",
+        "budget_seconds": budget,
+    } | stats
+
+
+def release(module: Any) -> None:
+    """Return the array library's cached device memory to the driver."""
+    name = getattr(module, "__name__", "")
+    if name == "cupy":
+        module.get_default_memory_pool().free_all_blocks()
+    elif name == "torch":
+        module.cuda.empty_cache()
+
+
 def reset_peak(module: Any) -> None:
     name = getattr(module, "__name__", "")
     if name == "cupy":
-        module.get_default_memory_pool().free_all_blocks()  # the pool grows to the workload's high-water mark
+        release(module)  # the pool grows to the workload's high-water mark
     elif name == "torch":
         module.cuda.reset_peak_memory_stats()
 
@@ -328,34 +421,55 @@ def gemm_rate(module: Any, n: int) -> dict[str, Any]:
     return row
 
 
-def latency(L: int, module_name: str) -> dict[str, Any]:
+LATENCY = """
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np
+import {module} as xp
+from lazykern.tropical import networks as nw
+gpu = xp is not np
+if gpu:
+    import numba.cuda  # lazykern's GPU route runs on numba-cuda: an import like the others
+t1 = time.perf_counter()
+if gpu:
+    xp.zeros(1, device="cuda") + 1 if xp.__name__ == "torch" else xp.zeros(1) + 1
+    numba.cuda.current_context()  # the CUDA context (the array library's primary one, shared with numba)
+t2 = time.perf_counter()
+dtype = np.float32
+sg = nw.square_lattice({L}, seed={L})
+t = time.perf_counter()
+plan = nw.plan(sg, module=xp, dtype=dtype)
+t_plan = time.perf_counter() - t
+t = time.perf_counter()
+E = nw.ground_state_energy(sg, module=xp, dtype=dtype, optimize=plan)
+t_contract = time.perf_counter() - t
+t = time.perf_counter()
+nw.ground_state_energy(nw.square_lattice({L}, seed={L} + 1), module=xp, dtype=dtype)
+t_again = time.perf_counter() - t
+loaded = [m for m in ("cotengra", "kahypar", "opt_einsum") if m in sys.modules]
+print(json.dumps(dict(energy=E, seconds=t_plan + t_contract, plan_seconds=t_plan, contract_seconds=t_contract,
+                      again_seconds=t_again, imports_seconds=t1 - t0, context_seconds=t2 - t1,
+                      steps=len(plan.path), loaded=loaded)))
+"""
+
+
+def latency(L: int, module_name: str, timeout: float = 90.0) -> dict[str, Any]:
     """An L x L energy in fresh processes: the second one finds plan and kernels in the store.
-    Seconds after imports and the CUDA context (the work lazykern adds to a short script)."""
-    if module_name == "numpy":
-        return {"skipped": "CPU run"}
-    code = (
-        f"import time, numpy as np, {module_name} as xp\n"
-        "from lazykern.tropical import networks as nw\n"
-        f"sg = nw.square_lattice({L}, seed={L})\n"
-        "xp.zeros(1) + 1\n"
-        "t = time.perf_counter(); E = nw.ground_state_energy(sg, module=xp, dtype=np.float32)\n"
-        "print(E, time.perf_counter() - t)\n"
-    )
+    ``seconds``: after imports (numba-cuda's too on a GPU) and the CUDA context, the work lazykern adds
+    to a short script: ``plan_seconds`` (the order) + ``contract_seconds`` (the first contraction, which
+    loads its kernels from the store); ``again_seconds``: another lattice of the same size in the same
+    process (plan and kernels in memory: the per-step floor)."""
+    code = LATENCY.format(module=module_name, L=L)
     rows = []
     for _ in range(3):
         start = time.perf_counter()
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
         if out.returncode:
-            return {"error": out.stderr[-2000:]}
-        E, seconds = out.stdout.split()[-2:]
-        rows.append(
-            {
-                "energy": float(E),
-                "seconds": round(float(seconds), 4),
-                "process_seconds": round(time.perf_counter() - start, 3),
-            }
-        )
-    return {"graph": f"square {L}x{L}", "runs": rows, "warm_seconds": rows[-1]["seconds"]}
+            return {"error": out.stderr[-2000:], "runs": rows}
+        row = json.loads(out.stdout.splitlines()[-1])
+        row = {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
+        rows.append(row | {"process_seconds": round(time.perf_counter() - start, 3)})
+    return {"graph": f"square {L}x{L}", "module": module_name, "runs": rows, "warm_seconds": rows[-1]["seconds"]}
 
 
 def greedy_path(sg: nw.SpinGlass) -> list[tuple[int, ...]]:
@@ -414,12 +528,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gemm-n", type=int, default=4096, help="side of the f32 GEMM that sets the yardstick rate")
     parser.add_argument("--budget", type=float, default=600.0, help="seconds for the random-regular sweep")
     parser.add_argument("--graph-repeats", type=int, default=20)
+    parser.add_argument(
+        "--chimera-seconds",
+        type=float,
+        default=240.0,
+        help="budget of the chimera row, planning included (a child process)",
+    )
     parser.add_argument("--only", nargs="*", default=None, help="workloads to run (default: all)")
     args = parser.parse_args(argv)
     if args.quick:
         args.memory_limit = min(args.memory_limit or 2**5, 2**5)  # small enough that the 6 x 6 lattice is sliced
         args.plan_seconds = min(args.plan_seconds, 1.0)
         args.budget = min(args.budget, 3.0)
+        args.chimera_seconds = min(args.chimera_seconds, 60.0)
         args.gemm_n = min(args.gemm_n, 256)
     from lazykern.tools.bench.device import environment
 
@@ -437,26 +558,30 @@ def main(argv: list[str] | None = None) -> int:
     }
     record["gemm"] = attempt(lambda: gemm_rate(run.module, args.gemm_n))
     print("gemm", json.dumps(record["gemm"]), flush=True)
-    m, n, t = sizes["chimera"]
-    L = sizes["energy_L"]
-    work = {
-        "energy": lambda: {
-            "first": attempt(lambda: run.energy(nw.square_lattice(L, seed=L))),  # nothing planned yet
-            "again": attempt(lambda: run.energy(nw.square_lattice(L, seed=L + 1))),  # same structure: stored plan
-        },
-        "config": lambda: run.config(sizes["config_L"]),
-        "chimera": lambda: attempt(lambda: run.energy(nw.chimera(m, n, t, seed=1))),
-        "regular": lambda: run.regular(*sizes["regular"], record["results"].setdefault("regular", [])),
-        "degeneracy": lambda: run.degeneracy(sizes["degeneracy_L"]),
-        "latency": lambda: attempt(lambda: latency(sizes["latency_L"], getattr(run.module, "__name__", "numpy"))),
-        "peers": lambda: run.peers(sizes["peers_L"]),
-        "graph": lambda: attempt(lambda: run.graph(sizes["graph_L"])),
+    results = record["results"]
+    work: dict[str, tuple[Callable[[Any], Any], Any]] = {
+        "energy": (lambda rows: run.energies(sizes["energy_L"], rows), {}),
+        "config": (lambda rows: run.config(sizes["config_L"], rows), []),
+        "chimera": (lambda _: bounded_energy(run, ("chimera", *sizes["chimera"]), 1, args.chimera_seconds), {}),
+        "regular": (lambda rows: run.regular(*sizes["regular"], rows), []),
+        "degeneracy": (lambda rows: run.degeneracy(sizes["degeneracy_L"], rows), []),
+        "latency": (lambda _: latency(sizes["latency_L"], getattr(run.module, "__name__", "numpy")), {}),
+        "peers": (lambda rows: run.peers(sizes["peers_L"], rows), []),
+        "graph": (lambda _: run.graph(sizes["graph_L"]), {}),
     }
-    for name, fn in work.items():
+    for name, (fn, rows) in work.items():
         if args.only and name not in args.only:
             continue
-        record["results"][name] = fn()
-        print(name, json.dumps(record["results"][name], default=str)[:400], flush=True)
+        results[name] = rows  # filled and saved row by row: a failure or a kill later keeps them
+        try:
+            results[name] = fn(rows)
+        except Exception as exc:  # recorded beside the rows already made; the next workload still runs
+            error = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+            if isinstance(rows, list):
+                rows.append(error)
+            else:
+                rows.update(error)
+        print(name, json.dumps(results[name], default=str)[:400], flush=True)
         run.save()
     return 0
 

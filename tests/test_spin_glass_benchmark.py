@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import pytest
 
@@ -26,7 +28,9 @@ def test_quick_run_writes_every_workload(tmp_path):
         assert row["energy"] == transfer_matrix(nw.square_lattice(L, seed=seed), L)[0]
         assert row["log2_largest"] <= 5  # --quick slices to 2^5 entries
         assert {"plan_seconds", "contract_seconds", "log2_flops", "tps", "gemm_ratio", "peak_gpu_bytes"} <= set(row)
-    assert "skipped" in record["gemm"] and "skipped" in res["latency"]
+    assert "skipped" in record["gemm"]
+    for run in res["latency"]["runs"]:  # fresh processes, NumPy path: the sweep, no planner, no cotengra
+        assert run["energy"] == transfer_matrix(nw.square_lattice(4, seed=4), 4)[0] and run["loaded"] == []
     E0, _ = transfer_matrix(nw.square_lattice(L, seed=L), L)
     config = res["config"][-1]
     assert config["energy"] == config["energy_of_config"] == E0
@@ -37,3 +41,44 @@ def test_quick_run_writes_every_workload(tmp_path):
     assert res["chimera"]["n"] == 16
     assert all(row["numpy"]["energy"] < 0 for row in res["peers"])
     assert "skipped" in res["graph"]
+
+
+def test_chimera_is_stopped_at_its_budget_and_leaves_a_row(tmp_path):
+    """The chimera row runs in a child process group killed at --chimera-seconds: the run goes on and the
+    row says where it stopped (here the budget is shorter than the child's start-up)."""
+    out = tmp_path / "sg.json"
+    start = time.monotonic()
+    argv = ["--quick", "--out", str(out), "--only", "chimera", "--chimera-seconds", "0.05"]
+    assert spin_glass.main(argv) == 0
+    assert time.monotonic() - start < 20
+    row = json.loads(out.read_text())["results"]["chimera"]
+    assert "budget of 0.05 s" in row["error"] and row["budget_seconds"] == 0.05
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and _parent(p) == os.getpid()]
+
+
+def _parent(pid: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):  # gone meanwhile
+        return None
+
+
+def test_rows_are_saved_as_they_come(tmp_path, monkeypatch):
+    """A run stopped during a later row (an interrupt, which no workload catches) leaves the earlier
+    rows on disk, the first energy row among them."""
+    out = tmp_path / "sg.json"
+    energy = spin_glass.Run.energy
+    calls = []
+
+    def second_interrupted(self, sg, planned=None):
+        calls.append(sg.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return energy(self, sg, planned)
+
+    monkeypatch.setattr(spin_glass.Run, "energy", second_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        spin_glass.main(["--quick", "--out", str(out), "--only", "energy", "--plan-seconds", "0.1"])
+    rows = json.loads(out.read_text())["results"]["energy"]
+    assert set(rows) == {"first"} and rows["first"]["energy"] < 0

@@ -9,6 +9,8 @@ import pytest
 
 from lazykern.tropical import _reference_einsum, counting
 
+from .test_tropical_einsum import device_route  # the GPU route on the host
+
 
 def enumerate_counts(inputs, ops, counts, semiring="maxplus"):
     """(best, number of weighted assignments reaching it) over every assignment of every label."""
@@ -77,3 +79,69 @@ def test_kernels_are_lazy_and_compile_for_sm90(cache):
     assert all(len(k.code) > 1000 for k in kernels)
     assert fam.compiled() == ["count_max_f32_i64", "count_min_f64_f64"]
     assert counting.kernel_name("minplus", np.dtype("float32"), np.dtype("float64")) == "count_min_f32_f64"
+
+
+@pytest.mark.parametrize("semiring", ["maxplus", "minplus"])
+def test_count_bmm_reads_views_through_their_strides(semiring):
+    """Transposed, permuted and broadcast operands give the product of their contiguous copies; values
+    and counts that lie differently are both copied (the kernel reads one set of strides)."""
+    from lazykern.tropical import _backend
+
+    be = _backend.Backend("cupy", np)
+    rng = np.random.default_rng(4)
+    base_v = rng.integers(-3, 3, (4, 3, 5)).astype(np.float32)  # few values: ties on purpose
+    base_c = rng.integers(1, 4, (4, 3, 5)).astype(np.int64)
+    B_v = rng.integers(-3, 3, (1, 4, 2)).astype(np.float32)
+    B_c = rng.integers(1, 4, (1, 4, 2)).astype(np.int64)
+    cases = [
+        (base_v.transpose(1, 2, 0), base_c.transpose(1, 2, 0)),  # (3, 5, 4): a permuted view, strides (5, 1, 15)
+        (base_v.transpose(1, 2, 0), np.ascontiguousarray(base_c.transpose(1, 2, 0))),  # the parts lie differently
+    ]
+    for Av, Ac in cases:
+        Bv, Bc = B_v, B_c
+        got = counting.count_bmm(be, Av, Ac, Bv, Bc, semiring)  # B broadcast over the batch
+        want = _reference_einsum.count_bmm(np.ascontiguousarray(Av), np.ascontiguousarray(Ac), Bv, Bc, semiring)
+        for g, w in zip(got, want):
+            assert g.flags.c_contiguous
+            np.testing.assert_array_equal(g, w)
+        Bt_v, Bt_c = (np.ascontiguousarray(x.transpose(0, 2, 1)).transpose(0, 2, 1) for x in (Bv, Bc))  # "t" views
+        got = counting.count_bmm(be, Av, Ac, Bt_v, Bt_c, semiring)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("L", [8, 10])
+def test_degeneracy_sweeps_the_boundary_in_place(L):
+    """The counting contraction of a lattice on the GPU route takes the strided step too: the energy and
+    ground-state count are the transfer matrix's, and the boundary (values and counts) is copied a
+    few times, not once per step."""
+    from unittest import mock
+
+    from lazykern.tropical import _backend, _contract
+    from lazykern.tropical import networks as nw
+
+    from ._spin_oracles import transfer_matrix
+
+    sg = nw.square_lattice(L, seed=L)
+    copies, rows = [], []
+    contiguous, strided = _backend.Backend.contiguous, counting.CountingAlgebra.rows
+
+    def counting_copy(self, x):
+        if x.ndim >= L and not x.flags.c_contiguous:  # the boundary (L spins), not a group's tensor
+            copies.append(x.shape)
+        return contiguous(self, x)
+
+    def recorded(self, X, Y, lay):
+        rows.append(lay["dims"])
+        return strided(self, X, Y, lay)
+
+    with (
+        device_route(),
+        mock.patch.object(_contract, "STRIDED_MIN", 0),
+        mock.patch.object(_backend.Backend, "contiguous", counting_copy),
+        mock.patch.object(_backend.Backend, "memory_limit", lambda self, b: 2**28),
+        mock.patch.object(counting.CountingAlgebra, "rows", recorded),
+    ):
+        got = nw.degeneracy(sg, memory_limit=2**28)
+    assert got == transfer_matrix(sg, L)
+    assert len(rows) >= L * L // 2 and len(copies) <= 2 * 8, (len(rows), copies)  # values and counts: a few each

@@ -78,3 +78,22 @@ def test_sweep_arguments():
     assert np.isfinite(
         contraction_plan([(0, 1), (1,)], (), {0: 2, 1: 2}, optimize=orders.sweep_path([(0, 1), (1,)], [1, 0])).flops
     )
+
+
+def test_ssa_to_positions_matches_popping_a_live_list():
+    """Random SSA paths (pairs and triples) against the definition: each step's positions in the live
+    list before it pops them, the result appended last."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        count = int(rng.integers(1, 25))
+        ids, next_id, ssa = list(range(count)), count, []
+        while len(ids) > 1:
+            step = tuple(int(i) for i in rng.choice(ids, size=min(len(ids), int(rng.integers(2, 4))), replace=False))
+            ssa.append(step)
+            ids = [i for i in ids if i not in step] + [next_id]
+            next_id += 1
+        live, want = list(range(count)), []
+        for n, step in enumerate(ssa, start=count):
+            want.append(tuple(sorted(live.index(i) for i in step)))
+            live = [i for i in live if i not in step] + [n]
+        assert orders.ssa_to_positions(ssa, count) == want

@@ -117,7 +117,7 @@ def test_plans_are_stored_and_a_second_plan_skips_the_search(store, monkeypatch)
 
 
 def test_a_damaged_plan_is_dropped_and_planned_again(store, caplog):
-    sg = networks.square_lattice(4, seed=2)
+    sg = networks.square_lattice(5, seed=2)  # its cheap orders need more than 16 entries: searched, stored
     first = _plan(sg, max_time=0.5)
     (row,) = [r for r in store.entries() if r.get("family") == "tropical_plan"]
     entry = store.lookup(row["key"])
@@ -134,13 +134,13 @@ def test_a_damaged_plan_is_dropped_and_planned_again(store, caplog):
 def test_bundles_leave_plans_out(store):
     from lazykern.scale import bundle
 
-    _plan(networks.square_lattice(3, seed=1), max_time=0.5)
+    _plan(networks.square_lattice(5, seed=1), max_time=0.5)
     assert any(r.get("family") == "tropical_plan" for r in store.entries())
     assert not any(r.get("family") == "tropical_plan" for r in bundle._select(store, None, None))
 
 
 def test_cache_ls_lists_plans(store):
-    _plan(networks.square_lattice(3, seed=1), max_time=0.5)
+    _plan(networks.square_lattice(5, seed=1), max_time=0.5)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run(
         [sys.executable, "-m", "lazykern", "--cache-dir", store.directory, "cache", "ls", "--json"],
@@ -176,3 +176,54 @@ def test_dependencies_the_default_install_needs():
     assert any(d.startswith("opt_einsum") for d in project["dependencies"])
     tn = project["optional-dependencies"]["tn"]
     assert any(d.startswith("cotengra") for d in tn) and any(d.startswith("kahypar") for d in tn)
+
+
+QUICK = textwrap.dedent(
+    """
+    import json, os, sys, time
+    import numpy as np
+    from lazykern.tropical import _planner, networks as nw
+
+    def no_search(*a, **k):
+        raise AssertionError("a planner process was started")
+
+    _planner.search = no_search
+    seconds = {}
+    cases = {
+        "8x8 auto": (nw.square_lattice(8, seed=8), {}),
+        "8x8 cotengra": (nw.square_lattice(8, seed=8), {"optimize": "cotengra"}),
+        "regular cotengra": (nw.random_regular(20, 3, seed=2), {"optimize": "cotengra"}),  # no geometry: greedy
+        "5x5 stored": (nw.square_lattice(5, seed=7), {"optimize": "cotengra", "memory_limit": 16}),
+    }
+    for name, (sg, kw) in cases.items():
+        start = time.perf_counter()
+        energy = nw.ground_state_energy(sg, dtype=np.float32, **kw)
+        seconds[name] = (energy, time.perf_counter() - start)
+    me = str(os.getpid())
+    children = [p for p in os.listdir("/proc") if p.isdigit()
+                and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1] == me]
+    loaded = [m for m in ("cotengra", "kahypar") if m in sys.modules]
+    print(json.dumps({"seconds": seconds, "children": children, "loaded": loaded}))
+    """
+)
+
+
+def test_small_or_stored_plans_start_no_planner_and_import_no_cotengra(store):
+    """A fresh process (the latency a short script sees) solving small lattices and a small random
+    graph with optimize="cotengra", and a lattice whose plan is stored: the cheap order (the sweep,
+    opt_einsum's greedy) or the stored plan is taken, no worker process starts and cotengra (with
+    kahypar) is never imported; the energies are the oracle's."""
+    from ._spin_oracles import brute_force, transfer_matrix
+
+    networks.plan(networks.square_lattice(5, seed=1), optimize="cotengra", memory_limit=16, max_time=0.5)  # stored
+    assert any(r.get("family") == "tropical_plan" for r in store.entries())
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env["LAZYKERN_CACHE_DIR"] = str(store.directory)
+    out = subprocess.run([sys.executable, "-c", QUICK], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.splitlines()[-1])
+    assert report["children"] == [] and report["loaded"] == [], report
+    energy = {name: e for name, (e, _) in report["seconds"].items()}
+    assert energy["8x8 auto"] == energy["8x8 cotengra"] == transfer_matrix(networks.square_lattice(8, seed=8), 8)[0]
+    assert energy["5x5 stored"] == transfer_matrix(networks.square_lattice(5, seed=7), 5)[0]
+    assert energy["regular cotengra"] == brute_force(networks.random_regular(20, 3, seed=2))[0]

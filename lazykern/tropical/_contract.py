@@ -80,6 +80,10 @@ class Algebra:
             res = bmm(a, b, self.semiring, argmax=argmax)
         return ((res[0],), res[1]) if argmax else ((res,), None)
 
+    def rows(self, X: tuple[Any, ...], Y: tuple[Any, ...], lay: dict[str, Any]) -> tuple[Any, ...]:
+        """A strided step (:mod:`._strided`): X read in place through ``lay``, Y contiguous."""
+        return (_strided.launch(self.be, X[0], Y[0], lay, self.semiring),)
+
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
         """Elementwise semiring sum (slices of a sliced contraction)."""
         return (self.be.fmax(X[0], Y[0], self.semiring == "minplus"),)
@@ -119,7 +123,7 @@ def _shape(be: Backend, term: Term) -> tuple[int, ...]:
 def contract(alg: Algebra, A: Term, B: Term, keep: set, argmax: bool) -> tuple[Term, Choice]:
     """A (x) B summed over the labels both share and ``keep`` lacks."""
     be = alg.be
-    if not argmax and type(alg) is Algebra and not alg.grad and not be.on_host:
+    if not argmax and not alg.grad and not be.on_host:
         done = _strided_step(alg, A, B, keep)
         if done is not None:
             return done
@@ -148,28 +152,34 @@ def _strided_step(alg: Algebra, A: Term, B: Term, keep: set) -> tuple[Term, Choi
     X, Y = (A, B) if _size(be, A) >= _size(be, B) else (B, A)
     if _size(be, X) < STRIDED_MIN:
         return None
-    x = X.parts[0]
     # Y's new labels go innermost in the order they first appear in the network (a sweep's order), so
     # the label the next step shares is the last axis, where the next layout needs it.
     rank = alg.rank or {}
     y_labels = sorted(Y.labels, key=lambda lab: rank.get(lab, -1))
     y_shape = [dict(zip(Y.labels, _shape(be, Y)))[lab] for lab in y_labels]
-    lay = _strided.layout(X.labels, _shape(be, X), be.strides(x), y_labels, y_shape, keep)
+    lay = _layout(be, X, y_labels, y_shape, keep)
     if lay is None:
         # One copy into (contracted, rest, batch) order; a sweep's boundary then stays in that order
         # (oldest labels first, newest last) and the following steps read it in place.
         labels = [x for x in X.labels if x in Y.labels and x not in keep]
         labels += [x for x in X.labels if x not in Y.labels] + [x for x in X.labels if x in Y.labels and x in keep]
-        x = be.contiguous(be.permute(x, tuple(X.labels.index(lab) for lab in labels)))
-        X = Term((x,), tuple(labels))
-        lay = _strided.layout(X.labels, _shape(be, X), be.strides(x), y_labels, y_shape, keep)
+        perm = tuple(X.labels.index(lab) for lab in labels)
+        X = Term(map_parts(lambda p: be.contiguous(be.permute(p, perm)), X.parts), tuple(labels))
+        lay = _layout(be, X, y_labels, y_shape, keep)
         if lay is None:
             return None
     perm = tuple(Y.labels.index(lab) for lab in lay["batch"] + lay["con"] + lay["right"])
-    y = be.contiguous(be.permute(Y.parts[0], perm))
-    out = _strided.launch(be, x, y, lay, alg.semiring)
+    out = alg.rows(X.parts, map_parts(lambda p: be.contiguous(be.permute(p, perm)), Y.parts), lay)
     sizes = dict(zip(X.labels, _shape(be, X)))
-    return Term((out,), tuple(lay["out"])), Choice(tuple(lay["con"]), tuple(sizes[x] for x in lay["con"]), None)
+    return Term(out, tuple(lay["out"])), Choice(tuple(lay["con"]), tuple(sizes[x] for x in lay["con"]), None)
+
+
+def _layout(be: Backend, X: Term, y_labels: list[Label], y_shape: list[int], keep: set) -> dict[str, Any] | None:
+    """X's strided layout; None also where X's parts (values and counts) lie differently."""
+    strides = be.strides(X.parts[0])
+    if any(be.strides(p) != strides for p in X.parts[1:]):
+        return None
+    return _strided.layout(X.labels, _shape(be, X), strides, y_labels, y_shape, keep)
 
 
 def _size(be: Backend, term: Term) -> int:

@@ -11,7 +11,9 @@ counts int64 (exact up to 2^63) or float64 (for astronomically many optima).
 >>> float(v), int(c)
 (3.0, 2)
 
-The GPU kernel (``counting.cu``: one thread per output entry) is its own lazily compiled
+The GPU kernel (``counting.cu``: one thread per output entry, every operand read and written through
+element strides, so a sweep's boundary is read in place and no step copies it, as in the max-plus
+row kernels of :mod:`._strided`) is its own lazily compiled
 :class:`~lazykern.families.family.KernelFamily`, ``tropical_counting``, one fragment per
 (semiring, value dtype, count dtype); NumPy operands use the NumPy kernel.
 """
@@ -35,7 +37,7 @@ VALUE_DTYPES = {"f32": ("float", np.dtype("float32")), "f64": ("double", np.dtyp
 COUNT_DTYPES = {"i64": ("long long", np.dtype("int64")), "f64": ("double", np.dtype("float64"))}
 THREADS = 256
 _MAX_BLOCKS = 132 * 32
-SIGNATURE = ["ptr"] * 6 + ["int64", "int32", "int32", "int32", "int64", "int64"]
+SIGNATURE = ["ptr"] * 6 + ["int64", "int32", "int32", "int32"] + ["int64"] * 8
 
 
 def kernel_name(semiring: str, value: np.dtype, count: np.dtype) -> str:
@@ -52,11 +54,12 @@ def make_family(cache=None) -> KernelFamily:
         for vt, vd in VALUE_DTYPES.values():
             for ct, cd in COUNT_DTYPES.values():
                 name = kernel_name(semiring, vd, cd)
-                args = "av, ac, bv, bc, cv, cc, total, M, N, K, sa, sb"
+                args = "av, ac, bv, bc, cv, cc, total, M, N, K, sa, ars, acs, sb, brs, bcs, sc, ldc"
                 code = (
                     f'extern "C" __global__ void {name}(const {vt} *av, const {ct} *ac, const {vt} *bv, '
                     f"const {ct} *bc, {vt} *cv, {ct} *cc, long long total, int M, int N, int K, long long sa, "
-                    f"long long sb) {{ lk_count_bmm<{vt}, {ct}, {'true' if semiring == 'maxplus' else 'false'}>"
+                    "long long ars, long long acs, long long sb, long long brs, long long bcs, long long sc, "
+                    f"long long ldc) {{ lk_count_bmm<{vt}, {ct}, {'true' if semiring == 'maxplus' else 'false'}>"
                     f"({args}); }}\n"
                 )
                 fam.add(name, code, signature=SIGNATURE)
@@ -121,6 +124,16 @@ class CountingAlgebra(Algebra):
             raise ValueError("counting contractions keep no argmax; use tropical.argmax_einsum for a configuration")
         return count_bmm(self.be, *A, *B, self.semiring), None
 
+    def rows(self, X: tuple[Any, ...], Y: tuple[Any, ...], lay: dict[str, Any]) -> tuple[Any, ...]:
+        """A strided step (:mod:`._strided`): X's values and counts read in place through the layout's
+        strides, Y's contiguous (batch, con, right), the result in X's axis order."""
+        batch, M, N, K = lay["dims"]
+        shape = tuple(lay["out_shape"])
+        out = (self.be.empty(X[0], shape), self.be.empty(X[1], shape))
+        strides = (lay["a"], (K * N if batch > 1 else 0, N, 1), lay["c"])
+        _launch(self.be, X, Y, out, lay["dims"], strides, self.semiring)
+        return out
+
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
         """Combine two slices: the better value, counts added where both reach it."""
         v = self.be.fmax(X[0], Y[0], self.semiring == "minplus")
@@ -134,31 +147,65 @@ def _int64(be: Backend) -> Any:
 
 
 def count_bmm(be: Backend, Av, Ac, Bv, Bc, semiring: str = "maxplus") -> tuple[Any, Any]:
-    """(b|1, M, K) x (b|1, K, N) counting product on the operands' backend."""
+    """(b|1, M, K) x (b|1, K, N) counting product on the operands' backend, each operand read through
+    its own strides (a transposed or permuted view is not copied unless its values and counts are laid
+    out differently); the result is C-contiguous."""
     if be.on_host:
         return _reference_einsum.count_bmm(Av, Ac, Bv, Bc, semiring)
-    from . import _arrays
-
     if be.dtype(Av) != be.dtype(Bv) or be.dtype(Ac) != be.dtype(Bc):
         raise TypeError(f"counting operands differ in dtype: {be.dtype(Av)}/{be.dtype(Bv)} values")
-    Av, Ac, Bv, Bc = (be.contiguous(x) for x in (Av, Ac, Bv, Bc))
+    (Av, Ac), (Bv, Bc) = _alike(be, Av, Ac), _alike(be, Bv, Bc)
     batch = max(int(Av.shape[0]), int(Bv.shape[0]))
     M, K, N = int(Av.shape[1]), int(Av.shape[2]), int(Bv.shape[2])
-    Cv = be.full(Av, (batch, M, N), 0)
-    Cc = be.full(Ac, (batch, M, N), 0)
+    out = (be.empty(Av, (batch, M, N)), be.empty(Ac, (batch, M, N)))  # the kernel writes every entry
+    if batch * M * N == 0:
+        return out
+    sa, sb = (s if int(x.shape[0]) > 1 else (0, *s[1:]) for x, s in ((Av, be.strides(Av)), (Bv, be.strides(Bv))))
+    _launch(be, (Av, Ac), (Bv, Bc), out, (batch, M, N, K), (sa, sb, (M * N, N)), semiring)
+    return out
+
+
+def _alike(be: Backend, values: Any, counts: Any) -> tuple[Any, Any]:
+    """Values and counts with the same element strides (the kernel reads both through one set)."""
+    if be.strides(values) == be.strides(counts):
+        return values, counts
+    return be.contiguous(values), be.contiguous(counts)
+
+
+def _launch(be: Backend, A, B, C, dims, strides, semiring: str) -> None:
+    """C(b, i, j) = (+)_k A(b, i, k) (x) B(b, k, j) for (values, counts) triples, through element
+    strides ((sa, ars, acs), (sb, brs, bcs), (sc, ldc)); a NumPy ``be`` that is not the host path
+    (tests of the GPU route on the host) computes the same through the same strides."""
+    batch, M, N, K = dims
+    (sa, ars, acs), (sb, brs, bcs), (sc, ldc) = strides
+    if be.xp is np:
+        views = [
+            _strided(x, shape, st)
+            for x, shape, st in (
+                (A[0], (batch, M, K), (sa, ars, acs)),
+                (A[1], (batch, M, K), (sa, ars, acs)),
+                (B[0], (batch, K, N), (sb, brs, bcs)),
+                (B[1], (batch, K, N), (sb, brs, bcs)),
+            )
+        ]
+        v, c = _reference_einsum.count_bmm(*(np.ascontiguousarray(x) for x in views), semiring)
+        _strided(C[0], (batch, M, N), (sc, ldc, 1), True)[...] = v
+        _strided(C[1], (batch, M, N), (sc, ldc, 1), True)[...] = c
+        return
+    from . import _arrays
+
+    names = ("Av", "Ac", "Bv", "Bc", "Cv", "Cc")
+    ops = [_arrays.as_operand(x, name) for x, name in zip((*A, *B, *C), names)]
+    name = kernel_name(semiring, be.dtype(A[0]), be.dtype(A[1]))
+    device = _device.resolve_or_current(_device.common([(n, o.device) for n, o in zip(names, ops)]))
     total = batch * M * N
-    if total == 0:
-        return Cv, Cc
-    ops = [
-        _arrays.as_operand(x, name) for x, name in zip((Av, Ac, Bv, Bc, Cv, Cc), ("Av", "Ac", "Bv", "Bc", "Cv", "Cc"))
-    ]
-    sa = M * K if int(Av.shape[0]) > 1 else 0
-    sb = K * N if int(Bv.shape[0]) > 1 else 0
-    name = kernel_name(semiring, be.dtype(Av), be.dtype(Ac))
-    device = _device.resolve_or_current(_device.common([(n, o.device) for n, o in zip("AaBbCc", ops)]))
     blocks = min(-(-total // THREADS), _MAX_BLOCKS)
-    stream = ops[4].stream or 0
     with _device.on(device):  # the operands' device, which need not be the current one
         kernel = family.get(name, arch=_device.arch(device))
-        kernel[(blocks,), (THREADS,), stream](*(o.ptr for o in ops), total, M, N, K, sa, sb)
-    return Cv, Cc
+        kernel[(blocks,), (THREADS,), ops[4].stream or 0](
+            *(o.ptr for o in ops), total, M, N, K, sa, ars, acs, sb, brs, bcs, sc, ldc
+        )
+
+
+def _strided(x: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...], writeable: bool = False) -> np.ndarray:
+    return np.lib.stride_tricks.as_strided(x, shape, tuple(s * x.itemsize for s in strides), writeable=writeable)

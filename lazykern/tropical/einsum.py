@@ -40,6 +40,7 @@ results have at most n entries and recomputes only above them.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import logging
 import math
@@ -283,7 +284,9 @@ def contraction_plan(
     ``optimize=`` separates search time from contraction time.
 
     ``optimize="cotengra"``: ``initial`` (a path, e.g. one that follows the network's geometry) is
-    refined by subtree reconfiguration beside the fresh searches and kept when nothing beats it;
+    refined by subtree reconfiguration beside the fresh searches and kept when nothing beats it; an
+    ``initial`` path (else opt_einsum's greedy one) that fits ``memory_limit`` unsliced and costs at
+    most ``CHEAP_FLOPS`` (2^30) multiply-adds is taken as it is, with no search and no worker process;
     with ``store`` the plan is read from / written to the lazykern store under the network's
     structure (labels, sizes, output, slices, memory limit, initial path), so a second process
     skips the search (``lazykern cache ls`` lists plans as family ``tropical_plan``).
@@ -313,25 +316,36 @@ def contraction_plan(
     elif len(terms) == 1:
         path, more = [], []
     elif optimize == "cotengra":
-        seed = None if initial is None else [tuple(int(i) for i in p) for p in initial]
-        key = _plan_store.key(terms, output, rest, limit, seed) if store else None
-
-        def costs(path: list[tuple[int, ...]], more: list[Label]) -> tuple[int, int]:
-            return _costs(terms, output, rest, path, _sub(rest, more))
-
-        found = _plan_store.load(key, terms, costs) if key else None
-        if found is None:
-            path, more = _search_cotengra(terms, output, rest, limit, max_time, seed)
-            if key:
-                _plan_store.save(key, terms, path, more, costs(path, more))
-        else:
-            path, more = found
+        path, more = _cotengra_plan(terms, output, rest, limit, max_time, initial, store)
     else:
         path, more = _search(terms, output, rest, optimize)
     for lab in more:
         sliced.setdefault(lab, sizes[lab])
     largest, flops = _costs([tuple(t) for t in inputs], output, sizes, path, sliced)
     return ContractionPlan(tuple(path), sliced, largest, flops)
+
+
+def _cotengra_plan(terms, output, sizes, limit, max_time, initial, store) -> tuple[list[tuple[int, ...]], list[Label]]:
+    """optimize="cotengra": a cheap order as it is, else the stored plan, else a search (then stored)."""
+    _budget(max_time)
+    if importlib.util.find_spec("cotengra") is None:  # asked for: missing is an error even where not needed
+        raise _planner.cotengra_missing()
+    seed = None if initial is None else [tuple(int(i) for i in p) for p in initial]
+    cheap = _cheap(terms, output, sizes, seed, limit)
+    if cheap is not None:
+        return cheap, []
+    key = _plan_store.key(terms, output, sizes, limit, seed) if store else None
+
+    def costs(path: list[tuple[int, ...]], more: list[Label]) -> tuple[int, int]:
+        return _costs(terms, output, sizes, path, _sub(sizes, more))
+
+    found = _plan_store.load(key, terms, costs) if key else None
+    if found is not None:
+        return found
+    path, more = _search_cotengra(terms, output, sizes, limit, max_time, seed)
+    if key:
+        _plan_store.save(key, terms, path, more, costs(path, more))
+    return path, more
 
 
 def _sub(sizes: dict[Label, int], labels: Sequence[Label]) -> dict[Label, int]:
@@ -349,15 +363,22 @@ def _costs(inputs, output, sizes, path, sliced) -> tuple[int, int]:
     for step in path:
         picked = [terms[i] for i in step]
         for i in sorted(step, reverse=True):
-            uses.subtract(terms.pop(i)[0])
+            _count(uses, terms.pop(i)[0], -1)
         union = set().union(*(t for t, _ in picked))
         kept = {x for x in union if x in output or uses[x] > 0}
         depends = any(d for _, d in picked)
         flops += math.prod(size[x] for x in union) * (nslices if depends else 1)
         largest = max(largest, math.prod(size[x] for x in kept))
         terms.append((kept, depends))
-        uses.update(kept)
+        _count(uses, kept, 1)
     return largest, flops
+
+
+def _count(uses: Counter, labels: Any, by: int) -> None:
+    """Counter.update / subtract for a few labels, without their per-call type checks (a tenth of a
+    second over the steps of a 32 x 32 lattice)."""
+    for x in labels:
+        uses[x] += by
 
 
 @dataclass
@@ -463,7 +484,7 @@ class _Network:
             picked = [live[i] for i in step]
             sources = [origin[i] for i in step]  # None: depends on the slice; -1: a leaf; else a step
             for i in sorted(step, reverse=True):
-                uses.subtract(live.pop(i)[1].labels)
+                _count(uses, live.pop(i)[1].labels, -1)
                 origin.pop(i)
             same = cache is not None and None not in sources
             if same and n in cache:
@@ -477,7 +498,7 @@ class _Network:
                             cache[m] = Term((), cache[m].labels)
             live.append((node_id, term))
             origin.append(n if same else None)
-            uses.update(term.labels)
+            _count(uses, term.labels, 1)
         if len(live) != 1:
             raise ValueError(f"the contraction path leaves {len(live)} operands; it must contract all of them")
         self.root, term = self._reduce(*live[0], set(self.output), keep)
@@ -573,9 +594,7 @@ def _search_cotengra(inputs, output, sizes, limit, max_time, initial) -> tuple[l
     """The cheapest order (by :func:`_costs`) whose largest intermediate fits ``limit`` entries, among
     what cotengra's workers found within ``max_time``, the ``initial`` path and opt_einsum's greedy;
     when none fits, the one with the smallest largest intermediate (with a warning)."""
-    budget = _planner.DEFAULT_MAX_TIME if max_time is None else float(max_time)
-    if budget <= 0:
-        raise ValueError(f"max_time must be a positive number of seconds, got {max_time!r}")
+    budget = _budget(max_time)
     start = time.monotonic()
     options = [(_search(inputs, output, sizes, "greedy")[0], [])]  # the fallback, whatever the workers do
     if initial is not None:
@@ -609,6 +628,33 @@ def _search_cotengra(inputs, output, sizes, limit, max_time, initial) -> tuple[l
             largest,
         )
     return path, more
+
+
+CHEAP_FLOPS = 2**30  # multiply-adds under which an order is not worth searching for (~0.1 ms of GPU, ~1 s of CPU)
+SMALL_NETWORK = 512  # tensors up to which opt_einsum's greedy order (milliseconds) is tried before a search
+
+
+def _budget(max_time: float | None) -> float:
+    budget = _planner.DEFAULT_MAX_TIME if max_time is None else float(max_time)
+    if budget <= 0:
+        raise ValueError(f"max_time must be a positive number of seconds, got {max_time!r}")
+    return budget
+
+
+def _cheap(inputs, output, sizes, initial, limit) -> list[tuple[int, ...]] | None:
+    """``initial`` (else, on a small network, opt_einsum's greedy order) when it fits ``limit`` unsliced
+    and costs at most CHEAP_FLOPS: a search (cotengra's import, worker processes, a store lookup)
+    would cost more than it could save."""
+    candidates = [] if initial is None else [lambda: list(initial)]
+    if len(inputs) <= SMALL_NETWORK:
+        candidates.append(lambda: _search(inputs, output, sizes, "greedy")[0])
+    for make in candidates:
+        path = make()
+        largest, flops = _costs(inputs, output, sizes, path, {})
+        if largest <= limit and flops <= CHEAP_FLOPS:
+            log.debug("contraction order: %d multiply-adds unsliced, taken without a search", flops)
+            return path
+    return None
 
 
 def _slice_here(inputs, output, sizes, path, limit) -> tuple[list[tuple[int, ...]], list[Label]]:

@@ -57,13 +57,20 @@ class SpinGlass:
         s = np.asarray(spins)
         return self.J * s[self.edges[:, 0]] * s[self.edges[:, 1]] < 0
 
+    def labels(self) -> list[tuple[int, ...]]:
+        """The network's labels per tensor (bonds, then vertices); spin i is label i."""
+        return [(int(a), int(b)) for a, b in self.edges.tolist()] + [(i,) for i in range(self.n)]
+
     def network(self, dtype: Any = np.float64, module: Any = np) -> tuple[list[tuple[int, ...]], list[Any]]:
         """(labels per tensor, tensors) of the max-plus network; spin i is label i. ``module``:
         numpy, cupy or torch (tensors made on its default device: torch gets device="cuda")."""
-        sign = np.outer(SPIN, SPIN)
-        host = [J * sign for J in self.J] + [h * SPIN for h in self.h]
-        labels = [tuple(int(v) for v in e) for e in self.edges] + [(i,) for i in range(self.n)]
-        return labels, [_to_module(np.asarray(t, dtype=dtype), module) for t in host]
+        bonds = np.asarray(self.J[:, None, None] * np.outer(SPIN, SPIN), dtype=dtype)
+        fields = np.asarray(self.h[:, None] * SPIN, dtype=dtype)
+        if getattr(module, "__name__", "") == "torch":  # leaves of their own: autograd differentiates each
+            return self.labels(), [_to_module(t, module) for t in (*bonds, *fields)]
+        # Two copies to the device and views of them, not one small copy per tensor (a lattice has thousands).
+        bonds, fields = _to_module(bonds, module), _to_module(fields, module)
+        return self.labels(), [bonds[i] for i in range(len(self.J))] + [fields[i] for i in range(self.n)]
 
 
 def _to_module(x: np.ndarray, module: Any) -> Any:
@@ -198,15 +205,14 @@ def plan(
     :func:`degeneracy`.
     """
     start = time.monotonic()
-    labels, _ = sg.network()
+    labels = sg.labels()
     sizes = dict.fromkeys(range(sg.n), 2)
     if memory_limit is None:
         be, _ = backend_of(_to_module(np.zeros(1, dtype=dtype), module))
         entry = np.dtype(dtype).itemsize + (0 if count_dtype is None else np.dtype(count_dtype).itemsize)
         memory_limit = be.memory_limit(entry)
-    seed = _sweep(labels, sg.order, sizes) if sg.order is not None else None
-    if optimize == "auto" and seed is not None:
-        sweep = contraction_plan(labels, (), sizes, optimize=seed)
+    sweep = _sweep(sg, labels, sizes) if sg.order is not None else None
+    if optimize == "auto" and sweep is not None:
         if sweep.largest <= memory_limit:
             return sweep
         optimize = "cotengra"
@@ -220,25 +226,34 @@ def plan(
         optimize=optimize,
         memory_limit=memory_limit,
         max_time=max_time,
-        initial=seed if optimize == "cotengra" else None,
+        initial=sweep.path if sweep is not None and optimize == "cotengra" else None,
     )
 
 
-def _sweep(labels: list[tuple[int, ...]], order: Sequence[int], sizes: dict[int, int]) -> list[tuple[int, ...]]:
-    """The boundary sweep along ``order`` absorbing 1 to 3 spins a step, whichever is quickest when
+def _sweep(sg: SpinGlass, labels: list[tuple[int, ...]], sizes: dict[int, int]) -> ContractionPlan:
+    """The boundary sweep along ``sg.order`` absorbing 1 to 3 spins a step, whichever is quickest when
     every step is bound by memory (as on a GPU: the boundary is read and written once per step) as
     much as by multiply-adds: 3 spins a step costs a third more of those on a square lattice but
-    passes over the boundary a third as often as 1 (and K, N <= 8 keeps tropical.bmm's row kernel)."""
+    passes over the boundary a third as often as 1 (and K, N <= 8 keeps tropical.bmm's row kernel).
+    Kept per graph for the process: a script solving many couplings of one lattice sweeps it once."""
+    key = (sg.n, sg.edges.tobytes(), sg.order)
+    found = _sweeps.get(key)
+    if found is not None:
+        return found
     best = None
     for group in (1, 2, 3):
-        path = orders.sweep_path(labels, order, group)
-        plan = contraction_plan(labels, (), sizes, optimize=path)
-        score = plan.flops + _MACS_PER_ENTRY * 2 * plan.largest * math.ceil(len(order) / group)
+        plan = contraction_plan(labels, (), sizes, optimize=orders.sweep_path(labels, sg.order, group))
+        score = plan.flops + _MACS_PER_ENTRY * 2 * plan.largest * math.ceil(len(sg.order) / group)
         if best is None or score < best[0]:
-            best = (score, path)
+            best = (score, plan)
+    if len(_sweeps) >= _SWEEPS_KEPT:
+        _sweeps.clear()
+    _sweeps[key] = best[1]
     return best[1]
 
 
+_sweeps: dict[tuple, ContractionPlan] = {}
+_SWEEPS_KEPT = 64
 _MACS_PER_ENTRY = 17  # H100 f32: 12 T tropical MAC/s against 0.7 T float32 entries/s moved (2.8 TB/s)
 
 
