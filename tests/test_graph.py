@@ -457,3 +457,28 @@ def test_gpu_graphed_new_buffers_update(tmp_path):
     assert (g.instantiations, g.updates) == (1, 1)
     dot = g.debug_dot(tmp_path / "g.dot").read_text()
     assert "digraph" in dot
+
+
+def test_a_graph_dropped_while_capturing_is_destroyed_after_the_capture(monkeypatch):
+    """`with capture(s) as g:` rebinds `g` at the start of a capture: the old graph dies inside it,
+    and destroying a graph there invalidates the capture on a GPU. Its driver objects wait for the end."""
+    import lazykern.graph as graph_mod
+    from lazykern.graph import _cugraph
+    from lazykern.launch import _capture
+
+    destroyed = []
+    monkeypatch.setattr(_cugraph, "destroy_exec", lambda h: destroyed.append(("exec", h)))
+    monkeypatch.setattr(_cugraph, "destroy_graph", lambda h: destroyed.append(("graph", h)))
+    old = graph_mod._Handles()
+    old.exec, old.graph = "E", "G"
+    rec = _capture.Recorder(None, None, simulate=True)
+    _capture.push(rec)
+    try:
+        old.release()
+        assert destroyed == []  # not while this thread captures
+    finally:
+        _capture.pop(rec)
+    graph_mod._release_dropped()
+    assert destroyed == [("exec", "E"), ("graph", "G")]
+    old.release()  # once only
+    assert len(destroyed) == 2

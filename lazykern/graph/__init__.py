@@ -69,12 +69,25 @@ class _Handles:
         self.exec: Any = None
 
     def release(self) -> None:
+        if _capture.current() is not None:
+            # Destroying a graph while this thread captures a stream invalidates that capture (a name
+            # rebound by `with capture(s) as g` drops the old graph right there): after the capture.
+            _after_capture.append(self)
+            return
         if self.exec is not None:
             _cugraph.destroy_exec(self.exec)
             self.exec = None
         if self.graph is not None:
             _cugraph.destroy_graph(self.graph)
             self.graph = None
+
+
+_after_capture: list[_Handles] = []  # graphs dropped while this process captured: destroyed after it
+
+
+def _release_dropped() -> None:
+    while _after_capture and _capture.current() is None:
+        _after_capture.pop().release()
 
 
 class Graph:
@@ -295,6 +308,7 @@ class _Session:
         self.pool = graph.pool if graph.pool is not None else CapturePool()
         self.recorder = _capture.Recorder(graph.stream, graph._handle, simulate=graph.simulated)
         self._stack = contextlib.ExitStack()
+        self._stack.callback(_release_dropped)  # last out: graphs dropped during the capture
         try:
             if not graph.simulated:
                 self._prepare_driver()
