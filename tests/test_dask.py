@@ -274,3 +274,14 @@ def test_local_cuda_cluster_matches_one_gpu():
     assert isinstance(c_got, cupy.ndarray)
     cupy.testing.assert_array_equal(c_got, want_c)
     cupy.testing.assert_array_equal(k_got, want_k)
+
+
+def test_a_worker_that_never_answers_costs_the_timeout_not_a_hang(client):
+    import time
+
+    from lazykern.errors import LazykernError
+
+    start = time.monotonic()
+    with pytest.raises(LazykernError, match="no answer within 0.5 s"):
+        lkdask.on_each_worker(client, None, 0.5, time.sleep, 4)  # threads cannot be killed: a short "hang"
+    assert time.monotonic() - start < 3

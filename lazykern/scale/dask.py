@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import LazykernError
 from ..families import resolve as resolve_family
 
 log = logging.getLogger("lazykern")
@@ -272,6 +273,9 @@ def _warm_from_bundle(data: bytes, name: str, cache_dir: str | None) -> dict[str
     }
 
 
+DEFAULT_WARM_TIMEOUT = 600.0  # seconds warm_workers waits for every worker
+
+
 def warm_workers(
     client: Any,
     *,
@@ -281,6 +285,7 @@ def warm_workers(
     family: FamilySpec = DEFAULT_FAMILY,
     cache_dir: str | os.PathLike[str] | None = None,
     workers: Sequence[str] | None = None,
+    timeout: float = DEFAULT_WARM_TIMEOUT,
 ) -> dict[str, dict[str, Any]]:
     """Fill each worker's kernel cache now, so no task compiles at job time.
 
@@ -291,6 +296,10 @@ def warm_workers(
     ``arch=None`` means each worker's own GPU). ``family`` is a registered name
     (:mod:`lazykern.families`), ``"module:attr"`` or a zero-argument factory, resolved on the
     worker. Returns a summary per worker address.
+
+    ``timeout`` (seconds, default 600) bounds the whole call: a worker that has not answered by
+    then (hung, or busy with a task that never ends) has its warm-up cancelled, and
+    :class:`~lazykern.errors.LazykernError` names it; the call never waits forever.
     """
     if (bundle is None) == (kernels is None):
         raise ValueError("warm_workers needs exactly one of bundle= (a cache bundle path) or kernels= (names)")
@@ -303,11 +312,32 @@ def warm_workers(
             data = fh.read()
         where = os.fspath(cache_dir) if cache_dir is not None else None
         log.info("shipping cache bundle %s (%d bytes) to the workers", path, len(data))
-        done: dict[str, dict[str, Any]] = client.run(
-            _warm_from_bundle, data, os.path.basename(path), where, workers=targets
-        )
-        return done
+        return on_each_worker(client, targets, timeout, _warm_from_bundle, data, os.path.basename(path), where)
     assert kernels is not None  # exactly one of bundle=, kernels= (checked above)
-    names = list(kernels)
-    done = client.run(_warm_from_family, family, names, arch, workers=targets)
-    return done
+    return on_each_worker(client, targets, timeout, _warm_from_family, family, list(kernels), arch)
+
+
+def on_each_worker(
+    client: Any, workers: list[str] | None, timeout: float, fn: Callable[..., Any], *args: Any
+) -> dict[str, Any]:
+    """``fn(*args)`` once on each worker, as a task pinned to it, within ``timeout`` seconds overall.
+
+    Tasks rather than ``Client.run``: ``run`` has no timeout, so one hung worker would hang the caller.
+    """
+    import distributed
+
+    targets = workers if workers is not None else list(client.scheduler_info()["workers"])
+    futures = {
+        w: client.submit(fn, *args, workers=[w], allow_other_workers=False, pure=False, key=f"lazykern-warm-{w}")
+        for w in targets
+    }
+    try:
+        distributed.wait(list(futures.values()), timeout=timeout)
+    except (TimeoutError, distributed.TimeoutError) as exc:
+        late = sorted(w for w, f in futures.items() if not f.done())
+        client.cancel(list(futures.values()))
+        raise LazykernError(
+            f"warm_workers: no answer within {timeout:g} s from {', '.join(late)}; their warm-up was cancelled "
+            "(pass a larger timeout=, or check those workers)"
+        ) from exc
+    return {w: f.result() for w, f in futures.items()}
