@@ -29,7 +29,11 @@ intermediate; by default a quarter of the GPU's free memory for GPU operands (tw
 result and a layout copy live at once), 2^28 on the CPU. ``slices``:
 labels to slice over explicitly: the network is contracted once per value of those
 labels and the results are combined by the semiring sum, so no intermediate carries
-them (memory / time trade).
+them (memory / time trade). ``devices``: spread those slices over several GPUs of this
+host, ``"all"`` or a sequence of ordinals (default None: the operands' device alone); each
+device contracts one contiguous group of slices on its own thread and copy of the operands,
+and the groups' results are added in the semiring on the operands' device, so the result
+equals one device's. NumPy operands stay on the host, one thread per group.
 
 :func:`argmax_einsum` also returns one optimal assignment of every label (backtracking
 through the argmax of every step); ``checkpoint=True`` keeps no argmax at all and
@@ -46,10 +50,10 @@ import math
 import time
 from collections import Counter
 from collections.abc import Hashable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import _plan_store, _planner, reference
+from . import _plan_store, _planner, _spread, reference
 from ._backend import DEFAULT_HOST_LIMIT, Backend, backend_of
 from ._contract import Algebra, Choice, Term, contract, diagonals, fix, reduce, unravel
 
@@ -69,10 +73,12 @@ def einsum(
     slices: Sequence[Label] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
+    devices: _spread.Devices = None,
 ) -> Any:
     """The tropical contraction ``subscripts`` (NumPy's notation, no ellipsis) of ``operands``.
 
-    Raises ValueError for malformed subscripts or mismatched sizes, TypeError for mixed dtypes.
+    Raises ValueError for malformed subscripts or mismatched sizes, TypeError for mixed dtypes,
+    ValueError for ``devices`` naming a GPU this process does not see.
     """
     inputs, output = parse(subscripts, len(operands))
     return contract_network(
@@ -84,6 +90,7 @@ def einsum(
         slices=slices,
         memory_limit=memory_limit,
         max_time=max_time,
+        devices=devices,
     )
 
 
@@ -166,14 +173,35 @@ def contract_network(
     memory_limit: int | None = None,
     max_time: float | None = None,
     algebra: type[Algebra] = Algebra,
+    devices: _spread.Devices = None,
 ) -> Any:
     """:func:`einsum` with any hashable labels (``inputs``: one label sequence per operand).
 
     ``algebra`` is the number system: :class:`Algebra` (one array per operand) or the
     counting algebra of :mod:`lazykern.tropical.counting` (a (value, count) pair each)."""
     net = _Network.build(inputs, output, operands, semiring, algebra)
+    spread = _spread.resolve(devices, net.be)
+    if spread is not None and net.alg.grad:
+        raise ValueError(
+            "devices= spreads slices over threads, which autograd does not follow: drop devices= "
+            "or pass tensors that do not require grad"
+        )
     plan = net.plan(optimize, slices, memory_limit, max_time)
+    if spread is not None:
+        return net.finish(_spread.contract(net, plan, spread, contract_slices))
     return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if plan.sliced else None))
+
+
+def build_network(
+    inputs: Sequence[Sequence[Label]],
+    output: Sequence[Label],
+    operands: Sequence[Any],
+    semiring: str,
+    algebra: type[Algebra],
+) -> _Network:
+    """The network :func:`contract_network` contracts (for callers that run :func:`contract_slices`
+    themselves, such as the Dask workers of :mod:`lazykern.scale.dask`)."""
+    return _Network.build(inputs, output, operands, semiring, algebra)
 
 
 def contract_slices(net: _Network, plan: ContractionPlan, start: int, stop: int, cache: dict | None) -> Term:
@@ -444,6 +472,12 @@ class _Network:
         if unknown:
             raise ValueError(f"the plan slices labels {unknown} that no operand carries")
         return optimize
+
+    def on_device(self, device: int | None) -> _Network:
+        """This network with its operands on GPU ``device`` and no recorded run (host: a copy that
+        shares the operands); one per thread, since :meth:`run` records its steps on the network."""
+        leaves = [Term(tuple(self.be.to_device(p, device) for p in t.parts), t.labels) for t in self.leaves]
+        return replace(self, leaves=leaves, nodes={}, root=0)
 
     # -- running
     def run(self, plan: ContractionPlan, values: dict[Label, int], keep: float, cache: dict | None = None) -> Term:

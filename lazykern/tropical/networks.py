@@ -260,15 +260,18 @@ def ground_state_energy(
     slices: Sequence[int] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
+    devices: Sequence[int] | str | None = None,
 ) -> float:
     """E_0 = min_s E(s), exactly (one max-plus contraction). ``module``: numpy (CPU), cupy or
     torch (GPU); ``optimize``, ``memory_limit``, ``max_time`` as for :func:`plan` (a plan, an
     explicit path or any :func:`lazykern.tropical.einsum` strategy also work); ``slices``: spins
     to slice over explicitly. float32 is exact for +-J couplings (energies are integers far
-    below 2^24) and for any couplings that are small integers."""
+    below 2^24) and for any couplings that are small integers. ``devices`` (``"all"`` or GPU
+    ordinals) spreads the plan's slices over several GPUs, as for :func:`lazykern.tropical.einsum`;
+    a plan with no slices runs on the first of them alone."""
     labels, tensors = sg.network(dtype, module)
     how = _planned(sg, optimize, slices, module=module, dtype=dtype, memory_limit=memory_limit, max_time=max_time)
-    out = contract_network(labels, (), tensors, optimize=how, slices=slices, memory_limit=memory_limit)
+    out = contract_network(labels, (), tensors, optimize=how, slices=slices, memory_limit=memory_limit, devices=devices)
     return -float(_item(out))
 
 
@@ -331,10 +334,11 @@ def degeneracy(
     slices: Sequence[int] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
+    devices: Sequence[int] | str | None = None,
 ) -> tuple[float, int]:
     """(E_0, number of ground states), from one counting contraction. int64 counts are exact
     but wrap past 2^63 (a +-J square lattice passes that near L = 28); float64 counts do not
-    overflow but round past 2^53."""
+    overflow but round past 2^53. ``devices`` as for :func:`ground_state_energy`."""
     labels, tensors = sg.network(dtype, module)
     pairs = [(t, _ones_like(t, count_dtype, module)) for t in tensors]
     how = _planned(
@@ -355,6 +359,7 @@ def degeneracy(
         slices=slices,
         memory_limit=memory_limit,
         algebra=CountingAlgebra,
+        devices=devices,
     )
     count = _item(c)
     return -float(_item(v)), int(count) if np.dtype(count_dtype).kind == "i" else float(count)
