@@ -18,6 +18,7 @@ each device's work with that device current (docs/ARCHITECTURE.md, "At exit"):
 Each releaser is guarded: a failure is logged at debug level and the next one runs; nothing
 here raises at exit. In a forked child that never installed it, the parent's entry does nothing
 (the handles are the parent's). :func:`teardown` runs once; later calls return at once.
+``LAZYKERN_EXIT_TEARDOWN=0`` leaves everything to Numba and the driver (to compare exits).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import atexit
 import logging
 import os
 from collections.abc import Callable
+
+from . import config
 
 log = logging.getLogger("lazykern")
 
@@ -53,7 +56,7 @@ def install() -> None:
     imported (when the first GPU resource is made), so that it runs before Numba's exit finalizers."""
     global _installed_by, _done
     pid = os.getpid()
-    if _installed_by == pid:
+    if _installed_by == pid or not config.exit_teardown_enabled():
         return
     _installed_by, _done = pid, False
     atexit.register(teardown)

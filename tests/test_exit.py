@@ -232,3 +232,34 @@ def test_every_owner_registered_its_releaser():
     assert _batch_split.release_buffers in _exit._releasers["streams"]
     assert kernel.unload_all in _exit._releasers["modules"]
     assert memory.destroy_pools in _exit._releasers["memory"]
+
+
+def test_the_switch_leaves_everything_to_numba(monkeypatch):
+    monkeypatch.setattr(_exit, "_installed_by", None)
+    registered = []
+    monkeypatch.setattr(_exit.atexit, "register", registered.append)
+    monkeypatch.setenv("LAZYKERN_EXIT_TEARDOWN", "0")
+    _exit.install()
+    assert registered == [] and not _exit.installed()
+    monkeypatch.setenv("LAZYKERN_EXIT_TEARDOWN", "on")
+    _exit.install()
+    _exit.install()
+    assert registered == [_exit.teardown] and _exit.installed()
+
+
+@pytest.mark.gpu
+def test_processes_that_used_every_gpu_exit_cleanly(tmp_path):
+    """benchmarks/multigpu_exit.py, twice: Numba arrays, CuPy, torch (as installed) and graphs on
+    every visible GPU, then a plain exit; each child must exit 0 (issue 31's SIGSEGV was rc -11)."""
+    import json
+
+    out = tmp_path / "exit.json"
+    script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "multigpu_exit.py")
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    proc = subprocess.run(
+        [sys.executable, script, "--repeat", "2", "--out", str(out)], capture_output=True, text=True, env=env,
+        timeout=600,
+    )  # fmt: skip
+    record = json.loads(out.read_text())
+    assert record["exit_codes"] == [0, 0], proc.stderr[-3000:]
+    assert all(v["correct"] for r in record["runs"] for k, v in r["summary"].items() if isinstance(v, dict))

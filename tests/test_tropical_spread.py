@@ -206,3 +206,15 @@ def test_devices_argument_is_checked(monkeypatch):
     with pytest.raises(ValueError, match=r"devices \[5\] do not exist: this process sees 2 GPU"):
         _spread.resolve([0, 5], gpu)  # a GPU backend: ordinals past what the process sees
     assert _spread.groups(3, [0, 1, 2, 3]) == [(0, 0, 1), (1, 1, 2), (2, 2, 3)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+def test_gpu_operands_over_every_gpu_equal_one_gpu(lattice, library):
+    """Real devices: each group's operands copied to its GPU, partials brought back to the operands'
+    device; energy and degeneracy equal one GPU's and the oracle (on a one-GPU host: one group)."""
+    module = pytest.importorskip(library, reason=f"needs {library} for GPU operands")
+    sg, (E0, count) = lattice
+    assert nw.ground_state_energy(sg, module=module, dtype=np.float32, slices=SLICED, devices="all") == E0
+    assert nw.ground_state_energy(sg, module=module, dtype=np.float32, slices=SLICED) == E0
+    assert nw.degeneracy(sg, module=module, slices=SLICED, devices="all") == (E0, count)
