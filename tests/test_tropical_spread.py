@@ -14,7 +14,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from lazykern.tropical import _spread, counting, einsum
+from lazykern.tropical import _spread, argmax_einsum, counting, einsum
 from lazykern.tropical import networks as nw
 from lazykern.tropical._backend import Backend
 from lazykern.tropical._contract import Algebra, Term
@@ -40,6 +40,23 @@ def test_energy_and_degeneracy_over_devices_equal_one_device_and_the_oracle(latt
     # more devices than slices: the extra ones get no group; no slices: the first device alone
     assert nw.degeneracy(sg, slices=[5], devices=[0, 1, 2, 3]) == (E0, count)
     assert nw.ground_state_energy(sg, devices=[1, 0]) == E0
+
+
+def test_a_configuration_over_devices_is_the_one_device_configuration(lattice):
+    """ground_state / argmax_einsum: each group finds its slices' optima; the first best slice (slice
+    order, as one device scans them) is contracted again and backtracked: the same spins come back."""
+    sg, (E0, _) = lattice
+    E1, spins1 = nw.ground_state(sg, slices=SLICED)
+    for devices in ([0, 1], [0, 1, 2], "all"):
+        E, spins = nw.ground_state(sg, slices=SLICED, devices=devices)
+        assert E == E1 == E0 and sg.energy(spins) == E0
+        np.testing.assert_array_equal(spins, spins1)
+    E, spins = nw.ground_state(sg, slices=SLICED, checkpoint=True, devices=[0, 1])
+    assert E == E0 and sg.energy(spins) == E0
+    A = np.array([[0.0, 2.0, 2.0], [1.0, 2.0, -1.0]])  # a tie between slices 1 and 2 of label j
+    assert argmax_einsum("ij->", A, slices="j", devices=[0, 1, 2]) == argmax_einsum("ij->", A, slices="j")
+    with pytest.raises(ValueError, match="autograd"):
+        nw.ground_state(sg, method="autograd", devices=[0, 1])
 
 
 def test_counts_of_a_tie_split_between_groups_are_added():
@@ -218,3 +235,5 @@ def test_gpu_operands_over_every_gpu_equal_one_gpu(lattice, library):
     assert nw.ground_state_energy(sg, module=module, dtype=np.float32, slices=SLICED, devices="all") == E0
     assert nw.ground_state_energy(sg, module=module, dtype=np.float32, slices=SLICED) == E0
     assert nw.degeneracy(sg, module=module, slices=SLICED, devices="all") == (E0, count)
+    E, spins = nw.ground_state(sg, module=module, dtype=np.float32, slices=SLICED, devices="all")
+    assert E == E0 == sg.energy(spins)

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..launch import _device
 from ..launch._batch_split import split_batch
@@ -23,6 +23,7 @@ from ._contract import Algebra, Term
 
 log = logging.getLogger("lazykern")
 
+T = TypeVar("T")
 Devices = Sequence[int] | str | None
 Activate = Callable[[int | None], AbstractContextManager[Any]]
 
@@ -79,6 +80,37 @@ def groups(nslices: int, devices: Sequence[int]) -> list[tuple[int, int, int]]:
     return [(d, lo, hi) for d, (lo, hi) in zip(devices, shares) if hi > lo]
 
 
+def run_groups(
+    net: SlicedNetwork,
+    nslices: int,
+    devices: Sequence[int],
+    work: Callable[[Any, int, int], T],
+    activate: Activate | None = None,
+) -> list[T]:
+    """``work(network on the device, start, stop)`` for each group of slices, on its own thread with
+    its device current; the results in group (slice) order, once the device's work has finished.
+
+    ``activate(device)`` makes a device current for a ``with`` block (default: the backend's
+    :meth:`~Backend.on_device`; tests pass their own to see where each group ran)."""
+    be = net.be
+    enter = be.on_device if activate is None else activate
+    todo = groups(nslices, devices)
+    log.debug("tropical: %d slices in %d groups over devices %s", nslices, len(todo), [g[0] for g in todo])
+
+    def one(device: int, start: int, stop: int) -> T:
+        with enter(device):
+            out = work(net.on_device(device), start, stop)
+            be.synchronize()  # another device's stream copies this result next
+            return out
+
+    if len(todo) == 1:
+        return [one(*todo[0])]
+    with ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="lazykern-slices") as pool:
+        futures = [pool.submit(one, *g) for g in todo]
+        wait(futures)  # every group ends before an error of one is raised: no thread outlives the call
+        return [f.result() for f in futures]
+
+
 def contract(
     net: SlicedNetwork,
     plan: Any,
@@ -89,29 +121,16 @@ def contract(
     """The semiring sum of every slice of ``plan``, one group of slices per device in ``devices``.
 
     ``run_range(net, plan, start, stop, cache)`` sums one range on the current device (the
-    one-device loop); ``activate(device)`` makes a device current for a ``with`` block (default:
-    the backend's :meth:`~Backend.on_device`; tests pass their own to see where each group ran).
+    one-device loop); ``activate`` as for :func:`run_groups`.
     """
     be = net.be
     enter = be.on_device if activate is None else activate
     home = be.device_of(net.leaves[0].parts[0])
-    todo = groups(int(plan.nslices), devices)
-    log.debug("tropical: %d slices in %d groups over devices %s", plan.nslices, len(todo), [g[0] for g in todo])
 
-    def one(device: int, start: int, stop: int) -> Term:
-        with enter(device):
-            local = net.on_device(device)
-            term = run_range(local, plan, start, stop, {} if plan.sliced else None)
-            be.synchronize()  # another device's stream copies this partial next
-            return term
+    def work(local: Any, start: int, stop: int) -> Term:
+        return run_range(local, plan, start, stop, {} if plan.sliced else None)
 
-    if len(todo) == 1:
-        partials = [one(*todo[0])]
-    else:
-        with ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="lazykern-slices") as pool:
-            futures = [pool.submit(one, *g) for g in todo]
-            wait(futures)  # every group ends before an error of one is raised: no thread outlives the call
-            partials = [f.result() for f in futures]
+    partials = run_groups(net, int(plan.nslices), devices, work, activate)
     with enter(home):
         total = _home(be, partials[0], home)
         for part in partials[1:]:

@@ -104,9 +104,12 @@ def argmax_einsum(
     slices: Sequence[Label] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
+    devices: _spread.Devices = None,
 ) -> tuple[Any, dict[Label, int]]:
     """(value, assignment): the optimum of the contraction over every label (the output
-    entry ``at`` when the output is not a scalar) and one assignment of all labels reaching it."""
+    entry ``at`` when the output is not a scalar) and one assignment of all labels reaching it.
+    ``devices``: each device finds the optimum of its group of slices; the best slice (the first
+    one on a tie, as on one device) is then contracted again and backtracked on the operands' device."""
     inputs, output = parse(subscripts, len(operands))
     return network_argmax(
         inputs,
@@ -119,6 +122,7 @@ def argmax_einsum(
         slices=slices,
         memory_limit=memory_limit,
         max_time=max_time,
+        devices=devices,
     )
 
 
@@ -230,6 +234,7 @@ def network_argmax(
     slices: Sequence[Label] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
+    devices: _spread.Devices = None,
 ) -> tuple[Any, dict[Label, int]]:
     """:func:`argmax_einsum` with any hashable labels."""
     output = tuple(output)
@@ -241,17 +246,22 @@ def network_argmax(
     net = _Network.build(inputs, (), operands, semiring, Algebra, fixed=fixed)
     if net.alg.grad:
         raise ValueError("argmax_einsum backtracks through argmax: pass tensors that do not require grad")
+    spread = _spread.resolve(devices, net.be)
     plan = net.plan(optimize, slices, memory_limit, max_time)
     single = not plan.sliced
     keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
-    cache: dict = {}
-    runs = [
-        (values, net.run(plan, values, keep=keep if single else _NONE, cache=None if single else cache).parts[0])
-        for values in plan.slice_values()
-    ]
+    if spread is not None and not single:
+        groups = _spread.run_groups(net, plan.nslices, spread, lambda local, a, b: _slice_optima(local, plan, a, b))
+        scores = [item for group in groups for item in group]
+    else:
+        cache: dict = {}
+        runs = [
+            (values, net.run(plan, values, keep=keep if single else _NONE, cache=None if single else cache).parts[0])
+            for values in plan.slice_values()
+        ]
+        scores = [(values, net.be.item(out)) for values, out in runs]  # read back once every slice is queued
     best, best_values = None, {}
-    for values, out in runs:  # read back once every slice is queued: the GPU never waits for the host
-        v = net.be.item(out)
+    for values, v in scores:
         if best is None or _better(semiring, v, best):
             best, best_values = v, values
     if not single:
@@ -259,6 +269,16 @@ def network_argmax(
     assignment = dict(fixed) | dict(best_values)
     _backtrack(net, assignment)
     return best, assignment
+
+
+def _slice_optima(net: _Network, plan: ContractionPlan, start: int, stop: int) -> list[tuple[dict[Label, int], Any]]:
+    """(sliced labels' values, optimum) of slices ``start`` to ``stop``: one device's share of
+    :func:`network_argmax`'s search, read back once all of them are queued."""
+    cache: dict = {}
+    runs = [
+        (values, net.run(plan, values, keep=_NONE, cache=cache).parts[0]) for values in plan.slice_values(start, stop)
+    ]
+    return [(values, net.be.item(out)) for values, out in runs]
 
 
 def _better(semiring: str, v: Any, best: Any) -> bool:

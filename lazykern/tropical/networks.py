@@ -286,18 +286,25 @@ def ground_state(
     memory_limit: int | None = None,
     max_time: float | None = None,
     method: str = "backtrack",
+    devices: Sequence[int] | str | None = None,
 ) -> tuple[float, np.ndarray]:
     """(E_0, spins): the ground-state energy and one configuration reaching it (int8 +-1).
 
     ``method``: "backtrack" reads the argmax of every contraction step (``checkpoint=True``:
     keeps none and recomputes); "autograd" (``module=torch``) differentiates the contraction
     with the tropical gradient rule: d(-E_0)/d(vertex tensor i) is 1 at the ground state's s_i.
+    ``devices`` (backtrack only): the slices' optima are found over several GPUs, as for
+    :func:`lazykern.tropical.argmax_einsum`.
     """
     labels, tensors = sg.network(dtype, module)
     if method not in ("backtrack", "autograd"):
         raise ValueError(f"method must be 'backtrack' or 'autograd', got {method!r}")
     how = _planned(sg, optimize, slices, module=module, dtype=dtype, memory_limit=memory_limit, max_time=max_time)
     if method == "autograd":
+        if devices is not None:
+            raise ValueError(
+                "devices= spreads slices over threads, which autograd does not follow: use method='backtrack'"
+            )
         return _ground_state_autograd(sg, labels, tensors, how, slices, memory_limit)
     best, assignment = network_argmax(
         labels,
@@ -307,6 +314,7 @@ def ground_state(
         checkpoint=checkpoint,
         slices=slices,
         memory_limit=memory_limit,
+        devices=devices,
     )
     spins = np.array([1 - 2 * assignment[i] for i in range(sg.n)], dtype=np.int8)
     return -float(best), spins
