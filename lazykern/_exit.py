@@ -28,7 +28,7 @@ import logging
 import os
 from collections.abc import Callable
 
-from . import config
+from . import _fork, config
 
 log = logging.getLogger("lazykern")
 
@@ -37,6 +37,7 @@ PHASES = ("graphs", "streams", "modules", "memory")
 _releasers: dict[str, list[Callable[[], None]]] = {phase: [] for phase in PHASES}
 _installed_by: int | None = None  # pid that registered the atexit entry
 _done = False
+_lock = _fork.lock()  # the first GPU resources can be made by several device threads at once
 
 
 def on_exit(phase: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
@@ -56,10 +57,13 @@ def install() -> None:
     imported (when the first GPU resource is made), so that it runs before Numba's exit finalizers."""
     global _installed_by, _done
     pid = os.getpid()
-    if _installed_by == pid or not config.exit_teardown_enabled():
+    if _installed_by == pid:
         return
-    _installed_by, _done = pid, False
-    atexit.register(teardown)
+    with _lock:
+        if _installed_by == pid or not config.exit_teardown_enabled():
+            return
+        _installed_by, _done = pid, False
+        atexit.register(teardown)
 
 
 def installed() -> bool:

@@ -83,6 +83,7 @@ def test_the_teardown_runs_before_numbas_exit_finalizers():
         """
     )
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=os.getcwd())
+    env.pop("LAZYKERN_EXIT_TEARDOWN", None)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["lazykern teardown, numba shutting down: False", "numba finalizer"]
