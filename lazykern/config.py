@@ -11,6 +11,8 @@
                          to (a team cache); without it such a directory is refused (memory only)
 ``LAZYKERN_STORE_TIMEOUT`` seconds one store operation waits for SQLite's write lock (default 5)
 ``LAZYKERN_PROGRESS_INTERVAL`` seconds between plain progress lines when stderr is not a terminal (default 10)
+``LAZYKERN_EXIT_TEARDOWN`` ``0``/``off``: at exit, leave lazykern's graphs, modules and pools to
+                         Numba's finalizers and the driver (default on: released first, in order)
 
 A value that cannot be used never raises: it gives one ``LazykernWarning`` per
 variable and process, in the one wording every rejected setting or argument
@@ -117,6 +119,12 @@ def _switch(var: str, default: str = "on") -> bool:
 
 def disk_cache_enabled() -> bool:
     return _switch("LAZYKERN_CACHE")
+
+
+def exit_teardown_enabled() -> bool:
+    """``LAZYKERN_EXIT_TEARDOWN``: False leaves what lazykern owns to Numba and the driver at exit
+    (:mod:`lazykern._exit`); the switch exists to compare exits with and without it."""
+    return _switch("LAZYKERN_EXIT_TEARDOWN")
 
 
 def pytest_plugin_enabled() -> bool:
@@ -244,3 +252,4 @@ def check_settings() -> None:
     shared_cache_allowed()
     store_timeout()
     progress_interval()
+    exit_teardown_enabled()

@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .. import _exit
 from ..errors import CaptureError
 from ..launch import _capture, _device, memory
 from . import _capture_hooks, _cugraph
@@ -90,6 +91,20 @@ def _release_dropped() -> None:
         _after_capture.pop().release()
 
 
+_live: weakref.WeakSet[Graph] = weakref.WeakSet()  # what the exit teardown destroys first (lazykern._exit)
+
+
+@_exit.on_exit("graphs")
+def release_all() -> None:
+    """Destroy every live graph's exec and graph, before the modules their kernels come from go."""
+    for g in list(_live):
+        try:
+            with _device.on(g.device):
+                g.close()
+        except Exception as exc:  # at exit: the other graphs still get their turn
+            log.debug("lazykern exit: releasing %r failed: %s", g, exc)
+
+
 class Graph:
     """Work captured from one stream, instantiated once, replayed with one launch.
 
@@ -113,6 +128,8 @@ class Graph:
                 raise CaptureError(_legacy_message(stream))
             self._hstream = _cugraph.stream(self._handle)
             self.device = _device.resolve_or_current(_device.of_stream(stream))
+            _exit.install()
+        _live.add(self)
         self._handles = _Handles()
         self._finalizer = weakref.finalize(self, self._handles.release)
         self._launches: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []

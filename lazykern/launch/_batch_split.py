@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _fork
+from .. import _exit, _fork
 from ..errors import LaunchError
 from . import _device
 
@@ -138,6 +138,7 @@ class _DeviceState:
 
         while len(self.slots) < count:
             self.slots.append(_Slot(stream=cuda.stream()))
+            _exit.install()
         return self.slots[:count]
 
 
@@ -150,8 +151,10 @@ def _state(dev: int) -> _DeviceState:
         return _states.setdefault(dev, _DeviceState())
 
 
+@_exit.on_exit("streams")
 def release_buffers() -> None:
-    """Drop the pinned and device staging buffers :func:`bmm_multi` keeps between calls."""
+    """Drop the pinned and device staging buffers :func:`bmm_multi` keeps between calls (and their
+    streams: at exit before the modules are unloaded, so their destruction is flushed then)."""
     with _states_lock:
         states = list(_states.values())
         _states.clear()

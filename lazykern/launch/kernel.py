@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from .. import _fork
+from .. import _exit, _fork
 from ..compile.compiler import arch_of
 from ..errors import LaunchError
 from . import _device
@@ -62,6 +64,50 @@ def _infer_packer(value: Any, index: int) -> Callable[[Any], Any]:
         return np.intp(device_pointer(v, index))
 
     return pointer
+
+
+log = logging.getLogger("lazykern")
+
+# Every module a Kernel loaded, with its Numba context and its kernel: what the exit teardown
+# unloads (lazykern._exit). Numba owns the module; lazykern holds only the proxy Numba returns.
+_loaded: list[tuple[Any, Any, weakref.ref[Kernel]]] = []
+_loaded_lock = _fork.lock()
+
+
+@_fork.on_child
+def _forget_loaded() -> None:
+    _loaded.clear()  # the parent's modules: nothing of the child's to unload
+
+
+@_exit.on_exit("modules")
+def unload_all() -> None:
+    """Unload every module lazykern loaded, per context with that context current: each kernel first
+    forgets its loaded functions, then Numba's own path runs (``unload_module``, then the context's
+    deallocation queue flushed), after the context's queued work has finished."""
+    with _loaded_lock:
+        loaded, _loaded[:] = list(_loaded), []
+    contexts: dict[int, tuple[Any, list[Any]]] = {}
+    for ctx, module, ref in loaded:
+        kernel = ref()
+        if kernel is not None:
+            kernel.forget_loaded()
+        contexts.setdefault(id(ctx), (ctx, []))[1].append(module)
+    for ctx, modules in contexts.values():
+        try:
+            ctx.push()
+        except Exception as exc:  # the context is gone already: so are its modules
+            log.debug("lazykern exit: context of device %s not usable: %s", getattr(ctx, "device", "?"), exc)
+            continue
+        try:
+            ctx.synchronize()  # no launch of these modules still queued
+            for module in modules:
+                try:
+                    ctx.unload_module(module)
+                except (KeyError, ReferenceError):  # unloaded already (a context reset)
+                    pass
+            ctx.deallocations.clear()
+        finally:
+            ctx.pop()
 
 
 class Kernel(Launchable):
@@ -208,12 +254,24 @@ class Kernel(Launchable):
             obj = ObjectCode.from_cubin(self.code, name=self.name)
             with _relaxed_capture():
                 module = ctx.create_module_image(obj)
-                return module.get_function(self.symbol).kernel
+                fn = module.get_function(self.symbol).kernel
+            with _loaded_lock:
+                _loaded.append((ctx, module, weakref.ref(self)))
+            _exit.install()  # numba.cuda is imported by now: the teardown runs before its finalizers
+            return fn
         except Exception as exc:
             raise LaunchError(
                 f"could not load kernel {self.name!r} (compiled for {self.arch}) on device "
                 f"{ctx.device.id} ({ctx.device.name}, {arch_of(ctx.device.compute_capability)}): {exc}"
             ) from exc
+
+    def forget_loaded(self) -> None:
+        """Drop every loaded function (the modules are being unloaded); a later launch loads again."""
+        with self._load_lock:
+            self._functions.clear()
+            self._by_context.clear()
+            self._cufunctions.clear()
+            self._launchers.clear()
 
     @property
     def loaded_devices(self) -> tuple[int, ...]:

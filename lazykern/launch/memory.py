@@ -35,9 +35,10 @@ from typing import Any
 import numpy as np
 from cuda.bindings import driver as _drv
 
-from .. import _fork
+from .. import _exit, _fork
 from .._numba import internals
 from ..errors import CaptureError, DriverError
+from . import _device
 
 log = logging.getLogger("lazykern")
 
@@ -141,7 +142,31 @@ def pool(device: int) -> Any:
             p = _pools.get(device)
             if p is None:
                 p = _pools[device] = _pool_create(device)
+                _exit.install()
     return p
+
+
+def _freed_with_the_process(ptr: int, stream: int) -> int:
+    return 0
+
+
+@_exit.on_exit("memory")
+def destroy_pools() -> None:
+    """Trim and destroy lazykern's pools, each after its device's queued work; buffers whose owners
+    die later (interpreter teardown) are not freed one by one: they go with the process."""
+    global _free_async
+    with _pool_lock:
+        pools = dict(_pools)
+        _pools.clear()
+    _free_async = _freed_with_the_process
+    for device, p in pools.items():
+        try:
+            with _device.on(device):
+                _check(_drv.cuCtxSynchronize()[0], f"cuCtxSynchronize on device {device}")
+                _check(_drv.cuMemPoolTrimTo(p, 0)[0], f"cuMemPoolTrimTo on device {device}")
+                _check(_drv.cuMemPoolDestroy(p)[0], f"cuMemPoolDestroy on device {device}")
+        except Exception as exc:  # at exit: the next device still gets its turn
+            log.debug("lazykern exit: pool of device %d: %s", device, exc)
 
 
 def allocate(nbytes: int, device: int, stream: int) -> int:

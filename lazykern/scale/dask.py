@@ -11,6 +11,10 @@ side on ties, so the tree returns the smallest winning k, as one kernel would.
 
 :func:`warm_workers` fills every worker's kernel cache before a job, from a
 cache bundle or by compiling, so no task waits on NVRTC.
+
+:func:`contract_network` spreads the slices of one sliced tensor-network contraction over a
+cluster's workers: one task per contiguous group of slices, each contracting its group and
+returning the partial result, which the client adds in the semiring.
 """
 
 from __future__ import annotations
@@ -341,3 +345,98 @@ def on_each_worker(
             "(pass a larger timeout=, or check those workers)"
         ) from exc
     return {w: f.result() for w, f in futures.items()}
+
+
+# -- sliced tensor networks ------------------------------------------------
+ARRAY_MODULES = ("numpy", "cupy", "torch")
+
+
+def _on_worker(x: np.ndarray, module: str) -> Any:
+    """A host operand as ``module``'s array on the worker's current device."""
+    if module == "cupy":
+        import cupy
+
+        return cupy.asarray(x)
+    if module == "torch":
+        import torch
+
+        return torch.as_tensor(x, device="cuda")
+    return x
+
+
+def _slice_group(
+    network: tuple[list[tuple[Any, ...]], tuple[Any, ...], list[Any], str, type[Any]],
+    plan: Any,
+    start: int,
+    stop: int,
+    module: str,
+) -> tuple[tuple[np.ndarray, ...], tuple[Any, ...]]:
+    """One task: slices ``start`` to ``stop`` of the network, contracted with ``module``'s arrays on
+    this worker; the partial comes back as host arrays (parts) and its labels."""
+    from ..tropical.einsum import build_network, contract_slices
+
+    inputs, output, operands, semiring, algebra = network
+    here = [
+        tuple(_on_worker(p, module) for p in op) if isinstance(op, tuple) else _on_worker(op, module) for op in operands
+    ]
+    net = build_network(inputs, output, here, semiring, algebra)
+    term = contract_slices(net, plan, start, stop, {} if plan.sliced else None)
+    return tuple(net.be.to_host(p) for p in term.parts), tuple(term.labels)
+
+
+def contract_network(
+    client: Any,
+    inputs: Sequence[Sequence[Any]],
+    output: Sequence[Any],
+    operands: Sequence[Any],
+    *,
+    semiring: str = "maxplus",
+    optimize: Any = "auto",
+    slices: Sequence[Any] = (),
+    memory_limit: int | None = None,
+    max_time: float | None = None,
+    algebra: type[Any] | None = None,
+    groups: int | None = None,
+    module: str = "numpy",
+) -> Any:
+    """:func:`lazykern.tropical.einsum.contract_network` with its slices spread over ``client``'s workers.
+
+    ``operands`` are NumPy arrays (or (values, counts) pairs with ``algebra=CountingAlgebra`` from
+    :mod:`lazykern.tropical.counting`). The client plans (``optimize``, ``slices``, ``memory_limit``
+    and ``max_time`` as there; give ``memory_limit`` for the workers' devices, the default is the
+    host's), ships the network and the plan to the workers once, and submits one task per group of
+    slices (``groups``, default one per worker): each worker contracts its group with ``module``'s
+    arrays ("numpy", or "cupy" / "torch" on the worker's GPU, as a ``dask_cuda.LocalCUDACluster``
+    gives each worker one) and returns its partial as host arrays; the client adds the partials in
+    the semiring in group order, so the result equals :func:`lazykern.tropical.einsum.contract_network`'s.
+    Returns NumPy arrays: the result, or (values, counts) for counting.
+    """
+    from ..launch._batch_split import split_batch
+    from ..tropical._contract import Algebra, Term
+    from ..tropical.einsum import build_network
+
+    if module not in ARRAY_MODULES:
+        raise ValueError(f"module must be one of {ARRAY_MODULES}, got {module!r}")
+    algebra = Algebra if algebra is None else algebra
+    host = [tuple(np.asarray(p) for p in op) if isinstance(op, tuple) else np.asarray(op) for op in operands]
+    inputs = [tuple(t) for t in inputs]
+    output = tuple(output)
+    net = build_network(inputs, output, host, semiring, algebra)
+    plan = net.plan(optimize, slices, memory_limit, max_time)
+    count = len(client.nthreads()) if groups is None else int(groups)
+    if count < 1:
+        raise ValueError(f"groups must be a positive number of slice groups, got {groups!r}")
+    ranges = [(a, b) for a, b in split_batch(plan.nslices, count) if b > a]
+    [shipped] = client.scatter([(inputs, output, host, semiring, algebra)], broadcast=True)
+    futures = [
+        client.submit(_slice_group, shipped, plan, a, b, module, key=f"lazykern-slices-{a}-{b}-{shipped.key}")
+        for a, b in ranges
+    ]
+    log.info("tropical network: %d slices in %d Dask tasks", plan.nslices, len(futures))
+    partials = client.gather(futures)
+    total = None
+    for parts, labels in partials:
+        term = Term(parts, labels)
+        total = term if total is None else Term(net.alg.add(total.parts, term.parts), labels)
+    assert total is not None  # a plan has at least one slice, so at least one group
+    return net.finish(total)

@@ -9,6 +9,7 @@ handed back as Numba arrays at the end.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -107,6 +108,54 @@ class Backend:
             return DEFAULT_HOST_LIMIT
         entries = max(free // (4 * max(entry_bytes, 1)), 1)
         return 1 << (entries.bit_length() - 1)
+
+    # -- several devices (tropical's ``devices=``): where an array lives, copies, the current device
+    def device_of(self, x: Any) -> int | None:
+        """The GPU ordinal holding ``x`` (None on the host)."""
+        if self.on_host:
+            return None
+        return int(x.device.index) if self.name == "torch" else int(x.device.id)
+
+    def to_device(self, x: Any, device: int | None) -> Any:
+        """``x`` on GPU ``device`` (``x`` itself when it is there already; host arrays stay put)."""
+        if self.on_host or device is None or self.device_of(x) == device:
+            return x
+        if self.name == "torch":
+            return x.to(f"cuda:{device}")
+        with self.xp.cuda.Device(device):
+            return x.copy()  # CuPy copies onto the current device
+
+    def to_host(self, x: Any) -> np.ndarray:
+        if self.on_host:
+            return np.asarray(x)
+        return x.detach().cpu().numpy() if self.name == "torch" else self.xp.asnumpy(x)
+
+    def from_host(self, x: np.ndarray) -> Any:
+        """A host array as this library's array on its current device."""
+        if self.on_host:
+            return x
+        return self.xp.as_tensor(x, device="cuda") if self.name == "torch" else self.xp.asarray(x)
+
+    def on_device(self, device: int | None) -> contextlib.AbstractContextManager[Any]:
+        """``with be.on_device(d):`` GPU ``d`` is current for lazykern's launches (its primary
+        context) and for the library's own allocations and elementwise work; no-op on the host."""
+        stack = contextlib.ExitStack()
+        if self.on_host or device is None:
+            return stack
+        from ..launch import _device
+
+        stack.enter_context(_device.on(device))
+        stack.enter_context(self.xp.cuda.device(device) if self.name == "torch" else self.xp.cuda.Device(device))
+        return stack
+
+    def synchronize(self) -> None:
+        """Wait for the current device's work (a partial read by another device's stream must be whole)."""
+        if self.on_host:
+            return
+        if self.name == "torch":
+            self.xp.cuda.synchronize()
+        else:
+            self.xp.cuda.Device().synchronize()
 
     def wrap_result(self, x: Any) -> Any:
         if self.back_to_numba:

@@ -77,9 +77,11 @@ def einsum(
     slices: Sequence[Any] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
+    devices: Sequence[int] | str | None = None,
 ) -> tuple[Any, Any]:
     """(values, counts) of the counting contraction. An operand is an array (every entry counts
-    once) or a pair (values, counts). Arguments as for :func:`lazykern.tropical.einsum`."""
+    once) or a pair (values, counts). Arguments as for :func:`lazykern.tropical.einsum` (with
+    ``devices``, the groups' results are added in the counting semiring: counts of tied values sum)."""
     inputs, output = parse(subscripts, len(operands))
     return contract_network(
         inputs,
@@ -91,6 +93,7 @@ def einsum(
         memory_limit=memory_limit,
         max_time=max_time,
         algebra=CountingAlgebra,
+        devices=devices,
     )
 
 

@@ -29,7 +29,11 @@ intermediate; by default a quarter of the GPU's free memory for GPU operands (tw
 result and a layout copy live at once), 2^28 on the CPU. ``slices``:
 labels to slice over explicitly: the network is contracted once per value of those
 labels and the results are combined by the semiring sum, so no intermediate carries
-them (memory / time trade).
+them (memory / time trade). ``devices``: spread those slices over several GPUs of this
+host, ``"all"`` or a sequence of ordinals (default None: the operands' device alone); each
+device contracts one contiguous group of slices on its own thread and copy of the operands,
+and the groups' results are added in the semiring on the operands' device, so the result
+equals one device's. NumPy operands stay on the host, one thread per group.
 
 :func:`argmax_einsum` also returns one optimal assignment of every label (backtracking
 through the argmax of every step); ``checkpoint=True`` keeps no argmax at all and
@@ -47,10 +51,10 @@ import math
 import time
 from collections import Counter
 from collections.abc import Hashable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import _plan_store, _planner, reference
+from . import _plan_store, _planner, _spread, reference
 from ._backend import DEFAULT_HOST_LIMIT, Backend, backend_of
 from ._contract import Algebra, Choice, Term, contract, diagonals, fix, reduce, unravel
 
@@ -70,10 +74,12 @@ def einsum(
     slices: Sequence[Label] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
+    devices: _spread.Devices = None,
 ) -> Any:
     """The tropical contraction ``subscripts`` (NumPy's notation, no ellipsis) of ``operands``.
 
-    Raises ValueError for malformed subscripts or mismatched sizes, TypeError for mixed dtypes.
+    Raises ValueError for malformed subscripts or mismatched sizes, TypeError for mixed dtypes,
+    ValueError for ``devices`` naming a GPU this process does not see.
     """
     inputs, output = parse(subscripts, len(operands))
     return contract_network(
@@ -85,6 +91,7 @@ def einsum(
         slices=slices,
         memory_limit=memory_limit,
         max_time=max_time,
+        devices=devices,
     )
 
 
@@ -98,9 +105,12 @@ def argmax_einsum(
     slices: Sequence[Label] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
+    devices: _spread.Devices = None,
 ) -> tuple[Any, dict[Label, int]]:
     """(value, assignment): the optimum of the contraction over every label (the output
-    entry ``at`` when the output is not a scalar) and one assignment of all labels reaching it."""
+    entry ``at`` when the output is not a scalar) and one assignment of all labels reaching it.
+    ``devices``: each device finds the optimum of its group of slices; the best slice (the first
+    one on a tie, as on one device) is then contracted again and backtracked on the operands' device."""
     inputs, output = parse(subscripts, len(operands))
     return network_argmax(
         inputs,
@@ -113,6 +123,7 @@ def argmax_einsum(
         slices=slices,
         memory_limit=memory_limit,
         max_time=max_time,
+        devices=devices,
     )
 
 
@@ -167,14 +178,35 @@ def contract_network(
     memory_limit: int | None = None,
     max_time: float | None = None,
     algebra: type[Algebra] = Algebra,
+    devices: _spread.Devices = None,
 ) -> Any:
     """:func:`einsum` with any hashable labels (``inputs``: one label sequence per operand).
 
     ``algebra`` is the number system: :class:`Algebra` (one array per operand) or the
     counting algebra of :mod:`lazykern.tropical.counting` (a (value, count) pair each)."""
     net = _Network.build(inputs, output, operands, semiring, algebra)
+    spread = _spread.resolve(devices, net.be)
+    if spread is not None and net.alg.grad:
+        raise ValueError(
+            "devices= spreads slices over threads, which autograd does not follow: drop devices= "
+            "or pass tensors that do not require grad"
+        )
     plan = net.plan(optimize, slices, memory_limit, max_time)
+    if spread is not None:
+        return net.finish(_spread.contract(net, plan, spread, contract_slices))
     return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if plan.sliced else None))
+
+
+def build_network(
+    inputs: Sequence[Sequence[Label]],
+    output: Sequence[Label],
+    operands: Sequence[Any],
+    semiring: str,
+    algebra: type[Algebra],
+) -> _Network:
+    """The network :func:`contract_network` contracts (for callers that run :func:`contract_slices`
+    themselves, such as the Dask workers of :mod:`lazykern.scale.dask`)."""
+    return _Network.build(inputs, output, operands, semiring, algebra)
 
 
 def contract_slices(net: _Network, plan: ContractionPlan, start: int, stop: int, cache: dict | None) -> Term:
@@ -203,6 +235,7 @@ def network_argmax(
     slices: Sequence[Label] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
+    devices: _spread.Devices = None,
 ) -> tuple[Any, dict[Label, int]]:
     """:func:`argmax_einsum` with any hashable labels."""
     output = tuple(output)
@@ -214,17 +247,22 @@ def network_argmax(
     net = _Network.build(inputs, (), operands, semiring, Algebra, fixed=fixed)
     if net.alg.grad:
         raise ValueError("argmax_einsum backtracks through argmax: pass tensors that do not require grad")
+    spread = _spread.resolve(devices, net.be)
     plan = net.plan(optimize, slices, memory_limit, max_time)
     single = not plan.sliced
     keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
-    cache: dict = {}
-    runs = [
-        (values, net.run(plan, values, keep=keep if single else _NONE, cache=None if single else cache).parts[0])
-        for values in plan.slice_values()
-    ]
+    if spread is not None and not single:
+        groups = _spread.run_groups(net, plan.nslices, spread, lambda local, a, b: _slice_optima(local, plan, a, b))
+        scores = [item for group in groups for item in group]
+    else:
+        cache: dict = {}
+        runs = [
+            (values, net.run(plan, values, keep=keep if single else _NONE, cache=None if single else cache).parts[0])
+            for values in plan.slice_values()
+        ]
+        scores = [(values, net.be.item(out)) for values, out in runs]  # read back once every slice is queued
     best, best_values = None, {}
-    for values, out in runs:  # read back once every slice is queued: the GPU never waits for the host
-        v = net.be.item(out)
+    for values, v in scores:
         if best is None or _better(semiring, v, best):
             best, best_values = v, values
     if not single:
@@ -232,6 +270,16 @@ def network_argmax(
     assignment = dict(fixed) | dict(best_values)
     _backtrack(net, assignment)
     return best, assignment
+
+
+def _slice_optima(net: _Network, plan: ContractionPlan, start: int, stop: int) -> list[tuple[dict[Label, int], Any]]:
+    """(sliced labels' values, optimum) of slices ``start`` to ``stop``: one device's share of
+    :func:`network_argmax`'s search, read back once all of them are queued."""
+    cache: dict = {}
+    runs = [
+        (values, net.run(plan, values, keep=_NONE, cache=cache).parts[0]) for values in plan.slice_values(start, stop)
+    ]
+    return [(values, net.be.item(out)) for values, out in runs]
 
 
 def _better(semiring: str, v: Any, best: Any) -> bool:
@@ -465,6 +513,12 @@ class _Network:
         if unknown:
             raise ValueError(f"the plan slices labels {unknown} that no operand carries")
         return optimize
+
+    def on_device(self, device: int | None) -> _Network:
+        """This network with its operands on GPU ``device`` and no recorded run (host: a copy that
+        shares the operands); one per thread, since :meth:`run` records its steps on the network."""
+        leaves = [Term(tuple(self.be.to_device(p, device) for p in t.parts), t.labels) for t in self.leaves]
+        return replace(self, leaves=leaves, nodes={}, root=0)
 
     # -- running
     def run(self, plan: ContractionPlan, values: dict[Label, int], keep: float, cache: dict | None = None) -> Term:

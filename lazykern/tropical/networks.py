@@ -275,15 +275,18 @@ def ground_state_energy(
     slices: Sequence[int] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
+    devices: Sequence[int] | str | None = None,
 ) -> float:
     """E_0 = min_s E(s), exactly (one max-plus contraction). ``module``: numpy (CPU), cupy or
     torch (GPU); ``optimize``, ``memory_limit``, ``max_time`` as for :func:`plan` (a plan, an
     explicit path or any :func:`lazykern.tropical.einsum` strategy also work); ``slices``: spins
     to slice over explicitly. float32 is exact for +-J couplings (energies are integers far
-    below 2^24) and for any couplings that are small integers."""
+    below 2^24) and for any couplings that are small integers. ``devices`` (``"all"`` or GPU
+    ordinals) spreads the plan's slices over several GPUs, as for :func:`lazykern.tropical.einsum`;
+    a plan with no slices runs on the first of them alone."""
     labels, tensors = sg.network(dtype, module)
     how = _planned(sg, optimize, slices, module=module, dtype=dtype, memory_limit=memory_limit, max_time=max_time)
-    out = contract_network(labels, (), tensors, optimize=how, slices=slices, memory_limit=memory_limit)
+    out = contract_network(labels, (), tensors, optimize=how, slices=slices, memory_limit=memory_limit, devices=devices)
     return -float(_item(out))
 
 
@@ -298,18 +301,25 @@ def ground_state(
     memory_limit: int | None = None,
     max_time: float | None = None,
     method: str = "backtrack",
+    devices: Sequence[int] | str | None = None,
 ) -> tuple[float, np.ndarray]:
     """(E_0, spins): the ground-state energy and one configuration reaching it (int8 +-1).
 
     ``method``: "backtrack" reads the argmax of every contraction step (``checkpoint=True``:
     keeps none and recomputes); "autograd" (``module=torch``) differentiates the contraction
     with the tropical gradient rule: d(-E_0)/d(vertex tensor i) is 1 at the ground state's s_i.
+    ``devices`` (backtrack only): the slices' optima are found over several GPUs, as for
+    :func:`lazykern.tropical.argmax_einsum`.
     """
     labels, tensors = sg.network(dtype, module)
     if method not in ("backtrack", "autograd"):
         raise ValueError(f"method must be 'backtrack' or 'autograd', got {method!r}")
     how = _planned(sg, optimize, slices, module=module, dtype=dtype, memory_limit=memory_limit, max_time=max_time)
     if method == "autograd":
+        if devices is not None:
+            raise ValueError(
+                "devices= spreads slices over threads, which autograd does not follow: use method='backtrack'"
+            )
         return _ground_state_autograd(sg, labels, tensors, how, slices, memory_limit)
     best, assignment = network_argmax(
         labels,
@@ -319,6 +329,7 @@ def ground_state(
         checkpoint=checkpoint,
         slices=slices,
         memory_limit=memory_limit,
+        devices=devices,
     )
     spins = np.array([1 - 2 * assignment[i] for i in range(sg.n)], dtype=np.int8)
     return -float(best), spins
@@ -346,10 +357,11 @@ def degeneracy(
     slices: Sequence[int] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
+    devices: Sequence[int] | str | None = None,
 ) -> tuple[float, int]:
     """(E_0, number of ground states), from one counting contraction. int64 counts are exact
     but wrap past 2^63 (a +-J square lattice passes that near L = 28); float64 counts do not
-    overflow but round past 2^53."""
+    overflow but round past 2^53. ``devices`` as for :func:`ground_state_energy`."""
     labels, tensors = sg.network(dtype, module)
     pairs = [(t, _ones_like(t, count_dtype, module)) for t in tensors]
     how = _planned(
@@ -370,6 +382,7 @@ def degeneracy(
         slices=slices,
         memory_limit=memory_limit,
         algebra=CountingAlgebra,
+        devices=devices,
     )
     count = _item(c)
     return -float(_item(v)), int(count) if np.dtype(count_dtype).kind == "i" else float(count)

@@ -1,0 +1,239 @@
+"""Slices of one contraction spread over devices (``devices=``, :mod:`lazykern.tropical._spread`).
+
+On the CPU the "devices" are thread groups: NumPy operands stay on the host, and an injected
+device-setter shows which group ran where. Results must equal the one-device loop and the
+oracles of tests/_spin_oracles.py, for energies (max-plus) and degeneracies (the counting add).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from lazykern.tropical import _spread, argmax_einsum, counting, einsum
+from lazykern.tropical import networks as nw
+from lazykern.tropical._backend import Backend
+from lazykern.tropical._contract import Algebra, Term
+from lazykern.tropical.einsum import build_network, contract_slices, contraction_plan
+
+from ._spin_oracles import transfer_matrix
+
+SLICED = [3, 14, 21]  # 8 slices of the 6x6 lattice, cut across its middle rows
+
+
+@pytest.fixture(scope="module")
+def lattice():
+    sg = nw.square_lattice(6, seed=7)
+    return sg, transfer_matrix(sg, 6)
+
+
+def test_energy_and_degeneracy_over_devices_equal_one_device_and_the_oracle(lattice):
+    sg, (E0, count) = lattice
+    for devices in ([0, 1], [0, 1, 2], [2, 0, 1, 3, 4], "all"):
+        assert nw.ground_state_energy(sg, slices=SLICED, devices=devices) == E0
+        assert nw.degeneracy(sg, slices=SLICED, devices=devices) == (E0, count)
+    assert nw.ground_state_energy(sg, slices=SLICED) == E0
+    # more devices than slices: the extra ones get no group; no slices: the first device alone
+    assert nw.degeneracy(sg, slices=[5], devices=[0, 1, 2, 3]) == (E0, count)
+    assert nw.ground_state_energy(sg, devices=[1, 0]) == E0
+
+
+def test_a_configuration_over_devices_is_the_one_device_configuration(lattice):
+    """ground_state / argmax_einsum: each group finds its slices' optima; the first best slice (slice
+    order, as one device scans them) is contracted again and backtracked: the same spins come back."""
+    sg, (E0, _) = lattice
+    E1, spins1 = nw.ground_state(sg, slices=SLICED)
+    for devices in ([0, 1], [0, 1, 2], "all"):
+        E, spins = nw.ground_state(sg, slices=SLICED, devices=devices)
+        assert E == E1 == E0 and sg.energy(spins) == E0
+        np.testing.assert_array_equal(spins, spins1)
+    E, spins = nw.ground_state(sg, slices=SLICED, checkpoint=True, devices=[0, 1])
+    assert E == E0 and sg.energy(spins) == E0
+    A = np.array([[0.0, 2.0, 2.0], [1.0, 2.0, -1.0]])  # a tie between slices 1 and 2 of label j
+    assert argmax_einsum("ij->", A, slices="j", devices=[0, 1, 2]) == argmax_einsum("ij->", A, slices="j")
+    with pytest.raises(ValueError, match="autograd"):
+        nw.ground_state(sg, method="autograd", devices=[0, 1])
+
+
+def test_counts_of_a_tie_split_between_groups_are_added():
+    """A ferromagnet's two ground states (all up, all down) sit in different slices of spin 0:
+    each group finds one, and only the counting add of the two partials gives 2."""
+    sg = nw.square_lattice(4, J="ferro")
+    assert nw.degeneracy(sg, slices=[0], devices=[0, 1]) == (-24.0, 2)
+    v, c = counting.einsum("i,i->", np.array([1.0, 3.0, 3.0, 2.0]), np.zeros(4), slices="i", devices=[0, 1])
+    assert (float(v), int(c)) == (3.0, 2)
+
+
+def test_einsum_with_an_output_and_minplus_over_devices():
+    rng = np.random.default_rng(3)
+    A, B, C = rng.standard_normal((5, 6)), rng.standard_normal((6, 7)), rng.standard_normal((7, 4))
+    for semiring in ("maxplus", "minplus"):
+        one = einsum("ij,jk,kl->il", A, B, C, semiring=semiring, slices="jk")
+        spread = einsum("ij,jk,kl->il", A, B, C, semiring=semiring, slices="jk", devices=[0, 1, 2])
+        np.testing.assert_array_equal(spread, one)
+
+
+def test_each_group_runs_its_own_slices_on_its_own_thread_with_its_device_current(lattice, monkeypatch):
+    sg, (E0, _) = lattice
+    labels, tensors = sg.network()
+    plan = contraction_plan(labels, (), dict.fromkeys(range(sg.n), 2), optimize="greedy", slices=SLICED)
+    net = build_network(labels, (), tensors, "maxplus", Algebra)
+    current = threading.local()
+    entered: list[tuple[int | None, int]] = []
+
+    @contextlib.contextmanager
+    def activate(device):
+        entered.append((device, threading.get_ident()))
+        before = getattr(current, "device", "none")
+        current.device = device
+        try:
+            yield
+        finally:
+            current.device = before
+
+    ran = defaultdict(list)  # device -> (thread, slice values) of every slice run
+    real_run = type(net).run
+
+    def run(self, plan, values, keep, cache=None):
+        ran[current.device].append((threading.get_ident(), tuple(values.values())))
+        return real_run(self, plan, values, keep, cache)
+
+    monkeypatch.setattr(type(net), "run", run)
+    total = _spread.contract(net, plan, [7, 5], contract_slices, activate=activate)
+    assert -float(net.finish(total)) == E0
+    every = [tuple(v.values()) for v in plan.slice_values()]
+    assert [s for _, s in ran[7]] == every[:4] and [s for _, s in ran[5]] == every[4:]
+    threads = {dev: {t for t, _ in runs} for dev, runs in ran.items()}
+    assert all(len(t) == 1 for t in threads.values()) and threads[7] != threads[5]
+    assert entered[-1] == (None, threading.get_ident())  # the sum of the groups: on the caller, at home
+
+
+class _TwoGpuBackend(Backend):
+    """NumPy arrays that pretend to live on a GPU (a dict records where): checks that partials move to
+    the operands' device before the semiring add, and that each group waits for its device."""
+
+    def __init__(self) -> None:
+        super().__init__("fake", np)
+        self.where_is: dict[int, int] = {}
+        self.current: int | None = None
+        self.synced: list[int | None] = []
+        self.moves: list[tuple[int, int]] = []
+
+    @property
+    def on_host(self) -> bool:
+        return False
+
+    def device_of(self, x):
+        return self.where_is.get(id(x), 0)
+
+    def to_device(self, x, device):
+        if self.device_of(x) == device:
+            return x
+        self.moves.append((self.device_of(x), device))
+        y = x.copy()
+        self.where_is[id(y)] = device
+        return y
+
+    def on_device(self, device):
+        lock = threading.Lock()
+
+        @contextlib.contextmanager
+        def scope():
+            with lock:
+                self.current = device
+            yield
+
+        return scope()
+
+    def synchronize(self):
+        self.synced.append(threading.current_thread().name)
+
+
+def test_partials_come_home_before_the_semiring_add():
+    be = _TwoGpuBackend()
+
+    class Net:
+        def __init__(self):
+            self.be, self.alg = be, Algebra("maxplus", be)
+            self.leaves = [Term((np.zeros(2),), ("a",))]
+
+        def on_device(self, device):
+            return self
+
+    class Plan:
+        nslices, sliced = 6, {"a": 6}
+
+    def run_range(net, plan, start, stop, cache):
+        out = np.array([float(stop), -float(start)])
+        be.where_is[id(out)] = {0: 1, 3: 2}[start]  # each group's partial on its device
+        return Term((out,), ("b",))
+
+    total = _spread.contract(Net(), Plan(), [1, 2], run_range)
+    np.testing.assert_array_equal(total.parts[0], [6.0, -0.0])
+    assert sorted(be.moves) == [(1, 0), (2, 0)]
+    assert len(be.synced) == 2 and all(name.startswith("lazykern-slices") for name in be.synced)
+
+
+def test_a_failing_group_raises_after_every_group_ended():
+    be = Backend("numpy", np)
+    ended = []
+
+    class Net:
+        def __init__(self):
+            self.be, self.alg = be, Algebra("maxplus", be)
+            self.leaves = [Term((np.zeros(1),), ("a",))]
+
+        def on_device(self, device):
+            return self
+
+    class Plan:
+        nslices, sliced = 4, {"a": 4}
+
+    def run_range(net, plan, start, stop, cache):
+        if start == 0:
+            raise RuntimeError("group 0 failed")
+        threading.Event().wait(0.05)
+        ended.append(start)
+        return Term((np.zeros(1),), ())
+
+    with pytest.raises(RuntimeError, match="group 0 failed"):
+        _spread.contract(Net(), Plan(), [0, 1], run_range)
+    assert ended == [2]
+
+
+def test_devices_argument_is_checked(monkeypatch):
+    host, gpu = Backend("numpy", np), Backend("cupy", None)
+    assert _spread.resolve(None, host) is None
+    assert _spread.resolve([3, 1], host) == [3, 1]  # host operands: the ordinals only name threads
+    assert len(_spread.resolve("all", host)) >= 1
+    with pytest.raises(ValueError, match="at least one"):
+        _spread.resolve([], host)
+    with pytest.raises(ValueError, match="distinct"):
+        _spread.resolve([0, 0], host)
+    with pytest.raises(ValueError, match="'all'"):
+        _spread.resolve("every", host)
+    with pytest.raises(TypeError, match="ordinals"):
+        _spread.resolve(["gpu0"], host)
+    monkeypatch.setattr(_spread._device, "count", lambda: 2)
+    assert _spread.resolve("all", gpu) == [0, 1]
+    with pytest.raises(ValueError, match=r"devices \[5\] do not exist: this process sees 2 GPU"):
+        _spread.resolve([0, 5], gpu)  # a GPU backend: ordinals past what the process sees
+    assert _spread.groups(3, [0, 1, 2, 3]) == [(0, 0, 1), (1, 1, 2), (2, 2, 3)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+def test_gpu_operands_over_every_gpu_equal_one_gpu(lattice, library):
+    """Real devices: each group's operands copied to its GPU, partials brought back to the operands'
+    device; energy and degeneracy equal one GPU's and the oracle (on a one-GPU host: one group)."""
+    module = pytest.importorskip(library, reason=f"needs {library} for GPU operands")
+    sg, (E0, count) = lattice
+    assert nw.ground_state_energy(sg, module=module, dtype=np.float32, slices=SLICED, devices="all") == E0
+    assert nw.ground_state_energy(sg, module=module, dtype=np.float32, slices=SLICED) == E0
+    assert nw.degeneracy(sg, module=module, slices=SLICED, devices="all") == (E0, count)
+    E, spins = nw.ground_state(sg, module=module, dtype=np.float32, slices=SLICED, devices="all")
+    assert E == E0 == sg.energy(spins)
