@@ -256,11 +256,12 @@ def test_processes_that_used_every_gpu_exit_cleanly(tmp_path):
 
     out = tmp_path / "exit.json"
     script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "multigpu_exit.py")
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
     proc = subprocess.run(
         [sys.executable, script, "--repeat", "2", "--out", str(out)], capture_output=True, text=True, env=env,
         timeout=600,
     )  # fmt: skip
+    assert out.exists(), proc.stderr[-3000:]
     record = json.loads(out.read_text())
     assert record["exit_codes"] == [0, 0], proc.stderr[-3000:]
     assert all(v["correct"] for r in record["runs"] for k, v in r["summary"].items() if isinstance(v, dict))
