@@ -250,10 +250,11 @@ def pointer(x: Any) -> int:
     if x.__class__ in _numba_classes:
         # Numba's property chain builds a ctypes object per read (0.35 us, three times a launch):
         # read once, kept on the array, whose buffer never changes (as its device, _CACHED).
-        d = x.__dict__
+        array: Any = x  # (mypy narrows x by the set's element type)
+        d = array.__dict__
         ptr: int | None = d.get(_POINTER)
         if ptr is None:
-            ptr = d[_POINTER] = x.device_ctypes_pointer.value or 0
+            ptr = d[_POINTER] = array.device_ctypes_pointer.value or 0
         return ptr
     try:
         ptr = x.device_ctypes_pointer.value or 0
