@@ -224,6 +224,20 @@ def test_a_kernel_makes_its_launch_functions_on_first_need():
         _kernel(("ptr", "no_such_dtype"))
 
 
+def test_a_prepared_launch_writes_its_scalars_once_as_the_kernels_types(launches, monkeypatch):
+    monkeypatch.setattr(kernel_module, "current_context", lambda: CTX)
+    k = _kernel(("ptr", "ptr", "int32", "float32", "int64"))
+    k._cufunctions[CTX] = "cufn"
+    prepared = _launch.Prepared(k, (2,), 64, [3, 2.5, 2**40], pointers=2)
+    assert [type(v) for v in prepared.tail] == [np.int32, np.float32, np.int64]
+    _launch.launch_packed(0, prepared, 0x1000, 0x2000)
+    assert struct.unpack("@qqifq", launches[0][2][-1]) == (0x1000, 0x2000, 3, 2.5, 2**40)
+    with pytest.raises(ValueError, match="takes 3 scalars"):
+        _launch.Prepared(k, (2,), 64, [3, 2.5], pointers=2)
+    with pytest.raises(OverflowError):
+        _launch.Prepared(k, (2,), 64, [2**40, 2.5, 1], pointers=2)
+
+
 def test_a_parameter_the_block_cannot_hold_launches_through_cuda_core(launches):
     k = _kernel(("ptr", "complex64"))
     k._cufunctions[CTX] = "cufn"
