@@ -2,8 +2,9 @@
 
 ``kernel[grid, block, stream, shared_mem](*args)`` gets a launcher from the
 launch layer (:mod:`lazykern.launch._launch`), which writes the arguments into the
-kernel's reused parameter block (:attr:`Kernel.params`, laid out once from the
-signature) and calls the driver's ``cuLaunchKernel``; a kernel without a
+kernel's reused parameter block (:attr:`Kernel.params`, laid out from the
+signature when the first launcher is made: a kernel only looked up, as a warm
+start does, generates nothing) and calls the driver's ``cuLaunchKernel``; a kernel without a
 signature, or with a type the block cannot hold, is packed with
 :meth:`Kernel.pack` and launched with ``cuda.core.launch``. Nothing synchronizes
 after a launch.
