@@ -7,7 +7,9 @@ the child itself after its imports and CUDA context, so only the work counts:
   (``Kernel.function()``), the store filled by a cold probe; CuPy: ``RawModule`` of
   the same translation unit with its kernel cache (``CUPY_CACHE_DIR``) filled, then
   ``get_function``;
-* first ``tropical.matmul`` 64^3 with a warm store: the call and a synchronize;
+* first ``tropical.matmul`` 64^3 with a warm store: the call and a synchronize, with where its
+  time went ("of which": the lookup, the cubin load, the output allocation, the launch, the
+  synchronize, and the rest, by wrapping those steps in the probe: :func:`first_call_parts`);
 * one kernel cold: the same as "ready" with an empty store (CuPy: an empty cache),
   page cache warm (``--drop-caches`` also runs it after dropping the page cache, as
   root where ``/proc/sys/vm/drop_caches`` is writable).
@@ -66,13 +68,19 @@ if mode == "lazykern":
     out["seconds"] = time.perf_counter() - t
     out["compiled_now"] = bool(k.meta.get("compiled_now"))
 elif mode == "matmul":
+    from benchmarks.startup_table import first_call_parts
     A = cuda.to_device(np.ones((n, n), np.float32))
     B = cuda.to_device(np.ones((n, n), np.float32))
     cuda.synchronize()
+    parts = first_call_parts()
     t = time.perf_counter()
     tropical.matmul(A, B)
+    synced = time.perf_counter()
     cuda.synchronize()
     out["seconds"] = time.perf_counter() - t
+    parts["synchronize"] = out["seconds"] - (synced - t)
+    parts["rest"] = out["seconds"] - sum(parts.values())
+    out["parts"] = parts
 elif mode == "cupy":
     import cupy
     cupy.cuda.Device(0).use()
@@ -84,6 +92,41 @@ elif mode == "cupy":
     out["seconds"] = time.perf_counter() - t
 print("STARTUP_TABLE " + json.dumps(out))
 """
+
+
+# Where a first tropical.matmul's time goes (the "of which" rows under it): each step's function is
+# wrapped to add its time to a part; "rest" is the Python around them (keys, checks, planning).
+_FIRST_CALL_STEPS = (
+    ("lazykern.tropical.api", "loaded_kernel", "lookup"),  # family.get: key, store read, Kernel
+    ("lazykern.launch.kernel", "Kernel._load", "load"),  # the cubin into the context
+    ("lazykern.launch.memory", "numba_arrays", "allocate"),  # pool and output buffer
+    ("lazykern.tropical._hot", "launch_packed", "launch"),  # cuLaunchKernel (the first: the kernel's lazy load)
+)
+
+
+def first_call_parts() -> dict[str, float]:
+    """Wrap the steps of a first tropical call; the dict they add their seconds to (in this process)."""
+    import importlib
+
+    parts: dict[str, float] = {}
+    for module, attr, part in _FIRST_CALL_STEPS:
+        owner: Any = importlib.import_module(module)
+        *outer, name = attr.split(".")
+        for o in outer:
+            owner = getattr(owner, o)
+        setattr(owner, name, _timed(getattr(owner, name), part, parts))
+    return parts
+
+
+def _timed(fn: Any, part: str, parts: dict[str, float]) -> Any:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            parts[part] = parts.get(part, 0.0) + time.perf_counter() - start
+
+    return timed
 
 
 def probe(mode: str, cache: str, *, gpu: bool, arch: str, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -118,6 +161,8 @@ def fresh_process_rows(repeats: int, *, gpu: bool, arch: str, cupy: bool, drop: 
         samples.setdefault(key, []).append(run["seconds"])
         if "lookup_seconds" in run:  # where a kernel's time went: the store (or NVRTC), then the driver
             samples.setdefault(key + "_lookup", []).append(run["lookup_seconds"])
+        for part, seconds in run.get("parts", {}).items():  # where a first call's time went
+            samples.setdefault(f"{key}_{part}", []).append(seconds)
 
     with tempfile.TemporaryDirectory(prefix="lazykern-startup-table-") as tmp:
         for i in range(repeats):
@@ -162,6 +207,11 @@ def table_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         ("fresh process, warm store -> kernel ready", ms("ready"), ms("cupy_ready"), "<= 2 ms"),
         ("  of which the lookup (no driver)", ms("ready_lookup"), "-", "-"),
         ("first tropical.matmul 64^3, warm store", ms("first_matmul"), "-", "<= 5 ms"),
+        *(
+            (f"  of which {part}", ms(f"first_matmul_{part}"), "-", "-")
+            for *_, part in (*_FIRST_CALL_STEPS, ("", "", "synchronize"), ("", "", "rest"))
+            if f"first_matmul_{part}" in med
+        ),
         ("one kernel cold (empty store), page cache warm", ms("cold"), ms("cupy_cold"), "<= 0.1 s"),
     ]
     if "cold_page_cache_dropped" in med:

@@ -181,6 +181,63 @@ def test_loaded_kernel_launches_its_reused_parameter_block(launches):
     assert len(launches) == 2
 
 
+def _numba_array(ptr: int):
+    """A real Numba DeviceNDArray over a made-up device address (no driver is asked)."""
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    from numba.cuda.cudadrv.driver import MemoryPointer
+
+    buffer = MemoryPointer(None, pointer=driver.CUdeviceptr(ptr), size=64)
+    return DeviceNDArray((16,), (4,), np.dtype(np.float32), gpu_data=buffer)
+
+
+def test_a_numba_arrays_address_is_read_once(launches, monkeypatch):
+    """Numba builds a ctypes object per ``device_ctypes_pointer`` read (0.35 us, three per launch): the
+    address is read once per array and kept on it; every array keeps its own, and a look-alike that is
+    no Numba array is read on every launch."""
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    reads = []
+    real = DeviceNDArray.device_ctypes_pointer
+    monkeypatch.setattr(DeviceNDArray, "device_ctypes_pointer", property(lambda a: reads.append(1) or real.fget(a)))
+    x, y = _numba_array(0x1000), _numba_array(0x2000)
+    look_alike = DeviceArray(0x3000)
+    k = _kernel(("ptr", "ptr", "ptr", "int32"))
+    k._cufunctions[CTX] = "cufn"
+    for _ in range(3):
+        k[1, 32](x, y, look_alike, np.int32(4))
+    look_alike.device_ctypes_pointer = ctypes.c_void_p(0x3100)  # a look-alike may move: read anew
+    k[1, 32](y, x, look_alike, np.int32(4))
+    assert len(reads) == 2
+    blocks = [struct.unpack("@qqqi", rest[-1]) for _, _, rest in launches]
+    assert blocks == [(0x1000, 0x2000, 0x3000, 4)] * 3 + [(0x2000, 0x1000, 0x3100, 4)]
+
+
+def test_a_kernel_makes_its_launch_functions_on_first_need():
+    """Looking a kernel up (what a warm start does) generates no code and no parameter block;
+    the first launcher makes them, a pack makes its packer."""
+    k = _kernel(("ptr", "float32"))
+    assert k.params is None and k._plan is None and k._arrays is None
+    k[1, 32]
+    assert k.params is not None and k._plan is None
+    assert k.pack([0x1000, 2.0]) == (0x1000, np.float32(2.0)) and k._plan is not None
+    with pytest.raises(ValueError, match="signature entry 1"):
+        _kernel(("ptr", "no_such_dtype"))
+
+
+def test_a_prepared_launch_writes_its_scalars_once_as_the_kernels_types(launches, monkeypatch):
+    monkeypatch.setattr(kernel_module, "current_context", lambda: CTX)
+    k = _kernel(("ptr", "ptr", "int32", "float32", "int64"))
+    k._cufunctions[CTX] = "cufn"
+    prepared = _launch.Prepared(k, (2,), 64, [3, 2.5, 2**40], pointers=2)
+    assert [type(v) for v in prepared.tail] == [np.int32, np.float32, np.int64]
+    _launch.launch_packed(0, prepared, 0x1000, 0x2000)
+    assert struct.unpack("@qqifq", launches[0][2][-1]) == (0x1000, 0x2000, 3, 2.5, 2**40)
+    with pytest.raises(ValueError, match="takes 3 scalars"):
+        _launch.Prepared(k, (2,), 64, [3, 2.5], pointers=2)
+    with pytest.raises(OverflowError):
+        _launch.Prepared(k, (2,), 64, [2**40, 2.5, 1], pointers=2)
+
+
 def test_a_parameter_the_block_cannot_hold_launches_through_cuda_core(launches):
     k = _kernel(("ptr", "complex64"))
     k._cufunctions[CTX] = "cufn"

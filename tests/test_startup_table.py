@@ -33,3 +33,26 @@ def test_table_from_a_gpu_result_gives_ratios_against_the_floors():
     assert rows["@lazy_kernel launch (host us)"][0] == "4.40 (1.10x)"
     assert rows["tropical.matmul out= 64^3 (host us)"][:2] == ("4.20 (1.05x)", "5.00")
     assert rows["tropical.matmul argmax allocating 64^3 (host us)"][0] == "6.00 (1.50x)"
+
+
+def test_a_first_calls_parts_are_timed_and_shown_under_it(monkeypatch):
+    import importlib
+    import time
+
+    for module, attr, _ in startup_table._FIRST_CALL_STEPS:  # fakes in place of the real steps, put back after
+        *outer, name = attr.split(".")
+        owner = importlib.import_module(module)
+        for o in outer:
+            owner = getattr(owner, o)
+        monkeypatch.setattr(owner, name, lambda *args, _name=name: time.sleep(0.001) or _name)
+    parts = startup_table.first_call_parts()
+    from lazykern.launch import kernel, memory
+    from lazykern.tropical import _hot, api
+
+    assert api.loaded_kernel("k", 0) == "loaded_kernel" and kernel.Kernel._load(None) == "_load"
+    assert memory.numba_arrays() == "numba_arrays" and _hot.launch_packed() == "launch_packed"
+    assert set(parts) == {"lookup", "load", "allocate", "launch"} and min(parts.values()) >= 0.001
+    medians = {"first_matmul": 0.01, "first_matmul_lookup": 0.003, "first_matmul_rest": 0.002}
+    rows = [r[:2] for r in startup_table.table_rows({"fresh_process": {"medians_s": medians}})]
+    at = rows.index(("first tropical.matmul 64^3, warm store", "10.00 ms"))
+    assert rows[at + 1 : at + 3] == [("  of which lookup", "3.00 ms"), ("  of which rest", "2.00 ms")]

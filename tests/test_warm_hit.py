@@ -197,3 +197,72 @@ def test_read_only_store_is_opened_at_once(tmp_path):
         kc.close()
     finally:
         os.chmod(directory, 0o700)
+
+
+_SEARCH_CHILD = r"""
+import json, sys
+import cuda.pathfinder
+from lazykern import KernelCache, KernelFamily
+preamble, fragment = json.loads(sys.argv[2])
+before = "numba_cuda" in sys.modules
+kc = KernelCache(sys.argv[1])
+fam = KernelFamily('warmhit', preamble, fragments={'scale_f32': fragment}, cache=kc)
+searched = []
+real = cuda.pathfinder.locate_nvidia_header_directory
+cuda.pathfinder.locate_nvidia_header_directory = lambda name: searched.append(name) or real(name)
+fam.get('scale_f32', 'sm_80')
+print(json.dumps({"compiles": fam.compile_calls, "searched": searched,
+                  "imported_numba_cuda": not before and "numba_cuda" in sys.modules}))
+"""
+
+
+def test_a_fresh_process_warm_hit_searches_no_directory(tmp_path):
+    """The toolkit's header directories (part of every key) come from the toolchain memo: a warm
+    hit in a new process asks cuda.pathfinder for nothing (a search through site-packages) and
+    imports no numba-cuda for its version."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # The memo belongs to one environment (its import path): the store is filled by a process with
+    # the very same environment as the one that then hits it.
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path)
+    code = json.dumps([PREAMBLE, FRAGMENTS["scale_f32"]])
+    args = [sys.executable, "-c", _SEARCH_CHILD, str(tmp_path / "c"), code]
+    runs = [
+        json.loads(subprocess.run(args, check=True, env=env, timeout=120, capture_output=True).stdout.splitlines()[-1])
+        for _ in range(2)
+    ]
+    assert runs[0]["compiles"] == 1
+    run = runs[1]
+    assert run["compiles"] == 0
+    assert run["searched"] == [], run["searched"]
+    assert not run["imported_numba_cuda"]
+
+
+def test_memo_remembers_header_directories_until_one_changes(tmp_path, counted, monkeypatch):
+    """A memo read in a fresh process gives the header directories it recorded; a directory whose
+    stat changed (replaced, moved) sends the process to search again and rewrite the memo."""
+    inc = tmp_path / "include"
+    inc.mkdir()
+    os.utime(inc, ns=(1, 1))  # older than the memo's computation: recordable
+    searches = []
+
+    def find() -> tuple[str, ...]:
+        searches.append(1)
+        return (str(inc),)
+
+    monkeypatch.setattr(compiler, "_find_system_include_dirs", find)
+    monkeypatch.setattr(compiler, "toolchain_files", lambda: [])
+    store = str(tmp_path / "store")
+    os.makedirs(store)
+    first = _toolchain_memo.fingerprint(store)
+    assert compiler.system_include_dirs() == (str(inc),) and len(searches) == 1
+    _toolchain_memo.forget()  # a fresh process
+    assert _toolchain_memo.fingerprint(store) == first
+    assert compiler.system_include_dirs() == (str(inc),) and len(searches) == 1  # from the memo
+    os.rmdir(inc)
+    inc.mkdir()  # another directory at that path: new inode
+    _toolchain_memo.forget()
+    _toolchain_memo.fingerprint(store)
+    assert compiler.system_include_dirs() == (str(inc),) and len(searches) == 2

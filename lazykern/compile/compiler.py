@@ -17,11 +17,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import importlib.util
 import itertools
 import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -202,13 +204,38 @@ def device_compute_capability() -> tuple[int, int] | None:
         return None
 
 
-@functools.cache
+_include_dirs: tuple[str, ...] | None = None  # this process's answer (searched, or remembered by the toolchain memo)
+
+
 def system_include_dirs() -> tuple[str, ...]:
     """The CUDA runtime and CCCL header directories (the ones numba-cuda's NVRTC route uses).
 
-    Found through cuda.pathfinder, which is ~50x cheaper than numba's own
-    search; this runs on the warm-cache path of every fresh process.
+    Found through cuda.pathfinder (~50x cheaper than numba's own search, still a quarter
+    millisecond of directory listings), once per process; a warm process takes them from the
+    store's toolchain memo instead (:func:`remember_system_include_dirs`), searching nothing.
     """
+    global _include_dirs
+    dirs = _include_dirs
+    if dirs is None:
+        dirs = _include_dirs = _find_system_include_dirs()
+    return dirs
+
+
+def remember_system_include_dirs(dirs: tuple[str, ...]) -> None:
+    """Take ``dirs`` as this process's toolkit header directories, unless it searched already: what
+    ``lazykern.store._toolchain_memo`` found recorded, with every directory's stat unchanged."""
+    global _include_dirs
+    if _include_dirs is None:
+        _include_dirs = tuple(dirs)
+
+
+def forget_system_include_dirs() -> None:
+    """Search again on next use (tests that move the toolkit under a running process)."""
+    global _include_dirs
+    _include_dirs = None
+
+
+def _find_system_include_dirs() -> tuple[str, ...]:
     from cuda.pathfinder import locate_nvidia_header_directory
 
     dirs: list[str] = []
@@ -241,13 +268,30 @@ def toolchain_fingerprint() -> str:
 
 
 def numba_cuda_version() -> str:
-    """numba-cuda's version from the package itself (importlib.metadata costs milliseconds)."""
-    try:
-        import numba_cuda
+    """numba-cuda's version from the package itself (importlib.metadata costs milliseconds).
 
-        return str(numba_cuda.__version__)
-    except ImportError:
+    Not imported for this (half a millisecond of a warm start that may never need Numba): the
+    imported module's version if there is one, else the ``VERSION`` file it reads its own from.
+    """
+    module = sys.modules.get("numba_cuda")
+    if module is not None:
+        return str(module.__version__)
+    try:
+        spec = importlib.util.find_spec("numba_cuda")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or spec.origin is None:
         return "absent"
+    try:
+        with open(os.path.join(os.path.dirname(spec.origin), "VERSION"), encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError:  # a layout without the file: ask the package itself
+        try:
+            import numba_cuda
+
+            return str(numba_cuda.__version__)
+        except ImportError:
+            return "absent"
 
 
 TOOLCHAIN_ENV = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX")  # steer where NVRTC is found

@@ -7,6 +7,7 @@ cache key is derived from.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -136,8 +137,6 @@ def check_signature(name: str, signature: Iterable[str] | None) -> tuple[str, ..
     >>> check_signature("k", ["ptr", "int32"])
     ('ptr', 'int32')
     """
-    import numpy as np  # import on first use: startup time
-
     from ..config import invalid_value
 
     if signature is None:
@@ -148,13 +147,21 @@ def check_signature(name: str, signature: Iterable[str] | None) -> tuple[str, ..
     for i, entry in enumerate(out):
         if entry == "ptr":
             continue
-        try:
-            ok = isinstance(entry, str) and np.dtype(entry).kind in _SCALAR_KINDS
-        except TypeError:
-            ok = False
-        if not ok:
+        if not (isinstance(entry, str) and _scalar_name(entry)):
             raise ValueError(f"fragment {name!r}: {invalid_value(f'signature[{i}]', entry, SIGNATURE_TYPES)}")
     return out
+
+
+@functools.cache
+def _scalar_name(entry: str) -> bool:
+    """Whether ``entry`` names a NumPy scalar type a kernel takes by value (parsing a dtype name costs
+    microseconds, and a generated family registers hundreds of fragments of a few signatures)."""
+    import numpy as np  # import on first use: startup time
+
+    try:
+        return np.dtype(entry).kind in _SCALAR_KINDS
+    except TypeError:
+        return False
 
 
 def _as_options(options: Sequence[str]) -> tuple[str, ...]:

@@ -2,8 +2,9 @@
 
 ``kernel[grid, block, stream, shared_mem](*args)`` gets a launcher from the
 launch layer (:mod:`lazykern.launch._launch`), which writes the arguments into the
-kernel's reused parameter block (:attr:`Kernel.params`, laid out once from the
-signature) and calls the driver's ``cuLaunchKernel``; a kernel without a
+kernel's reused parameter block (:attr:`Kernel.params`, laid out from the
+signature when the first launcher is made: a kernel only looked up, as a warm
+start does, generates nothing) and calls the driver's ``cuLaunchKernel``; a kernel without a
 signature, or with a type the block cannot hold, is packed with
 :meth:`Kernel.pack` and launched with ``cuda.core.launch``. Nothing synchronizes
 after a launch.
@@ -131,20 +132,51 @@ class Kernel(Launchable):
         self.family = family
         self.meta = dict(meta or {})
         self.signature = None if signature is None else tuple(str(s) for s in signature)
-        self._plan = None if self.signature is None else self._make_plan(self.signature)
-        self._arrays = None if self.signature is None else self._array_picker(self.signature)
-        fmt = None if self.signature is None else param_format(self.signature)
+        if self.signature is not None:
+            self._check_signature(self.signature)
+        # Made on first need (a pack, the first launcher), not here: a warm start that only looks a
+        # kernel up pays for none of the generated functions or the parameter block (~0.3 ms).
+        self._plan: Callable[..., tuple[Any, ...]] | None = None
+        self._arrays: Callable[..., tuple[Any, ...]] | None = None
         # The launch path: the parameters written straight into one reused block (no signature,
         # or a type the block cannot hold: cuda.core packs them per launch instead).
-        self.params = None if fmt is None else Params(fmt)
-        if self.params is not None:
-            assert self.signature is not None  # a format comes from a signature
-            self.fill = self._filler_factory(self.signature)(self.params.fill)
+        self.params: Params | None = None
+        self._block_made = self.signature is None
         self._functions: dict[int, Any] = {}  # device ordinal -> loaded kernel
         self._by_context: dict[int, Any] = {}  # CUcontext handle -> loaded kernel (hot path)
         self._cufunctions: dict[int, Any] = {}  # CUcontext handle -> its CUfunction (hot path)
         self._load_lock = _fork.lock()
-        self._launchers = LauncherCache(lambda config: Launcher(self, config, name))
+        self._launchers = LauncherCache(self._new_launcher)
+
+    def _new_launcher(self, config: Any) -> Launcher:
+        if not self._block_made:
+            self._make_block()
+        return Launcher(self, config, self.name)
+
+    def _make_block(self) -> None:
+        """The reused parameter block and its filler, made before the first launcher launches."""
+        with self._load_lock:
+            if self._block_made:
+                return
+            assert self.signature is not None  # no signature: nothing to make
+            fmt = param_format(self.signature)
+            if fmt is not None:
+                params = Params(fmt)
+                self.fill = self._filler_factory(self.signature)(params.fill)
+                self.params = params  # set after fill: a launch that sees the block sees its filler
+            self._block_made = True
+
+    @staticmethod
+    @functools.cache
+    def _check_signature(signature: tuple[str, ...]) -> None:
+        """ValueError for an entry that is neither 'ptr' nor a NumPy dtype name."""
+        for i, t in enumerate(signature):
+            if t == PTR:
+                continue
+            try:
+                np.dtype(t)
+            except TypeError:
+                raise ValueError(f"signature entry {i} must be 'ptr' or a NumPy dtype name, got {t!r}") from None
 
     # The three generated functions depend on the signature alone: made once per signature (an
     # exec costs ~50 us, and a family's kernels share a few signatures), so a warm process that
@@ -205,7 +237,9 @@ class Kernel(Launchable):
         """The arguments that may be device arrays (all of them without a signature)."""
         pick = self._arrays
         if pick is None:
-            return args
+            if self.signature is None:
+                return args
+            pick = self._arrays = self._array_picker(self.signature)
         try:
             picked: Sequence[Any] = pick(*args)
         except TypeError:  # wrong count: pack() reports it
@@ -282,7 +316,9 @@ class Kernel(Launchable):
         """Arguments as the C types the kernel takes (fast path, then a checked path for errors)."""
         plan = self._plan
         if plan is None:
-            return tuple(_infer_packer(v, i)(v) for i, v in enumerate(args))
+            if self.signature is None:
+                return tuple(_infer_packer(v, i)(v) for i, v in enumerate(args))
+            plan = self._plan = self._make_plan(self.signature)
         try:
             packed: tuple[Any, ...] = plan(*args)
             return packed

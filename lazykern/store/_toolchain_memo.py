@@ -5,7 +5,9 @@ of files that identify the toolchain costs a search through ``cuda.pathfinder``:
 milliseconds that every fresh process would pay before its first cached kernel. A small
 JSON file in the store (``toolchain-<environment>.json``) records the fingerprint with the
 stat of each of those files (NVRTC's libraries, their directory, ``nvrtc.h``, CCCL's
-``version.h``); a later process stats them, and only a difference recomputes it.
+``version.h``) and the toolkit's header directories (``compiler.system_include_dirs``, part of
+every key: found by a search through ``cuda.pathfinder``, a quarter millisecond); a later
+process stats them, and only a difference recomputes both.
 
 The file is chosen by the environment (Python prefix and path, numba-cuda's version, the
 variables that steer the library search: ``compiler.TOOLCHAIN_ENV``), so two virtual
@@ -31,7 +33,8 @@ from ..compile import compiler
 
 log = logging.getLogger("lazykern")
 
-FORMAT = 1
+FORMAT = 2  # 2: the toolkit's header directories are recorded too
+_OLDER = (1,)  # formats earlier lazykern versions wrote: replaced quietly
 _MAX_BYTES = 1 << 16
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _known: dict[tuple[str | None, str], str] = {}  # (store directory, environment) -> fingerprint
@@ -72,9 +75,11 @@ def fingerprint(directory: str | None, on_garbage: Callable[[str], None] | None 
 
 
 def forget() -> None:
-    """Drop this process's memo (tests that change the toolchain under a running process)."""
+    """Drop this process's memo and header directories (tests that change the toolchain under a
+    running process, or act as a fresh one)."""
     with _lock:
         _known.clear()
+        compiler.forget_system_include_dirs()
 
 
 def _stat(path: str) -> list[int] | None:
@@ -97,7 +102,10 @@ def _read(path: str, env: str, on_garbage: Callable[[str], None] | None) -> str 
         if len(raw) > _MAX_BYTES:
             raise ValueError(f"larger than {_MAX_BYTES} bytes")
         data = json.loads(raw)
-        files, value = _parse(data, env)
+        if isinstance(data, dict) and data.get("environment") == env and data.get("format") in _OLDER:
+            log.debug("toolchain memo %s has format %s, not %s; recomputing", path, data["format"], FORMAT)
+            return None  # written by another lazykern version: replaced, nothing is wrong with it
+        files, value, include_dirs = _parse(data, env)
     except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
         if on_garbage is not None:
             on_garbage(f"lazykern toolchain memo {path!r} is unreadable ({exc}); recomputed the toolchain fingerprint.")
@@ -106,11 +114,13 @@ def _read(path: str, env: str, on_garbage: Callable[[str], None] | None) -> str 
         if _stat(name) != recorded:
             log.debug("toolchain memo %s: %s changed; recomputing", path, name)
             return None
+    compiler.remember_system_include_dirs(include_dirs)
     return value
 
 
-def _parse(data: Any, env: str) -> tuple[list[tuple[str, list[int] | None]], str]:
-    """(files with their stat, fingerprint) of a memo, or ValueError saying what is wrong with it."""
+def _parse(data: Any, env: str) -> tuple[list[tuple[str, list[int] | None]], str, tuple[str, ...]]:
+    """(files with their stat, fingerprint, header directories) of a memo, or ValueError saying what
+    is wrong with it."""
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("environment") != env:
         raise ValueError("not a memo of this format and environment")
     value = data["fingerprint"]
@@ -125,12 +135,19 @@ def _parse(data: Any, env: str) -> tuple[list[tuple[str, list[int] | None]], str
         if not isinstance(name, str) or not ok:
             raise ValueError(f"bad file record {item!r:.80}")
         files.append((name, recorded))
-    return files, value
+    include_dirs = data["include_dirs"]
+    if not isinstance(include_dirs, list) or not all(isinstance(d, str) for d in include_dirs):
+        raise ValueError("include_dirs is not a list of paths")
+    if not set(include_dirs) <= {name for name, _ in files}:
+        raise ValueError("a header directory without its stat")
+    return files, value, tuple(include_dirs)
 
 
 def _compute(path: str | None, env: str) -> str:
     start_ns = time.time_ns()
-    names = [str(f) for f in compiler.toolchain_files()]
+    include_dirs = list(compiler.system_include_dirs())
+    # The directories are stat'ed like the files: one replaced or moved sends a process to search again.
+    names = [str(f) for f in compiler.toolchain_files()] + include_dirs
     value = compiler.toolchain_fingerprint()
     if path is None:
         return value
@@ -139,7 +156,7 @@ def _compute(path: str | None, env: str) -> str:
     if any(st is not None and max(st[3], st[4]) >= start_ns for _, st in files):
         log.debug("toolchain files changed during the fingerprint; not memoized")
         return value
-    record = {"format": FORMAT, "environment": env, "fingerprint": value, "files": files}
+    record = {"format": FORMAT, "environment": env, "fingerprint": value, "include_dirs": include_dirs, "files": files}
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
