@@ -64,7 +64,8 @@ class Backend:
     def dtype(self, x: Any) -> np.dtype:
         if self.name == "torch":
             return np.dtype(str(x.dtype).removeprefix("torch."))
-        return np.dtype(x.dtype)
+        dtype: np.dtype = np.dtype(x.dtype)
+        return dtype
 
     def select(self, x: Any, axis: int, i: int) -> Any:
         index = (slice(None),) * axis + (i,)

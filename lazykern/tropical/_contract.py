@@ -17,7 +17,7 @@ gradients come from the same kernels.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -85,7 +85,8 @@ class Algebra:
         return (self.be.fmax(X[0], Y[0], self.semiring == "minplus"),)
 
 
-def map_parts(fn, parts: tuple[Any, ...]) -> tuple[Any, ...]:
+def map_parts(fn: Callable[..., Any], parts: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``fn`` applied to each part (it takes one; callers bind loop values as its defaults, hence ``...``)."""
     return tuple(fn(p) for p in parts)
 
 
@@ -116,7 +117,7 @@ def _shape(be: Backend, term: Term) -> tuple[int, ...]:
     return tuple(int(n) for n in term.parts[0].shape)
 
 
-def contract(alg: Algebra, A: Term, B: Term, keep: set, argmax: bool) -> tuple[Term, Choice]:
+def contract(alg: Algebra, A: Term, B: Term, keep: set[Label], argmax: bool) -> tuple[Term, Choice]:
     """A (x) B summed over the labels both share and ``keep`` lacks."""
     be = alg.be
     if not argmax and type(alg) is Algebra and not alg.grad and not be.on_host:
@@ -141,7 +142,7 @@ def contract(alg: Algebra, A: Term, B: Term, keep: set, argmax: bool) -> tuple[T
 STRIDED_MIN = 1 << 12  # entries of the larger operand from which a step may take the strided row kernel
 
 
-def _strided_step(alg: Algebra, A: Term, B: Term, keep: set) -> tuple[Term, Choice] | None:
+def _strided_step(alg: Algebra, A: Term, B: Term, keep: set[Label]) -> tuple[Term, Choice] | None:
     """The step through :mod:`._strided` (the larger operand read in place, the result in its axis
     order), or None when the shapes or strides do not fit it."""
     be = alg.be
