@@ -106,6 +106,7 @@ def readinto_exactly(fh: IO[bytes], view: memoryview) -> int:
     """Fill ``view`` from ``fh`` in pieces of at most 1 MiB; returns how many bytes arrived."""
     done = 0
     while done < len(view):
+        # typing.IO declares no readinto; every binary file lazykern passes (open(.., 'rb'), tar members) has it.
         n = fh.readinto(view[done : done + (1 << 20)])  # type: ignore[attr-defined]
         if not n:
             break

@@ -393,7 +393,7 @@ class DiskBackend:
                 return True
         except (TypeError, ValueError, OverflowError):
             pass
-        self.set(key, delta)  # type: ignore[arg-type]
+        self._run(lambda c: c.set(key, delta, retry=False))  # a counter row holds an int, not entry bytes
         return False
 
     def rows(self) -> list[tuple[str, int, float, float]]:
