@@ -253,8 +253,7 @@ def pointer(x: Any) -> int:
     if x.__class__ is int:
         return x
     try:
-        address: int = x.device_ctypes_pointer.value or 0  # Numba device arrays: 0.08 us
-        return address
+        return x.device_ctypes_pointer.value or 0  # Numba device arrays: 0.08 us
     except AttributeError:
         pass
     cai = getattr(x, "__cuda_array_interface__", None)
