@@ -12,6 +12,7 @@ Library code imports the real paths (import-linter checks those).
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import sys
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
@@ -53,7 +54,7 @@ def real_name(name: str) -> str | None:
     return None
 
 
-class _Loader:
+class _Loader(importlib.abc.Loader):
     """Hands the import system the already-imported real module instead of executing a file."""
 
     def __init__(self, real: str) -> None:
@@ -76,7 +77,7 @@ class _Finder:
         real = real_name(name)
         if real is None:
             return None
-        return ModuleSpec(name, _Loader(real))  # type: ignore[arg-type]  # a loader by protocol, not by base class
+        return ModuleSpec(name, _Loader(real))
 
 
 def install() -> None:

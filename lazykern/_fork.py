@@ -25,11 +25,12 @@ import os
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 _locks: weakref.WeakSet[Any] = weakref.WeakSet()
 _resets: list[Callable[[], None]] = []
-_F = TypeVar("_F", bound=Callable[..., Any])
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 _inside_native = 0  # threads of this process inside a @native function now
 _native_tainted = False  # forked while some thread was inside one: its native locks may be held forever
 
@@ -54,14 +55,14 @@ def on_child(reset: Callable[[], None]) -> Callable[[], None]:
     return reset
 
 
-def native(fn: _F) -> _F:
+def native(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     """Mark ``fn`` as running native code with locks of its own (NVRTC); see the module's docstring.
 
     ``fn`` must be importable by name, and its arguments and result picklable.
     """
 
     @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         global _inside_native
         if _native_tainted:
             return _in_fresh_process(fn, args, kwargs)
@@ -73,10 +74,10 @@ def native(fn: _F) -> _F:
             with _native_count:
                 _inside_native -= 1
 
-    return run  # type: ignore[return-value]
+    return run
 
 
-def _in_fresh_process(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _in_fresh_process(fn: Callable[..., _R], args: tuple[Any, ...], kwargs: dict[str, Any]) -> _R:
     """``fn(*args, **kwargs)`` in a new interpreter (a plain subprocess: unlike multiprocessing's
     spawn it does not re-run the user's ``__main__``); its exception is raised here."""
     import pickle  # import on first use: only a tainted child comes here
@@ -100,7 +101,8 @@ def _in_fresh_process(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dic
     ok, value = pickle.loads(done.stdout)
     if not ok:
         raise value
-    return value
+    result: _R = value  # what fn returned there, unpickled
+    return result
 
 
 def _serve_one() -> None:

@@ -172,6 +172,9 @@ def log_level(*, report: bool = True) -> int | None:
     return None
 
 
+_ENV_HANDLER = "lazykern LAZYKERN_LOG"  # the name of the stderr handler LAZYKERN_LOG adds (added once)
+
+
 def configure_logging() -> None:
     """The ``lazykern`` logger: silent by default, shown on stderr at ``LAZYKERN_LOG``'s level.
 
@@ -185,10 +188,10 @@ def configure_logging() -> None:
     if level is None:
         return
     logger.setLevel(level)
-    if not any(getattr(h, "_lazykern_env", False) for h in logger.handlers):
+    if not any(h.name == _ENV_HANDLER for h in logger.handlers):
         handler = logging.StreamHandler()  # stderr
         handler.setFormatter(logging.Formatter("lazykern %(levelname)s: %(message)s"))
-        handler._lazykern_env = True  # type: ignore[attr-defined]
+        handler.name = _ENV_HANDLER
         logger.addHandler(handler)
 
 

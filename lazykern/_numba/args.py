@@ -34,7 +34,7 @@ VALUE = "value"  # a scalar or a tuple of scalars
 
 
 @functools.cache
-def _types():
+def _types() -> Any:  # the module numba.cuda.types (numba-cuda has no types)
     from numba.cuda import types
 
     return types
@@ -65,7 +65,9 @@ def make_fast_key() -> Callable[[Any], Any]:
     """
     table = {cls: id(t) for cls, t in scalar_types().items()}
 
-    def fast_key(value: Any, _get: Callable = table.get, _id: Callable = id, _slow: Any = SLOW) -> Any:
+    def fast_key(
+        value: Any, _get: Callable[[type], int | None] = table.get, _id: Callable[[object], int] = id, _slow: Any = SLOW
+    ) -> Any:
         t = _get(value.__class__)
         if t is not None:
             return t
@@ -112,9 +114,10 @@ def classify(value: Any, index: int) -> tuple[Any, str, Any]:
     )
 
 
-def _cuda_array_interface(value: Any, index: int) -> dict | None:
+def _cuda_array_interface(value: Any, index: int) -> dict[str, Any] | None:
     try:
-        return value.__cuda_array_interface__
+        cai: dict[str, Any] = value.__cuda_array_interface__
+        return cai
     except AttributeError:
         return None
     except Exception as exc:  # e.g. a tensor that requires grad refuses to export itself
@@ -137,7 +140,7 @@ class CaiView:
 
     __slots__ = ("dtype", "shape", "strides", "size", "gpu_data", "device_ctypes_pointer", "ndim")
 
-    def __init__(self, cai: dict, index: int) -> None:
+    def __init__(self, cai: dict[str, Any], index: int) -> None:
         try:
             self.dtype = np.dtype(cai["typestr"])
             self.shape = tuple(int(s) for s in cai["shape"])
@@ -234,7 +237,7 @@ def param_count(plan: list[dict[str, Any]]) -> int:
 # and complex (split in two) need converting.
 
 
-def make_packer(plan: list[dict[str, Any]]):
+def make_packer(plan: list[dict[str, Any]]) -> Callable[..., tuple[Any, ...]]:
     """One function ``pack(a0, a1, ...) -> tuple`` for a plan, generated once per signature.
 
     A generated function is about twice as fast as a loop over per-argument
@@ -249,7 +252,8 @@ def make_packer(plan: list[dict[str, Any]]):
     body = ", ".join(parts)
     src = f"def pack({', '.join(names)}):\n    return ({body}{',' if len(parts) == 1 else ''})\n"
     exec(compile(src, "<lazykern packer>", "exec"), env)
-    return env["pack"]
+    pack: Callable[..., tuple[Any, ...]] = env["pack"]
+    return pack
 
 
 def _pack_expr(expr: str, p: dict[str, Any]) -> list[str]:
@@ -322,7 +326,7 @@ def struct_format(plan: list[dict[str, Any]]) -> str:
     return "@" + "".join(codes)
 
 
-def make_buffer_filler(plan: list[dict[str, Any]]):
+def make_buffer_filler(plan: list[dict[str, Any]]) -> tuple[int, Callable[..., None]]:
     """``(size, fill)``: ``fill(buffer, a0, a1, ...)`` writes the kernel's parameter block.
 
     Generated once per signature from the plan's fixed vocabulary, like :func:`make_packer`.
@@ -343,4 +347,5 @@ def make_buffer_filler(plan: list[dict[str, Any]]):
         parts.extend(_pack_expr(name, p))
     src = f"def fill(_buf, {', '.join(names)}):\n    _pack_into(_buf, 0, {', '.join(parts)})\n"
     exec(compile(src, "<lazykern parameter block>", "exec"), env)
-    return layout.size, env["fill"]
+    fill: Callable[..., None] = env["fill"]
+    return layout.size, fill

@@ -44,7 +44,7 @@ def _reset_numba_compiler_lock() -> None:
                 held._at_fork_reinit()
 
 
-def arch_to_cc(arch: str) -> tuple:
+def arch_to_cc(arch: str) -> tuple[int | str, ...]:
     """``"sm_90"`` -> ``(9, 0)``; ``"sm_90a"`` -> ``(9, 0, "a")``."""
     digits = arch[3:].rstrip("af")
     suffix = arch[3 + len(digits) :]
@@ -135,7 +135,7 @@ def compile_kernel(
 
 
 @contextlib.contextmanager
-def _target_cc(cc: tuple) -> Iterator[None]:
+def _target_cc(cc: tuple[int | str, ...]) -> Iterator[None]:
     """Make Numba compile called device functions for ``cc``, without asking the driver.
 
     numba-cuda's device-function dispatcher reads ``get_current_device().compute_capability``

@@ -77,22 +77,26 @@ def typeof(value: Any) -> Any:
     return numba_typeof(value)
 
 
-def normalize_signature(sig: Any) -> tuple[tuple, Any]:
+def normalize_signature(sig: Any) -> tuple[tuple[Any, ...], Any]:
     """``(argument types, return type)`` (``numba.cuda.core.sigutils.normalize_signature``)."""
     from numba.cuda.core import sigutils
 
-    return sigutils.normalize_signature(sig)
+    args_and_return: tuple[tuple[Any, ...], Any] = sigutils.normalize_signature(sig)
+    return args_and_return
 
 
 def package_dir() -> str:
     """numba-cuda's ``numba/cuda`` directory (its NVRTC include dirs and helper ``.cu`` files live there)."""
     import numba.cuda.cudadrv.nvrtc
 
-    return os.path.dirname(os.path.dirname(os.path.abspath(numba.cuda.cudadrv.nvrtc.__file__)))
+    nvrtc_py: str = numba.cuda.cudadrv.nvrtc.__file__
+    return os.path.dirname(os.path.dirname(os.path.abspath(nvrtc_py)))
 
 
 # -- device arrays built without Numba's constructor (memory.py: 3 us of set-up become 0.3 us) --
-def device_array_template(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int, dtype: Any) -> dict:
+def device_array_template(
+    shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int, dtype: Any
+) -> dict[str, Any]:
     """The instance attributes of an empty ``DeviceNDArray`` (``_dummy`` from ``dummyarray.Array``),
     with no memory yet: a template that :func:`device_array_from` copies."""
     from numba.cuda.cudadrv import devicearray, dummyarray
@@ -117,7 +121,7 @@ def device_array_classes() -> tuple[Any, Any]:
     from numba.cuda.cudadrv.devicearray import DeviceNDArray
     from numba.cuda.cudadrv.driver import MemoryPointer
 
-    class BorrowedPointer(MemoryPointer):
+    class BorrowedPointer(MemoryPointer):  # type: ignore[misc]  # numba-cuda has no types: MemoryPointer is Any
         """A Numba MemoryPointer to ``size`` bytes at ``address`` that someone else frees (``owner``)."""
 
         def __init__(self, context: Any, address: int, size: int, owner: Any) -> None:
@@ -131,7 +135,7 @@ def device_array_classes() -> tuple[Any, Any]:
     return DeviceNDArray, BorrowedPointer
 
 
-def device_array_from(template: dict, context: Any, address: int, size: int, owner: Any) -> Any:
+def device_array_from(template: dict[str, Any], context: Any, address: int, size: int, owner: Any) -> Any:
     """A ``DeviceNDArray`` over ``size`` bytes at ``address`` (kept alive by ``owner``), built from
     :func:`device_array_template` without running Numba's constructor."""
     cls, pointer = device_array_classes()

@@ -30,6 +30,7 @@ import logging
 import sys
 import types as pytypes
 import weakref
+from _ctypes import CFuncPtr  # ctypes._CFuncPtr, which typeshed does not export
 from typing import Any
 
 from . import key
@@ -241,7 +242,7 @@ def process_specific(value: Any, depth: int = 0) -> str:
         return ""
     if hasattr(value, "__cuda_array_interface__") or hasattr(type(value), "__cuda_array_interface__"):
         return f"a device array ({type(value).__module__}.{type(value).__qualname__})"
-    if isinstance(value, (ctypes._Pointer, ctypes._CFuncPtr, ctypes.c_void_p)):  # type: ignore[attr-defined]
+    if isinstance(value, (ctypes._Pointer, CFuncPtr, ctypes.c_void_p)):
         return f"a ctypes pointer ({type(value).__qualname__})"
     if isinstance(value, (tuple, list)):
         for item in value:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from types import FunctionType
 from typing import Any
 
 from . import internals
 
 
-def normalize_signature(sig: Any) -> tuple:
+def normalize_signature(sig: Any) -> tuple[Any, ...]:
     """A tuple of Numba types, a ``"void(float32, ...)"`` string or a Numba signature -> argument types."""
     try:
         args, ret = internals.normalize_signature(sig)
@@ -19,14 +19,14 @@ def normalize_signature(sig: Any) -> tuple:
     return tuple(args)
 
 
-def relaxed(types: tuple) -> tuple:
+def relaxed(types: tuple[Any, ...]) -> tuple[Any, ...]:
     """The same signature with every array typed as any-layout ('A')."""
     from numba.cuda import types as nt
 
     return tuple(t.copy(layout="A") if isinstance(t, nt.Array) and t.layout != "A" else t for t in types)
 
 
-def arg_range(fn: Callable) -> tuple[int, int]:
+def arg_range(fn: FunctionType) -> tuple[int, int]:
     """(fewest, most) arguments ``fn`` takes; TypeError for ``*args``, which kernels cannot take."""
     code = fn.__code__
     if code.co_flags & 0x04:  # *args

@@ -22,7 +22,9 @@ from .._numba.signature import relaxed
 from ..store.cache import KernelCache, make_key
 
 
-def instance_key(py_func: FunctionType, link: Sequence[Any], options: dict[str, Any], types: tuple, arch: str) -> str:
+def instance_key(
+    py_func: FunctionType, link: Sequence[Any], options: dict[str, Any], types: tuple[Any, ...], arch: str
+) -> str:
     """The cache key of ``py_func`` instantiated for ``types`` on ``arch`` (recomputed, so edits show)."""
     import numba
     import numba_cuda
@@ -45,7 +47,7 @@ def get_or_compile(
     py_func: FunctionType,
     link: Sequence[Any],
     options: dict[str, Any],
-    types: tuple,
+    types: tuple[Any, ...],
     arch: str,
     *,
     relax: bool = True,

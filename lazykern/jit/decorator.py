@@ -104,7 +104,7 @@ class LazyKernel(Launchable):
         self.options = {**_OPTION_DEFAULTS, **options}
         self.link = tuple(link)
         self._cache = cache
-        self._nargs = arg_range(py_func)
+        self._nargs = arg_range(self.py_func)
         self._instances: dict[tuple[Any, ...], Instance] = {}  # Numba types -> instance
         self._dispatch = Dispatcher(self)
         self._launchers = LauncherCache(self._make_launcher)

@@ -41,7 +41,7 @@ _lock = _fork.lock()
 
 
 # -- driver queries (tests replace these with fakes) ----------------------------------
-def _driver():
+def _driver() -> Any:  # cuda.bindings.driver, which has no types
     return _cu
 
 
@@ -115,7 +115,7 @@ def no_driver(exc: BaseException) -> LaunchError | None:
     return None
 
 
-def current_context(_get: Callable[[], tuple] = _cu.cuCtxGetCurrent) -> int:
+def current_context(_get: Callable[[], tuple[Any, ...]] = _cu.cuCtxGetCurrent) -> int:
     """The calling thread's current CUcontext handle (0 when there is none).
 
     Raises :class:`LaunchError` (:data:`NO_DRIVER`) where there is no GPU driver.
@@ -208,23 +208,28 @@ def _no_device(x: Any) -> None:
 
 
 def _torch_device(x: Any) -> int | None:
-    return x.device.index if x.is_cuda else None
+    index: int | None = x.device.index if x.is_cuda else None
+    return index
 
 
 def _cupy_device(x: Any) -> int:
-    return x.device.id
+    ordinal: int = x.device.id
+    return ordinal
 
 
 def _own_device(x: Any) -> int | None:
-    return x.device
+    ordinal: int | None = x.device
+    return ordinal
 
 
 def _numba_device(x: Any) -> int | None:
     # Numba's own context on the array can be wrong (an imported foreign array gets the
     # context current at import): the driver's answer, asked once, is kept on the array.
     d = x.__dict__
-    dev = d.get(_CACHED, _MISSING)
-    if dev is _MISSING:
+    dev: int | None
+    try:
+        dev = d[_CACHED]
+    except KeyError:
         dev = d[_CACHED] = pointer_device(pointer(x))
     return dev
 
@@ -270,7 +275,8 @@ def pointer(x: Any) -> int:
         return cai_pointer(cai)
     host = getattr(x, "_ary", None)  # the simulator's FakeCUDAArray wraps a NumPy array
     if isinstance(host, np.ndarray):
-        return host.__array_interface__["data"][0]
+        host_address: int = host.__array_interface__["data"][0]
+        return host_address
     if isinstance(x, np.integer):
         return int(x)
     raise TypeError(f"{type(x).__name__} is not a device array")
@@ -371,7 +377,8 @@ def of_stream(stream: Any) -> int | None:
         return stream_handle_device(int(stream))
     module = type(stream).__module__ or ""
     if module.startswith("torch"):
-        return stream.device.index
+        index: int | None = stream.device.index
+        return index
     if module.startswith("cupy"):
         dev = getattr(stream, "device_id", -1)
         if isinstance(dev, int) and dev >= 0:

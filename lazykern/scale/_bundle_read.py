@@ -133,6 +133,7 @@ def iter_members(
     try:
         with open(path, "rb") as fh:
             stream = _Budget(_open_stream(fh), max_total)
+            # typeshed wants a fileobj with write/seek/tell too, which the stream mode "r|" never calls.
             with tarfile.open(fileobj=stream, mode="r|", tarinfo=_GuardedInfo) as tar:  # type: ignore[call-overload]
                 for count, info in enumerate(tar):
                     _check_member(info, max_member)

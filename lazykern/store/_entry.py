@@ -16,7 +16,8 @@ import math
 import struct
 from typing import IO, Any
 
-from ..errors import EntryError, StaleEntry
+from ..errors import EntryError as EntryError  # re-exported: callers catch _entry's errors by this name
+from ..errors import StaleEntry as StaleEntry
 
 MAGIC = b"LZK\x02"
 _PREFIX = struct.Struct("<4sIQ32s")  # magic, header length, code length, sha256
@@ -78,6 +79,9 @@ def declared_size(prefix: bytes) -> int:
     """Total entry size a prefix declares; EntryError when it is not an entry prefix of this version."""
     if len(prefix) < PREFIX_SIZE or prefix[:3] != MAGIC[:3]:
         raise EntryError("stored value does not start with the lazykern entry header")
+    magic: bytes
+    n_header: int
+    n_code: int
     magic, n_header, n_code, _ = _PREFIX.unpack_from(prefix)
     if magic != MAGIC:
         raise StaleEntry(f"entry format {magic[3]} (this lazykern writes {MAGIC[3]}): stale entry", magic[3])
@@ -102,6 +106,7 @@ def readinto_exactly(fh: IO[bytes], view: memoryview) -> int:
     """Fill ``view`` from ``fh`` in pieces of at most 1 MiB; returns how many bytes arrived."""
     done = 0
     while done < len(view):
+        # typing.IO declares no readinto; every binary file lazykern passes (open(.., 'rb'), tar members) has it.
         n = fh.readinto(view[done : done + (1 << 20)])  # type: ignore[attr-defined]
         if not n:
             break
@@ -131,7 +136,7 @@ def parse_header(raw: bytes) -> dict[str, Any]:
     if too_deep(raw, _MAX_DEPTH):
         raise EntryError(f"entry header nests deeper than {_MAX_DEPTH} levels")
     try:
-        meta = json.loads(raw, parse_constant=_refuse_constant)
+        meta: dict[str, Any] = json.loads(raw, parse_constant=_refuse_constant)  # check_header checks it is one
     except (ValueError, RecursionError) as exc:
         raise EntryError(f"entry header is not JSON: {exc}") from None
     check_header(meta)

@@ -76,12 +76,13 @@ def repair(directory: str) -> tuple[list[str], list[str]]:
                 return fixed, unfixed
         fixed.append(f"the database's tables were not diskcache's: moved it aside to {DBNAME}.corrupt-{stamp}")
         return fixed, unfixed
-    if foreign:
+    drops = [(what, drop) for what, drop in foreign if drop is not None]  # all of them: none is None here
+    if drops:
         try:
             con = sqlite3.connect(db, timeout=10, isolation_level=None)
             try:
-                for what, drop in foreign:
-                    con.execute(drop)  # type: ignore[arg-type]
+                for what, drop in drops:
+                    con.execute(drop)
                     fixed.append(f"dropped {what}")
             finally:
                 con.close()

@@ -37,7 +37,8 @@ import diskcache
 from diskcache.core import DBNAME, DEFAULT_SETTINGS, METADATA, MODE_BINARY, MODE_RAW
 
 from .. import _fork, config
-from ..errors import CacheError, StoreBusy
+from ..errors import CacheError, EntryError
+from ..errors import StoreBusy as StoreBusy  # re-exported: the store's callers catch it from here
 from . import _entry
 from ._locks import ProcessLock, share, shared_mode
 from ._store_read import Reader
@@ -82,11 +83,11 @@ def read_blob(path: str) -> bytearray:
             raise CacheError(f"blob {path} belongs to uid {st.st_uid}, not to you (refusing to load it)")
         try:
             return _entry.read_bounded(fh)
-        except _entry.EntryError as exc:
+        except EntryError as exc:
             raise CacheError(f"blob {path} is not a lazykern entry: {exc}") from None
 
 
-class NoPickleDisk(diskcache.Disk):
+class NoPickleDisk(diskcache.Disk):  # type: ignore[misc]  # diskcache has no types: its Disk is Any
     """A diskcache ``Disk`` for bytes, str keys and int counters only."""
 
     def __init__(self, directory: str, min_file_size: Any = 1 << 15, **_foreign: Any) -> None:
@@ -94,27 +95,28 @@ class NoPickleDisk(diskcache.Disk):
         super().__init__(directory, min_file_size=_FILE_THRESHOLD)
         self._mode = shared_mode(directory)
 
-    def put(self, key: Any):
+    def put(self, key: Any) -> tuple[str, bool]:
         if not isinstance(key, str):
             raise CacheError(f"cache keys must be str, got {type(key).__name__}")
-        return super().put(key)
+        db_key, raw = super().put(key)
+        return db_key, raw
 
-    def get(self, key: Any, raw: bool):
+    def get(self, key: Any, raw: bool) -> object:
         if not raw:
             raise CacheError("refusing to unpickle a cache key (poisoned entry)")
         return super().get(key, raw)
 
-    def store(self, value: Any, read: bool, key: Any = diskcache.core.UNKNOWN):
+    def store(self, value: Any, read: bool, key: Any = diskcache.core.UNKNOWN) -> tuple[int, int, str | None, object]:
         if read or not isinstance(value, (bytes, int)) or isinstance(value, bool):
             raise CacheError(f"cache values must be bytes, got {type(value).__name__}")
-        columns = super().store(value, read, key=key)
+        columns: tuple[int, int, str | None, object] = super().store(value, read, key=key)
         if columns[2] is not None:  # a blob file and its two directory levels
             full = os.path.join(self._directory, columns[2])
             for path in (os.path.dirname(os.path.dirname(full)), os.path.dirname(full), full):
                 share(path, self._mode)
         return columns
 
-    def fetch(self, mode: int, filename: str | None, value: Any, read: bool):
+    def fetch(self, mode: int, filename: str | None, value: Any, read: bool) -> object:
         if mode == MODE_RAW:
             return super().fetch(mode, filename, value, False)
         if mode != MODE_BINARY:
@@ -149,7 +151,7 @@ def _locked(exc: sqlite3.OperationalError) -> bool:
     return str(exc).startswith(("database is locked", "database table is locked"))
 
 
-class BoundedCache(diskcache.Cache):
+class BoundedCache(diskcache.Cache):  # type: ignore[misc]  # diskcache has no types: its Cache is Any
     """diskcache with every wait for the database's write lock bounded by ``wait`` seconds.
 
     diskcache waits without end where a lock is held: ``retry=True`` loops on a busy
@@ -170,7 +172,7 @@ class BoundedCache(diskcache.Cache):
 
     @property
     def _sql(self) -> Callable[..., sqlite3.Cursor]:
-        execute = self._con.execute
+        execute: Callable[..., sqlite3.Cursor] = self._con.execute
 
         def bounded(statement: str, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
             deadline, pause = None, 0.001
@@ -348,7 +350,7 @@ class DiskBackend:
                 _entry.decode(value)
                 self.cache.set(key, value, retry=False)
                 saved += 1
-            except (_entry.EntryError, *STORE_ERRORS):
+            except (EntryError, *STORE_ERRORS):
                 continue
         return saved
 
@@ -391,7 +393,7 @@ class DiskBackend:
                 return True
         except (TypeError, ValueError, OverflowError):
             pass
-        self.set(key, delta)  # type: ignore[arg-type]
+        self._run(lambda c: c.set(key, delta, retry=False))  # a counter row holds an int, not entry bytes
         return False
 
     def rows(self) -> list[tuple[str, int, float, float]]:
@@ -419,7 +421,8 @@ class DiskBackend:
             old = c.size_limit
             c.reset("size_limit", size_limit)
             try:
-                return c.cull(retry=False)
+                culled: int = c.cull(retry=False)
+                return culled
             finally:
                 c.reset("size_limit", old)
 
@@ -630,7 +633,8 @@ def _row_bytes(mode: Any, filename: Any, value: Any, directory: str) -> bytes | 
 # (repair, listings) or to remove a blob file by the name a row gives.
 def sql_of(cache: diskcache.Cache) -> Callable[..., sqlite3.Cursor]:
     """``cache._sql``: runs one statement on the cache's connection, returns the cursor."""
-    return cache._sql
+    sql: Callable[..., sqlite3.Cursor] = cache._sql
+    return sql
 
 
 def disk_of(cache: diskcache.Cache) -> diskcache.Disk:

@@ -65,7 +65,8 @@ class Backend:
     def dtype(self, x: Any) -> np.dtype:
         if self.name == "torch":
             return np.dtype(str(x.dtype).removeprefix("torch."))
-        return np.dtype(x.dtype)
+        dtype: np.dtype = np.dtype(x.dtype)
+        return dtype
 
     def select(self, x: Any, axis: int, i: int) -> Any:
         index = (slice(None),) * axis + (i,)
@@ -128,7 +129,8 @@ class Backend:
     def to_host(self, x: Any) -> np.ndarray:
         if self.on_host:
             return np.asarray(x)
-        return x.detach().cpu().numpy() if self.name == "torch" else self.xp.asnumpy(x)
+        host: np.ndarray = x.detach().cpu().numpy() if self.name == "torch" else self.xp.asnumpy(x)
+        return host
 
     def from_host(self, x: np.ndarray) -> Any:
         """A host array as this library's array on its current device."""

@@ -17,7 +17,7 @@ gradients come from the same kernels.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -89,7 +89,8 @@ class Algebra:
         return (self.be.fmax(X[0], Y[0], self.semiring == "minplus"),)
 
 
-def map_parts(fn, parts: tuple[Any, ...]) -> tuple[Any, ...]:
+def map_parts(fn: Callable[..., Any], parts: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``fn`` applied to each part (it takes one; callers bind loop values as its defaults, hence ``...``)."""
     return tuple(fn(p) for p in parts)
 
 
@@ -120,7 +121,7 @@ def _shape(be: Backend, term: Term) -> tuple[int, ...]:
     return tuple(int(n) for n in term.parts[0].shape)
 
 
-def contract(alg: Algebra, A: Term, B: Term, keep: set, argmax: bool) -> tuple[Term, Choice]:
+def contract(alg: Algebra, A: Term, B: Term, keep: set[Label], argmax: bool) -> tuple[Term, Choice]:
     """A (x) B summed over the labels both share and ``keep`` lacks."""
     be = alg.be
     if not argmax and not alg.grad and not be.on_host:
@@ -145,7 +146,7 @@ def contract(alg: Algebra, A: Term, B: Term, keep: set, argmax: bool) -> tuple[T
 STRIDED_MIN = 1 << 12  # entries of the larger operand from which a step may take the strided row kernel
 
 
-def _strided_step(alg: Algebra, A: Term, B: Term, keep: set) -> tuple[Term, Choice] | None:
+def _strided_step(alg: Algebra, A: Term, B: Term, keep: set[Label]) -> tuple[Term, Choice] | None:
     """The step through :mod:`._strided` (the larger operand read in place, the result in its axis
     order), or None when the shapes or strides do not fit it."""
     be = alg.be
@@ -174,7 +175,7 @@ def _strided_step(alg: Algebra, A: Term, B: Term, keep: set) -> tuple[Term, Choi
     return Term(out, tuple(lay["out"])), Choice(tuple(lay["con"]), tuple(sizes[x] for x in lay["con"]), None)
 
 
-def _layout(be: Backend, X: Term, y_labels: list[Label], y_shape: list[int], keep: set) -> dict[str, Any] | None:
+def _layout(be: Backend, X: Term, y_labels: list[Label], y_shape: list[int], keep: set[Label]) -> dict[str, Any] | None:
     """X's strided layout; None also where X's parts (values and counts) lie differently."""
     strides = be.strides(X.parts[0])
     if any(be.strides(p) != strides for p in X.parts[1:]):

@@ -11,6 +11,7 @@ pairwise path the tests check.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal, overload
 
 import numpy as np
 
@@ -37,7 +38,15 @@ def _chunk_best(semiring: str, p: np.ndarray, axis: int) -> tuple[np.ndarray, np
     return np.take_along_axis(p, np.expand_dims(idx, axis), axis).squeeze(axis), idx
 
 
-def bmm(A: np.ndarray, B: np.ndarray, semiring: str = "maxplus", argmax: bool = False):
+@overload
+def bmm(A: np.ndarray, B: np.ndarray, semiring: str = ..., argmax: Literal[False] = ...) -> np.ndarray: ...
+@overload
+def bmm(
+    A: np.ndarray, B: np.ndarray, semiring: str = ..., argmax: bool = ...
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]: ...
+def bmm(
+    A: np.ndarray, B: np.ndarray, semiring: str = "maxplus", argmax: bool = False
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """(b, M, K) x (b, K, N) -> (b, M, N) (a batch of 1 broadcasts); argmax int32 as the kernels give it."""
     semiring = check_semiring(semiring)
     batch = max(A.shape[0], B.shape[0])
@@ -56,7 +65,9 @@ def bmm(A: np.ndarray, B: np.ndarray, semiring: str = "maxplus", argmax: bool = 
     return (acc, idx) if argmax else acc
 
 
-def count_bmm(Av, Ac, Bv, Bc, semiring: str = "maxplus"):
+def count_bmm(
+    Av: np.ndarray, Ac: np.ndarray, Bv: np.ndarray, Bc: np.ndarray, semiring: str = "maxplus"
+) -> tuple[np.ndarray, np.ndarray]:
     """Counting product: value (+)_k Av + Bv, count = sum of Ac * Bc over the k that reach it.
 
     A count adds on a tie and resets on a strict improvement; NaN never counts.
@@ -82,7 +93,9 @@ def count_bmm(Av, Ac, Bv, Bc, semiring: str = "maxplus"):
     return acc, cnt
 
 
-def einsum_brute(inputs: Sequence[str], output: str, operands: Sequence[np.ndarray], semiring: str = "maxplus"):
+def einsum_brute(
+    inputs: Sequence[str], output: str, operands: Sequence[np.ndarray], semiring: str = "maxplus"
+) -> np.ndarray:
     """The tropical einsum by definition: the product of every operand over the full index
     grid, then the semiring sum over the indices not in ``output`` (tests only: memory is
     the product of all index sizes)."""
@@ -101,7 +114,8 @@ def einsum_brute(inputs: Sequence[str], output: str, operands: Sequence[np.ndarr
         raise ValueError("einsum needs at least one operand")
     total = np.broadcast_to(total, tuple(sizes[c] for c in labels))
     moved = np.moveaxis(total, [labels.index(c) for c in output], range(len(output)))
-    flat = moved.reshape(tuple(sizes[c] for c in output) + (-1,))
+    # Rank len(output) + 1; annotated because numpy's stubs miscount it (and call shape[-1] out of range).
+    flat: np.ndarray = moved.reshape(tuple(sizes[c] for c in output) + (-1,))
     if flat.shape[-1] == 0:
         return np.full(flat.shape[:-1], zero(semiring, dtype), dtype)
     return _chunk_best(semiring, flat, axis=-1)[0]

@@ -49,7 +49,7 @@ def layout(
     x_strides: Sequence[int],
     y_labels: Sequence[Label],
     y_shape: Sequence[int],
-    keep: set,
+    keep: set[Label],
 ) -> dict[str, Any] | None:
     """Everything one strided row-kernel launch of X (x) Y (summed over the shared labels ``keep``
     lacks) needs, or None when the step does not fit it: the label groups, the output's labels in
@@ -85,7 +85,16 @@ def layout(
     }
 
 
-def rows_reference(a: np.ndarray, b: np.ndarray, c: np.ndarray, dims, a_str, b_str, c_str, semiring: str) -> None:
+def rows_reference(
+    a: np.ndarray,
+    b: np.ndarray,
+    c: np.ndarray,
+    dims: Sequence[int],
+    a_str: Sequence[int],
+    b_str: Sequence[int],
+    c_str: Sequence[int],
+    semiring: str,
+) -> None:
     """What the row kernel computes, on NumPy arrays through the same element strides (tests, and
     the GPU route's host stand-in): C(b, i, j) = (+)_k A(b, i, k) (x) B(b, k, j)."""
     batch, M, N, K = dims

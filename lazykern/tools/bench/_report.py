@@ -12,9 +12,12 @@ import math
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from .device import slug
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 log = logging.getLogger("lazykern")
 
@@ -29,7 +32,7 @@ def result_stem(suite: str, device: str, when: datetime.datetime | None = None) 
     return f"{suite}-{slug(device)}-{when:%Y%m%d-%H%M%S}"
 
 
-def write_json(result: dict[str, Any], path: str | os.PathLike) -> str:
+def write_json(result: dict[str, Any], path: str | os.PathLike[str]) -> str:
     """Write ``result`` as indented JSON; a reader never sees half a file (temporary name, then rename)."""
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -54,6 +57,10 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+@overload
+def clean(value: dict[str, Any]) -> dict[str, Any]: ...
+@overload
+def clean(value: Any) -> Any: ...
 def clean(value: Any) -> Any:
     """NaN/inf become None (JSON has neither), recursively.
 
@@ -79,7 +86,13 @@ def write_png(writer: Callable[[dict[str, Any], str], str], result: dict[str, An
     return writer(result, path)
 
 
-def save(result: dict[str, Any], out: str | os.PathLike, suite: str, device: str, png_writer) -> dict[str, Any]:
+def save(
+    result: dict[str, Any],
+    out: str | os.PathLike[str],
+    suite: str,
+    device: str,
+    png_writer: Callable[[dict[str, Any], str], str],
+) -> dict[str, Any]:
     """Write ``result`` as ``<out>/<suite>-<device>-<time>.json`` plus a PNG beside it."""
     stem = os.path.join(out, result_stem(suite, device))
     result["files"] = {"json": stem + ".json", "png": stem + ".png"}
@@ -88,7 +101,7 @@ def save(result: dict[str, Any], out: str | os.PathLike, suite: str, device: str
     return result
 
 
-def _pyplot():
+def _pyplot() -> Any:  # matplotlib.pyplot (mypy does not read matplotlib: it is optional)
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -103,7 +116,7 @@ def series_label(case: dict[str, Any]) -> str:
     return f"{case['impl']} {op} {case['semiring']} {case['dtype']}"
 
 
-def write_gemm_png(result: dict[str, Any], path: str | os.PathLike) -> str:
+def write_gemm_png(result: dict[str, Any], path: str | os.PathLike[str]) -> str:
     """Two panels: throughput against size (a line per implementation/semiring/dtype over the square
     shapes, labelled points for the skinny and batched ones), and a bar per case at the most-measured shape."""
     import collections
@@ -152,7 +165,7 @@ def write_gemm_png(result: dict[str, Any], path: str | os.PathLike) -> str:
     return _save(fig, plt, path)
 
 
-def write_startup_png(result: dict[str, Any], path: str | os.PathLike) -> str:
+def write_startup_png(result: dict[str, Any], path: str | os.PathLike[str]) -> str:
     """One stacked bar per start-up scenario (medians): import, setup (context, inputs), work."""
     plt = _pyplot()
     rows = [r for r in result["rows"] if r.get("seconds") is not None]
@@ -174,7 +187,7 @@ def write_startup_png(result: dict[str, Any], path: str | os.PathLike) -> str:
     return _save(fig, plt, path)
 
 
-def _save(fig, plt, path: str | os.PathLike) -> str:
+def _save(fig: Any, plt: Any, path: str | os.PathLike[str]) -> str:
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.tight_layout()
@@ -189,7 +202,7 @@ def _fmt(value: Any, spec: str = ".3g") -> str:
     return format(value, spec)
 
 
-def gemm_table(result: dict[str, Any]):
+def gemm_table(result: dict[str, Any]) -> Table:
     """A rich Table of every case: impl, op, dtype, shape, T MAC/s, % limit, GB/s, ms, check."""
     from rich.table import Table
     from rich.text import Text
@@ -224,7 +237,7 @@ def gemm_table(result: dict[str, Any]):
     return table
 
 
-def startup_table(result: dict[str, Any]):
+def startup_table(result: dict[str, Any]) -> Table:
     """A rich Table of the start-up scenarios (medians); each row says what it measured under its name."""
     from rich.table import Table
     from rich.text import Text

@@ -18,11 +18,14 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import _check, _report, _timing, device, limits
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 log = logging.getLogger("lazykern")
 
@@ -120,7 +123,7 @@ class _Context:
 
 def run(
     quick: bool = False,
-    out: str | None = None,
+    out: str | os.PathLike[str] | None = None,
     *,
     torch: bool = True,
     seed: int = 0,
@@ -169,7 +172,7 @@ def run(
                 progress(f"[{index}/{len(todo)}] torch {case.label}")
             results.append(_guarded(_measure_torch, case, ctx, tropical, "torch"))
     family = tropical.family
-    result = {
+    result: dict[str, Any] = {
         "suite": "gemm",
         "mode": "quick" if quick else "full",
         "shape_convention": "m x k x n: A is m x k, B is k x n; batch x ... for batched products",
@@ -195,12 +198,14 @@ def run(
     return result
 
 
-def table(result: dict[str, Any]):
+def table(result: dict[str, Any]) -> Table:
     """The rich table of a result (for the CLI)."""
     return _report.gemm_table(result)
 
 
-def _guarded(measure: Callable[..., dict[str, Any]], case: Case, ctx: _Context, tropical: Any, impl: str):
+def _guarded(
+    measure: Callable[..., dict[str, Any]], case: Case, ctx: _Context, tropical: Any, impl: str
+) -> dict[str, Any]:
     record: dict[str, Any] = {
         "impl": impl,
         "group": case.group,
@@ -224,7 +229,9 @@ def _guarded(measure: Callable[..., dict[str, Any]], case: Case, ctx: _Context, 
     return record
 
 
-def _figures(case: Case, ctx: _Context, meas: _timing.Measurement, check: _check.Check, nbytes: int | None):
+def _figures(
+    case: Case, ctx: _Context, meas: _timing.Measurement, check: _check.Check, nbytes: int | None
+) -> dict[str, Any]:
     seconds = meas.median
     fig: dict[str, Any] = {"ms": seconds * 1e3, "timing": meas.as_dict(), "check": check.as_dict()}
     if case.op == "backward":
@@ -345,20 +352,24 @@ def _host(array: Any) -> np.ndarray:
     """A device array (Numba, CuPy, torch) or a host array as NumPy."""
     if isinstance(array, np.ndarray):
         return array
+    host: np.ndarray
     if hasattr(array, "copy_to_host"):
-        return array.copy_to_host()
-    if hasattr(array, "get"):
-        return array.get()
-    if hasattr(array, "cpu"):
-        return array.cpu().numpy()
-    return np.asarray(array)
+        host = array.copy_to_host()
+    elif hasattr(array, "get"):
+        host = array.get()
+    elif hasattr(array, "cpu"):
+        host = array.cpu().numpy()
+    else:
+        host = np.asarray(array)
+    return host
 
 
 def _torch_available() -> bool:
     try:
         import torch
 
-        return torch.cuda.is_available()
+        available: bool = torch.cuda.is_available()
+        return available
     except ImportError:
         return False
 

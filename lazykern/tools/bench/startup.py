@@ -29,13 +29,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lazykern.compile import compiler
 from lazykern.errors import LazykernError
 from lazykern.families import resolve as resolve_family
 
 from . import _report, device
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 DEFAULT_FAMILY = "tropical"
 DEFAULT_OUT = os.path.join("benchmarks", "results")
@@ -123,7 +126,7 @@ print("LAZYKERN_BENCH_RESULT " + json.dumps(out, default=str))
 
 
 def run(
-    out: str | None = None,
+    out: str | os.PathLike[str] | None = None,
     *,
     quick: bool = False,
     repeats: int | None = None,
@@ -188,7 +191,7 @@ def run(
     return result
 
 
-def table(result: dict[str, Any]):
+def table(result: dict[str, Any]) -> Table:
     """The rich table of a result (for the CLI)."""
     return _report.startup_table(result)
 
@@ -225,7 +228,9 @@ _STEPS = {
 class _Runner:
     """Starts the children: one fresh process per run, a cache directory chosen per scenario."""
 
-    def __init__(self, tmp: str, family: str, arch: str, timeout: float, progress) -> None:
+    def __init__(
+        self, tmp: str, family: str, arch: str, timeout: float, progress: Callable[[str], None] | None
+    ) -> None:
         self.tmp = tmp
         self.family = family
         self.arch = arch
@@ -266,7 +271,8 @@ def run_child(cfg: dict[str, Any], cache_dir: str, timeout: float = 900.0) -> di
         raise LazykernError(
             f"start-up child {cfg['mode']!r} (family {cfg['family']}) failed with exit code {proc.returncode}:\n{tail}"
         )
-    return json.loads(lines[-1][len(_MARK) :])
+    measured: dict[str, Any] = json.loads(lines[-1][len(_MARK) :])
+    return measured
 
 
 def _row(scenario: str, what: str, runs: list[dict[str, Any]], key: str = "seconds") -> dict[str, Any]:
@@ -283,7 +289,8 @@ def _row(scenario: str, what: str, runs: list[dict[str, Any]], key: str = "secon
 
 def _nvrtc_seconds(run: dict[str, Any]) -> float:
     """NVRTC time of the kernels a run compiled (not loaded)."""
-    return sum(k.get("compile_seconds", 0.0) for k in run.get("kernels", []) if k.get("compiled_now"))
+    seconds: float = sum(k.get("compile_seconds", 0.0) for k in run.get("kernels", []) if k.get("compiled_now"))
+    return seconds
 
 
 def _gpu_rows(runner: _Runner, repeats: int, size: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import typer
 from rich.table import Table
@@ -19,6 +20,9 @@ from rich.table import Table
 from ... import __version__
 from . import _cache
 from ._common import LazykernGroup, console, err_console, error_line, esc, listed, plain, progress
+
+if TYPE_CHECKING:
+    from ...families.warm import WarmResult, WarmSummary
 
 app = typer.Typer(
     name="lazykern",
@@ -93,7 +97,7 @@ def warm(
         raise typer.BadParameter("--all selects every kernel, --kernels some of them: give one", param_hint="--all")
     archs = checked_archs(listed(arch, "--arch", "archs such as sm_80,sm_90"))
     n_jobs = jobs if jobs > 0 else _cores()
-    done: list = []
+    done: list[WarmResult] = []
     todo = [0]
     began = time.monotonic()
     try:
@@ -107,7 +111,7 @@ def warm(
                 what = f"compiling {n} kernels in {how}" if n else "every kernel is already cached"
                 shown.update(task, total=n, description=what)
 
-            def finished(r) -> None:
+            def finished(r: WarmResult) -> None:
                 done.append(r)
                 shown.update(task, advance=1, description=esc(f"{r.status:8} {r.name} ({r.arch})"))
 
@@ -138,7 +142,7 @@ def _cores() -> int:
     return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
 
 
-def _print_stopped(done: list, todo: int, seconds: float) -> None:
+def _print_stopped(done: list[WarmResult], todo: int, seconds: float) -> None:
     """What a warm stopped by a signal did: its workers are gone, what they stored stays."""
     stored = sum(1 for r in done if r.status != "failed" and r.stored)
     failed = sum(1 for r in done if r.status == "failed")
@@ -153,7 +157,7 @@ def _print_stopped(done: list, todo: int, seconds: float) -> None:
     )
 
 
-def _not_persisted(summary) -> str:
+def _not_persisted(summary: WarmSummary) -> str:
     """Why the binaries are not all on disk ("" when they are): warm exists to persist them."""
     lost = summary.not_stored()
     if not lost:
@@ -186,7 +190,7 @@ def checked_archs(archs: Sequence[str]) -> list[str | None]:
     return out or [None]
 
 
-def _print_warm(summary) -> None:
+def _print_warm(summary: WarmSummary) -> None:
     table = Table(title=plain(f"lazykern warm {summary.family} ({summary.seconds:.1f} s)"))
     table.add_column("compiled", justify="right")
     table.add_column("already cached", justify="right")
@@ -214,7 +218,15 @@ QuickOpt = typer.Option(False, "--quick", help="Small sizes, few repeats: a smok
 OutOpt = typer.Option(None, "--out", help="Directory for the results (JSON/CSV/plots).")
 
 
-def _bench(suite, quick: bool, out: Path | None) -> None:
+class _Suite(Protocol):
+    """A benchmark module (``bench.gemm``, ``bench.startup``): runs, then tabulates its result."""
+
+    def run(self, *, quick: bool, out: Path | None, progress: Callable[[str], None]) -> dict[str, Any]: ...
+
+    def table(self, result: dict[str, Any]) -> Table: ...
+
+
+def _bench(suite: _Suite, quick: bool, out: Path | None) -> None:
     """Run one suite with a spinner that shows its steps, then print its table and files."""
     from ..bench._progress import steps  # import on first use: startup time
 

@@ -15,7 +15,7 @@ import traceback
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import typer
 from rich.console import Console
@@ -30,6 +30,8 @@ from ._signals import exit_status, signal_name, stop_on_signals
 
 if TYPE_CHECKING:
     from rich.progress import Progress
+
+    from ...store.cache import KernelCache
 
 # Recent typer versions vendor click (typer._click): take click's base classes from typer itself.
 _CLICK_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -61,7 +63,14 @@ def error_line(message: Any) -> None:
     err_console.print(Text.assemble(("error: ", "bold red"), str(message)), soft_wrap=True)
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
     err_console.print(Text.assemble(("warning: ", "bold yellow"), str(message)), soft_wrap=True)
 
 
@@ -145,13 +154,13 @@ def progress(*, bar: bool = True, counts: bool = False) -> Iterator[Progress | P
         yield shown
 
 
-def open_cache():
+def open_cache() -> KernelCache:
     from ...store.cache import default_cache
 
     return default_cache()
 
 
-def open_existing_cache():
+def open_existing_cache() -> KernelCache:
     """The cache a command that looks or trims (info, ls, clear, prune, export) works on; it creates nothing.
 
     Raises :class:`CacheError` when the cache directory holds no store (a mistyped

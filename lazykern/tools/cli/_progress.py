@@ -62,7 +62,7 @@ class PlainProgress:
         with self._lock:
             task_id = len(self._tasks)
             self._tasks[task_id] = _Task(description, total)
-        return cast("TaskID", task_id)
+        return cast("TaskID", task_id)  # rich's NewType of int, imported for typing only (startup time)
 
     def update(
         self,
