@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -62,7 +63,8 @@ def test_threads_and_streams_launch_cached_kernels(tmp_path):
     for t, a in enumerate(arrays):
         np.testing.assert_array_equal(a.copy_to_host(), np.full(N, expected[t], dtype=np.int32))
     assert len(ctx.modules) == modules_before, "launching loaded new modules"
-    assert ctx.get_memory_info().free >= free_before - (4 << 20), "device memory leaked during launches"
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # GPU-wide free memory: meaningful only alone on the GPU
+        assert ctx.get_memory_info().free >= free_before - (4 << 20), "device memory leaked during launches"
     assert all(k.loaded_devices == (ctx.device.id,) for k in kernels)
 
 
@@ -92,4 +94,5 @@ def test_capture_replay_cycles_leak_nothing(tmp_path):
     gc.collect()
     assert int(a.copy_to_host()[0]) == 1 + 1000
     assert len(ctx.modules) == modules_before
-    assert free_before - ctx.get_memory_info().free <= 4 << 20, "device memory grew over 1,000 capture cycles"
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # GPU-wide free memory: meaningful only alone on the GPU
+        assert free_before - ctx.get_memory_info().free <= 4 << 20, "device memory grew over 1,000 capture cycles"
