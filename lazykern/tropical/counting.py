@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from . import _reference_einsum
 from ._backend import Backend
 from ._contract import Algebra
 from .einsum import contract_network, parse
+
+if TYPE_CHECKING:
+    from ..store.cache import KernelCache
 
 VALUE_DTYPES = {"f32": ("float", np.dtype("float32")), "f64": ("double", np.dtype("float64"))}
 COUNT_DTYPES = {"i64": ("long long", np.dtype("int64")), "f64": ("double", np.dtype("float64"))}
@@ -44,7 +47,7 @@ def kernel_name(semiring: str, value: np.dtype, count: np.dtype) -> str:
     return f"count_{'max' if semiring == 'maxplus' else 'min'}_{v}_{c}"
 
 
-def make_family(cache=None) -> KernelFamily:
+def make_family(cache: KernelCache | None = None) -> KernelFamily:
     """The counting family: counting.cu plus one two-line fragment per instantiation."""
     preamble = resources.files(__package__).joinpath("counting.cu").read_text(encoding="utf-8")
     fam = KernelFamily("tropical_counting", preamble, options=("-std=c++17",), cache=cache)
@@ -78,7 +81,7 @@ def einsum(
     """(values, counts) of the counting contraction. An operand is an array (every entry counts
     once) or a pair (values, counts). Arguments as for :func:`lazykern.tropical.einsum`."""
     inputs, output = parse(subscripts, len(operands))
-    return contract_network(
+    values_and_counts: tuple[Any, Any] = contract_network(
         inputs,
         output,
         operands,
@@ -89,6 +92,7 @@ def einsum(
         max_time=max_time,
         algebra=CountingAlgebra,
     )
+    return values_and_counts
 
 
 class CountingAlgebra(Algebra):

@@ -45,7 +45,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Collection, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,7 +176,7 @@ def contract_network(
     return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if plan.sliced else None))
 
 
-def contract_slices(net: _Network, plan: ContractionPlan, start: int, stop: int, cache: dict | None) -> Term:
+def contract_slices(net: _Network, plan: ContractionPlan, start: int, stop: int, cache: dict[int, Term] | None) -> Term:
     """The semiring sum of slices ``start`` to ``stop`` (their numbering in :meth:`ContractionPlan.slice_values`)
     of ``net`` contracted along ``plan``: the seam where slices can be spread over devices or workers,
     each summing a range and the ranges' results added with the algebra's ``add``. ``cache`` keeps the
@@ -216,7 +216,7 @@ def network_argmax(
     plan = net.plan(optimize, slices, memory_limit, max_time)
     single = not plan.sliced
     keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
-    cache: dict = {}
+    cache: dict[int, Term] = {}
     runs = [
         (values, net.run(plan, values, keep=keep if single else _NONE, cache=None if single else cache).parts[0])
         for values in plan.slice_values()
@@ -234,7 +234,8 @@ def network_argmax(
 
 
 def _better(semiring: str, v: Any, best: Any) -> bool:
-    return v < best if semiring == "minplus" else v > best
+    better: bool = v < best if semiring == "minplus" else v > best  # scalars of the operands' library
+    return better
 
 
 # ------------------------------------------------------------- internals --
@@ -338,7 +339,13 @@ def _sub(sizes: dict[Label, int], labels: Sequence[Label]) -> dict[Label, int]:
     return {lab: sizes[lab] for lab in labels}
 
 
-def _costs(inputs, output, sizes, path, sliced) -> tuple[int, int]:
+def _costs(
+    inputs: Sequence[Sequence[Label]],
+    output: Collection[Label],
+    sizes: dict[Label, int],
+    path: Sequence[tuple[int, ...]],
+    sliced: dict[Label, int],
+) -> tuple[int, int]:
     """(entries of the largest intermediate, multiply-adds) of ``path``, as :meth:`_Network.run` runs it."""
     size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
     nslices = math.prod(sliced.values())
@@ -382,7 +389,15 @@ class _Network:
     root: int = 0
 
     @classmethod
-    def build(cls, inputs, output, operands, semiring, algebra, fixed=None) -> _Network:
+    def build(
+        cls,
+        inputs: Sequence[Sequence[Label]],
+        output: Sequence[Label],
+        operands: Sequence[Any],
+        semiring: str,
+        algebra: type[Algebra],
+        fixed: dict[Label, int] | None = None,
+    ) -> _Network:
         semiring = _check_semiring(semiring, algebra)
         if not operands:
             raise ValueError("einsum needs at least one operand")
@@ -446,7 +461,9 @@ class _Network:
         return optimize
 
     # -- running
-    def run(self, plan: ContractionPlan, values: dict[Label, int], keep: float, cache: dict | None = None) -> Term:
+    def run(
+        self, plan: ContractionPlan, values: dict[Label, int], keep: float, cache: dict[int, Term] | None = None
+    ) -> Term:
         """Contract with the sliced labels fixed to ``values``; returns the root term. Keeps the
         argmax of the steps whose results have at most ``keep`` entries (``_NONE``: none).
 
@@ -483,7 +500,9 @@ class _Network:
         self.root, term = self._reduce(*live[0], set(self.output), keep)
         return term
 
-    def _step(self, picked: list[tuple[int, Term]], uses: Counter, output: set, keep: float) -> tuple[int, Term]:
+    def _step(
+        self, picked: list[tuple[int, Term]], uses: Counter[Label], output: set[Label], keep: float
+    ) -> tuple[int, Term]:
         """Contract the picked terms left to right, first summing out what only one of them carries."""
         (node_id, term), others = picked[0], picked[1:]
         needed = {x for x in term.labels if uses[x] > 0 or x in output} | _labels(others)
@@ -501,14 +520,14 @@ class _Network:
         self.nodes[node_id] = _Node(kind, children, term.labels, choice)
         return node_id, term
 
-    def _reduce(self, node_id: int, term: Term, needed: set, keep: float) -> tuple[int, Term]:
+    def _reduce(self, node_id: int, term: Term, needed: set[Label], keep: float) -> tuple[int, Term]:
         own = [x for x in term.labels if x not in needed]
         if not own:
             return node_id, term
         out, choice = reduce(self.alg, term, own, keep >= 0)
         return self._add("reduce", (node_id,), out, choice, keep)
 
-    def _pair(self, a_id, A, b_id, B, needed, keep) -> tuple[int, Term]:
+    def _pair(self, a_id: int, A: Term, b_id: int, B: Term, needed: set[Label], keep: float) -> tuple[int, Term]:
         b_id, B = self._reduce(b_id, B, needed | set(A.labels), keep)
         out, choice = contract(self.alg, A, B, needed, keep >= 0)
         return self._add("pair", (a_id, b_id), out, choice, keep)
@@ -532,7 +551,7 @@ class _Network:
         return parts if self.alg.nparts > 1 else parts[0]
 
 
-def _labels(terms: Sequence[tuple[int, Term]]) -> set:
+def _labels(terms: Sequence[tuple[int, Term]]) -> set[Label]:
     return {x for _, t in terms for x in t.labels}
 
 
@@ -551,7 +570,9 @@ def _check_dtypes(be: Backend, leaves: list[Term]) -> None:
     reference.check_dtype(dtypes.pop(), "operands")
 
 
-def _search(inputs, output, sizes, optimize) -> tuple[list[tuple[int, ...]], list[Label]]:
+def _search(
+    inputs: Sequence[Sequence[Label]], output: Sequence[Label], sizes: dict[Label, int], optimize: Any
+) -> tuple[list[tuple[int, ...]], list[Label]]:
     """(path, labels the optimizer chose to slice) from opt_einsum or a cotengra optimizer object."""
     symbols = {lab: _symbol(i) for i, lab in enumerate(sizes)}
     back = {s: lab for lab, s in symbols.items()}
@@ -569,7 +590,14 @@ def _search(inputs, output, sizes, optimize) -> tuple[list[tuple[int, ...]], lis
     return [tuple(p) for p in path], []
 
 
-def _search_cotengra(inputs, output, sizes, limit, max_time, initial) -> tuple[list[tuple[int, ...]], list[Label]]:
+def _search_cotengra(
+    inputs: Sequence[Sequence[Label]],
+    output: Sequence[Label],
+    sizes: dict[Label, int],
+    limit: int,
+    max_time: float | None,
+    initial: Sequence[tuple[int, ...]] | None,
+) -> tuple[list[tuple[int, ...]], list[Label]]:
     """The cheapest order (by :func:`_costs`) whose largest intermediate fits ``limit`` entries, among
     what cotengra's workers found within ``max_time``, the ``initial`` path and opt_einsum's greedy;
     when none fits, the one with the smallest largest intermediate (with a warning)."""
@@ -628,7 +656,8 @@ def _slice_here(inputs, output, sizes, path, limit) -> tuple[list[tuple[int, ...
 def _symbol(i: int) -> str:
     from opt_einsum import get_symbol
 
-    return get_symbol(i)
+    symbol: str = get_symbol(i)  # opt_einsum has no types
+    return symbol
 
 
 # ------------------------------------------------------------ backtracking --

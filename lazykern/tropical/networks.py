@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -83,7 +83,16 @@ def couplings(m: int, kind: str, rng: np.random.Generator) -> np.ndarray:
     raise ValueError(f"couplings must be 'pm1' (+-J), 'gaussian' or 'ferro', got {kind!r}")
 
 
-def _make(n, edges, positions, J: str, seed: int | None, field: float, name: str, order=None) -> SpinGlass:
+def _make(
+    n: int,
+    edges: Any,
+    positions: Any,
+    J: str,
+    seed: int | None,
+    field: float,
+    name: str,
+    order: Iterable[int] | None = None,
+) -> SpinGlass:
     rng = np.random.default_rng(seed)
     edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     h = field * rng.standard_normal(n) if field else np.zeros(n)
@@ -309,7 +318,14 @@ def ground_state(
     return -float(best), spins
 
 
-def _ground_state_autograd(sg, labels, tensors, optimize, slices, memory_limit) -> tuple[float, np.ndarray]:
+def _ground_state_autograd(
+    sg: SpinGlass,
+    labels: list[tuple[int, ...]],
+    tensors: list[Any],
+    optimize: Any,
+    slices: Sequence[Any],
+    memory_limit: int | None,
+) -> tuple[float, np.ndarray]:
     if not hasattr(tensors[0], "requires_grad"):
         raise TypeError("method='autograd' differentiates torch tensors: pass module=torch")
     vertex = tensors[len(sg.edges) :]
