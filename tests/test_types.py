@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-STRICT_CEILING = 3  # mypy --strict lazykern on this tree (241 before the folders and typing, 166 before issue 29's typing pass)
+STRICT_CEILING = 3  # mypy --strict lazykern on this tree (241 before the folders, 166 before issue 29's typing)
 
 
 def _mypy(tmp_path_factory, *args: str) -> subprocess.CompletedProcess[str]:
