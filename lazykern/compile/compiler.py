@@ -76,7 +76,7 @@ def nvrtc_missing(exc: BaseException) -> bool:
     return False
 
 
-def _nvrtc():
+def _nvrtc() -> Any:  # cuda.bindings.nvrtc, which has no types
     """The NVRTC bindings, loaded: a missing library is one CompileError line, not a loader traceback."""
     try:
         from cuda.bindings import nvrtc
@@ -416,7 +416,7 @@ def parse_options(options: Sequence[str], *, name: str = "<options>") -> dict[st
         except ValueError as exc:
             raise CompileError(f"bad value in option {opt!r}: {exc}", name=name, options=options) from None
         if append:
-            cast("list[object]", kwargs.setdefault(field, [])).append(val)
+            cast("list[object]", kwargs.setdefault(field, [])).append(val)  # an appended option's value is a list
         else:
             kwargs[field] = val
         i += 1
@@ -452,7 +452,7 @@ def compile_source(
     if not isinstance(source, str):
         raise TypeError(f"source must be str, got {type(source).__name__}")
     kwargs = parse_options(options, name=name)
-    search_dirs = [*kwargs.get("include_path", []), *system_include_dirs()]  # type: ignore[misc]
+    search_dirs = [*cast("list[str]", kwargs.get("include_path", [])), *system_include_dirs()]  # parse_options: a list
     kwargs["include_path"] = search_dirs
     lto = route == "lto" and target == "cubin"
     if lto:
@@ -579,7 +579,7 @@ def _headers_read(
     )
 
 
-def _link_lto(ltoir, arch: str, kwargs: dict[str, object]):
+def _link_lto(ltoir: Any, arch: str, kwargs: dict[str, object]) -> Any:  # cuda.core's ObjectCode (no types)
     from cuda.core import Linker, LinkerOptions
 
     linker = Linker(ltoir, options=LinkerOptions(arch=arch, link_time_optimization=True))

@@ -283,7 +283,7 @@ class Launcher:
             if token is not None:
                 _device.leave(token)
 
-    def _enter_device(self, args: tuple) -> Any:
+    def _enter_device(self, args: tuple[Any, ...]) -> Any:
         """Make the arrays' (else the stream's) device current; what :func:`_device.leave` undoes.
         Raw int pointers name no device: the tropical API makes the device current itself."""
         dev = launch_device(self.target.arrays(args), self.stream_device, self.name)
@@ -313,7 +313,7 @@ def driver_error(err: Any) -> Exception:
     return RuntimeError(name.decode() if isinstance(name, bytes) else str(err))
 
 
-class LauncherCache(dict):
+class LauncherCache(dict[Any, Any]):
     """config -> launcher, built on a miss by ``make(config)``; a hit is a plain dict lookup.
 
     Bounded: a program that launches with ever new configurations (a grid per input size)

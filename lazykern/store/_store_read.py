@@ -56,7 +56,7 @@ class Reader:
             # A connection inherited through fork must not be used (SQLite's rule), and one opened
             # before a repair moved the database aside would read the old file: open anew.
             local.con, local.pid, local.tuned, local.generation = None, os.getpid(), False, self._generation
-        con = local.con
+        con: sqlite3.Connection | None = local.con
         if con is None:
             # mode=rw: never create a database here (a missing one is the full open's job).
             uri = "file:" + _quote(self.db_path) + "?mode=rw"
@@ -94,7 +94,7 @@ class Reader:
         cursor = self._write(self._connection(), _ADD, (delta, now, now, key, _COUNTER_MAX - delta))
         return cursor.rowcount == 1
 
-    def _write(self, con: sqlite3.Connection, sql: str, args: tuple) -> sqlite3.Cursor:
+    def _write(self, con: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> sqlite3.Cursor:
         if not self._local.tuned:
             con.execute("PRAGMA synchronous = 0")  # the store's setting: see _store.store_settings
             self._local.tuned = True

@@ -50,8 +50,11 @@ try:
 except ImportError:  # cuda.core < 1.2: same interface, our own base
     import abc
 
-    class ProgramCacheResource(abc.ABC):  # type: ignore[no-redef]  # noqa: B024
-        def get(self, key, default=None):
+    class ProgramCacheResource(abc.ABC):  # type: ignore[no-redef]  # cuda.core's class when it has one
+        @abc.abstractmethod
+        def __getitem__(self, key: Any) -> Any: ...
+
+        def get(self, key: Any, default: Any = None) -> Any:
             try:
                 return self[key]
             except KeyError:
@@ -60,10 +63,10 @@ except ImportError:  # cuda.core < 1.2: same interface, our own base
         def close(self) -> None:  # noqa: B027
             """Release resources."""
 
-        def __enter__(self):
+        def __enter__(self) -> ProgramCacheResource:
             return self
 
-        def __exit__(self, *exc) -> None:
+        def __exit__(self, *exc: object) -> None:
             self.close()
 
 
@@ -142,7 +145,7 @@ def _norm_key(key: bytes | str) -> str:
     raise TypeError(f"cache keys must be bytes or str, got {type(key).__name__}")
 
 
-class KernelCache(ProgramCacheResource):
+class KernelCache(ProgramCacheResource):  # type: ignore[misc]  # cuda.core has no types: its base is Any
     """A diskcache-backed store of compiled kernels, degrading to memory.
 
     ``directory`` defaults to ``LAZYKERN_CACHE_DIR``, ``size_limit`` to
@@ -163,7 +166,7 @@ class KernelCache(ProgramCacheResource):
 
     def __init__(
         self,
-        directory: str | os.PathLike | None = None,
+        directory: str | os.PathLike[str] | None = None,
         *,
         size_limit: int | str | None = None,
         enabled: bool | None = None,

@@ -24,12 +24,12 @@ from ..launch._launch import Prepared, custream, launch_packed
 from . import _arrays
 
 _CACHE_SIZE = 4096
-_entries: dict[tuple, Any] = {}
+_entries: dict[tuple[Any, ...], Any] = {}
 find = _entries.get  # the hot lookup (key -> call or None): a bound method, no extra Python frame
 _streams: dict[int, Any] = {}  # raw handle -> the driver's CUstream
 
 
-def remember(key: tuple | None, entry: Any) -> Any:
+def remember(key: tuple[Any, ...] | None, entry: Any) -> Any:
     if key is not None:
         if len(_entries) >= _CACHE_SIZE:
             _entries.clear()
@@ -55,7 +55,9 @@ def _stream(handle: int) -> Any:
 _UNCACHED = object()  # an out= the repeated-call path does not read (the general path checks it)
 
 
-def product_key(A: Any, B: Any, out: Any, semiring: Any, argmax: Any, stream: Any, copy: Any, batched: bool):
+def product_key(
+    A: Any, B: Any, out: Any, semiring: Any, argmax: Any, stream: Any, copy: Any, batched: bool
+) -> tuple[Any, ...] | None:
     """The cache key of a product, or None when it must take the general path every time."""
     kind = _arrays.fast_kind(A.__class__)
     if kind is None or B.__class__ is not A.__class__ or copy is not False:
@@ -75,7 +77,7 @@ def product_key(A: Any, B: Any, out: Any, semiring: Any, argmax: Any, stream: An
     return (A.__class__, desc(A), desc(B), ok, semiring, argmax, batched, sk)
 
 
-def backward_key(g: Any, ix: Any, A_shape: Any, B_shape: Any, out: Any, stream: Any):
+def backward_key(g: Any, ix: Any, A_shape: Any, B_shape: Any, out: Any, stream: Any) -> tuple[Any, ...] | None:
     """The cache key of a matmul_backward call, or None (general path every time)."""
     kind = _arrays.fast_kind(g.__class__)
     if kind is None or ix.__class__ is not g.__class__:
@@ -308,6 +310,7 @@ class BackwardCall(_Call):
         try:
             za, zb = self.zero
             if out is None:
+                result: tuple[Any, Any]
                 result, pA, pB = self.outs.new(device, handle, current, self.numba_ctx, self._owner)
                 if za and zb and pB == pA + self.outs.offsets[1]:  # one buffer (not torch's own): one memset
                     za, zb = self.outs.nbytes, 0

@@ -21,14 +21,14 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 log = logging.getLogger("lazykern")
 
 DEFAULT_MAX_TIME = 5.0  # seconds of search for optimize="cotengra" when max_time is not given
 _WORKER = Path(__file__).with_name("_plan_worker.py")
 _REAP_SECONDS = 2.0
-_ERRORS: dict[int, Any] = {}  # worker pid -> the file its stderr goes to
+_ERRORS: dict[int, IO[bytes]] = {}  # worker pid -> the file its stderr goes to
 _MAX_WORKERS = 8
 _KEEP = 4  # orders handed back for lazykern's own costing (cotengra counts flops a little differently)
 # One worker refines the caller's order where there is one; the rest run the hyper-optimizer, each
@@ -97,7 +97,7 @@ def search(
     return [c for _, c in found[:_KEEP]]
 
 
-def _tail(proc: subprocess.Popen) -> str:
+def _tail(proc: subprocess.Popen[bytes]) -> str:
     err = _ERRORS.pop(proc.pid, None)
     if err is None:
         return ""
@@ -106,7 +106,7 @@ def _tail(proc: subprocess.Popen) -> str:
         return err.read()[-2000:].decode(errors="replace")
 
 
-def _start(job: dict[str, Any]) -> subprocess.Popen:
+def _start(job: dict[str, Any]) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # cotengra as this process sees it
     err = tempfile.TemporaryFile()  # a file, not a pipe: a chatty worker never blocks on it
     proc = subprocess.Popen(
@@ -124,7 +124,7 @@ def _start(job: dict[str, Any]) -> subprocess.Popen:
     return proc
 
 
-def _collect(procs: list[subprocess.Popen], deadline: float, found: list[tuple[float, Candidate]]) -> None:
+def _collect(procs: list[subprocess.Popen[bytes]], deadline: float, found: list[tuple[float, Candidate]]) -> None:
     """Read the workers' lines until the deadline or until every worker has ended."""
     sel = selectors.DefaultSelector()
     buffers: dict[int, bytes] = {}
@@ -161,7 +161,7 @@ def _take(line: bytes, found: list[tuple[float, Candidate]]) -> None:
         found.append((flops, (path, sliced)))
 
 
-def _reap(procs: list[subprocess.Popen]) -> None:
+def _reap(procs: list[subprocess.Popen[bytes]]) -> None:
     """Kill every worker and wait for it: nothing this search started outlives it."""
     for p in procs:
         if p.poll() is None:

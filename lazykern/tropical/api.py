@@ -13,7 +13,7 @@ import functools
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,11 @@ from ._arrays import Operand
 from ._family import family
 from .fragments import BACKWARD_THREADS, NUMPY_DTYPES, REDUCE_THREADS, Spec
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..launch.kernel import Kernel
+
 log = logging.getLogger("lazykern")
 
 DTYPE_CODE = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
@@ -33,7 +38,7 @@ _NO_GPU_SMS = 132  # choose_tile asked where there is no GPU plans for the H100 
 _PLAN_CACHE_SIZE = 4096
 
 
-_plans: dict[tuple, planner.Plan] = {}
+_plans: dict[tuple[Any, ...], planner.Plan] = {}
 _FORCE_TILE: str | None = None  # tests pin a tile variant ("", "s", "t", "r", "r4", "splitk") on small shapes
 _kernels: dict[tuple[str, int], Any] = {}
 
@@ -48,7 +53,7 @@ def matmul(
     out: Any = None,
     stream: Any = None,
     copy: bool = False,
-):
+) -> Any:
     """Tropical product of 2-D ``A`` (M, K) and ``B`` (K, N).
 
     Returns C (same array type and device as A), or ``(C, K)`` with
@@ -76,7 +81,7 @@ def bmm(
     stream: Any = None,
     copy: bool = False,
     devices: Sequence[int] | None = None,
-):
+) -> Any:
     """Batched tropical product (b, M, K) x (b, K, N) -> (b, M, N); a 2-D operand is
     shared by every batch (batch stride 0). Arguments as for :func:`matmul`.
 
@@ -115,7 +120,7 @@ def matmul_backward(
     """
     key = _hot.backward_key(grad_C, argmax, A_shape, B_shape, out, stream)
     if key is not None:
-        call = _hot.find(key)
+        call: Callable[[Any, Any, Any], tuple[Any, Any]] | None = _hot.find(key)
         if call is not None:
             return call(grad_C, argmax, out)
     A_shape, B_shape = tuple(int(s) for s in A_shape), tuple(int(s) for s in B_shape)
@@ -164,7 +169,17 @@ def matmul_backward(
         return _backward_on(g, ix, A_shape, B_shape, out, outs, stream, device, key)
 
 
-def _backward_on(g: Operand, ix: Operand, A_shape, B_shape, out, outs, stream, device: int, key) -> tuple[Any, Any]:
+def _backward_on(
+    g: Operand,
+    ix: Operand,
+    A_shape: tuple[int, ...],
+    B_shape: tuple[int, ...],
+    out: Any,
+    outs: tuple[Operand, Operand] | None,
+    stream: Any,
+    device: int,
+    key: tuple[Any, ...] | None,
+) -> tuple[Any, Any]:
     """matmul_backward's plan, cached under ``key`` (None: not cached) and run, with ``device`` current."""
     handle = _device.stream_handle(stream) if stream is not None else (g.stream or 0)
     _arrays.stream_wait(handle, ix.stream, device)
@@ -272,7 +287,7 @@ def _check_out(out: Any, ref: Operand, shape: tuple[int, ...], dtype: np.dtype, 
 
 
 # ------------------------------------------------------------------ core --
-def _product(A, B, semiring, argmax, out, stream, copy, *, batched: bool):
+def _product(A: Any, B: Any, semiring: Any, argmax: Any, out: Any, stream: Any, copy: Any, *, batched: bool) -> Any:
     key = _hot.product_key(A, B, out, semiring, argmax, stream, copy, batched) if _FORCE_TILE is None else None
     if key is not None:
         call = _hot.find(key)
@@ -340,7 +355,8 @@ def _call_device(named: list[tuple[str, int | None]], stream: Any) -> int:
 
 
 def _product_on(device: int, dims: tuple[int, int, int, int], A: tuple[Operand, Layout], B: tuple[Operand, Layout],
-                semiring, argmax, out, c_op, i_op, stream, batched: bool, key: tuple | None):  # fmt: skip
+                semiring: str, argmax: bool, out: Any, c_op: Operand | None, i_op: Operand | None, stream: Any,
+                batched: bool, key: tuple[Any, ...] | None) -> Any:  # fmt: skip
     """The device part of a product, with ``device`` (the operands') current: plan, cache the
     call under ``key`` (None: not cached), run it. A and B are (operand, layout) pairs from
     :func:`_readable`."""
@@ -371,7 +387,7 @@ def _product_on(device: int, dims: tuple[int, int, int, int], A: tuple[Operand, 
     owner = _stream_owner(a, stream)
     call = _hot.ProductCall(device, a.kind, fixed, a.stream, main, reduce, out_shape, a.dtype, argmax, ws, owner)
     _hot.remember(key, call)
-    out_ptrs = None if out is None else (c_op.ptr, i_op.ptr if i_op is not None else 0)
+    out_ptrs = None if c_op is None else (c_op.ptr, i_op.ptr if i_op is not None else 0)  # c_op: out was given
     return call.run(handle, call.on_current(handle), a.ptr, b.ptr, out, out_ptrs)
 
 
@@ -404,7 +420,7 @@ def _element_strides(lay: tuple[str, int, int]) -> tuple[int, int]:
     return (lay[1], 1) if lay[0] == "n" else (1, lay[1])
 
 
-def _split_out(out: Any, argmax: bool, ref: Operand, shape: tuple[int, ...]):
+def _split_out(out: Any, argmax: bool, ref: Operand, shape: tuple[int, ...]) -> tuple[Operand | None, Operand | None]:
     if out is None:
         return None, None
     if argmax:
@@ -449,7 +465,7 @@ def sm_count(device: int) -> int:
     return int(cuda.gpus[device].MULTIPROCESSOR_COUNT)
 
 
-def loaded_kernel(name: str, device: int):
+def loaded_kernel(name: str, device: int) -> Kernel:
     kernel = _kernels.get((name, device))
     if kernel is None:
         kernel = _kernels[(name, device)] = family.get(name, arch=_device.arch(device))
@@ -464,7 +480,16 @@ def gpu_available() -> bool:
     return device_compute_capability() is not None
 
 
-def _host_product(a: Operand, b: Operand, semiring, argmax, c_op, i_op, stream, batched):
+def _host_product(
+    a: Operand,
+    b: Operand,
+    semiring: str,
+    argmax: bool,
+    c_op: Operand | None,
+    i_op: Operand | None,
+    stream: Any,
+    batched: bool,
+) -> Any:
     A, B = a.host_array(), b.host_array()
     fn = reference.bmm if batched else reference.matmul
     if gpu_available():
@@ -502,13 +527,13 @@ def _simulated(x: Any) -> bool:
     return type(x).__module__.startswith(internals.SIMULATOR_MODULE)
 
 
-def _sim_product(A, B, semiring, argmax, out, batched):
+def _sim_product(A: Any, B: Any, semiring: Any, argmax: Any, out: Any, batched: bool) -> Any:
     """Simulator device arrays: the CUDA simulator runs no C++, so the NumPy reference computes the
     product (the host path logs that) and the result comes back as simulator device arrays."""
     from numba import cuda
 
     host = [x.copy_to_host() if _simulated(x) else x for x in (A, B)]
-    res = _product(*host, semiring, argmax, None, None, False, batched=batched)
+    res = _product(host[0], host[1], semiring, argmax, None, None, False, batched=batched)
     parts = list(res) if argmax else [res]
     outs = list(out) if argmax and out is not None else [out] * len(parts)
     for i, (dst, part) in enumerate(zip(outs, parts)):

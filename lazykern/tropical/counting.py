@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from . import _reference_einsum
 from ._backend import Backend
 from ._contract import Algebra
 from .einsum import contract_network, parse
+
+if TYPE_CHECKING:
+    from ..store.cache import KernelCache
 
 VALUE_DTYPES = {"f32": ("float", np.dtype("float32")), "f64": ("double", np.dtype("float64"))}
 COUNT_DTYPES = {"i64": ("long long", np.dtype("int64")), "f64": ("double", np.dtype("float64"))}
@@ -46,7 +49,7 @@ def kernel_name(semiring: str, value: np.dtype, count: np.dtype) -> str:
     return f"count_{'max' if semiring == 'maxplus' else 'min'}_{v}_{c}"
 
 
-def make_family(cache=None) -> KernelFamily:
+def make_family(cache: KernelCache | None = None) -> KernelFamily:
     """The counting family: counting.cu plus one two-line fragment per instantiation."""
     preamble = resources.files(__package__).joinpath("counting.cu").read_text(encoding="utf-8")
     fam = KernelFamily("tropical_counting", preamble, options=("-std=c++17",), cache=cache)
@@ -83,7 +86,7 @@ def einsum(
     once) or a pair (values, counts). Arguments as for :func:`lazykern.tropical.einsum` (with
     ``devices``, the groups' results are added in the counting semiring: counts of tied values sum)."""
     inputs, output = parse(subscripts, len(operands))
-    return contract_network(
+    values_and_counts: tuple[Any, Any] = contract_network(
         inputs,
         output,
         operands,
@@ -95,6 +98,7 @@ def einsum(
         algebra=CountingAlgebra,
         devices=devices,
     )
+    return values_and_counts
 
 
 class CountingAlgebra(Algebra):
@@ -149,7 +153,7 @@ def _int64(be: Backend) -> Any:
     return be.xp.int64
 
 
-def count_bmm(be: Backend, Av, Ac, Bv, Bc, semiring: str = "maxplus") -> tuple[Any, Any]:
+def count_bmm(be: Backend, Av: Any, Ac: Any, Bv: Any, Bc: Any, semiring: str = "maxplus") -> tuple[Any, Any]:
     """(b|1, M, K) x (b|1, K, N) counting product on the operands' backend, each operand read through
     its own strides (a transposed or permuted view is not copied unless its values and counts are laid
     out differently); the result is C-contiguous."""
@@ -175,7 +179,7 @@ def _alike(be: Backend, values: Any, counts: Any) -> tuple[Any, Any]:
     return be.contiguous(values), be.contiguous(counts)
 
 
-def _launch(be: Backend, A, B, C, dims, strides, semiring: str) -> None:
+def _launch(be: Backend, A: Any, B: Any, C: Any, dims: Any, strides: Any, semiring: str) -> None:
     """C(b, i, j) = (+)_k A(b, i, k) (x) B(b, k, j) for (values, counts) triples, through element
     strides ((sa, ars, acs), (sb, brs, bcs), (sc, ldc)); a NumPy ``be`` that is not the host path
     (tests of the GPU route on the host) computes the same through the same strides."""

@@ -50,7 +50,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -209,7 +209,7 @@ def build_network(
     return _Network.build(inputs, output, operands, semiring, algebra)
 
 
-def contract_slices(net: _Network, plan: ContractionPlan, start: int, stop: int, cache: dict | None) -> Term:
+def contract_slices(net: _Network, plan: ContractionPlan, start: int, stop: int, cache: dict[int, Term] | None) -> Term:
     """The semiring sum of slices ``start`` to ``stop`` (their numbering in :meth:`ContractionPlan.slice_values`)
     of ``net`` contracted along ``plan``: the seam where slices can be spread over devices or workers,
     each summing a range and the ranges' results added with the algebra's ``add``. ``cache`` keeps the
@@ -255,7 +255,7 @@ def network_argmax(
         groups = _spread.run_groups(net, plan.nslices, spread, lambda local, a, b: _slice_optima(local, plan, a, b))
         scores = [item for group in groups for item in group]
     else:
-        cache: dict = {}
+        cache: dict[int, Term] = {}
         runs = [
             (values, net.run(plan, values, keep=keep if single else _NONE, cache=None if single else cache).parts[0])
             for values in plan.slice_values()
@@ -275,7 +275,7 @@ def network_argmax(
 def _slice_optima(net: _Network, plan: ContractionPlan, start: int, stop: int) -> list[tuple[dict[Label, int], Any]]:
     """(sliced labels' values, optimum) of slices ``start`` to ``stop``: one device's share of
     :func:`network_argmax`'s search, read back once all of them are queued."""
-    cache: dict = {}
+    cache: dict[int, Term] = {}
     runs = [
         (values, net.run(plan, values, keep=_NONE, cache=cache).parts[0]) for values in plan.slice_values(start, stop)
     ]
@@ -283,7 +283,8 @@ def _slice_optima(net: _Network, plan: ContractionPlan, start: int, stop: int) -
 
 
 def _better(semiring: str, v: Any, best: Any) -> bool:
-    return v < best if semiring == "minplus" else v > best
+    better: bool = v < best if semiring == "minplus" else v > best  # scalars of the operands' library
+    return better
 
 
 # ------------------------------------------------------------- internals --
@@ -373,7 +374,9 @@ def contraction_plan(
     return ContractionPlan(tuple(path), sliced, largest, flops)
 
 
-def _cotengra_plan(terms, output, sizes, limit, max_time, initial, store) -> tuple[list[tuple[int, ...]], list[Label]]:
+def _cotengra_plan(
+    terms: Any, output: Any, sizes: Any, limit: int, max_time: float, initial: Any, store: Any
+) -> tuple[list[tuple[int, ...]], list[Label]]:
     """optimize="cotengra": a cheap order as it is, else the stored plan, else a search (then stored)."""
     _budget(max_time)
     if importlib.util.find_spec("cotengra") is None:  # asked for: missing is an error even where not needed
@@ -400,7 +403,13 @@ def _sub(sizes: dict[Label, int], labels: Sequence[Label]) -> dict[Label, int]:
     return {lab: sizes[lab] for lab in labels}
 
 
-def _costs(inputs, output, sizes, path, sliced) -> tuple[int, int]:
+def _costs(
+    inputs: Sequence[Sequence[Label]],
+    output: Collection[Label],
+    sizes: dict[Label, int],
+    path: Sequence[tuple[int, ...]],
+    sliced: dict[Label, int],
+) -> tuple[int, int]:
     """(entries of the largest intermediate, multiply-adds) of ``path``, as :meth:`_Network.run` runs it."""
     size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
     nslices = math.prod(sliced.values())
@@ -422,7 +431,7 @@ def _costs(inputs, output, sizes, path, sliced) -> tuple[int, int]:
     return largest, flops
 
 
-def _count(uses: Counter, labels: Any, by: int) -> None:
+def _count(uses: Counter[Label], labels: Any, by: int) -> None:
     """Counter.update / subtract for a few labels, without their per-call type checks (a tenth of a
     second over the steps of a 32 x 32 lattice)."""
     for x in labels:
@@ -451,7 +460,15 @@ class _Network:
     root: int = 0
 
     @classmethod
-    def build(cls, inputs, output, operands, semiring, algebra, fixed=None) -> _Network:
+    def build(
+        cls,
+        inputs: Sequence[Sequence[Label]],
+        output: Sequence[Label],
+        operands: Sequence[Any],
+        semiring: str,
+        algebra: type[Algebra],
+        fixed: dict[Label, int] | None = None,
+    ) -> _Network:
         semiring = _check_semiring(semiring, algebra)
         if not operands:
             raise ValueError("einsum needs at least one operand")
@@ -521,7 +538,9 @@ class _Network:
         return replace(self, leaves=leaves, nodes={}, root=0)
 
     # -- running
-    def run(self, plan: ContractionPlan, values: dict[Label, int], keep: float, cache: dict | None = None) -> Term:
+    def run(
+        self, plan: ContractionPlan, values: dict[Label, int], keep: float, cache: dict[int, Term] | None = None
+    ) -> Term:
         """Contract with the sliced labels fixed to ``values``; returns the root term. Keeps the
         argmax of the steps whose results have at most ``keep`` entries (``_NONE``: none).
 
@@ -558,7 +577,9 @@ class _Network:
         self.root, term = self._reduce(*live[0], set(self.output), keep)
         return term
 
-    def _step(self, picked: list[tuple[int, Term]], uses: Counter, output: set, keep: float) -> tuple[int, Term]:
+    def _step(
+        self, picked: list[tuple[int, Term]], uses: Counter[Label], output: set[Label], keep: float
+    ) -> tuple[int, Term]:
         """Contract the picked terms left to right, first summing out what only one of them carries."""
         (node_id, term), others = picked[0], picked[1:]
         needed = {x for x in term.labels if uses[x] > 0 or x in output} | _labels(others)
@@ -576,14 +597,14 @@ class _Network:
         self.nodes[node_id] = _Node(kind, children, term.labels, choice)
         return node_id, term
 
-    def _reduce(self, node_id: int, term: Term, needed: set, keep: float) -> tuple[int, Term]:
+    def _reduce(self, node_id: int, term: Term, needed: set[Label], keep: float) -> tuple[int, Term]:
         own = [x for x in term.labels if x not in needed]
         if not own:
             return node_id, term
         out, choice = reduce(self.alg, term, own, keep >= 0)
         return self._add("reduce", (node_id,), out, choice, keep)
 
-    def _pair(self, a_id, A, b_id, B, needed, keep) -> tuple[int, Term]:
+    def _pair(self, a_id: int, A: Term, b_id: int, B: Term, needed: set[Label], keep: float) -> tuple[int, Term]:
         b_id, B = self._reduce(b_id, B, needed | set(A.labels), keep)
         out, choice = contract(self.alg, A, B, needed, keep >= 0)
         return self._add("pair", (a_id, b_id), out, choice, keep)
@@ -607,7 +628,7 @@ class _Network:
         return parts if self.alg.nparts > 1 else parts[0]
 
 
-def _labels(terms: Sequence[tuple[int, Term]]) -> set:
+def _labels(terms: Sequence[tuple[int, Term]]) -> set[Label]:
     return {x for _, t in terms for x in t.labels}
 
 
@@ -626,7 +647,9 @@ def _check_dtypes(be: Backend, leaves: list[Term]) -> None:
     reference.check_dtype(dtypes.pop(), "operands")
 
 
-def _search(inputs, output, sizes, optimize) -> tuple[list[tuple[int, ...]], list[Label]]:
+def _search(
+    inputs: Sequence[Sequence[Label]], output: Sequence[Label], sizes: dict[Label, int], optimize: Any
+) -> tuple[list[tuple[int, ...]], list[Label]]:
     """(path, labels the optimizer chose to slice) from opt_einsum or a cotengra optimizer object."""
     symbols = {lab: _symbol(i) for i, lab in enumerate(sizes)}
     back = {s: lab for lab, s in symbols.items()}
@@ -644,7 +667,14 @@ def _search(inputs, output, sizes, optimize) -> tuple[list[tuple[int, ...]], lis
     return [tuple(p) for p in path], []
 
 
-def _search_cotengra(inputs, output, sizes, limit, max_time, initial) -> tuple[list[tuple[int, ...]], list[Label]]:
+def _search_cotengra(
+    inputs: Sequence[Sequence[Label]],
+    output: Sequence[Label],
+    sizes: dict[Label, int],
+    limit: int,
+    max_time: float | None,
+    initial: Sequence[tuple[int, ...]] | None,
+) -> tuple[list[tuple[int, ...]], list[Label]]:
     """The cheapest order (by :func:`_costs`) whose largest intermediate fits ``limit`` entries, among
     what cotengra's workers found within ``max_time``, the ``initial`` path and opt_einsum's greedy;
     when none fits, the one with the smallest largest intermediate (with a warning)."""
@@ -695,11 +725,11 @@ def _budget(max_time: float | None) -> float:
     return budget
 
 
-def _cheap(inputs, output, sizes, initial, limit) -> list[tuple[int, ...]] | None:
+def _cheap(inputs: Any, output: Any, sizes: Any, initial: Any, limit: int) -> list[tuple[int, ...]] | None:
     """``initial`` (else, on a small network, opt_einsum's greedy order) when it fits ``limit`` unsliced
     and costs at most CHEAP_FLOPS: a search (cotengra's import, worker processes, a store lookup)
     would cost more than it could save."""
-    candidates = [] if initial is None else [lambda: list(initial)]
+    candidates: list[Callable[[], list[tuple[int, ...]]]] = [] if initial is None else [lambda: list(initial)]
     if len(inputs) <= SMALL_NETWORK:
         candidates.append(lambda: _search(inputs, output, sizes, "greedy")[0])
     for make in candidates:
@@ -711,7 +741,9 @@ def _cheap(inputs, output, sizes, initial, limit) -> list[tuple[int, ...]] | Non
     return None
 
 
-def _slice_here(inputs, output, sizes, path, limit) -> tuple[list[tuple[int, ...]], list[Label]]:
+def _slice_here(
+    inputs: Any, output: Any, sizes: Any, path: list[tuple[int, ...]], limit: int
+) -> tuple[list[tuple[int, ...]], list[Label]]:
     import cotengra
 
     symbols = {lab: _symbol(i) for i, lab in enumerate(sizes)}
@@ -728,7 +760,8 @@ def _slice_here(inputs, output, sizes, path, limit) -> tuple[list[tuple[int, ...
 def _symbol(i: int) -> str:
     from opt_einsum import get_symbol
 
-    return get_symbol(i)
+    symbol: str = get_symbol(i)  # opt_einsum has no types
+    return symbol
 
 
 # ------------------------------------------------------------ backtracking --
