@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -36,15 +37,8 @@ def test_forked_children_get_every_lazykern_lock_unlocked():
     seen = threading.Event()
     _fork.on_child(seen.set)
     try:
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: nothing held, the resets ran
-            ok = all(lock.acquire(timeout=1) for lock in held) and seen.is_set()
-            os.write(write, b"1" if ok else b"0")
-            os._exit(0)
-        os.close(write)
-        assert os.read(read, 1) == b"1"
-        os.waitpid(pid, 0)
+        # the child: nothing held, the resets ran
+        assert _in_child(lambda: all(lock.acquire(timeout=1) for lock in held) and seen.is_set())
     finally:
         _fork._resets.remove(seen.set)
         for lock in held:
@@ -67,16 +61,26 @@ def test_numba_compiler_lock_held_by_another_thread_is_free_in_the_child():
     holder.start()
     holding.wait()
     try:
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            parts = (global_compiler_lock._cuda_lock._lock, global_compiler_lock._numba_lock._lock)
-            ok = all(part.acquire(timeout=2) for part in parts)
-            os.write(write, b"1" if ok else b"0")
-            os._exit(0)
-        os.close(write)
-        assert os.read(read, 1) == b"1"
-        os.waitpid(pid, 0)
+        parts = (global_compiler_lock._cuda_lock._lock, global_compiler_lock._numba_lock._lock)
+        assert _in_child(lambda: all(part.acquire(timeout=2) for part in parts))
     finally:
         release.set()
         holder.join()
+
+
+def _in_child(check: Callable[[], bool]) -> bool:
+    """``check()`` run in a child forked from this process (threads holding locks here), its answer."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        ok = False
+        try:
+            ok = bool(check())
+        finally:
+            os.write(write, b"1" if ok else b"0")
+            os._exit(0)
+    os.close(write)
+    answer = os.read(read, 1)
+    os.close(read)
+    os.waitpid(pid, 0)
+    return answer == b"1"

@@ -8,6 +8,7 @@ and serves from memory, with one warning.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -41,10 +43,16 @@ def _user(directory: str, *args: str) -> Scenario:
     return Scenario(["tests/liveness/_store_user.py", *args], env(directory, LAZYKERN_STORE_TIMEOUT=str(WAIT)), 60)
 
 
-def _hold(directory: str) -> sqlite3.Connection:
+@contextlib.contextmanager
+def _held(directory: str) -> Iterator[None]:
+    """SQLite's write lock on the store, held by another connection for the block."""
     con = sqlite3.connect(os.path.join(directory, "cache.db"), isolation_level=None)
     con.execute("BEGIN IMMEDIATE")
-    return con
+    try:
+        yield
+    finally:
+        con.rollback()
+        con.close()
 
 
 def _assert_served_from_memory(steps: dict[str, dict]) -> None:
@@ -63,13 +71,9 @@ def test_a_lock_taken_after_open_costs_one_bounded_wait(tmp_path):
     go = tmp_path / "go"
     run = _user(directory, str(go))
     run.wait_for(lambda line: '"open"' in line)
-    con = _hold(directory)
-    try:
+    with _held(directory):
         go.touch()
         code, _ = run.finish()
-    finally:
-        con.rollback()
-        con.close()
     assert code == 0, run.output
     steps = _steps(run)
     assert steps["open"]["backend"] == "disk"
@@ -82,13 +86,9 @@ def test_a_lock_taken_after_open_costs_one_bounded_wait(tmp_path):
 def test_opening_a_locked_store_does_not_stall(tmp_path):
     directory = str(tmp_path)
     _seed(directory)
-    con = _hold(directory)
-    try:
+    with _held(directory):
         run = _user(directory)
         code, _ = run.finish()
-    finally:
-        con.rollback()
-        con.close()
     assert code == 0, run.output
     steps = _steps(run)
     assert steps["open"]["seconds"] < WAIT + 3, steps  # diskcache alone retries its settings writes for 60 s
@@ -100,15 +100,11 @@ def test_opening_a_locked_store_does_not_stall(tmp_path):
 def test_a_command_that_must_write_a_held_store_fails_in_one_line(tmp_path):
     directory = str(tmp_path)
     _seed(directory)
-    con = _hold(directory)
-    try:
+    with _held(directory):
         run = Scenario(
             ["-m", "lazykern", "cache", "clear", "--yes"], env(directory, LAZYKERN_STORE_TIMEOUT=str(WAIT)), 60
         )
         code, _ = run.finish()
-    finally:
-        con.rollback()
-        con.close()
     assert code == 1, run.output
     assert run.output.count("error:") == 1 and "held by another process" in run.output, run.output
     assert "Traceback" not in run.output and "unexpected" not in run.output
