@@ -113,16 +113,12 @@ def stage(monkeypatch: Any, *, devices: int = 1) -> Stage:
     monkeypatch.setattr(_device, "primary_context", lambda device: _FakeContext())
     monkeypatch.setattr(_device, "of_array", lambda x: getattr(x, "device", None))
     monkeypatch.setattr(api, "sm_count", lambda device: 132)
-    monkeypatch.setattr(api, "_kernels", {})
     monkeypatch.setattr(api, "loaded_kernel", _fake_kernel)
     monkeypatch.setattr(Kernel, "function", lambda self: ("fn", self.name))
     monkeypatch.setattr(Kernel, "cufunction", lambda self: ("fn", self.name))
     monkeypatch.setattr(_hot, "launch_packed", st.launch)
-    monkeypatch.setattr(_hot, "_stream", lambda handle: ("stream", handle))
-    monkeypatch.setattr(_hot, "_streams", {})
-    entries: dict = {}
-    monkeypatch.setattr(_hot, "_entries", entries)
-    monkeypatch.setattr(_hot, "find", entries.get)  # find is the table's own get
+    monkeypatch.setattr(_hot, "custream", lambda handle: ("stream", handle))
+    monkeypatch.setattr(_hot, "_entries", {})
     monkeypatch.setattr(memory, "_pool_create", lambda device: ("pool", device))
     monkeypatch.setattr(memory, "_pools", {})
     monkeypatch.setattr(memory, "_alloc_from_pool", st.alloc)

@@ -3,12 +3,15 @@
 The first call with a given (array type, shapes, strides, dtypes, devices,
 semiring, flags, out=, stream) validates and plans everything through the
 general path in :mod:`.api`, which then builds a :class:`ProductCall` or
-:class:`BackwardCall`: the loaded kernels, their launch configs, the packed
-scalar arguments and how to allocate the outputs. Later calls with the same key
-read the operands' pointers, allocate (stream-ordered, :mod:`lazykern.memory`)
-and launch: no re-validation, no planning, no Numba context lookup. A key only
-matches arrays whose every property the plan depends on is equal, so a change
-of shape, stride, dtype or device misses and goes through the general path.
+:class:`BackwardCall`: the prepared launches (loaded kernel, parameter block
+with the scalars written once, launch configuration), the stream (a fixed one's
+driver handle resolved once) and how to allocate the outputs. This table is the
+one cache of the tropical call path: :func:`product` and :func:`backward` compute
+a call's key, find its call with one lookup and run it (read the pointers,
+allocate stream-ordered from :mod:`lazykern.memory`, launch); everything else
+happens only on a miss. A key only matches arrays whose every property the plan
+depends on is equal, so a change of shape, stride, dtype or device misses and
+goes through the general path.
 """
 
 from __future__ import annotations
@@ -25,8 +28,7 @@ from . import _arrays
 
 _CACHE_SIZE = 4096
 _entries: dict[tuple[Any, ...], Any] = {}
-find = _entries.get  # the hot lookup (key -> call or None): a bound method, no extra Python frame
-_streams: dict[int, Any] = {}  # raw handle -> the driver's CUstream
+MISS = object()  # what product() and backward() answer when the general path must run
 
 
 def remember(key: tuple[Any, ...] | None, entry: Any) -> Any:
@@ -41,14 +43,31 @@ def remember(key: tuple[Any, ...] | None, entry: Any) -> Any:
 def clear() -> None:
     """Forget every cached call (tests; a device reset; a forked child: the parent's streams are not its own)."""
     _entries.clear()
-    _streams.clear()
 
 
-def _stream(handle: int) -> Any:
-    s = _streams.get(handle)
-    if s is None:
-        s = _streams[handle] = custream(handle)
-    return s
+# -- the hit path ----------------------------------------------------------------------------
+def product(A: Any, B: Any, out: Any, semiring: Any, argmax: Any, stream: Any, copy: Any, batched: bool) -> Any:
+    """A product run from the table: its key, one lookup, the launch; :data:`MISS` otherwise."""
+    key = product_key(A, B, out, semiring, argmax, stream, copy, batched)
+    call = _entries.get(key) if key is not None else None
+    if call is None:
+        return MISS
+    ptr = call.kind.ptr
+    handle, current = call.stream()
+    if out is None:
+        return call.run(handle, current, ptr(A), ptr(B), None, None)
+    return call.run(handle, current, ptr(A), ptr(B), out, (ptr(out[0]), ptr(out[1])) if argmax else (ptr(out), 0))
+
+
+def backward(g: Any, ix: Any, A_shape: Any, B_shape: Any, out: Any, stream: Any) -> Any:
+    """A matmul_backward run from the table, or :data:`MISS`."""
+    key = backward_key(g, ix, A_shape, B_shape, out, stream)
+    call = _entries.get(key) if key is not None else None
+    if call is None:
+        return MISS
+    ptr = call.kind.ptr
+    handle, current = call.stream()
+    return call.run(handle, current, ptr(g), ptr(ix), out, None if out is None else (ptr(out[0]), ptr(out[1])))
 
 
 # -- keys ------------------------------------------------------------------------------------
@@ -184,7 +203,7 @@ def out_kind(kind: str) -> str:
 class _Call:
     """What every cached call shares: its device, context and stream."""
 
-    __slots__ = ("device", "ctx", "numba_ctx", "handle", "kind", "producer_stream", "owner")
+    __slots__ = ("device", "ctx", "numba_ctx", "handle", "cu", "kind", "producer_stream", "owner")
 
     def __init__(
         self, device: int, kind: str, handle: int | None, producer_stream: int | None, owner: Any = None
@@ -195,6 +214,7 @@ class _Call:
         self.numba_ctx = _device.primary_context(device) if out_kind(kind) == "numba" else None
         self.kind = _arrays.fast_kinds().get(kind)
         self.handle = handle  # None: the operands' library's current stream, read per call
+        self.cu = None if handle is None else custream(handle)  # the fixed stream's driver handle
         self.producer_stream = producer_stream
 
     def _owner(self) -> Any:
@@ -204,7 +224,7 @@ class _Call:
         kind = self.kind
         return None if kind is None or kind.current is None else kind.current(self.device)
 
-    def _handle(self) -> tuple[int, bool]:
+    def stream(self) -> tuple[int, bool]:
         """(the stream of this call, ordered after the operands' producer; whether it is the
         operands' library's current stream, whose own allocator may then make the outputs)."""
         handle = self.handle
@@ -221,7 +241,7 @@ class _Call:
 
     def on_current(self, handle: int) -> bool:
         """Whether ``handle`` is the current stream the operands' library had when this call was
-        planned (the general path's answer to :meth:`_handle`'s second part)."""
+        planned (the general path's answer to :meth:`stream`'s second part)."""
         kind = self.kind
         return kind is not None and kind.producer is not None and handle == self.producer_stream
 
@@ -241,17 +261,6 @@ class ProductCall(_Call):
         self.outs = Outs(out_kind(kind), tuple(parts), device)
         self.ws_bytes, self.ws_values = ws
 
-    def __call__(self, A: Any, B: Any, out: Any) -> Any:
-        """A hit: pointers of this call's arrays, same layouts as the ones it was planned for."""
-        kind = self.kind
-        assert kind is not None  # a hit: only calls of a fast kind are cached (product_key)
-        ptr = kind.ptr
-        handle, current = self._handle()
-        return self.run(handle, current, ptr(A), ptr(B), out, None if out is None else self._out_ptrs(out, ptr))
-
-    def _out_ptrs(self, out: Any, ptr: Callable[[Any], int]) -> tuple[int, int]:
-        return (ptr(out[0]), ptr(out[1])) if self.argmax else (ptr(out), 0)
-
     def run(self, handle: int, current: bool, pa: int, pb: int, out: Any, out_ptrs: tuple[int, int] | None) -> Any:
         device = self.device
         token = _device.enter(device) if _device.current_context() != self.ctx else None
@@ -262,7 +271,7 @@ class ProductCall(_Call):
                 assert out_ptrs is not None  # callers pass them with out=
                 pc, pi = out_ptrs
                 result = out
-            stream = _streams.get(handle) or _stream(handle)
+            stream = self.cu if handle == self.handle else custream(handle)
             main = self.main
             reduce = self.reduce
             if reduce is None:
@@ -296,13 +305,6 @@ class BackwardCall(_Call):
         self.zero = zero  # bytes of grad_A, grad_B to zero first (0: the kernel stores every element)
         self.outs = Outs(out_kind(kind), ((shapes[0], dtype), (shapes[1], dtype)), device)
 
-    def __call__(self, g: Any, ix: Any, out: Any) -> tuple[Any, Any]:
-        kind = self.kind
-        assert kind is not None  # a hit: only calls of a fast kind are cached (backward_key)
-        ptr = kind.ptr
-        handle, current = self._handle()
-        return self.run(handle, current, ptr(g), ptr(ix), out, None if out is None else (ptr(out[0]), ptr(out[1])))
-
     def run(self, handle: int, current: bool, pg: int, pix: int, out: Any,
             out_ptrs: tuple[int, int] | None) -> tuple[Any, Any]:  # fmt: skip
         device = self.device
@@ -324,8 +326,7 @@ class BackwardCall(_Call):
                 memory.memset_zero(pB, zb, handle)
             launch = self.launch
             if launch is not None:
-                stream = _streams.get(handle) or _stream(handle)
-                launch_packed(stream, launch, pg, pix, pA, pB)
+                launch_packed(self.cu if handle == self.handle else custream(handle), launch, pg, pix, pA, pB)
             return result
         finally:
             if token is not None:

@@ -1,10 +1,10 @@
 """matmul / bmm / matmul_backward: validate, pick a kernel per shape class, launch.
 
-A call with Numba, CuPy or PyTorch device arrays first looks itself up in
-:mod:`._hot` (a key of everything the launch depends on); a hit allocates its
-outputs stream-ordered and launches. A miss takes the general path here:
-describe the operands (no copies), validate, plan, then build the cached call
-and run it. Nothing synchronizes the device.
+A call with Numba, CuPy or PyTorch device arrays is first run by :mod:`._hot`
+(a key of everything the launch depends on, one lookup in the one call table); a
+hit allocates its outputs stream-ordered and launches. A miss takes the general
+path here: describe the operands (no copies), validate, plan, then build the
+call, remember it in that table and run it. Nothing synchronizes the device.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ from ._family import family
 from .fragments import BACKWARD_THREADS, NUMPY_DTYPES, REDUCE_THREADS, Spec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from ..launch.kernel import Kernel
 
 log = logging.getLogger("lazykern")
@@ -35,12 +33,7 @@ log = logging.getLogger("lazykern")
 DTYPE_CODE = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
 _INT32_MAX = planner.INT32_MAX
 _NO_GPU_SMS = 132  # choose_tile asked where there is no GPU plans for the H100 SXM the tiles were tuned on
-_PLAN_CACHE_SIZE = 4096
-
-
-_plans: dict[tuple[Any, ...], planner.Plan] = {}
 _FORCE_TILE: str | None = None  # tests pin a tile variant ("", "s", "t", "r", "r4", "splitk") on small shapes
-_kernels: dict[tuple[str, int], Any] = {}
 
 
 # ------------------------------------------------------------------ public --
@@ -68,6 +61,10 @@ def matmul(
     computed by the reference too (it cannot run the C++ kernels) and the result
     is a simulator device array.
     """
+    if _FORCE_TILE is None:
+        result = _hot.product(A, B, out, semiring, argmax, stream, copy, False)
+        if result is not _hot.MISS:
+            return result
     return _product(A, B, semiring, argmax, out, stream, copy, batched=False)
 
 
@@ -96,6 +93,10 @@ def bmm(
         return _batch_split.run(
             A, B, semiring=semiring, devices=list(devices), backend=bmm, argmax=bool(argmax), out=out
         )
+    if _FORCE_TILE is None:
+        result = _hot.product(A, B, out, semiring, argmax, stream, copy, True)
+        if result is not _hot.MISS:
+            return result
     return _product(A, B, semiring, argmax, out, stream, copy, batched=True)
 
 
@@ -118,11 +119,11 @@ def matmul_backward(
     GPU kernels add with atomics: float sums are not bit-reproducible from run to
     run (as with torch's scatter_add).
     """
+    done = _hot.backward(grad_C, argmax, A_shape, B_shape, out, stream)
+    if done is not _hot.MISS:
+        result: tuple[Any, Any] = done
+        return result
     key = _hot.backward_key(grad_C, argmax, A_shape, B_shape, out, stream)
-    if key is not None:
-        call: Callable[[Any, Any, Any], tuple[Any, Any]] | None = _hot.find(key)
-        if call is not None:
-            return call(grad_C, argmax, out)
     A_shape, B_shape = tuple(int(s) for s in A_shape), tuple(int(s) for s in B_shape)
     if _simulated(grad_C) or _simulated(argmax):  # the simulator runs no C++: the reference does it
         from numba import cuda
@@ -288,11 +289,8 @@ def _check_out(out: Any, ref: Operand, shape: tuple[int, ...], dtype: np.dtype, 
 
 # ------------------------------------------------------------------ core --
 def _product(A: Any, B: Any, semiring: Any, argmax: Any, out: Any, stream: Any, copy: Any, *, batched: bool) -> Any:
+    """The general path of a product (a miss of :func:`_hot.product`, or a pinned tile)."""
     key = _hot.product_key(A, B, out, semiring, argmax, stream, copy, batched) if _FORCE_TILE is None else None
-    if key is not None:
-        call = _hot.find(key)
-        if call is not None:
-            return call(A, B, out)
     if _simulated(A) or _simulated(B):
         return _sim_product(A, B, semiring, argmax, out, batched)
     semiring = _check_args(semiring, argmax, copy)
@@ -437,15 +435,9 @@ def _split_out(out: Any, argmax: bool, ref: Operand, shape: tuple[int, ...]) -> 
 
 def _plan(semiring: str, dtype: np.dtype, argmax: bool, layout: str, batch: int, M: int, N: int, K: int,
           batched: bool, sms: int) -> planner.Plan:  # fmt: skip
-    key = (semiring, dtype, argmax, layout, batch, M, N, K, batched, sms, _FORCE_TILE)
-    plan = _plans.get(key)
-    if plan is None:
-        code = DTYPE_CODE[dtype]
-        plan = planner.make_plan(semiring, code, argmax, layout, batch, M, N, K, batched, sms=sms, tile=_FORCE_TILE)
-        if len(_plans) >= _PLAN_CACHE_SIZE:
-            _plans.clear()
-        _plans[key] = plan
-    return plan
+    # Not memoized: only a miss of the call table plans, and planning is pure arithmetic.
+    code = DTYPE_CODE[dtype]
+    return planner.make_plan(semiring, code, argmax, layout, batch, M, N, K, batched, sms=sms, tile=_FORCE_TILE)
 
 
 def choose_tile(
@@ -466,10 +458,8 @@ def sm_count(device: int) -> int:
 
 
 def loaded_kernel(name: str, device: int) -> Kernel:
-    kernel = _kernels.get((name, device))
-    if kernel is None:
-        kernel = _kernels[(name, device)] = family.get(name, arch=_device.arch(device))
-    return kernel
+    """The family's kernel ``name`` for ``device`` (the family keeps one per arch: no table here)."""
+    return family.get(name, arch=_device.arch(device))
 
 
 # ---------------------------------------------------------------- host path --
