@@ -28,7 +28,6 @@ from . import _arrays
 
 _CACHE_SIZE = 4096
 _entries: dict[tuple[Any, ...], Any] = {}
-MISS = object()  # what product() and backward() answer when the general path must run
 
 
 def remember(key: tuple[Any, ...] | None, entry: Any) -> Any:
@@ -45,55 +44,53 @@ def clear() -> None:
     _entries.clear()
 
 
-# -- the hit path ----------------------------------------------------------------------------
-def product(A: Any, B: Any, out: Any, semiring: Any, argmax: Any, stream: Any, copy: Any, batched: bool) -> Any:
-    """A product run from the table: its key, one lookup, the launch; :data:`MISS` otherwise."""
-    key = product_key(A, B, out, semiring, argmax, stream, copy, batched)
-    call = _entries.get(key) if key is not None else None
-    if call is None:
-        return MISS
-    ptr = call.kind.ptr
-    handle, current = call.stream()
-    if out is None:
-        return call.run(handle, current, ptr(A), ptr(B), None, None)
-    return call.run(handle, current, ptr(A), ptr(B), out, (ptr(out[0]), ptr(out[1])) if argmax else (ptr(out), 0))
+# -- the one path: key, lookup, run ------------------------------------------------------------
+_UNCACHED = object()  # an out= (or stream) the table does not key: the general path every time
 
 
-def backward(g: Any, ix: Any, A_shape: Any, B_shape: Any, out: Any, stream: Any) -> Any:
-    """A matmul_backward run from the table, or :data:`MISS`."""
+def product(A: Any, B: Any, out: Any, semiring: Any, argmax: Any, stream: Any, copy: Any, batched: bool,
+            general: Callable[..., Any]) -> Any:  # fmt: skip
+    """Every matmul / bmm: the call's key, one lookup, the launch. A miss (or a call no key can
+    stand for) is ``general(A, B, semiring, argmax, out, stream, copy, batched, key)``, the API's
+    validating path, which plans, :func:`remember` s the call under ``key`` (None: not) and runs it.
+
+    The key holds every property the plan depends on; its parts are read once, here, inline (the
+    walk of ``A`` from the public call to the launch is counted by tests/test_tropical_hot.py)."""
+    cls = A.__class__
+    kind = _arrays.fast_kind(cls)
+    key = None
+    if kind is not None and B.__class__ is cls and copy is False and (argmax is True or argmax is False):
+        desc = kind.desc
+        if out is None:
+            ok = None
+        elif argmax:
+            ok = _pair_key(out, cls, desc)
+        else:
+            ok = desc(out) if out.__class__ is cls else _UNCACHED
+        sk = _stream_key(stream)
+        if ok is not _UNCACHED and sk is not _UNCACHED:
+            key = (cls, desc(A), desc(B), ok, semiring, argmax, batched, sk)
+            call = _entries.get(key)
+            if call is not None:
+                ptr = kind.ptr
+                handle, current = call.stream()
+                if out is None:
+                    return call.run(handle, current, ptr(A), ptr(B), None, None)
+                out_ptrs = (ptr(out[0]), ptr(out[1])) if argmax else (ptr(out), 0)
+                return call.run(handle, current, ptr(A), ptr(B), out, out_ptrs)
+    return general(A, B, semiring, argmax, out, stream, copy, batched, key)
+
+
+def backward(g: Any, ix: Any, A_shape: Any, B_shape: Any, out: Any, stream: Any, general: Callable[..., Any]) -> Any:
+    """Every matmul_backward: key, lookup, launch; a miss is ``general(g, ix, A_shape, B_shape,
+    out, stream, key)``."""
     key = backward_key(g, ix, A_shape, B_shape, out, stream)
     call = _entries.get(key) if key is not None else None
     if call is None:
-        return MISS
+        return general(g, ix, A_shape, B_shape, out, stream, key)
     ptr = call.kind.ptr
     handle, current = call.stream()
     return call.run(handle, current, ptr(g), ptr(ix), out, None if out is None else (ptr(out[0]), ptr(out[1])))
-
-
-# -- keys ------------------------------------------------------------------------------------
-_UNCACHED = object()  # an out= the repeated-call path does not read (the general path checks it)
-
-
-def product_key(
-    A: Any, B: Any, out: Any, semiring: Any, argmax: Any, stream: Any, copy: Any, batched: bool
-) -> tuple[Any, ...] | None:
-    """The cache key of a product, or None when it must take the general path every time."""
-    kind = _arrays.fast_kind(A.__class__)
-    if kind is None or B.__class__ is not A.__class__ or copy is not False:
-        return None
-    if argmax is not True and argmax is not False:
-        return None
-    desc = kind.desc
-    if out is None:
-        ok = None
-    elif argmax:
-        ok = _pair_key(out, A.__class__, desc)
-    else:
-        ok = desc(out) if out.__class__ is A.__class__ else _UNCACHED
-    sk = _stream_key(stream)
-    if ok is _UNCACHED or sk is _UNCACHED:
-        return None
-    return (A.__class__, desc(A), desc(B), ok, semiring, argmax, batched, sk)
 
 
 def backward_key(g: Any, ix: Any, A_shape: Any, B_shape: Any, out: Any, stream: Any) -> tuple[Any, ...] | None:
