@@ -281,7 +281,7 @@ class ProductCall(_Call):
                 launch_packed(stream, main, pa, pb, w, iw)
                 launch_packed(stream, reduce, w, iw, pc, pi)
             finally:
-                memory.free(w, nbytes, handle)
+                memory.free(w, nbytes, handle, self._owner(), device)
             return result
         finally:
             if token is not None:
