@@ -5,9 +5,10 @@ of each argument's Numba type: a scalar's by its class, a device array's as kept
 on the array), read by one generated function per arity with no Python call per
 argument, then fills the instance's parameter block and launches it with
 :data:`lazykern.launch._launch.launch_buffer`, as a ``Kernel`` launches. Anything
-else (a first call, a CUDA-array-interface object, host arrays, a cooperative kernel, a bad argument) takes the general path:
-type every argument, find or build the instance, copy host arrays, launch through
-cuda.core (:meth:`Launcher.launch`), and remember the instance for the hot path.
+else (a first call, a CUDA-array-interface object, host arrays, a cooperative
+kernel, a bad argument) takes the general path: type every argument, find or build
+the instance, copy host arrays, launch through cuda.core (:meth:`Launcher.launch`),
+and remember the instance for the hot path.
 """
 
 from __future__ import annotations
