@@ -16,6 +16,7 @@ goes through the general path.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -55,30 +56,70 @@ def product(A: Any, B: Any, out: Any, semiring: Any, argmax: Any, stream: Any, c
     validating path, which plans, :func:`remember` s the call under ``key`` (None: not) and runs it.
 
     The key holds every property the plan depends on; its parts are read once, here, inline (the
-    walk of ``A`` from the public call to the launch is counted by tests/test_tropical_hot.py)."""
+    walk of ``A`` from the public call to the launch is counted by tests/test_tropical_hot.py).
+    A Numba array's part is a code kept on the array with its address (:func:`_kept`)."""
     cls = A.__class__
     kind = _arrays.fast_kind(cls)
     key = None
     if kind is not None and B.__class__ is cls and copy is False and (argmax is True or argmax is False):
-        desc = kind.desc
-        if out is None:
-            ok = None
-        elif argmax:
-            ok = _pair_key(out, cls, desc)
-        else:
-            ok = desc(out) if out.__class__ is cls else _UNCACHED
-        sk = _stream_key(stream)
-        if ok is not _UNCACHED and sk is not _UNCACHED:
-            key = (cls, desc(A), desc(B), ok, semiring, argmax, batched, sk)
-            call = _entries.get(key)
-            if call is not None:
-                ptr = kind.ptr
-                handle, current = call.stream()
-                if out is None:
-                    return call.run(handle, current, ptr(A), ptr(B), None, None)
-                out_ptrs = (ptr(out[0]), ptr(out[1])) if argmax else (ptr(out), 0)
-                return call.run(handle, current, ptr(A), ptr(B), out, out_ptrs)
+        sk = None if stream is None else _stream_key(stream)
+        if kind.name == "numba" and sk is not _UNCACHED:  # shape, strides, dtype, buffer: fixed for life
+            a = A.__dict__.get(_KEPT) or _kept(A, kind)
+            b = B.__dict__.get(_KEPT) or _kept(B, kind)
+            out_ptrs = None
+            if out is None:
+                oc: Any = None
+            elif not argmax and out.__class__ is cls:
+                c = out.__dict__.get(_KEPT) or _kept(out, kind)
+                oc, out_ptrs = c[0], (c[1], 0)
+            elif argmax and out.__class__ is tuple and len(out) == 2 and {o.__class__ for o in out} == {cls}:
+                c, i = (o.__dict__.get(_KEPT) or _kept(o, kind) for o in out)
+                oc, out_ptrs = (c[0], i[0]), (c[1], i[1])
+            else:
+                oc = _UNCACHED
+            if oc is not _UNCACHED:
+                key = (cls, a[0], b[0], oc, semiring, argmax, batched, sk)
+                call = _entries.get(key)
+                if call is not None:
+                    return call.run(call.handle_numba, False, a[1], b[1], out, out_ptrs)
+        elif sk is not _UNCACHED:
+            desc = kind.desc
+            if out is None:
+                ok = None
+            elif argmax:
+                ok = _pair_key(out, cls, desc)
+            else:
+                ok = desc(out) if out.__class__ is cls else _UNCACHED
+            if ok is not _UNCACHED:
+                key = (cls, desc(A), desc(B), ok, semiring, argmax, batched, sk)
+                call = _entries.get(key)
+                if call is not None:
+                    ptr = kind.ptr
+                    handle, current = call.stream()
+                    if out is None:
+                        return call.run(handle, current, ptr(A), ptr(B), None, None)
+                    out_ptrs = (ptr(out[0]), ptr(out[1])) if argmax else (ptr(out), 0)
+                    return call.run(handle, current, ptr(A), ptr(B), out, out_ptrs)
     return general(A, B, semiring, argmax, out, stream, copy, batched, key)
+
+
+# A Numba array's (description code, address), kept on the array: its shape, strides, dtype,
+# device and buffer never change. Codes are never reused (a table that starts over hands out
+# new ones), so two arrays share a code only when their descriptions are equal.
+_KEPT = "_lazykern_hot"
+_codes: dict[tuple[Any, ...], int] = {}
+_next_code = itertools.count(1)
+
+
+def _kept(x: Any, kind: _arrays.FastKind) -> tuple[int, int]:
+    desc = kind.desc(x)
+    code = _codes.get(desc)
+    if code is None:
+        if len(_codes) >= _CACHE_SIZE:
+            _codes.clear()
+        code = _codes[desc] = next(_next_code)
+    kept = x.__dict__[_KEPT] = (code, kind.ptr(x))
+    return kept
 
 
 def backward(g: Any, ix: Any, A_shape: Any, B_shape: Any, out: Any, stream: Any, general: Callable[..., Any]) -> Any:
@@ -200,7 +241,7 @@ def out_kind(kind: str) -> str:
 class _Call:
     """What every cached call shares: its device, context and stream."""
 
-    __slots__ = ("device", "ctx", "numba_ctx", "handle", "cu", "kind", "producer_stream", "owner")
+    __slots__ = ("device", "ctx", "numba_ctx", "handle", "cu", "kind", "producer_stream", "owner", "handle_numba")
 
     def __init__(
         self, device: int, kind: str, handle: int | None, producer_stream: int | None, owner: Any = None
@@ -213,6 +254,8 @@ class _Call:
         self.handle = handle  # None: the operands' library's current stream, read per call
         self.cu = None if handle is None else custream(handle)  # the fixed stream's driver handle
         self.producer_stream = producer_stream
+        # Numba operands have no library stream to follow: the stream is fixed when planned.
+        self.handle_numba = handle if handle is not None else (producer_stream or 0)
 
     def _owner(self) -> Any:
         """The object of this call's stream: the fixed one's, or the library's current stream."""
