@@ -101,3 +101,16 @@ def test_a_kept_buffer_keeps_its_stream_object_alive(st):
     memory.allocate(4096, 0, 7)  # popped: the list lets go of it
     gc.collect()
     assert alive() is None
+
+
+def test_memory_freed_inside_its_capture_is_a_free_node_never_a_kept_buffer(st):
+    from lazykern.graph import CapturePool
+
+    memory.begin_capture(7, CapturePool())
+    try:
+        node = memory.allocate(4096, 0, 7)
+        memory.free(node, 4096, 7)  # inside the capture: the graph's free node
+    finally:
+        memory.end_capture(7)
+    assert st.frees == [node]  # a graph address is mapped only while the graph runs: reuse would fault
+    assert memory.allocate(4096, 0, 7) != node and memory.stats()["cached_bytes"] == 0

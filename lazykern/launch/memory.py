@@ -272,17 +272,20 @@ def free(ptr: int, nbytes: int, stream: int, owner: Any = None, device: int = 0)
     During a capture of ``stream``: memory allocated inside it becomes a free node of the graph;
     older memory is freed once the capture ends (a free node of outside memory is not allowed).
     """
+    captured = False  # a graph node of this stream's capture: its free is a free node, never kept
     if _captures:
         cap = _captures.get(stream)
-        if cap is not None and not cap.released(ptr):
-            _deferred.append((ptr, stream, nbytes, owner, device))
-            return
+        if cap is not None:
+            if not cap.released(ptr):
+                _deferred.append((ptr, stream, nbytes, owner, device))
+                return
+            captured = True
     size = max(int(nbytes), 1)
     st = _stats
     st["frees"] += 1
     st["live"] -= 1
     st["live_bytes"] -= size
-    if _keep(ptr, size, stream, owner, device):
+    if not captured and _keep(ptr, size, stream, owner, device):
         return
     err = _free_async(ptr, stream)
     if _graph_outputs and ptr in _graph_outputs:
