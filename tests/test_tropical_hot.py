@@ -177,3 +177,22 @@ def test_numba_descriptions_are_kept_codes_never_reused_after_the_table_starts_o
     _hot._kept(FakeDeviceArray((8, 8)), kind)
     d = FakeDeviceArray((64, 64))  # a's description, but a new code: a miss, never a wrong hit
     assert _hot._kept(d, kind)[0] not in (ka[0], kc[0])
+
+
+def test_outputs_dropped_inside_a_capture_are_never_handed_out_after_it(st):
+    """The H100 benchmark's scenario: 200 allocating calls captured (each result dropped at once:
+    a free node), then allocating calls outside the capture must get real memory, not the graph's."""
+    from lazykern import graph
+
+    A, B = FakeDeviceArray((64, 4096)), FakeDeviceArray((4096, 64))  # split-K: a workspace too
+    api.matmul(A, B, stream=4)
+    memory.begin_capture(4, graph.CapturePool())
+    try:
+        for _ in range(3):
+            api.matmul(A, B, stream=4)
+            api.matmul(A, B, argmax=True, stream=4)
+    finally:
+        memory.end_capture(4)
+    assert len(st.graph_allocs) == 12 and set(st.graph_allocs) <= set(st.frees)  # every one a free node
+    after = [api.matmul(A, B, stream=4) for _ in range(3)] + [api.matmul(A, B, argmax=True, stream=4)[0]]
+    assert not {c.gpu_data.device_pointer for c in after} & set(st.graph_allocs)
