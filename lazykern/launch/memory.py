@@ -235,12 +235,17 @@ def allocate(nbytes: int, device: int, stream: int) -> int:
     else:
         kept = _free_lists.get((device, stream, nbytes))
         capturing = _capturing(stream)
+        ptr = 0
         if kept and not capturing:
-            ptr = kept.pop()[0]
-            if ptr not in _plain:
-                _held["cached"] -= nbytes
-            _stats["reused"] += 1
-        else:
+            try:
+                ptr = kept.pop()[0]
+            except IndexError:  # another thread took the last one since the check
+                pass
+            else:
+                if ptr not in _plain:
+                    _held["cached"] -= nbytes
+                _stats["reused"] += 1
+        if not ptr:
             ptr = _new(nbytes, device, stream, capturing)
     st = _stats
     st["allocations"] += 1
