@@ -114,3 +114,10 @@ def test_memory_freed_inside_its_capture_is_a_free_node_never_a_kept_buffer(st):
         memory.end_capture(7)
     assert st.frees == [node]  # a graph address is mapped only while the graph runs: reuse would fault
     assert memory.allocate(4096, 0, 7) != node and memory.stats()["cached_bytes"] == 0
+
+
+def test_large_pool_buffers_go_back_to_the_pool_which_can_reuse_them_for_any_size(st, monkeypatch):
+    monkeypatch.setattr(memory, "PLAIN_BUDGET", 0)
+    big = memory.allocate(memory.KEEP_MAX + 1, 0, 7)
+    memory.free(big, memory.KEEP_MAX + 1, 7)
+    assert st.frees == [big] and memory.stats()["cached_bytes"] == 0

@@ -16,7 +16,7 @@ before the free has run. No host synchronization anywhere. Three tiers:
 * past that budget, the driver's memory pools (``cuMemAllocFromPoolAsync`` /
   ``cuMemFreeAsync``): one pool per device, owned by lazykern, made on first need,
   that keeps freed memory cached (release threshold: never). Buffers the free list
-  does not keep (over :data:`CACHE_BYTES`) go back to it.
+  does not keep (larger than :data:`KEEP_MAX`, or over :data:`CACHE_BYTES`) go back to it.
 
 Inside a lazykern capture (:func:`lazykern.graph.capture`) the same call
 becomes a graph allocation node (``cuMemAllocAsync`` on the capturing stream)
@@ -62,7 +62,9 @@ _deferred: list[tuple[int, int, int, Any, int]] = []
 _graph_outputs: set[int] = set()  # allocated inside a capture that ended: backed only once the graph ran
 
 PLAIN_BUDGET = 32 << 20  # bytes of plain cuMemAlloc blocks before a pool is made (0: always the pool)
-CACHE_BYTES = 1 << 30  # bytes of pool buffers the free lists may hold (0: every free goes to the driver)
+CACHE_BYTES = 64 << 20  # bytes of pool buffers the free lists may hold (0: every free goes to the driver)
+KEEP_MAX = 1 << 20  # larger pool buffers go back to the pool: their calls are not launch-bound, and a
+# buffer kept for one size cannot serve another (the pool can), so keeping them would raise the peak
 _PER_SIZE = 64  # buffers kept per (device, stream, size)
 _free_lists: dict[tuple[int, int, int], list[tuple[int, Any]]] = {}  # -> [(address, stream owner)]
 _held = {"plain": 0, "cached": 0}  # bytes of plain blocks made, bytes of pool buffers in free lists
@@ -304,14 +306,14 @@ def free(ptr: int, nbytes: int, stream: int, owner: Any = None, device: int = 0)
 
 def _keep(ptr: int, size: int, stream: int, owner: Any, device: int) -> bool:
     """Put ``ptr`` in its free list when it may wait there (a plain block always; a pool buffer
-    within :data:`CACHE_BYTES`; graph memory never); False: the driver frees it."""
+    up to :data:`KEEP_MAX` within :data:`CACHE_BYTES`; graph memory never); False: the driver frees it."""
     if ptr in _plain:
         _free_lists.setdefault((device, stream, size), []).append((ptr, owner))
         return True
     if (_foreign_nodes and ptr in _foreign_nodes) or (_graph_outputs and ptr in _graph_outputs):
         _foreign_nodes.discard(ptr)
         return False
-    if _held["cached"] + size > CACHE_BYTES:
+    if size > KEEP_MAX or _held["cached"] + size > CACHE_BYTES:
         return False
     kept = _free_lists.setdefault((device, stream, size), [])
     if len(kept) >= _PER_SIZE:
