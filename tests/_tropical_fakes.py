@@ -69,6 +69,7 @@ class Stage:
         self.allocs: dict[int, int] = {}
         self.frees: list[int] = []
         self.graph_allocs: list[int] = []
+        self.capturing: set[int] = set()  # streams someone else captures (memory._capturing)
         self.context = 1
         self._addr = itertools.count(0x7000_0000, 0x10_0000)
 
@@ -103,8 +104,10 @@ def _fake_kernel(name: str, device: int) -> Kernel:
     return Kernel(name, name, b"", arch="sm_90", signature=fragment(name)[1])
 
 
-def stage(monkeypatch: Any, *, devices: int = 1) -> Stage:
-    """Install the fakes (undone by ``monkeypatch``) and return the recorder."""
+def stage(monkeypatch: Any, *, devices: int = 1, reuse: bool = False) -> Stage:
+    """Install the fakes (undone by ``monkeypatch``) and return the recorder. Every allocation
+    and free reaches the fake driver unless ``reuse``: then memory's free lists and its first
+    plain blocks are on, as in a real process (plain blocks are recorded as allocations too)."""
     st = Stage()
     monkeypatch.setattr(_device, "several", lambda: devices > 1)
     monkeypatch.setattr(_device, "stream_handle_device", lambda handle: None)
@@ -113,21 +116,26 @@ def stage(monkeypatch: Any, *, devices: int = 1) -> Stage:
     monkeypatch.setattr(_device, "primary_context", lambda device: _FakeContext())
     monkeypatch.setattr(_device, "of_array", lambda x: getattr(x, "device", None))
     monkeypatch.setattr(api, "sm_count", lambda device: 132)
-    monkeypatch.setattr(api, "_kernels", {})
     monkeypatch.setattr(api, "loaded_kernel", _fake_kernel)
     monkeypatch.setattr(Kernel, "function", lambda self: ("fn", self.name))
     monkeypatch.setattr(Kernel, "cufunction", lambda self: ("fn", self.name))
     monkeypatch.setattr(_hot, "launch_packed", st.launch)
-    monkeypatch.setattr(_hot, "_stream", lambda handle: ("stream", handle))
-    monkeypatch.setattr(_hot, "_streams", {})
-    entries: dict = {}
-    monkeypatch.setattr(_hot, "_entries", entries)
-    monkeypatch.setattr(_hot, "find", entries.get)  # find is the table's own get
+    monkeypatch.setattr(_hot, "custream", lambda handle: ("stream", handle))
+    monkeypatch.setattr(_hot, "_entries", {})
     monkeypatch.setattr(memory, "_pool_create", lambda device: ("pool", device))
     monkeypatch.setattr(memory, "_pools", {})
     monkeypatch.setattr(memory, "_alloc_from_pool", st.alloc)
     monkeypatch.setattr(memory, "_alloc_in_graph", st.alloc_in_graph)
     monkeypatch.setattr(memory, "_free_async", st.free)
+    monkeypatch.setattr(memory, "_alloc_plain", lambda nbytes: st.alloc(nbytes, None, 0))
+    monkeypatch.setattr(memory, "_capturing", lambda stream: stream in st.capturing)
+    monkeypatch.setattr(memory, "_free_lists", {})
+    monkeypatch.setattr(memory, "_held", {"plain": 0, "cached": 0})
+    monkeypatch.setattr(memory, "_plain", set())
+    monkeypatch.setattr(memory, "_foreign_nodes", set())
+    if not reuse:
+        monkeypatch.setattr(memory, "PLAIN_BUDGET", 0)
+        monkeypatch.setattr(memory, "CACHE_BYTES", 0)
     monkeypatch.setattr(memory, "memset_zero", lambda ptr, nbytes, stream: None)
     monkeypatch.setattr(_arrays, "_fast_types", {FakeDeviceArray: _arrays.fast_kinds()["numba"]})
     return st

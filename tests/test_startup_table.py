@@ -56,3 +56,13 @@ def test_a_first_calls_parts_are_timed_and_shown_under_it(monkeypatch):
     rows = [r[:2] for r in startup_table.table_rows({"fresh_process": {"medians_s": medians}})]
     at = rows.index(("first tropical.matmul 64^3, warm store", "10.00 ms"))
     assert rows[at + 1 : at + 3] == [("  of which lookup", "3.00 ms"), ("  of which rest", "2.00 ms")]
+
+
+def test_the_first_allocation_of_cupy_and_torch_stand_beside_the_first_call():
+    medians = {"first_matmul": 0.004, "first_matmul_allocate": 0.0002, "first_alloc_cupy": 0.0009}
+    rows = [r[:2] for r in startup_table.table_rows({"fresh_process": {"medians_s": medians}})]
+    at = rows.index(("first tropical.matmul 64^3, warm store", "4.00 ms"))
+    assert rows[at + 1 : at + 3] == [
+        ("  of which allocate", "0.20 ms"),
+        ("  beside it: CuPy's first allocation of C", "0.90 ms"),
+    ]

@@ -60,3 +60,9 @@ def test_quick_run_writes_the_record(tmp_path):
     assert {"date", "command", "driver", "versions", "device", "host_us_per_call", "chain"} <= set(record)
     assert record["host_us_per_call"]["matmul out="] > 0
     assert record["chain"]["contractions"] == 200
+
+
+def test_every_route_is_a_ratio_to_the_floor_measured_beside_it():
+    ratios = tropical_launch.ratios_to_floor({"Kernel (floor)": 5.0, "matmul out=": 5.5, "matmul allocating": 7.5})
+    assert ratios == {"Kernel (floor)": 1.0, "matmul out=": 1.1, "matmul allocating": 1.5}
+    assert set(tropical_launch.TARGETS) <= {"matmul out=", "matmul allocating", "matmul argmax allocating"}

@@ -316,13 +316,11 @@ def test_a_kernel_first_loaded_inside_a_capture():
     the disk cache) and load while the stream is captured, without touching the stream."""
     from numba import cuda
 
-    from lazykern.tropical import api
-
     rng = np.random.default_rng(8)
     A, B = rng.random((64, 4096)), rng.random((4096, 64))
     dA, dB = _dev(A), _dev(B)
     _hot.clear()
-    api._kernels.clear()
+    tropical.family._kernels.clear()  # the family keeps one Kernel per name and arch: a new one loads
     s = cuda.stream()
     with graph.capture(s) as g:
         C, Ix = tropical.matmul(dA, dB, "maxmul", argmax=True, stream=s)

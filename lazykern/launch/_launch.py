@@ -28,6 +28,7 @@ import numpy as np
 from cuda.bindings import driver as _cu
 from cuda.core import LaunchConfig, Stream, launch
 
+from .. import _fork
 from ..errors import LaunchError
 from . import _capture, _device
 from ._device import current_context
@@ -103,17 +104,11 @@ def device_pointer(value: Any, index: int) -> int:
     )
 
 
-_streams: dict[int, Stream] = {}
-
-
 def core_stream(stream: Any) -> Stream:
     """A cuda.core Stream for a Numba, CuPy or PyTorch stream, a cuda.core Stream, a raw
-    handle, or 0/None (the default stream); one object per handle."""
-    handle = _device.stream_handle(stream)
-    s = _streams.get(handle)
-    if s is None:
-        s = _streams[handle] = Stream.from_handle(handle)
-    return s
+    handle, or 0/None (the default stream). Made once per launcher (launchers are cached),
+    so no table of its own: :func:`custream` is the one stream table."""
+    return Stream.from_handle(_device.stream_handle(stream))
 
 
 # CUDA's launch "extra" keys (cuda.h: CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE).
@@ -164,11 +159,18 @@ _custreams: dict[int, Any] = {}
 
 
 def custream(handle: int) -> Any:
-    """The driver's CUstream for a raw stream handle, one object per handle (made once: 0.3 us)."""
+    """The driver's CUstream for a raw stream handle: the one stream table of lazykern (every
+    launch path resolves handles here), one object per handle (made once: 0.3 us)."""
     s = _custreams.get(handle)
     if s is None:
         s = _custreams[handle] = _cu.CUstream(handle)
     return s
+
+
+@_fork.on_child
+def forget_streams() -> None:
+    """A forked child's streams are not its parent's: the table starts empty there."""
+    _custreams.clear()
 
 
 class Prepared:
@@ -247,7 +249,7 @@ class Launcher:
         self.config = LaunchConfig(grid=grid, block=block, shmem_size=shmem)
         dims = (*grid, *(1,) * (3 - len(grid)), *block, *(1,) * (3 - len(block)))
         # cuLaunchKernel's arguments between the function and the parameter block
-        self.buffer_config = (*dims, shmem, _cu.CUstream(int(self.stream.handle)), 0)
+        self.buffer_config = (*dims, shmem, custream(int(self.stream.handle)), 0)
         self._coop: LaunchConfig | None = None  # built on first need: cuda.core checks the device supports it
 
     def __call__(self, *args: Any) -> None:

@@ -1,11 +1,22 @@
 """Stream-ordered device memory for everything lazykern allocates.
 
-The driver's memory pools do the allocating (``cuMemAllocFromPoolAsync`` /
-``cuMemFreeAsync``): one pool per device, owned by lazykern, that keeps freed
-memory cached (release threshold: never) so a steady state allocates nothing
-from the OS. Memory is allocated on the stream that will use it and freed on
-that stream when its Python owner is dropped, so a buffer is reused only after
-the work queued before the free has run. No host synchronization anywhere.
+Memory is allocated on the stream that will use it and freed on that stream when
+its Python owner is dropped, so a buffer is reused only after the work queued
+before the free has run. No host synchronization anywhere. Three tiers:
+
+* a free list per (device, stream, size): a freed buffer waits there and the next
+  allocation of that size on that stream pops it (no driver call: allocation at
+  launch speed). Reuse on the freeing stream is ordered after the free, which is
+  the rule the driver's pools follow too;
+* the first allocations of a process (up to :data:`PLAIN_BUDGET` bytes) are plain
+  ``cuMemAlloc`` blocks of their own size: nothing is reserved up front (creating a
+  pool and its first allocation cost 8-13 ms on an H100, more than the whole
+  first product). They are never handed back to the driver before exit (a
+  ``cuMemFree`` could synchronize), only reused through the free list;
+* past that budget, the driver's memory pools (``cuMemAllocFromPoolAsync`` /
+  ``cuMemFreeAsync``): one pool per device, owned by lazykern, made on first need,
+  that keeps freed memory cached (release threshold: never). Buffers the free list
+  does not keep (larger than :data:`KEEP_MAX`, or over :data:`CACHE_BYTES`) go back to it.
 
 Inside a lazykern capture (:func:`lazykern.graph.capture`) the same call
 becomes a graph allocation node (``cuMemAllocAsync`` on the capturing stream)
@@ -46,8 +57,19 @@ _RELEASE_NEVER = 2**64 - 1
 _pools: dict[int, Any] = {}  # device ordinal -> CUmemoryPool
 _pool_lock = _fork.lock()
 _captures: dict[int, Any] = {}  # capturing stream handle -> CapturePool of that capture
-_deferred: list[tuple[int, int]] = []  # frees of memory from before a capture, on a capturing stream
+# frees of memory from before a capture, on a capturing stream: (ptr, stream, nbytes, owner, device)
+_deferred: list[tuple[int, int, int, Any, int]] = []
 _graph_outputs: set[int] = set()  # allocated inside a capture that ended: backed only once the graph ran
+
+PLAIN_BUDGET = 32 << 20  # bytes of plain cuMemAlloc blocks before a pool is made (0: always the pool)
+CACHE_BYTES = 64 << 20  # bytes of pool buffers the free lists may hold (0: every free goes to the driver)
+KEEP_MAX = 1 << 20  # larger pool buffers go back to the pool: their calls are not launch-bound, and a
+# buffer kept for one size cannot serve another (the pool can), so keeping them would raise the peak
+_PER_SIZE = 64  # buffers kept per (device, stream, size)
+_free_lists: dict[tuple[int, int, int], list[tuple[int, Any]]] = {}  # -> [(address, stream owner)]
+_held = {"plain": 0, "cached": 0}  # bytes of plain blocks made, bytes of pool buffers in free lists
+_plain: set[int] = set()  # addresses of plain blocks: always kept, never freed before exit
+_foreign_nodes: set[int] = set()  # allocated while someone else captured the stream: graph memory
 
 
 @_fork.on_child
@@ -57,9 +79,13 @@ def _forget_parent_pools() -> None:
     _captures.clear()
     _deferred.clear()
     _graph_outputs.clear()
+    _free_lists.clear()
+    _plain.clear()
+    _foreign_nodes.clear()
+    _held.update(plain=0, cached=0)
 
 
-_stats = {"allocations": 0, "frees": 0, "live": 0, "live_bytes": 0}
+_stats = {"allocations": 0, "frees": 0, "live": 0, "live_bytes": 0, "reused": 0}
 
 
 # -- driver calls (tests replace these with fakes) ---------------------------------------
@@ -128,6 +154,31 @@ def _free_async(ptr: int, stream: int) -> int:
     return int(_drv.cuMemFreeAsync(ptr, stream)[0])
 
 
+def _alloc_plain(nbytes: int) -> int:
+    # cuMemAlloc is an unsafe call while another thread captures in global mode: this thread
+    # relaxes its mode for the call (it touches no stream), as kernel loading does.
+    relaxed = _drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    swapped, previous = _drv.cuThreadExchangeStreamCaptureMode(relaxed)
+    try:
+        err, ptr = _drv.cuMemAlloc(nbytes)
+    finally:
+        if int(swapped) == 0:
+            _drv.cuThreadExchangeStreamCaptureMode(previous)
+    if err:
+        _check(err, f"cuMemAlloc of {nbytes} bytes")
+    return int(ptr)
+
+
+_CAPTURE_NONE = _drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
+
+
+def _capturing(stream: int) -> bool:
+    """Whether someone (torch.cuda.graph, a raw cuStreamBeginCapture) captures ``stream``: then an
+    allocation must be a graph node, never a buffer of the free list."""
+    err, status = _drv.cuStreamIsCapturing(stream)
+    return int(err) == 0 and status != _CAPTURE_NONE
+
+
 def _check(err: Any, what: str) -> None:
     if int(err) != 0:
         raise DriverError(f"{what} failed: {err}; the device may be out of memory or the stream invalid")
@@ -159,6 +210,7 @@ def destroy_pools() -> None:
         pools = dict(_pools)
         _pools.clear()
     _free_async = _freed_with_the_process
+    _free_lists.clear()  # their buffers (and plain blocks) go with the process
     for device, p in pools.items():
         try:
             with _device.on(device):
@@ -183,8 +235,20 @@ def allocate(nbytes: int, device: int, stream: int) -> int:
         ptr = _alloc_in_graph(nbytes, stream)
         cap.booked(ptr, nbytes)
     else:
-        p = _pools.get(device)
-        ptr = _alloc_from_pool(nbytes, p if p is not None else pool(device), stream)
+        kept = _free_lists.get((device, stream, nbytes))
+        capturing = _capturing(stream)
+        ptr = 0
+        if kept and not capturing:
+            try:
+                ptr = kept.pop()[0]
+            except IndexError:  # another thread took the last one since the check
+                pass
+            else:
+                if ptr not in _plain:
+                    _held["cached"] -= nbytes
+                _stats["reused"] += 1
+        if not ptr:
+            ptr = _new(nbytes, device, stream, capturing)
     st = _stats
     st["allocations"] += 1
     st["live"] += 1
@@ -192,22 +256,45 @@ def allocate(nbytes: int, device: int, stream: int) -> int:
     return ptr
 
 
-def free(ptr: int, nbytes: int, stream: int) -> None:
-    """Give ``ptr`` back, ordered after the work queued so far on ``stream`` (its allocating stream).
+def _new(nbytes: int, device: int, stream: int, capturing: bool) -> int:
+    """A buffer no free list had: a plain block while the budget lasts and no pool exists, else
+    the device's pool (a graph node while someone else captures ``stream``)."""
+    p = _pools.get(device)
+    if p is None and not capturing and _held["plain"] + nbytes <= PLAIN_BUDGET:
+        ptr = _alloc_plain(nbytes)
+        _plain.add(ptr)
+        _held["plain"] += nbytes
+        return ptr
+    ptr = _alloc_from_pool(nbytes, p if p is not None else pool(device), stream)
+    if capturing:
+        _foreign_nodes.add(ptr)
+    return ptr
+
+
+def free(ptr: int, nbytes: int, stream: int, owner: Any = None, device: int = 0) -> None:
+    """Give ``ptr`` back, ordered after the work queued so far on ``stream`` (its allocating stream):
+    into the free list of (``device``, ``stream``, size), whose next allocation reuses it, or to the
+    driver (``owner``: the stream's object, kept alive while the buffer waits in a free list).
 
     During a capture of ``stream``: memory allocated inside it becomes a free node of the graph;
     older memory is freed once the capture ends (a free node of outside memory is not allowed).
     """
+    captured = False  # a graph node of this stream's capture: its free is a free node, never kept
     if _captures:
         cap = _captures.get(stream)
-        if cap is not None and not cap.released(ptr):
-            _deferred.append((ptr, stream))
-            return
-    err = _free_async(ptr, stream)
+        if cap is not None:
+            if not cap.released(ptr):
+                _deferred.append((ptr, stream, nbytes, owner, device))
+                return
+            captured = True
+    size = max(int(nbytes), 1)
     st = _stats
     st["frees"] += 1
     st["live"] -= 1
-    st["live_bytes"] -= max(int(nbytes), 1)
+    st["live_bytes"] -= size
+    if not captured and _keep(ptr, size, stream, owner, device):
+        return
+    err = _free_async(ptr, stream)
     if _graph_outputs and ptr in _graph_outputs:
         _graph_outputs.discard(ptr)
         if err:  # the graph never ran (or the capture failed): the address was never backed
@@ -215,6 +302,25 @@ def free(ptr: int, nbytes: int, stream: int) -> None:
         return
     if err:  # from a finalizer: nobody to raise to
         log.warning("cuMemFreeAsync of %#x on stream %#x failed with CUresult %d", ptr, stream, err)
+
+
+def _keep(ptr: int, size: int, stream: int, owner: Any, device: int) -> bool:
+    """Put ``ptr`` in its free list when it may wait there (a plain block always; a pool buffer
+    up to :data:`KEEP_MAX` within :data:`CACHE_BYTES`; graph memory never); False: the driver frees it."""
+    if ptr in _plain:
+        _free_lists.setdefault((device, stream, size), []).append((ptr, owner))
+        return True
+    if (_foreign_nodes and ptr in _foreign_nodes) or (_graph_outputs and ptr in _graph_outputs):
+        _foreign_nodes.discard(ptr)
+        return False
+    if size > KEEP_MAX or _held["cached"] + size > CACHE_BYTES:
+        return False
+    kept = _free_lists.setdefault((device, stream, size), [])
+    if len(kept) >= _PER_SIZE:
+        return False
+    kept.append((ptr, owner))
+    _held["cached"] += size
+    return True
 
 
 def memset_zero(ptr: int, nbytes: int, stream: int) -> None:
@@ -239,16 +345,18 @@ def end_capture(stream: int) -> None:
     cap = _captures.pop(stream, None)
     if cap is not None:
         _graph_outputs.update(cap.live_addresses())
-    keep = [(p, s) for p, s in _deferred if s in _captures]
-    todo = [(p, s) for p, s in _deferred if s not in _captures]
+    keep = [d for d in _deferred if d[1] in _captures]
+    todo = [d for d in _deferred if d[1] not in _captures]
     _deferred[:] = keep
-    for ptr, s in todo:
-        free(ptr, 0, s)
+    for ptr, s, nbytes, owner, device in todo:
+        free(ptr, nbytes, s, owner, device)
 
 
 def stats() -> dict[str, int]:
-    """Counters of lazykern's allocations: ``allocations``, ``frees``, ``live``, ``live_bytes``."""
-    return dict(_stats)
+    """Counters of lazykern's allocations: ``allocations``, ``frees``, ``live``, ``live_bytes``,
+    ``reused`` (allocations a free list served), and the bytes held: ``plain_bytes`` (plain
+    blocks made), ``cached_bytes`` (pool buffers waiting in free lists)."""
+    return {**_stats, "plain_bytes": _held["plain"], "cached_bytes": _held["cached"]}
 
 
 class Allocation:
@@ -273,7 +381,7 @@ class Allocation:
         if ptr:
             self.ptr = 0
             try:
-                free(ptr, self.nbytes, self.stream)
+                free(ptr, self.nbytes, self.stream, self.owner, self.device)
             except Exception as exc:  # interpreter shutdown or a dead context: nothing to raise to
                 log.debug("freeing %#x failed: %s", ptr, exc)
 

@@ -51,10 +51,6 @@ class Operand:
         return host
 
 
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "is_cuda")
-
-
 @functools.cache
 def _torch_dtypes() -> dict[Any, np.dtype]:
     import torch
@@ -73,7 +69,7 @@ def as_operand(x: Any, name: str) -> Operand:
         dtype = check_dtype(x.dtype, name)
         strides = tuple(s // x.itemsize for s in x.strides)
         return Operand(x, "numpy", 0, x.shape, strides, dtype, None, None)
-    if _is_torch(x):
+    if type(x).__module__.startswith("torch") and hasattr(x, "is_cuda"):
         return _torch_operand(x, name)
     cai = getattr(x, "__cuda_array_interface__", None)
     if cai is None:

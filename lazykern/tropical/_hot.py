@@ -3,16 +3,20 @@
 The first call with a given (array type, shapes, strides, dtypes, devices,
 semiring, flags, out=, stream) validates and plans everything through the
 general path in :mod:`.api`, which then builds a :class:`ProductCall` or
-:class:`BackwardCall`: the loaded kernels, their launch configs, the packed
-scalar arguments and how to allocate the outputs. Later calls with the same key
-read the operands' pointers, allocate (stream-ordered, :mod:`lazykern.memory`)
-and launch: no re-validation, no planning, no Numba context lookup. A key only
-matches arrays whose every property the plan depends on is equal, so a change
-of shape, stride, dtype or device misses and goes through the general path.
+:class:`BackwardCall`: the prepared launches (loaded kernel, parameter block
+with the scalars written once, launch configuration), the stream (a fixed one's
+driver handle resolved once) and how to allocate the outputs. This table is the
+one cache of the tropical call path: :func:`product` and :func:`backward` compute
+a call's key, find its call with one lookup and run it (read the pointers,
+allocate stream-ordered from :mod:`lazykern.memory`, launch); everything else
+happens only on a miss. A key only matches arrays whose every property the plan
+depends on is equal, so a change of shape, stride, dtype or device misses and
+goes through the general path.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -25,8 +29,6 @@ from . import _arrays
 
 _CACHE_SIZE = 4096
 _entries: dict[tuple[Any, ...], Any] = {}
-find = _entries.get  # the hot lookup (key -> call or None): a bound method, no extra Python frame
-_streams: dict[int, Any] = {}  # raw handle -> the driver's CUstream
 
 
 def remember(key: tuple[Any, ...] | None, entry: Any) -> Any:
@@ -41,40 +43,95 @@ def remember(key: tuple[Any, ...] | None, entry: Any) -> Any:
 def clear() -> None:
     """Forget every cached call (tests; a device reset; a forked child: the parent's streams are not its own)."""
     _entries.clear()
-    _streams.clear()
 
 
-def _stream(handle: int) -> Any:
-    s = _streams.get(handle)
-    if s is None:
-        s = _streams[handle] = custream(handle)
-    return s
+# -- the one path: key, lookup, run ------------------------------------------------------------
+_UNCACHED = object()  # an out= (or stream) the table does not key: the general path every time
 
 
-# -- keys ------------------------------------------------------------------------------------
-_UNCACHED = object()  # an out= the repeated-call path does not read (the general path checks it)
+def product(A: Any, B: Any, out: Any, semiring: Any, argmax: Any, stream: Any, copy: Any, batched: bool,
+            general: Callable[..., Any]) -> Any:  # fmt: skip
+    """Every matmul / bmm: the call's key, one lookup, the launch. A miss (or a call no key can
+    stand for) is ``general(A, B, semiring, argmax, out, stream, copy, batched, key)``, the API's
+    validating path, which plans, :func:`remember` s the call under ``key`` (None: not) and runs it.
+
+    The key holds every property the plan depends on; its parts are read once, here, inline (the
+    walk of ``A`` from the public call to the launch is counted by tests/test_tropical_hot.py).
+    A Numba array's part is a code kept on the array with its address (:func:`_kept`)."""
+    cls = A.__class__
+    kind = _arrays.fast_kind(cls)
+    key = None
+    if kind is not None and B.__class__ is cls and copy is False and (argmax is True or argmax is False):
+        sk = None if stream is None else _stream_key(stream)
+        if kind.name == "numba" and sk is not _UNCACHED:  # shape, strides, dtype, buffer: fixed for life
+            a = A.__dict__.get(_KEPT) or _kept(A, kind)
+            b = B.__dict__.get(_KEPT) or _kept(B, kind)
+            out_ptrs = None
+            if out is None:
+                oc: Any = None
+            elif not argmax and out.__class__ is cls:
+                c = out.__dict__.get(_KEPT) or _kept(out, kind)
+                oc, out_ptrs = c[0], (c[1], 0)
+            elif argmax and out.__class__ is tuple and len(out) == 2 and {o.__class__ for o in out} == {cls}:
+                c, i = (o.__dict__.get(_KEPT) or _kept(o, kind) for o in out)
+                oc, out_ptrs = (c[0], i[0]), (c[1], i[1])
+            else:
+                oc = _UNCACHED
+            if oc is not _UNCACHED:
+                key = (cls, a[0], b[0], oc, semiring, argmax, batched, sk)
+                call = _entries.get(key)
+                if call is not None:
+                    return call.run(call.handle_numba, False, a[1], b[1], out, out_ptrs)
+        elif sk is not _UNCACHED:
+            desc = kind.desc
+            if out is None:
+                ok = None
+            elif argmax:
+                ok = _pair_key(out, cls, desc)
+            else:
+                ok = desc(out) if out.__class__ is cls else _UNCACHED
+            if ok is not _UNCACHED:
+                key = (cls, desc(A), desc(B), ok, semiring, argmax, batched, sk)
+                call = _entries.get(key)
+                if call is not None:
+                    ptr = kind.ptr
+                    handle, current = call.stream()
+                    if out is None:
+                        return call.run(handle, current, ptr(A), ptr(B), None, None)
+                    out_ptrs = (ptr(out[0]), ptr(out[1])) if argmax else (ptr(out), 0)
+                    return call.run(handle, current, ptr(A), ptr(B), out, out_ptrs)
+    return general(A, B, semiring, argmax, out, stream, copy, batched, key)
 
 
-def product_key(
-    A: Any, B: Any, out: Any, semiring: Any, argmax: Any, stream: Any, copy: Any, batched: bool
-) -> tuple[Any, ...] | None:
-    """The cache key of a product, or None when it must take the general path every time."""
-    kind = _arrays.fast_kind(A.__class__)
-    if kind is None or B.__class__ is not A.__class__ or copy is not False:
-        return None
-    if argmax is not True and argmax is not False:
-        return None
-    desc = kind.desc
-    if out is None:
-        ok = None
-    elif argmax:
-        ok = _pair_key(out, A.__class__, desc)
-    else:
-        ok = desc(out) if out.__class__ is A.__class__ else _UNCACHED
-    sk = _stream_key(stream)
-    if ok is _UNCACHED or sk is _UNCACHED:
-        return None
-    return (A.__class__, desc(A), desc(B), ok, semiring, argmax, batched, sk)
+# A Numba array's (description code, address), kept on the array: its shape, strides, dtype,
+# device and buffer never change. Codes are never reused (a table that starts over hands out
+# new ones), so two arrays share a code only when their descriptions are equal.
+_KEPT = "_lazykern_hot"
+_codes: dict[tuple[Any, ...], int] = {}
+_next_code = itertools.count(1)
+
+
+def _kept(x: Any, kind: _arrays.FastKind) -> tuple[int, int]:
+    desc = kind.desc(x)
+    code = _codes.get(desc)
+    if code is None:
+        if len(_codes) >= _CACHE_SIZE:
+            _codes.clear()
+        code = _codes[desc] = next(_next_code)
+    kept = x.__dict__[_KEPT] = (code, kind.ptr(x))
+    return kept
+
+
+def backward(g: Any, ix: Any, A_shape: Any, B_shape: Any, out: Any, stream: Any, general: Callable[..., Any]) -> Any:
+    """Every matmul_backward: key, lookup, launch; a miss is ``general(g, ix, A_shape, B_shape,
+    out, stream, key)``."""
+    key = backward_key(g, ix, A_shape, B_shape, out, stream)
+    call = _entries.get(key) if key is not None else None
+    if call is None:
+        return general(g, ix, A_shape, B_shape, out, stream, key)
+    ptr = call.kind.ptr
+    handle, current = call.stream()
+    return call.run(handle, current, ptr(g), ptr(ix), out, None if out is None else (ptr(out[0]), ptr(out[1])))
 
 
 def backward_key(g: Any, ix: Any, A_shape: Any, B_shape: Any, out: Any, stream: Any) -> tuple[Any, ...] | None:
@@ -184,7 +241,7 @@ def out_kind(kind: str) -> str:
 class _Call:
     """What every cached call shares: its device, context and stream."""
 
-    __slots__ = ("device", "ctx", "numba_ctx", "handle", "kind", "producer_stream", "owner")
+    __slots__ = ("device", "ctx", "numba_ctx", "handle", "cu", "kind", "producer_stream", "owner", "handle_numba")
 
     def __init__(
         self, device: int, kind: str, handle: int | None, producer_stream: int | None, owner: Any = None
@@ -195,7 +252,10 @@ class _Call:
         self.numba_ctx = _device.primary_context(device) if out_kind(kind) == "numba" else None
         self.kind = _arrays.fast_kinds().get(kind)
         self.handle = handle  # None: the operands' library's current stream, read per call
+        self.cu = None if handle is None else custream(handle)  # the fixed stream's driver handle
         self.producer_stream = producer_stream
+        # Numba operands have no library stream to follow: the stream is fixed when planned.
+        self.handle_numba = handle if handle is not None else (producer_stream or 0)
 
     def _owner(self) -> Any:
         """The object of this call's stream: the fixed one's, or the library's current stream."""
@@ -204,7 +264,7 @@ class _Call:
         kind = self.kind
         return None if kind is None or kind.current is None else kind.current(self.device)
 
-    def _handle(self) -> tuple[int, bool]:
+    def stream(self) -> tuple[int, bool]:
         """(the stream of this call, ordered after the operands' producer; whether it is the
         operands' library's current stream, whose own allocator may then make the outputs)."""
         handle = self.handle
@@ -221,7 +281,7 @@ class _Call:
 
     def on_current(self, handle: int) -> bool:
         """Whether ``handle`` is the current stream the operands' library had when this call was
-        planned (the general path's answer to :meth:`_handle`'s second part)."""
+        planned (the general path's answer to :meth:`stream`'s second part)."""
         kind = self.kind
         return kind is not None and kind.producer is not None and handle == self.producer_stream
 
@@ -241,17 +301,6 @@ class ProductCall(_Call):
         self.outs = Outs(out_kind(kind), tuple(parts), device)
         self.ws_bytes, self.ws_values = ws
 
-    def __call__(self, A: Any, B: Any, out: Any) -> Any:
-        """A hit: pointers of this call's arrays, same layouts as the ones it was planned for."""
-        kind = self.kind
-        assert kind is not None  # a hit: only calls of a fast kind are cached (product_key)
-        ptr = kind.ptr
-        handle, current = self._handle()
-        return self.run(handle, current, ptr(A), ptr(B), out, None if out is None else self._out_ptrs(out, ptr))
-
-    def _out_ptrs(self, out: Any, ptr: Callable[[Any], int]) -> tuple[int, int]:
-        return (ptr(out[0]), ptr(out[1])) if self.argmax else (ptr(out), 0)
-
     def run(self, handle: int, current: bool, pa: int, pb: int, out: Any, out_ptrs: tuple[int, int] | None) -> Any:
         device = self.device
         token = _device.enter(device) if _device.current_context() != self.ctx else None
@@ -262,7 +311,7 @@ class ProductCall(_Call):
                 assert out_ptrs is not None  # callers pass them with out=
                 pc, pi = out_ptrs
                 result = out
-            stream = _streams.get(handle) or _stream(handle)
+            stream = self.cu if handle == self.handle else custream(handle)
             main = self.main
             reduce = self.reduce
             if reduce is None:
@@ -275,7 +324,7 @@ class ProductCall(_Call):
                 launch_packed(stream, main, pa, pb, w, iw)
                 launch_packed(stream, reduce, w, iw, pc, pi)
             finally:
-                memory.free(w, nbytes, handle)
+                memory.free(w, nbytes, handle, self._owner(), device)
             return result
         finally:
             if token is not None:
@@ -295,13 +344,6 @@ class BackwardCall(_Call):
         self.launch = launch  # None: nothing to add (K == 0 or an empty grad_C)
         self.zero = zero  # bytes of grad_A, grad_B to zero first (0: the kernel stores every element)
         self.outs = Outs(out_kind(kind), ((shapes[0], dtype), (shapes[1], dtype)), device)
-
-    def __call__(self, g: Any, ix: Any, out: Any) -> tuple[Any, Any]:
-        kind = self.kind
-        assert kind is not None  # a hit: only calls of a fast kind are cached (backward_key)
-        ptr = kind.ptr
-        handle, current = self._handle()
-        return self.run(handle, current, ptr(g), ptr(ix), out, None if out is None else (ptr(out[0]), ptr(out[1])))
 
     def run(self, handle: int, current: bool, pg: int, pix: int, out: Any,
             out_ptrs: tuple[int, int] | None) -> tuple[Any, Any]:  # fmt: skip
@@ -324,8 +366,7 @@ class BackwardCall(_Call):
                 memory.memset_zero(pB, zb, handle)
             launch = self.launch
             if launch is not None:
-                stream = _streams.get(handle) or _stream(handle)
-                launch_packed(stream, launch, pg, pix, pA, pB)
+                launch_packed(self.cu if handle == self.handle else custream(handle), launch, pg, pix, pA, pB)
             return result
         finally:
             if token is not None:

@@ -1,10 +1,10 @@
 """matmul / bmm / matmul_backward: validate, pick a kernel per shape class, launch.
 
-A call with Numba, CuPy or PyTorch device arrays first looks itself up in
-:mod:`._hot` (a key of everything the launch depends on); a hit allocates its
-outputs stream-ordered and launches. A miss takes the general path here:
-describe the operands (no copies), validate, plan, then build the cached call
-and run it. Nothing synchronizes the device.
+A call with Numba, CuPy or PyTorch device arrays is first run by :mod:`._hot`
+(a key of everything the launch depends on, one lookup in the one call table); a
+hit allocates its outputs stream-ordered and launches. A miss takes the general
+path here: describe the operands (no copies), validate, plan, then build the
+call, remember it in that table and run it. Nothing synchronizes the device.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ from ._family import family
 from .fragments import BACKWARD_THREADS, NUMPY_DTYPES, REDUCE_THREADS, Spec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from ..launch.kernel import Kernel
 
 log = logging.getLogger("lazykern")
@@ -35,12 +33,7 @@ log = logging.getLogger("lazykern")
 DTYPE_CODE = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
 _INT32_MAX = planner.INT32_MAX
 _NO_GPU_SMS = 132  # choose_tile asked where there is no GPU plans for the H100 SXM the tiles were tuned on
-_PLAN_CACHE_SIZE = 4096
-
-
-_plans: dict[tuple[Any, ...], planner.Plan] = {}
 _FORCE_TILE: str | None = None  # tests pin a tile variant ("", "s", "t", "r", "r4", "splitk") on small shapes
-_kernels: dict[tuple[str, int], Any] = {}
 
 
 # ------------------------------------------------------------------ public --
@@ -68,7 +61,9 @@ def matmul(
     computed by the reference too (it cannot run the C++ kernels) and the result
     is a simulator device array.
     """
-    return _product(A, B, semiring, argmax, out, stream, copy, batched=False)
+    if _FORCE_TILE is None:
+        return _hot.product(A, B, out, semiring, argmax, stream, copy, False, _product)
+    return _product(A, B, semiring, argmax, out, stream, copy, False, None)
 
 
 def bmm(
@@ -96,7 +91,9 @@ def bmm(
         return _batch_split.run(
             A, B, semiring=semiring, devices=list(devices), backend=bmm, argmax=bool(argmax), out=out
         )
-    return _product(A, B, semiring, argmax, out, stream, copy, batched=True)
+    if _FORCE_TILE is None:
+        return _hot.product(A, B, out, semiring, argmax, stream, copy, True, _product)
+    return _product(A, B, semiring, argmax, out, stream, copy, True, None)
 
 
 def matmul_backward(
@@ -118,16 +115,19 @@ def matmul_backward(
     GPU kernels add with atomics: float sums are not bit-reproducible from run to
     run (as with torch's scatter_add).
     """
-    key = _hot.backward_key(grad_C, argmax, A_shape, B_shape, out, stream)
-    if key is not None:
-        call: Callable[[Any, Any, Any], tuple[Any, Any]] | None = _hot.find(key)
-        if call is not None:
-            return call(grad_C, argmax, out)
+    result: tuple[Any, Any] = _hot.backward(grad_C, argmax, A_shape, B_shape, out, stream, _backward)
+    return result
+
+
+def _backward(grad_C: Any, argmax: Any, A_shape: Sequence[int], B_shape: Sequence[int], out: Any, stream: Any,
+              key: tuple[Any, ...] | None) -> tuple[Any, Any]:  # fmt: skip
+    """The general path of matmul_backward (a miss of the call table): validate, plan, remember the
+    call under ``key`` (None: not remembered), run it."""
     A_shape, B_shape = tuple(int(s) for s in A_shape), tuple(int(s) for s in B_shape)
-    if _simulated(grad_C) or _simulated(argmax):  # the simulator runs no C++: the reference does it
+    if _simulated(grad_C.__class__) or _simulated(argmax.__class__):  # the simulator runs no C++: the reference does
         from numba import cuda
 
-        host_g, host_ix = (x.copy_to_host() if _simulated(x) else x for x in (grad_C, argmax))
+        host_g, host_ix = (x.copy_to_host() if _simulated(x.__class__) else x for x in (grad_C, argmax))
         grads = matmul_backward(host_g, host_ix, A_shape, B_shape)
         if out is None:
             return cuda.to_device(grads[0]), cuda.to_device(grads[1])
@@ -149,7 +149,10 @@ def matmul_backward(
     if out is not None:
         if not isinstance(out, (tuple, list)) or len(out) != 2:
             raise TypeError(f"out must be a pair (grad_A, grad_B), got {type(out).__name__}")
-        outs = (_check_out(out[0], g, A_shape, g.dtype, "out[0]"), _check_out(out[1], g, B_shape, g.dtype, "out[1]"))
+        outs = (
+            _check_out(out[0], g.on_host, A_shape, g.dtype, "out[0]"),
+            _check_out(out[1], g.on_host, B_shape, g.dtype, "out[1]"),
+        )
     if g.on_host:
         gA, gB = reference.matmul_backward(g.host_array(), ix.host_array(), A_shape, B_shape)
         if outs is not None:
@@ -200,8 +203,8 @@ def _backward_on(
         kernel = loaded_kernel(Spec("", DTYPE_CODE[g.dtype], kind="backward", grad="ab").name, device)
         scalars = [batch, M, N, K, s_a, s_b, groups_a, groups_b, blocks_a]
         launch = _hot.Launch(kernel, (blocks_a + blocks_b,), BACKWARD_THREADS, scalars)
-    fixed = _fixed_handle(g, stream, handle)
-    owner = _stream_owner(g, stream)
+    fixed = _fixed_handle(g.kind, stream, handle)
+    owner = _stream_owner(g.kind, getattr(g.obj, "stream", None), stream)
     call = _hot.BackwardCall(device, g.kind, fixed, g.stream, launch, (zero[0], zero[1]), (A_shape, B_shape), g.dtype,
                              owner)  # fmt: skip
     _hot.remember(key, call)
@@ -209,17 +212,17 @@ def _backward_on(
     return call.run(handle, call.on_current(handle), g.ptr, ix.ptr, out, out_ptrs)
 
 
-def _fixed_handle(op: Operand, stream: Any, handle: int) -> int | None:
+def _fixed_handle(kind: str, stream: Any, handle: int) -> int | None:
     """The stream a cached call always uses; None: the operands' library's current one, read per call."""
-    return None if stream is None and op.kind in ("cupy", "torch") else handle
+    return None if stream is None and kind in ("cupy", "torch") else handle
 
 
-def _stream_owner(op: Operand, stream: Any) -> Any:
-    """The Python object of the stream a call launches on (the caller's, or a Numba array's own):
-    outputs keep it alive, so their stream-ordered free never meets a destroyed stream."""
+def _stream_owner(kind: str, array_stream: Any, stream: Any) -> Any:
+    """The Python object of the stream a call launches on (the caller's, or a Numba array's own,
+    ``array_stream``): outputs keep it alive, so their stream-ordered free never meets a destroyed stream."""
     if stream is not None:
         return stream
-    return getattr(op.obj, "stream", None) if op.kind == "numba" else None
+    return array_stream if kind == "numba" else None
 
 
 # ------------------------------------------------------------ validation --
@@ -245,96 +248,112 @@ def _check_args(semiring: object, argmax: object, copy: object) -> str:
     return semiring
 
 
-def _shapes(a: Operand, b: Operand, batched: bool) -> tuple[int, int, int, int]:
-    """(batch, M, N, K), checking ndim and inner dimensions."""
+def _shapes(a: tuple[int, ...], b: tuple[int, ...], batched: bool) -> tuple[int, int, int, int]:
+    """(batch, M, N, K) of A's shape ``a`` and B's ``b``, checking ndim and inner dimensions."""
     if not batched:
-        for op, name in ((a, "A"), (b, "B")):
-            if len(op.shape) != 2:
-                raise ValueError(f"matmul needs a 2-D {name}, got {name}.ndim={len(op.shape)} (use bmm for batches)")
+        for shape, name in ((a, "A"), (b, "B")):
+            if len(shape) != 2:
+                raise ValueError(f"matmul needs a 2-D {name}, got {name}.ndim={len(shape)} (use bmm for batches)")
         batch = 1
     else:
-        for op, name in ((a, "A"), (b, "B")):
-            if len(op.shape) not in (2, 3):
-                raise ValueError(f"bmm needs a 2-D or 3-D {name}, got {name}.ndim={len(op.shape)}")
-        if len(a.shape) == 2 and len(b.shape) == 2:
+        for shape, name in ((a, "A"), (b, "B")):
+            if len(shape) not in (2, 3):
+                raise ValueError(f"bmm needs a 2-D or 3-D {name}, got {name}.ndim={len(shape)}")
+        if len(a) == 2 and len(b) == 2:
             raise ValueError("bmm needs at least one 3-D operand (use matmul for two 2-D ones)")
-        if len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] != b.shape[0]:
-            raise ValueError(f"batch mismatch: A has {a.shape[0]} matrices, B has {b.shape[0]}")
-        batch = a.shape[0] if len(a.shape) == 3 else b.shape[0]
-    M, K = a.shape[-2], a.shape[-1]
-    K2, N = b.shape[-2], b.shape[-1]
+        if len(a) == 3 and len(b) == 3 and a[0] != b[0]:
+            raise ValueError(f"batch mismatch: A has {a[0]} matrices, B has {b[0]}")
+        batch = a[0] if len(a) == 3 else b[0]
+    M, K = a[-2], a[-1]
+    K2, N = b[-2], b[-1]
     if K != K2:
-        raise ValueError(
-            f"shape mismatch: A is {a.shape}, B is {b.shape}; A's last dim ({K}) must equal B's rows ({K2})"
-        )
+        raise ValueError(f"shape mismatch: A is {a}, B is {b}; A's last dim ({K}) must equal B's rows ({K2})")
     for n, what in ((M, "M"), (N, "N"), (K, "K"), (batch, "batch")):
         if n > _INT32_MAX:
             raise ValueError(f"{what}={n} is too large: the kernels index with 32-bit sizes")
     return batch, M, N, K
 
 
-def _check_out(out: Any, ref: Operand, shape: tuple[int, ...], dtype: np.dtype, name: str) -> Operand:
+def _check_out(out: Any, on_host: bool, shape: tuple[int, ...], dtype: np.dtype, name: str) -> Operand:
+    """``out`` described, checked against the call (``on_host``: where the inputs live)."""
     op = _arrays.as_operand(out, name)
     if op.shape != shape:
         raise ValueError(f"{name} has shape {op.shape}, expected {shape}")
     if op.dtype != dtype:
         raise TypeError(f"{name} has dtype {op.dtype}, expected {dtype}")
-    if op.on_host != ref.on_host:
-        raise ValueError(f"{name} must live where the inputs do ({'host' if ref.on_host else 'GPU'})")
+    if op.on_host != on_host:
+        raise ValueError(f"{name} must live where the inputs do ({'host' if on_host else 'GPU'})")
     if not _arrays.is_c_contiguous(op):
         raise ValueError(f"{name} must be C-contiguous, got strides {op.strides} (in elements)")
     return op
 
 
 # ------------------------------------------------------------------ core --
-def _product(A: Any, B: Any, semiring: Any, argmax: Any, out: Any, stream: Any, copy: Any, *, batched: bool) -> Any:
-    key = _hot.product_key(A, B, out, semiring, argmax, stream, copy, batched) if _FORCE_TILE is None else None
-    if key is not None:
-        call = _hot.find(key)
-        if call is not None:
-            return call(A, B, out)
-    if _simulated(A) or _simulated(B):
+def _product(A: Any, B: Any, semiring: Any, argmax: Any, out: Any, stream: Any, copy: Any, batched: bool,
+             key: tuple[Any, ...] | None) -> Any:  # fmt: skip
+    """The general path of a product (a miss of the call table, or a pinned tile): describe,
+    validate, plan, remember the call under ``key`` (None: not remembered), run it.
+
+    It reads top to bottom: each operand is described once (:func:`_arrays.as_operand`) and only
+    its fields go to the helpers, so the walk of ``A`` from :func:`matmul` to the launch stays
+    short (``tests/test_tropical_hot.py`` counts it)."""
+    if _simulated(A.__class__) or _simulated(B.__class__):
         return _sim_product(A, B, semiring, argmax, out, batched)
     semiring = _check_args(semiring, argmax, copy)
     argmax = bool(argmax)
     a = _arrays.as_operand(A, "A")
+    on_host = a.kind in _arrays.HOST_KINDS
     b = _arrays.as_operand(B, "B")
     if a.dtype != b.dtype:
         raise TypeError(f"A is {a.dtype} but B is {b.dtype}; convert one so both have the same dtype")
-    batch, M, N, K = _shapes(a, b, batched)
+    batch, M, N, K = _shapes(a.shape, b.shape, batched)
     out_shape = (batch, M, N) if batched else (M, N)
-    if a.on_host != b.on_host:
+    if on_host != b.on_host:
         raise ValueError(
-            f"A is {'a host' if a.on_host else 'a GPU'} array but B is {'a host' if b.on_host else 'a GPU'} "
+            f"A is {'a host' if on_host else 'a GPU'} array but B is {'a host' if b.on_host else 'a GPU'} "
             "array: put both on the same device"
         )
-    c_op, i_op = _split_out(out, argmax, a, out_shape)
-    (a, la), (b, lb) = _readable(a, "A", copy), _readable(b, "B", copy)  # one rule on the host and the GPU
-    if a.on_host:
+    c_op, i_op = _split_out(out, argmax, a.dtype, on_host, out_shape)
+    la, lb = planner.operand_layout(a.shape, a.strides), planner.operand_layout(b.shape, b.strides)
+    if la is None:  # one rule on the host and the GPU: read in place, or copy only when asked
+        a, la = _copied(a, "A", copy)
+    if lb is None:
+        b, lb = _copied(b, "B", copy)
+    if on_host:
         return _host_product(a, b, semiring, argmax, c_op, i_op, stream, batched)
     named = [("A", a.device), ("B", b.device)]
     named += [(name, op.device) for name, op in ((_out_name(argmax), c_op), ("out[1]", i_op)) if op is not None]
     device = _call_device(named, stream)
+    owner = _stream_owner(a.kind, getattr(a.obj, "stream", None), stream)
     with _device.on(device):
-        return _product_on(device, (batch, M, N, K), (a, la), (b, lb), semiring, argmax, out, c_op, i_op, stream,
-                           batched, key)  # fmt: skip
+        handle = _device.stream_handle(stream) if stream is not None else (a.stream or 0)
+        _arrays.stream_wait(handle, a.stream, device)  # CAI v3: order after each producer's stream
+        _arrays.stream_wait(handle, b.stream, device)
+        if batch == 0 or M == 0 or N == 0:
+            return _empty_result(a.kind, a.dtype, owner, out, out_shape, argmax, device, handle)
+        fixed = _fixed_handle(a.kind, stream, handle)
+        call = _product_call(device, (batch, M, N, K), a.dtype, la, lb, semiring, argmax, batched,
+                             (a.kind, fixed, a.stream, owner))  # fmt: skip
+        _hot.remember(key, call)
+        out_ptrs = None if c_op is None else (c_op.ptr, i_op.ptr if i_op is not None else 0)  # c_op: out was given
+        return call.run(handle, call.on_current(handle), a.ptr, b.ptr, out, out_ptrs)
 
 
 Layout = tuple[str, int, int]
 
 
-def _readable(op: Operand, name: str, copy: bool) -> tuple[Operand, Layout]:
-    """(``op``, its layout) if the kernels read it in place (:func:`plan.operand_layout`), else
-    the same for its C-contiguous copy (``copy=True``), or ValueError."""
-    layout = planner.operand_layout(op.shape, op.strides)
-    if layout is not None:
-        return op, layout
+def _copied(op: Operand, name: str, copy: bool) -> tuple[Operand, Layout]:
+    """A C-contiguous copy of ``op`` and its layout (``copy=True``), for strides the kernels
+    cannot read in place (:func:`plan.operand_layout`); ValueError otherwise."""
     if not copy:
         raise ValueError(
             f"{name} has strides {op.strides} (in elements) that the kernels cannot read in place: "
             "pass a C-contiguous array or its transpose (X.T), or copy=True to copy it"
         )
-    return _readable(_arrays.as_operand(_arrays.contiguous_copy(op, name), name), name, False)
+    c = _arrays.as_operand(_arrays.contiguous_copy(op, name), name)
+    layout = planner.operand_layout(c.shape, c.strides)
+    assert layout is not None  # a C-contiguous array is always read in place
+    return c, layout
 
 
 def _out_name(argmax: bool) -> str:
@@ -354,21 +373,14 @@ def _call_device(named: list[tuple[str, int | None]], stream: Any) -> int:
     return _device.resolve_or_current(device if device is not None else s_dev)
 
 
-def _product_on(device: int, dims: tuple[int, int, int, int], A: tuple[Operand, Layout], B: tuple[Operand, Layout],
-                semiring: str, argmax: bool, out: Any, c_op: Operand | None, i_op: Operand | None, stream: Any,
-                batched: bool, key: tuple[Any, ...] | None) -> Any:  # fmt: skip
-    """The device part of a product, with ``device`` (the operands') current: plan, cache the
-    call under ``key`` (None: not cached), run it. A and B are (operand, layout) pairs from
-    :func:`_readable`."""
-    (a, la), (b, lb) = A, B
+def _product_call(device: int, dims: tuple[int, int, int, int], dtype: np.dtype, la: Layout, lb: Layout,
+                  semiring: str, argmax: bool, batched: bool,
+                  stream: tuple[str, int | None, int | None, Any]) -> _hot.ProductCall:  # fmt: skip
+    """The planned call of a product on ``device`` (current): kernels loaded, scalars packed.
+    ``stream`` is (operands' kind, fixed handle or None, producer stream, stream owner)."""
     batch, M, N, K = dims
     out_shape = (batch, M, N) if batched else (M, N)
-    handle = _device.stream_handle(stream) if stream is not None else (a.stream or 0)
-    _arrays.stream_wait(handle, a.stream, device)  # CAI v3: order after each producer's stream
-    _arrays.stream_wait(handle, b.stream, device)
-    if batch == 0 or M == 0 or N == 0:
-        return _empty_result(a, out, out_shape, argmax, device, handle, stream)
-    plan = _plan(semiring, a.dtype, argmax, la[0] + lb[0], batch, M, N, K, batched, sm_count(device))
+    plan = _plan(semiring, dtype, argmax, la[0] + lb[0], batch, M, N, K, batched, sm_count(device))
     reduce, ws = None, (0, 0)
     if plan.kind == "rows":
         (ars, acs), (brs, bcs) = _element_strides(la), _element_strides(lb)
@@ -377,31 +389,25 @@ def _product_on(device: int, dims: tuple[int, int, int, int], A: tuple[Operand, 
         args = [M, N, K, la[1], lb[1], N, batch, la[2], lb[2], M * N, plan.splits, plan.kslice]
         reduce_args = [M * N, batch, plan.splits, plan.kslice]
         reduce = _hot.Launch(loaded_kernel(plan.reduce, device), (plan.reduce_blocks,), REDUCE_THREADS, reduce_args)
-        ws = _workspace_bytes(batch * plan.splits * M * N, a.dtype.itemsize, argmax)
+        ws = _workspace_bytes(batch * plan.splits * M * N, dtype.itemsize, argmax)
     else:
         args = [M, N, K, la[1], lb[1], N]
         if batched:
             args += [batch, la[2], lb[2], M * N]
     main = _hot.Launch(loaded_kernel(plan.name, device), plan.grid, plan.threads, args)
-    fixed = _fixed_handle(a, stream, handle)
-    owner = _stream_owner(a, stream)
-    call = _hot.ProductCall(device, a.kind, fixed, a.stream, main, reduce, out_shape, a.dtype, argmax, ws, owner)
-    _hot.remember(key, call)
-    out_ptrs = None if c_op is None else (c_op.ptr, i_op.ptr if i_op is not None else 0)  # c_op: out was given
-    return call.run(handle, call.on_current(handle), a.ptr, b.ptr, out, out_ptrs)
+    kind, fixed, producer, owner = stream
+    return _hot.ProductCall(device, kind, fixed, producer, main, reduce, out_shape, dtype, argmax, ws, owner)
 
 
-def _empty_result(
-    a: Operand, out: Any, shape: tuple[int, ...], argmax: bool, device: int, handle: int, stream: Any
-) -> Any:
-    """The result of a product with no output elements: nothing to launch."""
+def _empty_result(kind: str, dtype: np.dtype, owner: Any, out: Any, shape: tuple[int, ...], argmax: bool,
+                  device: int, handle: int) -> Any:  # fmt: skip
+    """The result of a product with no output elements (operands of ``kind``, ``dtype``): nothing to launch."""
     if out is not None:
         return out
-    kind = _hot.out_kind(a.kind)
-    ctx = _device.primary_context(device) if kind == "numba" else None
-    parts = [(shape, a.dtype), (shape, np.dtype("int32"))] if argmax else [(shape, a.dtype)]
-    owner = _stream_owner(a, stream)
-    return _hot.Outs(kind, tuple(parts), device).new(device, handle, False, ctx, lambda: owner)[0]
+    made = _hot.out_kind(kind)
+    ctx = _device.primary_context(device) if made == "numba" else None
+    parts = [(shape, dtype), (shape, np.dtype("int32"))] if argmax else [(shape, dtype)]
+    return _hot.Outs(made, tuple(parts), device).new(device, handle, False, ctx, lambda: owner)[0]
 
 
 def _workspace_bytes(n: int, itemsize: int, argmax: bool) -> tuple[int, int]:
@@ -420,32 +426,28 @@ def _element_strides(lay: tuple[str, int, int]) -> tuple[int, int]:
     return (lay[1], 1) if lay[0] == "n" else (1, lay[1])
 
 
-def _split_out(out: Any, argmax: bool, ref: Operand, shape: tuple[int, ...]) -> tuple[Operand | None, Operand | None]:
+def _split_out(out: Any, argmax: bool, dtype: np.dtype, on_host: bool,
+               shape: tuple[int, ...]) -> tuple[Operand | None, Operand | None]:  # fmt: skip
+    """``out`` described and checked: (C, argmax or None), or (None, None) without ``out``."""
     if out is None:
         return None, None
     if argmax:
         if not (isinstance(out, tuple) and len(out) == 2):
             raise TypeError("with argmax=True, out must be a (C, argmax) pair of arrays")
         return (
-            _check_out(out[0], ref, shape, ref.dtype, _out_name(True)),
-            _check_out(out[1], ref, shape, np.dtype("int32"), "out[1]"),
+            _check_out(out[0], on_host, shape, dtype, _out_name(True)),
+            _check_out(out[1], on_host, shape, np.dtype("int32"), "out[1]"),
         )
     if isinstance(out, tuple):
         raise TypeError("out must be one array (a (C, argmax) pair only with argmax=True)")
-    return _check_out(out, ref, shape, ref.dtype, _out_name(False)), None
+    return _check_out(out, on_host, shape, dtype, _out_name(False)), None
 
 
 def _plan(semiring: str, dtype: np.dtype, argmax: bool, layout: str, batch: int, M: int, N: int, K: int,
           batched: bool, sms: int) -> planner.Plan:  # fmt: skip
-    key = (semiring, dtype, argmax, layout, batch, M, N, K, batched, sms, _FORCE_TILE)
-    plan = _plans.get(key)
-    if plan is None:
-        code = DTYPE_CODE[dtype]
-        plan = planner.make_plan(semiring, code, argmax, layout, batch, M, N, K, batched, sms=sms, tile=_FORCE_TILE)
-        if len(_plans) >= _PLAN_CACHE_SIZE:
-            _plans.clear()
-        _plans[key] = plan
-    return plan
+    # Not memoized: only a miss of the call table plans, and planning is pure arithmetic.
+    code = DTYPE_CODE[dtype]
+    return planner.make_plan(semiring, code, argmax, layout, batch, M, N, K, batched, sms=sms, tile=_FORCE_TILE)
 
 
 def choose_tile(
@@ -466,10 +468,8 @@ def sm_count(device: int) -> int:
 
 
 def loaded_kernel(name: str, device: int) -> Kernel:
-    kernel = _kernels.get((name, device))
-    if kernel is None:
-        kernel = _kernels[(name, device)] = family.get(name, arch=_device.arch(device))
-    return kernel
+    """The family's kernel ``name`` for ``device`` (the family keeps one per arch: no table here)."""
+    return family.get(name, arch=_device.arch(device))
 
 
 # ---------------------------------------------------------------- host path --
@@ -497,7 +497,7 @@ def _host_product(
 
         with _device.on(_call_device([], stream)):  # the stream's device, else the current one
             dA, dB = cuda.to_device(np.ascontiguousarray(A)), cuda.to_device(np.ascontiguousarray(B))
-            res = _product(dA, dB, semiring, argmax, None, stream, False, batched=batched)
+            res = (bmm if batched else matmul)(dA, dB, semiring, argmax=argmax, stream=stream)
             handle = _device.stream_handle(stream)
             if handle:
                 from cuda.bindings import driver
@@ -523,8 +523,9 @@ def _host_product(
     return tuple(parts) if argmax else parts[0]
 
 
-def _simulated(x: Any) -> bool:
-    return type(x).__module__.startswith(internals.SIMULATOR_MODULE)
+def _simulated(cls: type) -> bool:
+    """Whether ``cls`` is an array type of Numba's CUDA simulator."""
+    return cls.__module__.startswith(internals.SIMULATOR_MODULE)
 
 
 def _sim_product(A: Any, B: Any, semiring: Any, argmax: Any, out: Any, batched: bool) -> Any:
@@ -532,8 +533,8 @@ def _sim_product(A: Any, B: Any, semiring: Any, argmax: Any, out: Any, batched: 
     product (the host path logs that) and the result comes back as simulator device arrays."""
     from numba import cuda
 
-    host = [x.copy_to_host() if _simulated(x) else x for x in (A, B)]
-    res = _product(host[0], host[1], semiring, argmax, None, None, False, batched=batched)
+    host = [x.copy_to_host() if _simulated(x.__class__) else x for x in (A, B)]
+    res = (bmm if batched else matmul)(host[0], host[1], semiring, argmax=argmax)
     parts = list(res) if argmax else [res]
     outs = list(out) if argmax and out is not None else [out] * len(parts)
     for i, (dst, part) in enumerate(zip(outs, parts)):
