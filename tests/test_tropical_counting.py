@@ -73,11 +73,12 @@ def test_float_counts_and_input_errors():
 
 def test_kernels_are_lazy_and_compile_for_sm90(cache):
     fam = counting.make_family(cache)
-    assert len(fam.names()) == 8 and fam.compiled() == []
-    kernels = fam.warm(["count_max_f32_i64", "count_min_f64_f64"], arch="sm_90")
-    assert [k.name for k in kernels] == ["count_max_f32_i64", "count_min_f64_f64"]
+    assert len(fam.names()) == 12 and fam.compiled() == []  # 2 semirings x 2 value x 3 count types
+    names = ["count_max_f32_i64", "count_max_f32_m32", "count_min_f64_f64"]
+    kernels = fam.warm(names, arch="sm_90")
+    assert [k.name for k in kernels] == names
     assert all(len(k.code) > 1000 for k in kernels)
-    assert fam.compiled() == ["count_max_f32_i64", "count_min_f64_f64"]
+    assert fam.compiled() == names
     assert counting.kernel_name("minplus", np.dtype("float32"), np.dtype("float64")) == "count_min_f32_f64"
 
 
