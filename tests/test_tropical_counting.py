@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from lazykern.tropical import _reference_einsum, counting
-
 from lazykern.tropical import networks as nw
 
 from ._spin_oracles import transfer_matrix
