@@ -142,7 +142,7 @@ def value_dtype(J: np.ndarray, h: np.ndarray, dtype: Any, warn: bool = True) -> 
     another may be missed)."""
     if dtype is None:
         return np.dtype(np.float32) if exact_in(np.dtype(np.float32), J, h) else np.dtype(np.float64)
-    d = np.dtype(dtype)
+    d: np.dtype = np.dtype(dtype)
     if d.kind in "iu":
         if not exact_in(d, J, h):
             raise ValueError(

@@ -129,7 +129,7 @@ def count_network(
 ) -> tuple[Any, Any]:
     """:func:`einsum` with any hashable labels, as :func:`lazykern.tropical.einsum.contract_network`."""
     net = build_network(inputs, output, operands, semiring, CountingAlgebra)
-    if net.be.dtype(net.leaves[0].parts[1]).kind == "f":
+    if any(net.be.dtype(t.parts[1]).kind == "f" for t in net.leaves):  # weights: one pass of floats
         floats: tuple[Any, Any] = contract_network(
             inputs,
             output,
@@ -192,19 +192,21 @@ class CountingAlgebra(Algebra):
 
     @classmethod
     def prepare(cls, be: Backend, parts: tuple[Any, ...], position: int) -> tuple[Any, ...]:
-        if len(parts) == 1:
-            parts = (parts[0], be.full(parts[0], tuple(parts[0].shape), 1, _int64(be)))
+        ones = len(parts) == 1
+        if ones:  # every entry counts once (made in the pass's count type: modulo p, int32 residues)
+            parts = (parts[0], be.full(parts[0], tuple(parts[0].shape), 1, be.xp.int32 if cls.modulus else _int64(be)))
         if len(parts) != 2:
             raise ValueError(f"counting operand {position} must be an array or a (values, counts) pair")
         value, count = be.dtype(parts[0]), be.dtype(parts[1])
-        if value not in (d for _, d in VALUE_DTYPES.values()) or count not in (np.int64, np.float64):
+        counts_allowed = (np.int32,) if ones and cls.modulus else (np.int64, np.float64)
+        if value not in (d for _, d in VALUE_DTYPES.values()) or count not in counts_allowed:
             raise TypeError(
                 f"counting operand {position} has values {value} and counts {count}; "
                 "values must be float32/float64 and counts int64/float64"
             )
         if tuple(parts[0].shape) != tuple(parts[1].shape):
             raise ValueError(f"counting operand {position}: values {parts[0].shape} and counts {parts[1].shape} differ")
-        if cls.modulus:
+        if cls.modulus and not ones:
             if count.kind == "f":
                 raise TypeError(f"counting operand {position}: counts modulo a prime must be integers, got {count}")
             parts = (parts[0], _cast(be, parts[1] % cls.modulus, "int32"))
