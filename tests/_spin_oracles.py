@@ -29,7 +29,7 @@ def brute_force(sg: SpinGlass, chunk: int = 1 << 14) -> tuple[float, int, np.nda
 
 def transfer_matrix(sg: SpinGlass, L: int, W: int | None = None) -> tuple[float, int]:
     """(E_0, degeneracy) of an L x W open square lattice (spin r*W+c; W defaults to L), one spin
-    at a time; the count is an exact Python int (object arrays: no int64 to wrap).
+    at a time; the count is an exact Python int (object arrays once int64 could wrap).
 
     The state is the window of the last W spins (bit c: column c's most recent spin);
     placing spin (r, c) replaces bit c, whose old value was the spin above it."""
@@ -37,7 +37,7 @@ def transfer_matrix(sg: SpinGlass, L: int, W: int | None = None) -> tuple[float,
     J = _couplings(sg)
     d = np.arange(1 << W)
     score = np.where(d == 0, 0.0, -np.inf)  # before any spin: the all-"+" window, no energy
-    count = (d == 0).astype(np.int64).astype(object)
+    count = (d == 0).astype(np.int64)  # int64 while every count is below 2^61, then Python ints
     for r in range(L):
         for c in range(W):
             i = r * W + c
@@ -53,6 +53,8 @@ def transfer_matrix(sg: SpinGlass, L: int, W: int | None = None) -> tuple[float,
             score = np.maximum(s0, s1)
             count = np.where(s0 == score, c0, 0) + np.where(s1 == score, c1, 0)
             count = np.where(np.isfinite(score), count, 0)
+            if count.dtype != object and count.max() >= 2**61:  # the next step at most doubles a count
+                count = count.astype(object)
     best = score.max()
     return -float(best), int(sum(count[score == best].tolist()))
 

@@ -322,3 +322,13 @@ def test_modular_kernel_matches_python_ints(semiring):
     v, c = counting.count_bmm(be, *(cupy.asarray(x) for x in (Av, big_a, Bv, big_b)), semiring)
     want_v, want_c = _reference_einsum.count_bmm(Av, big_a, Bv, big_b, semiring)
     np.testing.assert_array_equal(cupy.asnumpy(c), want_c)
+
+
+def test_float_counts_past_2_53_warn_in_einsum_and_integer_values_are_refused():
+    from lazykern.errors import LazykernWarning
+
+    with pytest.warns(LazykernWarning, match="round past 2"):
+        v, c = counting.einsum("i,i->", (np.zeros(2), np.full(2, 2.0**53)), np.zeros(2))
+    assert float(c) == 2.0**54
+    with pytest.raises(TypeError, match="degeneracy counts with float values"):
+        nw.degeneracy(nw.square_lattice(3), dtype=np.int32)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import LazykernWarning, warn_user
 from ..families.family import KernelFamily
 from ..launch import _device
 from . import _crt, _reference_einsum
@@ -142,6 +143,13 @@ def count_network(
             algebra=CountingAlgebra,
             devices=devices,
         )
+        largest = _largest(net.be, floats[1])
+        if largest >= 2.0**53:
+            warn_user(
+                f"counting.einsum: float64 counts up to {largest:.6g} round past 2^53; pass int64 counts "
+                "(or plain arrays) for exact integers",
+                LazykernWarning,
+            )
         return floats
     plan = net.plan(optimize, slices, memory_limit, max_time)  # planned once, for the widest counts
 
@@ -171,6 +179,15 @@ def count_bound(
             return 0
         bound *= int(abs(be.item(be.xp.abs(c).max())))
     return bound
+
+
+def _largest(be: Backend, x: Any) -> float:
+    """max |x| (0 for an empty array)."""
+    if math.prod(int(n) for n in x.shape) == 0:
+        return 0.0
+    if hasattr(x, "copy_to_host"):  # handed back as a Numba array: read it on the host
+        return float(np.abs(x.copy_to_host()).max())
+    return float(be.item(be.xp.abs(x).max()))
 
 
 def _host(be: Backend, x: Any) -> np.ndarray:

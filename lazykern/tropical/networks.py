@@ -442,6 +442,11 @@ def degeneracy(
     of float counts, a float that rounds past 2^53 (with a warning). ``dtype``, ``devices`` as
     for :func:`ground_state_energy`; counting needs float values, so an integer dtype is refused."""
     module, dtype = sg.resolve(module, dtype)
+    if dtype.kind != "f":
+        raise TypeError(
+            f"degeneracy counts with float values, got dtype={dtype}: leave dtype unset (float32 where it is "
+            "exact for these couplings, else float64)"
+        )
     exact = count_dtype is None or np.dtype(count_dtype) == np.int64
     if not exact and np.dtype(count_dtype) != np.float64:
         raise TypeError(f"count_dtype must be None (exact), int64 or float64, got {np.dtype(count_dtype)}")
