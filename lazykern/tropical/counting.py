@@ -143,7 +143,7 @@ def count_network(
             algebra=CountingAlgebra,
             devices=devices,
         )
-        largest = _largest(net.be, floats[1])
+        largest = float(_largest(net.be, floats[1]))
         if largest >= 2.0**53:
             warn_user(
                 f"counting.einsum: float64 counts up to {largest:.6g} round past 2^53; pass int64 counts "
@@ -175,19 +175,19 @@ def count_bound(
     are not all 1)."""
     bound = math.prod(sizes[lab] for lab in {x for t in labels for x in t} - set(output))
     for c in counts:
-        if math.prod(int(n) for n in c.shape) == 0:
-            return 0
-        bound *= int(abs(be.item(be.xp.abs(c).max())))
+        bound *= int(_largest(be, c))
     return bound
 
 
-def _largest(be: Backend, x: Any) -> float:
-    """max |x| (0 for an empty array)."""
+def _largest(be: Backend, x: Any) -> int | float:
+    """max |x|, exactly (a Python int for integers; 0 for an empty array). From the extremes, not
+    abs(): int64's abs(-2^63) wraps."""
     if math.prod(int(n) for n in x.shape) == 0:
-        return 0.0
-    if hasattr(x, "copy_to_host"):  # handed back as a Numba array: read it on the host
-        return float(np.abs(x.copy_to_host()).max())
-    return float(be.item(be.xp.abs(x).max()))
+        return 0
+    if hasattr(x, "copy_to_host"):  # a Numba array: read on the host
+        x, be = x.copy_to_host(), Backend("numpy", np)
+    big, small = be.item(x.max()), be.item(x.min())
+    return max(abs(big), abs(small))
 
 
 def _host(be: Backend, x: Any) -> np.ndarray:
