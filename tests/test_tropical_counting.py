@@ -184,8 +184,9 @@ def test_float_counts_past_2_53_warn():
     zero = nw.SpinGlass(60, [(i, i + 1) for i in range(59)], np.zeros(59))
     with pytest.warns(LazykernWarning, match="round past 2"):
         assert nw.degeneracy(zero, count_dtype=np.float64) == (0.0, 2.0**60)
+    assert nw.degeneracy(zero, count_dtype=object) == nw.degeneracy(zero, count_dtype=np.int32) == (0.0, 2**60)
     with pytest.raises(TypeError, match="count_dtype must be"):
-        nw.degeneracy(zero, count_dtype=np.int32)
+        nw.degeneracy(zero, count_dtype=np.float32)
 
 
 def _python_counts(inputs, ops, counts, semiring="maxplus"):

@@ -68,6 +68,8 @@ def test_from_edges_reads_a_weighted_edge_list():
     assert sg.n == 3 and sg.edges.tolist() == [[0, 1], [1, 2], [2, 0]] and sg.J.tolist() == [1.0, -2.0, 0.5]
     assert nw.SpinGlass.from_edges(rows[:, :2], rows[:, 2], n=5).n == 5
     assert nw.SpinGlass.from_edges(rows, h=[0.0] * 4).n == 4
+    assert nw.SpinGlass.from_edges(5, rows[:, :2], rows[:, 2]).n == 5  # as the constructor reads
+    assert nw.SpinGlass.from_edges(4, rows).J.tolist() == [1.0, -2.0, 0.5]
     with pytest.raises(ValueError, match=r"weighted edge list \(m, 3\)"):
         nw.SpinGlass.from_edges(rows[:, :2])
     with pytest.raises(ValueError, match="spins are numbered 0..1"):

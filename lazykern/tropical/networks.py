@@ -67,15 +67,28 @@ class SpinGlass:
 
     @classmethod
     def from_edges(
-        cls, edges: Any, J: Any = None, *, n: int | None = None, h: Any = None, positions: Any = None, name: str = ""
+        cls,
+        edges: Any,
+        J: Any = None,
+        *more: Any,
+        n: int | None = None,
+        h: Any = None,
+        positions: Any = None,
+        name: str = "",
     ) -> SpinGlass:
         """An instance from an edge list: ``edges`` (m, 2) with ``J`` (m,), or a weighted edge list
         (m, 3) of (i, j, J_ij) rows. ``n``: the number of spins (default: one more than the largest
-        index in ``edges``, or len(h)).
+        index in ``edges``, or len(h)); ``from_edges(n, edges, J)`` also reads as the constructor.
 
         >>> SpinGlass.from_edges([(0, 1, -1.0), (1, 2, 2.0)]).n
         3
         """
+        if isinstance(edges, (int, np.integer)) and not isinstance(edges, (bool, np.bool_)):
+            if n is not None or len(more) > 1:
+                raise TypeError("from_edges(n, edges, J): n given twice, or more than three positional arguments")
+            n, edges, J = int(edges), J, (more[0] if more else None)
+        elif more:
+            raise TypeError(f"from_edges takes edges and J positionally, got {2 + len(more)} positional arguments")
         e = np.array(edges, dtype=float if J is None else None)
         if J is None:
             if e.ndim != 2 or e.shape[1] != 3:
@@ -346,8 +359,10 @@ def ground_state_energy(
     """E_0 = min_s E(s), exactly (one max-plus contraction). ``module``: numpy (CPU), cupy or
     torch (GPU); ``optimize``, ``memory_limit``, ``max_time`` as for :func:`plan` (a plan, an
     explicit path or any :func:`lazykern.tropical.einsum` strategy also work); ``slices``: spins
-    to slice over explicitly. float32 is exact for +-J couplings (energies are integers far
-    below 2^24) and for any couplings that are small integers. ``devices`` (``"all"`` or GPU
+    to slice over explicitly. ``dtype`` None (the default) takes float32 where every partial sum
+    is exact in it (+-J and small-integer couplings: integer energies far below 2^24), float64
+    otherwise; an integer dtype that would truncate is a ValueError, a float32 that rounds warns.
+    ``module`` may also be named ("numpy", "cupy", "torch"). ``devices`` (``"all"`` or GPU
     ordinals) spreads the plan's slices over several GPUs, as for :func:`lazykern.tropical.einsum`;
     a plan with no slices runs on the first of them alone."""
     module, dtype = sg.resolve(module, dtype)
@@ -439,7 +454,8 @@ def degeneracy(
     63 spins, and for more also modulo 31-bit primes until the Chinese remainder theorem's
     reconstructions settle (:mod:`lazykern.tropical._crt`: usually one or two extra passes; a
     +-J square lattice passes 2^63 ground states near L = 28). ``count_dtype=float64``: one pass
-    of float counts, a float that rounds past 2^53 (with a warning). ``dtype``, ``devices`` as
+    of float counts, a float that rounds past 2^53 (with a warning); any integer type (or object)
+    means the exact int. ``dtype``, ``devices`` as
     for :func:`ground_state_energy`; counting needs float values, so an integer dtype is refused."""
     module, dtype = sg.resolve(module, dtype)
     if dtype.kind != "f":
@@ -447,9 +463,11 @@ def degeneracy(
             f"degeneracy counts with float values, got dtype={dtype}: leave dtype unset (float32 where it is "
             "exact for these couplings, else float64)"
         )
-    exact = count_dtype is None or np.dtype(count_dtype) == np.int64
+    exact = count_dtype is None or count_dtype is int or np.dtype(count_dtype).kind in "iuO"
     if not exact and np.dtype(count_dtype) != np.float64:
-        raise TypeError(f"count_dtype must be None (exact), int64 or float64, got {np.dtype(count_dtype)}")
+        raise TypeError(
+            f"count_dtype must be None or an integer type (an exact int) or float64, got {np.dtype(count_dtype)}"
+        )
     labels, tensors = sg.network(dtype, module)
     how = _planned(
         sg,
