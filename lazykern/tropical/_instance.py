@@ -27,7 +27,7 @@ def check(
     n: Any, edges: Any, J: Any, h: Any = None, positions: Any = None
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """(n, edges (m, 2) int64, J (m,) float64, h (n,) float64, positions (n, d) float64 or None),
-    read-only copies; ValueError naming the first thing wrong and what to do about it."""
+    copies; ValueError naming the first thing wrong and what to do about it."""
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
         raise ValueError(f"n (the number of spins) must be an integer, got {n!r}")
     n = int(n)
@@ -40,7 +40,6 @@ def check(
         positions = _reals("positions", positions, None, "one row of coordinates per spin")
         if positions.ndim != 2 or positions.shape[0] != n:
             raise ValueError(f"positions must have shape (n, 2) or (n, 3) with n = {n}, got {positions.shape}")
-        positions.setflags(write=False)
     return n, edges, J, h, positions
 
 
@@ -92,7 +91,6 @@ def _edges(n: int, edges: Any) -> np.ndarray:
             f"spins {twice.tolist()} are coupled by edges {rows}: give each pair once, with the sum of its "
             "couplings as J"
         )
-    e.setflags(write=False)
     return e
 
 
@@ -108,8 +106,16 @@ def _reals(name: str, x: Any, shape: tuple[int, ...] | None, what: str) -> np.nd
         k = tuple(int(i) for i in np.argwhere(bad)[0])
         where = k[0] if len(k) == 1 else k
         raise ValueError(f"{name}[{where}] is {a[k]}: couplings, fields and positions must be finite numbers")
-    a.setflags(write=False)
     return a
+
+
+def check_finite(J: np.ndarray, h: np.ndarray) -> None:
+    """Again at solve time: the arrays are the user's to change after the instance was made."""
+    for name, a in (("J", J), ("h", h)):
+        bad = ~np.isfinite(a)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"{name}[{k}] is {a[k]}: couplings and fields must be finite numbers")
 
 
 def exact_scale(J: np.ndarray, h: np.ndarray) -> int | None:
@@ -140,6 +146,7 @@ def value_dtype(J: np.ndarray, h: np.ndarray, dtype: Any, warn: bool = True) -> 
     (fractions, or sums that would saturate) is a ValueError; float32 with sums it rounds warns
     (the energy is then float32's rounding of the truth, and a ground state closer than that to
     another may be missed)."""
+    check_finite(J, h)
     if dtype is None:
         return np.dtype(np.float32) if exact_in(np.dtype(np.float32), J, h) else np.dtype(np.float64)
     d: np.dtype = np.dtype(dtype)

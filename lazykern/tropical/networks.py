@@ -41,9 +41,10 @@ class SpinGlass:
     is a good contraction order (None: search one).
 
     Any instance of one's own is built here (or with :meth:`from_edges` from a weighted edge
-    list); the inputs are checked once and kept as read-only arrays: spins numbered 0..n-1, one
-    integer pair per edge, no self loop, each pair once (sum duplicate couplings first), finite
-    couplings and fields of the right lengths. Anything else is a ValueError that says what.
+    list); the inputs are checked when it is made (and J, h again by each solver): spins numbered
+    0..n-1, one integer pair per edge, no self loop, each pair once (sum duplicate couplings
+    first), finite couplings and fields of the right lengths. Anything else is a ValueError that
+    says what.
 
     >>> sg = SpinGlass(3, [(0, 1), (1, 2)], [1.0, -1.0])
     >>> ground_state_energy(sg)
