@@ -162,6 +162,10 @@ def test_degeneracy_past_2_63_is_exact_on_the_cpu():
     assert count > 2**68  # 2^72 times the lower half's count
     got = nw.degeneracy(sg)
     assert got == (E0, count) and type(got[1]) is int
+    ferro = nw.square_lattice(12, J="ferro")  # 67 free spins, the other 77 one ferromagnetic cluster
+    J = np.where((ferro.edges < 67).any(axis=1), 0.0, ferro.J)
+    free = nw.SpinGlass(144, ferro.edges, J)
+    assert nw.degeneracy(free) == (-float(J.sum()), 2**68) == transfer_matrix(free, 12)
     zero = nw.SpinGlass(64, nw.square_lattice(8).edges, np.zeros(112))  # 8 x 8, J = 0: every state
     assert nw.degeneracy(zero) == (0.0, 2**64)
     assert transfer_matrix(zero, 8) == (0.0, 2**64)
@@ -333,3 +337,21 @@ def test_float_counts_past_2_53_warn_in_einsum_and_integer_values_are_refused():
     assert float(c) == 2.0**54
     with pytest.raises(TypeError, match="degeneracy counts with float values"):
         nw.degeneracy(nw.square_lattice(3), dtype=np.int32)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_oracles_agree_with_brute_force(seed):
+    """The transfer method on a rectangle with fields, and matching with none, against all 2^15 states."""
+    from ._spin_oracles import brute_force, matching_energy
+
+    rng = np.random.default_rng(seed)
+    W, L = 5, 3
+    idx = np.arange(L * W).reshape(L, W)
+    edges = [(idx[r, c], idx[r, c + 1]) for r in range(L) for c in range(W - 1)]
+    edges += [(idx[r, c], idx[r + 1, c]) for r in range(L - 1) for c in range(W)]
+    J = rng.choice([-1.0, 0.0, 1.0], len(edges)) if seed < 2 else rng.standard_normal(len(edges))
+    sg = nw.SpinGlass(L * W, edges, J, h=rng.choice([-1.0, 0.0, 1.0], L * W))
+    E0, count, _ = brute_force(sg)
+    assert transfer_matrix(sg, L, W) == (pytest.approx(E0, abs=1e-9), count)
+    no_field = nw.SpinGlass(L * W, edges, J)
+    assert matching_energy(no_field, L, W) == pytest.approx(brute_force(no_field)[0], abs=1e-9)
