@@ -100,8 +100,9 @@ def einsum(
     Integer counts are exact: when every count provably fits in int64 (the product of the summed
     labels' sizes and of each operand's largest |count| is below 2^63) one pass gives them as an
     int64 array on the operands' device; otherwise further passes modulo primes rebuild them
-    (:mod:`._crt`) and counts come back as a NumPy object array of Python ints (a Python int for
-    a scalar result). float64 counts are floats: they round past 2^53."""
+    (:mod:`._crt`) and the result comes back on the host: values as a NumPy array, counts as a
+    NumPy object array of Python ints (a Python int for a scalar result). float64 counts are
+    floats: they round past 2^53 (a warning says when)."""
     inputs, output = parse(subscripts, len(operands))
     return count_network(
         inputs,
