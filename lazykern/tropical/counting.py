@@ -188,7 +188,8 @@ def _largest(be: Backend, x: Any) -> int | float:
     if hasattr(x, "copy_to_host"):  # a Numba array: read on the host
         x, be = x.copy_to_host(), Backend("numpy", np)
     big, small = be.item(x.max()), be.item(x.min())
-    return max(abs(big), abs(small))
+    largest: int | float = max(abs(big), abs(small))
+    return largest
 
 
 def _host(be: Backend, x: Any) -> np.ndarray:
