@@ -19,6 +19,7 @@ EXPECTED = {
     "02_tropical_shortest_paths.ipynb": ("matches Dijkstra",),
     "03_graph_capture.ipynb": ("skipped: capture and replay need a CUDA GPU", "'one graph replay'"),
     "04_spin_glass.ipynb": ("ground states",),
+    "05_your_own_spin_glass.ipynb": ("ground states (2^",),
 }
 
 

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from lazykern.tropical import _reference_einsum, counting
+from lazykern.tropical import networks as nw
 
+from ._spin_oracles import transfer_matrix
 from .test_tropical_einsum import device_route  # the GPU route on the host
 
 
@@ -73,11 +75,12 @@ def test_float_counts_and_input_errors():
 
 def test_kernels_are_lazy_and_compile_for_sm90(cache):
     fam = counting.make_family(cache)
-    assert len(fam.names()) == 8 and fam.compiled() == []
-    kernels = fam.warm(["count_max_f32_i64", "count_min_f64_f64"], arch="sm_90")
-    assert [k.name for k in kernels] == ["count_max_f32_i64", "count_min_f64_f64"]
+    assert len(fam.names()) == 12 and fam.compiled() == []  # 2 semirings x 2 value x 3 count types
+    names = ["count_max_f32_i64", "count_max_f32_m32", "count_min_f64_f64"]
+    kernels = fam.warm(names, arch="sm_90")
+    assert [k.name for k in kernels] == names
     assert all(len(k.code) > 1000 for k in kernels)
-    assert fam.compiled() == ["count_max_f32_i64", "count_min_f64_f64"]
+    assert fam.compiled() == names
     assert counting.kernel_name("minplus", np.dtype("float32"), np.dtype("float64")) == "count_min_f32_f64"
 
 
@@ -118,9 +121,6 @@ def test_degeneracy_sweeps_the_boundary_in_place(L):
     from unittest import mock
 
     from lazykern.tropical import _backend, _contract
-    from lazykern.tropical import networks as nw
-
-    from ._spin_oracles import transfer_matrix
 
     sg = nw.square_lattice(L, seed=L)
     copies, rows = [], []
@@ -145,3 +145,213 @@ def test_degeneracy_sweeps_the_boundary_in_place(L):
         got = nw.degeneracy(sg, memory_limit=2**28)
     assert got == transfer_matrix(sg, L)
     assert len(rows) >= L * L // 2 and len(copies) <= 2 * 8, (len(rows), copies)  # values and counts: a few each
+
+
+# ----------------------------------------------------------------- exact counts past int64 --
+def _free_rows(L, rows, seed):
+    """An L x L +-J lattice whose couplings touching the first ``rows`` rows are 0: those spins are
+    free, so the count is 2^(rows * L) times the rest's."""
+    sg = nw.square_lattice(L, seed=seed)
+    J = np.where((sg.edges < rows * L).any(axis=1), 0.0, sg.J)
+    return nw.SpinGlass(sg.n, sg.edges, J)
+
+
+def test_degeneracy_past_2_63_is_exact_on_the_cpu():
+    sg = _free_rows(12, 6, seed=3)
+    E0, count = transfer_matrix(sg, 12)
+    assert count > 2**68  # 2^72 times the lower half's count
+    got = nw.degeneracy(sg)
+    assert got == (E0, count) and type(got[1]) is int
+    ferro = nw.square_lattice(12, J="ferro")  # 67 free spins, the other 77 one ferromagnetic cluster
+    J = np.where((ferro.edges < 67).any(axis=1), 0.0, ferro.J)
+    free = nw.SpinGlass(144, ferro.edges, J)
+    assert nw.degeneracy(free) == (-float(J.sum()), 2**68) == transfer_matrix(free, 12)
+    zero = nw.SpinGlass(64, nw.square_lattice(8).edges, np.zeros(112))  # 8 x 8, J = 0: every state
+    assert nw.degeneracy(zero) == (0.0, 2**64)
+    assert transfer_matrix(zero, 8) == (0.0, 2**64)
+
+
+def test_degeneracy_past_2_63_on_a_sliced_plan():
+    from lazykern.errors import LazykernWarning
+
+    sg = _free_rows(9, 7, seed=5)  # 2^63 <= count: prime passes, each summing its slices modulo p
+    E0, count = transfer_matrix(sg, 9)
+    assert count >= 2**63
+    assert nw.degeneracy(sg, slices=[70, 75]) == (E0, count)
+    with pytest.warns(LazykernWarning, match="round past 2"):
+        assert nw.degeneracy(sg, count_dtype=np.float64)[1] == pytest.approx(float(count))
+
+
+def test_float_counts_past_2_53_warn():
+    from lazykern.errors import LazykernWarning
+
+    zero = nw.SpinGlass(60, [(i, i + 1) for i in range(59)], np.zeros(59))
+    with pytest.warns(LazykernWarning, match="round past 2"):
+        assert nw.degeneracy(zero, count_dtype=np.float64) == (0.0, 2.0**60)
+    assert nw.degeneracy(zero, count_dtype=object) == nw.degeneracy(zero, count_dtype=np.int32) == (0.0, 2**60)
+    with pytest.raises(TypeError, match="count_dtype must be"):
+        nw.degeneracy(zero, count_dtype=np.float32)
+
+
+def _python_counts(inputs, ops, counts, semiring="maxplus"):
+    """enumerate_counts with Python ints: no product wraps."""
+    sizes = {c: n for t, op in zip(inputs, ops) for c, n in zip(t, op.shape)}
+    labels = sorted(sizes)
+    best, total = None, 0
+    for combo in itertools.product(*(range(sizes[c]) for c in labels)):
+        a = dict(zip(labels, combo))
+        v = sum(op[tuple(a[c] for c in t)] for t, op in zip(inputs, ops))
+        w = 1
+        for t, cnt in zip(inputs, counts):
+            w *= int(cnt[tuple(a[c] for c in t)])
+        if best is None or (v < best if semiring == "minplus" else v > best):
+            best, total = v, w
+        elif v == best:
+            total += w
+    return best, total
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("semiring", ["maxplus", "minplus"])
+def test_counting_einsum_is_exact_past_int64(seed, semiring):
+    """Operand counts near 2^62 (products near 2^186): int64 would wrap; the counts are the Python
+    ints enumeration gives, negative counts included."""
+    rng = np.random.default_rng(seed)
+    inputs = [("a", "b"), ("b", "c"), ("c", "a"), ("d",)]
+    sizes = {"a": 2, "b": 3, "c": 2, "d": 3}
+    ops = [rng.integers(-1, 2, tuple(sizes[c] for c in t)).astype(np.float64) for t in inputs]
+    counts = [rng.integers(-(2**62), 2**62, op.shape) for op in ops]
+    v, c = counting.einsum("ab,bc,ca,d->", *zip(ops, counts), semiring=semiring)
+    want = _python_counts(inputs, ops, counts, semiring)
+    assert (float(v), c) == (float(want[0]), want[1]) and type(c) is int
+    v, c = counting.einsum("ab,bc,ca,d->a", *zip(ops, counts), semiring=semiring, slices="b")
+    assert c.dtype == object
+    for a in range(2):  # entry a: the network with label a fixed
+        ops_a = [ops[0][a : a + 1], ops[1], ops[2][:, a : a + 1], ops[3]]
+        counts_a = [counts[0][a : a + 1], counts[1], counts[2][:, a : a + 1], counts[3]]
+        best, total = _python_counts(inputs, ops_a, counts_a, semiring)
+        assert (float(v[a]), c[a]) == (float(best), total)
+
+
+def test_small_counts_stay_one_int64_pass():
+    calls = []
+    real = counting.contract_network
+
+    def counted(*a, **kw):
+        calls.append(kw["algebra"].modulus)
+        return real(*a, **kw)
+
+    from unittest import mock
+
+    with mock.patch.object(counting, "contract_network", counted):
+        v, c = counting.einsum("i,j->", np.zeros(2), (np.zeros(3), np.array([2**40, 1, 2])))
+        assert c.dtype == np.int64 and int(c) == 2 * (2**40 + 3) and calls == [0]
+        calls.clear()
+        sg = nw.square_lattice(8, J="ferro")  # 64 spins: 2^64 is a possible count, so a prime pass too
+        assert nw.degeneracy(sg) == (-112.0, 2) and calls == [0, 2**31 - 1]
+
+
+@pytest.mark.parametrize("semiring", ["maxplus", "minplus"])
+def test_modular_product_on_the_device_route(semiring):
+    """The counting kernels' modular arithmetic (int32 residues, 64-bit products) as the GPU route
+    takes it, against Python ints reduced modulo p."""
+    from lazykern.tropical import _backend
+
+    be = _backend.Backend("cupy", np)
+    p = 2**31 - 1
+    rng = np.random.default_rng(7)
+    Av = rng.integers(-2, 2, (2, 3, 6)).astype(np.float32)
+    Bv = rng.integers(-2, 2, (1, 6, 4)).astype(np.float32)
+    Ac = rng.integers(0, p, Av.shape).astype(np.int32)
+    Bc = rng.integers(0, p, Bv.shape).astype(np.int32)
+    v, c = counting.count_bmm(be, Av, Ac, Bv, Bc, semiring, modulus=p)
+    for b, i, j in itertools.product(range(2), range(3), range(4)):
+        sums = Av[b, i] + Bv[0, :, j]
+        best = sums.max() if semiring == "maxplus" else sums.min()
+        want = sum(int(Ac[b, i, k]) * int(Bc[0, k, j]) for k in range(6) if sums[k] == best) % p
+        assert v[b, i, j] == best and int(c[b, i, j]) == want and c.dtype == np.int32
+
+
+def test_degeneracy_on_the_device_route_past_int64():
+    """The GPU route (strided steps, modular kernels) on the host: 2^72 ground states exactly."""
+    from unittest import mock
+
+    from lazykern.tropical import _backend, _contract
+
+    sg = _free_rows(10, 7, seed=2)
+    E0, count = transfer_matrix(sg, 10)
+    assert count > 2**70
+    with (
+        device_route(),
+        mock.patch.object(_contract, "STRIDED_MIN", 0),
+        mock.patch.object(_backend.Backend, "memory_limit", lambda self, b: 2**28),
+    ):
+        assert nw.degeneracy(sg, memory_limit=2**28) == (E0, count)
+
+
+# ------------------------------------------------------------------------------ on a GPU --
+@pytest.mark.gpu
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+def test_exact_degeneracy_on_the_gpu(lib):
+    """Counts past 2^63 on the GPU (int64 pass, then int32 residues modulo primes): 12 x 12 with
+    72 free spins, 8 x 8 with J = 0 (2^64), 16 x 16 +-J against the big-integer transfer method."""
+    module = pytest.importorskip(lib)
+    sg = _free_rows(12, 6, seed=3)
+    assert nw.degeneracy(sg, module=module) == transfer_matrix(sg, 12)
+    assert nw.degeneracy(sg, module=lib) == transfer_matrix(sg, 12)  # the module by name
+    zero = nw.SpinGlass(64, nw.square_lattice(8).edges, np.zeros(112))
+    assert nw.degeneracy(zero, module=module) == (0.0, 2**64)
+    sg = nw.square_lattice(16, seed=16)
+    assert nw.degeneracy(sg, module=module) == transfer_matrix(sg, 16)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("semiring", ["maxplus", "minplus"])
+def test_modular_kernel_matches_python_ints(semiring):
+    cupy = pytest.importorskip("cupy")
+    from lazykern.tropical import _backend
+
+    be = _backend.Backend("cupy", cupy)
+    p = 2147483629
+    rng = np.random.default_rng(11)
+    Av = rng.integers(-2, 2, (3, 33, 7)).astype(np.float32)
+    Bv = rng.integers(-2, 2, (3, 7, 17)).astype(np.float32)
+    Ac = rng.integers(0, p, Av.shape).astype(np.int32)
+    Bc = rng.integers(0, p, Bv.shape).astype(np.int32)
+    v, c = counting.count_bmm(be, *(cupy.asarray(x) for x in (Av, Ac, Bv, Bc)), semiring, modulus=p)
+    want_v, want_c = _reference_einsum.count_bmm(Av, Ac, Bv, Bc, semiring, p)
+    np.testing.assert_array_equal(cupy.asnumpy(v), want_v)
+    np.testing.assert_array_equal(cupy.asnumpy(c), want_c)
+    big_a = rng.integers(2**62, 2**63 - 1, Av.shape)  # int64 counts: counted modulo 2^64, as NumPy wraps
+    big_b = rng.integers(2**62, 2**63 - 1, Bv.shape)
+    v, c = counting.count_bmm(be, *(cupy.asarray(x) for x in (Av, big_a, Bv, big_b)), semiring)
+    want_v, want_c = _reference_einsum.count_bmm(Av, big_a, Bv, big_b, semiring)
+    np.testing.assert_array_equal(cupy.asnumpy(c), want_c)
+
+
+def test_float_counts_past_2_53_warn_in_einsum_and_integer_values_are_refused():
+    from lazykern.errors import LazykernWarning
+
+    with pytest.warns(LazykernWarning, match="round past 2"):
+        v, c = counting.einsum("i,i->", (np.zeros(2), np.full(2, 2.0**53)), np.zeros(2))
+    assert float(c) == 2.0**54
+    with pytest.raises(TypeError, match="degeneracy counts with float values"):
+        nw.degeneracy(nw.square_lattice(3), dtype=np.int32)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_oracles_agree_with_brute_force(seed):
+    """The transfer method on a rectangle with fields, and matching with none, against all 2^15 states."""
+    from ._spin_oracles import brute_force, matching_energy
+
+    rng = np.random.default_rng(seed)
+    W, L = 5, 3
+    idx = np.arange(L * W).reshape(L, W)
+    edges = [(idx[r, c], idx[r, c + 1]) for r in range(L) for c in range(W - 1)]
+    edges += [(idx[r, c], idx[r + 1, c]) for r in range(L - 1) for c in range(W)]
+    J = rng.choice([-1.0, 0.0, 1.0], len(edges)) if seed < 2 else rng.standard_normal(len(edges))
+    sg = nw.SpinGlass(L * W, edges, J, h=rng.choice([-1.0, 0.0, 1.0], L * W))
+    E0, count, _ = brute_force(sg)
+    assert transfer_matrix(sg, L, W) == (pytest.approx(E0, abs=1e-9), count)
+    no_field = nw.SpinGlass(L * W, edges, J)
+    assert matching_energy(no_field, L, W) == pytest.approx(brute_force(no_field)[0], abs=1e-9)

@@ -66,31 +66,36 @@ def bmm(
 
 
 def count_bmm(
-    Av: np.ndarray, Ac: np.ndarray, Bv: np.ndarray, Bc: np.ndarray, semiring: str = "maxplus"
+    Av: np.ndarray, Ac: np.ndarray, Bv: np.ndarray, Bc: np.ndarray, semiring: str = "maxplus", modulus: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Counting product: value (+)_k Av + Bv, count = sum of Ac * Bc over the k that reach it.
 
-    A count adds on a tie and resets on a strict improvement; NaN never counts.
+    A count adds on a tie and resets on a strict improvement; NaN never counts. int64 counts are
+    counted modulo 2^64 (they wrap, as the GPU kernel's); with ``modulus`` p, int32 counts are
+    residues modulo p, each product formed in int64.
     """
     if semiring not in ("maxplus", "minplus"):
         raise ValueError(f"counting supports semiring 'maxplus' or 'minplus', got {semiring!r}")
     batch = max(Av.shape[0], Bv.shape[0])
     M, K, N = Av.shape[1], Av.shape[2], Bv.shape[2]
     acc = np.full((batch, M, N), zero(semiring, Av.dtype), dtype=Av.dtype)
-    cnt = np.zeros((batch, M, N), dtype=Ac.dtype)
+    wide = np.dtype(np.int64) if modulus else Ac.dtype
+    cnt = np.zeros((batch, M, N), dtype=wide)
     step = _k_chunk(batch, M, N, K)
     for k0 in range(0, K, step):
         k1 = min(K, k0 + step)
         with np.errstate(invalid="ignore"):
             p = Av[:, :, k0:k1, None] + Bv[:, None, k0:k1, :]
-        c = Ac[:, :, k0:k1, None] * Bc[:, None, k0:k1, :]
+        c = Ac[:, :, k0:k1, None].astype(wide) * Bc[:, None, k0:k1, :]
         best, _ = _chunk_best(semiring, p, axis=2)
-        hits = np.where(p == best[:, :, None, :], c, 0).sum(axis=2, dtype=cnt.dtype)
+        hits = np.where(p == best[:, :, None, :], c % modulus if modulus else c, 0).sum(axis=2, dtype=wide)
         better = _better(semiring, best, acc)
         tie = best == acc
         cnt = np.where(better, hits, np.where(tie, cnt + hits, cnt))
+        if modulus:
+            cnt %= modulus
         acc = np.where(better, best, acc)
-    return acc, cnt
+    return acc, cnt.astype(Ac.dtype)
 
 
 def einsum_brute(

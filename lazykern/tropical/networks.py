@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from . import orders
+from ..errors import LazykernWarning, warn_user
+from . import _instance, orders
 from ._backend import backend_of
 from ._planner import DEFAULT_MAX_TIME
-from .counting import CountingAlgebra
+from .counting import CountingAlgebra, count_network
 from .einsum import ContractionPlan, contract_network, contraction_plan, network_argmax
 
 SPIN = np.array([1.0, -1.0])  # label index -> spin value
@@ -35,16 +36,82 @@ SPIN = np.array([1.0, -1.0])  # label index -> spin value
 
 @dataclasses.dataclass(frozen=True)
 class SpinGlass:
-    """n spins, couplings J on ``edges`` (m, 2), fields h (n,); ``positions`` (n, 2 or 3) for drawing;
-    ``order``: a spin order whose boundary sweep is a good contraction order (None: search one)."""
+    """n spins, couplings J on ``edges`` (m, 2), fields h (n,; None: no field); ``positions``
+    (n, 2 or 3; optional) for drawing and geometry; ``order``: a spin order whose boundary sweep
+    is a good contraction order (None: search one).
+
+    Any instance of one's own is built here (or with :meth:`from_edges` from a weighted edge
+    list); the inputs are checked when it is made (and J, h again by each solver): spins numbered
+    0..n-1, one integer pair per edge, no self loop, each pair once (sum duplicate couplings
+    first), finite couplings and fields of the right lengths. Anything else is a ValueError that
+    says what.
+
+    >>> sg = SpinGlass(3, [(0, 1), (1, 2)], [1.0, -1.0])
+    >>> ground_state_energy(sg)
+    -2.0
+    """
 
     n: int
     edges: np.ndarray
     J: np.ndarray
-    h: np.ndarray
-    positions: np.ndarray
+    h: np.ndarray = None  # type: ignore[assignment]  # None in, zeros kept (__post_init__)
+    positions: np.ndarray | None = None
     name: str = ""
     order: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        n, edges, J, h, positions = _instance.check(self.n, self.edges, self.J, self.h, self.positions)
+        checked = {"n": n, "edges": edges, "J": J, "h": h, "positions": positions}
+        checked["order"] = _instance.check_order(n, self.order)
+        for key, value in checked.items():
+            object.__setattr__(self, key, value)  # frozen: the checked inputs replace the given ones
+
+    @classmethod
+    def from_edges(
+        cls,
+        edges: Any,
+        J: Any = None,
+        *more: Any,
+        n: int | None = None,
+        h: Any = None,
+        positions: Any = None,
+        name: str = "",
+    ) -> SpinGlass:
+        """An instance from an edge list: ``edges`` (m, 2) with ``J`` (m,), or a weighted edge list
+        (m, 3) of (i, j, J_ij) rows. ``n``: the number of spins (default: one more than the largest
+        index in ``edges``, or len(h)); ``from_edges(n, edges, J)`` also reads as the constructor.
+
+        >>> SpinGlass.from_edges([(0, 1, -1.0), (1, 2, 2.0)]).n
+        3
+        """
+        if isinstance(edges, (int, np.integer)) and not isinstance(edges, (bool, np.bool_)):
+            if n is not None or len(more) > 1:
+                raise TypeError("from_edges(n, edges, J): n given twice, or more than three positional arguments")
+            n, edges, J = int(edges), J, (more[0] if more else None)
+        elif more:
+            raise TypeError(f"from_edges takes edges and J positionally, got {2 + len(more)} positional arguments")
+        e = np.array(edges, dtype=float if J is None else None)
+        if J is None:
+            if e.ndim != 2 or e.shape[1] != 3:
+                raise ValueError(
+                    f"edges has shape {e.shape}: give a weighted edge list (m, 3) of (i, j, J) rows, "
+                    "or the pairs (m, 2) with J= (one coupling per edge)"
+                )
+            e, J = e[:, :2], e[:, 2]
+        if n is None:
+            if h is not None:
+                n = len(h)
+            elif positions is not None:
+                n = len(positions)
+            else:
+                n = int(np.max(e)) + 1 if np.size(e) and np.all(np.isfinite(e)) else 0
+        return cls(n, e, J, h, positions, name)
+
+    def resolve(self, module: Any, dtype: Any, warn: bool = True) -> tuple[Any, np.dtype]:
+        """(array module, value dtype) for solving this instance: ``module`` may be a name; ``dtype``
+        None picks float32 where it is exact for these couplings, else float64; an integer dtype
+        that would truncate is a ValueError, a float32 that rounds warns (``warn``; :mod:`._instance`)."""
+        return _instance.array_module(module), _instance.value_dtype(self.J, self.h, dtype, warn)
 
     def energy(self, spins: Any) -> Any:
         """E(s) for spins (..., n) of +-1; a float, or an array over the leading axes."""
@@ -62,9 +129,11 @@ class SpinGlass:
         """The network's labels per tensor (bonds, then vertices); spin i is label i."""
         return [(int(a), int(b)) for a, b in self.edges.tolist()] + [(i,) for i in range(self.n)]
 
-    def network(self, dtype: Any = np.float64, module: Any = np) -> tuple[list[tuple[int, ...]], list[Any]]:
+    def network(self, dtype: Any = None, module: Any = np) -> tuple[list[tuple[int, ...]], list[Any]]:
         """(labels per tensor, tensors) of the max-plus network; spin i is label i. ``module``:
-        numpy, cupy or torch (tensors made on its default device: torch gets device="cuda")."""
+        numpy, cupy or torch, or its name (tensors made on its default device: torch gets
+        device="cuda"); ``dtype`` as for :func:`ground_state_energy`."""
+        module, dtype = self.resolve(module, dtype, warn=False)  # the solvers warned
         bonds = np.asarray(self.J[:, None, None] * np.outer(SPIN, SPIN), dtype=dtype)
         fields = np.asarray(self.h[:, None] * SPIN, dtype=dtype)
         if getattr(module, "__name__", "") == "torch":  # leaves of their own: autograd differentiates each
@@ -197,7 +266,7 @@ def plan(
     sg: SpinGlass,
     *,
     module: Any = np,
-    dtype: Any = np.float64,
+    dtype: Any = None,
     count_dtype: Any = None,
     optimize: Any = "auto",
     memory_limit: int | None = None,
@@ -215,6 +284,7 @@ def plan(
     :func:`degeneracy`.
     """
     start = time.monotonic()
+    module, dtype = sg.resolve(module, dtype, warn=False)  # the solvers warned
     labels = sg.labels()
     sizes = dict.fromkeys(range(sg.n), 2)
     if memory_limit is None:
@@ -280,7 +350,7 @@ def ground_state_energy(
     sg: SpinGlass,
     *,
     module: Any = np,
-    dtype: Any = np.float64,
+    dtype: Any = None,
     optimize: Any = "auto",
     slices: Sequence[int] = (),
     memory_limit: int | None = None,
@@ -290,10 +360,13 @@ def ground_state_energy(
     """E_0 = min_s E(s), exactly (one max-plus contraction). ``module``: numpy (CPU), cupy or
     torch (GPU); ``optimize``, ``memory_limit``, ``max_time`` as for :func:`plan` (a plan, an
     explicit path or any :func:`lazykern.tropical.einsum` strategy also work); ``slices``: spins
-    to slice over explicitly. float32 is exact for +-J couplings (energies are integers far
-    below 2^24) and for any couplings that are small integers. ``devices`` (``"all"`` or GPU
+    to slice over explicitly. ``dtype`` None (the default) takes float32 where every partial sum
+    is exact in it (+-J and small-integer couplings: integer energies far below 2^24), float64
+    otherwise; an integer dtype that would truncate is a ValueError, a float32 that rounds warns.
+    ``module`` may also be named ("numpy", "cupy", "torch"). ``devices`` (``"all"`` or GPU
     ordinals) spreads the plan's slices over several GPUs, as for :func:`lazykern.tropical.einsum`;
     a plan with no slices runs on the first of them alone."""
+    module, dtype = sg.resolve(module, dtype)
     labels, tensors = sg.network(dtype, module)
     how = _planned(sg, optimize, slices, module=module, dtype=dtype, memory_limit=memory_limit, max_time=max_time)
     out = contract_network(labels, (), tensors, optimize=how, slices=slices, memory_limit=memory_limit, devices=devices)
@@ -304,7 +377,7 @@ def ground_state(
     sg: SpinGlass,
     *,
     module: Any = np,
-    dtype: Any = np.float64,
+    dtype: Any = None,
     optimize: Any = "auto",
     checkpoint: bool | int = False,
     slices: Sequence[int] = (),
@@ -321,6 +394,7 @@ def ground_state(
     ``devices`` (backtrack only): the slices' optima are found over several GPUs, as for
     :func:`lazykern.tropical.argmax_einsum`.
     """
+    module, dtype = sg.resolve(module, dtype)
     labels, tensors = sg.network(dtype, module)
     if method not in ("backtrack", "autograd"):
         raise ValueError(f"method must be 'backtrack' or 'autograd', got {method!r}")
@@ -368,29 +442,50 @@ def degeneracy(
     sg: SpinGlass,
     *,
     module: Any = np,
-    dtype: Any = np.float64,
-    count_dtype: Any = np.int64,
+    dtype: Any = None,
+    count_dtype: Any = None,
     optimize: Any = "auto",
     slices: Sequence[int] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
     devices: Sequence[int] | str | None = None,
-) -> tuple[float, int]:
-    """(E_0, number of ground states), from one counting contraction. int64 counts are exact
-    but wrap past 2^63 (a +-J square lattice passes that near L = 28); float64 counts do not
-    overflow but round past 2^53. ``devices`` as for :func:`ground_state_energy`."""
+) -> tuple[float, int | float]:
+    """(E_0, number of ground states), from counting contractions. The count is an exact Python
+    int (``count_dtype`` None or int64): counted modulo 2^64, which is the count itself for up to
+    63 spins, and for more also modulo 31-bit primes until the Chinese remainder theorem's
+    reconstructions settle (:mod:`lazykern.tropical._crt`: usually one or two extra passes; a
+    +-J square lattice passes 2^63 ground states near L = 28). ``count_dtype=float64``: one pass
+    of float counts, a float that rounds past 2^53 (with a warning); any integer type (or object)
+    means the exact int. ``dtype``, ``devices`` as
+    for :func:`ground_state_energy`; counting needs float values, so an integer dtype is refused."""
+    module, dtype = sg.resolve(module, dtype)
+    if dtype.kind != "f":
+        raise TypeError(
+            f"degeneracy counts with float values, got dtype={dtype}: leave dtype unset (float32 where it is "
+            "exact for these couplings, else float64)"
+        )
+    exact = count_dtype is None or count_dtype is int or np.dtype(count_dtype).kind in "iuO"
+    if not exact and np.dtype(count_dtype) != np.float64:
+        raise TypeError(
+            f"count_dtype must be None or an integer type (an exact int) or float64, got {np.dtype(count_dtype)}"
+        )
     labels, tensors = sg.network(dtype, module)
-    pairs = [(t, _ones_like(t, count_dtype, module)) for t in tensors]
     how = _planned(
         sg,
         optimize,
         slices,
         module=module,
         dtype=dtype,
-        count_dtype=count_dtype,
+        count_dtype=np.int64 if exact else count_dtype,
         memory_limit=memory_limit,
         max_time=max_time,
     )
+    if exact:
+        v, c = count_network(
+            labels, (), tensors, optimize=how, slices=slices, memory_limit=memory_limit, devices=devices
+        )
+        return -float(_item(v)), int(_item(c))
+    pairs = [(t, _ones_like(t, count_dtype, module)) for t in tensors]
     v, c = contract_network(
         labels,
         (),
@@ -401,8 +496,14 @@ def degeneracy(
         algebra=CountingAlgebra,
         devices=devices,
     )
-    count = _item(c)
-    return -float(_item(v)), int(count) if np.dtype(count_dtype).kind == "i" else float(count)
+    count = float(_item(c))
+    if count >= 2.0**53:
+        warn_user(
+            f"degeneracy: {count:.6g} ground states in float64 counts, which round past 2^53; "
+            "leave count_dtype unset for the exact integer",
+            LazykernWarning,
+        )
+    return -float(_item(v)), count
 
 
 def _ones_like(t: Any, dtype: Any, module: Any) -> Any:
