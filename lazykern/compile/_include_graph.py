@@ -189,9 +189,7 @@ class Follower:
                         changed = True
         every_dir = sorted({here for here, _ in self.scans if here is not None})
         pieces = set().union(*(s.identifiers for _, s in self.scans))
-        if any(s.pastes for _, s in self.scans) and any(
-            p.startswith(i) and p != i for p in _pp.PROBES for i in pieces
-        ):
+        if any(s.pastes for _, s in self.scans) and any(p.startswith(i) and p != i for p in _pp.PROBES for i in pieces):
             self.graph.unknown = self.graph.unknown or "a ## paste may spell __has_include"
         for here, scan in self.scans:
             for toks, in_define, guarded in scan.lines:

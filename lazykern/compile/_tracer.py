@@ -115,7 +115,7 @@ class Pending:
         self.sent = self.server is not None and self.server.send(request)
 
     def wait(self) -> str:
-        """"" when the trace is written; else why not (the caller keeps its binary in memory)."""
+        """Empty when the trace is written; else why not (the caller keeps its binary in memory)."""
         if self.result is None:
             self.result = self._wait()
         return self.result
