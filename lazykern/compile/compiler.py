@@ -472,12 +472,12 @@ def compile_source(
     try:
         program = Program(source, "c++", options=ProgramOptions(arch=arch, name=name, **kwargs))
         obj = program.compile("ltoir" if lto else target, logs=logs)
-        failed = pending.wait() if pending is not None else "NVRTC cannot write a header trace"
-        if failed and pending is not None:
-            warn_user(f"the header trace of {name!r} failed: {failed}; its binary stays in memory", LazykernWarning)
-        headers, memory_only = _headers_read(
-            None if failed else trace, traced_source, name, search_dirs, started, kwargs, failed
-        )
+        crashed = pending.wait() if pending is not None else ""
+        if crashed:
+            warn_user(f"the header trace of {name!r} failed: {crashed}; its binary stays in memory", LazykernWarning)
+            headers, memory_only = None, crashed
+        else:
+            headers, memory_only = _headers_read(trace if pending is not None else None, traced_source, name, search_dirs, started, kwargs)
         if lto:
             obj = _link_lto(obj, arch, kwargs)
         code = bytes(obj.code) if not isinstance(obj.code, str) else obj.code.encode()
@@ -544,7 +544,6 @@ def _headers_read(
     search_dirs: Sequence[str],
     started: int,
     kwargs: dict[str, Any],
-    failed: str,
 ) -> tuple[dict[str, Any] | None, str]:
     """(manifest, "") of what the compile read, or (None, why the binary must stay in memory).
 
@@ -567,7 +566,7 @@ def _headers_read(
         defines=cast("list[str]", kwargs.get("define_macro", [])),
     )
     if trace is None and headers is not None and any(headers[k] for k in ("files", "absent", "absent_dirs", "present")):
-        return None, failed or "NVRTC reported no header trace"
+        return None, "NVRTC cannot write a header trace here, and the source includes or probes a header"
     return headers, why
 
 
