@@ -396,7 +396,9 @@ def test_a_line_name_that_is_an_existing_file_is_not_taken_for_the_header(tree, 
 
 def test_a_header_with_two_line_directives_naming_files_is_in_the_manifest(tree, cache):
     _write(tree / "inc" / "x.h", "#pragma once\n#define X 1\n")
-    _write(tree / "inc" / "gen.h", f'#line 1 "{tree}/inc/x.h"\n#include "x.h"\n#line 9 "{tree}/inc/x.h"\n#define VAL X\n')
+    _write(
+        tree / "inc" / "gen.h", f'#line 1 "{tree}/inc/x.h"\n#include "x.h"\n#line 9 "{tree}/inc/x.h"\n#define VAL X\n'
+    )
     src, opts = "#include <gen.h>\n" + KERNEL, [f"-I{tree}/inc"]
     fam, _ = _get(cache, src, opts)
     files = [f[0] for f in cache.lookup(fam.key("k", "sm_80")).meta["headers"]["files"]]
@@ -420,4 +422,6 @@ def test_generated_headers_hit_a_warm_store_and_recompile_when_edited(tree, cach
     _write(tree / "inc" / "g.h", generated)
     src, opts = "#include <g.h>\n" + KERNEL, [f"-I{tree}/inc"]
     assert not _memory_only(cache, src, opts)
-    _check(cache, src, opts, lambda: _write(tree / "inc" / "g.h", generated.replace("VAL 1", "VAL 2")), served_after=False)
+    _check(
+        cache, src, opts, lambda: _write(tree / "inc" / "g.h", generated.replace("VAL 1", "VAL 2")), served_after=False
+    )

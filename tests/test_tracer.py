@@ -82,11 +82,18 @@ def test_a_server_that_crashes_every_time_leaves_the_binary_in_memory_with_one_w
 def test_a_server_that_crashes_once_is_replaced_and_the_trace_taken(tmp_path, servers):
     """A traced compile can poison NVRTC for the next one: the request is tried once in a fresh server."""
     marker = tmp_path / "crashed-once"
-    servers.setattr(_tracer, "_BOOT", _fake_server(tmp_path, f"""
+    servers.setattr(
+        _tracer,
+        "_BOOT",
+        _fake_server(
+            tmp_path,
+            f"""
         if not os.path.exists({str(marker)!r}):
             open({str(marker)!r}, "w").close()
             os._exit(139)
-    """))
+    """,
+        ),
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error", LazykernWarning)
         result = compiler.compile_source("#define VAL 1\n" + KERNEL, name="k", arch="sm_80")

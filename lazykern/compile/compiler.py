@@ -477,7 +477,9 @@ def compile_source(
             warn_user(f"the header trace of {name!r} failed: {crashed}; its binary stays in memory", LazykernWarning)
             headers, memory_only = None, crashed
         else:
-            headers, memory_only = _headers_read(trace if pending is not None else None, traced_source, name, search_dirs, started, kwargs)
+            headers, memory_only = _headers_read(
+                trace if pending is not None else None, traced_source, name, search_dirs, started, kwargs
+            )
         if lto:
             obj = _link_lto(obj, arch, kwargs)
         code = bytes(obj.code) if not isinstance(obj.code, str) else obj.code.encode()
