@@ -198,14 +198,14 @@ class Follower:
                         continue
                     if in_define and len(toks) == 1:
                         continue  # the alias's own definition
-                    name = _literal_operand(toks, i, scan.text)
-                    if name is None:
+                    operand = _literal_operand(toks, i, scan.text)
+                    if operand is None:
                         self.graph.unknown = self.graph.unknown or (
                             f"a {t.text} whose operand or spelling a macro supplies"
                         )
                         continue
                     heres = every_dir if in_define or here is None else [here]
-                    self._probe(name, heres, every=aliases[t.text].endswith("_next"))
+                    self._probe(operand, heres, every=aliases[t.text].endswith("_next"))
 
     def _probe(self, spelled: str, heres: Sequence[str], *, every: bool) -> None:
         for here in heres or [""]:

@@ -29,7 +29,7 @@ def serve() -> None:
                 **request["options"],
             )
             Program(request["source"], "c++", options=options).compile("cubin")
-            answer = {"ok": True}
+            answer: dict[str, object] = {"ok": True}
         except Exception as exc:
             answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[-2000:]}
         sys.stdout.write(json.dumps(answer) + "\n")

@@ -565,7 +565,7 @@ def _headers_read(
         search_dirs=search_dirs,
         started=started,
         pinned_dirs=system_include_dirs(),
-        defines=cast("list[str]", kwargs.get("define_macro", [])),
+        defines=cast("list[str]", kwargs.get("define_macro", [])),  # parse_options: a list of str
     )
     if trace is None and headers is not None and any(headers[k] for k in ("files", "absent", "absent_dirs", "present")):
         return None, "NVRTC cannot write a header trace here, and the source includes or probes a header"
