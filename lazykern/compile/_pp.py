@@ -21,14 +21,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+from typing import NamedTuple
 
 PROBES = ("__has_include", "__has_include_next")
 CLOCK = ("__TIME__", "__DATE__", "__TIMESTAMP__")
 
 
-@dataclasses.dataclass(frozen=True)
-class Token:
-    kind: str  # "id", "num", "str", "chr", "punct", "other"
+class Token(NamedTuple):
+    kind: str  # "id", "num", "str", "chr", "punct", "other", "nl"
     text: str
     start: int  # offset in the phase-2 text (for header names, which are lexed from it directly)
 
@@ -67,13 +67,13 @@ class Scan:
 
 @functools.cache
 def _lexer() -> re.Pattern[str]:
-    """One token per match; compiled on the first cold compile, never on a warm hit."""
+    """One token per match (blanks and comments too); compiled on the first cold compile, never on a warm hit."""
     return re.compile(
         r"""(?P<nl>\n)
         |(?P<ws>[ \t\f\v\r]+)
         |(?P<lc>//[^\n]*)
         |(?P<bc>/\*(?:[^*]|\*(?!/))*(?:\*/|\Z))
-        |(?P<raw>(?:u8|[uUL])?R"(?P<delim>[^()\\ \t\n"]{0,16})\()
+        |(?P<raw>(?:u8|[uUL])?R"(?P<delim>[^()\\ \t\n"]{0,16})\((?:.*?\)(?P=delim)"|.*\Z))
         |(?P<str>(?:u8|[uUL])?"(?:\\.|[^"\\\n])*"?)
         |(?P<chr>(?:u8|[uUL])?'(?:\\.|[^'\\\n])*'?)
         |(?P<id>[^\W\d]\w*|\$[\w$]*)
@@ -84,36 +84,28 @@ def _lexer() -> re.Pattern[str]:
     )
 
 
+_DROPPED = frozenset(("ws", "lc", "bc"))
+
+
 def phases_1_2(text: str) -> str:
     """Newlines made one character, then every line splice (backslash-newline) deleted."""
     return text.replace("\r\n", "\n").replace("\\\n", "")
 
 
-def tokens(text: str) -> list[Token]:
-    """Phase 3 over phase-2 text: tokens and newlines ("nl"); comments and blanks are dropped."""
-    out: list[Token] = []
-    pos, end = 0, len(text)
-    lexer = _lexer()
-    while pos < end:
-        m = lexer.match(text, pos)
-        assert m is not None  # the last alternative matches any character
-        kind = m.lastgroup
-        if kind == "delim" or kind == "raw":
-            close = text.find(")" + (m.group("delim") or "") + '"', m.end())
-            stop = end if close < 0 else close + len(m.group("delim") or "") + 2
-            out.append(Token("str", text[m.start() : stop], m.start()))
-            pos = stop
-            continue
-        if kind == "bc" and "\n" in m.group(0):
-            pass  # one space: the directive it sits in goes on
-        elif kind not in ("ws", "lc", "bc"):
-            assert kind is not None
-            out.append(Token(kind, m.group(0), m.start()))
-        pos = m.end()
-    return out
+@functools.lru_cache(maxsize=4)
+def tokens(text: str) -> tuple[Token, ...]:
+    """Phase 3 over phase-2 text: tokens and newlines ("nl"); comments and blanks are dropped (a block
+    comment is one space, even across lines: the directive it sits in goes on). Raw string literals
+    are one token. The last few texts are remembered (the source is scanned twice per compile)."""
+    out = []
+    for m in _lexer().finditer(text):
+        kind = m.lastgroup or "other"  # every alternative is named: never None
+        if kind not in _DROPPED:
+            out.append(Token("str" if kind == "raw" else kind, m.group(), m.start()))
+    return tuple(out)
 
 
-def _logical_lines(toks: list[Token]) -> list[list[Token]]:
+def _logical_lines(toks: tuple[Token, ...]) -> list[list[Token]]:
     lines: list[list[Token]] = [[]]
     for t in toks:
         if t.kind == "nl":

@@ -478,7 +478,7 @@ def compile_source(
             headers, memory_only = None, crashed
         else:
             headers, memory_only = _headers_read(
-                trace if pending is not None else None, traced_source, name, search_dirs, started, kwargs
+                trace if pending is not None else None, source, name, search_dirs, started, kwargs
             )
         if lto:
             obj = _link_lto(obj, arch, kwargs)
