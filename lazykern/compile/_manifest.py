@@ -3,9 +3,22 @@
 NVRTC cannot list its dependencies (no ``-M``), but ``--fdevice-time-trace``
 writes one "Processing Header File" event per header its front end read, with
 the path as it resolved it (``sub/../h1.h``, an ``-I`` directory joined with the
-name, a toolkit header by full path). So the key does not re-implement the
-preprocessor: the store's key covers source, options, arch and toolchain, and
-each entry carries a *manifest* of what the compile read:
+name, a toolkit header by full path). The store's key covers source, options, arch
+and toolchain, and each entry carries a *manifest* of what the compile read, from two
+records that each cover what the other cannot:
+
+* NVRTC's trace (of a pass in a child process, ``_tracer``, over the source with its own
+  ``#line`` directives blanked): every header opened, toolkit headers and what they include too.
+  A ``#line`` or line marker *in a header* renames events: the header may be missing, a name
+  may be no file or a file never opened, nesting says nothing about who included whom.
+* the include graph (``_include_graph``, over the preprocessor's tokens): every header the
+  source can reach through non-toolkit headers, whatever ``#if`` says, each found by NVRTC's
+  search, the ``__has_include`` probes, and the ``#line`` names. Where it cannot know
+  (an operand a macro spells), the compile stays in memory.
+
+A trace event that names no header of the graph is a header reached through the toolkit (its
+search places taken from the trace's nesting), unless a header renamed events: then every
+directory of the compile is taken as its includer's, and a name that is no file is a ``#line`` name.
 
 * ``files``: ``[path as NVRTC opened it, sha256, st_dev, st_ino, size, mtime_ns, ctime_ns]``.
   A relative path (found through the working directory or a relative ``-I``)
@@ -14,10 +27,8 @@ each entry carries a *manifest* of what the compile read:
 * ``absent`` (and ``absent_dirs``, the same grouped by directory: one stat of an unchanged
   directory vouches for every name missing in it): the places searched before each header
   was found that held no regular file; if one appears, a compile now would read it instead. The places
-  each ``__has_include("x")`` / ``__has_include(<x>)`` looked at (scanned in the
-  source and in every header read) count too, and ``present`` holds the place where
-  such a probe found a file: it must stay. A probe whose operand is a macro makes
-  the compile memory-only (NVRTC reports no probes, and we do not expand macros).
+  each ``__has_include`` probe looked at count too, and ``present`` holds the place where
+  such a probe found a file: it must stay.
 
 :func:`verify` serves an entry only if every header still has its digest and
 every ``absent`` place is still empty. The stat decides first: a header whose
@@ -30,7 +41,7 @@ writes into the entry so later processes need not read it either.
 :func:`record` refuses to persist a compile whose header changed while NVRTC
 read it (mtime or ctime at or after the compile's start), is not a regular file,
 or vanished, or that reads the clock (``__TIME__``, ``__DATE__``, ``__TIMESTAMP__``
-in the source or a header, as ccache does): such a binary is served from memory only.
+as tokens in the source or a header, as ccache does): such a binary is served from memory only.
 """
 
 from __future__ import annotations

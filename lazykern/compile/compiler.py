@@ -10,6 +10,11 @@ Options are NVRTC command-line flags, kept in the caller's order. They are
 parsed into ``cuda.core.ProgramOptions``; anything we do not recognise is
 refused rather than passed on, so an option list can never smuggle in an
 output path or a second input.
+
+Every compile also records the headers it read (``_manifest``): NVRTC's header trace is taken
+by a syntax-only pass in a child process (``_tracer``), run while this process compiles
+untraced, because a traced compile can crash NVRTC. If that pass fails, the binary is
+served from memory and never stored, with one warning.
 """
 
 from __future__ import annotations
