@@ -121,3 +121,35 @@ def test_idle_servers_are_reused_not_restarted(servers):
         result = compiler.compile_source(f"#define VAL {value}\n" + KERNEL, name="k", arch="sm_80")
         assert result.headers is not None, result.memory_only
     assert len(started) == 1
+
+
+_ON_DEVICE = r"""
+import sys
+import numpy as np
+from numba import cuda
+from lazykern import KernelCache, KernelFamily
+inc, store = sys.argv[1], sys.argv[2]
+fam = KernelFamily("gen_gpu", "#include <gen.h>\n", options=[f"-I{inc}"], cache=KernelCache(store))
+fam.add("k1", 'extern "C" __global__ void k1(int *a) { a[threadIdx.x] = A + threadIdx.x; }', signature=["ptr"])
+fam.add("k2", 'extern "C" __global__ void k2(int *a) { a[threadIdx.x] = 2 * A; }', signature=["ptr"])
+stream = cuda.stream()
+out = []
+for name in ("k1", "k2"):
+    d = cuda.device_array(4, dtype=np.int32, stream=stream)
+    fam[name][1, 4, stream](d)
+    out.append(d.copy_to_host(stream=stream).tolist())
+stream.synchronize()
+print(fam.compile_calls, out)
+"""
+
+
+@pytest.mark.gpu
+def test_a_generated_header_family_runs_on_the_device_and_is_served_by_the_next_process(tmp_path):
+    """The reproducer of class 4 on the GPU machine's NVRTC, launched: right values, then a warm store."""
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "gen.h").write_text('#line 1 "gen.tmpl"\n#define A 3\n')
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    args = [sys.executable, "-c", _ON_DEVICE, str(tmp_path / "inc"), str(tmp_path / "store")]
+    runs = [subprocess.run(args, capture_output=True, text=True, env=env, timeout=300) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), [r.stderr[-2000:] for r in runs]
+    assert [r.stdout.strip() for r in runs] == ["2 [[3, 4, 5, 6], [6, 6, 6, 6]]", "0 [[3, 4, 5, 6], [6, 6, 6, 6]]"]
