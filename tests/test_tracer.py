@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 
 import pytest
@@ -121,6 +122,18 @@ def test_idle_servers_are_reused_not_restarted(servers):
         result = compiler.compile_source(f"#define VAL {value}\n" + KERNEL, name="k", arch="sm_80")
         assert result.headers is not None, result.memory_only
     assert len(started) == 1
+
+
+def test_the_server_searches_the_callers_working_directory_of_now(tmp_path, servers):
+    """The server outlives a chdir of its parent: each request carries the working directory."""
+    compiler.compile_source("#define VAL 1\n" + KERNEL, name="k", arch="sm_80")  # the server starts here
+    (tmp_path / "h.h").write_text("#define VAL 2\n")
+    time.sleep(0.012)  # a header written in the compile's clock tick is not trusted: step past it
+    servers.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LazykernWarning)
+        result = compiler.compile_source('#include "h.h"\n' + KERNEL, name="k", arch="sm_80")
+    assert [f[0] for f in result.headers["files"]] == ["h.h"], result.memory_only
 
 
 _ON_DEVICE = r"""

@@ -3,7 +3,8 @@
 NVRTC's ``--fdevice-time-trace`` can corrupt its own state (traced compiles of headers with ``#line``
 directives crashed a process with SIGSEGV or "LLVM ERROR: out of memory"), so no traced compile runs
 in a user's process: this server reads one JSON request per line on stdin (``{"source", "name",
-"arch", "options", "trace"}``, ``options`` being ``cuda.core.ProgramOptions`` keywords), runs a
+"arch", "options", "trace", "cwd"}``, ``options`` being ``cuda.core.ProgramOptions`` keywords, ``cwd``
+the caller's working directory now, where NVRTC searches relative names), runs a
 syntax-only compile that writes the trace, and answers one JSON line (``{"ok": true}`` or
 ``{"ok": false, "error": ...}``). It imports nothing of lazykern (a crash here takes nothing
 else down) and exits when its stdin closes, which happens when the process that started it ends.
@@ -12,6 +13,7 @@ else down) and exits when its stdin closes, which happens when the process that 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 
@@ -21,6 +23,7 @@ def serve() -> None:
     for line in sys.stdin:
         request = json.loads(line)
         try:
+            os.chdir(request["cwd"])
             options = ProgramOptions(
                 arch=request["arch"],
                 name=request["name"],

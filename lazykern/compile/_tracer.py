@@ -144,7 +144,8 @@ class Pending:
 
 def begin(source: str, *, name: str, arch: str, options: dict[str, Any], trace: str) -> Pending:
     """Start a syntax-only traced compile of ``source`` writing ``trace`` + ".json" (see the module)."""
-    return Pending({"source": source, "name": name, "arch": arch, "options": options, "trace": trace})
+    request = {"source": source, "name": name, "arch": arch, "options": options, "trace": trace, "cwd": os.getcwd()}
+    return Pending(request)
 
 
 def _start() -> _Server | None:
