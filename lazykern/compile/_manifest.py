@@ -147,19 +147,22 @@ def _record(
     follower.start(source, main_dir)
     # A #line or line marker in a header renames its trace events: a name may be no file, or a file
     # never opened, and what nests under it may have been included by any header.
-    renamed = follower.graph.line_names or follower.graph.line_unknown
     nested = [(p, inc) for p, inc in _with_includers(events) if not (p.startswith(_BUILTIN) and os.sep not in p)]
     extra: list[tuple[str, set[str | None]]] = []
+    missing = []
     for path, includers in nested:
         if path in files or path in follower.seen:
             continue
         if not _is_file(path, started):
-            if renamed:
-                continue  # a #line name (the superset holds the header that has it)
-            raise _Unpersistable(f"header {path} vanished after the compile")
+            missing.append(path)
+            continue
         follower.add(path)  # reached through a toolkit header, or a #line name that is also a file
         extra.append((path, includers))
     graph = follower.finish()
+    renamed = bool(graph.line_names or graph.line_unknown)
+    for path in missing:  # no file: a #line name of a header the graph holds, or a header gone
+        if path not in graph.line_names and not graph.line_unknown:
+            raise _Unpersistable(f"header {path} vanished after the compile")
     if graph.unknown:
         raise _Unpersistable(f"{graph.unknown}: the headers it reads cannot be known")
     if graph.clock:
