@@ -122,6 +122,7 @@ def edge_cases(root: str, toolkit: str) -> list[Case]:
         f"{gen}/two.h": f'#line 1 "{gen}/x.h"\n#include "x.h"\n#line 9 "{other}/o.h"\n#define VAL (X + 1)\n',
         f"{gen}/sub/s.h": f'#line 1 "{other}/o.h"\n#include "y.h"\n',
         f"{inc2}/y.h": "#define VAL 4\n",
+        f"{gen}/tk.h": '#line 1 "tk.t"\n#include <cuda_fp16.h>\n#define VAL ((int)__half2float(__float2half(3.f)))\n',
         f"{gen}/tmpl.h": '# 1 "gen.tmpl"\n# 1 "<built-in>"\n#define VAL 5\n# 3 "gen.tmpl" 2\n#line 7 "no/such.tmpl"\n',
     }
     for path, text in files.items():
@@ -167,6 +168,14 @@ def edge_cases(root: str, toolkit: str) -> list[Case]:
             [f"{gen}/sub/y.h", f"{gen}/y.h", f"{work}/sub/s.h"],
         ),
         Case("line_generated", "", "#include <tmpl.h>\n" + kernel, opts, [f"{gen}/tmpl.h"], places("tmpl.h")),
+        Case(
+            "line_toolkit",
+            "",
+            "#include <tk.h>\n" + kernel,
+            opts,
+            [f"{gen}/tk.h", os.path.join(toolkit, "cuda_fp16.h")],
+            places("tk.h", "cuda_fp16.h"),
+        ),
     ]
 
 

@@ -44,7 +44,7 @@ GROUPS = [
     ("splice_include,comment_include", 20),
     ("probe_splice,probe_alias_comment,probe_comment_splice", 18),
     ("line_existing,line_two", 20),
-    ("line_sub,line_generated", 18),
+    ("line_sub,line_generated,line_toolkit", 30),
 ]
 
 

@@ -40,6 +40,7 @@ class Graph:
     absent: set[str] = dataclasses.field(default_factory=set)  # places searched that held no file
     present: set[str] = dataclasses.field(default_factory=set)  # places where a probe found a file
     line_names: set[str] = dataclasses.field(default_factory=set)  # #line names in headers (not files)
+    renaming: set[str] = dataclasses.field(default_factory=set)  # the headers that hold such directives
     line_unknown: bool = False
     unknown: str = ""  # why the superset may miss something ("": it does not)
     clock: str = ""  # where __TIME__ and friends are used ("": nowhere)
@@ -78,9 +79,10 @@ class Follower:
     def visit(self, text: str | bytes, here: str, where: str, header: bool) -> None:
         scan = _pp.scan(text)
         self._add(here, scan)
-        if header:
+        if header and (scan.line_names or scan.line_unknown):
             self.graph.line_names |= scan.line_names
             self.graph.line_unknown |= scan.line_unknown
+            self.graph.renaming.add(where)
         clock = scan.identifiers.intersection(_pp.CLOCK)
         if clock and not self.graph.clock:
             self.graph.clock = f"{where} uses {sorted(clock)[0]}"

@@ -16,9 +16,10 @@ records that each cover what the other cannot:
   search, the ``__has_include`` probes, and the ``#line`` names. Where it cannot know
   (an operand a macro spells), the compile stays in memory.
 
-A trace event that names no header of the graph is a header reached through the toolkit (its
-search places taken from the trace's nesting), unless a header renamed events: then every
-directory of the compile is taken as its includer's, and a name that is no file is a ``#line`` name.
+A trace event that names no header of the graph is a header reached through the toolkit (or a
+``#line`` name that is also a file): recorded, its search places taken from the trace's nesting
+plus the directories of headers that hold line directives, or from every directory of the compile
+where a candidate includer's name is a ``#line`` name. A name that is no file must be a ``#line`` name.
 
 * ``files``: ``[path as NVRTC opened it, sha256, st_dev, st_ino, size, mtime_ns, ctime_ns]``.
   A relative path (found through the working directory or a relative ``-I``)
@@ -159,7 +160,6 @@ def _record(
         follower.add(path)  # reached through a toolkit header, or a #line name that is also a file
         extra.append((path, includers))
     graph = follower.finish()
-    renamed = bool(graph.line_names or graph.line_unknown)
     for path in missing:  # no file: a #line name of a header the graph holds, or a header gone
         if path not in graph.line_names and not graph.line_unknown:
             raise _Unpersistable(f"header {path} vanished after the compile")
@@ -169,8 +169,14 @@ def _record(
         raise _Unpersistable(f"{graph.clock}: its binary depends on when it was compiled")
     searched = set(graph.absent)
     every_dir = {main_dir, *(os.path.dirname(p) for p in files)}
+    renaming_dirs = {os.path.dirname(p) for p in graph.renaming}
     for path, includers in extra:
-        dirs = every_dir if renamed else {main_dir if i is None else os.path.dirname(i) for i in includers}
+        # Nesting is trusted where no candidate includer's name may be a #line name; the headers
+        # whose events were renamed may have included it all the same.
+        if graph.line_unknown or any(i in graph.line_names for i in includers if i is not None):
+            dirs = every_dir
+        else:
+            dirs = {main_dir if i is None else os.path.dirname(i) for i in includers} | renaming_dirs
         searched.update(_searched_before(path, sorted(dirs), search_dirs))
     present = set(graph.present)
     empty = [place for place in sorted(searched - set(files) - present) if not _is_file(place, started)]
