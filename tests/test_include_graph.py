@@ -118,3 +118,9 @@ def test_a_probe_in_a_macro_body_may_run_in_any_files_directory(tmp_path):
 def test_line_names_come_from_headers_and_the_clock_from_anywhere(tmp_path):
     g = _graph(tmp_path, '#line 1 "src"\n#include "g.h"\n', {"g.h": '# 1 "gen.tmpl"\nint t = __DATE__;\n'})
     assert g.line_names == {"gen.tmpl"} and "__DATE__" in g.clock
+
+
+def test_a_paste_that_may_spell_a_clock_macro_reads_the_clock(tmp_path):
+    g = _graph(tmp_path, "#define CAT(a, b) a##b\nconst char *t = CAT(__TI, ME__);\n", {})
+    assert "paste" in g.clock
+    assert not _graph(tmp_path, "#define CAT(a, b) a##b\nint CAT(x, y);\n", {}).clock

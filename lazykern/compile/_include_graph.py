@@ -190,9 +190,13 @@ class Follower:
                         aliases[name] = aliases[d.body[0].text]
                         changed = True
         every_dir = sorted({here for here, _ in self.scans if here is not None})
-        pieces = set().union(*(s.identifiers for _, s in self.scans))
-        if any(s.pastes for _, s in self.scans) and any(p.startswith(i) and p != i for p in _pp.PROBES for i in pieces):
-            self.graph.unknown = self.graph.unknown or "a ## paste may spell __has_include"
+        if any(s.pastes for _, s in self.scans):
+            # A paste's first piece is a proper prefix of what it spells.
+            pieces = set().union(*(s.identifiers for _, s in self.scans))
+            if any(p.startswith(i) and p != i for p in _pp.PROBES for i in pieces):
+                self.graph.unknown = self.graph.unknown or "a ## paste may spell __has_include"
+            if any(c.startswith(i) and c != i for c in _pp.CLOCK for i in pieces) and not self.graph.clock:
+                self.graph.clock = "a ## paste may spell __TIME__, __DATE__ or __TIMESTAMP__"
         for here, scan in self.scans:
             for toks, in_define, guarded in scan.lines:
                 for i, t in enumerate(toks):
