@@ -1,6 +1,6 @@
 """Child process of tests/test_manifest_mutations.py: mutate, one at a time, every input a compile read.
 
-Run as ``python -m tests._manifest_mutants ROOT [--blind]``; prints one JSON line:
+Run as ``python -m tests._manifest_mutants ROOT [--blind] [--cases=a,b]``; prints one JSON line:
 ``{"mutations": N, "survivors": [...], "by_kind": {...}}``. A survivor is a mutation after which the
 store served a binary (no compile) that differs from what compiling now gives (or serves one where
 compiling now fails). Each lookup builds a new store connection and family and clears lazykern's
@@ -98,6 +98,7 @@ def corpus(root: str, toolkit: str) -> list[Case]:
             [],
             [os.path.join(d, "opt.h") for d in (work, inc2, toolkit)],
         ),
+        *edge_cases(root, toolkit),
         Case(
             "tropical",
             tropical_family.preamble(),
@@ -105,6 +106,75 @@ def corpus(root: str, toolkit: str) -> list[Case]:
             list(tropical_family.OPTIONS),
             [],
             [],
+        ),
+    ]
+
+
+def edge_cases(root: str, toolkit: str) -> list[Case]:
+    """Issue 35: what the preprocessor sees, not what the text looks like (splices, comments, aliases),
+    and trace names that are not paths (``#line`` and line markers naming existing or no files)."""
+    gen, inc2, work, other = (os.path.join(root, d) for d in ("gen", "inc2", "work", "elsewhere"))
+    files = {
+        f"{gen}/v.h": "#define VAL 1\n",
+        f"{other}/o.h": "#define UNUSED 1\n",
+        f"{gen}/named.h": f'#line 1 "{other}/o.h"\n#define VAL 2\n',
+        f"{gen}/x.h": "#pragma once\n#define X 3\n",
+        f"{gen}/two.h": f'#line 1 "{gen}/x.h"\n#include "x.h"\n#line 9 "{other}/o.h"\n#define VAL (X + 1)\n',
+        f"{gen}/sub/s.h": f'#line 1 "{other}/o.h"\n#include "y.h"\n',
+        f"{inc2}/y.h": "#define VAL 4\n",
+        f"{gen}/tk.h": '#line 1 "tk.t"\n#include <cuda_fp16.h>\n#define VAL ((int)__half2float(__float2half(3.f)))\n',
+        f"{gen}/tmpl.h": '# 1 "gen.tmpl"\n# 1 "<built-in>"\n#define VAL 5\n# 3 "gen.tmpl" 2\n#line 7 "no/such.tmpl"\n',
+    }
+    for path, text in files.items():
+        _write(path, text.encode())
+    kernel = 'extern "C" __global__ void k(int *a) { *a = VAL; }\n'
+    probe = '#include "opt.h"\n#else\n#define VAL 6\n#endif\n' + kernel
+    opt_places = [os.path.join(d, "opt.h") for d in (work, inc2, toolkit)]
+    opts = [f"-I{gen}", f"-I{inc2}"]
+
+    def places(*names: str) -> list[str]:
+        return [os.path.join(d, n) for d in (work, gen, inc2) for n in names]
+
+    return [
+        Case("splice_include", "", "#inc\\\nlude <v.h>\n" + kernel, opts, [f"{gen}/v.h"], places("v.h")),
+        Case(
+            "comment_include", "", "# /* a\n */ include /* b */ <v.h>\n" + kernel, opts, [f"{gen}/v.h"], places("v.h")
+        ),
+        Case("probe_splice", "", '#if __has_\\\ninclude("opt.h")\n' + probe, [f"-I{inc2}"], [], opt_places),
+        Case(
+            "probe_alias_comment",
+            "#define HI __has_include\n#define HJ HI\n",
+            '#if HJ /* c */ ("opt.h")\n' + probe,
+            [f"-I{inc2}"],
+            [],
+            opt_places,
+        ),
+        Case(
+            "probe_comment_splice",
+            "",
+            '#if __has_include /* c */ \\\n("opt.h")\n' + probe,
+            [f"-I{inc2}"],
+            [],
+            opt_places,
+        ),
+        Case("line_existing", "", "#include <named.h>\n" + kernel, opts, [f"{gen}/named.h"], places("named.h")),
+        Case("line_two", "", "#include <two.h>\n" + kernel, opts, [f"{gen}/two.h", f"{gen}/x.h"], places("two.h")),
+        Case(
+            "line_sub",
+            "",
+            "#include <sub/s.h>\n" + kernel,
+            opts,
+            [f"{gen}/sub/s.h", f"{inc2}/y.h"],
+            [f"{gen}/sub/y.h", f"{gen}/y.h", f"{work}/sub/s.h"],
+        ),
+        Case("line_generated", "", "#include <tmpl.h>\n" + kernel, opts, [f"{gen}/tmpl.h"], places("tmpl.h")),
+        Case(
+            "line_toolkit",
+            "",
+            "#include <tk.h>\n" + kernel,
+            opts,
+            [f"{gen}/tk.h", os.path.join(toolkit, "cuda_fp16.h")],
+            places("tk.h", "cuda_fp16.h"),
         ),
     ]
 
@@ -168,7 +238,7 @@ def _mutants(case: Case):
     yield "option", [*case.options, "-DMUTANT=1"], (lambda: None), (lambda: None)
 
 
-def main(root: str, blind: bool = False) -> None:
+def main(root: str, blind: bool = False, only: str = "") -> None:
     work = os.path.join(root, "work")
     os.makedirs(work, exist_ok=True)
     os.chdir(work)
@@ -185,6 +255,8 @@ def main(root: str, blind: bool = False) -> None:
     if blind:
         _manifest.verify = lambda manifest: (None, None)  # type: ignore[assignment]
         cases = cases[:1]
+    if only:
+        cases = [c for c in cases if c.name in only.split(",")]
     for case in cases:
         for kind, options, apply, undo in _mutants(case):
             time.sleep(0.006)  # past the clock tick of the last write: the warm entry is persisted
@@ -202,4 +274,5 @@ def main(root: str, blind: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], "--blind" in sys.argv[2:])
+    chosen = next((a.split("=", 1)[1] for a in sys.argv[2:] if a.startswith("--cases=")), "")
+    main(sys.argv[1], "--blind" in sys.argv[2:], chosen)

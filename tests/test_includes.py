@@ -136,6 +136,13 @@ def test_has_include_and_macro_includes(tree):
     _edit_changes_key(src, opts, tree / "inc" / "m.h")
 
 
+def test_an_include_spelled_across_a_splice_is_followed_in_a_file_that_says_include_nowhere(tree):
+    _announce(tree / "inc" / "m.h", "m")
+    src, opts = "#inc\\\nlude <m.h>\n", [f"-I{tree}/inc"]
+    assert _nvrtc_choice(src, opts) == {"m"}
+    _edit_changes_key(src, opts, tree / "inc" / "m.h")
+
+
 def test_an_include_that_cannot_be_expanded_keys_every_header_next_to_it(tree):
     _announce(tree / "inc" / "m.h", "m")
     src, opts = "#define PICK(x) <x>\n#include PICK(m.h)\n", [f"-I{tree}/inc"]

@@ -331,3 +331,97 @@ def test_a_compile_that_reads_the_clock_is_never_stored(tree, cache, where):
 def _no_code_stored(cache) -> bool:
     """Nothing but memory-only markers (no code, never served: `lazykern cache ls` shows them) was stored."""
     return all(e.get("memory_only") for e in cache.entries())
+
+
+# Issue 35, classes 1-5: decisions from the preprocessor's view (splices, comments, tokens), trace
+# names that are not paths, and a traced compile that crashes.
+
+
+def _memory_only(cache, source, options) -> str:
+    fam, _ = _get(cache, source, options)
+    return fam.get("k", "sm_80").meta.get("memory_only", "")
+
+
+@pytest.mark.parametrize(
+    "directive", ["#inc\\\nlude <v.h>\n", "#\\\ninclude <v.h>\n", "# /* a\n comment */ include <v.h>\n"]
+)
+def test_an_include_spelled_across_a_splice_or_comment_is_followed(tree, cache, directive):
+    _write(tree / "inc" / "v.h", "#define VAL 1\n")
+    src, opts = directive + KERNEL, [f"-I{tree}/inc"]
+    _check(cache, src, opts, lambda: _write(tree / "inc" / "v.h", "#define VAL 2\n"), served_after=False)
+
+
+@pytest.mark.parametrize(
+    "probe",
+    [
+        '__has_\\\ninclude("opt.h")',
+        '__has_include /* why */ ("opt.h")',
+        '__has_include\\\n("opt.h")',
+        'HI("opt.h")',
+        'HJ ( "opt.h" )',
+    ],
+)
+def test_a_has_include_the_preprocessor_sees_is_a_probe(tree, cache, probe):
+    head = "#define HI __has_include\n#define HJ HI\n"
+    src = f'{head}#if {probe}\n#include "opt.h"\n#else\n#define VAL 1\n#endif\n' + KERNEL
+    _check(cache, src, [], lambda: _write(tree / "work" / "opt.h", "#define VAL 2\n"), served_after=False)
+
+
+@pytest.mark.parametrize(
+    "head, probe",
+    [
+        ('#define N "opt.h"\n', "__has_include(N)"),
+        ("#define H(x) __has_include(x)\n", 'H("opt.h")'),
+        ("#define CAT(a, b) a##b\n", 'CAT(__has_, include)("opt.h")'),
+    ],
+)
+def test_a_probe_a_macro_spells_is_unknown_and_kept_in_memory(tree, cache, head, probe):
+    src = f'{head}#if {probe}\n#include "opt.h"\n#else\n#define VAL 1\n#endif\n' + KERNEL
+    assert _memory_only(cache, src, [])
+    assert _no_code_stored(cache)
+
+
+def test_a_probe_in_a_header_searches_that_headers_directory(tree, cache):
+    _write(tree / "inc" / "sub" / "p.h", '#if __has_include("opt.h")\n#include "opt.h"\n#else\n#define VAL 1\n#endif\n')
+    src, opts = "#include <sub/p.h>\n" + KERNEL, [f"-I{tree}/inc"]
+    _check(cache, src, opts, lambda: _write(tree / "inc" / "sub" / "opt.h", "#define VAL 2\n"), served_after=False)
+
+
+def test_a_line_name_that_is_an_existing_file_is_not_taken_for_the_header(tree, cache):
+    _write(tree / "other" / "o.h", "#define UNUSED 1\n")
+    _write(tree / "inc" / "h.h", f'#line 1 "{tree}/other/o.h"\n#define VAL 1\n')
+    src, opts = "#include <h.h>\n" + KERNEL, [f"-I{tree}/inc"]
+    _check(cache, src, opts, lambda: _write(tree / "inc" / "h.h", "#define VAL 2\n"), served_after=False)
+
+
+def test_a_header_with_two_line_directives_naming_files_is_in_the_manifest(tree, cache):
+    _write(tree / "inc" / "x.h", "#pragma once\n#define X 1\n")
+    _write(
+        tree / "inc" / "gen.h", f'#line 1 "{tree}/inc/x.h"\n#include "x.h"\n#line 9 "{tree}/inc/x.h"\n#define VAL X\n'
+    )
+    src, opts = "#include <gen.h>\n" + KERNEL, [f"-I{tree}/inc"]
+    fam, _ = _get(cache, src, opts)
+    files = [f[0] for f in cache.lookup(fam.key("k", "sm_80")).meta["headers"]["files"]]
+    assert f"{tree}/inc/gen.h" in files, files
+    _check(cache, src, opts, lambda: _write(tree / "inc" / "gen.h", "#define VAL 2\n"), served_after=False)
+
+
+def test_a_header_in_sub_whose_line_names_elsewhere_searches_its_own_directory(tree, cache):
+    _write(tree / "elsewhere" / "e.h", "\n")
+    _write(tree / "inc" / "sub" / "s.h", f'#line 1 "{tree}/elsewhere/e.h"\n#include "y.h"\n')
+    _write(tree / "inc2" / "y.h", "#define VAL 1\n")
+    src, opts = "#include <sub/s.h>\n" + KERNEL, [f"-I{tree}/inc", f"-I{tree}/inc2"]
+    _check(cache, src, opts, lambda: _write(tree / "inc" / "sub" / "y.h", "#define VAL 2\n"), served_after=False)
+
+
+@pytest.mark.parametrize(
+    "generated",
+    ['#line 1 "gen.tmpl"\n#define VAL 1\n', '# 1 "gen.tmpl"\n# 1 "<built-in>"\n#define VAL 1\n# 3 "gen.tmpl" 2\n'],
+)
+def test_generated_headers_hit_a_warm_store_and_recompile_when_edited(tree, cache, generated):
+    _write(tree / "inc" / "g.h", generated)
+    src, opts = "#include <g.h>\n" + KERNEL, [f"-I{tree}/inc"]
+    assert not _memory_only(cache, src, opts)
+    _check(
+        cache, src, opts, lambda: _write(tree / "inc" / "g.h", generated.replace("VAL 1", "VAL 2")), served_after=False
+    )

@@ -104,9 +104,10 @@ class _Resolver:
         return self.manifest
 
     def _scan(self, text: str, here: str) -> None:
+        text = _CONTINUATION.sub("", text)  # splices first: "#inc\<newline>lude" is an include
         if "include" not in text and "import" not in text:
             return
-        text = _COMMENT.sub(_blank_comment, _CONTINUATION.sub("", text))
+        text = _COMMENT.sub(_blank_comment, text)
         for m in _DEFINE.finditer(text):
             self.macros.setdefault(m.group(1), m.group(2))
         for m in _DIRECTIVE.finditer(text):

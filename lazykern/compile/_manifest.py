@@ -3,9 +3,23 @@
 NVRTC cannot list its dependencies (no ``-M``), but ``--fdevice-time-trace``
 writes one "Processing Header File" event per header its front end read, with
 the path as it resolved it (``sub/../h1.h``, an ``-I`` directory joined with the
-name, a toolkit header by full path). So the key does not re-implement the
-preprocessor: the store's key covers source, options, arch and toolchain, and
-each entry carries a *manifest* of what the compile read:
+name, a toolkit header by full path). The store's key covers source, options, arch
+and toolchain, and each entry carries a *manifest* of what the compile read, from two
+records that each cover what the other cannot:
+
+* NVRTC's trace (of a pass in a child process, ``_tracer``, over the source with its own
+  ``#line`` directives blanked): every header opened, toolkit headers and what they include too.
+  A ``#line`` or line marker *in a header* renames events: the header may be missing, a name
+  may be no file or a file never opened, nesting says nothing about who included whom.
+* the include graph (``_include_graph``, over the preprocessor's tokens): every header the
+  source can reach through non-toolkit headers, whatever ``#if`` says, each found by NVRTC's
+  search, the ``__has_include`` probes, and the ``#line`` names. Where it cannot know
+  (an operand a macro spells), the compile stays in memory.
+
+A trace event that names no header of the graph is a header reached through the toolkit (or a
+``#line`` name that is also a file): recorded, its search places taken from the trace's nesting
+plus the directories of headers that hold line directives, or from every directory of the compile
+where a candidate includer's name is a ``#line`` name. A name that is no file must be a ``#line`` name.
 
 * ``files``: ``[path as NVRTC opened it, sha256, st_dev, st_ino, size, mtime_ns, ctime_ns]``.
   A relative path (found through the working directory or a relative ``-I``)
@@ -14,10 +28,8 @@ each entry carries a *manifest* of what the compile read:
 * ``absent`` (and ``absent_dirs``, the same grouped by directory: one stat of an unchanged
   directory vouches for every name missing in it): the places searched before each header
   was found that held no regular file; if one appears, a compile now would read it instead. The places
-  each ``__has_include("x")`` / ``__has_include(<x>)`` looked at (scanned in the
-  source and in every header read) count too, and ``present`` holds the place where
-  such a probe found a file: it must stay. A probe whose operand is a macro makes
-  the compile memory-only (NVRTC reports no probes, and we do not expand macros).
+  each ``__has_include`` probe looked at count too, and ``present`` holds the place where
+  such a probe found a file: it must stay.
 
 :func:`verify` serves an entry only if every header still has its digest and
 every ``absent`` place is still empty. The stat decides first: a header whose
@@ -30,21 +42,21 @@ writes into the entry so later processes need not read it either.
 :func:`record` refuses to persist a compile whose header changed while NVRTC
 read it (mtime or ctime at or after the compile's start), is not a regular file,
 or vanished, or that reads the clock (``__TIME__``, ``__DATE__``, ``__TIMESTAMP__``
-in the source or a header, as ccache does): such a binary is served from memory only.
+as tokens in the source or a header, as ccache does): such a binary is served from memory only.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
-import re
 import stat
 import sys
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from . import _include_graph
 
 _EVENT = "Processing Header File"
 # Headers compiled into NVRTC itself: the NVRTC version in the toolchain fingerprint pins them.
@@ -95,75 +107,78 @@ def record(
     main_dir: str,
     search_dirs: Sequence[str],
     started: int,
+    pinned_dirs: Sequence[str] = (),
+    defines: Sequence[str] = (),
 ) -> tuple[dict[str, Any] | None, str]:
     """``(manifest, "")`` of one compile, or ``(None, why its binary must not be stored)``.
 
-    ``source``: the translation unit (scanned for ``__has_include`` probes).
+    ``events``: NVRTC's header events of a traced pass over ``source`` with its own line
+    directives neutralised (:func:`lazykern.compile._pp.without_line_directives`).
+    ``source``: the translation unit (followed by :mod:`._include_graph` for what the trace does not say).
     ``main_dir``: where the source's own quoted includes are searched (the
     directory of the program name, usually ``""``: the working directory).
-    ``search_dirs``: the ``-I`` directories then the toolkit's, in NVRTC's order.
-    ``started``: :func:`start_ns` taken before the compile.
+    ``search_dirs``: the ``-I`` directories then the toolkit's (``pinned_dirs``), in NVRTC's order.
+    ``defines``: the ``-D`` values. ``started``: :func:`start_ns` taken before the compile.
     """
     try:
-        return _record(events, source, main_dir, search_dirs, started), ""
+        return _record(events, source, main_dir, search_dirs, started, pinned_dirs, defines), ""
     except _Unpersistable as exc:
         return None, str(exc)
 
 
 def _record(
-    events: Iterable[tuple[int, int, str]], source: str, main_dir: str, search_dirs: Sequence[str], started: int
+    events: Iterable[tuple[int, int, str]],
+    source: str,
+    main_dir: str,
+    search_dirs: Sequence[str],
+    started: int,
+    pinned_dirs: Sequence[str],
+    defines: Sequence[str],
 ) -> dict[str, Any]:
     files: dict[str, list[Any]] = {}
-    missing: set[str] = set()
-    searched: set[str] = set()
-    present: set[str] = set()
-    _no_clock(source.encode(), "the source")
-    probes = _probes(source.encode(), main_dir, search_dirs, "the source")
-    line = _patterns()[0]
-    line_names = set(line.findall(source.encode()))
+
+    def read(path: str) -> bytes:
+        try:
+            files[path], data = _snapshot(path, started)
+        except FileNotFoundError:
+            raise _Unpersistable(f"header {path} vanished after the compile") from None
+        return data
+
+    follower = _include_graph.Follower(search_dirs, pinned_dirs, defines, lambda p: _is_file(p, started), read)
+    follower.start(source, main_dir)
+    # A #line or line marker in a header renames its trace events: a name may be no file, or a file
+    # never opened, and what nests under it may have been included by any header.
     nested = [(p, inc) for p, inc in _with_includers(events) if not (p.startswith(_BUILTIN) and os.sep not in p)]
-    for path, _ in nested:
-        if path not in files and path not in missing:
-            try:
-                files[path], data = _snapshot(path, started)
-            except FileNotFoundError:
-                missing.add(path)
-                continue
-            _no_clock(data, path)
-            probes += _probes(data, os.path.dirname(path), search_dirs, path)
-            line_names.update(line.findall(data))
-    # A `#line N "name"` directive shows up as a header event named "name": no file to record.
-    for path in missing:
-        if os.fsencode(path) not in line_names:
-            raise _Unpersistable(f"header {path} vanished after the compile")
-    # Headers nested in such a pseudo-file were included by the file holding the #line, which
-    # NVRTC searches (the #line name changes no search): follow the pseudo-file to its includers.
-    includers_of: dict[str, set[str | None]] = {}
+    extra: list[tuple[str, set[str | None]]] = []
+    missing = []
     for path, includers in nested:
-        includers_of.setdefault(path, set()).update(includers)
-
-    def dirs_of(includer: str | None, depth: int = 0) -> set[str]:
-        if includer is None or depth > 64:
-            return {main_dir}
-        if includer not in missing:
-            return {os.path.dirname(includer)}
-        out = {os.path.dirname(includer)}
-        for parent in includers_of.get(includer, {None}):
-            out |= dirs_of(parent, depth + 1)
-        return out
-
-    for path, includers in nested:
-        if path in missing:
+        if path in files or path in follower.seen:
             continue
-        dirs = sorted(set().union(*(dirs_of(i) for i in includers)))
-        searched.update(_searched_before(path, dirs, search_dirs))
-    # __has_include: the places up to the first that holds a file, each probed as NVRTC would.
-    for places in probes:
-        for place in places:
-            if _is_file(place, started):
-                present.add(place)
-                break
-            searched.add(place)
+        if not _is_file(path, started):
+            missing.append(path)
+            continue
+        follower.add(path)  # reached through a toolkit header, or a #line name that is also a file
+        extra.append((path, includers))
+    graph = follower.finish()
+    for path in missing:  # no file: a #line name of a header the graph holds, or a header gone
+        if path not in graph.line_names and not graph.line_unknown:
+            raise _Unpersistable(f"header {path} vanished after the compile")
+    if graph.unknown:
+        raise _Unpersistable(f"{graph.unknown}: the headers it reads cannot be known")
+    if graph.clock:
+        raise _Unpersistable(f"{graph.clock}: its binary depends on when it was compiled")
+    searched = set(graph.absent)
+    every_dir = {main_dir, *(os.path.dirname(p) for p in files)}
+    renaming_dirs = {os.path.dirname(p) for p in graph.renaming}
+    for path, includers in extra:
+        # Nesting is trusted where no candidate includer's name may be a #line name; the headers
+        # whose events were renamed may have included it all the same.
+        if graph.line_unknown or any(i in graph.line_names for i in includers if i is not None):
+            dirs = every_dir
+        else:
+            dirs = {main_dir if i is None else os.path.dirname(i) for i in includers} | renaming_dirs
+        searched.update(_searched_before(path, sorted(dirs), search_dirs))
+    present = set(graph.present)
     empty = [place for place in sorted(searched - set(files) - present) if not _is_file(place, started)]
     absent, absent_dirs = _by_directory(empty, started)
     return {
@@ -213,41 +228,8 @@ def _is_file(place: str, started: int) -> bool:
     if st is None or not stat.S_ISREG(st.st_mode):
         return False
     if max(st.st_mtime_ns, st.st_ctime_ns) >= started:
-        raise _Unpersistable(f"{place} appeared while the compile searched for it")
+        raise _Unpersistable(f"{place} changed while it was compiled (or appeared while the compile searched for it)")
     return True
-
-
-def _no_clock(data: bytes, where: str) -> None:
-    """A compile that reads the clock gives another binary each time: never store one."""
-    for macro in (b"__TIME__", b"__DATE__", b"__TIMESTAMP__"):
-        if macro in data:
-            raise _Unpersistable(f"{where} uses {macro.decode()}: its binary depends on when it was compiled")
-
-
-@functools.cache
-def _patterns() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
-    """``#line N "name"`` and ``__has_include(...)``; compiled on the first compile, never on a warm hit."""
-    return (
-        re.compile(rb'^[ \t]*#[ \t]*line[ \t]+\d+[ \t]+"([^"\n]*)"', re.M),
-        re.compile(rb"__has_include(?:_next)?\s*\(\s*(\"[^\"\n]*\"|<[^>\n]*>)?"),
-    )
-
-
-def _probes(data: bytes, here: str, search_dirs: Sequence[str], where: str) -> list[list[str]]:
-    """The places each ``__has_include`` in ``data`` looks at, in order (NVRTC does not report them)."""
-    if b"__has_include" not in data:
-        return []
-    out = []
-    for m in _patterns()[1].finditer(data):
-        if m.group(1) is None:
-            raise _Unpersistable(f"{where} has a __has_include whose operand is not a literal name")
-        name = m.group(1)[1:-1].decode("utf-8", "surrogateescape")
-        if os.path.isabs(name):
-            out.append([name])
-        else:
-            dirs = [here, *search_dirs] if m.group(1)[:1] == b'"' else list(search_dirs)
-            out.append([os.path.join(d, name) for d in dirs])
-    return out
 
 
 def verify(manifest: Any) -> tuple[str | None, dict[str, Any] | None]:

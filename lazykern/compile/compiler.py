@@ -10,6 +10,11 @@ Options are NVRTC command-line flags, kept in the caller's order. They are
 parsed into ``cuda.core.ProgramOptions``; anything we do not recognise is
 refused rather than passed on, so an option list can never smuggle in an
 output path or a second input.
+
+Every compile also records the headers it read (``_manifest``): NVRTC's header trace is taken
+by a syntax-only pass in a child process (``_tracer``), run while this process compiles
+untraced, because a traced compile can crash NVRTC. If that pass fails, the binary is
+served from memory and never stored, with one warning.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ import dataclasses
 import functools
 import hashlib
 import importlib.util
-import itertools
 import logging
 import os
 import re
@@ -31,8 +35,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from .. import _fork, config
-from ..errors import CompileError
-from . import _manifest
+from ..errors import CompileError, LazykernWarning, warn_user
+from . import _manifest, _pp, _tracer
 
 log = logging.getLogger("lazykern")
 
@@ -462,24 +466,25 @@ def compile_source(
     start = time.perf_counter()
     started = _manifest.start_ns()
     program = None
-    # No "include" in the source: no directive and no probe (%:include, __has_include spell it too).
-    traced = "include" in source and _traces_headers()
-    trace_dir = _trace_dir() if traced else None
-    traced = trace_dir is not None
+    # Always traced (a text test can be fooled by a splice), never here: a traced compile can crash
+    # NVRTC, so it runs in a child process (_tracer) while this process compiles untraced.
+    trace_dir = _trace_dir() if _traces_headers() else None
     trace = os.path.join(trace_dir or "", "trace")  # NVRTC adds ".json"
-    # NVRTC 13.5 crashes (abort, "LLVM ERROR: out of memory") when traced compiles in one process
-    # meet `#line` file names in certain orders; such a source is traced in a syntax-only pass of its
-    # own, with every #line file name made unique (they change nothing else the front end reads).
-    separate = traced and _line_name().search(source) is not None
+    traced_source = _pp.without_line_directives(source)
+    pending = None
+    if trace_dir is not None:
+        pending = _tracer.begin(traced_source, name=name, arch=arch, options=kwargs, trace=trace)
     try:
-        if traced and not separate:
-            kwargs["fdevice_time_trace"] = trace
         program = Program(source, "c++", options=ProgramOptions(arch=arch, name=name, **kwargs))
         obj = program.compile("ltoir" if lto else target, logs=logs)
-        traced_source = _unique_line_names(source) if separate else source
-        if separate and not _trace_pass(traced_source, arch, name, kwargs, trace, "ltoir" if lto else target):
-            traced = False  # no trace: the binary stays in memory
-        headers, memory_only = _headers_read(trace if traced else None, traced_source, name, search_dirs, started)
+        crashed = pending.wait() if pending is not None else ""
+        if crashed:
+            warn_user(f"the header trace of {name!r} failed: {crashed}; its binary stays in memory", LazykernWarning)
+            headers, memory_only = None, crashed
+        else:
+            headers, memory_only = _headers_read(
+                trace if pending is not None else None, source, name, search_dirs, started, kwargs
+            )
         if lto:
             obj = _link_lto(obj, arch, kwargs)
         code = bytes(obj.code) if not isinstance(obj.code, str) else obj.code.encode()
@@ -503,24 +508,13 @@ def compile_source(
         # A traceback keeps this frame alive in a reference cycle; a Program collected through a
         # cycle raises in __dealloc__ (NVIDIA/cuda-python#2876, fixed by #2879): let go of it here.
         program = None  # noqa: F841
+        if pending is not None:
+            pending.wait()  # the trace is not needed now (the compile failed), but its server is
         if trace_dir is not None:
             shutil.rmtree(trace_dir, ignore_errors=True)
     seconds = time.perf_counter() - start
     log.debug("compiled %s for %s in %.3f s", name, arch, seconds)
     return CompileResult(code, target, arch, name, options, logs.text(), seconds, headers, memory_only)
-
-
-def _trace_pass(source: str, arch: str, name: str, kwargs: dict[str, Any], trace: str, target: str) -> bool:
-    """A syntax-only compile that writes NVRTC's header trace; False (logged) if it fails."""
-    from cuda.core import Program, ProgramOptions
-
-    try:
-        opts = ProgramOptions(arch=arch, name=name, fdevice_syntax_only=True, fdevice_time_trace=trace, **kwargs)
-        Program(source, "c++", options=opts).compile(target)
-    except Exception as exc:
-        log.info("the header-trace pass of %s failed (%s): its binary stays in memory", name, exc)
-        return False
-    return True
 
 
 def _trace_dir() -> str | None:
@@ -550,33 +544,37 @@ def _traces_headers() -> bool:
         return os.path.isfile(os.path.join(d, "probe.json"))
 
 
-@functools.cache
-def _line_name() -> re.Pattern[str]:
-    """``#line N "name"`` (compiled on the first compile with an #include, not on a warm start)."""
-    return re.compile(r'^([ \t]*#[ \t]*line[ \t]+\d+[ \t]+"[^"\n]*)(")', re.M)
-
-
-_traced = itertools.count()
-
-
-def _unique_line_names(source: str) -> str:
-    n = next(_traced)
-    return _line_name().sub(lambda m: f"{m.group(1)} [lazykern {n}]{m.group(2)}", source)
-
-
 def _headers_read(
-    trace: str | None, source: str, name: str, search_dirs: Sequence[str], started: int
+    trace: str | None,
+    source: str,
+    name: str,
+    search_dirs: Sequence[str],
+    started: int,
+    kwargs: dict[str, Any],
 ) -> tuple[dict[str, Any] | None, str]:
-    """(manifest, "") of what the compile read, or (None, why the binary must stay in memory)."""
-    if trace is None and "include" in source:
-        return None, "NVRTC reported no header trace for a source with #include"
-    try:
-        events = _manifest.trace_events(trace + ".json") if trace is not None else []
-    except (OSError, ValueError) as exc:
-        return None, f"NVRTC wrote no usable header trace ({exc})"
-    return _manifest.record(
-        events, source=source, main_dir=os.path.dirname(name), search_dirs=search_dirs, started=started
+    """(manifest, "") of what the compile read, or (None, why the binary must stay in memory).
+
+    Without a trace, only a source that (after phases 1-3, as tokens) includes and probes nothing
+    and reads no clock is persisted: there is nothing it can have read.
+    """
+    events: list[tuple[int, int, str]] = []
+    if trace is not None:
+        try:
+            events = _manifest.trace_events(trace + ".json")
+        except (OSError, ValueError) as exc:
+            return None, f"NVRTC wrote no usable header trace ({exc})"
+    headers, why = _manifest.record(
+        events,
+        source=source,
+        main_dir=os.path.dirname(name),
+        search_dirs=search_dirs,
+        started=started,
+        pinned_dirs=system_include_dirs(),
+        defines=cast("list[str]", kwargs.get("define_macro", [])),  # parse_options: a list of str
     )
+    if trace is None and headers is not None and any(headers[k] for k in ("files", "absent", "absent_dirs", "present")):
+        return None, "NVRTC cannot write a header trace here, and the source includes or probes a header"
+    return headers, why
 
 
 def _link_lto(ltoir: Any, arch: str, kwargs: dict[str, object]) -> Any:  # cuda.core's ObjectCode (no types)
