@@ -14,6 +14,8 @@ private numba-cuda imports anywhere else). The surface the rest of the package c
 - :mod:`.resolved`: the manifest of what Numba resolved while compiling (functions, frozen
   constants, line table), recorded at compile time and verified on every load.
 - :mod:`.compile`: one instantiation to a cubin for any arch, with no GPU.
+- :mod:`.debug`: ``debug=True`` kernels' exception table (stored with the cubin) and the error
+  code a launch reads back, as numba-cuda raises it.
 
 Nothing is imported here: ``import lazykern`` must not import Numba.
 """
@@ -46,6 +48,11 @@ BORROWED: dict[str, str] = {
     "numba.cuda.dispatcher:CUDADispatcher.compile_device": "device functions compiled per target arch",
     "numba.cuda.dispatcher:CUDADispatcher.call": "capture guard on @cuda.jit launches",
     "numba.cuda.dispatcher:_Kernel.NRT_functions": "refusing kernels that need Numba's runtime",
+    "numba.cuda._internal.cuda_fp16:lto_warning_callback": "float16's linked shim: its setup callback only warns",
+    "numba.cuda.descriptor:cuda_target.target_context.data_model_manager": "user types' struct models (packing)",
+    "numba.cuda.args:ArgHint": "cuda.In / Out / InOut arguments",
+    "numba.cuda.args:InOut": "cuda.InOut arguments (copied in and out)",
+    "numba.cuda.core.callconv:_MinimalCallHelper": "debug=True: its .exceptions, code -> (class, args, location)",
     "numba.cuda.descriptor:cuda_target.target_context._defns": "files linked by cuda.declare_device (key)",
     "numba.cuda.types.ext_types:CUDADispatcher": "device functions a kernel resolved (manifest)",
     "numba.cuda.simulator.kernel:FakeCUDAKernel.__getitem__": "capture of simulator launches",
