@@ -26,6 +26,7 @@ BORROWED: dict[str, str] = {
     "numba.cuda.core.config:ENABLE_CUDASIM": "the simulator switch",
     "numba.cuda.core.config:CUDA_NVRTC_EXTRA_SEARCH_PATHS": "NVRTC search path of linked .cu files (key)",
     "numba.cuda.core.sigutils:normalize_signature": "kernel signatures",
+    "numba.cuda.core.sigutils:is_signature": "lazy_kernel(sig) / lazy_kernel([sig, ...]) as cuda.jit takes them",
     "numba.cuda.core.compiler_lock:global_compiler_lock": "the lock held while device functions are swapped",
     "numba.cuda.core.ir:Global": "frozen globals in the typed IR (manifest)",
     "numba.cuda.core.ir:FreeVar": "frozen closure values in the typed IR (manifest)",

@@ -112,15 +112,30 @@ def classify(value: Any, index: int) -> tuple[Any, str, Any]:
     if cai is not None:
         view = CaiView(cai, index)
         return view.numba_type(), CAI, view
-    try:  # tuples, enum members, datetimes, user types registered with typeof_impl
-        return internals.typeof(value), VALUE, value
-    except ValueError:
-        pass
+    t = passable_type(value)
+    if t is not None:
+        return t, VALUE, value
     raise LaunchError(
         f"argument {index} has unsupported type {type(value).__name__}: pass a device array "
         "(Numba, CuPy, PyTorch: anything with __cuda_array_interface__), a NumPy array or record, "
         "a Python or NumPy scalar, an enum member, or a tuple of scalars"
     )
+
+
+def passable_type(value: Any) -> Any:
+    """Numba's type of a tuple, enum member, datetime or user-typed value (``typeof_impl``), if a
+    kernel can take it (see :func:`plan_for`); None otherwise."""
+    try:
+        t = internals.typeof(value)
+    except ValueError:
+        return None
+    if internals.simulating() and not type(t).__module__.startswith("numba."):
+        return t  # a user's type: the simulator passes the object itself (no data model to check)
+    try:
+        plan_for((t,))
+    except LaunchError:
+        return None
+    return t
 
 
 def _cuda_array_interface(value: Any, index: int) -> dict[str, Any] | None:

@@ -89,6 +89,8 @@ def struct_members(t: Any) -> tuple[Any, ...] | None:
     """The member types of ``t``'s struct data model in numba-cuda's data model manager
     (``cuda_target.target_context.data_model_manager``), None where its model is not a struct:
     how a kernel receives a user extension type."""
+    if simulating():  # the simulator has no data models (and no kernel parameters)
+        return None
     from numba.cuda.descriptor import cuda_target
 
     try:
@@ -113,6 +115,13 @@ def arg_hint(value: Any) -> tuple[Any, str] | None:
     if isinstance(value, args.In):
         return value.value, "host-in"
     return value.value, "host"
+
+
+def is_signature(value: Any) -> bool:
+    """Whether ``cuda.jit`` would read ``value`` as a signature (``numba.cuda.core.sigutils.is_signature``)."""
+    from numba.cuda.core import sigutils
+
+    return bool(sigutils.is_signature(value))
 
 
 def normalize_signature(sig: Any) -> tuple[tuple[Any, ...], Any]:

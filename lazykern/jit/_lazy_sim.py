@@ -11,7 +11,6 @@ import threading
 from typing import Any, Protocol
 
 from .._numba import args as _numba_args
-from .._numba import internals
 from ..errors import LaunchError
 from ..launch._launch import parse_launch_config
 from ..store.cache import record
@@ -86,10 +85,9 @@ def sim_type(value: Any, index: int) -> str:
         return f"array({dtype}, {len(shape)}d)"
     if isinstance(value, tuple):
         return "(" + ", ".join(sim_type(v, index) for v in value) + ")"
-    try:  # records, enum members, user types: as Numba types them
-        return str(internals.typeof(value))
-    except ValueError:
-        pass
+    t = _numba_args.passable_type(value)  # records, enum members, user types: as Numba types them
+    if t is not None:
+        return str(t)
     raise LaunchError(
         f"argument {index} has unsupported type {type(value).__name__}: pass arrays, records, "
         "Python or NumPy scalars, enum members, or tuples of scalars"

@@ -37,7 +37,7 @@ from typing import Any, cast
 from .. import _fork
 from .._numba import args as _numba_args
 from .._numba import compile as _numba_compile
-from .._numba.signature import arg_range, normalize_signature
+from .._numba.signature import arg_range, is_signature, normalize_signature
 from ..compile import compiler
 from ..errors import LaunchError, LazykernError
 from ..launch._device import simulating as _simulating
@@ -98,7 +98,7 @@ def lazy_kernel(
         options["inline"] = "always" if options["inline"] else "never"  # numba-cuda's old spelling
     _numba_compile.carveout(options.get("shared_memory_carveout"))  # refuse a bad value now, as cuda.jit
     store = cache if isinstance(cache, KernelCache) else None
-    if func is not None and not callable(func):  # cuda.jit("void(float32[:])") / cuda.jit([sig, ...])
+    if func is not None and is_signature(func):  # cuda.jit("void(float32[:])") / cuda.jit([sig, ...])
         for sig in func if isinstance(func, list) else [func]:
             normalize_signature(sig)
         func = None
