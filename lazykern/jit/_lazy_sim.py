@@ -11,6 +11,7 @@ import threading
 from typing import Any, Protocol
 
 from .._numba import args as _numba_args
+from .._numba import internals
 from ..errors import LaunchError
 from ..launch._launch import parse_launch_config
 from ..store.cache import record
@@ -80,6 +81,9 @@ def sim_type(value: Any, index: int) -> str:
     t = _numba_args.scalar_types().get(value.__class__)
     if t is not None:
         return str(t)
+    hint = internals.arg_hint(value)  # cuda.In / Out / InOut: typed as what they wrap
+    if hint is not None:
+        return sim_type(hint[0], index)
     dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
     if dtype is not None and shape is not None:
         return f"array({dtype}, {len(shape)}d)"
