@@ -51,7 +51,7 @@ class Case:
 CASES: list[Case] = []
 
 
-def add(origin: str, args: Callable[[], list[Any]], grid: Any = 1, block: Any = 1, *, name: str = "",
+def kernel_case(origin: str, args: Callable[[], list[Any]], grid: Any = 1, block: Any = 1, *, name: str = "",
         sim: bool = True, shared: int = 0, **options: Any) -> Callable[[Callable[..., None]], Callable[..., None]]:
     def register(fn: Callable[..., None]) -> Callable[..., None]:
         CASES.append(Case(name or fn.__name__, origin, fn, args, grid, block, options, sim, shared))
@@ -72,19 +72,19 @@ def ar(n: int, dtype: Any = np.float64) -> np.ndarray:
 INTR = "tests/cudapy/test_intrinsics.py"
 
 
-@add(INTR, lambda: [z(1, np.int32)], 1, 3)
+@kernel_case(INTR, lambda: [z(1, np.int32)], 1, 3)
 def simple_threadidx(ary):
     i = cuda.threadIdx.x
     ary[0] = i
 
 
-@add(INTR, lambda: [z(10, np.int32)], 1, 10)
+@kernel_case(INTR, lambda: [z(10, np.int32)], 1, 10)
 def fill_threadidx(ary):
     i = cuda.threadIdx.x
     ary[i] = i
 
 
-@add(INTR, lambda: [z((2, 3, 4), np.int32)], 1, (2, 3, 4))
+@kernel_case(INTR, lambda: [z((2, 3, 4), np.int32)], 1, (2, 3, 4))
 def fill3d_threadidx(ary):
     i = cuda.threadIdx.x
     j = cuda.threadIdx.y
@@ -92,19 +92,19 @@ def fill3d_threadidx(ary):
     ary[i, j, k] = (i + 1) * (j + 1) * (k + 1)
 
 
-@add(INTR, lambda: [z(24, np.int32)], 3, 8)
+@kernel_case(INTR, lambda: [z(24, np.int32)], 3, 8)
 def simple_grid1d(ary):
     i = cuda.grid(1)
     ary[i] = i
 
 
-@add(INTR, lambda: [z((4, 6), np.int32)], (2, 2), (2, 3))
+@kernel_case(INTR, lambda: [z((4, 6), np.int32)], (2, 2), (2, 3))
 def simple_grid2d(ary):
     i, j = cuda.grid(2)
     ary[i, j] = i + j
 
 
-@add(INTR, lambda: [z(1, np.int32)], 3, 4)
+@kernel_case(INTR, lambda: [z(1, np.int32)], 3, 4)
 def simple_gridsize1d(ary):
     i = cuda.grid(1)
     x = cuda.gridsize(1)
@@ -112,7 +112,7 @@ def simple_gridsize1d(ary):
         ary[0] = x
 
 
-@add(INTR, lambda: [z(2, np.int32)], (2, 3), (2, 2))
+@kernel_case(INTR, lambda: [z(2, np.int32)], (2, 3), (2, 2))
 def simple_gridsize2d(ary):
     i, j = cuda.grid(2)
     x, y = cuda.gridsize(2)
@@ -121,7 +121,7 @@ def simple_gridsize2d(ary):
         ary[1] = y
 
 
-@add(INTR, lambda: [z((5, 7), np.float32)], (1, 1), (2, 2))
+@kernel_case(INTR, lambda: [z((5, 7), np.float32)], (1, 1), (2, 2))
 def intrinsic_forloop_step(c):
     startX, startY = cuda.grid(2)
     gridX = cuda.gridDim.x * cuda.blockDim.x
@@ -133,115 +133,115 @@ def intrinsic_forloop_step(c):
             c[y, x] = x + y
 
 
-@add(INTR, lambda: [z(1, np.int32), np.uint32(0xF00F00FF)])
+@kernel_case(INTR, lambda: [z(1, np.int32), np.uint32(0xF00F00FF)])
 def simple_popc(ary, c):
     ary[0] = cuda.popc(c)
 
 
-@add(INTR, lambda: [z(1, np.uint32), np.uint32(0x00F0000F)])
+@kernel_case(INTR, lambda: [z(1, np.uint32), np.uint32(0x00F0000F)])
 def simple_brev(ary, c):
     ary[0] = cuda.brev(c)
 
 
-@add(INTR, lambda: [z(1, np.int32), np.int64(0x0F0)])
+@kernel_case(INTR, lambda: [z(1, np.int32), np.int64(0x0F0)])
 def simple_clz(ary, c):
     ary[0] = cuda.clz(c)
 
 
-@add(INTR, lambda: [z(1, np.int32), np.int32(0x100)])
+@kernel_case(INTR, lambda: [z(1, np.int32), np.int32(0x100)])
 def simple_ffs(ary, c):
     ary[0] = cuda.ffs(c)
 
 
-@add(INTR, lambda: [z(1, np.float32), np.float32(2.0), np.float32(3.0), np.float32(4.0)])
+@kernel_case(INTR, lambda: [z(1, np.float32), np.float32(2.0), np.float32(3.0), np.float32(4.0)])
 def simple_fma(ary, a, b, c):
     ary[0] = cuda.fma(a, b, c)
 
 
-@add(INTR, lambda: [z(1, np.float64), 27.0])
+@kernel_case(INTR, lambda: [z(1, np.float64), 27.0])
 def simple_cbrt(ary, a):
     ary[0] = cuda.cbrt(a)
 
 
-@add(INTR, lambda: [z(1, np.int64), True, np.int64(3), np.int64(4)])
+@kernel_case(INTR, lambda: [z(1, np.int64), True, np.int64(3), np.int64(4)])
 def simple_selp(ary, c, a, b):
     ary[0] = cuda.selp(c, a, b)
 
 
-@add(INTR, lambda: [z(1, np.int32), np.int32(16)], 1, 5)
+@kernel_case(INTR, lambda: [z(1, np.int32), np.int32(16)], 1, 5)
 def simple_laneid(ary, n):
     i = cuda.threadIdx.x
     if i == 4:
         ary[0] = cuda.laneid + n
 
 
-@add(INTR, lambda: [z(1, np.int32)], 1, 1)
+@kernel_case(INTR, lambda: [z(1, np.int32)], 1, 1)
 def simple_warpsize(ary):
     ary[0] = cuda.warpsize
 
 
-@add(INTR, lambda: [z(2, np.float64), 2.5, 3.5])
+@kernel_case(INTR, lambda: [z(2, np.float64), 2.5, 3.5])
 def simple_round(ary, a, b):
     ary[0] = round(a)
     ary[1] = round(b, 0)
 
 
 # -- float16 (tests/cudapy/test_intrinsics.py) ----------------------------------------------
-def h(*values: float) -> np.ndarray:
+def f16(*values: float) -> np.ndarray:
     return np.array(values, dtype=np.float16)
 
 
-@add(INTR, lambda: [h(0), h(1.5), h(2.25)])
+@kernel_case(INTR, lambda: [f16(0), f16(1.5), f16(2.25)])
 def simple_hadd(ary, a, b):
     ary[0] = cuda.fp16.hadd(a[0], b[0])
 
 
-@add(INTR, lambda: [h(0), np.float16(1.5), np.float16(2.25)])
+@kernel_case(INTR, lambda: [f16(0), np.float16(1.5), np.float16(2.25)])
 def simple_hadd_scalar(ary, a, b):
     ary[0] = cuda.fp16.hadd(a, b)
 
 
-@add(INTR, lambda: [h(0), h(1.5), h(2.0), h(0.25)])
+@kernel_case(INTR, lambda: [f16(0), f16(1.5), f16(2.0), f16(0.25)])
 def simple_hfma(ary, a, b, c):
     ary[0] = cuda.fp16.hfma(a[0], b[0], c[0])
 
 
-@add(INTR, lambda: [h(0), np.float16(1.5), np.float16(2.0), np.float16(0.25)])
+@kernel_case(INTR, lambda: [f16(0), np.float16(1.5), np.float16(2.0), np.float16(0.25)])
 def simple_hfma_scalar(ary, a, b, c):
     ary[0] = cuda.fp16.hfma(a, b, c)
 
 
-@add(INTR, lambda: [h(0), h(3.0), h(1.25)])
+@kernel_case(INTR, lambda: [f16(0), f16(3.0), f16(1.25)])
 def simple_hsub(ary, a, b):
     ary[0] = cuda.fp16.hsub(a[0], b[0])
 
 
-@add(INTR, lambda: [h(0), h(3.0), h(1.25)])
+@kernel_case(INTR, lambda: [f16(0), f16(3.0), f16(1.25)])
 def simple_hmul(ary, a, b):
     ary[0] = cuda.fp16.hmul(a[0], b[0])
 
 
-@add(INTR, lambda: [h(0), np.float16(3.0), np.float16(1.5)])
+@kernel_case(INTR, lambda: [f16(0), np.float16(3.0), np.float16(1.5)])
 def simple_hdiv_scalar(ary, a, b):
     ary[0] = cuda.fp16.hdiv(a, b)
 
 
-@add(INTR, lambda: [h(0), h(3.0)])
+@kernel_case(INTR, lambda: [f16(0), f16(3.0)])
 def simple_hneg(ary, a):
     ary[0] = cuda.fp16.hneg(a[0])
 
 
-@add(INTR, lambda: [h(0), np.float16(-3.0)])
+@kernel_case(INTR, lambda: [f16(0), np.float16(-3.0)])
 def simple_habs_scalar(ary, a):
     ary[0] = cuda.fp16.habs(a)
 
 
-@add(INTR, lambda: [z(1, np.bool_), np.float16(3.0), np.float16(4.0)])
+@kernel_case(INTR, lambda: [z(1, np.bool_), np.float16(3.0), np.float16(4.0)])
 def simple_hlt_scalar(ary, a, b):
     ary[0] = cuda.fp16.hlt(a, b)
 
 
-@add(INTR, lambda: [z(1, np.bool_), np.float16(3.0), np.float16(3.0)])
+@kernel_case(INTR, lambda: [z(1, np.bool_), np.float16(3.0), np.float16(3.0)])
 def simple_heq_scalar(ary, a, b):
     ary[0] = cuda.fp16.heq(a, b)
 
@@ -251,52 +251,52 @@ def hlt_func_1(x, y):
     return cuda.fp16.hlt(x, y)
 
 
-@add(INTR, lambda: [z(1, np.bool_), np.float16(1), np.float16(2), np.float16(3)])
+@kernel_case(INTR, lambda: [z(1, np.bool_), np.float16(1), np.float16(2), np.float16(3)])
 def multiple_hcmp_3(r, a, b, c):
     # Different float16 predicates used in the caller and callee
     r[0] = hlt_func_1(a, b) and cuda.fp16.hge(c, b)
 
 
-@add(INTR, lambda: [h(0), np.float16(1.0), np.float16(2.0)])
+@kernel_case(INTR, lambda: [f16(0), np.float16(1.0), np.float16(2.0)])
 def simple_hmax_scalar(ary, a, b):
     ary[0] = cuda.fp16.hmax(a, b)
 
 
-@add(INTR, lambda: [h(0, 0, 0), h(0.5, 1.0, 2.0)], 1, 3)
+@kernel_case(INTR, lambda: [f16(0, 0, 0), f16(0.5, 1.0, 2.0)], 1, 3)
 def simple_hsin(r, x):
     i = cuda.grid(1)
     if i < len(r):
         r[i] = cuda.fp16.hsin(x[i])
 
 
-@add(INTR, lambda: [h(0, 0, 0), h(0.5, 1.0, 2.0)], 1, 3)
+@kernel_case(INTR, lambda: [f16(0, 0, 0), f16(0.5, 1.0, 2.0)], 1, 3)
 def simple_hexp(r, x):
     i = cuda.grid(1)
     if i < len(r):
         r[i] = cuda.fp16.hexp(x[i])
 
 
-@add(INTR, lambda: [h(0, 0, 0), h(0.5, 1.0, 2.0)], 1, 3)
+@kernel_case(INTR, lambda: [f16(0, 0, 0), f16(0.5, 1.0, 2.0)], 1, 3)
 def simple_hlog2(r, x):
     i = cuda.grid(1)
     if i < len(r):
         r[i] = cuda.fp16.hlog2(x[i])
 
 
-@add(INTR, lambda: [h(0, 0, 0), h(0.25, 1.0, 4.0)], 1, 3)
+@kernel_case(INTR, lambda: [f16(0, 0, 0), f16(0.25, 1.0, 4.0)], 1, 3)
 def simple_hsqrt(r, x):
     i = cuda.grid(1)
     if i < len(r):
         r[i] = cuda.fp16.hsqrt(x[i])
 
 
-@add("tests/cudapy/test_operator.py", lambda: [h(0, 0), h(1.5, 2.0), h(0.5, 4.0)], 1, 2)
+@kernel_case("tests/cudapy/test_operator.py", lambda: [f16(0, 0), f16(1.5, 2.0), f16(0.5, 4.0)], 1, 2)
 def float16_arith(r, a, b):
     i = cuda.grid(1)
     r[i] = a[i] * b[i] + a[i] - b[i]
 
 
-@add("tests/cudapy/test_casting.py", lambda: [z(2, np.float32), h(1.5, -2.25)], 1, 2)
+@kernel_case("tests/cudapy/test_casting.py", lambda: [z(2, np.float32), f16(1.5, -2.25)], 1, 2)
 def float16_to_float32(r, x):
     i = cuda.grid(1)
     r[i] = np.float32(x[i])
@@ -306,21 +306,21 @@ def float16_to_float32(r, x):
 SYNC = "tests/cudapy/test_sync.py"
 
 
-@add(SYNC, lambda: [z(20, np.int32)], 2, 10)
+@kernel_case(SYNC, lambda: [z(20, np.int32)], 2, 10)
 def useless_syncthreads(ary):
     i = cuda.grid(1)
     cuda.syncthreads()
     ary[i] = i
 
 
-@add(SYNC, lambda: [z(16, np.int32)], 1, 16, sim=False)
+@kernel_case(SYNC, lambda: [z(16, np.int32)], 1, 16, sim=False)
 def useless_syncwarp(ary):
     i = cuda.grid(1)
     cuda.syncwarp()
     ary[i] = i
 
 
-@add(SYNC, lambda: [z(1, np.int32)], 1, 32, sim=False)
+@kernel_case(SYNC, lambda: [z(1, np.int32)], 1, 32, sim=False)
 def coop_syncwarp(res):
     sm = cuda.shared.array(32, np.int32)
     i = cuda.grid(1)
@@ -342,7 +342,7 @@ def coop_syncwarp(res):
         res[0] = sm[0] + sm[1]
 
 
-@add(SYNC, lambda: [z(32, np.int32)], 1, 32)
+@kernel_case(SYNC, lambda: [z(32, np.int32)], 1, 32)
 def simple_smem(ary):
     N = 100
     sm = cuda.shared.array(N, np.int32)
@@ -354,7 +354,7 @@ def simple_smem(ary):
     ary[i] = sm[i]
 
 
-@add(SYNC, lambda: [z((2, 4), np.float32)], (1, 1), (2, 4))
+@kernel_case(SYNC, lambda: [z((2, 4), np.float32)], (1, 1), (2, 4))
 def coop_smem2d(ary):
     i, j = cuda.grid(2)
     sm = cuda.shared.array((10, 20), np.float32)
@@ -363,7 +363,7 @@ def coop_smem2d(ary):
     ary[i, j] = sm[i, j]
 
 
-@add(SYNC, lambda: [z(16, np.float32)], 1, 16, shared=64, sim=False)
+@kernel_case(SYNC, lambda: [z(16, np.float32)], 1, 16, shared=64, sim=False)
 def dyn_shared_memory(ary):
     i = cuda.grid(1)
     sm = cuda.shared.array(0, np.float32)
@@ -372,40 +372,40 @@ def dyn_shared_memory(ary):
     ary[i] = sm[i]
 
 
-@add(SYNC, lambda: [z(1, np.int32)])
+@kernel_case(SYNC, lambda: [z(1, np.int32)])
 def use_threadfence(ary):
     ary[0] += 123
     cuda.threadfence()
     ary[0] += 321
 
 
-@add(SYNC, lambda: [z(1, np.int32)])
+@kernel_case(SYNC, lambda: [z(1, np.int32)])
 def use_threadfence_block(ary):
     ary[0] += 123
     cuda.threadfence_block()
     ary[0] += 321
 
 
-@add(SYNC, lambda: [z(1, np.int32)])
+@kernel_case(SYNC, lambda: [z(1, np.int32)])
 def use_threadfence_system(ary):
     ary[0] += 123
     cuda.threadfence_system()
     ary[0] += 321
 
 
-@add(SYNC, lambda: [z(8, np.int32), np.arange(8, dtype=np.int32) % 3], 1, 8)
+@kernel_case(SYNC, lambda: [z(8, np.int32), np.arange(8, dtype=np.int32) % 3], 1, 8)
 def use_syncthreads_count(ary_out, ary_in):
     i = cuda.grid(1)
     ary_out[i] = cuda.syncthreads_count(ary_in[i])
 
 
-@add(SYNC, lambda: [z(8, np.int32), np.arange(8, dtype=np.int32) % 3], 1, 8)
+@kernel_case(SYNC, lambda: [z(8, np.int32), np.arange(8, dtype=np.int32) % 3], 1, 8)
 def use_syncthreads_and(ary_out, ary_in):
     i = cuda.grid(1)
     ary_out[i] = cuda.syncthreads_and(ary_in[i])
 
 
-@add(SYNC, lambda: [z(8, np.int32), np.arange(8, dtype=np.int32) % 3], 1, 8)
+@kernel_case(SYNC, lambda: [z(8, np.int32), np.arange(8, dtype=np.int32) % 3], 1, 8)
 def use_syncthreads_or(ary_out, ary_in):
     i = cuda.grid(1)
     ary_out[i] = cuda.syncthreads_or(ary_in[i])
@@ -415,7 +415,7 @@ def use_syncthreads_or(ary_out, ary_in):
 WARP = "tests/cudapy/test_warp_ops.py"
 
 
-@add(WARP, lambda: [z(32, np.int32)], 1, 32, sim=False)
+@kernel_case(WARP, lambda: [z(32, np.int32)], 1, 32, sim=False)
 def useful_syncwarp(ary):
     i = cuda.grid(1)
     if i == 0:
@@ -424,84 +424,84 @@ def useful_syncwarp(ary):
     ary[i] = ary[0]
 
 
-@add(WARP, lambda: [z(32, np.int32), np.int32(4)], 1, 32, sim=False)
+@kernel_case(WARP, lambda: [z(32, np.int32), np.int32(4)], 1, 32, sim=False)
 def use_shfl_sync_idx(ary, idx):
     i = cuda.grid(1)
     val = cuda.shfl_sync(0xFFFFFFFF, i, idx)
     ary[i] = val
 
 
-@add(WARP, lambda: [z(32, np.int32), np.int32(5)], 1, 32, sim=False)
+@kernel_case(WARP, lambda: [z(32, np.int32), np.int32(5)], 1, 32, sim=False)
 def use_shfl_sync_up(ary, delta):
     i = cuda.grid(1)
     val = cuda.shfl_up_sync(0xFFFFFFFF, i, delta)
     ary[i] = val
 
 
-@add(WARP, lambda: [z(32, np.int32), np.int32(5)], 1, 32, sim=False)
+@kernel_case(WARP, lambda: [z(32, np.int32), np.int32(5)], 1, 32, sim=False)
 def use_shfl_sync_down(ary, delta):
     i = cuda.grid(1)
     val = cuda.shfl_down_sync(0xFFFFFFFF, i, delta)
     ary[i] = val
 
 
-@add(WARP, lambda: [z(32, np.int32), np.int32(16)], 1, 32, sim=False)
+@kernel_case(WARP, lambda: [z(32, np.int32), np.int32(16)], 1, 32, sim=False)
 def use_shfl_sync_xor(ary, xor):
     i = cuda.grid(1)
     val = cuda.shfl_xor_sync(0xFFFFFFFF, i, xor)
     ary[i] = val
 
 
-@add(WARP, lambda: [z(32, np.float64), 3.5], 1, 32, sim=False)
+@kernel_case(WARP, lambda: [z(32, np.float64), 3.5], 1, 32, sim=False)
 def use_shfl_sync_with_val(ary, into):
     i = cuda.grid(1)
     val = cuda.shfl_sync(0xFFFFFFFF, into, 0)
     ary[i] = val
 
 
-@add(WARP, lambda: [np.ones(32, np.int32), z(32, np.int32)], 1, 32, sim=False)
+@kernel_case(WARP, lambda: [np.ones(32, np.int32), z(32, np.int32)], 1, 32, sim=False)
 def use_vote_sync_all(ary_in, ary_out):
     i = cuda.grid(1)
     pred = cuda.all_sync(0xFFFFFFFF, ary_in[i])
     ary_out[i] = pred
 
 
-@add(WARP, lambda: [np.arange(32, dtype=np.int32) % 2, z(32, np.int32)], 1, 32, sim=False)
+@kernel_case(WARP, lambda: [np.arange(32, dtype=np.int32) % 2, z(32, np.int32)], 1, 32, sim=False)
 def use_vote_sync_any(ary_in, ary_out):
     i = cuda.grid(1)
     pred = cuda.any_sync(0xFFFFFFFF, ary_in[i])
     ary_out[i] = pred
 
 
-@add(WARP, lambda: [np.arange(32, dtype=np.int32) % 2, z(32, np.int32)], 1, 32, sim=False)
+@kernel_case(WARP, lambda: [np.arange(32, dtype=np.int32) % 2, z(32, np.int32)], 1, 32, sim=False)
 def use_vote_sync_eq(ary_in, ary_out):
     i = cuda.grid(1)
     pred = cuda.eq_sync(0xFFFFFFFF, ary_in[i])
     ary_out[i] = pred
 
 
-@add(WARP, lambda: [z(32, np.uint32)], 1, 32, sim=False)
+@kernel_case(WARP, lambda: [z(32, np.uint32)], 1, 32, sim=False)
 def use_vote_sync_ballot(ary):
     i = cuda.threadIdx.x
     ballot = cuda.ballot_sync(0xFFFFFFFF, True)
     ary[i] = ballot
 
 
-@add(WARP, lambda: [np.arange(32, dtype=np.int32) % 4, z(32, np.uint32)], 1, 32, sim=False)
+@kernel_case(WARP, lambda: [np.arange(32, dtype=np.int32) % 4, z(32, np.uint32)], 1, 32, sim=False)
 def use_match_any_sync(ary_in, ary_out):
     i = cuda.grid(1)
     ballot = cuda.match_any_sync(0xFFFFFFFF, ary_in[i])
     ary_out[i] = ballot
 
 
-@add(WARP, lambda: [np.full(32, 7, np.int32), z(32, np.uint32)], 1, 32, sim=False)
+@kernel_case(WARP, lambda: [np.full(32, 7, np.int32), z(32, np.uint32)], 1, 32, sim=False)
 def use_match_all_sync(ary_in, ary_out):
     i = cuda.grid(1)
     ballot, pred = cuda.match_all_sync(0xFFFFFFFF, ary_in[i])
     ary_out[i] = ballot if pred else 0
 
 
-@add(WARP, lambda: [z(32, np.uint32)], 1, 32, sim=False)
+@kernel_case(WARP, lambda: [z(32, np.uint32)], 1, 32, sim=False)
 def use_independent_scheduling(arr):
     i = cuda.threadIdx.x
     if i % 4 == 0:
@@ -515,13 +515,13 @@ def use_independent_scheduling(arr):
     arr[i] = ballot
 
 
-@add(WARP, lambda: [z(32, np.uint32)], 1, 32, sim=False)
+@kernel_case(WARP, lambda: [z(32, np.uint32)], 1, 32, sim=False)
 def use_activemask(ary):
     i = cuda.threadIdx.x
     ary[i] = cuda.activemask()
 
 
-@add(WARP, lambda: [z(32, np.uint32)], 1, 32, sim=False)
+@kernel_case(WARP, lambda: [z(32, np.uint32)], 1, 32, sim=False)
 def use_lanemask_lt(ary):
     i = cuda.threadIdx.x
     ary[i] = cuda.lanemask_lt()
@@ -542,7 +542,7 @@ CONST_RECORD_ALIGN = np.array(
 )
 
 
-@add(CONST, lambda: [z(10)], 1, 10)
+@kernel_case(CONST, lambda: [z(10)], 1, 10)
 def cuconst(A):
     C = cuda.const.array_like(CONST1D)
     i = cuda.grid(1)
@@ -550,14 +550,14 @@ def cuconst(A):
     A[i] = C[i] + 1.0
 
 
-@add(CONST, lambda: [z((10, 10), np.int32)], (2, 2), (5, 5))
+@kernel_case(CONST, lambda: [z((10, 10), np.int32)], (2, 2), (5, 5))
 def cuconst2d(A):
     C = cuda.const.array_like(CONST2D)
     i, j = cuda.grid(2)
     A[i, j] = C[i, j]
 
 
-@add(CONST, lambda: [z((5, 5, 5), np.complex64)], 1, (5, 5, 5))
+@kernel_case(CONST, lambda: [z((5, 5, 5), np.complex64)], 1, (5, 5, 5))
 def cuconst3d(A):
     C = cuda.const.array_like(CONST3D)
     i = cuda.threadIdx.x
@@ -566,14 +566,14 @@ def cuconst3d(A):
     A[i, j, k] = C[i, j, k]
 
 
-@add(CONST, lambda: [z(3, np.uint8)], 1, 3)
+@kernel_case(CONST, lambda: [z(3, np.uint8)], 1, 3)
 def cuconst3bytes(A):
     C = cuda.const.array_like(CONST3BYTES)
     i = cuda.grid(1)
     A[i] = C[i]
 
 
-@add(CONST, lambda: [z(2), z(2, np.int64)], 1, 2)
+@kernel_case(CONST, lambda: [z(2), z(2, np.int64)], 1, 2)
 def cuconstRec(A, B):
     C = cuda.const.array_like(CONST_RECORD)
     i = cuda.grid(1)
@@ -581,7 +581,7 @@ def cuconstRec(A, B):
     B[i] = C[i]["y"]
 
 
-@add(CONST, lambda: [z(2, np.uint8), z(2, np.uint8), z(2, np.uint8), z(2, np.uint32), z(2, np.uint8)], 1, 2)
+@kernel_case(CONST, lambda: [z(2, np.uint8), z(2, np.uint8), z(2, np.uint8), z(2, np.uint32), z(2, np.uint8)], 1, 2)
 def cuconstRecAlign(A, B, C, D, E):
     Z = cuda.const.array_like(CONST_RECORD_ALIGN)
     i = cuda.grid(1)
@@ -596,7 +596,7 @@ def cuconstRecAlign(A, B, C, D, E):
 LOCAL = "tests/cudapy/test_localmem.py"
 
 
-@add(LOCAL, lambda: [ar(1000, np.int32), z(1000, np.int32)])
+@kernel_case(LOCAL, lambda: [ar(1000, np.int32), z(1000, np.int32)])
 def culocal(A, B):
     C = cuda.local.array(1000, dtype=np.int32)
     for i in range(C.shape[0]):
@@ -605,7 +605,7 @@ def culocal(A, B):
         B[i] = C[i]
 
 
-@add(LOCAL, lambda: [ar(100, np.complex128), z(100, np.complex128)])
+@kernel_case(LOCAL, lambda: [ar(100, np.complex128), z(100, np.complex128)])
 def culocalcomplex(A, B):
     C = cuda.local.array(100, dtype=np.complex128)
     for i in range(C.shape[0]):
@@ -614,7 +614,7 @@ def culocalcomplex(A, B):
         B[i] = C[i]
 
 
-@add(LOCAL, lambda: [ar(5, np.float32), z(5, np.float32)])
+@kernel_case(LOCAL, lambda: [ar(5, np.float32), z(5, np.float32)])
 def culocal1tuple(A, B):
     C = cuda.local.array((5,), dtype=np.float32)
     for i in range(C.shape[0]):
@@ -623,7 +623,7 @@ def culocal1tuple(A, B):
         B[i] = C[i]
 
 
-@add(LOCAL, lambda: [z((3, 4), np.int64)], 1, 1)
+@kernel_case(LOCAL, lambda: [z((3, 4), np.int64)], 1, 1)
 def culocal2d(A):
     C = cuda.local.array((3, 4), dtype=np.int64)
     for i in range(3):
@@ -638,7 +638,7 @@ def culocal2d(A):
 ATOM = "tests/cudapy/test_atomics.py"
 
 
-@add(ATOM, lambda: [np.zeros(32, np.uint32)], 1, 32)
+@kernel_case(ATOM, lambda: [np.zeros(32, np.uint32)], 1, 32)
 def atomic_add(ary):
     tid = cuda.threadIdx.x
     sm = cuda.shared.array(32, np.uint32)
@@ -650,7 +650,7 @@ def atomic_add(ary):
     ary[tid] = sm[tid]
 
 
-@add(ATOM, lambda: [np.zeros((4, 8), np.uint32)], 1, (4, 8))
+@kernel_case(ATOM, lambda: [np.zeros((4, 8), np.uint32)], 1, (4, 8))
 def atomic_add2(ary):
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
@@ -662,72 +662,72 @@ def atomic_add2(ary):
     ary[tx, ty] = sm[tx, ty]
 
 
-@add(ATOM, lambda: [np.zeros(1, np.float64)], 1, 32)
+@kernel_case(ATOM, lambda: [np.zeros(1, np.float64)], 1, 32)
 def atomic_add_double_global(ary):
     cuda.atomic.add(ary, 0, 1.5)
 
 
-@add(ATOM, lambda: [np.zeros(1, np.int64)], 1, 32)
+@kernel_case(ATOM, lambda: [np.zeros(1, np.int64)], 1, 32)
 def atomic_sub_global(ary):
     cuda.atomic.sub(ary, 0, 3)
 
 
-@add(ATOM, lambda: [np.full(1, 0xFF, np.uint32), np.uint32(0x0F)], 1, 8)
+@kernel_case(ATOM, lambda: [np.full(1, 0xFF, np.uint32), np.uint32(0x0F)], 1, 8)
 def atomic_and_global(ary, op2):
     cuda.atomic.and_(ary, 0, op2)
 
 
-@add(ATOM, lambda: [np.zeros(1, np.uint64), np.uint64(0xF0)], 1, 8)
+@kernel_case(ATOM, lambda: [np.zeros(1, np.uint64), np.uint64(0xF0)], 1, 8)
 def atomic_or_global(ary, op2):
     cuda.atomic.or_(ary, 0, op2)
 
 
-@add(ATOM, lambda: [np.zeros(1, np.int32), np.int32(5)], 1, 8)
+@kernel_case(ATOM, lambda: [np.zeros(1, np.int32), np.int32(5)], 1, 8)
 def atomic_xor_global(ary, op2):
     cuda.atomic.xor(ary, 0, op2)
 
 
-@add(ATOM, lambda: [np.zeros(1, np.float32), ar(32, np.float32)], 1, 32)
+@kernel_case(ATOM, lambda: [np.zeros(1, np.float32), ar(32, np.float32)], 1, 32)
 def atomic_max(res, ary):
     tx = cuda.threadIdx.x
     cuda.atomic.max(res, 0, ary[tx])
 
 
-@add(ATOM, lambda: [np.full(1, 100, np.int64), ar(32, np.int64)], 1, 32)
+@kernel_case(ATOM, lambda: [np.full(1, 100, np.int64), ar(32, np.int64)], 1, 32)
 def atomic_min(res, ary):
     tx = cuda.threadIdx.x
     cuda.atomic.min(res, 0, ary[tx])
 
 
-@add(ATOM, lambda: [np.zeros(1, np.float64), ar(32, np.float64)], 1, 32)
+@kernel_case(ATOM, lambda: [np.zeros(1, np.float64), ar(32, np.float64)], 1, 32)
 def atomic_nanmax(res, ary):
     tx = cuda.threadIdx.x
     cuda.atomic.nanmax(res, 0, ary[tx])
 
 
-@add(ATOM, lambda: [np.zeros(1, np.uint32), np.uint32(10)], 1, 32)
+@kernel_case(ATOM, lambda: [np.zeros(1, np.uint32), np.uint32(10)], 1, 32)
 def atomic_inc32(ary, rconst):
     cuda.atomic.inc(ary, 0, rconst)
 
 
-@add(ATOM, lambda: [np.full(1, 50, np.uint64), np.uint64(100)], 1, 32)
+@kernel_case(ATOM, lambda: [np.full(1, 50, np.uint64), np.uint64(100)], 1, 32)
 def atomic_dec64(ary, rconst):
     cuda.atomic.dec(ary, 0, rconst)
 
 
-@add(ATOM, lambda: [np.zeros(1, np.int32), np.int32(7)], 1, 1)
+@kernel_case(ATOM, lambda: [np.zeros(1, np.int32), np.int32(7)], 1, 1)
 def atomic_exch(ary, fill_val):
     cuda.atomic.exch(ary, 0, fill_val)
 
 
-@add(ATOM, lambda: [np.arange(8, dtype=np.int32) % 2, z(8, np.int32), np.int32(1), np.int32(9)], 1, 8)
+@kernel_case(ATOM, lambda: [np.arange(8, dtype=np.int32) % 2, z(8, np.int32), np.int32(1), np.int32(9)], 1, 8)
 def atomic_compare_and_swap(res, old, fill, val):
     gid = cuda.grid(1)
     if gid < res.size:
         old[gid] = cuda.atomic.compare_and_swap(res[gid:], fill, val)
 
 
-@add(ATOM, lambda: [np.arange(8, dtype=np.int64) % 2, z(8, np.int64), np.int64(1), np.int64(9)], 1, 8)
+@kernel_case(ATOM, lambda: [np.arange(8, dtype=np.int64) % 2, z(8, np.int64), np.int64(1), np.int64(9)], 1, 8)
 def atomic_cas(res, old, fill, val):
     gid = cuda.grid(1)
     if gid < res.size:
@@ -756,64 +756,64 @@ def sample1d() -> np.ndarray:
     return ary
 
 
-@add(REC, lambda: [sample1d(), 1, 2.5])
+@kernel_case(REC, lambda: [sample1d(), 1, 2.5])
 def set_a(ary, i, v):
     ary[i].a = v
 
 
-@add(REC, lambda: [sample1d(), 2, np.int32(9)])
+@kernel_case(REC, lambda: [sample1d(), 2, np.int32(9)])
 def set_b(ary, i, v):
     ary[i].b = v
 
 
-@add(REC, lambda: [sample1d(), 0, np.complex64(3 + 4j)])
+@kernel_case(REC, lambda: [sample1d(), 0, np.complex64(3 + 4j)])
 def set_c(ary, i, v):
     ary[i].c = v
 
 
-@add(REC, lambda: [sample1d(), 0, 2], sim=False)
+@kernel_case(REC, lambda: [sample1d(), 0, 2], sim=False)
 def set_record(ary, i, j):
     ary[i] = ary[j]
 
 
-@add(REC, lambda: [sample1d()[1], 7.25])
+@kernel_case(REC, lambda: [sample1d()[1], 7.25])
 def record_set_a(r, v):
     r.a = v
 
 
-@add(REC, lambda: [sample1d()[2], np.int32(-4)])
+@kernel_case(REC, lambda: [sample1d()[2], np.int32(-4)])
 def record_set_b(r, v):
     r.b = v
 
 
-@add(REC, lambda: [sample1d()[2], 1.5 - 2j])
+@kernel_case(REC, lambda: [sample1d()[2], 1.5 - 2j])
 def record_set_c(r, v):
     r.c = v
 
 
-@add(REC, lambda: [sample1d()[1], z(1)])
+@kernel_case(REC, lambda: [sample1d()[1], z(1)])
 def record_read_a(r, arr):
     arr[0] = r.a
 
 
-@add(REC, lambda: [sample1d()[2], z(1, np.int32)])
+@kernel_case(REC, lambda: [sample1d()[2], z(1, np.int32)])
 def record_read_b(r, arr):
     arr[0] = r.b
 
 
-@add(REC, lambda: [sample1d()[2], z(1, np.complex64)])
+@kernel_case(REC, lambda: [sample1d()[2], z(1, np.complex64)])
 def record_read_c(r, arr):
     arr[0] = r.c
 
 
-@add(REC, lambda: [np.zeros(1, dtype=recordwitharray)[0]])
+@kernel_case(REC, lambda: [np.zeros(1, dtype=recordwitharray)[0]])
 def record_write_array(r):
     r.g = 2
     r.h[0] = 3.0
     r.h[1] = 4.0
 
 
-@add(REC, lambda: [np.zeros(1, dtype=recordwith2darray)[0]])
+@kernel_case(REC, lambda: [np.zeros(1, dtype=recordwith2darray)[0]])
 def record_write_2d_array(r):
     r.i = 3
     r.j[0, 0] = 5.0
@@ -830,13 +830,13 @@ def _rec_with_array() -> np.void:
     return r
 
 
-@add(REC, lambda: [_rec_with_array(), z(2, np.float32)])
+@kernel_case(REC, lambda: [_rec_with_array(), z(2, np.float32)])
 def record_read_array(r, a):
     a[0] = r.h[0]
     a[1] = r.h[1]
 
 
-@add(REC, lambda: [np.zeros(2, dtype=recordwith2darray), sample_2d_rec()], sim=False)
+@kernel_case(REC, lambda: [np.zeros(2, dtype=recordwith2darray), sample_2d_rec()], sim=False)
 def recarray_set_record(ary, rec):
     ary[0] = rec
 
@@ -848,17 +848,17 @@ def sample_2d_rec() -> np.void:
     return r
 
 
-@add(REC, lambda: [sample_2d_rec(), np.zeros(1, dtype=recordwith2darray)[0]])
+@kernel_case(REC, lambda: [sample_2d_rec(), np.zeros(1, dtype=recordwith2darray)[0]])
 def record_setitem_array(rec_source, rec_dest):
     rec_dest["j"] = rec_source["j"]
 
 
-@add(REC, lambda: [np.zeros(1, dtype=nested_array1_dtype)[0], np.array([1, 2, 3], np.int16)])
+@kernel_case(REC, lambda: [np.zeros(1, dtype=nested_array1_dtype)[0], np.array([1, 2, 3], np.int16)])
 def assign_array_to_nested(dest, src):
     dest["array1"] = src
 
 
-@add(REC, lambda: [np.zeros(2, dtype=recordwith2darray)])
+@kernel_case(REC, lambda: [np.zeros(2, dtype=recordwith2darray)])
 def recarray_write_array_of_nestedarray_broadcast(ary):
     ary.j[:, :, :] = 1
 
@@ -891,37 +891,37 @@ class RequestError(enum.IntEnum):
     internal_error = 500
 
 
-@add(ENUMS, lambda: [z(3, np.bool_), Color.red, Color.green])
+@kernel_case(ENUMS, lambda: [z(3, np.bool_), Color.red, Color.green])
 def compare_enums(out, a, b):
     out[0] = a == b
     out[1] = a != b
     out[2] = a is Color.red
 
 
-@add(ENUMS, lambda: [z(1, np.bool_), Color.blue, Shake.mint])
+@kernel_case(ENUMS, lambda: [z(1, np.bool_), Color.blue, Shake.mint])
 def compare_different_enums(out, a, b):
     out[0] = a.value == b.value
 
 
-@add(ENUMS, lambda: [z(2, np.int64), Shape.square])
+@kernel_case(ENUMS, lambda: [z(2, np.int64), Shape.square])
 def intenum_value(out, x):
     out[0] = x
     out[1] = x.value + 1
 
 
-@add(ENUMS, lambda: [z(2, np.int64), RequestError.not_found])
+@kernel_case(ENUMS, lambda: [z(2, np.int64), RequestError.not_found])
 def intenum_as_index(out, x):
     out[0] = x == RequestError.not_found
     out[1] = RequestError.internal_error
 
 
-@add(ENUMS, lambda: [z(3, np.int32), np.array([2, 404, 500], np.int32)], 1, 3)
+@kernel_case(ENUMS, lambda: [z(3, np.int32), np.array([2, 404, 500], np.int32)], 1, 3)
 def vectorize_like_intenum(out, x):
     i = cuda.grid(1)
     out[i] = x[i] == RequestError.not_found
 
 
-@add(ENUMS, lambda: [z(1, np.int64)])
+@kernel_case(ENUMS, lambda: [z(1, np.int64)])
 def enum_global(out):
     out[0] = Shake.cookies.value
 
@@ -934,32 +934,32 @@ def cvals(dtype: Any) -> np.ndarray:
     return np.array([1 + 2j, -0.5 + 0.25j, 3 - 1j], dtype=dtype)
 
 
-@add("tests/cudapy/test_complex_kernel.py", lambda: [cvals(np.complex64), z(3, np.complex64)], 1, 3)
+@kernel_case("tests/cudapy/test_complex_kernel.py", lambda: [cvals(np.complex64), z(3, np.complex64)], 1, 3)
 def complex_kernel_mul(x, out):
     i = cuda.grid(1)
     out[i] = x[i] * x[i] + 1j
 
 
-@add(CPLX, lambda: [cvals(np.complex128), z(3, np.complex128)], 1, 3)
+@kernel_case(CPLX, lambda: [cvals(np.complex128), z(3, np.complex128)], 1, 3)
 def complex_sqrt_exp(x, out):
     i = cuda.grid(1)
     out[i] = cmath.sqrt(x[i]) + cmath.exp(x[i] / 4)
 
 
-@add(CPLX, lambda: [cvals(np.complex128), z(3), z(3)], 1, 3)
+@kernel_case(CPLX, lambda: [cvals(np.complex128), z(3), z(3)], 1, 3)
 def complex_abs_phase(x, r, p):
     i = cuda.grid(1)
     r[i] = abs(x[i])
     p[i] = cmath.phase(x[i])
 
 
-@add(CPLX, lambda: [z(2), 1.5 - 2.5j])
+@kernel_case(CPLX, lambda: [z(2), 1.5 - 2.5j])
 def complex_scalar_arg(out, c):
     out[0] = c.real
     out[1] = c.imag
 
 
-@add(CPLX, lambda: [z(2, np.float32), np.complex64(0.5 + 1.5j)])
+@kernel_case(CPLX, lambda: [z(2, np.float32), np.complex64(0.5 + 1.5j)])
 def complex64_scalar_arg(out, c):
     out[0] = c.real * 2
     out[1] = c.conjugate().imag
@@ -973,67 +973,67 @@ def mvals(dtype: Any = np.float64) -> np.ndarray:
     return np.array([0.25, 0.5, 1.0, 2.0], dtype=dtype)
 
 
-@add(MATH, lambda: [mvals(), z(4)], 1, 4)
+@kernel_case(MATH, lambda: [mvals(), z(4)], 1, 4)
 def math_sin(A, B):
     i = cuda.grid(1)
     B[i] = math.sin(A[i])
 
 
-@add(MATH, lambda: [mvals(np.float32), z(4, np.float32)], 1, 4)
+@kernel_case(MATH, lambda: [mvals(np.float32), z(4, np.float32)], 1, 4)
 def math_cos_f32(A, B):
     i = cuda.grid(1)
     B[i] = math.cos(A[i])
 
 
-@add(MATH, lambda: [mvals(), z(4)], 1, 4)
+@kernel_case(MATH, lambda: [mvals(), z(4)], 1, 4)
 def math_exp_log(A, B):
     i = cuda.grid(1)
     B[i] = math.exp(A[i]) + math.log(A[i]) + math.log1p(A[i]) + math.expm1(A[i])
 
 
-@add(MATH, lambda: [mvals(), z(4)], 1, 4)
+@kernel_case(MATH, lambda: [mvals(), z(4)], 1, 4)
 def math_sqrt_hypot(A, B):
     i = cuda.grid(1)
     B[i] = math.sqrt(A[i]) + math.hypot(A[i], 2.0)
 
 
-@add(MATH, lambda: [mvals(), z(4)], 1, 4)
+@kernel_case(MATH, lambda: [mvals(), z(4)], 1, 4)
 def math_pow(A, B):
     i = cuda.grid(1)
     B[i] = math.pow(A[i], 2.5) + A[i] ** 3
 
 
-@add(MATH, lambda: [mvals(np.float32), z(4, np.float32)], 1, 4)
+@kernel_case(MATH, lambda: [mvals(np.float32), z(4, np.float32)], 1, 4)
 def math_atan2(A, B):
     i = cuda.grid(1)
     B[i] = math.atan2(A[i], 1.5) + math.tanh(A[i])
 
 
-@add(MATH, lambda: [mvals(), z(4, np.int64)], 1, 4)
+@kernel_case(MATH, lambda: [mvals(), z(4, np.int64)], 1, 4)
 def math_floor_ceil(A, B):
     i = cuda.grid(1)
     B[i] = math.floor(A[i] * 3) + math.ceil(A[i] * 3)
 
 
-@add(MATH, lambda: [mvals(), z(4)], 1, 4)
+@kernel_case(MATH, lambda: [mvals(), z(4)], 1, 4)
 def math_erf_gamma(A, B):
     i = cuda.grid(1)
     B[i] = math.erf(A[i]) + math.erfc(A[i]) + math.lgamma(A[i] + 1) + math.gamma(A[i] + 1)
 
 
-@add(MATH, lambda: [np.array([0.0, np.inf, np.nan, 1.0]), z(4, np.int32)], 1, 4)
+@kernel_case(MATH, lambda: [np.array([0.0, np.inf, np.nan, 1.0]), z(4, np.int32)], 1, 4)
 def math_isnan_isinf(A, B):
     i = cuda.grid(1)
     B[i] = math.isnan(A[i]) * 1 + math.isinf(A[i]) * 2 + math.isfinite(A[i]) * 4
 
 
-@add(MATH, lambda: [mvals(), z(4)], 1, 4)
+@kernel_case(MATH, lambda: [mvals(), z(4)], 1, 4)
 def math_copysign_fmod(A, B):
     i = cuda.grid(1)
     B[i] = math.copysign(A[i], -1.0) + math.fmod(A[i] * 7, 1.5)
 
 
-@add("tests/cudapy/test_frexp_ldexp.py", lambda: [mvals(), z(4), z(4, np.int32)], 1, 4)
+@kernel_case("tests/cudapy/test_frexp_ldexp.py", lambda: [mvals(), z(4), z(4, np.int32)], 1, 4)
 def math_frexp(A, M, E):
     i = cuda.grid(1)
     m, e = math.frexp(A[i])
@@ -1041,26 +1041,26 @@ def math_frexp(A, M, E):
     E[i] = e
 
 
-@add("tests/cudapy/test_powi.py", lambda: [mvals(), z(4)], 1, 4)
+@kernel_case("tests/cudapy/test_powi.py", lambda: [mvals(), z(4)], 1, 4)
 def cu_mat_power(A, B):
     i = cuda.grid(1)
     B[i] = A[i] ** 4
 
 
-@add("tests/cudapy/test_minmax.py", lambda: [mvals(np.float32), z(4, np.float32)], 1, 4)
+@kernel_case("tests/cudapy/test_minmax.py", lambda: [mvals(np.float32), z(4, np.float32)], 1, 4)
 def builtin_minmax(A, B):
     i = cuda.grid(1)
     B[i] = max(A[i], 0.75) - min(A[i], 0.75)
 
 
-@add("tests/cudapy/test_idiv.py", lambda: [np.arange(1, 5, dtype=np.int32), z(4, np.int32), z(4)], 1, 4)
+@kernel_case("tests/cudapy/test_idiv.py", lambda: [np.arange(1, 5, dtype=np.int32), z(4, np.int32), z(4)], 1, 4)
 def div_ops(A, Q, F):
     i = cuda.grid(1)
     Q[i] = 17 // A[i] + 17 % A[i]
     F[i] = 17 / A[i]
 
 
-@add("tests/cudapy/test_py2_div_issue.py", lambda: [np.ones(4, np.float32), np.full(4, 2, np.float32), z(4, np.float32)], 1, 4)
+@kernel_case("tests/cudapy/test_py2_div_issue.py", lambda: [np.ones(4, np.float32), np.full(4, 2, np.float32), z(4, np.float32)], 1, 4)
 def py2_div(x, y, z_):
     i = cuda.grid(1)
     z_[i] = x[i] / y[i]
@@ -1080,13 +1080,13 @@ def indirect_add(a, b):
     return add2f(a, b)
 
 
-@add(DEVF, lambda: [ar(8, np.float32), z(8, np.float32)], 1, 8)
+@kernel_case(DEVF, lambda: [ar(8, np.float32), z(8, np.float32)], 1, 8)
 def use_add2f(ary, out):
     i = cuda.grid(1)
     out[i] = add2f(ary[i], ary[i])
 
 
-@add(DEVF, lambda: [ar(8, np.float32), z(8, np.float32)], 1, 8)
+@kernel_case(DEVF, lambda: [ar(8, np.float32), z(8, np.float32)], 1, 8)
 def indirect_add_kernel(ary, out):
     i = cuda.grid(1)
     out[i] = indirect_add(ary[i], 1.5)
@@ -1097,7 +1097,7 @@ def rgba_tuple(x):
     return x, x + 1, x + 2
 
 
-@add(DEVF, lambda: [z(3, np.int64), np.int64(5)])
+@kernel_case(DEVF, lambda: [z(3, np.int64), np.int64(5)])
 def device_returns_tuple(out, x):
     a, b, c = rgba_tuple(x)
     out[0] = a
@@ -1110,19 +1110,19 @@ def inlined_mul(a, b):
     return a * b
 
 
-@add("tests/cudapy/test_inline.py", lambda: [ar(4), z(4)], 1, 4)
+@kernel_case("tests/cudapy/test_inline.py", lambda: [ar(4), z(4)], 1, 4)
 def inline_always_kernel(x, out):
     i = cuda.grid(1)
     out[i] = inlined_mul(x[i], 3.0)
 
 
-@add("tests/cudapy/test_inline.py", lambda: [ar(4), z(4)], 1, 4, name="inline_option_kernel", inline="always")
+@kernel_case("tests/cudapy/test_inline.py", lambda: [ar(4), z(4)], 1, 4, name="inline_option_kernel", inline="always")
 def inline_option_kernel(x, out):
     i = cuda.grid(1)
     out[i] = inlined_mul(x[i], 5.0)
 
 
-@add("tests/cudapy/test_inline.py", lambda: [ar(4), z(4)], 1, 4, forceinline=True)
+@kernel_case("tests/cudapy/test_inline.py", lambda: [ar(4), z(4)], 1, 4, forceinline=True)
 def forceinline_kernel(x, out):
     i = cuda.grid(1)
     out[i] = add2f(x[i], 0.5)
@@ -1144,7 +1144,7 @@ def make_closure(k: float) -> Callable[..., None]:
     return closure_kernel
 
 
-add("tests/cudapy/test_freevar.py", lambda: [z(4), ar(4)], 1, 4, name="closure_scalar")(make_closure(1.25))
+kernel_case("tests/cudapy/test_freevar.py", lambda: [z(4), ar(4)], 1, 4, name="closure_scalar")(make_closure(1.25))
 
 
 def make_closure_array() -> Callable[..., None]:
@@ -1158,40 +1158,40 @@ def make_closure_array() -> Callable[..., None]:
     return closure_array
 
 
-add("tests/cudapy/test_freevar.py", lambda: [z(4)], 1, 4, name="closure_const_array")(make_closure_array())
+kernel_case("tests/cudapy/test_freevar.py", lambda: [z(4)], 1, 4, name="closure_const_array")(make_closure_array())
 
 
-@add("tests/cudapy/test_globals.py", lambda: [z(8, np.float32)], 1, 8)
+@kernel_case("tests/cudapy/test_globals.py", lambda: [z(8, np.float32)], 1, 8)
 def global_array_read(out):
     i = cuda.grid(1)
     out[i] = GLOBAL_ARRAY[i] + SCALE
 
 
-@add("tests/cudapy/test_globals.py", lambda: [z(2)])
+@kernel_case("tests/cudapy/test_globals.py", lambda: [z(2)])
 def global_tuple_read(out):
     out[0] = GLOBAL_TUPLE[0]
     out[1] = GLOBAL_TUPLE[1]
 
 
-@add("tests/cudapy/test_lang.py", lambda: [z(2, np.int64)])
+@kernel_case("tests/cudapy/test_lang.py", lambda: [z(2, np.int64)])
 def global_namedtuple(out):
     out[0] = GLOBAL_POINT.x
     out[1] = GLOBAL_POINT.y
 
 
-@add("tests/cudapy/test_lang.py", lambda: [z(3, np.int64), (1, 2, 3)])
+@kernel_case("tests/cudapy/test_lang.py", lambda: [z(3, np.int64), (1, 2, 3)])
 def tuple_arg(out, t):
     for i in range(3):
         out[i] = t[i] * 2
 
 
-@add("tests/cudapy/test_lang.py", lambda: [z(2), (np.int32(3), 2.5)])
+@kernel_case("tests/cudapy/test_lang.py", lambda: [z(2), (np.int32(3), 2.5)])
 def hetero_tuple_arg(out, t):
     out[0] = t[0]
     out[1] = t[1]
 
 
-@add("tests/cudapy/test_lang.py", lambda: [z(4, np.int64), ((1, 2), (3, 4))])
+@kernel_case("tests/cudapy/test_lang.py", lambda: [z(4, np.int64), ((1, 2), (3, 4))])
 def nested_tuple_arg(out, t):
     out[0] = t[0][0]
     out[1] = t[0][1]
@@ -1199,19 +1199,19 @@ def nested_tuple_arg(out, t):
     out[3] = t[1][1]
 
 
-@add("tests/cudapy/test_lang.py", lambda: [z(2, np.int64), Point(5, 6)])
+@kernel_case("tests/cudapy/test_lang.py", lambda: [z(2, np.int64), Point(5, 6)])
 def namedtuple_arg(out, p):
     out[0] = p.x
     out[1] = p.y
 
 
-@add("tests/cudapy/test_lang.py", lambda: [z(4, np.int32)], 1, 1)
+@kernel_case("tests/cudapy/test_lang.py", lambda: [z(4, np.int32)], 1, 1)
 def enumerate_and_zip(out):
     for i, v in enumerate((4, 5, 6, 7)):
         out[i] = v + i
 
 
-@add("tests/cudapy/test_lang.py", lambda: [z(1, np.int64), ar(6, np.int64)])
+@kernel_case("tests/cudapy/test_lang.py", lambda: [z(1, np.int64), ar(6, np.int64)])
 def loop_with_else(out, x):
     s = 0
     for v in x:
@@ -1224,7 +1224,7 @@ def loop_with_else(out, x):
 
 
 # -- flow control and operators (test_flow_control.py, test_operator.py, test_boolean.py) --------
-@add("tests/cudapy/test_flow_control.py", lambda: [z(10, np.int32), ar(10, np.int32)], 1, 10)
+@kernel_case("tests/cudapy/test_flow_control.py", lambda: [z(10, np.int32), ar(10, np.int32)], 1, 10)
 def while_loop(out, x):
     i = cuda.grid(1)
     n = x[i]
@@ -1235,13 +1235,13 @@ def while_loop(out, x):
     out[i] = c
 
 
-@add("tests/cudapy/test_boolean.py", lambda: [z(2, np.bool_), True, False])
+@kernel_case("tests/cudapy/test_boolean.py", lambda: [z(2, np.bool_), True, False])
 def boolean_func(A, vertial, horizontal):
     A[0] = vertial and not horizontal
     A[1] = vertial or horizontal
 
 
-@add("tests/cudapy/test_operator.py", lambda: [z(6, np.int64), np.int64(13), np.int64(5)])
+@kernel_case("tests/cudapy/test_operator.py", lambda: [z(6, np.int64), np.int64(13), np.int64(5)])
 def int_operators(out, a, b):
     out[0] = a & b
     out[1] = a | b
@@ -1251,7 +1251,7 @@ def int_operators(out, a, b):
     out[5] = -a
 
 
-@add("tests/cudapy/test_operator.py", lambda: [ar(4, np.int16), ar(4, np.int16), z(4, np.int16)], 1, 4)
+@kernel_case("tests/cudapy/test_operator.py", lambda: [ar(4, np.int16), ar(4, np.int16), z(4, np.int16)], 1, 4)
 def int16_add(a, b, out):
     i = cuda.grid(1)
     out[i] = a[i] + b[i]
@@ -1273,7 +1273,7 @@ for _dt in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uin
         src = np.arange(6).astype(getattr(np, dt)) if dt != "bool_" else np.array([0, 1] * 3, np.bool_)
         return [src, np.zeros_like(src, dtype=src.dtype if dt != "bool_" else np.int8)]
 
-    add(ARGS, _copy_args, 1, 8, name=f"copy_{_dt}")(copy_kernel)
+    kernel_case(ARGS, _copy_args, 1, 8, name=f"copy_{_dt}")(copy_kernel)
 
 
 def copy2d(src, dst):
@@ -1282,37 +1282,37 @@ def copy2d(src, dst):
         dst[i, j] = src[i, j] * 2
 
 
-add(ARGS, lambda: [np.arange(12.0).reshape(3, 4), z((3, 4))], 1, (4, 4), name="copy2d_C")(copy2d)
-add(ARGS, lambda: [np.asfortranarray(np.arange(12.0).reshape(3, 4)), z((3, 4), order="F")], 1, (4, 4),
+kernel_case(ARGS, lambda: [np.arange(12.0).reshape(3, 4), z((3, 4))], 1, (4, 4), name="copy2d_C")(copy2d)
+kernel_case(ARGS, lambda: [np.asfortranarray(np.arange(12.0).reshape(3, 4)), z((3, 4), order="F")], 1, (4, 4),
     name="copy2d_F")(copy2d)
-add(ARGS, lambda: [np.arange(24.0).reshape(3, 8)[:, ::2], z((3, 4))], 1, (4, 4), name="copy2d_A")(copy2d)
-add(ARGS, lambda: [np.arange(12, dtype=np.int32).reshape(3, 4).T, z((4, 3), np.int32)], 1, (4, 4),
+kernel_case(ARGS, lambda: [np.arange(24.0).reshape(3, 8)[:, ::2], z((3, 4))], 1, (4, 4), name="copy2d_A")(copy2d)
+kernel_case(ARGS, lambda: [np.arange(12, dtype=np.int32).reshape(3, 4).T, z((4, 3), np.int32)], 1, (4, 4),
     name="copy2d_transposed")(copy2d)
-add(ARGS, lambda: [np.arange(12.0, dtype=np.float32)[::3], z(4, np.float32)], 1, 8, name="copy_strided")(copy_kernel)
+kernel_case(ARGS, lambda: [np.arange(12.0, dtype=np.float32)[::3], z(4, np.float32)], 1, 8, name="copy_strided")(copy_kernel)
 
 
-@add("tests/cudapy/test_array.py", lambda: [np.arange(24.0).reshape(2, 3, 4), z(3)], 1, 1)
+@kernel_case("tests/cudapy/test_array.py", lambda: [np.arange(24.0).reshape(2, 3, 4), z(3)], 1, 1)
 def array_3d_shape_strides(a, out):
     out[0] = a.shape[0] * a.shape[1] * a.shape[2]
     out[1] = a.strides[0] // a.itemsize
     out[2] = a.ndim + a.size
 
 
-@add("tests/cudapy/test_slicing.py", lambda: [np.arange(10.0), z(5)], 1, 1)
+@kernel_case("tests/cudapy/test_slicing.py", lambda: [np.arange(10.0), z(5)], 1, 1)
 def slicing_copy(a, out):
     b = a[2:7]
     for i in range(b.size):
         out[i] = b[i]
 
 
-@add("tests/cudapy/test_array_methods.py", lambda: [np.arange(6.0).reshape(2, 3), z(6)], 1, 1)
+@kernel_case("tests/cudapy/test_array_methods.py", lambda: [np.arange(6.0).reshape(2, 3), z(6)], 1, 1)
 def reshape_in_kernel(a, out):
     b = a.reshape(6)
     for i in range(6):
         out[i] = b[i]
 
 
-@add("tests/cudapy/test_array.py", lambda: [z(4), np.arange(4.0)], 1, 1)
+@kernel_case("tests/cudapy/test_array.py", lambda: [z(4), np.arange(4.0)], 1, 1)
 def array_iteration(out, a):
     i = 0
     for v in a:
@@ -1320,13 +1320,13 @@ def array_iteration(out, a):
         i += 1
 
 
-@add("tests/cudapy/test_array_reductions.py", lambda: [z(2), np.arange(1.0, 7.0)], 1, 1)
+@kernel_case("tests/cudapy/test_array_reductions.py", lambda: [z(2), np.arange(1.0, 7.0)], 1, 1)
 def array_reductions(out, a):
     out[0] = a.sum()
     out[1] = a.prod()
 
 
-@add("tests/cudapy/test_datetime.py", lambda: [z(3, "datetime64[D]"), np.datetime64("2020-01-05"),
+@kernel_case("tests/cudapy/test_datetime.py", lambda: [z(3, "datetime64[D]"), np.datetime64("2020-01-05"),
                                               np.timedelta64(3, "D")], 1, 1)
 def datetime_arith(out, d, delta):
     out[0] = d
@@ -1334,7 +1334,7 @@ def datetime_arith(out, d, delta):
     out[2] = d - delta
 
 
-@add("tests/cudapy/test_datetime.py", lambda: [np.array(["2020-01-01", "2021-06-01"], "datetime64[D]"),
+@kernel_case("tests/cudapy/test_datetime.py", lambda: [np.array(["2020-01-01", "2021-06-01"], "datetime64[D]"),
                                               z(2, "timedelta64[D]")], 1, 2)
 def datetime_diff(a, out):
     i = cuda.grid(1)
@@ -1345,32 +1345,32 @@ def datetime_diff(a, out):
 FAST = "tests/cudapy/test_fastmath.py"
 
 
-@add(FAST, lambda: [mvals(np.float32), z(4, np.float32)], 1, 4, fastmath=True)
+@kernel_case(FAST, lambda: [mvals(np.float32), z(4, np.float32)], 1, 4, fastmath=True)
 def fastmath_div_sqrt(x, out):
     i = cuda.grid(1)
     out[i] = math.sqrt(x[i]) / (x[i] + 1.0)
 
 
-@add(FAST, lambda: [mvals(np.float32), z(4, np.float32)], 1, 4, name="fastmath_flags", fastmath={"arcp", "nsz"})
+@kernel_case(FAST, lambda: [mvals(np.float32), z(4, np.float32)], 1, 4, name="fastmath_flags", fastmath={"arcp", "nsz"})
 def fastmath_flags(x, out):
     i = cuda.grid(1)
     out[i] = x[i] / 3.0
 
 
-@add(FAST, lambda: [mvals(np.float32), z(4, np.float32)], 1, 4, fastmath=True)
+@kernel_case(FAST, lambda: [mvals(np.float32), z(4, np.float32)], 1, 4, fastmath=True)
 def fastmath_cos_exp(x, out):
     i = cuda.grid(1)
     out[i] = math.cos(x[i]) + math.exp(x[i])
 
 
 # -- tests/cudapy/test_debug.py / test_debuginfo.py / test_lineinfo.py -----------------------------
-@add("tests/cudapy/test_debuginfo.py", lambda: [z(4)], 1, 4, debug=True, opt=False)
+@kernel_case("tests/cudapy/test_debuginfo.py", lambda: [z(4)], 1, 4, debug=True, opt=False)
 def debuginfo_kernel(out):
     i = cuda.grid(1)
     out[i] = i * 0.5
 
 
-@add("tests/cudapy/test_debug.py", lambda: [z(4, np.int32), ar(4, np.int32)], 1, 4, debug=True, opt=False)
+@kernel_case("tests/cudapy/test_debug.py", lambda: [z(4, np.int32), ar(4, np.int32)], 1, 4, debug=True, opt=False)
 def debug_with_branches(out, x):
     i = cuda.grid(1)
     if x[i] % 2:
@@ -1379,31 +1379,31 @@ def debug_with_branches(out, x):
         out[i] = x[i] // 2
 
 
-@add("tests/cudapy/test_lineinfo.py", lambda: [z(4)], 1, 4, lineinfo=True)
+@kernel_case("tests/cudapy/test_lineinfo.py", lambda: [z(4)], 1, 4, lineinfo=True)
 def lineinfo_kernel(out):
     i = cuda.grid(1)
     out[i] = math.sqrt(i + 1.0)
 
 
-@add("tests/cudapy/test_optimization.py", lambda: [z(4)], 1, 4, opt=False)
+@kernel_case("tests/cudapy/test_optimization.py", lambda: [z(4)], 1, 4, opt=False)
 def no_opt_kernel(out):
     i = cuda.grid(1)
     out[i] = i * 2.0
 
 
-@add("tests/cudapy/test_compiler.py", lambda: [z(8, np.float32), ar(8, np.float32)], 1, 8, max_registers=32)
+@kernel_case("tests/cudapy/test_compiler.py", lambda: [z(8, np.float32), ar(8, np.float32)], 1, 8, max_registers=32)
 def max_registers_kernel(out, x):
     i = cuda.grid(1)
     out[i] = x[i] * x[i]
 
 
-@add("tests/cudapy/test_dispatcher.py", lambda: [z(8, np.float32), ar(8, np.float32)], 1, 8, launch_bounds=(128,))
+@kernel_case("tests/cudapy/test_dispatcher.py", lambda: [z(8, np.float32), ar(8, np.float32)], 1, 8, launch_bounds=(128,))
 def launch_bounds_kernel(out, x):
     i = cuda.grid(1)
     out[i] = x[i] + 1
 
 
-@add("tests/cudapy/test_dispatcher.py", lambda: [z(8, np.float32), ar(8, np.float32)], 1, 8,
+@kernel_case("tests/cudapy/test_dispatcher.py", lambda: [z(8, np.float32), ar(8, np.float32)], 1, 8,
      shared_memory_carveout="MaxShared")
 def carveout_kernel(out, x):
     i = cuda.grid(1)
@@ -1417,20 +1417,20 @@ def carveout_kernel(out, x):
 CG = "tests/cudapy/test_cooperative_groups.py"
 
 
-@add(CG, lambda: [z(1, np.float32)], 1, 1)
+@kernel_case(CG, lambda: [z(1, np.float32)], 1, 1)
 def this_grid(A):
     cuda.cg.this_grid()
     A[0] = 1.0
 
 
-@add(CG, lambda: [z(1, np.float32)], 1, 1, sim=False)
+@kernel_case(CG, lambda: [z(1, np.float32)], 1, 1, sim=False)
 def sync_group(A):
     g = cuda.cg.this_grid()
     g.sync()
     A[0] = 1.0
 
 
-@add(CG, lambda: [z((4, 8), np.int32)], 2, 4, sim=False)
+@kernel_case(CG, lambda: [z((4, 8), np.int32)], 2, 4, sim=False)
 def sequential_rows(M):
     col = cuda.grid(1)
     g = cuda.cg.this_grid()
@@ -1455,23 +1455,23 @@ class DefaultIn:
         return ty, wrap_arg(val, default=cuda.In)
 
 
-@add(AUTO, lambda: [np.zeros(1, np.int64)], name="set_array_to_three_nocopy", extensions=[DefaultIn()])
+@kernel_case(AUTO, lambda: [np.zeros(1, np.int64)], name="set_array_to_three_nocopy", extensions=[DefaultIn()])
 def set_array_to_three(arr):
     arr[0] = 3
 
 
-add(AUTO, lambda: [np.zeros(1, np.int64)], name="set_array_to_three_default")(set_array_to_three)
-add(AUTO, lambda: [cuda.In(np.zeros(1, np.int64))], name="set_array_to_three_in")(set_array_to_three)
-add(AUTO, lambda: [cuda.InOut(np.zeros(1, np.int64))], name="set_array_to_three_inout")(set_array_to_three)
+kernel_case(AUTO, lambda: [np.zeros(1, np.int64)], name="set_array_to_three_default")(set_array_to_three)
+kernel_case(AUTO, lambda: [cuda.In(np.zeros(1, np.int64))], name="set_array_to_three_in")(set_array_to_three)
+kernel_case(AUTO, lambda: [cuda.InOut(np.zeros(1, np.int64))], name="set_array_to_three_inout")(set_array_to_three)
 
 
-@add(AUTO, lambda: [np.zeros(1, np.dtype([("b", np.int32)], align=True))])
+@kernel_case(AUTO, lambda: [np.zeros(1, np.dtype([("b", np.int32)], align=True))])
 def set_record_to_three(rec):
     rec[0]["b"] = 3
 
 
 # -- numerical kernels (test_laplace.py, test_matmul.py, test_blackscholes.py, test_montecarlo.py) -
-@add("tests/cudapy/test_matmul.py", lambda: [np.arange(16.0, dtype=np.float32).reshape(4, 4),
+@kernel_case("tests/cudapy/test_matmul.py", lambda: [np.arange(16.0, dtype=np.float32).reshape(4, 4),
                                              np.eye(4, dtype=np.float32) * 2, z((4, 4), np.float32)], 1, (4, 4))
 def cu_square_matrix_mul(A, B, C):
     sA = cuda.shared.array(shape=(4, 4), dtype=np.float32)
@@ -1487,7 +1487,7 @@ def cu_square_matrix_mul(A, B, C):
     C[tx, ty] = acc
 
 
-@add("tests/cudapy/test_laplace.py", lambda: [np.arange(25.0).reshape(5, 5), z((5, 5)), z(1)], 1, (5, 5))
+@kernel_case("tests/cudapy/test_laplace.py", lambda: [np.arange(25.0).reshape(5, 5), z((5, 5)), z(1)], 1, (5, 5))
 def jocabi_relax_core(A, Anew, error):
     err_sm = cuda.shared.array((5, 5), dtype=np.float64)
     ty = cuda.threadIdx.x
@@ -1519,7 +1519,7 @@ def cnd_cuda(d):
     return ret_val
 
 
-@add("tests/cudapy/test_blackscholes.py", lambda: [z(4), z(4), np.array([30.0, 35, 40, 45]),
+@kernel_case("tests/cudapy/test_blackscholes.py", lambda: [z(4), z(4), np.array([30.0, 35, 40, 45]),
                                                    np.array([25.0, 40, 35, 50]), np.array([1.0, 2, 0.5, 3]),
                                                    0.02, 0.30], 1, 4)
 def black_scholes_cuda(callResult, putResult, S, X, T, R, V):
@@ -1536,7 +1536,7 @@ def black_scholes_cuda(callResult, putResult, S, X, T, R, V):
     putResult[i] = X[i] * expRT * (1.0 - cndd2) - S[i] * (1.0 - cndd1)
 
 
-@add("tests/cudapy/test_reduction.py", lambda: [ar(32, np.int64), z(1, np.int64)], 1, 32)
+@kernel_case("tests/cudapy/test_reduction.py", lambda: [ar(32, np.int64), z(1, np.int64)], 1, 32)
 def shared_tree_reduce(x, out):
     sm = cuda.shared.array(32, np.int64)
     i = cuda.threadIdx.x
@@ -1552,7 +1552,7 @@ def shared_tree_reduce(x, out):
         out[0] = sm[0]
 
 
-@add("tests/cudapy/test_random.py", lambda: [z(8, np.uint64)], 1, 8)
+@kernel_case("tests/cudapy/test_random.py", lambda: [z(8, np.uint64)], 1, 8)
 def xorshift_like(out):
     i = cuda.grid(1)
     s = np.uint64(i + 1) * np.uint64(0x9E3779B97F4A7C15)
@@ -1562,26 +1562,26 @@ def xorshift_like(out):
     out[i] = s * np.uint64(2685821657736338717)
 
 
-@add("tests/cudapy/test_casting.py", lambda: [z(4, np.int8), np.array([1.7, -2.2, 100.9, -100.5])], 1, 4)
+@kernel_case("tests/cudapy/test_casting.py", lambda: [z(4, np.int8), np.array([1.7, -2.2, 100.9, -100.5])], 1, 4)
 def float_to_int8(out, x):
     i = cuda.grid(1)
     out[i] = np.int8(x[i])
 
 
-@add("tests/cudapy/test_casting.py", lambda: [z(3, np.uint16), np.array([1, 65535, 7], np.int64)], 1, 3)
+@kernel_case("tests/cudapy/test_casting.py", lambda: [z(3, np.uint16), np.array([1, 65535, 7], np.int64)], 1, 3)
 def int64_to_uint16(out, x):
     i = cuda.grid(1)
     out[i] = np.uint16(x[i])
 
 
-@add("tests/cudapy/test_exception.py", lambda: [z(4, np.int32), ar(4, np.int32)], 1, 4, debug=True, opt=False)
+@kernel_case("tests/cudapy/test_exception.py", lambda: [z(4, np.int32), ar(4, np.int32)], 1, 4, debug=True, opt=False)
 def debug_assert_passes(out, x):
     i = cuda.grid(1)
     assert x[i] >= 0
     out[i] = x[i] + 1
 
 
-@add("tests/cudapy/test_userexc.py", lambda: [z(2, np.int32), np.int32(1)], 1, 2, debug=True, opt=False)
+@kernel_case("tests/cudapy/test_userexc.py", lambda: [z(2, np.int32), np.int32(1)], 1, 2, debug=True, opt=False)
 def user_exception_not_raised(out, flag):
     i = cuda.grid(1)
     if flag > 5:
