@@ -51,8 +51,17 @@ class Case:
 CASES: list[Case] = []
 
 
-def kernel_case(origin: str, args: Callable[[], list[Any]], grid: Any = 1, block: Any = 1, *, name: str = "",
-        sim: bool = True, shared: int = 0, **options: Any) -> Callable[[Callable[..., None]], Callable[..., None]]:
+def kernel_case(
+    origin: str,
+    args: Callable[[], list[Any]],
+    grid: Any = 1,
+    block: Any = 1,
+    *,
+    name: str = "",
+    sim: bool = True,
+    shared: int = 0,
+    **options: Any,
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
     def register(fn: Callable[..., None]) -> Callable[..., None]:
         CASES.append(Case(name or fn.__name__, origin, fn, args, grid, block, options, sim, shared))
         return fn
@@ -1060,7 +1069,12 @@ def div_ops(A, Q, F):
     F[i] = 17 / A[i]
 
 
-@kernel_case("tests/cudapy/test_py2_div_issue.py", lambda: [np.ones(4, np.float32), np.full(4, 2, np.float32), z(4, np.float32)], 1, 4)
+@kernel_case(
+    "tests/cudapy/test_py2_div_issue.py",
+    lambda: [np.ones(4, np.float32), np.full(4, 2, np.float32), z(4, np.float32)],
+    1,
+    4,
+)
 def py2_div(x, y, z_):
     i = cuda.grid(1)
     z_[i] = x[i] / y[i]
@@ -1267,8 +1281,22 @@ def copy_kernel(src, dst):
         dst[i] = src[i] + 1
 
 
-for _dt in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64",
-            "complex64", "complex128", "bool_"):
+for _dt in (
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "bool_",
+):
+
     def _copy_args(dt: str = _dt) -> list[Any]:
         src = np.arange(6).astype(getattr(np, dt)) if dt != "bool_" else np.array([0, 1] * 3, np.bool_)
         return [src, np.zeros_like(src, dtype=src.dtype if dt != "bool_" else np.int8)]
@@ -1283,12 +1311,20 @@ def copy2d(src, dst):
 
 
 kernel_case(ARGS, lambda: [np.arange(12.0).reshape(3, 4), z((3, 4))], 1, (4, 4), name="copy2d_C")(copy2d)
-kernel_case(ARGS, lambda: [np.asfortranarray(np.arange(12.0).reshape(3, 4)), z((3, 4), order="F")], 1, (4, 4),
-    name="copy2d_F")(copy2d)
+kernel_case(
+    ARGS, lambda: [np.asfortranarray(np.arange(12.0).reshape(3, 4)), z((3, 4), order="F")], 1, (4, 4), name="copy2d_F"
+)(copy2d)
 kernel_case(ARGS, lambda: [np.arange(24.0).reshape(3, 8)[:, ::2], z((3, 4))], 1, (4, 4), name="copy2d_A")(copy2d)
-kernel_case(ARGS, lambda: [np.arange(12, dtype=np.int32).reshape(3, 4).T, z((4, 3), np.int32)], 1, (4, 4),
-    name="copy2d_transposed")(copy2d)
-kernel_case(ARGS, lambda: [np.arange(12.0, dtype=np.float32)[::3], z(4, np.float32)], 1, 8, name="copy_strided")(copy_kernel)
+kernel_case(
+    ARGS,
+    lambda: [np.arange(12, dtype=np.int32).reshape(3, 4).T, z((4, 3), np.int32)],
+    1,
+    (4, 4),
+    name="copy2d_transposed",
+)(copy2d)
+kernel_case(ARGS, lambda: [np.arange(12.0, dtype=np.float32)[::3], z(4, np.float32)], 1, 8, name="copy_strided")(
+    copy_kernel
+)
 
 
 @kernel_case("tests/cudapy/test_array.py", lambda: [np.arange(24.0).reshape(2, 3, 4), z(3)], 1, 1)
@@ -1326,16 +1362,24 @@ def array_reductions(out, a):
     out[1] = a.prod()
 
 
-@kernel_case("tests/cudapy/test_datetime.py", lambda: [z(3, "datetime64[D]"), np.datetime64("2020-01-05"),
-                                              np.timedelta64(3, "D")], 1, 1)
+@kernel_case(
+    "tests/cudapy/test_datetime.py",
+    lambda: [z(3, "datetime64[D]"), np.datetime64("2020-01-05"), np.timedelta64(3, "D")],
+    1,
+    1,
+)
 def datetime_arith(out, d, delta):
     out[0] = d
     out[1] = d + delta
     out[2] = d - delta
 
 
-@kernel_case("tests/cudapy/test_datetime.py", lambda: [np.array(["2020-01-01", "2021-06-01"], "datetime64[D]"),
-                                              z(2, "timedelta64[D]")], 1, 2)
+@kernel_case(
+    "tests/cudapy/test_datetime.py",
+    lambda: [np.array(["2020-01-01", "2021-06-01"], "datetime64[D]"), z(2, "timedelta64[D]")],
+    1,
+    2,
+)
 def datetime_diff(a, out):
     i = cuda.grid(1)
     out[i] = a[i] - a[0]
@@ -1397,14 +1441,21 @@ def max_registers_kernel(out, x):
     out[i] = x[i] * x[i]
 
 
-@kernel_case("tests/cudapy/test_dispatcher.py", lambda: [z(8, np.float32), ar(8, np.float32)], 1, 8, launch_bounds=(128,))
+@kernel_case(
+    "tests/cudapy/test_dispatcher.py", lambda: [z(8, np.float32), ar(8, np.float32)], 1, 8, launch_bounds=(128,)
+)
 def launch_bounds_kernel(out, x):
     i = cuda.grid(1)
     out[i] = x[i] + 1
 
 
-@kernel_case("tests/cudapy/test_dispatcher.py", lambda: [z(8, np.float32), ar(8, np.float32)], 1, 8,
-     shared_memory_carveout="MaxShared")
+@kernel_case(
+    "tests/cudapy/test_dispatcher.py",
+    lambda: [z(8, np.float32), ar(8, np.float32)],
+    1,
+    8,
+    shared_memory_carveout="MaxShared",
+)
 def carveout_kernel(out, x):
     i = cuda.grid(1)
     sm = cuda.shared.array(8, np.float32)
@@ -1471,8 +1522,12 @@ def set_record_to_three(rec):
 
 
 # -- numerical kernels (test_laplace.py, test_matmul.py, test_blackscholes.py, test_montecarlo.py) -
-@kernel_case("tests/cudapy/test_matmul.py", lambda: [np.arange(16.0, dtype=np.float32).reshape(4, 4),
-                                             np.eye(4, dtype=np.float32) * 2, z((4, 4), np.float32)], 1, (4, 4))
+@kernel_case(
+    "tests/cudapy/test_matmul.py",
+    lambda: [np.arange(16.0, dtype=np.float32).reshape(4, 4), np.eye(4, dtype=np.float32) * 2, z((4, 4), np.float32)],
+    1,
+    (4, 4),
+)
 def cu_square_matrix_mul(A, B, C):
     sA = cuda.shared.array(shape=(4, 4), dtype=np.float32)
     sB = cuda.shared.array(shape=(4, 4), dtype=np.float32)
@@ -1519,9 +1574,20 @@ def cnd_cuda(d):
     return ret_val
 
 
-@kernel_case("tests/cudapy/test_blackscholes.py", lambda: [z(4), z(4), np.array([30.0, 35, 40, 45]),
-                                                   np.array([25.0, 40, 35, 50]), np.array([1.0, 2, 0.5, 3]),
-                                                   0.02, 0.30], 1, 4)
+@kernel_case(
+    "tests/cudapy/test_blackscholes.py",
+    lambda: [
+        z(4),
+        z(4),
+        np.array([30.0, 35, 40, 45]),
+        np.array([25.0, 40, 35, 50]),
+        np.array([1.0, 2, 0.5, 3]),
+        0.02,
+        0.30,
+    ],
+    1,
+    4,
+)
 def black_scholes_cuda(callResult, putResult, S, X, T, R, V):
     i = cuda.threadIdx.x + cuda.blockIdx.x * cuda.blockDim.x
     if i >= S.shape[0]:
@@ -1671,10 +1737,10 @@ def run_step(simulating: bool, repeat: int = 0) -> dict[str, Any]:
             continue
         row: dict[str, Any] = {"origin": case.origin}
         results = []
-        for make in (lambda: _jit(case, simulating), lambda: lazy_kernel(case.kernel, **case.options)):
+        for kernel_of in (_jit, lambda c, _: lazy_kernel(c.kernel, **c.options)):
             values = copy.deepcopy(case.args())
             try:
-                kernel = make()
+                kernel = kernel_of(case, simulating)
                 kernel[case.grid, case.block, 0, case.shared](*values)
                 cuda.synchronize()
                 results.append(_outputs(values))
@@ -1692,8 +1758,10 @@ def _timings(case: Case, repeat: int) -> dict[str, float]:
     from lazykern import lazy_kernel
 
     times = {}
-    for label, kernel in (("jit", cuda.jit(case.kernel, **case.options)),
-                          ("lazy", lazy_kernel(case.kernel, **case.options))):
+    for label, kernel in (
+        ("jit", cuda.jit(case.kernel, **case.options)),
+        ("lazy", lazy_kernel(case.kernel, **case.options)),
+    ):
         values = [cuda.to_device(v) if isinstance(v, np.ndarray) else v for v in copy.deepcopy(case.args())]
         launcher = kernel[case.grid, case.block, 0, case.shared]
         launcher(*values)  # compile or load outside the timing

@@ -45,8 +45,23 @@ def test_corpus_covers_numba_cudas_test_kernels():
         assert not missing, f"corpus origins not in numba-cuda's tests: {missing}"
     # Every kind of kernel the issue lists: float16 (intrinsics), records, enums, cooperative groups,
     # warp intrinsics, atomics, constant / local / shared memory, fastmath, complex, debug info.
-    for name in ("intrinsics", "record_dtype", "enums", "cooperative_groups", "warp_ops", "atomics", "constmem",
-                 "localmem", "sync", "fastmath", "complex", "debuginfo", "device_func", "freevar", "array_args"):
+    for name in (
+        "intrinsics",
+        "record_dtype",
+        "enums",
+        "cooperative_groups",
+        "warp_ops",
+        "atomics",
+        "constmem",
+        "localmem",
+        "sync",
+        "fastmath",
+        "complex",
+        "debuginfo",
+        "device_func",
+        "freevar",
+        "array_args",
+    ):
         assert f"tests/cudapy/test_{name}.py" in origins, name
     assert any(c.options.get("debug") for c in corpus.CASES) and any(c.options.get("extensions") for c in corpus.CASES)
 
@@ -55,7 +70,9 @@ def test_corpus_covers_numba_cudas_test_kernels():
 def test_corpus_compiles_for_sm80_and_sm90_and_a_new_process_is_served(tmp_path):
     first = _step("compile", str(tmp_path))
     assert len(first) == len(corpus.CASES)
-    failed = {name: row for name, row in first.items() if any(row[a] not in ("compiled", "served") for a in corpus.ARCHES)}
+    failed = {
+        name: row for name, row in first.items() if any(row[a] not in ("compiled", "served") for a in corpus.ARCHES)
+    }
     assert not failed, failed
     second = _step("compile", str(tmp_path))
     recompiled = {name: row for name, row in second.items() if any(row[a] != "served" for a in corpus.ARCHES)}
@@ -79,5 +96,7 @@ def test_corpus_on_the_gpu_matches_cuda_jit_and_times_launches(tmp_path, record_
     ratios = sorted(r["us_per_launch"]["lazy"] / r["us_per_launch"]["jit"] for r in report.values())
     median = ratios[len(ratios) // 2]
     record_property("lazy_over_jit_launch_time_median", median)
-    print(f"\n{len(ratios)} kernels: lazy_kernel / cuda.jit host time per launch, median {median:.2f}, "
-          f"range {ratios[0]:.2f}-{ratios[-1]:.2f}")
+    print(
+        f"\n{len(ratios)} kernels: lazy_kernel / cuda.jit host time per launch, median {median:.2f}, "
+        f"range {ratios[0]:.2f}-{ratios[-1]:.2f}"
+    )
