@@ -92,7 +92,7 @@ class Instance:
         self.plan = meta["plan"]
         self.cooperative = bool(meta.get("cooperative", False))
         self.debug = meta.get("exceptions")
-        self.symbol = meta["symbol"]
+        self.symbol = meta.get("symbol", "")  # read by a debug=True launch only
         self.carveout = meta.get("carveout")
         _, self.fill = _numba_args.make_buffer_filler(self.plan)
         self.params = Params(_numba_args.struct_format(self.plan))
