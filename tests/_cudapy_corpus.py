@@ -7,7 +7,8 @@ so they are not imported but copied), with the arguments its test launches it wi
 
 :func:`main` runs one step in a fresh process (``python -m tests._cudapy_corpus STEP STORE``):
 
-- ``compile``: every case through ``@lazy_kernel(...).warm`` for sm_80 and sm_90 (no GPU), and with
+- ``compile``: every case through ``@lazy_kernel(...).warm`` for sm_80 and sm_90 (or the arches
+  named; one process per arch runs in parallel), and with
   ``--baseline`` through numba-cuda's own compile for the same signature; prints per case whether
   each compiled, whether the store served it (a second process must be served), and the error.
 - ``sim`` (under ``NUMBA_ENABLE_CUDASIM=1``) / ``gpu``: every case launched by ``@cuda.jit`` and by
@@ -1666,8 +1667,8 @@ def signature(values: list[Any]) -> tuple[Any, ...]:
     return tuple(classify(v, i)[0] for i, v in enumerate(values))
 
 
-def compile_step(store: str, baseline: bool = False) -> dict[str, Any]:
-    """Each case warmed for ARCHES through ``@lazy_kernel`` (served or compiled); with ``baseline``,
+def compile_step(store: str, arches: tuple[str, ...] = ARCHES, baseline: bool = False) -> dict[str, Any]:
+    """Each case warmed for ``arches`` through ``@lazy_kernel`` (served or compiled); with ``baseline``,
     numba-cuda's own PTX compile of the same signature for sm_90 too (its device functions compiled
     for sm_90 through lazykern's stand-in device: with no GPU, Numba asks the driver for one)."""
     from lazykern import lazy_kernel
@@ -1684,7 +1685,7 @@ def compile_step(store: str, baseline: bool = False) -> dict[str, Any]:
             out[case.name] = {**row, "error": f"typing: {exc}"}
             continue
         kernel = lazy_kernel(case.kernel, cache=cache, **case.options)
-        for arch in ARCHES:
+        for arch in arches:
             try:
                 (report,) = kernel.warm([sig], arch=arch)
                 row[arch] = "compiled" if report["compiled"] else "served"
@@ -1779,14 +1780,15 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     step = argv[0]
     if step == "compile":
-        report = compile_step(argv[1], baseline="--baseline" in argv)
+        arches = tuple(a for a in argv[2:] if a.startswith("sm_")) or ARCHES
+        report = compile_step(argv[1], arches, baseline="--baseline" in argv)
     elif step == "sim":
         with np.errstate(over="ignore"):  # the simulator runs kernels as NumPy: wrapping is intended
             report = run_step(simulating=True)
     elif step == "gpu":
         report = run_step(simulating=False, repeat=int(argv[1]) if len(argv) > 1 else 50)
     else:
-        raise SystemExit(f"unknown step {step!r}: compile STORE [--baseline] | sim | gpu [REPEAT]")
+        raise SystemExit(f"unknown step {step!r}: compile STORE [ARCH...] [--baseline] | sim | gpu [REPEAT]")
     print(json.dumps(report))
 
 

@@ -20,15 +20,30 @@ from tests import _cudapy_corpus as corpus
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _step(*args: str, **env: str) -> dict:
-    full = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **env)
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests._cudapy_corpus", *args], env=full, cwd=ROOT, capture_output=True, text=True,
-        timeout=900,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report: dict = json.loads(proc.stdout.strip().splitlines()[-1])
-    return report
+def _env(**extra: str) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra)
+
+
+def _steps(*argvs: tuple[str, ...], **env: str) -> dict:
+    """Run corpus steps in parallel child processes; their reports merged (rows by case name)."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests._cudapy_corpus", *argv],
+            env=_env(**env), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for argv in argvs
+    ]  # fmt: skip
+    merged: dict = {}
+    for proc in procs:
+        out, err = proc.communicate(timeout=900)
+        assert proc.returncode == 0, err[-4000:]
+        for name, row in json.loads(out.strip().splitlines()[-1]).items():
+            merged.setdefault(name, {}).update(row)
+    return merged
+
+
+def _step(*argv: str, **env: str) -> dict:
+    return _steps(argv, **env)
 
 
 def test_corpus_covers_numba_cudas_test_kernels():
@@ -68,13 +83,14 @@ def test_corpus_covers_numba_cudas_test_kernels():
 
 @pytest.mark.slow
 def test_corpus_compiles_for_sm80_and_sm90_and_a_new_process_is_served(tmp_path):
-    first = _step("compile", str(tmp_path))
+    per_arch = [("compile", str(tmp_path), arch) for arch in corpus.ARCHES]  # one process per arch, in parallel
+    first = _steps(*per_arch)
     assert len(first) == len(corpus.CASES)
     failed = {
         name: row for name, row in first.items() if any(row[a] not in ("compiled", "served") for a in corpus.ARCHES)
     }
     assert not failed, failed
-    second = _step("compile", str(tmp_path))
+    second = _steps(*per_arch)
     recompiled = {name: row for name, row in second.items() if any(row[a] != "served" for a in corpus.ARCHES)}
     assert not recompiled, f"not served from the store in a new process: {recompiled}"
 
