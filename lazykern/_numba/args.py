@@ -32,8 +32,9 @@ CAI = "cai"  # an object exposing __cuda_array_interface__
 HOST = "host"  # a NumPy array or record: copied in before and out after the launch
 HOST_IN = "host-in"  # cuda.In(array): copied in only
 HOST_OUT = "host-out"  # cuda.Out(array): copied out only
+HOST_NESTED = "host-nested"  # a tuple holding NumPy arrays or records: each copied in and back
 VALUE = "value"  # a scalar, an enum member or a tuple of scalars
-HOST_KINDS = frozenset((HOST, HOST_IN, HOST_OUT))
+HOST_KINDS = frozenset((HOST, HOST_IN, HOST_OUT, HOST_NESTED))
 
 
 @functools.cache
@@ -114,12 +115,17 @@ def classify(value: Any, index: int) -> tuple[Any, str, Any]:
         return view.numba_type(), CAI, view
     t = passable_type(value)
     if t is not None:
-        return t, VALUE, value
+        return t, HOST_NESTED if holds_host_data(value) else VALUE, value
     raise LaunchError(
         f"argument {index} has unsupported type {type(value).__name__}: pass a device array "
         "(Numba, CuPy, PyTorch: anything with __cuda_array_interface__), a NumPy array or record, "
         "a Python or NumPy scalar, an enum member, or a tuple of scalars"
     )
+
+
+def holds_host_data(value: Any) -> bool:
+    """Whether a (nested) tuple holds NumPy arrays or records, which numba-cuda copies to the device."""
+    return isinstance(value, tuple) and any(isinstance(v, (np.ndarray, np.void)) or holds_host_data(v) for v in value)
 
 
 def passable_type(value: Any) -> Any:

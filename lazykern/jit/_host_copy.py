@@ -2,7 +2,8 @@
 
 As Numba does: a host array or record is copied to the device on the launch stream, the kernel
 runs on the copy, and a writeable array (a record always, as Numba writes into its buffer) gets
-the result back before the call returns; ``cuda.In`` skips the copy back, ``cuda.Out`` the copy in. The copies are
+the result back before the call returns; ``cuda.In`` skips the copy back, ``cuda.Out`` the copy in;
+arrays and records inside tuples are copied the same way. The copies are
 synchronous, which a CUDA-graph capture forbids: there they are refused with a CaptureError.
 """
 
@@ -27,7 +28,8 @@ def launch_with_copies(
     name: str,
 ) -> None:
     """``launch(values)`` with each ``(index, host array or record, direction)`` of ``hosts`` replaced
-    by a device copy; the direction is "host" (copy in and out), "host-in" or "host-out".
+    by a device copy; the direction is "host" (copy in and out), "host-in", "host-out" or
+    "host-nested" (a tuple whose arrays and records are copied in and out).
 
     ``stream`` is the launch stream as the user gave it, ``core_stream`` its cuda.core Stream.
     """
@@ -35,17 +37,9 @@ def launch_with_copies(
 
     refuse_if_capturing(core_stream, hosts, name)
     nstream = numba_stream(stream)
-    copies = []
+    copies: list[tuple[Any, Any]] = []
     for i, host, direction in hosts:
-        if direction == "host-out":
-            dev = cuda.device_array_like(host, stream=nstream)
-        else:
-            dev = cuda.to_device(host, stream=nstream)
-        values[i] = dev
-        # Numba writes a record's result into its buffer even where NumPy calls it read-only.
-        back = direction != "host-in" and (isinstance(host, np.void) or host.flags.writeable)
-        if back:
-            copies.append((host, dev))
+        values[i] = _to_device(host, direction, nstream, copies)
     launch(values)
     for host, dev in copies:
         dev.copy_to_host(host, stream=nstream)
@@ -53,6 +47,26 @@ def launch_with_copies(
         nstream.synchronize()
     else:
         cuda.synchronize()
+
+
+def _to_device(host: Any, direction: str, nstream: Any, copies: list[tuple[Any, Any]]) -> Any:
+    """The device copy of ``host`` (a tuple's arrays and records each copied: "host-nested");
+    what must be copied back after the launch is appended to ``copies``."""
+    from numba import cuda
+
+    if direction == "host-nested":
+        if not isinstance(host, tuple):
+            return _to_device(host, "host", nstream, copies) if isinstance(host, (np.ndarray, np.void)) else host
+        items = [_to_device(v, "host-nested", nstream, copies) for v in host]
+        return type(host)(*items) if hasattr(host, "_fields") else tuple(items)  # namedtuples keep their class
+    if direction == "host-out":
+        dev = cuda.device_array_like(host, stream=nstream)
+    else:
+        dev = cuda.to_device(host, stream=nstream)
+    # Numba writes a record's result into its buffer even where NumPy calls it read-only.
+    if direction != "host-in" and (isinstance(host, np.void) or host.flags.writeable):
+        copies.append((host, dev))
+    return dev
 
 
 def numba_stream(stream: Any) -> Any:
