@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 from numba import cuda
+from numba.cuda.tests.cudapy.extensions_usecases import MyStruct, struct_model_type
 
 ARCHES = ("sm_80", "sm_90")
 
@@ -1707,6 +1708,48 @@ def user_exception_not_raised(out, flag):
     out[i] = flag + i
 
 
+# -- user types with a struct data model (tests/cudapy/extensions_usecases.py) -----------------
+# numba-cuda's own extension (imported above): MyStruct typed as struct_model_type, a struct of two int32.
+
+
+@kernel_case("tests/cudapy/test_localmem.py", lambda: [z(10, np.int32), z(10, np.int32)], sim=False)
+def struct_model_type_local_arr(outx, outy):
+    arr = cuda.local.array(10, dtype=struct_model_type)
+    for i in range(len(arr)):
+        obj = MyStruct(np.int32(i), np.int32(i * 2))
+        arr[i] = obj
+    for i in range(len(arr)):
+        outx[i] = arr[i].x
+        outy[i] = arr[i].y
+
+
+@kernel_case("tests/cudapy/test_sm.py", lambda: [z(8, np.int32), z(8, np.int32)], 1, 8, sim=False)
+def struct_model_type_shared_arr(outx, outy):
+    arr = cuda.shared.array(8, dtype=struct_model_type)
+    i = cuda.threadIdx.x
+    arr[i] = MyStruct(np.int32(i), np.int32(i + 100))
+    cuda.syncthreads()
+    outx[i] = arr[7 - i].x
+    outy[i] = arr[7 - i].y
+
+
+def type_with_struct_data_model(x):
+    l = cuda.local.array(10, dtype=struct_model_type)  # noqa: E741 (numba-cuda's own spelling)
+    l[0] = x[0]
+    x[0] = l[0]
+
+
+# Kernels whose arguments Python cannot build (an array of a user type): compiled only.
+# name -> (origin, kernel, signature)
+COMPILE_ONLY: dict[str, tuple[str, Callable[..., None], tuple[Any, ...]]] = {
+    "type_with_struct_data_model": (
+        "tests/cudapy/test_localmem.py",
+        type_with_struct_data_model,
+        (struct_model_type[::1],),
+    ),
+}
+
+
 # -- running the corpus ------------------------------------------------------------------------------
 SIM_OPTIONS = ("debug", "fastmath", "opt")  # what numba's simulator jit takes
 
@@ -1728,6 +1771,15 @@ def compile_step(store: str, arches: tuple[str, ...] = ARCHES, baseline: bool = 
 
     cache = KernelCache(store)
     out: dict[str, Any] = {}
+    for name, (origin, kernel_fn, types) in COMPILE_ONLY.items():
+        row = {"origin": origin}
+        for arch in arches:
+            try:
+                (report,) = lazy_kernel(kernel_fn, cache=cache).warm([types], arch=arch)
+                row[arch] = "compiled" if report["compiled"] else "served"
+            except Exception as exc:
+                row[arch] = f"error: {type(exc).__name__}: {str(exc)[:300]}"
+        out[name] = row
     for case in CASES:
         row: dict[str, Any] = {"origin": case.origin}
         try:

@@ -226,8 +226,11 @@ def _plan_one(t: Any, index: int) -> dict[str, Any]:
 
         try:
             itemsize = as_dtype(t.dtype).itemsize
-        except Exception:
-            raise LaunchError(f"argument {index}: arrays of {t.dtype} are not supported by lazy_kernel") from None
+        except Exception:  # a user type (typeof_impl + a struct model): its data model's size
+            size = internals.data_size(t.dtype)
+            if size is None:
+                raise LaunchError(f"argument {index}: arrays of {t.dtype} are not supported by lazy_kernel") from None
+            itemsize = size
         return {"kind": "array", "ndim": t.ndim, "itemsize": itemsize, "type": str(t)}
     if isinstance(t, types.Complex):
         part = "float32" if t.bitwidth == 64 else "float64"

@@ -101,6 +101,20 @@ def struct_members(t: Any) -> tuple[Any, ...] | None:
     return tuple(members) if isinstance(members, tuple) else None
 
 
+def data_size(t: Any) -> int | None:
+    """Bytes one ``t`` takes in an array, from numba-cuda's data model (a user type's struct model
+    has no NumPy dtype); None where ``t`` has no model."""
+    if simulating():
+        return None
+    from numba.cuda.descriptor import cuda_target
+
+    context = cuda_target.target_context
+    try:
+        return int(context.get_abi_sizeof(context.data_model_manager.lookup(t).get_data_type()))
+    except Exception:  # no model registered: Numba could not lower it either
+        return None
+
+
 def arg_hint(value: Any) -> tuple[Any, str] | None:
     """``(wrapped value, "host" | "host-in" | "host-out")`` for ``cuda.In`` / ``InOut`` / ``Out``
     (``numba.cuda.args``), None for anything else."""
