@@ -642,12 +642,39 @@ def test_debug_kernels_compile_with_debug_info_and_their_exception_table(cache):
 
 
 def test_extensions_map_arguments_as_numba_does():
-    class Twice:
-        def prepare_args(self, ty, val, **kwargs):
-            return ty, val * 2 if isinstance(val, int) else val
+    """extensions= run last-added first on each argument's (type, value); what they return is packed as the
+    compiled type: numba-cuda's DefaultIn turns a host array into cuda.In (copied in, never back)."""
+    import types as pytypes
 
-    k = lazy_kernel(_saxpy, extensions=[Twice()])
-    assert k.extensions and k._compile_options["extensions"] == [f"{Twice.__module__}.{Twice.__qualname__}"]
+    from lazykern.jit import _lazy_launch
+
+    order = []
+
+    class DefaultIn:
+        def prepare_args(self, ty, val, **kwargs):
+            order.append("in")
+            return ty, cuda.In(val) if isinstance(val, np.ndarray) else val
+
+    class Doubled:
+        def prepare_args(self, ty, val, **kwargs):
+            order.append("double")
+            return ty, val * 2 if isinstance(val, float) else val
+
+    class ToInt:
+        def prepare_args(self, ty, val, **kwargs):
+            return (int32, 1) if isinstance(val, float) else (ty, val)
+
+    host = np.zeros(3, np.float32)
+    args = (1.5, host)
+    described = [na.classify(a, i) for i, a in enumerate(args)]
+    launcher = pytypes.SimpleNamespace(user_stream=0)
+    mapped = _lazy_launch._extend([DefaultIn(), Doubled()], described, args, launcher, [])
+    assert order == ["double", "in", "double", "in"]  # the last added runs first, as in numba-cuda
+    assert mapped[0] == (float64, na.VALUE, 3.0) and mapped[1][:2] == (described[1][0], na.HOST_IN)
+    with pytest.raises(LaunchError, match="mapped float64 to int32"):
+        _lazy_launch._extend([ToInt()], described, args, launcher, [])
+    k = lazy_kernel(_saxpy, extensions=[DefaultIn()])
+    assert k._compile_options["extensions"] == [f"{DefaultIn.__module__}.{DefaultIn.__qualname__}"]
 
 
 @pytest.mark.gpu

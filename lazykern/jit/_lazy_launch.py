@@ -117,7 +117,10 @@ def launch(launcher: Launcher, inst: Instance, fn: Any, args: Sequence[Any]) -> 
     """cuda.core.launch with one Python value per kernel parameter (any instance, cooperative too)."""
     pack = inst.pack
     assert pack is not None  # set when `fn` (inst.function()) was loaded
-    packed = pack(*args)
+    try:
+        packed = pack(*args)
+    except Exception as exc:
+        raise _error(launcher, inst, exc) from exc
 
     def go() -> None:
         try:
