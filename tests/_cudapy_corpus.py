@@ -33,9 +33,16 @@ from typing import Any
 
 import numpy as np
 from numba import cuda
+from numba.cuda import types
 from numba.cuda.tests.cudapy.extensions_usecases import MyStruct, struct_model_type
 
 ARCHES = ("sm_80", "sm_90")
+
+
+def _simulating() -> bool:
+    from lazykern._numba.internals import simulating
+
+    return simulating()
 
 
 @dataclass
@@ -1739,7 +1746,8 @@ def type_with_struct_data_model(x):
     x[0] = l[0]
 
 
-# Kernels whose arguments Python cannot build (an array of a user type): compiled only.
+# Kernels compiled only: their arguments cannot be built in Python (an array of a user type), or
+# their output is the process's stdout (printf).
 # name -> (origin, kernel, signature)
 COMPILE_ONLY: dict[str, tuple[str, Callable[..., None], tuple[Any, ...]]] = {
     "type_with_struct_data_model": (
@@ -1748,6 +1756,31 @@ COMPILE_ONLY: dict[str, tuple[str, Callable[..., None], tuple[Any, ...]]] = {
         (struct_model_type[::1],),
     ),
 }
+
+
+# -- bfloat16 (tests/cudapy/test_bfloat16.py) and printing (tests/cudapy/test_print.py) ---------------
+if not _simulating():  # the simulator has no bfloat16 intrinsics
+    from numba.cuda import bf16
+
+    @kernel_case(
+        "tests/cudapy/test_bfloat16.py", lambda: [z(1, np.float32), np.float32(1.5), np.float32(2.25)], sim=False
+    )
+    def bf16_hadd(r, a, b):
+        r[0] = np.float32(bf16.hadd(bf16.bfloat16(a), bf16.bfloat16(b)))
+
+    @kernel_case("tests/cudapy/test_bfloat16.py", lambda: [z(3, np.float32), mvals(np.float32)[:3]], 1, 3, sim=False)
+    def bf16_hmul_hneg(r, x):
+        i = cuda.grid(1)
+        v = bf16.bfloat16(x[i])
+        r[i] = np.float32(bf16.hneg(bf16.hmul(v, v)))
+
+
+def printing_kernel(x):
+    i = cuda.grid(1)
+    print("value", i, x[i])
+
+
+COMPILE_ONLY["printing_kernel"] = ("tests/cudapy/test_print.py", printing_kernel, (types.float64[::1],))
 
 
 # -- running the corpus ------------------------------------------------------------------------------
@@ -1771,11 +1804,11 @@ def compile_step(store: str, arches: tuple[str, ...] = ARCHES, baseline: bool = 
 
     cache = KernelCache(store)
     out: dict[str, Any] = {}
-    for name, (origin, kernel_fn, types) in COMPILE_ONLY.items():
+    for name, (origin, kernel_fn, sig_types) in COMPILE_ONLY.items():
         row = {"origin": origin}
         for arch in arches:
             try:
-                (report,) = lazy_kernel(kernel_fn, cache=cache).warm([types], arch=arch)
+                (report,) = lazy_kernel(kernel_fn, cache=cache).warm([sig_types], arch=arch)
                 row[arch] = "compiled" if report["compiled"] else "served"
             except Exception as exc:
                 row[arch] = f"error: {type(exc).__name__}: {str(exc)[:300]}"
