@@ -621,6 +621,10 @@ def test_cuda_jit_options_are_accepted_and_enter_the_key(cache):
         lazy_kernel(_saxpy, shared_memory_carveout="most")
     with pytest.raises(TypeError, match="device function"):
         lazy_kernel(_saxpy, device=True)
+    from numba.cuda.core.errors import NumbaInvalidConfigWarning
+
+    with pytest.warns(NumbaInvalidConfigWarning, match="debug=True with opt=True"):
+        lazy_kernel(_saxpy, cache=cache, debug=True)  # as cuda.jit warns: opt defaults to on
     deco = lazy_kernel("void(float32, float32[::1], float32[::1], float32[::1])", cache=cache)
     assert deco(_saxpy).signatures == []  # as cuda.jit(sig) takes it; compiled on first use
 

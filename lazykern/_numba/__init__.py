@@ -52,6 +52,7 @@ BORROWED: dict[str, str] = {
     "numba.cuda._internal.cuda_fp16:lto_warning_callback": "float16's linked shim: its setup callback only warns",
     "numba.cuda.descriptor:cuda_target.target_context.data_model_manager": "user types' struct models (packing)",
     "numba.cuda.descriptor:cuda_target.target_context.get_abi_sizeof": "the item size of arrays of user types",
+    "numba.cuda.core.errors:NumbaInvalidConfigWarning": "debug=True with opt or lineinfo: warned as cuda.jit warns",
     "numba.cuda.args:ArgHint": "cuda.In / Out / InOut arguments",
     "numba.cuda.args:InOut": "cuda.InOut arguments (copied in and out)",
     "numba.cuda.core.callconv:_MinimalCallHelper": "debug=True: its .exceptions, code -> (class, args, location)",

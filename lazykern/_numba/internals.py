@@ -115,6 +115,15 @@ def data_size(t: Any) -> int | None:
         return None
 
 
+def invalid_config_warning() -> type[Warning]:
+    """numba-cuda's warning for option combinations it advises against
+    (``numba.cuda.core.errors.NumbaInvalidConfigWarning``)."""
+    from numba.cuda.core.errors import NumbaInvalidConfigWarning
+
+    cls: type[Warning] = NumbaInvalidConfigWarning
+    return cls
+
+
 def arg_hint(value: Any) -> tuple[Any, str] | None:
     """``(wrapped value, "host" | "host-in" | "host-out")`` for ``cuda.In`` / ``InOut`` / ``Out``
     (``numba.cuda.args``), None for anything else."""

@@ -30,6 +30,7 @@ call with a new signature counting as a miss and a compile (so
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from types import FunctionType
 from typing import Any, cast
@@ -37,6 +38,7 @@ from typing import Any, cast
 from .. import _fork
 from .._numba import args as _numba_args
 from .._numba import compile as _numba_compile
+from .._numba import internals
 from .._numba.signature import arg_range, is_signature, normalize_signature
 from ..compile import compiler
 from ..errors import LaunchError, LazykernError
@@ -97,6 +99,7 @@ def lazy_kernel(
     if options.get("inline") is not None and isinstance(options["inline"], bool):
         options["inline"] = "always" if options["inline"] else "never"  # numba-cuda's old spelling
     _numba_compile.carveout(options.get("shared_memory_carveout"))  # refuse a bad value now, as cuda.jit
+    _warn_like_cuda_jit(options)
     store = cache if isinstance(cache, KernelCache) else None
     if func is not None and is_signature(func):  # cuda.jit("void(float32[:])") / cuda.jit([sig, ...])
         for sig in func if isinstance(func, list) else [func]:
@@ -107,6 +110,26 @@ def lazy_kernel(
         return LazyKernel(fn, cache=store, link=link, **options)
 
     return wrap(func) if func is not None else wrap
+
+
+def _warn_like_cuda_jit(options: dict[str, Any]) -> None:
+    """The warnings ``numba.cuda.jit`` gives for option combinations (opt=None resolves to on there too)."""
+    if not options.get("debug"):
+        return
+    if options.get("opt") is not False:
+        warnings.warn(
+            "debug=True with opt=True is not supported by CUDA. This may result in a crash"
+            " - set debug=False or opt=False.",
+            internals.invalid_config_warning(),
+            stacklevel=3,
+        )
+    if options.get("lineinfo"):
+        warnings.warn(
+            "debug and lineinfo are mutually exclusive. Use debug to get full debug info (this disables some "
+            "optimizations), or lineinfo for line info only with code generation unaffected.",
+            internals.invalid_config_warning(),
+            stacklevel=3,
+        )
 
 
 class LazyKernel(Launchable):
