@@ -78,9 +78,10 @@ class Instance:
             fn = kernel.function()
             handle = current_context()
             cufn = _cu.CUfunction(int(fn.handle))
-            if self.carveout is not None:  # as numba-cuda: a preference set on each loaded function
+            if self.carveout is not None:  # as numba-cuda: a preference set on the kernel, for this device
                 attr = _cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
-                (err,) = _cu.cuFuncSetAttribute(cufn, attr, self.carveout)
+                kernel_handle = _cu.CUkernel(int(fn.handle))  # Numba loads cubins as libraries
+                (err,) = _cu.cuKernelSetAttribute(attr, self.carveout, kernel_handle, ctx.device.id)
                 if err != _cu.CUresult.CUDA_SUCCESS:
                     name = self.owner.__qualname__
                     raise LaunchError(f"{name}: shared_memory_carveout={self.carveout} refused by the driver: {err!r}")

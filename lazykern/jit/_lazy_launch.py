@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from cuda.bindings import driver as _cu
-
 from .._numba import args as _numba_args
 from ..errors import LaunchError
 from ..launch import _launch
@@ -131,8 +129,7 @@ def launch(launcher: Launcher, inst: Instance, fn: Any, args: Sequence[Any]) -> 
     if inst.debug is None:
         go()
     else:  # debug=True: the kernel's error code is zeroed before and checked after, as numba-cuda does
-        cufn = _cu.CUfunction(int(fn.handle))
-        _lazy_debug.launch_checked(go, cufn, inst.symbol, inst.debug, int(launcher.stream.handle))
+        _lazy_debug.launch_checked(go, int(fn.handle), inst.symbol, inst.debug, int(launcher.stream.handle))
 
 
 def _extend(
