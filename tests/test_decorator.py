@@ -535,3 +535,177 @@ def test_parameter_block_matches_the_packed_values():
     values = struct.unpack(fmt, bytes(block))
     assert values == (-7, 0, 0, 6, 8, 0xABC0, 2, 3, 24, 8, 1.5, True, 2**40)
     assert struct.calcsize("@i") == 4 and struct.calcsize("@iq") == 16  # the int64 after an int32 is 8-aligned
+
+
+# -- what @cuda.jit accepts, @lazy_kernel accepts (issue 38) ------------------------------------
+_REC = np.dtype([("a", np.int32), ("b", np.float64, (3,))], align=True)
+
+
+class _Color(__import__("enum").IntEnum):
+    RED = 1
+    GREEN = 2
+
+
+class _Shape(__import__("enum").Enum):
+    SQUARE = 3.5
+    ROUND = 4.5
+
+
+def _rec_kernel(out, rec, c, s):
+    out[0] = rec.a + rec.b[1] + (c == _Color.GREEN) + s.value
+    rec.a = 7
+
+
+def _f16_kernel(r, x, y):
+    i = cuda.grid(1)
+    if i < r.size:
+        r[i] = cuda.fp16.hsin(cuda.fp16.hadd(x[i], y))
+
+
+def test_records_enums_and_datetimes_plan_as_numba_passes_them():
+    from numba.cuda.np.numpy_support import from_dtype
+
+    rec = from_dtype(_REC)
+    sig = (rec, na.classify(_Color.GREEN, 1)[0], na.classify(_Shape.ROUND, 2)[0], types.NPDatetime("D"))
+    plan = na.plan_for(sig)
+    assert [p["kind"] for p in plan] == ["record", "enum", "enum", "datetime"]
+    assert na.param_count(plan) == 4 and na.struct_format(plan) == "@qqdq"  # a record: one pointer
+    packed = na.make_packer(plan)(0, _Color.GREEN, _Shape.ROUND, np.datetime64("1970-01-03"))
+    assert packed[1:] == (2, 4.5, 2) and type(packed[1]) is np.int64 and type(packed[2]) is np.float64
+    host = np.zeros(1, _REC)[0]
+    assert na.classify(host, 0)[1] == na.HOST  # copied to the device, its result copied back
+
+
+def test_cuda_in_out_wrappers_are_host_arrays_with_a_direction():
+    a = np.zeros(4, np.float32)
+    assert [na.classify(w(a), 0)[1] for w in (cuda.In, cuda.Out, cuda.InOut)] == [na.HOST_IN, na.HOST_OUT, na.HOST]
+    assert str(na.classify(cuda.In(a), 0)[0]) == "array(float32, 1d, C)"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["sm_80"])  # tests/test_cudapy_corpus.py compiles them for sm_90 too
+def test_float16_records_and_enums_compile_and_are_served_in_a_new_process(tmp_path, arch):
+    code = f"""
+        import numpy as np
+        from numba import cuda
+        from numba.cuda import types
+        from lazykern import KernelCache, lazy_kernel
+        from lazykern._numba import args as na
+        from tests.test_decorator import _REC, _Color, _Shape, _f16_kernel, _rec_kernel
+        cache = KernelCache({str(tmp_path)!r})
+        f16 = lazy_kernel(_f16_kernel, cache=cache).warm([(types.float16[::1],) * 2 + (types.float16,)], {arch!r})
+        values = [np.zeros(1), np.zeros(1, _REC)[0], _Color.RED, _Shape.SQUARE]
+        sig = tuple(na.classify(v, i)[0] for i, v in enumerate(values))
+        rec = lazy_kernel(_rec_kernel, cache=cache).warm([sig], {arch!r})
+        print(f16[0]["compiled"], rec[0]["compiled"])
+    """
+    assert _run(code).split() == ["True", "True"]
+    assert _run(code).split() == ["False", "False"]  # the fp16 shim is linked in: nothing needs Numba's loader
+
+
+def test_cuda_jit_options_are_accepted_and_enter_the_key(cache):
+    base = lazy_kernel(_saxpy, cache=cache)
+    variants = [
+        lazy_kernel(_saxpy, cache=cache, debug=True, opt=False),
+        lazy_kernel(_saxpy, cache=cache, shared_memory_carveout="MaxL1"),
+        lazy_kernel(_saxpy, cache=cache, inline="always"),
+        lazy_kernel(_saxpy, cache=cache, forceinline=True),
+        lazy_kernel(_saxpy, cache=cache, fastmath={"nsz", "arcp"}),
+    ]
+    keys = {k.key(SAXPY_SIG, "sm_90") for k in [base, *variants]}
+    assert len(keys) == 1 + len(variants)
+    # a set of fastmath flags keys the same in any order; cache=True (cuda.jit's switch) changes nothing
+    assert lazy_kernel(_saxpy, cache=cache, fastmath={"arcp", "nsz"}).key(SAXPY_SIG, "sm_90") in keys
+    assert lazy_kernel(_saxpy, cache=True).options == base.options
+    with pytest.raises(ValueError, match="shared_memory_carveout"):
+        lazy_kernel(_saxpy, shared_memory_carveout="most")
+    with pytest.raises(TypeError, match="device function"):
+        lazy_kernel(_saxpy, device=True)
+    from numba.cuda.core.errors import NumbaInvalidConfigWarning
+
+    with pytest.warns(NumbaInvalidConfigWarning, match="debug=True with opt=True"):
+        lazy_kernel(_saxpy, cache=cache, debug=True)  # as cuda.jit warns: opt defaults to on
+    deco = lazy_kernel("void(float32, float32[::1], float32[::1], float32[::1])", cache=cache)
+    assert deco(_saxpy).signatures == []  # as cuda.jit(sig) takes it; compiled on first use
+
+
+def test_debug_kernels_compile_with_debug_info_and_their_exception_table(cache):
+    def raising(out):
+        i = cuda.grid(1)
+        if i > 2:
+            raise ValueError("too far")
+        out[i] = 1
+
+    plain = lazy_kernel(raising, cache=cache).warm([(int32[::1],)], "sm_90")[0]["bytes"]
+    k = lazy_kernel(raising, cache=cache, debug=True, opt=False)
+    (report,) = k.warm([(int32[::1],)], "sm_90")
+    assert report["bytes"] > 2 * plain  # DWARF sections: the compile passed debug=True
+    entry, _ = k._entry((int32[::1],), "sm_90")
+    (exc,) = entry.meta["exceptions"].values()
+    assert exc["class"] == "builtins:ValueError" and exc["args"] == ["too far"] and "memory_only" not in entry.meta
+
+
+def test_extensions_map_arguments_as_numba_does():
+    """extensions= run last-added first on each argument's (type, value); what they return is packed as the
+    compiled type: numba-cuda's DefaultIn turns a host array into cuda.In (copied in, never back)."""
+    import types as pytypes
+
+    from lazykern.jit import _lazy_launch
+
+    order = []
+
+    class DefaultIn:
+        def prepare_args(self, ty, val, **kwargs):
+            order.append("in")
+            return ty, cuda.In(val) if isinstance(val, np.ndarray) else val
+
+    class Doubled:
+        def prepare_args(self, ty, val, **kwargs):
+            order.append("double")
+            return ty, val * 2 if isinstance(val, float) else val
+
+    class ToInt:
+        def prepare_args(self, ty, val, **kwargs):
+            return (int32, 1) if isinstance(val, float) else (ty, val)
+
+    host = np.zeros(3, np.float32)
+    args = (1.5, host)
+    described = [na.classify(a, i) for i, a in enumerate(args)]
+    launcher = pytypes.SimpleNamespace(user_stream=0)
+    mapped = _lazy_launch._extend([DefaultIn(), Doubled()], described, args, launcher, [])
+    assert order == ["double", "in", "double", "in"]  # the last added runs first, as in numba-cuda
+    assert mapped[0] == (float64, na.VALUE, 3.0) and mapped[1][:2] == (described[1][0], na.HOST_IN)
+    with pytest.raises(LaunchError, match="mapped float64 to int32"):
+        _lazy_launch._extend([ToInt()], described, args, launcher, [])
+    k = lazy_kernel(_saxpy, extensions=[DefaultIn()])
+    assert k._compile_options["extensions"] == [f"{DefaultIn.__module__}.{DefaultIn.__qualname__}"]
+
+
+@pytest.mark.gpu
+def test_gpu_records_enums_float16_and_debug_exceptions_run_as_cuda_jit(cache):
+    rec = np.zeros(2, _REC)
+    rec[0]["a"], rec[0]["b"][1] = 3, 0.5
+    for make in (cuda.jit, lambda f: lazy_kernel(f, cache=cache)):
+        r, out = rec.copy(), np.zeros(1)
+        make(_rec_kernel)[1, 1](out, r[0], _Color.GREEN, _Shape.ROUND)
+        assert out[0] == 3 + 0.5 + 1 + 4.5 and r[0]["a"] == 7  # the record is written back, as Numba does
+    x = np.array([0.5, 1.0, 2.0], np.float16)
+    expect, got = np.zeros(3, np.float16), np.zeros(3, np.float16)
+    cuda.jit(_f16_kernel)[1, 4](expect, x, np.float16(0.25))
+    lazy_kernel(_f16_kernel, cache=cache)[1, 4](got, x, np.float16(0.25))
+    assert got.tobytes() == expect.tobytes()
+
+    def raising(out):
+        i = cuda.grid(1)
+        if i > 2:
+            raise ValueError("too far")
+        out[i] = 1
+
+    out = cuda.device_array(8, np.int32)
+    with pytest.raises(ValueError, match=r"tid=\[0, 0, 3\] ctaid=\[0, 0, 0\]: too far"):
+        lazy_kernel(raising, cache=cache, debug=True, opt=False)[1, 4](out)
+    lazy_kernel(raising, cache=cache, debug=True, opt=False)[1, 3](out)  # no exception: the code was reset
+    k = lazy_kernel(_saxpy, cache=cache, shared_memory_carveout="MaxShared")
+    y = cuda.to_device(np.ones(8, np.float32))
+    k[1, 8](np.float32(2), y, y, y)
+    assert np.allclose(y.copy_to_host(), 3)

@@ -14,6 +14,8 @@ private numba-cuda imports anywhere else). The surface the rest of the package c
 - :mod:`.resolved`: the manifest of what Numba resolved while compiling (functions, frozen
   constants, line table), recorded at compile time and verified on every load.
 - :mod:`.compile`: one instantiation to a cubin for any arch, with no GPU.
+- :mod:`.debug`: ``debug=True`` kernels' exception table (stored with the cubin) and the error
+  code a launch reads back, as numba-cuda raises it.
 
 Nothing is imported here: ``import lazykern`` must not import Numba.
 """
@@ -24,6 +26,7 @@ BORROWED: dict[str, str] = {
     "numba.cuda.core.config:ENABLE_CUDASIM": "the simulator switch",
     "numba.cuda.core.config:CUDA_NVRTC_EXTRA_SEARCH_PATHS": "NVRTC search path of linked .cu files (key)",
     "numba.cuda.core.sigutils:normalize_signature": "kernel signatures",
+    "numba.cuda.core.sigutils:is_signature": "lazy_kernel(sig) / lazy_kernel([sig, ...]) as cuda.jit takes them",
     "numba.cuda.core.compiler_lock:global_compiler_lock": "the lock held while device functions are swapped",
     "numba.cuda.core.ir:Global": "frozen globals in the typed IR (manifest)",
     "numba.cuda.core.ir:FreeVar": "frozen closure values in the typed IR (manifest)",
@@ -46,6 +49,13 @@ BORROWED: dict[str, str] = {
     "numba.cuda.dispatcher:CUDADispatcher.compile_device": "device functions compiled per target arch",
     "numba.cuda.dispatcher:CUDADispatcher.call": "capture guard on @cuda.jit launches",
     "numba.cuda.dispatcher:_Kernel.NRT_functions": "refusing kernels that need Numba's runtime",
+    "numba.cuda._internal.cuda_fp16:lto_warning_callback": "float16's linked shim: its setup callback only warns",
+    "numba.cuda.descriptor:cuda_target.target_context.data_model_manager": "user types' struct models (packing)",
+    "numba.cuda.descriptor:cuda_target.target_context.get_abi_sizeof": "the item size of arrays of user types",
+    "numba.cuda.core.errors:NumbaInvalidConfigWarning": "debug=True with opt or lineinfo: warned as cuda.jit warns",
+    "numba.cuda.args:ArgHint": "cuda.In / Out / InOut arguments",
+    "numba.cuda.args:InOut": "cuda.InOut arguments (copied in and out)",
+    "numba.cuda.core.callconv:_MinimalCallHelper": "debug=True: its .exceptions, code -> (class, args, location)",
     "numba.cuda.descriptor:cuda_target.target_context._defns": "files linked by cuda.declare_device (key)",
     "numba.cuda.types.ext_types:CUDADispatcher": "device functions a kernel resolved (manifest)",
     "numba.cuda.simulator.kernel:FakeCUDAKernel.__getitem__": "capture of simulator launches",

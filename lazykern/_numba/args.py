@@ -29,8 +29,12 @@ SLOW = object()  # a fast key part meaning "type this argument on the general pa
 
 DEVICE = "device"  # a Numba device array (or an adapted CUDA-array-interface object)
 CAI = "cai"  # an object exposing __cuda_array_interface__
-HOST = "host"  # a NumPy array: copied in before and out after the launch
-VALUE = "value"  # a scalar or a tuple of scalars
+HOST = "host"  # a NumPy array or record: copied in before and out after the launch
+HOST_IN = "host-in"  # cuda.In(array): copied in only
+HOST_OUT = "host-out"  # cuda.Out(array): copied out only
+HOST_NESTED = "host-nested"  # a tuple holding NumPy arrays or records: each copied in and back
+VALUE = "value"  # a scalar, an enum member or a tuple of scalars
+HOST_KINDS = frozenset((HOST, HOST_IN, HOST_OUT, HOST_NESTED))
 
 
 @functools.cache
@@ -93,25 +97,51 @@ def classify(value: Any, index: int) -> tuple[Any, str, Any]:
     t = scalar_types().get(value.__class__)
     if t is not None:
         return t, VALUE, value
+    hint = internals.arg_hint(value)
+    if hint is not None:  # cuda.In / Out / InOut around a host array or record, as @cuda.jit takes
+        inner, kind = hint
+        t, inner_kind, prepared = classify(inner, index)
+        if inner_kind != HOST:
+            return t, inner_kind, prepared  # already on the device: Numba copies nothing either
+        return t, kind, prepared
     nt = getattr(value, "_numba_type_", None)
     if nt is not None:
         return nt, DEVICE, value
-    if isinstance(value, np.ndarray):
+    if isinstance(value, (np.ndarray, np.void)):  # np.void: a record (structured scalar), passed by pointer
         return internals.typeof(value), HOST, value
     cai = _cuda_array_interface(value, index)
     if cai is not None:
         view = CaiView(cai, index)
         return view.numba_type(), CAI, view
-    if isinstance(value, tuple):
-        try:
-            return internals.typeof(value), VALUE, value
-        except ValueError:
-            pass
+    t = passable_type(value)
+    if t is not None:
+        return t, HOST_NESTED if holds_host_data(value) else VALUE, value
     raise LaunchError(
         f"argument {index} has unsupported type {type(value).__name__}: pass a device array "
-        "(Numba, CuPy, PyTorch: anything with __cuda_array_interface__), a NumPy array, "
-        "a Python or NumPy scalar, or a tuple of scalars"
+        "(Numba, CuPy, PyTorch: anything with __cuda_array_interface__), a NumPy array or record, "
+        "a Python or NumPy scalar, an enum member, or a tuple of scalars"
     )
+
+
+def holds_host_data(value: Any) -> bool:
+    """Whether a (nested) tuple holds NumPy arrays or records, which numba-cuda copies to the device."""
+    return isinstance(value, tuple) and any(isinstance(v, (np.ndarray, np.void)) or holds_host_data(v) for v in value)
+
+
+def passable_type(value: Any) -> Any:
+    """Numba's type of a tuple, enum member, datetime or user-typed value (``typeof_impl``), if a
+    kernel can take it (see :func:`plan_for`); None otherwise."""
+    try:
+        t = internals.typeof(value)
+    except ValueError:
+        return None
+    if internals.simulating() and not type(t).__module__.startswith("numba."):
+        return t  # a user's type: the simulator passes the object itself (no data model to check)
+    try:
+        plan_for((t,))
+    except LaunchError:
+        return None
+    return t
 
 
 def _cuda_array_interface(value: Any, index: int) -> dict[str, Any] | None:
@@ -196,8 +226,11 @@ def _plan_one(t: Any, index: int) -> dict[str, Any]:
 
         try:
             itemsize = as_dtype(t.dtype).itemsize
-        except Exception:
-            raise LaunchError(f"argument {index}: arrays of {t.dtype} are not supported by lazy_kernel") from None
+        except Exception:  # a user type (typeof_impl + a struct model): its data model's size
+            size = internals.data_size(t.dtype)
+            if size is None:
+                raise LaunchError(f"argument {index}: arrays of {t.dtype} are not supported by lazy_kernel") from None
+            itemsize = size
         return {"kind": "array", "ndim": t.ndim, "itemsize": itemsize, "type": str(t)}
     if isinstance(t, types.Complex):
         part = "float32" if t.bitwidth == 64 else "float64"
@@ -208,9 +241,21 @@ def _plan_one(t: Any, index: int) -> dict[str, Any]:
         return {"kind": "scalar", "dtype": str(t), "type": str(t)}
     if isinstance(t, types.BaseTuple):
         return {"kind": "tuple", "items": [_plan_one(s, index) for s in t], "type": str(t)}
+    if isinstance(t, types.Record):  # numba-cuda copies the record to the device and passes its address
+        return {"kind": "record", "size": int(t.size), "type": str(t)}
+    if isinstance(t, types.EnumMember):  # numba-cuda passes the member's value, typed as the enum's dtype
+        return {"kind": "enum", "item": _plan_one(t.dtype, index), "type": str(t)}
+    if isinstance(t, (types.NPDatetime, types.NPTimedelta)):  # numba-cuda: the int64 count
+        return {"kind": "datetime", "type": str(t)}
+    members = internals.struct_members(t)
+    if members is not None and not isinstance(t, (types.Array, types.Buffer)):
+        # A user type with a struct data model: the kernel takes its members, flattened. numba-cuda
+        # passes one only once a launch extension (extensions=) maps it to a tuple of those members.
+        return {"kind": "tuple", "items": [_plan_one(m, index) for m in members], "type": str(t)}
     raise LaunchError(
         f"argument {index} has Numba type {t}, which lazy_kernel cannot pass to a kernel; "
-        "supported: arrays, integer/float/complex/bool scalars and tuples of them"
+        "supported: arrays, integer/float/complex/bool scalars, records, enum members, "
+        "datetime64/timedelta64 scalars and tuples of them (as numba.cuda.jit)"
     )
 
 
@@ -224,6 +269,8 @@ def param_count(plan: list[dict[str, Any]]) -> int:
             n += 2
         elif kind == "tuple":
             n += param_count(p["items"])
+        elif kind == "enum":
+            n += param_count([p["item"]])
         else:
             n += 1
     return n
@@ -244,7 +291,9 @@ def make_packer(plan: list[dict[str, Any]]) -> Callable[..., tuple[Any, ...]]:
     closures; it is built only from the plan (fixed vocabulary), never from
     user text.
     """
-    env: dict[str, Any] = {"_bool": np.bool_, "_f32": np.float32, "_f64": float, "_ptr": _device.pointer}
+    env: dict[str, Any] = {
+        "_bool": np.bool_, "_f32": np.float32, "_f64": float, "_ptr": _device.pointer, "_np": np, "_i64": int,
+    }  # fmt: skip
     names = [f"a{i}" for i in range(len(plan))]
     parts: list[str] = []
     for name, p in zip(names, plan):
@@ -280,6 +329,15 @@ def _pack_expr(expr: str, p: dict[str, Any]) -> list[str]:
         for i, item in enumerate(p["items"]):
             out.extend(_pack_expr(f"{expr}[{i}]", item))
         return out
+    if kind == "record":
+        return [f"_ptr({expr})"]  # the record's device copy (or a DeviceRecord the user made)
+    if kind == "enum":
+        item = p["item"]
+        if item["kind"] == "scalar" and item["dtype"] in _SCALARS:
+            return [f"_np.{item['dtype'] if item['dtype'] != 'bool' else 'bool_'}({expr}.value)"]
+        return _pack_expr(f"{expr}.value", item)
+    if kind == "datetime":
+        return [f"_i64({expr}.view(_np.int64))"]
     raise LaunchError(f"unknown argument kind {kind!r} in a stored launch plan; clear the lazykern cache")
 
 
@@ -321,6 +379,12 @@ def struct_format(plan: list[dict[str, Any]]) -> str:
             codes.append(struct_format(p["items"])[1:])
         elif kind == "scalar" and p["dtype"] in _STRUCT_CODES:
             codes.append(_STRUCT_CODES[p["dtype"]])
+        elif kind == "enum":
+            codes.append(struct_format([p["item"]])[1:])
+        elif kind == "record":
+            codes.append("q")
+        elif kind == "datetime":
+            codes.append("q")
         else:
             raise LaunchError(f"unknown argument kind in a stored launch plan: {p!r}; clear the lazykern cache")
     return "@" + "".join(codes)
@@ -339,6 +403,8 @@ def make_buffer_filler(plan: list[dict[str, Any]]) -> tuple[int, Callable[..., N
         "_f32": np.float32,
         "_f64": float,
         "_ptr": _device.pointer,
+        "_np": np,
+        "_i64": int,
         "_pack_into": layout.pack_into,
     }
     names = [f"a{i}" for i in range(len(plan))]

@@ -24,6 +24,7 @@ from typing import Any
 from .. import _fork
 from ..errors import CompileError
 from . import args as _numba_args
+from . import debug as _debug
 from . import internals, resolved
 
 log = logging.getLogger("lazykern")
@@ -70,15 +71,21 @@ def compile_kernel(
     cc = arch_to_cc(arch)
     start = time.perf_counter()
     try:
+        debug = bool(options["debug"])
+        nvvm_options: dict[str, Any] = {"fastmath": options["fastmath"], "opt": 3 if options["opt"] else 0}
+        if debug:
+            nvvm_options["g"] = None  # as numba-cuda's _Kernel: full debug info
         with _target_cc(cc):
             cres = compile_cuda(
                 pyfunc,
                 types.void,
                 argtypes,
-                debug=False,
+                debug=debug,
                 lineinfo=options["lineinfo"],
+                forceinline=options["forceinline"],
+                inline=options["inline"],
                 fastmath=options["fastmath"],
-                nvvm_options={"fastmath": options["fastmath"], "opt": 3 if options["opt"] else 0},
+                nvvm_options=nvvm_options,
                 cc=cc,
                 max_registers=options["max_registers"],
                 lto=options["lto"],
@@ -89,7 +96,7 @@ def compile_kernel(
         symbol = cres.fndesc.llvm_func_name
         kernel = lib.get_function(symbol)
         lib._entry_name = symbol
-        kernel_fixup(kernel, False)
+        kernel_fixup(kernel, debug)
         nvvm.set_launch_bounds(kernel, options["launch_bounds"])
         n_params = len(kernel.args)
         _add_links(lib, link, cres.target_context)
@@ -124,11 +131,16 @@ def compile_kernel(
         "signature": [str(t) for t in argtypes],
         "arch": arch,
         "cooperative": bool(lib.use_cooperative),
+        "carveout": carveout(options.get("shared_memory_carveout")),
         "compile_seconds": round(time.perf_counter() - start, 6),
         "manifest": manifest,
     }
+    if debug:  # the launch reads the kernel's error code and raises what the Python code raised
+        meta["exceptions"], unpersistable = _debug.exception_table(cres.call_helper)
+        if unpersistable:
+            meta["memory_only"] = unpersistable
     # What a new process could not verify is not persisted: it runs from memory (cache.py).
-    if manifest.get("memory_only") or manifest.get("unverifiable"):
+    if not meta.get("memory_only") and (manifest.get("memory_only") or manifest.get("unverifiable")):
         meta["memory_only"] = manifest.get("memory_only") or f"cannot be verified by name: {manifest['unverifiable']}"
     log.debug("compiled lazy kernel %s%s for %s", name, meta["signature"], arch)
     return code, meta
@@ -201,9 +213,36 @@ def _add_links(lib: Any, link: Sequence[Any], target_context: Any) -> None:
             "use numba.cuda.jit for it or turn NUMBA_CUDA_ENABLE_NRT off",
             name=str(lib._entry_name),
         )
-    if any(getattr(f, "setup_callback", None) or getattr(f, "teardown_callback", None) for f in lib._linking_files):
-        raise CompileError(
-            "linked code with setup/teardown callbacks needs Numba's own module loader; "
-            "use numba.cuda.jit for this kernel",
-            name=str(lib._entry_name),
-        )
+    for f in lib._linking_files:
+        setup, teardown = getattr(f, "setup_callback", None), getattr(f, "teardown_callback", None)
+        if setup is not None and internals.is_fp16_lto_warning(setup) and teardown is None:
+            # numba-cuda's float16 shim: its only callback warns once when nvJitLink is missing
+            # (float16 is slow without LTO); it touches no module, so warn here, at compile time.
+            setup(None)
+        elif setup is not None or teardown is not None:
+            raise CompileError(
+                f"linked code {getattr(f, 'name', f)!r} has setup/teardown callbacks, which run on "
+                "Numba's own loaded module; lazy_kernel loads cubins itself and cannot call them: "
+                "use numba.cuda.jit for this kernel, or link the code without callbacks",
+                name=str(lib._entry_name),
+            )
+
+
+CARVEOUTS = {"default": -1, "maxl1": 0, "maxshared": 100}
+
+
+def carveout(value: Any) -> int | None:
+    """``shared_memory_carveout=`` as numba-cuda reads it: None, -1 to 100 (percent), or a name."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"shared_memory_carveout must be an int or a str, got {value!r}")
+    if isinstance(value, str):
+        if value.lower() not in CARVEOUTS:
+            raise ValueError(
+                f"shared_memory_carveout {value!r} is not one of 'MaxL1', 'MaxShared', 'default' (or -1 to 100)"
+            )
+        return CARVEOUTS[value.lower()]
+    if not -1 <= value <= 100:
+        raise ValueError(f"shared_memory_carveout {value} is out of range: give -1 (default) to 100 (percent)")
+    return value

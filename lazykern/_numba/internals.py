@@ -77,6 +77,76 @@ def typeof(value: Any) -> Any:
     return numba_typeof(value)
 
 
+def is_fp16_lto_warning(callback: Any) -> bool:
+    """Whether ``callback`` is numba-cuda's float16 shim's setup callback
+    (``numba.cuda._internal.cuda_fp16.lto_warning_callback``), which only warns."""
+    from numba.cuda._internal import cuda_fp16
+
+    return callback is cuda_fp16.lto_warning_callback
+
+
+def struct_members(t: Any) -> tuple[Any, ...] | None:
+    """The member types of ``t``'s struct data model in numba-cuda's data model manager
+    (``cuda_target.target_context.data_model_manager``), None where its model is not a struct:
+    how a kernel receives a user extension type."""
+    if simulating():  # the simulator has no data models (and no kernel parameters)
+        return None
+    from numba.cuda.descriptor import cuda_target
+
+    try:
+        model = cuda_target.target_context.data_model_manager.lookup(t)
+    except Exception:  # no model registered: Numba could not lower it either
+        return None
+    members = getattr(model, "_members", None)
+    return tuple(members) if isinstance(members, tuple) else None
+
+
+def data_size(t: Any) -> int | None:
+    """Bytes one ``t`` takes in an array, from numba-cuda's data model (a user type's struct model
+    has no NumPy dtype); None where ``t`` has no model."""
+    if simulating():
+        return None
+    from numba.cuda.descriptor import cuda_target
+
+    context = cuda_target.target_context
+    try:
+        return int(context.get_abi_sizeof(context.data_model_manager.lookup(t).get_data_type()))
+    except Exception:  # no model registered: Numba could not lower it either
+        return None
+
+
+def invalid_config_warning() -> type[Warning]:
+    """numba-cuda's warning for option combinations it advises against
+    (``numba.cuda.core.errors.NumbaInvalidConfigWarning``)."""
+    from numba.cuda.core.errors import NumbaInvalidConfigWarning
+
+    cls: type[Warning] = NumbaInvalidConfigWarning
+    return cls
+
+
+def arg_hint(value: Any) -> tuple[Any, str] | None:
+    """``(wrapped value, "host" | "host-in" | "host-out")`` for ``cuda.In`` / ``InOut`` / ``Out``
+    (``numba.cuda.args``), None for anything else."""
+    from numba.cuda import args
+
+    if not isinstance(value, args.ArgHint):
+        return None
+    if isinstance(value, args.InOut):  # a subclass of Out: test it first
+        return value.value, "host"
+    if isinstance(value, args.Out):
+        return value.value, "host-out"
+    if isinstance(value, args.In):
+        return value.value, "host-in"
+    return value.value, "host"
+
+
+def is_signature(value: Any) -> bool:
+    """Whether ``cuda.jit`` would read ``value`` as a signature (``numba.cuda.core.sigutils.is_signature``)."""
+    from numba.cuda.core import sigutils
+
+    return bool(sigutils.is_signature(value))
+
+
 def normalize_signature(sig: Any) -> tuple[tuple[Any, ...], Any]:
     """``(argument types, return type)`` (``numba.cuda.core.sigutils.normalize_signature``)."""
     from numba.cuda.core import sigutils

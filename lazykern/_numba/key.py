@@ -159,9 +159,9 @@ class _Walker:
                 for i, item in enumerate(v.ravel(order="C")):
                     self.value(f"{name}[{i}]", item, names, depth + 1)
             else:
-                self.put(hashlib.sha256(np.ascontiguousarray(v).tobytes()).digest())
+                self.put(hashlib.sha256(_data_bytes(v)).digest())
         elif isinstance(v, np.generic) and not isinstance(v, np.object_):
-            self.put("scalar", v.dtype.str, str(v.dtype.descr), v.tobytes())
+            self.put("scalar", v.dtype.str, str(v.dtype.descr), _data_bytes(v))
         elif isinstance(v, np.dtype):
             self.put("dtype", v.str, str(v.descr))
         elif id(v) in self.path:
@@ -214,6 +214,15 @@ class _Walker:
         sub.seen, sub.path, sub.links, sub.walked = self.seen, self.path, self.links, self.walked
         sub.value(name, v, names, depth)
         return sub.h.hexdigest()
+
+
+def _data_bytes(v: Any) -> bytes:
+    """An array's or scalar's data: a structured dtype field by field, never its padding bytes
+    (an aligned record array made by ``np.array`` leaves them uninitialized: they differ per process)."""
+    names = v.dtype.names
+    if not names:
+        return bytes(np.ascontiguousarray(v).tobytes())
+    return b"".join(_data_bytes(np.asarray(v[name])) for name in names)
 
 
 def _all_names(co: pytypes.CodeType) -> frozenset[str]:

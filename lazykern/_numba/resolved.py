@@ -177,7 +177,8 @@ class _Recorder:
                 self.function(fn)
 
     def function(self, fn: pytypes.FunctionType) -> None:
-        module, qualname = fn.__module__ or "", fn.__qualname__
+        # A function made with __module__ None (numba's jitclass overloads) names its module in its globals.
+        module, qualname = fn.__module__ or fn.__globals__.get("__name__") or "", fn.__qualname__
         if key.pinned_module(module) or id(fn) in self.covered or (module, qualname) in self._recorded:
             return  # Numba's own (its version is in the key), or keyed by the first key already
         if "<locals>" in qualname:

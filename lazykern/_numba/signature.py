@@ -19,6 +19,13 @@ def normalize_signature(sig: Any) -> tuple[Any, ...]:
     return tuple(args)
 
 
+def is_signature(value: Any) -> bool:
+    """Whether ``value`` is a signature or a list of them, as ``cuda.jit(value)`` reads it."""
+    if isinstance(value, list):
+        return all(internals.is_signature(v) for v in value)
+    return internals.is_signature(value)
+
+
 def relaxed(types: tuple[Any, ...]) -> tuple[Any, ...]:
     """The same signature with every array typed as any-layout ('A')."""
     from numba.cuda import types as nt

@@ -69,8 +69,20 @@ def get_or_compile(
 
 
 def compile_options(options: dict[str, Any]) -> dict[str, Any]:
-    """The options as compiled: ``lto=None`` resolved to whether nvJitLink is available."""
+    """The options as compiled, each a function of the program (they enter the key as ``repr``):
+    ``None`` resolved as numba-cuda resolves it (``debug`` and ``opt`` from Numba's settings,
+    ``lto`` to whether nvJitLink is available, off with ``debug``), fastmath flags sorted,
+    extensions named by class."""
     out = dict(options)
+    config = internals.numba_config()
+    if out["debug"] is None:
+        out["debug"] = bool(config.CUDA_DEBUGINFO_DEFAULT)
+    if out["opt"] is None:
+        out["opt"] = config.OPT != 0
     if out["lto"] is None:
-        out["lto"] = internals.have_nvjitlink()
+        out["lto"] = internals.have_nvjitlink() and not out["debug"]
+    if isinstance(out["fastmath"], (set, frozenset, list, tuple)):
+        out["fastmath"] = sorted(out["fastmath"])
+    # An extension maps arguments at launch (it changes no code): its class names it in the key.
+    out["extensions"] = [f"{type(e).__module__}.{type(e).__qualname__}" for e in out["extensions"]]
     return out

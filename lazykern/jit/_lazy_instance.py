@@ -15,6 +15,7 @@ from cuda.bindings import driver as _cu
 from .. import _fork
 from .._numba import args as _numba_args
 from .._numba import internals
+from ..errors import LaunchError
 from ..launch import _device
 from ..launch._device import current_context
 from ..launch._launch import Params
@@ -35,7 +36,7 @@ class Instance:
 
     __slots__ = (
         "owner", "types", "pack", "plan", "cooperative", "functions", "cufunctions", "kernels",
-        "fill", "params", "lock",
+        "fill", "params", "lock", "debug", "symbol", "carveout",
     )  # fmt: skip
 
     def __init__(self, owner: Owner, types: tuple[Any, ...]) -> None:
@@ -44,6 +45,9 @@ class Instance:
         self.pack: Callable[..., tuple[Any, ...]] | None = None
         self.plan: list[Any] | None = None
         self.cooperative = False
+        self.debug: dict[str, Any] | None = None  # debug=True: the kernel's exception table
+        self.symbol = ""
+        self.carveout: int | None = None
         self.functions: dict[int, Any] = {}  # CUcontext handle -> cuda.core kernel
         self.cufunctions: dict[int, Any] = {}  # CUcontext handle -> CUfunction (hot path)
         self.kernels: dict[str, Kernel] = {}  # arch -> loaded Kernel
@@ -73,13 +77,24 @@ class Instance:
                 )
             fn = kernel.function()
             handle = current_context()
-            self.cufunctions[handle] = _cu.CUfunction(int(fn.handle))
+            cufn = _cu.CUfunction(int(fn.handle))
+            if self.carveout is not None:  # as numba-cuda: a preference set on the kernel, for this device
+                attr = _cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+                kernel_handle = _cu.CUkernel(int(fn.handle))  # Numba loads cubins as libraries
+                (err,) = _cu.cuKernelSetAttribute(attr, self.carveout, kernel_handle, ctx.device.id)
+                if err != _cu.CUresult.CUDA_SUCCESS:
+                    name = self.owner.__qualname__
+                    raise LaunchError(f"{name}: shared_memory_carveout={self.carveout} refused by the driver: {err!r}")
+            self.cufunctions[handle] = cufn
             self.functions[handle] = fn
         return fn
 
     def _set_plan(self, meta: dict[str, Any]) -> None:
         self.plan = meta["plan"]
         self.cooperative = bool(meta.get("cooperative", False))
+        self.debug = meta.get("exceptions")
+        self.symbol = meta.get("symbol", "")  # read by a debug=True launch only
+        self.carveout = meta.get("carveout")
         _, self.fill = _numba_args.make_buffer_filler(self.plan)
         self.params = Params(_numba_args.struct_format(self.plan))
         self.pack = _numba_args.make_packer(self.plan)

@@ -22,7 +22,7 @@ from .._numba import args as _numba_args
 from ..errors import LaunchError
 from ..launch import _launch
 from ..launch._launch import Launcher, driver_error
-from . import _host_copy
+from . import _host_copy, _lazy_debug
 from ._lazy_instance import Instance
 
 
@@ -30,6 +30,7 @@ class Kernel(Protocol):
     """What the dispatcher needs of its ``LazyKernel``."""
 
     __name__: str
+    extensions: list[Any]
 
     def _count(self, name: str, delta: float = 1) -> None: ...
 
@@ -67,7 +68,7 @@ class Dispatcher:
             self.call(launcher, args)
             return
         cufn = inst.cufunctions.get(ctx)
-        if cufn is None or inst.cooperative:
+        if cufn is None or inst.cooperative or inst.debug is not None:
             launch(launcher, inst, inst.function(), args)
             return
         fill, params = inst.fill, inst.params
@@ -92,11 +93,23 @@ class Dispatcher:
         described = [_numba_args.classify(a, i) for i, a in enumerate(args)]
         inst = kernel._instance(tuple(d[0] for d in described))
         fn = inst.function()
-        fast = tuple(map(self.key, args))
-        if _numba_args.SLOW not in fast:
-            self.fast[fast] = inst
+        retr: list[Any] = []
+        if kernel.extensions:  # they may map any argument on any launch: no hot path
+            described = _extend(kernel.extensions, described, args, launcher, retr)
+        else:
+            fast = tuple(map(self.key, args))
+            if _numba_args.SLOW not in fast:
+                self.fast[fast] = inst
+        try:
+            self._launch(launcher, inst, fn, described)
+        finally:
+            for write_back in retr:
+                write_back()
+
+    def _launch(self, launcher: Launcher, inst: Instance, fn: Any, described: list[tuple[Any, str, Any]]) -> None:
+        kernel = self.kernel
         values = [d[2] for d in described]
-        hosts = [(i, d[2]) for i, d in enumerate(described) if d[1] == _numba_args.HOST]
+        hosts = [(i, d[2], d[1]) for i, d in enumerate(described) if d[1] in _numba_args.HOST_KINDS]
         if not hosts:
             launch(launcher, inst, fn, values)
             return
@@ -140,9 +153,48 @@ def launch(launcher: Launcher, inst: Instance, fn: Any, args: Sequence[Any]) -> 
     pack = inst.pack
     assert pack is not None  # set when `fn` (inst.function()) was loaded
     try:
-        launcher.launch(fn, pack(*args), cooperative=inst.cooperative)
+        packed = pack(*args)
     except Exception as exc:
         raise _error(launcher, inst, exc) from exc
+
+    def go() -> None:
+        try:
+            launcher.launch(fn, packed, cooperative=inst.cooperative)
+        except Exception as exc:
+            raise _error(launcher, inst, exc) from exc
+
+    if inst.debug is None:
+        go()
+    else:  # debug=True: the kernel's error code is zeroed before and checked after, as numba-cuda does
+        _lazy_debug.launch_checked(go, int(fn.handle), inst.symbol, inst.debug, int(launcher.stream.handle))
+
+
+def _extend(
+    extensions: list[Any],
+    described: list[tuple[Any, str, Any]],
+    args: tuple[Any, ...],
+    launcher: Launcher,
+    retr: list[Any],
+) -> list[tuple[Any, str, Any]]:
+    """Each argument through the kernel's ``extensions`` as numba-cuda maps it (last added first,
+    ``prepare_args(ty, val, stream=, retr=)``); what they return is packed as the compiled type."""
+    stream = _host_copy.numba_stream(launcher.user_stream)
+    out = []
+    for i, (ty, kind, value) in enumerate(described):
+        new_ty, new = ty, args[i]
+        for extension in reversed(extensions):
+            new_ty, new = extension.prepare_args(new_ty, new, stream=stream, retr=retr)
+        if new is args[i] and new_ty == ty:
+            out.append((ty, kind, value))
+            continue
+        mapped = _numba_args.classify(new, i)
+        if _numba_args.plan_for((new_ty,)) != _numba_args.plan_for((ty,)):
+            raise LaunchError(
+                f"argument {i}: an extension mapped {ty} to {new_ty}, which the kernel compiled for {ty} "
+                "cannot take (its parameters differ); map arguments to values of the same type"
+            )
+        out.append((ty, mapped[1], mapped[2]))
+    return out
 
 
 def _error(launcher: Launcher, inst: Instance, exc: Exception) -> LaunchError:

@@ -11,6 +11,7 @@ import threading
 from typing import Any, Protocol
 
 from .._numba import args as _numba_args
+from .._numba import internals
 from ..errors import LaunchError
 from ..launch._launch import parse_launch_config
 from ..store.cache import record
@@ -20,6 +21,8 @@ class Kernel(Protocol):
     """What the simulated launcher needs of its ``LazyKernel``."""
 
     py_func: Any
+    options: dict[str, Any]
+    extensions: list[Any]
 
     def _count(self, name: str, delta: float = 1) -> None: ...
 
@@ -61,7 +64,9 @@ class SimLauncher:
             if state.dispatcher is None:
                 from numba import cuda
 
-                state.dispatcher = cuda.jit(k.py_func)
+                # The simulator takes fastmath and debug; extensions map arguments as on a GPU.
+                state.dispatcher = cuda.jit(k.py_func, fastmath=k.options["fastmath"], debug=k.options["debug"])
+                state.dispatcher.extensions = list(k.extensions)
             dispatcher = state.dispatcher
         if new:  # the simulator's compile of a new signature
             k._count("misses")
@@ -76,12 +81,18 @@ def sim_type(value: Any, index: int) -> str:
     t = _numba_args.scalar_types().get(value.__class__)
     if t is not None:
         return str(t)
+    hint = internals.arg_hint(value)  # cuda.In / Out / InOut: typed as what they wrap
+    if hint is not None:
+        return sim_type(hint[0], index)
     dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
     if dtype is not None and shape is not None:
         return f"array({dtype}, {len(shape)}d)"
     if isinstance(value, tuple):
         return "(" + ", ".join(sim_type(v, index) for v in value) + ")"
+    t = _numba_args.passable_type(value)  # records, enum members, user types: as Numba types them
+    if t is not None:
+        return str(t)
     raise LaunchError(
-        f"argument {index} has unsupported type {type(value).__name__}: pass arrays, "
-        "Python or NumPy scalars, or tuples of scalars"
+        f"argument {index} has unsupported type {type(value).__name__}: pass arrays, records, "
+        "Python or NumPy scalars, enum members, or tuples of scalars"
     )

@@ -30,13 +30,16 @@ call with a new signature counting as a miss and a compile (so
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from types import FunctionType
 from typing import Any, cast
 
 from .. import _fork
 from .._numba import args as _numba_args
-from .._numba.signature import arg_range, normalize_signature
+from .._numba import compile as _numba_compile
+from .._numba import internals
+from .._numba.signature import arg_range, is_signature, normalize_signature
 from ..compile import compiler
 from ..errors import LaunchError, LazykernError
 from ..launch._device import simulating as _simulating
@@ -49,38 +52,84 @@ from ._lazy_sim import SimLauncher, SimState
 
 __all__ = ["LazyKernel", "lazy_kernel", "normalize_signature"]
 
+# The kernel options of numba.cuda.jit (numba-cuda 0.30), with its defaults and meanings.
 _OPTION_DEFAULTS: dict[str, Any] = {
     "fastmath": False,
     "lineinfo": False,
-    "opt": True,
+    "debug": None,  # None: as numba-cuda, NUMBA_CUDA_DEBUGINFO
+    "opt": None,  # None: as numba-cuda, NUMBA_OPT != 0
     "max_registers": None,
     "launch_bounds": None,
-    "lto": None,  # None: as numba-cuda does, on wherever nvJitLink is available
+    "lto": None,  # None: as numba-cuda does, on wherever nvJitLink is available (off with debug)
+    "inline": "never",
+    "forceinline": False,
+    "shared_memory_carveout": None,
+    "extensions": (),
 }
 
 
 def lazy_kernel(
-    func: Callable[..., Any] | None = None,
+    func: Any = None,
     *,
-    cache: KernelCache | None = None,
+    cache: KernelCache | bool | None = None,
     link: Sequence[Any] = (),
+    device: bool = False,
     **options: Any,
 ) -> LazyKernel | Callable[[Callable[..., Any]], LazyKernel]:
     """Decorate a Numba-Python kernel; compile nothing until it is called.
 
-    Options (as for ``numba.cuda.jit``): ``fastmath``, ``lineinfo``, ``opt``,
-    ``max_registers``, ``launch_bounds``, ``lto``; ``link`` lists files or
-    ``numba.cuda.CUSource`` objects to link (their contents are part of the key).
-    ``cache`` defaults to :func:`lazykern.store.cache.default_cache`.
+    Options, with ``numba.cuda.jit``'s meanings and defaults: ``fastmath``, ``lineinfo``,
+    ``debug``, ``opt``, ``max_registers``, ``launch_bounds``, ``lto``, ``inline``,
+    ``forceinline``, ``shared_memory_carveout``, ``extensions``; each is part of the key.
+    ``link`` lists files or ``numba.cuda.CUSource`` objects to link (their contents are part
+    of the key). ``cache`` is a :class:`KernelCache` (default
+    :func:`lazykern.store.cache.default_cache`); ``cache=True`` / ``False`` (``cuda.jit``'s
+    file cache switch) is accepted and changes nothing: every instantiation is stored.
+    ``func`` may also be a signature or a list of them, as for ``cuda.jit``: they are
+    compiled on first use (or by :meth:`LazyKernel.warm`), not at decoration time.
     """
+    if device:
+        raise TypeError("lazy_kernel makes kernels; for a device function use numba.cuda.jit(device=True)")
+    if options.get("boundscheck"):
+        raise NotImplementedError("bounds checking is not supported for CUDA (as numba.cuda.jit)")
+    options.pop("boundscheck", None)
     unknown = sorted(set(options) - set(_OPTION_DEFAULTS))
     if unknown:
         raise TypeError(f"lazy_kernel got unknown options {unknown}; supported: {sorted(_OPTION_DEFAULTS)}")
+    if options.get("inline") is not None and isinstance(options["inline"], bool):
+        options["inline"] = "always" if options["inline"] else "never"  # numba-cuda's old spelling
+    _numba_compile.carveout(options.get("shared_memory_carveout"))  # refuse a bad value now, as cuda.jit
+    _warn_like_cuda_jit(options)
+    store = cache if isinstance(cache, KernelCache) else None
+    if func is not None and is_signature(func):  # cuda.jit("void(float32[:])") / cuda.jit([sig, ...])
+        for sig in func if isinstance(func, list) else [func]:
+            normalize_signature(sig)
+        func = None
 
     def wrap(fn: Callable[..., Any]) -> LazyKernel:
-        return LazyKernel(fn, cache=cache, link=link, **options)
+        return LazyKernel(fn, cache=store, link=link, **options)
 
     return wrap(func) if func is not None else wrap
+
+
+def _warn_like_cuda_jit(options: dict[str, Any]) -> None:
+    """The warnings ``numba.cuda.jit`` gives for option combinations (opt=None resolves to on there too)."""
+    if not options.get("debug"):
+        return
+    if options.get("opt") is not False:
+        warnings.warn(
+            "debug=True with opt=True is not supported by CUDA. This may result in a crash"
+            " - set debug=False or opt=False.",
+            internals.invalid_config_warning(),
+            stacklevel=3,
+        )
+    if options.get("lineinfo"):
+        warnings.warn(
+            "debug and lineinfo are mutually exclusive. Use debug to get full debug info (this disables some "
+            "optimizations), or lineinfo for line info only with code generation unaffected.",
+            internals.invalid_config_warning(),
+            stacklevel=3,
+        )
 
 
 class LazyKernel(Launchable):
@@ -102,6 +151,7 @@ class LazyKernel(Launchable):
         self.__doc__ = py_func.__doc__
         self.__wrapped__ = py_func
         self.options = {**_OPTION_DEFAULTS, **options}
+        self.extensions = list(self.options["extensions"])  # launch-time argument mappers, as numba-cuda's
         self.link = tuple(link)
         self._cache = cache
         self._nargs = arg_range(self.py_func)
