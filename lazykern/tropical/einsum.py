@@ -39,11 +39,20 @@ equals one device's. NumPy operands stay on the host, one thread per group.
 through the argmax of every step); ``checkpoint=True`` keeps no argmax at all and
 recomputes the subtrees it descends into with the chosen labels fixed (about one more
 contraction per level of the tree); ``checkpoint=n`` keeps the argmax of the steps whose
-results have at most n entries and recomputes only above them.
+results have at most n entries and recomputes only above them; ``checkpoint=None`` (the default)
+keeps every argmax that fits the GPU's free memory beside the contraction (all of them on the host)
+and recomputes the rest; ``checkpoint=False`` keeps all of them.
+
+Memory is planned: the peak of a contraction (every live intermediate, a step's layout copies and
+result, the argmax kept) is computed from its plan (:mod:`._cost`) before it runs. With
+``memory_limit`` not given, the plan is sliced until that peak fits the GPU's free memory; a plan
+whose peak does not fit raises :class:`lazykern.errors.DeviceMemoryError` naming the bytes it needs,
+before anything is allocated (an allocation failure inside a step is reported the same way).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import logging
@@ -54,7 +63,8 @@ from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import _plan_store, _planner, _spread, reference
+from ..errors import DeviceMemoryError
+from . import _cost, _plan_store, _planner, _spread, reference
 from ._backend import DEFAULT_HOST_LIMIT, Backend, backend_of
 from ._contract import Algebra, Choice, Term, contract, diagonals, fix, reduce, unravel
 
@@ -101,7 +111,7 @@ def argmax_einsum(
     semiring: str = "maxplus",
     optimize: Any = "auto",
     at: Sequence[int] | None = None,
-    checkpoint: bool | int = False,
+    checkpoint: bool | int | None = None,
     slices: Sequence[Label] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
@@ -192,9 +202,10 @@ def contract_network(
             "or pass tensors that do not require grad"
         )
     plan = net.plan(optimize, slices, memory_limit, max_time)
-    if spread is not None:
-        return net.finish(_spread.contract(net, plan, spread, contract_slices))
-    return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if plan.sliced else None))
+    with net.memory_guard(plan, 0):
+        if spread is not None:
+            return net.finish(_spread.contract(net, plan, spread, contract_slices))
+        return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if plan.sliced else None))
 
 
 def build_network(
@@ -231,7 +242,7 @@ def network_argmax(
     semiring: str = "maxplus",
     optimize: Any = "auto",
     at: Sequence[int] | None = None,
-    checkpoint: bool | int = False,
+    checkpoint: bool | int | None = None,
     slices: Sequence[Label] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
@@ -250,7 +261,24 @@ def network_argmax(
     spread = _spread.resolve(devices, net.be)
     plan = net.plan(optimize, slices, memory_limit, max_time)
     single = not plan.sliced
-    keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
+    if checkpoint is None:
+        keep = net.keep_that_fits(plan)
+    else:
+        keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
+    with net.memory_guard(plan, keep):
+        return _argmax_run(net, plan, spread, single, keep, semiring, fixed)
+
+
+def _argmax_run(
+    net: _Network,
+    plan: ContractionPlan,
+    spread: Any,
+    single: bool,
+    keep: float,
+    semiring: str,
+    fixed: dict[Label, int],
+) -> tuple[Any, dict[Label, int]]:
+    """:func:`network_argmax`'s search over the slices and its backtracking, once planned."""
     if spread is not None and not single:
         groups = _spread.run_groups(net, plan.nslices, spread, lambda local, a, b: _slice_optima(local, plan, a, b))
         scores = [item for group in groups for item in group]
@@ -411,12 +439,27 @@ def _costs(
     sliced: dict[Label, int],
 ) -> tuple[int, int]:
     """(entries of the largest intermediate, multiply-adds) of ``path``, as :meth:`_Network.run` runs it."""
-    size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
     nslices = math.prod(sliced.values())
+    largest = flops = 0
+    for s in plan_steps(inputs, output, sizes, path, sliced):
+        flops += s.flops * (nslices if s.depends else 1)
+        largest = max(largest, s.result)
+    return largest, flops
+
+
+def plan_steps(
+    inputs: Sequence[Sequence[Label]],
+    output: Collection[Label],
+    sizes: dict[Label, int],
+    path: Sequence[tuple[int, ...]],
+    sliced: dict[Label, int],
+) -> list[_cost.Step]:
+    """The steps of ``path`` as :mod:`._cost` prices them (entries per slice: sliced labels count 1)."""
+    size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
     output = set(output)
     terms = [(set(t), bool(sliced.keys() & set(t))) for t in inputs]  # (labels, depends on the slice)
     uses = Counter(x for t, _ in terms for x in t)  # live terms carrying each label
-    largest = flops = 0
+    steps = []
     for step in path:
         picked = [terms[i] for i in step]
         for i in sorted(step, reverse=True):
@@ -424,11 +467,43 @@ def _costs(
         union = set().union(*(t for t, _ in picked))
         kept = {x for x in union if x in output or uses[x] > 0}
         depends = any(d for _, d in picked)
-        flops += math.prod(size[x] for x in union) * (nslices if depends else 1)
-        largest = max(largest, math.prod(size[x] for x in kept))
+        operands = tuple(math.prod(size[x] for x in t) for t, _ in picked)
+        steps.append(_cost.Step(math.prod(size[x] for x in union), operands, math.prod(size[x] for x in kept), depends))
         terms.append((kept, depends))
         _count(uses, kept, 1)
-    return largest, flops
+    return steps
+
+
+def fit_to_memory(
+    make: Callable[[int], ContractionPlan], limit: int, peak: Callable[[ContractionPlan], int], free: int | None
+) -> ContractionPlan:
+    """``make(limit)``, its largest intermediate halved (more slices) until its predicted peak fits
+    ``free`` bytes with the pool's margin (None: the host, taken as it is). A plan that cannot fit
+    is returned as it is: running it raises :class:`DeviceMemoryError` with the figures."""
+    plan = make(limit)
+    if free is None:
+        return plan
+    for _ in range(_FIT_TRIES):
+        if peak(plan) * _cost.POOL_MARGIN <= free or plan.largest <= 1:
+            break
+        limit = max(min(limit, plan.largest) // 2, 1)
+        log.info("contraction plan: peak %.1f GiB over %.1f GiB free; replanning with intermediates <= %d entries",
+                 peak(plan) / 2**30, free / 2**30, limit)  # fmt: skip
+        plan = make(limit)
+    return plan
+
+
+_FIT_TRIES = 4  # halvings of the slicing target before the plan is left to be refused with its figures
+
+
+def _memory_message(plan: ContractionPlan, need: int, free: int) -> str:
+    return (
+        f"the contraction needs {need / 2**30:.2f} GiB of device memory at its peak (plus "
+        f"{100 * (_cost.POOL_MARGIN - 1):.0f}% for the pool; largest intermediate {plan.largest} entries, "
+        f"{plan.nslices} slices) but {free / 2**30:.2f} GiB is free: pass a smaller memory_limit= "
+        "(entries of the largest intermediate; it slices more), a smaller dtype, checkpoint=True for "
+        "argmax, or free device memory"
+    )
 
 
 def _count(uses: Counter[Label], labels: Any, by: int) -> None:
@@ -508,28 +583,84 @@ class _Network:
         return cls(be, alg, [diagonals(be, t) for t in leaves], tuple(output), sizes)
 
     # -- planning
+    @property
+    def entry_bytes(self) -> int:
+        """Bytes per entry of every array of the run (value and count together when counting)."""
+        return sum(self.be.dtype(p).itemsize for p in self.leaves[0].parts)
+
     def plan(
         self, optimize: Any, slices: Sequence[Label], memory_limit: int | None, max_time: float | None
     ) -> ContractionPlan:
         if not isinstance(optimize, ContractionPlan):
-            if memory_limit is None:
-                memory_limit = self.be.memory_limit(sum(self.be.dtype(p).itemsize for p in self.leaves[0].parts))
             inputs = [t.labels for t in self.leaves]
-            return contraction_plan(
-                inputs,
-                self.output,
-                self.sizes,
-                optimize=optimize,
-                slices=slices,
-                memory_limit=memory_limit,
-                max_time=max_time,
-            )
+
+            def make(limit: int) -> ContractionPlan:
+                return contraction_plan(
+                    inputs,
+                    self.output,
+                    self.sizes,
+                    optimize=optimize,
+                    slices=slices,
+                    memory_limit=limit,
+                    max_time=max_time,
+                )
+
+            if memory_limit is not None:
+                return make(memory_limit)
+            return fit_to_memory(make, self.be.memory_limit(self.entry_bytes), self.peak, self.be.free_bytes())
         if slices:
             raise ValueError("optimize= is a ContractionPlan: give its slices to contraction_plan, not slices=")
         unknown = [x for x in optimize.sliced if x not in self.sizes]
         if unknown:
             raise ValueError(f"the plan slices labels {unknown} that no operand carries")
         return optimize
+
+    def peak(self, plan: ContractionPlan, keep: float = 0) -> int:
+        """Predicted bytes at the worst moment of ``plan``'s run on this network (:func:`._cost.peak_bytes`)."""
+        inputs = [t.labels for t in self.leaves]
+        steps = plan_steps(inputs, self.output, self.sizes, plan.path, plan.sliced)
+        leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
+        return _cost.peak_bytes(steps, leaves, self.entry_bytes, keep)
+
+    def keep_that_fits(self, plan: ContractionPlan) -> float:
+        """The largest ``keep`` (result entries whose argmax is kept) whose peak fits the free device
+        memory: every argmax on the host, none where even the smallest does not fit."""
+        free = self.be.free_bytes()
+        if free is None:
+            return math.inf
+        budget = free / _cost.POOL_MARGIN
+        if self.peak(plan, math.inf) <= budget:
+            return math.inf
+        sizes = sorted({s.result for s in plan_steps([t.labels for t in self.leaves], self.output, self.sizes,
+                                                       plan.path, plan.sliced)})  # fmt: skip
+        keep: float = _NONE
+        for size in sizes:  # few distinct sizes: powers of two on a network of spins
+            if self.peak(plan, size) > budget:
+                break
+            keep = size
+        log.info("argmax: keeping the choices of steps up to %s entries; the larger ones are recomputed", keep)
+        return keep
+
+    @contextlib.contextmanager
+    def memory_guard(self, plan: ContractionPlan, keep: float) -> Iterator[None]:
+        """Refuse a run whose predicted peak exceeds the free device memory, and report an allocation
+        failure inside the run the same way: one :class:`DeviceMemoryError` with the figures."""
+        free = self.be.free_bytes()
+        need = self.peak(plan, keep) if free is not None else 0
+        if free is not None and need * _cost.POOL_MARGIN > free:
+            self.be.release_cached()
+            free = self.be.free_bytes() or 0
+            if need * _cost.POOL_MARGIN > free:
+                raise DeviceMemoryError(_memory_message(plan, need, free))
+        try:
+            yield
+        except Exception as exc:
+            if not self.be.out_of_memory(exc):
+                raise
+            self.be.release_cached()
+            raise DeviceMemoryError(
+                _memory_message(plan, need, self.be.free_bytes() or 0) + f" (the device refused an allocation: {exc})"
+            ) from exc
 
     def on_device(self, device: int | None) -> _Network:
         """This network with its operands on GPU ``device`` and no recorded run (host: a copy that

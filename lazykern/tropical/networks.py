@@ -221,7 +221,7 @@ def plan(
         be, _ = backend_of(_to_module(np.zeros(1, dtype=dtype), module))
         entry = np.dtype(dtype).itemsize + (0 if count_dtype is None else np.dtype(count_dtype).itemsize)
         memory_limit = be.memory_limit(entry)
-    sweep = _sweep(sg, labels, sizes) if sg.order is not None else None
+    sweep = _sweep(sg, labels, sizes)
     if optimize == "auto" and sweep is not None:
         if sweep.largest <= memory_limit:
             return sweep
@@ -246,14 +246,17 @@ def _sweep(sg: SpinGlass, labels: list[tuple[int, ...]], sizes: dict[int, int]) 
     much as by multiply-adds: 3 spins a step costs a third more of those on a square lattice but
     passes over the boundary a third as often as 1 (and K, N <= 8 keeps tropical.bmm's row kernel).
     Kept per graph for the process: a script solving many couplings of one lattice sweeps it once."""
-    key = (sg.n, sg.edges.tobytes(), sg.order)
+    positions = getattr(sg, "positions", None)
+    key = (sg.n, sg.edges.tobytes(), sg.order, None if positions is None else np.asarray(positions).tobytes())
     found = _sweeps.get(key)
     if found is not None:
         return found
+    # The order comes from the graph (sg.order is one candidate): any numbering sweeps as well.
+    order = orders.graph_order(sg.n, sg.edges, positions, sg.order)
     best = None
     for group in (1, 2, 3):
-        plan = contraction_plan(labels, (), sizes, optimize=orders.sweep_path(labels, sg.order, group))
-        score = plan.flops + _MACS_PER_ENTRY * 2 * plan.largest * math.ceil(len(sg.order) / group)
+        plan = contraction_plan(labels, (), sizes, optimize=orders.sweep_path(labels, order, group))
+        score = plan.flops + _MACS_PER_ENTRY * 2 * plan.largest * math.ceil(len(order) / group)
         if best is None or score < best[0]:
             best = (score, plan)
     if len(_sweeps) >= _SWEEPS_KEPT:

@@ -208,7 +208,7 @@ def _distance_orders(n: int, edges: np.ndarray) -> list[tuple[int, ...]]:
         per_part.append(_part_orders(adjacent, part))
     count = max((len(orders) for orders in per_part), default=0)
     # The k-th order of every part, concatenated (a part with fewer orders repeats its first).
-    return [tuple(v for orders in per_part for v in (orders[k] if k < len(orders) else orders[0])) for k in range(count)]
+    return [tuple(v for orders in per_part for v in orders[k if k < len(orders) else 0]) for k in range(count)]
 
 
 def _part_orders(adjacent: list[list[int]], part: dict[int, int]) -> list[list[int]]:
