@@ -226,8 +226,10 @@ def contract_slices(net: _Network, plan: ContractionPlan, start: int, stop: int,
     each summing a range and the ranges' results added with the algebra's ``add``. ``cache`` keeps the
     results of the steps no sliced label reaches across the slices of one caller (None: no reuse)."""
     result = None
+    progress = Progress(plan.nslices if stop is None else stop - start)
     for values in plan.slice_values(start, stop):
-        out = net.run(plan, values, keep=_NONE, cache=cache)
+        out = net.run(plan, values, keep=_NONE, cache=cache, progress=progress)
+        progress.slice_done()
         result = out if result is None else Term(net.alg.add(result.parts, out.parts), out.labels)
     if result is None:
         raise ValueError(f"slices {start} to {stop} of a plan with {plan.nslices} hold none")
@@ -536,18 +538,23 @@ def fit_to_memory(
     make: Callable[[int], ContractionPlan], limit: int, peak: Callable[[ContractionPlan], int], free: int | None
 ) -> ContractionPlan:
     """``make(limit)``, its largest intermediate halved (more slices) until its predicted peak fits
-    ``free`` bytes with the pool's margin (None: the host, taken as it is). A plan that cannot fit
-    is returned as it is: running it raises :class:`DeviceMemoryError` with the figures."""
+    ``free`` bytes with the pool's margin (None: the host, taken as it is). Stops where a halving
+    no longer lowers the peak (the operands themselves fill the memory): a plan that cannot fit is
+    returned as it is, and running it raises :class:`DeviceMemoryError` with the figures."""
     plan = make(limit)
     if free is None:
         return plan
+    need = peak(plan)
     for _ in range(_FIT_TRIES):
-        if peak(plan) * _cost.POOL_MARGIN <= free or plan.largest <= 1:
+        if need * _cost.POOL_MARGIN <= free or plan.largest <= 1:
             break
         limit = max(min(limit, plan.largest) // 2, 1)
-        log.info("contraction plan: peak %.1f GiB over %.1f GiB free; replanning with intermediates <= %d entries",
-                 peak(plan) / 2**30, free / 2**30, limit)  # fmt: skip
-        plan = make(limit)
+        log.info("contraction plan: peak %.2f GiB over %.2f GiB free; replanning with intermediates <= %d entries",
+                 need / 2**30, free / 2**30, limit)  # fmt: skip
+        smaller = make(limit)
+        if peak(smaller) >= need:
+            break
+        plan, need = smaller, peak(smaller)
     return plan
 
 
@@ -728,7 +735,12 @@ class _Network:
 
     # -- running
     def run(
-        self, plan: ContractionPlan, values: dict[Label, int], keep: float, cache: dict[int, Term] | None = None
+        self,
+        plan: ContractionPlan,
+        values: dict[Label, int],
+        keep: float,
+        cache: dict[int, Term] | None = None,
+        progress: Progress | None = None,
     ) -> Term:
         """Contract with the sliced labels fixed to ``values``; returns the root term. Keeps the
         argmax of the steps whose results have at most ``keep`` entries (``_NONE``: none).
@@ -742,7 +754,9 @@ class _Network:
         origin: list[int | None] = [None if fixed.intersection(t.labels) else -1 for t in self.leaves]
         uses = Counter(x for _, t in live for x in t.labels)  # live terms carrying each label
         output = set(self.output)
+        progress = progress or Progress(1)
         for n, step in enumerate(plan.path):
+            progress.step(n, len(plan.path))
             picked = [live[i] for i in step]
             sources = [origin[i] for i in step]  # None: depends on the slice; -1: a leaf; else a step
             for i in sorted(step, reverse=True):
@@ -815,6 +829,36 @@ class _Network:
             parts = tuple(self.be.permute(p, perm) for p in parts)
         parts = tuple(self.be.wrap_result(p) for p in parts)
         return parts if self.alg.nparts > 1 else parts[0]
+
+
+class Progress:
+    """INFO log lines for a contraction that runs long: slices and steps done and a time left, at most
+    one every ``PROGRESS_EVERY`` seconds and none for one that ends sooner (the library never prints:
+    the CLI and notebooks show the ``lazykern`` logger). On a GPU the steps are those queued, which
+    run ahead of the device by up to its launch queue, so the time left is a lower bound."""
+
+    def __init__(self, slices: int) -> None:
+        self.start = self.last = time.monotonic()
+        self.slices = slices
+        self.done = 0
+
+    def slice_done(self) -> None:
+        self.done += 1
+
+    def step(self, n: int, steps: int) -> None:
+        now = time.monotonic()
+        if now - self.last < PROGRESS_EVERY:
+            return
+        self.last = now
+        fraction = (self.done + n / max(steps, 1)) / max(self.slices, 1)
+        left = (now - self.start) * (1 - fraction) / max(fraction, 1e-9)
+        log.info(
+            "contraction: slice %d of %d, step %d of %d queued, %.0f%% after %.1f s, about %.1f s left",
+            self.done + 1, self.slices, n, steps, 100 * fraction, now - self.start, left,
+        )  # fmt: skip
+
+
+PROGRESS_EVERY = 5.0  # seconds between progress lines
 
 
 def _labels(terms: Sequence[tuple[int, Term]]) -> set[Label]:

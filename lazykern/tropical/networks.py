@@ -294,8 +294,9 @@ def _sweep(
     best = None
     for group in (1, 2, 3):
         path = orders.sweep_path(labels, order, group)
-        plan = contraction_plan(labels, (), sizes, optimize=path)
-        score = _cost.seconds(plan_steps(labels, (), sizes, path, {}), 1, itemsize, rates)
+        steps = plan_steps(labels, (), sizes, path, {})
+        plan = ContractionPlan(tuple(path), {}, max(s.result for s in steps), sum(s.flops for s in steps))
+        score = _cost.seconds(steps, 1, itemsize, rates)
         if best is None or score < best[0]:
             best = (score, plan)
     if len(_sweeps) >= _SWEEPS_KEPT:

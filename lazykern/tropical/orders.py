@@ -131,14 +131,19 @@ def graph_order(
     and d(u, x) + d(w, x) its row, so sorting by that pair sweeps column by column; sorting by d(u, x)
     alone sweeps along anti-diagonals (the Cuthill-McKee level order).
 
-    >>> graph_order(4, [(2, 0), (0, 3), (3, 1)])  # a relabelled chain is swept end to end
-    (1, 3, 0, 2)
+    >>> rows, cols = np.divmod(np.arange(36), 6)  # a 6 x 6 lattice, its spins numbered at random
+    >>> grid = [(i, i + 1) for i in range(36) if cols[i] < 5] + [(i, i + 6) for i in range(30)]
+    >>> edges = np.random.default_rng(0).permutation(36)[np.array(grid)]
+    >>> int(boundary_sizes(36, edges, range(36)).max()), int(boundary_sizes(36, edges, graph_order(36, edges)).max())
+    (20, 6)
     """
     edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     candidates: list[Sequence[int]] = []
     if given is not None:
         candidates.append(tuple(int(i) for i in given))
     candidates.append(tuple(range(n)))
+    if sweep_score(n, edges, candidates[0]) <= SMALL_SWEEP:
+        return tuple(candidates[0])  # cheap already: a search would cost more than it could save
     if positions is not None:
         candidates += _position_orders(np.asarray(positions, dtype=np.float64).reshape(n, -1))
     candidates += _distance_orders(n, edges)
@@ -153,6 +158,7 @@ def graph_order(
     return tuple(int(i) for i in best)
 
 
+SMALL_SWEEP = 16.0  # log2 of boundary entries summed over a sweep under which it is taken as it is (~1 ms on a CPU)
 _TIGHTENED = 3  # best candidates re-sequenced by :func:`tighten` (each costs a pass over the graph per window slot)
 _WINDOW = 16  # how far ahead :func:`tighten` looks: a chimera cell's eight spins and the next cell's
 

@@ -1,0 +1,139 @@
+"""A plan's predicted seconds and peak bytes (lazykern.tropical._cost), and the memory rules built on them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from lazykern.errors import DeviceMemoryError
+from lazykern.tropical import _cost
+from lazykern.tropical import networks as nw
+from lazykern.tropical._backend import Backend
+from lazykern.tropical.einsum import (
+    Algebra,
+    ContractionPlan,
+    build_network,
+    contract_network,
+    contraction_plan,
+    network_argmax,
+    plan_steps,
+)
+
+from ._spin_oracles import transfer_matrix
+
+
+def _steps(sg: nw.SpinGlass, plan: ContractionPlan) -> list[_cost.Step]:
+    return plan_steps(sg.labels(), (), dict.fromkeys(range(sg.n), 2), plan.path, plan.sliced)
+
+
+def _leaves(sg: nw.SpinGlass) -> int:
+    return 4 * len(sg.edges) + 2 * sg.n
+
+
+def test_peak_counts_live_intermediates_copies_result_and_kept_argmax():
+    # Two leaves of 8 entries -> a result of 4; then that result with a third leaf of 2 -> 2.
+    steps = [_cost.Step(32, (8, 8), 4, False), _cost.Step(8, (4, 2), 2, False)]
+    # Step 1: leaves 18 live + copies 16 + result 4 = 38 entries; step 2: live 2 + 4, copies 6, result 2 = 14.
+    assert _cost.peak_bytes(steps, leaves=18, entry_bytes=4, keep=0) == 38 * 4
+    # Keeping every argmax adds int32 per result entry, held to the end: 4 at step 1.
+    assert _cost.peak_bytes(steps, leaves=18, entry_bytes=4, keep=math.inf) == 38 * 4 + 4 * 4
+    assert _cost.peak_bytes(steps, leaves=18, entry_bytes=12, keep=0) == 38 * 12  # value + count bytes
+
+
+def test_a_step_costs_its_bound_resource_and_slices_repeat_only_what_depends_on_them():
+    rates = _cost.Rates(macs=1e12, bytes=1e12, step=0.0)
+    compute = _cost.Step(10**12, (1, 1), 1, True)
+    memory = _cost.Step(1, (10**11, 0), 10**11, False)
+    assert _cost.step_seconds(compute, 4, rates) == pytest.approx(1.0)
+    assert _cost.step_seconds(memory, 4, rates) == pytest.approx(0.8)
+    assert _cost.seconds([compute, memory], 3, 4, rates) == pytest.approx(3.8)
+
+
+def test_predicted_time_prefers_the_cheaper_sweep_of_a_lattice():
+    """The order from the graph sweeps a 32 x 32 lattice along its anti-diagonals: the same 2^32
+    boundary at its widest, 8x fewer multiply-adds than row by row, so less predicted time."""
+    sg = nw.square_lattice(32)
+    plan = nw.plan(sg, memory_limit=2**32, dtype=np.float32, module=np)
+    assert plan.largest == 2**32 and math.log10(plan.flops) < 12.2
+
+
+def _device(monkeypatch, free: int) -> None:
+    """The NumPy backend reporting ``free`` bytes as a GPU does: every memory rule then applies."""
+    monkeypatch.setattr(Backend, "free_bytes", lambda self: free)
+
+
+def test_a_contraction_over_free_memory_is_refused_with_its_figures(monkeypatch):
+    sg = nw.square_lattice(6, seed=2)
+    labels, tensors = sg.network()
+    _device(monkeypatch, 2000)
+    with pytest.raises(DeviceMemoryError, match=r"needs .* GiB .* at its peak .* free"):
+        contract_network(labels, (), tensors, optimize="greedy")
+
+
+def test_the_default_plan_is_sliced_until_its_peak_fits(monkeypatch):
+    sg = nw.square_lattice(10, seed=4)
+    E0, _ = transfer_matrix(sg, 10)
+    unsliced = nw.plan(sg, memory_limit=2**20)
+    need = _cost.peak_bytes(_steps(sg, unsliced), _leaves(sg), 8, 0)
+    free = int(need * _cost.POOL_MARGIN * 0.75)
+    _device(monkeypatch, free)
+    fitted = nw.plan(sg)
+    assert fitted.sliced and _cost.peak_bytes(_steps(sg, fitted), _leaves(sg), 8, 0) * _cost.POOL_MARGIN <= free
+    assert nw.ground_state_energy(sg) == pytest.approx(E0)
+
+
+def test_argmax_keeps_the_choices_that_fit_and_recomputes_the_rest(monkeypatch):
+    sg = nw.square_lattice(6, seed=9, field=0.3)
+    E0, _ = transfer_matrix(sg, 6)
+    labels, tensors = sg.network()
+    plan = nw.plan(sg, memory_limit=2**20)
+    steps = _steps(sg, plan)
+    everything = _cost.peak_bytes(steps, _leaves(sg), 8, math.inf)
+    _device(monkeypatch, int(everything * _cost.POOL_MARGIN) - 1)
+    net = build_network(labels, (), tensors, "maxplus", Algebra)
+    keep = net.keep_that_fits(plan)
+    assert 0 < keep < max(s.result for s in steps)
+    best, assignment = network_argmax(labels, (), tensors, optimize=plan)
+    spins = np.array([1 - 2 * assignment[i] for i in range(sg.n)])
+    assert -best == pytest.approx(E0) and sg.energy(spins) == pytest.approx(E0)
+
+
+def test_memory_limit_holds_for_every_strategy_and_costly_slicing_says_so():
+    sg = nw.square_lattice(8, seed=1)
+    labels = sg.labels()
+    sizes = dict.fromkeys(range(sg.n), 2)
+    for optimize in ("greedy", "auto"):
+        plan = contraction_plan(labels, (), sizes, optimize=optimize, memory_limit=2**5)
+        assert plan.largest <= 2**5
+    with pytest.warns(UserWarning, match="times the"):
+        contraction_plan(labels, (), sizes, optimize=list(nw.plan(sg).path), memory_limit=2**3)
+
+
+@pytest.mark.gpu
+def test_measured_peak_is_under_the_predicted_one():
+    cupy = pytest.importorskip("cupy")
+    sg = nw.square_lattice(22, seed=3)
+    pool = cupy.get_default_memory_pool()
+    pool.free_all_blocks()
+    base = pool.used_bytes()
+    peak = [base]
+
+    def malloc(size: int):  # the pool's own allocator, recording its high-water mark of bytes in use
+        mem = pool.malloc(size)
+        peak[0] = max(peak[0], pool.used_bytes())
+        return mem
+
+    plan = nw.plan(sg, module=cupy, dtype=np.float32)
+    cupy.cuda.set_allocator(malloc)
+    try:
+        E = nw.ground_state_energy(sg, module=cupy, dtype=np.float32, optimize=plan)
+        peak, kept = [base], peak  # the energy's peak in kept; now the configuration's, every argmax kept
+        E2, spins = nw.ground_state(sg, module=cupy, dtype=np.float32, optimize=plan, checkpoint=False)
+    finally:
+        cupy.cuda.set_allocator(pool.malloc)
+    steps = _steps(sg, plan)
+    assert kept[0] - base <= _cost.peak_bytes(steps, _leaves(sg), 4, 0)
+    assert peak[0] - base <= _cost.peak_bytes(steps, _leaves(sg), 4, math.inf)
+    assert E == E2 == sg.energy(spins)
