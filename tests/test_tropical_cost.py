@@ -33,13 +33,19 @@ def _leaves(sg: nw.SpinGlass) -> int:
 
 
 def test_peak_counts_live_intermediates_copies_result_and_kept_argmax():
-    # Two leaves of 8 entries -> a result of 4; then that result with a third leaf of 2 -> 2.
-    steps = [_cost.Step(32, (8, 8), 4, False), _cost.Step(8, (4, 2), 2, False)]
-    # Step 1: leaves 18 live + copies 16 + result 4 = 38 entries; step 2: live 2 + 4, copies 6, result 2 = 14.
-    assert _cost.peak_bytes(steps, leaves=18, entry_bytes=4, keep=0) == 38 * 4
-    # Keeping every argmax adds int32 per result entry, held to the end: 4 at step 1.
-    assert _cost.peak_bytes(steps, leaves=18, entry_bytes=4, keep=math.inf) == 38 * 4 + 4 * 4
-    assert _cost.peak_bytes(steps, leaves=18, entry_bytes=12, keep=0) == 38 * 12  # value + count bytes
+    u = 128  # entries of one 512-byte pool unit in float32
+    # Two leaves of 8u entries -> a result of 4u; then that result with a third leaf of 2u -> 2u.
+    steps = [_cost.Step(32 * u, (8 * u, 8 * u), 4 * u, False), _cost.Step(8 * u, (4 * u, 2 * u), 2 * u, False)]
+    # Step 1: leaves 18u (+ one unit of rounding per leaf array) + copies 16u + result 4u.
+    assert _cost.peak_bytes(steps, leaves=18 * u, entry_bytes=4, keep=0) == (38 * u) * 4 + 1024
+    # Keeping every argmax adds int32 per result entry, held to the end: 4u at step 1.
+    assert _cost.peak_bytes(steps, leaves=18 * u, entry_bytes=4, keep=math.inf) == (42 * u) * 4 + 1024
+    assert _cost.peak_bytes(steps, leaves=18 * u, entry_bytes=12, keep=0) == (38 * u) * 12 + 1024  # value + count
+    # A sliced plan's cached operand stays: 4u pinned after step 2 changes nothing before it.
+    later = _cost.Step(1, (2 * u,), 40 * u, True)
+    free = _cost.peak_bytes([*steps, later], leaves=18 * u, entry_bytes=4, keep=0)
+    held = _cost.peak_bytes([steps[0], steps[1]._replace(pinned=4 * u), later], leaves=18 * u, entry_bytes=4, keep=0)
+    assert held - free == 4 * u * 4
 
 
 def test_a_step_costs_its_bound_resource_and_slices_repeat_only_what_depends_on_them():
@@ -73,8 +79,8 @@ def test_a_contraction_over_free_memory_is_refused_with_its_figures(monkeypatch)
 
 
 def test_the_default_plan_is_sliced_until_its_peak_fits(monkeypatch):
-    sg = nw.square_lattice(10, seed=4)
-    E0, _ = transfer_matrix(sg, 10)
+    sg = nw.square_lattice(12, seed=4)
+    E0, _ = transfer_matrix(sg, 12)
     unsliced = nw.plan(sg, memory_limit=2**20)
     need = _cost.peak_bytes(_steps(sg, unsliced), _leaves(sg), 8, 0)
     free = int(need * _cost.POOL_MARGIN * 0.75)

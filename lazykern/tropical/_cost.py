@@ -14,7 +14,7 @@ result, plus the argmax of every step whose choice is kept for backtracking (int
 >>> seconds(steps, nslices=1, itemsize=4, rates=H100_F32) > 0
 True
 >>> peak_bytes(steps, leaves=2 * 2**10, entry_bytes=4, keep=0)
-20480
+21504
 """
 
 from __future__ import annotations
@@ -59,12 +59,17 @@ def rates_for(on_host: bool, itemsize: int) -> Rates:
 
 class Step(NamedTuple):
     """One step of a plan: multiply-adds per slice, entries of each operand and of the result
-    (per slice), and whether it depends on the sliced labels (else it runs once for all slices)."""
+    (per slice), whether it depends on the sliced labels (else it runs once for all slices), and
+    the entries of its operands that outlive it: the results of slice-independent steps that a
+    sliced plan's executor keeps for the later slices; ``leaves``: which operands are the network's
+    own tensors (alive throughout: the caller holds them)."""
 
     flops: int
     operands: tuple[int, ...]
     result: int
     depends: bool
+    pinned: int = 0
+    leaves: tuple[bool, ...] = ()
 
 
 def step_seconds(step: Step, itemsize: int, rates: Rates) -> float:
@@ -84,16 +89,28 @@ def peak_bytes(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float
     int32 argmax of the steps with at most ``keep`` result entries (0: none kept). ``entry_bytes``:
     bytes per entry of every array (value and count together for the counting algebra).
 
-    Intermediates die at their one use (each is an operand of exactly one later step); a sliced plan's
-    slice-independent results are kept across slices, which this counts as live (conservative). Slices
-    run one after another, so the peak does not grow with their number."""
-    live = leaves
+    Intermediates die at their one use (each is an operand of exactly one later step), except a sliced
+    plan's slice-independent results kept for the later slices (``Step.pinned``). Slices run one after
+    another, so the peak does not grow with their number. Arrays are counted as the pool allocates
+    them (whole 512-byte units)."""
+
+    def held(entries: int, size: int) -> int:  # bytes the pool hands out: whole 512-byte units
+        return -(-entries * size // _UNIT) * _UNIT
+
+    live = held(leaves, entry_bytes) + 2 * _UNIT  # the two leaf arrays (bonds, fields) as allocated
     kept = 0
     peak = 0
     for s in steps:
-        during = live + sum(s.operands) + s.result  # live (operands included), their copies, the result
-        argmax = s.result if s.result <= keep else 0
-        peak = max(peak, during * entry_bytes + (kept + argmax) * 4)
-        live += s.result - sum(s.operands)
+        operands = sum(held(n, entry_bytes) for n in s.operands)
+        result = held(s.result, entry_bytes)
+        argmax = held(s.result, 4) if s.result <= keep else 0
+        peak = max(peak, live + operands + result + kept + argmax)  # live (operands included), copies, result
+        freed = sum(
+            held(n, entry_bytes) for n, leaf in zip(s.operands, s.leaves or (False,) * len(s.operands)) if not leaf
+        )
+        live += result - freed + held(s.pinned, entry_bytes)
         kept += argmax
     return int(peak)
+
+
+_UNIT = 512  # CuPy's pool rounds every allocation up to this

@@ -517,19 +517,31 @@ def plan_steps(
     """The steps of ``path`` as :mod:`._cost` prices them (entries per slice: sliced labels count 1)."""
     size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
     output = set(output)
-    terms = [(set(t), bool(sliced.keys() & set(t))) for t in inputs]  # (labels, depends on the slice)
-    uses = Counter(x for t, _ in terms for x in t)  # live terms carrying each label
-    steps = []
+    # (labels, depends on the slice, the step that made it: -1 for a leaf)
+    terms = [(set(t), bool(sliced.keys() & set(t)), -1) for t in inputs]
+    uses = Counter(x for t, _, _ in terms for x in t)  # live terms carrying each label
+    steps: list[_cost.Step] = []
     for step in path:
         picked = [terms[i] for i in step]
         for i in sorted(step, reverse=True):
             _count(uses, terms.pop(i)[0], -1)
-        union = set().union(*(t for t, _ in picked))
+        union = set().union(*(t for t, _, _ in picked))
         kept = {x for x in union if x in output or uses[x] > 0}
-        depends = any(d for _, d in picked)
-        operands = tuple(math.prod(size[x] for x in t) for t, _ in picked)
-        steps.append(_cost.Step(math.prod(size[x] for x in union), operands, math.prod(size[x] for x in kept), depends))
-        terms.append((kept, depends))
+        depends = any(d for _, d, _ in picked)
+        operands = tuple(math.prod(size[x] for x in t) for t, _, _ in picked)
+        # A sliced run caches the slice-independent operands of a slice-dependent step (_Network.run).
+        pinned = sum(n for n, (_, d, origin) in zip(operands, picked) if sliced and depends and not d and origin >= 0)
+        steps.append(
+            _cost.Step(
+                math.prod(size[x] for x in union),
+                operands,
+                math.prod(size[x] for x in kept),
+                depends,
+                pinned,
+                tuple(origin < 0 for _, _, origin in picked),
+            )
+        )
+        terms.append((kept, depends, len(steps) - 1))
         _count(uses, kept, 1)
     return steps
 
@@ -539,8 +551,9 @@ def fit_to_memory(
 ) -> ContractionPlan:
     """``make(limit)``, its largest intermediate halved (more slices) until its predicted peak fits
     ``free`` bytes with the pool's margin (None: the host, taken as it is). Stops where a halving
-    no longer lowers the peak (the operands themselves fill the memory): a plan that cannot fit is
-    returned as it is, and running it raises :class:`DeviceMemoryError` with the figures."""
+    no longer lowers the peak (the operands themselves fill the memory) or multiplies the cost by
+    more than ``COSTLY_SLICING``: a plan that does not fit is returned as it is, and running it
+    raises :class:`DeviceMemoryError` with the figures."""
     plan = make(limit)
     if free is None:
         return plan
@@ -552,8 +565,8 @@ def fit_to_memory(
         log.info("contraction plan: peak %.2f GiB over %.2f GiB free; replanning with intermediates <= %d entries",
                  need / 2**30, free / 2**30, limit)  # fmt: skip
         smaller = make(limit)
-        if peak(smaller) >= need:
-            break
+        if peak(smaller) >= need or smaller.flops > COSTLY_SLICING * plan.flops:
+            break  # no lower, or at a cost the caller should decide on: the guard refuses it with figures
         plan, need = smaller, peak(smaller)
     return plan
 
