@@ -532,8 +532,10 @@ def edge_list_instance(graph: list[Any], *, shuffle: bool, positions: bool) -> n
     perm = np.random.default_rng(7).permutation(sg.n) if shuffle else np.arange(sg.n)
     pos = np.empty_like(sg.positions)
     pos[perm] = sg.positions
+    h = np.empty_like(sg.h)
+    h[perm] = sg.h  # spin i is now spin perm[i]
     name = f"{sg.name} edge list{' shuffled' if shuffle else ''}{'' if positions else ' no positions'}"
-    return nw.SpinGlass(sg.n, perm[sg.edges], sg.J, sg.h, pos if positions else None, name)  # type: ignore[arg-type]
+    return nw.SpinGlass(sg.n, perm[sg.edges], sg.J, h, pos if positions else None, name)  # type: ignore[arg-type]
 
 
 def default_row(spec: dict[str, Any], module: str, cache: str, timeout: float) -> dict[str, Any]:

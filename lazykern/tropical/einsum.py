@@ -202,10 +202,12 @@ def contract_network(
             "or pass tensors that do not require grad"
         )
     plan = net.plan(optimize, slices, memory_limit, max_time)
-    with net.memory_guard(plan, 0):
+    # Slices reuse the results no sliced label reaches, unless keeping them would not fit the device.
+    cached = bool(plan.sliced) and net.fits(plan, 0, cached=True)
+    with net.memory_guard(plan, 0, cached=cached):
         if spread is not None:
             return net.finish(_spread.contract(net, plan, spread, contract_slices))
-        return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if plan.sliced else None))
+        return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if cached else None))
 
 
 def build_network(
@@ -412,16 +414,21 @@ def contraction_plan(
 def _slice_to(
     terms: Any, output: Any, sizes: Any, path: list[tuple[int, ...]], limit: int
 ) -> tuple[list[tuple[int, ...]], list[Label]]:
-    """``path`` with labels sliced until its intermediates fit ``limit`` entries: each time the label
-    carried by the most intermediates over the limit (ties: the one met first). One walk over the path
-    per label, no search: it holds on a 3000-step sweep, where cotengra's tree recursion does not."""
+    """``path`` with labels sliced until its intermediates fit ``limit`` entries: each time, of the
+    ``_SLICE_CANDIDATES`` labels carried by the most intermediates over the limit, the one that adds
+    the fewest multiply-adds. A few walks over the path per label, no tree search: it holds on a
+    3000-step sweep, where cotengra's tree recursion does not."""
     sliced: dict[Label, int] = {}
     while True:
         over = _oversized(terms, output, sizes, path, sliced, limit)
         if not over:
             return path, list(sliced)
-        label = max(over, key=lambda x: over[x])  # Counter keeps first-met order: max takes the first of equals
+        candidates = [x for x, _ in over.most_common(_SLICE_CANDIDATES)]  # first met first among equals
+        label = min(candidates, key=lambda x: _costs(terms, output, sizes, path, _sub(sizes, [*sliced, x]))[1])
         sliced[label] = sizes[label]
+
+
+_SLICE_CANDIDATES = 3
 
 
 def _oversized(
@@ -693,11 +700,18 @@ class _Network:
             raise ValueError(f"the plan slices labels {unknown} that no operand carries")
         return optimize
 
-    def peak(self, plan: ContractionPlan, keep: float = 0) -> int:
+    def fits(self, plan: ContractionPlan, keep: float, cached: bool) -> bool:
+        """Whether ``plan``'s predicted peak fits the free device memory (always on the host)."""
+        free = self.be.free_bytes()
+        return free is None or self.peak(plan, keep, cached) * _cost.POOL_MARGIN <= free
+
+    def peak(self, plan: ContractionPlan, keep: float = 0, cached: bool = True) -> int:
         """Predicted bytes at the worst moment of ``plan``'s run on this network (:func:`._cost.peak_bytes`)."""
         inputs = [t.labels for t in self.leaves]
         steps = plan_steps(inputs, self.output, self.sizes, plan.path, plan.sliced)
         leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
+        if not cached:  # a run without the slices' cache keeps nothing beyond a step's use
+            steps = [s._replace(pinned=0) for s in steps]
         return _cost.peak_bytes(steps, leaves, self.entry_bytes, keep)
 
     def keep_that_fits(self, plan: ContractionPlan) -> float:
@@ -720,11 +734,11 @@ class _Network:
         return keep
 
     @contextlib.contextmanager
-    def memory_guard(self, plan: ContractionPlan, keep: float) -> Iterator[None]:
+    def memory_guard(self, plan: ContractionPlan, keep: float, cached: bool = True) -> Iterator[None]:
         """Refuse a run whose predicted peak exceeds the free device memory, and report an allocation
         failure inside the run the same way: one :class:`DeviceMemoryError` with the figures."""
         free = self.be.free_bytes()
-        need = self.peak(plan, keep) if free is not None else 0
+        need = self.peak(plan, keep, cached) if free is not None else 0
         if free is not None and need * _cost.POOL_MARGIN > free:
             self.be.release_cached()
             free = self.be.free_bytes() or 0

@@ -250,8 +250,9 @@ def plan(
         return make(memory_limit)
     leaves = 4 * len(sg.edges) + 2 * sg.n
 
-    def peak(p: ContractionPlan) -> int:
-        return _cost.peak_bytes(plan_steps(labels, (), sizes, p.path, p.sliced), leaves, entry, 0)
+    def peak(p: ContractionPlan) -> int:  # without the slices' cache, which the executor drops where it does not fit
+        steps = [s._replace(pinned=0) for s in plan_steps(labels, (), sizes, p.path, p.sliced)]
+        return _cost.peak_bytes(steps, leaves, entry, 0)
 
     return fit_to_memory(make, be.memory_limit(entry), peak, be.free_bytes())
 
