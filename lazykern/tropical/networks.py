@@ -285,8 +285,8 @@ def _sweep(
     keeps tropical.bmm's row kernel). Kept per graph for the process: a script solving many couplings
     of one lattice sweeps it once."""
     positions = getattr(sg, "positions", None)
-    key = (sg.n, sg.edges.tobytes(), sg.order, None if positions is None else np.asarray(positions).tobytes())
-    key += (rates, itemsize)
+    where = None if positions is None else np.asarray(positions).tobytes()
+    key: tuple[Any, ...] = (sg.n, sg.edges.tobytes(), sg.order, where, rates, itemsize)
     found = _sweeps.get(key)
     if found is not None:
         return found
