@@ -568,13 +568,15 @@ def defaults_table(args: argparse.Namespace, rows: list[dict[str, Any]], save: C
     L, ch = (6, [1, 2, 4]) if args.quick else (32, [8, 8, 4])
     cache = tempfile.mkdtemp(prefix="lk-defaults-")
     t = args.row_seconds
+    # float32 first: the default for +-J couplings once the dtype follows the couplings (issue 39);
+    # then this branch's float64 default once.
     work = [
-        ("energy empty store", {"kind": "energy", "graph": ["square", L], "dtype": None}, t),
-        ("energy plan stored", {"kind": "energy", "graph": ["square", L], "dtype": None}, t),
+        ("energy float32 empty store", {"kind": "energy", "graph": ["square", L], "dtype": "float32"}, t),
         ("energy float32 plan stored", {"kind": "energy", "graph": ["square", L], "dtype": "float32"}, t),
+        ("energy default dtype", {"kind": "energy", "graph": ["square", L], "dtype": None}, 1.5 * t),
         ("configuration float32", {"kind": "config", "graph": ["square", L], "dtype": "float32"}, t),
-        ("degeneracy", {"kind": "degeneracy", "graph": ["square", L], "dtype": None}, t),
-        ("chimera energy", {"kind": "energy", "graph": ["chimera", *ch], "dtype": None}, t),
+        ("degeneracy float32", {"kind": "degeneracy", "graph": ["square", L], "dtype": "float32"}, t),
+        ("chimera energy float32", {"kind": "energy", "graph": ["chimera", *ch], "dtype": "float32"}, t),
     ]
     for name, spec, timeout in work:
         rows.append({"row": name} | default_row(spec | {"shuffle": True, "positions": False}, module, cache, timeout))
