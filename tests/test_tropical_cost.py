@@ -38,8 +38,8 @@ def test_peak_counts_live_intermediates_copies_result_and_kept_argmax():
     steps = [_cost.Step(32 * u, (8 * u, 8 * u), 4 * u, False), _cost.Step(8 * u, (4 * u, 2 * u), 2 * u, False)]
     # Step 1: leaves 18u (+ one unit of rounding per leaf array) + copies 16u + result 4u.
     assert _cost.peak_bytes(steps, leaves=18 * u, entry_bytes=4, keep=0) == (38 * u) * 4 + 1024
-    # Keeping every argmax adds int32 per result entry, held to the end: 4u at step 1.
-    assert _cost.peak_bytes(steps, leaves=18 * u, entry_bytes=4, keep=math.inf) == (42 * u) * 4 + 1024
+    # Keeping every argmax adds int32 per result entry and the value in its buffer, held to the end.
+    assert _cost.peak_bytes(steps, leaves=18 * u, entry_bytes=4, keep=math.inf) == (38 * u) * 4 + 1024 + (4 * u) * 8
     assert _cost.peak_bytes(steps, leaves=18 * u, entry_bytes=12, keep=0) == (38 * u) * 12 + 1024  # value + count
     # A sliced plan's cached operand stays: 4u pinned after step 2 changes nothing before it.
     later = _cost.Step(1, (2 * u,), 40 * u, True)
@@ -86,7 +86,8 @@ def test_the_default_plan_is_sliced_until_its_peak_fits(monkeypatch):
     free = int(need * _cost.POOL_MARGIN * 0.75)
     _device(monkeypatch, free)
     fitted = nw.plan(sg)
-    assert fitted.sliced and _cost.peak_bytes(_steps(sg, fitted), _leaves(sg), 8, 0) * _cost.POOL_MARGIN <= free
+    uncached = [s._replace(pinned=0) for s in _steps(sg, fitted)]  # the run drops the slices' cache where it must
+    assert fitted.sliced and _cost.peak_bytes(uncached, _leaves(sg), 8, 0) * _cost.POOL_MARGIN <= free
     assert nw.ground_state_energy(sg) == pytest.approx(E0)
 
 

@@ -8,7 +8,8 @@ per launch; the rates are measured figures, kept here and nowhere else.
 
 The peak is the largest set of arrays alive at once as :meth:`lazykern.tropical.einsum._Network.run`
 executes the plan: every live intermediate, plus during a step its operands' layout copies and its
-result, plus the argmax of every step whose choice is kept for backtracking (int32 per entry).
+result, plus the argmax of every step whose choice is kept for backtracking (int32 per entry, and
+the value beside it: a product allocates both in one buffer, which a kept index view holds).
 
 >>> steps = [Step(flops=2**20, operands=(2**10, 2**10), result=2**10, depends=False)]
 >>> seconds(steps, nslices=1, itemsize=4, rates=H100_F32) > 0
@@ -86,7 +87,8 @@ def seconds(steps: Sequence[Step], nslices: int, itemsize: int, rates: Rates) ->
 def peak_bytes(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float) -> int:
     """Bytes alive at the worst moment of one slice's run: ``leaves`` (entries of the operands),
     every live intermediate, one layout copy of each operand of the step and its result, and the
-    int32 argmax of the steps with at most ``keep`` result entries (0: none kept). ``entry_bytes``:
+    int32 argmax of the steps with at most ``keep`` result entries (0: none kept) with their values
+    (one buffer: on the H100 a 22 x 22 lattice's kept choices held twice the int32 figure). ``entry_bytes``:
     bytes per entry of every array (value and count together for the counting algebra).
 
     Intermediates die at their one use (each is an operand of exactly one later step), except a sliced
@@ -103,7 +105,7 @@ def peak_bytes(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float
     for s in steps:
         operands = sum(held(n, entry_bytes) for n in s.operands)
         result = held(s.result, entry_bytes)
-        argmax = held(s.result, 4) if s.result <= keep else 0
+        argmax = held(s.result, 4 + entry_bytes) if s.result <= keep else 0
         peak = max(peak, live + operands + result + kept + argmax)  # live (operands included), copies, result
         freed = sum(
             held(n, entry_bytes) for n, leaf in zip(s.operands, s.leaves or (False,) * len(s.operands)) if not leaf
