@@ -228,7 +228,7 @@ def contract_slices(net: _Network, plan: ContractionPlan, start: int, stop: int,
     each summing a range and the ranges' results added with the algebra's ``add``. ``cache`` keeps the
     results of the steps no sliced label reaches across the slices of one caller (None: no reuse)."""
     result = None
-    progress = Progress(plan.nslices if stop is None else stop - start)
+    progress = Progress(stop - start)
     for values in plan.slice_values(start, stop):
         out = net.run(plan, values, keep=_NONE, cache=cache, progress=progress)
         progress.slice_done()
