@@ -505,12 +505,25 @@ def _costs(
     path: Sequence[tuple[int, ...]],
     sliced: dict[Label, int],
 ) -> tuple[int, int]:
-    """(entries of the largest intermediate, multiply-adds) of ``path``, as :meth:`_Network.run` runs it."""
+    """(entries of the largest intermediate, multiply-adds) of ``path``, as :meth:`_Network.run` runs it
+    (what :func:`plan_steps` gives in full, in one lean walk: candidates' costs are compared often)."""
+    size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
     nslices = math.prod(sliced.values())
+    output = set(output)
+    terms = [(set(t), bool(sliced.keys() & set(t))) for t in inputs]  # (labels, depends on the slice)
+    uses = Counter(x for t, _ in terms for x in t)  # live terms carrying each label
     largest = flops = 0
-    for s in plan_steps(inputs, output, sizes, path, sliced):
-        flops += s.flops * (nslices if s.depends else 1)
-        largest = max(largest, s.result)
+    for step in path:
+        picked = [terms[i] for i in step]
+        for i in sorted(step, reverse=True):
+            _count(uses, terms.pop(i)[0], -1)
+        union = set().union(*(t for t, _ in picked))
+        kept = {x for x in union if x in output or uses[x] > 0}
+        depends = any(d for _, d in picked)
+        flops += math.prod(size[x] for x in union) * (nslices if depends else 1)
+        largest = max(largest, math.prod(size[x] for x in kept))
+        terms.append((kept, depends))
+        _count(uses, kept, 1)
     return largest, flops
 
 
