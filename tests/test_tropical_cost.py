@@ -144,3 +144,19 @@ def test_measured_peak_is_under_the_predicted_one():
     assert kept[0] - base <= _cost.peak_bytes(steps, _leaves(sg), 4, 0)
     assert peak[0] - base <= _cost.peak_bytes(steps, _leaves(sg), 4, math.inf)
     assert E == E2 == sg.energy(spins)
+
+
+def test_a_long_contraction_logs_its_progress(monkeypatch, caplog):
+    """Progress goes to the lazykern logger at INFO (slices, steps, time left), never to stdout."""
+    import logging
+    import sys
+
+    monkeypatch.setattr(
+        sys.modules["lazykern.tropical.einsum"], "PROGRESS_EVERY", 0.0
+    )  # every step counts as long here
+    sg = nw.square_lattice(4, seed=1)
+    labels, tensors = sg.network()
+    with caplog.at_level(logging.INFO, logger="lazykern"):
+        contract_network(labels, (), tensors, optimize=list(nw.plan(sg).path), slices=[5])
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("contraction: slice")]
+    assert lines and "slice 2 of 2" in lines[-1] and "s left" in lines[-1]
