@@ -16,6 +16,11 @@ Workloads (each timed end to end: plan, contraction; figures below):
               too) and the CUDA context: plan_seconds + contract_seconds, again_seconds (same process)
   peers       lazykern vs torch (broadcast + amax per contraction) vs the NumPy CPU path, same plan
   graph       eager vs CUDA-graph-captured contraction of a network of many small tensors
+  defaults    issue 39's table: the public API with default arguments on instances built from edge lists
+              (spins renumbered at random, no positions), each row a fresh process: 32 x 32 energy with
+              an empty store and with the plan stored, a configuration, the degeneracy, chimera 8 x 8 x 4
+              (killed after --row-seconds), plan quality of relabelled copies, 8 x 8 latency; predicted
+              (lazykern.tropical._cost) and measured seconds and peak bytes side by side
 
 Orders: lattices and chimera start from the boundary sweep of their geometry
 (lazykern.tropical.orders), used as is when its largest intermediate fits the device, else refined
@@ -472,6 +477,142 @@ def latency(L: int, module_name: str, timeout: float = 90.0) -> dict[str, Any]:
     return {"graph": f"square {L}x{L}", "module": module_name, "runs": rows, "warm_seconds": rows[-1]["seconds"]}
 
 
+# ---------------------------------------------------------------- defaults --
+# Issue 39's table: the public API with default arguments on instances a user builds from an edge list
+# (the lattice's own edges and couplings, spins renumbered at random, no positions, no order), each in a
+# fresh process (a child) so "empty store" and "plan stored" mean what they say.
+DEFAULTS_CHILD = """
+import json, sys, time
+spec = json.loads(sys.argv[1])
+sys.path.insert(0, spec["bench_dir"])
+import numpy as np
+import {module} as xp
+from lazykern.tropical import networks as nw, _cost
+from lazykern.tropical.einsum import plan_steps
+import spin_glass as bench
+peak = [0]
+if xp.__name__ == "cupy":
+    pool = xp.get_default_memory_pool()
+    def malloc(size):  # the pool's own allocator, with its high-water mark of bytes in use
+        mem = pool.malloc(size)
+        peak[0] = max(peak[0], pool.used_bytes())
+        return mem
+    xp.cuda.set_allocator(malloc)
+    xp.zeros(1) + 1
+sg = bench.edge_list_instance(spec["graph"], shuffle=spec["shuffle"], positions=spec["positions"])
+kw = dict(module=xp) | ({{"dtype": getattr(np, spec["dtype"])}} if spec["dtype"] else {{}})
+t = time.perf_counter()
+if spec["kind"] == "energy":
+    answer = nw.ground_state_energy(sg, **kw)
+elif spec["kind"] == "config":
+    answer = nw.ground_state(sg, **kw)[0]
+else:
+    answer = list(nw.degeneracy(sg, **kw))
+seconds = time.perf_counter() - t
+dtype = kw.get("dtype", np.float64)
+count = 8 if spec["kind"] == "degeneracy" else 0
+plan = nw.plan(sg, module=xp, dtype=dtype, count_dtype=np.int64 if count else None)  # memoized: the same plan
+steps = plan_steps(sg.labels(), (), dict.fromkeys(range(sg.n), 2), plan.path, plan.sliced)
+itemsize = np.dtype(dtype).itemsize
+rates = _cost.rates_for(xp is np, itemsize)
+predicted = _cost.seconds(steps, plan.nslices, itemsize, rates)
+predicted_peak = _cost.peak_bytes(steps, 4 * len(sg.edges) + 2 * sg.n, itemsize + count, 0)
+print(json.dumps(dict(answer=answer, seconds=seconds, predicted_contract_seconds=predicted,
+    predicted_peak_bytes=predicted_peak, measured_peak_bytes=peak[0] or None,
+    log10_flops=float(np.log10(plan.flops)), log2_largest=float(np.log2(plan.largest)),
+    slices=plan.nslices, steps=len(plan.path))))
+"""
+
+
+def edge_list_instance(graph: list[Any], *, shuffle: bool, positions: bool) -> nw.SpinGlass:
+    """A spin glass as a user builds one from an edge list: the library lattice's edges and couplings,
+    its spins renumbered at random (``shuffle``), positions only if asked, no geometry order."""
+    kind, *dims = graph
+    sg = nw.square_lattice(dims[0], seed=dims[0]) if kind == "square" else nw.chimera(*dims, seed=1)
+    perm = np.random.default_rng(7).permutation(sg.n) if shuffle else np.arange(sg.n)
+    pos = np.empty_like(sg.positions)
+    pos[perm] = sg.positions
+    h = np.empty_like(sg.h)
+    h[perm] = sg.h  # spin i is now spin perm[i]
+    name = f"{sg.name} edge list{' shuffled' if shuffle else ''}{'' if positions else ' no positions'}"
+    return nw.SpinGlass(sg.n, perm[sg.edges], sg.J, h, pos if positions else None, name)  # type: ignore[arg-type]
+
+
+def default_row(spec: dict[str, Any], module: str, cache: str, timeout: float) -> dict[str, Any]:
+    """One workload of the defaults table in a child process with store ``cache``."""
+    spec = spec | {"bench_dir": str(Path(__file__).resolve().parent)}
+    env = dict(os.environ, LAZYKERN_CACHE_DIR=cache)
+    start = time.perf_counter()
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", DEFAULTS_CHILD.format(module=module), json.dumps(spec)],
+            capture_output=True, text=True, timeout=timeout, env=env,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return spec | {"error": f"no answer within {timeout:g} s (the child was killed)"}
+    if out.returncode:
+        return spec | {"error": out.stderr[-1500:]}
+    row = json.loads(out.stdout.splitlines()[-1])
+    return (
+        spec
+        | {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
+        | {"process_seconds": round(time.perf_counter() - start, 2)}
+    )
+
+
+def defaults_table(args: argparse.Namespace, rows: list[dict[str, Any]], save: Callable[[], None]) -> list[Any]:
+    """Issue 39's rows, each saved as it finishes: 32 x 32 energy with an empty store then with the plan
+    stored (default dtype, and float32), a configuration, the degeneracy, chimera 8 x 8 x 4, plan quality
+    of relabelled / position-less copies (CPU work) and the 8 x 8 fresh-process latency."""
+    module = getattr(pick_module(args.module), "__name__", "numpy")
+    L, ch = (6, [1, 2, 4]) if args.quick else (32, [8, 8, 4])
+    cache = tempfile.mkdtemp(prefix="lk-defaults-")
+    t = args.row_seconds
+    # float32 first: the default for +-J couplings once the dtype follows the couplings (issue 39);
+    # then this branch's float64 default once.
+    work = [
+        ("energy float32 empty store", {"kind": "energy", "graph": ["square", L], "dtype": "float32"}, t),
+        ("energy float32 plan stored", {"kind": "energy", "graph": ["square", L], "dtype": "float32"}, t),
+        ("energy default dtype", {"kind": "energy", "graph": ["square", L], "dtype": None}, 1.5 * t),
+        ("configuration float32", {"kind": "config", "graph": ["square", L], "dtype": "float32"}, t),
+        ("degeneracy float32", {"kind": "degeneracy", "graph": ["square", L], "dtype": "float32"}, t),
+        ("chimera energy float32", {"kind": "energy", "graph": ["chimera", *ch], "dtype": "float32"}, t),
+    ]
+    for name, spec, timeout in work:
+        rows.append({"row": name} | default_row(spec | {"shuffle": True, "positions": False}, module, cache, timeout))
+        print(json.dumps(rows[-1])[:600], flush=True)
+        save()
+    rows.append({"row": "plan quality"} | plan_quality([6, 8] if args.quick else [16, 20, 32], ch))
+    save()
+    rows.append({"row": "latency 8x8"} | latency(4 if args.quick else 8, module))
+    save()
+    return rows
+
+
+def plan_quality(sides: list[int], ch: list[int]) -> dict[str, Any]:
+    """log10 multiply-adds and log2 largest intermediate of each graph's plan as the library builds it
+    (geometry order) and as a user's copies get it (shuffled numbering, with / without positions)."""
+    out = {}
+    graphs = [["square", L] for L in sides] + [["chimera", *ch]]
+    for graph in graphs:
+        kind, *dims = graph
+        base = nw.square_lattice(dims[0]) if kind == "square" else nw.chimera(*dims)
+        row = {}
+        for name, sg in [("library", base)] + [
+            (f"shuffled{'' if pos else ' no positions'}", edge_list_instance(graph, shuffle=True, positions=pos))
+            for pos in (True, False)
+        ]:
+            t = time.perf_counter()
+            p = nw.plan(sg, dtype=np.float32, memory_limit=2**40)
+            row[name] = {
+                "log10_flops": round(math.log10(p.flops), 3),
+                "log2_largest": round(math.log2(p.largest), 1),
+                "plan_seconds": round(time.perf_counter() - t, 3),
+            }
+        out[" ".join(map(str, graph))] = row
+    return out
+
+
 def greedy_path(sg: nw.SpinGlass) -> list[tuple[int, ...]]:
     labels, _ = sg.network()
     return list(tropical.contraction_plan(labels, (), dict.fromkeys(range(sg.n), 2), optimize="greedy").path)
@@ -535,6 +676,7 @@ def main(argv: list[str] | None = None) -> int:
         help="budget of the chimera row, planning included (a child process)",
     )
     parser.add_argument("--only", nargs="*", default=None, help="workloads to run (default: all)")
+    parser.add_argument("--row-seconds", type=float, default=60.0, help="defaults table: a row's child is killed after")
     args = parser.parse_args(argv)
     if args.quick:
         args.memory_limit = min(args.memory_limit or 2**5, 2**5)  # small enough that the 6 x 6 lattice is sliced
@@ -568,6 +710,7 @@ def main(argv: list[str] | None = None) -> int:
         "latency": (lambda _: latency(sizes["latency_L"], getattr(run.module, "__name__", "numpy")), {}),
         "peers": (lambda rows: run.peers(sizes["peers_L"], rows), []),
         "graph": (lambda _: run.graph(sizes["graph_L"]), {}),
+        "defaults": (lambda rows: defaults_table(args, rows, run.save), []),
     }
     for name, (fn, rows) in work.items():
         if args.only and name not in args.only:

@@ -108,6 +108,10 @@ class DriverError(LazykernError):
     """A CUDA driver call failed; the message names the call and the driver's error code."""
 
 
+class DeviceMemoryError(LazykernError, MemoryError):
+    """A computation needs more device memory than the device has free; the message names both."""
+
+
 class LazykernWarning(UserWarning):
     """Something was degraded or repaired; the program goes on."""
 

@@ -97,3 +97,56 @@ def test_ssa_to_positions_matches_popping_a_live_list():
             want.append(tuple(sorted(live.index(i) for i in step)))
             live = [i for i in live if i not in step] + [n]
         assert orders.ssa_to_positions(ssa, count) == want
+
+
+def _relabelled(sg: nw.SpinGlass, seed: int, positions: bool) -> nw.SpinGlass:
+    """The same graph and couplings as a user's edge list: spins renumbered at random, no order."""
+    perm = np.random.default_rng(seed).permutation(sg.n)
+    pos = np.empty_like(sg.positions)
+    pos[perm] = sg.positions
+    h = np.empty_like(sg.h)
+    h[perm] = sg.h  # spin i is now spin perm[i]
+    return nw.SpinGlass(sg.n, perm[sg.edges], sg.J, h, pos if positions else None, sg.name)
+
+
+@pytest.mark.parametrize("graph", [(nw.square_lattice, 16), (nw.square_lattice, 20), (nw.chimera, 3)])
+def test_any_numbering_plans_within_twice_the_librarys_plan(graph):
+    """Plan quality must not depend on the numbering: a relabelled copy, with or without positions,
+    plans within 2x of the library's own instance (multiply-adds and largest intermediate)."""
+    make, size = graph
+    base = make(size)
+    best = nw.plan(base, memory_limit=2**40)
+    for seed, positions in [(1, True), (2, False), (3, False)]:
+        plan = nw.plan(_relabelled(base, seed, positions), memory_limit=2**40)
+        assert plan.flops <= 2 * best.flops and plan.largest <= 2 * best.largest, (seed, positions)
+
+
+def test_the_graph_order_sweeps_a_lattice_along_its_anti_diagonals():
+    """From distances alone a 20 x 20 lattice is swept with a 20-spin boundary at its widest, and
+    along anti-diagonals: 5x fewer boundary entries summed than row by row."""
+    sg = _relabelled(nw.square_lattice(20), 4, positions=False)
+    order = orders.graph_order(sg.n, sg.edges)
+    assert orders.boundary_sizes(sg.n, sg.edges, order).max() == 20
+    rows = np.argsort(np.random.default_rng(4).permutation(sg.n))  # the relabelled row-major order
+    assert orders.sweep_score(sg.n, sg.edges, order) < orders.sweep_score(sg.n, sg.edges, rows) - 2
+
+
+def test_disconnected_parts_are_swept_one_after_another():
+    # Two 8 x 8 lattices, spins interleaved (their numbering's sweep holds 16 open): each part is
+    # swept whole, then the other, never more than one part's 8 (+1 in a step) open.
+    one = nw.square_lattice(8)
+    edges = np.concatenate([2 * one.edges, 2 * one.edges + 1])
+    order = orders.graph_order(128, edges)
+    assert sorted(order) == list(range(128))
+    assert orders.boundary_sizes(128, edges, range(128)).max() == 16
+    assert orders.boundary_sizes(128, edges, order).max() <= 9
+
+
+def test_a_shuffled_lattice_gives_exact_answers_through_its_derived_order():
+    sg = nw.square_lattice(6, seed=11, field=0.1)
+    E0, count = transfer_matrix(sg, 6)
+    copy = _relabelled(sg, 5, positions=False)
+    assert nw.ground_state_energy(copy) == pytest.approx(E0, abs=1e-9)
+    assert nw.degeneracy(copy) == (pytest.approx(E0, abs=1e-9), count)
+    E, spins = nw.ground_state(copy)
+    assert E == pytest.approx(E0, abs=1e-9) and copy.energy(spins) == pytest.approx(E0, abs=1e-9)

@@ -98,9 +98,9 @@ def test_each_group_runs_its_own_slices_on_its_own_thread_with_its_device_curren
     ran = defaultdict(list)  # device -> (thread, slice values) of every slice run
     real_run = type(net).run
 
-    def run(self, plan, values, keep, cache=None):
+    def run(self, plan, values, keep, cache=None, **kw):
         ran[current.device].append((threading.get_ident(), tuple(values.values())))
-        return real_run(self, plan, values, keep, cache)
+        return real_run(self, plan, values, keep, cache, **kw)
 
     monkeypatch.setattr(type(net), "run", run)
     total = _spread.contract(net, plan, [7, 5], contract_slices, activate=activate)

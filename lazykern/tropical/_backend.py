@@ -100,6 +100,24 @@ class Backend:
             log.debug("tropical: free device memory unknown (%s); slicing target as on the host", exc)
             return None
 
+    def out_of_memory(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is this library's device allocation failure."""
+        if self.on_host:
+            return False
+        if self.name == "torch":
+            return isinstance(exc, self.xp.cuda.OutOfMemoryError)
+        return isinstance(exc, self.xp.cuda.memory.OutOfMemoryError)
+
+    def release_cached(self) -> None:
+        """Hand the pool's spare blocks back to the device (before a large contraction: a pool that
+        keeps freed blocks of other sizes would count against its budget)."""
+        if self.on_host:
+            return
+        if self.name == "torch":
+            self.xp.cuda.empty_cache()
+        else:
+            self.xp.get_default_memory_pool().free_all_blocks()
+
     def memory_limit(self, entry_bytes: int) -> int:
         """Default slicing target, entries of the largest intermediate: the largest power of two such
         that four arrays of that size (two operands, the result, one layout copy) fit in the free

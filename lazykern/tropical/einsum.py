@@ -39,11 +39,20 @@ equals one device's. NumPy operands stay on the host, one thread per group.
 through the argmax of every step); ``checkpoint=True`` keeps no argmax at all and
 recomputes the subtrees it descends into with the chosen labels fixed (about one more
 contraction per level of the tree); ``checkpoint=n`` keeps the argmax of the steps whose
-results have at most n entries and recomputes only above them.
+results have at most n entries and recomputes only above them; ``checkpoint=None`` (the default)
+keeps every argmax that fits the GPU's free memory beside the contraction (all of them on the host)
+and recomputes the rest; ``checkpoint=False`` keeps all of them.
+
+Memory is planned: the peak of a contraction (every live intermediate, a step's layout copies and
+result, the argmax kept) is computed from its plan (:mod:`._cost`) before it runs. With
+``memory_limit`` not given, the plan is sliced until that peak fits the GPU's free memory; a plan
+whose peak does not fit raises :class:`lazykern.errors.DeviceMemoryError` naming the bytes it needs,
+before anything is allocated (an allocation failure inside a step is reported the same way).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import logging
@@ -54,7 +63,8 @@ from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import _plan_store, _planner, _spread, reference
+from ..errors import DeviceMemoryError
+from . import _cost, _plan_store, _planner, _spread, reference
 from ._backend import DEFAULT_HOST_LIMIT, Backend, backend_of
 from ._contract import Algebra, Choice, Term, contract, diagonals, fix, reduce, unravel
 
@@ -101,7 +111,7 @@ def argmax_einsum(
     semiring: str = "maxplus",
     optimize: Any = "auto",
     at: Sequence[int] | None = None,
-    checkpoint: bool | int = False,
+    checkpoint: bool | int | None = None,
     slices: Sequence[Label] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
@@ -192,9 +202,12 @@ def contract_network(
             "or pass tensors that do not require grad"
         )
     plan = net.plan(optimize, slices, memory_limit, max_time)
-    if spread is not None:
-        return net.finish(_spread.contract(net, plan, spread, contract_slices))
-    return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if plan.sliced else None))
+    # Slices reuse the results no sliced label reaches, unless keeping them would not fit the device.
+    cached = bool(plan.sliced) and net.fits(plan, 0, cached=True)
+    with net.memory_guard(plan, 0, cached=cached):
+        if spread is not None:
+            return net.finish(_spread.contract(net, plan, spread, contract_slices))
+        return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if cached else None))
 
 
 def build_network(
@@ -215,8 +228,10 @@ def contract_slices(net: _Network, plan: ContractionPlan, start: int, stop: int,
     each summing a range and the ranges' results added with the algebra's ``add``. ``cache`` keeps the
     results of the steps no sliced label reaches across the slices of one caller (None: no reuse)."""
     result = None
+    progress = Progress(stop - start)
     for values in plan.slice_values(start, stop):
-        out = net.run(plan, values, keep=_NONE, cache=cache)
+        out = net.run(plan, values, keep=_NONE, cache=cache, progress=progress)
+        progress.slice_done()
         result = out if result is None else Term(net.alg.add(result.parts, out.parts), out.labels)
     if result is None:
         raise ValueError(f"slices {start} to {stop} of a plan with {plan.nslices} hold none")
@@ -231,7 +246,7 @@ def network_argmax(
     semiring: str = "maxplus",
     optimize: Any = "auto",
     at: Sequence[int] | None = None,
-    checkpoint: bool | int = False,
+    checkpoint: bool | int | None = None,
     slices: Sequence[Label] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
@@ -250,7 +265,24 @@ def network_argmax(
     spread = _spread.resolve(devices, net.be)
     plan = net.plan(optimize, slices, memory_limit, max_time)
     single = not plan.sliced
-    keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
+    if checkpoint is None:
+        keep = net.keep_that_fits(plan)
+    else:
+        keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
+    with net.memory_guard(plan, keep):
+        return _argmax_run(net, plan, spread, single, keep, semiring, fixed)
+
+
+def _argmax_run(
+    net: _Network,
+    plan: ContractionPlan,
+    spread: Any,
+    single: bool,
+    keep: float,
+    semiring: str,
+    fixed: dict[Label, int],
+) -> tuple[Any, dict[Label, int]]:
+    """:func:`network_argmax`'s search over the slices and its backtracking, once planned."""
     if spread is not None and not single:
         groups = _spread.run_groups(net, plan.nslices, spread, lambda local, a, b: _slice_optima(local, plan, a, b))
         scores = [item for group in groups for item in group]
@@ -368,10 +400,73 @@ def contraction_plan(
         path, more = _cotengra_plan(terms, output, rest, limit, max_time, initial, store)
     else:
         path, more = _search(terms, output, rest, optimize)
+    explicit = isinstance(optimize, (list, tuple))  # a caller's own path is sliced only to a limit they set
+    if not more and (memory_limit is not None or not explicit) and _costs(terms, output, rest, path, {})[0] > limit:
+        path, more = _slice_to(terms, output, rest, path, limit)  # memory_limit holds for every strategy
     for lab in more:
         sliced.setdefault(lab, sizes[lab])
     largest, flops = _costs([tuple(t) for t in inputs], output, sizes, path, sliced)
+    if more:
+        _warn_if_costly(path, flops, _costs(terms, output, rest, path, {})[1], len(more), limit)
     return ContractionPlan(tuple(path), sliced, largest, flops)
+
+
+def _slice_to(
+    terms: Any, output: Any, sizes: Any, path: list[tuple[int, ...]], limit: int
+) -> tuple[list[tuple[int, ...]], list[Label]]:
+    """``path`` with labels sliced until its intermediates fit ``limit`` entries: each time, of the
+    ``_SLICE_CANDIDATES`` labels carried by the most intermediates over the limit, the one that adds
+    the fewest multiply-adds. A few walks over the path per label, no tree search: it holds on a
+    3000-step sweep, where cotengra's tree recursion does not."""
+    sliced: dict[Label, int] = {}
+    while True:
+        over = _oversized(terms, output, sizes, path, sliced, limit)
+        if not over:
+            return path, list(sliced)
+        candidates = [x for x, _ in over.most_common(_SLICE_CANDIDATES)]  # first met first among equals
+        label = min(candidates, key=lambda x: _costs(terms, output, sizes, path, _sub(sizes, [*sliced, x]))[1])
+        sliced[label] = sizes[label]
+
+
+_SLICE_CANDIDATES = 3
+
+
+def _oversized(
+    terms: Any, output: Any, sizes: Any, path: Sequence[tuple[int, ...]], sliced: dict[Label, int], limit: int
+) -> Counter[Label]:
+    """How many intermediates over ``limit`` entries carry each label (sliced labels count 1 entry)."""
+    size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
+    output = set(output)
+    live = [set(t) for t in terms]
+    uses = Counter(x for t in live for x in t)
+    over: Counter[Label] = Counter()
+    for step in path:
+        picked = [live[i] for i in step]
+        for i in sorted(step, reverse=True):
+            _count(uses, live.pop(i), -1)
+        kept = {x for t in picked for x in t if x in output or uses[x] > 0}
+        if math.prod(size[x] for x in kept) > limit:
+            over.update(x for x in sorted(kept, key=str) if x not in sliced and x not in output)
+        live.append(kept)
+        _count(uses, kept, 1)
+    return over
+
+
+COSTLY_SLICING = 16  # times the unsliced multiply-adds past which a memory limit's slicing is reported
+
+
+def _warn_if_costly(path: Any, flops: int, unsliced: int, count: int, limit: int) -> None:
+    if flops <= COSTLY_SLICING * unsliced:
+        return
+    from ..errors import LazykernWarning, warn_user
+
+    warn_user(
+        f"tropical contraction plan: fitting intermediates to memory_limit={limit} entries slices "
+        f"{count} labels and costs {flops:.3g} multiply-adds, {flops / unsliced:.3g} times the "
+        f"{unsliced:.3g} of the same order unsliced; raise memory_limit (or leave it to the default, "
+        "sized to the device) if the memory allows",
+        LazykernWarning,
+    )
 
 
 def _cotengra_plan(
@@ -410,7 +505,8 @@ def _costs(
     path: Sequence[tuple[int, ...]],
     sliced: dict[Label, int],
 ) -> tuple[int, int]:
-    """(entries of the largest intermediate, multiply-adds) of ``path``, as :meth:`_Network.run` runs it."""
+    """(entries of the largest intermediate, multiply-adds) of ``path``, as :meth:`_Network.run` runs it
+    (what :func:`plan_steps` gives in full, in one lean walk: candidates' costs are compared often)."""
     size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
     nslices = math.prod(sliced.values())
     output = set(output)
@@ -429,6 +525,83 @@ def _costs(
         terms.append((kept, depends))
         _count(uses, kept, 1)
     return largest, flops
+
+
+def plan_steps(
+    inputs: Sequence[Sequence[Label]],
+    output: Collection[Label],
+    sizes: dict[Label, int],
+    path: Sequence[tuple[int, ...]],
+    sliced: dict[Label, int],
+) -> list[_cost.Step]:
+    """The steps of ``path`` as :mod:`._cost` prices them (entries per slice: sliced labels count 1)."""
+    size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
+    output = set(output)
+    # (labels, depends on the slice, the step that made it: -1 for a leaf)
+    terms = [(set(t), bool(sliced.keys() & set(t)), -1) for t in inputs]
+    uses = Counter(x for t, _, _ in terms for x in t)  # live terms carrying each label
+    steps: list[_cost.Step] = []
+    for step in path:
+        picked = [terms[i] for i in step]
+        for i in sorted(step, reverse=True):
+            _count(uses, terms.pop(i)[0], -1)
+        union = set().union(*(t for t, _, _ in picked))
+        kept = {x for x in union if x in output or uses[x] > 0}
+        depends = any(d for _, d, _ in picked)
+        operands = tuple(math.prod(size[x] for x in t) for t, _, _ in picked)
+        # A sliced run caches the slice-independent operands of a slice-dependent step (_Network.run).
+        pinned = sum(n for n, (_, d, origin) in zip(operands, picked) if sliced and depends and not d and origin >= 0)
+        steps.append(
+            _cost.Step(
+                math.prod(size[x] for x in union),
+                operands,
+                math.prod(size[x] for x in kept),
+                depends,
+                pinned,
+                tuple(origin < 0 for _, _, origin in picked),
+            )
+        )
+        terms.append((kept, depends, len(steps) - 1))
+        _count(uses, kept, 1)
+    return steps
+
+
+def fit_to_memory(
+    make: Callable[[int], ContractionPlan], limit: int, peak: Callable[[ContractionPlan], int], free: int | None
+) -> ContractionPlan:
+    """``make(limit)``, its largest intermediate halved (more slices) until its predicted peak fits
+    ``free`` bytes with the pool's margin (None: the host, taken as it is). Stops where a halving
+    no longer lowers the peak (the operands themselves fill the memory) or multiplies the cost by
+    more than ``COSTLY_SLICING``: a plan that does not fit is returned as it is, and running it
+    raises :class:`DeviceMemoryError` with the figures."""
+    plan = make(limit)
+    if free is None:
+        return plan
+    need = peak(plan)
+    for _ in range(_FIT_TRIES):
+        if need * _cost.POOL_MARGIN <= free or plan.largest <= 1:
+            break
+        limit = max(min(limit, plan.largest) // 2, 1)
+        log.info("contraction plan: peak %.2f GiB over %.2f GiB free; replanning with intermediates <= %d entries",
+                 need / 2**30, free / 2**30, limit)  # fmt: skip
+        smaller = make(limit)
+        if peak(smaller) >= need or smaller.flops > COSTLY_SLICING * plan.flops:
+            break  # no lower, or at a cost the caller should decide on: the guard refuses it with figures
+        plan, need = smaller, peak(smaller)
+    return plan
+
+
+_FIT_TRIES = 4  # halvings of the slicing target before the plan is left to be refused with its figures
+
+
+def _memory_message(plan: ContractionPlan, need: int, free: int) -> str:
+    return (
+        f"the contraction needs {need / 2**30:.2f} GiB of device memory at its peak (plus "
+        f"{100 * (_cost.POOL_MARGIN - 1):.0f}% for the pool; largest intermediate {plan.largest} entries, "
+        f"{plan.nslices} slices) but {free / 2**30:.2f} GiB is free: pass a smaller memory_limit= "
+        "(entries of the largest intermediate; it slices more), a smaller dtype, checkpoint=True for "
+        "argmax, or free device memory"
+    )
 
 
 def _count(uses: Counter[Label], labels: Any, by: int) -> None:
@@ -508,28 +681,91 @@ class _Network:
         return cls(be, alg, [diagonals(be, t) for t in leaves], tuple(output), sizes)
 
     # -- planning
+    @property
+    def entry_bytes(self) -> int:
+        """Bytes per entry of every array of the run (value and count together when counting)."""
+        return sum(self.be.dtype(p).itemsize for p in self.leaves[0].parts)
+
     def plan(
         self, optimize: Any, slices: Sequence[Label], memory_limit: int | None, max_time: float | None
     ) -> ContractionPlan:
         if not isinstance(optimize, ContractionPlan):
-            if memory_limit is None:
-                memory_limit = self.be.memory_limit(sum(self.be.dtype(p).itemsize for p in self.leaves[0].parts))
             inputs = [t.labels for t in self.leaves]
-            return contraction_plan(
-                inputs,
-                self.output,
-                self.sizes,
-                optimize=optimize,
-                slices=slices,
-                memory_limit=memory_limit,
-                max_time=max_time,
-            )
+
+            def make(limit: int) -> ContractionPlan:
+                return contraction_plan(
+                    inputs,
+                    self.output,
+                    self.sizes,
+                    optimize=optimize,
+                    slices=slices,
+                    memory_limit=limit,
+                    max_time=max_time,
+                )
+
+            if memory_limit is not None:
+                return make(memory_limit)
+            return fit_to_memory(make, self.be.memory_limit(self.entry_bytes), self.peak, self.be.free_bytes())
         if slices:
             raise ValueError("optimize= is a ContractionPlan: give its slices to contraction_plan, not slices=")
         unknown = [x for x in optimize.sliced if x not in self.sizes]
         if unknown:
             raise ValueError(f"the plan slices labels {unknown} that no operand carries")
         return optimize
+
+    def fits(self, plan: ContractionPlan, keep: float, cached: bool) -> bool:
+        """Whether ``plan``'s predicted peak fits the free device memory (always on the host)."""
+        free = self.be.free_bytes()
+        return free is None or self.peak(plan, keep, cached) * _cost.POOL_MARGIN <= free
+
+    def peak(self, plan: ContractionPlan, keep: float = 0, cached: bool = True) -> int:
+        """Predicted bytes at the worst moment of ``plan``'s run on this network (:func:`._cost.peak_bytes`)."""
+        inputs = [t.labels for t in self.leaves]
+        steps = plan_steps(inputs, self.output, self.sizes, plan.path, plan.sliced)
+        leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
+        if not cached:  # a run without the slices' cache keeps nothing beyond a step's use
+            steps = [s._replace(pinned=0) for s in steps]
+        return _cost.peak_bytes(steps, leaves, self.entry_bytes, keep)
+
+    def keep_that_fits(self, plan: ContractionPlan) -> float:
+        """The largest ``keep`` (result entries whose argmax is kept) whose peak fits the free device
+        memory: every argmax on the host, none where even the smallest does not fit."""
+        free = self.be.free_bytes()
+        if free is None:
+            return math.inf
+        budget = free / _cost.POOL_MARGIN
+        if self.peak(plan, math.inf) <= budget:
+            return math.inf
+        sizes = sorted({s.result for s in plan_steps([t.labels for t in self.leaves], self.output, self.sizes,
+                                                       plan.path, plan.sliced)})  # fmt: skip
+        keep: float = _NONE
+        for size in sizes:  # few distinct sizes: powers of two on a network of spins
+            if self.peak(plan, size) > budget:
+                break
+            keep = size
+        log.info("argmax: keeping the choices of steps up to %s entries; the larger ones are recomputed", keep)
+        return keep
+
+    @contextlib.contextmanager
+    def memory_guard(self, plan: ContractionPlan, keep: float, cached: bool = True) -> Iterator[None]:
+        """Refuse a run whose predicted peak exceeds the free device memory, and report an allocation
+        failure inside the run the same way: one :class:`DeviceMemoryError` with the figures."""
+        free = self.be.free_bytes()
+        need = self.peak(plan, keep, cached) if free is not None else 0
+        if free is not None and need * _cost.POOL_MARGIN > free:
+            self.be.release_cached()
+            free = self.be.free_bytes() or 0
+            if need * _cost.POOL_MARGIN > free:
+                raise DeviceMemoryError(_memory_message(plan, need, free))
+        try:
+            yield
+        except Exception as exc:
+            if not self.be.out_of_memory(exc):
+                raise
+            self.be.release_cached()
+            raise DeviceMemoryError(
+                _memory_message(plan, need, self.be.free_bytes() or 0) + f" (the device refused an allocation: {exc})"
+            ) from exc
 
     def on_device(self, device: int | None) -> _Network:
         """This network with its operands on GPU ``device`` and no recorded run (host: a copy that
@@ -539,7 +775,12 @@ class _Network:
 
     # -- running
     def run(
-        self, plan: ContractionPlan, values: dict[Label, int], keep: float, cache: dict[int, Term] | None = None
+        self,
+        plan: ContractionPlan,
+        values: dict[Label, int],
+        keep: float,
+        cache: dict[int, Term] | None = None,
+        progress: Progress | None = None,
     ) -> Term:
         """Contract with the sliced labels fixed to ``values``; returns the root term. Keeps the
         argmax of the steps whose results have at most ``keep`` entries (``_NONE``: none).
@@ -553,7 +794,9 @@ class _Network:
         origin: list[int | None] = [None if fixed.intersection(t.labels) else -1 for t in self.leaves]
         uses = Counter(x for _, t in live for x in t.labels)  # live terms carrying each label
         output = set(self.output)
+        progress = progress or Progress(1)
         for n, step in enumerate(plan.path):
+            progress.step(n, len(plan.path))
             picked = [live[i] for i in step]
             sources = [origin[i] for i in step]  # None: depends on the slice; -1: a leaf; else a step
             for i in sorted(step, reverse=True):
@@ -626,6 +869,36 @@ class _Network:
             parts = tuple(self.be.permute(p, perm) for p in parts)
         parts = tuple(self.be.wrap_result(p) for p in parts)
         return parts if self.alg.nparts > 1 else parts[0]
+
+
+class Progress:
+    """INFO log lines for a contraction that runs long: slices and steps done and a time left, at most
+    one every ``PROGRESS_EVERY`` seconds and none for one that ends sooner (the library never prints:
+    the CLI and notebooks show the ``lazykern`` logger). On a GPU the steps are those queued, which
+    run ahead of the device by up to its launch queue, so the time left is a lower bound."""
+
+    def __init__(self, slices: int) -> None:
+        self.start = self.last = time.monotonic()
+        self.slices = slices
+        self.done = 0
+
+    def slice_done(self) -> None:
+        self.done += 1
+
+    def step(self, n: int, steps: int) -> None:
+        now = time.monotonic()
+        if now - self.last < PROGRESS_EVERY:
+            return
+        self.last = now
+        fraction = (self.done + n / max(steps, 1)) / max(self.slices, 1)
+        left = (now - self.start) * (1 - fraction) / max(fraction, 1e-9)
+        log.info(
+            "contraction: slice %d of %d, step %d of %d queued, %.0f%% after %.1f s, about %.1f s left",
+            self.done + 1, self.slices, n, steps, 100 * fraction, now - self.start, left,
+        )  # fmt: skip
+
+
+PROGRESS_EVERY = 5.0  # seconds between progress lines
 
 
 def _labels(terms: Sequence[tuple[int, Term]]) -> set[Label]:

@@ -17,7 +17,6 @@ True
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -25,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import LazykernWarning, warn_user
-from . import _instance, orders
+from . import _cost, _instance, orders
 from ._backend import backend_of
 from ._planner import DEFAULT_MAX_TIME
 from .counting import CountingAlgebra, count_network
-from .einsum import ContractionPlan, contract_network, contraction_plan, network_argmax
+from .einsum import ContractionPlan, contract_network, contraction_plan, fit_to_memory, network_argmax, plan_steps
 
 SPIN = np.array([1.0, -1.0])  # label index -> spin value
 
@@ -274,56 +273,101 @@ def plan(
 ) -> ContractionPlan:
     """The contraction plan the solvers use for ``sg`` (pass it back as ``optimize=`` to reuse it).
 
-    ``optimize="auto"``: the boundary sweep along ``sg.order`` (square lattices row by row, chimera
-    cell by cell; :mod:`lazykern.tropical.orders`) when its largest intermediate fits
-    ``memory_limit`` entries, else "cotengra" seeded with that sweep; networks without an order
-    get opt_einsum's "auto". ``optimize="cotengra"`` refines the sweep and searches afresh for
-    ``max_time`` seconds (the plan is stored). Anything else is passed to
+    ``optimize="auto"``: the boundary sweep along a vertex order found from the graph itself
+    (:func:`lazykern.tropical.orders.graph_order`: ``sg.order``, the numbering, the axes of
+    ``sg.positions`` and coordinates read off graph distances compete, so any numbering of the
+    same graph plans alike) when its largest intermediate fits ``memory_limit`` entries (opt_einsum's
+    greedy order instead where the device would run that faster: :mod:`lazykern.tropical._cost`),
+    else that sweep with the labels sliced that most of its oversized intermediates carry.
+    ``optimize="cotengra"`` refines the sweep and searches
+    afresh for ``max_time`` seconds (the plan is stored). Anything else is passed to
     :func:`lazykern.tropical.contraction_plan`. ``memory_limit`` defaults to what fits the
-    device of ``module`` (:mod:`lazykern.tropical.einsum`), with ``count_dtype`` counted in for
-    :func:`degeneracy`.
+    device of ``module``: the plan is sliced until its predicted peak (``count_dtype`` counted in
+    for :func:`degeneracy`) fits the free memory.
     """
     start = time.monotonic()
     module, dtype = sg.resolve(module, dtype, warn=False)  # the solvers warned
     labels = sg.labels()
     sizes = dict.fromkeys(range(sg.n), 2)
-    if memory_limit is None:
-        be, _ = backend_of(_to_module(np.zeros(1, dtype=dtype), module))
-        entry = np.dtype(dtype).itemsize + (0 if count_dtype is None else np.dtype(count_dtype).itemsize)
-        memory_limit = be.memory_limit(entry)
-    sweep = _sweep(sg, labels, sizes) if sg.order is not None else None
-    if optimize == "auto" and sweep is not None:
-        if sweep.largest <= memory_limit:
-            return sweep
-        optimize = "cotengra"
-    if optimize == "cotengra":  # the budget covers the sweep built above too
+    be, _ = backend_of(_to_module(np.zeros(1, dtype=dtype), module))
+    itemsize = np.dtype(dtype).itemsize
+    entry = itemsize + (0 if count_dtype is None else np.dtype(count_dtype).itemsize)
+    rates = _cost.rates_for(be.on_host, itemsize)
+    sweep = _sweep(sg, labels, sizes, rates, itemsize)
+
+    def seconds(p: ContractionPlan) -> float:
+        return _cost.seconds(plan_steps(labels, (), sizes, p.path, p.sliced), p.nslices, itemsize, rates)
+
+    def make(limit: int) -> ContractionPlan:
+        how = optimize
+        if how == "auto":
+            if sweep.largest <= limit:
+                return _faster(sweep, labels, sizes, limit, seconds)
+            return contraction_plan(labels, (), sizes, optimize=list(sweep.path), memory_limit=limit)  # sliced
         budget = DEFAULT_MAX_TIME if max_time is None else float(max_time)
-        max_time = max(budget - (time.monotonic() - start), min(budget, 0.5))
-    return contraction_plan(
-        labels,
-        (),
-        sizes,
-        optimize=optimize,
-        memory_limit=memory_limit,
-        max_time=max_time,
-        initial=sweep.path if sweep is not None and optimize == "cotengra" else None,
-    )
+        left = max(budget - (time.monotonic() - start), min(budget, 0.5))  # the budget covers the sweep too
+        return contraction_plan(
+            labels,
+            (),
+            sizes,
+            optimize=how,
+            memory_limit=limit,
+            max_time=left if how == "cotengra" else max_time,
+            initial=sweep.path if how == "cotengra" else None,
+        )
+
+    if memory_limit is not None:
+        return make(memory_limit)
+    leaves = 4 * len(sg.edges) + 2 * sg.n
+
+    def peak(p: ContractionPlan) -> int:  # without the slices' cache, which the executor drops where it does not fit
+        steps = [s._replace(pinned=0) for s in plan_steps(labels, (), sizes, p.path, p.sliced)]
+        return _cost.peak_bytes(steps, leaves, entry, 0)
+
+    return fit_to_memory(make, be.memory_limit(entry), peak, be.free_bytes())
 
 
-def _sweep(sg: SpinGlass, labels: list[tuple[int, ...]], sizes: dict[int, int]) -> ContractionPlan:
-    """The boundary sweep along ``sg.order`` absorbing 1 to 3 spins a step, whichever is quickest when
-    every step is bound by memory (as on a GPU: the boundary is read and written once per step) as
-    much as by multiply-adds: 3 spins a step costs a third more of those on a square lattice but
-    passes over the boundary a third as often as 1 (and K, N <= 8 keeps tropical.bmm's row kernel).
-    Kept per graph for the process: a script solving many couplings of one lattice sweeps it once."""
-    key = (sg.n, sg.edges.tobytes(), sg.order)
+def _faster(
+    sweep: ContractionPlan, labels: list[tuple[int, ...]], sizes: dict[int, int], limit: int, seconds: Any
+) -> ContractionPlan:
+    """The sweep, or opt_einsum's greedy order when it fits ``limit`` and is predicted faster (a graph
+    with no thin direction, such as a random regular one). Greedy takes ~0.3 ms a tensor to find, so it
+    is tried only where the sweep would take several times that."""
+    took = seconds(sweep)
+    if took <= _GREEDY_WORTH * _GREEDY_SECONDS_PER_TENSOR * len(labels):
+        return sweep
+    greedy = contraction_plan(labels, (), sizes, optimize="greedy", memory_limit=2**62)
+    if greedy.largest <= limit and seconds(greedy) < took:
+        return greedy
+    return sweep
+
+
+_GREEDY_SECONDS_PER_TENSOR = 3e-4  # opt_einsum's greedy path on a 32 x 32 lattice: 0.82 s for 3008 tensors
+_GREEDY_WORTH = 5
+
+
+def _sweep(
+    sg: SpinGlass, labels: list[tuple[int, ...]], sizes: dict[int, int], rates: _cost.Rates, itemsize: int
+) -> ContractionPlan:
+    """The boundary sweep along :func:`lazykern.tropical.orders.graph_order` absorbing 1 to 3 spins a
+    step, whichever :mod:`._cost` predicts quickest on the device: 3 spins a step costs a third more
+    multiply-adds on a square lattice but passes over the boundary a third as often as 1 (and K, N <= 8
+    keeps tropical.bmm's row kernel). Kept per graph for the process: a script solving many couplings
+    of one lattice sweeps it once."""
+    positions = getattr(sg, "positions", None)
+    where = None if positions is None else np.asarray(positions).tobytes()
+    key: tuple[Any, ...] = (sg.n, sg.edges.tobytes(), sg.order, where, rates, itemsize)
     found = _sweeps.get(key)
     if found is not None:
         return found
+    # The order comes from the graph (sg.order is one candidate): any numbering sweeps as well.
+    order = orders.graph_order(sg.n, sg.edges, positions, sg.order)
     best = None
     for group in (1, 2, 3):
-        plan = contraction_plan(labels, (), sizes, optimize=orders.sweep_path(labels, sg.order, group))
-        score = plan.flops + _MACS_PER_ENTRY * 2 * plan.largest * math.ceil(len(sg.order) / group)
+        path = orders.sweep_path(labels, order, group)
+        steps = plan_steps(labels, (), sizes, path, {})
+        plan = ContractionPlan(tuple(path), {}, max(s.result for s in steps), sum(s.flops for s in steps))
+        score = _cost.seconds(steps, 1, itemsize, rates)
         if best is None or score < best[0]:
             best = (score, plan)
     if len(_sweeps) >= _SWEEPS_KEPT:
@@ -334,7 +378,6 @@ def _sweep(sg: SpinGlass, labels: list[tuple[int, ...]], sizes: dict[int, int]) 
 
 _sweeps: dict[tuple[Any, ...], ContractionPlan] = {}
 _SWEEPS_KEPT = 64
-_MACS_PER_ENTRY = 17  # H100 f32: 12 T tropical MAC/s against 0.7 T float32 entries/s moved (2.8 TB/s)
 
 
 def _planned(sg: SpinGlass, optimize: Any, slices: Sequence[int], **kw: Any) -> Any:
@@ -379,7 +422,7 @@ def ground_state(
     module: Any = np,
     dtype: Any = None,
     optimize: Any = "auto",
-    checkpoint: bool | int = False,
+    checkpoint: bool | int | None = None,
     slices: Sequence[int] = (),
     memory_limit: int | None = None,
     max_time: float | None = None,
@@ -388,8 +431,9 @@ def ground_state(
 ) -> tuple[float, np.ndarray]:
     """(E_0, spins): the ground-state energy and one configuration reaching it (int8 +-1).
 
-    ``method``: "backtrack" reads the argmax of every contraction step (``checkpoint=True``:
-    keeps none and recomputes); "autograd" (``module=torch``) differentiates the contraction
+    ``method``: "backtrack" reads the argmax of the contraction steps (by default those that fit the
+    device's free memory beside the contraction, recomputing the rest; ``checkpoint=True``:
+    keeps none and recomputes; ``False``: keeps all); "autograd" (``module=torch``) differentiates the contraction
     with the tropical gradient rule: d(-E_0)/d(vertex tensor i) is 1 at the ground state's s_i.
     ``devices`` (backtrack only): the slices' optima are found over several GPUs, as for
     :func:`lazykern.tropical.argmax_einsum`.

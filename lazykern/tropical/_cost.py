@@ -1,0 +1,118 @@
+"""A contraction plan's cost as the device sees it: predicted seconds and peak bytes, from the plan alone.
+
+Multiply-adds alone rank plans wrongly: on an H100 the boundary sweep of a 32 x 32 lattice ran at 13%
+of the tropical GEMM rate (each step streams a 16 GiB boundary through a few multiply-adds per entry)
+while opt_einsum's greedy order, with ten times the multiply-adds, ran at 86%. So a step costs the
+larger of its multiply-adds at the GEMM rate and its bytes at the copy bandwidth, plus a fixed cost
+per launch; the rates are measured figures, kept here and nowhere else.
+
+The peak is the largest set of arrays alive at once as :meth:`lazykern.tropical.einsum._Network.run`
+executes the plan: every live intermediate, plus during a step its operands' layout copies and its
+result, plus the argmax of every step whose choice is kept for backtracking (int32 per entry, and
+the value beside it: a product allocates both in one buffer, which a kept index view holds).
+
+>>> steps = [Step(flops=2**20, operands=(2**10, 2**10), result=2**10, depends=False)]
+>>> seconds(steps, nslices=1, itemsize=4, rates=H100_F32) > 0
+True
+>>> peak_bytes(steps, leaves=2 * 2**10, entry_bytes=4, keep=0)
+21504
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+
+class Rates(NamedTuple):
+    """What a device sustains: tropical multiply-adds per second on large steps, bytes per second
+    streamed by memory-bound steps, and seconds of fixed cost per step (launch and host work)."""
+
+    macs: float
+    bytes: float
+    step: float
+
+
+# H100 SXM, float32: 12.2 T tropical MAC/s is the measured max-plus GEMM at 4096^3 (DESIGN.md); the
+# bandwidth is what the 32 x 32 row sweep achieved (10^13.04 multiply-adds of memory-bound steps,
+# 1.1e13 bytes moved by this model's count in 7.0 s: 1.6e12 B/s, main 91cb78a); a step's host and launch cost is about
+# 40 us through einsum's executor (a 3008-step 8 x 8 sweep: ~0.1 s).
+H100_F32 = Rates(macs=12.2e12, bytes=1.6e12, step=40e-6)
+# float64 has no native max: 3.2 T MAC/s measured for the fmax chain; the kernels avoid fmax's NaN
+# path, but no f64 contraction rate has been measured yet, so the chain's figure is used.
+H100_F64 = Rates(macs=3.2e12, bytes=1.6e12, step=40e-6)
+# NumPy on one core of the CPU machine (tropical bmm through the reference kernels): a 6 x 6 lattice's
+# 95 steps took 73 ms, most of it per-step Python.
+HOST = Rates(macs=3e8, bytes=4e9, step=5e-4)
+
+
+# Bytes the pool holds beyond the model's arrays: the 32 x 32 row sweep peaked at 60.7 GB on the H100
+# where this model counts 51.5 GB (rounding, blocks freed while the next step's were in flight).
+POOL_MARGIN = 1.2
+
+
+def rates_for(on_host: bool, itemsize: int) -> Rates:
+    """The figures for a device kind and an entry size (bytes of the value part)."""
+    if on_host:
+        return HOST
+    return H100_F64 if itemsize >= 8 else H100_F32
+
+
+class Step(NamedTuple):
+    """One step of a plan: multiply-adds per slice, entries of each operand and of the result
+    (per slice), whether it depends on the sliced labels (else it runs once for all slices), and
+    the entries of its operands that outlive it: the results of slice-independent steps that a
+    sliced plan's executor keeps for the later slices; ``leaves``: which operands are the network's
+    own tensors (alive throughout: the caller holds them)."""
+
+    flops: int
+    operands: tuple[int, ...]
+    result: int
+    depends: bool
+    pinned: int = 0
+    leaves: tuple[bool, ...] = ()
+
+
+def step_seconds(step: Step, itemsize: int, rates: Rates) -> float:
+    """Predicted seconds of one run of ``step``: multiply-adds or bytes, whichever binds, plus launch."""
+    moved = (sum(step.operands) + step.result) * itemsize
+    return max(step.flops / rates.macs, moved / rates.bytes) + rates.step
+
+
+def seconds(steps: Sequence[Step], nslices: int, itemsize: int, rates: Rates) -> float:
+    """Predicted seconds of the whole contraction (steps that depend on no sliced label run once)."""
+    return sum(step_seconds(s, itemsize, rates) * (nslices if s.depends else 1) for s in steps)
+
+
+def peak_bytes(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float) -> int:
+    """Bytes alive at the worst moment of one slice's run: ``leaves`` (entries of the operands),
+    every live intermediate, one layout copy of each operand of the step and its result, and the
+    int32 argmax of the steps with at most ``keep`` result entries (0: none kept) with their values
+    (one buffer: on the H100 a 22 x 22 lattice's kept choices held twice the int32 figure). ``entry_bytes``:
+    bytes per entry of every array (value and count together for the counting algebra).
+
+    Intermediates die at their one use (each is an operand of exactly one later step), except a sliced
+    plan's slice-independent results kept for the later slices (``Step.pinned``). Slices run one after
+    another, so the peak does not grow with their number. Arrays are counted as the pool allocates
+    them (whole 512-byte units)."""
+
+    def held(entries: int, size: int) -> int:  # bytes the pool hands out: whole 512-byte units
+        return -(-entries * size // _UNIT) * _UNIT
+
+    live = held(leaves, entry_bytes) + 2 * _UNIT  # the two leaf arrays (bonds, fields) as allocated
+    kept = 0
+    peak = 0
+    for s in steps:
+        operands = sum(held(n, entry_bytes) for n in s.operands)
+        result = held(s.result, entry_bytes)
+        argmax = held(s.result, 4 + entry_bytes) if s.result <= keep else 0
+        peak = max(peak, live + operands + result + kept + argmax)  # live (operands included), copies, result
+        freed = sum(
+            held(n, entry_bytes) for n, leaf in zip(s.operands, s.leaves or (False,) * len(s.operands)) if not leaf
+        )
+        live += result - freed + held(s.pinned, entry_bytes)
+        kept += argmax
+    return int(peak)
+
+
+_UNIT = 512  # CuPy's pool rounds every allocation up to this
