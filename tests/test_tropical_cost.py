@@ -81,13 +81,14 @@ def test_a_contraction_over_free_memory_is_refused_with_its_figures(monkeypatch)
 def test_the_default_plan_is_sliced_until_its_peak_fits(monkeypatch):
     sg = nw.square_lattice(12, seed=4)
     E0, _ = transfer_matrix(sg, 12)
+    entry = np.dtype(sg.resolve(np, None, warn=False)[1]).itemsize  # the default dtype follows the couplings
     unsliced = nw.plan(sg, memory_limit=2**20)
-    need = _cost.peak_bytes(_steps(sg, unsliced), _leaves(sg), 8, 0)
+    need = _cost.peak_bytes(_steps(sg, unsliced), _leaves(sg), entry, 0)
     free = int(need * _cost.POOL_MARGIN * 0.75)
     _device(monkeypatch, free)
     fitted = nw.plan(sg)
     uncached = [s._replace(pinned=0) for s in _steps(sg, fitted)]  # the run drops the slices' cache where it must
-    assert fitted.sliced and _cost.peak_bytes(uncached, _leaves(sg), 8, 0) * _cost.POOL_MARGIN <= free
+    assert fitted.sliced and _cost.peak_bytes(uncached, _leaves(sg), entry, 0) * _cost.POOL_MARGIN <= free
     assert nw.ground_state_energy(sg) == pytest.approx(E0)
 
 
