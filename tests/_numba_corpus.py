@@ -186,6 +186,67 @@ CASES: dict[str, tuple[dict[str, str], str, dict, list[tuple[str, str, str, str]
             ("module __getattr__ value", "h_cfg.py", "return 11", "return 12"),
         ],
     ),
+    # issue 35.7: which field `P.hi` names is the namedtuple's field order, not its values
+    "namedtuple": (
+        {
+            "k_namedtuple.py": (
+                "import collections\nfrom numba import cuda\n\nPt = collections.namedtuple('Pt', 'lo hi')\n"
+                "P = Pt(1, 7)\n\ndef kern(out, x):\n    out[0] = P.hi + x\n"
+            ),
+        },
+        "void(int32[::1], int32)",
+        {},
+        [("namedtuple field order", "k_namedtuple.py", "namedtuple('Pt', 'lo hi')", "namedtuple('Pt', 'hi lo')")],
+    ),
+    # issue 35.6: the registry's pick, not only the code of what was picked
+    "registration": (
+        {
+            "k_registration.py": (
+                "from numba import cuda\nimport h_reg\n\n"
+                "def kern(out, x):\n    out[0] = h_reg.stub(x)\n    out[1] = h_reg.low(x)\n    out[2] = out.bump(1)\n"
+            ),
+            "h_reg.py": (
+                "from numba.cuda import types\n"
+                "from numba.cuda.extending import lower_builtin, overload, overload_method, type_callable\n\n"
+                "def stub(x):\n    pass\n\n"
+                "def impl_a(x):\n    return lambda x: x + 5\n\n"
+                "def impl_b(x):\n    return lambda x: x + 6\n\n"
+                "overload(stub, target='cuda')(impl_a)\n\n"
+                "def low(x):\n    pass\n\n"
+                "@type_callable(low)\ndef type_low(context):\n    return lambda x: types.int32\n\n"
+                "def lower_a(context, builder, sig, args):\n"
+                "    return builder.add(args[0], context.get_constant(sig.return_type, 7))\n\n"
+                "def lower_b(context, builder, sig, args):\n"
+                "    return builder.add(args[0], context.get_constant(sig.return_type, 8))\n\n"
+                "lower_builtin(low, types.int32)(lower_a)\n\n"
+                "def bump_a(arr, i):\n    return lambda arr, i: arr[i] + 1\n\n"
+                "def bump_b(arr, i):\n    return lambda arr, i: arr[i] + 2\n\n"
+                "overload_method(types.Array, 'bump', target='cuda')(bump_a)\n"
+            ),
+        },
+        "void(int32[::1], int32)",
+        {},
+        [
+            (
+                "overload registers the other implementation",
+                "h_reg.py",
+                "(stub, target='cuda')(impl_a)",
+                "(stub, target='cuda')(impl_b)",
+            ),
+            (
+                "lower_builtin registers the other lowering",
+                "h_reg.py",
+                "types.int32)(lower_a)",
+                "types.int32)(lower_b)",
+            ),
+            (
+                "overload_method registers the other implementation",
+                "h_reg.py",
+                "target='cuda')(bump_a)",
+                "target='cuda')(bump_b)",
+            ),
+        ],
+    ),
     "closure": (
         {
             "k_closure.py": (

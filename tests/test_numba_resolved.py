@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,12 +40,18 @@ def _fresh_process(src: Path, store: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """[(applied mutations, report)]: the base twice, then each round of one mutation per case."""
+    """[(applied mutations, report)]: the base twice, then each round of one mutation per case,
+    each round on a copy of the base's store (a mutation meets the base's entry, never the entry an
+    earlier round's mutation left under the same key)."""
     src, store = tmp_path_factory.mktemp("corpus"), tmp_path_factory.mktemp("store")
     out = []
     for round_index in [0, 0, *range(1, corpus.rounds() + 1)]:
         applied = corpus.write(src, round_index)
-        out.append((applied, _fresh_process(src, store)))
+        here = store
+        if round_index:
+            here = tmp_path_factory.mktemp(f"store{round_index}")
+            shutil.copytree(store, here, dirs_exist_ok=True)
+        out.append((applied, _fresh_process(src, here)))
     return out
 
 

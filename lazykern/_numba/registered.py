@@ -31,8 +31,11 @@ def key_of(t: Any) -> tuple[Any, str] | None:
     """The registry key and method name (``""`` for a global) of a resolved ``types.Function`` /
     ``BoundFunction``, or ``None`` for other types."""
     template = getattr(t, "template", None)
-    if template is not None:  # a bound method
-        return (getattr(template, "key", None), str(getattr(template, "_attr", "") or ""))
+    if template is not None:  # a bound method: its template's key is (the type's class, method name)
+        k = getattr(template, "key", None)
+        if isinstance(k, tuple) and len(k) == 2 and isinstance(k[1], str):
+            return (k[0], k[1])
+        return None
     for template in getattr(t, "templates", ()) or ():
         k = getattr(template, "key", None)
         if k is not None:
