@@ -70,7 +70,9 @@ def find(module: str, qualname: str) -> Any:
     return obj
 
 
-def candidates(k: Any, attr: str, functions: Callable[[str, Any], list[Any]], digest: Callable[[Any], str]) -> list[list[str]]:
+def candidates(
+    k: Any, attr: str, functions: Callable[[str, Any], list[Any]], digest: Callable[[Any], str]
+) -> list[list[str]]:
     """The user implementations registered for ``k`` (method ``attr``), in registration order:
     ``[kind, module, qualname, code digest, lowering argument types]`` each. ``functions(kind,
     holder)`` gives the user functions a template (kind ``"typing"``) or a lowering holds."""

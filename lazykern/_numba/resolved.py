@@ -184,7 +184,10 @@ class _Recorder:
         if ident is None:
             name = getattr(k, "__qualname__", None) or getattr(k, "__name__", None) or type(k).__qualname__
             what = f"{getattr(k, '__module__', None)}.{name}"
-            self.unverifiable = self.unverifiable or f"{what}, which user code registered implementations for, is not reachable by name"
+            self.unverifiable = (
+                self.unverifiable
+                or f"{what}, which has implementations registered by user code, is not reachable by name"
+            )
             return
         self.registered.append([ident, attr, held])
 
@@ -213,6 +216,10 @@ class _Recorder:
         module, qualname = fn.__module__ or "", fn.__qualname__
         if key.pinned_function(fn) or id(fn) in self.covered or (module, qualname) in self._recorded:
             return  # Numba's own (its version is in the key), or keyed by the first key already
+        if not module:  # made by exec() without a module name: nothing can find it again
+            where = f"{fn.__code__.co_filename}:{fn.__code__.co_firstlineno}"
+            self.unverifiable = self.unverifiable or f"function {qualname!r} made by exec() without a module ({where})"
+            return
         if "<locals>" in qualname:
             parts = qualname.split(".<locals>.")
             outers = {(module, ".<locals>.".join(parts[:i])) for i in range(1, len(parts))}
