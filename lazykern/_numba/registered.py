@@ -22,10 +22,6 @@ from typing import Any
 
 from . import key
 
-# One index per process over the registries' entries, rebuilt when a registry grows (they only
-# grow: registering appends). key id -> [(kind, attr, entry)].
-_index: dict[str, Any] = {"sizes": None, "by_key": {}, "keys": []}
-
 
 def key_of(t: Any) -> tuple[Any, str] | None:
     """The registry key and method name (``""`` for a global) of a resolved ``types.Function`` /
@@ -79,65 +75,64 @@ def candidates(
     out: list[list[str]] = []
     for kind, argtypes, holder in _entries_for(k, attr):
         for fn in functions(kind, holder):
-            out.append([kind, fn.__module__ or "", fn.__qualname__, digest(fn), argtypes])
+            described = repr(key.describe_value(argtypes)) if kind == "lowering" else ""
+            out.append([kind, fn.__module__ or "", fn.__qualname__, digest(fn), described])
     return out
 
 
-def _entries_for(k: Any, attr: str) -> list[tuple[str, str, Any]]:
+def _entries_for(k: Any, attr: str) -> list[tuple[str, Any, Any]]:
+    """(kind, lowering argument types, template or lowering) registered for ``k``, in order.
+
+    A scan that allocates only for matches: an index of all ~1100 entries would allocate enough
+    to set off a full garbage collection (100 ms with Numba loaded) on a warm load."""
     typing_regs, lowering_regs = _registries()
-    sizes = [len(x) for r in typing_regs for x in (r.functions, r.attributes, r.globals)]
-    sizes += [len(r.functions) for r in lowering_regs]
-    if _index["sizes"] != sizes:
-        # the index holds its keys alive, so no id in it is reused by another object meanwhile
-        _index["by_key"], _index["keys"] = _build(typing_regs, lowering_regs)
-        _index["sizes"] = sizes
-    entries: list[tuple[str, str, str, Any]] = _index["by_key"].get(id(k), [])
-    return [(kind, argtypes, holder) for kind, entry_attr, argtypes, holder in entries if entry_attr == attr]
-
-
-def _build(typing_regs: list[Any], lowering_regs: list[Any]) -> tuple[dict[int, list[Any]], list[Any]]:
-    by_key: dict[int, list[Any]] = {}
-    keep: list[Any] = []
-
-    def add(k: Any, item: tuple[str, str, str, Any]) -> None:
-        keep.append(k)
-        by_key.setdefault(id(k), []).append(item)
-
+    out: list[tuple[str, Any, Any]] = []
     for reg in typing_regs:
-        for template in reg.functions:
-            add(getattr(template, "key", None), ("typing", "", "", template))
-        for template in reg.attributes:
-            attr = getattr(template, "_attr", None)
-            if isinstance(attr, str):  # overload_method / overload_attribute: (type, name)
-                add(getattr(template, "key", None), ("typing", attr, "", template))
-        for val, typ in reg.globals:
-            for template in getattr(typ, "templates", ()) or ():
-                add(val, ("typing", "", "", template))
-    for reg in lowering_regs:
-        for impl, func, argtys in reg.functions:
-            add(func, ("lowering", "", repr(key.describe_value(argtys)), impl))
-    return by_key, keep
+        if not attr:
+            out += [("typing", (), t) for t in reg.functions if getattr(t, "key", None) is k]
+            for val, typ in reg.globals:
+                if val is k:
+                    out += [("typing", (), t) for t in getattr(typ, "templates", ()) or ()]
+        else:  # overload_method / overload_attribute: a template keyed by the type, with its name
+            out += [
+                ("typing", (), t)
+                for t in reg.attributes
+                if getattr(t, "key", None) is k and getattr(t, "_attr", None) == attr
+            ]
+    if not attr:
+        for reg in lowering_regs:
+            out += [("lowering", argtys, impl) for impl, func, argtys in reg.functions if func is k]
+    return out
 
 
 def _registries() -> tuple[list[Any], list[Any]]:
     """The typing and lowering registries user code registers into: numba-cuda's (what
     ``numba.cuda.extending`` and ``cudadecl`` / ``cudaimpl`` write), numba's own generic ones, and
-    any a user installed into the CUDA contexts."""
-    from numba.cuda import cudadecl, cudaimpl
-    from numba.cuda.core import imputils
-    from numba.cuda.descriptor import cuda_target
-    from numba.cuda.typing import templates
-
-    typing_regs: list[Any] = [templates.builtin_registry, cudadecl.registry]
-    lowering_regs: list[Any] = [imputils.builtin_registry, cudaimpl.registry]
-    core_templates = sys.modules.get("numba.core.typing.templates")
-    if core_templates is not None:
-        typing_regs.append(core_templates.builtin_registry)
-    core_imputils = sys.modules.get("numba.core.imputils")
-    if core_imputils is not None:
-        lowering_regs.append(core_imputils.builtin_registry)
-    for ctx, regs in ((cuda_target._typingctx, typing_regs), (cuda_target._targetctx, lowering_regs)):
+    any a user installed into the CUDA contexts. Only from modules already imported: one nobody
+    imported holds no user registration, and importing it would cost a warm load a few hundred ms."""
+    typing_regs: list[Any] = []
+    lowering_regs: list[Any] = []
+    for module, attr, regs in _REGISTRIES:
+        reg = getattr(sys.modules.get(module), attr, None)
+        if reg is not None:
+            regs_list = typing_regs if regs == "typing" else lowering_regs
+            regs_list.append(reg)
+    target = getattr(sys.modules.get("numba.cuda.descriptor"), "cuda_target", None)
+    for ctx, regs_list in (
+        (getattr(target, "_typingctx", None), typing_regs),
+        (getattr(target, "_targetctx", None), lowering_regs),
+    ):
         for reg in list(getattr(ctx, "_registries", {}) or {}):
-            if all(reg is not r for r in regs):
-                regs.append(reg)
+            if all(reg is not r for r in regs_list):
+                regs_list.append(reg)
     return typing_regs, lowering_regs
+
+
+_REGISTRIES = (
+    ("numba.cuda.typing.templates", "builtin_registry", "typing"),
+    ("numba.cuda.cudadecl", "registry", "typing"),
+    ("numba.core.typing.templates", "builtin_registry", "typing"),
+    ("numba.cuda.core.imputils", "builtin_registry", "lowering"),
+    ("numba.cuda.cudaimpl", "registry", "lowering"),
+    ("numba.core.imputils", "builtin_registry", "lowering"),
+)
