@@ -434,11 +434,11 @@ def make_divide():
 divide = make_divide()
 
 
+ADD3 = 'extern "C" __device__ int add3(unsigned* r, unsigned x, unsigned y) { *r = x + y + 3; return 0; }'
+
+
 def make_declared():
-    add3 = cuda.declare_device(
-        "add3", "uint32(uint32, uint32)",
-        link=[CUSource('extern "C" __device__ int add3(unsigned* r, unsigned x, unsigned y) { *r = x + y + 3; return 0; }')],
-    )
+    add3 = cuda.declare_device("add3", "uint32(uint32, uint32)", link=[CUSource(ADD3)])
 
     def declared(out, x, y):
         out[0] = add3(x, y)
