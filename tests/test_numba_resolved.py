@@ -485,3 +485,48 @@ def test_kernels_reaching_numbas_own_generated_overloads_are_stored_and_hit(tmp_
     assert first["memory_only"] == [] and first["log"] == [], first
     second = _python("-c", _NUMBA_OWN_RUN.format(src=str(src), store=str(store)))
     assert not any(second["compiled"].values()), second  # every one served in a new process
+
+
+_NUMBA_OWN_GPU_RUN = """
+import json, sys
+import numpy as np
+from numba import cuda
+sys.path.insert(0, {src!r})
+import m_numba_own as m
+from lazykern import KernelCache, lazy_kernel
+cache = KernelCache({store!r})
+a, b = cuda.to_device(np.array([1.5], np.float32)), cuda.to_device(np.array([2.5], np.float32))
+cases = {{
+    "empty_tuple": (np.int64, 1, lambda: ((),), {{}}),
+    "tuple_of_tuples": (np.int64, 1, lambda: (((1, 2), (3, 4)),), {{}}),
+    "tuple_of_arrays": (np.float32, 2, lambda: ((a, b),), {{}}),
+    "empty_constant": (np.float32, 1, lambda: (), {{}}),
+    "divide": (np.float32, 1, lambda: (np.float32(3.0), np.float32(4.0)), {{"fastmath": True}}),
+    "declared": (np.uint32, 1, lambda: (np.uint32(5), np.uint32(6)), {{}}),
+}}
+out, compiles = {{}}, {{}}
+for name, (dtype, n, args, options) in cases.items():
+    results = []
+    for launcher in (lazy_kernel(getattr(m, name), cache=cache, **options), cuda.jit(getattr(m, name), **options)):
+        res = cuda.to_device(np.zeros(n, dtype))
+        launcher[1, 1](res, *args())
+        results.append(res.copy_to_host().tolist())
+        if hasattr(launcher, "stats"):
+            compiles[name] = launcher.stats()["compiles"]
+    out[name] = results
+print("JSON:" + json.dumps(dict(out=out, compiles=compiles)))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_gpu_kernels_reaching_numbas_own_overloads_run_like_cuda_jit_and_hit(tmp_path):
+    src, store = tmp_path / "src", tmp_path / "store"
+    src.mkdir()
+    (src / "m_numba_own.py").write_text(_NUMBA_OWN_MODULE)
+    runs = [_python("-c", _NUMBA_OWN_GPU_RUN.format(src=str(src), store=str(store))) for _ in range(2)]
+    for run in runs:
+        for name, (ours, numbas) in run["out"].items():
+            assert ours == numbas, (name, ours, numbas)
+    assert runs[0]["out"]["declared"] == [[14], [14]]
+    assert set(runs[1]["compiles"].values()) == {0}, runs[1]["compiles"]  # a new process compiles none
