@@ -204,6 +204,7 @@ CASES: dict[str, tuple[dict[str, str], str, dict, list[tuple[str, str, str, str]
             "k_registration.py": (
                 "from numba import cuda\nimport h_reg\n\n"
                 "def kern(out, x):\n    out[0] = h_reg.stub(x)\n    out[1] = h_reg.low(x)\n    out[2] = out.bump(1)\n"
+                "    out[3] = h_reg.conv(x)\n"
             ),
             "h_reg.py": (
                 "from numba.cuda import types\n"
@@ -221,7 +222,13 @@ CASES: dict[str, tuple[dict[str, str], str, dict, list[tuple[str, str, str, str]
                 "lower_builtin(low, types.int32)(lower_a)\n\n"
                 "def bump_a(arr, i):\n    return lambda arr, i: arr[i] + 1\n\n"
                 "def bump_b(arr, i):\n    return lambda arr, i: arr[i] + 2\n\n"
-                "overload_method(types.Array, 'bump', target='cuda')(bump_a)\n"
+                "overload_method(types.Array, 'bump', target='cuda')(bump_a)\n\n"
+                "def conv(x):\n    pass\n\n"
+                "def type_conv_a(context):\n    return lambda x: types.int32\n\n"
+                "def type_conv_b(context):\n    return lambda x: types.float32\n\n"
+                "type_callable(conv)(type_conv_a)\n\n"
+                "@lower_builtin(conv, types.int32)\ndef lower_conv(context, builder, sig, args):\n"
+                "    return context.cast(builder, args[0], sig.args[0], sig.return_type)\n"
             ),
         },
         "void(int32[::1], int32)",
@@ -245,6 +252,7 @@ CASES: dict[str, tuple[dict[str, str], str, dict, list[tuple[str, str, str, str]
                 "target='cuda')(bump_a)",
                 "target='cuda')(bump_b)",
             ),
+            ("type_callable registers the other typer", "h_reg.py", "(conv)(type_conv_a)", "(conv)(type_conv_b)"),
         ],
     ),
     "closure": (
