@@ -258,6 +258,16 @@ def test_a_namedtuple_value_is_keyed_with_its_field_order():
     assert value_digest(lo_hi(1, 7)) == value_digest(collections.namedtuple("Pt", "lo hi")(1, 7))
 
 
+def test_a_namedtuple_class_the_code_names_is_keyed_with_its_field_order():
+    def key_with(fields):
+        ns: dict = {"Made": collections.namedtuple("Made", fields)}
+        exec("def kern(out, x):\n    out[0] = Made(x, 2 * x).hi\n", ns)
+        return _key(ns["kern"])
+
+    assert key_with("lo hi") != key_with("hi lo")
+    assert key_with("lo hi") == key_with("lo hi")
+
+
 def test_a_namedtuple_argument_type_is_keyed_with_its_field_order():
     from numba import typeof
 

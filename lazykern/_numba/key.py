@@ -246,7 +246,9 @@ class _Walker:
         elif isinstance(v, (set, frozenset)):
             self.put(len(v), sorted(self._digest(f"{name}{{}}", item, names, depth + 1) for item in v))
         elif isinstance(v, type):
-            self.put("class", v.__module__, v.__qualname__)
+            # a namedtuple class: its field order decides which item `Pt(a, b).hi` is
+            fields = list(getattr(v, "_fields", ()) or ()) if issubclass(v, tuple) else []
+            self.put("class", v.__module__, v.__qualname__, fields)
             if not pinned_module(v.__module__):  # `Color.RED`, `Cfg.N`: follow the attributes the code may name
                 for attr in sorted(names):
                     if attr in vars(v):
