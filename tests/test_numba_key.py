@@ -316,3 +316,18 @@ def test_functions_numba_makes_with_exec_count_as_numbas_own():
     assert made, "numba no longer makes module-less overloads: this test tests nothing"
     assert all(pinned_function(f) for f in made)
     assert [f for t in templates for f in _template_functions(t)] == []
+
+
+def test_a_type_that_prints_an_address_is_keyed_by_what_it_refers_to():
+    from numba import typeof
+
+    from lazykern._numba.key import describe_type
+
+    def device_function(c):
+        ns: dict = {"cuda": cuda}
+        exec(f"@cuda.jit(device=True)\ndef f(x):\n    return x + {c}\n", ns)
+        return typeof(ns["f"])
+
+    one, two, one_again = device_function(1), device_function(2), device_function(1)
+    assert " at 0x" not in describe_type(one)
+    assert describe_type(one) != describe_type(two) and describe_type(one) == describe_type(one_again)

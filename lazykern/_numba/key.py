@@ -28,6 +28,7 @@ import os
 import stat
 import sys
 import types as pytypes
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -76,7 +77,8 @@ def describe_type(t: Any, depth: int = 0) -> str:
     compares types by), with what ``str`` leaves out (a namedtuple's field names, in order) and
     without what differs between processes (the per-process counter ``_code``, addresses)."""
     cls = type(t)
-    return repr(["numba type", cls.__module__, cls.__qualname__, str(t), describe_value(t.key, depth + 1)])
+    text = str(t).split(" at 0x", 1)[0]  # some types print an address: their key says what it is
+    return repr(["numba type", cls.__module__, cls.__qualname__, text, describe_value(t.key, depth + 1)])
 
 
 def describe_value(k: Any, depth: int = 0) -> Any:
@@ -85,6 +87,8 @@ def describe_value(k: Any, depth: int = 0) -> Any:
         raise CompileError(
             f"a Numba type nests more than {_MAX_DEPTH} levels deep; lazy_kernel cannot key it", name=str(k)
         )
+    if isinstance(k, weakref.ref):  # a dispatcher type's key: what it refers to
+        k = k()
     if _is_numba_type(k):
         return describe_type(k, depth)
     if k is None or type(k) in (bool, int, float, complex, str, bytes):
@@ -98,7 +102,9 @@ def describe_value(k: Any, depth: int = 0) -> Any:
     if isinstance(k, type):
         # a namedtuple's class: its fields decide which value `p.hi` reads
         return ["class", k.__module__, k.__qualname__, list(getattr(k, "_fields", ()) or ())]
-    return _safe_repr(k)
+    # anything else (a dispatcher a first-class function type holds, an enum member, an object):
+    # by content, as the key walks globals; its repr may name only a qualname or an address
+    return ["value", type(k).__module__, type(k).__qualname__, value_digest(k)]
 
 
 class _Walker:
