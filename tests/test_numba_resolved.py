@@ -365,32 +365,62 @@ def kern(out, x):
 """
 
 _ORDER_RUN = """
-import json, sys
+import importlib, json, sys
 sys.path.insert(0, {src!r})
 from numba.cuda import types
 if {others}:  # other Numba types first: the per-process type counter moves on
     made = [types.UniTuple(types.int8, n) for n in range(3, 40)] + [types.Array(types.int16, n, "A") for n in (4, 5)]
 if {lazykern_first}:
     from lazykern import KernelCache, lazy_kernel
-import m_user_type as m
+modules = [importlib.import_module(name) for name in {imports!r}]
 from lazykern import KernelCache, lazy_kernel
-k = lazy_kernel(m.kern, cache=KernelCache({store!r}))
-print("JSON:" + json.dumps(k.warm(["void(int32[::1], int32)"], arch="sm_80")[0]["compiled"]))
+cache = KernelCache({store!r})
+compiled = {{}}
+for module, name, sig, options in {kernels!r}:
+    k = lazy_kernel(getattr(sys.modules[module], name), cache=cache, **options)
+    compiled[name] = k.warm([sig], arch="sm_80")[0]["compiled"]
+print("JSON:" + json.dumps(compiled))
 """
+
+_ORDER_KERNELS = [
+    ("m_user_type", "kern", "void(int32[::1], int32)", {}),
+    ("m_numba_own", "tuple_of_tuples", "void(int64[::1], UniTuple(UniTuple(int64, 2), 2))", {}),
+    ("m_numba_own", "divide", "void(float32[::1], float32, float32)", {"fastmath": True}),
+    ("m_numba_own", "declared", "void(uint32[::1], uint32, uint32)", {}),
+]
 
 
 @pytest.mark.slow  # fresh processes that compile
-def test_a_user_numba_type_hits_whatever_the_process_made_before(tmp_path, monkeypatch):
+def test_kernels_hit_whatever_the_process_made_imported_or_warmed_before(tmp_path, monkeypatch):
+    """Warmed in one order in one process, then in other orders, after other types, with other
+    hash seeds and import orders: every kernel hits (issue 38.5)."""
     src, store = tmp_path / "src", tmp_path / "store"
     src.mkdir()
     (src / "m_user_type.py").write_text(_USER_TYPE_MODULE)
-    orders = [(False, False, "0"), (True, False, "1"), (True, True, "2"), (False, True, "3")]
-    compiled = []
-    for others, lazykern_first, seed in orders:
+    (src / "m_numba_own.py").write_text(_NUMBA_OWN_MODULE)
+    # (other types first, lazykern imported first, import order, warm order, hash seed)
+    runs = [
+        (False, False, ["m_user_type", "m_numba_own"], [0, 1, 2, 3], "0"),
+        (True, False, ["m_numba_own", "m_user_type"], [3, 2, 1, 0], "1"),
+        (True, True, ["m_user_type", "m_numba_own"], [2, 0, 3, 1], "2"),
+        (False, True, ["m_numba_own", "m_user_type"], [1, 3, 0, 2], "3"),
+    ]
+    results = []
+    for others, lazykern_first, imports, order, seed in runs:
         monkeypatch.setenv("PYTHONHASHSEED", seed)
-        code = _ORDER_RUN.format(src=str(src), store=str(store), others=others, lazykern_first=lazykern_first)
-        compiled.append(_python("-c", code))
-    assert compiled == [True, False, False, False]
+        kernels = [_ORDER_KERNELS[i] for i in order]
+        code = _ORDER_RUN.format(
+            src=str(src),
+            store=str(store),
+            others=others,
+            lazykern_first=lazykern_first,
+            imports=imports,
+            kernels=kernels,
+        )
+        results.append(_python("-c", code))
+    assert all(results[0].values()), results[0]
+    for result in results[1:]:
+        assert not any(result.values()), results  # every kernel served from the first process's store
 
 
 # -- issue 38.4: what Numba itself registers (its jitclass overloads of len, operator.truediv ...)
