@@ -94,15 +94,30 @@ def _entries_for(k: Any, attr: str) -> list[tuple[str, Any, Any]]:
                 if val is k:
                     out += [("typing", (), t) for t in getattr(typ, "templates", ()) or ()]
         else:  # overload_method / overload_attribute: a template keyed by the type, with its name
+            # (a hand-written AttributeTemplate answers the name with its `resolve_<name>` method)
             out += [
                 ("typing", (), t)
                 for t in reg.attributes
-                if getattr(t, "key", None) is k and getattr(t, "_attr", None) == attr
+                if getattr(t, "_attr", None) in (attr, None)
+                and (getattr(t, "_attr", None) == attr or hasattr(t, f"resolve_{attr}"))
+                and _keyed_by(getattr(t, "key", None), k)
             ]
-    if not attr:
-        for reg in lowering_regs:
+    for reg in lowering_regs:
+        if not attr:
             out += [("lowering", argtys, impl) for impl, func, argtys in reg.functions if func is k]
+        else:  # lower_getattr(type, name)
+            out += [
+                ("lowering", (), impl) for impl, a, ty in getattr(reg, "getattrs", ()) if a == attr and _keyed_by(ty, k)
+            ]
     return out
+
+
+def _keyed_by(registered_key: Any, k: Any) -> bool:
+    """Whether a registration for a type (its class, or an instance of it; ``lower_getattr`` keeps
+    it in a 1-tuple) is one for ``k``."""
+    if isinstance(registered_key, tuple) and len(registered_key) == 1:
+        registered_key = registered_key[0]
+    return registered_key is k or (isinstance(k, type) and isinstance(registered_key, k))
 
 
 def _registries() -> tuple[list[Any], list[Any]]:

@@ -171,12 +171,16 @@ class _Recorder:
     def registration(self, t: Any) -> None:
         """What the registries hold for the key ``t`` resolves (so a load sees a re-registration)."""
         found = registered.key_of(t)
-        if found is None or _python_function(getattr(found[0], "_defn", None)) is not None:
-            return  # not a registry key, or an @intrinsic: its registration is the object itself
-        if any(found[0] is k and found[1] == a for k, a in self._keys_seen):
+        if found is not None:
+            self.registry_key(*found)
+
+    def registry_key(self, k: Any, attr: str) -> None:
+        """What the registries hold for ``k`` (a callable, or a type's class with ``attr``)."""
+        if _python_function(getattr(k, "_defn", None)) is not None:
+            return  # an @intrinsic: its registration is the object itself
+        if any(k is seen and attr == a for seen, a in self._keys_seen):
             return
-        self._keys_seen.append(found)
-        k, attr = found
+        self._keys_seen.append((k, attr))
         held = registered.candidates(k, attr, _registered_functions, lambda fn: _function_digest(fn, self.lines))
         if not held:
             return  # Numba's own implementations only: pinned by its version
@@ -246,10 +250,13 @@ class _Recorder:
                 elif isinstance(value, ir.Const):
                     self._scan(value.value, f"a constant in {owner.__qualname__}")
                 elif isinstance(value, ir.Expr) and value.op == "getattr":
-                    module = getattr(typemap.get(value.value.name), "pymod", None)
+                    held_by = typemap.get(value.value.name)
+                    module = getattr(held_by, "pymod", None)
                     if isinstance(module, pytypes.ModuleType) and not key.pinned_module(module.__name__):
                         # `cfg.N`: a module's attribute (maybe served by its __getattr__), frozen
                         self._value(("attr", module.__name__, value.attr), getattr(module, value.attr, None))
+                    elif held_by is not None:  # `p.width`: overload_attribute, lower_getattr for its type
+                        self.registry_key(type(held_by), value.attr)
 
     def _value(self, where: tuple[Any, ...], value: Any) -> None:
         self._scan(value, _describe(where))
