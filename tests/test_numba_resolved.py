@@ -297,7 +297,14 @@ def test_plain_values_are_not_process_specific():
 
 @pytest.mark.parametrize(
     "manifest",
-    [None, {}, {"version": 1, "functions": [["x"]], "values": []}, {"version": 1, "functions": [], "values": [[1]]}],
+    [
+        None,
+        {},
+        {"version": 1, "lines": False, "functions": [], "values": []},  # an older lazykern's: no "registered"
+        {"version": 2, "functions": [["x"]], "values": [], "registered": []},
+        {"version": 2, "functions": [], "values": [[1]], "registered": []},
+        {"version": 2, "functions": [], "values": [], "registered": [[["m"]]]},
+    ],
 )
 def test_a_malformed_manifest_is_never_trusted(manifest):
     from lazykern._numba.resolved import verify
@@ -310,7 +317,13 @@ def test_a_module_getattr_that_raises_is_a_reason_not_a_crash(tmp_path, monkeypa
 
     (tmp_path / "m_raising_getattr.py").write_text("def __getattr__(name):\n    raise RuntimeError('no ' + name)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    manifest = {"version": 1, "lines": False, "functions": [], "values": [[["attr", "m_raising_getattr", "N"], "0"]]}
+    manifest = {
+        "version": 2,
+        "lines": False,
+        "functions": [],
+        "values": [[["attr", "m_raising_getattr", "N"], "0"]],
+        "registered": [],
+    }
     assert "RuntimeError" in verify(manifest, _uses_local_overload)
 
 

@@ -37,7 +37,7 @@ from . import key, registered
 
 log = logging.getLogger("lazykern")
 
-VERSION = 1
+VERSION = 2  # 2: what the registries hold for each resolved key ("registered")
 _MISSING = object()
 
 
@@ -87,7 +87,7 @@ def verify(manifest: Any, py_func: pytypes.FunctionType) -> str | None:
                 return f"{_describe(where)}, which the compile froze into the code, is gone"
             if key.value_digest(value, lines=lines) != digest:
                 return f"{_describe(where)}, which the compile froze into the code, changed"
-        for (module, qualname), attr, held in manifest.get("registered", []):
+        for (module, qualname), attr, held in manifest["registered"]:
             k = registered.find(module, qualname)
             what = f"{module}.{qualname}" + (f".{attr}" if attr else "")
             if k is None:
