@@ -186,6 +186,124 @@ CASES: dict[str, tuple[dict[str, str], str, dict, list[tuple[str, str, str, str]
             ("module __getattr__ value", "h_cfg.py", "return 11", "return 12"),
         ],
     ),
+    # issue 35.7: which field `P.hi` names is the namedtuple's field order, not its values
+    "namedtuple": (
+        {
+            "k_namedtuple.py": (
+                "import collections\nfrom numba import cuda\n\nPt = collections.namedtuple('Pt', 'lo hi')\n"
+                "P = Pt(1, 7)\n\ndef kern(out, x):\n    out[0] = P.hi + x\n"
+            ),
+        },
+        "void(int32[::1], int32)",
+        {},
+        [("namedtuple field order", "k_namedtuple.py", "namedtuple('Pt', 'lo hi')", "namedtuple('Pt', 'hi lo')")],
+    ),
+    # issue 35.6: the registry's pick, not only the code of what was picked
+    "registration": (
+        {
+            "k_registration.py": (
+                "from numba import cuda\nimport h_reg\n\n"
+                "def kern(out, x):\n    out[0] = h_reg.stub(x)\n    out[1] = h_reg.low(x)\n    out[2] = out.bump(1)\n"
+                "    out[3] = h_reg.conv(x)\n    out[4] = out.scaled\n"
+            ),
+            "h_reg.py": (
+                "from numba.cuda import types\n"
+                "from numba.cuda.extending import lower_builtin, overload, overload_attribute\n"
+                "from numba.cuda.extending import overload_method, type_callable\n\n"
+                "def stub(x):\n    pass\n\n"
+                "def impl_a(x):\n    return lambda x: x + 5\n\n"
+                "def impl_b(x):\n    return lambda x: x + 6\n\n"
+                "overload(stub, target='cuda')(impl_a)\n\n"
+                "def low(x):\n    pass\n\n"
+                "@type_callable(low)\ndef type_low(context):\n    return lambda x: types.int32\n\n"
+                "def lower_a(context, builder, sig, args):\n"
+                "    return builder.add(args[0], context.get_constant(sig.return_type, 7))\n\n"
+                "def lower_b(context, builder, sig, args):\n"
+                "    return builder.add(args[0], context.get_constant(sig.return_type, 8))\n\n"
+                "lower_builtin(low, types.int32)(lower_a)\n\n"
+                "def bump_a(arr, i):\n    return lambda arr, i: arr[i] + 1\n\n"
+                "def bump_b(arr, i):\n    return lambda arr, i: arr[i] + 2\n\n"
+                "overload_method(types.Array, 'bump', target='cuda')(bump_a)\n\n"
+                "def conv(x):\n    pass\n\n"
+                "def type_conv_a(context):\n    return lambda x: types.int32\n\n"
+                "def type_conv_b(context):\n    return lambda x: types.float32\n\n"
+                "type_callable(conv)(type_conv_a)\n\n"
+                "@lower_builtin(conv, types.int32)\ndef lower_conv(context, builder, sig, args):\n"
+                "    return context.cast(builder, args[0], sig.args[0], sig.return_type)\n\n"
+                "def scaled_a(arr):\n    return lambda arr: arr.shape[0] * 2\n\n"
+                "def scaled_b(arr):\n    return lambda arr: arr.shape[0] * 3\n\n"
+                "overload_attribute(types.Array, 'scaled', target='cuda')(scaled_a)\n"
+            ),
+        },
+        "void(int32[::1], int32)",
+        {},
+        [
+            (
+                "overload registers the other implementation",
+                "h_reg.py",
+                "(stub, target='cuda')(impl_a)",
+                "(stub, target='cuda')(impl_b)",
+            ),
+            (
+                "lower_builtin registers the other lowering",
+                "h_reg.py",
+                "types.int32)(lower_a)",
+                "types.int32)(lower_b)",
+            ),
+            (
+                "overload_method registers the other implementation",
+                "h_reg.py",
+                "target='cuda')(bump_a)",
+                "target='cuda')(bump_b)",
+            ),
+            ("type_callable registers the other typer", "h_reg.py", "(conv)(type_conv_a)", "(conv)(type_conv_b)"),
+            (
+                "overload_attribute registers the other implementation",
+                "h_reg.py",
+                "target='cuda')(scaled_a)",
+                "target='cuda')(scaled_b)",
+            ),
+        ],
+    ),
+    # a user Numba type: its attribute's lowering, re-registered (issue 35.6)
+    "user_type": (
+        {
+            "k_user_type.py": (
+                "from numba import cuda\nfrom h_pair import Pair\n\n"
+                "def kern(out, x):\n    p = Pair(x, x + x)\n    out[0] = p.total\n"
+            ),
+            "h_pair.py": (
+                "from numba.cuda import cgutils, int32, types\nfrom numba.cuda.cudaimpl import lower\n"
+                "from numba.cuda.extending import core_models, infer_getattr, lower_getattr, register_model\n"
+                "from numba.cuda.extending import type_callable\n"
+                "from numba.cuda.typing.templates import AttributeTemplate\n\n"
+                "class Pair:\n    pass\n\n"
+                "class PairType(types.Type):\n    def __init__(self):\n        super().__init__(name='PairType')\n\n"
+                "pair_type = PairType()\n\n"
+                "@register_model(PairType)\nclass PairModel(core_models.StructModel):\n"
+                "    def __init__(self, dmm, fe_type):\n"
+                "        super().__init__(dmm, fe_type, [('x', int32), ('y', int32)])\n\n"
+                "@type_callable(Pair)\ndef type_pair(context):\n    return lambda x, y: pair_type\n\n"
+                "@lower(Pair, types.Integer, types.Integer)\ndef lower_pair(context, builder, sig, args):\n"
+                "    obj = cgutils.create_struct_proxy(pair_type)(context, builder)\n"
+                "    obj.x = context.cast(builder, args[0], sig.args[0], int32)\n"
+                "    obj.y = context.cast(builder, args[1], sig.args[1], int32)\n"
+                "    return obj._getvalue()\n\n"
+                "@infer_getattr\nclass PairAttrs(AttributeTemplate):\n    key = pair_type\n\n"
+                "    def resolve_total(self, p):\n        return int32\n\n"
+                "def total_a(context, builder, typ, val):\n"
+                "    obj = cgutils.create_struct_proxy(typ)(context, builder, value=val)\n"
+                "    return builder.add(obj.x, obj.y)\n\n"
+                "def total_b(context, builder, typ, val):\n"
+                "    obj = cgutils.create_struct_proxy(typ)(context, builder, value=val)\n"
+                "    return builder.mul(obj.x, obj.y)\n\n"
+                "lower_getattr(PairType, 'total')(total_a)\n"
+            ),
+        },
+        "void(int32[::1], int32)",
+        {},
+        [("lower_getattr registers the other lowering", "h_pair.py", "'total')(total_a)", "'total')(total_b)")],
+    ),
     "closure": (
         {
             "k_closure.py": (

@@ -247,3 +247,87 @@ def test_with_lineinfo_every_line_number_is_keyed():
     moved = at("def kern(a):\n\n    i = cuda.grid(1)\n    a[i] = 1\n")  # a line inserted above the body
     assert fingerprint(plain)[0] == fingerprint(moved)[0]  # without lineinfo lines are not compiled in
     assert fingerprint(plain, lines=True)[0] != fingerprint(moved, lines=True)[0]
+
+
+# -- issue 35.7 / 38.5: types by what Numba compares them by, never by a per-process counter -------
+def test_a_namedtuple_value_is_keyed_with_its_field_order():
+    from lazykern._numba.key import value_digest
+
+    lo_hi, hi_lo = collections.namedtuple("Pt", "lo hi"), collections.namedtuple("Pt", "hi lo")
+    assert value_digest(lo_hi(1, 7)) != value_digest(hi_lo(1, 7))
+    assert value_digest(lo_hi(1, 7)) == value_digest(collections.namedtuple("Pt", "lo hi")(1, 7))
+
+
+def test_a_namedtuple_class_the_code_names_is_keyed_with_its_field_order():
+    def key_with(fields):
+        ns: dict = {"Made": collections.namedtuple("Made", fields)}
+        exec("def kern(out, x):\n    out[0] = Made(x, 2 * x).hi\n", ns)
+        return _key(ns["kern"])
+
+    assert key_with("lo hi") != key_with("hi lo")
+    assert key_with("lo hi") == key_with("lo hi")
+
+
+def test_a_namedtuple_argument_type_is_keyed_with_its_field_order():
+    from numba import typeof
+
+    from lazykern.jit._lazy_entry import instance_key
+
+    def kern(out, p):
+        out[0] = p.hi
+
+    lo_hi, hi_lo = collections.namedtuple("Pt", "lo hi"), collections.namedtuple("Pt", "hi lo")
+    keys = [
+        instance_key(kern, (), {"lineinfo": False}, (float32[::1], typeof(cls(1, 7))), "sm_80")
+        for cls in (lo_hi, hi_lo, lo_hi)
+    ]
+    assert keys[0] != keys[1] and keys[0] == keys[2]
+
+
+def test_a_user_numba_type_is_keyed_without_its_process_counter():
+    from numba.core import types
+
+    from lazykern._numba.key import describe_type, value_digest
+
+    class Opaque(types.Type):
+        def __init__(self, name):
+            super().__init__(name=name)
+
+    t = Opaque("OpaqueForTheKey")
+    before = (describe_type(t), value_digest(t), value_digest((t, types.UniTuple(t, 2))))
+    t._code = t._code + 1000  # what another process, having made other types first, would number it
+    assert (describe_type(t), value_digest(t), value_digest((t, types.UniTuple(t, 2)))) == before
+    assert value_digest(Opaque("OtherName")) != before[1]
+
+
+def test_functions_numba_makes_with_exec_count_as_numbas_own():
+    import operator
+
+    import numba.experimental.jitclass  # noqa: F401  (registers the dunder overloads of len, truediv ...)
+    from numba.core.typing.templates import builtin_registry
+
+    from lazykern._numba.key import pinned_function
+    from lazykern._numba.resolved import _template_functions
+
+    registered = [typ for val, typ in builtin_registry.globals if val in (len, operator.truediv)]
+    templates = [t for typ in registered for t in getattr(typ, "templates", ())]
+    wrapped = [getattr(t, "_overload_func", None) for t in templates]
+    made = [f for f in wrapped if isinstance(f, pytypes.FunctionType) and f.__module__ is None]
+    assert made, "numba no longer makes module-less overloads: this test tests nothing"
+    assert all(pinned_function(f) for f in made)
+    assert [f for t in templates for f in _template_functions(t)] == []
+
+
+def test_a_type_that_prints_an_address_is_keyed_by_what_it_refers_to():
+    from numba import typeof
+
+    from lazykern._numba.key import describe_type
+
+    def device_function(c):
+        ns: dict = {"cuda": cuda}
+        exec(f"@cuda.jit(device=True)\ndef f(x):\n    return x + {c}\n", ns)
+        return typeof(ns["f"])
+
+    one, two, one_again = device_function(1), device_function(2), device_function(1)
+    assert " at 0x" not in describe_type(one)
+    assert describe_type(one) != describe_type(two) and describe_type(one) == describe_type(one_again)

@@ -58,6 +58,13 @@ BORROWED: dict[str, str] = {
     "numba.cuda.core.callconv:_MinimalCallHelper": "debug=True: its .exceptions, code -> (class, args, location)",
     "numba.cuda.descriptor:cuda_target.target_context._defns": "files linked by cuda.declare_device (key)",
     "numba.cuda.types.ext_types:CUDADispatcher": "device functions a kernel resolved (manifest)",
+    "numba.cuda.typing.templates:builtin_registry.globals": "overload / type_callable registrations (manifest)",
+    "numba.cuda.typing.templates:builtin_registry.attributes": "overload_method registrations (manifest)",
+    "numba.cuda.cudadecl:registry.functions": "typing templates registered through cudadecl (manifest)",
+    "numba.cuda.core.imputils:builtin_registry.functions": "lower_builtin registrations (manifest)",
+    "numba.cuda.cudaimpl:registry.functions": "lowerings registered through cudaimpl.lower (manifest)",
+    "numba.cuda.descriptor:cuda_target._typingctx": "registries a user installed into the typing context (manifest)",
+    "numba.cuda.descriptor:cuda_target._targetctx": "registries a user installed into the target context (manifest)",
     "numba.cuda.simulator.kernel:FakeCUDAKernel.__getitem__": "capture of simulator launches",
     "numba.cuda.simulator.cudadrv.devicearray:FakeCUDAArray": "capture guard on simulator copies",
     # Attributes of Numba objects that other modules reach through public ones (cuda.gpus[i], contexts):

@@ -28,6 +28,7 @@ import os
 import stat
 import sys
 import types as pytypes
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -43,7 +44,67 @@ _PINNED = ("numba", "numpy", "math", "cmath", "operator", "builtins", "cuda", "l
 
 def pinned_module(module_name: str | None) -> bool:
     """Whether a module belongs to a library whose version is in the key (numba, numpy, ...)."""
-    return module_name is not None and module_name.split(".", 1)[0] in _PINNED
+    return isinstance(module_name, str) and module_name.split(".", 1)[0] in _PINNED
+
+
+def pinned_function(fn: pytypes.FunctionType) -> bool:
+    """Whether ``fn`` is a pinned library's own: by its module, or, for the functions such a
+    library makes without a module name (``functools.wraps`` over an ``exec``-made function copies
+    ``__module__ = None``), by the file its code lives in."""
+    if pinned_module(fn.__module__):
+        return True
+    return fn.__module__ is None and fn.__code__.co_filename.startswith(_pinned_dirs())
+
+
+_pinned_dir_memo: list[tuple[str, ...]] = []
+
+
+def _pinned_dirs() -> tuple[str, ...]:
+    """The install folders of the pinned libraries that are imported (numba-cuda's too)."""
+    if not _pinned_dir_memo:
+        dirs = []
+        for name in (*_PINNED, "numba_cuda"):
+            spec_file = getattr(sys.modules.get(name), "__file__", None)
+            if isinstance(spec_file, str):
+                dirs.append(os.path.dirname(spec_file) + os.sep)
+        dirs.append(internals.package_dir() + os.sep)  # numba.cuda, installed as numba_cuda/numba/cuda
+        _pinned_dir_memo.append(tuple(dirs))
+    return _pinned_dir_memo[0]
+
+
+def describe_type(t: Any, depth: int = 0) -> str:
+    """A Numba type as a function of the program: its class and its ``key`` (what Numba itself
+    compares types by), with what ``str`` leaves out (a namedtuple's field names, in order) and
+    without what differs between processes (the per-process counter ``_code``, addresses)."""
+    cls = type(t)
+    text = str(t).split(" at 0x", 1)[0]  # some types print an address: their key says what it is
+    return repr(["numba type", cls.__module__, cls.__qualname__, text, describe_value(t.key, depth + 1)])
+
+
+def describe_value(k: Any, depth: int = 0) -> Any:
+    """A type's key (or a lowering's argument types) as plain data, free of counters and addresses."""
+    if depth > _MAX_DEPTH:
+        raise CompileError(
+            f"a Numba type nests more than {_MAX_DEPTH} levels deep; lazy_kernel cannot key it", name=str(k)
+        )
+    if isinstance(k, weakref.ref):  # a dispatcher type's key: what it refers to
+        k = k()
+    if _is_numba_type(k):
+        return describe_type(k, depth)
+    if k is None or type(k) in (bool, int, float, complex, str, bytes):
+        return k
+    if isinstance(k, (tuple, list)):
+        return [describe_value(x, depth + 1) for x in k]
+    if isinstance(k, (set, frozenset)):
+        return sorted(repr(describe_value(x, depth + 1)) for x in k)
+    if isinstance(k, np.dtype):
+        return ["dtype", k.str, str(k.descr)]
+    if isinstance(k, type):
+        # a namedtuple's class: its fields decide which value `p.hi` reads
+        return ["class", k.__module__, k.__qualname__, list(getattr(k, "_fields", ()) or ())]
+    # anything else (a dispatcher a first-class function type holds, an enum member, an object):
+    # by content, as the key walks globals; its repr may name only a qualname or an address
+    return ["value", type(k).__module__, type(k).__qualname__, value_digest(k)]
 
 
 class _Walker:
@@ -113,7 +174,7 @@ class _Walker:
             self.links.extend(options.get("link", ()) or ())
             self.function(py_func)
         elif isinstance(v, pytypes.FunctionType):
-            if pinned_module(v.__module__):
+            if pinned_function(v):
                 self.put("pinned function", name, v.__module__, v.__qualname__)
             else:
                 self.function(v)
@@ -179,8 +240,8 @@ class _Walker:
         if isinstance(v, enum.Enum):
             self.put("enum", v.name)
             self.data(f"{name}.value", v.value, names, depth + 1)
-        elif isinstance(v, (tuple, list)):  # namedtuples too: the type above names them
-            self.put(len(v))
+        elif isinstance(v, (tuple, list)):  # namedtuples too: the type above names them, with their fields
+            self.put(len(v), list(getattr(t, "_fields", ()) or ()))
             for i, item in enumerate(v):
                 self.value(f"{name}[{i}]", item, names, depth + 1)
         elif isinstance(v, dict):
@@ -191,7 +252,9 @@ class _Walker:
         elif isinstance(v, (set, frozenset)):
             self.put(len(v), sorted(self._digest(f"{name}{{}}", item, names, depth + 1) for item in v))
         elif isinstance(v, type):
-            self.put("class", v.__module__, v.__qualname__)
+            # a namedtuple class: its field order decides which item `Pt(a, b).hi` is
+            fields = list(getattr(v, "_fields", ()) or ()) if issubclass(v, tuple) else []
+            self.put("class", v.__module__, v.__qualname__, fields)
             if not pinned_module(v.__module__):  # `Color.RED`, `Cfg.N`: follow the attributes the code may name
                 for attr in sorted(names):
                     if attr in vars(v):
@@ -199,9 +262,11 @@ class _Walker:
         elif dataclasses.is_dataclass(v):
             for f in dataclasses.fields(v):
                 self.value(f"{name}.{f.name}", getattr(v, f.name, None), names, depth + 1)
+        elif _is_numba_type(v):  # Numba's or a user's: never by attributes (`_code` is a per-process counter)
+            self.put(describe_type(v))
         elif pinned_module(t.__module__):
-            # numba types, numpy ufuncs, CUDA intrinsics: the library versions in the key pin them.
-            self.put("pinned", str(v) if _is_numba_type(v) else _safe_repr(v), _named(v))
+            # numpy ufuncs, CUDA intrinsics: the library versions in the key pin them.
+            self.put("pinned", _safe_repr(v), _named(v))
         else:
             # Any other object: its type, its name if it has one, and its attributes, by value.
             self.put("object", _named(v))

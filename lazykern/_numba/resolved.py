@@ -33,11 +33,11 @@ import weakref
 from _ctypes import CFuncPtr  # ctypes._CFuncPtr, which typeshed does not export
 from typing import Any
 
-from . import key
+from . import key, registered
 
 log = logging.getLogger("lazykern")
 
-VERSION = 1
+VERSION = 2  # 2: what the registries hold for each resolved key ("registered")
 _MISSING = object()
 
 
@@ -51,7 +51,13 @@ def record(cres: Any, py_func: pytypes.FunctionType, *, lines: bool) -> dict[str
             "could not read what Numba resolved for %s (%r): it runs from memory only", py_func.__qualname__, exc
         )
         r.unverifiable = f"lazykern could not read what Numba resolved ({type(exc).__name__}: {exc})"
-    manifest: dict[str, Any] = {"version": VERSION, "lines": lines, "functions": r.functions, "values": r.values}
+    manifest: dict[str, Any] = {
+        "version": VERSION,
+        "lines": lines,
+        "functions": r.functions,
+        "values": r.values,
+        "registered": r.registered,
+    }
     if r.unverifiable:
         manifest["unverifiable"] = r.unverifiable
     if r.memory_only:
@@ -81,6 +87,13 @@ def verify(manifest: Any, py_func: pytypes.FunctionType) -> str | None:
                 return f"{_describe(where)}, which the compile froze into the code, is gone"
             if key.value_digest(value, lines=lines) != digest:
                 return f"{_describe(where)}, which the compile froze into the code, changed"
+        for (module, qualname), attr, held in manifest["registered"]:
+            k = registered.find(module, qualname)
+            what = f"{module}.{qualname}" + (f".{attr}" if attr else "")
+            if k is None:
+                return f"{what}, which the compile resolved, is gone"
+            if registered.candidates(k, attr, _registered_functions, lambda fn: _function_digest(fn, lines)) != held:
+                return f"the implementations Numba's registry holds for {what} changed"
     except Exception as exc:  # a malformed manifest, or user code (a module __getattr__) raising
         return f"the entry's manifest could not be verified ({type(exc).__name__}: {exc})"
     return None
@@ -118,6 +131,8 @@ class _Recorder:
         self._done: set[int] = set()
         self._recorded: set[tuple[str, str]] = set()
         self._values_seen: set[str] = set()
+        self.registered: list[list[Any]] = []  # [[module, qualname], method, candidates] per key
+        self._keys_seen: list[Any] = []
 
     def result(self, cres: Any) -> None:
         """One compile result: its frozen values, then everything its typing resolved, recursively."""
@@ -130,6 +145,7 @@ class _Recorder:
             self._frozen(annotation.blocks, cres.fndesc.typemap, owner)
         for t in list(cres.fndesc.typemap.values()):
             self._resolved(t)
+            self.registration(t)
         self._lowered(cres)
 
     def _resolved(self, t: Any) -> None:
@@ -142,11 +158,8 @@ class _Recorder:
         if getattr(t, "template", None) is not None:  # a bound method (overload_method)
             templates.append(t.template)
         for template in templates:
-            # the user's functions a template holds: an intrinsic's definition, an overload, a
-            # type_callable typer (inside Numba's wrapper), a hand-written template's methods
-            for attr in ("_definition_func", "_overload_func", *vars(template)):
-                for fn in _user_functions(getattr(template, attr, None)):
-                    self.function(fn)
+            for fn in _template_functions(template):
+                self.function(fn)
             for impl in list((getattr(template, "_impl_cache", None) or {}).values()):
                 disp = impl[0] if isinstance(impl, tuple) and impl else None
                 impl_func = getattr(disp, "py_func", None)
@@ -154,6 +167,33 @@ class _Recorder:
                     self.function(impl_func)
                     for compiled in list(getattr(disp, "overloads", {}).values()):
                         self.result(compiled)
+
+    def registration(self, t: Any) -> None:
+        """What the registries hold for the key ``t`` resolves (so a load sees a re-registration)."""
+        found = registered.key_of(t)
+        if found is not None:
+            self.registry_key(*found)
+
+    def registry_key(self, k: Any, attr: str) -> None:
+        """What the registries hold for ``k`` (a callable, or a type's class with ``attr``)."""
+        if _python_function(getattr(k, "_defn", None)) is not None:
+            return  # an @intrinsic: its registration is the object itself
+        if any(k is seen and attr == a for seen, a in self._keys_seen):
+            return
+        self._keys_seen.append((k, attr))
+        held = registered.candidates(k, attr, _registered_functions, lambda fn: _function_digest(fn, self.lines))
+        if not held:
+            return  # Numba's own implementations only: pinned by its version
+        ident = registered.identity(k)
+        if ident is None:
+            name = getattr(k, "__qualname__", None) or getattr(k, "__name__", None) or type(k).__qualname__
+            what = f"{getattr(k, '__module__', None)}.{name}"
+            self.unverifiable = (
+                self.unverifiable
+                or f"{what}, which has implementations registered by user code, is not reachable by name"
+            )
+            return
+        self.registered.append([ident, attr, held])
 
     def _lowered(self, cres: Any) -> None:
         """The lowering implementation of each call (``lower_builtin``), as Numba's target context picks it."""
@@ -177,10 +217,13 @@ class _Recorder:
                 self.function(fn)
 
     def function(self, fn: pytypes.FunctionType) -> None:
-        # A function made with __module__ None (numba's jitclass overloads) names its module in its globals.
-        module, qualname = fn.__module__ or fn.__globals__.get("__name__") or "", fn.__qualname__
-        if key.pinned_module(module) or id(fn) in self.covered or (module, qualname) in self._recorded:
+        module, qualname = fn.__module__ or "", fn.__qualname__
+        if key.pinned_function(fn) or id(fn) in self.covered or (module, qualname) in self._recorded:
             return  # Numba's own (its version is in the key), or keyed by the first key already
+        if not module:  # made by exec() without a module name: nothing can find it again
+            where = f"{fn.__code__.co_filename}:{fn.__code__.co_firstlineno}"
+            self.unverifiable = self.unverifiable or f"function {qualname!r} made by exec() without a module ({where})"
+            return
         if "<locals>" in qualname:
             parts = qualname.split(".<locals>.")
             outers = {(module, ".<locals>.".join(parts[:i])) for i in range(1, len(parts))}
@@ -207,10 +250,13 @@ class _Recorder:
                 elif isinstance(value, ir.Const):
                     self._scan(value.value, f"a constant in {owner.__qualname__}")
                 elif isinstance(value, ir.Expr) and value.op == "getattr":
-                    module = getattr(typemap.get(value.value.name), "pymod", None)
+                    held_by = typemap.get(value.value.name)
+                    module = getattr(held_by, "pymod", None)
                     if isinstance(module, pytypes.ModuleType) and not key.pinned_module(module.__name__):
                         # `cfg.N`: a module's attribute (maybe served by its __getattr__), frozen
                         self._value(("attr", module.__name__, value.attr), getattr(module, value.attr, None))
+                    elif held_by is not None:  # `p.width`: overload_attribute, lower_getattr for its type
+                        self.registry_key(type(held_by), value.attr)
 
     def _value(self, where: tuple[Any, ...], value: Any) -> None:
         self._scan(value, _describe(where))
@@ -313,13 +359,31 @@ def _describe(where: Any) -> str:
     )
 
 
-def _user_functions(obj: Any, depth: int = 0) -> list[pytypes.FunctionType]:
+def _template_functions(template: Any) -> list[pytypes.FunctionType]:
+    """The user's functions a typing template holds: an intrinsic's definition, an overload, a
+    ``type_callable`` typer (inside Numba's wrapper), a hand-written template's methods."""
+    out: list[pytypes.FunctionType] = []
+    for attr in ("_definition_func", "_overload_func", *vars(template)):
+        for fn in _user_functions(getattr(template, attr, None)):
+            if fn not in out:
+                out.append(fn)
+    return out
+
+
+def _registered_functions(kind: str, holder: Any) -> list[pytypes.FunctionType]:
+    return _template_functions(holder) if kind == "typing" else _user_functions(holder)
+
+
+def _user_functions(obj: Any, depth: int = 0, in_pinned: bool = False) -> list[pytypes.FunctionType]:
     """User functions behind ``obj``: itself, or what Numba's wrappers around it hold (closure
     cells, ``__wrapped__``, ``_imp``, ``func``, ``_defn``, ``py_func``); Numba's own are skipped."""
     if obj is None or depth > 4 or isinstance(obj, (str, bytes, int, float, type, pytypes.ModuleType)):
         return []
-    if isinstance(obj, pytypes.FunctionType) and not key.pinned_module(obj.__module__):
-        return [obj]
+    if isinstance(obj, pytypes.FunctionType) and not key.pinned_function(obj):
+        # A function without a module inside a Numba wrapper is one Numba made with exec (the
+        # jitclass dunder overloads of len, operator.truediv, ...): its source is Numba's.
+        return [] if in_pinned and obj.__module__ is None else [obj]
+    in_pinned = in_pinned or (isinstance(obj, pytypes.FunctionType) and key.pinned_function(obj))
     inner: list[Any] = [getattr(obj, a, None) for a in ("__wrapped__", "_imp", "func", "_defn", "py_func")]
     if isinstance(obj, pytypes.FunctionType):
         for cell in obj.__closure__ or ():
@@ -330,7 +394,7 @@ def _user_functions(obj: Any, depth: int = 0) -> list[pytypes.FunctionType]:
     out: list[pytypes.FunctionType] = []
     for item in inner:
         if item is not None and item is not obj:
-            out += _user_functions(item, depth + 1)
+            out += _user_functions(item, depth + 1, in_pinned)
     return out
 
 

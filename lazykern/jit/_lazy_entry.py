@@ -17,7 +17,7 @@ from typing import Any
 
 from .._numba import compile as _numba_compile
 from .._numba import internals, resolved
-from .._numba.key import fingerprint
+from .._numba.key import describe_type, fingerprint
 from .._numba.signature import relaxed
 from ..store.cache import KernelCache, make_key
 
@@ -31,7 +31,8 @@ def instance_key(
 
     digest, links = fingerprint(py_func, link, lines=bool(options["lineinfo"]))
     extra: dict[str, Any] = {
-        "signature": [str(t) for t in types],
+        # by class and key, as Numba compares types: namedtuple fields in order, no per-process counter
+        "signature": [describe_type(t) for t in types],
         "numba": numba.__version__,
         "numba_cuda": getattr(numba_cuda, "__version__", "?"),
         "nvvm": internals.nvvm_version(),
