@@ -17,7 +17,7 @@ import cupy as xp
 import numba.cuda
 import numpy as np
 
-from lazykern.tropical import networks as nw
+from lazykern.tn import networks as nw
 
 
 def main() -> None:

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from lazykern import graph, tropical
-from lazykern.tropical import networks as nw
+from lazykern.tn import networks as nw
 
 N = 64  # side of the products: small, the exit is what matters
 

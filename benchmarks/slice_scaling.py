@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from lazykern.tropical import networks as nw
+from lazykern.tn import networks as nw
 
 TARGETS = {2: 1.8, 4: 3.5}  # issue 31: speed-up over one GPU
 

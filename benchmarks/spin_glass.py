@@ -20,10 +20,10 @@ Workloads (each timed end to end: plan, contraction; figures below):
               (spins renumbered at random, no positions), each row a fresh process: 32 x 32 energy with
               an empty store and with the plan stored, a configuration, the degeneracy, chimera 8 x 8 x 4
               (killed after --row-seconds), plan quality of relabelled copies, 8 x 8 latency; predicted
-              (lazykern.tropical._cost) and measured seconds and peak bytes side by side
+              (lazykern.tn._cost) and measured seconds and peak bytes side by side
 
 Orders: lattices and chimera start from the boundary sweep of their geometry
-(lazykern.tropical.orders), used as is when its largest intermediate fits the device, else refined
+(lazykern.tn.orders), used as is when its largest intermediate fits the device, else refined
 and sliced by cotengra for --plan-seconds; other graphs are searched by cotengra (opt_einsum's greedy
 without it). --memory-limit (entries) defaults to what fits the device's free memory.
 Each contraction row has: plan_seconds, contract_seconds, log2_flops / log10_flops (tropical
@@ -54,8 +54,8 @@ from typing import Any
 import numpy as np
 
 from lazykern import tropical
-from lazykern.tropical import networks as nw
-from lazykern.tropical.einsum import contract_network
+from lazykern.tn import networks as nw
+from lazykern.tn.einsum import contract_network
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -431,7 +431,7 @@ import json, sys, time
 t0 = time.perf_counter()
 import numpy as np
 import {module} as xp
-from lazykern.tropical import networks as nw
+from lazykern.tn import networks as nw
 gpu = xp is not np
 if gpu:
     import numba.cuda  # lazykern's GPU route runs on numba-cuda: an import like the others
@@ -487,8 +487,8 @@ spec = json.loads(sys.argv[1])
 sys.path.insert(0, spec["bench_dir"])
 import numpy as np
 import {module} as xp
-from lazykern.tropical import networks as nw, _cost
-from lazykern.tropical.einsum import plan_steps
+from lazykern.tn import networks as nw, _cost
+from lazykern.tn.einsum import plan_steps
 import spin_glass as bench
 peak = [0]
 if xp.__name__ == "cupy":

@@ -36,10 +36,10 @@ def step_times(cupy: Any, L: int) -> dict[str, Any]:
     import importlib
     from unittest import mock
 
-    from lazykern.tropical import networks as nw
-    from lazykern.tropical.einsum import contract_network
+    from lazykern.tn import networks as nw
+    from lazykern.tn.einsum import contract_network
 
-    algebra = importlib.import_module("lazykern.tropical.einsum").Algebra  # the class every step's product goes through
+    algebra = importlib.import_module("lazykern.tn.einsum").Algebra  # the class every step's product goes through
 
     sg = nw.square_lattice(L, seed=L)
     plan = nw.plan(sg, module=cupy, dtype=np.float32)

@@ -38,6 +38,10 @@ PUBLIC_PATHS = {
     "lazykern.pytest_plugin": "lazykern.tools.pytest_plugin",
     "lazykern.source": "lazykern.compile.source",
     "lazykern.testing": "lazykern.tools.testing",
+    "lazykern.tropical.counting": "lazykern.tn.counting",
+    "lazykern.tropical.einsum": "lazykern.tn.einsum",
+    "lazykern.tropical.networks": "lazykern.tn.networks",
+    "lazykern.tropical.orders": "lazykern.tn.orders",
     "lazykern.warm": "lazykern.families.warm",
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lazykern.tropical.networks import SpinGlass
+from lazykern.tn.networks import SpinGlass
 
 
 def brute_force(sg: SpinGlass, chunk: int = 1 << 14) -> tuple[float, int, np.ndarray]:

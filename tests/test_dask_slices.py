@@ -9,8 +9,8 @@ import pytest
 distributed = pytest.importorskip("distributed", reason='needs distributed: pip install "dask[array,distributed]"')
 
 from lazykern.scale import dask as lkdask  # noqa: E402
-from lazykern.tropical import networks as nw  # noqa: E402
-from lazykern.tropical.counting import CountingAlgebra  # noqa: E402
+from lazykern.tn import networks as nw  # noqa: E402
+from lazykern.tn.counting import CountingAlgebra  # noqa: E402
 
 from ._spin_oracles import transfer_matrix  # noqa: E402
 

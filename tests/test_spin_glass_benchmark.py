@@ -9,7 +9,7 @@ import time
 import pytest
 
 from benchmarks import spin_glass
-from lazykern.tropical import networks as nw
+from lazykern.tn import networks as nw
 
 from ._spin_oracles import transfer_matrix
 
@@ -21,7 +21,7 @@ def test_quick_run_writes_every_workload(tmp_path):
     record = json.loads(out.read_text())
     assert {"date", "command", "driver", "versions", "device", "planner"} <= set(record)
     res = record["results"]
-    assert set(res) == {"energy", "config", "chimera", "regular", "degeneracy", "latency", "peers", "graph"}
+    assert set(res) == {"energy", "config", "chimera", "regular", "degeneracy", "latency", "peers", "graph", "defaults"}
     L = record["sizes"]["energy_L"]
     for which, seed in (("first", L), ("again", L + 1)):
         row = res["energy"][which]

@@ -1,4 +1,4 @@
-"""A plan's predicted seconds and peak bytes (lazykern.tropical._cost), and the memory rules built on them."""
+"""A plan's predicted seconds and peak bytes (lazykern.tn._cost), and the memory rules built on them."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from lazykern.errors import DeviceMemoryError
-from lazykern.tropical import _cost
-from lazykern.tropical import networks as nw
-from lazykern.tropical._backend import Backend
-from lazykern.tropical.einsum import (
+from lazykern.tn import _cost
+from lazykern.tn import networks as nw
+from lazykern.tn._backend import Backend
+from lazykern.tn.einsum import (
     Algebra,
     ContractionPlan,
     build_network,
@@ -152,9 +152,7 @@ def test_a_long_contraction_logs_its_progress(monkeypatch, caplog):
     import logging
     import sys
 
-    monkeypatch.setattr(
-        sys.modules["lazykern.tropical.einsum"], "PROGRESS_EVERY", 0.0
-    )  # every step counts as long here
+    monkeypatch.setattr(sys.modules["lazykern.tn.einsum"], "PROGRESS_EVERY", 0.0)  # every step counts as long here
     sg = nw.square_lattice(4, seed=1)
     labels, tensors = sg.network()
     with caplog.at_level(logging.INFO, logger="lazykern"):

@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from lazykern.tropical import _reference_einsum, counting
-from lazykern.tropical import networks as nw
+from lazykern.tn import _reference_einsum, counting
+from lazykern.tn import networks as nw
 
 from ._spin_oracles import transfer_matrix
 from .test_tropical_einsum import device_route  # the GPU route on the host
@@ -88,7 +88,7 @@ def test_kernels_are_lazy_and_compile_for_sm90(cache):
 def test_count_bmm_reads_views_through_their_strides(semiring):
     """Transposed, permuted and broadcast operands give the product of their contiguous copies; values
     and counts that lie differently are both copied (the kernel reads one set of strides)."""
-    from lazykern.tropical import _backend
+    from lazykern.tn import _backend
 
     be = _backend.Backend("cupy", np)
     rng = np.random.default_rng(4)
@@ -120,7 +120,7 @@ def test_degeneracy_sweeps_the_boundary_in_place(L):
     few times, not once per step."""
     from unittest import mock
 
-    from lazykern.tropical import _backend, _contract
+    from lazykern.tn import _backend, _contract
 
     sg = nw.square_lattice(L, seed=L)
     copies, rows = [], []
@@ -255,7 +255,7 @@ def test_small_counts_stay_one_int64_pass():
 def test_modular_product_on_the_device_route(semiring):
     """The counting kernels' modular arithmetic (int32 residues, 64-bit products) as the GPU route
     takes it, against Python ints reduced modulo p."""
-    from lazykern.tropical import _backend
+    from lazykern.tn import _backend
 
     be = _backend.Backend("cupy", np)
     p = 2**31 - 1
@@ -276,7 +276,7 @@ def test_degeneracy_on_the_device_route_past_int64():
     """The GPU route (strided steps, modular kernels) on the host: 2^72 ground states exactly."""
     from unittest import mock
 
-    from lazykern.tropical import _backend, _contract
+    from lazykern.tn import _backend, _contract
 
     sg = _free_rows(10, 7, seed=2)
     E0, count = transfer_matrix(sg, 10)
@@ -309,7 +309,7 @@ def test_exact_degeneracy_on_the_gpu(lib):
 @pytest.mark.parametrize("semiring", ["maxplus", "minplus"])
 def test_modular_kernel_matches_python_ints(semiring):
     cupy = pytest.importorskip("cupy")
-    from lazykern.tropical import _backend
+    from lazykern.tn import _backend
 
     be = _backend.Backend("cupy", cupy)
     p = 2147483629

@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lazykern import tropical
-from lazykern.tropical import _reference_einsum, reference
-from lazykern.tropical.einsum import argmax_einsum, einsum, parse
+from lazykern.tn import _reference_einsum
+from lazykern.tn.einsum import argmax_einsum, einsum, parse
+from lazykern.tropical import reference
 
 EXAMPLES = int(os.environ.get("LAZYKERN_FUZZ_EXAMPLES", "60"))
 DTYPES = ["float32", "float64", "int32", "int64"]
@@ -179,7 +180,7 @@ def test_every_opt_einsum_symbol_is_a_label():
 
 
 def test_slices_reuse_the_steps_no_sliced_label_reaches(monkeypatch):
-    from lazykern.tropical.einsum import _Network
+    from lazykern.tn.einsum import _Network
 
     rng = np.random.default_rng(4)
     ops = [rng.integers(-5, 5, (2, 2)).astype(float) for _ in range(6)]
@@ -224,10 +225,10 @@ def test_contraction_plan_costs_and_reuse():
 def test_slices_queue_without_reading_back_or_planning_again(monkeypatch):
     """With a plan, no slice searches an order again, and no value is read back (a read waits
     for the GPU) before every slice is queued."""
-    from lazykern.tropical import _backend
-    from lazykern.tropical.einsum import _Network
+    from lazykern.tn import _backend
+    from lazykern.tn.einsum import _Network
 
-    einsum_module = sys.modules["lazykern.tropical.einsum"]
+    einsum_module = sys.modules["lazykern.tn.einsum"]
     rng = np.random.default_rng(6)
     ops = [rng.integers(-5, 5, (2, 2)).astype(float) for _ in range(6)]
     inputs = ["ab", "bc", "cd", "de", "ef", "fa"]
@@ -250,9 +251,9 @@ def device_route():
     """The GPU route (every step through tropical.bmm, which holds its operands to the kernels'
     layout rule on the host too, and argmax pairs) run on the host: a backend that is not
     NumPy's, over NumPy arrays, so tropical.bmm computes with its reference."""
-    from lazykern.tropical import _backend
+    from lazykern.tn import _backend
 
-    einsum_module = sys.modules["lazykern.tropical.einsum"]  # the package exports the function under that name
+    einsum_module = sys.modules["lazykern.tn.einsum"]  # the package exports the function under that name
     with mock.patch.object(einsum_module, "backend_of", lambda x: (_backend.Backend("cupy", np), np.asarray(x))):
         yield
 
@@ -294,9 +295,9 @@ def test_slice_ranges_add_up_to_the_whole():
     results added, gives the whole contraction (what multi-GPU or Dask workers would do)."""
     import importlib
 
-    from lazykern.tropical import networks as nw
+    from lazykern.tn import networks as nw
 
-    einsum_module = importlib.import_module("lazykern.tropical.einsum")
+    einsum_module = importlib.import_module("lazykern.tn.einsum")
     sg = nw.square_lattice(4, seed=4)
     labels, tensors = sg.network()
     plan = einsum_module.contraction_plan(

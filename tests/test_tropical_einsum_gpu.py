@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from lazykern import tropical
-from lazykern.tropical import counting, reference
-from lazykern.tropical import networks as nw
-from lazykern.tropical.einsum import argmax_einsum, einsum
+from lazykern.tn import counting
+from lazykern.tn import networks as nw
+from lazykern.tn.einsum import argmax_einsum, einsum
+from lazykern.tropical import reference
 
 from ._spin_oracles import transfer_matrix
 
@@ -119,7 +120,7 @@ def test_lattices_up_to_18_against_the_transfer_matrix(lib):
 
 def test_default_slicing_target_comes_from_free_memory():
     cupy = _module("cupy")
-    from lazykern.tropical._backend import backend_of
+    from lazykern.tn._backend import backend_of
 
     be, _ = backend_of(cupy.zeros(1, cupy.float32))
     free = be.free_bytes()

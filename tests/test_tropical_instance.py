@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from lazykern.errors import LazykernWarning
-from lazykern.tropical import _instance
-from lazykern.tropical import networks as nw
+from lazykern.tn import _instance
+from lazykern.tn import networks as nw
 
 from ._spin_oracles import brute_force, matching_energy, transfer_matrix
 

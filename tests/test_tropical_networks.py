@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazykern.tropical import networks as nw
+from lazykern.tn import networks as nw
 
 from ._spin_oracles import brute_force, transfer_matrix
 

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from lazykern.tropical import networks as nw
-from lazykern.tropical import orders
-from lazykern.tropical.einsum import contraction_plan
+from lazykern.tn import networks as nw
+from lazykern.tn import orders
+from lazykern.tn.einsum import contraction_plan
 
 from ._spin_oracles import brute_force, transfer_matrix
 

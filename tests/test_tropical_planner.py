@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from lazykern.store.cache import KernelCache, set_default_cache
-from lazykern.tropical import networks
-from lazykern.tropical.einsum import contract_network, contraction_plan
+from lazykern.tn import networks
+from lazykern.tn.einsum import contract_network, contraction_plan
 
 pytest.importorskip("cotengra")
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,8 +26,8 @@ PLANNER = textwrap.dedent(
     if sys.argv[3] == "gpu":  # planning with a CUDA context open, as a GPU user's script does
         from numba import cuda
         cuda.to_device([1.0]); cuda.synchronize()
-    from lazykern.tropical import networks
-    from lazykern.tropical.einsum import contraction_plan
+    from lazykern.tn import networks
+    from lazykern.tn.einsum import contraction_plan
 
     sg = networks.square_lattice(int(sys.argv[1]), seed=3)
     labels, _ = sg.network()
@@ -103,7 +103,7 @@ def test_plans_are_stored_and_a_second_plan_skips_the_search(store, monkeypatch)
     first = _plan(sg, max_time=1)
     rows = [r for r in store.entries() if r.get("family") == "tropical_plan"]
     assert len(rows) == 1 and "tensors" in rows[0]["kernel"]
-    from lazykern.tropical import _planner
+    from lazykern.tn import _planner
 
     def no_search(*a, **k):
         raise AssertionError("the stored plan should have been used")
@@ -182,7 +182,7 @@ QUICK = textwrap.dedent(
     """
     import json, os, sys, time
     import numpy as np
-    from lazykern.tropical import _planner, networks as nw
+    from lazykern.tn import _planner, networks as nw
 
     def no_search(*a, **k):
         raise AssertionError("a planner process was started")

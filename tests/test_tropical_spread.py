@@ -1,4 +1,4 @@
-"""Slices of one contraction spread over devices (``devices=``, :mod:`lazykern.tropical._spread`).
+"""Slices of one contraction spread over devices (``devices=``, :mod:`lazykern.tn._spread`).
 
 On the CPU the "devices" are thread groups: NumPy operands stay on the host, and an injected
 device-setter shows which group ran where. Results must equal the one-device loop and the
@@ -14,11 +14,12 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from lazykern.tropical import _spread, argmax_einsum, counting, einsum
-from lazykern.tropical import networks as nw
-from lazykern.tropical._backend import Backend
-from lazykern.tropical._contract import Algebra, Term
-from lazykern.tropical.einsum import build_network, contract_slices, contraction_plan
+from lazykern.tn import _spread, counting
+from lazykern.tn import networks as nw
+from lazykern.tn._backend import Backend
+from lazykern.tn._contract import Algebra, Term
+from lazykern.tn.einsum import build_network, contract_slices, contraction_plan
+from lazykern.tropical import argmax_einsum, einsum
 
 from ._spin_oracles import transfer_matrix
 

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from lazykern.tropical import _backend, _contract, _reference_einsum, _strided, orders
-from lazykern.tropical import networks as nw
+from lazykern.tn import _backend, _contract, _reference_einsum, _strided, orders
+from lazykern.tn import networks as nw
 
 from ._spin_oracles import transfer_matrix
 from .test_tropical_einsum import networks
 
-einsum_module = importlib.import_module("lazykern.tropical.einsum")
+einsum_module = importlib.import_module("lazykern.tn.einsum")
 
 
 def _device_route():
@@ -138,7 +138,8 @@ def test_a_batch_past_int32_is_launched_in_chunks(monkeypatch):
     from types import SimpleNamespace
 
     from lazykern.launch import _device
-    from lazykern.tropical import _arrays, _strided, api
+    from lazykern.tn import _strided
+    from lazykern.tropical import _arrays, api
 
     calls = []
 

@@ -373,7 +373,7 @@ def _slice_group(
 ) -> tuple[tuple[np.ndarray, ...], tuple[Any, ...]]:
     """One task: slices ``start`` to ``stop`` of the network, contracted with ``module``'s arrays on
     this worker; the partial comes back as host arrays (parts) and its labels."""
-    from ..tropical.einsum import build_network, contract_slices
+    from ..tn.einsum import build_network, contract_slices
 
     inputs, output, operands, semiring, algebra = network
     here = [
@@ -399,21 +399,21 @@ def contract_network(
     groups: int | None = None,
     module: str = "numpy",
 ) -> Any:
-    """:func:`lazykern.tropical.einsum.contract_network` with its slices spread over ``client``'s workers.
+    """:func:`lazykern.tn.einsum.contract_network` with its slices spread over ``client``'s workers.
 
     ``operands`` are NumPy arrays (or (values, counts) pairs with ``algebra=CountingAlgebra`` from
-    :mod:`lazykern.tropical.counting`). The client plans (``optimize``, ``slices``, ``memory_limit``
+    :mod:`lazykern.tn.counting`). The client plans (``optimize``, ``slices``, ``memory_limit``
     and ``max_time`` as there; give ``memory_limit`` for the workers' devices, the default is the
     host's), ships the network and the plan to the workers once, and submits one task per group of
     slices (``groups``, default one per worker): each worker contracts its group with ``module``'s
     arrays ("numpy", or "cupy" / "torch" on the worker's GPU, as a ``dask_cuda.LocalCUDACluster``
     gives each worker one) and returns its partial as host arrays; the client adds the partials in
-    the semiring in group order, so the result equals :func:`lazykern.tropical.einsum.contract_network`'s.
+    the semiring in group order, so the result equals :func:`lazykern.tn.einsum.contract_network`'s.
     Returns NumPy arrays: the result, or (values, counts) for counting.
     """
     from ..launch._batch_split import split_batch
-    from ..tropical._contract import Algebra, Term
-    from ..tropical.einsum import build_network
+    from ..tn._contract import Algebra, Term
+    from ..tn.einsum import build_network
 
     if module not in ARRAY_MODULES:
         raise ValueError(f"module must be one of {ARRAY_MODULES}, got {module!r}")

@@ -37,20 +37,28 @@ NumPy arrays (copied to the GPU and back; computed by the NumPy reference, with 
 log message, where there is no GPU or under ``NUMBA_ENABLE_CUDASIM=1``).
 ``lazykern.tropical.torch.matmul`` is the autograd-aware version for tensors.
 
-Tensor networks: :func:`einsum` / :func:`argmax_einsum` (any semiring, contraction orders
-from opt_einsum or cotengra; :func:`contraction_plan` plans once and says what the order
-costs), :mod:`.counting` ((max, count) numbers) and :mod:`.networks` (spin-glass ground
-states, configurations and degeneracies).
+Tensor networks live in their own package, :mod:`lazykern.tn`; its names stay reachable here:
+:func:`einsum` / :func:`argmax_einsum` (any semiring, contraction orders from the graph, opt_einsum
+or cotengra; :func:`contraction_plan` plans once and says what the order costs), and the module
+paths ``lazykern.tropical.counting`` ((max, count) numbers, exact counts) and
+``lazykern.tropical.networks`` (spin-glass ground states, configurations and degeneracies).
 """
 
 from __future__ import annotations
 
+import sys
+
+# The tensor networks' names, re-exported (the one upward import, listed in pyproject's layer contract).
+# Their module path is registered now: importing ``lazykern.tropical.einsum`` later must not rebind
+# ``tropical.einsum``, the function, to the module (the import system sets a loaded submodule on its parent).
+from ..tn.einsum import ContractionPlan, argmax_einsum, contraction_plan, einsum  # noqa: E402
 from . import reference
 from ._family import family, make_family
 from .api import bmm, choose_tile, matmul, matmul_backward
-from .einsum import ContractionPlan, argmax_einsum, contraction_plan, einsum
 from .fragments import all_specs, core_names, core_specs
 from .kernels import kernels_for
+
+sys.modules.setdefault(__name__ + ".einsum", sys.modules["lazykern.tn.einsum"])
 
 __all__ = [
     "ContractionPlan",

@@ -29,7 +29,7 @@ Activate = Callable[[int | None], AbstractContextManager[Any]]
 
 
 class SlicedNetwork(Protocol):
-    """What this module needs of a network (:class:`lazykern.tropical.einsum._Network`)."""
+    """What this module needs of a network (:class:`lazykern.tn.einsum._Network`)."""
 
     be: Backend
     alg: Algebra

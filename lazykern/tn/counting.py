@@ -94,7 +94,7 @@ def einsum(
 ) -> tuple[Any, Any]:
     """(values, counts) of the counting contraction. An operand is an array (every entry counts
     once) or a pair (values, counts); counts are int64 or float64. Arguments as for
-    :func:`lazykern.tropical.einsum` (with ``devices``, the groups' results are added in the counting
+    :func:`lazykern.tn.einsum` (with ``devices``, the groups' results are added in the counting
     semiring: counts of tied values sum).
 
     Integer counts are exact: when every count provably fits in int64 (the product of the summed
@@ -129,7 +129,7 @@ def count_network(
     max_time: float | None = None,
     devices: Sequence[int] | str | None = None,
 ) -> tuple[Any, Any]:
-    """:func:`einsum` with any hashable labels, as :func:`lazykern.tropical.einsum.contract_network`."""
+    """:func:`einsum` with any hashable labels, as :func:`lazykern.tn.einsum.contract_network`."""
     net = build_network(inputs, output, operands, semiring, CountingAlgebra)
     if any(net.be.dtype(t.parts[1]).kind == "f" for t in net.leaves):  # weights: one pass of floats
         floats: tuple[Any, Any] = contract_network(
@@ -331,7 +331,7 @@ def _launch(be: Backend, A: Any, B: Any, C: Any, dims: Any, strides: Any, semiri
         _strided(C[0], (batch, M, N), (sc, ldc, 1), True)[...] = v
         _strided(C[1], (batch, M, N), (sc, ldc, 1), True)[...] = c
         return
-    from . import _arrays
+    from ..tropical import _arrays
 
     names = ("Av", "Ac", "Bv", "Bc", "Cv", "Cc")
     ops = [_arrays.as_operand(x, name) for x, name in zip((*A, *B, *C), names)]

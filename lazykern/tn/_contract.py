@@ -22,9 +22,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..tropical.plan import operand_layout
 from . import _reference_einsum, _strided
 from ._backend import Backend
-from .plan import operand_layout
 
 Label = Hashable
 
@@ -69,13 +69,13 @@ class Algebra:
         if self.be.on_host:
             res = _reference_einsum.bmm(a, b, self.semiring, argmax)
         elif self.grad:
-            from .torch import TropicalMatmul
+            from ..tropical.torch import TropicalMatmul
 
             if argmax:
                 raise ValueError("argmax and autograd are separate routes to a configuration: pick one")
             res = TropicalMatmul.apply(a, b, self.semiring)
         else:
-            from .api import bmm
+            from ..tropical.api import bmm
 
             res = bmm(a, b, self.semiring, argmax=argmax)
         return ((res[0],), res[1]) if argmax else ((res,), None)

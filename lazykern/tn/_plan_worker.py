@@ -1,4 +1,4 @@
-"""One contraction-order search process, started and ended by :mod:`lazykern.tropical._planner`.
+"""One contraction-order search process, started and ended by :mod:`lazykern.tn._planner`.
 
 Run as a script (``python _plan_worker.py``), so the child imports cotengra and opt_einsum only, never
 the caller's ``__main__`` (as multiprocessing's spawn would) nor lazykern. It reads one JSON request

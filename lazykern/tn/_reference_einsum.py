@@ -15,7 +15,7 @@ from typing import Literal, overload
 
 import numpy as np
 
-from .reference import check_semiring, product, zero
+from ..tropical.reference import check_semiring, product, zero
 
 CHUNK_ELEMENTS = 1 << 22  # products materialized per K chunk: bounds the temporaries to ~32 MB of f64
 

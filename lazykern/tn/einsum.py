@@ -64,7 +64,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import DeviceMemoryError
-from . import _cost, _plan_store, _planner, _spread, reference
+from ..tropical import reference
+from . import _cost, _plan_store, _planner, _spread
 from ._backend import DEFAULT_HOST_LIMIT, Backend, backend_of
 from ._contract import Algebra, Choice, Term, contract, diagonals, fix, reduce, unravel
 
@@ -193,7 +194,7 @@ def contract_network(
     """:func:`einsum` with any hashable labels (``inputs``: one label sequence per operand).
 
     ``algebra`` is the number system: :class:`Algebra` (one array per operand) or the
-    counting algebra of :mod:`lazykern.tropical.counting` (a (value, count) pair each)."""
+    counting algebra of :mod:`lazykern.tn.counting` (a (value, count) pair each)."""
     net = _Network.build(inputs, output, operands, semiring, algebra)
     spread = _spread.resolve(devices, net.be)
     if spread is not None and net.alg.grad:

@@ -274,10 +274,10 @@ def plan(
     """The contraction plan the solvers use for ``sg`` (pass it back as ``optimize=`` to reuse it).
 
     ``optimize="auto"``: the boundary sweep along a vertex order found from the graph itself
-    (:func:`lazykern.tropical.orders.graph_order`: ``sg.order``, the numbering, the axes of
+    (:func:`lazykern.tn.orders.graph_order`: ``sg.order``, the numbering, the axes of
     ``sg.positions`` and coordinates read off graph distances compete, so any numbering of the
     same graph plans alike) when its largest intermediate fits ``memory_limit`` entries (opt_einsum's
-    greedy order instead where the device would run that faster: :mod:`lazykern.tropical._cost`),
+    greedy order instead where the device would run that faster: :mod:`lazykern.tn._cost`),
     else that sweep with the labels sliced that most of its oversized intermediates carry.
     ``optimize="cotengra"`` refines the sweep and searches
     afresh for ``max_time`` seconds (the plan is stored). Anything else is passed to
@@ -349,7 +349,7 @@ _GREEDY_WORTH = 5
 def _sweep(
     sg: SpinGlass, labels: list[tuple[int, ...]], sizes: dict[int, int], rates: _cost.Rates, itemsize: int
 ) -> ContractionPlan:
-    """The boundary sweep along :func:`lazykern.tropical.orders.graph_order` absorbing 1 to 3 spins a
+    """The boundary sweep along :func:`lazykern.tn.orders.graph_order` absorbing 1 to 3 spins a
     step, whichever :mod:`._cost` predicts quickest on the device: 3 spins a step costs a third more
     multiply-adds on a square lattice but passes over the boundary a third as often as 1 (and K, N <= 8
     keeps tropical.bmm's row kernel). Kept per graph for the process: a script solving many couplings
@@ -402,12 +402,12 @@ def ground_state_energy(
 ) -> float:
     """E_0 = min_s E(s), exactly (one max-plus contraction). ``module``: numpy (CPU), cupy or
     torch (GPU); ``optimize``, ``memory_limit``, ``max_time`` as for :func:`plan` (a plan, an
-    explicit path or any :func:`lazykern.tropical.einsum` strategy also work); ``slices``: spins
+    explicit path or any :func:`lazykern.tn.einsum` strategy also work); ``slices``: spins
     to slice over explicitly. ``dtype`` None (the default) takes float32 where every partial sum
     is exact in it (+-J and small-integer couplings: integer energies far below 2^24), float64
     otherwise; an integer dtype that would truncate is a ValueError, a float32 that rounds warns.
     ``module`` may also be named ("numpy", "cupy", "torch"). ``devices`` (``"all"`` or GPU
-    ordinals) spreads the plan's slices over several GPUs, as for :func:`lazykern.tropical.einsum`;
+    ordinals) spreads the plan's slices over several GPUs, as for :func:`lazykern.tn.einsum`;
     a plan with no slices runs on the first of them alone."""
     module, dtype = sg.resolve(module, dtype)
     labels, tensors = sg.network(dtype, module)
@@ -497,7 +497,7 @@ def degeneracy(
     """(E_0, number of ground states), from counting contractions. The count is an exact Python
     int (``count_dtype`` None or int64): counted modulo 2^64, which is the count itself for up to
     63 spins, and for more also modulo 31-bit primes until the Chinese remainder theorem's
-    reconstructions settle (:mod:`lazykern.tropical._crt`: usually one or two extra passes; a
+    reconstructions settle (:mod:`lazykern.tn._crt`: usually one or two extra passes; a
     +-J square lattice passes 2^63 ground states near L = 28). ``count_dtype=float64``: one pass
     of float counts, a float that rounds past 2^53 (with a warning); any integer type (or object)
     means the exact int. ``dtype``, ``devices`` as

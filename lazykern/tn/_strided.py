@@ -120,8 +120,8 @@ def launch(be: Any, x: Any, y: Any, lay: dict[str, Any], semiring: str) -> Any:
         rows_reference(x, y, out, lay["dims"], (sA, ars, acs), b_str, c_str, semiring)
         return out
     from ..launch import _device
-    from . import _arrays, api
-    from .fragments import ROWS_KMAX, Spec
+    from ..tropical import _arrays, api
+    from ..tropical.fragments import ROWS_KMAX, Spec
 
     ops = [_arrays.as_operand(v, name) for v, name in ((x, "A"), (y, "B"), (out, "C"))]
     device = _device.resolve_or_current(_device.common([(n, o.device) for n, o in zip("ABC", ops)]))
