@@ -256,7 +256,9 @@ def make_packer(plan: list[dict[str, Any]]) -> Callable[..., tuple[Any, ...]]:
     return pack
 
 
-def _pack_expr(expr: str, p: dict[str, Any]) -> list[str]:
+def _pack_expr(expr: str, p: dict[str, Any], ptr: str = "_ptr({0})") -> list[str]:
+    """The parameters of one argument ``expr`` per plan entry ``p``; ``ptr``: how an array's
+    address is read (formatted with the array's expression)."""
     kind = p["kind"]
     if kind == "array":
         return [
@@ -264,7 +266,7 @@ def _pack_expr(expr: str, p: dict[str, Any]) -> list[str]:
             "0",
             f"{expr}.size",
             str(int(p["itemsize"])),
-            f"_ptr({expr})",  # read once per Numba array, then kept on it (launch._device.pointer)
+            ptr.format(expr),
             f"*{expr}.shape",
             f"*{expr}.strides",
         ]
@@ -278,7 +280,7 @@ def _pack_expr(expr: str, p: dict[str, Any]) -> list[str]:
     if kind == "tuple":
         out: list[str] = []
         for i, item in enumerate(p["items"]):
-            out.extend(_pack_expr(f"{expr}[{i}]", item))
+            out.extend(_pack_expr(f"{expr}[{i}]", item, ptr))
         return out
     raise LaunchError(f"unknown argument kind {kind!r} in a stored launch plan; clear the lazykern cache")
 
@@ -340,11 +342,15 @@ def make_buffer_filler(plan: list[dict[str, Any]]) -> tuple[int, Callable[..., N
         "_f64": float,
         "_ptr": _device.pointer,
         "_pack_into": layout.pack_into,
+        "_kept": _device.KEPT_POINTER,
     }
     names = [f"a{i}" for i in range(len(plan))]
     parts: list[str] = []
+    # The hot path fills only for arrays it has typed (so they have a __dict__): their address,
+    # kept on a Numba array by _device.pointer after its first read, is read inline (no call).
+    ptr = "({0}.__dict__.get(_kept) or _ptr({0}))"
     for name, p in zip(names, plan):
-        parts.extend(_pack_expr(name, p))
+        parts.extend(_pack_expr(name, p, ptr))
     src = f"def fill(_buf, {', '.join(names)}):\n    _pack_into(_buf, 0, {', '.join(parts)})\n"
     exec(compile(src, "<lazykern parameter block>", "exec"), env)
     fill: Callable[..., None] = env["fill"]

@@ -9,13 +9,16 @@ imports a private numba-cuda module (an import-linter contract holds that); this
 from __future__ import annotations
 
 import functools
+import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 # The module of Numba's device array classes: launch paths recognise its arrays by class, cheaply.
 DEVICE_ARRAY_MODULE = "numba.cuda.cudadrv.devicearray"
 SIMULATOR_MODULE = "numba.cuda.simulator"
+
+log = logging.getLogger("lazykern")
 
 # Numba's allocators and copies, which the capture guards wrap (see _capture_hooks).
 ALLOCATORS = (
@@ -133,6 +136,67 @@ def device_array_classes() -> tuple[Any, Any]:
             self._owner = owner
 
     return DeviceNDArray, BorrowedPointer
+
+
+@functools.cache
+def _owning_pointer_class() -> Any:
+    from numba.cuda.cudadrv.driver import MemoryPointer
+
+    class OwningPointer(MemoryPointer):  # type: ignore[misc]  # numba-cuda has no types: MemoryPointer is Any
+        """A Numba MemoryPointer that owns a buffer lazykern allocated: when it dies (after its array,
+        that array's views and every pointer borrowing the buffer), ``_free(address, *_home)`` gives
+        the buffer back. Built from a dict (:func:`device_array_maker`), never by ``__init__``."""
+
+        def __del__(self) -> None:
+            try:
+                self._free(self.device_pointer, *self._home)
+            except Exception as exc:  # interpreter shutdown or a dead context: nobody to raise to
+                log.debug("freeing %#x failed: %s", self.device_pointer, exc)
+
+    return OwningPointer
+
+
+def device_array_maker(
+    parts: Sequence[tuple[dict[str, Any], int, int]], context: Any, free: Callable[..., None], home: tuple[Any, ...]
+) -> Callable[[int], list[Any]]:
+    """``make(address)``: one ``DeviceNDArray`` per (template, offset, size) of ``parts``
+    (:func:`device_array_template`; the first at offset 0) over the buffer at ``address``, built
+    without Numba's constructors: the first array's pointer owns the buffer (``free(address,
+    *home)`` when it dies), the others' pointers borrow it and keep it alive. Per call: a dict
+    update per object, so an output costs about as much as a launch."""
+    cls, borrowed = device_array_classes()
+    owning = _owning_pointer_class()
+    (first, first_offset, first_size), rest = parts[0], parts[1:]
+    if first_offset != 0:
+        raise ValueError(f"the first array of a buffer starts at its address, not at offset {first_offset}")
+    fields = {"context": context, "is_managed": False, "refct": 1, "_free": free, "_home": home}
+    own = {**fields, "size": first_size, "_cuda_memsize_": first_size, "_owner": None}
+    lent = [(t, offset, {**fields, "size": size, "_cuda_memsize_": size}) for t, offset, size in rest]
+
+    def make(address: int) -> list[Any]:
+        p = owning.__new__(owning)
+        d = p.__dict__
+        d.update(own)
+        d["device_pointer"] = d["handle"] = address
+        arr = cls.__new__(cls)
+        d = arr.__dict__
+        d.update(first)
+        d["gpu_data"] = p
+        arrays = [arr]
+        for template, offset, pointer in lent:
+            q = borrowed.__new__(borrowed)
+            d = q.__dict__
+            d.update(pointer)
+            d["device_pointer"] = d["handle"] = address + offset
+            d["_owner"] = p
+            arr = cls.__new__(cls)
+            d = arr.__dict__
+            d.update(template)
+            d["gpu_data"] = q
+            arrays.append(arr)
+        return arrays
+
+    return make
 
 
 def device_array_from(template: dict[str, Any], context: Any, address: int, size: int, owner: Any) -> Any:

@@ -412,19 +412,39 @@ def numba_template(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
     return internals.device_array_template(tuple(shape), tuple(reversed(strides)), dtype.itemsize, dtype)
 
 
+class NumbaOutputs:
+    """Numba device arrays of fixed ``parts`` (:func:`numba_template`, :func:`layout`: (template,
+    offset, size) each) all in one new stream-ordered buffer per :meth:`new`, at launch speed: the
+    first array's pointer owns the buffer and frees it (:func:`free`, stream-ordered) when the last
+    array or view over the buffer goes; how the arrays are built is made once per stream."""
+
+    __slots__ = ("parts", "nbytes", "device", "_made")
+
+    def __init__(self, parts: Sequence[tuple[dict[str, Any], int, int]], nbytes: int, device: int) -> None:
+        self.parts = [(dict(t, _lazykern_device=device), o, s) for t, o, s in parts]
+        self.nbytes = nbytes
+        self.device = device
+        self._made: tuple[int, Any, Any] | None = None  # (stream, context, the arrays' maker)
+
+    def new(self, stream: int, context: Any, owner: Any) -> tuple[list[Any], int]:
+        """(arrays, the buffer's address) for work on ``stream``; ``context`` is Numba's context of
+        the device, ``owner()`` gives the object of ``stream`` (kept alive as long as the buffer)."""
+        made = self._made
+        if made is None or made[0] != stream or made[1] is not context:
+            home = (self.nbytes, stream, owner(), self.device)
+            made = self._made = (stream, context, internals.device_array_maker(self.parts, context, free, home))
+        ptr = allocate(self.nbytes, self.device, stream)
+        return made[2](ptr), ptr
+
+
 def numba_arrays(parts: Sequence[tuple[dict[str, Any], int, int]], nbytes: int, device: int, stream: int,
                  context: Any, owner: Any = None) -> tuple[list[Any], int]:  # fmt: skip
     """(arrays, address of the buffer): Numba device arrays, one per (template, offset, size) of
     ``parts`` (:func:`numba_template`, :func:`layout`), in one new stream-ordered buffer of
     ``nbytes``; ``context`` is Numba's context of ``device``, ``owner`` the object of ``stream``
-    (kept alive as long as the buffer). The buffer is freed when the last view of any array in it goes."""
-    alloc = Allocation(nbytes, device, stream, owner)
-    arrays = []
-    for template, offset, size in parts:
-        arr = internals.device_array_from(template, context, alloc.ptr + offset, size, alloc)
-        arr.__dict__["_lazykern_device"] = device
-        arrays.append(arr)
-    return arrays, alloc.ptr
+    (kept alive as long as the buffer). The buffer is freed when the last view of any array in it
+    goes. A one-off: a call made again and again keeps a :class:`NumbaOutputs`."""
+    return NumbaOutputs(parts, nbytes, device).new(stream, context, lambda: owner)
 
 
 def on_library_stream(stream: int, current: bool) -> bool:
