@@ -143,13 +143,14 @@ def _owning_pointer_class() -> Any:
     from numba.cuda.cudadrv.driver import MemoryPointer
 
     class OwningPointer(MemoryPointer):  # type: ignore[misc]  # numba-cuda has no types: MemoryPointer is Any
-        """A Numba MemoryPointer that owns a buffer lazykern allocated: when it dies (after its array,
-        that array's views and every pointer borrowing the buffer), ``_free(address, *_home)`` gives
-        the buffer back. Built from a dict (:func:`device_array_maker`), never by ``__init__``."""
+        """A Numba MemoryPointer that owns a buffer lazykern allocated: when it dies (after its
+        array, that array's views and every pointer borrowing the buffer),
+        ``lazykern_free(address, *lazykern_home)`` gives the buffer back. Built from a dict
+        (:func:`device_array_maker`), never by ``__init__``."""
 
         def __del__(self) -> None:
             try:
-                self._free(self.device_pointer, *self._home)
+                self.lazykern_free(self.device_pointer, *self.lazykern_home)
             except Exception as exc:  # interpreter shutdown or a dead context: nobody to raise to
                 log.debug("freeing %#x failed: %s", self.device_pointer, exc)
 
@@ -169,7 +170,7 @@ def device_array_maker(
     (first, first_offset, first_size), rest = parts[0], parts[1:]
     if first_offset != 0:
         raise ValueError(f"the first array of a buffer starts at its address, not at offset {first_offset}")
-    fields = {"context": context, "is_managed": False, "refct": 1, "_free": free, "_home": home}
+    fields = {"context": context, "is_managed": False, "refct": 1, "lazykern_free": free, "lazykern_home": home}
     own = {**fields, "size": first_size, "_cuda_memsize_": first_size, "_owner": None}
     lent = [(t, offset, {**fields, "size": size, "_cuda_memsize_": size}) for t, offset, size in rest]
 

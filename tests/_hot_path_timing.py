@@ -8,21 +8,19 @@ machine can measure: medians of repeated timeit runs, interleaved, in microsecon
 and each route's ratio to the ``Kernel`` floor of the same run. Allocating calls drop their
 result at once, as the GPU benchmark does (the free list serves the next call).
 
-    PYTHONPATH=. python3 benchmarks/hot_path_cpu.py [--repeat 15] [--number 2000]
+    PYTHONPATH=. python3 -m tests._hot_path_timing [--repeat 15] [--number 2000]
+
+It lives beside the fakes it uses (benchmarks/ use public names only); it times, so no test runs it.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import timeit
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CTX = 0x77  # the fake current context
 
