@@ -85,7 +85,8 @@ def _forget_parent_pools() -> None:
     _held.update(plain=0, cached=0)
 
 
-_stats = {"allocations": 0, "frees": 0, "live": 0, "live_bytes": 0, "reused": 0}
+# live = allocations - frees, live bytes = allocated - freed: two counts per call, not four
+_stats = {"allocations": 0, "frees": 0, "allocated": 0, "freed": 0, "reused": 0}
 
 
 # -- driver calls (tests replace these with fakes) ---------------------------------------
@@ -228,7 +229,8 @@ def allocate(nbytes: int, device: int, stream: int) -> int:
     its CapturePool (CaptureError when that pool is sealed). Free it with :func:`free` on the
     same stream, or let an :class:`Allocation` do it.
     """
-    nbytes = max(int(nbytes), 1)
+    if nbytes.__class__ is not int or nbytes < 1:
+        nbytes = max(int(nbytes), 1)
     cap = _captures.get(stream) if _captures else None
     if cap is not None:
         cap.take(nbytes)
@@ -251,8 +253,7 @@ def allocate(nbytes: int, device: int, stream: int) -> int:
             ptr = _new(nbytes, device, stream, capturing)
     st = _stats
     st["allocations"] += 1
-    st["live"] += 1
-    st["live_bytes"] += nbytes
+    st["allocated"] += nbytes
     return ptr
 
 
@@ -287,13 +288,20 @@ def free(ptr: int, nbytes: int, stream: int, owner: Any = None, device: int = 0)
                 _deferred.append((ptr, stream, nbytes, owner, device))
                 return
             captured = True
-    size = max(int(nbytes), 1)
+    size = nbytes if nbytes.__class__ is int and nbytes > 0 else max(int(nbytes), 1)
     st = _stats
     st["frees"] += 1
-    st["live"] -= 1
-    st["live_bytes"] -= size
-    if not captured and _keep(ptr, size, stream, owner, device):
-        return
+    st["freed"] += size
+    if not captured:
+        if ptr in _plain:  # a plain block always waits in its free list (the common case: inline)
+            key = (device, stream, size)
+            kept = _free_lists.get(key)
+            if kept is None:
+                kept = _free_lists.setdefault(key, [])
+            kept.append((ptr, owner))
+            return
+        if _keep(ptr, size, stream, owner, device):
+            return
     err = _free_async(ptr, stream)
     if _graph_outputs and ptr in _graph_outputs:
         _graph_outputs.discard(ptr)
@@ -305,11 +313,8 @@ def free(ptr: int, nbytes: int, stream: int, owner: Any = None, device: int = 0)
 
 
 def _keep(ptr: int, size: int, stream: int, owner: Any, device: int) -> bool:
-    """Put ``ptr`` in its free list when it may wait there (a plain block always; a pool buffer
-    up to :data:`KEEP_MAX` within :data:`CACHE_BYTES`; graph memory never); False: the driver frees it."""
-    if ptr in _plain:
-        _free_lists.setdefault((device, stream, size), []).append((ptr, owner))
-        return True
+    """Put pool buffer ``ptr`` in its free list when it may wait there (up to :data:`KEEP_MAX`
+    within :data:`CACHE_BYTES`; graph memory never); False: the driver frees it."""
     if (_foreign_nodes and ptr in _foreign_nodes) or (_graph_outputs and ptr in _graph_outputs):
         _foreign_nodes.discard(ptr)
         return False
@@ -356,7 +361,16 @@ def stats() -> dict[str, int]:
     """Counters of lazykern's allocations: ``allocations``, ``frees``, ``live``, ``live_bytes``,
     ``reused`` (allocations a free list served), and the bytes held: ``plain_bytes`` (plain
     blocks made), ``cached_bytes`` (pool buffers waiting in free lists)."""
-    return {**_stats, "plain_bytes": _held["plain"], "cached_bytes": _held["cached"]}
+    st = _stats
+    return {
+        "allocations": st["allocations"],
+        "frees": st["frees"],
+        "live": st["allocations"] - st["frees"],
+        "live_bytes": st["allocated"] - st["freed"],
+        "reused": st["reused"],
+        "plain_bytes": _held["plain"],
+        "cached_bytes": _held["cached"],
+    }
 
 
 class Allocation:
