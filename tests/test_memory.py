@@ -134,8 +134,8 @@ def test_numba_outputs_share_one_buffer_freed_once_after_the_last_array_or_view(
     ]
     outs = memory.NumbaOutputs(templates, nbytes, 0)
     stream_object = object()
-    (C, Ix), base = outs.new(5, None, lambda: stream_object)
-    assert C.device_ctypes_pointer.value == base and Ix.device_ctypes_pointer.value == base + offsets[1]
+    (C, Ix), base, second = outs.new(0, 5, False, None, lambda: stream_object)
+    assert C.device_ctypes_pointer.value == base and Ix.device_ctypes_pointer.value == second == base + offsets[1]
     assert C.shape == Ix.shape == (4, 4) and str(Ix._numba_type_) == "array(int32, 2d, C)"
     assert C.__dict__["_lazykern_device"] == 0
     frees = memory.stats()["frees"]

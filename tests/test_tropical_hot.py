@@ -110,10 +110,10 @@ _LOOKUP = {
     ("lazykern.launch._launch", "launch_packed"),
 }
 _ALLOCATE = {
-    ("lazykern.tropical._hot", "Outs.new"),
     ("lazykern.launch.memory", "NumbaOutputs.new"),
+    ("lazykern._numba.internals", "device_array_maker.<locals>.make_one"),
+    ("lazykern._numba.internals", "device_array_maker.<locals>.make_two"),
     ("lazykern.launch.memory", "allocate"),
-    ("lazykern._numba.internals", "device_array_maker.<locals>.make"),
     # the previous call's outputs, dropped when the result is replaced: their buffer's owner frees it
     ("lazykern._numba.internals", "_owning_pointer_class.<locals>.OwningPointer.__del__"),
     ("lazykern.launch.memory", "free"),

@@ -158,23 +158,27 @@ def _owning_pointer_class() -> Any:
 
 
 def device_array_maker(
-    parts: Sequence[tuple[dict[str, Any], int, int]], context: Any, free: Callable[..., None], home: tuple[Any, ...]
-) -> Callable[[int], list[Any]]:
-    """``make(address)``: one ``DeviceNDArray`` per (template, offset, size) of ``parts``
-    (:func:`device_array_template`; the first at offset 0) over the buffer at ``address``, built
-    without Numba's constructors: the first array's pointer owns the buffer (``free(address,
-    *home)`` when it dies), the others' pointers borrow it and keep it alive. Per call: a dict
-    update per object, so an output costs about as much as a launch."""
+    parts: Sequence[tuple[dict[str, Any], int, int]],
+    context: Any,
+    allocate: Callable[[], int],
+    free: Callable[..., None],
+    home: tuple[Any, ...],
+) -> Callable[[], tuple[Any, int, int]]:
+    """``make()``: a new buffer from ``allocate()`` and a ``DeviceNDArray`` over it per (template,
+    offset, size) of ``parts`` (:func:`device_array_template`; one or two, the first at offset 0),
+    as (the array or the pair, the buffer's address, the second's address or 0). Built without
+    Numba's constructors, a dict update per object: the first array's pointer owns the buffer
+    (``free(address, *home)`` when it dies), the second's borrows it and keeps it alive."""
     cls, borrowed = device_array_classes()
     owning = _owning_pointer_class()
-    (first, first_offset, first_size), rest = parts[0], parts[1:]
-    if first_offset != 0:
-        raise ValueError(f"the first array of a buffer starts at its address, not at offset {first_offset}")
+    if not 1 <= len(parts) <= 2 or parts[0][1] != 0:
+        raise ValueError(f"one or two arrays per buffer, the first at offset 0: got (offset, size) {parts}")
     fields = {"context": context, "is_managed": False, "refct": 1, "lazykern_free": free, "lazykern_home": home}
+    first, _, first_size = parts[0]
     own = {**fields, "size": first_size, "_cuda_memsize_": first_size, "_owner": None}
-    lent = [(t, offset, {**fields, "size": size, "_cuda_memsize_": size}) for t, offset, size in rest]
 
-    def make(address: int) -> list[Any]:
+    def make_one() -> tuple[Any, int, int]:
+        address = allocate()
         p = owning.__new__(owning)
         d = p.__dict__
         d.update(own)
@@ -183,21 +187,27 @@ def device_array_maker(
         d = arr.__dict__
         d.update(first)
         d["gpu_data"] = p
-        arrays = [arr]
-        for template, offset, pointer in lent:
-            q = borrowed.__new__(borrowed)
-            d = q.__dict__
-            d.update(pointer)
-            d["device_pointer"] = d["handle"] = address + offset
-            d["_owner"] = p
-            arr = cls.__new__(cls)
-            d = arr.__dict__
-            d.update(template)
-            d["gpu_data"] = q
-            arrays.append(arr)
-        return arrays
+        return arr, address, 0
 
-    return make
+    if len(parts) == 1:
+        return make_one
+    second, offset, size = parts[1]
+    lent = {**fields, "size": size, "_cuda_memsize_": size}
+
+    def make_two() -> tuple[Any, int, int]:
+        arr, address, _ = make_one()
+        q = borrowed.__new__(borrowed)
+        d = q.__dict__
+        d.update(lent)
+        d["device_pointer"] = d["handle"] = address + offset
+        d["_owner"] = arr.__dict__["gpu_data"]
+        other = cls.__new__(cls)
+        d = other.__dict__
+        d.update(second)
+        d["gpu_data"] = q
+        return (arr, other), address, address + offset
+
+    return make_two
 
 
 def device_array_from(template: dict[str, Any], context: Any, address: int, size: int, owner: Any) -> Any:

@@ -39,6 +39,7 @@ the buffer's reuse ordered after the call's work.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -428,9 +429,9 @@ def numba_template(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
 
 class NumbaOutputs:
     """Numba device arrays of fixed ``parts`` (:func:`numba_template`, :func:`layout`: (template,
-    offset, size) each) all in one new stream-ordered buffer per :meth:`new`, at launch speed: the
-    first array's pointer owns the buffer and frees it (:func:`free`, stream-ordered) when the last
-    array or view over the buffer goes; how the arrays are built is made once per stream."""
+    offset, size) each; one or two) in one new stream-ordered buffer per :meth:`new`, at launch
+    speed: the first array's pointer owns the buffer and frees it (:func:`free`, stream-ordered)
+    when the last array or view over the buffer goes; how they are built is made once per stream."""
 
     __slots__ = ("parts", "nbytes", "device", "_made")
 
@@ -440,25 +441,29 @@ class NumbaOutputs:
         self.device = device
         self._made: tuple[int, Any, Any] | None = None  # (stream, context, the arrays' maker)
 
-    def new(self, stream: int, context: Any, owner: Any) -> tuple[list[Any], int]:
-        """(arrays, the buffer's address) for work on ``stream``; ``context`` is Numba's context of
-        the device, ``owner()`` gives the object of ``stream`` (kept alive as long as the buffer)."""
+    def new(self, device: int, stream: int, current: bool, context: Any, owner: Any) -> tuple[Any, int, int]:
+        """(the array or the pair, the buffer's address, the second's or 0) for work on ``stream``
+        (of :attr:`device`, whatever ``device`` says; ``current`` is not used: Numba has no
+        allocator of its own), ``context`` being Numba's context of the device and ``owner()`` the
+        object of ``stream``, kept alive as long as the buffer. The signature is ``Outs.new``'s."""
         made = self._made
         if made is None or made[0] != stream or made[1] is not context:
-            home = (self.nbytes, stream, owner(), self.device)
-            made = self._made = (stream, context, internals.device_array_maker(self.parts, context, free, home))
-        ptr = allocate(self.nbytes, self.device, stream)
-        return made[2](ptr), ptr
+            nbytes, device = self.nbytes, self.device
+            take = functools.partial(allocate, nbytes, device, stream)  # a C call: no Python frame
+            make = internals.device_array_maker(self.parts, context, take, free, (nbytes, stream, owner(), device))
+            made = self._made = (stream, context, make)
+        return made[2]()  # type: ignore[no-any-return]  # the maker's result, typed there
 
 
 def numba_arrays(parts: Sequence[tuple[dict[str, Any], int, int]], nbytes: int, device: int, stream: int,
                  context: Any, owner: Any = None) -> tuple[list[Any], int]:  # fmt: skip
     """(arrays, address of the buffer): Numba device arrays, one per (template, offset, size) of
-    ``parts`` (:func:`numba_template`, :func:`layout`), in one new stream-ordered buffer of
-    ``nbytes``; ``context`` is Numba's context of ``device``, ``owner`` the object of ``stream``
-    (kept alive as long as the buffer). The buffer is freed when the last view of any array in it
-    goes. A one-off: a call made again and again keeps a :class:`NumbaOutputs`."""
-    return NumbaOutputs(parts, nbytes, device).new(stream, context, lambda: owner)
+    ``parts`` (:func:`numba_template`, :func:`layout`; one or two), in one new stream-ordered
+    buffer of ``nbytes``; ``context`` is Numba's context of ``device``, ``owner`` the object of
+    ``stream`` (kept alive as long as the buffer). The buffer is freed when the last view of any
+    array in it goes. A one-off: a call made again and again keeps a :class:`NumbaOutputs`."""
+    made, address, _ = NumbaOutputs(parts, nbytes, device).new(device, stream, False, context, lambda: owner)
+    return (list(made) if len(parts) == 2 else [made]), address
 
 
 def on_library_stream(stream: int, current: bool) -> bool:
