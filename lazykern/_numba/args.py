@@ -256,17 +256,19 @@ def make_packer(plan: list[dict[str, Any]]) -> Callable[..., tuple[Any, ...]]:
     return pack
 
 
-def _pack_expr(expr: str, p: dict[str, Any], ptr: str = "_ptr({0})") -> list[str]:
-    """The parameters of one argument ``expr`` per plan entry ``p``; ``ptr``: how an array's
-    address is read (formatted with the array's expression)."""
+def _pack_expr(expr: str, p: dict[str, Any], array: str | None = None) -> list[str]:
+    """The parameters of one argument ``expr`` per plan entry ``p``; ``array``: how an array's
+    parameters are read instead, formatted with the array's expression and itemsize."""
     kind = p["kind"]
     if kind == "array":
+        if array is not None:
+            return [array.format(expr, int(p["itemsize"]))]
         return [
             "0",
             "0",
             f"{expr}.size",
             str(int(p["itemsize"])),
-            ptr.format(expr),
+            f"_ptr({expr})",  # read once per Numba array, then kept on it (launch._device.pointer)
             f"*{expr}.shape",
             f"*{expr}.strides",
         ]
@@ -280,7 +282,7 @@ def _pack_expr(expr: str, p: dict[str, Any], ptr: str = "_ptr({0})") -> list[str
     if kind == "tuple":
         out: list[str] = []
         for i, item in enumerate(p["items"]):
-            out.extend(_pack_expr(f"{expr}[{i}]", item, ptr))
+            out.extend(_pack_expr(f"{expr}[{i}]", item, array))
         return out
     raise LaunchError(f"unknown argument kind {kind!r} in a stored launch plan; clear the lazykern cache")
 
@@ -328,6 +330,21 @@ def struct_format(plan: list[dict[str, Any]]) -> str:
     return "@" + "".join(codes)
 
 
+KEPT_PARAMS = "_lazykern_params"  # a Numba array's kernel parameters, kept on it
+
+
+def array_params(x: Any, itemsize: int) -> tuple[int, ...]:
+    """An array argument's kernel parameters (Numba's ABI: meminfo, parent, size, itemsize,
+    address, shape, strides). Kept on a Numba array, whose shape, strides and buffer are fixed
+    for life (:func:`_device.pointer` keeps its address: the sign that it is one); read anew for
+    any other array, which may change."""
+    values = (0, 0, x.size, itemsize, _device.pointer(x), *x.shape, *x.strides)
+    d = x.__dict__
+    if _device.KEPT_POINTER in d:
+        d[KEPT_PARAMS] = values
+    return values
+
+
 def make_buffer_filler(plan: list[dict[str, Any]]) -> tuple[int, Callable[..., None]]:
     """``(size, fill)``: ``fill(buffer, a0, a1, ...)`` writes the kernel's parameter block.
 
@@ -340,17 +357,17 @@ def make_buffer_filler(plan: list[dict[str, Any]]) -> tuple[int, Callable[..., N
         "_bool": np.bool_,
         "_f32": np.float32,
         "_f64": float,
-        "_ptr": _device.pointer,
         "_pack_into": layout.pack_into,
-        "_kept": _device.KEPT_POINTER,
+        "_kept": KEPT_PARAMS,
+        "_params": array_params,
     }
     names = [f"a{i}" for i in range(len(plan))]
     parts: list[str] = []
-    # The hot path fills only for arrays it has typed (so they have a __dict__): their address,
-    # kept on a Numba array by _device.pointer after its first read, is read inline (no call).
-    ptr = "({0}.__dict__.get(_kept) or _ptr({0}))"
+    # The hot path fills only for arrays it has typed (so they have a __dict__): a Numba array's
+    # parameters are read once, then kept on it (array_params) and read inline, one dict lookup.
+    array = "*({0}.__dict__.get(_kept) or _params({0}, {1}))"
     for name, p in zip(names, plan):
-        parts.extend(_pack_expr(name, p, ptr))
+        parts.extend(_pack_expr(name, p, array))
     src = f"def fill(_buf, {', '.join(names)}):\n    _pack_into(_buf, 0, {', '.join(parts)})\n"
     exec(compile(src, "<lazykern parameter block>", "exec"), env)
     fill: Callable[..., None] = env["fill"]
