@@ -120,7 +120,7 @@ _ALLOCATE = {
     ("lazykern.launch.memory", "_keep"),
 }
 # lazykern frames per call (an allocating call's count includes freeing its dropped result)
-_BOUND = {"out=": 5, "allocating": 12, "argmax allocating": 12}
+_BOUND = {"out=": 5, "allocating": 10, "argmax allocating": 11}
 
 
 def _lazykern_calls(call: Any) -> list[tuple[str, str]]:
