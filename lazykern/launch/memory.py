@@ -452,7 +452,7 @@ class NumbaOutputs:
             take = functools.partial(allocate, nbytes, device, stream)  # a C call: no Python frame
             make = internals.device_array_maker(self.parts, context, take, free, (nbytes, stream, owner(), device))
             made = self._made = (stream, context, make)
-        return made[2]()  # type: ignore[no-any-return]  # the maker's result, typed there
+        return made[2]()
 
 
 def numba_arrays(parts: Sequence[tuple[dict[str, Any], int, int]], nbytes: int, device: int, stream: int,
