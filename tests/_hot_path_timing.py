@@ -10,7 +10,7 @@ speed changes by 2x from second to second the best is what compares; medians are
 Allocating calls drop their result at once, as the GPU benchmark does (the free list serves the
 next call).
 
-    PYTHONPATH=. python3 -m tests._hot_path_timing [--repeat 15] [--number 2000]
+    PYTHONPATH=. python3 -m tests._hot_path_timing [--repeat 60] [--number 1000]
 
 It lives beside the fakes it uses (benchmarks/ use public names only); it times, so no test runs it.
 """
@@ -99,8 +99,8 @@ def measure(repeat: int, number: int) -> dict[str, list[float]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=15)
-    ap.add_argument("--number", type=int, default=2000)
+    ap.add_argument("--repeat", type=int, default=60)
+    ap.add_argument("--number", type=int, default=1000)
     a = ap.parse_args()
     times = measure(a.repeat, a.number)
     best = {name: min(t) for name, t in times.items()}
