@@ -101,7 +101,7 @@ def device_array_template(
     shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int, dtype: Any
 ) -> dict[str, Any]:
     """The instance attributes of an empty ``DeviceNDArray`` (``_dummy`` from ``dummyarray.Array``),
-    with no memory yet: a template that :func:`device_array_from` copies."""
+    with no memory yet: a template that :func:`device_array_maker` copies."""
     from numba.cuda.cudadrv import devicearray, dummyarray
 
     arr = devicearray.DeviceNDArray.__new__(devicearray.DeviceNDArray)
@@ -208,17 +208,6 @@ def device_array_maker(
         return (arr, other), address, address + offset
 
     return make_two
-
-
-def device_array_from(template: dict[str, Any], context: Any, address: int, size: int, owner: Any) -> Any:
-    """A ``DeviceNDArray`` over ``size`` bytes at ``address`` (kept alive by ``owner``), built from
-    :func:`device_array_template` without running Numba's constructor."""
-    cls, pointer = device_array_classes()
-    arr = cls.__new__(cls)
-    d = arr.__dict__
-    d.update(template)
-    d["gpu_data"] = pointer(context, address, size, owner)
-    return arr
 
 
 # -- patches: the only place lazykern assigns to Numba's attributes ----------------------------
