@@ -118,7 +118,7 @@ print("STARTUP_TABLE " + json.dumps(out))
 _FIRST_CALL_STEPS = (
     ("lazykern.tropical.api", "loaded_kernel", "lookup"),  # family.get: key, store read, Kernel
     ("lazykern.launch.kernel", "Kernel._load", "load"),  # the cubin into the context
-    ("lazykern.launch.memory", "numba_arrays", "allocate"),  # pool and output buffer
+    ("lazykern.launch.memory", "allocate", "allocate"),  # the output buffer (a first one: the driver)
     ("lazykern.tropical._hot", "launch_packed", "launch"),  # cuLaunchKernel (the first: the kernel's lazy load)
 )
 

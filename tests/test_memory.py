@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import weakref
 
+import numpy as np
 import pytest
 
 from lazykern.launch import memory
@@ -121,3 +122,27 @@ def test_large_pool_buffers_go_back_to_the_pool_which_can_reuse_them_for_any_siz
     big = memory.allocate(memory.KEEP_MAX + 1, 0, 7)
     memory.free(big, memory.KEEP_MAX + 1, 7)
     assert st.frees == [big] and memory.stats()["cached_bytes"] == 0
+
+
+def test_numba_outputs_share_one_buffer_freed_once_after_the_last_array_or_view(st):
+    """The first array's pointer owns the buffer, the second's borrows it (views, which need a
+    driver, are checked on the GPU: test_tropical_speed_gpu.py)."""
+    parts = (((4, 4), np.dtype("float32")), ((4, 4), np.dtype("int32")))
+    offsets, nbytes = memory.layout(parts)
+    templates = [
+        (memory.numba_template(*p), o, memory.numba_template(*p)["alloc_size"]) for p, o in zip(parts, offsets)
+    ]
+    outs = memory.NumbaOutputs(templates, nbytes, 0)
+    stream_object = object()
+    (C, Ix), base, second = outs.new(0, 5, False, None, lambda: stream_object)
+    assert C.device_ctypes_pointer.value == base and Ix.device_ctypes_pointer.value == second == base + offsets[1]
+    assert C.shape == Ix.shape == (4, 4) and str(Ix._numba_type_) == "array(int32, 2d, C)"
+    assert C.__dict__["_lazykern_device"] == 0
+    frees = memory.stats()["frees"]
+    del C
+    gc.collect()
+    assert memory.stats()["frees"] == frees  # Ix still uses the buffer
+    del Ix
+    gc.collect()
+    assert memory.stats()["frees"] == frees + 1  # freed once, into the free list of stream 5
+    assert memory._free_lists[(0, 5, nbytes)][-1] == (base, stream_object)

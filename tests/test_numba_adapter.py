@@ -93,11 +93,20 @@ def test_device_array_template_matches_what_numba_reads():
     for attr in ("ndim", "_dummy", "shape", "strides", "dtype", "size", "alloc_size", "stream"):
         assert attr in t, f"numba-cuda {_numba_cuda_version()}: DeviceNDArray template lacks {attr}"
     assert t["shape"] == (3, 4) and t["strides"] == (16, 4) and t["size"] == 12 and t["alloc_size"] == 48
+    from numba.cuda.cudadrv.driver import MemoryPointer
+
     cls, pointer = internals.device_array_classes()
-    arr = internals.device_array_from(t, object(), 0x1000, 48, owner=None)
-    assert type(arr) is cls and arr.device_ctypes_pointer.value == 0x1000
-    assert arr.gpu_data.device_pointer == 0x1000 and isinstance(arr.gpu_data, pointer)
+    freed = []
+    make = internals.device_array_maker([(t, 0, 48), (t, 256, 48)], object(), lambda: 0x1000, freed.append, ())
+    (arr, other), address, second = make()
+    assert type(arr) is cls and arr.device_ctypes_pointer.value == address == 0x1000
+    assert arr.gpu_data.device_pointer == 0x1000 and isinstance(arr.gpu_data, MemoryPointer)
+    assert other.gpu_data.device_pointer == second == 0x1100 and isinstance(other.gpu_data, pointer)
     assert str(arr._numba_type_) == "array(float32, 2d, C)"
+    del arr
+    assert freed == []  # the second array's pointer borrows the buffer
+    del other
+    assert freed == [0x1000]
 
 
 def test_capture_patch_targets_exist_and_patches_come_off():

@@ -50,7 +50,7 @@ def test_a_first_calls_parts_are_timed_and_shown_under_it(monkeypatch):
     from lazykern.tropical import _hot, api
 
     assert api.loaded_kernel("k", 0) == "loaded_kernel" and kernel.Kernel._load(None) == "_load"
-    assert memory.numba_arrays() == "numba_arrays" and _hot.launch_packed() == "launch_packed"
+    assert memory.allocate() == "allocate" and _hot.launch_packed() == "launch_packed"
     assert set(parts) == {"lookup", "load", "allocate", "launch"} and min(parts.values()) >= 0.001
     medians = {"first_matmul": 0.01, "first_matmul_lookup": 0.003, "first_matmul_rest": 0.002}
     rows = [r[:2] for r in startup_table.table_rows({"fresh_process": {"medians_s": medians}})]

@@ -110,20 +110,17 @@ _LOOKUP = {
     ("lazykern.launch._launch", "launch_packed"),
 }
 _ALLOCATE = {
-    ("lazykern.tropical._hot", "Outs.new"),
-    ("lazykern.tropical._hot", "_Call._owner"),
-    ("lazykern.launch.memory", "numba_arrays"),
-    ("lazykern.launch.memory", "Allocation.__init__"),
+    ("lazykern.launch.memory", "NumbaOutputs.new"),
+    ("lazykern._numba.internals", "device_array_maker.<locals>.make_one"),
+    ("lazykern._numba.internals", "device_array_maker.<locals>.make_two"),
     ("lazykern.launch.memory", "allocate"),
-    ("lazykern._numba.internals", "device_array_from"),
-    ("lazykern._numba.internals", "device_array_classes.<locals>.BorrowedPointer.__init__"),
-    # the previous call's outputs, dropped when the result is replaced
-    ("lazykern.launch.memory", "Allocation.__del__"),
+    # the previous call's outputs, dropped when the result is replaced: their buffer's owner frees it
+    ("lazykern._numba.internals", "_owning_pointer_class.<locals>.OwningPointer.__del__"),
     ("lazykern.launch.memory", "free"),
     ("lazykern.launch.memory", "_keep"),
 }
 # lazykern frames per call (an allocating call's count includes freeing its dropped result)
-_BOUND = {"out=": 5, "allocating": 15, "argmax allocating": 17}
+_BOUND = {"out=": 5, "allocating": 10, "argmax allocating": 11}
 
 
 def _lazykern_calls(call: Any) -> list[tuple[str, str]]:

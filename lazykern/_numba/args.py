@@ -305,9 +305,13 @@ def make_packer(plan: list[dict[str, Any]]) -> Callable[..., tuple[Any, ...]]:
     return pack
 
 
-def _pack_expr(expr: str, p: dict[str, Any]) -> list[str]:
+def _pack_expr(expr: str, p: dict[str, Any], array: str | None = None) -> list[str]:
+    """The parameters of one argument ``expr`` per plan entry ``p``; ``array``: how an array's
+    parameters are read instead, formatted with the array's expression and itemsize."""
     kind = p["kind"]
     if kind == "array":
+        if array is not None:
+            return [array.format(expr, int(p["itemsize"]))]
         return [
             "0",
             "0",
@@ -327,7 +331,7 @@ def _pack_expr(expr: str, p: dict[str, Any]) -> list[str]:
     if kind == "tuple":
         out: list[str] = []
         for i, item in enumerate(p["items"]):
-            out.extend(_pack_expr(f"{expr}[{i}]", item))
+            out.extend(_pack_expr(f"{expr}[{i}]", item, array))
         return out
     if kind == "record":
         return [f"_ptr({expr})"]  # the record's device copy (or a DeviceRecord the user made)
@@ -390,6 +394,21 @@ def struct_format(plan: list[dict[str, Any]]) -> str:
     return "@" + "".join(codes)
 
 
+KEPT_PARAMS = "_lazykern_params"  # a Numba array's kernel parameters, kept on it
+
+
+def array_params(x: Any, itemsize: int) -> tuple[int, ...]:
+    """An array argument's kernel parameters (Numba's ABI: meminfo, parent, size, itemsize,
+    address, shape, strides). Kept on a Numba array, whose shape, strides and buffer are fixed
+    for life (:func:`_device.pointer` keeps its address: the sign that it is one); read anew for
+    any other array, which may change."""
+    values = (0, 0, x.size, itemsize, _device.pointer(x), *x.shape, *x.strides)
+    d = x.__dict__
+    if _device.KEPT_POINTER in d:
+        d[KEPT_PARAMS] = values
+    return values
+
+
 def make_buffer_filler(plan: list[dict[str, Any]]) -> tuple[int, Callable[..., None]]:
     """``(size, fill)``: ``fill(buffer, a0, a1, ...)`` writes the kernel's parameter block.
 
@@ -406,11 +425,16 @@ def make_buffer_filler(plan: list[dict[str, Any]]) -> tuple[int, Callable[..., N
         "_np": np,
         "_i64": int,
         "_pack_into": layout.pack_into,
+        "_kept": KEPT_PARAMS,
+        "_params": array_params,
     }
     names = [f"a{i}" for i in range(len(plan))]
     parts: list[str] = []
+    # The hot path fills only for arrays it has typed (so they have a __dict__): a Numba array's
+    # parameters are read once, then kept on it (array_params) and read inline, one dict lookup.
+    array = "*({0}.__dict__.get(_kept) or _params({0}, {1}))"
     for name, p in zip(names, plan):
-        parts.extend(_pack_expr(name, p))
+        parts.extend(_pack_expr(name, p, array))
     src = f"def fill(_buf, {', '.join(names)}):\n    _pack_into(_buf, 0, {', '.join(parts)})\n"
     exec(compile(src, "<lazykern parameter block>", "exec"), env)
     fill: Callable[..., None] = env["fill"]

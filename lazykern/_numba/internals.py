@@ -9,13 +9,16 @@ imports a private numba-cuda module (an import-linter contract holds that); this
 from __future__ import annotations
 
 import functools
+import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 # The module of Numba's device array classes: launch paths recognise its arrays by class, cheaply.
 DEVICE_ARRAY_MODULE = "numba.cuda.cudadrv.devicearray"
 SIMULATOR_MODULE = "numba.cuda.simulator"
+
+log = logging.getLogger("lazykern")
 
 # Numba's allocators and copies, which the capture guards wrap (see _capture_hooks).
 ALLOCATORS = (
@@ -168,7 +171,7 @@ def device_array_template(
     shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int, dtype: Any
 ) -> dict[str, Any]:
     """The instance attributes of an empty ``DeviceNDArray`` (``_dummy`` from ``dummyarray.Array``),
-    with no memory yet: a template that :func:`device_array_from` copies."""
+    with no memory yet: a template that :func:`device_array_maker` copies."""
     from numba.cuda.cudadrv import devicearray, dummyarray
 
     arr = devicearray.DeviceNDArray.__new__(devicearray.DeviceNDArray)
@@ -205,15 +208,76 @@ def device_array_classes() -> tuple[Any, Any]:
     return DeviceNDArray, BorrowedPointer
 
 
-def device_array_from(template: dict[str, Any], context: Any, address: int, size: int, owner: Any) -> Any:
-    """A ``DeviceNDArray`` over ``size`` bytes at ``address`` (kept alive by ``owner``), built from
-    :func:`device_array_template` without running Numba's constructor."""
-    cls, pointer = device_array_classes()
-    arr = cls.__new__(cls)
-    d = arr.__dict__
-    d.update(template)
-    d["gpu_data"] = pointer(context, address, size, owner)
-    return arr
+@functools.cache
+def _owning_pointer_class() -> Any:
+    from numba.cuda.cudadrv.driver import MemoryPointer
+
+    class OwningPointer(MemoryPointer):  # type: ignore[misc]  # numba-cuda has no types: MemoryPointer is Any
+        """A Numba MemoryPointer that owns a buffer lazykern allocated: when it dies (after its
+        array, that array's views and every pointer borrowing the buffer),
+        ``lazykern_free(address, *lazykern_home)`` gives the buffer back. Built from a dict
+        (:func:`device_array_maker`), never by ``__init__``."""
+
+        def __del__(self) -> None:
+            try:
+                self.lazykern_free(self.device_pointer, *self.lazykern_home)
+            except Exception as exc:  # interpreter shutdown or a dead context: nobody to raise to
+                log.debug("freeing %#x failed: %s", self.device_pointer, exc)
+
+    return OwningPointer
+
+
+def device_array_maker(
+    parts: Sequence[tuple[dict[str, Any], int, int]],
+    context: Any,
+    allocate: Callable[[], int],
+    free: Callable[..., None],
+    home: tuple[Any, ...],
+) -> Callable[[], tuple[Any, int, int]]:
+    """``make()``: a new buffer from ``allocate()`` and a ``DeviceNDArray`` over it per (template,
+    offset, size) of ``parts`` (:func:`device_array_template`; one or two, the first at offset 0),
+    as (the array or the pair, the buffer's address, the second's address or 0). Built without
+    Numba's constructors, a dict update per object: the first array's pointer owns the buffer
+    (``free(address, *home)`` when it dies), the second's borrows it and keeps it alive."""
+    cls, borrowed = device_array_classes()
+    owning = _owning_pointer_class()
+    if not 1 <= len(parts) <= 2 or parts[0][1] != 0:
+        raise ValueError(f"one or two arrays per buffer, the first at offset 0: got (offset, size) {parts}")
+    fields = {"context": context, "is_managed": False, "refct": 1, "lazykern_free": free, "lazykern_home": home}
+    first, _, first_size = parts[0]
+    own = {**fields, "size": first_size, "_cuda_memsize_": first_size, "_owner": None}
+
+    def make_one() -> tuple[Any, int, int]:
+        address = allocate()
+        p = owning.__new__(owning)
+        d = p.__dict__
+        d.update(own)
+        d["device_pointer"] = d["handle"] = address
+        arr = cls.__new__(cls)
+        d = arr.__dict__
+        d.update(first)
+        d["gpu_data"] = p
+        return arr, address, 0
+
+    if len(parts) == 1:
+        return make_one
+    second, offset, size = parts[1]
+    lent = {**fields, "size": size, "_cuda_memsize_": size}
+
+    def make_two() -> tuple[Any, int, int]:
+        arr, address, _ = make_one()
+        q = borrowed.__new__(borrowed)
+        d = q.__dict__
+        d.update(lent)
+        d["device_pointer"] = d["handle"] = address + offset
+        d["_owner"] = arr.__dict__["gpu_data"]
+        other = cls.__new__(cls)
+        d = other.__dict__
+        d.update(second)
+        d["gpu_data"] = q
+        return (arr, other), address, address + offset
+
+    return make_two
 
 
 # -- patches: the only place lazykern assigns to Numba's attributes ----------------------------

@@ -14,7 +14,6 @@ and remember the instance for the hot path.
 from __future__ import annotations
 
 import functools
-import operator
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -135,12 +134,11 @@ def type_codes(arity: int) -> Callable[..., tuple[Any, ...]]:
     the general path kept on it. An argument with neither gets the code of no type, so the call
     misses and the general path types it (and keeps an array's type for next time)."""
     names = [f"a{i}" for i in range(arity)]
-    parts = [f"_scalar({n}.__class__) or _id(_dict({n}).get(_KEPT))" for n in names]
+    parts = [f"_scalar({n}.__class__) or _id({n}.__dict__.get(_KEPT))" for n in names]
     src = f"def codes({', '.join(names)}):\n    return ({', '.join(parts)}{',' if parts else ''})\n"
     env: dict[str, Any] = {
         "_scalar": {cls: id(t) for cls, t in _numba_args.scalar_types().items()}.get,
         "_id": id,
-        "_dict": operator.attrgetter("__dict__"),
         "_KEPT": KEPT_TYPE,
     }
     exec(compile(src, "<lazykern type codes>", "exec"), env)  # noqa: S102 - built from argument positions only

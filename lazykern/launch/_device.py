@@ -257,9 +257,9 @@ def pointer(x: Any) -> int:
         # read once, kept on the array, whose buffer never changes (as its device, _CACHED).
         array: Any = x  # (mypy narrows x by the set's element type)
         d = array.__dict__
-        ptr: int | None = d.get(_POINTER)
+        ptr: int | None = d.get(KEPT_POINTER)
         if ptr is None:
-            ptr = d[_POINTER] = array.device_ctypes_pointer.value or 0
+            ptr = d[KEPT_POINTER] = array.device_ctypes_pointer.value or 0
         return ptr
     try:
         ptr = x.device_ctypes_pointer.value or 0
@@ -268,7 +268,7 @@ def pointer(x: Any) -> int:
     else:
         if _is_numba_array(x):
             _numba_classes.add(x.__class__)
-            x.__dict__[_POINTER] = ptr
+            x.__dict__[KEPT_POINTER] = ptr
         return ptr
     cai = getattr(x, "__cuda_array_interface__", None)
     if cai is not None:
@@ -282,7 +282,7 @@ def pointer(x: Any) -> int:
     raise TypeError(f"{type(x).__name__} is not a device array")
 
 
-_POINTER = "_lazykern_pointer"  # set on Numba device arrays: the address their buffer has for life
+KEPT_POINTER = "_lazykern_pointer"  # set on Numba device arrays: the address their buffer has for life
 _numba_classes: set[type] = set()  # Numba device array classes met so far (pointer's fast path)
 
 

@@ -39,6 +39,7 @@ the buffer's reuse ordered after the call's work.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -85,7 +86,8 @@ def _forget_parent_pools() -> None:
     _held.update(plain=0, cached=0)
 
 
-_stats = {"allocations": 0, "frees": 0, "live": 0, "live_bytes": 0, "reused": 0}
+# live = allocations - frees, live bytes = allocated - freed: two counts per call, not four
+_stats = {"allocations": 0, "frees": 0, "allocated": 0, "freed": 0, "reused": 0}
 
 
 # -- driver calls (tests replace these with fakes) ---------------------------------------
@@ -228,7 +230,8 @@ def allocate(nbytes: int, device: int, stream: int) -> int:
     its CapturePool (CaptureError when that pool is sealed). Free it with :func:`free` on the
     same stream, or let an :class:`Allocation` do it.
     """
-    nbytes = max(int(nbytes), 1)
+    if nbytes.__class__ is not int or nbytes < 1:
+        nbytes = max(int(nbytes), 1)
     cap = _captures.get(stream) if _captures else None
     if cap is not None:
         cap.take(nbytes)
@@ -251,8 +254,7 @@ def allocate(nbytes: int, device: int, stream: int) -> int:
             ptr = _new(nbytes, device, stream, capturing)
     st = _stats
     st["allocations"] += 1
-    st["live"] += 1
-    st["live_bytes"] += nbytes
+    st["allocated"] += nbytes
     return ptr
 
 
@@ -287,13 +289,20 @@ def free(ptr: int, nbytes: int, stream: int, owner: Any = None, device: int = 0)
                 _deferred.append((ptr, stream, nbytes, owner, device))
                 return
             captured = True
-    size = max(int(nbytes), 1)
+    size = nbytes if nbytes.__class__ is int and nbytes > 0 else max(int(nbytes), 1)
     st = _stats
     st["frees"] += 1
-    st["live"] -= 1
-    st["live_bytes"] -= size
-    if not captured and _keep(ptr, size, stream, owner, device):
-        return
+    st["freed"] += size
+    if not captured:
+        if ptr in _plain:  # a plain block always waits in its free list (the common case: inline)
+            key = (device, stream, size)
+            kept = _free_lists.get(key)
+            if kept is None:
+                kept = _free_lists.setdefault(key, [])
+            kept.append((ptr, owner))
+            return
+        if _keep(ptr, size, stream, owner, device):
+            return
     err = _free_async(ptr, stream)
     if _graph_outputs and ptr in _graph_outputs:
         _graph_outputs.discard(ptr)
@@ -305,11 +314,8 @@ def free(ptr: int, nbytes: int, stream: int, owner: Any = None, device: int = 0)
 
 
 def _keep(ptr: int, size: int, stream: int, owner: Any, device: int) -> bool:
-    """Put ``ptr`` in its free list when it may wait there (a plain block always; a pool buffer
-    up to :data:`KEEP_MAX` within :data:`CACHE_BYTES`; graph memory never); False: the driver frees it."""
-    if ptr in _plain:
-        _free_lists.setdefault((device, stream, size), []).append((ptr, owner))
-        return True
+    """Put pool buffer ``ptr`` in its free list when it may wait there (up to :data:`KEEP_MAX`
+    within :data:`CACHE_BYTES`; graph memory never); False: the driver frees it."""
     if (_foreign_nodes and ptr in _foreign_nodes) or (_graph_outputs and ptr in _graph_outputs):
         _foreign_nodes.discard(ptr)
         return False
@@ -356,7 +362,16 @@ def stats() -> dict[str, int]:
     """Counters of lazykern's allocations: ``allocations``, ``frees``, ``live``, ``live_bytes``,
     ``reused`` (allocations a free list served), and the bytes held: ``plain_bytes`` (plain
     blocks made), ``cached_bytes`` (pool buffers waiting in free lists)."""
-    return {**_stats, "plain_bytes": _held["plain"], "cached_bytes": _held["cached"]}
+    st = _stats
+    return {
+        "allocations": st["allocations"],
+        "frees": st["frees"],
+        "live": st["allocations"] - st["frees"],
+        "live_bytes": st["allocated"] - st["freed"],
+        "reused": st["reused"],
+        "plain_bytes": _held["plain"],
+        "cached_bytes": _held["cached"],
+    }
 
 
 class Allocation:
@@ -412,19 +427,43 @@ def numba_template(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
     return internals.device_array_template(tuple(shape), tuple(reversed(strides)), dtype.itemsize, dtype)
 
 
+class NumbaOutputs:
+    """Numba device arrays of fixed ``parts`` (:func:`numba_template`, :func:`layout`: (template,
+    offset, size) each; one or two) in one new stream-ordered buffer per :meth:`new`, at launch
+    speed: the first array's pointer owns the buffer and frees it (:func:`free`, stream-ordered)
+    when the last array or view over the buffer goes; how they are built is made once per stream."""
+
+    __slots__ = ("parts", "nbytes", "device", "_made")
+
+    def __init__(self, parts: Sequence[tuple[dict[str, Any], int, int]], nbytes: int, device: int) -> None:
+        self.parts = [(dict(t, _lazykern_device=device), o, s) for t, o, s in parts]
+        self.nbytes = nbytes
+        self.device = device
+        self._made: tuple[int, Any, Any] | None = None  # (stream, context, the arrays' maker)
+
+    def new(self, device: int, stream: int, current: bool, context: Any, owner: Any) -> tuple[Any, int, int]:
+        """(the array or the pair, the buffer's address, the second's or 0) for work on ``stream``
+        (of :attr:`device`, whatever ``device`` says; ``current`` is not used: Numba has no
+        allocator of its own), ``context`` being Numba's context of the device and ``owner()`` the
+        object of ``stream``, kept alive as long as the buffer. The signature is ``Outs.new``'s."""
+        made = self._made
+        if made is None or made[0] != stream or made[1] is not context:
+            nbytes, device = self.nbytes, self.device
+            take = functools.partial(allocate, nbytes, device, stream)  # a C call: no Python frame
+            make = internals.device_array_maker(self.parts, context, take, free, (nbytes, stream, owner(), device))
+            made = self._made = (stream, context, make)
+        return made[2]()
+
+
 def numba_arrays(parts: Sequence[tuple[dict[str, Any], int, int]], nbytes: int, device: int, stream: int,
                  context: Any, owner: Any = None) -> tuple[list[Any], int]:  # fmt: skip
     """(arrays, address of the buffer): Numba device arrays, one per (template, offset, size) of
-    ``parts`` (:func:`numba_template`, :func:`layout`), in one new stream-ordered buffer of
-    ``nbytes``; ``context`` is Numba's context of ``device``, ``owner`` the object of ``stream``
-    (kept alive as long as the buffer). The buffer is freed when the last view of any array in it goes."""
-    alloc = Allocation(nbytes, device, stream, owner)
-    arrays = []
-    for template, offset, size in parts:
-        arr = internals.device_array_from(template, context, alloc.ptr + offset, size, alloc)
-        arr.__dict__["_lazykern_device"] = device
-        arrays.append(arr)
-    return arrays, alloc.ptr
+    ``parts`` (:func:`numba_template`, :func:`layout`; one or two), in one new stream-ordered
+    buffer of ``nbytes``; ``context`` is Numba's context of ``device``, ``owner`` the object of
+    ``stream`` (kept alive as long as the buffer). The buffer is freed when the last view of any
+    array in it goes. A one-off: a call made again and again keeps a :class:`NumbaOutputs`."""
+    made, address, _ = NumbaOutputs(parts, nbytes, device).new(device, stream, False, context, lambda: owner)
+    return (list(made) if len(parts) == 2 else [made]), address
 
 
 def on_library_stream(stream: int, current: bool) -> bool:

@@ -188,16 +188,18 @@ class Launch(Prepared):
 class Outs:
     """How a call allocates its outputs of the caller's array kind: all of them in one buffer."""
 
-    __slots__ = ("kind", "parts", "offsets", "nbytes", "numba_parts", "torch_parts", "torch_device")
+    __slots__ = ("kind", "parts", "offsets", "nbytes", "new", "torch_parts", "torch_device")
 
     def __init__(self, kind: str, parts: memory.Parts, device: int) -> None:
         self.kind = kind
         self.parts = tuple((tuple(shape), np.dtype(dtype)) for shape, dtype in parts)
         self.offsets, self.nbytes = memory.layout(self.parts)
-        self.numba_parts = None  # (template, offset, size) of each array (memory.numba_arrays)
+        # Numba arrays: memory.NumbaOutputs.new itself (no call through _library_new on the hot path)
+        self.new: Callable[[int, int, bool, Any, Callable[[], Any]], tuple[Any, int, int]] = self._library_new
         if kind == "numba":
             templates = [memory.numba_template(*p) for p in self.parts]
-            self.numba_parts = tuple((t, o, t["alloc_size"]) for t, o in zip(templates, self.offsets))
+            numba_parts = [(t, o, t["alloc_size"]) for t, o in zip(templates, self.offsets)]
+            self.new = memory.NumbaOutputs(numba_parts, self.nbytes, device).new
         self.torch_parts: list[tuple[tuple[int, ...], Any]] | None = None
         self.torch_device = None
         if kind == "torch":  # torch's dtypes and device, made once (torch.empty's arguments)
@@ -206,17 +208,13 @@ class Outs:
             self.torch_parts = [(shape, getattr(torch, dtype.name)) for shape, dtype in self.parts]
             self.torch_device = torch.device("cuda", device)
 
-    def new(
+    def _library_new(
         self, device: int, handle: int, current: bool, context: Any, owner: Callable[[], Any]
     ) -> tuple[Any, int, int]:
-        """(the output or the pair of outputs, the first's address, the second's or 0) made for work
-        on ``handle``; ``current``: ``handle`` is the operands' library's current stream; ``owner()``
-        gives that stream's object, kept alive with a pool buffer."""
-        if self.numba_parts is not None:
-            arrays, base = memory.numba_arrays(self.numba_parts, self.nbytes, device, handle, context, owner())
-            if len(arrays) == 1:
-                return arrays[0], base, 0
-            return (arrays[0], arrays[1]), base, base + self.offsets[1]
+        """``new(device, handle, current, context, owner)``: (the output or the pair of outputs,
+        the first's address, the second's or 0) made for work on ``handle``; ``current``:
+        ``handle`` is the operands' library's current stream; ``owner()`` gives that stream's
+        object, kept alive with a pool buffer; ``context``: Numba's (Numba arrays only)."""
         library = memory.on_library_stream(handle, current)
         if self.kind == "cupy":
             if library:
