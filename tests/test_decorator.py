@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -105,7 +107,11 @@ def test_key_is_the_same_in_another_process(cache):
 
 
 def _write(path, text: str) -> None:
+    """An edit a reload sees. Python checks a .pyc against the source's mtime in whole seconds and its size:
+    a same-size edit within the second of the last import would run the old .pyc (Python's own behaviour;
+    the key, made from the bytecode Numba compiles, then rightly stays). A person's edit comes later."""
     path.write_text(textwrap.dedent(text))
+    Path(importlib.util.cache_from_source(str(path))).unlink(missing_ok=True)
     importlib.invalidate_caches()
 
 
