@@ -35,7 +35,7 @@ def _clean_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def editable(tmp_path_factory) -> Path:
-    """A Python environment (sharing this one's packages, venv or not) where this checkout is installed with `pip install -e`."""
+    """A Python environment sharing this one's packages (venv or not), with this checkout `pip install -e`d."""
     env_dir = tmp_path_factory.mktemp("editable") / "env"
     # Not system_site_packages: inside a venv (or a conda env) that exposes the base interpreter's packages, not
     # this environment's (no typer, no mypy).
