@@ -235,6 +235,17 @@ def test_info_on_an_empty_cache(cache_dir):
     assert table.exit_code == 0 and "NVRTC" in table.output and "health" in table.output
 
 
+def test_cache_stats_shows_the_counters_of_info(cache_dir):
+    """`cache stats` is what a user types first for the counters (it was "No such command")."""
+    info = json.loads(invoke("cache", "info", "--json").output)
+    result = invoke("cache", "stats", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data == {k: info[k] for k in data} and {"hits", "misses", "compiles", "seconds_saved"} <= set(data)
+    table = invoke("cache", "stats")
+    assert table.exit_code == 0 and "hits" in table.output and "compiles" in table.output
+
+
 def test_info_reports_damage_and_repairs_it(cache_dir):
     import os
     import time

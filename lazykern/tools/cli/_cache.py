@@ -145,6 +145,24 @@ def info(
         raise typer.Exit(1)
 
 
+COUNTERS = ("location", "entries", "hits", "misses", "compiles", "compile_seconds", "seconds_saved", "corrupt_dropped")
+
+
+@app.command()
+def stats(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+    """The counters alone: hits, misses, compiles, compile time saved (`cache info` shows them with the rest)."""
+    data = {k: v for k, v in info_dict().items() if k in COUNTERS}
+    if as_json:
+        print_json(data)
+        return
+    table = Table(title="lazykern cache counters", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for k, v in data.items():
+        table.add_row(k.replace("_", " "), plain(f"{v:.2f}" if isinstance(v, float) else v))
+    console.print(table)
+
+
 def _info_table(data: dict[str, Any]) -> None:
     table = Table(title="lazykern cache", show_header=False)
     table.add_column(style="bold")
