@@ -148,6 +148,13 @@ def test_markers_with_no_gpu_and_the_simulator_off(pytester, clean_env):
     assert outcomes["test_gpu"] == outcomes["test_two_gpus"] == outcomes["test_gpu_or_sim"] == "SKIPPED"
     result.stdout.fnmatch_lines(["*test_marked.py:*: needs a CUDA GPU; none found; run it on a GPU machine"])
     result.stdout.fnmatch_lines(["*needs a CUDA GPU; none found and the simulator is off*"])
+    # not "kernels run on the device (0 GPUs)"
+    result.stdout.fnmatch_lines(["lazykern: no CUDA GPU here and the simulator is off (--lazykern-sim=off): *"])
+    clean_env.setenv("NUMBA_ENABLE_CUDASIM", "0")  # set before pytest: auto keeps it
+    preset = pytester.runpytest(*PLUGIN, "--co")
+    preset.stdout.fnmatch_lines(
+        ["lazykern: no CUDA GPU here and the simulator is off (NUMBA_ENABLE_CUDASIM=0 was set)*"]
+    )
 
 
 SIM_SESSION = r"""

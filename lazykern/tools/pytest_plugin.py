@@ -155,6 +155,12 @@ def pytest_report_header(config: pytest.Config) -> str:
     s = _decide(config)
     if not s.enabled:
         return f"lazykern: plugin off ({OFF_ENV}=0)"
+    if not s.simulator and s.gpus == 0:
+        why = f"{SIM_ENV}=0 was set" if s.mode == "auto" else f"--lazykern-sim={s.mode}"
+        return (
+            f"lazykern: no CUDA GPU here and the simulator is off ({why}): tests marked gpu are skipped, "
+            "kernel launches fail (--lazykern-sim=on runs them in the CUDA simulator)"
+        )
     where = "CUDA simulator" if s.simulator else f"device ({s.gpus} GPU{'s' if s.gpus != 1 else ''})"
     return f"lazykern: kernels run on the {where} (--lazykern-sim={s.mode})"
 
