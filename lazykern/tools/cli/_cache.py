@@ -131,9 +131,9 @@ def info(
     """Where the cache is, how big, its counters, the toolchain, and its health."""
     try:
         data = info_dict(repair=repair)
-    except LazykernError as exc:
+    except Exception as exc:
         if as_json:  # a script reading --json gets JSON whatever happened; the error line goes to stderr
-            print_json({"location": default_cache_dir(), "error": str(exc)})
+            print_json({"location": default_cache_dir(), "error": str(exc) or type(exc).__name__})
         raise
     if as_json:
         print_json(data)
