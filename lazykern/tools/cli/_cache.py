@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import RenderableType
@@ -27,6 +27,9 @@ from ._common import (
     print_json,
     when,
 )
+
+if TYPE_CHECKING:
+    from ...store.cache import KernelCache
 
 app = typer.Typer(help="Inspect, prune, clear, export and import the kernel cache.", no_args_is_help=True)
 
@@ -86,7 +89,7 @@ def info_dict(repair: bool = False) -> dict[str, Any]:
     """What `cache info` shows; where no store is made yet (a fresh machine) the store's part is empty."""
     from ... import __version__
     from ...compile.compiler import current_arch, nvrtc_version, toolchain_fingerprint
-    from ...config import cache_size_limit, default_cache_dir
+    from ...config import cache_size_limit
 
     cache = open_cache_if_any()
     try:
@@ -204,9 +207,11 @@ def _health_text(health: Any) -> Text:
     return plain(health, "yellow")
 
 
-def _rows(family: str | None, arch: str | None, *, known_family: bool = False) -> list[dict[str, Any]]:
-    """The entries to show or act on, sorted; ``known_family``: a ``family`` that names no family is an error."""
-    cache = open_cache_if_any()
+def _rows(
+    cache: KernelCache | None, family: str | None, arch: str | None, *, known_family: bool = False
+) -> list[dict[str, Any]]:
+    """The entries of ``cache`` (None: no store yet) to show or act on, sorted; ``known_family``: a ``family``
+    that names no family is an error."""
     every = list(cache.entries()) if cache is not None else []
     if known_family and family is not None and not any(r.get("family") == family for r in every):
         _check_family_known(family, {str(r.get("family")) for r in every})
@@ -255,14 +260,15 @@ def ls(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """One row per cached kernel: names, arch, options, size, compile time, dates."""
-    rows = _rows(family, arch, known_family=True)
+    cache = open_cache_if_any()
+    rows = _rows(cache, family, arch, known_family=True)
     if as_json:
         print_json([_row_json(r) for r in rows])
         return
     if not rows:
         what = "cached kernels" + (f" of family {family!r}" if family else "") + (f" for {arch}" if arch else "")
         where = default_cache_dir()
-        console.print(plain(f"no {what} in {where}" + ("" if open_cache_if_any() else f": {NOT_YET}")))
+        console.print(plain(f"no {what} in {where}" + ("" if cache is not None else f": {NOT_YET}")))
         return
     console.print(_ls_table(rows))
 
@@ -345,7 +351,7 @@ def clear(
 ) -> None:
     """Delete cached kernels (all of them, or one family / arch)."""
     cache = open_existing_cache()
-    rows = _rows(family, arch)
+    rows = _rows(cache, family, arch)
     what = "every cached kernel" if family is None and arch is None else count(len(rows), "cached kernel")
     if not yes:
         typer.confirm(f"Delete {what} from {cache.directory or 'memory'}?", abort=True)
@@ -404,7 +410,7 @@ def export(
     from ...scale.bundle import export_bundle
 
     cache = open_existing_cache()
-    if not _rows(family, arch):
+    if not _rows(cache, family, arch):
         held = sorted({str(r.get("family")) for r in cache.entries()})
         chosen = " ".join(f"{flag} {v}" for flag, v in (("--family", family), ("--arch", arch)) if v) or "the cache"
         raise CacheError(
