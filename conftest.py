@@ -20,3 +20,10 @@ def pytest_sessionfinish(session, exitstatus):
     # Exit code 5 means no test ran: that must fail, never pass silently.
     if exitstatus == 5:
         session.exitstatus = 1
+
+
+def pytest_configure(config):
+    # Not pyproject's filterwarnings: pytest imports a filter's category at start-up, and importing numba then
+    # reads NUMBA_ENABLE_CUDASIM before the lazykern plugin sets it (a user's exported =1 would turn the
+    # simulator on for a suite that runs it only where it asks for it, in child processes).
+    config.addinivalue_line("filterwarnings", "ignore::numba.core.errors.NumbaPerformanceWarning")

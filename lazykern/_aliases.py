@@ -6,17 +6,20 @@ Users import some modules by name (``from lazykern.compiler import current_arch`
 that lives in its folder now, the very same object: ``lazykern.memory is lazykern.launch.memory``,
 so an attribute set through one path (``monkeypatch.setattr``) is seen through the other. A meta
 path finder does it on first import, so ``import lazykern`` still imports nothing more.
-Library code imports the real paths (import-linter checks those).
+Library code imports the real paths (import-linter checks those). Under ``python -m`` a path runs
+what its real path runs (``python -m lazykern.cli`` is ``python -m lazykern``); a path that is no
+command is refused in one line naming ``python -m lazykern``.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.abc
+import importlib.util
 import sys
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
-from types import ModuleType
+from types import CodeType, ModuleType
 
 # Documented path -> where the module lives (tests/test_public_api.py imports each one both ways).
 # relayout: keep (the tool that moved the modules rewrites every file but this table).
@@ -73,6 +76,22 @@ class _Loader(importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         # The import system set __spec__ to the alias spec: the module keeps its own (reload, pickle).
         module.__spec__ = self._spec
+
+    def get_code(self, fullname: str) -> CodeType:
+        """What ``python -m ALIAS`` runs (runpy asks for it): ``python -m REAL``, or one line refusing.
+
+        The real module's own code cannot be handed over: runpy would run it with the alias's
+        ``__package__``, and its relative imports would resolve in the wrong folder.
+        """
+        real = importlib.util.find_spec(self.real)
+        is_package = real is not None and real.submodule_search_locations is not None
+        if not is_package or importlib.util.find_spec(self.real + ".__main__") is None:
+            # runpy prints an ImportError from here as one line and exits 1.
+            raise ImportError(
+                f"{fullname} is a library module, not a command; run `python -m lazykern --help` for the commands"
+            )
+        return compile(f"import runpy\nrunpy.run_module({self.real!r}, run_name='__main__', alter_sys=True)\n",
+                       f"<python -m {fullname}: {self.real}>", "exec")  # fmt: skip
 
 
 class _Finder:

@@ -7,8 +7,15 @@ import json
 import numpy as np
 from numba import cuda
 
+from lazykern import KernelFamily
 from lazykern.errors import LaunchError
 from tests._lazy_kernels import add2d, mixed, saxpy, shifted
+
+
+def _neg_twin(a, n):
+    i = cuda.grid(1)
+    if i < n:
+        a[i] = -a[i]
 
 
 def main() -> None:
@@ -48,8 +55,12 @@ def main() -> None:
     out["mixed"] = bool(np.allclose(o4, expect)) and bool(np.allclose(o5, -np.arange(10) * 0.5))
     out["mixed_signatures"] = mixed.signatures
 
+    family = KernelFamily("mine")
+    family.add("neg", 'extern "C" __global__ void neg(float *a, int n) { a[threadIdx.x] = -a[threadIdx.x]; }',
+               signature=["ptr", "int32"], twin=_neg_twin)  # fmt: skip
     errors = {}
     for name, call in {
+        "twin_count": lambda: family["neg"][1, 32](x),  # the user launched "neg", never `_neg_twin`
         "count": lambda: saxpy[1, 32](1.0, x),
         "type": lambda: saxpy[1, 32]("a", x, y, o),
         "config": lambda: saxpy(1.0, x, y, o),

@@ -235,6 +235,17 @@ def test_info_on_an_empty_cache(cache_dir):
     assert table.exit_code == 0 and "NVRTC" in table.output and "health" in table.output
 
 
+def test_cache_stats_shows_the_counters_of_info(cache_dir):
+    """`cache stats` is what a user types first for the counters (it was "No such command")."""
+    info = json.loads(invoke("cache", "info", "--json").output)
+    result = invoke("cache", "stats", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data == {k: info[k] for k in data} and {"hits", "misses", "compiles", "seconds_saved"} <= set(data)
+    table = invoke("cache", "stats")
+    assert table.exit_code == 0 and "hits" in table.output and "compiles" in table.output
+
+
 def test_info_reports_damage_and_repairs_it(cache_dir):
     import os
     import time
@@ -275,7 +286,8 @@ def test_warm_in_parallel_then_everything_is_cached(cache_dir):
 
     summary = warm(POOL, patterns=["*argmax"], archs=["sm_80", "sm_90"])
     assert summary.count("cached") == 4 and summary.count("compiled") == 0
-    assert len(ls_json("--arch", "sm_80")) == 2 and ls_json("--family", "nope") == []
+    assert len(ls_json("--arch", "sm_80")) == 2 and ls_json("--family", "tropical") == []  # declared, none cached
+    assert invoke("cache", "ls", "--json", "--family", "nope").exit_code == 1  # no family has that name
     info = json.loads(invoke("cache", "info", "--json").output)
     assert info["entries"] == 4 and info["compiles"] >= 4
 
@@ -314,7 +326,7 @@ def test_export_import_round_trip_and_refusal(cache_dir, tmp_path, monkeypatch):
     assert invoke("warm", "--family", POOL, "--kernels", "maxplus_f32", "--arch", "sm_90").exit_code == 0
     bundle = tmp_path / "warm.tar.zst"
     out = invoke("cache", "export", str(bundle), "--family", "tropical_like_pool")
-    assert out.exit_code == 0 and "exported 1 entries" in out.output
+    assert out.exit_code == 0 and "exported 1 entry to" in out.output
     other = tmp_path / "other"
     result = invoke("--cache-dir", str(other), "cache", "import", str(bundle))
     assert result.exit_code == 0 and "imported 1" in result.output

@@ -10,7 +10,9 @@ a throw-away environment made without pip (fast), and runs both.
 from __future__ import annotations
 
 import os
+import site
 import subprocess
+import sys
 import textwrap
 import venv
 from pathlib import Path
@@ -33,14 +35,16 @@ def _clean_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def editable(tmp_path_factory) -> Path:
-    """A Python environment (sharing this one's packages) where this checkout is installed with `pip install -e`."""
+    """A Python environment sharing this one's packages (venv or not), with this checkout `pip install -e`d."""
     env_dir = tmp_path_factory.mktemp("editable") / "env"
-    venv.create(env_dir, system_site_packages=True, with_pip=False)
+    # Not system_site_packages: inside a venv (or a conda env) that exposes the base interpreter's packages, not
+    # this environment's (no typer, no mypy).
+    venv.create(env_dir, system_site_packages=False, with_pip=False)
     python = env_dir / "bin" / "python"
-    # pip run by the new environment's python installs into it and leaves this environment's lazykern alone
-    # ("outside environment"); `--prefix` from here would uninstall it first.
+    # This environment's pip installs into the new one (`--python`); the new one has nothing yet that could shadow
+    # the isolated build's setuptools, nor a lazykern that pip would uninstall.
     done = subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(ROOT)],
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", "-e", str(ROOT)],
         env=_clean_env(),
         capture_output=True,
         text=True,
@@ -49,6 +53,11 @@ def editable(tmp_path_factory) -> Path:
     if done.returncode != 0 and "No matching distribution found for setuptools" in done.stderr:
         pytest.skip("pip cannot fetch setuptools>=77 for the isolated build here (no package index)")
     assert done.returncode == 0, done.stderr
+    # Then this environment's packages (typer, mypy ...), .pth files included, after the checkout.
+    ours = site.getsitepackages() + ([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])
+    (_site_packages(python) / "zz_parent_environment.pth").write_text(
+        "".join(f"import site; site.addsitedir({d!r})\n" for d in ours if os.path.isdir(d))
+    )
     return python
 
 

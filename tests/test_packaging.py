@@ -46,3 +46,16 @@ def test_pytest_settings_live_in_pyproject_only():
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
     assert "tool:pytest" not in cfg.sections() and cfg.sections()
+
+
+def test_the_readme_names_every_package_of_the_test_extra():
+    """README's "Other extras: `test` (...)" list is what a contributor installs: kept whole."""
+    import re
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    listed = re.search(r"Other extras: `test` \(([^)]*)\)", readme)
+    assert listed is not None, "README lost its list of the test extra"
+    named = listed.group(1).lower()
+    for requirement in PYPROJECT["project"]["optional-dependencies"]["test"]:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower()
+        assert name in named, f"README's test extra does not name {name}"

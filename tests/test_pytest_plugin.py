@@ -148,6 +148,13 @@ def test_markers_with_no_gpu_and_the_simulator_off(pytester, clean_env):
     assert outcomes["test_gpu"] == outcomes["test_two_gpus"] == outcomes["test_gpu_or_sim"] == "SKIPPED"
     result.stdout.fnmatch_lines(["*test_marked.py:*: needs a CUDA GPU; none found; run it on a GPU machine"])
     result.stdout.fnmatch_lines(["*needs a CUDA GPU; none found and the simulator is off*"])
+    # not "kernels run on the device (0 GPUs)"
+    result.stdout.fnmatch_lines(["lazykern: no CUDA GPU here and the simulator is off (--lazykern-sim=off): *"])
+    clean_env.setenv("NUMBA_ENABLE_CUDASIM", "0")  # set before pytest: auto keeps it
+    preset = pytester.runpytest(*PLUGIN, "--co")
+    preset.stdout.fnmatch_lines(
+        ["lazykern: no CUDA GPU here and the simulator is off (NUMBA_ENABLE_CUDASIM=0 was set)*"]
+    )
 
 
 SIM_SESSION = r"""
@@ -351,3 +358,13 @@ def test_every_backend_skips_the_device_run_where_there_is_no_gpu(pytester, clea
     result.assert_outcomes(passed=1, skipped=1)
     assert not (pytester.path / "ran-device").exists()
     assert (pytester.path / "ran-simulator").read_text() == "simulator"
+
+
+def test_an_exported_simulator_switch_cannot_beat_the_ini_through_a_numba_warning_filter(pytester, clean_env):
+    """A filterwarnings entry naming a numba class makes pytest import numba (which reads NUMBA_ENABLE_CUDASIM)
+    before the plugin decides: the plugin says so instead of letting a user's exported =1 silently win."""
+    clean_env.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    pytester.makeini("[pytest]\nlazykern_sim = off\nfilterwarnings = ignore::numba.core.errors.NumbaWarning\n")
+    pytester.makepyfile(test_report=REPORT)
+    result = pytester.runpytest_subprocess(*PLUGIN, "-W", "always::pytest.PytestConfigWarning")
+    result.stdout.fnmatch_lines(["*numba was imported before the pytest plugin could set NUMBA_ENABLE_CUDASIM=0*"])

@@ -3,6 +3,7 @@ what is accepted. Each case runs the command a user types, in a fresh process.""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import textwrap
@@ -59,18 +60,69 @@ def test_a_bad_pytest_switch_is_reported_not_silently_ignored(tmp_path):
 
 @pytest.mark.parametrize(
     ("command", "where"),
-    [(["cache", "info"], "missing"), (["cache", "info"], "empty"), (["cache", "ls"], "missing"),
+    [(["cache", "info"], "other"), (["cache", "info", "--json"], "other"), (["cache", "ls"], "other"),
      (["cache", "prune", "--older-than", "1d"], "empty"), (["cache", "export", "out.tar.gz"], "missing")],
 )  # fmt: skip
 def test_looking_at_a_path_without_a_store_says_so_and_creates_nothing(tmp_path, command, where):
     target = tmp_path / "typo" / "cache"
-    if where == "empty":
+    if where != "missing":
         target.mkdir(parents=True)
+    if where == "other":  # a mistyped --cache-dir: a directory holding something else than a store
+        (target / "notes.txt").write_text("mine")
+    held = sorted(target.iterdir()) if target.exists() else None
     done = lazykern("--cache-dir", str(target), *command, env=env_for(), cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"error: no lazykern cache at '{target}'" in done.stderr and "nothing was created" in done.stderr
-    assert (list(target.iterdir()) == []) if where == "empty" else not (tmp_path / "typo").exists()
+    if where == "other":
+        assert "a directory of 1 other entry (notes.txt)" in done.stderr, done.stderr
+    if "--json" in command:  # a script reading --json gets JSON even then
+        assert json.loads(done.stdout) == {"location": str(target), "error": done.stderr.strip()[len("error: ") :]}
+    assert (sorted(target.iterdir()) == held) if held is not None else not (tmp_path / "typo").exists()
     assert not (tmp_path / "out.tar.gz").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "where"),
+    [(["cache", "info"], "default"), (["cache", "info", "--json"], "default"), (["cache", "info", "--json"], "missing"),
+     (["cache", "ls"], "empty"), (["cache", "ls", "--json"], "missing"),
+     (["cache", "ls", "--family", "tropical"], "default")],
+)  # fmt: skip
+def test_a_fresh_machine_has_an_empty_store_not_an_error(tmp_path, command, where):
+    """No store yet (no kernel compiled): exit 0, where it will be, that it is empty; nothing is created."""
+    home = tmp_path / "home"
+    home.mkdir()
+    target = tmp_path / "fresh" / "cache"
+    if where == "empty":
+        target.mkdir(parents=True)
+    env = env_for(HOME=str(home), XDG_CACHE_HOME="")
+    if where == "default":
+        env.pop("LAZYKERN_CACHE_DIR", None)
+        target = home / ".cache" / "lazykern"
+        args = command
+    else:
+        args = ["--cache-dir", str(target), *command]
+    done = lazykern(*args, env=env, cwd=tmp_path)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    out = " ".join(done.stdout.split())  # Rich wraps at the terminal's width
+    if command == ["cache", "info", "--json"]:
+        data = json.loads(done.stdout)
+        assert (data["location"], data["exists"], data["entries"]) == (str(target), False, 0)
+        assert data["health"].startswith("empty") and data["arch"].startswith("sm_") and data["nvrtc"], data
+    elif command == ["cache", "ls", "--json"]:
+        assert json.loads(done.stdout) == []
+    elif command == ["cache", "info"]:
+        assert str(target) in out and "empty: no store yet" in out and "NVRTC" in out and "arch here" in out, out
+    else:
+        assert f"in {target}: no store yet; it is made when a kernel is first compiled" in out, out
+    assert (list(target.iterdir()) == []) if where == "empty" else not target.exists()
+
+
+def test_ls_of_a_family_that_does_not_exist_says_so_and_lists_the_known_ones(store):
+    done = lazykern("cache", "ls", "--family", "nosuch", env=env_for(store))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "no kernel family is named 'nosuch'" in done.stderr and "known families: f, tropical" in done.stderr
+    listed = lazykern("cache", "ls", "--family", "f", env=env_for(store))
+    assert listed.returncode == 0 and "1 cached kernel" in listed.stdout and "kernels" not in listed.stdout
 
 
 @pytest.mark.parametrize("value", ["30", "30x", ""])

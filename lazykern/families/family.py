@@ -88,7 +88,7 @@ class KernelFamily:
         """
         signature = check_signature(name, signature)  # before the twin: its parameter count comes from it
         if twin is not None:
-            twin = _as_twin(twin, name, None if signature is None else len(signature), self._cache)
+            twin = _as_twin(twin, self.name, name, None if signature is None else len(signature), self._cache)
         self.source.add(name, code, symbol=symbol, signature=signature, options=options)
         if twin is not None:
             self._twins[name] = twin
@@ -233,7 +233,7 @@ class KernelFamily:
         return f"{head}<details><summary>kernels</summary><table>{rows}</table></details>"
 
 
-def _as_twin(twin: Any, name: str, nparams: int | None, cache: KernelCache | None) -> LazyKernel:
+def _as_twin(twin: Any, family: str, name: str, nparams: int | None, cache: KernelCache | None) -> LazyKernel:
     if isinstance(twin, LazyKernel):
         kernel = twin
     else:
@@ -241,6 +241,7 @@ def _as_twin(twin: Any, name: str, nparams: int | None, cache: KernelCache | Non
         if not callable(py) or not hasattr(py, "__code__"):
             raise TypeError(f"twin of {name!r} must be a Python kernel function or a @lazy_kernel, got {twin!r}")
         kernel = LazyKernel(py, cache=cache)
+        kernel.described = f"{name!r} of family {family!r} (run by its Numba-Python twin {py.__name__!r})"
     lo, hi = kernel.arg_count
     if nparams is not None and not lo <= nparams <= hi:
         raise TypeError(

@@ -308,7 +308,7 @@ class Graph:
         self._ready = False
 
     def __repr__(self) -> str:
-        state = f"{self.kernel_count} kernels" if self._ready else "empty"
+        state = f"{self.kernel_count} kernel{'' if self.kernel_count == 1 else 's'}" if self._ready else "empty"
         sim = ", simulated" if self.simulated else ""
         return f"<lazykern Graph {state}, instantiations={self.instantiations}, updates={self.updates}{sim}>"
 

@@ -147,6 +147,8 @@ class LazyKernel(Launchable):
             raise TypeError(f"lazy_kernel decorates a Python function, got {type(py_func).__name__}")
         self.py_func = cast(FunctionType, py_func)  # checked above: a Python function (it has __code__)
         self.__name__ = py_func.__name__
+        # How errors name the kernel: a family's twin names the fragment the user launched (family.py).
+        self.described = repr(py_func.__name__)
         self.__qualname__ = py_func.__qualname__
         self.__doc__ = py_func.__doc__
         self.__wrapped__ = py_func
@@ -230,7 +232,7 @@ class LazyKernel(Launchable):
 
     def __call__(self, *args: Any) -> None:
         raise LaunchError(
-            f"kernel {self.__name__!r} needs a launch configuration: call it as {self.__name__}[grid, block](...)"
+            f"kernel {self.described} needs a launch configuration: call it as {self.__name__}[grid, block](...)"
         )
 
     def __repr__(self) -> str:
@@ -273,7 +275,7 @@ class LazyKernel(Launchable):
         lo, hi = self._nargs
         if not lo <= len(args) <= hi:
             want = str(lo) if lo == hi else f"{lo} to {hi}"
-            raise LaunchError(f"kernel {self.__name__!r} takes {want} arguments, got {len(args)}")
+            raise LaunchError(f"kernel {self.described} takes {want} arguments, got {len(args)}")
 
     def _instance(self, types: tuple[Any, ...]) -> Instance:
         inst = self._instances.get(types)

@@ -108,17 +108,23 @@ def _decide(config: pytest.Config) -> _State:
 
 
 def _numba_simulating(want: bool) -> bool:
-    """What Numba will do: ``want``, unless numba.cuda was imported before the plugin could say."""
-    if "numba.cuda" not in sys.modules:
-        return want
-    from numba.cuda import config as cuda_config
+    """What Numba will do: ``want``, unless Numba read its settings before the plugin could say (numba.cuda
+    takes the switch from numba's own config, read when ``numba`` is first imported: a pytest
+    ``filterwarnings`` naming a numba warning class is enough)."""
+    if "numba.cuda" in sys.modules:
+        from numba.cuda import config as cuda_config
 
-    actual = bool(cuda_config.ENABLE_CUDASIM)
+        actual = bool(cuda_config.ENABLE_CUDASIM)
+    elif "numba.core.config" in sys.modules:
+        actual = bool(getattr(sys.modules["numba.core.config"], "ENABLE_CUDASIM", want))
+    else:
+        return want
     if actual != want:
         warnings.warn(
-            f"lazykern: numba.cuda was imported before the pytest plugin could set {SIM_ENV}="
-            f"{int(want)}; the simulator stays {'on' if actual else 'off'}. Import numba.cuda in tests or "
-            "fixtures, not in a plugin or at the top of the rootdir conftest.py.",
+            f"lazykern: numba was imported before the pytest plugin could set {SIM_ENV}="
+            f"{int(want)}; the simulator stays {'on' if actual else 'off'}. Import numba in tests or fixtures, "
+            "not in a plugin, at the top of the rootdir conftest.py or by a filterwarnings entry naming a numba "
+            "warning class (add that one in pytest_configure).",
             pytest.PytestConfigWarning,
             stacklevel=2,
         )
@@ -155,6 +161,12 @@ def pytest_report_header(config: pytest.Config) -> str:
     s = _decide(config)
     if not s.enabled:
         return f"lazykern: plugin off ({OFF_ENV}=0)"
+    if not s.simulator and s.gpus == 0:
+        why = f"{SIM_ENV}=0 was set" if s.mode == "auto" else f"--lazykern-sim={s.mode}"
+        return (
+            f"lazykern: no CUDA GPU here and the simulator is off ({why}): tests marked gpu are skipped, "
+            "kernel launches fail (--lazykern-sim=on runs them in the CUDA simulator)"
+        )
     where = "CUDA simulator" if s.simulator else f"device ({s.gpus} GPU{'s' if s.gpus != 1 else ''})"
     return f"lazykern: kernels run on the {where} (--lazykern-sim={s.mode})"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -27,6 +28,12 @@ def env(cache_dir: str, **extra: str) -> dict[str, str]:
     return out
 
 
+def _sigint_as_from_a_terminal() -> None:
+    """In the child before exec. A job a non-interactive shell started in the background (a CI runner, `cmd &`)
+    inherits SIGINT ignored, Python keeps an inherited ignore, and a Ctrl-C test would then test nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Scenario:
     """``python args...`` with stderr (and stdout) read line by line on a thread, under a hard timeout."""
 
@@ -39,6 +46,7 @@ class Scenario:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            preexec_fn=_sigint_as_from_a_terminal,
         )
         self.hard_timeout = hard_timeout
         self.lines: list[str] = []

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from ... import __version__
 from . import _cache
-from ._common import LazykernGroup, console, err_console, error_line, esc, listed, plain, progress
+from ._common import LazykernGroup, console, count, err_console, error_line, esc, listed, plain, progress
 
 if TYPE_CHECKING:
     from ...families.warm import WarmResult, WarmSummary
@@ -108,7 +108,7 @@ def warm(
                 todo[0] = n
                 workers = min(n_jobs, n)
                 how = f"{workers} worker processes" if workers > 1 else "this process"
-                what = f"compiling {n} kernels in {how}" if n else "every kernel is already cached"
+                what = f"compiling {count(n, 'kernel')} in {how}" if n else "every kernel is already cached"
                 shown.update(task, total=n, description=what)
 
             def finished(r: WarmResult) -> None:
@@ -147,7 +147,7 @@ def _print_stopped(done: list[WarmResult], todo: int, seconds: float) -> None:
     stored = sum(1 for r in done if r.status != "failed" and r.stored)
     failed = sum(1 for r in done if r.status == "failed")
     what = (
-        f"{stored} of {todo} kernels compiled and stored, {failed} failed, {todo - len(done)} not compiled"
+        f"{stored} of {count(todo, 'kernel')} compiled and stored, {failed} failed, {todo - len(done)} not compiled"
         if todo
         else "while checking the cache, before compiling anything"
     )
@@ -166,11 +166,12 @@ def _not_persisted(summary: WarmSummary) -> str:
     reason = summary.why or (said[0] if said else "the store refused the writes")
     if summary.where in ("memory", "nowhere"):
         return (
-            f"nothing was persisted: the kernel cache is not on disk ({reason}); the {len(lost)} kernels "
-            "went nowhere (they lived in memory until this command ended). "
+            f"nothing was persisted: the kernel cache is not on disk ({reason}); {count(len(lost), 'kernel')} "
+            "went nowhere (kept in memory until this command ended). "
             "Set LAZYKERN_CACHE=1 and LAZYKERN_CACHE_DIR to a writable directory."
         )
-    return f"{len(lost)} of {len(summary.results)} kernels were not stored in {summary.where}: {reason}"
+    stored = f"{len(lost)} of {count(len(summary.results), 'kernel')} {'was' if len(lost) == 1 else 'were'} not stored"
+    return f"{stored} in {summary.where}: {reason}"
 
 
 def checked_archs(archs: Sequence[str]) -> list[str | None]:

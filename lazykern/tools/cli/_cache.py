@@ -4,26 +4,32 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ...config import SIZE_ACCEPTED, invalid_value
+from ...config import SIZE_ACCEPTED, default_cache_dir, invalid_value
+from ...errors import LazykernError
 from ._common import (
     console,
+    count,
     err_console,
     esc,
     human_bytes,
     open_cache,
+    open_cache_if_any,
     open_existing_cache,
     parse_duration,
     plain,
     print_json,
     when,
 )
+
+if TYPE_CHECKING:
+    from ...store.cache import KernelCache
 
 app = typer.Typer(help="Inspect, prune, clear, export and import the kernel cache.", no_args_is_help=True)
 
@@ -80,24 +86,27 @@ def _listing(found: dict[str, Any]) -> str:
 
 
 def info_dict(repair: bool = False) -> dict[str, Any]:
+    """What `cache info` shows; where no store is made yet (a fresh machine) the store's part is empty."""
     from ... import __version__
     from ...compile.compiler import current_arch, nvrtc_version, toolchain_fingerprint
+    from ...config import cache_size_limit
 
-    cache = open_existing_cache()
-    stats = cache.stats()
-    counters = cache.persistent_counters()
+    cache = open_cache_if_any()
     try:
         nvrtc = ".".join(map(str, nvrtc_version()))
         toolchain = toolchain_fingerprint()[:16]
     except Exception as exc:  # report a broken toolchain instead of dying on it
         nvrtc, toolchain = f"unavailable ({exc})", "-"
+    counters = cache.persistent_counters() if cache is not None else {}
+    stats = cache.stats() if cache is not None else {"entries": 0, "bytes": 0}
     return {
-        "location": cache.directory or "memory",
-        "backend": cache.backend,
-        "degraded": cache.degraded,
+        "location": (cache.directory or "memory") if cache is not None else default_cache_dir(),
+        "exists": cache is not None,
+        "backend": cache.backend if cache is not None else "none yet",
+        "degraded": cache.degraded if cache is not None else None,
         "entries": stats["entries"],
         "size_bytes": stats["bytes"],
-        "size_limit_bytes": cache.size_limit,
+        "size_limit_bytes": cache.size_limit if cache is not None else cache_size_limit(),
         "hits": counters.get("hits", 0),
         "misses": counters.get("misses", 0),
         "compiles": counters.get("compiles", 0),
@@ -110,8 +119,11 @@ def info_dict(repair: bool = False) -> dict[str, Any]:
         "numba_cuda": _version("numba-cuda"),
         "cuda_core": _version("cuda-core"),
         "lazykern": __version__,
-        "health": _health(cache, repair),
+        "health": _health(cache, repair) if cache is not None else f"empty: {NOT_YET}",
     }
+
+
+NOT_YET = "no store yet; it is made when a kernel is first compiled (or by `lazykern warm`, `lazykern cache import`)"
 
 
 @app.command()
@@ -120,7 +132,12 @@ def info(
     repair: bool = typer.Option(False, "--repair", help="Also repair what the health check finds."),
 ) -> None:
     """Where the cache is, how big, its counters, the toolchain, and its health."""
-    data = info_dict(repair=repair)
+    try:
+        data = info_dict(repair=repair)
+    except Exception as exc:
+        if as_json:  # a script reading --json gets JSON whatever happened; the error line goes to stderr
+            print_json({"location": default_cache_dir(), "error": str(exc) or type(exc).__name__})
+        raise
     if as_json:
         print_json(data)
     else:
@@ -131,12 +148,32 @@ def info(
         raise typer.Exit(1)
 
 
+COUNTERS = ("location", "entries", "hits", "misses", "compiles", "compile_seconds", "seconds_saved", "corrupt_dropped")
+
+
+@app.command()
+def stats(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+    """The counters alone: hits, misses, compiles, compile time saved (`cache info` shows them with the rest)."""
+    data = {k: v for k, v in info_dict().items() if k in COUNTERS}
+    if as_json:
+        print_json(data)
+        return
+    table = Table(title="lazykern cache counters", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for k, v in data.items():
+        table.add_row(k.replace("_", " "), plain(f"{v:.2f}" if isinstance(v, float) else v))
+    console.print(table)
+
+
 def _info_table(data: dict[str, Any]) -> None:
     table = Table(title="lazykern cache", show_header=False)
     table.add_column(style="bold")
     table.add_column()
     size = f"{human_bytes(data['size_bytes'])} of {human_bytes(data['size_limit_bytes'])}"
     location = plain(data["location"])
+    if not data["exists"]:
+        location.append("  (empty: no store yet)", style="green")
     if data["degraded"]:
         location.append(f"  (degraded: {data['degraded']})", style="yellow")
     rows = [
@@ -159,7 +196,7 @@ def _info_table(data: dict[str, Any]) -> None:
 
 
 def _health_text(health: Any) -> Text:
-    if isinstance(health, str) and health.startswith("ok"):
+    if isinstance(health, str) and health.startswith(("ok", "empty")):
         return plain(health, "green")
     if isinstance(health, (list, tuple)):
         return plain("; ".join(map(str, health)), "yellow")
@@ -170,13 +207,31 @@ def _health_text(health: Any) -> Text:
     return plain(health, "yellow")
 
 
-def _rows(family: str | None, arch: str | None) -> list[dict[str, Any]]:
+def _rows(
+    cache: KernelCache | None, family: str | None, arch: str | None, *, known_family: bool = False
+) -> list[dict[str, Any]]:
+    """The entries of ``cache`` (None: no store yet) to show or act on, sorted; ``known_family``: a ``family``
+    that names no family is an error."""
+    every = list(cache.entries()) if cache is not None else []
+    if known_family and family is not None and not any(r.get("family") == family for r in every):
+        _check_family_known(family, {str(r.get("family")) for r in every})
     rows = [
-        r
-        for r in open_existing_cache().entries()
-        if (family is None or r.get("family") == family) and (arch is None or r.get("arch") == arch)
+        r for r in every if (family is None or r.get("family") == family) and (arch is None or r.get("arch") == arch)
     ]
     return sorted(rows, key=lambda r: (str(r.get("family")), str(r.get("kernel")), str(r.get("arch"))))
+
+
+def _check_family_known(family: str, stored: set[str]) -> None:
+    """``--family`` naming no family at all is a mistake to say (exit 1), not an empty table; a family that is
+    declared (tropical, a package's entry point) but has nothing cached is just empty. Raises LazykernError."""
+    from ...families import declared  # import on first use: startup time
+
+    if family in declared():
+        return
+    known = ", ".join(sorted(stored | set(declared())))
+    raise LazykernError(
+        f"no kernel family is named {family!r}: none in the cache, none declared; known families: {known}"
+    )
 
 
 def _arch_filter(value: str | None) -> str | None:
@@ -205,9 +260,15 @@ def ls(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """One row per cached kernel: names, arch, options, size, compile time, dates."""
-    rows = _rows(family, arch)
+    cache = open_cache_if_any()
+    rows = _rows(cache, family, arch, known_family=True)
     if as_json:
         print_json([_row_json(r) for r in rows])
+        return
+    if not rows:
+        what = "cached kernels" + (f" of family {family!r}" if family else "") + (f" for {arch}" if arch else "")
+        where = default_cache_dir()
+        console.print(plain(f"no {what} in {where}" + ("" if cache is not None else f": {NOT_YET}")))
         return
     console.print(_ls_table(rows))
 
@@ -229,7 +290,9 @@ def _ls_table(rows: list[dict[str, Any]]) -> Table:
     wide, medium = width >= 150, width >= 100
     longest = max((len(kernel_label(r)) for r in rows), default=6)
     stale = sum(1 for r in rows if r.get("stale"))
-    title = f"{len(rows)} cached kernels" + (f" ({stale} of other lazykern versions, marked stale)" if stale else "")
+    title = count(len(rows), "cached kernel") + (
+        f" ({stale} of other lazykern versions, marked stale)" if stale else ""
+    )
     table = Table(title=title)
     if medium:
         table.add_column("family", overflow="fold")
@@ -288,8 +351,8 @@ def clear(
 ) -> None:
     """Delete cached kernels (all of them, or one family / arch)."""
     cache = open_existing_cache()
-    rows = _rows(family, arch)
-    what = "every cached kernel" if family is None and arch is None else f"{len(rows)} cached kernels"
+    rows = _rows(cache, family, arch)
+    what = "every cached kernel" if family is None and arch is None else count(len(rows), "cached kernel")
     if not yes:
         typer.confirm(f"Delete {what} from {cache.directory or 'memory'}?", abort=True)
     if family is None and arch is None:
@@ -297,7 +360,7 @@ def clear(
     else:
         for r in rows:
             cache.delete(r["key"])
-    console.print(f"removed {len(rows)} entries")
+    console.print(f"removed {count(len(rows), 'entry', 'entries')}")
 
 
 @app.command()
@@ -331,8 +394,8 @@ def prune(
         removed += cache.cull(limit)
     after = cache.stats()
     console.print(
-        f"removed {removed} entries, freed {human_bytes(before['bytes'] - after['bytes'])}; "
-        f"{after['entries']} entries, {human_bytes(after['bytes'])} left"
+        f"removed {count(removed, 'entry', 'entries')}, freed {human_bytes(before['bytes'] - after['bytes'])}; "
+        f"{count(after['entries'], 'entry', 'entries')}, {human_bytes(after['bytes'])} left"
     )
 
 
@@ -347,7 +410,7 @@ def export(
     from ...scale.bundle import export_bundle
 
     cache = open_existing_cache()
-    if not _rows(family, arch):
+    if not _rows(cache, family, arch):
         held = sorted({str(r.get("family")) for r in cache.entries()})
         chosen = " ".join(f"{flag} {v}" for flag, v in (("--family", family), ("--arch", arch)) if v) or "the cache"
         raise CacheError(
@@ -357,12 +420,15 @@ def export(
     report = export_bundle(cache, bundle, family=family, arch=arch)
     console.print(
         plain(
-            f"exported {len(report.keys)} entries to {report.path} ({human_bytes(report.bytes)}, {report.compression})"
+            f"exported {count(len(report.keys), 'entry', 'entries')} to {report.path} "
+            f"({human_bytes(report.bytes)}, {report.compression})"
         ),
         soft_wrap=True,  # a long path stays whole (copyable); the terminal wraps it, Rich does not fold it
     )
     if report.stale:
-        console.print(f"left out {len(report.stale)} entries of other lazykern versions (kept in the cache)")
+        console.print(
+            f"left out {count(len(report.stale), 'entry', 'entries')} of other lazykern versions (kept in the cache)"
+        )
 
 
 @app.command("import")

@@ -167,18 +167,48 @@ def open_existing_cache() -> KernelCache:
     ``--cache-dir`` must not leave a new empty store behind). A directory that
     cannot be looked into is opened as usual: the cache says why it is unusable.
     """
+    cache = open_cache_if_any()
+    if cache is None:
+        from ...config import default_cache_dir
+        from ...errors import CacheError
+
+        raise CacheError(
+            f"no lazykern cache at {default_cache_dir()!r}: nothing was created there. Check --cache-dir or "
+            "LAZYKERN_CACHE_DIR; a cache is made when a kernel is first compiled, by `lazykern warm` "
+            "or by `lazykern cache import`."
+        )
+    return cache
+
+
+def open_cache_if_any() -> KernelCache | None:
+    """The cache for a command that only looks (info, ls), or None where no store is made yet: the directory
+    is missing or empty (a fresh machine; nothing is created). A directory that holds something else than a
+    store raises :class:`CacheError` (a mistyped ``--cache-dir``), saying what it holds."""
     from ...config import default_cache_dir, disk_cache_enabled
     from ...errors import CacheError
     from ...store._store_ro import holds_store
 
     directory = default_cache_dir()
-    if disk_cache_enabled() and holds_store(directory) is False:
-        raise CacheError(
-            f"no lazykern cache at {directory!r}: nothing was created there. Check --cache-dir or "
-            "LAZYKERN_CACHE_DIR; a cache is made when a kernel is first compiled, by `lazykern warm` "
-            "or by `lazykern cache import`."
-        )
-    return open_cache()
+    if not disk_cache_enabled() or holds_store(directory) is not False:
+        return open_cache()
+    try:
+        held = sorted(os.listdir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        held = []
+    except OSError:
+        return open_cache()  # cannot be looked into: the cache says why it is unusable
+    if os.path.isfile(directory):
+        what = "a file, not a directory"
+    elif held:
+        names = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+        what = f"a directory of {len(held)} other {'entry' if len(held) == 1 else 'entries'} ({names})"
+    else:
+        return None
+    raise CacheError(
+        f"no lazykern cache at {directory!r}: it is {what}; nothing was created there. Check --cache-dir or "
+        "LAZYKERN_CACHE_DIR; a cache is made when a kernel is first compiled, by `lazykern warm` or by "
+        "`lazykern cache import`."
+    )
 
 
 def listed(values: Sequence[str] | None, option: str, accepted: str) -> list[str]:
@@ -194,6 +224,11 @@ def listed(values: Sequence[str] | None, option: str, accepted: str) -> list[str
             raise typer.BadParameter(invalid_value(option, item, accepted))
         out += names
     return out
+
+
+def count(n: int, one: str, many: str | None = None) -> str:
+    """``count(1, "kernel")`` -> ``"1 kernel"``, ``count(2, "entry", "entries")`` -> ``"2 entries"``."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def human_bytes(n: float) -> str:
