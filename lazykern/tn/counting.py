@@ -160,11 +160,27 @@ def count_network(
         )
         return out
 
+    return exact(net.be, [t.labels for t in net.leaves], output, operands, net.sizes, run)
+
+
+def exact(
+    be: Backend,
+    labels: Sequence[Sequence[Any]],
+    output: Sequence[Any],
+    operands: Sequence[Any],
+    sizes: dict[Any, int],
+    run: _crt.Pass,
+) -> tuple[Any, Any]:
+    """Exact integer counts from passes ``run(modulus)`` of one plan (0: int64 modulo 2^64, else the
+    algebra :func:`algebra` (modulus)), wherever the passes run (one device, ``devices=`` groups,
+    Dask workers): every group of a pass counts in the same ring and adds in it, so a pass's result is
+    the count modulo that number, and :func:`._crt.solve` rebuilds the integers. One pass when the
+    :func:`count_bound` proves int64 holds every count (the result left where ``run`` gives it)."""
     given = [op[1] for op in operands if isinstance(op, tuple)]  # the others count 1 per entry
-    bound = count_bound(net.be, given, [t.labels for t in net.leaves], output, net.sizes)
+    bound = count_bound(be, given, labels, output, sizes)
     if bound < 1 << 63:
         return run(0)  # exact in int64, left where the operands are
-    values, counts = _crt.solve(lambda m: tuple(_host(net.be, x) for x in run(m)), bound)
+    values, counts = _crt.solve(lambda m: tuple(_host(be, x) for x in run(m)), bound)
     return values, counts
 
 
