@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from lazykern.tn import _reference_einsum, counting
+from lazykern.tn import _crt, _reference_einsum, counting
 from lazykern.tn import networks as nw
 
 from ._spin_oracles import transfer_matrix
@@ -75,7 +75,8 @@ def test_float_counts_and_input_errors():
 
 def test_kernels_are_lazy_and_compile_for_sm90(cache):
     fam = counting.make_family(cache)
-    assert len(fam.names()) == 12 and fam.compiled() == []  # 2 semirings x 2 value x 3 count types
+    # 2 semirings x 2 value x 3 count types, products and row kernels, and row kernels of 2-4 residues
+    assert len(fam.names()) == 36 and fam.compiled() == []
     names = ["count_max_f32_i64", "count_max_f32_m32", "count_min_f64_f64"]
     kernels = fam.warm(names, arch="sm_90")
     assert [k.name for k in kernels] == names
@@ -238,17 +239,18 @@ def test_small_counts_stay_one_int64_pass():
     real = counting.contract_network
 
     def counted(*a, **kw):
-        calls.append(kw["algebra"].modulus)
+        calls.append(kw["algebra"].moduli)
         return real(*a, **kw)
 
     from unittest import mock
 
     with mock.patch.object(counting, "contract_network", counted):
         v, c = counting.einsum("i,j->", np.zeros(2), (np.zeros(3), np.array([2**40, 1, 2])))
-        assert c.dtype == np.int64 and int(c) == 2 * (2**40 + 3) and calls == [0]
+        assert c.dtype == np.int64 and int(c) == 2 * (2**40 + 3) and calls == [()]
         calls.clear()
         sg = nw.square_lattice(8, J="ferro")  # 64 spins: 2^64 is a possible count, so a prime pass too
-        assert nw.degeneracy(sg) == (-112.0, 2) and calls == [0, 2**31 - 1]
+        assert nw.degeneracy(sg) == (-112.0, 2) and len(calls) == 2 and calls[0] == ()
+        assert calls[1] == tuple(itertools.islice(_crt.primes(), counting.RESIDUES_MAX))  # one pass of 4 residues
 
 
 @pytest.mark.parametrize("semiring", ["maxplus", "minplus"])
@@ -355,3 +357,124 @@ def test_the_oracles_agree_with_brute_force(seed):
     assert transfer_matrix(sg, L, W) == (pytest.approx(E0, abs=1e-9), count)
     no_field = nw.SpinGlass(L * W, edges, J)
     assert matching_energy(no_field, L, W) == pytest.approx(brute_force(no_field)[0], abs=1e-9)
+
+
+# ------------------------------------------------------------------ the counting row kernel --
+def _rows_case(rng, residues):
+    """A strided step as a sweep has it: X a permuted view (batch 2, left 3 x 5, con 4), Y (2, 4, 3)."""
+    base = rng.integers(-2, 2, (4, 2, 3, 5)).astype(np.float32)  # few values: ties on purpose
+    Xv = base.transpose(1, 2, 3, 0)  # (b, i1, i2, k) read through strides, not copied
+    p = [2**31 - 1, 2147483629, 2147483587, 2147483579][:residues]
+    Xc = [rng.integers(0, q, (4, 2, 3, 5)).astype(np.int32).transpose(1, 2, 3, 0) for q in p]
+    Yv = rng.integers(-2, 2, (2, 4, 3)).astype(np.float32)
+    Yc = [rng.integers(0, q, (2, 4, 3)).astype(np.int32) for q in p]
+    s = [x // 4 for x in Xv.strides]  # element strides of the view: b, i1, i2, k
+    assert s[1] == 5 * s[2]  # left (i1, i2) reads as one axis of i2's stride
+    lay = {"dims": (2, 15, 3, 4), "out_shape": (2, 3, 5, 3), "a": (s[0], s[2], s[3]), "c": (45, 3)}
+    return (Xv, *Xc), (Yv, *Yc), lay, tuple(p)
+
+
+def _rows_want(X, Y, p, semiring):
+    A = np.ascontiguousarray(X[0]).reshape(2, 15, 4)
+    want_c = []
+    for q, (xc, yc) in enumerate(zip(X[1:], Y[1:])):
+        v, c = _reference_einsum.count_bmm(A, np.ascontiguousarray(xc).reshape(2, 15, 4), Y[0], yc, semiring, p[q])
+        want_c.append(c.reshape(2, 3, 5, 3))
+    return v.reshape(2, 3, 5, 3), want_c
+
+
+@pytest.mark.parametrize("residues", [1, 4])
+def test_row_launch_passes_what_the_kernel_signature_reads(residues):
+    """The row kernel's launch (counting._launch_rows) on host arrays, its kernel replaced by a
+    stand-in that reads its arguments in the order of the C signature (the lk_count_rows fragment)
+    through the given strides: every residue of the step comes out of one launch, equal to the
+    reference product."""
+    import contextlib
+    import dataclasses
+    from unittest import mock
+
+    from lazykern.tn import _backend
+    from lazykern.tropical import _arrays
+
+    X, Y, lay, p = _rows_case(np.random.default_rng(residues), residues)
+    arrays: dict[int, np.ndarray] = {}
+    real = _arrays.as_operand
+    launches = []
+
+    def operand(x, name):  # a host array stands for device memory: its pointer names it
+        arrays[id(x)] = x
+        return dataclasses.replace(real(x, name), ptr=id(x), device=0)
+
+    def fake(name, arch):
+        R = int(name.rsplit("x", 1)[1]) if "_m32x" in name else 1
+
+        def kernel(*args):
+            av, bv, cv, *ptrs = args[:15]
+            rows, M, N, K, sa, ars, acs, sb, sc, ldc, *mods = args[15:]
+            launches.append((name, arch))
+            batch = rows // M
+            ac, bc, cc = (ptrs[4 * j : 4 * j + R] for j in range(3))
+            for q in range(R):
+                view = [
+                    counting._strided(arrays[ptr], shape, st)
+                    for ptr, shape, st in (
+                        (av, (batch, M, K), (sa, ars, acs)),
+                        (ac[q], (batch, M, K), (sa, ars, acs)),
+                        (bv, (batch, K, N), (sb, N, 1)),
+                        (bc[q], (batch, K, N), (sb, N, 1)),
+                    )
+                ]
+                v, c = _reference_einsum.count_bmm(*(np.ascontiguousarray(x) for x in view), semiring, int(mods[q]))
+                counting._strided(arrays[cv], (batch, M, N), (sc, ldc, 1), True)[...] = v
+                counting._strided(arrays[cc[q]], (batch, M, N), (sc, ldc, 1), True)[...] = c
+
+        return mock.MagicMock(__getitem__=lambda self, grid: kernel)
+
+    for semiring in ("maxplus", "minplus"):
+        out = tuple(np.empty(lay["out_shape"], x.dtype) for x in X)
+        strides = (lay["a"], (lay["dims"][3] * lay["dims"][2], lay["dims"][2], 1), lay["c"])
+        with (
+            mock.patch.object(_arrays, "as_operand", operand),
+            mock.patch.object(counting.family, "get", fake),
+            mock.patch.object(counting._device, "on", lambda d: contextlib.nullcontext()),
+            mock.patch.object(counting._device, "arch", lambda d: "sm_90"),
+        ):
+            counting._launch_rows(_backend.Backend("cupy", np), X, Y, out, lay["dims"], strides, semiring, p)
+        want_v, want_c = _rows_want(X, Y, p, semiring)
+        np.testing.assert_array_equal(out[0], want_v)
+        assert len(out) == 1 + residues
+        for got, want in zip(out[1:], want_c):
+            np.testing.assert_array_equal(got, want)
+    more = f"x{residues}" if residues > 1 else ""
+    assert launches == [(f"count_rows_max_f32_m32{more}", "sm_90"), (f"count_rows_min_f32_m32{more}", "sm_90")]
+
+
+def test_row_kernels_compile_for_sm90(cache):
+    fam = counting.make_family(cache)
+    names = ["count_rows_max_f32_i64", "count_rows_min_f64_m32", "count_rows_max_f32_m32x2", "count_rows_min_f32_m32x4"]
+    assert [k.name for k in fam.warm(names, arch="sm_90")] == names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("residues", [1, 2, 4])
+@pytest.mark.parametrize("semiring", ["maxplus", "minplus"])
+def test_row_kernel_matches_the_reference_on_the_gpu(residues, semiring):
+    cupy = pytest.importorskip("cupy")
+    from lazykern.tn import _backend
+
+    X, Y, lay, p = _rows_case(np.random.default_rng(residues), residues)
+    dX = tuple(cupy.asarray(np.ascontiguousarray(x.transpose(3, 0, 1, 2))).transpose(1, 2, 3, 0) for x in X)
+    assert dX[0].strides == X[0].strides  # the same permuted view, on the device
+    alg = counting.algebra(*p)(semiring, _backend.Backend("cupy", cupy), False)
+    out = alg.rows(dX, tuple(cupy.asarray(y) for y in Y), lay)
+    want_v, want_c = _rows_want(X, Y, p, semiring)
+    np.testing.assert_array_equal(cupy.asnumpy(out[0]), want_v)
+    for got, want in zip(out[1:], want_c):
+        np.testing.assert_array_equal(cupy.asnumpy(got), want)
+    big = [np.random.default_rng(3).integers(2**62, 2**63 - 1, x.shape) for x in (X[1], Y[1])]  # int64 rows
+    alg = counting.CountingAlgebra(semiring, _backend.Backend("cupy", cupy), False)
+    dbig = cupy.asarray(np.ascontiguousarray(big[0].transpose(3, 0, 1, 2))).transpose(1, 2, 3, 0)
+    out = alg.rows((dX[0], dbig), (cupy.asarray(Y[0]), cupy.asarray(big[1])), lay)
+    A = np.ascontiguousarray(X[0]).reshape(2, 15, 4)
+    v, c = _reference_einsum.count_bmm(A, np.ascontiguousarray(big[0]).reshape(2, 15, 4), Y[0], big[1], semiring)
+    np.testing.assert_array_equal(cupy.asnumpy(out[1]), c.reshape(2, 3, 5, 3))

@@ -370,18 +370,18 @@ def _slice_group(
     start: int,
     stop: int,
     module: str,
-    modulus: int = 0,
+    moduli: tuple[int, ...] = (),
 ) -> tuple[tuple[np.ndarray, ...], tuple[Any, ...]]:
     """One task: slices ``start`` to ``stop`` of the network, contracted with ``module``'s arrays on
-    this worker; the partial comes back as host arrays (parts) and its labels. ``modulus``: a
-    counting pass modulo that prime (0: the network's own algebra)."""
+    this worker; the partial comes back as host arrays (parts) and its labels. ``moduli``: a
+    counting pass modulo those primes (none: the network's own algebra)."""
     from ..tn.einsum import build_network, contract_slices
 
     inputs, output, operands, semiring, algebra = network
-    if modulus:  # this pass counts modulo a prime: the algebra is rebuilt here, not pickled (a made-up class)
+    if moduli:  # a pass modulo primes: its algebra is rebuilt here, not pickled (a class made at run time)
         from ..tn import counting
 
-        algebra = counting.algebra(modulus)
+        algebra = counting.algebra(*moduli)
     here = [
         tuple(_on_worker(p, module) for p in op) if isinstance(op, tuple) else _on_worker(op, module) for op in operands
     ]
@@ -420,7 +420,8 @@ def contract_network(
     Integer counts are exact, as :func:`lazykern.tn.counting.einsum`'s: when int64 may not hold
     them, every pass (modulo 2^64, then 31-bit primes) runs over all the workers in one ring, the
     partials add in that ring, and the Chinese remainder theorem rebuilds the counts (an object
-    array of Python ints; a Python int for a scalar result).
+    array of Python ints; a Python int for a scalar result). A prime pass carries two residues: their
+    int32 counts take the bytes of the int64 count the plan was made for.
     """
     from ..launch._batch_split import split_batch
     from ..tn import counting
@@ -441,8 +442,8 @@ def contract_network(
     ranges = [(a, b) for a, b in split_batch(plan.nslices, count) if b > a]
     [shipped] = client.scatter([(inputs, output, host, semiring, algebra)], broadcast=True)
 
-    def one_pass(modulus: int) -> Any:
-        """The whole contraction over the workers, counting modulo ``modulus`` (0: the algebra's own)."""
+    def one_pass(moduli: tuple[int, ...]) -> Any:
+        """The whole contraction over the workers, counting modulo ``moduli`` (none: the algebra's own)."""
         futures = [
             client.submit(
                 _slice_group,
@@ -451,13 +452,13 @@ def contract_network(
                 a,
                 b,
                 module,
-                modulus,
-                key=f"lazykern-slices-{modulus}-{a}-{b}-{shipped.key}",
+                moduli,
+                key=f"lazykern-slices-{'x'.join(map(str, moduli))}-{a}-{b}-{shipped.key}",
             )
             for a, b in ranges
         ]
-        log.info("tropical network: %d slices in %d Dask tasks (modulus %d)", plan.nslices, len(futures), modulus)
-        here = net if not modulus else build_network(inputs, output, host, semiring, counting.algebra(modulus))
+        log.info("tropical network: %d slices in %d Dask tasks (moduli %s)", plan.nslices, len(futures), moduli)
+        here = net if not moduli else build_network(inputs, output, host, semiring, counting.algebra(*moduli))
         total = None
         for parts, labels in client.gather(futures):
             term = Term(parts, labels)
@@ -466,7 +467,7 @@ def contract_network(
         return here.finish(total)
 
     if not _exact_counting(net, algebra):
-        return one_pass(0)
+        return one_pass(())
     return counting.exact(net.be, [t.labels for t in net.leaves], output, host, net.sizes, one_pass)
 
 
@@ -475,6 +476,6 @@ def _exact_counting(net: Any, algebra: type[Any]) -> bool:
     prime's algebra or float counts are one pass, as asked."""
     return bool(
         getattr(algebra, "counting", False)
-        and not algebra.modulus
+        and not algebra.moduli
         and all(net.be.dtype(t.parts[1]).kind != "f" for t in net.leaves)
     )
