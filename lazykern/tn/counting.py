@@ -5,7 +5,10 @@ how many assignments reach it (a spin glass's ground-state energy and degeneracy
 (a, m) (x) (b, n) = (a + b, m * n). Values are float32/float64 (max-plus or min-plus).
 Integer counts are exact, never wrapped: :func:`einsum` counts modulo 2^64 and, when a count may
 not fit in int64, modulo 31-bit primes, and rebuilds every count by the Chinese remainder
-theorem (:mod:`._crt`). float64 counts (weights) add and multiply as floats.
+theorem (:mod:`._crt`). A prime pass carries several residues (value, count mod p_1, ..., count
+mod p_R): the values are read and computed once for R residues, and R is as large as the plan's
+predicted peak lets it be (:func:`residues_per_pass`). float64 counts (weights) add and multiply
+as floats.
 
 >>> import numpy as np
 >>> from lazykern.tropical import counting
@@ -13,11 +16,12 @@ theorem (:mod:`._crt`). float64 counts (weights) add and multiply as floats.
 >>> float(v), int(c)
 (3.0, 2)
 
-The GPU kernel (``counting.cu``: one thread per output entry, every operand read and written through
-element strides, so a sweep's boundary is read in place and no step copies it, as in the max-plus
-row kernels of :mod:`._strided`) is its own lazily compiled
-:class:`~lazykern.families.family.KernelFamily`, ``tropical_counting``, one fragment per
-(semiring, value dtype, count dtype); NumPy operands use the NumPy kernel.
+The GPU kernels (``counting.cu``) are their own lazily compiled
+:class:`~lazykern.families.family.KernelFamily`, ``tropical_counting``: a product of any shape
+(one thread per output entry, every operand read through element strides) and the row kernel of a
+sweep's strided steps (:mod:`._strided`: one thread per row of the boundary, read once in place,
+K, N <= 8, 1 to RESIDUES_MAX count arrays in one launch), one fragment per (semiring, value dtype,
+count dtype, residues); NumPy operands use the NumPy kernel.
 """
 
 from __future__ import annotations
