@@ -75,8 +75,9 @@ def test_float_counts_and_input_errors():
 
 def test_kernels_are_lazy_and_compile_for_sm90(cache):
     fam = counting.make_family(cache)
-    # 2 semirings x 2 value x 3 count types, products and row kernels, and row kernels of 2-4 residues
-    assert len(fam.names()) == 36 and fam.compiled() == []
+    # 2 semirings x 2 value types x (3 count types' products; row kernels of 3 tiles, for 3 count
+    # types and 2-4 residues)
+    assert len(fam.names()) == 84 and fam.compiled() == []
     names = ["count_max_f32_i64", "count_max_f32_m32", "count_min_f64_f64"]
     kernels = fam.warm(names, arch="sm_90")
     assert [k.name for k in kernels] == names
@@ -360,31 +361,34 @@ def test_the_oracles_agree_with_brute_force(seed):
 
 
 # ------------------------------------------------------------------ the counting row kernel --
-def _rows_case(rng, residues):
-    """A strided step as a sweep has it: X a permuted view (batch 2, left 3 x 5, con 4), Y (2, 4, 3)."""
-    base = rng.integers(-2, 2, (4, 2, 3, 5)).astype(np.float32)  # few values: ties on purpose
+def _rows_case(rng, residues, K=4, N=3):
+    """A strided step as a sweep has it: X a permuted view (batch 2, left 3 x 5, con K), Y (2, K, N)."""
+    base = rng.integers(-2, 2, (K, 2, 3, 5)).astype(np.float32)  # few values: ties on purpose
     Xv = base.transpose(1, 2, 3, 0)  # (b, i1, i2, k) read through strides, not copied
     p = [2**31 - 1, 2147483629, 2147483587, 2147483579][:residues]
-    Xc = [rng.integers(0, q, (4, 2, 3, 5)).astype(np.int32).transpose(1, 2, 3, 0) for q in p]
-    Yv = rng.integers(-2, 2, (2, 4, 3)).astype(np.float32)
-    Yc = [rng.integers(0, q, (2, 4, 3)).astype(np.int32) for q in p]
+    Xc = [rng.integers(0, q, (K, 2, 3, 5)).astype(np.int32).transpose(1, 2, 3, 0) for q in p]
+    Yv = rng.integers(-2, 2, (2, K, N)).astype(np.float32)
+    Yc = [rng.integers(0, q, (2, K, N)).astype(np.int32) for q in p]
     s = [x // 4 for x in Xv.strides]  # element strides of the view: b, i1, i2, k
     assert s[1] == 5 * s[2]  # left (i1, i2) reads as one axis of i2's stride
-    lay = {"dims": (2, 15, 3, 4), "out_shape": (2, 3, 5, 3), "a": (s[0], s[2], s[3]), "c": (45, 3)}
+    lay = {"dims": (2, 15, N, K), "out_shape": (2, 3, 5, N), "a": (s[0], s[2], s[3]), "c": (15 * N, N)}
     return (Xv, *Xc), (Yv, *Yc), lay, tuple(p)
 
 
 def _rows_want(X, Y, p, semiring):
-    A = np.ascontiguousarray(X[0]).reshape(2, 15, 4)
+    K, N = Y[0].shape[1:]
+    A = np.ascontiguousarray(X[0]).reshape(2, 15, K)
     want_c = []
     for q, (xc, yc) in enumerate(zip(X[1:], Y[1:])):
-        v, c = _reference_einsum.count_bmm(A, np.ascontiguousarray(xc).reshape(2, 15, 4), Y[0], yc, semiring, p[q])
-        want_c.append(c.reshape(2, 3, 5, 3))
-    return v.reshape(2, 3, 5, 3), want_c
+        v, c = _reference_einsum.count_bmm(A, np.ascontiguousarray(xc).reshape(2, 15, K), Y[0], yc, semiring, p[q])
+        want_c.append(c.reshape(2, 3, 5, N))
+    return v.reshape(2, 3, 5, N), want_c
 
 
-@pytest.mark.parametrize("residues", [1, 4])
-def test_row_launch_passes_what_the_kernel_signature_reads(residues):
+@pytest.mark.parametrize(
+    ("residues", "K", "N", "tile"), [(1, 4, 3, "rows4"), (4, 4, 3, "rows4"), (2, 2, 2, "rows2"), (3, 8, 5, "rows")]
+)
+def test_row_launch_passes_what_the_kernel_signature_reads(residues, K, N, tile):
     """The row kernel's launch (counting._launch_rows) on host arrays, its kernel replaced by a
     stand-in that reads its arguments in the order of the C signature (the lk_count_rows fragment)
     through the given strides: every residue of the step comes out of one launch, equal to the
@@ -396,7 +400,7 @@ def test_row_launch_passes_what_the_kernel_signature_reads(residues):
     from lazykern.tn import _backend
     from lazykern.tropical import _arrays
 
-    X, Y, lay, p = _rows_case(np.random.default_rng(residues), residues)
+    X, Y, lay, p = _rows_case(np.random.default_rng(residues), residues, K, N)
     arrays: dict[int, np.ndarray] = {}
     real = _arrays.as_operand
     launches = []
@@ -445,24 +449,29 @@ def test_row_launch_passes_what_the_kernel_signature_reads(residues):
         assert len(out) == 1 + residues
         for got, want in zip(out[1:], want_c):
             np.testing.assert_array_equal(got, want)
-    more = f"x{residues}" if residues > 1 else ""
-    assert launches == [(f"count_rows_max_f32_m32{more}", "sm_90"), (f"count_rows_min_f32_m32{more}", "sm_90")]
+    more = f"x{residues}" if residues > 1 else ""  # the smallest tile that holds K and N
+    assert launches == [(f"count_{tile}_max_f32_m32{more}", "sm_90"), (f"count_{tile}_min_f32_m32{more}", "sm_90")]
 
 
 def test_row_kernels_compile_for_sm90(cache):
     fam = counting.make_family(cache)
-    names = ["count_rows_max_f32_i64", "count_rows_min_f64_m32", "count_rows_max_f32_m32x2", "count_rows_min_f32_m32x4"]
+    names = [
+        "count_rows_max_f32_i64",
+        "count_rows4_min_f64_m32",
+        "count_rows2_max_f32_m32x2",
+        "count_rows_min_f32_m32x4",
+    ]
     assert [k.name for k in fam.warm(names, arch="sm_90")] == names
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("residues", [1, 2, 4])
+@pytest.mark.parametrize(("residues", "K", "N"), [(1, 4, 3), (2, 2, 2), (4, 8, 5), (3, 3, 7)])
 @pytest.mark.parametrize("semiring", ["maxplus", "minplus"])
-def test_row_kernel_matches_the_reference_on_the_gpu(residues, semiring):
+def test_row_kernel_matches_the_reference_on_the_gpu(residues, K, N, semiring):
     cupy = pytest.importorskip("cupy")
     from lazykern.tn import _backend
 
-    X, Y, lay, p = _rows_case(np.random.default_rng(residues), residues)
+    X, Y, lay, p = _rows_case(np.random.default_rng(residues), residues, K, N)
     dX = tuple(cupy.asarray(np.ascontiguousarray(x.transpose(3, 0, 1, 2))).transpose(1, 2, 3, 0) for x in X)
     assert dX[0].strides == X[0].strides  # the same permuted view, on the device
     alg = counting.algebra(*p)(semiring, _backend.Backend("cupy", cupy), False)
@@ -475,6 +484,7 @@ def test_row_kernel_matches_the_reference_on_the_gpu(residues, semiring):
     alg = counting.CountingAlgebra(semiring, _backend.Backend("cupy", cupy), False)
     dbig = cupy.asarray(np.ascontiguousarray(big[0].transpose(3, 0, 1, 2))).transpose(1, 2, 3, 0)
     out = alg.rows((dX[0], dbig), (cupy.asarray(Y[0]), cupy.asarray(big[1])), lay)
-    A = np.ascontiguousarray(X[0]).reshape(2, 15, 4)
-    v, c = _reference_einsum.count_bmm(A, np.ascontiguousarray(big[0]).reshape(2, 15, 4), Y[0], big[1], semiring)
-    np.testing.assert_array_equal(cupy.asnumpy(out[1]), c.reshape(2, 3, 5, 3))
+    A = np.ascontiguousarray(X[0]).reshape(2, 15, K)
+    v, c = _reference_einsum.count_bmm(A, np.ascontiguousarray(big[0]).reshape(2, 15, K), Y[0], big[1], semiring)
+    np.testing.assert_array_equal(cupy.asnumpy(out[0]), v.reshape(2, 3, 5, N))
+    np.testing.assert_array_equal(cupy.asnumpy(out[1]), c.reshape(2, 3, 5, N))

@@ -56,17 +56,21 @@ _MAX_BLOCKS = 132 * 32
 SIGNATURE = ["ptr"] * 6 + ["int64", "int32", "int32", "int32"] + ["int64"] * 8 + ["uint64"]
 # the row kernel: values and 4 count pointers per operand (R of them read), sizes, strides, 4 moduli
 ROWS_SIGNATURE = ["ptr"] * 15 + ["int64", "int64", "int32", "int32"] + ["int64"] * 6 + ["uint64"] * 4
-ROWS_KMAX = 8  # K and N bound of the row kernel (the strided steps', _strided.KMAX)
+# a row kernel's tile -> its K and N bound: 8 (the strided steps' bound, _strided.KMAX), 4 and 2 (a
+# sweep's usual step: one spin out, one in). Fewer registers (sm_90, float32 values, one residue:
+# 61, 48, 38; four: 128 with a spill, 86, 60) let more threads of a memory-bound step wait on loads.
+ROWS_KMAX = {"rows": 8, "rows4": 4, "rows2": 2}
 RESIDUES_MAX = 4  # residues one pass can carry (the row kernel's count pointers)
 
 
-def kernel_name(semiring: str, value: np.dtype, count: np.dtype, rows: bool = False, residues: int = 1) -> str:
-    """``count[_rows]_{max|min}_{f32|f64}_{i64|f64|m32}[x R]``; int32 counts are residues modulo a
-    prime, R of them (R > 1: the row kernel carrying one count array per prime)."""
+def kernel_name(semiring: str, value: np.dtype, count: np.dtype, rows: str = "", residues: int = 1) -> str:
+    """``count[_rows|_rows4]_{max|min}_{f32|f64}_{i64|f64|m32}[x R]``; int32 counts are residues modulo
+    a prime, R of them (R > 1: a row kernel carrying one count array per prime); ``rows``: a row
+    kernel's tile (ROWS_KMAX), "" for the product of any shape."""
     v = next(k for k, (_, d) in VALUE_DTYPES.items() if d == value)
     c = next(k for k, (_, d, _) in COUNT_DTYPES.items() if d == count)
     more = f"x{residues}" if residues > 1 else ""
-    return f"count{'_rows' if rows else ''}_{'max' if semiring == 'maxplus' else 'min'}_{v}_{c}{more}"
+    return f"count{'_' + rows if rows else ''}_{'max' if semiring == 'maxplus' else 'min'}_{v}_{c}{more}"
 
 
 def make_family(cache: KernelCache | None = None) -> KernelFamily:
@@ -79,7 +83,8 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
             for ct, cd, ring in COUNT_DTYPES.values():
                 _add_products(fam, semiring, vt, vd, ct, cd, ring)
                 for residues in range(1, (RESIDUES_MAX if ring == 2 else 1) + 1):
-                    _add_rows(fam, semiring, vt, vd, ct, cd, ring, residues)
+                    for tile in ROWS_KMAX:
+                        _add_rows(fam, semiring, vt, vd, ct, cd, ring, residues, tile)
     return fam
 
 
@@ -98,10 +103,18 @@ def _add_products(fam: KernelFamily, semiring: str, vt: str, vd: np.dtype, ct: s
 
 
 def _add_rows(
-    fam: KernelFamily, semiring: str, vt: str, vd: np.dtype, ct: str, cd: np.dtype, ring: int, residues: int
+    fam: KernelFamily,
+    semiring: str,
+    vt: str,
+    vd: np.dtype,
+    ct: str,
+    cd: np.dtype,
+    ring: int,
+    residues: int,
+    tile: str,
 ) -> None:
     """The strided step's row kernel (``lk_count_rows``) carrying ``residues`` count arrays."""
-    name = kernel_name(semiring, vd, cd, rows=True, residues=residues)
+    name = kernel_name(semiring, vd, cd, rows=tile, residues=residues)
     ptrs = ", ".join(
         f"{const}{ct} *{x}{q}" for const, x in (("const ", "ac"), ("const ", "bc"), ("", "cc")) for q in range(4)
     )
@@ -114,7 +127,7 @@ def _add_rows(
         f"    const {ct} *const bc[4] = {{bc0, bc1, bc2, bc3}};\n"
         f"    {ct} *const cc[4] = {{cc0, cc1, cc2, cc3}};\n"
         "    const unsigned long long mod[4] = {m0, m1, m2, m3};\n"
-        f"    lk_count_rows<{vt}, {ct}, {'true' if semiring == 'maxplus' else 'false'}, {ring}, {ROWS_KMAX}, "
+        f"    lk_count_rows<{vt}, {ct}, {'true' if semiring == 'maxplus' else 'false'}, {ring}, {ROWS_KMAX[tile]}, "
         f"{residues}>(av, ac, bv, bc, cv, cc, rows, M, N, K, sa, ars, acs, sb, sc, ldc, mod);\n"
         "}\n"
     )
@@ -469,7 +482,8 @@ def _launch_rows(
     counts = [[o.ptr for o in ops[3 + q * residues : 3 + (q + 1) * residues]] for q in range(3)]
     padded = [c + [c[0]] * (4 - residues) for c in counts]  # the kernel reads only the first R
     mods = [*moduli, *[0] * (4 - len(moduli))]
-    name = kernel_name(semiring, be.dtype(A[0]), be.dtype(A[1]), rows=True, residues=residues)
+    tile = min((t for t, kmax in ROWS_KMAX.items() if max(K, N) <= kmax), key=ROWS_KMAX.__getitem__)
+    name = kernel_name(semiring, be.dtype(A[0]), be.dtype(A[1]), rows=tile, residues=residues)
     device = _device.resolve_or_current(_device.common([(n, o.device) for n, o in zip(names, ops)]))
     rows = batch * M
     blocks = max(min(-(-rows // THREADS), _MAX_BLOCKS), 1)
