@@ -339,7 +339,8 @@ class CountingAlgebra(Algebra):
         # a product of any shape, one residue at a time (the values, the same each time, from the first)
         first = count_bmm(self.be, A[0], A[1], B[0], B[1], self.semiring, self.moduli[0])
         more = [
-            count_bmm(self.be, A[0], a, B[0], b, self.semiring, p)[1] for a, b, p in zip(A[2:], B[2:], self.moduli[1:])
+            count_bmm(self.be, A[0], a, B[0], b, self.semiring, p, values=first[0])[1]
+            for a, b, p in zip(A[2:], B[2:], self.moduli[1:])
         ]
         return (*first, *more), None
 
@@ -404,11 +405,20 @@ def _int64(be: Backend) -> Any:
 
 
 def count_bmm(
-    be: Backend, Av: Any, Ac: Any, Bv: Any, Bc: Any, semiring: str = "maxplus", modulus: int = 0
+    be: Backend,
+    Av: Any,
+    Ac: Any,
+    Bv: Any,
+    Bc: Any,
+    semiring: str = "maxplus",
+    modulus: int = 0,
+    values: Any = None,
 ) -> tuple[Any, Any]:
     """(b|1, M, K) x (b|1, K, N) counting product on the operands' backend, each operand read through
     its own strides (a transposed or permuted view is not copied unless its values and counts are laid
-    out differently); the result is C-contiguous. ``modulus``: int32 counts are residues modulo it."""
+    out differently); the result is C-contiguous. ``modulus``: int32 counts are residues modulo it.
+    ``values``: on a device, the (batch, M, N) array the values go to (another residue's product of the
+    same operands wrote the same values there), so no second values array is held."""
     if be.on_host:
         return _reference_einsum.count_bmm(Av, Ac, Bv, Bc, semiring, modulus)
     if be.dtype(Av) != be.dtype(Bv) or be.dtype(Ac) != be.dtype(Bc):
@@ -416,7 +426,7 @@ def count_bmm(
     (Av, Ac), (Bv, Bc) = _alike(be, Av, Ac), _alike(be, Bv, Bc)
     batch = max(int(Av.shape[0]), int(Bv.shape[0]))
     M, K, N = int(Av.shape[1]), int(Av.shape[2]), int(Bv.shape[2])
-    out = (be.empty(Av, (batch, M, N)), be.empty(Ac, (batch, M, N)))  # the kernel writes every entry
+    out = (be.empty(Av, (batch, M, N)) if values is None else values, be.empty(Ac, (batch, M, N)))  # all written
     if batch * M * N == 0:
         return out
     sa, sb = (s if int(x.shape[0]) > 1 else (0, *s[1:]) for x, s in ((Av, be.strides(Av)), (Bv, be.strides(Bv))))
