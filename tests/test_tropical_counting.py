@@ -488,3 +488,51 @@ def test_row_kernel_matches_the_reference_on_the_gpu(residues, K, N, semiring):
     v, c = _reference_einsum.count_bmm(A, np.ascontiguousarray(big[0]).reshape(2, 15, K), Y[0], big[1], semiring)
     np.testing.assert_array_equal(cupy.asnumpy(out[0]), v.reshape(2, 3, 5, N))
     np.testing.assert_array_equal(cupy.asnumpy(out[1]), c.reshape(2, 3, 5, N))
+
+
+def test_residues_per_pass_follow_the_predicted_peak():
+    """As many residues as the plan's predicted peak at their width fits in free memory (the pool's
+    margin included); two always (the int64 count's bytes the plan was fit for); four on the host."""
+    from types import SimpleNamespace
+
+    from lazykern.tn import _cost
+
+    def net(free):
+        be = SimpleNamespace(free_bytes=lambda: free, dtype=lambda x: x.dtype)
+        leaf = SimpleNamespace(parts=(np.zeros(1, np.float32),))
+        return SimpleNamespace(be=be, leaves=[leaf], peak=lambda plan, entry_bytes: 1000 * entry_bytes)
+
+    margin = _cost.POOL_MARGIN
+    assert counting.residues_per_pass(net(None), None) == counting.RESIDUES_MAX
+    assert counting.residues_per_pass(net(int(1000 * 16 * margin) + 1), None) == 3  # 4 + 3 * 4 bytes an entry
+    assert counting.residues_per_pass(net(int(1000 * 20 * margin) + 1), None) == 4
+    assert counting.residues_per_pass(net(10), None) == 2
+
+
+def test_two_residues_a_pass_on_the_device_route_past_int64():
+    """Two residues a pass (what fits when the plan fills memory at the int64 width), one launch of the
+    row kernel per step: the passes are 2^64, then primes two by two, and the count is the transfer
+    method's big integer."""
+    from unittest import mock
+
+    from lazykern.tn import _backend, _contract
+
+    sg = _free_rows(10, 7, seed=2)
+    E0, count = transfer_matrix(sg, 10)
+    calls = []
+    real = counting.contract_network
+
+    def counted(*a, **kw):
+        calls.append(kw["algebra"].moduli)
+        return real(*a, **kw)
+
+    with (
+        device_route(),
+        mock.patch.object(_contract, "STRIDED_MIN", 0),
+        mock.patch.object(_backend.Backend, "memory_limit", lambda self, b: 2**28),
+        mock.patch.object(counting, "residues_per_pass", lambda net, plan: 2),  # as on an 80 GB GPU at 32 x 32
+        mock.patch.object(counting, "contract_network", counted),
+    ):
+        assert nw.degeneracy(sg, memory_limit=2**28) == (E0, count)
+    # about 2^72: the first prime rebuilds it, the second confirms it, both in the second pass
+    assert calls == [(), tuple(itertools.islice(_crt.primes(), 2))]
