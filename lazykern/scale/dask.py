@@ -453,7 +453,7 @@ def contract_network(
                 b,
                 module,
                 moduli,
-                key=f"lazykern-slices-{'x'.join(map(str, moduli))}-{a}-{b}-{shipped.key}",
+                key=f"lazykern-slices-{a}-{b}-{shipped.key}" + "".join(f"-mod{p}" for p in moduli),
             )
             for a, b in ranges
         ]
