@@ -215,7 +215,8 @@ def count_network(
         )
         return out
 
-    return exact(net.be, [t.labels for t in net.leaves], output, operands, net.sizes, run, residues_per_pass(net, plan))
+    labels = [t.labels for t in net.leaves]
+    return exact(net.be, labels, output, operands, net.sizes, run, lambda: residues_per_pass(net, plan))
 
 
 def residues_per_pass(net: Any, plan: Any) -> int:
@@ -240,13 +241,13 @@ def exact(
     operands: Sequence[Any],
     sizes: dict[Any, int],
     run: Callable[[tuple[int, ...]], tuple[Any, ...]],
-    residues: int = 2,
+    residues: Callable[[], int] = lambda: 2,
 ) -> tuple[Any, Any]:
     """Exact integer counts from passes ``run(moduli)`` of one plan, each the finished contraction
     (values, counts...) in the algebra :func:`algebra` (*moduli) (``()``: int64 counts modulo 2^64),
     wherever the passes run (one device, ``devices=`` groups, Dask workers): every group of a pass
     counts in the same rings and adds in them, so a pass gives the counts modulo each of its moduli,
-    and :func:`._crt.solve` rebuilds the integers (``residues`` primes a pass). One pass when the
+    and :func:`._crt.solve` rebuilds the integers (``residues()`` primes a pass, asked only then). One pass when the
     :func:`count_bound` proves int64 holds every count (the result left where ``run`` gives it)."""
     given = [op[1] for op in operands if isinstance(op, tuple)]  # the others count 1 per entry
     bound = count_bound(be, given, labels, output, sizes)
@@ -258,7 +259,7 @@ def exact(
         values, *counts = run(moduli)
         return _host(be, values), [_host(be, c) for c in counts]
 
-    return _crt.solve(on_host, bound, residues)
+    return _crt.solve(on_host, bound, residues())
 
 
 def count_bound(
