@@ -501,6 +501,18 @@ if xp.__name__ == "cupy":
     xp.zeros(1) + 1
 sg = bench.edge_list_instance(spec["graph"], shuffle=spec["shuffle"], positions=spec["positions"])
 kw = dict(module=xp) | ({{"dtype": getattr(np, spec["dtype"])}} if spec["dtype"] else {{}})
+passes = []  # counting: (moduli, seconds) of each whole contraction (int64 first, then residues modulo primes)
+if spec["kind"] == "degeneracy":
+    from lazykern.tn import counting
+    one_pass = counting.contract_network
+    def timed_pass(*a, **k):
+        t0 = time.perf_counter()
+        out = one_pass(*a, **k)
+        if xp.__name__ == "cupy":
+            xp.cuda.Device().synchronize()
+        passes.append([list(k["algebra"].moduli), round(time.perf_counter() - t0, 3)])
+        return out
+    counting.contract_network = timed_pass
 t = time.perf_counter()
 if spec["kind"] == "energy":
     answer = nw.ground_state_energy(sg, **kw)
@@ -520,7 +532,7 @@ predicted_peak = _cost.peak_bytes(steps, 4 * len(sg.edges) + 2 * sg.n, itemsize 
 print(json.dumps(dict(answer=answer, seconds=seconds, predicted_contract_seconds=predicted,
     predicted_peak_bytes=predicted_peak, measured_peak_bytes=peak[0] or None,
     log10_flops=float(np.log10(plan.flops)), log2_largest=float(np.log2(plan.largest)),
-    slices=plan.nslices, steps=len(plan.path))))
+    slices=plan.nslices, steps=len(plan.path), counting_passes=passes or None)))
 """
 
 

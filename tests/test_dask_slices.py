@@ -88,3 +88,22 @@ def test_on_a_local_cuda_cluster(lattice):
         )
     assert -float(best) == E0
     assert (-float(v), int(c)) == (E0, count)
+
+
+def test_counts_past_2_64_are_exact_on_thread_and_process_workers():
+    """Each pass (modulo 2^64, then primes) runs over every worker in one ring and the partials add
+    in it; the Chinese remainder theorem gives the transfer method's big integer (not int64's wrap).
+    Process workers rebuild each prime's algebra themselves (it is not pickled)."""
+    sg = nw.square_lattice(10, seed=5)
+    keep = np.random.default_rng(5).random(len(sg.J)) < 0.1  # nine couplings in ten zero: 2^80 ground states
+    sg = nw.SpinGlass(sg.n, sg.edges, sg.J * keep, positions=sg.positions)
+    E0, count = transfer_matrix(sg, 10)
+    assert count > 1 << 64
+    labels, tensors = sg.network()
+    pairs = [(t, np.ones(t.shape, np.int64)) for t in tensors]
+    for processes in (False, True):
+        with _cluster(processes) as cluster, distributed.Client(cluster) as client:
+            v, c = lkdask.contract_network(
+                client, labels, (), pairs, optimize="greedy", slices=[30, 40], algebra=CountingAlgebra, groups=3
+            )
+        assert (-float(v), c) == (E0, count)

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from lazykern.tn import _reference_einsum, counting
+from lazykern.tn import _crt, _reference_einsum, counting
 from lazykern.tn import networks as nw
 
 from ._spin_oracles import transfer_matrix
@@ -75,7 +75,9 @@ def test_float_counts_and_input_errors():
 
 def test_kernels_are_lazy_and_compile_for_sm90(cache):
     fam = counting.make_family(cache)
-    assert len(fam.names()) == 12 and fam.compiled() == []  # 2 semirings x 2 value x 3 count types
+    # 2 semirings x 2 value types x (3 count types' products; row kernels of 3 tiles, for 3 count
+    # types and 2-4 residues)
+    assert len(fam.names()) == 84 and fam.compiled() == []
     names = ["count_max_f32_i64", "count_max_f32_m32", "count_min_f64_f64"]
     kernels = fam.warm(names, arch="sm_90")
     assert [k.name for k in kernels] == names
@@ -238,17 +240,18 @@ def test_small_counts_stay_one_int64_pass():
     real = counting.contract_network
 
     def counted(*a, **kw):
-        calls.append(kw["algebra"].modulus)
+        calls.append(kw["algebra"].moduli)
         return real(*a, **kw)
 
     from unittest import mock
 
     with mock.patch.object(counting, "contract_network", counted):
         v, c = counting.einsum("i,j->", np.zeros(2), (np.zeros(3), np.array([2**40, 1, 2])))
-        assert c.dtype == np.int64 and int(c) == 2 * (2**40 + 3) and calls == [0]
+        assert c.dtype == np.int64 and int(c) == 2 * (2**40 + 3) and calls == [()]
         calls.clear()
         sg = nw.square_lattice(8, J="ferro")  # 64 spins: 2^64 is a possible count, so a prime pass too
-        assert nw.degeneracy(sg) == (-112.0, 2) and calls == [0, 2**31 - 1]
+        assert nw.degeneracy(sg) == (-112.0, 2) and len(calls) == 2 and calls[0] == ()
+        assert calls[1] == tuple(itertools.islice(_crt.primes(), counting.RESIDUES_MAX))  # one pass of 4 residues
 
 
 @pytest.mark.parametrize("semiring", ["maxplus", "minplus"])
@@ -355,3 +358,181 @@ def test_the_oracles_agree_with_brute_force(seed):
     assert transfer_matrix(sg, L, W) == (pytest.approx(E0, abs=1e-9), count)
     no_field = nw.SpinGlass(L * W, edges, J)
     assert matching_energy(no_field, L, W) == pytest.approx(brute_force(no_field)[0], abs=1e-9)
+
+
+# ------------------------------------------------------------------ the counting row kernel --
+def _rows_case(rng, residues, K=4, N=3):
+    """A strided step as a sweep has it: X a permuted view (batch 2, left 3 x 5, con K), Y (2, K, N)."""
+    base = rng.integers(-2, 2, (K, 2, 3, 5)).astype(np.float32)  # few values: ties on purpose
+    Xv = base.transpose(1, 2, 3, 0)  # (b, i1, i2, k) read through strides, not copied
+    p = [2**31 - 1, 2147483629, 2147483587, 2147483579][:residues]
+    Xc = [rng.integers(0, q, (K, 2, 3, 5)).astype(np.int32).transpose(1, 2, 3, 0) for q in p]
+    Yv = rng.integers(-2, 2, (2, K, N)).astype(np.float32)
+    Yc = [rng.integers(0, q, (2, K, N)).astype(np.int32) for q in p]
+    s = [x // 4 for x in Xv.strides]  # element strides of the view: b, i1, i2, k
+    assert s[1] == 5 * s[2]  # left (i1, i2) reads as one axis of i2's stride
+    lay = {"dims": (2, 15, N, K), "out_shape": (2, 3, 5, N), "a": (s[0], s[2], s[3]), "c": (15 * N, N)}
+    return (Xv, *Xc), (Yv, *Yc), lay, tuple(p)
+
+
+def _rows_want(X, Y, p, semiring):
+    K, N = Y[0].shape[1:]
+    A = np.ascontiguousarray(X[0]).reshape(2, 15, K)
+    want_c = []
+    for q, (xc, yc) in enumerate(zip(X[1:], Y[1:])):
+        v, c = _reference_einsum.count_bmm(A, np.ascontiguousarray(xc).reshape(2, 15, K), Y[0], yc, semiring, p[q])
+        want_c.append(c.reshape(2, 3, 5, N))
+    return v.reshape(2, 3, 5, N), want_c
+
+
+@pytest.mark.parametrize(
+    ("residues", "K", "N", "tile"), [(1, 4, 3, "rows4"), (4, 4, 3, "rows4"), (2, 2, 2, "rows2"), (3, 8, 5, "rows")]
+)
+def test_row_launch_passes_what_the_kernel_signature_reads(residues, K, N, tile):
+    """The row kernel's launch (counting._launch_rows) on host arrays, its kernel replaced by a
+    stand-in that reads its arguments in the order of the C signature (the lk_count_rows fragment)
+    through the given strides: every residue of the step comes out of one launch, equal to the
+    reference product."""
+    import contextlib
+    import dataclasses
+    from unittest import mock
+
+    from lazykern.tn import _backend
+    from lazykern.tropical import _arrays
+
+    X, Y, lay, p = _rows_case(np.random.default_rng(residues), residues, K, N)
+    arrays: dict[int, np.ndarray] = {}
+    real = _arrays.as_operand
+    launches = []
+
+    def operand(x, name):  # a host array stands for device memory: its pointer names it
+        arrays[id(x)] = x
+        return dataclasses.replace(real(x, name), ptr=id(x), device=0)
+
+    def fake(name, arch):
+        R = int(name.rsplit("x", 1)[1]) if "_m32x" in name else 1
+
+        def kernel(*args):
+            av, bv, cv, *ptrs = args[:15]
+            rows, M, N, K, sa, ars, acs, sb, sc, ldc, *mods = args[15:]
+            launches.append((name, arch))
+            batch = rows // M
+            ac, bc, cc = (ptrs[4 * j : 4 * j + R] for j in range(3))
+            for q in range(R):
+                view = [
+                    counting._strided(arrays[ptr], shape, st)
+                    for ptr, shape, st in (
+                        (av, (batch, M, K), (sa, ars, acs)),
+                        (ac[q], (batch, M, K), (sa, ars, acs)),
+                        (bv, (batch, K, N), (sb, N, 1)),
+                        (bc[q], (batch, K, N), (sb, N, 1)),
+                    )
+                ]
+                v, c = _reference_einsum.count_bmm(*(np.ascontiguousarray(x) for x in view), semiring, int(mods[q]))
+                counting._strided(arrays[cv], (batch, M, N), (sc, ldc, 1), True)[...] = v
+                counting._strided(arrays[cc[q]], (batch, M, N), (sc, ldc, 1), True)[...] = c
+
+        return mock.MagicMock(__getitem__=lambda self, grid: kernel)
+
+    for semiring in ("maxplus", "minplus"):
+        out = tuple(np.empty(lay["out_shape"], x.dtype) for x in X)
+        strides = (lay["a"], (lay["dims"][3] * lay["dims"][2], lay["dims"][2], 1), lay["c"])
+        with (
+            mock.patch.object(_arrays, "as_operand", operand),
+            mock.patch.object(counting.family, "get", fake),
+            mock.patch.object(counting._device, "on", lambda d: contextlib.nullcontext()),
+            mock.patch.object(counting._device, "arch", lambda d: "sm_90"),
+        ):
+            counting._launch_rows(_backend.Backend("cupy", np), X, Y, out, lay["dims"], strides, semiring, p)
+        want_v, want_c = _rows_want(X, Y, p, semiring)
+        np.testing.assert_array_equal(out[0], want_v)
+        assert len(out) == 1 + residues
+        for got, want in zip(out[1:], want_c):
+            np.testing.assert_array_equal(got, want)
+    more = f"x{residues}" if residues > 1 else ""  # the smallest tile that holds K and N
+    assert launches == [(f"count_{tile}_max_f32_m32{more}", "sm_90"), (f"count_{tile}_min_f32_m32{more}", "sm_90")]
+
+
+def test_row_kernels_compile_for_sm90(cache):
+    fam = counting.make_family(cache)
+    names = [
+        "count_rows_max_f32_i64",
+        "count_rows4_min_f64_m32",
+        "count_rows2_max_f32_m32x2",
+        "count_rows_min_f32_m32x4",
+    ]
+    assert [k.name for k in fam.warm(names, arch="sm_90")] == names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("residues", "K", "N"), [(1, 4, 3), (2, 2, 2), (4, 8, 5), (3, 3, 7)])
+@pytest.mark.parametrize("semiring", ["maxplus", "minplus"])
+def test_row_kernel_matches_the_reference_on_the_gpu(residues, K, N, semiring):
+    cupy = pytest.importorskip("cupy")
+    from lazykern.tn import _backend
+
+    X, Y, lay, p = _rows_case(np.random.default_rng(residues), residues, K, N)
+    dX = tuple(cupy.asarray(np.ascontiguousarray(x.transpose(3, 0, 1, 2))).transpose(1, 2, 3, 0) for x in X)
+    assert dX[0].strides == X[0].strides  # the same permuted view, on the device
+    alg = counting.algebra(*p)(semiring, _backend.Backend("cupy", cupy), False)
+    out = alg.rows(dX, tuple(cupy.asarray(y) for y in Y), lay)
+    want_v, want_c = _rows_want(X, Y, p, semiring)
+    np.testing.assert_array_equal(cupy.asnumpy(out[0]), want_v)
+    for got, want in zip(out[1:], want_c):
+        np.testing.assert_array_equal(cupy.asnumpy(got), want)
+    big = [np.random.default_rng(3).integers(2**62, 2**63 - 1, x.shape) for x in (X[1], Y[1])]  # int64 rows
+    alg = counting.CountingAlgebra(semiring, _backend.Backend("cupy", cupy), False)
+    dbig = cupy.asarray(np.ascontiguousarray(big[0].transpose(3, 0, 1, 2))).transpose(1, 2, 3, 0)
+    out = alg.rows((dX[0], dbig), (cupy.asarray(Y[0]), cupy.asarray(big[1])), lay)
+    A = np.ascontiguousarray(X[0]).reshape(2, 15, K)
+    v, c = _reference_einsum.count_bmm(A, np.ascontiguousarray(big[0]).reshape(2, 15, K), Y[0], big[1], semiring)
+    np.testing.assert_array_equal(cupy.asnumpy(out[0]), v.reshape(2, 3, 5, N))
+    np.testing.assert_array_equal(cupy.asnumpy(out[1]), c.reshape(2, 3, 5, N))
+
+
+def test_residues_per_pass_follow_the_predicted_peak():
+    """As many residues as the plan's predicted peak at their width fits in free memory (the pool's
+    margin included); two always (the int64 count's bytes the plan was fit for); four on the host."""
+    from types import SimpleNamespace
+
+    from lazykern.tn import _cost
+
+    def net(free):
+        be = SimpleNamespace(free_bytes=lambda: free, dtype=lambda x: x.dtype)
+        leaf = SimpleNamespace(parts=(np.zeros(1, np.float32),))
+        return SimpleNamespace(be=be, leaves=[leaf], peak=lambda plan, entry_bytes: 1000 * entry_bytes)
+
+    margin = _cost.POOL_MARGIN
+    assert counting.residues_per_pass(net(None), None) == counting.RESIDUES_MAX
+    assert counting.residues_per_pass(net(int(1000 * 16 * margin) + 1), None) == 3  # 4 + 3 * 4 bytes an entry
+    assert counting.residues_per_pass(net(int(1000 * 20 * margin) + 1), None) == 4
+    assert counting.residues_per_pass(net(10), None) == 2
+
+
+def test_two_residues_a_pass_on_the_device_route_past_int64():
+    """Two residues a pass (what fits when the plan fills memory at the int64 width), one launch of the
+    row kernel per step: the passes are 2^64, then primes two by two, and the count is the transfer
+    method's big integer."""
+    from unittest import mock
+
+    from lazykern.tn import _backend, _contract
+
+    sg = _free_rows(10, 7, seed=2)
+    E0, count = transfer_matrix(sg, 10)
+    calls = []
+    real = counting.contract_network
+
+    def counted(*a, **kw):
+        calls.append(kw["algebra"].moduli)
+        return real(*a, **kw)
+
+    with (
+        device_route(),
+        mock.patch.object(_contract, "STRIDED_MIN", 0),
+        mock.patch.object(_backend.Backend, "memory_limit", lambda self, b: 2**28),
+        mock.patch.object(counting, "residues_per_pass", lambda net, plan: 2),  # as on an 80 GB GPU at 32 x 32
+        mock.patch.object(counting, "contract_network", counted),
+    ):
+        assert nw.degeneracy(sg, memory_limit=2**28) == (E0, count)
+    # about 2^72: the first prime rebuilds it, the second confirms it, both in the second pass
+    assert calls == [(), tuple(itertools.islice(_crt.primes(), 2))]

@@ -238,3 +238,26 @@ def test_gpu_operands_over_every_gpu_equal_one_gpu(lattice, library):
     assert nw.degeneracy(sg, module=module, slices=SLICED, devices="all") == (E0, count)
     E, spins = nw.ground_state(sg, module=module, dtype=np.float32, slices=SLICED, devices="all")
     assert E == E0 == sg.energy(spins)
+
+
+def _sparse_lattice(L: int, seed: int) -> nw.SpinGlass:
+    """An L x L +-J lattice with nine couplings in ten set to zero: far more than 2^64 ground states."""
+    sg = nw.square_lattice(L, seed=seed)
+    keep = np.random.default_rng(seed).random(len(sg.J)) < 0.1
+    return nw.SpinGlass(sg.n, sg.edges, sg.J * keep, positions=sg.positions)
+
+
+def test_counts_past_2_64_over_devices_are_exact():
+    """Every pass (modulo 2^64, then primes) is spread over the groups and added in its own ring:
+    the rebuilt count is the transfer method's big integer, not a wrapped int64."""
+    sg = _sparse_lattice(10, seed=5)
+    E0, count = transfer_matrix(sg, 10)
+    assert count > 1 << 64
+    assert nw.degeneracy(sg, slices=[30, 40], devices=[0, 1, 2]) == (E0, count)
+    v, c = counting.einsum(
+        ",".join("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS") + "->",
+        *[np.zeros(4)] * 45,
+        slices="abc",
+        devices=[0, 1],
+    )
+    assert (float(v), c) == (0.0, 4**45)

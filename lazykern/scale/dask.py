@@ -370,12 +370,18 @@ def _slice_group(
     start: int,
     stop: int,
     module: str,
+    moduli: tuple[int, ...] = (),
 ) -> tuple[tuple[np.ndarray, ...], tuple[Any, ...]]:
     """One task: slices ``start`` to ``stop`` of the network, contracted with ``module``'s arrays on
-    this worker; the partial comes back as host arrays (parts) and its labels."""
+    this worker; the partial comes back as host arrays (parts) and its labels. ``moduli``: a
+    counting pass modulo those primes (none: the network's own algebra)."""
     from ..tn.einsum import build_network, contract_slices
 
     inputs, output, operands, semiring, algebra = network
+    if moduli:  # a pass modulo primes: its algebra is rebuilt here, not pickled (a class made at run time)
+        from ..tn import counting
+
+        algebra = counting.algebra(*moduli)
     here = [
         tuple(_on_worker(p, module) for p in op) if isinstance(op, tuple) else _on_worker(op, module) for op in operands
     ]
@@ -410,8 +416,15 @@ def contract_network(
     gives each worker one) and returns its partial as host arrays; the client adds the partials in
     the semiring in group order, so the result equals :func:`lazykern.tn.einsum.contract_network`'s.
     Returns NumPy arrays: the result, or (values, counts) for counting.
+
+    Integer counts are exact, as :func:`lazykern.tn.counting.einsum`'s: when int64 may not hold
+    them, every pass (modulo 2^64, then 31-bit primes) runs over all the workers in one ring, the
+    partials add in that ring, and the Chinese remainder theorem rebuilds the counts (an object
+    array of Python ints; a Python int for a scalar result). A prime pass carries two residues: their
+    int32 counts take the bytes of the int64 count the plan was made for.
     """
     from ..launch._batch_split import split_batch
+    from ..tn import counting
     from ..tn._contract import Algebra, Term
     from ..tn.einsum import build_network
 
@@ -428,15 +441,41 @@ def contract_network(
         raise ValueError(f"groups must be a positive number of slice groups, got {groups!r}")
     ranges = [(a, b) for a, b in split_batch(plan.nslices, count) if b > a]
     [shipped] = client.scatter([(inputs, output, host, semiring, algebra)], broadcast=True)
-    futures = [
-        client.submit(_slice_group, shipped, plan, a, b, module, key=f"lazykern-slices-{a}-{b}-{shipped.key}")
-        for a, b in ranges
-    ]
-    log.info("tropical network: %d slices in %d Dask tasks", plan.nslices, len(futures))
-    partials = client.gather(futures)
-    total = None
-    for parts, labels in partials:
-        term = Term(parts, labels)
-        total = term if total is None else Term(net.alg.add(total.parts, term.parts), labels)
-    assert total is not None  # a plan has at least one slice, so at least one group
-    return net.finish(total)
+
+    def one_pass(moduli: tuple[int, ...]) -> Any:
+        """The whole contraction over the workers, counting modulo ``moduli`` (none: the algebra's own)."""
+        futures = [
+            client.submit(
+                _slice_group,
+                shipped,
+                plan,
+                a,
+                b,
+                module,
+                moduli,
+                key=f"lazykern-slices-{a}-{b}-{shipped.key}" + "".join(f"-mod{p}" for p in moduli),
+            )
+            for a, b in ranges
+        ]
+        log.info("tropical network: %d slices in %d Dask tasks (moduli %s)", plan.nslices, len(futures), moduli)
+        here = net if not moduli else build_network(inputs, output, host, semiring, counting.algebra(*moduli))
+        total = None
+        for parts, labels in client.gather(futures):
+            term = Term(parts, labels)
+            total = term if total is None else Term(here.alg.add(total.parts, term.parts), labels)
+        assert total is not None  # a plan has at least one slice, so at least one group
+        return here.finish(total)
+
+    if not _exact_counting(net, algebra):
+        return one_pass(())
+    return counting.exact(net.be, [t.labels for t in net.leaves], output, host, net.sizes, one_pass)
+
+
+def _exact_counting(net: Any, algebra: type[Any]) -> bool:
+    """Integer counts of the counting algebra's own ring (int64): these are rebuilt exactly. A given
+    prime's algebra or float counts are one pass, as asked."""
+    return bool(
+        getattr(algebra, "counting", False)
+        and not algebra.moduli
+        and all(net.be.dtype(t.parts[1]).kind != "f" for t in net.leaves)
+    )

@@ -12,7 +12,7 @@ in the symmetric range (-M/2, M/2] of the moduli's product M. It stops
   GenericTensorNetworks.jl's ``big_integer_solve``): a count of M_k or more that looks
   unchanged after prime p_k needs (count - x) to be a multiple of p_k, about one chance in 2^31.
 
->>> _, counts = solve(lambda m: (np.zeros(()), np.array(2**70 % (m or 2**64))), bound=2**100)
+>>> _, counts = solve(lambda ms: (np.zeros(()), [np.array(2**70 % p) for p in ms or (2**64,)]), bound=2**100)
 >>> int(counts)
 1180591620717411303424
 """
@@ -20,7 +20,7 @@ in the symmetric range (-M/2, M/2] of the moduli's product M. It stops
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,8 @@ INT64_MODULUS = 1 << 64
 _INT64_SAFE = 1 << 63  # |count| below this: the int64 pass is the count itself
 _MAX_PRIMES = 80  # 80 primes and 2^64 cover counts of 2^2500: a network of more spins is not contractible
 
-Pass = Callable[[int], tuple[Any, Any]]  # modulus (0: 2^64 in int64) -> (values, counts) as NumPy arrays
+# moduli (primes; (): 2^64 in int64) -> (values, one count array per modulus (the int64 counts for ())) on the host
+Pass = Callable[[tuple[int, ...]], tuple[Any, Sequence[Any]]]
 
 
 class ReconstructionError(LazykernError, ArithmeticError):
@@ -83,28 +84,32 @@ def symmetric(x: Any, M: int) -> Any:
     return np.where(x > M // 2, x - M, x) if isinstance(x, np.ndarray) else (x - M if x > M // 2 else x)
 
 
-def solve(run: Pass, bound: int) -> tuple[Any, Any]:
-    """(values, exact counts) from passes ``run(modulus)``; ``bound``: no |count| exceeds it.
+def solve(run: Pass, bound: int, residues: int = 1) -> tuple[Any, Any]:
+    """(values, exact counts) from passes ``run(moduli)``; ``bound``: no |count| exceeds it;
+    ``residues``: primes per pass after the first (int64) one. The reconstruction grows one prime at a
+    time, so a pass of several primes can stop the search at any of them.
 
     Counts come back as an int64 array when ``bound`` proves they fit (one pass), else as an
     object array of Python ints (one Python int for a scalar contraction)."""
-    values, counts = run(0)
+    values, (counts,) = run(())
     counts = np.asarray(counts).astype(np.int64)
     if bound < _INT64_SAFE:
         return values, counts
     x = counts.astype(object) % INT64_MODULUS  # the int64 bits as residues in [0, 2^64)
     M = INT64_MODULUS
     previous = symmetric(x, M)
-    for p in itertools.islice(primes(), _MAX_PRIMES):
-        more, residues = run(p)
+    left = itertools.islice(primes(), _MAX_PRIMES)
+    while moduli := tuple(itertools.islice(left, max(residues, 1))):
+        more, counts_mod = run(moduli)
         if not np.array_equal(np.asarray(more), np.asarray(values), equal_nan=True):
             raise ReconstructionError(
-                f"the counting pass modulo {p} found other optimal values than the pass modulo 2^64: the "
+                f"the counting pass modulo {moduli} found other optimal values than the pass modulo 2^64: the "
                 "contraction is not deterministic; report it with the network"
             )
-        x, M = combine(x, M, np.asarray(residues).astype(np.int64).astype(object), p), M * p
-        now = symmetric(x, M)
-        if M > 2 * bound or bool(np.all(now == previous)):
-            return values, now
-        previous = now
+        for p, r in zip(moduli, counts_mod, strict=True):
+            x, M = combine(x, M, np.asarray(r).astype(np.int64).astype(object), p), M * p
+            now = symmetric(x, M)
+            if M > 2 * bound or bool(np.all(now == previous)):
+                return values, now
+            previous = now
     raise ReconstructionError(f"counts did not settle after {_MAX_PRIMES} primes (a count above 2^{M.bit_length()})")

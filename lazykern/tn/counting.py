@@ -5,7 +5,10 @@ how many assignments reach it (a spin glass's ground-state energy and degeneracy
 (a, m) (x) (b, n) = (a + b, m * n). Values are float32/float64 (max-plus or min-plus).
 Integer counts are exact, never wrapped: :func:`einsum` counts modulo 2^64 and, when a count may
 not fit in int64, modulo 31-bit primes, and rebuilds every count by the Chinese remainder
-theorem (:mod:`._crt`). float64 counts (weights) add and multiply as floats.
+theorem (:mod:`._crt`). A prime pass carries several residues (value, count mod p_1, ..., count
+mod p_R): the values are read and computed once for R residues, and R is as large as the plan's
+predicted peak lets it be (:func:`residues_per_pass`). float64 counts (weights) add and multiply
+as floats.
 
 >>> import numpy as np
 >>> from lazykern.tropical import counting
@@ -13,17 +16,18 @@ theorem (:mod:`._crt`). float64 counts (weights) add and multiply as floats.
 >>> float(v), int(c)
 (3.0, 2)
 
-The GPU kernel (``counting.cu``: one thread per output entry, every operand read and written through
-element strides, so a sweep's boundary is read in place and no step copies it, as in the max-plus
-row kernels of :mod:`._strided`) is its own lazily compiled
-:class:`~lazykern.families.family.KernelFamily`, ``tropical_counting``, one fragment per
-(semiring, value dtype, count dtype); NumPy operands use the NumPy kernel.
+The GPU kernels (``counting.cu``) are their own lazily compiled
+:class:`~lazykern.families.family.KernelFamily`, ``tropical_counting``: a product of any shape
+(one thread per output entry, every operand read through element strides) and the row kernel of a
+sweep's strided steps (:mod:`._strided`: one thread per row of the boundary, read once in place,
+K, N <= 8, 1 to RESIDUES_MAX count arrays in one launch), one fragment per (semiring, value dtype,
+count dtype, residues); NumPy operands use the NumPy kernel.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +36,7 @@ import numpy as np
 from ..errors import LazykernWarning, warn_user
 from ..families.family import KernelFamily
 from ..launch import _device
-from . import _crt, _reference_einsum
+from . import _cost, _crt, _reference_einsum
 from ._backend import Backend
 from ._contract import Algebra
 from .einsum import build_network, contract_network, parse
@@ -50,33 +54,84 @@ COUNT_DTYPES = {
 THREADS = 256
 _MAX_BLOCKS = 132 * 32
 SIGNATURE = ["ptr"] * 6 + ["int64", "int32", "int32", "int32"] + ["int64"] * 8 + ["uint64"]
+# the row kernel: values and 4 count pointers per operand (R of them read), sizes, strides, 4 moduli
+ROWS_SIGNATURE = ["ptr"] * 15 + ["int64", "int64", "int32", "int32"] + ["int64"] * 6 + ["uint64"] * 4
+# a row kernel's tile -> its K and N bound: 8 (the strided steps' bound, _strided.KMAX), 4 and 2 (a
+# sweep's usual step: one spin out, one in). Fewer registers (sm_90, float32 values, one residue:
+# 61, 48, 38; four: 128 with a spill, 86, 60) let more threads of a memory-bound step wait on loads.
+ROWS_KMAX = {"rows": 8, "rows4": 4, "rows2": 2}
+RESIDUES_MAX = 4  # residues one pass can carry (the row kernel's count pointers)
 
 
-def kernel_name(semiring: str, value: np.dtype, count: np.dtype) -> str:
-    """``count_{max|min}_{f32|f64}_{i64|f64|m32}``; int32 counts are residues modulo a prime."""
+def kernel_name(semiring: str, value: np.dtype, count: np.dtype, rows: str = "", residues: int = 1) -> str:
+    """``count[_rows|_rows4]_{max|min}_{f32|f64}_{i64|f64|m32}[x R]``; int32 counts are residues modulo
+    a prime, R of them (R > 1: a row kernel carrying one count array per prime); ``rows``: a row
+    kernel's tile (ROWS_KMAX), "" for the product of any shape."""
     v = next(k for k, (_, d) in VALUE_DTYPES.items() if d == value)
     c = next(k for k, (_, d, _) in COUNT_DTYPES.items() if d == count)
-    return f"count_{'max' if semiring == 'maxplus' else 'min'}_{v}_{c}"
+    more = f"x{residues}" if residues > 1 else ""
+    return f"count{'_' + rows if rows else ''}_{'max' if semiring == 'maxplus' else 'min'}_{v}_{c}{more}"
 
 
 def make_family(cache: KernelCache | None = None) -> KernelFamily:
-    """The counting family: counting.cu plus one two-line fragment per instantiation."""
+    """The counting family: counting.cu plus one short fragment per instantiation (the product of
+    any shape, and the row kernel of the strided steps with 1 to RESIDUES_MAX residues)."""
     preamble = resources.files(__package__).joinpath("counting.cu").read_text(encoding="utf-8")
     fam = KernelFamily("tropical_counting", preamble, options=("-std=c++17",), cache=cache)
     for semiring in ("maxplus", "minplus"):
         for vt, vd in VALUE_DTYPES.values():
             for ct, cd, ring in COUNT_DTYPES.values():
-                name = kernel_name(semiring, vd, cd)
-                args = "av, ac, bv, bc, cv, cc, total, M, N, K, sa, ars, acs, sb, brs, bcs, sc, ldc, mod"
-                code = (
-                    f'extern "C" __global__ void {name}(const {vt} *av, const {ct} *ac, const {vt} *bv, '
-                    f"const {ct} *bc, {vt} *cv, {ct} *cc, long long total, int M, int N, int K, long long sa, "
-                    "long long ars, long long acs, long long sb, long long brs, long long bcs, long long sc, "
-                    "long long ldc, unsigned long long mod) { lk_count_bmm"
-                    f"<{vt}, {ct}, {'true' if semiring == 'maxplus' else 'false'}, {ring}>({args}); }}\n"
-                )
-                fam.add(name, code, signature=SIGNATURE)
+                _add_products(fam, semiring, vt, vd, ct, cd, ring)
+                for residues in range(1, (RESIDUES_MAX if ring == 2 else 1) + 1):
+                    for tile in ROWS_KMAX:
+                        _add_rows(fam, semiring, vt, vd, ct, cd, ring, residues, tile)
     return fam
+
+
+def _add_products(fam: KernelFamily, semiring: str, vt: str, vd: np.dtype, ct: str, cd: np.dtype, ring: int) -> None:
+    """The product of any shape (``lk_count_bmm``: one thread per output entry)."""
+    name = kernel_name(semiring, vd, cd)
+    args = "av, ac, bv, bc, cv, cc, total, M, N, K, sa, ars, acs, sb, brs, bcs, sc, ldc, mod"
+    code = (
+        f'extern "C" __global__ void {name}(const {vt} *av, const {ct} *ac, const {vt} *bv, '
+        f"const {ct} *bc, {vt} *cv, {ct} *cc, long long total, int M, int N, int K, long long sa, "
+        "long long ars, long long acs, long long sb, long long brs, long long bcs, long long sc, "
+        "long long ldc, unsigned long long mod) { lk_count_bmm"
+        f"<{vt}, {ct}, {'true' if semiring == 'maxplus' else 'false'}, {ring}>({args}); }}\n"
+    )
+    fam.add(name, code, signature=SIGNATURE)
+
+
+def _add_rows(
+    fam: KernelFamily,
+    semiring: str,
+    vt: str,
+    vd: np.dtype,
+    ct: str,
+    cd: np.dtype,
+    ring: int,
+    residues: int,
+    tile: str,
+) -> None:
+    """The strided step's row kernel (``lk_count_rows``) carrying ``residues`` count arrays."""
+    name = kernel_name(semiring, vd, cd, rows=tile, residues=residues)
+    ptrs = ", ".join(
+        f"{const}{ct} *{x}{q}" for const, x in (("const ", "ac"), ("const ", "bc"), ("", "cc")) for q in range(4)
+    )
+    code = (
+        f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {vt} *av, const {vt} *bv, {vt} *cv, '
+        f"{ptrs}, long long rows, long long M, int N, int K, long long sa, long long ars, long long acs, "
+        "long long sb, long long sc, long long ldc, unsigned long long m0, unsigned long long m1, "
+        "unsigned long long m2, unsigned long long m3) {\n"
+        f"    const {ct} *const ac[4] = {{ac0, ac1, ac2, ac3}};\n"
+        f"    const {ct} *const bc[4] = {{bc0, bc1, bc2, bc3}};\n"
+        f"    {ct} *const cc[4] = {{cc0, cc1, cc2, cc3}};\n"
+        "    const unsigned long long mod[4] = {m0, m1, m2, m3};\n"
+        f"    lk_count_rows<{vt}, {ct}, {'true' if semiring == 'maxplus' else 'false'}, {ring}, {ROWS_KMAX[tile]}, "
+        f"{residues}>(av, ac, bv, bc, cv, cc, rows, M, N, K, sa, ars, acs, sb, sc, ldc, mod);\n"
+        "}\n"
+    )
+    fam.add(name, code, signature=ROWS_SIGNATURE)
 
 
 family = make_family()
@@ -152,20 +207,59 @@ def count_network(
                 LazykernWarning,
             )
         return floats
-    plan = net.plan(optimize, slices, memory_limit, max_time)  # planned once, for the widest counts
+    plan = net.plan(optimize, slices, memory_limit, max_time)  # planned once, for the int64 counts
 
-    def run(modulus: int) -> tuple[Any, Any]:
-        out: tuple[Any, Any] = contract_network(
-            inputs, output, operands, semiring=semiring, optimize=plan, algebra=algebra(modulus), devices=devices
+    def run(moduli: tuple[int, ...]) -> tuple[Any, ...]:
+        out: tuple[Any, ...] = contract_network(
+            inputs, output, operands, semiring=semiring, optimize=plan, algebra=algebra(*moduli), devices=devices
         )
         return out
 
+    labels = [t.labels for t in net.leaves]
+    return exact(net.be, labels, output, operands, net.sizes, run, lambda: residues_per_pass(net, plan))
+
+
+def residues_per_pass(net: Any, plan: Any) -> int:
+    """How many residues (int32 count arrays beside the values) a pass of ``plan`` carries: as many as
+    fit the free device memory by the plan's predicted peak (:func:`._cost.peak_bytes` counts every
+    count array), up to RESIDUES_MAX. Two always fit, as they take the int64 count's 8 bytes that
+    the plan was fit for; on the host, RESIDUES_MAX (fewer passes)."""
+    free = net.be.free_bytes()
+    if free is None:
+        return RESIDUES_MAX
+    value = net.be.dtype(net.leaves[0].parts[0]).itemsize
+    fits = [
+        r for r in range(3, RESIDUES_MAX + 1) if net.peak(plan, entry_bytes=value + 4 * r) * _cost.POOL_MARGIN <= free
+    ]
+    return max(fits, default=2)
+
+
+def exact(
+    be: Backend,
+    labels: Sequence[Sequence[Any]],
+    output: Sequence[Any],
+    operands: Sequence[Any],
+    sizes: dict[Any, int],
+    run: Callable[[tuple[int, ...]], tuple[Any, ...]],
+    residues: Callable[[], int] = lambda: 2,
+) -> tuple[Any, Any]:
+    """Exact integer counts from passes ``run(moduli)`` of one plan, each the finished contraction
+    (values, counts...) in the algebra :func:`algebra` (*moduli) (``()``: int64 counts modulo 2^64),
+    wherever the passes run (one device, ``devices=`` groups, Dask workers): every group of a pass
+    counts in the same rings and adds in them, so a pass gives the counts modulo each of its moduli,
+    and :func:`._crt.solve` rebuilds the integers (``residues()`` primes a pass, asked only then). One pass when the
+    :func:`count_bound` proves int64 holds every count (the result left where ``run`` gives it)."""
     given = [op[1] for op in operands if isinstance(op, tuple)]  # the others count 1 per entry
-    bound = count_bound(net.be, given, [t.labels for t in net.leaves], output, net.sizes)
+    bound = count_bound(be, given, labels, output, sizes)
     if bound < 1 << 63:
-        return run(0)  # exact in int64, left where the operands are
-    values, counts = _crt.solve(lambda m: tuple(_host(net.be, x) for x in run(m)), bound)
-    return values, counts
+        values, counts = run(())  # exact in int64, left where the operands are
+        return values, counts
+
+    def on_host(moduli: tuple[int, ...]) -> tuple[Any, list[Any]]:
+        values, *counts = run(moduli)
+        return _host(be, values), [_host(be, c) for c in counts]
+
+    return _crt.solve(on_host, bound, residues())
 
 
 def count_bound(
@@ -203,21 +297,22 @@ def _host(be: Backend, x: Any) -> np.ndarray:
 
 class CountingAlgebra(Algebra):
     """(value, count) arrays; the product is :func:`count_bmm`. Integer counts are int64, counted
-    modulo 2^64; :func:`algebra` gives the variant that counts modulo a prime."""
+    modulo 2^64; :func:`algebra` gives the variant that counts modulo primes: (value, count modulo
+    p_1, ..., count modulo p_R), int32 residues, R counts carried through one contraction."""
 
     nparts = 2
     counting = True
-    modulus = 0  # 0: the counts' own arithmetic (int64 modulo 2^64, or floats)
+    moduli: tuple[int, ...] = ()  # (): the counts' own arithmetic (int64 modulo 2^64, or floats)
 
     @classmethod
     def prepare(cls, be: Backend, parts: tuple[Any, ...], position: int) -> tuple[Any, ...]:
         ones = len(parts) == 1
         if ones:  # every entry counts once (made in the pass's count type: modulo p, int32 residues)
-            parts = (parts[0], be.full(parts[0], tuple(parts[0].shape), 1, be.xp.int32 if cls.modulus else _int64(be)))
+            parts = (parts[0], be.full(parts[0], tuple(parts[0].shape), 1, be.xp.int32 if cls.moduli else _int64(be)))
         if len(parts) != 2:
             raise ValueError(f"counting operand {position} must be an array or a (values, counts) pair")
         value, count = be.dtype(parts[0]), be.dtype(parts[1])
-        counts_allowed = (np.int32,) if ones and cls.modulus else (np.int64, np.float64)
+        counts_allowed = (np.int32,) if ones and cls.moduli else (np.int64, np.float64)
         if value not in (d for _, d in VALUE_DTYPES.values()) or count not in counts_allowed:
             raise TypeError(
                 f"counting operand {position} has values {value} and counts {count}; "
@@ -225,51 +320,78 @@ class CountingAlgebra(Algebra):
             )
         if tuple(parts[0].shape) != tuple(parts[1].shape):
             raise ValueError(f"counting operand {position}: values {parts[0].shape} and counts {parts[1].shape} differ")
-        if cls.modulus and not ones:
-            if count.kind == "f":
-                raise TypeError(f"counting operand {position}: counts modulo a prime must be integers, got {count}")
-            parts = (parts[0], _cast(be, parts[1] % cls.modulus, "int32"))
-        return parts
+        if not cls.moduli:
+            return parts
+        if ones:  # 1 is 1 modulo every prime: one array of ones serves every residue
+            return (parts[0],) + (parts[1],) * len(cls.moduli)
+        if count.kind == "f":
+            raise TypeError(f"counting operand {position}: counts modulo a prime must be integers, got {count}")
+        return (parts[0], *(_cast(be, parts[1] % p, "int32") for p in cls.moduli))
 
     def unit(self, like: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...]:
-        return (self.be.full(like[0], shape, 0), self.be.full(like[1], shape, 1))
+        one = self.be.full(like[1], shape, 1)
+        return (self.be.full(like[0], shape, 0),) + (one,) * (len(like) - 1)
 
     def bmm(self, A: tuple[Any, ...], B: tuple[Any, ...], argmax: bool) -> tuple[tuple[Any, ...], Any]:
         if argmax:
             raise ValueError("counting contractions keep no argmax; use tropical.argmax_einsum for a configuration")
-        return count_bmm(self.be, *A, *B, self.semiring, self.modulus), None
+        if not self.moduli:
+            return count_bmm(self.be, *A, *B, self.semiring), None
+        # a product of any shape, one residue at a time (the values, the same each time, from the first)
+        first = count_bmm(self.be, A[0], A[1], B[0], B[1], self.semiring, self.moduli[0])
+        more = [
+            count_bmm(self.be, A[0], a, B[0], b, self.semiring, p, values=first[0])[1]
+            for a, b, p in zip(A[2:], B[2:], self.moduli[1:])
+        ]
+        return (*first, *more), None
 
     def rows(self, X: tuple[Any, ...], Y: tuple[Any, ...], lay: dict[str, Any]) -> tuple[Any, ...]:
         """A strided step (:mod:`._strided`): X's values and counts read in place through the layout's
-        strides, Y's contiguous (batch, con, right), the result in X's axis order."""
+        strides, Y's contiguous (batch, con, right), the result in X's axis order; every residue in
+        one launch of the row kernel."""
         batch, M, N, K = lay["dims"]
         shape = tuple(lay["out_shape"])
-        out = (self.be.empty(X[0], shape), self.be.empty(X[1], shape))
+        out = tuple(self.be.empty(x, shape) for x in X)
         strides = (lay["a"], (K * N if batch > 1 else 0, N, 1), lay["c"])
-        _launch(self.be, X, Y, out, lay["dims"], strides, self.semiring, self.modulus)
+        if self.be.xp is np:  # the GPU route on the host (tests): the reference, residue by residue
+            for q, (xc, yc, oc) in enumerate(zip(X[1:], Y[1:], out[1:])):
+                p = self.moduli[q] if self.moduli else 0
+                _launch(self.be, (X[0], xc), (Y[0], yc), (out[0], oc), lay["dims"], strides, self.semiring, p)
+            return out
+        _launch_rows(self.be, X, Y, out, lay["dims"], strides, self.semiring, self.moduli)
         return out
 
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
         """Combine two slices: the better value, counts added where both reach it."""
         v = self.be.fmax(X[0], Y[0], self.semiring == "minplus")
         zero = self.be.full(X[1], tuple(X[1].shape), 0)
-        x, y = self.be.where(X[0] == v, X[1], zero), self.be.where(Y[0] == v, Y[1], zero)
-        if self.modulus:
-            return v, _cast(self.be, (_cast(self.be, x, "int64") + y) % self.modulus, "int32")
-        with np.errstate(over="ignore"):  # int64 counts are counted modulo 2^64
-            return v, x + y
+        mine, theirs = X[0] == v, Y[0] == v
+        counts = []
+        for q, (xc, yc) in enumerate(zip(X[1:], Y[1:])):
+            x, y = self.be.where(mine, xc, zero), self.be.where(theirs, yc, zero)
+            if self.moduli:
+                counts.append(_cast(self.be, (_cast(self.be, x, "int64") + y) % self.moduli[q], "int32"))
+            else:
+                with np.errstate(over="ignore"):  # int64 counts are counted modulo 2^64
+                    counts.append(x + y)
+        return (v, *counts)
 
 
-_algebras: dict[int, type[CountingAlgebra]] = {0: CountingAlgebra}
+_algebras: dict[tuple[int, ...], type[CountingAlgebra]] = {(): CountingAlgebra}
 
 
-def algebra(modulus: int) -> type[CountingAlgebra]:
-    """The counting algebra modulo ``modulus`` (a prime below 2^31: int32 residues; 0: int64 counts)."""
-    found = _algebras.get(modulus)
+def algebra(*moduli: int) -> type[CountingAlgebra]:
+    """The counting algebra modulo each of ``moduli`` (primes below 2^31: int32 residues, one count
+    array each, at most RESIDUES_MAX; none: int64 counts). ``algebra(0)`` is ``algebra()``."""
+    moduli = tuple(int(p) for p in moduli if p != 0)
+    found = _algebras.get(moduli)
     if found is None:
-        if not 2 <= modulus < 1 << 31:
-            raise ValueError(f"counts are taken modulo a prime below 2^31, got {modulus}")
-        found = _algebras[modulus] = type(f"CountingModulo{modulus}", (CountingAlgebra,), {"modulus": modulus})
+        bad = [p for p in moduli if not 2 <= p < 1 << 31]
+        if bad or len(moduli) > RESIDUES_MAX:
+            raise ValueError(f"counts are taken modulo 1 to {RESIDUES_MAX} primes below 2^31, got {list(moduli)}")
+        name = "CountingModulo" + "x".join(str(p) for p in moduli)
+        attrs = {"moduli": moduli, "nparts": 1 + len(moduli)}
+        found = _algebras[moduli] = type(name, (CountingAlgebra,), attrs)
     return found
 
 
@@ -284,11 +406,20 @@ def _int64(be: Backend) -> Any:
 
 
 def count_bmm(
-    be: Backend, Av: Any, Ac: Any, Bv: Any, Bc: Any, semiring: str = "maxplus", modulus: int = 0
+    be: Backend,
+    Av: Any,
+    Ac: Any,
+    Bv: Any,
+    Bc: Any,
+    semiring: str = "maxplus",
+    modulus: int = 0,
+    values: Any = None,
 ) -> tuple[Any, Any]:
     """(b|1, M, K) x (b|1, K, N) counting product on the operands' backend, each operand read through
     its own strides (a transposed or permuted view is not copied unless its values and counts are laid
-    out differently); the result is C-contiguous. ``modulus``: int32 counts are residues modulo it."""
+    out differently); the result is C-contiguous. ``modulus``: int32 counts are residues modulo it.
+    ``values``: on a device, the (batch, M, N) array the values go to (another residue's product of the
+    same operands wrote the same values there), so no second values array is held."""
     if be.on_host:
         return _reference_einsum.count_bmm(Av, Ac, Bv, Bc, semiring, modulus)
     if be.dtype(Av) != be.dtype(Bv) or be.dtype(Ac) != be.dtype(Bc):
@@ -296,7 +427,7 @@ def count_bmm(
     (Av, Ac), (Bv, Bc) = _alike(be, Av, Ac), _alike(be, Bv, Bc)
     batch = max(int(Av.shape[0]), int(Bv.shape[0]))
     M, K, N = int(Av.shape[1]), int(Av.shape[2]), int(Bv.shape[2])
-    out = (be.empty(Av, (batch, M, N)), be.empty(Ac, (batch, M, N)))  # the kernel writes every entry
+    out = (be.empty(Av, (batch, M, N)) if values is None else values, be.empty(Ac, (batch, M, N)))  # all written
     if batch * M * N == 0:
         return out
     sa, sb = (s if int(x.shape[0]) > 1 else (0, *s[1:]) for x, s in ((Av, be.strides(Av)), (Bv, be.strides(Bv))))
@@ -343,6 +474,50 @@ def _launch(be: Backend, A: Any, B: Any, C: Any, dims: Any, strides: Any, semiri
         kernel = family.get(name, arch=_device.arch(device))
         kernel[(blocks,), (THREADS,), ops[4].stream or 0](
             *(o.ptr for o in ops), total, M, N, K, sa, ars, acs, sb, brs, bcs, sc, ldc, np.uint64(modulus)
+        )
+
+
+def _launch_rows(
+    be: Backend, A: Any, B: Any, C: Any, dims: Any, strides: Any, semiring: str, moduli: tuple[int, ...]
+) -> None:
+    """The row kernel: C(b, i, :) from A's row (b, i) read once through its strides and B (b, K, N)
+    contiguous; values and every count array (one per modulus, or the one int64/float count) in one launch."""
+    from ..tropical import _arrays
+
+    batch, M, N, K = dims
+    (sa, ars, acs), (sb, _, _), (sc, ldc) = strides
+    names = ["Av", "Bv", "Cv"] + [f"{x}c{q}" for x in "ABC" for q in range(len(A) - 1)]
+    arrays = [A[0], B[0], C[0], *A[1:], *B[1:], *C[1:]]
+    ops = [_arrays.as_operand(x, name) for x, name in zip(arrays, names)]
+    residues = len(A) - 1
+    counts = [[o.ptr for o in ops[3 + q * residues : 3 + (q + 1) * residues]] for q in range(3)]
+    padded = [c + [c[0]] * (4 - residues) for c in counts]  # the kernel reads only the first R
+    mods = [*moduli, *[0] * (4 - len(moduli))]
+    tile = min((t for t, kmax in ROWS_KMAX.items() if max(K, N) <= kmax), key=ROWS_KMAX.__getitem__)
+    name = kernel_name(semiring, be.dtype(A[0]), be.dtype(A[1]), rows=tile, residues=residues)
+    device = _device.resolve_or_current(_device.common([(n, o.device) for n, o in zip(names, ops)]))
+    rows = batch * M
+    blocks = max(min(-(-rows // THREADS), _MAX_BLOCKS), 1)
+    with _device.on(device):
+        kernel = family.get(name, arch=_device.arch(device))
+        kernel[(blocks,), (THREADS,), ops[2].stream or 0](
+            ops[0].ptr,
+            ops[1].ptr,
+            ops[2].ptr,
+            *padded[0],
+            *padded[1],
+            *padded[2],
+            rows,
+            M,
+            N,
+            K,
+            sa,
+            ars,
+            acs,
+            sb,
+            sc,
+            ldc,
+            *(np.uint64(m) for m in mods),
         )
 
 

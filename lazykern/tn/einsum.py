@@ -719,14 +719,15 @@ class _Network:
         free = self.be.free_bytes()
         return free is None or self.peak(plan, keep, cached) * _cost.POOL_MARGIN <= free
 
-    def peak(self, plan: ContractionPlan, keep: float = 0, cached: bool = True) -> int:
-        """Predicted bytes at the worst moment of ``plan``'s run on this network (:func:`._cost.peak_bytes`)."""
+    def peak(self, plan: ContractionPlan, keep: float = 0, cached: bool = True, entry_bytes: int | None = None) -> int:
+        """Predicted bytes at the worst moment of ``plan``'s run on this network (:func:`._cost.peak_bytes`);
+        ``entry_bytes``: another width than the leaves' (a counting pass carrying more residues)."""
         inputs = [t.labels for t in self.leaves]
         steps = plan_steps(inputs, self.output, self.sizes, plan.path, plan.sliced)
         leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
         if not cached:  # a run without the slices' cache keeps nothing beyond a step's use
             steps = [s._replace(pinned=0) for s in steps]
-        return _cost.peak_bytes(steps, leaves, self.entry_bytes, keep)
+        return _cost.peak_bytes(steps, leaves, self.entry_bytes if entry_bytes is None else entry_bytes, keep)
 
     def keep_that_fits(self, plan: ContractionPlan) -> float:
         """The largest ``keep`` (result entries whose argmax is kept) whose peak fits the free device
