@@ -20,7 +20,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
 
@@ -84,12 +84,16 @@ def seconds(steps: Sequence[Step], nslices: int, itemsize: int, rates: Rates) ->
     return sum(step_seconds(s, itemsize, rates) * (nslices if s.depends else 1) for s in steps)
 
 
-def peak_bytes(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float) -> int:
+def peak_bytes(
+    steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float, saved: Collection[int] = ()
+) -> int:
     """Bytes alive at the worst moment of one slice's run: ``leaves`` (entries of the operands),
     every live intermediate, one layout copy of each operand of the step and its result, and the
     int32 argmax of the steps with at most ``keep`` result entries (0: none kept) with their values
     (one buffer: on the H100 a 22 x 22 lattice's kept choices held twice the int32 figure). ``entry_bytes``:
-    bytes per entry of every array (value and count together for the counting algebra).
+    bytes per entry of every array (value and count together for the counting algebra). ``saved``:
+    indices of the steps whose results stay alive after their use, as the backtracking's checkpoints
+    (counted from their step on, twice until their use: a bound, not the exact figure).
 
     Intermediates die at their one use (each is an operand of exactly one later step), except a sliced
     plan's slice-independent results kept for the later slices (``Step.pinned``). Slices run one after
@@ -102,7 +106,7 @@ def peak_bytes(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float
     live = held(leaves, entry_bytes) + 2 * _UNIT  # the two leaf arrays (bonds, fields) as allocated
     kept = 0
     peak = 0
-    for s in steps:
+    for n, s in enumerate(steps):
         operands = sum(held(n, entry_bytes) for n in s.operands)
         result = held(s.result, entry_bytes)
         argmax = held(s.result, 4 + entry_bytes) if s.result <= keep else 0
@@ -111,7 +115,7 @@ def peak_bytes(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float
             held(n, entry_bytes) for n, leaf in zip(s.operands, s.leaves or (False,) * len(s.operands)) if not leaf
         )
         live += result - freed + held(s.pinned, entry_bytes)
-        kept += argmax
+        kept += argmax + (result if n in saved else 0)
     return int(peak)
 
 

@@ -270,8 +270,11 @@ def network_argmax(
         keep = net.keep_that_fits(plan)
     else:
         keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
-    with net.memory_guard(plan, keep):
-        return _argmax_run(net, plan, spread, single, keep, semiring, fixed)
+    free = net.be.free_bytes()
+    save = net.checkpoints(plan, keep, free)
+    budget = net.segment_bytes(plan, keep, save, free)
+    with net.memory_guard(plan, keep, save=save):
+        return _argmax_run(net, plan, spread, single, keep, semiring, fixed, (save, budget))
 
 
 def _argmax_run(
@@ -282,15 +285,28 @@ def _argmax_run(
     keep: float,
     semiring: str,
     fixed: dict[Label, int],
+    backtracking: tuple[frozenset[int], float],
 ) -> tuple[Any, dict[Label, int]]:
-    """:func:`network_argmax`'s search over the slices and its backtracking, once planned."""
+    """:func:`network_argmax`'s search over the slices and its backtracking, once planned;
+    ``backtracking``: the steps whose values are kept as checkpoints, and the bytes a segment's
+    recomputed argmax may hold (:meth:`_Network.checkpoints`, :meth:`_Network.segment_bytes`)."""
+    save, budget = backtracking
     if spread is not None and not single:
         groups = _spread.run_groups(net, plan.nslices, spread, lambda local, a, b: _slice_optima(local, plan, a, b))
         scores = [item for group in groups for item in group]
     else:
         cache: dict[int, Term] = {}
         runs = [
-            (values, net.run(plan, values, keep=keep if single else _NONE, cache=None if single else cache).parts[0])
+            (
+                values,
+                net.run(
+                    plan,
+                    values,
+                    keep=keep if single else _NONE,
+                    cache=None if single else cache,
+                    save=save if single else frozenset(),
+                ).parts[0],
+            )
             for values in plan.slice_values()
         ]
         scores = [(values, net.be.item(out)) for values, out in runs]  # read back once every slice is queued
@@ -299,9 +315,9 @@ def _argmax_run(
         if best is None or _better(semiring, v, best):
             best, best_values = v, values
     if not single:
-        net.run(plan, best_values, keep=keep)
+        net.run(plan, best_values, keep=keep, save=save)
     assignment = dict(fixed) | dict(best_values)
-    _backtrack(net, assignment)
+    _backtrack(net, assignment, budget)
     return best, assignment
 
 
@@ -632,6 +648,7 @@ class _Network:
     sizes: dict[Label, int]
     nodes: dict[int, _Node] = field(default_factory=dict)
     root: int = 0
+    saved: dict[int, Term] = field(default_factory=dict)  # node -> its values, the backtracking's checkpoints
 
     @classmethod
     def build(
@@ -719,14 +736,16 @@ class _Network:
         free = self.be.free_bytes()
         return free is None or self.peak(plan, keep, cached) * _cost.POOL_MARGIN <= free
 
-    def peak(self, plan: ContractionPlan, keep: float = 0, cached: bool = True) -> int:
+    def peak(
+        self, plan: ContractionPlan, keep: float = 0, cached: bool = True, save: frozenset[int] = frozenset()
+    ) -> int:
         """Predicted bytes at the worst moment of ``plan``'s run on this network (:func:`._cost.peak_bytes`)."""
         inputs = [t.labels for t in self.leaves]
         steps = plan_steps(inputs, self.output, self.sizes, plan.path, plan.sliced)
         leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
         if not cached:  # a run without the slices' cache keeps nothing beyond a step's use
             steps = [s._replace(pinned=0) for s in steps]
-        return _cost.peak_bytes(steps, leaves, self.entry_bytes, keep)
+        return _cost.peak_bytes(steps, leaves, self.entry_bytes, keep, save)
 
     def keep_that_fits(self, plan: ContractionPlan) -> float:
         """The largest ``keep`` (result entries whose argmax is kept) whose peak fits the free device
@@ -747,12 +766,38 @@ class _Network:
         log.info("argmax: keeping the choices of steps up to %s entries; the larger ones are recomputed", keep)
         return keep
 
+    def checkpoints(self, plan: ContractionPlan, keep: float, free: int | None) -> frozenset[int]:
+        """Steps whose values an argmax run keeps for the backtracking: about the square root of the
+        number of steps whose argmax is not kept, evenly spaced, fewer where the device's free memory
+        (``free``; None: the host) does not hold them beside the run. Between two checkpoints the
+        backtracking recomputes a segment once (:meth:`recompute`) instead of every step from the leaves."""
+        steps = plan_steps([t.labels for t in self.leaves], self.output, self.sizes, plan.path, plan.sliced)
+        candidates = [n for n, s in enumerate(steps[:-1]) if s.result > keep and s.result > 1]
+        count = math.isqrt(len(candidates))
+        while count > 0:
+            stride = len(candidates) / count
+            save = frozenset(candidates[int(stride * (i + 1)) - 1] for i in range(count))
+            if free is None or self.peak(plan, keep, save=save) * _cost.POOL_MARGIN <= free:
+                log.info("argmax: %d checkpoints among %d recomputed steps", count, len(candidates))
+                return save
+            count //= 2
+        return frozenset()
+
+    def segment_bytes(self, plan: ContractionPlan, keep: float, save: frozenset[int], free: int | None) -> float:
+        """Bytes the argmax of one recomputed segment may hold: what the free device memory leaves
+        beside the run's own peak (checkpoints included); no bound on the host."""
+        if free is None:
+            return math.inf
+        return max(0.0, free / _cost.POOL_MARGIN - self.peak(plan, keep, save=save))
+
     @contextlib.contextmanager
-    def memory_guard(self, plan: ContractionPlan, keep: float, cached: bool = True) -> Iterator[None]:
+    def memory_guard(
+        self, plan: ContractionPlan, keep: float, cached: bool = True, save: frozenset[int] = frozenset()
+    ) -> Iterator[None]:
         """Refuse a run whose predicted peak exceeds the free device memory, and report an allocation
         failure inside the run the same way: one :class:`DeviceMemoryError` with the figures."""
         free = self.be.free_bytes()
-        need = self.peak(plan, keep, cached) if free is not None else 0
+        need = self.peak(plan, keep, cached, save) if free is not None else 0
         if free is not None and need * _cost.POOL_MARGIN > free:
             self.be.release_cached()
             free = self.be.free_bytes() or 0
@@ -772,7 +817,7 @@ class _Network:
         """This network with its operands on GPU ``device`` and no recorded run (host: a copy that
         shares the operands); one per thread, since :meth:`run` records its steps on the network."""
         leaves = [Term(tuple(self.be.to_device(p, device) for p in t.parts), t.labels) for t in self.leaves]
-        return replace(self, leaves=leaves, nodes={}, root=0)
+        return replace(self, leaves=leaves, nodes={}, root=0, saved={})
 
     # -- running
     def run(
@@ -782,14 +827,16 @@ class _Network:
         keep: float,
         cache: dict[int, Term] | None = None,
         progress: Progress | None = None,
+        save: frozenset[int] = frozenset(),
     ) -> Term:
         """Contract with the sliced labels fixed to ``values``; returns the root term. Keeps the
-        argmax of the steps whose results have at most ``keep`` entries (``_NONE``: none).
+        argmax of the steps whose results have at most ``keep`` entries (``_NONE``: none), and the
+        values of the steps in ``save`` (:meth:`checkpoints`) in :attr:`saved`.
 
         ``cache`` (a dict kept across the slices of one plan): steps whose operands carry no
         sliced label give the same result in every slice; they run once, and only the last
         such step of each chain keeps its result for the later slices."""
-        self.nodes = {}
+        self.nodes, self.saved = {}, {}
         live = [(i, fix(self.be, t, values)) for i, t in enumerate(self.leaves)]
         fixed = set(values)
         origin: list[int | None] = [None if fixed.intersection(t.labels) else -1 for t in self.leaves]
@@ -808,6 +855,8 @@ class _Network:
                 node_id, term = -1, cache[n]  # cached steps run only where nothing is kept
             else:
                 node_id, term = self._step(picked, uses, output, keep)
+                if n in save:
+                    self.saved[node_id] = term
                 if same:
                     cache[n] = term
                     for m in sources:
@@ -853,15 +902,39 @@ class _Network:
         out, choice = contract(self.alg, A, B, needed, keep >= 0)
         return self._add("pair", (a_id, b_id), out, choice, keep)
 
-    def evaluate(self, node_id: int, values: dict[Label, int]) -> Term:
-        """Recompute the subtree under ``node_id`` (recorded by :meth:`run`) with ``values`` fixed."""
-        if node_id < len(self.leaves):
-            return fix(self.be, self.leaves[node_id], values)
-        node = self.nodes[node_id]
-        kids = [self.evaluate(c, values) for c in node.children]
-        if node.kind == "reduce":
-            return reduce(self.alg, kids[0], [x for x in kids[0].labels if x not in node.labels], False)[0]
-        return contract(self.alg, kids[0], kids[1], set(node.labels), False)[0]
+    def recompute(
+        self, top: int, values: dict[Label, int], found: dict[int, tuple[tuple[Label, ...], Choice, int]], budget: float
+    ) -> None:
+        """Redo the subtree under node ``top`` (recorded by :meth:`run`) with ``values`` fixed, down to
+        the leaves and the checkpoints (:attr:`saved`), and put in ``found`` the argmax of ``top`` and
+        of the nodes below it whose choice was not kept, as long as ``found`` holds at most ``budget``
+        bytes (node -> labels of its fixed result, choice, bytes). The labels chosen later are fixed,
+        so a segment's results are smaller than the run's; each intermediate is dropped at its use."""
+        spent = sum(entry[2] for entry in found.values())
+        terms: dict[int, Term] = {}
+        stack = [(top, False)]
+        while stack:  # post-order without recursion: a row sweep's tree is thousands of nodes deep
+            node_id, ready = stack.pop()
+            if node_id < len(self.leaves) or (node_id != top and node_id in self.saved):
+                source = self.leaves[node_id] if node_id < len(self.leaves) else self.saved[node_id]
+                terms[node_id] = fix(self.be, source, values)
+                continue
+            node = self.nodes[node_id]
+            if not ready:
+                stack.append((node_id, True))
+                stack.extend((c, False) for c in node.children)
+                continue
+            kids = [terms.pop(c) for c in node.children]
+            cost = math.prod(self.sizes[x] for x in node.labels if x not in values) * (4 + self.entry_bytes)
+            argmax = node.choice is not None and node.choice.index is None and (node_id == top or spent + cost <= budget)
+            if node.kind == "reduce":
+                out, choice = reduce(self.alg, kids[0], [x for x in kids[0].labels if x not in node.labels], argmax)
+            else:
+                out, choice = contract(self.alg, kids[0], kids[1], set(node.labels), argmax)
+            if argmax:
+                found[node_id] = (out.labels, choice, cost)
+                spent += cost
+            terms[node_id] = out
 
     def finish(self, root: Term) -> Any:
         perm = tuple(root.labels.index(x) for x in self.output)
@@ -1039,23 +1112,25 @@ def _symbol(i: int) -> str:
 
 
 # ------------------------------------------------------------ backtracking --
-def _backtrack(net: _Network, assignment: dict[Label, int]) -> None:
-    """Walk down from the root, reading each step's choice at the position its labels have;
-    a step whose argmax was not kept is redone, with argmax, on its children recomputed with
-    every label chosen so far fixed (so they carry only the labels this step chooses)."""
+def _backtrack(net: _Network, assignment: dict[Label, int], budget: float) -> None:
+    """Walk down from the root, reading each step's choice at the position its labels have. A step
+    whose argmax was not kept starts a segment: its subtree is recomputed once down to the
+    checkpoints, with every label chosen so far fixed, keeping the argmax of the segment's steps
+    (up to ``budget`` bytes; a step left out starts a segment of its own when the walk reaches it),
+    each dropped once read. So each step is recomputed about once, not once per step above it."""
+    found: dict[int, tuple[tuple[Label, ...], Choice, int]] = {}
     stack = [net.root]
     while stack:
-        node = net.nodes.get(stack.pop())
+        node_id = stack.pop()
+        node = net.nodes.get(node_id)
         if node is None:
             continue  # a leaf
         if node.choice.index is not None:
-            position = tuple(assignment[x] for x in node.labels)
-            assignment.update(unravel(node.choice, position, net.be))
+            labels, choice = node.labels, node.choice
         else:
-            kids = [net.evaluate(c, assignment) for c in node.children]
-            if node.kind == "reduce":
-                _, choice = reduce(net.alg, kids[0], list(kids[0].labels), True)
-            else:
-                _, choice = contract(net.alg, kids[0], kids[1], set(), True)
-            assignment.update(unravel(choice, (), net.be))
+            if node_id not in found:
+                net.recompute(node_id, dict(assignment), found, budget)
+            labels, choice, _ = found.pop(node_id)
+        assignment.update(unravel(choice, tuple(assignment[x] for x in labels), net.be))
         stack.extend(node.children)
+    net.saved = {}
