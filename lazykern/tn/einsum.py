@@ -907,10 +907,12 @@ class _Network:
     ) -> None:
         """Redo the subtree under node ``top`` (recorded by :meth:`run`) with ``values`` fixed, down to
         the leaves and the checkpoints (:attr:`saved`), and put in ``found`` the argmax of ``top`` and
-        of the nodes below it whose choice was not kept, as long as ``found`` holds at most ``budget``
-        bytes (node -> labels of its fixed result, choice, bytes). The labels chosen later are fixed,
-        so a segment's results are smaller than the run's; each intermediate is dropped at its use."""
-        spent = sum(entry[2] for entry in found.values())
+        of the nodes below it whose choice was not kept, smallest first while ``found`` holds at most
+        ``budget`` bytes (node -> labels of its fixed result, choice, bytes). The labels chosen so far
+        are fixed, so the steps near ``top`` are small (the walk reads them next) and those far below
+        are as large as in the run (left to a later segment, nearer its checkpoint); each
+        intermediate is dropped at its use."""
+        wanted = self._segment(top, values, budget - sum(entry[2] for entry in found.values()))
         terms: dict[int, Term] = {}
         stack = [(top, False)]
         while stack:  # post-order without recursion: a row sweep's tree is thousands of nodes deep
@@ -925,16 +927,37 @@ class _Network:
                 stack.extend((c, False) for c in node.children)
                 continue
             kids = [terms.pop(c) for c in node.children]
-            cost = math.prod(self.sizes[x] for x in node.labels if x not in values) * (4 + self.entry_bytes)
-            argmax = node.choice is not None and node.choice.index is None and (node_id == top or spent + cost <= budget)
+            argmax = node_id in wanted
             if node.kind == "reduce":
                 out, choice = reduce(self.alg, kids[0], [x for x in kids[0].labels if x not in node.labels], argmax)
             else:
                 out, choice = contract(self.alg, kids[0], kids[1], set(node.labels), argmax)
             if argmax:
-                found[node_id] = (out.labels, choice, cost)
-                spent += cost
+                found[node_id] = (out.labels, choice, wanted[node_id])
             terms[node_id] = out
+
+    def _segment(self, top: int, values: dict[Label, int], budget: float) -> dict[int, int]:
+        """The nodes of :meth:`recompute`'s segment under ``top`` whose argmax it keeps, with the bytes
+        of each (its fixed result's entries, int32 index and value): ``top``, then the others whose
+        choice was not kept, smallest first, while their sum stays within ``budget``."""
+        costs: dict[int, int] = {}
+        stack = [top]
+        while stack:
+            node_id = stack.pop()
+            if node_id < len(self.leaves) or (node_id != top and node_id in self.saved):
+                continue
+            node = self.nodes[node_id]
+            if node.choice is not None and node.choice.index is None:
+                costs[node_id] = math.prod(self.sizes[x] for x in node.labels if x not in values) * (4 + self.entry_bytes)
+            stack.extend(node.children)
+        wanted = {top: costs.pop(top)}
+        spent = 0
+        for node_id, cost in sorted(costs.items(), key=lambda item: item[1]):
+            if spent + cost > budget:
+                break
+            wanted[node_id] = cost
+            spent += cost
+        return wanted
 
     def finish(self, root: Term) -> Any:
         perm = tuple(root.labels.index(x) for x in self.output)
