@@ -52,6 +52,7 @@ before anything is allocated (an allocation failure inside a step is reported th
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import importlib.util
 import itertools
@@ -65,7 +66,7 @@ from typing import Any
 
 from ..errors import DeviceMemoryError
 from ..tropical import reference
-from . import _cost, _plan_store, _planner, _spread
+from . import _cost, _plan_store, _planner, _recompute, _spread
 from ._backend import DEFAULT_HOST_LIMIT, Backend, backend_of
 from ._contract import Algebra, Choice, Term, contract, diagonals, fix, reduce, unravel
 
@@ -266,13 +267,13 @@ def network_argmax(
     spread = _spread.resolve(devices, net.be)
     plan = net.plan(optimize, slices, memory_limit, max_time)
     single = not plan.sliced
+    free = net.be.free_bytes()
     if checkpoint is None:
-        keep = net.keep_that_fits(plan)
+        keep, save, budget = net.backtracking(plan, free)
     else:
         keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
-    free = net.be.free_bytes()
-    save = net.checkpoints(plan, keep, free)
-    budget = net.segment_bytes(plan, keep, save, free)
+        save = net.checkpoints(plan, keep, free)
+        budget = net.segment_bytes(plan, keep, save, free)
     with net.memory_guard(plan, keep, save=save):
         return _argmax_run(net, plan, spread, single, keep, semiring, fixed, (save, budget))
 
@@ -768,20 +769,54 @@ class _Network:
 
     def checkpoints(self, plan: ContractionPlan, keep: float, free: int | None) -> frozenset[int]:
         """Steps whose values an argmax run keeps for the backtracking: about the square root of the
-        number of steps whose argmax is not kept, evenly spaced, fewer where the device's free memory
-        (``free``; None: the host) does not hold them beside the run. Between two checkpoints the
-        backtracking recomputes a segment once (:meth:`recompute`) instead of every step from the leaves."""
+        number of steps whose argmax is not kept, at even shares of the run's predicted time (so the
+        segments between them cost alike), fewer where the device's free memory (``free``; None: the
+        host) does not hold them beside the run. Between two checkpoints the backtracking recomputes
+        a segment once (:meth:`recompute`) instead of every step from the leaves."""
         steps = plan_steps([t.labels for t in self.leaves], self.output, self.sizes, plan.path, plan.sliced)
-        candidates = [n for n, s in enumerate(steps[:-1]) if s.result > keep and s.result > 1]
+        rates = _cost.rates_for(self.be.on_host, self.be.dtype(self.leaves[0].parts[0]).itemsize)
+        elapsed = list(itertools.accumulate(_cost.step_seconds(s, self.entry_bytes, rates) for s in steps))
+        spare = math.inf if free is None else free / _cost.POOL_MARGIN - self.peak(plan, keep)
+        # Only values that fit beside the run alone: on a 32 x 32 lattice the 16 GiB boundaries of the
+        # middle never do, the growing and shrinking ones around them do.
+        candidates = [
+            n for n, s in enumerate(steps[:-1]) if s.result > keep and 1 < s.result * self.entry_bytes <= spare
+        ]
+        if not candidates:
+            return frozenset()
+        times = [elapsed[n] for n in candidates]
         count = math.isqrt(len(candidates))
         while count > 0:
-            stride = len(candidates) / count
-            save = frozenset(candidates[int(stride * (i + 1)) - 1] for i in range(count))
+            marks = [elapsed[-1] * (i + 1) / (count + 1) for i in range(count)]
+            save = frozenset(candidates[min(bisect.bisect_left(times, m), len(candidates) - 1)] for m in marks)
             if free is None or self.peak(plan, keep, save=save) * _cost.POOL_MARGIN <= free:
-                log.info("argmax: %d checkpoints among %d recomputed steps", count, len(candidates))
+                log.info("argmax: %d checkpoints among %d recomputed steps", len(save), len(candidates))
                 return save
-            count //= 2
+            count = count * 3 // 4
         return frozenset()
+
+    def backtracking(self, plan: ContractionPlan, free: int | None) -> tuple[float, frozenset[int], float]:
+        """``checkpoint=None``'s split of the free memory between kept choices, checkpoints and a
+        segment's choices: (keep, checkpoints, segment bytes) of the least predicted recomputation
+        (:func:`._recompute.recomputed`) among keeping every choice that fits and keeping fewer."""
+        most = self.keep_that_fits(plan)
+        if free is None or most == math.inf:
+            return most, frozenset(), math.inf
+        inputs = [t.labels for t in self.leaves]
+        steps = plan_steps(inputs, self.output, self.sizes, plan.path, plan.sliced)
+        sizes = sorted({s.result for s in steps if s.result <= most})
+        options = [*sizes[:: -max(1, len(sizes) // 6)], _NONE]  # a few, from the most kept to none
+        best: tuple[int, float, frozenset[int], float] | None = None
+        sized = {x: (1 if x in plan.sliced else n) for x, n in self.sizes.items()}
+        for keep in options:
+            save = self.checkpoints(plan, keep, free)
+            budget = self.segment_bytes(plan, keep, save, free)
+            _, flops = _recompute.recomputed(inputs, sized, plan.path, keep, save, budget, self.entry_bytes)
+            if best is None or flops < best[0]:
+                best = (flops, keep, save, budget)
+        assert best is not None  # options is never empty
+        log.info("argmax: keeping choices up to %s entries and %d checkpoints", best[1], len(best[2]))
+        return best[1], best[2], best[3]
 
     def segment_bytes(self, plan: ContractionPlan, keep: float, save: frozenset[int], free: int | None) -> float:
         """Bytes the argmax of one recomputed segment may hold: what the free device memory leaves
@@ -894,13 +929,18 @@ class _Network:
         own = [x for x in term.labels if x not in needed]
         if not own:
             return node_id, term
-        out, choice = reduce(self.alg, term, own, keep >= 0)
+        out, choice = reduce(self.alg, term, own, self._kept(term.labels, needed, keep))
         return self._add("reduce", (node_id,), out, choice, keep)
 
     def _pair(self, a_id: int, A: Term, b_id: int, B: Term, needed: set[Label], keep: float) -> tuple[int, Term]:
         b_id, B = self._reduce(b_id, B, needed | set(A.labels), keep)
-        out, choice = contract(self.alg, A, B, needed, keep >= 0)
+        out, choice = contract(self.alg, A, B, needed, self._kept(A.labels + B.labels, needed, keep))
         return self._add("pair", (a_id, b_id), out, choice, keep)
+
+    def _kept(self, labels: tuple[Label, ...], needed: set[Label], keep: float) -> bool:
+        """Whether a step over ``labels`` keeping ``needed`` keeps its argmax: only then is it asked for,
+        since a product with argmax writes index and value into one buffer of twice the bytes."""
+        return keep >= 0 and math.prod(self.sizes[x] for x in set(labels) & needed) <= keep
 
     def recompute(
         self, top: int, values: dict[Label, int], found: dict[int, tuple[tuple[Label, ...], Choice, int]], budget: float
