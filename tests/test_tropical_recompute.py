@@ -1,0 +1,57 @@
+"""The backtracking's recomputation priced from the plan (tn/_recompute.py), and checkpoint=None's
+split of the free memory that follows from it, exact against the transfer matrix."""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import numpy as np
+import pytest
+
+from lazykern.tn import _cost, _recompute
+from lazykern.tn import networks as nw
+from lazykern.tn._backend import Backend
+
+from ._spin_oracles import transfer_matrix
+
+einsum_module = importlib.import_module("lazykern.tn.einsum")  # lazykern.tn.einsum is the function
+
+
+def _priced(sg: nw.SpinGlass, keep: float, save: frozenset[int], budget: float) -> tuple[int, int]:
+    plan = nw.plan(sg, memory_limit=2**20)
+    return _recompute.recomputed(sg.labels(), dict.fromkeys(range(sg.n), 2), plan.path, keep, save, budget, 8)
+
+
+def test_kept_choices_checkpoints_and_a_segment_budget_each_cut_the_recomputation():
+    sg = nw.square_lattice(10, seed=5)
+    plan = nw.plan(sg, memory_limit=2**20)
+    assert _priced(sg, math.inf, frozenset(), 0) == (0, 0)  # every choice kept: nothing redone
+    nothing = _priced(sg, -1, frozenset(), 0)  # one step per segment: the quadratic walk
+    bounded = _priced(sg, -1, frozenset(), 2**12)
+    unbounded = _priced(sg, -1, frozenset(), math.inf)
+    assert nothing[0] > bounded[0] > unbounded[0] == 1
+    assert nothing[1] > 3 * bounded[1] and unbounded[1] == plan.flops  # one segment: the run once more
+    halfway = frozenset({len(plan.path) // 2})
+    assert _priced(sg, -1, halfway, 2**12)[1] < bounded[1]
+
+
+def test_checkpoint_none_splits_the_free_memory_by_the_predicted_recomputation(monkeypatch):
+    sg = nw.square_lattice(11, seed=6, J="gaussian", field=0.2)
+    E0, _ = transfer_matrix(sg, 11)
+    labels, tensors = sg.network()
+    plan = nw.plan(sg, memory_limit=2**20)
+    net = einsum_module.build_network(labels, (), tensors, "maxplus", einsum_module.Algebra)
+    free = int(net.peak(plan, -1) * _cost.POOL_MARGIN * 1.3)  # not every choice fits: some are redone
+    monkeypatch.setattr(Backend, "free_bytes", lambda self: free)
+    keep, save, budget = net.backtracking(plan, free)
+    assert keep < max(s.result for s in einsum_module.plan_steps(labels, (), net.sizes, plan.path, {}))
+    assert (net.peak(plan, keep, save=save) + budget) * _cost.POOL_MARGIN <= free * 1.0001
+    most = net.keep_that_fits(plan)
+    alone = net.checkpoints(plan, most, free)
+    ours = _recompute.recomputed(labels, net.sizes, plan.path, keep, save, budget, 8)[1]
+    spare = net.segment_bytes(plan, most, alone, free)
+    assert ours <= _recompute.recomputed(labels, net.sizes, plan.path, most, alone, spare, 8)[1]
+    E, spins = nw.ground_state(sg, optimize=plan)
+    assert E == pytest.approx(E0, abs=1e-9) and sg.energy(spins) == pytest.approx(E0, abs=1e-9)
+    assert np.all(np.abs(spins) == 1)
