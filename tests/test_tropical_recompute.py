@@ -55,3 +55,26 @@ def test_checkpoint_none_splits_the_free_memory_by_the_predicted_recomputation(m
     E, spins = nw.ground_state(sg, optimize=plan)
     assert E == pytest.approx(E0, abs=1e-9) and sg.energy(spins) == pytest.approx(E0, abs=1e-9)
     assert np.all(np.abs(spins) == 1)
+
+
+@pytest.mark.slow
+def test_a_32x32_configuration_is_planned_to_fit_an_h100_and_redo_about_one_contraction(monkeypatch):
+    """Issue 39's row priced on the CPU (no contraction runs): the +-J 32 x 32 lattice from a shuffled
+    edge list, float32, 79 GB free as on the H100. The plan (2^32 entries, 10^12 multiply-adds) leaves
+    no room for a 16 GiB checkpoint in the middle; the split found keeps small choices and checkpoints
+    on the growing and shrinking boundaries, and recomputes about one contraction in all."""
+    base = nw.square_lattice(32, seed=32)
+    perm = np.random.default_rng(7).permutation(base.n)
+    h = np.empty_like(base.h)
+    h[perm] = base.h
+    sg = nw.SpinGlass(base.n, perm[base.edges], base.J, h)
+    free = 79 * 10**9
+    monkeypatch.setattr(Backend, "free_bytes", lambda self: free)
+    labels, tensors = sg.network(dtype=np.float32)
+    plan = nw.plan(sg, dtype=np.float32)
+    net = einsum_module.build_network(labels, (), tensors, "maxplus", einsum_module.Algebra)
+    keep, save, budget = net.backtracking(plan, free)
+    segments, redone = _recompute.recomputed(labels, net.sizes, plan.path, keep, save, budget, net.entry_bytes)
+    figures = (plan.largest, plan.flops, keep, len(save), net.peak(plan, keep, save=save), budget, segments, redone)
+    assert plan.largest <= 2**32 and (net.peak(plan, keep, save=save) + budget) * _cost.POOL_MARGIN <= free, figures
+    assert redone <= 1.5 * plan.flops, figures

@@ -84,9 +84,7 @@ def seconds(steps: Sequence[Step], nslices: int, itemsize: int, rates: Rates) ->
     return sum(step_seconds(s, itemsize, rates) * (nslices if s.depends else 1) for s in steps)
 
 
-def peak_bytes(
-    steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float, saved: Collection[int] = ()
-) -> int:
+def peak_bytes(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float, saved: Collection[int] = ()) -> int:
     """Bytes alive at the worst moment of one slice's run: ``leaves`` (entries of the operands),
     every live intermediate, one layout copy of each operand of the step and its result, and the
     int32 argmax of the steps with at most ``keep`` result entries (0: none kept) with their values

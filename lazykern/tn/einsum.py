@@ -988,7 +988,8 @@ class _Network:
                 continue
             node = self.nodes[node_id]
             if node.choice is not None and node.choice.index is None:
-                costs[node_id] = math.prod(self.sizes[x] for x in node.labels if x not in values) * (4 + self.entry_bytes)
+                entries = math.prod(self.sizes[x] for x in node.labels if x not in values)
+                costs[node_id] = entries * (4 + self.entry_bytes)
             stack.extend(node.children)
         wanted = {top: costs.pop(top)}
         spent = 0
