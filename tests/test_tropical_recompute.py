@@ -78,3 +78,36 @@ def test_a_32x32_configuration_is_planned_to_fit_an_h100_and_redo_about_one_cont
     figures = (plan.largest, plan.flops, keep, len(save), net.peak(plan, keep, save=save), budget, segments, redone)
     assert plan.largest <= 2**32 and (net.peak(plan, keep, save=save) + budget) * _cost.POOL_MARGIN <= free, figures
     assert redone <= 1.5 * plan.flops, figures
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_segments_stay_under_the_predicted_peak_and_reach_the_ground_state(monkeypatch):
+    """A 20 x 20 lattice on CuPy with the free memory reported as 1.3 times the run's own peak: the
+    defaults keep some choices, checkpoints and segments; the pool's high-water mark stays under the
+    predicted peak plus the segment budget, and the configuration's energy is the transfer matrix's."""
+    cupy = pytest.importorskip("cupy")
+    sg = nw.square_lattice(20, seed=20)
+    E0, _ = transfer_matrix(sg, 20)
+    labels, tensors = sg.network(dtype=np.float32, module=cupy)
+    plan = nw.plan(sg, module=cupy, dtype=np.float32)
+    net = einsum_module.build_network(labels, (), tensors, "maxplus", einsum_module.Algebra)
+    free = int(net.peak(plan, -1) * _cost.POOL_MARGIN * 1.3)
+    monkeypatch.setattr(Backend, "free_bytes", lambda self: free)
+    keep, save, budget = net.backtracking(plan, free)
+    pool = cupy.get_default_memory_pool()
+    pool.free_all_blocks()
+    base = pool.used_bytes()
+    peak = [base]
+
+    def malloc(size: int):
+        mem = pool.malloc(size)
+        peak[0] = max(peak[0], pool.used_bytes())
+        return mem
+
+    cupy.cuda.set_allocator(malloc)
+    try:
+        E, spins = nw.ground_state(sg, module=cupy, dtype=np.float32, optimize=plan)
+    finally:
+        cupy.cuda.set_allocator(pool.malloc)
+    assert E == E0 == sg.energy(spins)
+    assert peak[0] - base <= net.peak(plan, keep, save=save) + budget, (keep, len(save), budget)
