@@ -36,12 +36,15 @@ and the groups' results are added in the semiring on the operands' device, so th
 equals one device's. NumPy operands stay on the host, one thread per group.
 
 :func:`argmax_einsum` also returns one optimal assignment of every label (backtracking
-through the argmax of every step); ``checkpoint=True`` keeps no argmax at all and
-recomputes the subtrees it descends into with the chosen labels fixed (about one more
-contraction per level of the tree); ``checkpoint=n`` keeps the argmax of the steps whose
-results have at most n entries and recomputes only above them; ``checkpoint=None`` (the default)
-keeps every argmax that fits the GPU's free memory beside the contraction (all of them on the host)
-and recomputes the rest; ``checkpoint=False`` keeps all of them.
+through the argmax of every step). A step whose argmax was not kept is recomputed by segments:
+the subtree under it, down to the checkpoints (steps whose values the run kept, about the square
+root of their number, as many as the free memory holds), once, with the labels chosen so far fixed,
+keeping the argmax of the segment's steps; so each step is recomputed about once, not once per
+step above it. ``checkpoint=True`` keeps no argmax at all; ``checkpoint=n`` keeps the argmax of the
+steps whose results have at most n entries; ``checkpoint=None`` (the default) splits the GPU's free
+memory beside the contraction between kept argmax, checkpoints and a segment's argmax by the
+recomputation each split is predicted to cost (:mod:`._recompute`; on the host every argmax is
+kept); ``checkpoint=False`` keeps all of them.
 
 Memory is planned: the peak of a contraction (every live intermediate, a step's layout copies and
 result, the argmax kept) is computed from its plan (:mod:`._cost`) before it runs. With
