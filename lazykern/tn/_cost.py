@@ -97,23 +97,40 @@ def peak_bytes(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float
     plan's slice-independent results kept for the later slices (``Step.pinned``). Slices run one after
     another, so the peak does not grow with their number. Arrays are counted as the pool allocates
     them (whole 512-byte units)."""
+    return with_saved(*peak_profile(steps, leaves, entry_bytes, keep), saved)
+
+
+def peak_profile(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float) -> tuple[list[int], list[int]]:
+    """(bytes alive at each step's worst moment, bytes of each step's result) of :func:`peak_bytes`
+    with no checkpoint: :func:`with_saved` adds any set of them in one pass."""
 
     def held(entries: int, size: int) -> int:  # bytes the pool hands out: whole 512-byte units
         return -(-entries * size // _UNIT) * _UNIT
 
     live = held(leaves, entry_bytes) + 2 * _UNIT  # the two leaf arrays (bonds, fields) as allocated
     kept = 0
-    peak = 0
-    for n, s in enumerate(steps):
-        operands = sum(held(n, entry_bytes) for n in s.operands)
+    profile, results = [], []
+    for s in steps:
+        operands = sum(held(m, entry_bytes) for m in s.operands)
         result = held(s.result, entry_bytes)
         argmax = held(s.result, 4 + entry_bytes) if s.result <= keep else 0
-        peak = max(peak, live + operands + result + kept + argmax)  # live (operands included), copies, result
+        profile.append(live + operands + result + kept + argmax)  # live (operands included), copies, result
+        results.append(result)
         freed = sum(
-            held(n, entry_bytes) for n, leaf in zip(s.operands, s.leaves or (False,) * len(s.operands)) if not leaf
+            held(m, entry_bytes) for m, leaf in zip(s.operands, s.leaves or (False,) * len(s.operands)) if not leaf
         )
         live += result - freed + held(s.pinned, entry_bytes)
-        kept += argmax + (result if n in saved else 0)
+        kept += argmax
+    return profile, results
+
+
+def with_saved(profile: Sequence[int], results: Sequence[int], saved: Collection[int]) -> int:
+    """The peak of :func:`peak_profile`'s run when the results of the steps in ``saved`` stay alive."""
+    extra = peak = 0
+    for n, bytes_then in enumerate(profile):
+        peak = max(peak, bytes_then + extra)
+        if n in saved:
+            extra += results[n]
     return int(peak)
 
 

@@ -24,6 +24,63 @@ from collections.abc import Hashable, Sequence
 Label = Hashable
 
 
+class Tree:
+    """A plan's steps as a tree: each step's labels (``kept``), the labels it sums out (``summed``)
+    and its child steps; built once, priced for many splits by :meth:`recomputed`."""
+
+    def __init__(self, inputs: Sequence[Sequence[Label]], sizes: dict[Label, int], path: Sequence[tuple[int, ...]]):
+        self.sizes = sizes
+        terms: list[tuple[frozenset[Label], int]] = [(frozenset(t), -1) for t in inputs]
+        uses = Counter(x for t in inputs for x in t)
+        self.steps: list[tuple[frozenset[Label], frozenset[Label], list[int]]] = []
+        for step in path:
+            picked = [terms[i] for i in step]
+            for i in sorted(step, reverse=True):
+                uses.subtract(terms.pop(i)[0])
+            union = frozenset().union(*(t for t, _ in picked))
+            kept = frozenset(x for x in union if uses[x] > 0)
+            self.steps.append((kept, union - kept, [origin for _, origin in picked if origin >= 0]))
+            terms.append((kept, len(self.steps) - 1))
+            uses.update(kept)
+        self.result = [self.entries(kept) for kept, _, _ in self.steps]
+
+    def entries(self, labels: frozenset[Label]) -> int:
+        return math.prod(self.sizes[x] for x in labels)
+
+    def recomputed(self, keep: float, save: frozenset[int], budget: float, entry_bytes: int) -> tuple[int, int]:
+        """(segments, multiply-adds recomputed) of the backtracking of a run whose steps with at most
+        ``keep`` result entries kept their choice and whose steps in ``save`` their values."""
+        steps, entries = self.steps, self.entries
+        chosen: set[Label] = set()
+        found: dict[int, int] = {}  # step -> bytes of its choice, held until the walk reads it
+        segments = flops = 0
+        walk = [len(steps) - 1] if steps else []
+        while walk:
+            n = walk.pop()
+            if self.result[n] > keep and n not in found:
+                segments += 1
+                costs: dict[int, int] = {}
+                below = [n]
+                while below:
+                    m = below.pop()
+                    labels, gone, children = steps[m]
+                    flops += entries((labels | gone) - chosen)
+                    if self.result[m] > keep:
+                        costs[m] = entries(labels - chosen) * (4 + entry_bytes)
+                    below.extend(c for c in children if c not in save)
+                spent = sum(found.values())
+                found[n] = costs.pop(n)
+                for m, cost in sorted(costs.items(), key=lambda item: item[1]):
+                    if spent + cost > budget:
+                        break
+                    found[m] = cost
+                    spent += cost
+            found.pop(n, None)
+            chosen |= steps[n][1]
+            walk.extend(steps[n][2])
+        return segments, flops
+
+
 def recomputed(
     inputs: Sequence[Sequence[Label]],
     sizes: dict[Label, int],
@@ -35,49 +92,4 @@ def recomputed(
 ) -> tuple[int, int]:
     """(segments, multiply-adds recomputed) of the backtracking of ``path``'s run, whose steps with
     at most ``keep`` result entries kept their choice and whose steps in ``save`` their values."""
-    # The plan's steps as a tree: each step's labels, the labels it sums out, its child steps.
-    terms: list[tuple[frozenset[Label], int]] = [(frozenset(t), -1) for t in inputs]
-    uses = Counter(x for t in inputs for x in t)
-    steps: list[tuple[frozenset[Label], frozenset[Label], list[int]]] = []
-    for step in path:
-        picked = [terms[i] for i in step]
-        for i in sorted(step, reverse=True):
-            uses.subtract(terms.pop(i)[0])
-        union = frozenset().union(*(t for t, _ in picked))
-        kept = frozenset(x for x in union if uses[x] > 0)
-        steps.append((kept, union - kept, [origin for _, origin in picked if origin >= 0]))
-        terms.append((kept, len(steps) - 1))
-        uses.update(kept)
-
-    def entries(labels: frozenset[Label]) -> int:
-        return math.prod(sizes[x] for x in labels)
-
-    chosen: set[Label] = set()
-    found: dict[int, int] = {}  # step -> bytes of its choice, held until the walk reads it
-    segments = flops = 0
-    walk = [len(steps) - 1] if steps else []
-    while walk:
-        n = walk.pop()
-        kept, summed, kids = steps[n]
-        if entries(kept) > keep and n not in found:
-            segments += 1
-            costs: dict[int, int] = {}
-            below = [n]
-            while below:
-                m = below.pop()
-                labels, gone, children = steps[m]
-                flops += entries((labels | gone) - chosen)
-                if entries(labels) > keep:
-                    costs[m] = entries(labels - chosen) * (4 + entry_bytes)
-                below.extend(c for c in children if c not in save)
-            spent = sum(found.values())
-            found[n] = costs.pop(n)
-            for m, cost in sorted(costs.items(), key=lambda item: item[1]):
-                if spent + cost > budget:
-                    break
-                found[m] = cost
-                spent += cost
-        found.pop(n, None)
-        chosen |= summed
-        walk.extend(kids)
-    return segments, flops
+    return Tree(inputs, sizes, path).recomputed(keep, save, budget, entry_bytes)

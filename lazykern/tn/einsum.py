@@ -653,6 +653,8 @@ class _Network:
     nodes: dict[int, _Node] = field(default_factory=dict)
     root: int = 0
     saved: dict[int, Term] = field(default_factory=dict)  # node -> its values, the backtracking's checkpoints
+    # The last plan's priced steps and tree: the argmax split prices one plan a hundred times.
+    memo: tuple[ContractionPlan, list[_cost.Step], _recompute.Tree] | None = field(default=None, repr=False)
 
     @classmethod
     def build(
@@ -744,12 +746,20 @@ class _Network:
         self, plan: ContractionPlan, keep: float = 0, cached: bool = True, save: frozenset[int] = frozenset()
     ) -> int:
         """Predicted bytes at the worst moment of ``plan``'s run on this network (:func:`._cost.peak_bytes`)."""
-        inputs = [t.labels for t in self.leaves]
-        steps = plan_steps(inputs, self.output, self.sizes, plan.path, plan.sliced)
+        steps, _ = self.priced(plan)
         leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
         if not cached:  # a run without the slices' cache keeps nothing beyond a step's use
             steps = [s._replace(pinned=0) for s in steps]
         return _cost.peak_bytes(steps, leaves, self.entry_bytes, keep, save)
+
+    def priced(self, plan: ContractionPlan) -> tuple[list[_cost.Step], _recompute.Tree]:
+        """``plan``'s steps as :mod:`._cost` and :mod:`._recompute` price them (the last plan's kept)."""
+        if self.memo is None or self.memo[0] is not plan:
+            inputs = [t.labels for t in self.leaves]
+            steps = plan_steps(inputs, self.output, self.sizes, plan.path, plan.sliced)
+            sized = {x: (1 if x in plan.sliced else n) for x, n in self.sizes.items()}
+            self.memo = (plan, steps, _recompute.Tree(inputs, sized, plan.path))
+        return self.memo[1], self.memo[2]
 
     def keep_that_fits(self, plan: ContractionPlan) -> float:
         """The largest ``keep`` (result entries whose argmax is kept) whose peak fits the free device
@@ -760,13 +770,9 @@ class _Network:
         budget = free / _cost.POOL_MARGIN
         if self.peak(plan, math.inf) <= budget:
             return math.inf
-        sizes = sorted({s.result for s in plan_steps([t.labels for t in self.leaves], self.output, self.sizes,
-                                                       plan.path, plan.sliced)})  # fmt: skip
-        keep: float = _NONE
-        for size in sizes:  # few distinct sizes: powers of two on a network of spins
-            if self.peak(plan, size) > budget:
-                break
-            keep = size
+        sizes = sorted({s.result for s in self.priced(plan)[0]})
+        fits = bisect.bisect_left(sizes, True, key=lambda size: self.peak(plan, size) > budget)  # grows with size
+        keep: float = sizes[fits - 1] if fits else _NONE
         log.info("argmax: keeping the choices of steps up to %s entries; the larger ones are recomputed", keep)
         return keep
 
@@ -776,10 +782,12 @@ class _Network:
         segments between them cost alike), fewer where the device's free memory (``free``; None: the
         host) does not hold them beside the run. Between two checkpoints the backtracking recomputes
         a segment once (:meth:`recompute`) instead of every step from the leaves."""
-        steps = plan_steps([t.labels for t in self.leaves], self.output, self.sizes, plan.path, plan.sliced)
+        steps, _ = self.priced(plan)
         rates = _cost.rates_for(self.be.on_host, self.be.dtype(self.leaves[0].parts[0]).itemsize)
         elapsed = list(itertools.accumulate(_cost.step_seconds(s, self.entry_bytes, rates) for s in steps))
-        spare = math.inf if free is None else free / _cost.POOL_MARGIN - self.peak(plan, keep)
+        leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
+        profile, results = _cost.peak_profile(steps, leaves, self.entry_bytes, keep)
+        spare = math.inf if free is None else free / _cost.POOL_MARGIN - _cost.with_saved(profile, results, ())
         # Only values that fit beside the run alone: on a 32 x 32 lattice the 16 GiB boundaries of the
         # middle never do, the growing and shrinking ones around them do.
         candidates = [
@@ -792,7 +800,7 @@ class _Network:
         while count > 0:
             marks = [elapsed[-1] * (i + 1) / (count + 1) for i in range(count)]
             save = frozenset(candidates[min(bisect.bisect_left(times, m), len(candidates) - 1)] for m in marks)
-            if free is None or self.peak(plan, keep, save=save) * _cost.POOL_MARGIN <= free:
+            if free is None or _cost.with_saved(profile, results, save) * _cost.POOL_MARGIN <= free:
                 log.info("argmax: %d checkpoints among %d recomputed steps", len(save), len(candidates))
                 return save
             count = count * 3 // 4
@@ -805,16 +813,14 @@ class _Network:
         most = self.keep_that_fits(plan)
         if free is None or most == math.inf:
             return most, frozenset(), math.inf
-        inputs = [t.labels for t in self.leaves]
-        steps = plan_steps(inputs, self.output, self.sizes, plan.path, plan.sliced)
+        steps, tree = self.priced(plan)
         sizes = sorted({s.result for s in steps if s.result <= most})
-        options = [*sizes[:: -max(1, len(sizes) // 6)], _NONE]  # a few, from the most kept to none
+        options = [*sizes[:: -max(1, len(sizes) // 4)], _NONE]  # a few, from the most kept to none
         best: tuple[int, float, frozenset[int], float] | None = None
-        sized = {x: (1 if x in plan.sliced else n) for x, n in self.sizes.items()}
         for keep in options:
             save = self.checkpoints(plan, keep, free)
             budget = self.segment_bytes(plan, keep, save, free)
-            _, flops = _recompute.recomputed(inputs, sized, plan.path, keep, save, budget, self.entry_bytes)
+            _, flops = tree.recomputed(keep, save, budget, self.entry_bytes)
             if best is None or flops < best[0]:
                 best = (flops, keep, save, budget)
         assert best is not None  # options is never empty
@@ -855,7 +861,7 @@ class _Network:
         """This network with its operands on GPU ``device`` and no recorded run (host: a copy that
         shares the operands); one per thread, since :meth:`run` records its steps on the network."""
         leaves = [Term(tuple(self.be.to_device(p, device) for p in t.parts), t.labels) for t in self.leaves]
-        return replace(self, leaves=leaves, nodes={}, root=0, saved={})
+        return replace(self, leaves=leaves, nodes={}, root=0, saved={}, memo=None)
 
     # -- running
     def run(
