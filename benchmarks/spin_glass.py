@@ -528,7 +528,8 @@ print(json.dumps(dict(answer=answer, seconds=seconds, predicted_contract_seconds
     predicted_peak_bytes=predicted_peak, measured_peak_bytes=peak[0] or None,
     log10_flops=float(np.log10(plan.flops)), log2_largest=float(np.log2(plan.largest)),
     slices=plan.nslices, steps=len(plan.path))
-    | (dict(configuration_energy=float(sg.energy(np.asarray(spins))), argmax=notes) if spec["kind"] == "config" else {{}})))
+    | (dict(configuration_energy=float(sg.energy(np.asarray(spins))), argmax=notes)
+       if spec["kind"] == "config" else {{}})))
 """
 
 
