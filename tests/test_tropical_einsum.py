@@ -375,11 +375,12 @@ def test_checkpoints_take_what_the_free_memory_leaves(monkeypatch):
     candidates = [n for n, s in enumerate(steps[:-1]) if s.result > 1]
     save = net.checkpoints(plan, -1, None)  # the host: about sqrt of the recomputed steps
     assert len(save) == math.isqrt(len(candidates)) and save <= set(candidates)
-    alone = net.peak(plan, -1)
-    assert net.peak(plan, -1, save=save) > alone  # the checkpoints' values are in the peak
-    for free in (int(alone * _cost.POOL_MARGIN), int(net.peak(plan, -1, save=save) * _cost.POOL_MARGIN) - 1):
+    peak = net.argmax_peak(plan, -1)  # the run's and its backtracking's, by the checkpoints kept
+    alone = peak(())
+    assert peak(save) > alone and peak(save) >= net.peak(plan, -1, save=save)  # the checkpoints are counted
+    for free in (int(alone * _cost.POOL_MARGIN), int(peak(save) * _cost.POOL_MARGIN) - 1):
         some = net.checkpoints(plan, -1, free)  # fewer, and what they add to the peak fits
-        assert len(some) < len(save) and net.peak(plan, -1, save=some) * _cost.POOL_MARGIN <= free
+        assert len(some) < len(save) and peak(some) * _cost.POOL_MARGIN <= free
     assert net.segment_bytes(plan, -1, save, None) == math.inf
-    free = int(net.peak(plan, -1, save=save) * _cost.POOL_MARGIN) + 4096
+    free = int(peak(save) * _cost.POOL_MARGIN) + 4096
     assert net.segment_bytes(plan, -1, save, free) == pytest.approx(4096 / _cost.POOL_MARGIN, abs=1)

@@ -134,4 +134,20 @@ def with_saved(profile: Sequence[int], results: Sequence[int], saved: Collection
     return int(peak)
 
 
+class ArgmaxPeak:
+    """Bytes at the worst moment of an argmax run and its backtracking, for any set of checkpoints:
+    the run's own peak (kept argmax and checkpoints counted from their step on), or a backtracking
+    segment redoing a step as large as the run's while every kept argmax and checkpoint is alive."""
+
+    def __init__(self, steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float) -> None:
+        self.profile, self.results = peak_profile(steps, leaves, entry_bytes, keep)
+        bare, _ = peak_profile(steps, leaves, entry_bytes, -1)
+        kept = sum(-(-s.result * (4 + entry_bytes) // _UNIT) * _UNIT for s in steps if s.result <= keep)
+        self.segment = max(bare, default=0) + kept
+
+    def __call__(self, saved: Collection[int]) -> int:
+        checkpoints = sum(self.results[n] for n in saved)
+        return max(with_saved(self.profile, self.results, saved), self.segment + checkpoints)
+
+
 _UNIT = 512  # CuPy's pool rounds every allocation up to this

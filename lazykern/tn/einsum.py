@@ -277,7 +277,7 @@ def network_argmax(
         keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
         save = net.checkpoints(plan, keep, free)
         budget = net.segment_bytes(plan, keep, save, free)
-    with net.memory_guard(plan, keep, save=save):
+    with net.memory_guard(plan, keep, save=save, argmax=True):
         return _argmax_run(net, plan, spread, single, keep, semiring, fixed, (save, budget))
 
 
@@ -768,10 +768,10 @@ class _Network:
         if free is None:
             return math.inf
         budget = free / _cost.POOL_MARGIN
-        if self.peak(plan, math.inf) <= budget:
+        if self.argmax_peak(plan, math.inf)(()) <= budget:
             return math.inf
         sizes = sorted({s.result for s in self.priced(plan)[0]})
-        fits = bisect.bisect_left(sizes, True, key=lambda size: self.peak(plan, size) > budget)  # grows with size
+        fits = bisect.bisect_left(sizes, True, key=lambda size: self.argmax_peak(plan, size)(()) > budget)  # grows
         keep: float = sizes[fits - 1] if fits else _NONE
         log.info("argmax: keeping the choices of steps up to %s entries; the larger ones are recomputed", keep)
         return keep
@@ -785,9 +785,8 @@ class _Network:
         steps, _ = self.priced(plan)
         rates = _cost.rates_for(self.be.on_host, self.be.dtype(self.leaves[0].parts[0]).itemsize)
         elapsed = list(itertools.accumulate(_cost.step_seconds(s, self.entry_bytes, rates) for s in steps))
-        leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
-        profile, results = _cost.peak_profile(steps, leaves, self.entry_bytes, keep)
-        spare = math.inf if free is None else free / _cost.POOL_MARGIN - _cost.with_saved(profile, results, ())
+        peak = self.argmax_peak(plan, keep)
+        spare = math.inf if free is None else free / _cost.POOL_MARGIN - peak(())
         # Only values that fit beside the run alone: on a 32 x 32 lattice the 16 GiB boundaries of the
         # middle never do, the growing and shrinking ones around them do.
         candidates = [
@@ -800,7 +799,7 @@ class _Network:
         while count > 0:
             marks = [elapsed[-1] * (i + 1) / (count + 1) for i in range(count)]
             save = frozenset(candidates[min(bisect.bisect_left(times, m), len(candidates) - 1)] for m in marks)
-            if free is None or _cost.with_saved(profile, results, save) * _cost.POOL_MARGIN <= free:
+            if free is None or peak(save) * _cost.POOL_MARGIN <= free:
                 log.info("argmax: %d checkpoints among %d recomputed steps", len(save), len(candidates))
                 return save
             count = count * 3 // 4
@@ -829,19 +828,35 @@ class _Network:
 
     def segment_bytes(self, plan: ContractionPlan, keep: float, save: frozenset[int], free: int | None) -> float:
         """Bytes the argmax of one recomputed segment may hold: what the free device memory leaves
-        beside the run's own peak (checkpoints included); no bound on the host."""
+        beside the run's and the backtracking's own peak (:meth:`argmax_peak`); no bound on the host."""
         if free is None:
             return math.inf
-        return max(0.0, free / _cost.POOL_MARGIN - self.peak(plan, keep, save=save))
+        return max(0.0, free / _cost.POOL_MARGIN - self.argmax_peak(plan, keep)(save))
+
+    def argmax_peak(self, plan: ContractionPlan, keep: float) -> _cost.ArgmaxPeak:
+        """Predicted peak of an argmax run of ``plan`` keeping the argmax up to ``keep`` entries and
+        its backtracking, as a function of the checkpoints (:class:`._cost.ArgmaxPeak`)."""
+        steps, _ = self.priced(plan)
+        leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
+        return _cost.ArgmaxPeak(steps, leaves, self.entry_bytes, keep)
 
     @contextlib.contextmanager
     def memory_guard(
-        self, plan: ContractionPlan, keep: float, cached: bool = True, save: frozenset[int] = frozenset()
+        self,
+        plan: ContractionPlan,
+        keep: float,
+        cached: bool = True,
+        save: frozenset[int] = frozenset(),
+        argmax: bool = False,
     ) -> Iterator[None]:
         """Refuse a run whose predicted peak exceeds the free device memory, and report an allocation
         failure inside the run the same way: one :class:`DeviceMemoryError` with the figures."""
         free = self.be.free_bytes()
-        need = self.peak(plan, keep, cached, save) if free is not None else 0
+        need = 0
+        if free is not None:
+            need = self.peak(plan, keep, cached, save)
+            if argmax:  # its backtracking holds every kept argmax and checkpoint beside a segment
+                need = max(need, self.argmax_peak(plan, keep)(save))
         if free is not None and need * _cost.POOL_MARGIN > free:
             self.be.release_cached()
             free = self.be.free_bytes() or 0
