@@ -482,8 +482,15 @@ def latency(L: int, module_name: str, timeout: float = 90.0) -> dict[str, Any]:
 # (the lattice's own edges and couplings, spins renumbered at random, no positions, no order), each in a
 # fresh process (a child) so "empty store" and "plan stored" mean what they say.
 DEFAULTS_CHILD = """
-import json, sys, time
+import json, logging, sys, time
 spec = json.loads(sys.argv[1])
+notes = []  # the library's own account of its argmax split (kept choices, checkpoints)
+class Notes(logging.Handler):
+    def emit(self, record):
+        if record.getMessage().startswith("argmax"):
+            notes.append(record.getMessage())
+logging.getLogger("lazykern").addHandler(Notes())
+logging.getLogger("lazykern").setLevel(logging.INFO)
 sys.path.insert(0, spec["bench_dir"])
 import numpy as np
 import {module} as xp
@@ -517,11 +524,11 @@ t = time.perf_counter()
 if spec["kind"] == "energy":
     answer = nw.ground_state_energy(sg, **kw)
 elif spec["kind"] == "config":
-    answer = nw.ground_state(sg, **kw)[0]
+    answer, spins = nw.ground_state(sg, **kw)
 else:
     answer = list(nw.degeneracy(sg, **kw))
 seconds = time.perf_counter() - t
-dtype = kw.get("dtype", np.float64)
+dtype = kw.get("dtype") or sg.resolve(xp, None, warn=False)[1]  # the default dtype follows the couplings
 count = 8 if spec["kind"] == "degeneracy" else 0
 plan = nw.plan(sg, module=xp, dtype=dtype, count_dtype=np.int64 if count else None)  # memoized: the same plan
 steps = plan_steps(sg.labels(), (), dict.fromkeys(range(sg.n), 2), plan.path, plan.sliced)
@@ -532,7 +539,9 @@ predicted_peak = _cost.peak_bytes(steps, 4 * len(sg.edges) + 2 * sg.n, itemsize 
 print(json.dumps(dict(answer=answer, seconds=seconds, predicted_contract_seconds=predicted,
     predicted_peak_bytes=predicted_peak, measured_peak_bytes=peak[0] or None,
     log10_flops=float(np.log10(plan.flops)), log2_largest=float(np.log2(plan.largest)),
-    slices=plan.nslices, steps=len(plan.path), counting_passes=passes or None)))
+    slices=plan.nslices, steps=len(plan.path), counting_passes=passes or None)
+    | (dict(configuration_energy=float(sg.energy(np.asarray(spins))), argmax=notes)
+       if spec["kind"] == "config" else {{}})))
 """
 
 

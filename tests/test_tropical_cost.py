@@ -46,6 +46,9 @@ def test_peak_counts_live_intermediates_copies_result_and_kept_argmax():
     free = _cost.peak_bytes([*steps, later], leaves=18 * u, entry_bytes=4, keep=0)
     held = _cost.peak_bytes([steps[0], steps[1]._replace(pinned=4 * u), later], leaves=18 * u, entry_bytes=4, keep=0)
     assert held - free == 4 * u * 4
+    # A checkpoint (the backtracking keeps step 1's values) stays alive after its use, to the end.
+    saved = _cost.peak_bytes([*steps, later], leaves=18 * u, entry_bytes=4, keep=0, saved={0})
+    assert saved - free == 4 * u * 4
 
 
 def test_a_step_costs_its_bound_resource_and_slices_repeat_only_what_depends_on_them():

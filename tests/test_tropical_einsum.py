@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
+import math
 import os
 import sys
 from unittest import mock
@@ -13,9 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lazykern import tropical
-from lazykern.tn import _reference_einsum
+from lazykern.tn import _cost, _reference_einsum
+from lazykern.tn import networks as nw
 from lazykern.tn.einsum import argmax_einsum, einsum, parse
 from lazykern.tropical import reference
+
+from ._spin_oracles import transfer_matrix
 
 EXAMPLES = int(os.environ.get("LAZYKERN_FUZZ_EXAMPLES", "60"))
 DTYPES = ["float32", "float64", "int32", "int64"]
@@ -312,3 +317,70 @@ def test_slice_ranges_add_up_to_the_whole():
     assert net.finish(total) == whole == -nw.ground_state_energy(sg)
     with pytest.raises(ValueError, match="hold none"):
         einsum_module.contract_slices(net, plan, 8, 8, None)
+
+
+def _recounted(monkeypatch) -> list[int]:
+    """[steps run by the forward contraction, steps the backtracking recomputed]."""
+    einsum_module = importlib.import_module("lazykern.tn.einsum")  # the attribute is the function
+    counts = [0, 0]
+    phase = [0]
+    for name in ("contract", "reduce"):
+        real = getattr(einsum_module, name)
+
+        def counted(*args, real=real):
+            counts[phase[0]] += 1
+            return real(*args)
+
+        monkeypatch.setattr(einsum_module, name, counted)
+    backtrack = einsum_module._backtrack
+
+    def marked(*args):
+        phase[0] = 1
+        try:
+            return backtrack(*args)
+        finally:
+            phase[0] = 0
+
+    monkeypatch.setattr(einsum_module, "_backtrack", marked)
+    return counts
+
+
+@pytest.mark.parametrize("budget", [0, 2**7, 2**11, float("inf")])
+@pytest.mark.parametrize("checkpoints", [True, False])
+def test_backtracking_by_segments_reaches_the_ground_state_with_any_budget(monkeypatch, budget, checkpoints):
+    """Segments bounded by a few bytes (one step each) or by nothing, with and without checkpoints:
+    the configuration's energy is the transfer matrix's, and each step is recomputed about once."""
+    einsum_module = importlib.import_module("lazykern.tn.einsum")
+    monkeypatch.setattr(einsum_module._Network, "segment_bytes", lambda self, *args: budget)
+    if not checkpoints:
+        monkeypatch.setattr(einsum_module._Network, "checkpoints", lambda self, *args: frozenset())
+    counts = _recounted(monkeypatch)
+    for L, J, field in ((8, "gaussian", 0.3), (9, "pm1", 0.0)):
+        sg = nw.square_lattice(L, seed=L, J=J, field=field)
+        E0, _ = transfer_matrix(sg, L)
+        counts[:] = [0, 0]
+        E, spins = nw.ground_state(sg, checkpoint=True)  # no argmax kept: every step is backtracked by segments
+        assert E == pytest.approx(E0, abs=1e-9) and sg.energy(spins) == pytest.approx(E0, abs=1e-9)
+        if budget == float("inf") and checkpoints:
+            assert counts[1] <= 1.2 * counts[0], counts  # once each (the quadratic walk redid ~L^2/2 times more)
+
+
+def test_checkpoints_take_what_the_free_memory_leaves(monkeypatch):
+    einsum_module = importlib.import_module("lazykern.tn.einsum")
+    sg = nw.square_lattice(8, seed=3)
+    labels, tensors = sg.network()
+    plan = nw.plan(sg, memory_limit=2**20)
+    net = einsum_module.build_network(labels, (), tensors, "maxplus", einsum_module.Algebra)
+    steps = einsum_module.plan_steps(labels, (), net.sizes, plan.path, plan.sliced)
+    candidates = [n for n, s in enumerate(steps[:-1]) if s.result > 1]
+    save = net.checkpoints(plan, -1, None)  # the host: about sqrt of the recomputed steps
+    assert len(save) == math.isqrt(len(candidates)) and save <= set(candidates)
+    peak = net.argmax_peak(plan, -1)  # the run's and its backtracking's, by the checkpoints kept
+    alone = peak(())
+    assert peak(save) > alone and peak(save) >= net.peak(plan, -1, save=save)  # the checkpoints are counted
+    for free in (int(alone * _cost.POOL_MARGIN), int(peak(save) * _cost.POOL_MARGIN) - 1):
+        some = net.checkpoints(plan, -1, free)  # fewer, and what they add to the peak fits
+        assert len(some) < len(save) and peak(some) * _cost.POOL_MARGIN <= free
+    assert net.segment_bytes(plan, -1, save, None) == math.inf
+    free = int(peak(save) * _cost.POOL_MARGIN) + 4096
+    assert net.segment_bytes(plan, -1, save, free) == pytest.approx(4096 / _cost.POOL_MARGIN, abs=1)

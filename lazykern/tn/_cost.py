@@ -20,7 +20,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
 
@@ -84,35 +84,70 @@ def seconds(steps: Sequence[Step], nslices: int, itemsize: int, rates: Rates) ->
     return sum(step_seconds(s, itemsize, rates) * (nslices if s.depends else 1) for s in steps)
 
 
-def peak_bytes(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float) -> int:
+def peak_bytes(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float, saved: Collection[int] = ()) -> int:
     """Bytes alive at the worst moment of one slice's run: ``leaves`` (entries of the operands),
     every live intermediate, one layout copy of each operand of the step and its result, and the
     int32 argmax of the steps with at most ``keep`` result entries (0: none kept) with their values
     (one buffer: on the H100 a 22 x 22 lattice's kept choices held twice the int32 figure). ``entry_bytes``:
-    bytes per entry of every array (value and count together for the counting algebra).
+    bytes per entry of every array (value and count together for the counting algebra). ``saved``:
+    indices of the steps whose results stay alive after their use, as the backtracking's checkpoints
+    (counted from their step on, twice until their use: a bound, not the exact figure).
 
     Intermediates die at their one use (each is an operand of exactly one later step), except a sliced
     plan's slice-independent results kept for the later slices (``Step.pinned``). Slices run one after
     another, so the peak does not grow with their number. Arrays are counted as the pool allocates
     them (whole 512-byte units)."""
+    return with_saved(*peak_profile(steps, leaves, entry_bytes, keep), saved)
+
+
+def peak_profile(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float) -> tuple[list[int], list[int]]:
+    """(bytes alive at each step's worst moment, bytes of each step's result) of :func:`peak_bytes`
+    with no checkpoint: :func:`with_saved` adds any set of them in one pass."""
 
     def held(entries: int, size: int) -> int:  # bytes the pool hands out: whole 512-byte units
         return -(-entries * size // _UNIT) * _UNIT
 
     live = held(leaves, entry_bytes) + 2 * _UNIT  # the two leaf arrays (bonds, fields) as allocated
     kept = 0
-    peak = 0
+    profile, results = [], []
     for s in steps:
-        operands = sum(held(n, entry_bytes) for n in s.operands)
+        operands = sum(held(m, entry_bytes) for m in s.operands)
         result = held(s.result, entry_bytes)
         argmax = held(s.result, 4 + entry_bytes) if s.result <= keep else 0
-        peak = max(peak, live + operands + result + kept + argmax)  # live (operands included), copies, result
+        profile.append(live + operands + result + kept + argmax)  # live (operands included), copies, result
+        results.append(result)
         freed = sum(
-            held(n, entry_bytes) for n, leaf in zip(s.operands, s.leaves or (False,) * len(s.operands)) if not leaf
+            held(m, entry_bytes) for m, leaf in zip(s.operands, s.leaves or (False,) * len(s.operands)) if not leaf
         )
         live += result - freed + held(s.pinned, entry_bytes)
         kept += argmax
+    return profile, results
+
+
+def with_saved(profile: Sequence[int], results: Sequence[int], saved: Collection[int]) -> int:
+    """The peak of :func:`peak_profile`'s run when the results of the steps in ``saved`` stay alive."""
+    extra = peak = 0
+    for n, bytes_then in enumerate(profile):
+        peak = max(peak, bytes_then + extra)
+        if n in saved:
+            extra += results[n]
     return int(peak)
+
+
+class ArgmaxPeak:
+    """Bytes at the worst moment of an argmax run and its backtracking, for any set of checkpoints:
+    the run's own peak (kept argmax and checkpoints counted from their step on), or a backtracking
+    segment redoing a step as large as the run's while every kept argmax and checkpoint is alive."""
+
+    def __init__(self, steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float) -> None:
+        self.profile, self.results = peak_profile(steps, leaves, entry_bytes, keep)
+        bare, _ = peak_profile(steps, leaves, entry_bytes, -1)
+        kept = sum(-(-s.result * (4 + entry_bytes) // _UNIT) * _UNIT for s in steps if s.result <= keep)
+        self.segment = max(bare, default=0) + kept
+
+    def __call__(self, saved: Collection[int]) -> int:
+        checkpoints = sum(self.results[n] for n in saved)
+        return max(with_saved(self.profile, self.results, saved), self.segment + checkpoints)
 
 
 _UNIT = 512  # CuPy's pool rounds every allocation up to this

@@ -36,12 +36,15 @@ and the groups' results are added in the semiring on the operands' device, so th
 equals one device's. NumPy operands stay on the host, one thread per group.
 
 :func:`argmax_einsum` also returns one optimal assignment of every label (backtracking
-through the argmax of every step); ``checkpoint=True`` keeps no argmax at all and
-recomputes the subtrees it descends into with the chosen labels fixed (about one more
-contraction per level of the tree); ``checkpoint=n`` keeps the argmax of the steps whose
-results have at most n entries and recomputes only above them; ``checkpoint=None`` (the default)
-keeps every argmax that fits the GPU's free memory beside the contraction (all of them on the host)
-and recomputes the rest; ``checkpoint=False`` keeps all of them.
+through the argmax of every step). A step whose argmax was not kept is recomputed by segments:
+the subtree under it, down to the checkpoints (steps whose values the run kept, about the square
+root of their number, as many as the free memory holds), once, with the labels chosen so far fixed,
+keeping the argmax of the segment's steps; so each step is recomputed about once, not once per
+step above it. ``checkpoint=True`` keeps no argmax at all; ``checkpoint=n`` keeps the argmax of the
+steps whose results have at most n entries; ``checkpoint=None`` (the default) splits the GPU's free
+memory beside the contraction between kept argmax, checkpoints and a segment's argmax by the
+recomputation each split is predicted to cost (:mod:`._recompute`; on the host every argmax is
+kept); ``checkpoint=False`` keeps all of them.
 
 Memory is planned: the peak of a contraction (every live intermediate, a step's layout copies and
 result, the argmax kept) is computed from its plan (:mod:`._cost`) before it runs. With
@@ -52,6 +55,7 @@ before anything is allocated (an allocation failure inside a step is reported th
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import importlib.util
 import itertools
@@ -65,7 +69,7 @@ from typing import Any
 
 from ..errors import DeviceMemoryError
 from ..tropical import reference
-from . import _cost, _plan_store, _planner, _spread
+from . import _cost, _plan_store, _planner, _recompute, _spread
 from ._backend import DEFAULT_HOST_LIMIT, Backend, backend_of
 from ._contract import Algebra, Choice, Term, contract, diagonals, fix, reduce, unravel
 
@@ -266,12 +270,15 @@ def network_argmax(
     spread = _spread.resolve(devices, net.be)
     plan = net.plan(optimize, slices, memory_limit, max_time)
     single = not plan.sliced
+    free = net.be.free_bytes()
     if checkpoint is None:
-        keep = net.keep_that_fits(plan)
+        keep, save, budget = net.backtracking(plan, free)
     else:
         keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
-    with net.memory_guard(plan, keep):
-        return _argmax_run(net, plan, spread, single, keep, semiring, fixed)
+        save = net.checkpoints(plan, keep, free)
+        budget = net.segment_bytes(plan, keep, save, free)
+    with net.memory_guard(plan, keep, save=save, argmax=True):
+        return _argmax_run(net, plan, spread, single, keep, semiring, fixed, (save, budget))
 
 
 def _argmax_run(
@@ -282,15 +289,28 @@ def _argmax_run(
     keep: float,
     semiring: str,
     fixed: dict[Label, int],
+    backtracking: tuple[frozenset[int], float],
 ) -> tuple[Any, dict[Label, int]]:
-    """:func:`network_argmax`'s search over the slices and its backtracking, once planned."""
+    """:func:`network_argmax`'s search over the slices and its backtracking, once planned;
+    ``backtracking``: the steps whose values are kept as checkpoints, and the bytes a segment's
+    recomputed argmax may hold (:meth:`_Network.checkpoints`, :meth:`_Network.segment_bytes`)."""
+    save, budget = backtracking
     if spread is not None and not single:
         groups = _spread.run_groups(net, plan.nslices, spread, lambda local, a, b: _slice_optima(local, plan, a, b))
         scores = [item for group in groups for item in group]
     else:
         cache: dict[int, Term] = {}
         runs = [
-            (values, net.run(plan, values, keep=keep if single else _NONE, cache=None if single else cache).parts[0])
+            (
+                values,
+                net.run(
+                    plan,
+                    values,
+                    keep=keep if single else _NONE,
+                    cache=None if single else cache,
+                    save=save if single else frozenset(),
+                ).parts[0],
+            )
             for values in plan.slice_values()
         ]
         scores = [(values, net.be.item(out)) for values, out in runs]  # read back once every slice is queued
@@ -299,9 +319,9 @@ def _argmax_run(
         if best is None or _better(semiring, v, best):
             best, best_values = v, values
     if not single:
-        net.run(plan, best_values, keep=keep)
+        net.run(plan, best_values, keep=keep, save=save)
     assignment = dict(fixed) | dict(best_values)
-    _backtrack(net, assignment)
+    _backtrack(net, assignment, budget)
     return best, assignment
 
 
@@ -632,6 +652,9 @@ class _Network:
     sizes: dict[Label, int]
     nodes: dict[int, _Node] = field(default_factory=dict)
     root: int = 0
+    saved: dict[int, Term] = field(default_factory=dict)  # node -> its values, the backtracking's checkpoints
+    # The last plan's priced steps and tree: the argmax split prices one plan a hundred times.
+    memo: tuple[ContractionPlan, list[_cost.Step], _recompute.Tree] | None = field(default=None, repr=False)
 
     @classmethod
     def build(
@@ -719,15 +742,31 @@ class _Network:
         free = self.be.free_bytes()
         return free is None or self.peak(plan, keep, cached) * _cost.POOL_MARGIN <= free
 
-    def peak(self, plan: ContractionPlan, keep: float = 0, cached: bool = True, entry_bytes: int | None = None) -> int:
+    def peak(
+        self,
+        plan: ContractionPlan,
+        keep: float = 0,
+        cached: bool = True,
+        save: frozenset[int] = frozenset(),
+        entry_bytes: int | None = None,
+    ) -> int:
         """Predicted bytes at the worst moment of ``plan``'s run on this network (:func:`._cost.peak_bytes`);
         ``entry_bytes``: another width than the leaves' (a counting pass carrying more residues)."""
-        inputs = [t.labels for t in self.leaves]
-        steps = plan_steps(inputs, self.output, self.sizes, plan.path, plan.sliced)
+        steps, _ = self.priced(plan)
         leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
         if not cached:  # a run without the slices' cache keeps nothing beyond a step's use
             steps = [s._replace(pinned=0) for s in steps]
-        return _cost.peak_bytes(steps, leaves, self.entry_bytes if entry_bytes is None else entry_bytes, keep)
+        width = self.entry_bytes if entry_bytes is None else entry_bytes
+        return _cost.peak_bytes(steps, leaves, width, keep, save)
+
+    def priced(self, plan: ContractionPlan) -> tuple[list[_cost.Step], _recompute.Tree]:
+        """``plan``'s steps as :mod:`._cost` and :mod:`._recompute` price them (the last plan's kept)."""
+        if self.memo is None or self.memo[0] is not plan:
+            inputs = [t.labels for t in self.leaves]
+            steps = plan_steps(inputs, self.output, self.sizes, plan.path, plan.sliced)
+            sized = {x: (1 if x in plan.sliced else n) for x, n in self.sizes.items()}
+            self.memo = (plan, steps, _recompute.Tree(inputs, sized, plan.path))
+        return self.memo[1], self.memo[2]
 
     def keep_that_fits(self, plan: ContractionPlan) -> float:
         """The largest ``keep`` (result entries whose argmax is kept) whose peak fits the free device
@@ -736,24 +775,95 @@ class _Network:
         if free is None:
             return math.inf
         budget = free / _cost.POOL_MARGIN
-        if self.peak(plan, math.inf) <= budget:
+        if self.argmax_peak(plan, math.inf)(()) <= budget:
             return math.inf
-        sizes = sorted({s.result for s in plan_steps([t.labels for t in self.leaves], self.output, self.sizes,
-                                                       plan.path, plan.sliced)})  # fmt: skip
-        keep: float = _NONE
-        for size in sizes:  # few distinct sizes: powers of two on a network of spins
-            if self.peak(plan, size) > budget:
-                break
-            keep = size
+        sizes = sorted({s.result for s in self.priced(plan)[0]})
+        fits = bisect.bisect_left(sizes, True, key=lambda size: self.argmax_peak(plan, size)(()) > budget)  # grows
+        keep: float = sizes[fits - 1] if fits else _NONE
         log.info("argmax: keeping the choices of steps up to %s entries; the larger ones are recomputed", keep)
         return keep
 
+    def checkpoints(self, plan: ContractionPlan, keep: float, free: int | None) -> frozenset[int]:
+        """Steps whose values an argmax run keeps for the backtracking: about the square root of the
+        number of steps whose argmax is not kept, at even shares of the run's predicted time (so the
+        segments between them cost alike), fewer where the device's free memory (``free``; None: the
+        host) does not hold them beside the run. Between two checkpoints the backtracking recomputes
+        a segment once (:meth:`recompute`) instead of every step from the leaves."""
+        steps, _ = self.priced(plan)
+        rates = _cost.rates_for(self.be.on_host, self.be.dtype(self.leaves[0].parts[0]).itemsize)
+        elapsed = list(itertools.accumulate(_cost.step_seconds(s, self.entry_bytes, rates) for s in steps))
+        peak = self.argmax_peak(plan, keep)
+        spare = math.inf if free is None else free / _cost.POOL_MARGIN - peak(())
+        # Only values that fit beside the run alone: on a 32 x 32 lattice the 16 GiB boundaries of the
+        # middle never do, the growing and shrinking ones around them do.
+        candidates = [
+            n for n, s in enumerate(steps[:-1]) if s.result > keep and 1 < s.result * self.entry_bytes <= spare
+        ]
+        if not candidates:
+            return frozenset()
+        times = [elapsed[n] for n in candidates]
+        count = math.isqrt(len(candidates))
+        while count > 0:
+            marks = [elapsed[-1] * (i + 1) / (count + 1) for i in range(count)]
+            save = frozenset(candidates[min(bisect.bisect_left(times, m), len(candidates) - 1)] for m in marks)
+            if free is None or peak(save) * _cost.POOL_MARGIN <= free:
+                log.info("argmax: %d checkpoints among %d recomputed steps", len(save), len(candidates))
+                return save
+            count = count * 3 // 4
+        return frozenset()
+
+    def backtracking(self, plan: ContractionPlan, free: int | None) -> tuple[float, frozenset[int], float]:
+        """``checkpoint=None``'s split of the free memory between kept choices, checkpoints and a
+        segment's choices: (keep, checkpoints, segment bytes) of the least predicted recomputation
+        (:func:`._recompute.recomputed`) among keeping every choice that fits and keeping fewer."""
+        most = self.keep_that_fits(plan)
+        if free is None or most == math.inf:
+            return most, frozenset(), math.inf
+        steps, tree = self.priced(plan)
+        sizes = sorted({s.result for s in steps if s.result <= most})
+        options = [*sizes[:: -max(1, len(sizes) // 4)], _NONE]  # a few, from the most kept to none
+        best: tuple[int, float, frozenset[int], float] | None = None
+        for keep in options:
+            save = self.checkpoints(plan, keep, free)
+            budget = self.segment_bytes(plan, keep, save, free)
+            _, flops = tree.recomputed(keep, save, budget, self.entry_bytes)
+            if best is None or flops < best[0]:
+                best = (flops, keep, save, budget)
+        assert best is not None  # options is never empty
+        log.info("argmax: keeping choices up to %s entries and %d checkpoints", best[1], len(best[2]))
+        return best[1], best[2], best[3]
+
+    def segment_bytes(self, plan: ContractionPlan, keep: float, save: frozenset[int], free: int | None) -> float:
+        """Bytes the argmax of one recomputed segment may hold: what the free device memory leaves
+        beside the run's and the backtracking's own peak (:meth:`argmax_peak`); no bound on the host."""
+        if free is None:
+            return math.inf
+        return max(0.0, free / _cost.POOL_MARGIN - self.argmax_peak(plan, keep)(save))
+
+    def argmax_peak(self, plan: ContractionPlan, keep: float) -> _cost.ArgmaxPeak:
+        """Predicted peak of an argmax run of ``plan`` keeping the argmax up to ``keep`` entries and
+        its backtracking, as a function of the checkpoints (:class:`._cost.ArgmaxPeak`)."""
+        steps, _ = self.priced(plan)
+        leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
+        return _cost.ArgmaxPeak(steps, leaves, self.entry_bytes, keep)
+
     @contextlib.contextmanager
-    def memory_guard(self, plan: ContractionPlan, keep: float, cached: bool = True) -> Iterator[None]:
+    def memory_guard(
+        self,
+        plan: ContractionPlan,
+        keep: float,
+        cached: bool = True,
+        save: frozenset[int] = frozenset(),
+        argmax: bool = False,
+    ) -> Iterator[None]:
         """Refuse a run whose predicted peak exceeds the free device memory, and report an allocation
         failure inside the run the same way: one :class:`DeviceMemoryError` with the figures."""
         free = self.be.free_bytes()
-        need = self.peak(plan, keep, cached) if free is not None else 0
+        need = 0
+        if free is not None:
+            need = self.peak(plan, keep, cached, save)
+            if argmax:  # its backtracking holds every kept argmax and checkpoint beside a segment
+                need = max(need, self.argmax_peak(plan, keep)(save))
         if free is not None and need * _cost.POOL_MARGIN > free:
             self.be.release_cached()
             free = self.be.free_bytes() or 0
@@ -773,7 +883,7 @@ class _Network:
         """This network with its operands on GPU ``device`` and no recorded run (host: a copy that
         shares the operands); one per thread, since :meth:`run` records its steps on the network."""
         leaves = [Term(tuple(self.be.to_device(p, device) for p in t.parts), t.labels) for t in self.leaves]
-        return replace(self, leaves=leaves, nodes={}, root=0)
+        return replace(self, leaves=leaves, nodes={}, root=0, saved={}, memo=None)
 
     # -- running
     def run(
@@ -783,14 +893,16 @@ class _Network:
         keep: float,
         cache: dict[int, Term] | None = None,
         progress: Progress | None = None,
+        save: frozenset[int] = frozenset(),
     ) -> Term:
         """Contract with the sliced labels fixed to ``values``; returns the root term. Keeps the
-        argmax of the steps whose results have at most ``keep`` entries (``_NONE``: none).
+        argmax of the steps whose results have at most ``keep`` entries (``_NONE``: none), and the
+        values of the steps in ``save`` (:meth:`checkpoints`) in :attr:`saved`.
 
         ``cache`` (a dict kept across the slices of one plan): steps whose operands carry no
         sliced label give the same result in every slice; they run once, and only the last
         such step of each chain keeps its result for the later slices."""
-        self.nodes = {}
+        self.nodes, self.saved = {}, {}
         live = [(i, fix(self.be, t, values)) for i, t in enumerate(self.leaves)]
         fixed = set(values)
         origin: list[int | None] = [None if fixed.intersection(t.labels) else -1 for t in self.leaves]
@@ -809,6 +921,8 @@ class _Network:
                 node_id, term = -1, cache[n]  # cached steps run only where nothing is kept
             else:
                 node_id, term = self._step(picked, uses, output, keep)
+                if n in save:
+                    self.saved[node_id] = term
                 if same:
                     cache[n] = term
                     for m in sources:
@@ -846,23 +960,76 @@ class _Network:
         own = [x for x in term.labels if x not in needed]
         if not own:
             return node_id, term
-        out, choice = reduce(self.alg, term, own, keep >= 0)
+        out, choice = reduce(self.alg, term, own, self._kept(term.labels, needed, keep))
         return self._add("reduce", (node_id,), out, choice, keep)
 
     def _pair(self, a_id: int, A: Term, b_id: int, B: Term, needed: set[Label], keep: float) -> tuple[int, Term]:
         b_id, B = self._reduce(b_id, B, needed | set(A.labels), keep)
-        out, choice = contract(self.alg, A, B, needed, keep >= 0)
+        out, choice = contract(self.alg, A, B, needed, self._kept(A.labels + B.labels, needed, keep))
         return self._add("pair", (a_id, b_id), out, choice, keep)
 
-    def evaluate(self, node_id: int, values: dict[Label, int]) -> Term:
-        """Recompute the subtree under ``node_id`` (recorded by :meth:`run`) with ``values`` fixed."""
-        if node_id < len(self.leaves):
-            return fix(self.be, self.leaves[node_id], values)
-        node = self.nodes[node_id]
-        kids = [self.evaluate(c, values) for c in node.children]
-        if node.kind == "reduce":
-            return reduce(self.alg, kids[0], [x for x in kids[0].labels if x not in node.labels], False)[0]
-        return contract(self.alg, kids[0], kids[1], set(node.labels), False)[0]
+    def _kept(self, labels: tuple[Label, ...], needed: set[Label], keep: float) -> bool:
+        """Whether a step over ``labels`` keeping ``needed`` keeps its argmax: only then is it asked for,
+        since a product with argmax writes index and value into one buffer of twice the bytes."""
+        return keep >= 0 and math.prod(self.sizes[x] for x in set(labels) & needed) <= keep
+
+    def recompute(
+        self, top: int, values: dict[Label, int], found: dict[int, tuple[tuple[Label, ...], Choice, int]], budget: float
+    ) -> None:
+        """Redo the subtree under node ``top`` (recorded by :meth:`run`) with ``values`` fixed, down to
+        the leaves and the checkpoints (:attr:`saved`), and put in ``found`` the argmax of ``top`` and
+        of the nodes below it whose choice was not kept, smallest first while ``found`` holds at most
+        ``budget`` bytes (node -> labels of its fixed result, choice, bytes). The labels chosen so far
+        are fixed, so the steps near ``top`` are small (the walk reads them next) and those far below
+        are as large as in the run (left to a later segment, nearer its checkpoint); each
+        intermediate is dropped at its use."""
+        wanted = self._segment(top, values, budget - sum(entry[2] for entry in found.values()))
+        terms: dict[int, Term] = {}
+        stack = [(top, False)]
+        while stack:  # post-order without recursion: a row sweep's tree is thousands of nodes deep
+            node_id, ready = stack.pop()
+            if node_id < len(self.leaves) or (node_id != top and node_id in self.saved):
+                source = self.leaves[node_id] if node_id < len(self.leaves) else self.saved[node_id]
+                terms[node_id] = fix(self.be, source, values)
+                continue
+            node = self.nodes[node_id]
+            if not ready:
+                stack.append((node_id, True))
+                stack.extend((c, False) for c in node.children)
+                continue
+            kids = [terms.pop(c) for c in node.children]
+            argmax = node_id in wanted
+            if node.kind == "reduce":
+                out, choice = reduce(self.alg, kids[0], [x for x in kids[0].labels if x not in node.labels], argmax)
+            else:
+                out, choice = contract(self.alg, kids[0], kids[1], set(node.labels), argmax)
+            if argmax:
+                found[node_id] = (out.labels, choice, wanted[node_id])
+            terms[node_id] = out
+
+    def _segment(self, top: int, values: dict[Label, int], budget: float) -> dict[int, int]:
+        """The nodes of :meth:`recompute`'s segment under ``top`` whose argmax it keeps, with the bytes
+        of each (its fixed result's entries, int32 index and value): ``top``, then the others whose
+        choice was not kept, smallest first, while their sum stays within ``budget``."""
+        costs: dict[int, int] = {}
+        stack = [top]
+        while stack:
+            node_id = stack.pop()
+            if node_id < len(self.leaves) or (node_id != top and node_id in self.saved):
+                continue
+            node = self.nodes[node_id]
+            if node.choice is not None and node.choice.index is None:
+                entries = math.prod(self.sizes[x] for x in node.labels if x not in values)
+                costs[node_id] = entries * (4 + self.entry_bytes)
+            stack.extend(node.children)
+        wanted = {top: costs.pop(top)}
+        spent = 0
+        for node_id, cost in sorted(costs.items(), key=lambda item: item[1]):
+            if spent + cost > budget:
+                break
+            wanted[node_id] = cost
+            spent += cost
+        return wanted
 
     def finish(self, root: Term) -> Any:
         perm = tuple(root.labels.index(x) for x in self.output)
@@ -1040,23 +1207,25 @@ def _symbol(i: int) -> str:
 
 
 # ------------------------------------------------------------ backtracking --
-def _backtrack(net: _Network, assignment: dict[Label, int]) -> None:
-    """Walk down from the root, reading each step's choice at the position its labels have;
-    a step whose argmax was not kept is redone, with argmax, on its children recomputed with
-    every label chosen so far fixed (so they carry only the labels this step chooses)."""
+def _backtrack(net: _Network, assignment: dict[Label, int], budget: float) -> None:
+    """Walk down from the root, reading each step's choice at the position its labels have. A step
+    whose argmax was not kept starts a segment: its subtree is recomputed once down to the
+    checkpoints, with every label chosen so far fixed, keeping the argmax of the segment's steps
+    (up to ``budget`` bytes; a step left out starts a segment of its own when the walk reaches it),
+    each dropped once read. So each step is recomputed about once, not once per step above it."""
+    found: dict[int, tuple[tuple[Label, ...], Choice, int]] = {}
     stack = [net.root]
     while stack:
-        node = net.nodes.get(stack.pop())
+        node_id = stack.pop()
+        node = net.nodes.get(node_id)
         if node is None:
             continue  # a leaf
         if node.choice.index is not None:
-            position = tuple(assignment[x] for x in node.labels)
-            assignment.update(unravel(node.choice, position, net.be))
+            labels, choice = node.labels, node.choice
         else:
-            kids = [net.evaluate(c, assignment) for c in node.children]
-            if node.kind == "reduce":
-                _, choice = reduce(net.alg, kids[0], list(kids[0].labels), True)
-            else:
-                _, choice = contract(net.alg, kids[0], kids[1], set(), True)
-            assignment.update(unravel(choice, (), net.be))
+            if node_id not in found:
+                net.recompute(node_id, dict(assignment), found, budget)
+            labels, choice, _ = found.pop(node_id)
+        assignment.update(unravel(choice, tuple(assignment[x] for x in labels), net.be))
         stack.extend(node.children)
+    net.saved = {}

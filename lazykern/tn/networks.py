@@ -431,10 +431,12 @@ def ground_state(
 ) -> tuple[float, np.ndarray]:
     """(E_0, spins): the ground-state energy and one configuration reaching it (int8 +-1).
 
-    ``method``: "backtrack" reads the argmax of the contraction steps (by default those that fit the
-    device's free memory beside the contraction, recomputing the rest; ``checkpoint=True``:
-    keeps none and recomputes; ``False``: keeps all); "autograd" (``module=torch``) differentiates the contraction
-    with the tropical gradient rule: d(-E_0)/d(vertex tensor i) is 1 at the ground state's s_i.
+    ``method``: "backtrack" reads the argmax of the contraction steps (by default the device's free
+    memory beside the contraction is split between kept argmax, checkpoints of values and the
+    segments recomputed from them, each step recomputed about once; ``checkpoint=True``: keeps
+    no argmax and recomputes by segments; ``False``: keeps all); "autograd" (``module=torch``)
+    differentiates the contraction with the tropical gradient rule: d(-E_0)/d(vertex tensor i) is 1
+    at the ground state's s_i.
     ``devices`` (backtrack only): the slices' optima are found over several GPUs, as for
     :func:`lazykern.tropical.argmax_einsum`.
     """
