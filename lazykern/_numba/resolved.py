@@ -33,11 +33,11 @@ import weakref
 from _ctypes import CFuncPtr  # ctypes._CFuncPtr, which typeshed does not export
 from typing import Any
 
-from . import key, registered
+from . import key, linked, registered
 
 log = logging.getLogger("lazykern")
 
-VERSION = 2  # 2: what the registries hold for each resolved key ("registered")
+VERSION = 3  # 2: what the registries hold for each resolved key ("registered"); 3: linked CUDA C++ headers
 _MISSING = object()
 
 
@@ -73,6 +73,9 @@ def verify(manifest: Any, py_func: pytypes.FunctionType) -> str | None:
         return f"memory only: {manifest['memory_only']}"
     if manifest.get("unverifiable"):
         return f"cannot be verified in a new process: {manifest['unverifiable']}"
+    why = linked.verify(manifest.get("linked", []))  # stats only: the cheapest check first
+    if why is not None:
+        return why
     lines = bool(manifest.get("lines"))
     try:
         for module, qualname, digest in manifest["functions"]:
