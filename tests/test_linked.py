@@ -1,14 +1,15 @@
-"""The include resolver that keys a ``@lazy_kernel``'s linked ``.cu`` files (issue 13, items 2 and 7).
+"""The headers a ``@lazy_kernel``'s linked ``.cu`` files read (lazykern._numba.linked, issues 13 and 35).
 
-C++ families no longer use it: their entries record what NVRTC itself read
-(``lazykern.compile._manifest``, tests/test_manifest.py). The resolver is checked against NVRTC
-itself: each case builds a tree of headers that each announce their own path, compiles with
-NVRTC, and requires the header
-NVRTC chose to be in the manifest, and the key to change when that header changes.
+numba-cuda compiles linked CUDA C++ with its own NVRTC call (no trace), so their manifest comes from
+the preprocessor model alone (``_manifest.record`` with no trace events: ``_include_graph`` over
+``_pp``'s tokens). It is checked against NVRTC itself: each case builds a tree of headers that each
+announce their own path, compiles with NVRTC, and requires the header NVRTC chose to be in the
+manifest, and the manifest to change when that header changes.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -19,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lazykern import KernelFamily
-from lazykern.compile._includes import include_digest, include_manifest
+from lazykern.compile import _manifest
 from lazykern.compile.compiler import compile_source, system_include_dirs
 from lazykern.errors import CompileError
 
@@ -42,20 +43,33 @@ def _nvrtc_choice(source: str, options: list[str]) -> set[str]:
     return set(re.findall(r"WHICH=([^\s\"]+)", log))
 
 
-def _key(source: str, options: list[str]) -> str:
+def _record(source: str, options: list[str]) -> tuple[dict | None, str]:
     from lazykern.compile.compiler import parse_options
 
     parsed = parse_options(options)
     dirs = [*parsed.get("include_path", []), *system_include_dirs()]
-    return include_digest(source + KERNEL, dirs, system_include_dirs(), parsed.get("define_macro", []))
+    # A compile "started" later than every header here: the trees are written just before.
+    later = time.time_ns() + 10**12
+    return _manifest.record(
+        (), source=source, main_dir="", search_dirs=dirs, started=later,
+        pinned_dirs=system_include_dirs(), defines=parsed.get("define_macro", []),
+    )
+
+
+def _key(source: str, options: list[str]) -> str:
+    """What a load compares: each header's path and digest, the empty places, the probes' finds."""
+    manifest, why = _record(source + KERNEL, options)
+    if manifest is None:
+        return f"memory only: {why}"
+    files = sorted(f[:2] for f in manifest["files"])
+    empty = [*manifest["absent"], *(os.path.join(d, n) for d, _, names in manifest["absent_dirs"] for n in names)]
+    return json.dumps([files, sorted(empty), manifest["present"]])
 
 
 def _paths(source: str, options: list[str]) -> set[str]:
-    from lazykern.compile.compiler import parse_options
-
-    dirs = parse_options(options).get("include_path", [])
-    manifest = include_manifest(source, [*dirs, *system_include_dirs()], system_include_dirs())
-    return {rec[1].split(":", 1)[1] for rec in manifest if ":" in rec[1]}
+    manifest, why = _record(source, options)
+    assert manifest is not None, why
+    return {f[0] for f in manifest["files"]}
 
 
 @pytest.fixture
@@ -143,11 +157,12 @@ def test_an_include_spelled_across_a_splice_is_followed_in_a_file_that_says_incl
     _edit_changes_key(src, opts, tree / "inc" / "m.h")
 
 
-def test_an_include_that_cannot_be_expanded_keys_every_header_next_to_it(tree):
+def test_an_include_that_cannot_be_expanded_keeps_the_kernel_in_memory(tree):
     _announce(tree / "inc" / "m.h", "m")
     src, opts = "#define PICK(x) <x>\n#include PICK(m.h)\n", [f"-I{tree}/inc"]
     assert _nvrtc_choice(src, opts) == {"m"}
-    _edit_changes_key(src, opts, tree / "inc" / "m.h")
+    manifest, why = _record(src, opts)
+    assert manifest is None and "PICK" in why, why  # the construct is named
 
 
 def test_include_next_keys_every_match(tree):
@@ -281,3 +296,48 @@ def test_linked_cuda_source_headers_are_in_the_lazy_kernel_key(tree, cache):
     before = k.key((float32[::1],), "sm_90")
     header.write_text("#define FACTOR 5.0f\n")
     assert k.key((float32[::1],), "sm_90") != before
+
+
+# -- mutations of what linked CUDA C++ reads, each asked of the store in a fresh process ------------
+def _corpus_round(tmp_path, mutation: int) -> tuple[str, dict]:
+    import shutil
+    import subprocess
+    import sys
+
+    from tests import _linked_corpus as corpus
+
+    tree = tmp_path / "tree"
+    shutil.rmtree(tree, ignore_errors=True)
+    label = corpus.write(tree, mutation)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {
+        **os.environ,
+        "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "NUMBA_CUDA_NVRTC_EXTRA_SEARCH_PATHS": f"{tree}/incA:{tree}/incB",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests._linked_corpus", str(tree), str(tmp_path / "store")],
+        capture_output=True, text=True, env=env, cwd=tree / "work", timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(x for x in reversed(proc.stdout.splitlines()) if x.startswith("JSON:"))
+    return label, json.loads(line[5:])
+
+
+@pytest.mark.slow
+def test_every_linked_header_mutation_recompiles_or_serves_what_compiling_now_gives(tmp_path):
+    from tests import _linked_corpus as corpus
+
+    _, clean = _corpus_round(tmp_path, 0)
+    assert not clean["macro_probe"]["compiled"] or clean["macro_probe"]["memory_only"]
+    survivors, effective = [], 0
+    for i in range(1, len(corpus.MUTATIONS) + 1):
+        label, report = _corpus_round(tmp_path, i)
+        effective += any(r["fresh"] != clean[case]["fresh"] for case, r in report.items())
+        for case, r in report.items():
+            if not r["compiled"] and r["served"] != r["fresh"]:
+                survivors.append(f"{label}: {case}")
+        # a probe whose operand a macro supplies is never stored: always compiled, named in the reason
+        assert report["macro_probe"]["compiled"] and "__has_include" in report["macro_probe"]["memory_only"]
+    assert effective == len(corpus.MUTATIONS), "a mutation changed no binary: it tests nothing"
+    assert survivors == []
