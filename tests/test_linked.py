@@ -277,25 +277,34 @@ def test_a_family_recompiles_after_an_included_header_changes(tree, cache):
     assert second.compile_calls == 1 and k2.code != k1.code
 
 
-def test_linked_cuda_source_headers_are_in_the_lazy_kernel_key(tree, cache):
+def test_linked_cuda_source_headers_are_checked_on_load_not_lexed_for_the_key(tree, cache, monkeypatch):
     from numba import cuda, float32
 
-    from lazykern import lazy_kernel
+    from lazykern import KernelCache, lazy_kernel
+    from lazykern.compile import _pp
 
     header = tree / "work" / "quad.h"
     header.write_text("#define FACTOR 4.0f\n")
+    os.utime(header, ns=(1, 1))  # written before the compile started
     cu = tree / "quad.cu"
-    cu.write_text('#include "quad.h"\nextern "C" __device__ int quad(float *r, float x) { *r = FACTOR * x; return 0; }')
+    cu.write_text(f'#include "{header}"\nextern "C" __device__ int quad(float *r, float x) {{ *r = FACTOR * x; return 0; }}')
+    quad = cuda.declare_device("quad", "float32(float32)", link=[str(cu)])
 
     def kern(x):
-        i = cuda.grid(1)
-        if i < x.size:
-            x[i] = x[i]
+        x[0] = quad(x[0])
 
-    k = lazy_kernel(kern, cache=cache, link=[str(cu)])
-    before = k.key((float32[::1],), "sm_90")
+    types = (float32[::1],)
+    first, compiled = lazy_kernel(kern, cache=cache)._entry(types, "sm_80", relax=False)
+    assert compiled and [f[0] for f in first.meta["manifest"]["linked"][0][1]["files"]] == [str(header)]
+    lexed = []
+    monkeypatch.setattr(_pp, "scan", lambda *a: lexed.append(a) or pytest.fail("a warm lookup lexed a source"))
+    again, compiled = lazy_kernel(kern, cache=KernelCache(cache.directory))._entry(types, "sm_80", relax=False)
+    assert not compiled and again.code == first.code and lexed == []
+    monkeypatch.undo()
     header.write_text("#define FACTOR 5.0f\n")
-    assert k.key((float32[::1],), "sm_90") != before
+    os.utime(header, ns=(2, 2))
+    third, compiled = lazy_kernel(kern, cache=KernelCache(cache.directory))._entry(types, "sm_80", relax=False)
+    assert compiled and third.code != first.code
 
 
 # -- mutations of what linked CUDA C++ reads, each asked of the store in a fresh process ------------
