@@ -49,7 +49,10 @@ CASES: dict[str, tuple[dict[str, str], str]] = {
         "T_VAL",
     ),
     "macro_probe": (
-        {"work/m.cu": '#define NAME "m.h"\n#if __has_include(NAME)\n#include NAME\n#else\n#define M_VAL 1.0f\n#endif\n'},
+        {
+            "work/m.cu": '#define NAME "m.h"\n#if __has_include(NAME)\n#include NAME\n'
+            "#else\n#define M_VAL 1.0f\n#endif\n"
+        },
         "M_VAL",
     ),
 }

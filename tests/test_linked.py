@@ -51,8 +51,13 @@ def _record(source: str, options: list[str]) -> tuple[dict | None, str]:
     # A compile "started" later than every header here: the trees are written just before.
     later = time.time_ns() + 10**12
     return _manifest.record(
-        (), source=source, main_dir="", search_dirs=dirs, started=later,
-        pinned_dirs=system_include_dirs(), defines=parsed.get("define_macro", []),
+        (),
+        source=source,
+        main_dir="",
+        search_dirs=dirs,
+        started=later,
+        pinned_dirs=system_include_dirs(),
+        defines=parsed.get("define_macro", []),
     )
 
 
@@ -287,7 +292,9 @@ def test_linked_cuda_source_headers_are_checked_on_load_not_lexed_for_the_key(tr
     header.write_text("#define FACTOR 4.0f\n")
     os.utime(header, ns=(1, 1))  # written before the compile started
     cu = tree / "quad.cu"
-    cu.write_text(f'#include "{header}"\nextern "C" __device__ int quad(float *r, float x) {{ *r = FACTOR * x; return 0; }}')
+    cu.write_text(
+        f'#include "{header}"\nextern "C" __device__ int quad(float *r, float x) {{ *r = FACTOR * x; return 0; }}'
+    )
     quad = cuda.declare_device("quad", "float32(float32)", link=[str(cu)])
 
     def kern(x):
@@ -326,7 +333,11 @@ def _corpus_round(tmp_path, mutation: int) -> tuple[str, dict]:
     }
     proc = subprocess.run(
         [sys.executable, "-m", "tests._linked_corpus", str(tree), str(tmp_path / "store")],
-        capture_output=True, text=True, env=env, cwd=tree / "work", timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tree / "work",
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in reversed(proc.stdout.splitlines()) if x.startswith("JSON:"))
