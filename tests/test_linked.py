@@ -271,7 +271,7 @@ def test_a_family_recompiles_after_an_included_header_changes(tree, cache):
     header = tree / "abs" / "val.h"
     header.parent.mkdir()
     header.write_text("#define VAL 1\n")
-    code = f'#include "quad.h"\nextern "C" __global__ void setv(int *a) {{ *a = VAL; }}\n'
+    code = f'#include "{header}"\nextern "C" __global__ void setv(int *a) {{ *a = VAL; }}\n'
     first = KernelFamily("hdr", "", cache=cache)
     first.add("setv", code)
     k1 = first.get("setv", "sm_80")
