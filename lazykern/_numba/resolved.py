@@ -37,7 +37,7 @@ from . import key, linked, registered
 
 log = logging.getLogger("lazykern")
 
-VERSION = 3  # 2: what the registries hold for each resolved key ("registered"); 3: linked CUDA C++ headers
+VERSION = 2  # 2: what the registries hold for each resolved key ("registered")
 _MISSING = object()
 
 
