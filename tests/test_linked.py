@@ -360,3 +360,45 @@ def test_every_linked_header_mutation_recompiles_or_serves_what_compiling_now_gi
         assert report["macro_probe"]["compiled"] and "__has_include" in report["macro_probe"]["memory_only"]
     assert effective == len(corpus.MUTATIONS), "a mutation changed no binary: it tests nothing"
     assert survivors == []
+
+
+_WARM_CHILD = r"""
+import json, os, sys
+opened = []
+sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" else None)
+from numba import cuda, float32
+from lazykern import KernelCache, lazy_kernel
+from lazykern.compile import _pp
+quad = cuda.declare_device("quad", "float32(float32)", link=[sys.argv[2]])
+def kern(x):
+    x[0] = quad(x[0])
+opened.clear()
+entry, compiled = lazy_kernel(kern, cache=KernelCache(sys.argv[1]))._entry((float32[::1],), "sm_80", relax=False)
+print(json.dumps({"compiled": compiled, "headers_opened": [p for p in opened if os.path.basename(p) in ("a.h", "b.h")],
+                  "lexed": _pp._lexer.cache_info().currsize}))
+"""
+
+
+def test_a_fresh_process_warm_hit_opens_no_linked_header_and_lexes_nothing(tree):
+    import subprocess
+    import sys
+
+    (tree / "work" / "a.h").write_text('#include "b.h"\n#define A 1.0f\n')
+    (tree / "work" / "b.h").write_text("#define B 2.0f\n")
+    for h in ("a.h", "b.h"):
+        os.utime(tree / "work" / h, ns=(1, 1))
+    cu = tree / "q.cu"
+    cu.write_text('#include "a.h"\nextern "C" __device__ int quad(float *r, float x) { *r = (A + B) * x; return 0; }\n')
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    args = [sys.executable, "-c", _WARM_CHILD, str(tree / "store"), str(cu)]
+    runs = [
+        json.loads(
+            subprocess.run(
+                args, check=True, env=env, cwd=tree / "work", capture_output=True, text=True, timeout=300
+            ).stdout.splitlines()[-1]
+        )
+        for _ in range(2)
+    ]
+    assert runs[0]["compiled"] and runs[0]["lexed"] == 1
+    assert runs[1] == {"compiled": False, "headers_opened": [], "lexed": 0}, runs[1]
