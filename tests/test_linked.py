@@ -402,3 +402,22 @@ def test_a_fresh_process_warm_hit_opens_no_linked_header_and_lexes_nothing(tree)
     ]
     assert runs[0]["compiled"] and runs[0]["lexed"] == 1
     assert runs[1] == {"compiled": False, "headers_opened": [], "lexed": 0}, runs[1]
+
+
+def test_a_linked_file_edited_in_the_process_compiles_as_it_is_now(tree):
+    from numba import cuda, float32
+
+    from lazykern import KernelCache, lazy_kernel
+
+    cu = tree / "e.cu"
+    cu.write_text('extern "C" __device__ int fe(float *r, float x) { *r = 2.0f * x; return 0; }\n')
+    fe = cuda.declare_device("fe", "float32(float32)", link=[str(cu)])
+
+    def kern(x):
+        x[0] = fe(x[0])
+
+    types = (float32[::1],)
+    first, _ = lazy_kernel(kern, cache=KernelCache(enabled=False))._entry(types, "sm_80", relax=False)
+    cu.write_text('extern "C" __device__ int fe(float *r, float x) { *r = 3.0f * x; return 0; }\n')
+    second, _ = lazy_kernel(kern, cache=KernelCache(enabled=False))._entry(types, "sm_80", relax=False)
+    assert second.code != first.code  # numba-cuda's per-process read of the file is not reused

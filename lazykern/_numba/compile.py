@@ -72,6 +72,7 @@ def compile_kernel(
     cc = arch_to_cc(arch)
     start = time.perf_counter()
     started = start_ns()  # a linked file's header changed after this is not trusted
+    internals.forget_file_reads()  # linked files are read as they are now, as the key read them
     try:
         debug = bool(options["debug"])
         nvvm_options: dict[str, Any] = {"fastmath": options["fastmath"], "opt": 3 if options["opt"] else 0}
