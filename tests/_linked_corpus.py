@@ -3,7 +3,8 @@
 Each case is a ``.cu`` file (linked through ``cuda.declare_device``) whose code depends on a header
 reached in a way only the preprocessor's view shows: an include spelled across a splice, a
 ``__has_include`` spelled across a splice, through an alias, between comments, a header found on
-numba-cuda's extra search path, a header included by a header. Mutations edit a header's bytes or
+numba-cuda's extra search path, a header included by a header, a header holding a ``#line`` that
+names another existing file, an include through an object-like macro. Mutations edit a header's bytes or
 make a header appear in an earlier search place. A probe whose operand a macro supplies must keep
 its kernel in memory.
 
@@ -48,6 +49,15 @@ CASES: dict[str, tuple[dict[str, str], str]] = {
         {"work/t.cu": "#include <t.h>\n", "incB/t.h": "#include <t2.h>\n", "incB/t2.h": "#define T_VAL 4.0f\n"},
         "T_VAL",
     ),
+    "line_name": (
+        {
+            "work/l.cu": '#include /* a comment */ "l.h"\n',
+            "work/l.h": '#line 1 "decoy.h"\n#define L_VAL 2.5f\n',
+            "work/decoy.h": "#define L_VAL 9.0f\n",
+        },
+        "L_VAL",
+    ),
+    "macro_include": ({"work/n.cu": "#define NH <n.h>\n#include NH\n", "incB/n.h": "#define N_VAL 3.5f\n"}, "N_VAL"),
     "macro_probe": (
         {
             "work/m.cu": '#define NAME "m.h"\n#if __has_include(NAME)\n#include NAME\n'
@@ -66,6 +76,12 @@ MUTATIONS: list[tuple[str, str, str]] = [
     ("header appears earlier on the search path", "incA/t.h", "#define T_VAL 8.0f\n"),
     ("nested header edited", "incB/t2.h", "#define T_VAL 9.0f\n"),
     ("nested header appears earlier on the search path", "incA/t2.h", "#define T_VAL 10.0f\n"),
+    (
+        "header holding a #line edited (its #line names another file)",
+        "work/l.h",
+        '#line 1 "decoy.h"\n#define L_VAL 12.0f\n',
+    ),
+    ("header of an object-like macro include appears earlier", "incA/n.h", "#define N_VAL 13.0f\n"),
     ("macro-probed header appears", "work/m.h", "#define M_VAL 11.0f\n"),
 ]
 
