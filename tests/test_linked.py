@@ -423,3 +423,21 @@ def test_a_linked_file_edited_in_the_process_compiles_as_it_is_now(tree):
     second, _ = lazy_kernel(kern, cache=KernelCache(enabled=False))._entry(types, "sm_80", relax=False)
     # the constant is in the code as an immediate: numba-cuda's per-process read of the file is not reused
     assert struct.pack("<f", 2.75) in first.code and struct.pack("<f", 3.25) in second.code
+
+
+def test_a_linked_file_written_during_its_compile_is_not_stored(tree):
+    from numba import cuda, float32
+
+    from lazykern import KernelCache, lazy_kernel
+
+    cu = tree / "w.cu"
+    cu.write_text('extern "C" __device__ int fw(float *r, float x) { *r = 2.75f * x; return 0; }\n')
+    later = time.time_ns() + 10**12
+    os.utime(cu, ns=(later, later))  # as a file written after the compile started
+    fw = cuda.declare_device("fw", "float32(float32)", link=[str(cu)])
+
+    def kern(x):
+        x[0] = fw(x[0])
+
+    entry, compiled = lazy_kernel(kern, cache=KernelCache(tree / "store"))._entry((float32[::1],), "sm_80")
+    assert compiled and "w.cu' changed while it was compiled" in entry.meta["memory_only"]

@@ -43,8 +43,11 @@ def extra_dirs() -> list[str]:
     return [d for d in (getattr(internals.numba_config(), "CUDA_NVRTC_EXTRA_SEARCH_PATHS", "") or "").split(":") if d]
 
 
-def cuda_sources(items: Iterable[Any]) -> list[tuple[str, bytes]]:
-    """(NVRTC program name, bytes) of each CUDA C++ item among linked files and code objects."""
+def cuda_sources(items: Iterable[Any]) -> list[tuple[str, bytes, str | None]]:
+    """(NVRTC program name, bytes, path or None for a code object) of each CUDA C++ item linked.
+
+    numba-cuda names a file's program by its base name (so its quoted includes start in the
+    working directory) and a ``CUSource``'s by its ``name``."""
     out = []
     for item in items:
         if isinstance(item, (str, os.PathLike)):
@@ -52,10 +55,11 @@ def cuda_sources(items: Iterable[Any]) -> list[tuple[str, bytes]]:
             if path.endswith(".cu"):
                 data = read_regular(path)
                 if data is not None:
-                    out.append((os.path.basename(path), data))
+                    out.append((os.path.basename(path), data, path))
         elif getattr(item, "kind", None) == "cu":
             data = getattr(item, "data", b"")
-            out.append((str(getattr(item, "name", "")), data.encode() if isinstance(data, str) else bytes(data)))
+            data = data.encode() if isinstance(data, str) else bytes(data)
+            out.append((str(getattr(item, "name", "")), data, None))
     return out
 
 
@@ -74,7 +78,7 @@ def read_regular(path: str) -> bytes | None:
         os.close(fd)
 
 
-def record(sources: Iterable[tuple[str, bytes]], started: int) -> tuple[list[list[Any]], str]:
+def record(sources: Iterable[tuple[str, bytes, str | None]], started: int) -> tuple[list[list[Any]], str]:
     """``([[program name, header manifest], ...], "")``, or ``([], why the binary must stay in memory)``.
 
     ``started``: :func:`lazykern.compile._manifest.start_ns` taken before the compile (a header
@@ -82,15 +86,26 @@ def record(sources: Iterable[tuple[str, bytes]], started: int) -> tuple[list[lis
     """
     dirs, pinned = search_dirs()
     out: list[list[Any]] = []
-    for name, data in sources:
+    for name, data, path in sources:
+        if path is not None and _changed_since(path, started):
+            return [], f"linked CUDA C++ {path!r} changed while it was compiled"
         text = data.decode("utf-8", "surrogateescape")
         manifest, why = _manifest.record(
             (), source=text, main_dir=os.path.dirname(name), search_dirs=dirs, started=started, pinned_dirs=pinned
         )
         if manifest is None:
-            return [], f"linked CUDA C++ {name!r}: {why}"
+            return [], f"linked CUDA C++ {path or name!r}: {why}"
         out.append([name, manifest])
     return out, ""
+
+
+def _changed_since(path: str, started: int) -> bool:
+    """A linked file written at or after the compile's start: the key may hold other bytes than NVRTC read."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return False  # gone since: its bytes were read (and keyed) already
+    return max(st.st_mtime_ns, st.st_ctime_ns) >= started
 
 
 def verify(records: Any) -> str | None:
