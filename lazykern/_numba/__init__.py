@@ -25,6 +25,7 @@ Nothing is imported here: ``import lazykern`` must not import Numba.
 BORROWED: dict[str, str] = {
     "numba.cuda.core.config:ENABLE_CUDASIM": "the simulator switch",
     "numba.cuda.core.config:CUDA_NVRTC_EXTRA_SEARCH_PATHS": "NVRTC search path of linked .cu files (key)",
+    "numba.cuda.utils:cached_file_read": "linked files' reads, forgotten before each compile (edits must show)",
     "numba.cuda.core.sigutils:normalize_signature": "kernel signatures",
     "numba.cuda.core.sigutils:is_signature": "lazy_kernel(sig) / lazy_kernel([sig, ...]) as cuda.jit takes them",
     "numba.cuda.core.compiler_lock:global_compiler_lock": "the lock held while device functions are swapped",

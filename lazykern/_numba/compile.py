@@ -22,10 +22,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .. import _fork
+from ..compile._manifest import start_ns
 from ..errors import CompileError
 from . import args as _numba_args
 from . import debug as _debug
-from . import internals, resolved
+from . import internals, key, linked, resolved
 
 log = logging.getLogger("lazykern")
 
@@ -70,6 +71,8 @@ def compile_kernel(
     plan = _numba_args.plan_for(argtypes)
     cc = arch_to_cc(arch)
     start = time.perf_counter()
+    started = start_ns()  # a linked file's header changed after this is not trusted
+    internals.forget_file_reads()  # linked files are read as they are now, as the key read them
     try:
         debug = bool(options["debug"])
         nvvm_options: dict[str, Any] = {"fastmath": options["fastmath"], "opt": 3 if options["opt"] else 0}
@@ -122,6 +125,9 @@ def compile_kernel(
             arch=arch,
         )
     code = bytes(getattr(cubin, "code", cubin))
+    manifest["linked"], why = linked.record(linked.cuda_sources(key.linked_items(pyfunc, link)), started)
+    if why and not manifest.get("memory_only"):
+        manifest["memory_only"] = why
     meta = {
         "kind": "numba-kernel",
         "family": "lazy_kernel",

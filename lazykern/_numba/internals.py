@@ -166,6 +166,14 @@ def package_dir() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(nvrtc_py)))
 
 
+def forget_file_reads() -> None:
+    """numba-cuda reads each linked file once per process (``cached_file_read``): a ``.cu`` edited
+    since would compile as it was while the key (and the header manifest) see it as it is now."""
+    from numba.cuda.utils import cached_file_read
+
+    cached_file_read.cache_clear()
+
+
 # -- device arrays built without Numba's constructor (memory.py: 3 us of set-up become 0.3 us) --
 def device_array_template(
     shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int, dtype: Any

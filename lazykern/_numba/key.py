@@ -25,7 +25,6 @@ import dataclasses
 import enum
 import hashlib
 import os
-import stat
 import sys
 import types as pytypes
 import weakref
@@ -35,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError
-from . import internals
+from . import internals, linked
 
 _MAX_DEPTH = 64
 # Modules whose contents are pinned by the versions that go into the key.
@@ -356,61 +355,38 @@ def _link_name(item: Any) -> str:
 
 
 def link_digest(items: Iterable[Any]) -> list[list[str]]:
-    """(name, sha256 of contents[, digest of its headers]) for each linked file or in-memory code object.
+    """(name, sha256 of contents[, "cu", numba-cuda's extra search path]) for each linked file or code object.
 
-    CUDA C++ (a ``.cu`` path or a ``CUSource``) is compiled by numba-cuda through NVRTC, so the
-    headers it includes are keyed too, searched as numba-cuda searches them.
+    CUDA C++ (a ``.cu`` path or a ``CUSource``) is compiled by numba-cuda through NVRTC: the headers
+    it reads are not keyed here (that would lex it on every lookup) but recorded when the kernel
+    compiles and verified by stat when it loads (:mod:`.linked`); the extra search path, which
+    decides where they are found, is keyed.
     """
     out = []
     for item in items:
         if isinstance(item, (str, os.PathLike)):
             path = os.fspath(item)
-            data = _read_link(path)
+            data = linked.read_regular(path)
             record = [os.path.basename(path), hashlib.sha256(data).hexdigest() if data is not None else "unreadable"]
-            if path.endswith(".cu") and data is not None:
-                record.append(_cu_headers(data))
+            cu = path.endswith(".cu") and data is not None
         else:
             data = getattr(item, "data", b"")
             if isinstance(data, str):
                 data = data.encode()
             record = [_link_name(item), hashlib.sha256(bytes(data)).hexdigest()]
-            if getattr(item, "kind", None) == "cu":
-                record.append(_cu_headers(bytes(data)))
+            cu = getattr(item, "kind", None) == "cu"
+        if cu:
+            record += ["cu", ":".join(linked.extra_dirs())]
         out.append(record)
     return out
 
 
-def _read_link(path: str) -> bytes | None:
-    """A linked file's bytes; only regular files (a FIFO or device must not hang the key)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            return fh.read()
-    finally:
-        os.close(fd)
-
-
-def _cu_headers(data: bytes) -> str:
-    """Digest of the headers a linked ``.cu`` reaches, with numba-cuda's NVRTC search path."""
-    from ..compile._includes import include_digest
-    from ..compile.compiler import system_include_dirs
-
-    text = data.decode("utf-8", "replace")
-    if "include" not in text and "import" not in text:
-        return include_digest("", (), ())
-    numba_cuda = internals.package_dir()
-    pinned = [
-        *(os.path.join(numba_cuda, "include", v) for v in ("12", "13")),
-        *system_include_dirs(),
-        os.path.join(numba_cuda, "memory_management"),
-    ]
-    extra = [d for d in (getattr(internals.numba_config(), "CUDA_NVRTC_EXTRA_SEARCH_PATHS", "") or "").split(":") if d]
-    return include_digest(text, [*pinned, *extra], pinned)
+def linked_items(pyfunc: pytypes.FunctionType, link: Iterable[Any] = ()) -> list[Any]:
+    """Every file and code object linked into ``pyfunc``'s kernel: ``link`` and what its
+    ``cuda.declare_device`` functions link (as :func:`fingerprint` keys them)."""
+    w = _Walker()
+    w.function(pyfunc)
+    return [*link, *w.links]
 
 
 def fingerprint(

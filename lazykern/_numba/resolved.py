@@ -33,7 +33,7 @@ import weakref
 from _ctypes import CFuncPtr  # ctypes._CFuncPtr, which typeshed does not export
 from typing import Any
 
-from . import key, registered
+from . import key, linked, registered
 
 log = logging.getLogger("lazykern")
 
@@ -73,6 +73,9 @@ def verify(manifest: Any, py_func: pytypes.FunctionType) -> str | None:
         return f"memory only: {manifest['memory_only']}"
     if manifest.get("unverifiable"):
         return f"cannot be verified in a new process: {manifest['unverifiable']}"
+    why = linked.verify(manifest.get("linked", []))  # stats only: the cheapest check first
+    if why is not None:
+        return why
     lines = bool(manifest.get("lines"))
     try:
         for module, qualname, digest in manifest["functions"]:

@@ -4,7 +4,8 @@ The key covers what makes two compiles the same as far as the bytecode shows: th
 (``_numba.key``; with lineinfo every line number too), the signature, arch, Numba / numba-cuda /
 NVVM versions, linked files and the compile options. What typing and lowering reached beyond that
 (functions Numba resolved, values it froze into the code) is a manifest stored with the entry and
-verified on every load (``_numba.resolved``); an entry whose code holds an address of its process
+verified on every load (``_numba.resolved``), as are the headers linked CUDA C++ read
+(``_numba.linked``: by stat, so a warm hit lexes nothing); an entry whose code holds an address of its process
 is never stored (``memory_only``).
 """
 

@@ -1,16 +1,18 @@
-"""The include resolver that keys a ``@lazy_kernel``'s linked ``.cu`` files (issue 13, items 2 and 7).
+"""The headers a ``@lazy_kernel``'s linked ``.cu`` files read (lazykern._numba.linked, issues 13 and 35).
 
-C++ families no longer use it: their entries record what NVRTC itself read
-(``lazykern.compile._manifest``, tests/test_manifest.py). The resolver is checked against NVRTC
-itself: each case builds a tree of headers that each announce their own path, compiles with
-NVRTC, and requires the header
-NVRTC chose to be in the manifest, and the key to change when that header changes.
+numba-cuda compiles linked CUDA C++ with its own NVRTC call (no trace), so their manifest comes from
+the preprocessor model alone (``_manifest.record`` with no trace events: ``_include_graph`` over
+``_pp``'s tokens). It is checked against NVRTC itself: each case builds a tree of headers that each
+announce their own path, compiles with NVRTC, and requires the header NVRTC chose to be in the
+manifest, and the manifest to change when that header changes.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import struct
 import threading
 import time
 
@@ -19,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lazykern import KernelFamily
-from lazykern.compile._includes import include_digest, include_manifest
+from lazykern.compile import _manifest
 from lazykern.compile.compiler import compile_source, system_include_dirs
 from lazykern.errors import CompileError
 
@@ -42,20 +44,38 @@ def _nvrtc_choice(source: str, options: list[str]) -> set[str]:
     return set(re.findall(r"WHICH=([^\s\"]+)", log))
 
 
-def _key(source: str, options: list[str]) -> str:
+def _record(source: str, options: list[str]) -> tuple[dict | None, str]:
     from lazykern.compile.compiler import parse_options
 
     parsed = parse_options(options)
     dirs = [*parsed.get("include_path", []), *system_include_dirs()]
-    return include_digest(source + KERNEL, dirs, system_include_dirs(), parsed.get("define_macro", []))
+    # A compile "started" later than every header here: the trees are written just before.
+    later = time.time_ns() + 10**12
+    return _manifest.record(
+        (),
+        source=source,
+        main_dir="",
+        search_dirs=dirs,
+        started=later,
+        pinned_dirs=system_include_dirs(),
+        defines=parsed.get("define_macro", []),
+    )
+
+
+def _key(source: str, options: list[str]) -> str:
+    """What a load compares: each header's path and digest, the empty places, the probes' finds."""
+    manifest, why = _record(source + KERNEL, options)
+    if manifest is None:
+        return f"memory only: {why}"
+    files = sorted(f[:2] for f in manifest["files"])
+    empty = [*manifest["absent"], *(os.path.join(d, n) for d, _, names in manifest["absent_dirs"] for n in names)]
+    return json.dumps([files, sorted(empty), manifest["present"]])
 
 
 def _paths(source: str, options: list[str]) -> set[str]:
-    from lazykern.compile.compiler import parse_options
-
-    dirs = parse_options(options).get("include_path", [])
-    manifest = include_manifest(source, [*dirs, *system_include_dirs()], system_include_dirs())
-    return {rec[1].split(":", 1)[1] for rec in manifest if ":" in rec[1]}
+    manifest, why = _record(source, options)
+    assert manifest is not None, why
+    return {f[0] for f in manifest["files"]}
 
 
 @pytest.fixture
@@ -143,11 +163,12 @@ def test_an_include_spelled_across_a_splice_is_followed_in_a_file_that_says_incl
     _edit_changes_key(src, opts, tree / "inc" / "m.h")
 
 
-def test_an_include_that_cannot_be_expanded_keys_every_header_next_to_it(tree):
+def test_an_include_that_cannot_be_expanded_keeps_the_kernel_in_memory(tree):
     _announce(tree / "inc" / "m.h", "m")
     src, opts = "#define PICK(x) <x>\n#include PICK(m.h)\n", [f"-I{tree}/inc"]
     assert _nvrtc_choice(src, opts) == {"m"}
-    _edit_changes_key(src, opts, tree / "inc" / "m.h")
+    manifest, why = _record(src, opts)
+    assert manifest is None and "PICK" in why, why  # the construct is named
 
 
 def test_include_next_keys_every_match(tree):
@@ -262,22 +283,161 @@ def test_a_family_recompiles_after_an_included_header_changes(tree, cache):
     assert second.compile_calls == 1 and k2.code != k1.code
 
 
-def test_linked_cuda_source_headers_are_in_the_lazy_kernel_key(tree, cache):
+def test_linked_cuda_source_headers_are_checked_on_load_not_lexed_for_the_key(tree, cache, monkeypatch):
     from numba import cuda, float32
 
-    from lazykern import lazy_kernel
+    from lazykern import KernelCache, lazy_kernel
+    from lazykern.compile import _pp
 
     header = tree / "work" / "quad.h"
-    header.write_text("#define FACTOR 4.0f\n")
+    header.write_text("#define FACTOR 4.25f\n")
+    os.utime(header, ns=(1, 1))  # written before the compile started
     cu = tree / "quad.cu"
     cu.write_text('#include "quad.h"\nextern "C" __device__ int quad(float *r, float x) { *r = FACTOR * x; return 0; }')
+    quad = cuda.declare_device("quad", "float32(float32)", link=[str(cu)])
 
     def kern(x):
-        i = cuda.grid(1)
-        if i < x.size:
-            x[i] = x[i]
+        x[0] = quad(x[0])
 
-    k = lazy_kernel(kern, cache=cache, link=[str(cu)])
-    before = k.key((float32[::1],), "sm_90")
-    header.write_text("#define FACTOR 5.0f\n")
-    assert k.key((float32[::1],), "sm_90") != before
+    types = (float32[::1],)
+    first, compiled = lazy_kernel(kern, cache=cache)._entry(types, "sm_80", relax=False)
+    found = [f[0] for f in first.meta["manifest"]["linked"][0][1]["files"]]
+    assert compiled and found == ["quad.h"]  # in the working directory, as NVRTC finds it
+    lexed = []
+    with monkeypatch.context() as m:
+        m.setattr(_pp, "scan", lambda *a: lexed.append(a) or pytest.fail("a warm lookup lexed a source"))
+        again, compiled = lazy_kernel(kern, cache=KernelCache(cache.directory))._entry(types, "sm_80", relax=False)
+    assert not compiled and again.code == first.code and lexed == []
+    header.write_text("#define FACTOR 5.25f\n")
+    os.utime(header, ns=(2, 2))
+    third, compiled = lazy_kernel(kern, cache=KernelCache(cache.directory))._entry(types, "sm_80", relax=False)
+    assert compiled and struct.pack("<f", 4.25) in first.code and struct.pack("<f", 5.25) in third.code
+
+
+# -- mutations of what linked CUDA C++ reads, each asked of the store in a fresh process ------------
+def _corpus_round(tmp_path, mutation: int) -> tuple[str, dict]:
+    import shutil
+    import subprocess
+    import sys
+
+    from tests import _linked_corpus as corpus
+
+    tree = tmp_path / "tree"
+    shutil.rmtree(tree, ignore_errors=True)
+    label = corpus.write(tree, mutation)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {
+        **os.environ,
+        "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "NUMBA_CUDA_NVRTC_EXTRA_SEARCH_PATHS": f"{tree}/incA:{tree}/incB",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests._linked_corpus", str(tree), str(tmp_path / "store")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tree / "work",
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(x for x in reversed(proc.stdout.splitlines()) if x.startswith("JSON:"))
+    return label, json.loads(line[5:])
+
+
+@pytest.mark.slow
+def test_every_linked_header_mutation_recompiles_or_serves_what_compiling_now_gives(tmp_path):
+    from tests import _linked_corpus as corpus
+
+    _, clean = _corpus_round(tmp_path, 0)
+    assert not clean["macro_probe"]["compiled"] or clean["macro_probe"]["memory_only"]
+    survivors, effective = [], 0
+    for i in range(1, len(corpus.MUTATIONS) + 1):
+        label, report = _corpus_round(tmp_path, i)
+        effective += any(r["fresh"] != clean[case]["fresh"] for case, r in report.items())
+        for case, r in report.items():
+            if not r["compiled"] and r["served"] != r["fresh"]:
+                survivors.append(f"{label}: {case}")
+        # a probe whose operand a macro supplies is never stored: always compiled, named in the reason
+        assert report["macro_probe"]["compiled"] and "__has_include" in report["macro_probe"]["memory_only"]
+    assert effective == len(corpus.MUTATIONS), "a mutation changed no binary: it tests nothing"
+    assert survivors == []
+
+
+_WARM_CHILD = r"""
+import json, os, sys
+opened = []
+sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" else None)
+from numba import cuda, float32
+from lazykern import KernelCache, lazy_kernel
+from lazykern.compile import _pp
+quad = cuda.declare_device("quad", "float32(float32)", link=[sys.argv[2]])
+def kern(x):
+    x[0] = quad(x[0])
+opened.clear()
+entry, compiled = lazy_kernel(kern, cache=KernelCache(sys.argv[1]))._entry((float32[::1],), "sm_80", relax=False)
+print(json.dumps({"compiled": compiled, "headers_opened": [p for p in opened if os.path.basename(p) in ("a.h", "b.h")],
+                  "lexed": _pp._lexer.cache_info().currsize}))
+"""
+
+
+def test_a_fresh_process_warm_hit_opens_no_linked_header_and_lexes_nothing(tree):
+    import subprocess
+    import sys
+
+    (tree / "work" / "a.h").write_text('#include "b.h"\n#define A 1.0f\n')
+    (tree / "work" / "b.h").write_text("#define B 2.0f\n")
+    for h in ("a.h", "b.h"):
+        os.utime(tree / "work" / h, ns=(1, 1))
+    cu = tree / "q.cu"
+    cu.write_text('#include "a.h"\nextern "C" __device__ int quad(float *r, float x) { *r = (A + B) * x; return 0; }\n')
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    args = [sys.executable, "-c", _WARM_CHILD, str(tree / "store"), str(cu)]
+    runs = [
+        json.loads(
+            subprocess.run(
+                args, check=True, env=env, cwd=tree / "work", capture_output=True, text=True, timeout=300
+            ).stdout.splitlines()[-1]
+        )
+        for _ in range(2)
+    ]
+    assert runs[0]["compiled"] and runs[0]["lexed"] == 1
+    assert runs[1] == {"compiled": False, "headers_opened": [], "lexed": 0}, runs[1]
+
+
+def test_a_linked_file_edited_in_the_process_compiles_as_it_is_now(tree):
+    from numba import cuda, float32
+
+    from lazykern import KernelCache, lazy_kernel
+
+    cu = tree / "e.cu"
+    cu.write_text('extern "C" __device__ int fe(float *r, float x) { *r = 2.75f * x; return 0; }\n')
+    fe = cuda.declare_device("fe", "float32(float32)", link=[str(cu)])
+
+    def kern(x):
+        x[0] = fe(x[0])
+
+    types = (float32[::1],)
+    first, _ = lazy_kernel(kern, cache=KernelCache(enabled=False))._entry(types, "sm_80", relax=False)
+    cu.write_text('extern "C" __device__ int fe(float *r, float x) { *r = 3.25f * x; return 0; }\n')
+    second, _ = lazy_kernel(kern, cache=KernelCache(enabled=False))._entry(types, "sm_80", relax=False)
+    # the constant is in the code as an immediate: numba-cuda's per-process read of the file is not reused
+    assert struct.pack("<f", 2.75) in first.code and struct.pack("<f", 3.25) in second.code
+
+
+def test_a_linked_file_written_during_its_compile_is_not_stored(tree):
+    from numba import cuda, float32
+
+    from lazykern import KernelCache, lazy_kernel
+
+    cu = tree / "w.cu"
+    cu.write_text('extern "C" __device__ int fw(float *r, float x) { *r = 2.75f * x; return 0; }\n')
+    later = time.time_ns() + 10**12
+    os.utime(cu, ns=(later, later))  # as a file written after the compile started
+    fw = cuda.declare_device("fw", "float32(float32)", link=[str(cu)])
+
+    def kern(x):
+        x[0] = fw(x[0])
+
+    entry, compiled = lazy_kernel(kern, cache=KernelCache(tree / "store"))._entry((float32[::1],), "sm_80")
+    assert compiled and "w.cu' changed while it was compiled" in entry.meta["memory_only"]
