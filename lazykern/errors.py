@@ -112,6 +112,10 @@ class DeviceMemoryError(LazykernError, MemoryError):
     """A computation needs more device memory than the device has free; the message names both."""
 
 
+class ReconstructionError(LazykernError, ArithmeticError):
+    """The passes of one exact count disagree (their optimal values differ) or never settle."""
+
+
 class LazykernWarning(UserWarning):
     """Something was degraded or repaired; the program goes on."""
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import LazykernError
+from ..errors import ReconstructionError
 
 INT64_MODULUS = 1 << 64
 _INT64_SAFE = 1 << 63  # |count| below this: the int64 pass is the count itself
@@ -33,10 +33,6 @@ _MAX_PRIMES = 80  # 80 primes and 2^64 cover counts of 2^2500: a network of more
 
 # moduli (primes; (): 2^64 in int64) -> (values, one count array per modulus (the int64 counts for ())) on the host
 Pass = Callable[[tuple[int, ...]], tuple[Any, Sequence[Any]]]
-
-
-class ReconstructionError(LazykernError, ArithmeticError):
-    """The passes of one exact count disagree (their values differ) or never settle."""
 
 
 def is_prime(n: int) -> bool:

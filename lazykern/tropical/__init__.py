@@ -47,18 +47,29 @@ paths ``lazykern.tropical.counting`` ((max, count) numbers, exact counts) and
 from __future__ import annotations
 
 import sys
+import types
 
 # The tensor networks' names, re-exported (the one upward import, listed in pyproject's layer contract).
-# Their module path is registered now: importing ``lazykern.tropical.einsum`` later must not rebind
-# ``tropical.einsum``, the function, to the module (the import system sets a loaded submodule on its parent).
-from ..tn.einsum import ContractionPlan, argmax_einsum, contraction_plan, einsum  # noqa: E402
+from ..tn.einsum import ContractionPlan, argmax_einsum, contraction_plan, einsum
 from . import reference
 from ._family import family, make_family
 from .api import bmm, choose_tile, matmul, matmul_backward
 from .fragments import all_specs, core_names, core_specs
 from .kernels import kernels_for
 
-sys.modules.setdefault(__name__ + ".einsum", sys.modules["lazykern.tn.einsum"])
+
+class _Package(types.ModuleType):
+    """``tropical.einsum`` stays the function when the documented module path ``lazykern.tropical.einsum``
+    (an alias of ``lazykern.tn.einsum``) is imported: the import system sets a loaded submodule on its
+    parent, and leaves a parent that refuses (``AttributeError``) as it was."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "einsum" and isinstance(value, types.ModuleType):
+            raise AttributeError(name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "ContractionPlan",
