@@ -111,3 +111,95 @@ def _launch_block(extra: int) -> bytes:
 
     pointer, _, size = (ctypes.c_void_p * 5).from_address(extra)[1:4]
     return ctypes.string_at(pointer, ctypes.c_size_t.from_address(size).value)
+
+
+class _DriverSpy:
+    """Stands for ``cuda.bindings.driver``: every function called through it is recorded by name;
+    the two a launch may make answer as the driver would (a current context, success)."""
+
+    CTX = 0x77
+
+    def __init__(self):
+        from cuda.bindings import driver
+
+        self.real = driver
+        self.calls: list[str] = []
+
+    def __getattr__(self, name):
+        real = getattr(self.real, name)
+        if not callable(real) or isinstance(real, type):
+            return real  # enums and handle types: no driver call
+
+        def call(*args):
+            self.calls.append(name)
+            return (0, self.CTX) if name == "cuCtxGetCurrent" else (0,)
+
+        return call
+
+
+def test_a_repeated_lazy_kernel_launch_makes_the_driver_calls_a_kernel_launch_makes(monkeypatch):
+    """Counted through a spy of the driver module (and of cuda.core's launch, the other route to
+    the driver): after its first launches a @lazy_kernel launch asks the driver for exactly what a
+    ``Kernel`` launch of the same arrays asks, the current context and one cuLaunchKernel, and
+    neither builds a NumPy scalar, a ctypes object or a driver handle per launch."""
+    import sys
+
+    from numba.cuda import types as nt
+
+    from lazykern import Kernel, lazy_kernel
+    from lazykern.jit import _lazy_instance
+    from lazykern.launch import _device, _launch
+    from lazykern.launch import kernel as kernel_module
+
+    spy = _DriverSpy()
+    ctx = spy.CTX
+    for module in (_launch, _device, _lazy_instance):
+        monkeypatch.setattr(module, "_cu", spy)
+    monkeypatch.setattr(_launch, "launch_buffer", spy.cuLaunchKernel)
+    for module in (_launch, kernel_module, _lazy_instance):  # the real reader, through the spy
+        monkeypatch.setattr(module, "current_context", lambda: _device.current_context(spy.cuCtxGetCurrent))
+    monkeypatch.setattr(_launch, "launch", lambda *args: spy.calls.append("cuda.core.launch"))
+    monkeypatch.setattr(_device, "several", lambda: False)
+    monkeypatch.setattr(_device, "stream_handle", lambda stream: 0)
+
+    def function(inst):  # what loading gives an instance, without a GPU: its plan and CUfunction
+        if inst.pack is None:
+            inst._set_plan({"plan": numba_args.plan_for(inst.types)})
+        inst.cufunctions[ctx] = "cufunction"
+        return "function"
+
+    monkeypatch.setattr(_lazy_instance.Instance, "function", function)
+
+    @lazy_kernel
+    def add3(x, y, out):
+        out[0] = x[0] + y[0]
+
+    k = Kernel("add3", "add3", b"", arch="sm_90", signature=["ptr", "ptr", "ptr", "int32"])
+    k._cufunctions[ctx] = "cufunction"
+    x, y, out = _numba_array(0x1000), _numba_array(0x2000), _numba_array(0x3000)
+    n = np.int32(16)
+    routes = {"Kernel": lambda: k[1, 32, 0](x, y, out, n), "lazy_kernel": lambda: add3[1, 32, 0](x, y, out)}
+    assert add3._instances == {}
+    seen: dict[str, tuple[list[str], list[str]]] = {}
+    for name, launch in routes.items():
+        launch()  # the lazy kernel's first launch: the general path types, finds and remembers the instance
+        launch()
+        del spy.calls[:]
+        made: list[str] = []
+
+        def hook(frame, event, arg, made=made):
+            if event == "c_call":
+                owner = type(getattr(arg, "__self__", None) or arg).__module__ or ""
+                if owner.split(".")[0] in ("numpy", "ctypes", "_ctypes", "cuda"):
+                    made.append(f"{owner}.{arg.__qualname__}")
+            elif event == "call" and frame.f_globals.get("__name__", "").split(".")[0] in ("numpy", "ctypes", "numba", "cuda"):
+                made.append(frame.f_code.co_qualname)
+
+        sys.setprofile(hook)
+        try:
+            launch()
+        finally:
+            sys.setprofile(None)
+        seen[name] = (list(spy.calls), made)
+    assert list(add3._instances) == [(nt.float32[::1],) * 3]
+    assert seen["lazy_kernel"] == seen["Kernel"] == (["cuCtxGetCurrent", "cuLaunchKernel"], [])
