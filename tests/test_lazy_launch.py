@@ -23,7 +23,7 @@ def test_type_codes_are_the_fast_keys_of_the_general_path():
     arr = _Typed(types.float32[::1])
     values = (arr, np.float32(2.0), 3, 1.5, True)
     keys = tuple(map(fast_key, values))  # the general path: also keeps arr's type on arr
-    assert _lazy_launch.KEPT_TYPE in arr.__dict__  # the name make_fast_key keeps it under
+    assert arr.__dict__[_lazy_launch.KEPT_CODE] == id(arr.__dict__[_lazy_launch.KEPT_TYPE])  # the names it keeps them under
     assert _lazy_launch.type_codes(len(values))(*values) == keys
 
 

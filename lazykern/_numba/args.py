@@ -85,9 +85,12 @@ def make_fast_key() -> Callable[[Any], Any]:
         except AttributeError:
             return _slow
         try:
-            value.__dict__["_lazykern_numba_type"] = nt  # alive as long as the array, so its id stays unique
+            d = value.__dict__
         except AttributeError:
             pass
+        else:
+            d["_lazykern_numba_type"] = nt  # alive as long as the array, so its id stays unique
+            d["_lazykern_numba_code"] = _id(nt)  # what the hot path's codes reader reads (no id() call there)
         return _id(nt)
 
     return fast_key

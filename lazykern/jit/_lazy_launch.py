@@ -122,24 +122,25 @@ class Dispatcher:
         )
 
 
-# Where make_fast_key keeps a device array's Numba type on the array (tests/test_lazy_launch.py
-# checks the name against it): id(None) for an array the general path has not typed matches no entry.
+# Where make_fast_key keeps a device array's Numba type and its code (the type's id) on the array
+# (tests/test_lazy_launch.py checks the names against it): None, the code of an array the general
+# path has not typed, matches no entry.
 KEPT_TYPE = "_lazykern_numba_type"
+KEPT_CODE = "_lazykern_numba_code"
 
 
 @functools.cache
 def type_codes(arity: int) -> Callable[..., tuple[Any, ...]]:
     """``codes(a0, a1, ...)``: each argument's code as :func:`_numba_args.make_fast_key` gives it
-    (the id of its Numba type), read inline: a scalar by its class, a device array by the type
+    (the id of its Numba type), read inline: a scalar by its class, a device array by the code
     the general path kept on it. An argument with neither gets the code of no type, so the call
     misses and the general path types it (and keeps an array's type for next time)."""
     names = [f"a{i}" for i in range(arity)]
-    parts = [f"_scalar({n}.__class__) or _id({n}.__dict__.get(_KEPT))" for n in names]
+    parts = [f"_scalar({n}.__class__) or {n}.__dict__.get(_KEPT)" for n in names]
     src = f"def codes({', '.join(names)}):\n    return ({', '.join(parts)}{',' if parts else ''})\n"
     env: dict[str, Any] = {
         "_scalar": {cls: id(t) for cls, t in _numba_args.scalar_types().items()}.get,
-        "_id": id,
-        "_KEPT": KEPT_TYPE,
+        "_KEPT": KEPT_CODE,
     }
     exec(compile(src, "<lazykern type codes>", "exec"), env)  # noqa: S102 - built from argument positions only
     codes: Callable[..., tuple[Any, ...]] = env["codes"]
