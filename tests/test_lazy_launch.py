@@ -23,7 +23,8 @@ def test_type_codes_are_the_fast_keys_of_the_general_path():
     arr = _Typed(types.float32[::1])
     values = (arr, np.float32(2.0), 3, 1.5, True)
     keys = tuple(map(fast_key, values))  # the general path: also keeps arr's type on arr
-    assert arr.__dict__[_lazy_launch.KEPT_CODE] == id(arr.__dict__[_lazy_launch.KEPT_TYPE])  # the names it keeps them under
+    kept = arr.__dict__  # the names make_fast_key keeps the type and its code under
+    assert kept[_lazy_launch.KEPT_CODE] == id(kept[_lazy_launch.KEPT_TYPE])
     assert _lazy_launch.type_codes(len(values))(*values) == keys
 
 
@@ -128,7 +129,8 @@ class _DriverSpy:
     def __getattr__(self, name):
         real = getattr(self.real, name)
         if not callable(real) or isinstance(real, type):
-            return real  # enums and handle types: no driver call
+            self.calls.append(f"read {name}")  # a handle type or enum: no driver call, but a use of the module
+            return real
 
         def call(*args):
             self.calls.append(name)
@@ -140,8 +142,9 @@ class _DriverSpy:
 def test_a_repeated_lazy_kernel_launch_makes_the_driver_calls_a_kernel_launch_makes(monkeypatch):
     """Counted through a spy of the driver module (and of cuda.core's launch, the other route to
     the driver): after its first launches a @lazy_kernel launch asks the driver for exactly what a
-    ``Kernel`` launch of the same arrays asks, the current context and one cuLaunchKernel, and
-    neither builds a NumPy scalar, a ctypes object or a driver handle per launch."""
+    ``Kernel`` launch of the same arrays asks, the current context and one cuLaunchKernel, reads
+    no driver handle type (no CUstream or CUfunction made per launch), and neither runs Numba's,
+    NumPy's or ctypes' Python code nor calls their builtins."""
     import sys
 
     from numba.cuda import types as nt
@@ -181,6 +184,7 @@ def test_a_repeated_lazy_kernel_launch_makes_the_driver_calls_a_kernel_launch_ma
     routes = {"Kernel": lambda: k[1, 32, 0](x, y, out, n), "lazy_kernel": lambda: add3[1, 32, 0](x, y, out)}
     assert add3._instances == {}
     seen: dict[str, tuple[list[str], list[str]]] = {}
+    foreign = ("numpy", "ctypes", "_ctypes", "numba", "cuda")
     for name, launch in routes.items():
         launch()  # the lazy kernel's first launch: the general path types, finds and remembers the instance
         launch()
@@ -188,11 +192,11 @@ def test_a_repeated_lazy_kernel_launch_makes_the_driver_calls_a_kernel_launch_ma
         made: list[str] = []
 
         def hook(frame, event, arg, made=made):
-            if event == "c_call":
+            if event == "c_call":  # a builtin: kept where its owner is NumPy, ctypes or cuda.bindings
                 owner = type(getattr(arg, "__self__", None) or arg).__module__ or ""
-                if owner.split(".")[0] in ("numpy", "ctypes", "_ctypes", "cuda"):
+                if owner.split(".")[0] in foreign:
                     made.append(f"{owner}.{arg.__qualname__}")
-            elif event == "call" and frame.f_globals.get("__name__", "").split(".")[0] in ("numpy", "ctypes", "numba", "cuda"):
+            elif event == "call" and frame.f_globals.get("__name__", "").split(".")[0] in foreign:
                 made.append(frame.f_code.co_qualname)
 
         sys.setprofile(hook)
@@ -202,4 +206,4 @@ def test_a_repeated_lazy_kernel_launch_makes_the_driver_calls_a_kernel_launch_ma
             sys.setprofile(None)
         seen[name] = (list(spy.calls), made)
     assert list(add3._instances) == [(nt.float32[::1],) * 3]
-    assert seen["lazy_kernel"] == seen["Kernel"] == (["cuCtxGetCurrent", "cuLaunchKernel"], [])
+    assert seen["lazy_kernel"] == seen["Kernel"] == (["cuCtxGetCurrent", "cuLaunchKernel"], []), seen
