@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from lazykern._numba import args as numba_args
 from lazykern.jit import _lazy_launch
@@ -16,16 +15,39 @@ class _Typed:
         self._numba_type_ = numba_type
 
 
-def test_type_codes_are_the_fast_keys_of_the_general_path():
+class _Found:
+    """An instance as the hot path sees one, not loaded in any context (so it goes to cuda.core)."""
+
+    cufunctions: dict = {}
+    cooperative, debug = False, None
+
+    def function(self):
+        return "function"
+
+
+def _found(table, values):
+    """What the hot path of ``len(values)`` arguments finds in ``table`` (codes -> instance):
+    the instance it launches, or "general path"."""
+    got = []
+    dispatch = type("D", (), {"fast": table, "call": lambda self, launcher, args: got.append("general path")})()
+    slow = lambda launcher, inst, fn, args: got.append(inst)  # noqa: E731
+    _lazy_launch.hot_run(len(values))(dispatch, None, slow, None, None)("launcher", values, 0x77)
+    (found,) = got
+    return found
+
+
+def test_the_hot_path_reads_the_fast_keys_of_the_general_path():
     from numba.cuda import types
 
     fast_key = numba_args.make_fast_key()
     arr = _Typed(types.float32[::1])
     values = (arr, np.float32(2.0), 3, 1.5, True)
-    keys = tuple(map(fast_key, values))  # the general path: also keeps arr's type on arr
+    keys = tuple(map(fast_key, values))  # the general path: also keeps arr's type and code on arr
     kept = arr.__dict__  # the names make_fast_key keeps the type and its code under
     assert kept[_lazy_launch.KEPT_CODE] == id(kept[_lazy_launch.KEPT_TYPE])
-    assert _lazy_launch.type_codes(len(values))(*values) == keys
+    inst = _Found()
+    assert _found({keys: inst}, values) is inst
+    assert _found({keys: inst}, values[:4] + (np.float64(1.0),)) == "general path"  # another scalar type
 
 
 def test_an_array_the_general_path_has_not_typed_matches_nothing():
@@ -33,15 +55,25 @@ def test_an_array_the_general_path_has_not_typed_matches_nothing():
 
     fast_key = numba_args.make_fast_key()
     typed, fresh = _Typed(types.float32[::1]), _Typed(types.float32[::1])
-    table = {(fast_key(typed),): "instance"}
-    codes = _lazy_launch.type_codes(1)
-    assert table.get(codes(typed)) == "instance" and table.get(codes(fresh)) is None
+    inst = _Found()
+    table = {(fast_key(typed),): inst}
+    assert _found(table, (typed,)) is inst and _found(table, (fresh,)) == "general path"
 
 
 def test_an_argument_without_a_scalar_class_or_a_dict_goes_to_the_general_path():
-    with pytest.raises(AttributeError):
-        _lazy_launch.type_codes(1)(np.zeros(3))  # a host array: copied on the general path
-    assert _lazy_launch.type_codes(2) is _lazy_launch.type_codes(2)  # generated once per arity
+    assert _found({}, (np.zeros(3),)) == "general path"  # a host array: copied on the general path
+    assert _lazy_launch.hot_run(2) is _lazy_launch.hot_run(2)  # generated once per arity
+
+
+def test_another_number_of_arguments_goes_to_the_general_path():
+    inst = _Found()
+    table = {(id(None),): inst}
+    assert _found(table, (1, 2)) == "general path"  # a reader of 2 arguments never unpacks 3
+    run = _lazy_launch.hot_run(2)
+    got = []
+    dispatch = type("D", (), {"fast": {}, "call": lambda self, launcher, args: got.append(args)})()
+    run(dispatch, None, None, None, None)("launcher", (1, 2, 3), 0)
+    assert got == [(1, 2, 3)]  # the general path then says how many arguments the kernel takes
 
 
 def _numba_array(ptr: int, n: int = 16):
@@ -55,8 +87,9 @@ def _numba_array(ptr: int, n: int = 16):
 
 def test_a_repeated_launch_runs_only_the_dispatch_the_filler_and_the_driver_call(monkeypatch):
     """Counted, not timed: after the first launch of three Numba arrays, a launch is the launcher,
-    the dispatcher's lookup (one generated codes reader), one generated filler that reads each
-    array's kept parameters inline, and cuLaunchKernel; the block holds what Numba's ABI wants."""
+    the kernel's hot path (one generated function: the codes read inline, one lookup), one
+    generated filler that reads each array's kept parameters inline, and cuLaunchKernel; the
+    block holds what Numba's ABI wants."""
     import struct
     import sys
 
@@ -98,8 +131,7 @@ def test_a_repeated_launch_runs_only_the_dispatch_the_filler_and_the_driver_call
     finally:
         sys.setprofile(None)
     assert seen == [
-        "Launchable.__getitem__", "Launcher.__call__", "Dispatcher.run",
-        "<lazykern type codes>codes", "<lazykern parameter block>fill",
+        "Launchable.__getitem__", "Launcher.__call__", "<lazykern hot path>run", "<lazykern parameter block>fill",
     ]  # fmt: skip
     assert len(blocks) == 2 and blocks[0] == blocks[1]
     want = [(0, 0, n, 4, ptr, n, 4) for ptr, n in ((0x1000, 16), (0x2000, 16), (0x3000, 8))]
