@@ -547,6 +547,32 @@ def test_parameter_block_matches_the_packed_values():
     assert struct.calcsize("@i") == 4 and struct.calcsize("@iq") == 16  # the int64 after an int32 is 8-aligned
 
 
+def test_a_tuple_of_arrays_packed_one_value_per_array_keeps_the_c_layout():
+    """Each array is written as one packed byte string (8-aligned): the block is byte for byte the
+    one-int-per-parameter layout, an array inside a tuple after an int32 included."""
+    import ctypes
+    import struct
+
+    from numba.core import types
+
+    from lazykern._numba import args as na
+
+    class FakeDevArray:
+        size, shape, strides = 4, (4,), (2,)
+
+        class device_ctypes_pointer:
+            value = 0xBEE0
+
+    plan = na.plan_for((types.Tuple((types.int32, types.int16[::1])), types.int8, types.int16[::1]))
+    size, fill = na.make_buffer_filler(plan)
+    fmt = na.struct_format(plan)
+    assert size == struct.calcsize(fmt) == struct.calcsize(na.struct_format(plan, packed_arrays=True))
+    block = (ctypes.c_char * size)()
+    fill(block, (np.int32(5), FakeDevArray()), np.int8(-1), FakeDevArray())
+    array = (0, 0, 4, 2, 0xBEE0, 4, 2)
+    assert struct.unpack(fmt, bytes(block)) == (5, *array, -1, *array)
+
+
 # -- what @cuda.jit accepts, @lazy_kernel accepts (issue 38) ------------------------------------
 _REC = np.dtype([("a", np.int32), ("b", np.float64, (3,))], align=True)
 

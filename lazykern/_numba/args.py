@@ -16,6 +16,7 @@ host (NumPy) arrays take a slower, general path.
 from __future__ import annotations
 
 import functools
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -84,9 +85,12 @@ def make_fast_key() -> Callable[[Any], Any]:
         except AttributeError:
             return _slow
         try:
-            value.__dict__["_lazykern_numba_type"] = nt  # alive as long as the array, so its id stays unique
+            d = value.__dict__
         except AttributeError:
             pass
+        else:
+            d["_lazykern_numba_type"] = nt  # alive as long as the array, so its id stays unique
+            d["_lazykern_numba_code"] = _id(nt)  # what the hot path's codes reader reads (no id() call there)
         return _id(nt)
 
     return fast_key
@@ -370,21 +374,24 @@ _STRUCT_CODES = {
 }
 
 
-def struct_format(plan: list[dict[str, Any]]) -> str:
-    """The ``struct`` format of the kernel's parameter block for a plan."""
+def struct_format(plan: list[dict[str, Any]], *, packed_arrays: bool = False) -> str:
+    """The ``struct`` format of the kernel's parameter block for a plan. ``packed_arrays``: each
+    array's parameters as one 8-aligned byte string (what :func:`array_params` keeps), the same
+    layout written with one value per array instead of 5 + 2*ndim."""
     codes: list[str] = []
     for p in plan:
         kind = p["kind"]
         if kind == "array":
-            codes.append("q" * (5 + 2 * int(p["ndim"])))
+            count = 5 + 2 * int(p["ndim"])
+            codes.append(f"0q{8 * count}s" if packed_arrays else "q" * count)
         elif kind == "complex":
             codes.append("ff" if p["part"] == "float32" else "dd")
         elif kind == "tuple":
-            codes.append(struct_format(p["items"])[1:])
+            codes.append(struct_format(p["items"], packed_arrays=packed_arrays)[1:])
         elif kind == "scalar" and p["dtype"] in _STRUCT_CODES:
             codes.append(_STRUCT_CODES[p["dtype"]])
         elif kind == "enum":
-            codes.append(struct_format([p["item"]])[1:])
+            codes.append(struct_format([p["item"]], packed_arrays=packed_arrays)[1:])
         elif kind == "record":
             codes.append("q")
         elif kind == "datetime":
@@ -397,16 +404,24 @@ def struct_format(plan: list[dict[str, Any]]) -> str:
 KEPT_PARAMS = "_lazykern_params"  # a Numba array's kernel parameters, kept on it
 
 
-def array_params(x: Any, itemsize: int) -> tuple[int, ...]:
+def array_params(x: Any, itemsize: int) -> bytes:
     """An array argument's kernel parameters (Numba's ABI: meminfo, parent, size, itemsize,
-    address, shape, strides). Kept on a Numba array, whose shape, strides and buffer are fixed
-    for life (:func:`_device.pointer` keeps its address: the sign that it is one); read anew for
-    any other array, which may change."""
-    values = (0, 0, x.size, itemsize, _device.pointer(x), *x.shape, *x.strides)
+    address, shape, strides) as the block holds them: packed once into one byte string, so a
+    launch writes an array as one value, not 5 + 2*ndim. Kept on a Numba array, whose shape,
+    strides and buffer are fixed for life (:func:`_device.pointer` keeps its address: the sign
+    that it is one); read anew for any other array, which may change."""
+    shape = tuple(x.shape)
+    values = _int64s(5 + 2 * len(shape))(0, 0, x.size, itemsize, _device.pointer(x), *shape, *x.strides)
     d = x.__dict__
     if _device.KEPT_POINTER in d:
         d[KEPT_PARAMS] = values
     return values
+
+
+@functools.cache
+def _int64s(count: int) -> Callable[..., bytes]:
+    """``pack(*values)``: ``count`` native int64s as bytes."""
+    return struct.Struct(f"@{count}q").pack
 
 
 def make_buffer_filler(plan: list[dict[str, Any]]) -> tuple[int, Callable[..., None]]:
@@ -414,9 +429,7 @@ def make_buffer_filler(plan: list[dict[str, Any]]) -> tuple[int, Callable[..., N
 
     Generated once per signature from the plan's fixed vocabulary, like :func:`make_packer`.
     """
-    import struct
-
-    layout = struct.Struct(struct_format(plan))
+    layout = struct.Struct(struct_format(plan, packed_arrays=True))
     env: dict[str, Any] = {
         "_bool": np.bool_,
         "_f32": np.float32,
@@ -432,7 +445,7 @@ def make_buffer_filler(plan: list[dict[str, Any]]) -> tuple[int, Callable[..., N
     parts: list[str] = []
     # The hot path fills only for arrays it has typed (so they have a __dict__): a Numba array's
     # parameters are read once, then kept on it (array_params) and read inline, one dict lookup.
-    array = "*({0}.__dict__.get(_kept) or _params({0}, {1}))"
+    array = "({0}.__dict__.get(_kept) or _params({0}, {1}))"
     for name, p in zip(names, plan):
         parts.extend(_pack_expr(name, p, array))
     src = f"def fill(_buf, {', '.join(names)}):\n    _pack_into(_buf, 0, {', '.join(parts)})\n"

@@ -96,5 +96,5 @@ class Instance:
         self.symbol = meta.get("symbol", "")  # read by a debug=True launch only
         self.carveout = meta.get("carveout")
         _, self.fill = _numba_args.make_buffer_filler(self.plan)
-        self.params = Params(_numba_args.struct_format(self.plan))
+        self.params = Params(_numba_args.struct_format(self.plan, packed_arrays=True))
         self.pack = _numba_args.make_packer(self.plan)

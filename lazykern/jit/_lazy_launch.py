@@ -2,9 +2,11 @@
 
 The hot path keys a dispatch table with the argument pattern's type codes (the id
 of each argument's Numba type: a scalar's by its class, a device array's as kept
-on the array), read by one generated function per arity with no Python call per
-argument, then fills the instance's parameter block and launches it with
-:data:`lazykern.launch._launch.launch_buffer`, as a ``Kernel`` launches. Anything
+on the array), read inline by one generated function per arity (:func:`hot_run`, which
+the launcher calls directly for a kernel of one arity) with no Python call per argument,
+then fills the instance's parameter block and launches it with
+:data:`lazykern.launch._launch.launch_buffer`, as a ``Kernel`` launches: the same driver
+calls, the current context and one cuLaunchKernel. Anything
 else (a first call, a CUDA-array-interface object, host arrays, a cooperative
 kernel, a bad argument) takes the general path: type every argument, find or build
 the instance, copy host arrays, launch through cuda.core (:meth:`Launcher.launch`),
@@ -37,52 +39,39 @@ class Kernel(Protocol):
 
     def _instance(self, types: tuple[Any, ...]) -> Instance: ...
 
+    @property
+    def _nargs(self) -> tuple[int, int]: ...
+
 
 class Dispatcher:
     """Finds the instance for a launch's arguments and launches it (see the module docstring)."""
 
-    __slots__ = ("kernel", "fast", "key", "patterns")
+    __slots__ = ("kernel", "fast", "key", "patterns", "run")
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         self.fast: dict[tuple[Any, ...], Instance] = {}  # type codes -> instance (hot path)
         self.key = _numba_args.make_fast_key()  # one argument's code (general path: it also keeps array types)
-        self.patterns: dict[int, Callable[..., tuple[Any, ...]]] = {}  # arity -> its codes reader
+        self.patterns: dict[int, Callable[[Launcher, tuple[Any, ...], int], None]] = {}  # arity -> its hot path
+        # What a launcher calls: a kernel of one arity (no defaulted parameters) has its hot path
+        # called directly; another picks the arity's by the number of arguments.
+        lo, hi = kernel._nargs
+        self.run: Callable[[Launcher, tuple[Any, ...], int], None] = self._hot(lo) if lo == hi else self.run_any
 
     @staticmethod
     def arrays(args: Sequence[Any]) -> Sequence[Any]:
         """Every argument may name the launch's device."""
         return args
 
-    def run(self, launcher: Launcher, args: tuple[Any, ...], ctx: int) -> None:
-        # The hot path: the pattern's codes in one call, one dict lookup, one launch.
-        codes = self.patterns.get(len(args))
-        if codes is None:
-            codes = self.patterns[len(args)] = type_codes(len(args))
-        try:
-            inst = self.fast.get(codes(*args))
-        except AttributeError:  # an argument with neither a scalar class nor a __dict__ (general path)
-            inst = None
-        if inst is None:
-            self.call(launcher, args)
-            return
-        cufn = inst.cufunctions.get(ctx)
-        if cufn is None or inst.cooperative or inst.debug is not None:
-            launch(launcher, inst, inst.function(), args)
-            return
-        fill, params = inst.fill, inst.params
-        assert (
-            fill is not None and params is not None
-        )  # cufn is set only once the instance has loaded, its plan with it
-        with params.lock:
-            try:
-                fill(params.block, *args)
-            except Exception:
-                self.call(launcher, args)  # the general path gives the precise error
-                return
-            (err,) = _launch.launch_buffer(cufn, *launcher.buffer_config, params.extra)
-        if err:
-            raise _error(launcher, inst, driver_error(err))
+    def run_any(self, launcher: Launcher, args: tuple[Any, ...], ctx: int) -> None:
+        """The hot path (:func:`hot_run`) of the arguments' arity, made on its first launch."""
+        run = self.patterns.get(len(args))
+        if run is None:
+            run = self.patterns[len(args)] = self._hot(len(args))
+        run(launcher, args, ctx)
+
+    def _hot(self, arity: int) -> Callable[[Launcher, tuple[Any, ...], int], None]:
+        return hot_run(arity)(self, _launch, launch, _error, driver_error)
 
     def call(self, launcher: Launcher, args: tuple[Any, ...]) -> None:
         """The general path: type every argument, find or build the instance, copy host arrays, launch."""
@@ -122,28 +111,56 @@ class Dispatcher:
         )
 
 
-# Where make_fast_key keeps a device array's Numba type on the array (tests/test_lazy_launch.py
-# checks the name against it): id(None) for an array the general path has not typed matches no entry.
+# Where make_fast_key keeps a device array's Numba type and its code (the type's id) on the array
+# (tests/test_lazy_launch.py checks the names against it): None, the code of an array the general
+# path has not typed, matches no entry.
 KEPT_TYPE = "_lazykern_numba_type"
+KEPT_CODE = "_lazykern_numba_code"
 
 
 @functools.cache
-def type_codes(arity: int) -> Callable[..., tuple[Any, ...]]:
-    """``codes(a0, a1, ...)``: each argument's code as :func:`_numba_args.make_fast_key` gives it
-    (the id of its Numba type), read inline: a scalar by its class, a device array by the type
-    the general path kept on it. An argument with neither gets the code of no type, so the call
-    misses and the general path types it (and keeps an array's type for next time)."""
+def hot_run(arity: int) -> Callable[..., Callable[[Launcher, tuple[Any, ...], int], None]]:
+    """``make(dispatcher, ...) -> run(launcher, args, ctx)``: the hot path for ``arity`` arguments,
+    generated so that each argument's type code is read inline (a scalar's by its class, a device
+    array's as the general path kept it on the array: :func:`_numba_args.make_fast_key`; an
+    argument with neither has no code, None, and misses): the
+    pattern's codes, one dict lookup, the instance's filler and one cuLaunchKernel. A miss, a
+    wrong number of arguments, an instance not loaded in this context, a cooperative or
+    debug=True kernel, or a value the filler refuses takes the general path or cuda.core."""
     names = [f"a{i}" for i in range(arity)]
-    parts = [f"_scalar({n}.__class__) or _id({n}.__dict__.get(_KEPT))" for n in names]
-    src = f"def codes({', '.join(names)}):\n    return ({', '.join(parts)}{',' if parts else ''})\n"
+    codes = "".join(f"_scalar({n}.__class__) or {n}.__dict__.get(_KEPT), " for n in names)
+    src = (
+        "def make(_self, _launch, _slow_launch, _error, _driver_error):\n"
+        "    _fast = _self.fast.get\n"
+        "    def run(launcher, args, ctx):\n"
+        "        try:\n"
+        f"            ({''.join(n + ', ' for n in names)}) = args\n"
+        f"            inst = _fast(({codes}))\n"
+        "        except (AttributeError, ValueError):  # no scalar class nor __dict__; another arity\n"
+        "            inst = None\n"
+        "        if inst is None:\n"
+        "            return _self.call(launcher, args)\n"
+        "        cufn = inst.cufunctions.get(ctx)\n"
+        "        if cufn is None or inst.cooperative or inst.debug is not None:\n"
+        "            return _slow_launch(launcher, inst, inst.function(), args)\n"
+        "        params = inst.params\n"
+        "        with params.lock:\n"
+        "            try:\n"
+        "                inst.fill(params.block, *args)\n"
+        "            except Exception:  # the general path gives the precise error\n"
+        "                return _self.call(launcher, args)\n"
+        "            (err,) = _launch.launch_buffer(cufn, *launcher.buffer_config, params.extra)\n"
+        "        if err:\n"
+        "            raise _error(launcher, inst, _driver_error(err))\n"
+        "    return run\n"
+    )
     env: dict[str, Any] = {
         "_scalar": {cls: id(t) for cls, t in _numba_args.scalar_types().items()}.get,
-        "_id": id,
-        "_KEPT": KEPT_TYPE,
+        "_KEPT": KEPT_CODE,
     }
-    exec(compile(src, "<lazykern type codes>", "exec"), env)  # noqa: S102 - built from argument positions only
-    codes: Callable[..., tuple[Any, ...]] = env["codes"]
-    return codes
+    exec(compile(src, "<lazykern hot path>", "exec"), env)  # noqa: S102 - built from argument positions only
+    make: Callable[..., Callable[[Launcher, tuple[Any, ...], int], None]] = env["make"]
+    return make
 
 
 def launch(launcher: Launcher, inst: Instance, fn: Any, args: Sequence[Any]) -> None:
