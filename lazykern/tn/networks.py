@@ -298,14 +298,17 @@ def plan(
     rates = _cost.rates_for(be.on_host, itemsize)
     sweep, sweep_steps = _sweep(sg, labels, sizes, rates, itemsize)
 
+    def steps_of(p: ContractionPlan) -> list[_cost.Step]:  # the sweep's are kept with it: not priced twice
+        return sweep_steps if p is sweep else plan_steps(labels, (), sizes, p.path, p.sliced)
+
     def seconds(p: ContractionPlan) -> float:
-        return _cost.seconds(plan_steps(labels, (), sizes, p.path, p.sliced), p.nslices, itemsize, rates)
+        return _cost.seconds(steps_of(p), p.nslices, itemsize, rates)
 
     def make(limit: int) -> ContractionPlan:
         how = optimize
         if how == "auto":
             if sweep.largest <= limit:
-                return _faster(sweep, _cost.seconds(sweep_steps, 1, itemsize, rates), labels, sizes, limit, seconds)
+                return _faster(sweep, seconds(sweep), labels, sizes, limit, seconds)
             return contraction_plan(labels, (), sizes, optimize=list(sweep.path), memory_limit=limit)  # sliced
         budget = DEFAULT_MAX_TIME if max_time is None else float(max_time)
         left = max(budget - (time.monotonic() - start), min(budget, 0.5))  # the budget covers the sweep too
@@ -324,7 +327,7 @@ def plan(
     leaves = 4 * len(sg.edges) + 2 * sg.n
 
     def peak(p: ContractionPlan) -> int:  # without the slices' cache, which the executor drops where it does not fit
-        steps = [s._replace(pinned=0) for s in plan_steps(labels, (), sizes, p.path, p.sliced)]
+        steps = [s._replace(pinned=0) for s in steps_of(p)]
         return _cost.peak_bytes(steps, leaves, entry, 0)
 
     return fit_to_memory(make, be.memory_limit(entry), peak, be.free_bytes())
