@@ -169,5 +169,7 @@ def test_latency_adds_the_public_paths_per_step_overhead_and_the_copies():
     bare = _cost.seconds(steps, 3, 4, _cost.H100_F32)
     assert _cost.latency(steps, 3, 4, _cost.H100_F32) == pytest.approx(bare + 30 * _cost.H100_F32.overhead)
     moved = _cost.latency(steps, 3, 4, _cost.H100_F32, copies=2, nbytes=10**6)
-    assert moved - _cost.latency(steps, 3, 4, _cost.H100_F32) == pytest.approx(2 * _cost.COPY_SECONDS + 1e6 / _cost.PCIE_BYTES)
-    assert _cost.latency(steps, 1, 4, _cost.HOST) == _cost.seconds(steps, 1, 4, _cost.HOST)  # the host's step is its path
+    copies = 2 * _cost.COPY_SECONDS + 1e6 / _cost.PCIE_BYTES
+    assert moved - _cost.latency(steps, 3, 4, _cost.H100_F32) == pytest.approx(copies)
+    # The host's step figure is measured on its public path already.
+    assert _cost.latency(steps, 1, 4, _cost.HOST) == _cost.seconds(steps, 1, 4, _cost.HOST)

@@ -95,7 +95,9 @@ def seconds(steps: Sequence[Step], nslices: int, itemsize: int, rates: Rates) ->
     return sum(step_seconds(s, itemsize, rates) * (nslices if s.depends else 1) for s in steps)
 
 
-def latency(steps: Sequence[Step], nslices: int, itemsize: int, rates: Rates, copies: int = 0, nbytes: int = 0) -> float:
+def latency(
+    steps: Sequence[Step], nslices: int, itemsize: int, rates: Rates, copies: int = 0, nbytes: int = 0
+) -> float:
     """Predicted seconds of the contraction through the public path: :func:`seconds` plus each run
     of a step's ``rates.overhead``, plus ``copies`` transfers of ``nbytes`` in all (0 on the host)."""
     runs = sum(nslices if s.depends else 1 for s in steps)
