@@ -111,3 +111,14 @@ def test_routed_to_the_host_the_solvers_return_the_oracles_answer_as_before():
     assert e == E and sg.energy(spins) == pytest.approx(E) and spins.dtype == np.int8
     e, c = nw.degeneracy(sg, module=_Device())
     assert e == E and c == count and type(c) is int
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+def test_an_8x8_lattice_through_the_defaults_on_a_gpu_module_runs_on_the_host(lib, caplog):
+    module = pytest.importorskip(lib)
+    sg = nw.square_lattice(8, seed=8)
+    with caplog.at_level("INFO", logger="lazykern"):
+        E = nw.ground_state_energy(sg, module=module)
+    assert "on the host" in caplog.text
+    assert type(E) is float and E == transfer_matrix(sg, 8)[0]
