@@ -48,9 +48,9 @@ H100_F32 = Rates(macs=12.2e12, bytes=1.6e12, step=40e-6, overhead=3e-4)
 # path, but no f64 contraction rate has been measured yet, so the chain's figure is used.
 H100_F64 = Rates(macs=3.2e12, bytes=1.6e12, step=40e-6, overhead=3e-4)
 # NumPy on one core of the CPU machine (tropical bmm through the reference kernels): the 39, 95, 175
-# and 279 steps of 4 x 4 to 10 x 10 lattices took 190-240 us each (9, 18, 42, 66 ms), all of it
+# and 279 steps of 4 x 4 to 10 x 10 lattices took 130-195 us each (7.6, 17, 25, 36 ms), all of it
 # per-step Python; this is the public path already, so no overhead beside it.
-HOST = Rates(macs=3e8, bytes=4e9, step=2.4e-4)
+HOST = Rates(macs=3e8, bytes=4e9, step=1.6e-4)
 # Moving the tensors to the device: a copy's fixed cost and the PCIe rate (H100 SXM, pinned or not:
 # the network's leaves are two arrays, SpinGlass.network).
 COPY_SECONDS = 2e-5
