@@ -381,6 +381,10 @@ def _sweep(
         score = _cost.seconds(steps, 1, itemsize, rates)
         if best is None or score < best[0]:
             best = (score, plan, steps)
+        if score - len(steps) * rates.step < _WORK_NEGLIGIBLE * score:
+            # Every grouping has as many steps (one per tensor), so grouping saves at most the work
+            # beside their fixed cost: on a tiny network nothing worth the 2 ms each grouping takes.
+            break
     if len(_sweeps) >= _SWEEPS_KEPT:
         _sweeps.clear()
     _sweeps[key] = best[1], best[2]
@@ -388,6 +392,7 @@ def _sweep(
 
 
 _sweeps: dict[tuple[Any, ...], tuple[ContractionPlan, list[_cost.Step]]] = {}
+_WORK_NEGLIGIBLE = 0.1  # share of a sweep's predicted time under which its grouping is not searched
 _SWEEPS_KEPT = 64
 
 
