@@ -162,3 +162,14 @@ def test_a_long_contraction_logs_its_progress(monkeypatch, caplog):
         contract_network(labels, (), tensors, optimize=list(nw.plan(sg).path), slices=[5])
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("contraction: slice")]
     assert lines and "slice 2 of 2" in lines[-1] and "s left" in lines[-1]
+
+
+def test_latency_adds_the_public_paths_per_step_overhead_and_the_copies():
+    steps = [_cost.Step(flops=8, operands=(4, 4), result=4, depends=True)] * 10
+    bare = _cost.seconds(steps, 3, 4, _cost.H100_F32)
+    assert _cost.latency(steps, 3, 4, _cost.H100_F32) == pytest.approx(bare + 30 * _cost.H100_F32.overhead)
+    moved = _cost.latency(steps, 3, 4, _cost.H100_F32, copies=2, nbytes=10**6)
+    copies = 2 * _cost.COPY_SECONDS + 1e6 / _cost.PCIE_BYTES
+    assert moved - _cost.latency(steps, 3, 4, _cost.H100_F32) == pytest.approx(copies)
+    # The host's step figure is measured on its public path already.
+    assert _cost.latency(steps, 1, 4, _cost.HOST) == _cost.seconds(steps, 1, 4, _cost.HOST)

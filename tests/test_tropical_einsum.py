@@ -384,3 +384,18 @@ def test_checkpoints_take_what_the_free_memory_leaves(monkeypatch):
     assert net.segment_bytes(plan, -1, save, None) == math.inf
     free = int(peak(save) * _cost.POOL_MARGIN) + 4096
     assert net.segment_bytes(plan, -1, save, free) == pytest.approx(4096 / _cost.POOL_MARGIN, abs=1)
+
+
+@pytest.mark.parametrize("semiring", ["maxplus", "minplus", "maxmul"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_the_one_chunk_product_without_argmax_gives_the_chunked_walks_values(semiring, dtype):
+    rng = np.random.default_rng(7)
+    A = rng.integers(-3, 4, (3, 4, 5)).astype(dtype)
+    B = rng.integers(-3, 4, (1, 5, 2)).astype(dtype)
+    if dtype == np.float32:
+        A[0, 0, :] = np.nan  # NaN never wins: a row of them gives the semiring zero
+        A[1, 1, 2], B[0, 3, 1] = np.inf, -np.inf
+    else:
+        A[2, 0, 0], B[0, 0, 1] = np.iinfo(dtype).max, np.iinfo(dtype).min  # the products saturate
+    values, _ = _reference_einsum.bmm(A, B, semiring, argmax=True)  # the accumulating walk
+    np.testing.assert_array_equal(_reference_einsum.bmm(A, B, semiring), values)

@@ -90,7 +90,9 @@ def test_counting_kernels_match_numpy(lib, value, count, semiring):
 
 
 @pytest.mark.parametrize("lib", ["cupy", "torch"])
-def test_ground_state_and_degeneracy_l16(lib):
+def test_ground_state_and_degeneracy_l16(lib, monkeypatch):
+    # The device path itself is under test: no routing of these small networks to the host.
+    monkeypatch.setattr(nw, "_route", lambda sg, module, dtype, optimize, *rest: (module, optimize))
     module = _module(lib)
     sg = nw.square_lattice(16, seed=16)
     E0, count = transfer_matrix(sg, 16)
@@ -105,9 +107,11 @@ def test_ground_state_and_degeneracy_l16(lib):
 
 
 @pytest.mark.parametrize("lib", ["cupy", "torch"])
-def test_lattices_up_to_18_against_the_transfer_matrix(lib):
+def test_lattices_up_to_18_against_the_transfer_matrix(lib, monkeypatch):
     """The geometry sweep on the GPU (3 spins a step, row-kernel products), float32, against the
     transfer matrix: energy, degeneracy, and a configuration with that energy."""
+    # The device path itself is under test: no routing of these small networks to the host.
+    monkeypatch.setattr(nw, "_route", lambda sg, module, dtype, optimize, *rest: (module, optimize))
     module = _module(lib)
     for L in (12, 18):
         sg = nw.square_lattice(L, seed=L, field=0.0)

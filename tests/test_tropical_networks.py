@@ -83,3 +83,42 @@ def test_energy_convention_and_frustration():
     flipped[0] = -1
     assert sg.energy(flipped) == 0.0 and sg.frustrated(flipped).sum() == 2
     assert np.array_equal(sg.energy(np.stack([up, flipped])), [-4.0, 0.0])
+
+
+class _Device:
+    """A stand-in for cupy: a solver routed to the host never touches it (it has no arrays)."""
+
+    __name__ = "cupy"
+
+
+def test_a_tiny_network_contracts_on_the_host_and_a_large_one_on_the_device(caplog):
+    f32 = np.dtype(np.float32)
+    small, large = nw.square_lattice(8), nw.square_lattice(32)
+    with caplog.at_level("INFO", logger="lazykern"):
+        module, how = nw._route(small, _Device(), f32, "auto", (), None, None, 4)
+    assert module is np and how.path and "on the host" in caplog.text
+    assert nw._route(large, _Device(), f32, "auto", (), None, None, 4)[0].__name__ == "cupy"
+    # What the caller fixed is kept: a strategy, slices or devices stay on the device.
+    for args in (("greedy", (), None), ("auto", (3,), None), ("auto", (), [0])):
+        assert isinstance(nw._route(small, _Device(), f32, *args, None, 4)[0], _Device)
+
+
+def test_routed_to_the_host_the_solvers_return_the_oracles_answer_as_before():
+    sg = nw.square_lattice(4, J="gaussian", seed=3)
+    E, count, _ = brute_force(sg)
+    assert nw.ground_state_energy(sg, module=_Device()) == E
+    e, spins = nw.ground_state(sg, module=_Device())
+    assert e == E and sg.energy(spins) == pytest.approx(E) and spins.dtype == np.int8
+    e, c = nw.degeneracy(sg, module=_Device())
+    assert e == E and c == count and type(c) is int
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+def test_an_8x8_lattice_through_the_defaults_on_a_gpu_module_runs_on_the_host(lib, caplog):
+    module = pytest.importorskip(lib)
+    sg = nw.square_lattice(8, seed=8)
+    with caplog.at_level("INFO", logger="lazykern"):
+        E = nw.ground_state_energy(sg, module=module)
+    assert "on the host" in caplog.text
+    assert type(E) is float and E == transfer_matrix(sg, 8)[0]

@@ -26,24 +26,35 @@ from typing import NamedTuple
 
 class Rates(NamedTuple):
     """What a device sustains: tropical multiply-adds per second on large steps, bytes per second
-    streamed by memory-bound steps, and seconds of fixed cost per step (launch and host work)."""
+    streamed by memory-bound steps, and seconds of fixed cost per step (launch and host work);
+    ``overhead``: seconds of Python per step on the public path beyond ``step`` (layout ops, array
+    creation, the product call), which binds only on tiny networks: :func:`latency` adds it, the
+    ranking of plans (:func:`seconds`) does not, as it is the same for plans of as many steps."""
 
     macs: float
     bytes: float
     step: float
+    overhead: float = 0.0
 
 
 # H100 SXM, float32: 12.2 T tropical MAC/s is the measured max-plus GEMM at 4096^3 (DESIGN.md); the
 # bandwidth is what the 32 x 32 row sweep achieved (10^13.04 multiply-adds of memory-bound steps,
 # 1.1e13 bytes moved by this model's count in 7.0 s: 1.6e12 B/s, main 91cb78a); a step's host and launch cost is about
-# 40 us through einsum's executor (a 3008-step 8 x 8 sweep: ~0.1 s).
-H100_F32 = Rates(macs=12.2e12, bytes=1.6e12, step=40e-6)
+# 40 us through einsum's executor (a 3008-step 8 x 8 sweep: ~0.1 s). Through the public API with
+# defaults (module=cupy) an 8 x 8 lattice's 175 steps took 57-64 ms on the H100 (benchmarks/results/
+# spin-glass-defaults-h100-2026-11-25-s35-merged.json): ~0.34 ms a step, 0.3 ms of it the overhead.
+H100_F32 = Rates(macs=12.2e12, bytes=1.6e12, step=40e-6, overhead=3e-4)
 # float64 has no native max: 3.2 T MAC/s measured for the fmax chain; the kernels avoid fmax's NaN
 # path, but no f64 contraction rate has been measured yet, so the chain's figure is used.
-H100_F64 = Rates(macs=3.2e12, bytes=1.6e12, step=40e-6)
-# NumPy on one core of the CPU machine (tropical bmm through the reference kernels): a 6 x 6 lattice's
-# 95 steps took 73 ms, most of it per-step Python.
-HOST = Rates(macs=3e8, bytes=4e9, step=5e-4)
+H100_F64 = Rates(macs=3.2e12, bytes=1.6e12, step=40e-6, overhead=3e-4)
+# NumPy on one core of the CPU machine (tropical bmm through the reference kernels): the 39, 95, 175
+# and 279 steps of 4 x 4 to 10 x 10 lattices took 130-195 us each (7.6, 17, 25, 36 ms), all of it
+# per-step Python; this is the public path already, so no overhead beside it.
+HOST = Rates(macs=3e8, bytes=4e9, step=1.6e-4)
+# Moving the tensors to the device: a copy's fixed cost and the PCIe rate (H100 SXM, pinned or not:
+# the network's leaves are two arrays, SpinGlass.network).
+COPY_SECONDS = 2e-5
+PCIE_BYTES = 2.5e10
 
 
 # Bytes the pool holds beyond the model's arrays: the 32 x 32 row sweep peaked at 60.7 GB on the H100
@@ -82,6 +93,16 @@ def step_seconds(step: Step, itemsize: int, rates: Rates) -> float:
 def seconds(steps: Sequence[Step], nslices: int, itemsize: int, rates: Rates) -> float:
     """Predicted seconds of the whole contraction (steps that depend on no sliced label run once)."""
     return sum(step_seconds(s, itemsize, rates) * (nslices if s.depends else 1) for s in steps)
+
+
+def latency(
+    steps: Sequence[Step], nslices: int, itemsize: int, rates: Rates, copies: int = 0, nbytes: int = 0
+) -> float:
+    """Predicted seconds of the contraction through the public path: :func:`seconds` plus each run
+    of a step's ``rates.overhead``, plus ``copies`` transfers of ``nbytes`` in all (0 on the host)."""
+    runs = sum(nslices if s.depends else 1 for s in steps)
+    moved = copies * COPY_SECONDS + nbytes / PCIE_BYTES if copies else 0.0
+    return seconds(steps, nslices, itemsize, rates) + runs * rates.overhead + moved
 
 
 def peak_bytes(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float, saved: Collection[int] = ()) -> int:

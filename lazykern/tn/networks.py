@@ -17,6 +17,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -25,12 +26,14 @@ import numpy as np
 
 from ..errors import LazykernWarning, warn_user
 from . import _cost, _instance, orders
-from ._backend import backend_of
+from ._backend import DEFAULT_HOST_LIMIT, backend_of
 from ._planner import DEFAULT_MAX_TIME
 from .counting import CountingAlgebra, count_network
 from .einsum import ContractionPlan, contract_network, contraction_plan, fit_to_memory, network_argmax, plan_steps
 
 SPIN = np.array([1.0, -1.0])  # label index -> spin value
+
+log = logging.getLogger("lazykern")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,16 +296,19 @@ def plan(
     itemsize = np.dtype(dtype).itemsize
     entry = itemsize + (0 if count_dtype is None else np.dtype(count_dtype).itemsize)
     rates = _cost.rates_for(be.on_host, itemsize)
-    sweep = _sweep(sg, labels, sizes, rates, itemsize)
+    sweep, sweep_steps = _sweep(sg, labels, sizes, rates, itemsize)
+
+    def steps_of(p: ContractionPlan) -> list[_cost.Step]:  # the sweep's are kept with it: not priced twice
+        return sweep_steps if p is sweep else plan_steps(labels, (), sizes, p.path, p.sliced)
 
     def seconds(p: ContractionPlan) -> float:
-        return _cost.seconds(plan_steps(labels, (), sizes, p.path, p.sliced), p.nslices, itemsize, rates)
+        return _cost.seconds(steps_of(p), p.nslices, itemsize, rates)
 
     def make(limit: int) -> ContractionPlan:
         how = optimize
         if how == "auto":
             if sweep.largest <= limit:
-                return _faster(sweep, labels, sizes, limit, seconds)
+                return _faster(sweep, seconds(sweep), labels, sizes, limit, seconds)
             return contraction_plan(labels, (), sizes, optimize=list(sweep.path), memory_limit=limit)  # sliced
         budget = DEFAULT_MAX_TIME if max_time is None else float(max_time)
         left = max(budget - (time.monotonic() - start), min(budget, 0.5))  # the budget covers the sweep too
@@ -321,19 +327,24 @@ def plan(
     leaves = 4 * len(sg.edges) + 2 * sg.n
 
     def peak(p: ContractionPlan) -> int:  # without the slices' cache, which the executor drops where it does not fit
-        steps = [s._replace(pinned=0) for s in plan_steps(labels, (), sizes, p.path, p.sliced)]
+        steps = [s._replace(pinned=0) for s in steps_of(p)]
         return _cost.peak_bytes(steps, leaves, entry, 0)
 
     return fit_to_memory(make, be.memory_limit(entry), peak, be.free_bytes())
 
 
 def _faster(
-    sweep: ContractionPlan, labels: list[tuple[int, ...]], sizes: dict[int, int], limit: int, seconds: Any
+    sweep: ContractionPlan,
+    took: float,
+    labels: list[tuple[int, ...]],
+    sizes: dict[int, int],
+    limit: int,
+    seconds: Any,
 ) -> ContractionPlan:
-    """The sweep, or opt_einsum's greedy order when it fits ``limit`` and is predicted faster (a graph
-    with no thin direction, such as a random regular one). Greedy takes ~0.3 ms a tensor to find, so it
-    is tried only where the sweep would take several times that."""
-    took = seconds(sweep)
+    """The sweep (predicted to take ``took`` seconds), or opt_einsum's greedy order when it fits
+    ``limit`` and is predicted faster (a graph with no thin direction, such as a random regular one).
+    Greedy takes ~0.3 ms a tensor to find, so it is tried only where the sweep would take several
+    times that."""
     if took <= _GREEDY_WORTH * _GREEDY_SECONDS_PER_TENSOR * len(labels):
         return sweep
     greedy = contraction_plan(labels, (), sizes, optimize="greedy", memory_limit=2**62)
@@ -348,12 +359,12 @@ _GREEDY_WORTH = 5
 
 def _sweep(
     sg: SpinGlass, labels: list[tuple[int, ...]], sizes: dict[int, int], rates: _cost.Rates, itemsize: int
-) -> ContractionPlan:
+) -> tuple[ContractionPlan, list[_cost.Step]]:
     """The boundary sweep along :func:`lazykern.tn.orders.graph_order` absorbing 1 to 3 spins a
     step, whichever :mod:`._cost` predicts quickest on the device: 3 spins a step costs a third more
     multiply-adds on a square lattice but passes over the boundary a third as often as 1 (and K, N <= 8
-    keeps tropical.bmm's row kernel). Kept per graph for the process: a script solving many couplings
-    of one lattice sweeps it once."""
+    keeps tropical.bmm's row kernel). Returned with its steps as :mod:`._cost` prices them. Kept per
+    graph for the process: a script solving many couplings of one lattice sweeps it once."""
     positions = getattr(sg, "positions", None)
     where = None if positions is None else np.asarray(positions).tobytes()
     key: tuple[Any, ...] = (sg.n, sg.edges.tobytes(), sg.order, where, rates, itemsize)
@@ -369,15 +380,56 @@ def _sweep(
         plan = ContractionPlan(tuple(path), {}, max(s.result for s in steps), sum(s.flops for s in steps))
         score = _cost.seconds(steps, 1, itemsize, rates)
         if best is None or score < best[0]:
-            best = (score, plan)
+            best = (score, plan, steps)
+        if score - len(steps) * rates.step < _WORK_NEGLIGIBLE * score:
+            # Every grouping has as many steps (one per tensor), so grouping saves at most the work
+            # beside their fixed cost: on a tiny network nothing worth the 2 ms each grouping takes.
+            break
     if len(_sweeps) >= _SWEEPS_KEPT:
         _sweeps.clear()
-    _sweeps[key] = best[1]
-    return best[1]
+    _sweeps[key] = best[1], best[2]
+    return _sweeps[key]
 
 
-_sweeps: dict[tuple[Any, ...], ContractionPlan] = {}
+_sweeps: dict[tuple[Any, ...], tuple[ContractionPlan, list[_cost.Step]]] = {}
+_WORK_NEGLIGIBLE = 0.1  # share of a sweep's predicted time under which its grouping is not searched
 _SWEEPS_KEPT = 64
+
+
+def _route(
+    sg: SpinGlass,
+    module: Any,
+    dtype: np.dtype,
+    optimize: Any,
+    slices: Sequence[int],
+    devices: Any,
+    memory_limit: int | None,
+    entry: int,
+) -> tuple[Any, Any]:
+    """(module, optimize) to solve ``sg`` with: numpy and the device's sweep when the host is predicted
+    to finish first, else as given. On a tiny network the device's per-step Python and the copies
+    outweigh its speed (an 8 x 8 lattice: ~60 ms on the H100, ~40 ms in NumPy); the algebra and dtype
+    are the same, so the result is too, and the solvers return host values either way. Only for the
+    defaults (``optimize="auto"``, no slices, no devices): what the caller fixed is kept. ``entry``:
+    bytes per entry (value and count)."""
+    if module is np or optimize != "auto" or slices or devices is not None:
+        return module, optimize
+    labels = sg.labels()
+    sizes = dict.fromkeys(range(sg.n), 2)
+    itemsize = dtype.itemsize
+    sweep, steps = _sweep(sg, labels, sizes, _cost.rates_for(False, itemsize), itemsize)  # plan() reuses it
+    if sweep.largest > min(DEFAULT_HOST_LIMIT, memory_limit or DEFAULT_HOST_LIMIT):
+        return module, optimize
+    host = _cost.latency(steps, 1, entry, _cost.HOST)
+    leaves = (4 * len(sg.edges) + 2 * sg.n) * entry
+    device = _cost.latency(steps, 1, entry, _cost.rates_for(False, itemsize), copies=2, nbytes=leaves)
+    if host >= device:
+        return module, optimize
+    log.info(
+        "%s: contracting on the host (NumPy): predicted %.1f ms there, %.1f ms on %s (%d steps)",
+        sg.name or f"{sg.n} spins", 1e3 * host, 1e3 * device, getattr(module, "__name__", module), len(steps),
+    )  # fmt: skip
+    return np, sweep
 
 
 def _planned(sg: SpinGlass, optimize: Any, slices: Sequence[int], **kw: Any) -> Any:
@@ -406,10 +458,13 @@ def ground_state_energy(
     to slice over explicitly. ``dtype`` None (the default) takes float32 where every partial sum
     is exact in it (+-J and small-integer couplings: integer energies far below 2^24), float64
     otherwise; an integer dtype that would truncate is a ValueError, a float32 that rounds warns.
-    ``module`` may also be named ("numpy", "cupy", "torch"). ``devices`` (``"all"`` or GPU
+    ``module`` may also be named ("numpy", "cupy", "torch"); with the defaults a network the host is
+    predicted to contract sooner (:mod:`._cost`: an 8 x 8 lattice, not a 20 x 20) runs in NumPy
+    whatever ``module`` is, with the same dtype and result (logged at INFO). ``devices`` (``"all"`` or GPU
     ordinals) spreads the plan's slices over several GPUs, as for :func:`lazykern.tn.einsum`;
     a plan with no slices runs on the first of them alone."""
     module, dtype = sg.resolve(module, dtype)
+    module, optimize = _route(sg, module, dtype, optimize, slices, devices, memory_limit, dtype.itemsize)
     labels, tensors = sg.network(dtype, module)
     how = _planned(sg, optimize, slices, module=module, dtype=dtype, memory_limit=memory_limit, max_time=max_time)
     out = contract_network(labels, (), tensors, optimize=how, slices=slices, memory_limit=memory_limit, devices=devices)
@@ -441,9 +496,11 @@ def ground_state(
     :func:`lazykern.tropical.argmax_einsum`.
     """
     module, dtype = sg.resolve(module, dtype)
-    labels, tensors = sg.network(dtype, module)
     if method not in ("backtrack", "autograd"):
         raise ValueError(f"method must be 'backtrack' or 'autograd', got {method!r}")
+    if method == "backtrack":  # autograd differentiates torch tensors: it stays on the device
+        module, optimize = _route(sg, module, dtype, optimize, slices, devices, memory_limit, dtype.itemsize)
+    labels, tensors = sg.network(dtype, module)
     how = _planned(sg, optimize, slices, module=module, dtype=dtype, memory_limit=memory_limit, max_time=max_time)
     if method == "autograd":
         if devices is not None:
@@ -515,6 +572,8 @@ def degeneracy(
         raise TypeError(
             f"count_dtype must be None or an integer type (an exact int) or float64, got {np.dtype(count_dtype)}"
         )
+    counts = np.dtype(np.int64 if exact else count_dtype).itemsize
+    module, optimize = _route(sg, module, dtype, optimize, slices, devices, memory_limit, dtype.itemsize + counts)
     labels, tensors = sg.network(dtype, module)
     how = _planned(
         sg,
