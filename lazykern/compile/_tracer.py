@@ -143,8 +143,21 @@ class Pending:
 
 
 def begin(source: str, *, name: str, arch: str, options: dict[str, Any], trace: str) -> Pending:
-    """Start a syntax-only traced compile of ``source`` writing ``trace`` + ".json" (see the module)."""
-    request = {"source": source, "name": name, "arch": arch, "options": options, "trace": trace, "cwd": os.getcwd()}
+    """Start a syntax-only traced compile of ``source`` writing ``trace`` + ".json" (see the module).
+
+    ``options`` are ``cuda.core.ProgramOptions`` keywords: the NVRTC command line is built here, so the
+    server needs NVRTC's binding only, not cuda.core's imports.
+    """
+    from cuda.core import ProgramOptions
+
+    flags = ProgramOptions(arch=arch, name=name, fdevice_syntax_only=True, fdevice_time_trace=trace, **options)
+    request = {
+        "source": source,
+        "name": name,
+        "flags": [flag.decode() for flag in flags.as_bytes("nvrtc")],
+        "trace": trace,
+        "cwd": os.getcwd(),
+    }
     return Pending(request)
 
 
