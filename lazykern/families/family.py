@@ -24,7 +24,8 @@ from ..errors import LazykernError
 from ..jit.decorator import LazyKernel
 from ..launch._device import simulating
 from ..launch.kernel import Kernel
-from ..store.cache import KernelCache, default_cache, make_key
+from ..store import _later
+from ..store.cache import KernelCache, Later, default_cache, make_key
 
 
 class KernelFamily:
@@ -189,21 +190,21 @@ class KernelFamily:
             "toolchain": toolchain,
         }
 
-        def compile_now() -> tuple[bytes, dict[str, Any]]:
+        def compile_now() -> tuple[bytes, dict[str, Any]] | Later:
             with self._lock:
                 self.compile_calls += 1
-            result = compiler.compile_source(source, name=frag.name, arch=arch, options=options, route=self.route)
+            result, trace = compiler.compile_deferred(
+                source, name=frag.name, arch=arch, options=options, route=self.route
+            )
             meta = {
                 **identity,
                 "compile_seconds": round(result.seconds, 6),
                 "nvrtc": ".".join(map(str, compiler.nvrtc_version())),
             }
-            # Verified on every load (KernelCache.lookup); without one the binary is not persisted.
-            if result.headers is not None:
-                meta["headers"] = result.headers
-            else:
-                meta["memory_only"] = result.memory_only
-            return result.code, meta
+            if trace is None:
+                return result.code, _with_headers(meta, result.headers, result.memory_only)
+            # The kernel serves now; its entry is stored when the traced pass says what it read.
+            return Later(result.code, meta, lambda: _with_headers(meta, *trace.result()))
 
         # Served only if the stored header names exactly this kernel, built exactly this way.
         entry, fresh = self.cache.get_or_compile(key, compile_now, expect=identity, headers=True)
@@ -216,7 +217,9 @@ class KernelFamily:
         """Compile ahead of time (no GPU needed): every fragment, or ``names``, for each arch."""
         archs = [arch] if arch is None or isinstance(arch, str) else list(arch)
         wanted = self.names() if names is None else list(names)
-        return [self.get(n, a) for a in archs for n in wanted]
+        kernels = [self.get(n, a) for a in archs for n in wanted]
+        _later.wait_all()  # warming promises stored binaries: their stores wait for the header traces
+        return kernels
 
     def __repr__(self) -> str:
         return f"<KernelFamily {self.name!r}: {len(self.names())} fragments, {len(self.compiled())} compiled>"
@@ -231,6 +234,14 @@ class KernelFamily:
         )
         head = f"<b>KernelFamily {escape(self.name)}</b>: {len(done)} of {len(self.names())} compiled"
         return f"{head}<details><summary>kernels</summary><table>{rows}</table></details>"
+
+
+def _with_headers(meta: dict[str, Any], headers: dict[str, Any] | None, memory_only: str) -> dict[str, Any]:
+    """``meta`` with the record of what the compile read, verified on every load (KernelCache.lookup);
+    without one the binary is not persisted."""
+    if headers is not None:
+        return {**meta, "headers": headers}
+    return {**meta, "memory_only": memory_only}
 
 
 def _as_twin(twin: Any, family: str, name: str, nparams: int | None, cache: KernelCache | None) -> LazyKernel:
