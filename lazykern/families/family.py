@@ -204,7 +204,10 @@ class KernelFamily:
             if trace is None:
                 return result.code, _with_headers(meta, result.headers, result.memory_only)
             # The kernel serves now; its entry is stored when the traced pass says what it read.
-            return Later(result.code, meta, lambda: _with_headers(meta, *trace.result()))
+            # ``stored_after_trace`` tells this process's kernel from the stored entry, which has the record.
+            return Later(
+                result.code, {**meta, "stored_after_trace": True}, lambda: _with_headers(meta, *trace.result())
+            )
 
         # Served only if the stored header names exactly this kernel, built exactly this way.
         entry, fresh = self.cache.get_or_compile(key, compile_now, expect=identity, headers=True)

@@ -44,7 +44,9 @@ def submit(key: str, job: Callable[[], None]) -> None:
         try:
             job()
         except Exception:  # a store that fails is a recompile in the next process, never a crash here
-            log.warning("lazykern could not store entry %s...; the next process compiles it again", key[:16], exc_info=True)
+            log.warning(
+                "lazykern could not store entry %s...; the next process compiles it again", key[:16], exc_info=True
+            )
         finally:
             with _lock:
                 if _jobs.get(key) is done:
