@@ -117,7 +117,11 @@ def compile_one(spec: str, name: str, arch: str) -> WarmResult:
             family = resolve_family(spec)
             kernel = family.get(name, arch)
             key = family.key(name, arch)
-            _later.wait_for(key)  # a fresh compile is stored once its traced pass says what it read
+            try:
+                _later.wait_for(key)  # a fresh compile is stored once its traced pass says what it read
+            except BaseException:  # Ctrl-C or SIGTERM: warm stops now, without this kernel's store
+                _later.abandon(key)
+                raise
             # Held in this process from another cache dir (never one whose record of what it read was
             # still coming: its meta has none, and an entry is not stored without it).
             if family.cache.peek(key) is None and not kernel.meta.get("stored_after_trace"):

@@ -5,8 +5,8 @@ server, ``lazykern.compile._tracer``), and an entry is never stored without one.
 fresh compile runs in a thread of its own (:func:`submit`) while the caller already has the kernel.
 Until it is done, this process's lookups of that key wait for it (:func:`wait_for`), so a key is
 compiled once here; other processes wait on the key's compile lock, which the job holds until the
-entry is written. At interpreter exit pending stores get :data:`EXIT_WAIT_S` seconds, then are
-dropped with one log line (the next process compiles again). A forked child forgets its parent's
+entry is written. At interpreter exit pending stores get :data:`EXIT_WAIT_S` seconds (a Ctrl-C ends
+the wait), then are dropped with one log line (the next process compiles again). A forked child forgets its parent's
 jobs: their threads do not exist there.
 """
 
@@ -75,6 +75,13 @@ def wait_all(timeout: float | None = None) -> list[str]:
     return left
 
 
+def abandon(key: str) -> None:
+    """Exit without waiting for the store of ``key`` (a warm stopped by a signal stops now; the entry
+    is written only if its job finishes first, else the next process compiles it again)."""
+    with _lock:
+        _jobs.pop(key, None)
+
+
 def pending() -> list[str]:
     """Keys whose store has not finished yet."""
     with _lock:
@@ -82,7 +89,10 @@ def pending() -> list[str]:
 
 
 def _at_exit() -> None:
-    left = wait_all(EXIT_WAIT_S)
+    try:
+        left = wait_all(EXIT_WAIT_S)
+    except KeyboardInterrupt:  # Ctrl-C while waiting: the user wants out now
+        left = pending()
     if left:
         log.warning(
             "lazykern dropped %d kernel store(s) still waiting for their header trace after %.0f s at exit "
