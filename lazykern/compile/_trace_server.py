@@ -53,7 +53,7 @@ def _log(api: ModuleType, prog: object) -> str:
     err, size = api.nvrtcGetProgramLogSize(prog)
     if int(err) != 0:
         return "(no log)"
-    buf = b" " * size
+    buf = b" " * int(size)
     (err,) = api.nvrtcGetProgramLog(prog, buf)
     return buf.decode(errors="replace").rstrip("\0 \n")
 
