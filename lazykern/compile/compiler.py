@@ -14,7 +14,9 @@ output path or a second input.
 Every compile also records the headers it read (``_manifest``): NVRTC's header trace is taken
 by a syntax-only pass in a child process (``_tracer``), run while this process compiles
 untraced, because a traced compile can crash NVRTC. If that pass fails, the binary is
-served from memory and never stored, with one warning.
+served from memory and never stored, with one warning. :func:`compile_source` waits for the
+trace; :func:`compile_deferred` (what a family's cold compile uses) returns the binary as soon
+as the untraced compile is done, with a :class:`Trace` whose ``result()`` waits for it.
 """
 
 from __future__ import annotations
