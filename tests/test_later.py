@@ -122,3 +122,26 @@ def test_exit_waits_a_bounded_time_then_drops_the_store_and_says_so(tmp_path):
     assert out == "1 1" and took < 20.0, (out, took)
     assert "dropped 1 kernel store" in err, err[-2000:]
     assert list(KernelCache(tmp_path / "store").entries()) == []  # nothing half-recorded was stored
+
+
+def test_a_compile_lock_is_released_by_the_thread_that_stores(tmp_path):
+    """get_or_compile takes the key's file lock; a deferred store releases it from its own thread. A
+    thread-local file lock would stay held until the process exits (others waiting out the timeout)."""
+    import threading
+
+    from lazykern.store._locks import ProcessLock
+
+    failed: list[str] = []
+    lock = ProcessLock(str(tmp_path), "k", 0.5, failed.append).__enter__()
+    kept = lock._lock  # alive after the release, as a cached lock object would be (no close on collection)
+    releaser = threading.Thread(target=lock.__exit__, args=(None, None, None))
+    releaser.start()
+    releaser.join()
+    fd = os.open(tmp_path / "locks" / "k.lock", os.O_RDWR)  # another holder: its own open file
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while the first holder keeps it
+    finally:
+        os.close(fd)
+    assert failed == [] and kept is not None
