@@ -67,6 +67,8 @@ def test_the_kernel_is_served_before_the_traced_pass_and_stored_after_it(tmp_pat
     assert time.monotonic() - start >= 2.0 and _later.pending() == []
     [row] = list(KernelCache(tmp_path / "store").entries())
     assert row["headers"] is not None and not row.get("memory_only") and "stored_after_trace" not in row
+    # The served kernel's meta gets the same record once it is written (warm stores it elsewhere with it).
+    assert kernel.meta["headers"] == row["headers"] and "stored_after_trace" not in kernel.meta
 
 
 def test_compile_deferred_returns_the_binary_and_a_trace_to_wait_for(tmp_path, slow):

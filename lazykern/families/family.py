@@ -203,18 +203,29 @@ class KernelFamily:
             }
             if trace is None:
                 return result.code, _with_headers(meta, result.headers, result.memory_only)
-            # The kernel serves now; its entry is stored when the traced pass says what it read.
-            # ``stored_after_trace`` tells this process's kernel from the stored entry, which has the record.
-            return Later(
-                result.code, {**meta, "stored_after_trace": True}, lambda: _with_headers(meta, *trace.result())
-            )
 
+            def finish() -> dict[str, Any]:
+                recorded = _with_headers(meta, *trace.result())
+                with self._lock:  # the kernel's meta gets the record too (warm stores it in another store)
+                    answer["recorded"] = recorded
+                    _settle(answer)
+                return recorded
+
+            # The kernel serves now; its entry is stored when the traced pass says what it read. Until
+            # then ``stored_after_trace`` tells this process's kernel from the stored entry.
+            return Later(result.code, {**meta, "stored_after_trace": True}, finish)
+
+        answer: dict[str, dict[str, Any]] = {}
         # Served only if the stored header names exactly this kernel, built exactly this way.
         entry, fresh = self.cache.get_or_compile(key, compile_now, expect=identity, headers=True)
         meta = dict(entry.meta, fetch_seconds=time.perf_counter() - start, compiled_now=fresh)
-        return Kernel(
+        kernel = Kernel(
             frag.name, frag.symbol, entry.code, arch=arch, signature=frag.signature, meta=meta, family=self.name
         )
+        with self._lock:
+            answer["kernel"] = kernel.meta
+            _settle(answer)
+        return kernel
 
     def warm(self, names: Iterable[str] | None = None, arch: str | Iterable[str] | None = None) -> list[Kernel]:
         """Compile ahead of time (no GPU needed): every fragment, or ``names``, for each arch."""
@@ -237,6 +248,16 @@ class KernelFamily:
         )
         head = f"<b>KernelFamily {escape(self.name)}</b>: {len(done)} of {len(self.names())} compiled"
         return f"{head}<details><summary>kernels</summary><table>{rows}</table></details>"
+
+
+def _settle(answer: dict[str, dict[str, Any]]) -> None:
+    """Once both are there, give the kernel's meta the record its store was written with."""
+    if "kernel" in answer and "recorded" in answer:
+        target, recorded = answer["kernel"], answer["recorded"]
+        for field in ("headers", "memory_only"):
+            if field in recorded:
+                target[field] = recorded[field]
+        target.pop("stored_after_trace", None)
 
 
 def _with_headers(meta: dict[str, Any], headers: dict[str, Any] | None, memory_only: str) -> dict[str, Any]:

@@ -122,8 +122,8 @@ def compile_one(spec: str, name: str, arch: str) -> WarmResult:
             except BaseException:  # Ctrl-C or SIGTERM: warm stops now, without this kernel's store
                 _later.abandon(key)
                 raise
-            # Held in this process from another cache dir (never one whose record of what it read was
-            # still coming: its meta has none, and an entry is not stored without it).
+            # Held in this process from another cache dir, or pruned since: stored with the record of
+            # what it read (never while that record is still coming: an entry is not stored without it).
             if family.cache.peek(key) is None and not kernel.meta.get("stored_after_trace"):
                 family.cache.store(key, kernel.code, kernel.meta)
             stored = family.cache.directory is not None and family.cache.peek(key) is not None
