@@ -20,11 +20,12 @@ A file lock the parent holds stays the parent's: the child waits for it like any
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 _locks: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -63,18 +64,31 @@ def native(fn: Callable[_P, _R]) -> Callable[_P, _R]:
 
     @functools.wraps(fn)
     def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        global _inside_native
         if _native_tainted:
             return _in_fresh_process(fn, args, kwargs)
-        with _native_count:
-            _inside_native += 1
-        try:
+        with inside_native():
             return fn(*args, **kwargs)
-        finally:
-            with _native_count:
-                _inside_native -= 1
 
     return run
+
+
+def tainted() -> bool:
+    """Whether this process was forked while a thread was inside native code: then native calls
+    whose results cannot be pickled must take a :func:`native` function's route instead."""
+    return _native_tainted
+
+
+@contextlib.contextmanager
+def inside_native() -> Iterator[None]:
+    """Count the calling thread as inside native code for the block (what :func:`native` does)."""
+    global _inside_native
+    with _native_count:
+        _inside_native += 1
+    try:
+        yield
+    finally:
+        with _native_count:
+            _inside_native -= 1
 
 
 def _in_fresh_process(fn: Callable[..., _R], args: tuple[Any, ...], kwargs: dict[str, Any]) -> _R:

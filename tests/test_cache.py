@@ -14,7 +14,7 @@ import pytest
 
 from lazykern import KernelCache, KernelFamily, LazykernWarning, make_key
 from lazykern.compile.compiler import compile_source
-from lazykern.store import _entry
+from lazykern.store import _entry, _later
 from lazykern.store import cache as cache_mod
 
 from .conftest import FRAGMENTS, PREAMBLE
@@ -77,6 +77,7 @@ def _write_raw(directory, key, value):
 
 def test_corrupt_entries_are_recompiled_with_one_warning(family, cache):
     first = family.get("scale_f32", "sm_80")
+    _later.wait_all()  # stored (after its traced pass): then corrupted below
     key = family.key("scale_f32", "sm_80")
     for bad in (first.code[:-100] + b"", b"random garbage bytes", b"LZK\x01" + b"\xff" * 40):
         _write_raw(cache.directory, key, bad)
@@ -85,6 +86,7 @@ def test_corrupt_entries_are_recompiled_with_one_warning(family, cache):
         with pytest.warns(LazykernWarning, match="unreadable"):
             k = fresh.get("scale_f32", "sm_80")
         assert fresh.compile_calls == 1 and k.code == first.code
+        _later.wait_all()  # the recompile is stored before the next corruption
 
 
 def test_truncated_blob_file_is_detected(cache):
@@ -312,6 +314,7 @@ def test_looking_changes_no_entry(family, cache, monkeypatch):
     from lazykern.tools.cli import app
 
     family.get("scale_f32", "sm_80")
+    _later.wait_all()  # its store waits for the traced pass; the rows are read raw below
     key = family.key("scale_f32", "sm_80")
     time.sleep(0.01)
     before = _cache_rows(cache.directory)

@@ -84,7 +84,8 @@ def test_generated_fragments_are_made_on_request_and_kept(cache):
 
 
 def _fake_compiler(monkeypatch, during=lambda name: None):
-    """compile_source replaced by a fake that runs ``during(name)`` and returns a tiny ELF-looking cubin."""
+    """The family's compile (compile_deferred) replaced by a fake that runs ``during(name)`` and returns a
+    tiny ELF-looking cubin, complete (no traced pass left to wait for)."""
     from lazykern.compile import compiler
 
     calls = []
@@ -92,9 +93,9 @@ def _fake_compiler(monkeypatch, during=lambda name: None):
     def fake(source, *, name, arch, options=(), route="nvrtc"):
         calls.append(name)
         during(name)
-        return compiler.CompileResult(b"\x7fELF" + name.encode(), "cubin", arch, name, tuple(options), "", 0.0)
+        return compiler.CompileResult(b"\x7fELF" + name.encode(), "cubin", arch, name, tuple(options), "", 0.0), None
 
-    monkeypatch.setattr(compiler, "compile_source", fake)
+    monkeypatch.setattr(compiler, "compile_deferred", fake)
     return calls
 
 

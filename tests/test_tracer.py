@@ -166,3 +166,22 @@ def test_a_generated_header_family_runs_on_the_device_and_is_served_by_the_next_
     runs = [subprocess.run(args, capture_output=True, text=True, env=env, timeout=300) for _ in range(2)]
     assert all(r.returncode == 0 for r in runs), [r.stderr[-2000:] for r in runs]
     assert [r.stdout.strip() for r in runs] == ["2 [[3, 4, 5, 6], [6, 6, 6, 6]]", "0 [[3, 4, 5, 6], [6, 6, 6, 6]]"]
+
+
+def test_the_real_server_answers_a_failed_compile_with_nvrtcs_log(tmp_path, servers):
+    """The server runs NVRTC through its binding alone: a source that does not compile is an answer
+    naming NVRTC's error, not a dead server."""
+    pending = _tracer.begin(
+        "this is not C++\n", name="bad.cu", arch="sm_80", options={}, trace=str(tmp_path / "t"), cwd=str(tmp_path)
+    )
+    why = pending.wait()
+    assert why.startswith("the traced pass failed") and "bad.cu" in why and "error" in why, why
+    good = _tracer.begin(
+        KERNEL,
+        name="k",
+        arch="sm_80",
+        options={"define_macro": ["VAL=1"]},
+        trace=str(tmp_path / "g"),
+        cwd=str(tmp_path),
+    )
+    assert good.wait() == "" and (tmp_path / "g.json").is_file()

@@ -30,7 +30,8 @@ log = logging.getLogger("lazykern")
 TIMEOUT_S = 600.0  # one traced pass: the largest translation units take minutes
 _SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_trace_server.py")
 # sys.path[0] is the working directory under -c: drop it so nothing there shadows cuda.core's imports.
-_BOOT = f"import runpy, sys; sys.path.pop(0); runpy.run_path({_SERVER!r}, run_name='__main__')"
+# Niced: on a busy machine the caller's own compile, which the user waits for, goes first.
+_BOOT = f"import os, runpy, sys; sys.path.pop(0); os.nice(10); runpy.run_path({_SERVER!r}, run_name='__main__')"
 _MAX_IDLE = 4
 
 _idle: list[_Server] = []
@@ -142,9 +143,22 @@ class Pending:
         return f"NVRTC's traced pass crashed ({why})"
 
 
-def begin(source: str, *, name: str, arch: str, options: dict[str, Any], trace: str) -> Pending:
-    """Start a syntax-only traced compile of ``source`` writing ``trace`` + ".json" (see the module)."""
-    request = {"source": source, "name": name, "arch": arch, "options": options, "trace": trace, "cwd": os.getcwd()}
+def begin(source: str, *, name: str, arch: str, options: dict[str, Any], trace: str, cwd: str) -> Pending:
+    """Start a syntax-only traced compile of ``source`` writing ``trace`` + ".json" (see the module).
+
+    ``options`` are ``cuda.core.ProgramOptions`` keywords: the NVRTC command line is built here, so the
+    server needs NVRTC's binding only, not cuda.core's imports.
+    """
+    from cuda.core import ProgramOptions
+
+    flags = ProgramOptions(arch=arch, name=name, fdevice_syntax_only=True, fdevice_time_trace=trace, **options)
+    request = {
+        "source": source,
+        "name": name,
+        "flags": [flag.decode() for flag in flags.as_bytes("nvrtc")],
+        "trace": trace,
+        "cwd": cwd,
+    }
     return Pending(request)
 
 
@@ -158,6 +172,16 @@ def _start() -> _Server | None:
     except OSError as exc:
         log.info("no trace server (%s)", exc)
         return None
+
+
+def prestart() -> None:
+    """Start a server now unless one is idle, so that the next :func:`begin` finds it booted."""
+    with _lock:
+        if any(server.proc.poll() is None for server in _idle):
+            return
+    server = _start()
+    if server is not None:
+        _give_back(server)
 
 
 def _take() -> _Server | None:

@@ -14,7 +14,9 @@ output path or a second input.
 Every compile also records the headers it read (``_manifest``): NVRTC's header trace is taken
 by a syntax-only pass in a child process (``_tracer``), run while this process compiles
 untraced, because a traced compile can crash NVRTC. If that pass fails, the binary is
-served from memory and never stored, with one warning.
+served from memory and never stored, with one warning. :func:`compile_source` waits for the
+trace; :func:`compile_deferred` (what a family's cold compile uses) returns the binary as soon
+as the untraced compile is done, with a :class:`Trace` whose ``result()`` waits for it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -443,6 +446,123 @@ def compile_source(
     >>> r.target, r.arch, r.code[:4]
     ('cubin', 'sm_80', b'\\x7fELF')
     """
+    result, trace = _compile(source, name=name, arch=arch, options=options, target=target, route=route)
+    if trace is None:
+        return result
+    headers, memory_only = trace.result()
+    return dataclasses.replace(result, headers=headers, memory_only=memory_only)
+
+
+def compile_deferred(
+    source: str,
+    *,
+    name: str,
+    arch: str | tuple[int, int] | None = None,
+    options: Sequence[str] = (),
+    target: str = "cubin",
+    route: str = "nvrtc",
+) -> tuple[CompileResult, Trace | None]:
+    """:func:`compile_source` that returns as soon as the binary is ready: the header manifest comes
+    from the traced pass, which may still run; ``trace.result()`` waits for it (``(headers,
+    memory_only)``). With no trace the result is complete (``headers``/``memory_only`` set)."""
+    if _fork.tainted():  # NVRTC runs in a fresh process here, which returns only what pickles
+        return compile_source(source, name=name, arch=arch, options=options, target=target, route=route), None
+    with _fork.inside_native():
+        return _compile(source, name=name, arch=arch, options=options, target=target, route=route)
+
+
+class Trace:
+    """The traced pass of one compile, running in a trace server, and what it says the compile read.
+
+    Sent from a thread: the server's start and the neutralised copy of the source (tokens, tens of
+    milliseconds for a large unit) run while this process compiles, off the kernel's critical path.
+    """
+
+    def __init__(
+        self,
+        trace_dir: str,
+        *,
+        source: str,
+        name: str,
+        arch: str,
+        search_dirs: Sequence[str],
+        started: int,
+        kwargs: dict[str, Any],
+    ) -> None:
+        self._trace_dir = trace_dir
+        self._source, self._name, self._arch, self._search_dirs = source, name, arch, search_dirs
+        self._started, self._kwargs = started, kwargs
+        self._cwd = os.getcwd()  # where NVRTC resolves relative names (the request says the same)
+        self._lock = _fork.lock()
+        self._result: tuple[dict[str, Any] | None, str] | None = None
+        self._pending: _tracer.Pending | None = None
+        self._unsent = "the traced pass was not sent"
+        self._sender = threading.Thread(target=self._send, name="lazykern-trace", daemon=True)
+        self._sender.start()
+
+    def _send(self) -> None:
+        try:
+            _tracer.prestart()  # the server boots while the source is neutralised
+            self._pending = _tracer.begin(
+                _pp.without_line_directives(self._source),
+                name=self._name,
+                arch=self._arch,
+                options=self._kwargs,
+                trace=os.path.join(self._trace_dir, "trace"),  # NVRTC adds ".json"
+                cwd=self._cwd,
+            )
+        except Exception as exc:  # the binary is kept in memory; the reason says why
+            log.debug("the traced pass of %s could not be sent", self._name, exc_info=True)
+            self._unsent = f"the traced pass could not be sent ({type(exc).__name__}: {exc})"
+
+    def _wait(self) -> str:
+        self._sender.join()
+        return self._pending.wait() if self._pending is not None else self._unsent
+
+    def result(self) -> tuple[dict[str, Any] | None, str]:
+        """``(manifest, "")`` of what the compile read, or ``(None, why the binary stays in memory)``;
+        waits for the traced pass (once: later calls give the same answer)."""
+        with self._lock:
+            if self._result is None:
+                try:
+                    self._result = self._collect()
+                finally:
+                    shutil.rmtree(self._trace_dir, ignore_errors=True)
+            return self._result
+
+    def discard(self) -> None:
+        """The compile failed: nothing to record, but the server must be collected and the trace removed."""
+        with self._lock:
+            if self._result is None:
+                self._wait()
+                shutil.rmtree(self._trace_dir, ignore_errors=True)
+                self._result = (None, "the compile failed")
+
+    def _collect(self) -> tuple[dict[str, Any] | None, str]:
+        crashed = self._wait()
+        if crashed:
+            warn_user(
+                f"the header trace of {self._name!r} failed: {crashed}; its binary stays in memory", LazykernWarning
+            )
+            return None, crashed
+        trace = os.path.join(self._trace_dir, "trace")
+        found = _headers_read(trace, self._source, self._name, self._search_dirs, self._started, self._kwargs)
+        # Relative names are resolved against the working directory: recorded after a chdir (another
+        # thread, while the trace ran), they could name other files than the compile read.
+        if os.getcwd() != self._cwd:
+            return None, "the working directory changed while the header trace was read"
+        return found
+
+
+def _compile(
+    source: str,
+    *,
+    name: str,
+    arch: str | tuple[int, int] | None,
+    options: Sequence[str],
+    target: str,
+    route: str,
+) -> tuple[CompileResult, Trace | None]:
     from cuda.core import Program, ProgramOptions
 
     arch = normalize_arch(arch)
@@ -469,28 +589,22 @@ def compile_source(
     # Always traced (a text test can be fooled by a splice), never here: a traced compile can crash
     # NVRTC, so it runs in a child process (_tracer) while this process compiles untraced.
     trace_dir = _trace_dir() if _traces_headers() else None
-    trace = os.path.join(trace_dir or "", "trace")  # NVRTC adds ".json"
-    traced_source = _pp.without_line_directives(source)
-    pending = None
+    trace = None
     if trace_dir is not None:
-        pending = _tracer.begin(traced_source, name=name, arch=arch, options=kwargs, trace=trace)
+        trace = Trace(
+            trace_dir, source=source, name=name, arch=arch, search_dirs=search_dirs, started=started, kwargs=kwargs
+        )
     try:
         program = Program(source, "c++", options=ProgramOptions(arch=arch, name=name, **kwargs))
         obj = program.compile("ltoir" if lto else target, logs=logs)
-        crashed = pending.wait() if pending is not None else ""
-        if crashed:
-            warn_user(f"the header trace of {name!r} failed: {crashed}; its binary stays in memory", LazykernWarning)
-            headers, memory_only = None, crashed
-        else:
-            headers, memory_only = _headers_read(
-                trace if pending is not None else None, source, name, search_dirs, started, kwargs
-            )
         if lto:
             obj = _link_lto(obj, arch, kwargs)
         code = bytes(obj.code) if not isinstance(obj.code, str) else obj.code.encode()
-    except CompileError:
-        raise
-    except Exception as exc:
+    except BaseException as exc:
+        if trace is not None:
+            trace.discard()  # its server is needed again, its trace not
+        if not isinstance(exc, Exception) or isinstance(exc, CompileError):
+            raise
         # The log goes into the CompileError once; cuda.core's own error repeats it, so it is not chained.
         log.debug("NVRTC failed on %s; full source:\n%s", name, _numbered(source), exc_info=True)
         if nvrtc_missing(exc):
@@ -508,13 +622,13 @@ def compile_source(
         # A traceback keeps this frame alive in a reference cycle; a Program collected through a
         # cycle raises in __dealloc__ (NVIDIA/cuda-python#2876, fixed by #2879): let go of it here.
         program = None  # noqa: F841
-        if pending is not None:
-            pending.wait()  # the trace is not needed now (the compile failed), but its server is
-        if trace_dir is not None:
-            shutil.rmtree(trace_dir, ignore_errors=True)
     seconds = time.perf_counter() - start
     log.debug("compiled %s for %s in %.3f s", name, arch, seconds)
-    return CompileResult(code, target, arch, name, options, logs.text(), seconds, headers, memory_only)
+    result = CompileResult(code, target, arch, name, options, logs.text(), seconds)
+    if trace is None:  # nothing traced: decided from the source alone, now
+        headers, memory_only = _headers_read(None, source, name, search_dirs, started, kwargs)
+        return dataclasses.replace(result, headers=headers, memory_only=memory_only), None
+    return result, trace
 
 
 def _trace_dir() -> str | None:

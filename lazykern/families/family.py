@@ -24,7 +24,8 @@ from ..errors import LazykernError
 from ..jit.decorator import LazyKernel
 from ..launch._device import simulating
 from ..launch.kernel import Kernel
-from ..store.cache import KernelCache, default_cache, make_key
+from ..store import _later
+from ..store.cache import KernelCache, Later, default_cache, make_key
 
 
 class KernelFamily:
@@ -189,34 +190,50 @@ class KernelFamily:
             "toolchain": toolchain,
         }
 
-        def compile_now() -> tuple[bytes, dict[str, Any]]:
+        def compile_now() -> tuple[bytes, dict[str, Any]] | Later:
             with self._lock:
                 self.compile_calls += 1
-            result = compiler.compile_source(source, name=frag.name, arch=arch, options=options, route=self.route)
+            result, trace = compiler.compile_deferred(
+                source, name=frag.name, arch=arch, options=options, route=self.route
+            )
             meta = {
                 **identity,
                 "compile_seconds": round(result.seconds, 6),
                 "nvrtc": ".".join(map(str, compiler.nvrtc_version())),
             }
-            # Verified on every load (KernelCache.lookup); without one the binary is not persisted.
-            if result.headers is not None:
-                meta["headers"] = result.headers
-            else:
-                meta["memory_only"] = result.memory_only
-            return result.code, meta
+            if trace is None:
+                return result.code, _with_headers(meta, result.headers, result.memory_only)
 
+            def finish() -> dict[str, Any]:
+                recorded = _with_headers(meta, *trace.result())
+                with self._lock:  # the kernel's meta gets the record too (warm stores it in another store)
+                    answer["recorded"] = recorded
+                    _settle(answer)
+                return recorded
+
+            # The kernel serves now; its entry is stored when the traced pass says what it read. Until
+            # then ``stored_after_trace`` tells this process's kernel from the stored entry.
+            return Later(result.code, {**meta, "stored_after_trace": True}, finish)
+
+        answer: dict[str, dict[str, Any]] = {}
         # Served only if the stored header names exactly this kernel, built exactly this way.
         entry, fresh = self.cache.get_or_compile(key, compile_now, expect=identity, headers=True)
         meta = dict(entry.meta, fetch_seconds=time.perf_counter() - start, compiled_now=fresh)
-        return Kernel(
+        kernel = Kernel(
             frag.name, frag.symbol, entry.code, arch=arch, signature=frag.signature, meta=meta, family=self.name
         )
+        with self._lock:
+            answer["kernel"] = kernel.meta
+            _settle(answer)
+        return kernel
 
     def warm(self, names: Iterable[str] | None = None, arch: str | Iterable[str] | None = None) -> list[Kernel]:
         """Compile ahead of time (no GPU needed): every fragment, or ``names``, for each arch."""
         archs = [arch] if arch is None or isinstance(arch, str) else list(arch)
         wanted = self.names() if names is None else list(names)
-        return [self.get(n, a) for a in archs for n in wanted]
+        kernels = [self.get(n, a) for a in archs for n in wanted]
+        _later.wait_all()  # warming promises stored binaries: their stores wait for the header traces
+        return kernels
 
     def __repr__(self) -> str:
         return f"<KernelFamily {self.name!r}: {len(self.names())} fragments, {len(self.compiled())} compiled>"
@@ -231,6 +248,24 @@ class KernelFamily:
         )
         head = f"<b>KernelFamily {escape(self.name)}</b>: {len(done)} of {len(self.names())} compiled"
         return f"{head}<details><summary>kernels</summary><table>{rows}</table></details>"
+
+
+def _settle(answer: dict[str, dict[str, Any]]) -> None:
+    """Once both are there, give the kernel's meta the record its store was written with."""
+    if "kernel" in answer and "recorded" in answer:
+        target, recorded = answer["kernel"], answer["recorded"]
+        for field in ("headers", "memory_only"):
+            if field in recorded:
+                target[field] = recorded[field]
+        target.pop("stored_after_trace", None)
+
+
+def _with_headers(meta: dict[str, Any], headers: dict[str, Any] | None, memory_only: str) -> dict[str, Any]:
+    """``meta`` with the record of what the compile read, verified on every load (KernelCache.lookup);
+    without one the binary is not persisted."""
+    if headers is not None:
+        return {**meta, "headers": headers}
+    return {**meta, "memory_only": memory_only}
 
 
 def _as_twin(twin: Any, family: str, name: str, nparams: int | None, cache: KernelCache | None) -> LazyKernel:

@@ -28,6 +28,7 @@ from typing import Any
 
 from ..compile.compiler import normalize_arch
 from ..errors import CompileError, LazykernError, LazykernWarning, warn_user
+from ..store import _later
 from . import declared
 from . import resolve as resolve_family
 
@@ -116,7 +117,14 @@ def compile_one(spec: str, name: str, arch: str) -> WarmResult:
             family = resolve_family(spec)
             kernel = family.get(name, arch)
             key = family.key(name, arch)
-            if family.cache.peek(key) is None:  # held in this process from another cache dir
+            try:
+                _later.wait_for(key)  # a fresh compile is stored once its traced pass says what it read
+            except BaseException:  # Ctrl-C or SIGTERM: warm stops now, without this kernel's store
+                _later.abandon(key)
+                raise
+            # Held in this process from another cache dir, or pruned since: stored with the record of
+            # what it read (never while that record is still coming: an entry is not stored without it).
+            if family.cache.peek(key) is None and not kernel.meta.get("stored_after_trace"):
                 family.cache.store(key, kernel.code, kernel.meta)
             stored = family.cache.directory is not None and family.cache.peek(key) is not None
         except CompileError as exc:

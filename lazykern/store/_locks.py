@@ -44,7 +44,10 @@ class ProcessLock:
             if not os.path.isdir(lock_dir):
                 os.makedirs(lock_dir, exist_ok=True)
                 os.chmod(lock_dir, mode)
-            lock = filelock.FileLock(path, timeout=self.timeout, mode=mode & 0o666, is_singleton=False)
+            # Not thread-local: a deferred store releases it from its own thread (store/_later.py).
+            lock = filelock.FileLock(
+                path, timeout=self.timeout, mode=mode & 0o666, is_singleton=False, thread_local=False
+            )
             lock.acquire()
         except filelock.Timeout:
             self.on_fail(

@@ -30,6 +30,8 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +40,7 @@ import filelock
 from .. import _fork, config
 from ..compile import _manifest
 from ..errors import CacheError, LazykernWarning, warn_user
-from . import _entry, _repair, _toolchain_memo
+from . import _entry, _later, _repair, _toolchain_memo
 from ._locks import LOCK_DIR, NullLock, ProcessLock
 from ._store import STORE_ERRORS, DiskBackend, MemoryBackend, StoreBusy, is_busy
 
@@ -143,6 +145,17 @@ def _norm_key(key: bytes | str) -> str:
     if isinstance(key, str):
         return key
     raise TypeError(f"cache keys must be bytes or str, got {type(key).__name__}")
+
+
+@dataclass(frozen=True)
+class Later:
+    """What a compile function may give :meth:`KernelCache.get_or_compile` when its binary is ready
+    before the record of what it read: ``meta`` serves now, ``finish()`` waits for the rest and
+    gives the header to store (``memory_only`` in it when the entry must not be stored)."""
+
+    code: bytes
+    meta: dict[str, Any]
+    finish: Callable[[], dict[str, Any]]
 
 
 class KernelCache(ProgramCacheResource):  # type: ignore[misc]  # cuda.core has no types: its base is Any
@@ -280,6 +293,7 @@ class KernelCache(ProgramCacheResource):  # type: ignore[misc]  # cuda.core has 
         held = self._held.get(key)  # compiled while another process held the store: served from memory
         if held is not None:
             return held
+        _later.wait_for(key)  # compiled here, its store waiting for the header trace: read what it wrote
         try:
             entry = self._read(key, expect)
             if entry is None:
@@ -323,6 +337,7 @@ class KernelCache(ProgramCacheResource):  # type: ignore[misc]  # cuda.core has 
     def peek(self, key: bytes | str) -> _entry.Entry | None:
         """The sound, current-version entry under ``key``, or None; unlike :meth:`lookup` it changes
         nothing, not even the entry's last-used time, and does not check the headers it records."""
+        _later.wait_for(_norm_key(key))
         try:
             return self._read(_norm_key(key), None, touch=False)
         except (_BadEntry, *STORE_ERRORS):
@@ -423,7 +438,7 @@ class KernelCache(ProgramCacheResource):  # type: ignore[misc]  # cuda.core has 
     def get_or_compile(
         self,
         key: str,
-        compile_fn: Callable[[], tuple[bytes, dict[str, Any]]],
+        compile_fn: Callable[[], tuple[bytes, dict[str, Any]] | Later],
         *,
         expect: dict[str, Any] | None = None,
         also: Sequence[str] = (),
@@ -441,6 +456,8 @@ class KernelCache(ProgramCacheResource):  # type: ignore[misc]  # cuda.core has 
         and replaced. A compile whose header says ``memory_only`` (its code holds an address
         of this process) is served from memory and only a marker without code is stored.
         ``headers``: entries must record the headers their compile read (see :meth:`lookup`).
+        A ``compile_fn`` that returns :class:`Later` is served at once and stored from a thread when
+        its ``finish()`` returns (``_later``), the key's locks held until then.
         Each call counts one lookup and then one hit or one miss.
         """
         self._count("lookups")
@@ -452,27 +469,42 @@ class KernelCache(ProgramCacheResource):  # type: ignore[misc]  # cuda.core has 
         if entry is not None:
             self._hit(entry)
             return entry, False
-        with self._thread_lock(key), self._process_lock(key):
+        with ExitStack() as locks:
+            locks.enter_context(self._thread_lock(key))
+            locks.enter_context(self._process_lock(key))
             entry = self._checked(self.lookup(key, expect=expect, headers=headers), check)
             if entry is not None:
                 self._hit(entry)
                 return entry, False
             self._count("misses")
             start = time.perf_counter()
-            code, meta = compile_fn()
+            made = compile_fn()
+            code, meta = (made.code, made.meta) if isinstance(made, Later) else made
             seconds = time.perf_counter() - start
             meta = dict(meta)
             meta.setdefault("compile_seconds", round(seconds, 6))
             self._count("compiles")
             self._count("compile_ms", int(meta["compile_seconds"] * 1000))
-            if meta.get("memory_only"):
-                log.warning(
-                    "%s is kept in memory only, never stored: %s", meta.get("name", key[:16]), meta["memory_only"]
-                )
-                self.store(key, b"", meta)  # a marker, so `lazykern cache ls` shows it; never served
+            if isinstance(made, Later):
+                held = locks.pop_all()  # released by the store's thread, once the entry is written
+                finish, took = made.finish, meta["compile_seconds"]
+                _later.submit(key, lambda: self._store_later(key, code, finish, took, held))
             else:
-                self.store(key, code, meta)
+                self._store_compiled(key, code, meta)
             return _entry.Entry(code, {**meta, "key": key}), True
+
+    def _store_compiled(self, key: str, code: bytes, meta: dict[str, Any]) -> None:
+        if meta.get("memory_only"):
+            log.warning("%s is kept in memory only, never stored: %s", meta.get("name", key[:16]), meta["memory_only"])
+            self.store(key, b"", meta)  # a marker, so `lazykern cache ls` shows it; never served
+        else:
+            self.store(key, code, meta)
+
+    def _store_later(
+        self, key: str, code: bytes, finish: Callable[[], dict[str, Any]], took: float, locks: ExitStack
+    ) -> None:
+        with locks:
+            self._store_compiled(key, code, {"compile_seconds": took, **finish()})
 
     @staticmethod
     def _checked(entry: _entry.Entry | None, check: Callable[[_entry.Entry], str | None] | None) -> _entry.Entry | None:
@@ -545,6 +577,7 @@ class KernelCache(ProgramCacheResource):  # type: ignore[misc]  # cuda.core has 
         self._backend.clear()
 
     def close(self) -> None:
+        _later.wait_all()  # stores still waiting for a header trace write through this backend
         self._flush_counts()
         self._backend.close()
 
@@ -574,6 +607,7 @@ class KernelCache(ProgramCacheResource):  # type: ignore[misc]  # cuda.core has 
             yield {**row, "stale": stale}
 
     def _rows(self) -> list[tuple[str, int, float, float]]:
+        _later.wait_all()  # what this process compiled is listed once its store is done
         try:
             return list(self._backend.rows())
         except (*STORE_ERRORS, *_FOREIGN) as exc:

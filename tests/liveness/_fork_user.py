@@ -39,14 +39,14 @@ def main() -> None:
     family = make_family(3)
     inside = threading.Event()
     if mode == "same":
-        real = compiler.compile_source
+        real = compiler.compile_deferred
 
         def slow(source, **kwargs):
             inside.set()
             time.sleep(1.0)  # holds the family's and the cache's per-kernel locks meanwhile
             return real(source, **kwargs)
 
-        compiler.compile_source = slow
+        compiler.compile_deferred = slow
         wanted = "add_0"
     else:
         wanted = "add_1"

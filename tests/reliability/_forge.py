@@ -13,7 +13,7 @@ import struct
 import tarfile
 from typing import Any
 
-from lazykern.store import _entry
+from lazykern.store import _entry, _later
 
 
 def entry_with_raw_header(code: bytes, header: bytes) -> bytes:
@@ -36,6 +36,7 @@ def decode_unchecked(blob: bytes) -> tuple[dict[str, Any], bytes]:
 
 
 def db(directory: str) -> sqlite3.Connection:
+    _later.wait_all()  # a family's fresh compile is stored once its traced pass answers: read the store after
     con = sqlite3.connect(f"{directory}/cache.db", timeout=30, isolation_level=None)
     return con
 

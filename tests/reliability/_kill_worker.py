@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _families import synthetic_family  # noqa: E402
 
 from lazykern import KernelCache, LazykernWarning  # noqa: E402
+from lazykern.store import _later  # noqa: E402
 from lazykern.store._store import NoPickleDisk  # noqa: E402
 
 N_PAYLOADS = 300
@@ -73,6 +74,7 @@ def main() -> None:
         if n % 8 == 7:
             name = names[rng.randrange(len(names))]
             fam.get(name, "sm_90")
+            _later.wait_for(fam.key(name, "sm_90"))  # a fresh compile is stored after its traced pass
             print("stored", fam.key(name, "sm_90"), flush=True)
         key = f"p{i}"
         cache.get_or_compile(key, lambda i=i: (payload(i), {"kernel": f"p{i}"}))

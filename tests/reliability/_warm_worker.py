@@ -26,14 +26,14 @@ def main() -> None:
     directory, kind, threads, go_file = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     compiles: collections.Counter[str] = collections.Counter()
     guard = threading.Lock()
-    real_compile = compiler.compile_source
+    real_compile = compiler.compile_deferred
 
     def counting_compile(source, *, name, **kwargs):
         with guard:
             compiles[name] += 1
         return real_compile(source, name=name, **kwargs)
 
-    compiler.compile_source = counting_compile
+    compiler.compile_deferred = counting_compile
     cache = KernelCache(directory)
     fam = make_family(kind, cache)
     names = fam.names()

@@ -1,0 +1,108 @@
+"""Stores that wait for what a compile read: the kernel is served at once, its entry written later.
+
+A compile's binary is ready before its header manifest (NVRTC's traced pass runs on in a trace
+server, ``lazykern.compile._tracer``), and an entry is never stored without one. So the store of a
+fresh compile runs in a thread of its own (:func:`submit`) while the caller already has the kernel.
+Until it is done, this process's lookups of that key wait for it (:func:`wait_for`), so a key is
+compiled once here; other processes wait on the key's compile lock, which the job holds until the
+entry is written. At interpreter exit pending stores get :data:`EXIT_WAIT_S` seconds (a Ctrl-C ends
+the wait), then are dropped with one log line (the next process compiles again). A forked child forgets its parent's
+jobs: their threads do not exist there.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from .. import _fork
+
+log = logging.getLogger("lazykern")
+
+EXIT_WAIT_S = 30.0  # a traced pass takes about as long as the compile that already finished
+
+_jobs: dict[str, threading.Event] = {}  # key -> set once its entry is written (or dropped)
+_lock = _fork.lock()
+_exit_registered = False
+
+
+def submit(key: str, job: Callable[[], None]) -> None:
+    """Run ``job`` (which writes the entry of ``key``) in a thread; lookups of ``key`` wait for it."""
+    global _exit_registered
+    done = threading.Event()
+    with _lock:
+        _jobs[key] = done
+        if not _exit_registered:
+            _exit_registered = True
+            # Registered after the store and the trace servers: atexit runs it before their teardown.
+            atexit.register(_at_exit)
+
+    def run() -> None:
+        try:
+            job()
+        except Exception:  # a store that fails is a recompile in the next process, never a crash here
+            log.warning(
+                "lazykern could not store entry %s...; the next process compiles it again", key[:16], exc_info=True
+            )
+        finally:
+            with _lock:
+                if _jobs.get(key) is done:
+                    del _jobs[key]
+            done.set()
+
+    threading.Thread(target=run, name=f"lazykern-store-{key[:12]}", daemon=True).start()
+
+
+def wait_for(key: str, timeout: float | None = None) -> bool:
+    """Wait until the pending store of ``key`` (if any) is done; False if it still runs after ``timeout``."""
+    done = _jobs.get(key)  # the warm path: one dict lookup, no lock
+    return True if done is None else done.wait(timeout)
+
+
+def wait_all(timeout: float | None = None) -> list[str]:
+    """Wait for every pending store (at most ``timeout`` seconds in all); the keys still pending."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with _lock:
+        pending = list(_jobs.items())
+    left = []
+    for key, done in pending:
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        if not done.wait(remaining):
+            left.append(key)
+    return left
+
+
+def abandon(key: str) -> None:
+    """Exit without waiting for the store of ``key`` (a warm stopped by a signal stops now; the entry
+    is written only if its job finishes first, else the next process compiles it again)."""
+    with _lock:
+        _jobs.pop(key, None)
+
+
+def pending() -> list[str]:
+    """Keys whose store has not finished yet."""
+    with _lock:
+        return list(_jobs)
+
+
+def _at_exit() -> None:
+    try:
+        left = wait_all(EXIT_WAIT_S)
+    except KeyboardInterrupt:  # Ctrl-C while waiting: the user wants out now
+        left = pending()
+    if left:
+        log.warning(
+            "lazykern dropped %d kernel store(s) still waiting for their header trace after %.0f s at exit "
+            "(the next process compiles them again): %s",
+            len(left),
+            EXIT_WAIT_S,
+            ", ".join(k[:16] for k in left),
+        )
+
+
+@_fork.on_child
+def _forget_parents_jobs() -> None:
+    _jobs.clear()  # the parent's threads: none of them runs here

@@ -1,0 +1,149 @@
+"""A cold compile serves its kernel before the traced pass answers; the entry is stored after it
+(lazykern.store._later): looked up meanwhile, waited for at exit (bounded), never stored without
+the record of what the compile read."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from lazykern import KernelCache, KernelFamily
+from lazykern.compile import _tracer, compiler
+from lazykern.store import _later
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KERNEL = 'extern "C" __global__ void k(int *a) { *a = VAL; }\n'
+
+
+def _slow_server(tmp_path, seconds: float) -> str:
+    """A trace server that answers after ``seconds`` (an empty trace: the kernel includes nothing)."""
+    script = tmp_path / "slow_server.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import json, sys, time
+            for line in sys.stdin:
+                request = json.loads(line)
+                time.sleep({seconds})
+                open(request["trace"] + ".json", "w").write('{{"traceEvents": []}}')
+                print(json.dumps({{"ok": True}}), flush=True)
+            """
+        )
+    )
+    return f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')"
+
+
+@pytest.fixture
+def slow(tmp_path, monkeypatch):
+    _tracer.shutdown()
+    monkeypatch.setattr(_tracer, "_BOOT", _slow_server(tmp_path, 2.0))
+    yield
+    _later.wait_all()
+    _tracer.shutdown()
+
+
+def _family(store) -> KernelFamily:
+    fam = KernelFamily("later", "#define VAL 3\n", cache=KernelCache(store))
+    fam.add("k", KERNEL)
+    return fam
+
+
+def test_the_kernel_is_served_before_the_traced_pass_and_stored_after_it(tmp_path, slow):
+    fam = _family(tmp_path / "store")
+    start = time.monotonic()
+    kernel = fam.get("k", "sm_80")
+    served = time.monotonic() - start
+    assert kernel.code[:4] == b"\x7fELF" and kernel.meta["compiled_now"] and kernel.meta["stored_after_trace"]
+    assert served < 2.0, f"the kernel waited for the traced pass ({served:.2f} s)"
+    assert _later.pending() == [fam.key("k", "sm_80")]
+    # A lookup of the key in this process waits for the store, then serves what it wrote.
+    again = _family(tmp_path / "store")
+    assert again.get("k", "sm_80").code == kernel.code and again.compile_calls == 0
+    assert time.monotonic() - start >= 2.0 and _later.pending() == []
+    [row] = list(KernelCache(tmp_path / "store").entries())
+    assert row["headers"] is not None and not row.get("memory_only") and "stored_after_trace" not in row
+    # The served kernel's meta gets the same record once it is written (warm stores it elsewhere with it).
+    assert kernel.meta["headers"] == row["headers"] and "stored_after_trace" not in kernel.meta
+
+
+def test_compile_deferred_returns_the_binary_and_a_trace_to_wait_for(tmp_path, slow):
+    start = time.monotonic()
+    result, trace = compiler.compile_deferred("#define VAL 1\n" + KERNEL, name="k", arch="sm_80")
+    assert time.monotonic() - start < 2.0 and result.code[:4] == b"\x7fELF"
+    assert trace is not None and result.headers is None
+    headers, memory_only = trace.result()
+    assert headers is not None and memory_only == "" and time.monotonic() - start >= 2.0
+    assert trace.result() == (headers, memory_only)  # answered once
+
+
+_EXITS = r"""
+import sys, time
+from lazykern import KernelCache, KernelFamily
+from lazykern.compile import _tracer
+from lazykern.store import _later
+boot, store, wait = sys.argv[1], sys.argv[2], float(sys.argv[3])
+_tracer._BOOT = boot
+_later.EXIT_WAIT_S = wait
+fam = KernelFamily("later", "#define VAL 3\n", cache=KernelCache(store))
+fam.add("k", 'extern "C" __global__ void k(int *a) { *a = VAL; }\n')
+fam.get("k", "sm_80")
+print(fam.compile_calls, len(_later.pending()), flush=True)
+"""
+
+
+def _run(boot: str, store, wait: float) -> tuple[str, str, float]:
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), "LAZYKERN_LOG": "info"}
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", _EXITS, boot, str(store), str(wait)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip(), proc.stderr, time.monotonic() - start
+
+
+@pytest.mark.slow
+def test_exit_waits_for_a_pending_store_and_the_next_process_is_served(tmp_path):
+    boot = _slow_server(tmp_path, 1.0)
+    assert _run(boot, tmp_path / "store", 30.0)[0] == "1 1"  # returned with its store pending
+    assert _run(boot, tmp_path / "store", 30.0)[0] == "0 0"  # stored at the first one's exit
+
+
+@pytest.mark.slow
+def test_exit_waits_a_bounded_time_then_drops_the_store_and_says_so(tmp_path):
+    boot = _slow_server(tmp_path, 30.0)
+    out, err, took = _run(boot, tmp_path / "store", 0.5)
+    assert out == "1 1" and took < 20.0, (out, took)
+    assert "dropped 1 kernel store" in err, err[-2000:]
+    assert list(KernelCache(tmp_path / "store").entries()) == []  # nothing half-recorded was stored
+
+
+def test_a_compile_lock_is_released_by_the_thread_that_stores(tmp_path):
+    """get_or_compile takes the key's file lock; a deferred store releases it from its own thread. A
+    thread-local file lock would stay held until the process exits (others waiting out the timeout)."""
+    import threading
+
+    from lazykern.store._locks import ProcessLock
+
+    failed: list[str] = []
+    lock = ProcessLock(str(tmp_path), "k", 0.5, failed.append).__enter__()
+    kept = lock._lock  # alive after the release, as a cached lock object would be (no close on collection)
+    releaser = threading.Thread(target=lock.__exit__, args=(None, None, None))
+    releaser.start()
+    releaser.join()
+    fd = os.open(tmp_path / "locks" / "k.lock", os.O_RDWR)  # another holder: its own open file
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while the first holder keeps it
+    finally:
+        os.close(fd)
+    assert failed == [] and kept is not None
