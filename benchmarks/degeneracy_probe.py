@@ -1,0 +1,77 @@
+"""Degeneracy through the defaults on the GPU, pass by pass: where a 32x32 count's time goes.
+
+Each lattice is built the way users build one (``spin_glass.edge_list_instance``: the lattice's edges
+and couplings, spins renumbered at random, no positions), solved with ``ground_state_energy`` and then
+``degeneracy`` (defaults, module=cupy); every whole counting contraction (one modulus set) is timed.
+A 16x16 count is compared with the NumPy path's count (exact integers both).
+
+    python3 benchmarks/degeneracy_probe.py --sizes 16 24 32 --out degeneracy.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[16, 24, 32])
+    parser.add_argument("--check", type=int, default=16, help="size whose GPU count is compared with NumPy's")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    import cupy as xp
+    import spin_glass as bench
+
+    from lazykern.tn import counting
+    from lazykern.tn import networks as nw
+
+    passes: list[list[object]] = []
+    one_pass = counting.contract_network
+
+    def timed(*a: object, **k: object) -> object:
+        t0 = time.perf_counter()
+        out = one_pass(*a, **k)
+        xp.cuda.Device().synchronize()
+        passes.append([list(getattr(k.get("algebra"), "moduli", ())), round(time.perf_counter() - t0, 3)])
+        return out
+
+    counting.contract_network = timed
+    rows = []
+    for L in args.sizes:
+        sg = bench.edge_list_instance(["square", L], shuffle=True, positions=False)
+        t0 = time.perf_counter()
+        energy = nw.ground_state_energy(sg, module=xp)
+        t_energy = time.perf_counter() - t0
+        passes.clear()
+        t0 = time.perf_counter()
+        e_count, count = nw.degeneracy(sg, module=xp)
+        t_count = time.perf_counter() - t0
+        row = dict(
+            L=L,
+            energy=energy,
+            energy_seconds=round(t_energy, 3),
+            count_energy=e_count,
+            count=str(count),
+            log2_count=round(math.log2(count), 2) if count else None,
+            degeneracy_seconds=round(t_count, 3),
+            ratio=round(t_count / t_energy, 2),
+            passes=list(passes),
+        )
+        if L == args.check:
+            row["numpy_count"] = str(nw.degeneracy(sg)[1])
+            row["equal"] = row["numpy_count"] == row["count"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        Path(args.out).write_text(json.dumps(dict(command=" ".join(sys.argv), rows=rows), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
