@@ -26,6 +26,9 @@ EXIT_WAIT_S = 30.0  # a traced pass takes about as long as the compile that alre
 
 _jobs: dict[str, threading.Event] = {}  # key -> set once its entry is written (or dropped)
 _lock = _fork.lock()
+# One store at a time, as when stores were synchronous: a size-limited store culls one entry per write,
+# and writes that overlap let it run past its limit.
+_writing = _fork.lock()
 _exit_registered = False
 
 
@@ -42,7 +45,8 @@ def submit(key: str, job: Callable[[], None]) -> None:
 
     def run() -> None:
         try:
-            job()
+            with _writing:
+                job()
         except Exception:  # a store that fails is a recompile in the next process, never a crash here
             log.warning(
                 "lazykern could not store entry %s...; the next process compiles it again", key[:16], exc_info=True
