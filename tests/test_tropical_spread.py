@@ -261,3 +261,24 @@ def test_counts_past_2_64_over_devices_are_exact():
         devices=[0, 1],
     )
     assert (float(v), c) == (0.0, 4**45)
+
+
+def test_each_spread_logs_its_profile(caplog):
+    """The debug record a benchmark reads: one entry per group in group order, the slices it ran,
+    when it began and ended after the spread began, its thread's CPU seconds; the combination."""
+    A = np.arange(24, dtype=np.float64).reshape(4, 6)
+    with caplog.at_level("DEBUG", logger="lazykern"):
+        assert einsum("ij->", A, slices="j", devices=[0, 1, 2]) == einsum("ij->", A)
+    [profile] = [r.spread_profile for r in caplog.records if hasattr(r, "spread_profile")]
+    assert profile["nslices"] == 6
+    assert [(g["device"], g["start"], g["stop"]) for g in profile["groups"]] == [(0, 0, 2), (1, 2, 4), (2, 4, 6)]
+    for g in profile["groups"]:
+        assert 0 <= g["began"] <= g["ended"] <= profile["seconds"] and g["cpu_seconds"] >= 0
+    assert 0 <= profile["combine_seconds"] <= profile["seconds"] and 0 < profile["balance"] <= 1.0
+
+
+def test_profile_record_balance():
+    groups = [{"began": 0.0, "ended": 2.0}, {"began": 0.5, "ended": 1.5}]
+    record = _spread.profile_record(4, groups, 0.25, 2.5)
+    assert record["balance"] == 0.5 and record["combine_seconds"] == 0.25 and record["groups"] == groups
+    assert _spread.profile_record(1, [], 0.0, 0.0)["balance"] == 1.0
