@@ -20,13 +20,13 @@ multi-GPU tests do together (tests/test_multigpu_devices.py, tests/test_multigpu
 then returns from main() and lets the interpreter exit: the exit is what is tested.
 --dealloc-count N sets NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT=N in the children: with 0, every
 queued release of Numba's flushes at once, so a library unloaded twice shows on every run instead
-of only when the queues happen to pass Numba's threshold at exit. --repeat N
-runs N such processes one after the other and writes, per run, the exit code (a negative code
-is the signal that ended it: -11 is SIGSEGV, -6 SIGABRT as glibc's "double free" raises),
-seconds, what each child ran and the tail of its stderr; the command exits 0 only if every
-child did (and none printed "double free" or a faulthandler dump). --without-teardown sets
-LAZYKERN_EXIT_TEARDOWN=0 in the children (lazykern leaves its
-graphs, modules and pools to Numba's finalizers, as before the teardown existed).
+of only when the queues happen to pass Numba's threshold at exit. --repeat N runs N such
+processes (--parallel K at a time; one after the other by default) and writes, per run, the exit
+code (a negative code is the signal that ended it: -11 is SIGSEGV, -6 SIGABRT as glibc's "double
+free" raises), seconds, what each child ran and the tail of its stderr; the command exits 0 only
+if every child did and none printed a crash ("double free", a faulthandler dump).
+--without-teardown sets LAZYKERN_EXIT_TEARDOWN=0 in the children (lazykern leaves its graphs,
+modules and pools to Numba's finalizers, as before the teardown existed).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ import platform
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -197,7 +198,7 @@ def planner_work() -> dict[str, Any]:
     except ImportError:
         return {"skipped": "cotengra not installed"}
     sg = nw.square_lattice(6, seed=5)
-    p = nw.plan(sg, optimize="cotengra", max_time=2.0)
+    p = nw.plan(sg, optimize="cotengra", max_time=1.0)
     return {"nslices": int(p.nslices), "correct": nw.ground_state_energy(sg, optimize=p) == nw.ground_state_energy(sg)}
 
 
@@ -309,8 +310,8 @@ def repeat(args: argparse.Namespace) -> int:
         env["LAZYKERN_EXIT_TEARDOWN"] = "0"
     if args.dealloc_count is not None:
         env["NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT"] = str(args.dealloc_count)
-    runs = []
-    for i in range(args.repeat):
+
+    def one(i: int) -> dict[str, Any]:
         start = time.perf_counter()
         proc = subprocess.run(
             [sys.executable, "-X", "faulthandler", os.path.abspath(__file__), "--once"],
@@ -320,21 +321,24 @@ def repeat(args: argparse.Namespace) -> int:
             timeout=args.timeout,
         )
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-        runs.append(
-            {
-                "run": i,
-                "rc": proc.returncode,
-                "clean": clean(proc.returncode, proc.stderr),
-                "seconds": round(time.perf_counter() - start, 2),
-                "summary": json.loads(lines[-1]) if lines else None,
-                "stderr_tail": proc.stderr[-2000:],
-            }
-        )
-        print(f"run {i}: rc {proc.returncode} in {runs[-1]['seconds']} s", file=sys.stderr, flush=True)
+        run = {
+            "run": i,
+            "rc": proc.returncode,
+            "clean": clean(proc.returncode, proc.stderr),
+            "seconds": round(time.perf_counter() - start, 2),
+            "summary": json.loads(lines[-1]) if lines else None,
+            "stderr_tail": proc.stderr[-2000:],
+        }
+        print(f"run {i}: rc {proc.returncode} in {run['seconds']} s", file=sys.stderr, flush=True)
+        return run
+
+    with ThreadPoolExecutor(max_workers=max(args.parallel, 1)) as pool:  # each child is its own process
+        runs = list(pool.map(one, range(args.repeat)))
     record = {
         "command": " ".join(sys.argv),
         "teardown": not args.without_teardown,
         "dealloc_count": args.dealloc_count,
+        "parallel": args.parallel,
         "passed": all(r["clean"] for r in runs),
         "exit_codes": [r["rc"] for r in runs],
         "runs": runs,
@@ -355,6 +359,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=20, help="child processes to run one after the other")
     parser.add_argument("--out", help="JSON file for --repeat")
     parser.add_argument("--without-teardown", action="store_true", help="LAZYKERN_EXIT_TEARDOWN=0 in the children")
+    parser.add_argument("--parallel", type=int, default=1, help="children running at once (each exits on its own)")
     parser.add_argument(
         "--dealloc-count", type=int, help="NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT in the children (0: flush at once)"
     )
