@@ -252,6 +252,15 @@ def spread_work(module: Any) -> dict[str, Any]:
     return {"module": module.__name__, "correct": got == want}
 
 
+def attempt(work: Any, *args: Any) -> Any:
+    """One item's summary; an item that raises is recorded (not correct), and the child goes on to
+    the others and to its exit, which is what this benchmark tests."""
+    try:
+        return work(*args)
+    except Exception as exc:
+        return {"correct": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
 def once() -> dict[str, Any]:
     """The work of one child; what ran goes to stdout as one JSON line."""
     from numba import cuda
@@ -260,10 +269,11 @@ def once() -> dict[str, Any]:
     rng = np.random.default_rng(0)
     A = rng.integers(-8, 8, (N, N)).astype(np.float32)
     want = tropical.reference.matmul(A, A)
-    summary: dict[str, Any] = {"devices": devices, "pid": os.getpid(), "gpus": [g.name for g in cuda.gpus]}
-    summary["numba"] = numba_work(devices, A, want)
-    summary["numba_jit"] = numba_jit_work(devices, A, want)
-    summary["lazy"] = lazy_work(devices, A)
+    names = [g.name.decode() if isinstance(g.name, bytes) else str(g.name) for g in cuda.gpus]
+    summary: dict[str, Any] = {"devices": devices, "pid": os.getpid(), "gpus": names}
+    summary["numba"] = attempt(numba_work, devices, A, want)
+    summary["numba_jit"] = attempt(numba_jit_work, devices, A, want)
+    summary["lazy"] = attempt(lazy_work, devices, A)
     modules = []
     for name, work in (("cupy", cupy_work), ("torch", torch_work)):
         try:
@@ -271,16 +281,17 @@ def once() -> dict[str, Any]:
         except ImportError:
             summary[name] = "not installed"
             continue
-        summary[name] = work(devices, A, want)
+        summary[name] = attempt(work, devices, A, want)
         modules.append(module)
     try:
         import dask.array  # noqa: F401
 
-        summary["dask"] = dask_work(devices, A, want) if "cupy" in [m.__name__ for m in modules] else "needs cupy"
+        have_cupy = "cupy" in [m.__name__ for m in modules]
+        summary["dask"] = attempt(dask_work, devices, A, want) if have_cupy else "needs cupy"
     except ImportError:
         summary["dask"] = "not installed"
-    summary["planner"] = planner_work()
-    summary["spread"] = spread_work(modules[0]) if modules else "needs cupy or torch"
+    summary["planner"] = attempt(planner_work)
+    summary["spread"] = attempt(spread_work, modules[0]) if modules else "needs cupy or torch"
     return summary
 
 
