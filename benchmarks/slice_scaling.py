@@ -119,6 +119,8 @@ def main() -> int:
         row["speedup"] = round(base / best, 3) if best > 0 else None
         record["rows"].append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "profile"}), file=sys.stderr, flush=True)
+        with open(args.out, "w") as fh:  # row by row: a run cut short keeps what it measured
+            json.dump(record, fh, indent=2)
     record["energies_agree"] = len({json.dumps(r["energy"]) for r in record["rows"]}) == 1
     counts = {len(devices_of(r["devices"])) if r["devices"] != "all" else None: r for r in record["rows"]}
     record["targets"] = {f"{n} GPUs >= {x}x": counts[n]["speedup"] >= x for n, x in TARGETS.items() if n in counts}
