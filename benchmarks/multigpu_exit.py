@@ -4,29 +4,42 @@
     python3 benchmarks/multigpu_exit.py --repeat 20 --without-teardown --out /tmp/exit-without.json  # A/B
     python3 benchmarks/multigpu_exit.py --once          # one process: the work below, then a plain exit
 
-One process (--once) uses every visible GPU through each library that is installed:
-  numba    Numba device arrays through tropical.matmul, and a lazykern graph capturing
-           tropical.matmul(out=) on a Numba stream, replayed 5 times
-  cupy     tropical.matmul of CuPy arrays, and a CuPy stream-captured graph, launched
-  torch    tropical.matmul of torch tensors, and a torch.cuda.CUDAGraph, replayed
-  spread   an 8 x 8 spin glass's ground-state energy with its slices over every GPU (devices="all")
-then returns from main() and lets the interpreter exit: the exit is what is tested. --repeat N
-runs N such processes one after the other and writes, per run, the exit code (a negative code
-is the signal that ended it: -11 is SIGSEGV, -6 SIGABRT as glibc's "double free" raises),
-seconds, what each child ran and the tail of its stderr; the command exits 0 only if every
-child did. --without-teardown sets LAZYKERN_EXIT_TEARDOWN=0 in the children (lazykern leaves its
-graphs, modules and pools to Numba's finalizers, as before the teardown existed).
+One process (--once) uses every visible GPU through each library that is installed, as the
+multi-GPU tests do together (tests/test_multigpu_devices.py, tests/test_multigpu.py):
+  numba     Numba device arrays through tropical.matmul, a lazykern graph capturing
+            tropical.matmul(out=) on a Numba stream, replayed 5 times, and an allocating product
+            captured into a CapturePool (a refused capture is recorded in the summary)
+  numba_jit a plain @cuda.jit kernel launched on every GPU, and bmm_multi over every GPU with a
+            @cuda.jit backend: one Numba code library loaded into every context (issue 45's cause)
+  lazy      a @lazy_kernel on every GPU, captured with a DeviceScalar and replayed, and graphed()
+  cupy      tropical.matmul of CuPy arrays, and a CuPy stream-captured graph, launched
+  torch     tropical.matmul of torch tensors, and a torch.cuda.CUDAGraph, replayed
+  dask      lazykern.scale.dask.matmul of CuPy chunks made on the last GPU (sync scheduler)
+  planner   a bounded cotengra plan search (worker processes) for a 6 x 6 spin glass
+  spread    an 8 x 8 spin glass's ground-state energy with its slices over every GPU (devices="all")
+then returns from main() and lets the interpreter exit: the exit is what is tested.
+--dealloc-count N sets NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT=N in the children: with 0, every
+queued release of Numba's flushes at once, so a library unloaded twice shows on every run instead
+of only when the queues happen to pass Numba's threshold at exit. --repeat N runs N such
+processes (--parallel K at a time; one after the other by default) and writes, per run, the exit
+code (a negative code is the signal that ended it: -11 is SIGSEGV, -6 SIGABRT as glibc's "double
+free" raises), seconds, what each child ran and the tail of its stderr; the command exits 0 only
+if every child did and none printed a crash ("double free", a faulthandler dump).
+--without-teardown sets LAZYKERN_EXIT_TEARDOWN=0 in the children (lazykern leaves its graphs,
+modules and pools to Numba's finalizers, as before the teardown existed).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -44,7 +57,8 @@ def _close(a: Any, b: Any) -> bool:
 def numba_work(devices: int, A: np.ndarray, want: np.ndarray) -> dict[str, Any]:
     from numba import cuda
 
-    done = []
+    done: list[bool] = []
+    pooled: list[Any] = []
     for d in range(devices):
         with cuda.gpus[d]:
             s = cuda.stream()
@@ -57,7 +71,135 @@ def numba_work(devices: int, A: np.ndarray, want: np.ndarray) -> dict[str, Any]:
                 g.replay()
             s.synchronize()
             done.append(_close(direct, want) and _close(out.copy_to_host(), want))
+            pooled.append(pool_work(dA, want, s))
+    return {"devices": devices, "correct": all(done), "capture_pool": pooled}
+
+
+def pool_work(dA: Any, want: np.ndarray, s: Any) -> Any:
+    """An allocating product captured into a CapturePool of its own, replayed (warmed outside first).
+    A refused capture is recorded, not raised: the exit after it is what this benchmark tests."""
+    tropical.matmul(dA, dA, stream=s)
+    s.synchronize()
+    pool = graph.CapturePool(max_bytes=1 << 24)
+    try:
+        with graph.capture(s, pool=pool) as g:
+            extra = tropical.matmul(dA, dA, stream=s)  # a graph allocation booked in the pool
+        g.replay()
+        s.synchronize()
+        return _close(extra.copy_to_host(), want)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"[:300]
+
+
+def numba_jit_work(devices: int, A: np.ndarray, want: np.ndarray) -> dict[str, Any]:
+    """A plain Numba kernel on every GPU: numba-cuda hands its one cached ObjectCode to every context."""
+    from numba import cuda
+
+    from lazykern.multigpu import bmm_multi
+
+    @cuda.jit
+    def maxplus_bmm(a, b, c):
+        j, i, z = cuda.grid(3)
+        if z < c.shape[0] and i < c.shape[1] and j < c.shape[2]:
+            acc = -math.inf
+            for k in range(a.shape[2]):
+                acc = max(acc, a[z, i, k] + b[z, k, j])
+            c[z, i, j] = acc
+
+    def backend(a: Any, b: Any, *, semiring: str, stream: Any, out: Any) -> Any:
+        batch, m, n = out.shape
+        maxplus_bmm[((n + 15) // 16, (m + 15) // 16, batch), (16, 16, 1), stream](a, b, out)
+        return out
+
+    done = []
+    for d in range(devices):
+        with cuda.gpus[d]:
+            dA = cuda.to_device(A[None])
+            c = cuda.device_array((1, N, N), dtype=A.dtype)
+            backend(dA, dA, semiring="maxplus", stream=0, out=c)
+            done.append(_close(c.copy_to_host()[0], want))
+    batch = np.stack([A] * (2 * devices))
+    got = bmm_multi(batch, batch, chunk=2, backend=backend)
+    done.append(_close(got, np.stack([want] * (2 * devices))))
     return {"devices": devices, "correct": all(done)}
+
+
+def lazy_work(devices: int, A: np.ndarray) -> dict[str, Any]:
+    """A @lazy_kernel on every GPU: launched, captured with a DeviceScalar and replayed, graphed()."""
+    from numba import cuda
+
+    from lazykern import lazy_kernel
+
+    @lazy_kernel
+    def add_step(x, step, out):  # type: ignore[no-untyped-def]
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = x[i] + step[0]
+
+    x = A.ravel().copy()
+    done = []
+    for d in range(devices):
+        with cuda.gpus[d]:
+            s = cuda.stream()
+            dx, out = cuda.to_device(x, stream=s), cuda.device_array_like(x, stream=s)
+            step = graph.DeviceScalar(np.float32(0), stream=s)
+            with graph.capture(s) as g:
+                add_step[(x.size + 255) // 256, 256, s](dx, step, out)
+            step.set(np.float32(3.0))
+            g.replay()
+            s.synchronize()
+            ok = _close(out.copy_to_host(), x + 3.0)
+
+            def run(a: Any, st: Any, o: Any, s: Any = s) -> None:
+                add_step[(x.size + 255) // 256, 256, s](a, st, o)
+
+            fn = graph.graphed(run, stream=s)
+            step.set(np.float32(5.0))
+            fn(dx, step, out)
+            s.synchronize()
+            done.append(ok and _close(out.copy_to_host(), x + 5.0))
+    return {"devices": devices, "correct": all(done)}
+
+
+def dask_work(devices: int, A: np.ndarray, want: np.ndarray) -> dict[str, Any]:
+    """lazykern's Dask product over CuPy chunks made on the last GPU, computed with another current."""
+    import cupy
+    import dask
+    import dask.array as da
+
+    from lazykern.scale import dask as lkdask
+
+    device = devices - 1
+
+    def on_device(x: np.ndarray) -> Any:
+        with cupy.cuda.Device(device):
+            return cupy.asarray(x)
+
+    def chunks(x: np.ndarray, cols: int) -> Any:
+        parts = [
+            da.from_delayed(dask.delayed(on_device)(x[:, i : i + cols]), (x.shape[0], cols), x.dtype,
+                            meta=cupy.empty((0, 0), x.dtype))
+            for i in range(0, x.shape[1], cols)
+        ]  # fmt: skip
+        return da.concatenate(parts, axis=1)
+
+    half = N // 2
+    dA, dB = chunks(A, half), da.concatenate([chunks(A[:half], N), chunks(A[half:], N)], axis=0)
+    with cupy.cuda.Device(0 if device else device):
+        C = lkdask.matmul(dA, dB, semiring="maxplus")
+        (c,) = dask.compute(C, scheduler="sync")
+    return {"device": device, "correct": _close(cupy.asnumpy(c), want)}
+
+
+def planner_work() -> dict[str, Any]:
+    """A bounded cotengra search in the planner's worker processes, while the GPUs are in use."""
+    try:
+        import cotengra  # noqa: F401
+    except ImportError:
+        return {"skipped": "cotengra not installed"}
+    sg = nw.square_lattice(6, seed=5)
+    p = nw.plan(sg, optimize="cotengra", max_time=1.0)
+    return {"nslices": int(p.nslices), "correct": nw.ground_state_energy(sg, optimize=p) == nw.ground_state_energy(sg)}
 
 
 def cupy_work(devices: int, A: np.ndarray, want: np.ndarray) -> dict[str, Any]:
@@ -110,6 +252,15 @@ def spread_work(module: Any) -> dict[str, Any]:
     return {"module": module.__name__, "correct": got == want}
 
 
+def attempt(work: Any, *args: Any) -> Any:
+    """One item's summary; an item that raises is recorded (not correct), and the child goes on to
+    the others and to its exit, which is what this benchmark tests."""
+    try:
+        return work(*args)
+    except Exception as exc:
+        return {"correct": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
 def once() -> dict[str, Any]:
     """The work of one child; what ran goes to stdout as one JSON line."""
     from numba import cuda
@@ -118,8 +269,11 @@ def once() -> dict[str, Any]:
     rng = np.random.default_rng(0)
     A = rng.integers(-8, 8, (N, N)).astype(np.float32)
     want = tropical.reference.matmul(A, A)
-    summary: dict[str, Any] = {"devices": devices, "pid": os.getpid()}
-    summary["numba"] = numba_work(devices, A, want)
+    names = [g.name.decode() if isinstance(g.name, bytes) else str(g.name) for g in cuda.gpus]
+    summary: dict[str, Any] = {"devices": devices, "pid": os.getpid(), "gpus": names}
+    summary["numba"] = attempt(numba_work, devices, A, want)
+    summary["numba_jit"] = attempt(numba_jit_work, devices, A, want)
+    summary["lazy"] = attempt(lazy_work, devices, A)
     modules = []
     for name, work in (("cupy", cupy_work), ("torch", torch_work)):
         try:
@@ -127,50 +281,86 @@ def once() -> dict[str, Any]:
         except ImportError:
             summary[name] = "not installed"
             continue
-        summary[name] = work(devices, A, want)
+        summary[name] = attempt(work, devices, A, want)
         modules.append(module)
-    summary["spread"] = spread_work(modules[0]) if modules else "needs cupy or torch"
+    try:
+        import dask.array  # noqa: F401
+
+        have_cupy = "cupy" in [m.__name__ for m in modules]
+        summary["dask"] = attempt(dask_work, devices, A, want) if have_cupy else "needs cupy"
+    except ImportError:
+        summary["dask"] = "not installed"
+    summary["planner"] = attempt(planner_work)
+    summary["spread"] = attempt(spread_work, modules[0]) if modules else "needs cupy or torch"
     return summary
+
+
+CRASH_MARKS = ("double free", "corrupted size", "Fatal Python error", "Segmentation fault", "free(): invalid")
+
+
+def clean(rc: int, stderr: str) -> bool:
+    """Exit code 0 and nothing of a crash printed (faulthandler, glibc's heap checks)."""
+    return rc == 0 and not any(mark in stderr for mark in CRASH_MARKS)
+
+
+def versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {}
+    for name in ("numba-cuda", "numba", "cuda-core", "cuda-bindings", "cupy-cuda12x", "cupy-cuda13x", "torch", "dask"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
 
 
 def repeat(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if args.without_teardown:
         env["LAZYKERN_EXIT_TEARDOWN"] = "0"
-    runs = []
-    for i in range(args.repeat):
+    if args.dealloc_count is not None:
+        env["NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT"] = str(args.dealloc_count)
+
+    def one(i: int) -> dict[str, Any]:
         start = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, os.path.abspath(__file__), "--once"],
+            [sys.executable, "-X", "faulthandler", os.path.abspath(__file__), "--once"],
             capture_output=True,
             text=True,
             env=env,
             timeout=args.timeout,
         )
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-        runs.append(
-            {
-                "run": i,
-                "rc": proc.returncode,
-                "seconds": round(time.perf_counter() - start, 2),
-                "summary": json.loads(lines[-1]) if lines else None,
-                "stderr_tail": proc.stderr[-2000:],
-            }
-        )
-        print(f"run {i}: rc {proc.returncode} in {runs[-1]['seconds']} s", file=sys.stderr, flush=True)
+        run = {
+            "run": i,
+            "rc": proc.returncode,
+            "clean": clean(proc.returncode, proc.stderr),
+            "seconds": round(time.perf_counter() - start, 2),
+            "summary": json.loads(lines[-1]) if lines else None,
+            "stderr_tail": proc.stderr[-2000:],
+        }
+        print(f"run {i}: rc {proc.returncode} in {run['seconds']} s", file=sys.stderr, flush=True)
+        return run
+
+    with ThreadPoolExecutor(max_workers=max(args.parallel, 1)) as pool:  # each child is its own process
+        runs = list(pool.map(one, range(args.repeat)))
     record = {
         "command": " ".join(sys.argv),
         "teardown": not args.without_teardown,
-        "passed": all(r["rc"] == 0 for r in runs),
+        "dealloc_count": args.dealloc_count,
+        "parallel": args.parallel,
+        "passed": all(r["clean"] for r in runs),
         "exit_codes": [r["rc"] for r in runs],
         "runs": runs,
         "python": platform.python_version(),
+        "versions": versions(),
         "host": platform.node(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     with open(args.out, "w") as fh:
         json.dump(record, fh, indent=2)
-    print(f"{sum(r['rc'] == 0 for r in runs)}/{len(runs)} exited 0; written to {args.out}", file=sys.stderr)
+    print(f"{sum(r['clean'] for r in runs)}/{len(runs)} exited clean; written to {args.out}", file=sys.stderr)
     return 0 if record["passed"] else 1
 
 
@@ -180,6 +370,10 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=20, help="child processes to run one after the other")
     parser.add_argument("--out", help="JSON file for --repeat")
     parser.add_argument("--without-teardown", action="store_true", help="LAZYKERN_EXIT_TEARDOWN=0 in the children")
+    parser.add_argument("--parallel", type=int, default=1, help="children running at once (each exits on its own)")
+    parser.add_argument(
+        "--dealloc-count", type=int, help="NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT in the children (0: flush at once)"
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds a child may take")
     args = parser.parse_args()
     if args.once:

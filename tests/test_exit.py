@@ -225,6 +225,77 @@ def test_live_graphs_are_closed_on_their_device(monkeypatch):
     assert ("close", None) in events and ("on", 1) in events
 
 
+# -- one owner per CUlibrary (issue 45) ----------------------------------------------------------
+def test_an_image_a_second_context_loads_is_a_private_copy():
+    """numba-cuda hands its one cached ObjectCode to every device's create_module_image; the second
+    load gets a fresh, unloaded copy of it (same code, type, name, symbols), so that no two modules
+    unload one library. No driver is needed: nothing here loads."""
+    from cuda.core import ObjectCode
+
+    from lazykern._numba import internals
+
+    image = ObjectCode.from_cubin(b"\x7fELF not a real cubin", name="k", symbol_mapping={"f": "_Z1fv"})
+    assert internals.private_image(image) is image  # the first context: the object itself
+    copies = [internals.private_image(image) for _ in range(2)]  # every later context: a copy each
+    for c in copies:
+        assert c is not image and type(c) is type(image)
+        assert (c.code, c.code_type, c.name, c.symbol_mapping) == (image.code, "cubin", "k", {"f": "_Z1fv"})
+    assert copies[0] is not copies[1]
+    assert internals.private_image(copies[0]) is not copies[0]  # a copy is booked as loaded too
+    other = ObjectCode.from_cubin(b"\x7fELF other", name="k2")
+    assert internals.private_image(other) is other  # another object, even with equal code, is its own
+    plain = object()  # not weak-referenceable, not an ObjectCode: passed through every time
+    assert internals.private_image(plain) is plain and internals.private_image(plain) is plain
+
+
+def test_the_patch_gives_numbas_second_load_of_an_image_a_copy(monkeypatch):
+    """Through Numba's own ``Context.create_module_image`` (its loader replaced by a spy: no driver)."""
+    from cuda.core import ObjectCode
+    from numba.cuda.cudadrv.driver import Context
+
+    from lazykern._numba import internals
+
+    loads = []
+
+    def loader(self, image, setup_callbacks=None, teardown_callbacks=None):  # stands for Numba's
+        loads.append((self, image, setup_callbacks))
+        return f"module {len(loads)}"
+
+    monkeypatch.setattr(Context, "create_module_image", loader)  # put back after the test
+    monkeypatch.setattr(internals, "_one_owner_patched", False)
+    internals.one_owner_per_library()
+    internals.one_owner_per_library()  # once per process: not wrapped twice
+    assert Context.__dict__["create_module_image"].__wrapped__ is loader
+    image = ObjectCode.from_cubin(b"\x7fELF cached by a CUDACodeLibrary", name="k")
+    assert Context.create_module_image("ctx0", image, ["setup"]) == "module 1"
+    assert Context.create_module_image("ctx1", image, ["setup"]) == "module 2"
+    (c0, i0, s0), (c1, i1, s1) = loads
+    assert (c0, s0, c1, s1) == ("ctx0", ["setup"], "ctx1", ["setup"])
+    assert i0 is image and i1 is not image and i1.code == image.code
+
+
+def test_libraries_still_shared_at_exit_are_unloaded_by_their_first_module_only(monkeypatch):
+    from lazykern._numba import internals
+
+    class Module:
+        def __init__(self, handle):
+            self.handle = handle
+            self._finalizer = weakref.finalize(self, lambda: None)
+
+    class Ctx:
+        def __init__(self, *handles):
+            self.modules = {h: Module(h) for h in handles}
+
+    gpu0, gpu1, gpu2 = Ctx(1, 2, 3), Ctx(2, 4), Ctx(2, 3, 5)
+    monkeypatch.setattr(internals, "numba_contexts", lambda: [gpu0, gpu1, gpu2])
+    assert internals.detach_shared_unloads() == 3  # 2 on gpu1 and gpu2, 3 on gpu2
+    alive = {(name, h) for name, c in (("0", gpu0), ("1", gpu1), ("2", gpu2)) for h, m in c.modules.items()
+             if m._finalizer.alive}  # fmt: skip
+    assert alive == {("0", 1), ("0", 2), ("0", 3), ("1", 4), ("2", 5)}
+    assert internals.detach_shared_unloads() == 0  # once detached, nothing more to do
+    assert kernel.one_unload_per_library in _exit._releasers["modules"]
+
+
 def test_every_owner_registered_its_releaser():
     from lazykern import graph
     from lazykern.launch import _batch_split
@@ -264,4 +335,4 @@ def test_processes_that_used_every_gpu_exit_cleanly(tmp_path):
     assert out.exists(), proc.stderr[-3000:]
     record = json.loads(out.read_text())
     assert record["exit_codes"] == [0, 0], proc.stderr[-3000:]
-    assert all(v["correct"] for r in record["runs"] for k, v in r["summary"].items() if isinstance(v, dict))
+    assert all(v.get("correct", True) for r in record["runs"] for v in r["summary"].values() if isinstance(v, dict))

@@ -80,6 +80,7 @@ def _params(spec: str) -> list[str]:
         ("numba.cuda.dispatcher:CUDADispatcher.call", ["self", "args", "launch_config"]),
         ("numba.cuda.cudadrv.dummyarray:Array.from_desc", ["offset", "shape", "strides", "itemsize"]),
         ("numba.cuda.simulator.kernel:FakeCUDAKernel.__getitem__", ["self", "configuration"]),
+        ("numba.cuda.cudadrv.driver:Context.create_module_image", ["self", "image"]),
     ],
 )
 def test_borrowed_functions_still_take_the_arguments_we_pass(spec, needed):

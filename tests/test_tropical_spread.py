@@ -8,13 +8,14 @@ oracles of tests/_spin_oracles.py, for energies (max-plus) and degeneracies (the
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections import defaultdict
 
 import numpy as np
 import pytest
 
-from lazykern.tn import _spread, counting
+from lazykern.tn import _crt, _spread, counting
 from lazykern.tn import networks as nw
 from lazykern.tn._backend import Backend
 from lazykern.tn._contract import Algebra, Term
@@ -261,3 +262,114 @@ def test_counts_past_2_64_over_devices_are_exact():
         devices=[0, 1],
     )
     assert (float(v), c) == (0.0, 4**45)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+def test_counts_past_2_64_over_two_gpus_pair_their_first_passes(library):
+    """Two GPUs: the int64 pass and the first prime pass run at once, each whole on one GPU, and the
+    count is still the transfer method's big integer (a one-GPU host: the passes as before)."""
+    module = pytest.importorskip(library, reason=f"needs {library} for GPU operands")
+    from unittest import mock
+
+    sg = _sparse_lattice(10, seed=5)
+    E0, count = transfer_matrix(sg, 10)
+    seen = []
+    real = counting.contract_network
+
+    def counted(*a, **kw):
+        seen.append((kw["algebra"].moduli, kw["devices"]))
+        return real(*a, **kw)
+
+    with mock.patch.object(counting, "contract_network", counted):
+        assert nw.degeneracy(sg, module=module, slices=[30, 40], devices="all") == (E0, count)
+    if _spread._device.count() >= 2:
+        first_two = tuple(itertools.islice(_crt.primes(), _crt.PAIRED_RESIDUES))
+        assert sorted(seen[:2], key=str) == sorted([((), [0]), (first_two, [1])], key=str)
+        assert all(d == "all" for _, d in seen[2:])  # later passes: slices over every GPU
+
+
+def test_each_spread_logs_its_profile(caplog):
+    """The debug record a benchmark reads: one entry per group in group order, the slices it ran,
+    when it began and ended after the spread began, its thread's CPU seconds; the combination."""
+    A = np.arange(24, dtype=np.float64).reshape(4, 6)
+    with caplog.at_level("DEBUG", logger="lazykern"):
+        assert einsum("ij->", A, slices="j", devices=[0, 1, 2]) == einsum("ij->", A)
+    [profile] = [r.spread_profile for r in caplog.records if hasattr(r, "spread_profile")]
+    assert profile["nslices"] == 6
+    assert [(g["device"], g["start"], g["stop"]) for g in profile["groups"]] == [(0, 0, 2), (1, 2, 4), (2, 4, 6)]
+    for g in profile["groups"]:
+        assert 0 <= g["began"] <= g["ended"] <= profile["seconds"] and g["cpu_seconds"] >= 0
+    assert 0 <= profile["combine_seconds"] <= profile["seconds"] and 0 < profile["balance"] <= 1.0
+
+
+def test_profile_record_balance():
+    groups = [{"began": 0.0, "ended": 2.0}, {"began": 0.5, "ended": 1.5}]
+    record = _spread.profile_record(4, groups, 0.25, 2.5)
+    assert record["balance"] == 0.5 and record["combine_seconds"] == 0.25 and record["groups"] == groups
+    assert _spread.profile_record(1, [], 0.0, 0.0)["balance"] == 1.0
+
+
+# -- counting passes over two devices: the int64 pass and the first prime pass at once -----------
+def _passes(true_count: int, log: list | None = None):
+    """``run(moduli)`` of a contraction whose one count is ``true_count`` (values: 0.0)."""
+
+    def run(moduli, device=None):
+        if log is not None:
+            log.append((moduli, device, threading.current_thread().name))
+        if not moduli:
+            wrapped = (true_count + 2**63) % 2**64 - 2**63  # int64 arithmetic wraps
+            return np.float64(0.0), np.int64(wrapped)
+        return (np.float64(0.0), *[np.int64(true_count % p) for p in moduli])
+
+    return run
+
+
+def _on_host(run):
+    def on_host(moduli):
+        values, *counts = run(moduli)
+        return values, counts
+
+    return on_host
+
+
+def test_paired_passes_are_the_int64_pass_and_two_primes():
+    calls, paired = [], []
+    on_host = _on_host(_passes(2**70 + 3, calls))
+
+    def pair(a, b):
+        paired.append((a, b))
+        return on_host(a), on_host(b)
+
+    primes = list(itertools.islice(_crt.primes(), 20))
+    _, count = _crt.solve(on_host, 2**100, residues=4, pair=pair)
+    assert int(count) == 2**70 + 3
+    assert paired == [((), tuple(primes[:2]))] and [m for m, _, _ in calls] == [(), tuple(primes[:2])]  # settled
+    calls.clear()
+    big = 3**150 + 7  # about 2^238: later passes, 4 primes each, one after the other
+    on_host_big = _on_host(_passes(big, calls))
+    _, count = _crt.solve(on_host_big, 2**300, residues=4, pair=lambda a, b: (on_host_big(a), on_host_big(b)))
+    assert int(count) == big
+    assert [m for m, _, _ in calls][:3] == [(), tuple(primes[:2]), tuple(primes[2:6])]
+    calls.clear()
+    _crt.solve(on_host, 2**62, residues=4, pair=pair)  # int64 holds every count: one pass, no pair
+    assert [m for m, _, _ in calls] == [()] and len(paired) == 1
+
+
+def test_exact_runs_the_paired_passes_on_their_own_devices_at_once():
+    from lazykern.tn._backend import backend_of
+
+    be, _ = backend_of(np.zeros(1))
+    calls = []
+    counts = np.array([2**40, 1], dtype=np.int64)
+    operands = [(np.zeros(2), counts), (np.zeros(2), counts)]  # a bound of 2^82: primes needed
+    values, count = counting.exact(
+        be, ["i", "j"], (), operands, {"i": 2, "j": 2}, _passes(2**70 + 3, calls), lambda: 4, lanes=[1, 0]
+    )
+    assert int(count) == 2**70 + 3
+    first_two = tuple(itertools.islice(_crt.primes(), 2))
+    assert sorted((m, d) for m, d, _ in calls) == sorted([((), 1), (first_two, 0)])  # whole passes, one per device
+    assert {name.startswith("lazykern-passes") for _, _, name in calls} == {True}  # on the pair's threads
+    calls.clear()
+    counting.exact(be, ["i", "j"], (), operands, {"i": 2, "j": 2}, _passes(2**70 + 3, calls), lambda: 4)
+    assert [(m, d) for m, d, _ in calls] == [((), None), (tuple(itertools.islice(_crt.primes(), 4)), None)]

@@ -71,4 +71,8 @@ BORROWED: dict[str, str] = {
     # Attributes of Numba objects that other modules reach through public ones (cuda.gpus[i], contexts):
     "numba.cuda.cudadrv.driver:Device.get_primary_context": "_device.primary_context (no import)",
     "numba.cuda.cudadrv.driver:Context.defer_cleanup": "graph.py keeps frees out of a capture (no import)",
+    # One owner per CUlibrary (issue 45): Numba's module finalizer unloads the module's library per context.
+    "numba.cuda.cudadrv.driver:Context.create_module_image": "patched: a second context loads a private copy",
+    "numba.cuda.cudadrv.driver:_module_finalizer": "the per-context unload the patch keeps to one per library",
+    "numba.cuda.cudadrv.driver:driver.devices": "the contexts Numba holds (the exit's shared-library check)",
 }

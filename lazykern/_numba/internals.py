@@ -8,9 +8,12 @@ imports a private numba-cuda module (an import-linter contract holds that); this
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import os
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -328,3 +331,103 @@ def patch(owner: Any, name: str, wrap: Callable[[Any], Any]) -> tuple[Any, str, 
 def unpatch(saved: tuple[Any, str, Any]) -> None:
     owner, name, original = saved
     setattr(owner, name, original)
+
+
+# -- one owner per loaded library --------------------------------------------------------------
+# A CUlibrary (what cuda.core's ObjectCode loads) is context-independent, but Numba gives every
+# context's module its own finalizer that unloads the module's library (``_module_finalizer``:
+# ``cuLibraryUnload(object_code.handle)``). numba-cuda caches one ObjectCode per code library and
+# arch (``CUDACodeLibrary._cubin_cache``) and hands that same object to ``create_module_image`` on
+# every device: a ``@cuda.jit`` kernel run on two GPUs makes two modules over ONE library, and the
+# second context's queue unloads a library the first already unloaded (issue 45: SIGSEGV / "double
+# free" in ``weakref._exitfunc`` -> ``module_unload`` once both contexts' deallocation queues flush).
+_images_loaded: dict[int, weakref.ref[Any]] = {}  # id(ObjectCode) -> it, once some context loaded it
+_images_lock = threading.Lock()
+_one_owner_patched = False
+
+
+def _first_load(image: Any) -> bool:
+    """Record ``image`` as loaded; False when some context loaded this very object before."""
+    key = id(image)
+    with _images_lock:
+        ref = _images_loaded.get(key)
+        if ref is not None and ref() is image:
+            return False
+
+        def forget(dead: weakref.ref[Any], key: int = key) -> None:
+            with _images_lock:
+                if _images_loaded.get(key) is dead:
+                    del _images_loaded[key]
+
+        try:
+            _images_loaded[key] = weakref.ref(image, forget)
+        except TypeError:  # not weak-referenceable: not an ObjectCode, nothing Numba shares
+            pass
+        return True
+
+
+def private_image(image: Any) -> Any:
+    """``image`` itself on its first load; a fresh, unloaded copy of it (same code, type, name and
+    symbols: ``ObjectCode.__reduce__``) when another context loaded that object already, so that
+    each module owns its library alone. Anything that cannot be copied is passed through."""
+    if _first_load(image):
+        return image
+    try:
+        fresh = copy.copy(image)
+    except Exception as exc:  # an image type without pickling support: Numba's own path, as before
+        log.debug("lazykern: could not copy %r for a second context: %s", image, exc)
+        return image
+    _first_load(fresh)
+    return fresh
+
+
+def one_owner_per_library() -> None:
+    """Patch ``Context.create_module_image`` (once per process) so that no two Numba modules, in
+    any contexts, share one CUlibrary: each library then has one owner, its module's finalizer,
+    which unloads it once. Costs one extra cubin load (~0.2 ms) per kernel and extra device."""
+    global _one_owner_patched
+    if _one_owner_patched or simulating():
+        return
+    with _images_lock:
+        if _one_owner_patched:
+            return
+        from numba.cuda.cudadrv.driver import Context
+
+        def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(original)
+            def create_module_image(self: Any, image: Any, *args: Any, **kwargs: Any) -> Any:
+                return original(self, private_image(image), *args, **kwargs)
+
+            return create_module_image
+
+        patch(Context, "create_module_image", wrap)
+        _one_owner_patched = True
+
+
+def numba_contexts() -> list[Any]:
+    """The primary contexts Numba holds, one per device it used (``driver.devices``,
+    ``Device.primary_context``)."""
+    if simulating():
+        return []
+    from numba.cuda.cudadrv.driver import driver
+
+    devices = driver.__dict__.get("devices") or {}
+    return [ctx for dev in list(devices.values()) if (ctx := getattr(dev, "primary_context", None)) is not None]
+
+
+def detach_shared_unloads() -> int:
+    """At exit: where modules of several contexts still share one library (loaded before
+    :func:`one_owner_per_library` was patched in), leave its unload to the first module only
+    (``CudaPythonModule._finalizer.detach()`` on the others); returns how many were detached."""
+    owners: set[int] = set()
+    detached = 0
+    for ctx in numba_contexts():
+        for module in list(ctx.modules.values()):
+            library = int(module.handle)
+            if library not in owners:
+                owners.add(library)
+                continue
+            finalizer = getattr(module, "_finalizer", None)
+            if finalizer is not None and finalizer.detach() is not None:
+                detached += 1
+    return detached

@@ -25,6 +25,7 @@ import numpy as np
 from cuda.bindings import driver as _cu
 
 from .. import _fork
+from .._numba import internals
 from ..compile.compiler import arch_of
 from ..errors import LaunchError
 
@@ -402,6 +403,8 @@ def primary_context(device: int) -> Any:
         n = count()
         if not 0 <= device < n:
             raise ValueError(f"device {device} does not exist: this process sees {n} GPU(s), ordinals 0..{n - 1}")
+        # Work on a second device is where Numba would load one library into two contexts.
+        internals.one_owner_per_library()
         with _lock:
             ctx = _primary.get(device)
             if ctx is None:

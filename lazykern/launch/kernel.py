@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import _exit, _fork
+from .._numba import internals
 from ..compile.compiler import arch_of
 from ..errors import LaunchError
 from . import _device
@@ -109,6 +110,16 @@ def unload_all() -> None:
             ctx.deallocations.clear()
         finally:
             ctx.pop()
+
+
+@_exit.on_exit("modules")
+def one_unload_per_library() -> None:
+    """Before Numba's exit finalizers: a library that modules of several contexts still share
+    (loaded before lazykern patched Numba's loads, :func:`internals.one_owner_per_library`) is
+    unloaded by one of them only."""
+    detached = internals.detach_shared_unloads()
+    if detached:
+        log.debug("lazykern exit: %d shared module unloads left to their first context", detached)
 
 
 class Kernel(Launchable):
@@ -284,6 +295,7 @@ class Kernel(Launchable):
     def _load(self, ctx: Any) -> Any:
         from cuda.core import ObjectCode
 
+        internals.one_owner_per_library()  # before any module of ours or Numba's is loaded twice
         try:
             obj = ObjectCode.from_cubin(self.code, name=self.name)
             with _relaxed_capture():

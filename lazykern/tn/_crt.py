@@ -80,23 +80,48 @@ def symmetric(x: Any, M: int) -> Any:
     return np.where(x > M // 2, x - M, x) if isinstance(x, np.ndarray) else (x - M if x > M // 2 else x)
 
 
-def solve(run: Pass, bound: int, residues: int = 1) -> tuple[Any, Any]:
+# Two passes that run at once: the int64 pass and the first prime pass, both always needed once
+# counts may pass 2^63 (``pair``, see :func:`solve`).
+PairedPasses = Callable[[tuple[int, ...], tuple[int, ...]], tuple[tuple[Any, Sequence[Any]], tuple[Any, Sequence[Any]]]]
+PAIRED_RESIDUES = 2  # the first prime pass's primes beside the int64 pass: the same bytes per entry (4 + 4 vs 8)
+
+
+def solve(run: Pass, bound: int, residues: int = 1, pair: PairedPasses | None = None) -> tuple[Any, Any]:
     """(values, exact counts) from passes ``run(moduli)``; ``bound``: no |count| exceeds it;
     ``residues``: primes per pass after the first (int64) one. The reconstruction grows one prime at a
     time, so a pass of several primes can stop the search at any of them.
 
+    ``pair(first, second)``: the results of ``run(first)`` and ``run(second)`` computed at once (on two
+    devices). When ``bound`` needs primes, the int64 pass and the first prime pass are both always
+    needed, so they go to ``pair`` together, the prime pass with :data:`PAIRED_RESIDUES` primes (its
+    count arrays as wide as the int64 pass's: the two take as long); later passes, needed only while
+    the counts have not settled, go to ``run`` one after the other.
+
     Counts come back as an int64 array when ``bound`` proves they fit (one pass), else as an
     object array of Python ints (one Python int for a scalar contraction)."""
-    values, (counts,) = run(())
+    left = itertools.islice(primes(), _MAX_PRIMES)
+    ahead: tuple[tuple[int, ...], tuple[Any, Sequence[Any]]] | None = None
+    if pair is not None and bound >= _INT64_SAFE:
+        first = tuple(itertools.islice(left, max(min(residues, PAIRED_RESIDUES), 1)))
+        (values, (counts,)), second = pair((), first)
+        ahead = (first, second)
+    else:
+        values, (counts,) = run(())
     counts = np.asarray(counts).astype(np.int64)
     if bound < _INT64_SAFE:
         return values, counts
     x = counts.astype(object) % INT64_MODULUS  # the int64 bits as residues in [0, 2^64)
     M = INT64_MODULUS
     previous = symmetric(x, M)
-    left = itertools.islice(primes(), _MAX_PRIMES)
-    while moduli := tuple(itertools.islice(left, max(residues, 1))):
-        more, counts_mod = run(moduli)
+    while True:
+        if ahead is not None:
+            moduli, (more, counts_mod) = ahead
+            ahead = None
+        else:
+            moduli = tuple(itertools.islice(left, max(residues, 1)))
+            if not moduli:
+                break
+            more, counts_mod = run(moduli)
         if not np.array_equal(np.asarray(more), np.asarray(values), equal_nan=True):
             raise ReconstructionError(
                 f"the counting pass modulo {moduli} found other optimal values than the pass modulo 2^64: the "

@@ -6,11 +6,18 @@ are cached for that group's later slices). The partial results come back to the 
 device and are added there in the semiring, in group order, so ties and counts combine as the
 one-device loop combines them: the result equals one device's. NumPy operands stay on the
 host: their groups are host threads (NumPy's kernels release the GIL).
+
+Each spread logs its profile at debug level (``extra={"spread_profile": {...}}`` on the
+``lazykern`` logger, :func:`profile_record`): per group its device, slices, when it began and
+ended after the spread's start, and its thread's CPU seconds; the combination's seconds. A group
+whose CPU seconds are close to its wall seconds was driven by the host (launches, Python), not by
+its device: that, not the slice count, is then what bounds the speed-up.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager
@@ -80,35 +87,70 @@ def groups(nslices: int, devices: Sequence[int]) -> list[tuple[int, int, int]]:
     return [(d, lo, hi) for d, (lo, hi) in zip(devices, shares) if hi > lo]
 
 
+def profile_record(
+    nslices: int, groups_timed: Sequence[dict[str, Any]], combine_seconds: float, total_seconds: float
+) -> dict[str, Any]:
+    """The profile one spread logs: ``groups`` (device, start, stop, began, ended, cpu_seconds, each in
+    seconds after the spread began), ``combine_seconds``, ``seconds`` and ``balance`` (the shortest
+    group's wall seconds over the longest's: 1.0 is an even split)."""
+    walls = [g["ended"] - g["began"] for g in groups_timed]
+    return {
+        "nslices": nslices,
+        "groups": list(groups_timed),
+        "combine_seconds": round(combine_seconds, 6),
+        "seconds": round(total_seconds, 6),
+        "balance": round(min(walls) / max(walls), 3) if walls and max(walls) > 0 else 1.0,
+    }
+
+
 def run_groups(
     net: SlicedNetwork,
     nslices: int,
     devices: Sequence[int],
     work: Callable[[Any, int, int], T],
     activate: Activate | None = None,
+    timings: list[dict[str, Any]] | None = None,
 ) -> list[T]:
     """``work(network on the device, start, stop)`` for each group of slices, on its own thread with
     its device current; the results in group (slice) order, once the device's work has finished.
 
     ``activate(device)`` makes a device current for a ``with`` block (default: the backend's
-    :meth:`~Backend.on_device`; tests pass their own to see where each group ran)."""
+    :meth:`~Backend.on_device`; tests pass their own to see where each group ran). ``timings``
+    receives one entry per group, in group order (see :func:`profile_record`)."""
     be = net.be
     enter = be.on_device if activate is None else activate
     todo = groups(nslices, devices)
     log.debug("tropical: %d slices in %d groups over devices %s", nslices, len(todo), [g[0] for g in todo])
+    t0 = time.perf_counter()
+    timed: list[dict[str, Any]] = [{} for _ in todo]
 
-    def one(device: int, start: int, stop: int) -> T:
-        with enter(device):
-            out = work(net.on_device(device), start, stop)
-            be.synchronize()  # another device's stream copies this result next
-            return out
+    def one(index: int, device: int, start: int, stop: int) -> T:
+        began, cpu = time.perf_counter(), time.thread_time()
+        try:
+            with enter(device):
+                out = work(net.on_device(device), start, stop)
+                be.synchronize()  # another device's stream copies this result next
+                return out
+        finally:
+            timed[index] = {
+                "device": device,
+                "start": start,
+                "stop": stop,
+                "began": round(began - t0, 6),
+                "ended": round(time.perf_counter() - t0, 6),
+                "cpu_seconds": round(time.thread_time() - cpu, 6),
+            }
 
-    if len(todo) == 1:
-        return [one(*todo[0])]
-    with ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="lazykern-slices") as pool:
-        futures = [pool.submit(one, *g) for g in todo]
-        wait(futures)  # every group ends before an error of one is raised: no thread outlives the call
-        return [f.result() for f in futures]
+    try:
+        if len(todo) == 1:
+            return [one(0, *todo[0])]
+        with ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="lazykern-slices") as pool:
+            futures = [pool.submit(one, i, *g) for i, g in enumerate(todo)]
+            wait(futures)  # every group ends before an error of one is raised: no thread outlives the call
+            return [f.result() for f in futures]
+    finally:
+        if timings is not None:
+            timings.extend(timed)
 
 
 def contract(
@@ -130,12 +172,29 @@ def contract(
     def work(local: Any, start: int, stop: int) -> Term:
         return run_range(local, plan, start, stop, {} if plan.sliced else None)
 
-    partials = run_groups(net, int(plan.nslices), devices, work, activate)
+    profiling = log.isEnabledFor(logging.DEBUG)
+    t0 = time.perf_counter()
+    timed: list[dict[str, Any]] = []
+    partials = run_groups(net, int(plan.nslices), devices, work, activate, timed)
+    t1 = time.perf_counter()
     with enter(home):
         total = _home(be, partials[0], home)
         for part in partials[1:]:
             part = _home(be, part, home)
             total = Term(net.alg.add(total.parts, part.parts), part.labels)
+        if profiling:
+            be.synchronize()  # the combination's own seconds, not the next step's
+    t2 = time.perf_counter()
+    if profiling:
+        profile = profile_record(int(plan.nslices), timed, t2 - t1, t2 - t0)
+        log.debug(
+            "tn spread: %d slices over %d devices in %.3f s (balance %.2f)",
+            profile["nslices"],
+            len(timed),
+            profile["seconds"],
+            profile["balance"],
+            extra={"spread_profile": profile},
+        )
     return total
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ import numpy as np
 from ..errors import LazykernWarning, warn_user
 from ..families.family import KernelFamily
 from ..launch import _device
-from . import _cost, _crt, _reference_einsum
+from . import _cost, _crt, _reference_einsum, _spread
 from ._backend import Backend
 from ._contract import Algebra
 from .einsum import build_network, contract_network, parse
@@ -209,14 +210,23 @@ def count_network(
         return floats
     plan = net.plan(optimize, slices, memory_limit, max_time)  # planned once, for the int64 counts
 
-    def run(moduli: tuple[int, ...]) -> tuple[Any, ...]:
+    def run(moduli: tuple[int, ...], device: int | None = None) -> tuple[Any, ...]:
+        """One pass: its slices over ``devices``, or the whole pass on ``device`` (paired passes)."""
         out: tuple[Any, ...] = contract_network(
-            inputs, output, operands, semiring=semiring, optimize=plan, algebra=algebra(*moduli), devices=devices
+            inputs,
+            output,
+            operands,
+            semiring=semiring,
+            optimize=plan,
+            algebra=algebra(*moduli),
+            devices=devices if device is None else [device],
         )
         return out
 
     labels = [t.labels for t in net.leaves]
-    return exact(net.be, labels, output, operands, net.sizes, run, lambda: residues_per_pass(net, plan))
+    spread = _spread.resolve(devices, net.be)
+    lanes = spread if spread is not None and len(spread) >= 2 and not net.be.on_host else None
+    return exact(net.be, labels, output, operands, net.sizes, run, lambda: residues_per_pass(net, plan), lanes)
 
 
 def residues_per_pass(net: Any, plan: Any) -> int:
@@ -240,26 +250,45 @@ def exact(
     output: Sequence[Any],
     operands: Sequence[Any],
     sizes: dict[Any, int],
-    run: Callable[[tuple[int, ...]], tuple[Any, ...]],
+    run: Callable[..., tuple[Any, ...]],
     residues: Callable[[], int] = lambda: 2,
+    lanes: Sequence[int] | None = None,
 ) -> tuple[Any, Any]:
     """Exact integer counts from passes ``run(moduli)`` of one plan, each the finished contraction
     (values, counts...) in the algebra :func:`algebra` (*moduli) (``()``: int64 counts modulo 2^64),
     wherever the passes run (one device, ``devices=`` groups, Dask workers): every group of a pass
     counts in the same rings and adds in them, so a pass gives the counts modulo each of its moduli,
     and :func:`._crt.solve` rebuilds the integers (``residues()`` primes a pass, asked only then). One pass when the
-    :func:`count_bound` proves int64 holds every count (the result left where ``run`` gives it)."""
+    :func:`count_bound` proves int64 holds every count (the result left where ``run`` gives it).
+
+    ``lanes`` (two GPUs or more): the int64 pass and the first prime pass, both always needed when
+    counts may pass 2^63, run at once, each whole on its own device (``run(moduli, device)``, with that
+    device current), instead of one after the other with each pass's slices spread: a pass's steps
+    that no sliced label reaches run once per device, and a sweep's such steps are most of its work
+    (32 x 32 counts on two H200s: 53 s against 68 s on one)."""
     given = [op[1] for op in operands if isinstance(op, tuple)]  # the others count 1 per entry
     bound = count_bound(be, given, labels, output, sizes)
     if bound < 1 << 63:
         values, counts = run(())  # exact in int64, left where the operands are
         return values, counts
 
-    def on_host(moduli: tuple[int, ...]) -> tuple[Any, list[Any]]:
-        values, *counts = run(moduli)
-        return _host(be, values), [_host(be, c) for c in counts]
+    def on_host(moduli: tuple[int, ...], device: int | None = None) -> tuple[Any, list[Any]]:
+        with be.on_device(device):
+            values, *counts = run(moduli) if device is None else run(moduli, device)
+            return _host(be, values), [_host(be, c) for c in counts]
 
-    return _crt.solve(on_host, bound, residues())
+    pair = None
+    if lanes is not None and len(lanes) >= 2:
+        first_device, second_device = lanes[0], lanes[1]
+
+        def pair(first: tuple[int, ...], second: tuple[int, ...]) -> tuple[Any, Any]:
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="lazykern-passes") as pool:
+                a = pool.submit(on_host, first, first_device)
+                b = pool.submit(on_host, second, second_device)
+                wait([a, b])  # both end before an error of one is raised: no thread outlives the call
+                return a.result(), b.result()
+
+    return _crt.solve(on_host, bound, residues(), pair)
 
 
 def count_bound(
