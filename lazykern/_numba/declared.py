@@ -149,6 +149,7 @@ class _StandIn:
     """What numba's C dispatcher reads of an overload while choosing it: no code, its signature."""
 
     objectmode = False
+    entry_point = None  # registered with no target context: the dispatcher's finalizer finds nothing to remove
 
     def __init__(self, argtypes: tuple[Any, ...]) -> None:
         from numba.cuda import types
