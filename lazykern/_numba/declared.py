@@ -50,6 +50,7 @@ def pointer_value(value: Any, index: int) -> int:
     if isinstance(value, ctypes.c_void_p):
         return int(value.value or 0)
     if isinstance(value, ctypes._Pointer):
+        # ctypes' own cast (not a type escape): the pointer's address as a c_void_p
         return int(ctypes.cast(value, ctypes.c_void_p).value or 0)
     try:
         cai = value.__cuda_array_interface__
@@ -138,7 +139,7 @@ def convert(t: Any, actual: Any, value: Any, index: int) -> Any:
 
 def _compatible_array(actual: Any, declared: Any) -> bool:
     """Same dtype and rank, and a layout the declared one covers (any-layout 'A' takes every layout)."""
-    return (
+    return bool(
         actual.dtype == declared.dtype
         and actual.ndim == declared.ndim
         and (declared.layout == "A" or declared.layout == actual.layout)

@@ -44,7 +44,7 @@ def max_cooperative_grid_blocks(cufunc: Any, device: int, blockdim: Any, dynsmem
 @functools.cache
 def _sm_count(device: int) -> int:
     attr = _cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
-    err, count = _cu.cuDeviceGetAttribute(attr, device)
+    err, count = _cu.cuDeviceGetAttribute(attr, _cu.CUdevice(device))
     _check(err, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)")
     return int(count)
 
