@@ -27,7 +27,7 @@ from numba.cuda import types
 from lazykern import LazyKernel, lazy_kernel
 from lazykern._numba.compile import _target_cc
 from lazykern._numba.declared import pointer_value
-from lazykern.errors import LaunchError
+from lazykern.errors import DriverError, LaunchError
 from tests import _doc_corpus as corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -216,6 +216,46 @@ def test_forall_refuses_negative_counts_and_launches_nothing_for_zero(cache):
     with pytest.raises(ValueError, match="Can't create ForAll with negative task count: -1"):
         k.forall(-1)
     assert k.forall(0)(np.zeros(3, np.float32), 3) is None and k.stats()["calls"] == 0
+
+
+def test_forall_launches_ceil_ntasks_over_tpb_blocks_of_the_kernels_block_size(monkeypatch):
+    from types import SimpleNamespace
+
+    from lazykern.jit import _forall
+
+    launched = []
+
+    class Owner:  # a kernel whose launches are recorded
+        def __getitem__(self, config):
+            return lambda *args: launched.append((config, args))
+
+        def _instance_for(self, args):
+            return SimpleNamespace(function=lambda: None, cufunctions={7: "cufn"})
+
+    monkeypatch.setattr(_forall, "current_context", lambda: 7)
+    monkeypatch.setattr(_forall._occupancy, "forall_block_size", {"cufn": 256}.get)
+    _forall.ForAll(Owner(), 1000)(1, 2)
+    _forall.ForAll(Owner(), 1000, tpb=64, stream="s", sharedmem=8)(3)
+    assert launched == [((4, 256, 0, 0), (1, 2)), ((16, 64, "s", 8), (3,))]
+
+
+def test_occupancy_reads_what_numba_cuda_reads(monkeypatch):
+    from cuda.bindings import driver
+
+    from lazykern.jit import _occupancy
+
+    ok = driver.CUresult.CUDA_SUCCESS
+    attrs = {driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: 768}
+    monkeypatch.setattr(driver, "cuFuncGetAttribute", lambda attr, fn: (ok, attrs[attr]))
+    monkeypatch.setattr(driver, "cuOccupancyMaxActiveBlocksPerMultiprocessor", lambda fn, n, smem: (ok, 2048 // n))
+    monkeypatch.setattr(_occupancy, "_sm_count", lambda device: 132)
+    assert _occupancy.forall_block_size("fn") == 768  # the kernel's most threads per block, as ForAll gets it
+    assert _occupancy.max_cooperative_grid_blocks("fn", 0, (16, 8)) == 16 * 132  # a block's threads: 16 * 8
+    monkeypatch.setattr(driver, "cuFuncGetAttribute", lambda attr, fn: (driver.CUresult.CUDA_ERROR_INVALID_HANDLE, 0))
+    with pytest.raises(
+        DriverError, match="cuFuncGetAttribute\\(MAX_THREADS_PER_BLOCK\\) failed: CUDA_ERROR_INVALID_HANDLE"
+    ):
+        _occupancy.forall_block_size("fn")
 
 
 def test_a_launch_without_configuration_gets_numbas_words_naming_the_kernel():

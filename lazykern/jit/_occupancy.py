@@ -23,8 +23,7 @@ from ..errors import DriverError
 
 def _check(err: Any, call: str) -> None:
     if err != _cu.CUresult.CUDA_SUCCESS:
-        _, name = _cu.cuGetErrorName(err)
-        raise DriverError(f"{call} failed: {name.decode() if isinstance(name, bytes) else err}")
+        raise DriverError(f"{call} failed: {getattr(err, 'name', err)}")
 
 
 def forall_block_size(cufunc: Any) -> int:
