@@ -12,7 +12,7 @@ those launches use (None: the kernel's declared ones), which the CPU step compil
 
 - ``compile STORE``: every kernel through ``@lazy_kernel(...).warm`` for sm_90, with no GPU; per
   kernel, "compiled", "served" (from the store), or the error.
-- ``sim`` (under ``NUMBA_ENABLE_CUDASIM=1``) / ``gpu STORE``: every case run by ``@cuda.jit`` and by
+- ``sim [CASE...]`` (under ``NUMBA_ENABLE_CUDASIM=1``) / ``gpu STORE``: every case run by ``@cuda.jit`` and by
   ``@lazy_kernel``; whether their outputs are equal, and on the GPU how many instantiations the
   ``@lazy_kernel`` run compiled (after ``compile`` in the same store: none, but for a kernel that
   captures a device array, whose address is baked into its code, as numba-cuda recompiles it).
@@ -1052,15 +1052,15 @@ def _same(a: list[Any], b: list[Any]) -> bool:
     return True
 
 
-def run_step(simulating: bool, store: str | None = None) -> dict[str, Any]:
-    """Each case run by ``@cuda.jit`` and by ``@lazy_kernel``; whether the outputs are equal, and
-    (on the GPU) how many instantiations the ``@lazy_kernel`` run compiled."""
+def run_step(simulating: bool, store: str | None = None, names: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Each case (of ``names``, if given) run by ``@cuda.jit`` and by ``@lazy_kernel``; whether the
+    outputs are equal, and (on the GPU) how many instantiations the ``@lazy_kernel`` run compiled."""
     from lazykern.store.cache import KernelCache
 
     cache = KernelCache(store) if store else None
     out: dict[str, Any] = {}
     for c in CASES:
-        if simulating and not c.sim:
+        if (simulating and not c.sim) or (names and c.name not in names):
             continue
         row: dict[str, Any] = {"origin": c.origin}
         results = []
@@ -1086,11 +1086,11 @@ def main(argv: list[str] | None = None) -> None:
     if step == "compile":
         report = compile_step(argv[1])
     elif step == "sim":
-        report = run_step(simulating=True)
+        report = run_step(simulating=True, names=frozenset(argv[1:]))
     elif step == "gpu":
         report = run_step(simulating=False, store=argv[1] if len(argv) > 1 else None)
     else:
-        raise SystemExit(f"unknown step {step!r}: compile STORE | sim | gpu [STORE]")
+        raise SystemExit(f"unknown step {step!r}: compile STORE | sim [CASE...] | gpu [STORE]")
     print(json.dumps(report))
 
 
