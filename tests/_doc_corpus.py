@@ -999,6 +999,52 @@ case(
 )(_cai_build)
 
 
+# -- docs/source/user/memory.rst: dynamic shared memory, sized at launch; zero-argument kernels ------------
+def _dynshared_build(jit: Any) -> dict[str, Any]:
+    @jit
+    def kernel_func(x):
+        dyn_arr = cuda.shared.array(0, dtype=np.float32)  # noqa: F841 (the page's code)
+        ...
+
+    @jit
+    def f():
+        f32_arr = cuda.shared.array(0, dtype=np.float32)
+        i32_arr = cuda.shared.array(0, dtype=np.int32)
+        f32_arr[0] = 3.14
+        print(f32_arr[0])
+        print(i32_arr[0])
+
+    @jit
+    def f_with_view():
+        f32_arr = cuda.shared.array(0, dtype=np.float32)
+        i32_arr = cuda.shared.array(0, dtype=np.int32)[1:]  # 1 int32 = 4 bytes
+        f32_arr[0] = 3.14
+        i32_arr[0] = 1
+        print(f32_arr[0])
+        print(i32_arr[0])
+
+    return {"kernel_func": kernel_func, "f": f, "f_with_view": f_with_view}
+
+
+def _dynshared_run(k: dict[str, Any], small: bool) -> list[Any]:
+    x = cuda.to_device(np.zeros(32, np.float32))
+    k["kernel_func"][32, 32, 0, 128](x)
+    k["f"][1, 1, 0, 4]()
+    cuda.synchronize()
+    k["f_with_view"][1, 1, 0, 8]()
+    cuda.synchronize()
+    return [x.copy_to_host()]  # what the kernels print goes to the process's stdout
+
+
+case(
+    "dynamic_shared_memory",
+    "docs/source/user/memory.rst",
+    {"kernel_func": ["void(float32[::1])"], "f": ["void()"], "f_with_view": ["void()"]},
+    run=_dynshared_run,
+    sim=False,  # numba's simulator fails on a 0-size shared array of a NumPy dtype class, for cuda.jit too
+)(_dynshared_build)
+
+
 # -- steps -------------------------------------------------------------------------------------------
 def _lazy_jit(cache: Any = None) -> Callable[..., Any]:
     from lazykern import lazy_kernel
