@@ -349,6 +349,9 @@ def test_forall_block_size_and_cooperative_grid_are_numbas():
     assert lazy.forall(len(x))._block_size((x,)) == ForAll(jit, len(x), 0, 0, 0)._compute_thread_per_block(spec)
     sig = (types.float32[::1],)
     assert lazy.overloads[sig].max_cooperative_grid_blocks(128) == spec.overloads[sig].max_cooperative_grid_blocks(128)
+    assert lazy.get_regs_per_thread(sig) == spec.get_regs_per_thread()
+    assert lazy.get_max_threads_per_block() == {sig: spec.get_max_threads_per_block()}
+    assert lazy.get_shared_mem_per_block(sig) == spec.get_shared_mem_per_block()
     lazy.forall(len(x))(x)
     jit.forall(len(x))(x)
     assert (x.copy_to_host() == 2).all()

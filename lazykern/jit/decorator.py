@@ -347,6 +347,34 @@ class LazyKernel(Launchable):
         for types in self._known_signatures():
             Overload(self, types).inspect_types(file=file)
 
+    def get_regs_per_thread(self, signature: Any = None) -> Any:
+        """Registers per thread of one signature's cubin (the only one of a specialized kernel), or a dict of all."""
+        return self._attribute(signature, "regs_per_thread")
+
+    def get_shared_mem_per_block(self, signature: Any = None) -> Any:
+        """Static shared memory per block, in bytes: as :meth:`get_regs_per_thread`."""
+        return self._attribute(signature, "shared_mem_per_block")
+
+    def get_max_threads_per_block(self, signature: Any = None) -> Any:
+        """The most threads a block may have: as :meth:`get_regs_per_thread`."""
+        return self._attribute(signature, "max_threads_per_block")
+
+    def get_const_mem_size(self, signature: Any = None) -> Any:
+        """Constant memory, in bytes: as :meth:`get_regs_per_thread`."""
+        return self._attribute(signature, "const_mem_size")
+
+    def get_local_mem_per_thread(self, signature: Any = None) -> Any:
+        """Local memory per thread, in bytes: as :meth:`get_regs_per_thread`."""
+        return self._attribute(signature, "local_mem_per_thread")
+
+    def _attribute(self, signature: Any, name: str) -> Any:
+        """numba-cuda's ``get_*``: one signature's value, the specialized kernel's, or a dict of every known one."""
+        if signature is not None:
+            return getattr(Overload(self, normalize_signature(signature)), name)
+        if self.specialized:
+            return getattr(self.definition, name)
+        return {types: getattr(Overload(self, types), name) for types in self._known_signatures()}
+
     def _inspect(self, signature: Any, read: Callable[[Overload], Any]) -> Any:
         if signature is not None:
             return read(Overload(self, normalize_signature(signature)))
