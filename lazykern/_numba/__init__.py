@@ -9,6 +9,8 @@ private numba-cuda imports anywhere else). The surface the rest of the package c
   context, nvJitLink / libNVVM versions, ``typeof`` and signatures, device arrays built without
   Numba's constructor, and the capture guards' patch targets with :func:`~.internals.patch`.
 - :mod:`.signature`: kernel signatures spelled by the user, relaxed to any layout.
+- :mod:`.declared`: declared signatures (``lazy_kernel(sig)``): which one a launch runs and its
+  arguments converted to it, as numba-cuda chooses and converts.
 - :mod:`.args`: how arguments become a Numba kernel's parameters (launch plans, packers).
 - :mod:`.key`: the first key of a ``@lazy_kernel`` (bytecode and everything it reaches).
 - :mod:`.resolved`: the manifest of what Numba resolved while compiling (functions, frozen
@@ -45,6 +47,11 @@ BORROWED: dict[str, str] = {
     "numba.cuda.cudadrv.nvvm:set_launch_bounds": "launch_bounds= on a compiled kernel",
     "numba.cuda.cudadrv.nvrtc:__file__": "numba-cuda's package directory (include dirs, reshape_funcs.cu)",
     "numba.cuda.compiler:compile_cuda": "typing and lowering one instantiation",
+    "numba.cuda.codegen:disassemble_cubin": "inspect_sass: a stored cubin's SASS (nvdisasm)",
+    "numba.cuda.dispatcher:CUDADispatcher.add_overload": "declared signatures: stand-ins numba picks among",
+    "numba.cuda.dispatcher:CUDADispatcher.disable_compile": "declared signatures: the chooser never compiles",
+    "numba.cuda.dispatcher:_dispatcher.Dispatcher._cuda_call": "declared signatures: numba's choice for a launch",
+    "numba.cuda.dispatcher:_LAUNCH_CONFIG_KW": "declared signatures: the keyword _cuda_call takes",
     "numba.cuda.compiler:kernel_fixup": "turning the lowered function into a kernel",
     "numba.cuda.dispatcher:get_current_device": "swapped for the target arch while compiling",
     "numba.cuda.dispatcher:CUDADispatcher.compile_device": "device functions compiled per target arch",

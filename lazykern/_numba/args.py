@@ -251,6 +251,8 @@ def _plan_one(t: Any, index: int) -> dict[str, Any]:
         return {"kind": "enum", "item": _plan_one(t.dtype, index), "type": str(t)}
     if isinstance(t, (types.NPDatetime, types.NPTimedelta)):  # numba-cuda: the int64 count
         return {"kind": "datetime", "type": str(t)}
+    if isinstance(t, (types.CPointer, types.RawPointer)):  # a declared CPointer / voidptr: an address
+        return {"kind": "pointer", "type": str(t)}
     members = internals.struct_members(t)
     if members is not None and not isinstance(t, (types.Array, types.Buffer)):
         # A user type with a struct data model: the kernel takes its members, flattened. numba-cuda
@@ -259,7 +261,8 @@ def _plan_one(t: Any, index: int) -> dict[str, Any]:
     raise LaunchError(
         f"argument {index} has Numba type {t}, which lazy_kernel cannot pass to a kernel; "
         "supported: arrays, integer/float/complex/bool scalars, records, enum members, "
-        "datetime64/timedelta64 scalars and tuples of them (as numba.cuda.jit)"
+        "datetime64/timedelta64 scalars, tuples of them, and pointers (CPointer, voidptr) in a declared "
+        "signature"
     )
 
 
@@ -297,6 +300,7 @@ def make_packer(plan: list[dict[str, Any]]) -> Callable[..., tuple[Any, ...]]:
     """
     env: dict[str, Any] = {
         "_bool": np.bool_, "_f32": np.float32, "_f64": float, "_ptr": _device.pointer, "_np": np, "_i64": int,
+        "_u64": np.uint64,
     }  # fmt: skip
     names = [f"a{i}" for i in range(len(plan))]
     parts: list[str] = []
@@ -346,6 +350,8 @@ def _pack_expr(expr: str, p: dict[str, Any], array: str | None = None) -> list[s
         return _pack_expr(f"{expr}.value", item)
     if kind == "datetime":
         return [f"_i64({expr}.view(_np.int64))"]
+    if kind == "pointer":  # the address, as the declared signature's path converted it (declared.py)
+        return [f"_u64({expr})"]
     raise LaunchError(f"unknown argument kind {kind!r} in a stored launch plan; clear the lazykern cache")
 
 
@@ -396,6 +402,8 @@ def struct_format(plan: list[dict[str, Any]], *, packed_arrays: bool = False) ->
             codes.append("q")
         elif kind == "datetime":
             codes.append("q")
+        elif kind == "pointer":
+            codes.append("Q")
         else:
             raise LaunchError(f"unknown argument kind in a stored launch plan: {p!r}; clear the lazykern cache")
     return "@" + "".join(codes)
@@ -437,6 +445,7 @@ def make_buffer_filler(plan: list[dict[str, Any]]) -> tuple[int, Callable[..., N
         "_ptr": _device.pointer,
         "_np": np,
         "_i64": int,
+        "_u64": np.uint64,
         "_pack_into": layout.pack_into,
         "_kept": KEPT_PARAMS,
         "_params": array_params,

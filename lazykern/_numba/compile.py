@@ -63,59 +63,18 @@ def compile_kernel(
     link: Sequence[Any] = (),
 ) -> tuple[bytes, dict[str, Any]]:
     """Compile ``pyfunc`` for ``argtypes``; return ``(cubin, JSON-able metadata)``."""
-    from numba.cuda import types
-    from numba.cuda.compiler import compile_cuda, kernel_fixup
-    from numba.cuda.cudadrv import nvvm
-
     name = getattr(pyfunc, "__qualname__", repr(pyfunc))
     plan = _numba_args.plan_for(argtypes)
     cc = arch_to_cc(arch)
     start = time.perf_counter()
     started = start_ns()  # a linked file's header changed after this is not trusted
     internals.forget_file_reads()  # linked files are read as they are now, as the key read them
-    try:
-        debug = bool(options["debug"])
-        nvvm_options: dict[str, Any] = {"fastmath": options["fastmath"], "opt": 3 if options["opt"] else 0}
-        if debug:
-            nvvm_options["g"] = None  # as numba-cuda's _Kernel: full debug info
-        with _target_cc(cc):
-            cres = compile_cuda(
-                pyfunc,
-                types.void,
-                argtypes,
-                debug=debug,
-                lineinfo=options["lineinfo"],
-                forceinline=options["forceinline"],
-                inline=options["inline"],
-                fastmath=options["fastmath"],
-                nvvm_options=nvvm_options,
-                cc=cc,
-                max_registers=options["max_registers"],
-                lto=options["lto"],
-            )
-            # While this compile's device-function overloads are in place: what Numba resolved.
-            manifest = resolved.record(cres, pyfunc, lines=bool(options["lineinfo"]))
+    debug = bool(options["debug"])
+    with _compile_errors(name, argtypes, arch, options):
+        cres, manifest, n_params = _lower(pyfunc, argtypes, cc, options, link, record=True)
         lib = cres.library
         symbol = cres.fndesc.llvm_func_name
-        kernel = lib.get_function(symbol)
-        lib._entry_name = symbol
-        kernel_fixup(kernel, debug)
-        nvvm.set_launch_bounds(kernel, options["launch_bounds"])
-        n_params = len(kernel.args)
-        _add_links(lib, link, cres.target_context)
-        if lib.use_cooperative:
-            lib.needs_cudadevrt = True
         cubin = lib.get_cubin(cc=cc)
-    except CompileError:
-        raise
-    except Exception as exc:
-        raise CompileError(
-            f"Numba could not compile {name} for {tuple(str(t) for t in argtypes)}: {exc}",
-            name=name,
-            arch=arch,
-            options=[f"{k}={v}" for k, v in sorted(options.items())],
-            log=str(exc),
-        ) from exc
     if n_params != _numba_args.param_count(plan):
         raise CompileError(
             f"kernel {name} has {n_params} parameters but its launch plan packs "
@@ -150,6 +109,79 @@ def compile_kernel(
         meta["memory_only"] = manifest.get("memory_only") or f"cannot be verified by name: {manifest['unverifiable']}"
     log.debug("compiled lazy kernel %s%s for %s", name, meta["signature"], arch)
     return code, meta
+
+
+def lowered(
+    pyfunc: Any, argtypes: tuple[Any, ...], *, arch: str, options: dict[str, Any], link: Sequence[Any] = ()
+) -> Any:
+    """Numba's compile result of one instantiation for ``arch``, lowered as :func:`compile_kernel`
+    lowers it and not linked: what ``inspect_types`` / ``inspect_llvm`` / ``inspect_asm`` read
+    (``type_annotation``, ``library.get_llvm_str()``, ``library.get_asm_str(cc)``)."""
+    name = getattr(pyfunc, "__qualname__", repr(pyfunc))
+    with _compile_errors(name, argtypes, arch, options):
+        cres, _, _ = _lower(pyfunc, argtypes, arch_to_cc(arch), options, link, record=False)
+    return cres
+
+
+def _lower(
+    pyfunc: Any, argtypes: tuple[Any, ...], cc: tuple[int | str, ...], options: dict[str, Any],
+    link: Sequence[Any], *, record: bool,
+) -> tuple[Any, dict[str, Any], int]:  # fmt: skip
+    """Type and lower ``pyfunc`` as numba-cuda's ``_Kernel`` does, make it a kernel and add its
+    links: ``(compile result, manifest of what Numba resolved (with ``record``), parameter count)``."""
+    from numba.cuda import types
+    from numba.cuda.compiler import compile_cuda, kernel_fixup
+    from numba.cuda.cudadrv import nvvm
+
+    debug = bool(options["debug"])
+    nvvm_options: dict[str, Any] = {"fastmath": options["fastmath"], "opt": 3 if options["opt"] else 0}
+    if debug:
+        nvvm_options["g"] = None  # as numba-cuda's _Kernel: full debug info
+    manifest: dict[str, Any] = {}
+    with _target_cc(cc):
+        cres = compile_cuda(
+            pyfunc,
+            types.void,
+            argtypes,
+            debug=debug,
+            lineinfo=options["lineinfo"],
+            forceinline=options["forceinline"],
+            inline=options["inline"],
+            fastmath=options["fastmath"],
+            nvvm_options=nvvm_options,
+            cc=cc,
+            max_registers=options["max_registers"],
+            lto=options["lto"],
+        )
+        if record:  # while this compile's device-function overloads are in place: what Numba resolved
+            manifest = resolved.record(cres, pyfunc, lines=bool(options["lineinfo"]))
+    lib = cres.library
+    symbol = cres.fndesc.llvm_func_name
+    kernel = lib.get_function(symbol)
+    lib._entry_name = symbol
+    kernel_fixup(kernel, debug)
+    nvvm.set_launch_bounds(kernel, options["launch_bounds"])
+    _add_links(lib, link, cres.target_context)
+    if lib.use_cooperative:
+        lib.needs_cudadevrt = True
+    return cres, manifest, len(kernel.args)
+
+
+@contextlib.contextmanager
+def _compile_errors(name: str, argtypes: tuple[Any, ...], arch: str, options: dict[str, Any]) -> Iterator[None]:
+    """Numba's exceptions as one CompileError naming the kernel, signature, arch and options."""
+    try:
+        yield
+    except CompileError:
+        raise
+    except Exception as exc:
+        raise CompileError(
+            f"Numba could not compile {name} for {tuple(str(t) for t in argtypes)}: {exc}",
+            name=name,
+            arch=arch,
+            options=[f"{k}={v}" for k, v in sorted(options.items())],
+            log=str(exc),
+        ) from exc
 
 
 @contextlib.contextmanager

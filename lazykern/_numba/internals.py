@@ -161,6 +161,16 @@ def normalize_signature(sig: Any) -> tuple[tuple[Any, ...], Any]:
     return args_and_return
 
 
+def disassemble_cubin(code: bytes) -> str:
+    """A cubin's SASS through numba-cuda's disassembler (``numba.cuda.codegen.disassemble_cubin``:
+    nvdisasm with line info; numba-cuda's RuntimeError where nvdisasm is not found)."""
+    import types as pytypes
+
+    from numba.cuda.codegen import disassemble_cubin as disassemble
+
+    return str(disassemble(pytypes.SimpleNamespace(code=code)))
+
+
 def package_dir() -> str:
     """numba-cuda's ``numba/cuda`` directory (its NVRTC include dirs and helper ``.cu`` files live there)."""
     import numba.cuda.cudadrv.nvrtc

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from .._numba import args as _numba_args
+from .._numba.declared import Declared
 from ..errors import LaunchError
 from ..launch import _launch
 from ..launch._launch import Launcher, driver_error
@@ -31,7 +32,10 @@ class Kernel(Protocol):
     """What the dispatcher needs of its ``LazyKernel``."""
 
     __name__: str
+    described: str
     extensions: list[Any]
+    declared: Declared | None
+    py_func: Any
 
     def _count(self, name: str, delta: float = 1) -> None: ...
 
@@ -77,14 +81,13 @@ class Dispatcher:
         """The general path: type every argument, find or build the instance, copy host arrays, launch."""
         kernel = self.kernel
         kernel._count("calls")
-        kernel._check_count(args)
-        described = [_numba_args.classify(a, i) for i, a in enumerate(args)]
+        described, unchanged = self.describe(args)
         inst = kernel._instance(tuple(d[0] for d in described))
         fn = inst.function()
         retr: list[Any] = []
         if kernel.extensions:  # they may map any argument on any launch: no hot path
             described = _extend(kernel.extensions, described, args, launcher, retr)
-        else:
+        elif unchanged:  # arguments the filler takes as they come (converted ones take this path each time)
             fast = tuple(map(self.key, args))
             if _numba_args.SLOW not in fast:
                 self.fast[fast] = inst
@@ -93,6 +96,16 @@ class Dispatcher:
         finally:
             for write_back in retr:
                 write_back()
+
+    def describe(self, args: tuple[Any, ...]) -> tuple[list[tuple[Any, str, Any]], bool]:
+        """``(described, unchanged)``: each argument as ``(Numba type, source kind, value)`` for the
+        signature the launch runs (a declared one: the arguments converted to it); ``unchanged``:
+        the values are the arguments themselves, each of exactly that type."""
+        kernel = self.kernel
+        kernel._check_count(args)
+        if kernel.declared is None:
+            return [_numba_args.classify(a, i) for i, a in enumerate(args)], True
+        return _declared(kernel, kernel.declared, args)  # the signature numba-cuda would launch
 
     def _launch(self, launcher: Launcher, inst: Instance, fn: Any, described: list[tuple[Any, str, Any]]) -> None:
         kernel = self.kernel
@@ -182,6 +195,20 @@ def launch(launcher: Launcher, inst: Instance, fn: Any, args: Sequence[Any]) -> 
         go()
     else:  # debug=True: the kernel's error code is zeroed before and checked after, as numba-cuda does
         _lazy_debug.launch_checked(go, int(fn.handle), inst.symbol, inst.debug, int(launcher.stream.handle))
+
+
+def _declared(kernel: Kernel, declared: Declared, args: tuple[Any, ...]) -> tuple[list[tuple[Any, str, Any]], bool]:
+    """The arguments described as the declared signature numba-cuda would launch takes them; a
+    launch numba-cuda refuses is refused in its words, naming the kernel."""
+    try:
+        types = declared.select(kernel.py_func, args)
+    except TypeError as exc:  # numba's C dispatcher: "No matching definition for argument type(s) ..."
+        raise LaunchError(f"kernel {kernel.described}: {exc}") from None
+    try:
+        return declared.describe(types, args)
+    except LaunchError as exc:
+        sig = ", ".join(str(t) for t in types)
+        raise LaunchError(f"kernel {kernel.described} declared ({sig}): {exc}") from None
 
 
 def _extend(
