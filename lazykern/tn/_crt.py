@@ -80,24 +80,35 @@ def symmetric(x: Any, M: int) -> Any:
     return np.where(x > M // 2, x - M, x) if isinstance(x, np.ndarray) else (x - M if x > M // 2 else x)
 
 
-def solve(run: Pass, bound: int, residues: int = 1) -> tuple[Any, Any]:
+def solve(run: Pass, bound: int, residues: int = 1, wide: bool = True) -> tuple[Any, Any]:
     """(values, exact counts) from passes ``run(moduli)``; ``bound``: no |count| exceeds it;
-    ``residues``: primes per pass after the first (int64) one. The reconstruction grows one prime at a
-    time, so a pass of several primes can stop the search at any of them.
+    ``residues``: primes per pass after the first (int64) one; ``wide``: whether that int64 pass runs
+    (False: primes alone, where a pass of int64 counts would not fit the device, so ``bound`` must need
+    more than int64). The reconstruction grows one prime at a time, so a pass of several primes can
+    stop the search at any of them.
 
     Counts come back as an int64 array when ``bound`` proves they fit (one pass), else as an
     object array of Python ints (one Python int for a scalar contraction)."""
-    values, (counts,) = run(())
-    counts = np.asarray(counts).astype(np.int64)
-    if bound < _INT64_SAFE:
-        return values, counts
-    x = counts.astype(object) % INT64_MODULUS  # the int64 bits as residues in [0, 2^64)
-    M = INT64_MODULUS
-    previous = symmetric(x, M)
+    if not wide and bound < _INT64_SAFE:
+        raise ValueError("counts bounded below 2^63 are one int64 pass: wide=False is for larger ones")
+    values: Any = None
+    previous: Any = None  # no reconstruction yet: the first prime alone never stops the search
+    x: Any = 0
+    M = 1
+    if wide:
+        values, (counts,) = run(())
+        counts = np.asarray(counts).astype(np.int64)
+        if bound < _INT64_SAFE:
+            return values, counts
+        x = counts.astype(object) % INT64_MODULUS  # the int64 bits as residues in [0, 2^64)
+        M = INT64_MODULUS
+        previous = symmetric(x, M)
     left = itertools.islice(primes(), _MAX_PRIMES)
     while moduli := tuple(itertools.islice(left, max(residues, 1))):
         more, counts_mod = run(moduli)
-        if not np.array_equal(np.asarray(more), np.asarray(values), equal_nan=True):
+        if values is None:
+            values = more
+        elif not np.array_equal(np.asarray(more), np.asarray(values), equal_nan=True):
             raise ReconstructionError(
                 f"the counting pass modulo {moduli} found other optimal values than the pass modulo 2^64: the "
                 "contraction is not deterministic; report it with the network"
@@ -105,7 +116,7 @@ def solve(run: Pass, bound: int, residues: int = 1) -> tuple[Any, Any]:
         for p, r in zip(moduli, counts_mod, strict=True):
             x, M = combine(x, M, np.asarray(r).astype(np.int64).astype(object), p), M * p
             now = symmetric(x, M)
-            if M > 2 * bound or bool(np.all(now == previous)):
+            if M > 2 * bound or (previous is not None and bool(np.all(now == previous))):
                 return values, now
             previous = now
     raise ReconstructionError(f"counts did not settle after {_MAX_PRIMES} primes (a count above 2^{M.bit_length()})")

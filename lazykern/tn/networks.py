@@ -326,11 +326,31 @@ def plan(
         return make(memory_limit)
     leaves = 4 * len(sg.edges) + 2 * sg.n
 
-    def peak(p: ContractionPlan) -> int:  # without the slices' cache, which the executor drops where it does not fit
-        steps = [s._replace(pinned=0) for s in steps_of(p)]
-        return _cost.peak_bytes(steps, leaves, entry, 0)
+    counting = count_dtype is not None and not be.on_host  # counting runs its bit-addressed steps on a device
 
-    return fit_to_memory(make, be.memory_limit(entry), peak, be.free_bytes())
+    def fit(width: int) -> ContractionPlan:
+        def peak(p: ContractionPlan) -> int:  # without the slices' cache, which the executor drops if it does not fit
+            steps = [s._replace(pinned=0) for s in steps_of(p)]
+            return _cost.peak_bytes(steps, leaves, width, 0, inplace=counting)
+
+        # In place, a counting sweep holds one boundary, not the four arrays be.memory_limit assumes: the
+        # first try is what one array fills, and fit_to_memory halves from there by the predicted peak.
+        start = be.memory_limit(width) * (_INPLACE_START if counting else 1)
+        return fit_to_memory(make, start, peak, be.free_bytes())
+
+    planned = fit(entry)
+    exact = counting and np.dtype(count_dtype).kind in "iu" and sg.n >= _INT64_SPINS
+    if exact and planned.nslices > 1:
+        # Counts past int64 are rebuilt from residues modulo primes (int32 each): a plan fit for one
+        # residue a pass is sliced less, and the int64 pass is then left out (counting.exact).
+        narrow = fit(itemsize + 4)
+        if narrow.nslices < planned.nslices:
+            return narrow
+    return planned
+
+
+_INPLACE_START = 4  # be.memory_limit's four arrays: one in place
+_INT64_SPINS = 63  # spins from which a count of +-1 assignments may pass 2^63: residues rebuild it
 
 
 def _faster(
