@@ -58,7 +58,15 @@ def main() -> int:
         t_energy = time.perf_counter() - t0
         passes.clear()
         t0 = time.perf_counter()
-        e_count, count = nw.degeneracy(sg, module=xp)
+        try:
+            e_count, count = nw.degeneracy(sg, module=xp)
+        except Exception as exc:  # recorded with the pool's state; the next size still runs
+            pool = xp.get_default_memory_pool()
+            rows.append(dict(L=L, energy=energy, passes=list(passes), error=f"{type(exc).__name__}: {exc}"[:1500],
+                             pool_total=pool.total_bytes(), pool_used=pool.used_bytes()))  # fmt: skip
+            print(json.dumps(rows[-1]), flush=True)
+            Path(args.out).write_text(json.dumps(dict(command=" ".join(sys.argv), rows=rows), indent=1))
+            continue
         t_count = time.perf_counter() - t0
         row = dict(
             L=L,
