@@ -555,7 +555,38 @@ def plan_steps(
     path: Sequence[tuple[int, ...]],
     sliced: dict[Label, int],
 ) -> list[_cost.Step]:
-    """The steps of ``path`` as :mod:`._cost` prices them (entries per slice: sliced labels count 1)."""
+    """The steps of ``path`` as :mod:`._cost` prices them (entries per slice: sliced labels count 1).
+    The last few plans' steps are kept: the solvers price one plan several times (a 32 x 32 energy
+    chose its sweep by them, then guarded its memory; a count guards each of its passes), and a 3000-step
+    walk costs a quarter of a second. The list returned is shared: callers copy, never change it."""
+    key = (
+        tuple(map(tuple, inputs)),
+        tuple(output),
+        frozenset(sizes.items()),
+        tuple(path),
+        frozenset(sliced.items()),
+        _contract.STRIDED_MIN,  # which steps the executor runs bit-addressed
+    )
+    found = _steps_kept.get(key)
+    if found is None:
+        found = _plan_steps(inputs, output, sizes, path, sliced)
+        if len(_steps_kept) >= _STEPS_KEPT:
+            _steps_kept.pop(next(iter(_steps_kept)))  # the oldest
+        _steps_kept[key] = found
+    return found
+
+
+_steps_kept: dict[tuple[Any, ...], list[_cost.Step]] = {}
+_STEPS_KEPT = 8
+
+
+def _plan_steps(
+    inputs: Sequence[Sequence[Label]],
+    output: Collection[Label],
+    sizes: dict[Label, int],
+    path: Sequence[tuple[int, ...]],
+    sliced: dict[Label, int],
+) -> list[_cost.Step]:
     size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
     output = set(output)
     # (labels, depends on the slice, the step that made it: -1 for a leaf)
