@@ -658,11 +658,11 @@ def _launch_bits(
     padded = [c + [c[0]] * (4 - residues) for c in counts]  # the kernel reads only the first R
     mods = [*moduli, *[0] * (4 - len(moduli))]
 
-    def packed(positions: list[int]) -> np.uint64:
-        return np.uint64(sum(p << (8 * t) for t, p in enumerate(positions)))
+    def packed(positions: list[int]) -> Any:  # np.uint64
+        return np.uint64(sum(int(p) << (8 * t) for t, p in enumerate(positions)))
 
-    def mask(positions: list[int]) -> np.uint64:
-        return np.uint64(sum(1 << p for p in positions))
+    def mask(positions: list[int]) -> Any:  # np.uint64
+        return np.uint64(sum(1 << int(p) for p in positions))
 
     tile = f"bits{len(lay['con'])}{len(lay['right_pos'])}"
     name = kernel_name(semiring, be.dtype(X[0]), be.dtype(X[1]), rows=tile, residues=residues)
