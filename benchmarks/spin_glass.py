@@ -546,11 +546,15 @@ steps = plan_steps(sg.labels(), (), dict.fromkeys(range(sg.n), 2), plan.path, pl
 itemsize = np.dtype(dtype).itemsize
 rates = _cost.rates_for(xp is np, itemsize)
 predicted = _cost.seconds(steps, plan.nslices, itemsize, rates)
-predicted_peak = _cost.peak_bytes(steps, 4 * len(sg.edges) + 2 * sg.n, itemsize + count, 0)
+leaves = 4 * len(sg.edges) + 2 * sg.n
+predicted_peak = _cost.peak_bytes(steps, leaves, itemsize + count, 0, inplace=bool(count))
+if count:  # the widths a count's passes may take: int64, then 1 to 4 residues modulo primes (int32 each)
+    passes_peak = {{w: _cost.peak_bytes(steps, leaves, itemsize + w, 0, inplace=True) for w in (4, 8, 12, 16)}}
 print(json.dumps(dict(answer=answer, seconds=seconds, predicted_contract_seconds=predicted,
     predicted_peak_bytes=predicted_peak, measured_peak_bytes=peak[0] or None,
     log10_flops=float(np.log10(plan.flops)), log2_largest=float(np.log2(plan.largest)),
-    slices=plan.nslices, steps=len(plan.path), counting_passes=passes or None)
+    slices=plan.nslices, steps=len(plan.path), counting_passes=passes or None,
+    predicted_peak_by_count_bytes=passes_peak if count else None)
     | (dict(configuration_energy=float(sg.energy(np.asarray(spins))), argmax=notes)
        if spec["kind"] == "config" else {{}})))
 """

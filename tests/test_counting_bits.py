@@ -107,6 +107,7 @@ def test_bits_layout_refuses_what_the_kernel_cannot_address():
     assert _strided.bits_step([0, 1, 2], [2, 9], {0, 1, 9}, sizes) == 2
     assert _strided.bits_step([0, 1, 2], [2], {0, 1}, sizes) == 1
     assert _strided.bits_step([0, 1, 2], [2, 9], {0, 1, 9}, sizes | {1: 3}) == 0
+    assert _strided.bits_step([0, 1, 2], [2, 9], {0, 1, 9}, sizes | {1: 1}) == 0  # an axis of one entry: no bit
 
 
 def test_a_step_written_in_place_allocates_nothing_in_the_peak():

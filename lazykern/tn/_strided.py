@@ -146,13 +146,14 @@ def bits_step(
     """How a step of a large operand with labels ``big`` and a small one with ``small``, keeping
     ``kept``, runs by :func:`bits_layout`, from its labels alone (the planner's view; the executor
     also needs the operand C-contiguous): 0 not bit-addressed, 1 bit-addressed into a new array,
-    2 in place (over the large operand, when it is the step's own)."""
-    labels = [x for x in big if sizes[x] > 1]  # a sliced label is fixed: no axis
-    if any(sizes[x] != 2 for x in labels) or any(sizes[x] not in (1, 2) for x in small):
+    2 in place (over the large operand, when it is the step's own). Sliced labels are not passed:
+    the executor fixes them, so they are no axis."""
+    labels = list(big)
+    if any(sizes[x] != 2 for x in labels) or any(sizes[x] != 2 for x in small):
         return 0
     con = [x for x in labels if x in small and x not in kept]
     batch = [x for x in labels if x in small and x in kept]
-    right = [x for x in small if x not in big and sizes[x] > 1]
+    right = [x for x in small if x not in big]
     if any(x not in kept for x in right):
         return 0  # summed out of the small operand first: the executor's own step
     if len(con) > BITS_MAX or len(right) > BITS_MAX or len(batch) > BATCH_BITS_MAX:

@@ -7,8 +7,9 @@ Integer counts are exact, never wrapped: :func:`einsum` counts modulo 2^64 and, 
 not fit in int64, modulo 31-bit primes, and rebuilds every count by the Chinese remainder
 theorem (:mod:`._crt`). A prime pass carries several residues (value, count mod p_1, ..., count
 mod p_R): the values are read and computed once for R residues, and R is as large as the plan's
-predicted peak lets it be (:func:`residues_per_pass`). float64 counts (weights) add and multiply
-as floats.
+predicted peak lets it be (:func:`residues_per_pass`); where even the int64 pass would not fit the
+plan (a 32 x 32 lattice's 2^32-entry boundary on an 80 GB GPU), the primes alone rebuild the counts.
+float64 counts (weights) add and multiply as floats.
 
 >>> import numpy as np
 >>> from lazykern.tropical import counting
@@ -18,10 +19,12 @@ as floats.
 
 The GPU kernels (``counting.cu``) are their own lazily compiled
 :class:`~lazykern.families.family.KernelFamily`, ``tropical_counting``: a product of any shape
-(one thread per output entry, every operand read through element strides) and the row kernel of a
+(one thread per output entry, every operand read through element strides), the row kernel of a
 sweep's strided steps (:mod:`._strided`: one thread per row of the boundary, read once in place,
-K, N <= 8, 1 to RESIDUES_MAX count arrays in one launch), one fragment per (semiring, value dtype,
-count dtype, residues); NumPy operands use the NumPy kernel.
+K, N <= 8), and the bit-addressed step over binary labels (``lk_count_bits``: the boundary read where
+it lies in any axis order, and a step that brings in as many spins as it sums out written over it,
+so a counting sweep holds one boundary), each with 1 to RESIDUES_MAX count arrays in one launch, one
+fragment per (semiring, value dtype, count dtype, residues, tile); NumPy operands use the NumPy kernel.
 """
 
 from __future__ import annotations

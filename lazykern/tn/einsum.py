@@ -608,8 +608,9 @@ def _plan_steps(
         if len(picked) == 2:  # bit-addressed; in place only over an intermediate of its own (no leaf, no cache)
             big, small = sorted(range(2), key=lambda i: -operands[i])
             labels, d, origin = picked[big]
-            if operands[big] >= _contract.STRIDED_MIN:
-                bits = _strided.bits_step(labels, picked[small][0], kept, size)
+            if operands[big] >= _contract.STRIDED_MIN:  # sliced labels are fixed in the run: no axis
+                unsliced = [x for x in labels if x not in sliced], [x for x in picked[small][0] if x not in sliced]
+                bits = _strided.bits_step(*unsliced, kept, sizes)
             own = origin >= 0 and (not sliced or d)
             if bits == 2 and not (own and operands[big] == result):
                 bits = 1
