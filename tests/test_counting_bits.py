@@ -193,3 +193,20 @@ def test_bit_addressed_kernel_on_the_gpu(n, con, batch, right, moduli, semiring)
     cupy = pytest.importorskip("cupy")
     for owned in (True, False):
         _run(cupy, _backend.Backend("cupy", cupy), n, con, batch, right, semiring, moduli, owned)
+
+
+def test_fit_in_place_is_never_worse_than_the_four_array_start():
+    """Started four times higher (one boundary held), the halvings may stop at a costly slicing with
+    nothing that fits; then the plan is the one the four-array start finds, as before."""
+    from lazykern.tn.einsum import ContractionPlan, fit_in_place, fit_to_memory
+
+    def make(limit):  # slicing below 2^21 entries costs a thousand times more
+        return ContractionPlan((), {}, largest=limit, flops=1 if limit >= 2**21 else 1000)
+
+    def peak(plan):
+        return plan.largest
+
+    free = int(2**20 * _cost.POOL_MARGIN) + 1  # fits 2^20 entries, not 2^21
+    assert peak(fit_to_memory(make, 2**22, peak, free)) > 2**20  # alone, the high start stops unfit
+    assert fit_in_place(make, 2**20, peak, free) == fit_to_memory(make, 2**20, peak, free) == make(2**20)
+    assert fit_in_place(make, 2**20, peak, int(2**22 * _cost.POOL_MARGIN) + 1) == make(2**22)  # room: the high start

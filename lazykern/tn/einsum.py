@@ -658,6 +658,18 @@ def fit_to_memory(
 _FIT_TRIES = 4  # halvings of the slicing target before the plan is left to be refused with its figures
 
 
+def fit_in_place(
+    make: Callable[[int], ContractionPlan], limit: int, peak: Callable[[ContractionPlan], int], free: int | None
+) -> ContractionPlan:
+    """:func:`fit_to_memory` for an executor whose steps run in place (one boundary held, not the four
+    arrays ``limit`` was sized for): from four times ``limit`` first, and from ``limit`` as for any
+    executor where that found no plan that fits (its halvings stop at a costly slicing)."""
+    plan = fit_to_memory(make, limit * 4, peak, free)
+    if free is None or peak(plan) * _cost.POOL_MARGIN <= free:
+        return plan
+    return fit_to_memory(make, limit, peak, free)
+
+
 def _memory_message(plan: ContractionPlan, need: int, free: int) -> str:
     return (
         f"the contraction needs {need / 2**30:.2f} GiB of device memory at its peak (plus "
@@ -772,10 +784,8 @@ class _Network:
 
             if memory_limit is not None:
                 return make(memory_limit)
-            start = self.be.memory_limit(self.entry_bytes)
-            if self.inplace:  # one boundary held, not four arrays: fit_to_memory halves by the peak from there
-                start *= 4
-            return fit_to_memory(make, start, self.peak, self.be.free_bytes())
+            fit = fit_in_place if self.inplace else fit_to_memory
+            return fit(make, self.be.memory_limit(self.entry_bytes), self.peak, self.be.free_bytes())
         if slices:
             raise ValueError("optimize= is a ContractionPlan: give its slices to contraction_plan, not slices=")
         unknown = [x for x in optimize.sliced if x not in self.sizes]

@@ -29,7 +29,15 @@ from . import _cost, _eliminate, _instance, orders
 from ._backend import DEFAULT_HOST_LIMIT, backend_of
 from ._planner import DEFAULT_MAX_TIME
 from .counting import CountingAlgebra, count_network
-from .einsum import ContractionPlan, contract_network, contraction_plan, fit_to_memory, network_argmax, plan_steps
+from .einsum import (
+    ContractionPlan,
+    contract_network,
+    contraction_plan,
+    fit_in_place,
+    fit_to_memory,
+    network_argmax,
+    plan_steps,
+)
 
 SPIN = np.array([1.0, -1.0])  # label index -> spin value
 
@@ -333,23 +341,23 @@ def plan(
             steps = [s._replace(pinned=0) for s in steps_of(p)]
             return _cost.peak_bytes(steps, leaves, width, 0, inplace=counting)
 
-        # In place, a counting sweep holds one boundary, not the four arrays be.memory_limit assumes: the
-        # first try is what one array fills, and fit_to_memory halves from there by the predicted peak.
-        start = be.memory_limit(width) * (_INPLACE_START if counting else 1)
-        return fit_to_memory(make, start, peak, be.free_bytes())
+        # In place, a counting sweep holds one boundary, not the four arrays be.memory_limit assumes.
+        return (fit_in_place if counting else fit_to_memory)(make, be.memory_limit(width), peak, be.free_bytes())
 
-    planned = fit(entry)
     exact = counting and np.dtype(count_dtype).kind in "iu" and sg.n >= _INT64_SPINS
-    if exact and planned.nslices > 1:
+    if exact:
         # Counts past int64 are rebuilt from residues modulo primes (int32 each): a plan fit for one
-        # residue a pass is sliced less, and the int64 pass is then left out (counting.exact).
+        # residue a pass may be sliced less than one fit for the int64 pass, which counting.exact then
+        # leaves out. Unsliced, it is the very plan (the passes' widths are counting.exact's to choose),
+        # and the int64 fit (slicing searched for at its width) is not needed at all.
         narrow = fit(itemsize + 4)
-        if narrow.nslices < planned.nslices:
+        if narrow.nslices == 1:
             return narrow
-    return planned
+        wide = fit(entry)
+        return narrow if narrow.nslices < wide.nslices else wide
+    return fit(entry)
 
 
-_INPLACE_START = 4  # be.memory_limit's four arrays: one in place
 _INT64_SPINS = 63  # spins from which a count of +-1 assignments may pass 2^63: residues rebuild it
 
 
