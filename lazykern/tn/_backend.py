@@ -100,6 +100,18 @@ class Backend:
             log.debug("tropical: free device memory unknown (%s); slicing target as on the host", exc)
             return None
 
+    def spare_bytes(self) -> int:
+        """Bytes of :meth:`free_bytes` that are this library's pool's spare blocks (0 on the host or
+        where the library does not say)."""
+        if self.on_host:
+            return 0
+        try:
+            if self.name == "torch":
+                return int(self.xp.cuda.memory_reserved() - self.xp.cuda.memory_allocated())
+            return int(self.xp.get_default_memory_pool().free_bytes())
+        except (AttributeError, RuntimeError):
+            return 0
+
     def out_of_memory(self, exc: BaseException) -> bool:
         """Whether ``exc`` is this library's device allocation failure."""
         if self.on_host:

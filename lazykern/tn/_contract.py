@@ -121,11 +121,16 @@ def _shape(be: Backend, term: Term) -> tuple[int, ...]:
     return tuple(int(n) for n in term.parts[0].shape)
 
 
-def contract(alg: Algebra, A: Term, B: Term, keep: set[Label], argmax: bool) -> tuple[Term, Choice]:
-    """A (x) B summed over the labels both share and ``keep`` lacks."""
+def contract(
+    alg: Algebra, A: Term, B: Term, keep: set[Label], argmax: bool, owned: tuple[bool, bool] = (False, False)
+) -> tuple[Term, Choice]:
+    """A (x) B summed over the labels both share and ``keep`` lacks. ``owned``: whether A's, B's arrays
+    are this step's to overwrite (an intermediate nothing else holds: no leaf, cache or checkpoint)."""
     be = alg.be
     if not argmax and not alg.grad and not be.on_host:
-        done = _strided_step(alg, A, B, keep)
+        done = _bits_step(alg, A, B, keep, owned)
+        if done is None:
+            done = _strided_step(alg, A, B, keep)
         if done is not None:
             return done
     sizes = dict(zip(A.labels, _shape(be, A))) | dict(zip(B.labels, _shape(be, B)))
@@ -173,6 +178,35 @@ def _strided_step(alg: Algebra, A: Term, B: Term, keep: set[Label]) -> tuple[Ter
     out = alg.rows(X.parts, map_parts(lambda p: be.contiguous(be.permute(p, perm)), Y.parts), lay)
     sizes = dict(zip(X.labels, _shape(be, X)))
     return Term(out, tuple(lay["out"])), Choice(tuple(lay["con"]), tuple(sizes[x] for x in lay["con"]), None)
+
+
+def _bits_step(
+    alg: Algebra, A: Term, B: Term, keep: set[Label], owned: tuple[bool, bool]
+) -> tuple[Term, Choice] | None:
+    """The step bit-addressed (:func:`._strided.bits_layout`) when the algebra has such a kernel: the
+    larger operand read where it lies, the result written over it when it is the step's own and as
+    large; None otherwise."""
+    bits_rows = getattr(alg, "bits", None)
+    if bits_rows is None:
+        return None
+    be = alg.be
+    (X, mine), (Y, _) = sorted(((A, owned[0]), (B, owned[1])), key=lambda t: -_size(be, t[0]))
+    if _size(be, X) < STRIDED_MIN:
+        return None
+    rank = alg.rank or {}
+    y_labels = sorted(Y.labels, key=lambda lab: rank.get(lab, -1))
+    y_size = dict(zip(Y.labels, _shape(be, Y)))
+    shape = _shape(be, X)
+    dense = tuple(math.prod(shape[a + 1 :]) for a in range(len(shape)))
+    contiguous = all(be.strides(p) == dense for p in X.parts)
+    lay = _strided.bits_layout(X.labels, shape, contiguous, y_labels, [y_size[x] for x in y_labels], keep)
+    if lay is None:
+        return None
+    perm = tuple(Y.labels.index(lab) for lab in lay["batch_labels"] + lay["con_labels"] + lay["right"])
+    y = map_parts(lambda p: be.contiguous(be.permute(p, perm)), Y.parts)
+    out = bits_rows(X.parts, y, lay, mine and lay["inplace"])
+    con = tuple(lay["con_labels"])
+    return Term(out, tuple(lay["out"])), Choice(con, (2,) * len(con), None)
 
 
 def _layout(be: Backend, X: Term, y_labels: list[Label], y_shape: list[int], keep: set[Label]) -> dict[str, Any] | None:

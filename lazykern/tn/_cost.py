@@ -74,7 +74,9 @@ class Step(NamedTuple):
     (per slice), whether it depends on the sliced labels (else it runs once for all slices), and
     the entries of its operands that outlive it: the results of slice-independent steps that a
     sliced plan's executor keeps for the later slices; ``leaves``: which operands are the network's
-    own tensors (alive throughout: the caller holds them)."""
+    own tensors (alive throughout: the caller holds them); ``bits``: how an executor with
+    bit-addressed kernels (the counting algebra's) runs it: 0 as any step, 1 its large operand read
+    where it lies (no copy), 2 also the result written over that operand (nothing allocated)."""
 
     flops: int
     operands: tuple[int, ...]
@@ -82,6 +84,7 @@ class Step(NamedTuple):
     depends: bool
     pinned: int = 0
     leaves: tuple[bool, ...] = ()
+    bits: int = 0
 
 
 def step_seconds(step: Step, itemsize: int, rates: Rates) -> float:
@@ -105,7 +108,14 @@ def latency(
     return seconds(steps, nslices, itemsize, rates) + runs * rates.overhead + moved
 
 
-def peak_bytes(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float, saved: Collection[int] = ()) -> int:
+def peak_bytes(
+    steps: Sequence[Step],
+    leaves: int,
+    entry_bytes: int,
+    keep: float,
+    saved: Collection[int] = (),
+    inplace: bool = False,
+) -> int:
     """Bytes alive at the worst moment of one slice's run: ``leaves`` (entries of the operands),
     every live intermediate, one layout copy of each operand of the step and its result, and the
     int32 argmax of the steps with at most ``keep`` result entries (0: none kept) with their values
@@ -117,11 +127,14 @@ def peak_bytes(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float
     Intermediates die at their one use (each is an operand of exactly one later step), except a sliced
     plan's slice-independent results kept for the later slices (``Step.pinned``). Slices run one after
     another, so the peak does not grow with their number. Arrays are counted as the pool allocates
-    them (whole 512-byte units)."""
-    return with_saved(*peak_profile(steps, leaves, entry_bytes, keep), saved)
+    them (whole 512-byte units). ``inplace``: the executor runs the steps marked ``bits`` bit-addressed (no
+    copy of the large operand; ``bits`` 2: the result written over it)."""
+    return with_saved(*peak_profile(steps, leaves, entry_bytes, keep, inplace), saved)
 
 
-def peak_profile(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float) -> tuple[list[int], list[int]]:
+def peak_profile(
+    steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float, inplace: bool = False
+) -> tuple[list[int], list[int]]:
     """(bytes alive at each step's worst moment, bytes of each step's result) of :func:`peak_bytes`
     with no checkpoint: :func:`with_saved` adds any set of them in one pass."""
 
@@ -135,7 +148,10 @@ def peak_profile(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: flo
         operands = sum(held(m, entry_bytes) for m in s.operands)
         result = held(s.result, entry_bytes)
         argmax = held(s.result, 4 + entry_bytes) if s.result <= keep else 0
-        profile.append(live + operands + result + kept + argmax)  # live (operands included), copies, result
+        fresh = operands + result
+        if inplace and s.bits:  # the large operand is read where it lies (and written over, in place)
+            fresh -= held(max(s.operands), entry_bytes) + (result if s.bits == 2 else 0)
+        profile.append(live + fresh + kept + argmax)  # live (operands included), copies, result
         results.append(result)
         freed = sum(
             held(m, entry_bytes) for m, leaf in zip(s.operands, s.leaves or (False,) * len(s.operands)) if not leaf

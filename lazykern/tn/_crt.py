@@ -86,33 +86,44 @@ PairedPasses = Callable[[tuple[int, ...], tuple[int, ...]], tuple[tuple[Any, Seq
 PAIRED_RESIDUES = 2  # the first prime pass's primes beside the int64 pass: the same bytes per entry (4 + 4 vs 8)
 
 
-def solve(run: Pass, bound: int, residues: int = 1, pair: PairedPasses | None = None) -> tuple[Any, Any]:
+def solve(
+    run: Pass, bound: int, residues: int = 1, pair: PairedPasses | None = None, wide: bool = True
+) -> tuple[Any, Any]:
     """(values, exact counts) from passes ``run(moduli)``; ``bound``: no |count| exceeds it;
-    ``residues``: primes per pass after the first (int64) one. The reconstruction grows one prime at a
-    time, so a pass of several primes can stop the search at any of them.
+    ``residues``: primes per pass after the first (int64) one; ``wide``: whether that int64 pass runs
+    (False: primes alone, where a pass of int64 counts would not fit the device, so ``bound`` must need
+    more than int64). The reconstruction grows one prime at a time, so a pass of several primes can
+    stop the search at any of them.
 
     ``pair(first, second)``: the results of ``run(first)`` and ``run(second)`` computed at once (on two
-    devices). When ``bound`` needs primes, the int64 pass and the first prime pass are both always
-    needed, so they go to ``pair`` together, the prime pass with :data:`PAIRED_RESIDUES` primes (its
-    count arrays as wide as the int64 pass's: the two take as long); later passes, needed only while
-    the counts have not settled, go to ``run`` one after the other.
+    devices). When ``bound`` needs primes and the int64 pass runs, the int64 pass and the first prime
+    pass are both always needed, so they go to ``pair`` together, the prime pass with
+    :data:`PAIRED_RESIDUES` primes (its count arrays as wide as the int64 pass's: the two take as long);
+    later passes, needed only while the counts have not settled, go to ``run`` one after the other.
 
     Counts come back as an int64 array when ``bound`` proves they fit (one pass), else as an
     object array of Python ints (one Python int for a scalar contraction)."""
+    if not wide and bound < _INT64_SAFE:
+        raise ValueError("counts bounded below 2^63 are one int64 pass: wide=False is for larger ones")
     left = itertools.islice(primes(), _MAX_PRIMES)
     ahead: tuple[tuple[int, ...], tuple[Any, Sequence[Any]]] | None = None
-    if pair is not None and bound >= _INT64_SAFE:
-        first = tuple(itertools.islice(left, max(min(residues, PAIRED_RESIDUES), 1)))
-        (values, (counts,)), second = pair((), first)
-        ahead = (first, second)
-    else:
-        values, (counts,) = run(())
-    counts = np.asarray(counts).astype(np.int64)
-    if bound < _INT64_SAFE:
-        return values, counts
-    x = counts.astype(object) % INT64_MODULUS  # the int64 bits as residues in [0, 2^64)
-    M = INT64_MODULUS
-    previous = symmetric(x, M)
+    values: Any = None
+    previous: Any = None  # no reconstruction yet: the first prime alone never stops the search
+    x: Any = 0
+    M = 1
+    if wide:
+        if pair is not None and bound >= _INT64_SAFE:
+            first = tuple(itertools.islice(left, max(min(residues, PAIRED_RESIDUES), 1)))
+            (values, (counts,)), second = pair((), first)
+            ahead = (first, second)
+        else:
+            values, (counts,) = run(())
+        counts = np.asarray(counts).astype(np.int64)
+        if bound < _INT64_SAFE:
+            return values, counts
+        x = counts.astype(object) % INT64_MODULUS  # the int64 bits as residues in [0, 2^64)
+        M = INT64_MODULUS
+        previous = symmetric(x, M)
     while True:
         if ahead is not None:
             moduli, (more, counts_mod) = ahead
@@ -122,7 +133,9 @@ def solve(run: Pass, bound: int, residues: int = 1, pair: PairedPasses | None = 
             if not moduli:
                 break
             more, counts_mod = run(moduli)
-        if not np.array_equal(np.asarray(more), np.asarray(values), equal_nan=True):
+        if values is None:
+            values = more
+        elif not np.array_equal(np.asarray(more), np.asarray(values), equal_nan=True):
             raise ReconstructionError(
                 f"the counting pass modulo {moduli} found other optimal values than the pass modulo 2^64: the "
                 "contraction is not deterministic; report it with the network"
@@ -130,7 +143,7 @@ def solve(run: Pass, bound: int, residues: int = 1, pair: PairedPasses | None = 
         for p, r in zip(moduli, counts_mod, strict=True):
             x, M = combine(x, M, np.asarray(r).astype(np.int64).astype(object), p), M * p
             now = symmetric(x, M)
-            if M > 2 * bound or bool(np.all(now == previous)):
+            if M > 2 * bound or (previous is not None and bool(np.all(now == previous))):
                 return values, now
             previous = now
     raise ReconstructionError(f"counts did not settle after {_MAX_PRIMES} primes (a count above 2^{M.bit_length()})")

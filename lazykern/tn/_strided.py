@@ -14,7 +14,7 @@ shape, and no step copies it.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -83,6 +83,84 @@ def layout(
         "a": (sA, ars, acs),
         "c": (sC, ldc),
     }
+
+
+BITS_MAX = 4  # spins a bit-addressed step sums out or brings in (K, N <= 16: a sweep of 3 spins a step)
+BATCH_BITS_MAX = 8  # batch spins of a bit-addressed step (their bit positions are packed into 64 bits)
+_ADDRESS_BITS = 62  # bits of a bit-addressed array's entries (int64 offsets)
+
+
+def bits_layout(
+    x_labels: Sequence[Label],
+    x_shape: Sequence[int],
+    contiguous: bool,
+    y_labels: Sequence[Label],
+    y_shape: Sequence[int],
+    keep: set[Label],
+) -> dict[str, Any] | None:
+    """A bit-addressed step of X (x) Y over binary labels, or None when the step does not fit it: every
+    axis of X and Y of size 2, X C-contiguous (``contiguous``), at most BITS_MAX spins summed out (in
+    both, not kept) and as many new ones (Y's alone, all kept). X's entries are bit strings (axis a of
+    n is bit n - 1 - a), read where they lie: no step copies the boundary, whatever its axis order.
+    With as many new spins as summed-out ones (``inplace``) the new spins take the summed-out spins'
+    bits, so the result can be written over X (labels renamed); otherwise it is X's other labels in
+    their order, then the new spins. Positions: ``con``, ``batch_in`` in X; ``batch_out``, ``right_pos``
+    in the result (``out``, its labels); ``rows``: assignments of the other bits."""
+    if not contiguous or any(n != 2 for n in (*x_shape, *y_shape)) or len(set(y_labels)) != len(y_labels):
+        return None
+    n = len(x_labels)
+    con = [x for x in x_labels if x in y_labels and x not in keep]
+    batch = [x for x in x_labels if x in y_labels and x in keep]
+    right = [x for x in y_labels if x not in x_labels]
+    if len(con) > BITS_MAX or len(right) > BITS_MAX or len(batch) > BATCH_BITS_MAX:
+        return None
+    if any(x not in keep for x in right) or len(set(x_labels)) != n:
+        return None
+    inplace = len(con) == len(right)
+    if inplace:
+        renamed = dict(zip(con, right))
+        out = [renamed.get(x, x) for x in x_labels]
+    else:
+        out = [x for x in x_labels if x not in con] + right
+    if max(n, len(out)) > _ADDRESS_BITS:
+        return None
+    at_in = {x: n - 1 - a for a, x in enumerate(x_labels)}
+    at_out = {x: len(out) - 1 - a for a, x in enumerate(out)}
+    return {
+        "con_labels": con,
+        "batch_labels": batch,
+        "right": right,
+        "out": out,
+        "inplace": inplace,
+        "con": [at_in[x] for x in con],
+        "batch_in": [at_in[x] for x in batch],
+        "batch_out": [at_out[x] for x in batch],
+        "right_pos": [at_out[x] for x in right],
+        "rows": 1 << (n - len(con) - len(batch)),
+    }
+
+
+def bits_step(
+    big: Collection[Label], small: Collection[Label], kept: Collection[Label], sizes: dict[Label, int]
+) -> int:
+    """How a step of a large operand with labels ``big`` and a small one with ``small``, keeping
+    ``kept``, runs by :func:`bits_layout`, from its labels alone (the planner's view; the executor
+    also needs the operand C-contiguous): 0 not bit-addressed, 1 bit-addressed into a new array,
+    2 in place (over the large operand, when it is the step's own). Sliced labels are not passed:
+    the executor fixes them, so they are no axis."""
+    labels = list(big)
+    if any(sizes[x] != 2 for x in labels) or any(sizes[x] != 2 for x in small):
+        return 0
+    con = [x for x in labels if x in small and x not in kept]
+    batch = [x for x in labels if x in small and x in kept]
+    right = [x for x in small if x not in big]
+    if any(x not in kept for x in right):
+        return 0  # summed out of the small operand first: the executor's own step
+    if len(con) > BITS_MAX or len(right) > BITS_MAX or len(batch) > BATCH_BITS_MAX:
+        return 0
+    if max(len(labels), len(labels) - len(con) + len(right)) > _ADDRESS_BITS:
+        return 0
+    return 2 if len(con) == len(right) else 1
 
 
 def rows_reference(

@@ -150,3 +150,96 @@ __device__ __forceinline__ void lk_count_rows(const V *__restrict__ av, const C 
         }
     }
 }
+
+// A step over binary labels (every axis of size 2), read and written by bit strings: an array's
+// entry is addressed by its labels' bits (C order, axis a of n is bit n - 1 - a). X (x) Y sums out
+// KB spins of X and brings NB new ones from Y (contiguous (batch, con, right), small, read from the
+// cache). One thread per assignment of X's other bits ("left", rows of them): for each assignment b
+// of the batch bits it reads its K = 2^KB entries of X (values and R count arrays) and writes its
+// N = 2^NB results. The output may be X itself (KB == NB, the new spins at the summed-out spins'
+// bits, each thread writing only where it read): then no second boundary is ever held, and the
+// boundary keeps its place in memory step after step (a queue order would move every entry), and no
+// step copies the boundary to lay it out, whatever its axis order.
+// ``holes_*``: bit masks of the summed and batch bits (X) and of the batch and new bits (C); ``*pos``:
+// bit positions, 8 bits each, the first label in the lowest byte. Counting rules as lk_count_bmm.
+__device__ __forceinline__ unsigned long long lk_spread_bits(unsigned long long r, unsigned long long holes) {
+    for (unsigned long long m = holes; m; m &= m - 1) {  // a zero inserted at each hole, lowest first
+        const int p = __ffsll((long long)m) - 1;
+        r = ((r >> p) << (p + 1)) | (r & ((1ULL << p) - 1));
+    }
+    return r;
+}
+
+__device__ __forceinline__ long long lk_bits_at(int value, int count, unsigned long long positions) {
+    long long o = 0;
+    for (int t = 0; t < count; ++t)
+        if ((value >> (count - 1 - t)) & 1) o |= 1LL << ((positions >> (8 * t)) & 0xff);
+    return o;
+}
+
+template <typename V, typename C, bool MAX, int RING, int KB, int NB, int R>
+__device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[4], const V *__restrict__ yv,
+                                              const C *const (&yc)[4], V *cv, C *const (&cc)[4], long long rows,
+                                              int nb, unsigned long long holes_in, unsigned long long holes_out,
+                                              unsigned long long conpos, unsigned long long batch_in,
+                                              unsigned long long batch_out, unsigned long long rightpos,
+                                              const unsigned long long (&mod)[4]) {
+    constexpr int K = 1 << KB, N = 1 << NB;
+    const V inf = (V)__longlong_as_double(0x7ff0000000000000LL);
+    const V zero = MAX ? -inf : inf;
+    unsigned long long mu[R];
+#pragma unroll
+    for (int q = 0; q < R; ++q) mu[q] = RING == 2 ? lk_barrett(mod[q]) : 0;
+    long long joff[N];
+#pragma unroll
+    for (int j = 0; j < N; ++j) joff[j] = lk_bits_at(j, NB, rightpos);
+    const int B = 1 << nb;
+    for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r < rows;
+         r += (long long)gridDim.x * blockDim.x) {
+        const long long in0 = (long long)lk_spread_bits((unsigned long long)r, holes_in);
+        const long long out0 = (long long)lk_spread_bits((unsigned long long)r, holes_out);
+        for (int b = 0; b < B; ++b) {
+            const long long a0 = in0 | lk_bits_at(b, nb, batch_in), c0 = out0 | lk_bits_at(b, nb, batch_out);
+            V acc[N];
+            C cnt[R][N];
+#pragma unroll
+            for (int j = 0; j < N; ++j) {
+                acc[j] = zero;
+#pragma unroll
+                for (int q = 0; q < R; ++q) cnt[q][j] = 0;
+            }
+            const long long y0 = (long long)b * K * N;
+            // One entry of X at a time (every result reads it before any is written): the loop over K
+            // stays a loop, so a kernel of 16 x 16 and four residues compiles in seconds, not minutes.
+#pragma unroll 1
+            for (int k = 0; k < K; ++k) {
+                const long long ak = a0 + lk_bits_at(k, KB, conpos);
+                const V a = xv[ak];
+                C ca[R];
+#pragma unroll
+                for (int q = 0; q < R; ++q) ca[q] = xc[q][ak];
+#pragma unroll
+                for (int j = 0; j < N; ++j) {
+                    const long long e = y0 + k * N + j;
+                    const V p = a + yv[e];
+                    if (MAX ? p > acc[j] : p < acc[j]) {
+                        acc[j] = p;
+#pragma unroll
+                        for (int q = 0; q < R; ++q) cnt[q][j] = lk_count_mul<RING>(ca[q], yc[q][e], mod[q], mu[q]);
+                    } else if (p == acc[j]) {
+#pragma unroll
+                        for (int q = 0; q < R; ++q)
+                            cnt[q][j] = lk_count_add<RING>(cnt[q][j], lk_count_mul<RING>(ca[q], yc[q][e], mod[q], mu[q]),
+                                                           mod[q]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < N; ++j) {
+                cv[c0 + joff[j]] = acc[j];
+#pragma unroll
+                for (int q = 0; q < R; ++q) cc[q][c0 + joff[j]] = cnt[q][j];
+            }
+        }
+    }
+}

@@ -7,8 +7,9 @@ Integer counts are exact, never wrapped: :func:`einsum` counts modulo 2^64 and, 
 not fit in int64, modulo 31-bit primes, and rebuilds every count by the Chinese remainder
 theorem (:mod:`._crt`). A prime pass carries several residues (value, count mod p_1, ..., count
 mod p_R): the values are read and computed once for R residues, and R is as large as the plan's
-predicted peak lets it be (:func:`residues_per_pass`). float64 counts (weights) add and multiply
-as floats.
+predicted peak lets it be (:func:`residues_per_pass`); where even the int64 pass would not fit the
+plan (a 32 x 32 lattice's 2^32-entry boundary on an 80 GB GPU), the primes alone rebuild the counts.
+float64 counts (weights) add and multiply as floats.
 
 >>> import numpy as np
 >>> from lazykern.tropical import counting
@@ -18,15 +19,19 @@ as floats.
 
 The GPU kernels (``counting.cu``) are their own lazily compiled
 :class:`~lazykern.families.family.KernelFamily`, ``tropical_counting``: a product of any shape
-(one thread per output entry, every operand read through element strides) and the row kernel of a
+(one thread per output entry, every operand read through element strides), the row kernel of a
 sweep's strided steps (:mod:`._strided`: one thread per row of the boundary, read once in place,
-K, N <= 8, 1 to RESIDUES_MAX count arrays in one launch), one fragment per (semiring, value dtype,
-count dtype, residues); NumPy operands use the NumPy kernel.
+K, N <= 8), and the bit-addressed step over binary labels (``lk_count_bits``: the boundary read where
+it lies in any axis order, and a step that brings in as many spins as it sums out written over it,
+so a counting sweep holds one boundary), each with 1 to RESIDUES_MAX count arrays in one launch, one
+fragment per (semiring, value dtype, count dtype, residues, tile); NumPy operands use the NumPy kernel.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from importlib import resources
@@ -40,6 +45,7 @@ from ..launch import _device
 from . import _cost, _crt, _reference_einsum, _spread
 from ._backend import Backend
 from ._contract import Algebra
+from ._strided import BITS_MAX
 from .einsum import build_network, contract_network, parse
 
 if TYPE_CHECKING:
@@ -62,12 +68,16 @@ ROWS_SIGNATURE = ["ptr"] * 15 + ["int64", "int64", "int32", "int32"] + ["int64"]
 # 61, 48, 38; four: 128 with a spill, 86, 60) let more threads of a memory-bound step wait on loads.
 ROWS_KMAX = {"rows": 8, "rows4": 4, "rows2": 2}
 RESIDUES_MAX = 4  # residues one pass can carry (the row kernel's count pointers)
+# the bit-addressed kernel: values and 4 count pointers of X, Y and C, the rows, batch bits, the bit
+# masks and positions, 4 moduli
+BITS_SIGNATURE = ["ptr"] * 15 + ["int64", "int32"] + ["uint64"] * 10
 
 
 def kernel_name(semiring: str, value: np.dtype, count: np.dtype, rows: str = "", residues: int = 1) -> str:
-    """``count[_rows|_rows4]_{max|min}_{f32|f64}_{i64|f64|m32}[x R]``; int32 counts are residues modulo
-    a prime, R of them (R > 1: a row kernel carrying one count array per prime); ``rows``: a row
-    kernel's tile (ROWS_KMAX), "" for the product of any shape."""
+    """``count[_rows|_rows4|_bitsKN]_{max|min}_{f32|f64}_{i64|f64|m32}[x R]``; int32 counts are residues
+    modulo a prime, R of them (R > 1: a row kernel carrying one count array per prime); ``rows``: a row
+    kernel's tile (ROWS_KMAX) or ``bitsKN`` (the bit-addressed step summing out K spins and bringing in
+    N, 0 to 4 each), "" for the product of any shape."""
     v = next(k for k, (_, d) in VALUE_DTYPES.items() if d == value)
     c = next(k for k, (_, d, _) in COUNT_DTYPES.items() if d == count)
     more = f"x{residues}" if residues > 1 else ""
@@ -86,6 +96,7 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
                 for residues in range(1, (RESIDUES_MAX if ring == 2 else 1) + 1):
                     for tile in ROWS_KMAX:
                         _add_rows(fam, semiring, vt, vd, ct, cd, ring, residues, tile)
+    fam.add_generator(_bits_fragment, _bits_names)  # hundreds of them: each made when first asked for
     return fam
 
 
@@ -133,6 +144,56 @@ def _add_rows(
         "}\n"
     )
     fam.add(name, code, signature=ROWS_SIGNATURE)
+
+
+def _bits_names() -> list[str]:
+    """Every bit-addressed step's kernel (``lk_count_bits``): K, N spins 0 to BITS_MAX, each count ring."""
+    names = []
+    for semiring in ("maxplus", "minplus"):
+        for _, vd in VALUE_DTYPES.values():
+            for _, cd, ring in COUNT_DTYPES.values():
+                for residues in range(1, (RESIDUES_MAX if ring == 2 else 1) + 1):
+                    for kb, nb in itertools.product(range(BITS_MAX + 1), repeat=2):
+                        names.append(kernel_name(semiring, vd, cd, rows=f"bits{kb}{nb}", residues=residues))
+    return names
+
+
+_BITS_NAME = re.compile(r"count_bits(\d)(\d)_(max|min)_(f32|f64)_(i64|f64|m32)(?:x(\d))?")
+
+
+def _bits_fragment(name: str) -> tuple[str, list[str]] | None:
+    """(code, signature) of the bit-addressed kernel ``name`` (:func:`kernel_name`), None for another name."""
+    found = _BITS_NAME.fullmatch(name)
+    if found is None:
+        return None
+    kb, nb, semiring, v, c, more = found.groups()
+    vt, ct, ring = VALUE_DTYPES[v][0], COUNT_DTYPES[c][0], COUNT_DTYPES[c][2]
+    residues = int(more or 1)
+    if (
+        max(int(kb), int(nb)) > BITS_MAX
+        or not 1 <= residues <= (RESIDUES_MAX if ring == 2 else 1)
+        or (more and residues == 1)
+    ):
+        return None
+    ptrs = ", ".join(
+        f"{const}{ct} *{x}{q}" for const, x in (("const ", "xc"), ("const ", "yc"), ("", "cc")) for q in range(4)
+    )
+    code = (
+        f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {vt} *xv, const {vt} *yv, '
+        f"{vt} *cv, {ptrs}, long long rows, int nb, unsigned long long holes_in, unsigned long long holes_out, "
+        "unsigned long long conpos, unsigned long long batch_in, unsigned long long batch_out, "
+        "unsigned long long rightpos, unsigned long long m0, unsigned long long m1, unsigned long long m2, "
+        "unsigned long long m3) {\n"
+        f"    const {ct} *const xc[4] = {{xc0, xc1, xc2, xc3}};\n"
+        f"    const {ct} *const yc[4] = {{yc0, yc1, yc2, yc3}};\n"
+        f"    {ct} *const cc[4] = {{cc0, cc1, cc2, cc3}};\n"
+        "    const unsigned long long mod[4] = {m0, m1, m2, m3};\n"
+        f"    lk_count_bits<{vt}, {ct}, {'true' if semiring == 'max' else 'false'}, {ring}, {kb}, {nb}, "
+        f"{residues}>(xv, xc, yv, yc, cv, cc, rows, nb, holes_in, holes_out, conpos, batch_in, batch_out, "
+        "rightpos, mod);\n"
+        "}\n"
+    )
+    return code, list(BITS_SIGNATURE)
 
 
 family = make_family()
@@ -226,22 +287,36 @@ def count_network(
     labels = [t.labels for t in net.leaves]
     spread = _spread.resolve(devices, net.be)
     lanes = spread if spread is not None and len(spread) >= 2 and not net.be.on_host else None
-    return exact(net.be, labels, output, operands, net.sizes, run, lambda: residues_per_pass(net, plan), lanes)
+    value = net.be.dtype(net.leaves[0].parts[0]).itemsize
+    return exact(
+        net.be,
+        labels,
+        output,
+        operands,
+        net.sizes,
+        run,
+        lambda: residues_per_pass(net, plan),
+        lanes,
+        lambda: _fits(net, plan, value + 8),
+    )
 
 
 def residues_per_pass(net: Any, plan: Any) -> int:
     """How many residues (int32 count arrays beside the values) a pass of ``plan`` carries: as many as
     fit the free device memory by the plan's predicted peak (:func:`._cost.peak_bytes` counts every
-    count array), up to RESIDUES_MAX. Two always fit, as they take the int64 count's 8 bytes that
-    the plan was fit for; on the host, RESIDUES_MAX (fewer passes)."""
-    free = net.be.free_bytes()
-    if free is None:
+    count array), up to RESIDUES_MAX, at least one (a plan that does not fit even that is refused
+    by the pass's memory guard, with the figures); on the host, RESIDUES_MAX (fewer passes)."""
+    if net.be.free_bytes() is None:
         return RESIDUES_MAX
     value = net.be.dtype(net.leaves[0].parts[0]).itemsize
-    fits = [
-        r for r in range(3, RESIDUES_MAX + 1) if net.peak(plan, entry_bytes=value + 4 * r) * _cost.POOL_MARGIN <= free
-    ]
-    return max(fits, default=2)
+    fits = [r for r in range(2, RESIDUES_MAX + 1) if _fits(net, plan, value + 4 * r)]
+    return max(fits, default=1)
+
+
+def _fits(net: Any, plan: Any, entry_bytes: int) -> bool:
+    """Whether a pass of ``plan`` with ``entry_bytes`` an entry fits the free device memory (the host: yes)."""
+    free = net.be.free_bytes()
+    return free is None or net.peak(plan, entry_bytes=entry_bytes) * _cost.POOL_MARGIN <= free
 
 
 def exact(
@@ -253,13 +328,17 @@ def exact(
     run: Callable[..., tuple[Any, ...]],
     residues: Callable[[], int] = lambda: 2,
     lanes: Sequence[int] | None = None,
+    wide: Callable[[], bool] = lambda: True,
 ) -> tuple[Any, Any]:
     """Exact integer counts from passes ``run(moduli)`` of one plan, each the finished contraction
     (values, counts...) in the algebra :func:`algebra` (*moduli) (``()``: int64 counts modulo 2^64),
     wherever the passes run (one device, ``devices=`` groups, Dask workers): every group of a pass
     counts in the same rings and adds in them, so a pass gives the counts modulo each of its moduli,
     and :func:`._crt.solve` rebuilds the integers (``residues()`` primes a pass, asked only then). One pass when the
-    :func:`count_bound` proves int64 holds every count (the result left where ``run`` gives it).
+    :func:`count_bound` proves int64 holds every count (the result left where ``run`` gives it). Otherwise
+    the int64 pass comes first only where it fits the plan (``wide()``, asked only then): a plan fit
+    for narrower residue passes (a 32 x 32 lattice's 2^32-entry boundary on an 80 GB GPU) is not
+    sliced for it, the residues alone rebuild the counts.
 
     ``lanes`` (two GPUs or more): the int64 pass and the first prime pass, both always needed when
     counts may pass 2^63, run at once, each whole on its own device (``run(moduli, device)``, with that
@@ -288,7 +367,7 @@ def exact(
                 wait([a, b])  # both end before an error of one is raised: no thread outlives the call
                 return a.result(), b.result()
 
-    return _crt.solve(on_host, bound, residues(), pair)
+    return _crt.solve(on_host, bound, residues(), pair, wide=wide())
 
 
 def count_bound(
@@ -316,8 +395,8 @@ def _largest(be: Backend, x: Any) -> int | float:
 
 
 def _host(be: Backend, x: Any) -> np.ndarray:
-    if isinstance(x, np.ndarray):
-        return x
+    if isinstance(x, (np.ndarray, np.generic)):  # NumPy's, whatever the backend (the GPU route on the host)
+        return np.asarray(x)
     if hasattr(x, "copy_to_host"):  # results handed back as Numba arrays
         host: np.ndarray = x.copy_to_host()
         return host
@@ -388,6 +467,18 @@ class CountingAlgebra(Algebra):
                 _launch(self.be, (X[0], xc), (Y[0], yc), (out[0], oc), lay["dims"], strides, self.semiring, p)
             return out
         _launch_rows(self.be, X, Y, out, lay["dims"], strides, self.semiring, self.moduli)
+        return out
+
+    def bits(self, X: tuple[Any, ...], Y: tuple[Any, ...], lay: dict[str, Any], inplace: bool) -> tuple[Any, ...]:
+        """A bit-addressed step (:func:`lazykern.tn._strided.bits_layout`): X's values and counts read
+        where they lie, Y contiguous (batch, con, right); the result over X's own arrays (``inplace``)
+        or in new ones. Every residue in one launch."""
+        shape = (2,) * len(lay["out"])
+        out = X if inplace else tuple(self.be.empty(x, shape) for x in X)
+        if self.be.xp is np:  # the GPU route on the host (tests): the kernel's addressing in NumPy
+            _bits_reference(X, Y, out, lay, self.semiring, self.moduli)
+        else:
+            _launch_bits(self.be, X, Y, out, lay, self.semiring, self.moduli)
         return out
 
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -546,6 +637,86 @@ def _launch_rows(
             sb,
             sc,
             ldc,
+            *(np.uint64(m) for m in mods),
+        )
+
+
+def _bit_offsets(positions: list[int]) -> np.ndarray:
+    """Where each assignment of some spins lies (C order over them: the first spin the highest bit)."""
+    n = len(positions)
+    return np.array([sum(1 << p for t, p in enumerate(positions) if (k >> (n - 1 - t)) & 1) for k in range(1 << n)])
+
+
+def _spread_bits(r: np.ndarray, holes: list[int]) -> np.ndarray:
+    """Each of ``r`` with a zero bit inserted at every position of ``holes``, lowest first."""
+    for p in sorted(holes):
+        r = ((r >> p) << (p + 1)) | (r & ((1 << p) - 1))
+    return r
+
+
+def _bits_reference(
+    X: tuple[Any, ...], Y: tuple[Any, ...], out: tuple[Any, ...], lay: dict[str, Any], semiring: str, moduli: Any
+) -> None:
+    """What the bit-addressed kernel does, on NumPy arrays through its addressing (tests)."""
+    rows = np.arange(lay["rows"], dtype=np.int64)
+    a0 = _spread_bits(rows, lay["con"] + lay["batch_in"])[None, :, None] + _bit_offsets(lay["batch_in"])[:, None, None]
+    c0 = _spread_bits(rows, lay["batch_out"] + lay["right_pos"])[None, :, None]
+    c0 = c0 + _bit_offsets(lay["batch_out"])[:, None, None]
+    read = a0 + _bit_offsets(lay["con"])[None, None, :]  # (batch, rows, K)
+    write = c0 + _bit_offsets(lay["right_pos"])[None, None, :]  # (batch, rows, N)
+    batch, K, N = len(lay["batch_in"]), len(lay["con"]), len(lay["right_pos"])
+    results = []
+    for q in range(len(X) - 1):
+        p = moduli[q] if moduli else 0
+        yv, yc = (y.reshape(1 << batch, 1 << K, 1 << N) for y in (Y[0], Y[1 + q]))
+        xv, xc = X[0].reshape(-1)[read], X[1 + q].reshape(-1)[read]
+        results.append(_reference_einsum.count_bmm(xv, xc, yv, yc, semiring, p))
+    for q, (v, c) in enumerate(results):  # every result formed before any is written (X may be ``out``)
+        out[1 + q].reshape(-1)[write] = c
+        out[0].reshape(-1)[write] = v
+
+
+def _launch_bits(
+    be: Backend, X: tuple[Any, ...], Y: tuple[Any, ...], C: tuple[Any, ...], lay: dict[str, Any], semiring: str,
+    moduli: tuple[int, ...],
+) -> None:  # fmt: skip
+    from ..tropical import _arrays
+
+    residues = len(X) - 1
+    names = ["Xv", "Yv", "Cv"] + [f"{x}c{q}" for x in "XYC" for q in range(residues)]
+    arrays = [X[0], Y[0], C[0], *X[1:], *Y[1:], *C[1:]]
+    ops = [_arrays.as_operand(x, name) for x, name in zip(arrays, names)]
+    counts = [[o.ptr for o in ops[3 + q * residues : 3 + (q + 1) * residues]] for q in range(3)]
+    padded = [c + [c[0]] * (4 - residues) for c in counts]  # the kernel reads only the first R
+    mods = [*moduli, *[0] * (4 - len(moduli))]
+
+    def packed(positions: list[int]) -> Any:  # np.uint64
+        return np.uint64(sum(int(p) << (8 * t) for t, p in enumerate(positions)))
+
+    def mask(positions: list[int]) -> Any:  # np.uint64
+        return np.uint64(sum(1 << int(p) for p in positions))
+
+    tile = f"bits{len(lay['con'])}{len(lay['right_pos'])}"
+    name = kernel_name(semiring, be.dtype(X[0]), be.dtype(X[1]), rows=tile, residues=residues)
+    device = _device.resolve_or_current(_device.common([(n, o.device) for n, o in zip(names, ops)]))
+    blocks = max(min(-(-lay["rows"] // THREADS), _MAX_BLOCKS), 1)
+    with _device.on(device):
+        kernel = family.get(name, arch=_device.arch(device))
+        kernel[(blocks,), (THREADS,), ops[2].stream or 0](
+            ops[0].ptr,
+            ops[1].ptr,
+            ops[2].ptr,
+            *padded[0],
+            *padded[1],
+            *padded[2],
+            lay["rows"],
+            len(lay["batch_in"]),
+            mask(lay["con"] + lay["batch_in"]),
+            mask(lay["batch_out"] + lay["right_pos"]),
+            packed(lay["con"]),
+            packed(lay["batch_in"]),
+            packed(lay["batch_out"]),
+            packed(lay["right_pos"]),
             *(np.uint64(m) for m in mods),
         )
 

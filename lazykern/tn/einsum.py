@@ -69,7 +69,7 @@ from typing import Any
 
 from ..errors import DeviceMemoryError
 from ..tropical import reference
-from . import _cost, _plan_store, _planner, _recompute, _spread
+from . import _contract, _cost, _plan_store, _planner, _recompute, _spread, _strided
 from ._backend import DEFAULT_HOST_LIMIT, Backend, backend_of
 from ._contract import Algebra, Choice, Term, contract, diagonals, fix, reduce, unravel
 
@@ -555,7 +555,38 @@ def plan_steps(
     path: Sequence[tuple[int, ...]],
     sliced: dict[Label, int],
 ) -> list[_cost.Step]:
-    """The steps of ``path`` as :mod:`._cost` prices them (entries per slice: sliced labels count 1)."""
+    """The steps of ``path`` as :mod:`._cost` prices them (entries per slice: sliced labels count 1).
+    The last few plans' steps are kept: the solvers price one plan several times (a 32 x 32 energy
+    chose its sweep by them, then guarded its memory; a count guards each of its passes), and a 3000-step
+    walk costs a quarter of a second. The list returned is shared: callers copy, never change it."""
+    key = (
+        tuple(map(tuple, inputs)),
+        tuple(output),
+        frozenset(sizes.items()),
+        tuple(path),
+        frozenset(sliced.items()),
+        _contract.STRIDED_MIN,  # which steps the executor runs bit-addressed
+    )
+    found = _steps_kept.get(key)
+    if found is None:
+        found = _plan_steps(inputs, output, sizes, path, sliced)
+        if len(_steps_kept) >= _STEPS_KEPT:
+            _steps_kept.pop(next(iter(_steps_kept)))  # the oldest
+        _steps_kept[key] = found
+    return found
+
+
+_steps_kept: dict[tuple[Any, ...], list[_cost.Step]] = {}
+_STEPS_KEPT = 8
+
+
+def _plan_steps(
+    inputs: Sequence[Sequence[Label]],
+    output: Collection[Label],
+    sizes: dict[Label, int],
+    path: Sequence[tuple[int, ...]],
+    sliced: dict[Label, int],
+) -> list[_cost.Step]:
     size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
     output = set(output)
     # (labels, depends on the slice, the step that made it: -1 for a leaf)
@@ -572,14 +603,26 @@ def plan_steps(
         operands = tuple(math.prod(size[x] for x in t) for t, _, _ in picked)
         # A sliced run caches the slice-independent operands of a slice-dependent step (_Network.run).
         pinned = sum(n for n, (_, d, origin) in zip(operands, picked) if sliced and depends and not d and origin >= 0)
+        result = math.prod(size[x] for x in kept)
+        bits = 0
+        if len(picked) == 2:  # bit-addressed; in place only over an intermediate of its own (no leaf, no cache)
+            big, small = sorted(range(2), key=lambda i: -operands[i])
+            labels, d, origin = picked[big]
+            if operands[big] >= _contract.STRIDED_MIN:  # sliced labels are fixed in the run: no axis
+                unsliced = [x for x in labels if x not in sliced], [x for x in picked[small][0] if x not in sliced]
+                bits = _strided.bits_step(*unsliced, kept, sizes)
+            own = origin >= 0 and (not sliced or d)
+            if bits == 2 and not (own and operands[big] == result):
+                bits = 1
         steps.append(
             _cost.Step(
                 math.prod(size[x] for x in union),
                 operands,
-                math.prod(size[x] for x in kept),
+                result,
                 depends,
                 pinned,
                 tuple(origin < 0 for _, _, origin in picked),
+                bits,
             )
         )
         terms.append((kept, depends, len(steps) - 1))
@@ -613,6 +656,18 @@ def fit_to_memory(
 
 
 _FIT_TRIES = 4  # halvings of the slicing target before the plan is left to be refused with its figures
+
+
+def fit_in_place(
+    make: Callable[[int], ContractionPlan], limit: int, peak: Callable[[ContractionPlan], int], free: int | None
+) -> ContractionPlan:
+    """:func:`fit_to_memory` for an executor whose steps run in place (one boundary held, not the four
+    arrays ``limit`` was sized for): from four times ``limit`` first, and from ``limit`` as for any
+    executor where that found no plan that fits (its halvings stop at a costly slicing)."""
+    plan = fit_to_memory(make, limit * 4, peak, free)
+    if free is None or peak(plan) * _cost.POOL_MARGIN <= free:
+        return plan
+    return fit_to_memory(make, limit, peak, free)
 
 
 def _memory_message(plan: ContractionPlan, need: int, free: int) -> str:
@@ -729,7 +784,8 @@ class _Network:
 
             if memory_limit is not None:
                 return make(memory_limit)
-            return fit_to_memory(make, self.be.memory_limit(self.entry_bytes), self.peak, self.be.free_bytes())
+            fit = fit_in_place if self.inplace else fit_to_memory
+            return fit(make, self.be.memory_limit(self.entry_bytes), self.peak, self.be.free_bytes())
         if slices:
             raise ValueError("optimize= is a ContractionPlan: give its slices to contraction_plan, not slices=")
         unknown = [x for x in optimize.sliced if x not in self.sizes]
@@ -757,7 +813,12 @@ class _Network:
         if not cached:  # a run without the slices' cache keeps nothing beyond a step's use
             steps = [s._replace(pinned=0) for s in steps]
         width = self.entry_bytes if entry_bytes is None else entry_bytes
-        return _cost.peak_bytes(steps, leaves, width, keep, save)
+        return _cost.peak_bytes(steps, leaves, width, keep, save, self.inplace)
+
+    @property
+    def inplace(self) -> bool:
+        """Whether the executor runs bit-addressed steps, some over their operand (:func:`._contract.contract`)."""
+        return hasattr(self.alg, "bits") and not self.be.on_host
 
     def priced(self, plan: ContractionPlan) -> tuple[list[_cost.Step], _recompute.Tree]:
         """``plan``'s steps as :mod:`._cost` and :mod:`._recompute` price them (the last plan's kept)."""
@@ -864,7 +925,10 @@ class _Network:
             need = self.peak(plan, keep, cached, save)
             if argmax:  # its backtracking holds every kept argmax and checkpoint beside a segment
                 need = max(need, self.argmax_peak(plan, keep)(save))
-        if free is not None and need * _cost.POOL_MARGIN > free:
+        if free is not None and need * _cost.POOL_MARGIN > free - self.be.spare_bytes():
+            # The pool's spare blocks count as free, but only as blocks of the sizes an earlier run freed:
+            # a run that needs them cut to other sizes (a count after an energy on a 32 x 32 lattice) found
+            # them split and held, and the device out of memory. Such a run starts from the device's memory.
             self.be.release_cached()
             free = self.be.free_bytes() or 0
             if need * _cost.POOL_MARGIN > free:
@@ -907,20 +971,23 @@ class _Network:
         fixed = set(values)
         origin: list[int | None] = [None if fixed.intersection(t.labels) else -1 for t in self.leaves]
         uses = Counter(x for _, t in live for x in t.labels)  # live terms carrying each label
+        owned = [False] * len(live)  # whose arrays a step may overwrite: results nothing else holds
         output = set(self.output)
         progress = progress or Progress(1)
         for n, step in enumerate(plan.path):
             progress.step(n, len(plan.path))
             picked = [live[i] for i in step]
             sources = [origin[i] for i in step]  # None: depends on the slice; -1: a leaf; else a step
+            mine = [owned[i] for i in step]
             for i in sorted(step, reverse=True):
                 _count(uses, live.pop(i)[1].labels, -1)
                 origin.pop(i)
+                owned.pop(i)
             same = cache is not None and None not in sources
             if same and n in cache:
                 node_id, term = -1, cache[n]  # cached steps run only where nothing is kept
             else:
-                node_id, term = self._step(picked, uses, output, keep)
+                node_id, term = self._step(picked, uses, output, keep, mine)
                 if n in save:
                     self.saved[node_id] = term
                 if same:
@@ -930,6 +997,7 @@ class _Network:
                             cache[m] = Term((), cache[m].labels)
             live.append((node_id, term))
             origin.append(n if same else None)
+            owned.append(not same and n not in save)
             _count(uses, term.labels, 1)
         if len(live) != 1:
             raise ValueError(f"the contraction path leaves {len(live)} operands; it must contract all of them")
@@ -937,16 +1005,26 @@ class _Network:
         return term
 
     def _step(
-        self, picked: list[tuple[int, Term]], uses: Counter[Label], output: set[Label], keep: float
+        self,
+        picked: list[tuple[int, Term]],
+        uses: Counter[Label],
+        output: set[Label],
+        keep: float,
+        owned: Sequence[bool] = (),
     ) -> tuple[int, Term]:
-        """Contract the picked terms left to right, first summing out what only one of them carries."""
+        """Contract the picked terms left to right, first summing out what only one of them carries.
+        ``owned``: per picked term, whether its arrays may be overwritten (:func:`._contract.contract`)."""
+        mine = list(owned) or [False] * len(picked)
         (node_id, term), others = picked[0], picked[1:]
         needed = {x for x in term.labels if uses[x] > 0 or x in output} | _labels(others)
-        node_id, term = self._reduce(node_id, term, needed, keep)
+        reduced_id, term = self._reduce(node_id, term, needed, keep)
+        ours = mine[0] or reduced_id != node_id  # a reduction's result is new
+        node_id = reduced_id
         for j, (other_id, other) in enumerate(others):
             later = _labels(others[j + 1 :])
             needed = {x for x in term.labels + other.labels if uses[x] > 0 or x in output or x in later}
-            node_id, term = self._pair(node_id, term, other_id, other, needed, keep)
+            node_id, term = self._pair(node_id, term, other_id, other, needed, keep, (ours, mine[j + 1]))
+            ours = True
         return node_id, term
 
     def _add(self, kind: str, children: tuple[int, ...], term: Term, choice: Choice, keep: float) -> tuple[int, Term]:
@@ -963,10 +1041,21 @@ class _Network:
         out, choice = reduce(self.alg, term, own, self._kept(term.labels, needed, keep))
         return self._add("reduce", (node_id,), out, choice, keep)
 
-    def _pair(self, a_id: int, A: Term, b_id: int, B: Term, needed: set[Label], keep: float) -> tuple[int, Term]:
-        b_id, B = self._reduce(b_id, B, needed | set(A.labels), keep)
-        out, choice = contract(self.alg, A, B, needed, self._kept(A.labels + B.labels, needed, keep))
-        return self._add("pair", (a_id, b_id), out, choice, keep)
+    def _pair(
+        self,
+        a_id: int,
+        A: Term,
+        b_id: int,
+        B: Term,
+        needed: set[Label],
+        keep: float,
+        owned: tuple[bool, bool] = (False, False),
+    ) -> tuple[int, Term]:
+        reduced_id, B = self._reduce(b_id, B, needed | set(A.labels), keep)
+        owned = (owned[0], owned[1] or reduced_id != b_id)
+        kept = self._kept(A.labels + B.labels, needed, keep)
+        out, choice = contract(self.alg, A, B, needed, kept, owned)
+        return self._add("pair", (a_id, reduced_id), out, choice, keep)
 
     def _kept(self, labels: tuple[Label, ...], needed: set[Label], keep: float) -> bool:
         """Whether a step over ``labels`` keeping ``needed`` keeps its argmax: only then is it asked for,

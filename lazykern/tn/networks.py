@@ -25,11 +25,19 @@ from typing import Any
 import numpy as np
 
 from ..errors import LazykernWarning, warn_user
-from . import _cost, _instance, orders
+from . import _cost, _eliminate, _instance, orders
 from ._backend import DEFAULT_HOST_LIMIT, backend_of
 from ._planner import DEFAULT_MAX_TIME
 from .counting import CountingAlgebra, count_network
-from .einsum import ContractionPlan, contract_network, contraction_plan, fit_to_memory, network_argmax, plan_steps
+from .einsum import (
+    ContractionPlan,
+    contract_network,
+    contraction_plan,
+    fit_in_place,
+    fit_to_memory,
+    network_argmax,
+    plan_steps,
+)
 
 SPIN = np.array([1.0, -1.0])  # label index -> spin value
 
@@ -326,11 +334,31 @@ def plan(
         return make(memory_limit)
     leaves = 4 * len(sg.edges) + 2 * sg.n
 
-    def peak(p: ContractionPlan) -> int:  # without the slices' cache, which the executor drops where it does not fit
-        steps = [s._replace(pinned=0) for s in steps_of(p)]
-        return _cost.peak_bytes(steps, leaves, entry, 0)
+    counting = count_dtype is not None and not be.on_host  # counting runs its bit-addressed steps on a device
 
-    return fit_to_memory(make, be.memory_limit(entry), peak, be.free_bytes())
+    def fit(width: int) -> ContractionPlan:
+        def peak(p: ContractionPlan) -> int:  # without the slices' cache, which the executor drops if it does not fit
+            steps = [s._replace(pinned=0) for s in steps_of(p)]
+            return _cost.peak_bytes(steps, leaves, width, 0, inplace=counting)
+
+        # In place, a counting sweep holds one boundary, not the four arrays be.memory_limit assumes.
+        return (fit_in_place if counting else fit_to_memory)(make, be.memory_limit(width), peak, be.free_bytes())
+
+    exact = counting and np.dtype(count_dtype).kind in "iu" and sg.n >= _INT64_SPINS
+    if exact:
+        # Counts past int64 are rebuilt from residues modulo primes (int32 each): a plan fit for one
+        # residue a pass may be sliced less than one fit for the int64 pass, which counting.exact then
+        # leaves out. Unsliced, it is the very plan (the passes' widths are counting.exact's to choose),
+        # and the int64 fit (slicing searched for at its width) is not needed at all.
+        narrow = fit(itemsize + 4)
+        if narrow.nslices == 1:
+            return narrow
+        wide = fit(entry)
+        return narrow if narrow.nslices < wide.nslices else wide
+    return fit(entry)
+
+
+_INT64_SPINS = 63  # spins from which a count of +-1 assignments may pass 2^63: residues rebuild it
 
 
 def _faster(
@@ -371,8 +399,7 @@ def _sweep(
     found = _sweeps.get(key)
     if found is not None:
         return found
-    # The order comes from the graph (sg.order is one candidate): any numbering sweeps as well.
-    order = orders.graph_order(sg.n, sg.edges, positions, sg.order)
+    order = _order(sg)
     best = None
     for group in (1, 2, 3):
         path = orders.sweep_path(labels, order, group)
@@ -391,6 +418,40 @@ def _sweep(
     return _sweeps[key]
 
 
+def _order(sg: SpinGlass) -> tuple[int, ...]:
+    """The vertex order the sweep follows, from the graph (sg.order is one candidate): any numbering
+    sweeps as well. Kept per graph for the process, as the sweeps are."""
+    positions = getattr(sg, "positions", None)
+    where = None if positions is None else np.asarray(positions).tobytes()
+    key = (sg.n, sg.edges.tobytes(), sg.order, where)
+    found = _orders.get(key)
+    if found is None:
+        if len(_orders) >= _SWEEPS_KEPT:
+            _orders.clear()
+        found = _orders[key] = orders.graph_order(sg.n, sg.edges, positions, sg.order)
+    return found
+
+
+def _tiny(
+    sg: SpinGlass, dtype: np.dtype, optimize: Any, slices: Sequence[int], devices: Any, memory_limit: int | None
+) -> bool:
+    """Whether the defaults solve ``sg``'s energy by vertex elimination on the host (:mod:`._eliminate`):
+    a sweep whose boundaries hold at most 2^TINY_SWEEP entries in all, a few milliseconds of NumPy,
+    where the general executor's per-step Python alone costs tens (and a GPU's launches more); and
+    values whose every partial sum is exact in ``dtype``, so that adding them in another order than
+    the contraction's gives the very same energy (Gaussian couplings keep the contraction's order)."""
+    if optimize != "auto" or slices or devices is not None or not _instance.exact_in(dtype, sg.J, sg.h):
+        return False
+    order = _order(sg)
+    if orders.sweep_score(sg.n, sg.edges, order) > TINY_SWEEP:
+        return False
+    largest = 2 ** int(orders.boundary_sizes(sg.n, sg.edges, order).max(initial=0) + 1)  # with the next spin
+    return memory_limit is None or largest <= memory_limit
+
+
+TINY_SWEEP = 20.0  # log2 of boundary entries summed over the sweep (a 12 x 12 lattice: 19.2)
+
+_orders: dict[tuple[Any, ...], tuple[int, ...]] = {}
 _sweeps: dict[tuple[Any, ...], tuple[ContractionPlan, list[_cost.Step]]] = {}
 _WORK_NEGLIGIBLE = 0.1  # share of a sweep's predicted time under which its grouping is not searched
 _SWEEPS_KEPT = 64
@@ -464,6 +525,10 @@ def ground_state_energy(
     ordinals) spreads the plan's slices over several GPUs, as for :func:`lazykern.tn.einsum`;
     a plan with no slices runs on the first of them alone."""
     module, dtype = sg.resolve(module, dtype)
+    if _tiny(sg, dtype, optimize, slices, devices, memory_limit):
+        log.info("%s: contracting on the host (NumPy) by vertex elimination", sg.name or f"{sg.n} spins")
+        labels, tensors = sg.network(dtype, np)
+        return -float(_eliminate.sweep_max(labels, tensors, _order(sg)))
     module, optimize = _route(sg, module, dtype, optimize, slices, devices, memory_limit, dtype.itemsize)
     labels, tensors = sg.network(dtype, module)
     how = _planned(sg, optimize, slices, module=module, dtype=dtype, memory_limit=memory_limit, max_time=max_time)

@@ -16,7 +16,7 @@ vertex whose last bond has been absorbed. On an L x L lattice the boundary holds
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -146,8 +146,13 @@ def graph_order(
         return tuple(candidates[0])  # cheap already: a search would cost more than it could save
     if positions is not None:
         candidates += _position_orders(np.asarray(positions, dtype=np.float64).reshape(n, -1))
-    candidates += _distance_orders(n, edges)
-    scored = sorted(((sweep_score(n, edges, order), k) for k, order in enumerate(candidates)))  # equals: the first
+    scores = [sweep_score(n, edges, order) for order in candidates]
+    for order in _distance_orders(n, edges):  # made one at a time: a tiny graph stops at its first cheap one
+        scores.append(sweep_score(n, edges, order))
+        candidates.append(order)
+        if scores[-1] <= SMALL_SWEEP:
+            return tuple(int(i) for i in order)  # cheap already: the rest of the search costs more than it saves
+    scored = sorted(zip(scores, range(len(candidates))))  # equals: the first
     adjacent = _adjacency(n, edges)
     best_score, best = scored[0][0], candidates[scored[0][1]]
     for _, k in scored[:_TIGHTENED]:
@@ -201,26 +206,32 @@ def _distances(adjacent: list[list[int]], source: int) -> dict[int, int]:
 _ANCHORS = 4  # far-apart vertices per part of the graph: a rectangle's corners
 
 
-def _distance_orders(n: int, edges: np.ndarray) -> list[tuple[int, ...]]:
+def _distance_orders(n: int, edges: np.ndarray) -> Iterator[tuple[int, ...]]:
     """Sweeps along coordinates made of distances to anchors, per connected part, parts in turn."""
     adjacent = _adjacency(n, edges)
     seen: set[int] = set()
-    per_part: list[list[list[int]]] = []
+    parts: list[dict[int, int]] = []
     for start in range(n):
         if start in seen:
             continue
         part = _distances(adjacent, start)
         seen.update(part)
-        per_part.append(_part_orders(adjacent, part))
+        parts.append(part)
+    if len(parts) == 1:  # one part (the usual graph): its orders as they are made
+        yield from (tuple(order) for order in _part_orders(adjacent, parts[0]))
+        return
+    per_part = [list(_part_orders(adjacent, part)) for part in parts]
     count = max((len(orders) for orders in per_part), default=0)
     # The k-th order of every part, concatenated (a part with fewer orders repeats its first).
-    return [tuple(v for orders in per_part for v in orders[k if k < len(orders) else 0]) for k in range(count)]
+    for k in range(count):
+        yield tuple(v for orders in per_part for v in orders[k if k < len(orders) else 0])
 
 
-def _part_orders(adjacent: list[list[int]], part: dict[int, int]) -> list[list[int]]:
+def _part_orders(adjacent: list[list[int]], part: dict[int, int]) -> Iterator[list[int]]:
     vertices = sorted(part)
     if len(vertices) <= 2:
-        return [vertices]
+        yield vertices
+        return
     # Anchors: the far end of a breadth-first search, then each vertex farthest from those so far.
     # Ties go to the vertex of fewest neighbours (a lattice's corner, not the middle of its side).
     u = max(part, key=lambda v: (part[v], -len(adjacent[v]), -v))
@@ -233,16 +244,14 @@ def _part_orders(adjacent: list[list[int]], part: dict[int, int]) -> list[list[i
             break
         anchors.append(far)
         dists.append(_distances(adjacent, far))
-    orders = []
     for i, di in enumerate(dists):
         for j, dj in enumerate(dists):
             if i == j:
                 continue
             rest = [d for k, d in enumerate(dists) if k not in (i, j)]  # ties along a level: the other anchors
-            orders.append(sorted(vertices, key=lambda v: (di[v] - dj[v], di[v] + dj[v], *(d[v] for d in rest))))
-            orders.append(sorted(vertices, key=lambda v: (di[v] + dj[v], di[v] - dj[v], *(d[v] for d in rest))))
-            orders.append(sorted(vertices, key=lambda v: (di[v], dj[v], *(d[v] for d in rest))))
-    return orders
+            yield sorted(vertices, key=lambda v: (di[v] - dj[v], di[v] + dj[v], *(d[v] for d in rest)))
+            yield sorted(vertices, key=lambda v: (di[v] + dj[v], di[v] - dj[v], *(d[v] for d in rest)))
+            yield sorted(vertices, key=lambda v: (di[v], dj[v], *(d[v] for d in rest)))
 
 
 def tighten(adjacent: list[list[int]], order: Sequence[int], window: int) -> list[int]:
