@@ -68,10 +68,11 @@ def test_sim_dispatch_one_signature_per_type_combination(sim_report):
 
 def test_sim_errors_are_clear(sim_report):
     errors = sim_report["errors"]
-    assert "takes 4 arguments, got 2" in errors["count"]
+    assert "Signature mismatch: 2 argument types given, but function takes 4 arguments" in errors["count"]
     assert (
         errors["twin_count"]
-        == "kernel 'neg' of family 'mine' (run by its Numba-Python twin '_neg_twin') takes 2 arguments, got 1"
+        == "kernel 'neg' of family 'mine' (run by its Numba-Python twin '_neg_twin'): Signature mismatch: 1 argument "
+        "types given, but function takes 2 arguments"
     )
     assert "unsupported type str" in errors["type"]
     assert "launch configuration" in errors["config"]

@@ -88,7 +88,9 @@ class Declared:
         converted as its declared type; ``unchanged``: no value was converted and every argument has
         exactly its declared type (then the hot path may launch such arguments as they come)."""
         if len(types) != len(args):
-            raise LaunchError(f"the declared signature takes {len(types)} arguments, got {len(args)}")
+            raise LaunchError(
+                f"Signature mismatch: {len(args)} argument types given, but function takes {len(types)} arguments"
+            )
         out, unchanged = [], True
         for i, (t, value) in enumerate(zip(types, args)):
             if is_pointer(t):

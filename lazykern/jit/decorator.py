@@ -441,7 +441,10 @@ class LazyKernel(Launchable):
         lo, hi = self._nargs
         if not lo <= len(args) <= hi:
             want = str(lo) if lo == hi else f"{lo} to {hi}"
-            raise LaunchError(f"kernel {self.described} takes {want} arguments, got {len(args)}")
+            raise LaunchError(  # numba's own words (its untyped pass), naming the user's kernel
+                f"kernel {self.described}: Signature mismatch: {len(args)} argument types given, but function "
+                f"takes {want} arguments"
+            )
 
     def _instance(self, types: tuple[Any, ...]) -> Instance:
         inst = self._instances.get(types)
