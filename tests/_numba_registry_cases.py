@@ -3,12 +3,13 @@
 Each case is a module whose kernel reaches one kind of registration: a ``lower_cast``, a
 ``make_attribute_wrapper``, a ``lower_constant`` and a ``typeof_impl``, a ``lower_getattr_generic``
 with its typing template, an ``overload_method``, a data model's members. :func:`main` runs in a
-fresh process (``python -m tests._numba_registry_cases DIR STORE``) and prints, per case, whether
-the shared store compiled it.
+fresh process (``python -m tests._numba_registry_cases DIR STORE [reverse]``) and prints, per case, whether
+the shared store compiled it and the digest of the binary it gave.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import sys
@@ -20,7 +21,7 @@ SIG = "void(int32[::1], int32)"
 _HEAD = """
 from llvmlite import ir
 from numba.core.typeconv import Conversion
-from numba.cuda import cgutils, int32, int64, types
+from numba.cuda import cgutils, float32, int32, types
 from numba.cuda.cudaimpl import lower
 from numba.cuda.extending import (
     core_models, intrinsic, lower_cast, lower_getattr_generic, make_attribute_wrapper, overload_method,
@@ -229,7 +230,7 @@ def kern(out, x):
 """,
         [
             ("register_model member order", '[("x", int32), ("y", int32)]', '[("y", int32), ("x", int32)]'),
-            ("register_model member type", '[("x", int32), ("y", int32)]', '[("x", int64), ("y", int32)]'),
+            ("register_model member type", '[("x", int32), ("y", int32)]', '[("x", float32), ("y", int32)]'),
         ],
     ),
 }
@@ -256,18 +257,33 @@ def write(directory: Path, round_index: int) -> list[str]:
     return applied
 
 
-def main(directory: str, store: str) -> None:
+def main(directory: str, store: str, order: str = "forward") -> None:
+    """Per case: whether the shared store compiled, and the sha256 of the binary it gave."""
     sys.path.insert(0, directory)
     from lazykern import KernelCache, lazy_kernel
+    from lazykern._numba.signature import normalize_signature
+    from tests._numba_corpus import _same_names
 
-    cache = KernelCache(store)
+    shared = KernelCache(store)
+    _same_names()  # the same source gives the same bytes in every process
+    types = normalize_signature(SIG)
     report = {}
-    for case in CASES:
+    cases = list(CASES)
+    if order == "reverse":  # other Numba types first, the modules imported and warmed the other way round
+        from numba.cuda import types as numba_types
+
+        made = [numba_types.UniTuple(numba_types.int8, n) for n in range(3, 30)]
+        assert made
+        cases.reverse()
+        for case in cases:
+            importlib.import_module(module_name(case))
+    for case in cases:
         module = importlib.import_module(module_name(case))
-        report[case] = lazy_kernel(module.kern, cache=cache).warm([SIG], arch=ARCH)[0]["compiled"]
-    memory_only = sorted(str(r.get("name")) for r in cache.entries() if r.get("memory_only"))
-    print("JSON:" + json.dumps({"compiled": report, "memory_only": memory_only}))
+        served, compiled = lazy_kernel(module.kern, cache=shared)._entry(types, ARCH, relax=False)
+        report[case] = {"compiled": compiled, "served": hashlib.sha256(served.code).hexdigest()}
+    memory_only = sorted(str(r.get("name")) for r in shared.entries() if r.get("memory_only"))
+    print("JSON:" + json.dumps({"cases": report, "memory_only": memory_only}))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 from . import key
 
 # Where user code is never: the pinned libraries and lazykern itself.
-_NOT_USER = ("numba", "numba_cuda", "llvmlite", "numpy", "lazykern", "builtins", "operator", "_operator")
+_NOT_USER = ("numba", "numba_cuda", "llvmlite", "numpy", "cuda", "lazykern", "builtins", "operator", "_operator")
 
 
 class Registration(NamedTuple):
@@ -259,12 +259,14 @@ def _formal(f: Any, kind: str) -> str:
 
 
 def _user_object(obj: Any) -> bool:
+    """Whether a key or type is the user's: its module is user code and is loaded (a C extension
+    of Numba's names a module of its own, ``_nrt_python``, that no import made)."""
     if isinstance(obj, (str, int, float, bool)) or obj is None:
         return False
     module = getattr(obj, "__module__", None) if isinstance(obj, (type, pytypes.FunctionType)) else None
     if module is None:
         module = getattr(obj, "__module__", None) or type(obj).__module__
-    return user_module(module)
+    return user_module(module) and module in sys.modules
 
 
 def user_function(fn: pytypes.FunctionType, in_numba: bool = False) -> bool:
@@ -306,11 +308,12 @@ def _holds_user_code(obj: Any, depth: int) -> bool:
     return False
 
 
-def _made_by_typing(impl: Any) -> bool:
+def _made_by_typing(impl: Any, depth: int = 0) -> bool:
     """Whether Numba's typing registered ``impl`` from a template while it typed (the lowering of an
-    ``overload_method`` / ``overload_attribute``): it is there only in a process that typed, and
-    what it lowers is its template's, which the typing registry holds from the start."""
-    if not isinstance(impl, pytypes.FunctionType) or user_function(impl):
+    ``overload_method`` / ``overload_attribute``, maybe inside ``lower_getattr``'s wrapper): it is
+    there only in a process that typed, and what it lowers is its template's, which the typing
+    registry holds from the start."""
+    if depth > 3 or not isinstance(impl, pytypes.FunctionType) or user_function(impl):
         return False
     bases = tuple(
         base
@@ -321,6 +324,8 @@ def _made_by_typing(impl: Any) -> bool:
     for cell in impl.__closure__ or ():
         held = cell.cell_contents if _filled(cell) else None
         if isinstance(held, bases) or (isinstance(held, type) and issubclass(held, bases)):
+            return True
+        if _made_by_typing(held, depth + 1):
             return True
     return False
 
