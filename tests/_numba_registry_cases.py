@@ -123,7 +123,13 @@ def kern(out, x):
     p = Pair(x, x + 1)
     out[0] = p.x
 """,
-        [("make_attribute_wrapper x -> y", 'make_attribute_wrapper(PairType, "x", "x")', 'make_attribute_wrapper(PairType, "y", "x")')],
+        [
+            (
+                "make_attribute_wrapper x -> y",
+                'make_attribute_wrapper(PairType, "x", "x")',
+                'make_attribute_wrapper(PairType, "y", "x")',
+            )
+        ],
     ),
     "constant_typeof": (
         _HEAD

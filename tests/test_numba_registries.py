@@ -85,7 +85,7 @@ def test_the_issue_examples_change_the_binary_and_are_compiled_again(runs, case,
     base = runs[0][2]["cases"][case]
     _, applied, report = runs[2]
     assert f"{case}: {label}" in applied
-    assert report["cases"][case]["served"] != base["served"], "the edit does not change the binary: the case tests nothing"
+    assert report["cases"][case]["served"] != base["served"], "the edit leaves the binary alone: the case tests nothing"
     assert report["cases"][case]["compiled"]
 
 
@@ -118,9 +118,8 @@ def test_every_registry_the_cuda_contexts_hold_is_walked_and_named():
     held = [*typing_context._registries, *target_context._registries]
     assert held and all(any(reg is f for f in found) for reg in held)
     # the data model manager's handler tables and typeof's dispatch tables are walked too
-    assert all(
-        any(getattr(f, "_handlers", None) is table for f in found) for table in target_context.data_model_manager._handlers.maps
-    )
+    tables = target_context.data_model_manager._handlers.maps
+    assert all(any(getattr(f, "_handlers", None) is table for f in found) for table in tables)
     from numba.cuda.typing.typeof import typeof_impl
 
     assert any(f is typeof_impl for f in found)

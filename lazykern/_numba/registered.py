@@ -46,9 +46,7 @@ class World:
 
     def add_type(self, t: Any, depth: int = 0) -> None:
         """A Numba type, the types nested in it and its data model's members."""
-        from numba.core.types import Type
-
-        if not isinstance(t, Type) or id(t) in self._seen or depth > 32:
+        if not registries.is_numba_type(t) or id(t) in self._seen or depth > 32:
             return
         self._seen[id(t)] = t
         self.types.update(registries.ident(cls) for cls in type(t).__mro__[:-1])
@@ -112,7 +110,7 @@ def _applying(containers: list[Any], names: list[list[str]], world: dict[str, li
     """Every user registration that applies to ``world``, described, in a stable order: by place
     and key, registration order kept among those with the same keys (they may compete)."""
     types, keys, values = set(world["types"]), set(world["keys"]), set(world["values"])
-    regs = registries.user_registrations(containers, registries.name_map(containers, names))
+    regs = registries.user_registrations(containers, registries.name_map(containers, names), registries.wanted(world))
     picked = [r for r in regs if _applies(r, types, keys, values)]
     described = [[r.place, list(r.keys), list(r.formals), _digest(r, lines)] for r in picked]
     return sorted(described, key=lambda d: (d[0], d[1], d[2]))  # stable: registration order kept
@@ -166,7 +164,8 @@ def _describe(obj: Any, lines: bool, depth: int, path: set[int]) -> Any:
         if registries.user_function(obj, in_numba=depth > 0):
             return ["function", registries.ident(obj), key.function_digest_memo(obj, lines)]
         cells = [_describe(_cell(c), lines, depth + 1, path) for c in obj.__closure__ or ()]
-        return ["numba function", registries.ident(obj), cells, _describe(getattr(obj, "__wrapped__", None), lines, depth + 1, path)]
+        wrapped = _describe(getattr(obj, "__wrapped__", None), lines, depth + 1, path)
+        return ["numba function", registries.ident(obj), cells, wrapped]
     if isinstance(obj, type):
         if _is_type_class(obj) or (depth > 0 and not _walk_class(obj)):
             return ["class", registries.ident(obj)]
@@ -186,13 +185,16 @@ def _describe(obj: Any, lines: bool, depth: int, path: set[int]) -> Any:
         items = [_describe(x, lines, depth + 1, path) for x in obj]
         return sorted(items, key=repr) if isinstance(obj, (set, frozenset)) else items
     if isinstance(obj, dict):
-        return [[repr(_describe(k, lines, depth + 1, path)), _describe(v, lines, depth + 1, path)] for k, v in obj.items()]
+        return [
+            [repr(_describe(k, lines, depth + 1, path)), _describe(v, lines, depth + 1, path)] for k, v in obj.items()
+        ]
     if isinstance(obj, pytypes.ModuleType):
         return ["module", obj.__name__]
     if registries.user_module(type(obj).__module__):  # a user's object: by content, as the key hashes values
         return ["value", registries.ident(type(obj)), key.value_digest(obj, lines=lines)]
     inner = [getattr(obj, a, None) for a in ("__wrapped__", "_imp", "func", "_defn", "py_func")]
-    return ["object", registries.ident(type(obj)), [_describe(i, lines, depth + 1, path) for i in inner if i is not None]]
+    held = [_describe(i, lines, depth + 1, path) for i in inner if i is not None]
+    return ["object", registries.ident(type(obj)), held]
 
 
 def _walk_class(cls: type) -> bool:
@@ -216,12 +218,8 @@ def _items(v: Any) -> list[Any]:
 
 
 def _is_numba_type(v: Any) -> bool:
-    from numba.core.types import Type
-
-    return isinstance(v, Type)
+    return registries.is_numba_type(v)
 
 
 def _is_type_class(v: Any) -> bool:
-    from numba.core.types import Type
-
-    return isinstance(v, type) and issubclass(v, Type)
+    return registries.is_numba_type_class(v)

@@ -145,9 +145,13 @@ def live_registries() -> list[Any]:
 
 
 # -- walking ----------------------------------------------------------------------------------------
-def user_registrations(containers: Iterable[Any], names: dict[int, str]) -> list[Registration]:
+def user_registrations(
+    containers: Iterable[Any], names: dict[int, str], wanted: set[str] | None = None
+) -> list[Registration]:
     """The user's registrations in ``containers``, in each container's order (``names``: id ->
-    the name a registration's ``place`` starts with)."""
+    the name a registration's ``place`` starts with). With ``wanted`` (:func:`wanted`), only
+    those that may apply to that world: a superset of what applies, read without looking at the
+    thousands of Numba's own registrations that cannot."""
     out: list[Registration] = []
     for obj in containers:
         name = names.get(id(obj), f"<{type(obj).__qualname__}>")
@@ -156,7 +160,7 @@ def user_registrations(containers: Iterable[Any], names: dict[int, str]) -> list
             for attr in sorted(vars(obj)):
                 table = vars(obj)[attr]
                 if isinstance(table, list):
-                    out += _list_entries(table, f"{name}.{attr}")
+                    out += _list_entries(table, f"{name}.{attr}", wanted)
         elif kind == "models":
             out += _dict_entries(obj._handlers, f"{name}._handlers", "type")
         elif kind == "dispatch":
@@ -164,44 +168,98 @@ def user_registrations(containers: Iterable[Any], names: dict[int, str]) -> list
     return out
 
 
-# A list is appended to only (Numba's registry loaders read them by position): scanned once per
-# process up to its length. id -> (the list, length scanned, its user registrations).
-_lists: dict[int, tuple[list[Any], int, list[Registration]]] = {}
+def wanted(world: dict[str, list[str]]) -> set[str]:
+    """What a registration may require (:func:`_requirement`) to apply to ``world``."""
+    out = {"always"}
+    out.update(f"key:{k}" for k in world["keys"])
+    out.update(f"type:{t}" for t in world["types"])
+    out.update(f"value:{v}" for v in world["values"])
+    return out
+
+
+# A list is appended to only (Numba's registry loaders read them by position): indexed once per
+# process up to its length, each entry under one thing it requires to apply (a callable it is
+# keyed by, a type it is registered for). id -> (the list, length indexed, requirement -> entries).
+_lists: dict[int, tuple[list[Any], int, dict[str, list[Any]]]] = {}
+# id(entry) -> (entry, its registration, or None where it is Numba's own)
+_entries: dict[int, tuple[Any, Registration | None]] = {}
 # dict entries: id(table) -> {class: (handler, registration or None)}
 _dicts: dict[int, tuple[Any, dict[Any, tuple[Any, Registration | None]]]] = {}
 
 
-def _list_entries(table: list[Any], place: str) -> list[Registration]:
+def _list_entries(table: list[Any], place: str, wanted: set[str] | None) -> list[Registration]:
     memo = _lists.get(id(table))
     if memo is None or memo[0] is not table or memo[1] > len(table):
-        memo = (table, 0, [])
-    _, done, found = memo
+        memo = (table, 0, {})
+    _, done, index = memo
     if done < len(table):
-        found = list(found)
         for item in table[done:]:
-            reg = _list_entry(item, place)
-            if reg is not None:
-                found.append(reg)
-        _lists[id(table)] = (table, len(table), found)
-    return found
+            index.setdefault(_requirement(item), []).append(item)
+        _lists[id(table)] = (table, len(table), index)
+    if wanted is None:
+        items = table[: len(table)]
+    else:  # entries of one registration group share a requirement: their order is kept
+        items = [item for req in sorted(wanted & index.keys()) for item in index[req]]
+    out: list[Registration] = []
+    for item in items:
+        known = _entries.get(id(item))
+        if known is None or known[0] is not item:
+            known = _entries[id(item)] = (item, _list_entry(item, place))
+        if known[1] is not None:
+            out.append(known[1])
+    return out
+
+
+def _shape(item: Any) -> tuple[Any, tuple[Any, ...], tuple[Any, ...]]:
+    """(implementation, what it is keyed by, signature) of one registry list entry."""
+    if isinstance(item, tuple) and item:
+        if isinstance(item[-1], tuple):  # a lowering: (impl, *function or attribute name, signature)
+            return item[0], item[1:-1], item[-1]
+        if len(item) == 2:  # a typing global: (value, its Numba type holding the templates)
+            return item[1], item[:1], ()
+        return item, (), ()
+    return item, (getattr(item, "key", None),), ()  # a typing template, keyed by its `key`
+
+
+def _requirement(item: Any) -> str:
+    """One thing an entry needs to apply to a kernel: ``key:`` a callable it is keyed by, or
+    ``type:`` a type it is registered for (as :func:`_formal` names it), else ``always``."""
+    _, keyed, sig = _shape(item)
+    for k in keyed:
+        for part in k if isinstance(k, tuple) else (k,):
+            if part is None or isinstance(part, str):
+                continue
+            if _is_type_or_class(part):
+                formal = _formal(part, "type")
+                if formal != "*":
+                    return formal
+            else:
+                return f"key:{_ident_memo(part)}"
+    for f in sig:
+        formal = _formal(f, "type")
+        if formal != "*":
+            return formal
+    return "always"
+
+
+_idents: dict[int, tuple[Any, str]] = {}
+
+
+def _ident_memo(obj: Any) -> str:
+    known = _idents.get(id(obj))
+    if known is None or known[0] is not obj:
+        known = _idents[id(obj)] = (obj, ident(obj))
+    return known[1]
 
 
 def _list_entry(item: Any, place: str) -> Registration | None:
-    if isinstance(item, tuple) and item:
-        if isinstance(item[-1], tuple):  # a lowering: (impl, *function or attribute name, signature)
-            impl, keyed, sig = item[0], item[1:-1], item[-1]
-        elif len(item) == 2:  # a typing global: (value, its Numba type holding the templates)
-            impl, keyed, sig = item[1], item[:1], ()
-        else:
-            impl, keyed, sig = item, (), ()
-    else:  # a typing template: keyed by its `key` (a callable, a type, a name)
-        impl, keyed, sig = item, (getattr(item, "key", None),), ()
-    objs, formals = _split_keys(keyed)
-    formals += list(sig)
-    if not (_holds_user_code(impl, 0) or any(_user_object(o) for o in (*objs, *formals))):
+    impl, keyed, sig = _shape(item)
+    if not (_any_user_object(keyed) or _any_user_object(sig) or _holds_user_code(impl, 0)):
         return None
     if _made_by_typing(impl):
         return None
+    objs, formals = _split_keys(keyed)
+    formals += list(sig)
     return Registration(place, tuple(ident(o) for o in objs), tuple(_formal(f, "type") for f in formals), impl)
 
 
@@ -238,9 +296,29 @@ def _split_keys(keyed: Iterable[Any]) -> tuple[list[Any], list[Any]]:
 
 
 def _is_type_or_class(v: Any) -> bool:
-    from numba.core.types import Type
+    return is_numba_type(v) or is_numba_type_class(v)
 
-    return isinstance(v, Type) or (isinstance(v, type) and issubclass(v, Type))
+
+def is_numba_type(v: Any) -> bool:
+    """Whether ``v`` is a Numba type, by its class's MRO: an ``isinstance`` against Numba's ABC
+    walks every subclass of ``Type`` for each class it has not seen (100 ms over the registries)."""
+    return _numba_type() in type(v).__mro__
+
+
+def is_numba_type_class(v: Any) -> bool:
+    """Whether ``v`` is a class of Numba types (by its MRO, as :func:`is_numba_type`)."""
+    return isinstance(v, type) and _numba_type() in v.__mro__
+
+
+_type_base: list[type] = []
+
+
+def _numba_type() -> type:
+    if not _type_base:
+        from numba.core.types import Type
+
+        _type_base.append(Type)
+    return _type_base[0]
 
 
 def _formal(f: Any, kind: str) -> str:
@@ -249,13 +327,33 @@ def _formal(f: Any, kind: str) -> str:
     on, ``"*"`` for what matches anything (``types.Any``, ``VarArg``, a non-type)."""
     from numba.core import types
 
-    if isinstance(f, types.VarArg) or f is types.Any or (isinstance(f, type) and f is types.Type):
+    if type(f) is types.VarArg or f is types.Any or f is types.Type:
         return "*"
-    if isinstance(f, types.Type):
-        return "type:" + ident(type(f))
+    if is_numba_type(f):
+        return "type:" + _ident_memo(type(f))
     if isinstance(f, type):
-        return ("type:" if issubclass(f, types.Type) else f"{kind}:") + ident(f)
+        return ("type:" if is_numba_type_class(f) else f"{kind}:") + _ident_memo(f)
     return "*"
+
+
+# id -> (object, whether it is the user's): the same types key hundreds of registrations.
+_object_memo: dict[int, tuple[Any, bool]] = {}
+
+
+def _any_user_object(parts: Any) -> bool:
+    for part in parts if isinstance(parts, tuple) else (parts,):
+        if part is None or isinstance(part, str):
+            continue
+        if isinstance(part, tuple):
+            if _any_user_object(part):
+                return True
+            continue
+        memo = _object_memo.get(id(part))
+        if memo is None or memo[0] is not part:
+            memo = _object_memo[id(part)] = (part, _user_object(part))
+        if memo[1]:
+            return True
+    return False
 
 
 def _user_object(obj: Any) -> bool:
@@ -277,27 +375,56 @@ def user_function(fn: pytypes.FunctionType, in_numba: bool = False) -> bool:
     return user_module(fn.__module__ or "?")
 
 
+# id -> (object, whether it holds user code): a wrapper class or function many registrations share
+# is read once per process (the object is kept, so that its id stays its own).
+_code_memo: dict[int, tuple[Any, bool]] = {}
+
+
 def _holds_user_code(obj: Any, depth: int) -> bool:
     """Whether a user function sits in ``obj``: itself, a wrapper's closure or ``__wrapped__``, a
-    template class's methods (``_overload_func``, ``_definition_func``, a ``generic``)."""
+    template class's methods (``_overload_func``, ``_definition_func``, a ``generic``).
+
+    Cheap for Numba's own (a load reads ~2,000 of them once per process): a function of Numba's
+    without a closure, a class Numba's module defines (found there by its name) are Numba's,
+    and what was read once is remembered."""
     if depth > 4 or obj is None:
         return False
     if isinstance(obj, (staticmethod, classmethod)):
         obj = obj.__func__
+    memo = _code_memo.get(id(obj))
+    if memo is not None and memo[0] is obj:
+        return memo[1]
+    found = _reads_user_code(obj, depth)
+    if depth <= 2 or found:  # a "no" found near the depth limit may only mean the limit was reached
+        _code_memo[id(obj)] = (obj, found)
+    return found
+
+
+def _reads_user_code(obj: Any, depth: int) -> bool:
     if isinstance(obj, pytypes.FunctionType):
         if user_function(obj, in_numba=depth > 0):
             return True
+        if obj.__closure__ is None and "__wrapped__" not in obj.__dict__:
+            return False
         inner = [c.cell_contents for c in obj.__closure__ or () if _filled(c)]
-        inner.append(getattr(obj, "__wrapped__", None))
-        return any(_holds_user_code(i, depth + 1) for i in inner if callable(i) or isinstance(i, type))
+        inner.append(obj.__dict__.get("__wrapped__"))
+        return any(
+            _holds_user_code(i, depth + 1) for i in inner if isinstance(i, (type, pytypes.FunctionType)) or _held(i)
+        )
     if isinstance(obj, type):
         if user_module(obj.__module__):
             return True
+        if getattr(sys.modules.get(obj.__module__), obj.__qualname__, None) is obj:
+            return False  # a class of Numba's own module: Numba's code
         return any(
             _holds_user_code(v, depth + 1)
             for v in vars(obj).values()
             if isinstance(v, (pytypes.FunctionType, staticmethod, classmethod))
         )
+    if not user_module(type(obj).__module__) and type(obj).__module__.split(".", 1)[0] != "numba":
+        return False  # NumPy's ufuncs, Python's objects: no user code inside
+    if is_numba_type(obj) and not isinstance(getattr(obj, "templates", None), (tuple, list)):
+        return False  # a type holds no code (a user's type is seen as a formal)
     templates = getattr(obj, "templates", None)  # a typing global's Function type
     if isinstance(templates, (tuple, list)):
         return any(_holds_user_code(t, depth + 1) for t in templates)
@@ -306,6 +433,11 @@ def _holds_user_code(obj: Any, depth: int) -> bool:
         if inner is not None and inner is not obj and _holds_user_code(inner, depth + 1):
             return True
     return False
+
+
+def _held(obj: Any) -> bool:
+    """A callable object a wrapper may hold user code in (not a type, a module or plain data)."""
+    return callable(obj) and not is_numba_type(obj) and not isinstance(obj, pytypes.BuiltinFunctionType)
 
 
 def _made_by_typing(impl: Any, depth: int = 0) -> bool:
@@ -318,12 +450,13 @@ def _made_by_typing(impl: Any, depth: int = 0) -> bool:
     bases = tuple(
         base
         for m in _TEMPLATE_MODULES
-        for base in (getattr(sys.modules.get(m), name, None) for name in ("BaseTemplate", "AttributeTemplate"))
+        for base in (getattr(sys.modules.get(m), name, None) for name in ("FunctionTemplate", "AttributeTemplate"))
         if isinstance(base, type)
     )
     for cell in impl.__closure__ or ():
         held = cell.cell_contents if _filled(cell) else None
-        if isinstance(held, bases) or (isinstance(held, type) and issubclass(held, bases)):
+        mro = held.__mro__ if isinstance(held, type) else type(held).__mro__
+        if any(base in mro for base in bases):
             return True
         if _made_by_typing(held, depth + 1):
             return True
@@ -335,10 +468,12 @@ _TEMPLATE_MODULES = ("numba.cuda.typing.templates", "numba.core.typing.templates
 
 def _filled(cell: Any) -> bool:
     try:
-        cell.cell_contents
-    except ValueError:
+        return cell.cell_contents is not _EMPTY
+    except ValueError:  # an empty cell
         return False
-    return True
+
+
+_EMPTY = object()
 
 
 def _kind(obj: Any) -> str:
