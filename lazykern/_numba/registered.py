@@ -87,8 +87,9 @@ def record(world: World, typing_context: Any, target_context: Any, *, lines: boo
     """The manifest section for one compile, and why it cannot be verified in a new process ("")."""
     containers, unnamed = registries.consulted(typing_context, target_context)
     names, missing = registries.names_of(containers)
-    section = {"world": world.as_json(), "registries": names}
-    section["registered"] = _applying(containers, names, section["world"], lines)
+    recorded = world.as_json()
+    section: dict[str, Any] = {"world": recorded, "registries": names}
+    section["registered"] = _applying(containers, names, recorded, lines)
     why = "; ".join(unnamed + missing)
     return section, (f"{why}, consulted by the compile, cannot be found again by name" if why else "")
 

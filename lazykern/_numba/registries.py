@@ -327,7 +327,7 @@ def _formal(f: Any, kind: str) -> str:
     on, ``"*"`` for what matches anything (``types.Any``, ``VarArg``, a non-type)."""
     from numba.core import types
 
-    if type(f) is types.VarArg or f is types.Any or f is types.Type:
+    if type(f).__name__ == "VarArg" or f is types.Any or f is types.Type:
         return "*"
     if is_numba_type(f):
         return "type:" + _ident_memo(type(f))
@@ -429,8 +429,8 @@ def _reads_user_code(obj: Any, depth: int) -> bool:
     if isinstance(templates, (tuple, list)):
         return any(_holds_user_code(t, depth + 1) for t in templates)
     for attr in ("__wrapped__", "_imp", "func", "_defn", "py_func"):
-        inner = getattr(obj, attr, None)
-        if inner is not None and inner is not obj and _holds_user_code(inner, depth + 1):
+        held = getattr(obj, attr, None)
+        if held is not None and held is not obj and _holds_user_code(held, depth + 1):
             return True
     return False
 
