@@ -222,6 +222,35 @@ def kern(out, x):
             ("overload_method body", "return p.x + p.y", "return p.x - p.y"),
         ],
     ),
+    "getitem": (
+        _HEAD
+        + _PAIR
+        + """
+import operator
+from numba.cuda.extending import lower_builtin
+
+
+@type_callable(operator.getitem)
+def type_pair_getitem(context):
+    def typer(p, i):
+        if isinstance(p, PairType) and isinstance(i, types.Integer):
+            return int32
+
+    return typer
+
+
+@lower_builtin(operator.getitem, PairType, types.Integer)
+def pair_getitem(context, builder, sig, args):
+    obj = cgutils.create_struct_proxy(pair_type)(context, builder, value=args[0])
+    return builder.add(obj.x, context.cast(builder, args[1], sig.args[1], int32))
+
+
+def kern(out, x):
+    p = Pair(x, x + 1)
+    out[0] = p[x]
+""",
+        [("lower_builtin(operator.getitem) body", "builder.add(obj.x, context", "builder.add(obj.y, context")],
+    ),
     "model": (
         _HEAD
         + _PAIR.replace("class Pair:", "class Pair:  # model case")

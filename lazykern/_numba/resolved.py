@@ -16,7 +16,10 @@ hand list (numba-cuda 0.30, see DESIGN.md "Where Numba keeps what it resolved"):
   ``getattr`` on modules are the frozen values.
 
 The manifest lists each user function (module, qualname, digest of its code and reachable values)
-and each frozen value (where to find it again, digest of its value). :func:`verify` re-finds and
+and each frozen value (where to find it again, digest of its value). While reading them it gathers
+the compile's world (every type, callable key and frozen value's class, :class:`.registered.World`)
+and keeps every user registration of every Numba registry that applies to it (:mod:`.registered`:
+casts, constants, getattrs, data models, ``typeof`` ...). :func:`verify` re-finds and
 re-hashes them, with no typing or lowering, and names the first one that changed. A frozen value
 that is a device array or another process-specific address makes the instantiation
 ``memory_only``: it is never written to the store.
@@ -27,6 +30,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import logging
+import operator
 import sys
 import types as pytypes
 from _ctypes import CFuncPtr  # ctypes._CFuncPtr, which typeshed does not export
@@ -155,6 +159,8 @@ class _Recorder:
                     self.world.add_key(getattr(expr, attr, None))
                 except KeyError:  # an ir.Expr answers a missing attribute with KeyError
                     pass
+            # `a[i]`, `a[i] = v`, `del a[i]`: typed and lowered by operator.getitem's ... registrations
+            self.world.add_key(_ITEM_KEYS.get(getattr(expr, "op", None) or type(expr).__name__))
         self._lowered(cres)
 
     def _resolved(self, t: Any) -> None:
@@ -264,6 +270,17 @@ class _Recorder:
             reason = process_specific(value)
             if reason:
                 self.memory_only = f"{what} is {reason}, whose address Numba baked into the code"
+
+
+# Typed IR operations (an Expr's op, a statement's class) typed and lowered as an operator's call.
+_ITEM_KEYS = {
+    "getitem": operator.getitem,
+    "static_getitem": operator.getitem,
+    "typed_getitem": operator.getitem,
+    "SetItem": operator.setitem,
+    "StaticSetItem": operator.setitem,
+    "DelItem": operator.delitem,
+}
 
 
 def process_specific(value: Any, depth: int = 0) -> str:
