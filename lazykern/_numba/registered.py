@@ -24,6 +24,7 @@ the registrations added since are read.
 from __future__ import annotations
 
 import hashlib
+import sys
 import types as pytypes
 from typing import Any
 
@@ -97,14 +98,26 @@ def record(world: World, typing_context: Any, target_context: Any, *, lines: boo
 def verify(section: Any, *, lines: bool) -> str | None:
     """``None`` when the user registrations that apply to the recorded world are unchanged."""
     world, names, held = section["world"], section["registries"], section["registered"]
-    containers = registries.find(names)
+    containers = _found(names)
     for reg in registries.live_registries():  # one a user installed since: walked too
         if all(reg is not c for c in containers):
-            containers.append(reg)
+            containers = [*containers, reg]
     now = _applying(containers, names, world, lines)
     if now == held:
         return None
     return f"the user registrations Numba's registries hold for this kernel changed: {_first_change(held, now)}"
+
+
+# Every manifest names the same registries: found once per set of loaded modules.
+_found_memo: dict[tuple[tuple[str, ...], ...], tuple[int, list[Any]]] = {}
+
+
+def _found(names: list[list[str]]) -> list[Any]:
+    wanted = tuple(tuple(alternatives) for alternatives in names)
+    known = _found_memo.get(wanted)
+    if known is None or known[0] != len(sys.modules):  # a module imported since may hold one
+        known = _found_memo[wanted] = (len(sys.modules), registries.find(names))
+    return known[1]
 
 
 def _applying(containers: list[Any], names: list[list[str]], world: dict[str, list[str]], lines: bool) -> list[Any]:

@@ -123,12 +123,14 @@ def find(names: list[list[str]]) -> list[Any]:
     """The containers by name, from loaded modules only: a module nobody imported holds nothing a
     user registered (and importing it would cost a warm load)."""
     out: list[Any] = []
+    seen: set[int] = set()
     for alternatives in names:
         for name in alternatives:
             module, _, attr = name.partition(":")
             obj = getattr(sys.modules.get(module), attr, None)
             if obj is not None and _kind(obj):
-                if all(obj is not o for o in out):
+                if id(obj) not in seen:
+                    seen.add(id(obj))
                     out.append(obj)
                 break
     return out
@@ -526,12 +528,12 @@ def _names_in_all_modules(obj: Any) -> list[str]:
 def name_map(containers: Iterable[Any], names: list[list[str]]) -> dict[int, str]:
     """id -> the first name of each container found under ``names`` (for :attr:`Registration.place`)."""
     out: dict[int, str] = {}
-    objs = list(containers)
+    ids = {id(o) for o in containers}
     for alternatives in names:
         for name in alternatives:
             module, _, attr = name.partition(":")
             obj = getattr(sys.modules.get(module), attr, None)
-            if obj is not None and any(obj is o for o in objs):
+            if obj is not None and id(obj) in ids:
                 out.setdefault(id(obj), alternatives[0])
                 break
     return out
