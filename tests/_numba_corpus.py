@@ -336,6 +336,22 @@ CASES: dict[str, tuple[dict[str, str], str, dict, list[tuple[str, str, str, str]
 }
 
 
+def _registry_examples() -> dict[str, tuple[dict[str, str], str, dict, list[tuple[str, str, str, str]]]]:
+    """Issue 43.4's two examples (tests/_numba_registry_cases.py): a user ``lower_cast`` edited
+    from add to mul, ``make_attribute_wrapper`` re-pointed from member x to y."""
+    from tests import _numba_registry_cases as registry
+
+    out = {}
+    for case in ("cast", "attribute_wrapper"):
+        text, mutations = registry.CASES[case]
+        name = f"k_reg_{case}.py"
+        out[f"registry_{case}"] = ({name: text}, registry.SIG, {}, [(label, name, o, n) for label, o, n in mutations])
+    return out
+
+
+CASES.update(_registry_examples())
+
+
 def kernel_module(case: str) -> str:
     return next(name[:-3] for name in CASES[case][0] if name.startswith("k_"))
 

@@ -301,9 +301,12 @@ def test_plain_values_are_not_process_specific():
         None,
         {},
         {"version": 1, "lines": False, "functions": [], "values": []},  # an older lazykern's: no "registered"
-        {"version": 2, "functions": [["x"]], "values": [], "registered": []},
-        {"version": 2, "functions": [], "values": [[1]], "registered": []},
-        {"version": 2, "functions": [], "values": [], "registered": [[["m"]]]},
+        # version 2 listed registrations per resolved key only (issue 43.4): never trusted now
+        {"version": 2, "lines": False, "functions": [], "values": [], "registered": []},
+        {"version": 3, "functions": [["x"]], "values": [], "registered": []},
+        {"version": 3, "functions": [], "values": [[1]], "registered": []},
+        {"version": 3, "functions": [], "values": [], "registered": [[["m"]]]},
+        {"version": 3, "functions": [], "values": [], "world": {}, "registries": [], "registered": []},
     ],
 )
 def test_a_malformed_manifest_is_never_trusted(manifest):
@@ -318,10 +321,12 @@ def test_a_module_getattr_that_raises_is_a_reason_not_a_crash(tmp_path, monkeypa
     (tmp_path / "m_raising_getattr.py").write_text("def __getattr__(name):\n    raise RuntimeError('no ' + name)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     manifest = {
-        "version": 2,
+        "version": 3,
         "lines": False,
         "functions": [],
         "values": [[["attr", "m_raising_getattr", "N"], "0"]],
+        "world": {"types": [], "keys": [], "values": []},
+        "registries": [],
         "registered": [],
     }
     assert "RuntimeError" in verify(manifest, _uses_local_overload)

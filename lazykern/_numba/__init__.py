@@ -15,6 +15,8 @@ private numba-cuda imports anywhere else). The surface the rest of the package c
 - :mod:`.key`: the first key of a ``@lazy_kernel`` (bytecode and everything it reaches).
 - :mod:`.resolved`: the manifest of what Numba resolved while compiling (functions, frozen
   constants, line table), recorded at compile time and verified on every load.
+- :mod:`.registries` / :mod:`.registered`: every registry Numba keeps, walked for the user's
+  registrations, and those that apply to a compile's types and callables (in the manifest).
 - :mod:`.compile`: one instantiation to a cubin for any arch, with no GPU.
 - :mod:`.debug`: ``debug=True`` kernels' exception table (stored with the cubin) and the error
   code a launch reads back, as numba-cuda raises it.
@@ -66,11 +68,17 @@ BORROWED: dict[str, str] = {
     "numba.cuda.core.callconv:_MinimalCallHelper": "debug=True: its .exceptions, code -> (class, args, location)",
     "numba.cuda.descriptor:cuda_target.target_context._defns": "files linked by cuda.declare_device (key)",
     "numba.cuda.types.ext_types:CUDADispatcher": "device functions a kernel resolved (manifest)",
-    "numba.cuda.typing.templates:builtin_registry.globals": "overload / type_callable registrations (manifest)",
-    "numba.cuda.typing.templates:builtin_registry.attributes": "overload_method registrations (manifest)",
-    "numba.cuda.cudadecl:registry.functions": "typing templates registered through cudadecl (manifest)",
-    "numba.cuda.core.imputils:builtin_registry.functions": "lower_builtin registrations (manifest)",
-    "numba.cuda.cudaimpl:registry.functions": "lowerings registered through cudaimpl.lower (manifest)",
+    # registries.py walks every registry the compile's contexts consulted (issue 43.4): it reads
+    # their lists, handler tables and dispatch tables by shape, these names only to find them
+    "numba.cuda.descriptor:cuda_target.typing_context._registries": "typing registries a compile consulted",
+    "numba.cuda.descriptor:cuda_target.target_context._registries": "lowering registries a compile consulted",
+    "numba.cuda.descriptor:cuda_target.target_context.data_model_manager._handlers.maps": "data model tables",
+    "numba.cuda.models:cuda_data_manager._handlers": "a data model manager's handler table (type class -> model)",
+    "numba.cuda.typing.typeof:typeof_impl.registry": "typeof's dispatch table (class -> implementation)",
+    "numba.cuda.typing.templates:builtin_registry.globals": "a typing registry's lists (walked as a whole)",
+    "numba.cuda.core.imputils:Registry": "lowering registries, told by class name (a later one is walked too)",
+    "numba.cuda.typing.templates:FunctionTemplate": "lowerings typing registers from a template are the template's",
+    "numba.cuda.typing.templates:AttributeTemplate": "lowerings typing registers from a template are the template's",
     "numba.cuda.descriptor:cuda_target._typingctx": "registries a user installed into the typing context (manifest)",
     "numba.cuda.descriptor:cuda_target._targetctx": "registries a user installed into the target context (manifest)",
     "numba.cuda.simulator.kernel:FakeCUDAKernel.__getitem__": "capture of simulator launches",

@@ -413,6 +413,18 @@ def function_digest(fn: pytypes.FunctionType, *, lines: bool = False) -> str:
     return w.h.hexdigest()
 
 
+# Digests of functions, per function object and line mode: a warm load rehashes nothing it hashed.
+_digests: weakref.WeakKeyDictionary[pytypes.FunctionType, dict[bool, str]] = weakref.WeakKeyDictionary()
+
+
+def function_digest_memo(fn: pytypes.FunctionType, lines: bool) -> str:
+    """:func:`function_digest`, computed once per function object and line mode in a process."""
+    memo = _digests.setdefault(fn, {})
+    if lines not in memo:
+        memo[lines] = function_digest(fn, lines=lines)
+    return memo[lines]
+
+
 def value_digest(v: Any, *, lines: bool = False) -> str:
     """sha256 of one value by content (functions and dispatchers in it walked as in :func:`fingerprint`)."""
     w = _Walker(lines)

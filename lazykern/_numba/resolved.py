@@ -16,7 +16,10 @@ hand list (numba-cuda 0.30, see DESIGN.md "Where Numba keeps what it resolved"):
   ``getattr`` on modules are the frozen values.
 
 The manifest lists each user function (module, qualname, digest of its code and reachable values)
-and each frozen value (where to find it again, digest of its value). :func:`verify` re-finds and
+and each frozen value (where to find it again, digest of its value). While reading them it gathers
+the compile's world (every type, callable key and frozen value's class, :class:`.registered.World`)
+and keeps every user registration of every Numba registry that applies to it (:mod:`.registered`:
+casts, constants, getattrs, data models, ``typeof`` ...). :func:`verify` re-finds and
 re-hashes them, with no typing or lowering, and names the first one that changed. A frozen value
 that is a device array or another process-specific address makes the instantiation
 ``memory_only``: it is never written to the store.
@@ -27,9 +30,9 @@ from __future__ import annotations
 import ctypes
 import importlib
 import logging
+import operator
 import sys
 import types as pytypes
-import weakref
 from _ctypes import CFuncPtr  # ctypes._CFuncPtr, which typeshed does not export
 from typing import Any
 
@@ -37,15 +40,17 @@ from . import key, linked, registered
 
 log = logging.getLogger("lazykern")
 
-VERSION = 2  # 2: what the registries hold for each resolved key ("registered")
+VERSION = 3  # 3: every user registration that applies to the compile's types and callables ("registered")
 _MISSING = object()
 
 
 def record(cres: Any, py_func: pytypes.FunctionType, *, lines: bool) -> dict[str, Any]:
     """The manifest of one compile result (call it while the compile's overloads are in place)."""
-    r = _Recorder(py_func, lines)
+    r = _Recorder(py_func, lines, cres)
     try:
         r.result(cres)
+        section, why = registered.record(r.world, cres.typing_context, cres.target_context, lines=lines)
+        r.unverifiable = r.unverifiable or why
     except Exception as exc:  # a numba-cuda that keeps these elsewhere: run from memory, never stale
         log.warning(
             "could not read what Numba resolved for %s (%r): it runs from memory only", py_func.__qualname__, exc
@@ -56,10 +61,11 @@ def record(cres: Any, py_func: pytypes.FunctionType, *, lines: bool) -> dict[str
         "lines": lines,
         "functions": r.functions,
         "values": r.values,
-        "registered": r.registered,
     }
-    if r.unverifiable:
+    if r.unverifiable:  # a partial record is never kept: the entry is memory-only anyway
         manifest["unverifiable"] = r.unverifiable
+        return manifest
+    manifest.update(section)
     if r.memory_only:
         manifest["memory_only"] = r.memory_only
     return manifest
@@ -90,13 +96,9 @@ def verify(manifest: Any, py_func: pytypes.FunctionType) -> str | None:
                 return f"{_describe(where)}, which the compile froze into the code, is gone"
             if key.value_digest(value, lines=lines) != digest:
                 return f"{_describe(where)}, which the compile froze into the code, changed"
-        for (module, qualname), attr, held in manifest["registered"]:
-            k = registered.find(module, qualname)
-            what = f"{module}.{qualname}" + (f".{attr}" if attr else "")
-            if k is None:
-                return f"{what}, which the compile resolved, is gone"
-            if registered.candidates(k, attr, _registered_functions, lambda fn: _function_digest(fn, lines)) != held:
-                return f"the implementations Numba's registry holds for {what} changed"
+        why = registered.verify(manifest, lines=lines)
+        if why is not None:
+            return why
     except Exception as exc:  # a malformed manifest, or user code (a module __getattr__) raising
         return f"the entry's manifest could not be verified ({type(exc).__name__}: {exc})"
     return None
@@ -121,7 +123,7 @@ def find_function(module: str, qualname: str) -> pytypes.FunctionType | None:
 
 # -- recording ------------------------------------------------------------------------------------
 class _Recorder:
-    def __init__(self, py_func: pytypes.FunctionType, lines: bool) -> None:
+    def __init__(self, py_func: pytypes.FunctionType, lines: bool, cres: Any) -> None:
         self.kernel = py_func
         self.lines = lines
         walked = key.reached_functions(py_func)  # the first key covers these already
@@ -134,8 +136,8 @@ class _Recorder:
         self._done: set[int] = set()
         self._recorded: set[tuple[str, str]] = set()
         self._values_seen: set[str] = set()
-        self.registered: list[list[Any]] = []  # [[module, qualname], method, candidates] per key
-        self._keys_seen: list[Any] = []
+        manager = getattr(getattr(cres, "target_context", None), "data_model_manager", None)
+        self.world = registered.World(getattr(manager, "lookup", None))
 
     def result(self, cres: Any) -> None:
         """One compile result: its frozen values, then everything its typing resolved, recursively."""
@@ -148,7 +150,17 @@ class _Recorder:
             self._frozen(annotation.blocks, cres.fndesc.typemap, owner)
         for t in list(cres.fndesc.typemap.values()):
             self._resolved(t)
-            self.registration(t)
+            self.world.add_type(t)
+        for expr, sig in list(cres.fndesc.calltypes.items()):
+            for t in (*getattr(sig, "args", ()), getattr(sig, "return_type", None), getattr(sig, "recvr", None)):
+                self.world.add_type(t)
+            for attr in ("fn", "immuted_fn"):  # `a + b`: typed and lowered by operator.add's registrations
+                try:
+                    self.world.add_key(getattr(expr, attr, None))
+                except KeyError:  # an ir.Expr answers a missing attribute with KeyError
+                    pass
+            # `a[i]`, `a[i] = v`, `del a[i]`: typed and lowered by operator.getitem's ... registrations
+            self.world.add_key(_ITEM_KEYS.get(getattr(expr, "op", None) or type(expr).__name__))
         self._lowered(cres)
 
     def _resolved(self, t: Any) -> None:
@@ -161,6 +173,7 @@ class _Recorder:
         if getattr(t, "template", None) is not None:  # a bound method (overload_method)
             templates.append(t.template)
         for template in templates:
+            self.world.add_key(getattr(template, "key", None))
             for fn in _template_functions(template):
                 self.function(fn)
             for impl in list((getattr(template, "_impl_cache", None) or {}).values()):
@@ -170,33 +183,6 @@ class _Recorder:
                     self.function(impl_func)
                     for compiled in list(getattr(disp, "overloads", {}).values()):
                         self.result(compiled)
-
-    def registration(self, t: Any) -> None:
-        """What the registries hold for the key ``t`` resolves (so a load sees a re-registration)."""
-        found = registered.key_of(t)
-        if found is not None:
-            self.registry_key(*found)
-
-    def registry_key(self, k: Any, attr: str) -> None:
-        """What the registries hold for ``k`` (a callable, or a type's class with ``attr``)."""
-        if _python_function(getattr(k, "_defn", None)) is not None:
-            return  # an @intrinsic: its registration is the object itself
-        if any(k is seen and attr == a for seen, a in self._keys_seen):
-            return
-        self._keys_seen.append((k, attr))
-        held = registered.candidates(k, attr, _registered_functions, lambda fn: _function_digest(fn, self.lines))
-        if not held:
-            return  # Numba's own implementations only: pinned by its version
-        ident = registered.identity(k)
-        if ident is None:
-            name = getattr(k, "__qualname__", None) or getattr(k, "__name__", None) or type(k).__qualname__
-            what = f"{getattr(k, '__module__', None)}.{name}"
-            self.unverifiable = (
-                self.unverifiable
-                or f"{what}, which has implementations registered by user code, is not reachable by name"
-            )
-            return
-        self.registered.append([ident, attr, held])
 
     def _lowered(self, cres: Any) -> None:
         """The lowering implementation of each call (``lower_builtin``), as Numba's target context picks it."""
@@ -252,17 +238,17 @@ class _Recorder:
                     self._value(("cell", owner, value.name), value.value)
                 elif isinstance(value, ir.Const):
                     self._scan(value.value, f"a constant in {owner.__qualname__}")
+                    self.world.add_value(value.value)
                 elif isinstance(value, ir.Expr) and value.op == "getattr":
                     held_by = typemap.get(value.value.name)
                     module = getattr(held_by, "pymod", None)
                     if isinstance(module, pytypes.ModuleType) and not key.pinned_module(module.__name__):
                         # `cfg.N`: a module's attribute (maybe served by its __getattr__), frozen
                         self._value(("attr", module.__name__, value.attr), getattr(module, value.attr, None))
-                    elif held_by is not None:  # `p.width`: overload_attribute, lower_getattr for its type
-                        self.registry_key(type(held_by), value.attr)
 
     def _value(self, where: tuple[Any, ...], value: Any) -> None:
         self._scan(value, _describe(where))
+        self.world.add_value(value)
         fn = _python_function(value)
         if fn is not None:  # a function, device function or intrinsic: keyed by its code, memoized
             self.function(fn)
@@ -284,6 +270,17 @@ class _Recorder:
             reason = process_specific(value)
             if reason:
                 self.memory_only = f"{what} is {reason}, whose address Numba baked into the code"
+
+
+# Typed IR operations (an Expr's op, a statement's class) typed and lowered as an operator's call.
+_ITEM_KEYS = {
+    "getitem": operator.getitem,
+    "static_getitem": operator.getitem,
+    "typed_getitem": operator.getitem,
+    "SetItem": operator.setitem,
+    "StaticSetItem": operator.setitem,
+    "DelItem": operator.delitem,
+}
 
 
 def process_specific(value: Any, depth: int = 0) -> str:
@@ -373,10 +370,6 @@ def _template_functions(template: Any) -> list[pytypes.FunctionType]:
     return out
 
 
-def _registered_functions(kind: str, holder: Any) -> list[pytypes.FunctionType]:
-    return _template_functions(holder) if kind == "typing" else _user_functions(holder)
-
-
 def _user_functions(obj: Any, depth: int = 0, in_pinned: bool = False) -> list[pytypes.FunctionType]:
     """User functions behind ``obj``: itself, or what Numba's wrappers around it hold (closure
     cells, ``__wrapped__``, ``_imp``, ``func``, ``_defn``, ``py_func``); Numba's own are skipped."""
@@ -409,12 +402,5 @@ def _python_function(obj: Any) -> pytypes.FunctionType | None:
     return None
 
 
-# Digests of functions, per function object and line mode: a warm load rehashes nothing it hashed.
-_digests: weakref.WeakKeyDictionary[pytypes.FunctionType, dict[bool, str]] = weakref.WeakKeyDictionary()
-
-
 def _function_digest(fn: pytypes.FunctionType, lines: bool) -> str:
-    memo = _digests.setdefault(fn, {})
-    if lines not in memo:
-        memo[lines] = key.function_digest(fn, lines=lines)
-    return memo[lines]
+    return key.function_digest_memo(fn, lines)
