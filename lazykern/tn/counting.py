@@ -313,10 +313,12 @@ class CountingAlgebra(Algebra):
             raise ValueError(f"counting operand {position} must be an array or a (values, counts) pair")
         value, count = be.dtype(parts[0]), be.dtype(parts[1])
         counts_allowed = (np.int32,) if ones and cls.moduli else (np.int64, np.float64)
-        if value not in (d for _, d in VALUE_DTYPES.values()) or count not in counts_allowed:
+        # int64 values on the host: exact sums past 2^53 (the NumPy product adds them as integers)
+        host_int = be.on_host and value == np.int64
+        if (value not in (d for _, d in VALUE_DTYPES.values()) and not host_int) or count not in counts_allowed:
             raise TypeError(
                 f"counting operand {position} has values {value} and counts {count}; "
-                "values must be float32/float64 and counts int64/float64"
+                "values must be float32/float64 (or int64 on the host) and counts int64/float64"
             )
         if tuple(parts[0].shape) != tuple(parts[1].shape):
             raise ValueError(f"counting operand {position}: values {parts[0].shape} and counts {parts[1].shape} differ")

@@ -1,0 +1,242 @@
+"""Exact numbers for tensor networks: the integers a network's values become, so that sums and ties are exact.
+
+A max-plus contraction adds values and compares sums: in floating point a sum rounds, and two states
+whose energies are equal can compare unequal (J = -0.1, h = (-0.1, -0.2): float64 splits a tie) or two
+that differ can merge (2^53 + 1 rounds to 2^53). So every set of numbers is first written as integer
+numerators times one unit, exactly where possible:
+
+* integers (int arrays, Python ints, floats that are whole numbers): unit 1;
+* decimals of at most :data:`DECIMAL_DIGITS` significant digits (any float whose shortest repr has that
+  few: ``0.1`` means 1/10) and other floats taken at their exact binary value: the unit is 1 over the
+  least common denominator;
+* otherwise (the numerators would need more than 62 bits, or a dtype of fewer bits was asked for):
+  each number is *rounded* to a multiple of a power of two, fine enough that the rounded sums are
+  exact in the dtype. Ties are then decided exactly between rounded energies: two energies closer
+  than :attr:`Fitted.tolerance` may tie or split. Nothing is exact, and the callers say so.
+
+The bound on every partial sum is the sum of |numerators|: a dtype holds the contraction exactly when
+that bound does (float32: 2^24, float64: 2^53, an integer dtype: below its extremes, which stand for
+-inf/+inf). The answer is scaled back exactly (:meth:`Fitted.answer`): an ``int`` when every input had
+an integer dtype, else the float nearest the exact value.
+
+>>> f = fit(classify(np.array([-0.1]), np.array([-0.1, -0.2])), None, host=True)
+>>> f.dtype, f.values[0].tolist(), f.values[1].tolist(), f.unit
+(dtype('float32'), [-1.0], [-1.0, -2.0], Fraction(1, 10))
+>>> f.answer(-2.0)
+-0.2
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ..errors import LazykernWarning, warn_user
+
+DECIMAL_DIGITS = 9  # a float whose shortest repr has at most this many significant digits is that decimal
+_INT64_BITS = 62  # numerators summing below 2^62: int64 holds every partial sum with room to spare
+_MANTISSA = {np.dtype(np.float32): 24, np.dtype(np.float64): 53}
+_FLOAT_LIMIT = 2.0**1023  # the sum of |values| must stay below this: no partial sum overflows float64
+
+
+@dataclasses.dataclass(frozen=True)
+class Numbers:
+    """Arrays of numbers, classified. ``exact``: ``numerators`` (int64 or object arrays of Python ints)
+    times ``unit`` are the numbers exactly, and ``bound`` is the sum of their |numerators|; otherwise
+    ``numerators`` are the floats as given. ``integral``: every input array had an integer dtype (the
+    answers are ints). ``magnitude``: the sum of |numbers| (a float)."""
+
+    numerators: tuple[np.ndarray, ...]
+    unit: Fraction
+    bound: int
+    exact: bool
+    integral: bool
+    magnitude: float
+    count: int
+
+    def fits(self, dtype: np.dtype) -> bool:
+        """Whether ``dtype`` holds every partial sum of the numerators exactly."""
+        if not self.exact:
+            return False
+        if dtype.kind == "f":
+            return self.bound < 1 << _MANTISSA[dtype]
+        return self.bound < int(np.iinfo(dtype).max)
+
+
+@dataclasses.dataclass(frozen=True)
+class Fitted:
+    """Numbers as a network holds them: ``values`` (one array per input, in ``dtype``) times ``unit``.
+    ``exact``: the values are the numbers; otherwise each was rounded to a multiple of ``unit`` and
+    ``tolerance`` bounds how far a rounded sum of them lies from the true one, twice (two energies
+    that close may compare either way)."""
+
+    values: tuple[np.ndarray, ...]
+    unit: Fraction
+    dtype: np.dtype
+    exact: bool
+    integral: bool
+    tolerance: float
+
+    def answer(self, value: Any) -> int | float:
+        """A contraction's result (a whole number of units, in any numeric type) as the caller's number:
+        an exact int for integer inputs, else the float nearest the exact value."""
+        whole = int(value)  # exact: every partial sum of whole numbers stayed whole in the dtype
+        if whole != value:
+            raise ArithmeticError(f"a sum of whole numbers of units came out as {value!r}: report it with the instance")
+        exact = whole * self.unit
+        if self.integral:
+            return int(exact)
+        return exact.numerator / exact.denominator  # true division of ints: correctly rounded
+
+
+def classify(*arrays: np.ndarray) -> Numbers:
+    """The numbers of ``arrays`` (float64, integer or object arrays of Python ints, finite) as numerators
+    and one unit, exactly where the numerators stay below 2^62 in sum; ValueError when the sum of
+    |numbers| reaches float64's range (a partial sum could overflow to inf)."""
+    count = sum(int(a.size) for a in arrays)
+    integral = all(a.dtype.kind in "iuO" for a in arrays)
+    flat = [a.ravel() for a in arrays]
+    if integral:
+        small = all(a.dtype.kind in "iu" and (a.size == 0 or max(-int(a.min()), int(a.max())) < (1 << 62) // count) for a in flat)
+        ints = [a.astype(np.int64) if small else a.astype(object) for a in flat]
+        bound = sum(int(np.abs(a).sum()) for a in ints) if small else sum(abs(int(v)) for a in ints for v in a)
+        if bound >= _FLOAT_LIMIT:
+            raise ValueError(_overflow(float("inf")))
+        return _numbers(ints, Fraction(1), bound, True, float(bound), count, arrays)
+    floats = [np.asarray(a, dtype=np.float64) for a in flat]
+    with np.errstate(over="ignore"):  # an overflow is the answer (inf), refused just below
+        magnitude = sum(float(np.abs(a).sum()) for a in floats)
+    if not magnitude < _FLOAT_LIMIT:
+        raise ValueError(_overflow(magnitude))
+    if all(bool(np.all(a == np.floor(a))) for a in floats):
+        if magnitude < 2.0**_INT64_BITS / 2:  # the common case (+-J, small integers): no Python loop
+            whole = [a.astype(np.int64) for a in floats]
+            bound = sum(int(np.abs(a).sum()) for a in whole)
+        else:
+            whole = [np.array([int(x) for x in a.tolist()], dtype=object) for a in floats]
+            bound = sum(abs(int(v)) for a in whole for v in a)
+        return _numbers(whole, Fraction(1), bound, bound < 1 << _INT64_BITS, magnitude, count, arrays, floats)
+    rationals = _rationals(floats)
+    unit_denominator = math.lcm(*(r.denominator for r in rationals.values()))
+    nums = [np.array([int(rationals[x] * unit_denominator) for x in a.tolist()], dtype=object) for a in floats]
+    bound = sum(abs(int(v)) for a in nums for v in a)
+    exact = bound < 1 << _INT64_BITS
+    return _numbers(nums, Fraction(1, unit_denominator), bound, exact, magnitude, count, arrays, floats)
+
+
+def _numbers(
+    nums: list[np.ndarray],
+    unit: Fraction,
+    bound: int,
+    exact: bool,
+    magnitude: float,
+    count: int,
+    arrays: tuple[np.ndarray, ...],
+    floats: list[np.ndarray] | None = None,
+) -> Numbers:
+    shapes = [a.shape for a in arrays]
+    if exact:
+        kind = np.int64 if bound < 1 << _INT64_BITS else object
+        out = tuple(np.asarray(a, dtype=kind).reshape(s) for a, s in zip(nums, shapes))
+    else:
+        assert floats is not None
+        out = tuple(a.reshape(s) for a, s in zip(floats, shapes))
+    integral = all(a.dtype.kind in "iuO" for a in arrays)
+    return Numbers(out, unit, bound, exact, integral, magnitude, count)
+
+
+def _rationals(floats: list[np.ndarray]) -> dict[float, Fraction]:
+    """Each distinct float as the decimal it was written as (at most DECIMAL_DIGITS significant digits
+    in its shortest repr), else its exact binary value."""
+    out: dict[float, Fraction] = {}
+    for a in floats:
+        for x in a.tolist():
+            if x in out:
+                continue
+            d = Decimal(repr(x))
+            digits = len(d.normalize().as_tuple().digits)
+            out[x] = Fraction(d) if digits <= DECIMAL_DIGITS else Fraction(x)
+    return out
+
+
+def _overflow(magnitude: float) -> str:
+    return (
+        f"the couplings and fields sum to {magnitude:.6g} in absolute value, past float64's range "
+        f"(2^1023): a partial sum would overflow to inf. Scale them down (the ground states do not change)"
+    )
+
+
+def fit(numbers: Numbers, dtype: Any, host: bool, floats_only: bool = False) -> Fitted:
+    """The dtype and values a network of ``numbers`` is contracted in.
+
+    ``dtype`` None: the narrowest of float32, float64 and (on the host, or where ``floats_only`` is
+    False) int64 that holds every partial sum exactly; failing that, float64 with each number rounded
+    (:class:`Fitted`'s tolerance), or a ValueError for integers (they are never rounded). A given dtype
+    is used when it holds the sums; an integer dtype that cannot is a ValueError; a float dtype that
+    cannot rounds (float32 warns, as it did before: leave dtype unset for exact sums)."""
+    if dtype is None:
+        kinds = [np.dtype(np.float32), np.dtype(np.float64)]
+        if host or not floats_only:
+            kinds.append(np.dtype(np.int64))
+        for d in kinds:
+            if numbers.fits(d):
+                return _exactly(numbers, d)
+        if numbers.integral:
+            raise ValueError(
+                f"integer couplings and fields whose absolute values sum to 2^{math.log2(max(numbers.bound, 1)):.1f}: "
+                "past what the solvers hold exactly here "
+                + ("(int64: below 2^62)" if host or not floats_only else "(float64 on the device: below 2^53; "
+                   "pass module='numpy' for int64)")  # fmt: skip
+            )
+        return _rounded(numbers, np.dtype(np.float64))
+    d = np.dtype(dtype)
+    if d.kind not in "iuf" or (d.kind == "f" and d not in _MANTISSA):
+        raise TypeError(f"dtype must be float32, float64, int32 or int64, got {d}")
+    if numbers.fits(d):
+        return _exactly(numbers, d)
+    if d.kind in "iu" or numbers.integral:
+        raise ValueError(
+            f"dtype {d} cannot hold these couplings and fields exactly (fractions, or sums past its range"
+            f"{', and integers are never rounded' if numbers.integral else ''}): leave dtype unset "
+            "(the narrowest exact one is chosen)"
+        )
+    if d == np.float32:
+        warn_user(
+            "dtype float32 rounds the sums of these couplings and fields: the energy is float32's rounding "
+            "of the truth and a near-degenerate ground state may be missed; leave dtype unset for exact sums",
+            LazykernWarning,
+        )
+    return _rounded(numbers, d)
+
+
+def _exactly(numbers: Numbers, d: np.dtype) -> Fitted:
+    values = tuple(np.asarray(a).astype(d) for a in numbers.numerators)
+    return Fitted(values, numbers.unit, d, True, numbers.integral, 0.0)
+
+
+def _rounded(numbers: Numbers, d: np.dtype) -> Fitted:
+    """Each number rounded to a multiple of 2^e, the smallest e for which the rounded numerators sum
+    below 2^mantissa: every partial sum is then exact in ``d`` and ties are decided exactly between
+    the rounded energies."""
+    floats = [np.asarray(a, dtype=np.float64) if not numbers.exact else _as_float(a, numbers.unit)
+              for a in numbers.numerators]  # fmt: skip
+    bits = _MANTISSA[d]
+    e = math.frexp(numbers.magnitude + numbers.count)[1] - bits
+    while True:
+        nums = [np.round(np.ldexp(a, -e)) for a in floats]  # scaling by 2^-e is exact
+        if sum(float(np.abs(a).sum()) for a in nums) < 2.0 ** (bits - 1):  # a bit spare: the float sum rounds
+            break
+        e += 1
+    unit = Fraction(2) ** e
+    # each number moved by at most half a unit; an energy sums ``count`` of them; two energies compared
+    tolerance = float(numbers.count * unit)
+    return Fitted(tuple(a.astype(d) for a in nums), unit, d, False, False, tolerance)
+
+
+def _as_float(a: np.ndarray, unit: Fraction) -> np.ndarray:
+    return np.array([float(int(v) * unit) for v in np.asarray(a).ravel()], dtype=np.float64).reshape(a.shape)
