@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from lazykern.errors import LazykernWarning
-
 from lazykern.tn import networks as nw
 
 from ._spin_oracles import brute_force, transfer_matrix

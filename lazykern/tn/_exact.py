@@ -99,54 +99,59 @@ def classify(*arrays: np.ndarray) -> Numbers:
     and one unit, exactly where the numerators stay below 2^62 in sum; ValueError when the sum of
     |numbers| reaches float64's range (a partial sum could overflow to inf)."""
     count = sum(int(a.size) for a in arrays)
-    integral = all(a.dtype.kind in "iuO" for a in arrays)
     flat = [a.ravel() for a in arrays]
-    if integral:
-        small = all(a.dtype.kind in "iu" and (a.size == 0 or max(-int(a.min()), int(a.max())) < (1 << 62) // count) for a in flat)
-        ints = [a.astype(np.int64) if small else a.astype(object) for a in flat]
-        bound = sum(int(np.abs(a).sum()) for a in ints) if small else sum(abs(int(v)) for a in ints for v in a)
-        if bound >= _FLOAT_LIMIT:
-            raise ValueError(_overflow(float("inf")))
-        return _numbers(ints, Fraction(1), bound, True, float(bound), count, arrays)
-    floats = [np.asarray(a, dtype=np.float64) for a in flat]
-    with np.errstate(over="ignore"):  # an overflow is the answer (inf), refused just below
-        magnitude = sum(float(np.abs(a).sum()) for a in floats)
+    magnitude = _magnitude(flat)
     if not magnitude < _FLOAT_LIMIT:
         raise ValueError(_overflow(magnitude))
-    if all(bool(np.all(a == np.floor(a))) for a in floats):
-        if magnitude < 2.0**_INT64_BITS / 2:  # the common case (+-J, small integers): no Python loop
-            whole = [a.astype(np.int64) for a in floats]
+    floats = [a.astype(np.float64) if a.dtype.kind == "f" else None for a in flat]
+    if all(f is None or bool(np.all(f == np.floor(f))) for f in floats):
+        if magnitude < 2.0 ** (_INT64_BITS - 1) and all(a.dtype.kind != "O" for a in flat):
+            whole = [a.astype(np.int64) for a in flat]  # the common case (+-J, small integers): no Python loop
             bound = sum(int(np.abs(a).sum()) for a in whole)
         else:
-            whole = [np.array([int(x) for x in a.tolist()], dtype=object) for a in floats]
+            whole = [np.array([int(x) for x in a.tolist()], dtype=object) for a in flat]
             bound = sum(abs(int(v)) for a in whole for v in a)
-        return _numbers(whole, Fraction(1), bound, bound < 1 << _INT64_BITS, magnitude, count, arrays, floats)
-    rationals = _rationals(floats)
+        return _numbers(whole, Fraction(1), bound, magnitude, count, arrays)
+    rationals = _rationals([f for f in floats if f is not None])
     unit_denominator = math.lcm(*(r.denominator for r in rationals.values()))
-    nums = [np.array([int(rationals[x] * unit_denominator) for x in a.tolist()], dtype=object) for a in floats]
+    nums = [
+        np.array([int(rationals[x] * unit_denominator) if f is not None else int(x) * unit_denominator
+                  for x in a.tolist()], dtype=object)
+        for a, f in zip(flat, floats)
+    ]  # fmt: skip
     bound = sum(abs(int(v)) for a in nums for v in a)
-    exact = bound < 1 << _INT64_BITS
-    return _numbers(nums, Fraction(1, unit_denominator), bound, exact, magnitude, count, arrays, floats)
+    return _numbers(nums, Fraction(1, unit_denominator), bound, magnitude, count, arrays)
+
+
+def _magnitude(flat: list[np.ndarray]) -> float:
+    """The sum of |numbers| as a float (inf past float64's range)."""
+    total = 0.0
+    for a in flat:
+        if a.dtype.kind == "O":
+            try:
+                total += float(sum(abs(int(v)) for v in a.tolist()))
+            except OverflowError:
+                return float("inf")
+        else:
+            with np.errstate(over="ignore"):  # an overflow is the answer (inf)
+                total += float(np.abs(a.astype(np.float64)).sum())
+    return total
 
 
 def _numbers(
-    nums: list[np.ndarray],
-    unit: Fraction,
-    bound: int,
-    exact: bool,
-    magnitude: float,
-    count: int,
-    arrays: tuple[np.ndarray, ...],
-    floats: list[np.ndarray] | None = None,
+    nums: list[np.ndarray], unit: Fraction, bound: int, magnitude: float, count: int, arrays: tuple[np.ndarray, ...]
 ) -> Numbers:
+    """Exact when the numerators sum below 2^62 (kept as int64 then), or when every input is an integer
+    (kept as Python ints: :func:`fit` refuses what no dtype holds, it never rounds an integer);
+    otherwise the numbers as floats, to be rounded."""
     shapes = [a.shape for a in arrays]
+    integral = all(a.dtype.kind in "iuO" for a in arrays)
+    exact = bound < 1 << _INT64_BITS or integral
     if exact:
         kind = np.int64 if bound < 1 << _INT64_BITS else object
         out = tuple(np.asarray(a, dtype=kind).reshape(s) for a, s in zip(nums, shapes))
     else:
-        assert floats is not None
-        out = tuple(a.reshape(s) for a, s in zip(floats, shapes))
-    integral = all(a.dtype.kind in "iuO" for a in arrays)
+        out = tuple(np.asarray(a, dtype=np.float64).reshape(s) for a, s in zip(arrays, shapes))
     return Numbers(out, unit, bound, exact, integral, magnitude, count)
 
 
@@ -190,8 +195,11 @@ def fit(numbers: Numbers, dtype: Any, host: bool, floats_only: bool = False) -> 
             raise ValueError(
                 f"integer couplings and fields whose absolute values sum to 2^{math.log2(max(numbers.bound, 1)):.1f}: "
                 "past what the solvers hold exactly here "
-                + ("(int64: below 2^62)" if host or not floats_only else "(float64 on the device: below 2^53; "
-                   "pass module='numpy' for int64)")  # fmt: skip
+                + (
+                    "(int64: below 2^62)"
+                    if host or not floats_only
+                    else "(float64 on the device: below 2^53; pass module='numpy' for int64)"
+                )  # fmt: skip
             )
         return _rounded(numbers, np.dtype(np.float64))
     d = np.dtype(dtype)

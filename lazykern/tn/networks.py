@@ -406,7 +406,8 @@ def _sweep(
         path = orders.sweep_path(labels, order, group)
         steps = plan_steps(labels, (), sizes, path, {})
         one = 2 ** len(labels[0]) if labels else 1  # a network of one tensor (one spin, no coupling) has no step
-        plan = ContractionPlan(tuple(path), {}, max((s.result for s in steps), default=one), sum(s.flops for s in steps))
+        largest = max((s.result for s in steps), default=one)
+        plan = ContractionPlan(tuple(path), {}, largest, sum(s.flops for s in steps))
         score = _cost.seconds(steps, 1, itemsize, rates)
         if best is None or score < best[0]:
             best = (score, plan, steps)
