@@ -1,7 +1,9 @@
 """One contraction-order search process, started and ended by :mod:`lazykern.tn._planner`.
 
 Run as a script (``python _plan_worker.py``), so the child imports cotengra and opt_einsum only, never
-the caller's ``__main__`` (as multiprocessing's spawn would) nor lazykern. It reads one JSON request
+the caller's ``__main__`` (as multiprocessing's spawn would) nor lazykern. It is the leader of its own
+process group (the parent kills the group: anything it started goes too), dies with its parent
+(``PR_SET_PDEATHSIG``), and forks nothing (a pool cotengra might make spawns its processes). It reads one JSON request
 on stdin and writes one JSON line to stdout each time its best order improves:
 ``{"path": [[i, j], ...], "sliced": [label, ...], "flops": f, "size": s}`` (labels are the request's
 symbols). It stops by itself at the request's deadline; the parent kills it sooner when it is done.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import threading
 import time
@@ -79,7 +82,34 @@ def hyper(req: dict[str, Any], deadline: float, best: list[float]) -> None:
         _emit(opt.best["tree"], best)
 
 
+def _bound_to_parent(parent: int) -> None:
+    """Die with the process that started this one: the kernel sends SIGKILL when the parent dies
+    (Linux's PR_SET_PDEATHSIG), and a parent that died before that was set is caught by its pid.
+    Elsewhere the worker ends at its own deadline."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # no prctl: the deadline still ends this process
+            pass
+    if parent and os.getppid() != parent:
+        os._exit(0)
+
+
+def _no_fork() -> None:
+    """Any process pool cotengra makes starts its processes fresh, never as forks of this process (a
+    thread of it searches: a fork copies locks the thread holds, and the child deadlocks on them)."""
+    import multiprocessing
+
+    multiprocessing.set_start_method("spawn", force=True)
+
+
 def main() -> int:
+    _bound_to_parent(int(os.environ.get("LAZYKERN_PLAN_PARENT", "0")))
+    _no_fork()
     req = json.loads(sys.stdin.readline())
     deadline = time.monotonic() + float(req["seconds"])
     best = [math.inf]
