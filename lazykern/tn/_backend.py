@@ -10,6 +10,7 @@ handed back as Numba arrays at the end.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 from typing import Any
 
@@ -118,15 +119,21 @@ class Backend:
         else:
             self.xp.get_default_memory_pool().free_all_blocks()
 
+    def budget_bytes(self) -> int | None:
+        """Bytes a contraction may fill: the device's free memory, or on the host the RAM available now
+        (:func:`available_ram`; None where the machine does not say)."""
+        return available_ram() if self.on_host else self.free_bytes()
+
     def memory_limit(self, entry_bytes: int) -> int:
         """Default slicing target, entries of the largest intermediate: the largest power of two such
         that four arrays of that size (two operands, the result, one layout copy) fit in the free
-        device memory; DEFAULT_HOST_LIMIT on the host."""
-        free = self.free_bytes()
+        device memory; on the host the same within the available RAM, and at most DEFAULT_HOST_LIMIT."""
+        free = self.budget_bytes()
         if free is None:
             return DEFAULT_HOST_LIMIT
         entries = max(free // (4 * max(entry_bytes, 1)), 1)
-        return 1 << (entries.bit_length() - 1)
+        limit = 1 << (entries.bit_length() - 1)
+        return min(limit, DEFAULT_HOST_LIMIT) if self.on_host else limit
 
     # -- several devices (tropical's ``devices=``): where an array lives, copies, the current device
     def device_of(self, x: Any) -> int | None:
@@ -183,6 +190,24 @@ class Backend:
 
             return cuda.as_cuda_array(x)
         return x
+
+
+def available_ram() -> int | None:
+    """Bytes of RAM a new allocation can have without swapping: Linux's MemAvailable (page cache and
+    reclaimable memory included), psutil's figure elsewhere, None where neither answers. Read afresh
+    on each call: other processes move it."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        psutil = importlib.import_module("psutil")  # optional: not a dependency
+    except ImportError:
+        return None
+    return int(psutil.virtual_memory().available)
 
 
 def backend_of(x: Any) -> tuple[Backend, Any]:

@@ -105,7 +105,9 @@ def latency(
     return seconds(steps, nslices, itemsize, rates) + runs * rates.overhead + moved
 
 
-def peak_bytes(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float, saved: Collection[int] = ()) -> int:
+def peak_bytes(
+    steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float, saved: Collection[int] = (), host: bool = False
+) -> int:
     """Bytes alive at the worst moment of one slice's run: ``leaves`` (entries of the operands),
     every live intermediate, one layout copy of each operand of the step and its result, and the
     int32 argmax of the steps with at most ``keep`` result entries (0: none kept) with their values
@@ -117,8 +119,24 @@ def peak_bytes(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float
     Intermediates die at their one use (each is an operand of exactly one later step), except a sliced
     plan's slice-independent results kept for the later slices (``Step.pinned``). Slices run one after
     another, so the peak does not grow with their number. Arrays are counted as the pool allocates
-    them (whole 512-byte units)."""
-    return with_saved(*peak_profile(steps, leaves, entry_bytes, keep), saved)
+    them (whole 512-byte units). ``host``: plus the NumPy kernels' temporaries (:func:`host_scratch`)."""
+    scratch = host_scratch(steps, entry_bytes) if host else 0
+    return with_saved(*peak_profile(steps, leaves, entry_bytes, keep), saved) + scratch
+
+
+# The NumPy kernels (tn/_reference_einsum.py) hold temporaries beside a step's result: measured with
+# tracemalloc, bmm up to 7.6 and count_bmm 5.1 times the result's bytes, plus the products of one K chunk
+# (CHUNK_ELEMENTS entries, 18-24 bytes of temporaries each per 8-16 byte entry).
+HOST_RESULT_COPIES = 8
+HOST_CHUNK_COPIES = 3
+HOST_CHUNK_ELEMENTS = 1 << 22  # _reference_einsum.CHUNK_ELEMENTS (products materialized per K chunk)
+
+
+def host_scratch(steps: Sequence[Step], entry_bytes: int) -> int:
+    """Bytes of the NumPy kernels' temporaries at the largest step: what the host path holds beyond the
+    arrays :func:`peak_profile` counts."""
+    entries = (HOST_RESULT_COPIES * s.result + HOST_CHUNK_COPIES * min(s.flops, HOST_CHUNK_ELEMENTS) for s in steps)
+    return max(entries, default=0) * entry_bytes
 
 
 def peak_profile(steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float) -> tuple[list[int], list[int]]:

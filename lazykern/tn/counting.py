@@ -223,8 +223,8 @@ def residues_per_pass(net: Any, plan: Any) -> int:
     """How many residues (int32 count arrays beside the values) a pass of ``plan`` carries: as many as
     fit the free device memory by the plan's predicted peak (:func:`._cost.peak_bytes` counts every
     count array), up to RESIDUES_MAX. Two always fit, as they take the int64 count's 8 bytes that
-    the plan was fit for; on the host, RESIDUES_MAX (fewer passes)."""
-    free = net.be.free_bytes()
+    the plan was fit for; on the host the same within the available RAM (RESIDUES_MAX where unknown)."""
+    free = net.be.budget_bytes()
     if free is None:
         return RESIDUES_MAX
     value = net.be.dtype(net.leaves[0].parts[0]).itemsize

@@ -413,6 +413,8 @@ def contraction_plan(
         sliced[lab] = sizes[lab]
     terms = [tuple(dict.fromkeys(x for x in t if x not in sliced)) for t in inputs]  # a repeat: its diagonal
     rest = {k: v for k, v in sizes.items() if k not in sliced}
+    if memory_limit is not None:
+        _check_limit(limit, terms, rest)
     if isinstance(optimize, (list, tuple)):
         path, more = [tuple(p) for p in optimize], []
     elif len(terms) == 1:
@@ -428,8 +430,62 @@ def contraction_plan(
         sliced.setdefault(lab, sizes[lab])
     largest, flops = _costs([tuple(t) for t in inputs], output, sizes, path, sliced)
     if more:
+        _refuse_if_absurd(inputs, output, sizes, path, sliced, more, limit)
         _warn_if_costly(path, flops, _costs(terms, output, rest, path, {})[1], len(more), limit)
     return ContractionPlan(tuple(path), sliced, largest, flops)
+
+
+class LimitTooSmall(ValueError):
+    """A ``memory_limit`` no plan can meet at a sane cost: below an operand's size, or slicing so deep
+    that the steps would run millions of times. :func:`fit_to_memory` stops lowering its target there."""
+
+
+def _check_limit(limit: int, terms: Sequence[tuple[Label, ...]], sizes: dict[Label, int]) -> None:
+    """Every intermediate is at least as large as one operand: a smaller limit could only be met by
+    slicing the operands themselves, one contraction per entry."""
+    need = max((math.prod(sizes[x] for x in t) for t in terms), default=1)
+    if limit < need:
+        raise LimitTooSmall(
+            f"memory_limit={limit} entries is below the largest operand ({need} entries): no plan keeps "
+            f"its intermediates that small. Pass memory_limit >= {need} (or leave it unset: it is sized to "
+            "the memory)"
+        )
+
+
+def _refuse_if_absurd(
+    inputs: Sequence[Sequence[Label]],
+    output: Sequence[Label],
+    sizes: dict[Label, int],
+    path: Sequence[tuple[int, ...]],
+    sliced: dict[Label, int],
+    more: Sequence[Label],
+    limit: int,
+) -> None:
+    """Refuse, before anything runs, slicing that a memory limit forced so deep that the contraction
+    would take far longer than unsliced: each slice reruns the steps, and each run of a step costs
+    Python and a launch whatever its size (K_18 with memory_limit=4: 2^16 slices of 170 steps)."""
+    steps = plan_steps(inputs, output, sizes, path, sliced)
+    nslices = math.prod(sliced.values())
+    runs = sum(nslices if s.depends else 1 for s in steps)
+    if runs <= _RUNS_ALWAYS_FINE:
+        return
+    took = _cost.seconds(steps, nslices, 8, _cost.HOST)
+    whole = plan_steps(inputs, output, sizes, path, {k: v for k, v in sliced.items() if k not in more})
+    unsliced = _cost.seconds(whole, math.prod(v for k, v in sliced.items() if k not in more), 8, _cost.HOST)
+    if runs <= _RUNS_MAX and (took <= _SLICING_SLOWDOWN * unsliced or took <= _SECONDS_FINE):
+        return
+    raise LimitTooSmall(
+        f"memory_limit={limit} entries slices {len(more)} labels: {nslices} slices of {len(steps)} steps, "
+        f"{runs} step runs, predicted {took:.3g} s on the host against {unsliced:.3g} s unsliced (largest "
+        f"intermediate {max((s.result for s in whole), default=1)} entries). Raise memory_limit (or leave "
+        "it unset: it is sized to the memory)"
+    )
+
+
+_RUNS_ALWAYS_FINE = 1 << 14  # step runs that take seconds at most, however they were sliced
+_RUNS_MAX = 1 << 20  # step runs past which slicing is refused whatever it saves (~40 s on a GPU, minutes here)
+_SLICING_SLOWDOWN = 64  # predicted slowdown from slicing past which it is refused ...
+_SECONDS_FINE = 60.0  # ... when it also takes more than this (a minute is the caller's to spend on memory)
 
 
 def _slice_to(
@@ -605,7 +661,10 @@ def fit_to_memory(
         limit = max(min(limit, plan.largest) // 2, 1)
         log.info("contraction plan: peak %.2f GiB over %.2f GiB free; replanning with intermediates <= %d entries",
                  need / 2**30, free / 2**30, limit)  # fmt: skip
-        smaller = make(limit)
+        try:
+            smaller = make(limit)
+        except LimitTooSmall:  # no sane plan that small: the guard refuses the last one with its figures
+            break
         if peak(smaller) >= need or smaller.flops > COSTLY_SLICING * plan.flops:
             break  # no lower, or at a cost the caller should decide on: the guard refuses it with figures
         plan, need = smaller, peak(smaller)
@@ -615,13 +674,14 @@ def fit_to_memory(
 _FIT_TRIES = 4  # halvings of the slicing target before the plan is left to be refused with its figures
 
 
-def _memory_message(plan: ContractionPlan, need: int, free: int) -> str:
+def _memory_message(plan: ContractionPlan, need: int, free: int, host: bool = False) -> str:
+    where, room = ("RAM", "of RAM is available (MemAvailable)") if host else ("device memory", "is free")
     return (
-        f"the contraction needs {need / 2**30:.2f} GiB of device memory at its peak (plus "
+        f"the contraction needs {need / 2**30:.2f} GiB of {where} at its peak (plus "
         f"{100 * (_cost.POOL_MARGIN - 1):.0f}% for the pool; largest intermediate {plan.largest} entries, "
-        f"{plan.nslices} slices) but {free / 2**30:.2f} GiB is free: pass a smaller memory_limit= "
-        "(entries of the largest intermediate; it slices more), a smaller dtype, checkpoint=True for "
-        "argmax, or free device memory"
+        f"{plan.nslices} slices) but {free / 2**30:.2f} GiB {room}: pass a smaller memory_limit= "
+        f"(entries of the largest intermediate; it slices more), a smaller dtype, checkpoint=True for "
+        f"argmax, or free {where}"
     )
 
 
@@ -729,7 +789,7 @@ class _Network:
 
             if memory_limit is not None:
                 return make(memory_limit)
-            return fit_to_memory(make, self.be.memory_limit(self.entry_bytes), self.peak, self.be.free_bytes())
+            return fit_to_memory(make, self.be.memory_limit(self.entry_bytes), self.peak, self.be.budget_bytes())
         if slices:
             raise ValueError("optimize= is a ContractionPlan: give its slices to contraction_plan, not slices=")
         unknown = [x for x in optimize.sliced if x not in self.sizes]
@@ -738,8 +798,8 @@ class _Network:
         return optimize
 
     def fits(self, plan: ContractionPlan, keep: float, cached: bool) -> bool:
-        """Whether ``plan``'s predicted peak fits the free device memory (always on the host)."""
-        free = self.be.free_bytes()
+        """Whether ``plan``'s predicted peak fits the free device memory (the available RAM on the host)."""
+        free = self.be.budget_bytes()
         return free is None or self.peak(plan, keep, cached) * _cost.POOL_MARGIN <= free
 
     def peak(
@@ -757,7 +817,7 @@ class _Network:
         if not cached:  # a run without the slices' cache keeps nothing beyond a step's use
             steps = [s._replace(pinned=0) for s in steps]
         width = self.entry_bytes if entry_bytes is None else entry_bytes
-        return _cost.peak_bytes(steps, leaves, width, keep, save)
+        return _cost.peak_bytes(steps, leaves, width, keep, save, host=self.be.on_host)
 
     def priced(self, plan: ContractionPlan) -> tuple[list[_cost.Step], _recompute.Tree]:
         """``plan``'s steps as :mod:`._cost` and :mod:`._recompute` price them (the last plan's kept)."""
@@ -856,9 +916,10 @@ class _Network:
         save: frozenset[int] = frozenset(),
         argmax: bool = False,
     ) -> Iterator[None]:
-        """Refuse a run whose predicted peak exceeds the free device memory, and report an allocation
-        failure inside the run the same way: one :class:`DeviceMemoryError` with the figures."""
-        free = self.be.free_bytes()
+        """Refuse a run whose predicted peak exceeds the free device memory (on the host: the available
+        RAM), before anything is allocated, and report an allocation failure inside the run the same way:
+        one :class:`DeviceMemoryError` (a MemoryError) with the figures."""
+        free = self.be.budget_bytes()
         need = 0
         if free is not None:
             need = self.peak(plan, keep, cached, save)
@@ -866,9 +927,9 @@ class _Network:
                 need = max(need, self.argmax_peak(plan, keep)(save))
         if free is not None and need * _cost.POOL_MARGIN > free:
             self.be.release_cached()
-            free = self.be.free_bytes() or 0
+            free = self.be.budget_bytes() or 0
             if need * _cost.POOL_MARGIN > free:
-                raise DeviceMemoryError(_memory_message(plan, need, free))
+                raise DeviceMemoryError(_memory_message(plan, need, free, self.be.on_host))
         try:
             yield
         except Exception as exc:
