@@ -122,7 +122,13 @@ class Backend:
     def budget_bytes(self) -> int | None:
         """Bytes a contraction may fill: the device's free memory, or on the host the RAM available now
         (:func:`available_ram`; None where the machine does not say)."""
-        return available_ram() if self.on_host else self.free_bytes()
+        free = self.free_bytes()
+        return available_ram() if free is None and self.on_host else free
+
+    @property
+    def host_ram(self) -> bool:
+        """Whether :meth:`budget_bytes` is the host's RAM, which the NumPy kernels' temporaries fill too."""
+        return self.on_host and self.free_bytes() is None
 
     def memory_limit(self, entry_bytes: int) -> int:
         """Default slicing target, entries of the largest intermediate: the largest power of two such

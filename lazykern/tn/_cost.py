@@ -178,7 +178,8 @@ class ArgmaxPeak:
     the run's own peak (kept argmax and checkpoints counted from their step on), or a backtracking
     segment redoing a step as large as the run's while every kept argmax and checkpoint is alive."""
 
-    def __init__(self, steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float) -> None:
+    def __init__(self, steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float, host: bool = False) -> None:
+        self.scratch = host_scratch(steps, entry_bytes) if host else 0  # as for peak_bytes
         self.profile, self.results = peak_profile(steps, leaves, entry_bytes, keep)
         bare, _ = peak_profile(steps, leaves, entry_bytes, -1)
         kept = sum(-(-s.result * (4 + entry_bytes) // _UNIT) * _UNIT for s in steps if s.result <= keep)
@@ -186,7 +187,7 @@ class ArgmaxPeak:
 
     def __call__(self, saved: Collection[int]) -> int:
         checkpoints = sum(self.results[n] for n in saved)
-        return max(with_saved(self.profile, self.results, saved), self.segment + checkpoints)
+        return max(with_saved(self.profile, self.results, saved), self.segment + checkpoints) + self.scratch
 
 
 _UNIT = 512  # CuPy's pool rounds every allocation up to this

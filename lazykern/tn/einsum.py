@@ -413,8 +413,6 @@ def contraction_plan(
         sliced[lab] = sizes[lab]
     terms = [tuple(dict.fromkeys(x for x in t if x not in sliced)) for t in inputs]  # a repeat: its diagonal
     rest = {k: v for k, v in sizes.items() if k not in sliced}
-    if memory_limit is not None:
-        _check_limit(limit, terms, rest)
     if isinstance(optimize, (list, tuple)):
         path, more = [tuple(p) for p in optimize], []
     elif len(terms) == 1:
@@ -430,60 +428,42 @@ def contraction_plan(
         sliced.setdefault(lab, sizes[lab])
     largest, flops = _costs([tuple(t) for t in inputs], output, sizes, path, sliced)
     if more:
-        _refuse_if_absurd(inputs, output, sizes, path, sliced, more, limit)
         _warn_if_costly(path, flops, _costs(terms, output, rest, path, {})[1], len(more), limit)
     return ContractionPlan(tuple(path), sliced, largest, flops)
 
 
 class LimitTooSmall(ValueError):
-    """A ``memory_limit`` no plan can meet at a sane cost: below an operand's size, or slicing so deep
-    that the steps would run millions of times. :func:`fit_to_memory` stops lowering its target there."""
+    """A plan sliced so deep (by a tiny ``memory_limit``, or by hand) that its steps would rerun millions
+    of times: refused before it runs (:func:`check_slicing`)."""
 
 
-def _check_limit(limit: int, terms: Sequence[tuple[Label, ...]], sizes: dict[Label, int]) -> None:
-    """Every intermediate is at least as large as one operand: a smaller limit could only be met by
-    slicing the operands themselves, one contraction per entry."""
-    need = max((math.prod(sizes[x] for x in t) for t in terms), default=1)
-    if limit < need:
-        raise LimitTooSmall(
-            f"memory_limit={limit} entries is below the largest operand ({need} entries): no plan keeps "
-            f"its intermediates that small. Pass memory_limit >= {need} (or leave it unset: it is sized to "
-            "the memory)"
-        )
-
-
-def _refuse_if_absurd(
-    inputs: Sequence[Sequence[Label]],
-    output: Sequence[Label],
-    sizes: dict[Label, int],
-    path: Sequence[tuple[int, ...]],
-    sliced: dict[Label, int],
-    more: Sequence[Label],
-    limit: int,
+def check_slicing(
+    inputs: Sequence[Sequence[Label]], output: Sequence[Label], sizes: dict[Label, int], plan: ContractionPlan
 ) -> None:
-    """Refuse, before anything runs, slicing that a memory limit forced so deep that the contraction
-    would take far longer than unsliced: each slice reruns the steps, and each run of a step costs
-    Python and a launch whatever its size (K_18 with memory_limit=4: 2^16 slices of 170 steps)."""
-    steps = plan_steps(inputs, output, sizes, path, sliced)
-    nslices = math.prod(sliced.values())
-    runs = sum(nslices if s.depends else 1 for s in steps)
+    """Refuse, before anything runs, a plan whose slicing makes the contraction take far longer than
+    unsliced: each slice reruns the steps, and each run of a step costs Python and a launch whatever its
+    size (K_18 with memory_limit=4: 2^16 slices of 170 steps, half an hour; memory_limit=1 on 16 spins:
+    every spin sliced). Priced at the host's rates (:mod:`._cost`), which rank plans alike on a device."""
+    if not plan.sliced:
+        return
+    steps = plan_steps(inputs, output, sizes, plan.path, plan.sliced)
+    runs = sum(plan.nslices if s.depends else 1 for s in steps)
     if runs <= _RUNS_ALWAYS_FINE:
         return
-    took = _cost.seconds(steps, nslices, 8, _cost.HOST)
-    whole = plan_steps(inputs, output, sizes, path, {k: v for k, v in sliced.items() if k not in more})
-    unsliced = _cost.seconds(whole, math.prod(v for k, v in sliced.items() if k not in more), 8, _cost.HOST)
-    if runs <= _RUNS_MAX and (took <= _SLICING_SLOWDOWN * unsliced or took <= _SECONDS_FINE):
+    took = _cost.seconds(steps, plan.nslices, 8, _cost.HOST)
+    whole = plan_steps(inputs, output, sizes, plan.path, {})
+    unsliced = _cost.seconds(whole, 1, 8, _cost.HOST)
+    if took <= _SLICING_SLOWDOWN * unsliced or took <= _SECONDS_FINE:
         return
     raise LimitTooSmall(
-        f"memory_limit={limit} entries slices {len(more)} labels: {nslices} slices of {len(steps)} steps, "
-        f"{runs} step runs, predicted {took:.3g} s on the host against {unsliced:.3g} s unsliced (largest "
-        f"intermediate {max((s.result for s in whole), default=1)} entries). Raise memory_limit (or leave "
-        "it unset: it is sized to the memory)"
+        f"the plan slices {len(plan.sliced)} labels: {plan.nslices} slices of {len(steps)} steps, {runs} step "
+        f"runs, predicted {took:.3g} s on the host against {unsliced:.3g} s unsliced (largest intermediate "
+        f"{max((s.result for s in whole), default=1)} entries, {plan.largest} sliced). Raise memory_limit (or "
+        "leave it unset: it is sized to the memory), or slice fewer labels"
     )
 
 
 _RUNS_ALWAYS_FINE = 1 << 14  # step runs that take seconds at most, however they were sliced
-_RUNS_MAX = 1 << 20  # step runs past which slicing is refused whatever it saves (~40 s on a GPU, minutes here)
 _SLICING_SLOWDOWN = 64  # predicted slowdown from slicing past which it is refused ...
 _SECONDS_FINE = 60.0  # ... when it also takes more than this (a minute is the caller's to spend on memory)
 
@@ -661,10 +641,7 @@ def fit_to_memory(
         limit = max(min(limit, plan.largest) // 2, 1)
         log.info("contraction plan: peak %.2f GiB over %.2f GiB free; replanning with intermediates <= %d entries",
                  need / 2**30, free / 2**30, limit)  # fmt: skip
-        try:
-            smaller = make(limit)
-        except LimitTooSmall:  # no sane plan that small: the guard refuses the last one with its figures
-            break
+        smaller = make(limit)
         if peak(smaller) >= need or smaller.flops > COSTLY_SLICING * plan.flops:
             break  # no lower, or at a cost the caller should decide on: the guard refuses it with figures
         plan, need = smaller, peak(smaller)
@@ -817,7 +794,7 @@ class _Network:
         if not cached:  # a run without the slices' cache keeps nothing beyond a step's use
             steps = [s._replace(pinned=0) for s in steps]
         width = self.entry_bytes if entry_bytes is None else entry_bytes
-        return _cost.peak_bytes(steps, leaves, width, keep, save, host=self.be.on_host)
+        return _cost.peak_bytes(steps, leaves, width, keep, save, host=self.be.host_ram)
 
     def priced(self, plan: ContractionPlan) -> tuple[list[_cost.Step], _recompute.Tree]:
         """``plan``'s steps as :mod:`._cost` and :mod:`._recompute` price them (the last plan's kept)."""
@@ -905,7 +882,7 @@ class _Network:
         its backtracking, as a function of the checkpoints (:class:`._cost.ArgmaxPeak`)."""
         steps, _ = self.priced(plan)
         leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
-        return _cost.ArgmaxPeak(steps, leaves, self.entry_bytes, keep)
+        return _cost.ArgmaxPeak(steps, leaves, self.entry_bytes, keep, host=self.be.host_ram)
 
     @contextlib.contextmanager
     def memory_guard(
@@ -918,7 +895,8 @@ class _Network:
     ) -> Iterator[None]:
         """Refuse a run whose predicted peak exceeds the free device memory (on the host: the available
         RAM), before anything is allocated, and report an allocation failure inside the run the same way:
-        one :class:`DeviceMemoryError` (a MemoryError) with the figures."""
+        one :class:`DeviceMemoryError` (a MemoryError) with the figures. A plan sliced absurdly deep is
+        refused here too (:func:`check_slicing`)."""
         free = self.be.budget_bytes()
         need = 0
         if free is not None:
@@ -929,7 +907,8 @@ class _Network:
             self.be.release_cached()
             free = self.be.budget_bytes() or 0
             if need * _cost.POOL_MARGIN > free:
-                raise DeviceMemoryError(_memory_message(plan, need, free, self.be.on_host))
+                raise DeviceMemoryError(_memory_message(plan, need, free, self.be.host_ram))
+        check_slicing([t.labels for t in self.leaves], self.output, self.sizes, plan)
         try:
             yield
         except Exception as exc:

@@ -356,7 +356,7 @@ def plan(
 
     def peak(p: ContractionPlan) -> int:  # without the slices' cache, which the executor drops where it does not fit
         steps = [s._replace(pinned=0) for s in steps_of(p)]
-        return _cost.peak_bytes(steps, leaves, entry, 0, host=be.on_host)
+        return _cost.peak_bytes(steps, leaves, entry, 0, host=be.host_ram)
 
     return fit_to_memory(make, be.memory_limit(entry), peak, be.budget_bytes())
 
