@@ -185,7 +185,7 @@ def fit(numbers: Numbers, dtype: Any, host: bool, floats_only: bool = False) -> 
     is used when it holds the sums; an integer dtype that cannot is a ValueError; a float dtype that
     cannot rounds (float32 warns, as it did before: leave dtype unset for exact sums)."""
     if dtype is None:
-        kinds = [np.dtype(np.float32), np.dtype(np.float64)]
+        kinds: list[np.dtype[Any]] = [np.dtype(np.float32), np.dtype(np.float64)]
         if host or not floats_only:
             kinds.append(np.dtype(np.int64))
         for d in kinds:
