@@ -130,9 +130,16 @@ class SpinGlass:
         """E(s) for spins (..., n) of +-1; a float, or an array over the leading axes. Integer couplings
         give exact ints (Python ints in an object array past int64)."""
         if self.J.dtype.kind in "iuO" and self.h.dtype.kind in "iuO":
-            s = np.asarray(spins).astype(np.int64).astype(object)
-            e = -(s[..., self.edges[:, 0]] * s[..., self.edges[:, 1]]) @ self.J.astype(object)
-            e = e - s @ self.h.astype(object)
+            # int64 where no sum can reach 2^63 (sum |J| + sum |h| below 2^62), Python ints otherwise
+            small = (
+                self.J.dtype != object
+                and self.h.dtype != object
+                and _exact.classify(self.J, self.h).fits(np.dtype(np.int64))
+            )
+            kind = np.int64 if small else object
+            s = np.asarray(spins).astype(np.int64).astype(kind)
+            e = -(s[..., self.edges[:, 0]] * s[..., self.edges[:, 1]]) @ self.J.astype(kind)
+            e = e - s @ self.h.astype(kind)
             return int(e) if np.ndim(e) == 0 else e
         s = np.asarray(spins, dtype=np.float64)
         e = -(s[..., self.edges[:, 0]] * s[..., self.edges[:, 1]]) @ self.J - s @ self.h
