@@ -49,8 +49,9 @@ def _instance(rng, kind):
     def draw():
         if kind == "int":
             return [int(v) for v in rng.integers(-3, 4, size)]
-        if kind == "bigint":  # past 2^53: float64 would round them
-            return [int(v) * 2**53 + int(w) for v, w in zip(rng.integers(-2, 3, size), rng.integers(-3, 4, size))]
+        if kind in ("bigint", "hugeint"):  # past 2^53: float64 would round them; past 2^63: int64 cannot hold them
+            scale = 2**53 if kind == "bigint" else 2**70
+            return [int(v) * scale + int(w) for v, w in zip(rng.integers(-2, 3, size), rng.integers(-3, 4, size))]
         if kind == "decimal":
             return [float(f"{v / 10:.1f}") for v in rng.integers(-3, 4, size)]
         if kind == "decimal3":
@@ -70,7 +71,7 @@ def _instance(rng, kind):
     return n, edges, J, h
 
 
-KINDS = ["int", "bigint", "decimal", "decimal3", "half", "pm1", "float"]
+KINDS = ["int", "bigint", "hugeint", "decimal", "decimal3", "half", "pm1", "float"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -90,7 +91,7 @@ def test_random_small_instances_against_exact_enumeration(kind):
             Ed, c = nw.degeneracy(sg)
         inexact = [w for w in caught if issubclass(w.category, LazykernWarning)]
         where = (kind, trial, n, edges, J, h)
-        if kind in ("int", "bigint") and J:
+        if kind in ("int", "bigint", "hugeint") and J:
             assert type(E) is int and E == E0, where
         if inexact:  # rounded couplings (generic floats only): within the stated tolerance
             assert kind == "float" and "counted in or out" in str(inexact[0].message), where
@@ -127,10 +128,11 @@ def test_integers_past_2_53_are_exact():
         nw.ground_state_energy(sg, dtype=np.float64)  # integers are never rounded
     odd = nw.SpinGlass(2, [(0, 1)], [2**53 + 1], h=[1, 1])  # -(2^53 + 3): no float64 holds it
     assert nw.ground_state_energy(odd) == -(2**53 + 3)
-    huge = nw.SpinGlass(2, [(0, 1)], [2**70])  # past int64: refused, never rounded
+    huge = nw.SpinGlass(3, [(0, 1), (1, 2)], [2**70 + 1, -3], h=[1, 0, 2**65])  # past int64: Python ints
     assert huge.J.dtype == object
-    with pytest.raises(ValueError, match="past what the solvers hold exactly"):
-        nw.ground_state_energy(huge)
+    E0, count = _enumerate(3, [(0, 1), (1, 2)], [2**70 + 1, -3], [1, 0, 2**65])
+    assert nw.ground_state_energy(huge) == E0 and nw.degeneracy(huge) == (E0, count)
+    assert nw.ground_state(huge)[0] == E0 == huge.energy(nw.ground_state(huge)[1])
 
 
 def test_overflow_is_refused_before_solving():
@@ -170,7 +172,8 @@ def test_generic_floats_rounded_state_their_tolerance():
 
 
 def test_the_device_holds_floats_only():
-    """Where the solvers take float values only (a GPU module), integers past 2^53 are refused with a way out,
+    """Where the solvers take float values only (a GPU module), integers past 2^53 are refused with a way out
+    (module='numpy': int64, then Python ints),
     decimals and halves stay exact in float32."""
     with pytest.raises(ValueError, match="module='numpy'"):
         _exact.fit(_exact.classify(np.array([2**60]), np.zeros(1, dtype=int)), None, host=False, floats_only=True)

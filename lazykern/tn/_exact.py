@@ -60,9 +60,11 @@ class Numbers:
     count: int
 
     def fits(self, dtype: np.dtype) -> bool:
-        """Whether ``dtype`` holds every partial sum of the numerators exactly."""
+        """Whether ``dtype`` holds every partial sum of the numerators exactly (object: Python ints)."""
         if not self.exact:
             return False
+        if dtype.kind == "O":
+            return True
         if dtype.kind == "f":
             return self.bound < 1 << _MANTISSA[dtype]
         return self.bound < int(np.iinfo(dtype).max)
@@ -145,7 +147,7 @@ def _numbers(
     (kept as Python ints: :func:`fit` refuses what no dtype holds, it never rounds an integer);
     otherwise the numbers as floats, to be rounded."""
     shapes = [a.shape for a in arrays]
-    integral = all(a.dtype.kind in "iuO" for a in arrays)
+    integral = all(a.dtype.kind in "iuO" for a in arrays if a.size)  # an empty float array says nothing
     exact = bound < 1 << _INT64_BITS or integral
     if exact:
         kind = np.int64 if bound < 1 << _INT64_BITS else object
@@ -188,23 +190,21 @@ def fit(numbers: Numbers, dtype: Any, host: bool, floats_only: bool = False) -> 
         kinds: list[np.dtype[Any]] = [np.dtype(np.float32), np.dtype(np.float64)]
         if host or not floats_only:
             kinds.append(np.dtype(np.int64))
+        if host and numbers.integral:  # integers past int64: Python ints in NumPy's object arrays (slow, exact)
+            kinds.append(np.dtype(object))
         for d in kinds:
             if numbers.fits(d):
                 return _exactly(numbers, d)
         if numbers.integral:
             raise ValueError(
                 f"integer couplings and fields whose absolute values sum to 2^{math.log2(max(numbers.bound, 1)):.1f}: "
-                "past what the solvers hold exactly here "
-                + (
-                    "(int64: below 2^62)"
-                    if host or not floats_only
-                    else "(float64 on the device: below 2^53; pass module='numpy' for int64)"
-                )  # fmt: skip
+                "past what the solvers hold exactly on a device (float64: below 2^53); pass module='numpy' "
+                "(int64, then Python ints)"
             )
         return _rounded(numbers, np.dtype(np.float64))
     d = np.dtype(dtype)
-    if d.kind not in "iuf" or (d.kind == "f" and d not in _MANTISSA):
-        raise TypeError(f"dtype must be float32, float64, int32 or int64, got {d}")
+    if d.kind not in "iufO" or (d.kind == "f" and d not in _MANTISSA) or (d.kind == "O" and not host):
+        raise TypeError(f"dtype must be float32, float64, int32 or int64 (object: Python ints, on the host), got {d}")
     if numbers.fits(d):
         return _exactly(numbers, d)
     if d.kind in "iu" or numbers.integral:

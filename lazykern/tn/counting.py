@@ -314,7 +314,7 @@ class CountingAlgebra(Algebra):
         value, count = be.dtype(parts[0]), be.dtype(parts[1])
         counts_allowed = (np.int32,) if ones and cls.moduli else (np.int64, np.float64)
         # int64 values on the host: exact sums past 2^53 (the NumPy product adds them as integers)
-        host_int = be.on_host and value == np.int64
+        host_int = be.on_host and value in (np.int64, np.dtype(object))  # int64 or Python ints
         if (value not in (d for _, d in VALUE_DTYPES.values()) and not host_int) or count not in counts_allowed:
             raise TypeError(
                 f"counting operand {position} has values {value} and counts {count}; "

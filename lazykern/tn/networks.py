@@ -631,9 +631,10 @@ def degeneracy(
     module = _instance.array_module(module)
     fit = sg.fitted(module, dtype, count=True)
     dtype = fit.dtype
-    if dtype.kind != "f" and (dtype != np.int64 or getattr(module, "__name__", "") != "numpy"):
+    if dtype.kind != "f" and (dtype not in (np.int64, object) or getattr(module, "__name__", "") != "numpy"):
         raise TypeError(
-            f"degeneracy counts with float values (int64 on the host), got dtype={dtype}: leave dtype unset "
+            f"degeneracy counts with float values (int64 or Python ints on the host), got dtype={dtype}: leave "
+            "dtype unset "
             "(the narrowest exact one is chosen)"
         )
     if not fit.exact:
