@@ -9,8 +9,9 @@ numerators times one unit, exactly where possible:
 * decimals of at most :data:`DECIMAL_DIGITS` significant digits (any float whose shortest repr has that
   few: ``0.1`` means 1/10) and other floats taken at their exact binary value: the unit is 1 over the
   least common denominator;
-* otherwise (the numerators would need more than 62 bits, or a dtype of fewer bits was asked for):
-  each number is *rounded* to a multiple of a power of two, fine enough that the rounded sums are
+* integers past int64: Python ints in NumPy object arrays, on the host only (exact and slow);
+* otherwise (float numerators that would need more than 62 bits, or a dtype of fewer bits was asked
+  for): each number is *rounded* to a multiple of a power of two, fine enough that the rounded sums are
   exact in the dtype. Ties are then decided exactly between rounded energies: two energies closer
   than :attr:`Fitted.tolerance` may tie or split. Nothing is exact, and the callers say so.
 
@@ -182,8 +183,9 @@ def fit(numbers: Numbers, dtype: Any, host: bool, floats_only: bool = False) -> 
     """The dtype and values a network of ``numbers`` is contracted in.
 
     ``dtype`` None: the narrowest of float32, float64 and (on the host, or where ``floats_only`` is
-    False) int64 that holds every partial sum exactly; failing that, float64 with each number rounded
-    (:class:`Fitted`'s tolerance), or a ValueError for integers (they are never rounded). A given dtype
+    False) int64 that holds every partial sum exactly, then on the host object (Python ints) for
+    integers; failing that, float64 with each number rounded (:class:`Fitted`'s tolerance), or a
+    ValueError for integers (they are never rounded). A given dtype
     is used when it holds the sums; an integer dtype that cannot is a ValueError; a float dtype that
     cannot rounds (float32 warns, as it did before: leave dtype unset for exact sums)."""
     if dtype is None:
