@@ -179,3 +179,20 @@ def test_the_device_holds_floats_only():
         _exact.fit(_exact.classify(np.array([2**60]), np.zeros(1, dtype=int)), None, host=False, floats_only=True)
     fit = _exact.fit(_exact.classify(np.array([0.1, 0.25]), np.zeros(1)), None, host=False, floats_only=True)
     assert fit.exact and fit.dtype == np.float32 and fit.unit == Fraction(1, 20)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+def test_decimals_on_the_gpu_are_exact(lib):
+    """A 12 x 12 lattice with couplings of one decimal (+-0.1, +-0.2, ...; float32 numerators on the device,
+    not routed to the host: optimize given) against the same instance in integers on the host."""
+    pytest.importorskip(lib)
+    rng = np.random.default_rng(12)
+    base = nw.square_lattice(12)
+    tenths = rng.integers(-3, 4, len(base.edges))
+    decimal = nw.SpinGlass(base.n, base.edges, tenths / 10)
+    whole = nw.SpinGlass(base.n, base.edges, tenths)  # the same instance times 10, in ints
+    E10, count = nw.degeneracy(whole, module="numpy")
+    E, c = nw.degeneracy(decimal, module=lib, optimize=nw.plan(decimal, module=lib))
+    assert c == count and E == float(Fraction(E10, 10))
+    assert nw.ground_state_energy(decimal, module=lib, optimize=nw.plan(decimal, module=lib)) == E
