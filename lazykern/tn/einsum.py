@@ -67,7 +67,7 @@ from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import DeviceMemoryError
+from ..errors import DeviceMemoryError, SlicingError
 from ..tropical import reference
 from . import _cost, _plan_store, _planner, _recompute, _spread
 from ._backend import DEFAULT_HOST_LIMIT, Backend, backend_of
@@ -432,11 +432,6 @@ def contraction_plan(
     return ContractionPlan(tuple(path), sliced, largest, flops)
 
 
-class LimitTooSmall(ValueError):
-    """A plan sliced so deep (by a tiny ``memory_limit``, or by hand) that its steps would rerun millions
-    of times: refused before it runs (:func:`check_slicing`)."""
-
-
 def check_slicing(
     inputs: Sequence[Sequence[Label]], output: Sequence[Label], sizes: dict[Label, int], plan: ContractionPlan
 ) -> None:
@@ -455,7 +450,7 @@ def check_slicing(
     unsliced = _cost.seconds(whole, 1, 8, _cost.HOST)
     if took <= _SLICING_SLOWDOWN * unsliced or took <= _SECONDS_FINE:
         return
-    raise LimitTooSmall(
+    raise SlicingError(
         f"the plan slices {len(plan.sliced)} labels: {plan.nslices} slices of {len(steps)} steps, {runs} step "
         f"runs, predicted {took:.3g} s on the host against {unsliced:.3g} s unsliced (largest intermediate "
         f"{max((s.result for s in whole), default=1)} entries, {plan.largest} sliced). Raise memory_limit (or "
