@@ -45,6 +45,18 @@ def test_available_ram_is_read_from_the_machine():
     assert host.memory_limit(16) <= _backend.DEFAULT_HOST_LIMIT
 
 
+def test_a_container_memory_limit_lowers_the_available_ram(tmp_path, monkeypatch):
+    """MemAvailable is the machine's; a cgroup limit (a container's) below it is what this process may use."""
+    limit, usage = tmp_path / "memory.max", tmp_path / "memory.current"
+    limit.write_text("1073741824\n")
+    usage.write_text("805306368\n")
+    monkeypatch.setattr(_backend, "_CGROUPS", ((str(limit), str(usage)),))
+    ram = _backend.available_ram()
+    assert ram is None or ram == 256 << 20  # None only where /proc/meminfo is absent
+    limit.write_text("max\n")  # no limit: the machine's figure
+    assert _backend._cgroup_room() is None
+
+
 def test_the_tutte_counting_network_is_refused_past_the_ram_before_allocating(monkeypatch):
     """The default plan needs ~4 GiB on the host (the NumPy kernels' temporaries counted); with 64 MiB of RAM
     the planner slices and, finding nothing that fits, refuses with the figures at once."""

@@ -200,20 +200,49 @@ class Backend:
 
 def available_ram() -> int | None:
     """Bytes of RAM a new allocation can have without swapping: Linux's MemAvailable (page cache and
-    reclaimable memory included), psutil's figure elsewhere, None where neither answers. Read afresh
-    on each call: other processes move it."""
+    reclaimable memory included), lowered to what this process's memory cgroup still allows (a container's
+    limit, which MemAvailable does not show); psutil's figure elsewhere, None where neither answers. Read
+    afresh on each call: other processes move it."""
+    found = None
     try:
         with open("/proc/meminfo", "rb") as f:
             for line in f:
                 if line.startswith(b"MemAvailable:"):
-                    return int(line.split()[1]) * 1024  # kB
+                    found = int(line.split()[1]) * 1024  # kB
+                    break
     except (OSError, ValueError, IndexError):
         pass
-    try:
-        psutil = importlib.import_module("psutil")  # optional: not a dependency
-    except ImportError:
-        return None
-    return int(psutil.virtual_memory().available)
+    if found is None:
+        try:
+            psutil = importlib.import_module("psutil")  # optional: not a dependency
+        except ImportError:
+            return None
+        return int(psutil.virtual_memory().available)
+    room = _cgroup_room()
+    return found if room is None else min(found, room)
+
+
+_CGROUPS = (  # (limit, usage): cgroup v2, then v1
+    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+)
+
+
+def _cgroup_room() -> int | None:
+    """Bytes the memory cgroup's limit leaves above its usage; None with no limit (v2 "max", v1's huge
+    sentinel) or no cgroup file."""
+    for limit_file, usage_file in _CGROUPS:
+        try:
+            with open(limit_file) as f:
+                limit = f.read().strip()
+            with open(usage_file) as f:
+                usage = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if limit == "max" or not limit.isdigit() or int(limit) >= 1 << 60:
+            return None
+        return max(int(limit) - usage, 0)
+    return None
 
 
 def backend_of(x: Any) -> tuple[Backend, Any]:
