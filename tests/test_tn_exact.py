@@ -196,3 +196,14 @@ def test_decimals_on_the_gpu_are_exact(lib):
     E, c = nw.degeneracy(decimal, module=lib, optimize=nw.plan(decimal, module=lib))
     assert c == count and E == float(Fraction(E10, 10))
     assert nw.ground_state_energy(decimal, module=lib, optimize=nw.plan(decimal, module=lib)) == E
+
+
+def test_integers_past_int64_on_a_lattice_past_62_spins():
+    """Python-int values through the counting passes modulo primes (8 x 8: counts may pass 2^63, so the
+    Chinese remainder theorem runs): J * 2^70 has J's ground states, its energy times 2^70."""
+    pm = nw.square_lattice(8, seed=5)
+    big = nw.SpinGlass(pm.n, pm.edges, [int(j) * 2**70 for j in pm.J])
+    E0, count = nw.degeneracy(pm)
+    assert nw.degeneracy(big) == (int(E0) * 2**70, count)
+    E, spins = nw.ground_state(big)
+    assert E == int(E0) * 2**70 == big.energy(spins)

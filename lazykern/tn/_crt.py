@@ -97,7 +97,9 @@ def solve(run: Pass, bound: int, residues: int = 1) -> tuple[Any, Any]:
     left = itertools.islice(primes(), _MAX_PRIMES)
     while moduli := tuple(itertools.islice(left, max(residues, 1))):
         more, counts_mod = run(moduli)
-        if not np.array_equal(np.asarray(more), np.asarray(values), equal_nan=True):
+        now_values, first_values = np.asarray(more), np.asarray(values)
+        nan_aware = now_values.dtype.kind == "f" and first_values.dtype.kind == "f"  # not for Python ints (object)
+        if not np.array_equal(now_values, first_values, equal_nan=nan_aware):
             raise ReconstructionError(
                 f"the counting pass modulo {moduli} found other optimal values than the pass modulo 2^64: the "
                 "contraction is not deterministic; report it with the network"
