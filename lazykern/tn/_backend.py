@@ -71,7 +71,10 @@ class Backend:
 
     def select(self, x: Any, axis: int, i: int) -> Any:
         index = (slice(None),) * axis + (i,)
-        return x[index]
+        out = x[index]
+        if self.on_host and x.dtype == object and not isinstance(out, np.ndarray):  # a 0-d pick: the Python int
+            out = np.array(out, dtype=object)
+        return out
 
     def item(self, x: Any, index: tuple[int, ...] = ()) -> Any:
         v = x[index] if index else x

@@ -59,6 +59,7 @@ class Numbers:
     integral: bool
     magnitude: float
     count: int
+    big: tuple[np.ndarray, ...] | None = None  # not exact in 62 bits: the exact numerators as Python ints
 
     def fits(self, dtype: np.dtype) -> bool:
         """Whether ``dtype`` holds every partial sum of the numerators exactly (object: Python ints)."""
@@ -153,9 +154,10 @@ def _numbers(
     if exact:
         kind = np.int64 if bound < 1 << _INT64_BITS else object
         out = tuple(np.asarray(a, dtype=kind).reshape(s) for a, s in zip(nums, shapes))
-    else:
-        out = tuple(np.asarray(a, dtype=np.float64).reshape(s) for a, s in zip(arrays, shapes))
-    return Numbers(out, unit, bound, exact, integral, magnitude, count)
+        return Numbers(out, unit, bound, exact, integral, magnitude, count)
+    out = tuple(np.asarray(a, dtype=np.float64).reshape(s) for a, s in zip(arrays, shapes))
+    big = tuple(np.asarray(a, dtype=object).reshape(s) for a, s in zip(nums, shapes))
+    return Numbers(out, unit, bound, exact, integral, magnitude, count, big)
 
 
 def _rationals(floats: list[np.ndarray]) -> dict[float, Fraction]:
@@ -179,13 +181,15 @@ def _overflow(magnitude: float) -> str:
     )
 
 
-def fit(numbers: Numbers, dtype: Any, host: bool, floats_only: bool = False) -> Fitted:
+def fit(numbers: Numbers, dtype: Any, host: bool, floats_only: bool = False, objects: bool = False) -> Fitted:
     """The dtype and values a network of ``numbers`` is contracted in.
 
     ``dtype`` None: the narrowest of float32, float64 and (on the host, or where ``floats_only`` is
     False) int64 that holds every partial sum exactly, then on the host object (Python ints) for
     integers; failing that, float64 with each number rounded (:class:`Fitted`'s tolerance), or a
-    ValueError for integers (they are never rounded). A given dtype
+    ValueError for integers (they are never rounded). ``objects`` (on the host, for a network small enough
+    that Python ints cost no more than its per-step overhead): floats past 62 bits are summed exactly as
+    Python ints too, instead of rounded. A given dtype
     is used when it holds the sums; an integer dtype that cannot is a ValueError; a float dtype that
     cannot rounds (float32 warns, as it did before: leave dtype unset for exact sums)."""
     if dtype is None:
@@ -197,6 +201,8 @@ def fit(numbers: Numbers, dtype: Any, host: bool, floats_only: bool = False) -> 
         for d in kinds:
             if numbers.fits(d):
                 return _exactly(numbers, d)
+        if host and objects and numbers.big is not None:
+            return _python_ints(numbers)
         if numbers.integral:
             raise ValueError(
                 f"integer couplings and fields whose absolute values sum to 2^{math.log2(max(numbers.bound, 1)):.1f}: "
@@ -209,7 +215,9 @@ def fit(numbers: Numbers, dtype: Any, host: bool, floats_only: bool = False) -> 
         raise TypeError(f"dtype must be float32, float64, int32 or int64 (object: Python ints, on the host), got {d}")
     if numbers.fits(d):
         return _exactly(numbers, d)
-    if d.kind in "iu" or numbers.integral:
+    if d.kind == "O" and numbers.big is not None:
+        return _python_ints(numbers)
+    if d.kind in "iuO" or numbers.integral:
         raise ValueError(
             f"dtype {d} cannot hold these couplings and fields exactly (fractions, or sums past its range"
             f"{', and integers are never rounded' if numbers.integral else ''}): leave dtype unset "
@@ -227,6 +235,11 @@ def fit(numbers: Numbers, dtype: Any, host: bool, floats_only: bool = False) -> 
 def _exactly(numbers: Numbers, d: np.dtype) -> Fitted:
     values = tuple(np.asarray(a).astype(d) for a in numbers.numerators)
     return Fitted(values, numbers.unit, d, True, numbers.integral, 0.0)
+
+
+def _python_ints(numbers: Numbers) -> Fitted:
+    assert numbers.big is not None
+    return Fitted(numbers.big, numbers.unit, np.dtype(object), True, numbers.integral, 0.0)
 
 
 def _rounded(numbers: Numbers, d: np.dtype) -> Fitted:

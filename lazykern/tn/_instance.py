@@ -150,7 +150,9 @@ def check_finite(J: np.ndarray, h: np.ndarray) -> None:
             raise ValueError(f"{name}[{k}] is {a[k]}: couplings and fields must be finite numbers")
 
 
-def fitted(J: np.ndarray, h: np.ndarray, dtype: Any, host: bool, floats_only: bool, warn: bool = True) -> _exact.Fitted:
+def fitted(
+    J: np.ndarray, h: np.ndarray, dtype: Any, host: bool, floats_only: bool, warn: bool = True, objects: bool = False
+) -> _exact.Fitted:
     """The values the network of couplings ``J`` and fields ``h`` is contracted in (:func:`._exact.fit`):
     exact sums in the narrowest dtype that holds them, or each number rounded (float couplings past
     62 bits of numerators, or a float dtype too narrow); ValueError for non-finite numbers, sums past
@@ -158,10 +160,10 @@ def fitted(J: np.ndarray, h: np.ndarray, dtype: Any, host: bool, floats_only: bo
     check_finite(J, h)
     numbers = _exact.classify(J, h)
     if warn:
-        return _exact.fit(numbers, dtype, host, floats_only)
+        return _exact.fit(numbers, dtype, host, floats_only, objects)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LazykernWarning)
-        return _exact.fit(numbers, dtype, host, floats_only)
+        return _exact.fit(numbers, dtype, host, floats_only, objects)
 
 
 def value_dtype(J: np.ndarray, h: np.ndarray, dtype: Any, warn: bool = True) -> np.dtype:
