@@ -93,3 +93,15 @@ def test_nothing_survives_the_caller_killed_mid_plan():
             proc.wait()
         for pid in _ours(proc.pid):  # a failed test leaves nothing behind either
             os.kill(pid, signal.SIGKILL)
+
+
+def test_cotengra_auto_parallelism_is_serial_in_a_worker():
+    """The worker turns cotengra's parallel="auto" serial (a borrowed flag: this fails if a release moves it)."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import _plan_worker as w; import cotengra.parallel as p; "
+        "assert w.serial_cotengra(); assert p.parse_parallel_arg('auto') is None; print('serial')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(ROOT / "lazykern" / "tn")], capture_output=True, text=True, timeout=120
+    )
+    assert out.stdout.strip() == "serial", out.stderr
