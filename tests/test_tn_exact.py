@@ -128,6 +128,9 @@ def test_integers_past_2_53_are_exact():
         nw.ground_state_energy(sg, dtype=np.float64)  # integers are never rounded
     odd = nw.SpinGlass(2, [(0, 1)], [2**53 + 1], h=[1, 1])  # -(2^53 + 3): no float64 holds it
     assert nw.ground_state_energy(odd) == -(2**53 + 3)
+    rows = nw.SpinGlass.from_edges([(0, 1, 2**53 + 1), (1, 2, 1)])  # a weighted edge list of ints
+    assert nw.ground_state_energy(rows) == -(2**53 + 2)
+    assert nw.ground_state_energy(nw.SpinGlass.from_edges([(0, 1, 2**70 + 1), (1, 2, 1)])) == -(2**70 + 2)
     huge = nw.SpinGlass(3, [(0, 1), (1, 2)], [2**70 + 1, -3], h=[1, 0, 2**65])  # past int64: Python ints
     assert huge.J.dtype == object
     E0, count = _enumerate(3, [(0, 1), (1, 2)], [2**70 + 1, -3], [1, 0, 2**65])

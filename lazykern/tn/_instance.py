@@ -69,6 +69,8 @@ def _edges(n: int, edges: Any) -> np.ndarray:
         )
     if e.ndim != 2 or e.shape[1] != 2:
         raise ValueError(f"edges must have shape (m, 2), one (i, j) pair of spins per coupling; got {e.shape}")
+    if e.dtype == object and e.size:  # pairs cut from a weighted list whose couplings were Python ints past int64
+        e = np.array(e.tolist())
     if e.dtype.kind not in "iuf":
         raise ValueError(f"edges must hold spin indices (integers), got dtype {e.dtype}")
     if e.dtype.kind == "f":
