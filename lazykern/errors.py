@@ -112,6 +112,11 @@ class DeviceMemoryError(LazykernError, MemoryError):
     """A computation needs more device memory than the device has free; the message names both."""
 
 
+class SlicingError(LazykernError, ValueError):
+    """A contraction plan sliced so deep (a tiny ``memory_limit``, or by hand) that its steps would rerun
+    millions of times; refused before it runs, with the predicted cost."""
+
+
 class ReconstructionError(LazykernError, ArithmeticError):
     """The passes of one exact count disagree (their optimal values differ) or never settle."""
 

@@ -495,13 +495,14 @@ def test_row_kernel_matches_the_reference_on_the_gpu(residues, K, N, semiring):
 
 def test_residues_per_pass_follow_the_predicted_peak():
     """As many residues as the plan's predicted peak at their width fits in free memory (the pool's
-    margin included), at least one (the plan was fit for it); four on the host."""
+    margin included; on the host the available RAM), at least one (the plan was fit for it); four where
+    the memory is unknown."""
     from types import SimpleNamespace
 
     from lazykern.tn import _cost
 
     def net(free):
-        be = SimpleNamespace(free_bytes=lambda: free, dtype=lambda x: x.dtype)
+        be = SimpleNamespace(budget_bytes=lambda: free, dtype=lambda x: x.dtype)
         leaf = SimpleNamespace(parts=(np.zeros(1, np.float32),))
         return SimpleNamespace(be=be, leaves=[leaf], peak=lambda plan, entry_bytes: 1000 * entry_bytes)
 

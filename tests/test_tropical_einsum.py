@@ -378,7 +378,7 @@ def test_checkpoints_take_what_the_free_memory_leaves(monkeypatch):
     peak = net.argmax_peak(plan, -1)  # the run's and its backtracking's, by the checkpoints kept
     alone = peak(())
     assert peak(save) > alone and peak(save) >= net.peak(plan, -1, save=save)  # the checkpoints are counted
-    for free in (int(alone * _cost.POOL_MARGIN), int(peak(save) * _cost.POOL_MARGIN) - 1):
+    for free in (math.ceil(alone * _cost.POOL_MARGIN), math.ceil(peak(save) * _cost.POOL_MARGIN) - 1):
         some = net.checkpoints(plan, -1, free)  # fewer, and what they add to the peak fits
         assert len(some) < len(save) and peak(some) * _cost.POOL_MARGIN <= free
     assert net.segment_bytes(plan, -1, save, None) == math.inf

@@ -103,7 +103,10 @@ def test_dtype_follows_the_couplings():
     assert _instance.value_dtype(pm.J, pm.h, None) == np.float32
     assert _instance.value_dtype(np.array([0.5, -1.25]), z, None) == np.float32  # multiples of 2^-2
     assert _instance.value_dtype(np.array([2.0**23, 2.0**23]), z, None) == np.float64  # sum 2^24
-    assert _instance.value_dtype(np.array([0.1]), z, None) == np.float64
+    assert _instance.value_dtype(np.array([0.1]), z, None) == np.float32  # the decimal 1/10: scaled to 1
+    assert _instance.value_dtype(np.array([0.1, 1 / 3]), z, None) == np.int64  # 1/3's binary value: 2^55 units
+    assert _instance.value_dtype(np.array([2.0**53 + 2]), np.array([1.0]), None) == np.int64
+    assert _instance.value_dtype(np.array([0.1, 1 / 3]), z, np.float64) == np.float64  # rounded
     assert _instance.value_dtype(np.array([1.0, 2.0]), z, np.int32) == np.int32
     assert _instance.value_dtype(np.array([2.0**31]), z, np.int64) == np.int64
     with pytest.raises(ValueError, match="int32 cannot hold"):

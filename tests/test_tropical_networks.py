@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lazykern.errors import LazykernWarning
 from lazykern.tn import networks as nw
 
 from ._spin_oracles import brute_force, transfer_matrix
@@ -106,11 +107,13 @@ def test_a_tiny_network_contracts_on_the_host_and_a_large_one_on_the_device(capl
 def test_routed_to_the_host_the_solvers_return_the_oracles_answer_as_before():
     sg = nw.square_lattice(4, J="gaussian", seed=3)
     E, count, _ = brute_force(sg)
-    assert nw.ground_state_energy(sg, module=_Device()) == E
+    # Gaussian couplings on a device are rounded to 2^-46 units (floats only there): within 1e-12.
+    assert nw.ground_state_energy(sg, module=_Device()) == pytest.approx(E, abs=1e-12)
     e, spins = nw.ground_state(sg, module=_Device())
-    assert e == E and sg.energy(spins) == pytest.approx(E) and spins.dtype == np.int8
-    e, c = nw.degeneracy(sg, module=_Device())
-    assert e == E and c == count and type(c) is int
+    assert e == pytest.approx(E, abs=1e-12) and sg.energy(spins) == pytest.approx(E) and spins.dtype == np.int8
+    with pytest.warns(LazykernWarning, match="counted in or out"):
+        e, c = nw.degeneracy(sg, module=_Device())
+    assert e == pytest.approx(E, abs=1e-12) and c == count and type(c) is int
 
 
 @pytest.mark.gpu

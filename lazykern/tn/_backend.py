@@ -10,6 +10,7 @@ handed back as Numba arrays at the end.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 from typing import Any
 
@@ -70,7 +71,10 @@ class Backend:
 
     def select(self, x: Any, axis: int, i: int) -> Any:
         index = (slice(None),) * axis + (i,)
-        return x[index]
+        out = x[index]
+        if self.on_host and x.dtype == object and not isinstance(out, np.ndarray):  # a 0-d pick: the Python int
+            out = np.array(out, dtype=object)
+        return out
 
     def item(self, x: Any, index: tuple[int, ...] = ()) -> Any:
         v = x[index] if index else x
@@ -130,15 +134,27 @@ class Backend:
         else:
             self.xp.get_default_memory_pool().free_all_blocks()
 
+    def budget_bytes(self) -> int | None:
+        """Bytes a contraction may fill: the device's free memory, or on the host the RAM available now
+        (:func:`available_ram`; None where the machine does not say)."""
+        free = self.free_bytes()
+        return available_ram() if free is None and self.on_host else free
+
+    @property
+    def host_ram(self) -> bool:
+        """Whether :meth:`budget_bytes` is the host's RAM, which the NumPy kernels' temporaries fill too."""
+        return self.on_host and self.free_bytes() is None
+
     def memory_limit(self, entry_bytes: int) -> int:
         """Default slicing target, entries of the largest intermediate: the largest power of two such
         that four arrays of that size (two operands, the result, one layout copy) fit in the free
-        device memory; DEFAULT_HOST_LIMIT on the host."""
-        free = self.free_bytes()
+        device memory; on the host the same within the available RAM, and at most DEFAULT_HOST_LIMIT."""
+        free = self.budget_bytes()
         if free is None:
             return DEFAULT_HOST_LIMIT
         entries = max(free // (4 * max(entry_bytes, 1)), 1)
-        return 1 << (entries.bit_length() - 1)
+        limit = 1 << (entries.bit_length() - 1)
+        return min(limit, DEFAULT_HOST_LIMIT) if self.on_host else limit
 
     # -- several devices (tropical's ``devices=``): where an array lives, copies, the current device
     def device_of(self, x: Any) -> int | None:
@@ -195,6 +211,53 @@ class Backend:
 
             return cuda.as_cuda_array(x)
         return x
+
+
+def available_ram() -> int | None:
+    """Bytes of RAM a new allocation can have without swapping: Linux's MemAvailable (page cache and
+    reclaimable memory included), lowered to what this process's memory cgroup still allows (a container's
+    limit, which MemAvailable does not show); psutil's figure elsewhere, None where neither answers. Read
+    afresh on each call: other processes move it."""
+    found = None
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    found = int(line.split()[1]) * 1024  # kB
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if found is None:
+        try:
+            psutil = importlib.import_module("psutil")  # optional: not a dependency
+        except ImportError:
+            return None
+        return int(psutil.virtual_memory().available)
+    room = _cgroup_room()
+    return found if room is None else min(found, room)
+
+
+_CGROUPS = (  # (limit, usage): cgroup v2, then v1
+    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+)
+
+
+def _cgroup_room() -> int | None:
+    """Bytes the memory cgroup's limit leaves above its usage; None with no limit (v2 "max", v1's huge
+    sentinel) or no cgroup file."""
+    for limit_file, usage_file in _CGROUPS:
+        try:
+            with open(limit_file) as f:
+                limit = f.read().strip()
+            with open(usage_file) as f:
+                usage = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if limit == "max" or not limit.isdigit() or int(limit) >= 1 << 60:
+            return None
+        return max(int(limit) - usage, 0)
+    return None
 
 
 def backend_of(x: Any) -> tuple[Backend, Any]:

@@ -115,6 +115,7 @@ def peak_bytes(
     keep: float,
     saved: Collection[int] = (),
     inplace: bool = False,
+    host: bool = False,
 ) -> int:
     """Bytes alive at the worst moment of one slice's run: ``leaves`` (entries of the operands),
     every live intermediate, one layout copy of each operand of the step and its result, and the
@@ -128,8 +129,25 @@ def peak_bytes(
     plan's slice-independent results kept for the later slices (``Step.pinned``). Slices run one after
     another, so the peak does not grow with their number. Arrays are counted as the pool allocates
     them (whole 512-byte units). ``inplace``: the executor runs the steps marked ``bits`` bit-addressed (no
-    copy of the large operand; ``bits`` 2: the result written over it)."""
-    return with_saved(*peak_profile(steps, leaves, entry_bytes, keep, inplace), saved)
+    copy of the large operand; ``bits`` 2: the result written over it). ``host``: plus the NumPy kernels'
+    temporaries (:func:`host_scratch`)."""
+    scratch = host_scratch(steps, entry_bytes) if host else 0
+    return with_saved(*peak_profile(steps, leaves, entry_bytes, keep, inplace), saved) + scratch
+
+
+# The NumPy kernels (tn/_reference_einsum.py) hold temporaries beside a step's result: measured with
+# tracemalloc, bmm up to 7.6 and count_bmm 5.1 times the result's bytes, plus the products of one K chunk
+# (CHUNK_ELEMENTS entries, 18-24 bytes of temporaries each per 8-16 byte entry).
+HOST_RESULT_COPIES = 8
+HOST_CHUNK_COPIES = 3
+HOST_CHUNK_ELEMENTS = 1 << 22  # _reference_einsum.CHUNK_ELEMENTS (products materialized per K chunk)
+
+
+def host_scratch(steps: Sequence[Step], entry_bytes: int) -> int:
+    """Bytes of the NumPy kernels' temporaries at the largest step: what the host path holds beyond the
+    arrays :func:`peak_profile` counts."""
+    entries = (HOST_RESULT_COPIES * s.result + HOST_CHUNK_COPIES * min(s.flops, HOST_CHUNK_ELEMENTS) for s in steps)
+    return max(entries, default=0) * entry_bytes
 
 
 def peak_profile(
@@ -176,7 +194,8 @@ class ArgmaxPeak:
     the run's own peak (kept argmax and checkpoints counted from their step on), or a backtracking
     segment redoing a step as large as the run's while every kept argmax and checkpoint is alive."""
 
-    def __init__(self, steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float) -> None:
+    def __init__(self, steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float, host: bool = False) -> None:
+        self.scratch = host_scratch(steps, entry_bytes) if host else 0  # as for peak_bytes
         self.profile, self.results = peak_profile(steps, leaves, entry_bytes, keep)
         bare, _ = peak_profile(steps, leaves, entry_bytes, -1)
         kept = sum(-(-s.result * (4 + entry_bytes) // _UNIT) * _UNIT for s in steps if s.result <= keep)
@@ -184,7 +203,7 @@ class ArgmaxPeak:
 
     def __call__(self, saved: Collection[int]) -> int:
         checkpoints = sum(self.results[n] for n in saved)
-        return max(with_saved(self.profile, self.results, saved), self.segment + checkpoints)
+        return max(with_saved(self.profile, self.results, saved), self.segment + checkpoints) + self.scratch
 
 
 _UNIT = 512  # CuPy's pool rounds every allocation up to this

@@ -133,9 +133,11 @@ def solve(
             if not moduli:
                 break
             more, counts_mod = run(moduli)
+        now_values, first_values = np.asarray(more), np.asarray(values)
+        nan_aware = now_values.dtype.kind == "f" and first_values.dtype.kind == "f"  # not for Python ints (object)
         if values is None:
             values = more
-        elif not np.array_equal(np.asarray(more), np.asarray(values), equal_nan=True):
+        elif not np.array_equal(now_values, first_values, equal_nan=nan_aware):
             raise ReconstructionError(
                 f"the counting pass modulo {moduli} found other optimal values than the pass modulo 2^64: the "
                 "contraction is not deterministic; report it with the network"

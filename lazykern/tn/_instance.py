@@ -4,7 +4,7 @@ couplings alone: the value dtype that keeps every partial sum exact, and the arr
 
 >>> n, edges, J, h, pos = check(3, [(0, 1), (1, 2)], [1, -1])
 >>> edges.tolist(), h.tolist(), pos is None
-([[0, 1], [1, 2]], [0.0, 0.0, 0.0], True)
+([[0, 1], [1, 2]], [0, 0, 0], True)
 >>> value_dtype(J, h, None)
 dtype('float32')
 """
@@ -12,30 +12,35 @@ dtype('float32')
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import Any
 
 import numpy as np
 
-from ..errors import LazykernWarning, warn_user
+from ..errors import LazykernWarning
+from . import _exact
 
 MODULES = ("numpy", "cupy", "torch")
-_MANTISSA = {np.dtype("float32"): 24, np.dtype("float64"): 53}
-_DYADIC_DIGITS = 30  # couplings are tried as multiples of 2^-k for k up to this
 
 
 def check(
     n: Any, edges: Any, J: Any, h: Any = None, positions: Any = None
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-    """(n, edges (m, 2) int64, J (m,) float64, h (n,) float64, positions (n, d) float64 or None),
-    copies; ValueError naming the first thing wrong and what to do about it."""
+    """(n, edges (m, 2) int64, J (m,), h (n,), positions (n, d) float64 or None), copies; J and h are
+    float64, or int64 (object arrays of Python ints past int64) where they were given as integers, so
+    they are solved exactly and answered as ints. ValueError naming the first thing wrong and what to
+    do about it."""
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
         raise ValueError(f"n (the number of spins) must be an integer, got {n!r}")
     n = int(n)
     if n <= 0:
         raise ValueError(f"n (the number of spins) must be at least 1, got {n}")
     edges = _edges(n, edges)
-    J = _reals("J", J, (len(edges),), "one coupling per edge")
-    h = np.zeros(n) if h is None else _reals("h", h, (n,), "one field per spin")
+    J = _reals("J", J, (len(edges),), "one coupling per edge", integers=True)
+    if h is None:  # no field: zeros of J's kind (integer couplings keep integer answers)
+        h = np.zeros(n, dtype=np.int64 if J.dtype.kind in "iuO" else np.float64)
+    else:
+        h = _reals("h", h, (n,), "one field per spin", integers=True)
     if positions is not None:
         positions = _reals("positions", positions, None, "one row of coordinates per spin")
         if positions.ndim != 2 or positions.shape[0] != n:
@@ -64,6 +69,8 @@ def _edges(n: int, edges: Any) -> np.ndarray:
         )
     if e.ndim != 2 or e.shape[1] != 2:
         raise ValueError(f"edges must have shape (m, 2), one (i, j) pair of spins per coupling; got {e.shape}")
+    if e.dtype == object and e.size:  # pairs cut from a weighted list whose couplings were Python ints past int64
+        e = np.array(e.tolist())
     if e.dtype.kind not in "iuf":
         raise ValueError(f"edges must hold spin indices (integers), got dtype {e.dtype}")
     if e.dtype.kind == "f":
@@ -94,76 +101,78 @@ def _edges(n: int, edges: Any) -> np.ndarray:
     return e
 
 
-def _reals(name: str, x: Any, shape: tuple[int, ...] | None, what: str) -> np.ndarray:
+def _reals(name: str, x: Any, shape: tuple[int, ...] | None, what: str, integers: bool = False) -> np.ndarray:
+    """Real numbers as float64; with ``integers``, integers stay integers (int64, or an object array of
+    Python ints past int64: they are solved exactly, :mod:`._exact`)."""
     a = np.array(x)
-    if a.dtype.kind not in "iuf":
+    if integers and a.dtype.kind in "iuO":
+        a = _integers(name, a)
+    elif a.dtype.kind not in "iuf":
         raise ValueError(f"{name} must hold real numbers, got dtype {a.dtype}")
-    a = a.astype(np.float64)
+    else:
+        a = a.astype(np.float64)
     if shape is not None and a.shape != shape:
         raise ValueError(f"{name} must have shape {shape} ({what}), got {a.shape}")
-    bad = ~np.isfinite(a)
-    if bad.any():
-        k = tuple(int(i) for i in np.argwhere(bad)[0])
-        where = k[0] if len(k) == 1 else k
-        raise ValueError(f"{name}[{where}] is {a[k]}: couplings, fields and positions must be finite numbers")
+    if a.dtype.kind == "f":
+        bad = ~np.isfinite(a)
+        if bad.any():
+            k = tuple(int(i) for i in np.argwhere(bad)[0])
+            where = k[0] if len(k) == 1 else k
+            raise ValueError(f"{name}[{where}] is {a[k]}: couplings, fields and positions must be finite numbers")
     return a
+
+
+def _integers(name: str, a: np.ndarray) -> np.ndarray:
+    """An integer array as int64, or as Python ints (object) where a value is past int64; an object array
+    of anything but ints is read as floats (mixed Python numbers), or refused."""
+    if a.dtype.kind in "iu":
+        if a.dtype == np.uint64 and a.size and int(a.max()) > np.iinfo(np.int64).max:
+            return a.astype(object)
+        return a.astype(np.int64)
+    flat = a.ravel().tolist()
+    if all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in flat):
+        ints = np.empty(a.shape, dtype=object)
+        ints.ravel()[:] = [int(v) for v in flat]
+        low, high = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+        return ints.astype(np.int64) if all(low <= v <= high for v in ints.ravel()) else ints
+    try:
+        return a.astype(np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must hold real numbers, got {a.ravel()[:3].tolist()}...") from None
 
 
 def check_finite(J: np.ndarray, h: np.ndarray) -> None:
     """Again at solve time: the arrays are the user's to change after the instance was made."""
     for name, a in (("J", J), ("h", h)):
+        if a.dtype.kind not in "fc":
+            continue  # integers are finite
         bad = ~np.isfinite(a)
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
             raise ValueError(f"{name}[{k}] is {a[k]}: couplings and fields must be finite numbers")
 
 
-def exact_scale(J: np.ndarray, h: np.ndarray) -> int | None:
-    """The smallest k with every coupling and field a multiple of 2^-k (k <= 30), or None."""
-    both = np.concatenate([J, h])
-    for k in range(_DYADIC_DIGITS + 1):
-        scaled = both * 2.0**k
-        if np.all(scaled == np.round(scaled)):
-            return k
-    return None
-
-
-def exact_in(dtype: np.dtype, J: np.ndarray, h: np.ndarray) -> bool:
-    """Whether every partial sum of the network's values is exact in ``dtype``: every value is a
-    multiple of 2^-k and sum(|J|) + sum(|h|), times 2^k, stays below 2^mantissa."""
-    k = exact_scale(J, h)
-    if k is None:
-        return False
-    total = (float(np.abs(J).sum()) + float(np.abs(h).sum())) * 2.0**k
-    if dtype.kind == "f":
-        return total < 2.0 ** _MANTISSA[dtype]
-    return k == 0 and total < float(np.iinfo(dtype).max)  # no sum saturates (min/max stand for -inf/+inf)
+def fitted(
+    J: np.ndarray, h: np.ndarray, dtype: Any, host: bool, floats_only: bool, warn: bool = True, objects: bool = False
+) -> _exact.Fitted:
+    """The values the network of couplings ``J`` and fields ``h`` is contracted in (:func:`._exact.fit`):
+    exact sums in the narrowest dtype that holds them, or each number rounded (float couplings past
+    62 bits of numerators, or a float dtype too narrow); ValueError for non-finite numbers, sums past
+    float64's range, and integer dtypes (or integer couplings) that cannot hold the sums."""
+    check_finite(J, h)
+    numbers = _exact.classify(J, h)
+    if warn:
+        return _exact.fit(numbers, dtype, host, floats_only, objects)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LazykernWarning)
+        return _exact.fit(numbers, dtype, host, floats_only, objects)
 
 
 def value_dtype(J: np.ndarray, h: np.ndarray, dtype: Any, warn: bool = True) -> np.dtype:
-    """The dtype of the network's values. None: float32 when every partial sum is exact in it
-    (+-J, small integers, halves ...), else float64. An integer dtype with couplings it cannot hold
-    (fractions, or sums that would saturate) is a ValueError; float32 with sums it rounds warns
-    (the energy is then float32's rounding of the truth, and a ground state closer than that to
-    another may be missed)."""
-    check_finite(J, h)
-    if dtype is None:
-        return np.dtype(np.float32) if exact_in(np.dtype(np.float32), J, h) else np.dtype(np.float64)
-    d: np.dtype = np.dtype(dtype)
-    if d.kind in "iu":
-        if not exact_in(d, J, h):
-            raise ValueError(
-                f"dtype {d} cannot hold these couplings and fields exactly (fractions, or sums past its "
-                "range): leave dtype unset (float32 or float64 is chosen to be exact) or pass float64"
-            )
-        return d
-    if warn and d == np.float32 and not exact_in(d, J, h):
-        warn_user(
-            "dtype float32 rounds the sums of these couplings and fields: the energy is float32's rounding "
-            "of the truth and a near-degenerate ground state may be missed; leave dtype unset for float64",
-            LazykernWarning,
-        )
-    return d
+    """The dtype of the network's values on the host (:func:`fitted`): float32 when every partial sum
+    of the couplings' exact numerators fits it (+-J, small integers, halves, decimals such as 0.1),
+    float64, int64, or float64 with rounded couplings."""
+    return fitted(J, h, dtype, True, False, warn).dtype
 
 
 def array_module(module: Any) -> Any:

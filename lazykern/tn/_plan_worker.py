@@ -1,7 +1,10 @@
 """One contraction-order search process, started and ended by :mod:`lazykern.tn._planner`.
 
 Run as a script (``python _plan_worker.py``), so the child imports cotengra and opt_einsum only, never
-the caller's ``__main__`` (as multiprocessing's spawn would) nor lazykern. It reads one JSON request
+the caller's ``__main__`` (as multiprocessing's spawn would) nor lazykern. It is the leader of its own
+process group (the parent kills the group: anything it started goes too), dies with its parent
+(``PR_SET_PDEATHSIG``), and forks nothing: cotengra's ``parallel="auto"`` is serial here, and any
+process pool still made spawns its processes. It reads one JSON request
 on stdin and writes one JSON line to stdout each time its best order improves:
 ``{"path": [[i, j], ...], "sliced": [label, ...], "flops": f, "size": s}`` (labels are the request's
 symbols). It stops by itself at the request's deadline; the parent kills it sooner when it is done.
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import threading
 import time
@@ -79,7 +83,50 @@ def hyper(req: dict[str, Any], deadline: float, best: list[float]) -> None:
         _emit(opt.best["tree"], best)
 
 
+def _bound_to_parent(parent: int) -> None:
+    """Die with the process that started this one: the kernel sends SIGKILL when the parent dies
+    (Linux's PR_SET_PDEATHSIG), and a parent that died before that was set is caught by its pid.
+    Elsewhere the worker ends at its own deadline."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # no prctl: the deadline still ends this process
+            pass
+    if parent and os.getppid() != parent:
+        os._exit(0)
+
+
+def _no_fork() -> None:
+    """Any process pool cotengra makes starts its processes fresh, never as forks of this process (a
+    thread of it searches: a fork copies locks the thread holds, and the child deadlocks on them)."""
+    import multiprocessing
+
+    multiprocessing.set_start_method("spawn", force=True)
+
+
+def serial_cotengra() -> bool:
+    """Make cotengra's ``parallel="auto"`` (the default of its random-greedy optimizer, of the optimizers
+    subtree reconfiguration builds, of slice_and_reconfigure) serial in this process: it would start a
+    process pool, which outlives a worker killed at its deadline (main's orphaned pairs: a worker and the
+    pool child it forked, one on a futex, one on a pipe). cotengra makes "auto" serial inside its own pool
+    workers through ``cotengra.parallel._IS_WORKER``; this process is one of ours. False where a cotengra
+    release no longer has that flag (tests/test_tn_plan_workers.py then fails; spawn still holds)."""
+    import cotengra.parallel
+
+    if not hasattr(cotengra.parallel, "_IS_WORKER"):
+        return False
+    cotengra.parallel._IS_WORKER = True
+    return True
+
+
 def main() -> int:
+    _bound_to_parent(int(os.environ.get("LAZYKERN_PLAN_PARENT", "0")))
+    _no_fork()
+    serial_cotengra()
     req = json.loads(sys.stdin.readline())
     deadline = time.monotonic() + float(req["seconds"])
     best = [math.inf]

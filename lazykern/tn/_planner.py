@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import tempfile
@@ -108,6 +109,7 @@ def _tail(proc: subprocess.Popen[bytes]) -> str:
 
 def _start(job: dict[str, Any]) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # cotengra as this process sees it
+    env["LAZYKERN_PLAN_PARENT"] = str(os.getpid())  # the worker dies with this process (_plan_worker.py)
     err = tempfile.TemporaryFile()  # a file, not a pipe: a chatty worker never blocks on it
     proc = subprocess.Popen(
         [sys.executable, str(_WORKER)],
@@ -116,6 +118,7 @@ def _start(job: dict[str, Any]) -> subprocess.Popen[bytes]:
         stderr=err,
         env=env,
         close_fds=True,
+        start_new_session=True,  # its own process group: _reap kills whatever the worker started, too
     )
     _ERRORS[proc.pid] = err
     assert proc.stdin is not None
@@ -162,10 +165,10 @@ def _take(line: bytes, found: list[tuple[float, Candidate]]) -> None:
 
 
 def _reap(procs: list[subprocess.Popen[bytes]]) -> None:
-    """Kill every worker and wait for it: nothing this search started outlives it."""
+    """Kill every worker's process group (the worker and anything it started) and wait for the worker:
+    nothing this search started outlives it."""
     for p in procs:
-        if p.poll() is None:
-            p.kill()
+        _kill_group(p)
     for p in procs:
         try:
             p.wait(timeout=_REAP_SECONDS)
@@ -173,6 +176,16 @@ def _reap(procs: list[subprocess.Popen[bytes]]) -> None:
             log.warning("contraction search: worker %d did not end after SIGKILL", p.pid)
         if p.stdout is not None:
             p.stdout.close()
+        _kill_group(p)  # a child the worker started while it ended
         tail = _tail(p)
         if p.returncode not in (0, -9):  # -9: the deadline's SIGKILL
             log.warning("contraction search: a worker failed (exit %s): %s", p.returncode, tail)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group ``proc`` leads (start_new_session): after the worker has ended too, for
+    its children; the group is gone once all of them are."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # the group is empty: everything ended
+        pass

@@ -305,8 +305,9 @@ def residues_per_pass(net: Any, plan: Any) -> int:
     """How many residues (int32 count arrays beside the values) a pass of ``plan`` carries: as many as
     fit the free device memory by the plan's predicted peak (:func:`._cost.peak_bytes` counts every
     count array), up to RESIDUES_MAX, at least one (a plan that does not fit even that is refused
-    by the pass's memory guard, with the figures); on the host, RESIDUES_MAX (fewer passes)."""
-    if net.be.free_bytes() is None:
+    by the pass's memory guard, with the figures); on the host the same within the available RAM
+    (RESIDUES_MAX where unknown)."""
+    if net.be.budget_bytes() is None:
         return RESIDUES_MAX
     value = net.be.dtype(net.leaves[0].parts[0]).itemsize
     fits = [r for r in range(2, RESIDUES_MAX + 1) if _fits(net, plan, value + 4 * r)]
@@ -314,8 +315,9 @@ def residues_per_pass(net: Any, plan: Any) -> int:
 
 
 def _fits(net: Any, plan: Any, entry_bytes: int) -> bool:
-    """Whether a pass of ``plan`` with ``entry_bytes`` an entry fits the free device memory (the host: yes)."""
-    free = net.be.free_bytes()
+    """Whether a pass of ``plan`` with ``entry_bytes`` an entry fits the free device memory (the host: its
+    available RAM; yes where unknown)."""
+    free = net.be.budget_bytes()
     return free is None or net.peak(plan, entry_bytes=entry_bytes) * _cost.POOL_MARGIN <= free
 
 
@@ -421,10 +423,12 @@ class CountingAlgebra(Algebra):
             raise ValueError(f"counting operand {position} must be an array or a (values, counts) pair")
         value, count = be.dtype(parts[0]), be.dtype(parts[1])
         counts_allowed = (np.int32,) if ones and cls.moduli else (np.int64, np.float64)
-        if value not in (d for _, d in VALUE_DTYPES.values()) or count not in counts_allowed:
+        # int64 values on the host: exact sums past 2^53 (the NumPy product adds them as integers)
+        host_int = be.on_host and value in (np.int64, np.dtype(object))  # int64 or Python ints
+        if (value not in (d for _, d in VALUE_DTYPES.values()) and not host_int) or count not in counts_allowed:
             raise TypeError(
                 f"counting operand {position} has values {value} and counts {count}; "
-                "values must be float32/float64 and counts int64/float64"
+                "values must be float32/float64 (or int64 on the host) and counts int64/float64"
             )
         if tuple(parts[0].shape) != tuple(parts[1].shape):
             raise ValueError(f"counting operand {position}: values {parts[0].shape} and counts {parts[1].shape} differ")

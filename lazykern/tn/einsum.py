@@ -67,7 +67,7 @@ from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import DeviceMemoryError
+from ..errors import DeviceMemoryError, SlicingError
 from ..tropical import reference
 from . import _contract, _cost, _plan_store, _planner, _recompute, _spread, _strided
 from ._backend import DEFAULT_HOST_LIMIT, Backend, backend_of
@@ -432,6 +432,37 @@ def contraction_plan(
     return ContractionPlan(tuple(path), sliced, largest, flops)
 
 
+def check_slicing(
+    inputs: Sequence[Sequence[Label]], output: Sequence[Label], sizes: dict[Label, int], plan: ContractionPlan
+) -> None:
+    """Refuse, before anything runs, a plan whose slicing makes the contraction take far longer than
+    unsliced: each slice reruns the steps, and each run of a step costs Python and a launch whatever its
+    size (K_18 with memory_limit=4: 2^16 slices of 170 steps, half an hour; memory_limit=1 on 16 spins:
+    every spin sliced). Priced at the host's rates (:mod:`._cost`), which rank plans alike on a device."""
+    if not plan.sliced:
+        return
+    steps = plan_steps(inputs, output, sizes, plan.path, plan.sliced)
+    runs = sum(plan.nslices if s.depends else 1 for s in steps)
+    if runs <= _RUNS_ALWAYS_FINE:
+        return
+    took = _cost.seconds(steps, plan.nslices, 8, _cost.HOST)
+    whole = plan_steps(inputs, output, sizes, plan.path, {})
+    unsliced = _cost.seconds(whole, 1, 8, _cost.HOST)
+    if took <= _SLICING_SLOWDOWN * unsliced or took <= _SECONDS_FINE:
+        return
+    raise SlicingError(
+        f"the plan slices {len(plan.sliced)} labels: {plan.nslices} slices of {len(steps)} steps, {runs} step "
+        f"runs, predicted {took:.3g} s on the host against {unsliced:.3g} s unsliced (largest intermediate "
+        f"{max((s.result for s in whole), default=1)} entries, {plan.largest} sliced). Raise memory_limit (or "
+        "leave it unset: it is sized to the memory), or slice fewer labels"
+    )
+
+
+_RUNS_ALWAYS_FINE = 1 << 14  # step runs that take seconds at most, however they were sliced
+_SLICING_SLOWDOWN = 64  # predicted slowdown from slicing past which it is refused ...
+_SECONDS_FINE = 60.0  # ... when it also takes more than this (a minute is the caller's to spend on memory)
+
+
 def _slice_to(
     terms: Any, output: Any, sizes: Any, path: list[tuple[int, ...]], limit: int
 ) -> tuple[list[tuple[int, ...]], list[Label]]:
@@ -670,13 +701,14 @@ def fit_in_place(
     return fit_to_memory(make, limit, peak, free)
 
 
-def _memory_message(plan: ContractionPlan, need: int, free: int) -> str:
+def _memory_message(plan: ContractionPlan, need: int, free: int, host: bool = False) -> str:
+    where, room = ("RAM", "of RAM is available (MemAvailable)") if host else ("device memory", "is free")
     return (
-        f"the contraction needs {need / 2**30:.2f} GiB of device memory at its peak (plus "
+        f"the contraction needs {need / 2**30:.2f} GiB of {where} at its peak (plus "
         f"{100 * (_cost.POOL_MARGIN - 1):.0f}% for the pool; largest intermediate {plan.largest} entries, "
-        f"{plan.nslices} slices) but {free / 2**30:.2f} GiB is free: pass a smaller memory_limit= "
-        "(entries of the largest intermediate; it slices more), a smaller dtype, checkpoint=True for "
-        "argmax, or free device memory"
+        f"{plan.nslices} slices) but {free / 2**30:.2f} GiB {room}: pass a smaller memory_limit= "
+        f"(entries of the largest intermediate; it slices more), a smaller dtype, checkpoint=True for "
+        f"argmax, or free {where}"
     )
 
 
@@ -785,7 +817,7 @@ class _Network:
             if memory_limit is not None:
                 return make(memory_limit)
             fit = fit_in_place if self.inplace else fit_to_memory
-            return fit(make, self.be.memory_limit(self.entry_bytes), self.peak, self.be.free_bytes())
+            return fit(make, self.be.memory_limit(self.entry_bytes), self.peak, self.be.budget_bytes())
         if slices:
             raise ValueError("optimize= is a ContractionPlan: give its slices to contraction_plan, not slices=")
         unknown = [x for x in optimize.sliced if x not in self.sizes]
@@ -794,8 +826,8 @@ class _Network:
         return optimize
 
     def fits(self, plan: ContractionPlan, keep: float, cached: bool) -> bool:
-        """Whether ``plan``'s predicted peak fits the free device memory (always on the host)."""
-        free = self.be.free_bytes()
+        """Whether ``plan``'s predicted peak fits the free device memory (the available RAM on the host)."""
+        free = self.be.budget_bytes()
         return free is None or self.peak(plan, keep, cached) * _cost.POOL_MARGIN <= free
 
     def peak(
@@ -813,7 +845,7 @@ class _Network:
         if not cached:  # a run without the slices' cache keeps nothing beyond a step's use
             steps = [s._replace(pinned=0) for s in steps]
         width = self.entry_bytes if entry_bytes is None else entry_bytes
-        return _cost.peak_bytes(steps, leaves, width, keep, save, self.inplace)
+        return _cost.peak_bytes(steps, leaves, width, keep, save, self.inplace, host=self.be.host_ram)
 
     @property
     def inplace(self) -> bool:
@@ -906,7 +938,7 @@ class _Network:
         its backtracking, as a function of the checkpoints (:class:`._cost.ArgmaxPeak`)."""
         steps, _ = self.priced(plan)
         leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
-        return _cost.ArgmaxPeak(steps, leaves, self.entry_bytes, keep)
+        return _cost.ArgmaxPeak(steps, leaves, self.entry_bytes, keep, host=self.be.host_ram)
 
     @contextlib.contextmanager
     def memory_guard(
@@ -917,9 +949,11 @@ class _Network:
         save: frozenset[int] = frozenset(),
         argmax: bool = False,
     ) -> Iterator[None]:
-        """Refuse a run whose predicted peak exceeds the free device memory, and report an allocation
-        failure inside the run the same way: one :class:`DeviceMemoryError` with the figures."""
-        free = self.be.free_bytes()
+        """Refuse a run whose predicted peak exceeds the free device memory (on the host: the available
+        RAM), before anything is allocated, and report an allocation failure inside the run the same way:
+        one :class:`DeviceMemoryError` (a MemoryError) with the figures. A plan sliced absurdly deep is
+        refused here too (:func:`check_slicing`)."""
+        free = self.be.budget_bytes()
         need = 0
         if free is not None:
             need = self.peak(plan, keep, cached, save)
@@ -930,9 +964,10 @@ class _Network:
             # a run that needs them cut to other sizes (a count after an energy on a 32 x 32 lattice) found
             # them split and held, and the device out of memory. Such a run starts from the device's memory.
             self.be.release_cached()
-            free = self.be.free_bytes() or 0
+            free = self.be.budget_bytes() or 0
             if need * _cost.POOL_MARGIN > free:
-                raise DeviceMemoryError(_memory_message(plan, need, free))
+                raise DeviceMemoryError(_memory_message(plan, need, free, self.be.host_ram))
+        check_slicing([t.labels for t in self.leaves], self.output, self.sizes, plan)
         try:
             yield
         except Exception as exc:
@@ -1175,6 +1210,8 @@ def _check_dtypes(be: Backend, leaves: list[Term]) -> None:
     dtypes = {be.dtype(t.parts[0]) for t in leaves}
     if len(dtypes) > 1:
         raise TypeError(f"operands have dtypes {sorted(map(str, dtypes))}; convert them to one dtype")
+    if be.on_host and any(d.kind == "O" for d in dtypes):  # Python ints: exact sums past int64 (tn/_exact.py)
+        return
     reference.check_dtype(dtypes.pop(), "operands")
 
 

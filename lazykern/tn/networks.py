@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LazykernWarning, warn_user
-from . import _cost, _eliminate, _instance, orders
+from . import _cost, _eliminate, _exact, _instance, orders
 from ._backend import DEFAULT_HOST_LIMIT, backend_of
 from ._planner import DEFAULT_MAX_TIME
 from .counting import CountingAlgebra, count_network
@@ -40,6 +41,10 @@ from .einsum import (
 )
 
 SPIN = np.array([1.0, -1.0])  # label index -> spin value
+# Floats exact as Python ints on the host up to this many spins: a 10 x 10 Gaussian lattice's count took
+# 0.60 s with Python ints and 0.75 s in float64 (the CPU machine); a 16 x 16's boundaries of 2^16 entries
+# would be several times slower.
+_EXACT_OBJECT_SPINS = 100
 
 log = logging.getLogger("lazykern")
 
@@ -100,7 +105,7 @@ class SpinGlass:
             n, edges, J = int(edges), J, (more[0] if more else None)
         elif more:
             raise TypeError(f"from_edges takes edges and J positionally, got {2 + len(more)} positional arguments")
-        e = np.array(edges, dtype=float if J is None else None)
+        e = np.array(edges)  # integer couplings stay integers (exact answers, as ints)
         if J is None:
             if e.ndim != 2 or e.shape[1] != 3:
                 raise ValueError(
@@ -114,17 +119,43 @@ class SpinGlass:
             elif positions is not None:
                 n = len(positions)
             else:
-                n = int(np.max(e)) + 1 if np.size(e) and np.all(np.isfinite(e)) else 0
+                pairs = np.asarray(e, dtype=float)
+                n = int(np.max(pairs)) + 1 if np.size(pairs) and np.all(np.isfinite(pairs)) else 0
         return cls(n, e, J, h, positions, name)
 
     def resolve(self, module: Any, dtype: Any, warn: bool = True) -> tuple[Any, np.dtype]:
         """(array module, value dtype) for solving this instance: ``module`` may be a name; ``dtype``
-        None picks float32 where it is exact for these couplings, else float64; an integer dtype
-        that would truncate is a ValueError, a float32 that rounds warns (``warn``; :mod:`._instance`)."""
-        return _instance.array_module(module), _instance.value_dtype(self.J, self.h, dtype, warn)
+        None picks the narrowest of float32, float64 and (on the host) int64 in which every partial
+        sum of the couplings' exact integer numerators is exact (:mod:`._exact`: integers, decimals
+        such as 0.1 scaled by a power of ten); an integer dtype that would truncate is a ValueError,
+        a float32 that rounds warns (``warn``)."""
+        module = _instance.array_module(module)
+        return module, self.fitted(module, dtype, warn=warn).dtype
+
+    def fitted(self, module: Any, dtype: Any, count: bool = False, warn: bool = True) -> _exact.Fitted:
+        """The values the solvers contract (:func:`._instance.fitted`): on a GPU only float values
+        (its kernels add floats; its counting kernels hold no int64 values); on the host, floats whose
+        exact numerators pass 62 bits are summed as Python ints up to _EXACT_OBJECT_SPINS spins (as fast as
+        float64 there: each step's Python costs more than its arithmetic), rounded past that."""
+        host = getattr(module, "__name__", "") == "numpy"
+        objects = host and self.n <= _EXACT_OBJECT_SPINS
+        return _instance.fitted(self.J, self.h, dtype, host, floats_only=not host, warn=warn, objects=objects)
 
     def energy(self, spins: Any) -> Any:
-        """E(s) for spins (..., n) of +-1; a float, or an array over the leading axes."""
+        """E(s) for spins (..., n) of +-1; a float, or an array over the leading axes. Integer couplings
+        give exact ints (Python ints in an object array past int64)."""
+        if self.J.dtype.kind in "iuO" and self.h.dtype.kind in "iuO":
+            # int64 where no sum can reach 2^63 (sum |J| + sum |h| below 2^62), Python ints otherwise
+            small = (
+                self.J.dtype != object
+                and self.h.dtype != object
+                and _exact.classify(self.J, self.h).fits(np.dtype(np.int64))
+            )
+            kind = np.int64 if small else object
+            s = np.asarray(spins).astype(np.int64).astype(kind)
+            e = -(s[..., self.edges[:, 0]] * s[..., self.edges[:, 1]]) @ self.J.astype(kind)
+            e = e - s @ self.h.astype(kind)
+            return int(e) if np.ndim(e) == 0 else e
         s = np.asarray(spins, dtype=np.float64)
         e = -(s[..., self.edges[:, 0]] * s[..., self.edges[:, 1]]) @ self.J - s @ self.h
         return float(e) if np.ndim(e) == 0 else e
@@ -144,13 +175,24 @@ class SpinGlass:
         numpy, cupy or torch, or its name (tensors made on its default device: torch gets
         device="cuda"); ``dtype`` as for :func:`ground_state_energy`."""
         module, dtype = self.resolve(module, dtype, warn=False)  # the solvers warned
-        bonds = np.asarray(self.J[:, None, None] * np.outer(SPIN, SPIN), dtype=dtype)
-        fields = np.asarray(self.h[:, None] * SPIN, dtype=dtype)
-        if getattr(module, "__name__", "") == "torch":  # leaves of their own: autograd differentiates each
-            return self.labels(), [_to_module(t, module) for t in (*bonds, *fields)]
-        # Two copies to the device and views of them, not one small copy per tensor (a lattice has thousands).
-        bonds, fields = _to_module(bonds, module), _to_module(fields, module)
-        return self.labels(), [bonds[i] for i in range(len(self.J))] + [fields[i] for i in range(self.n)]
+        return _tensors(self, self.J.astype(float), self.h.astype(float), dtype, module)
+
+
+def _tensors(sg: SpinGlass, J: np.ndarray, h: np.ndarray, dtype: np.dtype, module: Any) -> tuple[list[Any], list[Any]]:
+    """(labels, tensors) of the network with couplings ``J`` and fields ``h`` (any scale) in ``dtype``."""
+    sign = np.array([1, -1], dtype=dtype)
+    bonds = np.asarray(J.astype(dtype)[:, None, None] * np.outer(sign, sign), dtype=dtype)
+    fields = np.asarray(h.astype(dtype)[:, None] * sign, dtype=dtype)
+    if getattr(module, "__name__", "") == "torch":  # leaves of their own: autograd differentiates each
+        return sg.labels(), [_to_module(t, module) for t in (*bonds, *fields)]
+    # Two copies to the device and views of them, not one small copy per tensor (a lattice has thousands).
+    bonds, fields = _to_module(bonds, module), _to_module(fields, module)
+    return sg.labels(), [bonds[i] for i in range(len(J))] + [fields[i] for i in range(sg.n)]
+
+
+def _network(sg: SpinGlass, fit: _exact.Fitted, module: Any) -> tuple[list[Any], list[Any]]:
+    """The network the solvers contract: the couplings' numerators (whole numbers of ``fit.unit``)."""
+    return _tensors(sg, fit.values[0], fit.values[1], fit.dtype, module)
 
 
 def _to_module(x: np.ndarray, module: Any) -> Any:
@@ -339,10 +381,10 @@ def plan(
     def fit(width: int) -> ContractionPlan:
         def peak(p: ContractionPlan) -> int:  # without the slices' cache, which the executor drops if it does not fit
             steps = [s._replace(pinned=0) for s in steps_of(p)]
-            return _cost.peak_bytes(steps, leaves, width, 0, inplace=counting)
+            return _cost.peak_bytes(steps, leaves, width, 0, inplace=counting, host=be.host_ram)
 
         # In place, a counting sweep holds one boundary, not the four arrays be.memory_limit assumes.
-        return (fit_in_place if counting else fit_to_memory)(make, be.memory_limit(width), peak, be.free_bytes())
+        return (fit_in_place if counting else fit_to_memory)(make, be.memory_limit(width), peak, be.budget_bytes())
 
     exact = counting and np.dtype(count_dtype).kind in "iu" and sg.n >= _INT64_SPINS
     if exact:
@@ -404,7 +446,9 @@ def _sweep(
     for group in (1, 2, 3):
         path = orders.sweep_path(labels, order, group)
         steps = plan_steps(labels, (), sizes, path, {})
-        plan = ContractionPlan(tuple(path), {}, max(s.result for s in steps), sum(s.flops for s in steps))
+        one = 2 ** len(labels[0]) if labels else 1  # a network of one tensor (one spin, no coupling) has no step
+        largest = max((s.result for s in steps), default=one)
+        plan = ContractionPlan(tuple(path), {}, largest, sum(s.flops for s in steps))
         score = _cost.seconds(steps, 1, itemsize, rates)
         if best is None or score < best[0]:
             best = (score, plan, steps)
@@ -433,14 +477,15 @@ def _order(sg: SpinGlass) -> tuple[int, ...]:
 
 
 def _tiny(
-    sg: SpinGlass, dtype: np.dtype, optimize: Any, slices: Sequence[int], devices: Any, memory_limit: int | None
+    sg: SpinGlass, fit: _exact.Fitted, optimize: Any, slices: Sequence[int], devices: Any, memory_limit: int | None
 ) -> bool:
     """Whether the defaults solve ``sg``'s energy by vertex elimination on the host (:mod:`._eliminate`):
     a sweep whose boundaries hold at most 2^TINY_SWEEP entries in all, a few milliseconds of NumPy,
-    where the general executor's per-step Python alone costs tens (and a GPU's launches more); and
-    values whose every partial sum is exact in ``dtype``, so that adding them in another order than
-    the contraction's gives the very same energy (Gaussian couplings keep the contraction's order)."""
-    if optimize != "auto" or slices or devices is not None or not _instance.exact_in(dtype, sg.J, sg.h):
+    where the general executor's per-step Python alone costs tens (and a GPU's launches more). The
+    fitted values are whole numbers whose every partial sum is exact in their dtype (:mod:`._exact`), so
+    adding them in another order than the contraction's gives the very same energy; Python ints (an
+    object dtype) keep the general executor."""
+    if optimize != "auto" or slices or devices is not None or fit.dtype == object or sg.n == 0:
         return False
     order = _order(sg)
     if orders.sweep_score(sg.n, sg.edges, order) > TINY_SWEEP:
@@ -523,17 +568,26 @@ def ground_state_energy(
     predicted to contract sooner (:mod:`._cost`: an 8 x 8 lattice, not a 20 x 20) runs in NumPy
     whatever ``module`` is, with the same dtype and result (logged at INFO). ``devices`` (``"all"`` or GPU
     ordinals) spreads the plan's slices over several GPUs, as for :func:`lazykern.tn.einsum`;
-    a plan with no slices runs on the first of them alone."""
-    module, dtype = sg.resolve(module, dtype)
-    if _tiny(sg, dtype, optimize, slices, devices, memory_limit):
+    a plan with no slices runs on the first of them alone.
+
+    Exact (:mod:`lazykern.tn._exact`): the couplings are contracted as integer numerators of one unit
+    (integers as they are, decimals of up to 9 significant digits such as 0.1 scaled by a power of ten,
+    other floats at their exact binary value), in the narrowest dtype that holds every partial sum. The
+    energy is an ``int`` when J and h were given as integers, else the float nearest the exact value.
+    Floats whose numerators would pass 62 bits (typically Gaussian couplings) are rounded to a multiple
+    of a power of two first: the energy is then within (m + n) of those units of the truth."""
+    module = _instance.array_module(module)
+    fit = sg.fitted(module, dtype)
+    dtype = fit.dtype
+    if _tiny(sg, fit, optimize, slices, devices, memory_limit):
         log.info("%s: contracting on the host (NumPy) by vertex elimination", sg.name or f"{sg.n} spins")
-        labels, tensors = sg.network(dtype, np)
-        return -float(_eliminate.sweep_max(labels, tensors, _order(sg)))
+        labels, tensors = _network(sg, fit, np)
+        return fit.answer(-_eliminate.sweep_max(labels, tensors, _order(sg)))
     module, optimize = _route(sg, module, dtype, optimize, slices, devices, memory_limit, dtype.itemsize)
-    labels, tensors = sg.network(dtype, module)
+    labels, tensors = _network(sg, fit, module)
     how = _planned(sg, optimize, slices, module=module, dtype=dtype, memory_limit=memory_limit, max_time=max_time)
     out = contract_network(labels, (), tensors, optimize=how, slices=slices, memory_limit=memory_limit, devices=devices)
-    return -float(_item(out))
+    return fit.answer(-_item(out))
 
 
 def ground_state(
@@ -559,20 +613,26 @@ def ground_state(
     at the ground state's s_i.
     ``devices`` (backtrack only): the slices' optima are found over several GPUs, as for
     :func:`lazykern.tropical.argmax_einsum`.
+
+    E_0 is exact as for :func:`ground_state_energy`; where the couplings had to be rounded it is the
+    configuration's own energy (:meth:`SpinGlass.energy`), a state within the rounding of the optimum.
     """
-    module, dtype = sg.resolve(module, dtype)
+    module = _instance.array_module(module)
+    fit = sg.fitted(module, dtype)
+    dtype = fit.dtype
     if method not in ("backtrack", "autograd"):
         raise ValueError(f"method must be 'backtrack' or 'autograd', got {method!r}")
     if method == "backtrack":  # autograd differentiates torch tensors: it stays on the device
         module, optimize = _route(sg, module, dtype, optimize, slices, devices, memory_limit, dtype.itemsize)
-    labels, tensors = sg.network(dtype, module)
+    labels, tensors = _network(sg, fit, module)
     how = _planned(sg, optimize, slices, module=module, dtype=dtype, memory_limit=memory_limit, max_time=max_time)
     if method == "autograd":
         if devices is not None:
             raise ValueError(
                 "devices= spreads slices over threads, which autograd does not follow: use method='backtrack'"
             )
-        return _ground_state_autograd(sg, labels, tensors, how, slices, memory_limit)
+        best, spins = _ground_state_autograd(sg, labels, tensors, how, slices, memory_limit)
+        return _energy_of(sg, fit, best, spins), spins
     best, assignment = network_argmax(
         labels,
         (),
@@ -584,7 +644,16 @@ def ground_state(
         devices=devices,
     )
     spins = np.array([1 - 2 * assignment[i] for i in range(sg.n)], dtype=np.int8)
-    return -float(best), spins
+    return _energy_of(sg, fit, best, spins), spins
+
+
+def _energy_of(sg: SpinGlass, fit: _exact.Fitted, best: Any, spins: np.ndarray) -> int | float:
+    """E_0 from the contraction's optimum ``best`` (-E_0 in units), or the configuration's own energy
+    where the couplings were rounded."""
+    if fit.exact:
+        return fit.answer(-_item(best))
+    energy: int | float = sg.energy(spins)
+    return energy
 
 
 def _ground_state_autograd(
@@ -603,7 +672,7 @@ def _ground_state_autograd(
     out = contract_network(labels, (), tensors, optimize=optimize, slices=slices, memory_limit=memory_limit)
     out.backward()
     grads = np.stack([v.grad.detach().cpu().numpy() for v in vertex])
-    return -float(out.item()), np.where(grads[:, 0] > grads[:, 1], 1, -1).astype(np.int8)
+    return out.item(), np.where(grads[:, 0] > grads[:, 1], 1, -1).astype(np.int8)
 
 
 def degeneracy(
@@ -625,12 +694,29 @@ def degeneracy(
     +-J square lattice passes 2^63 ground states near L = 28). ``count_dtype=float64``: one pass
     of float counts, a float that rounds past 2^53 (with a warning); any integer type (or object)
     means the exact int. ``dtype``, ``devices`` as
-    for :func:`ground_state_energy`; counting needs float values, so an integer dtype is refused."""
-    module, dtype = sg.resolve(module, dtype)
-    if dtype.kind != "f":
+    for :func:`ground_state_energy`; the device's counting kernels add float values only, so an
+    integer dtype is refused there (int64 values count on the host).
+
+    The count is exact only when the energies are (:mod:`lazykern.tn._exact`: integers, decimals, floats
+    whose numerators fit 62 bits). Couplings that had to be rounded are counted with ties decided
+    between the rounded energies, and a LazykernWarning names the tolerance: states whose energies lie
+    that close to E_0 may be counted in or out."""
+    module = _instance.array_module(module)
+    fit = sg.fitted(module, dtype, count=True)
+    dtype = fit.dtype
+    if dtype.kind != "f" and (dtype not in (np.int64, object) or getattr(module, "__name__", "") != "numpy"):
         raise TypeError(
-            f"degeneracy counts with float values, got dtype={dtype}: leave dtype unset (float32 where it is "
-            "exact for these couplings, else float64)"
+            f"degeneracy counts with float values (int64 or Python ints on the host), got dtype={dtype}: leave "
+            "dtype unset "
+            "(the narrowest exact one is chosen)"
+        )
+    if not fit.exact:
+        warn_user(
+            f"degeneracy: these couplings are not exact in {dtype} (their exact integer numerators need more "
+            f"than 62 bits): each was rounded to a multiple of 2^{math.log2(fit.unit):.0f} and ties decided "
+            f"between the rounded energies. States within {fit.tolerance:.3g} of E_0 may be counted in or "
+            "out: the count is exact for the rounded couplings only",
+            LazykernWarning,
         )
     exact = count_dtype is None or count_dtype is int or np.dtype(count_dtype).kind in "iuO"
     if not exact and np.dtype(count_dtype) != np.float64:
@@ -639,7 +725,7 @@ def degeneracy(
         )
     counts = np.dtype(np.int64 if exact else count_dtype).itemsize
     module, optimize = _route(sg, module, dtype, optimize, slices, devices, memory_limit, dtype.itemsize + counts)
-    labels, tensors = sg.network(dtype, module)
+    labels, tensors = _network(sg, fit, module)
     how = _planned(
         sg,
         optimize,
@@ -654,7 +740,7 @@ def degeneracy(
         v, c = count_network(
             labels, (), tensors, optimize=how, slices=slices, memory_limit=memory_limit, devices=devices
         )
-        return -float(_item(v)), int(_item(c))
+        return fit.answer(-_item(v)), int(_item(c))
     pairs = [(t, _ones_like(t, count_dtype, module)) for t in tensors]
     v, c = contract_network(
         labels,
@@ -673,7 +759,7 @@ def degeneracy(
             "leave count_dtype unset for the exact integer",
             LazykernWarning,
         )
-    return -float(_item(v)), count
+    return fit.answer(-_item(v)), count
 
 
 def _ones_like(t: Any, dtype: Any, module: Any) -> Any:

@@ -36,6 +36,8 @@ def zero(semiring: str, dtype: np.dtype[Any]) -> Any:
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
         return dtype.type(np.inf if semiring == "minplus" else -np.inf)
+    if dtype.kind == "O":  # Python ints (exact tensor networks on the host): a float infinity compares with them
+        return float("inf") if semiring == "minplus" else float("-inf")
     info = np.iinfo(dtype)
     return dtype.type(info.max if semiring == "minplus" else info.min)
 
@@ -43,7 +45,7 @@ def zero(semiring: str, dtype: np.dtype[Any]) -> Any:
 def product(semiring: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Elementwise tropical product a (x) b with the kernels' rules (broadcasting)."""
     dtype = np.result_type(a, b)
-    if dtype.kind == "f":
+    if dtype.kind in "fO":  # floats, or Python ints (no range to saturate at)
         with np.errstate(invalid="ignore", over="ignore"):
             out: np.ndarray = a * b if semiring == "maxmul" else a + b
             return out

@@ -1,0 +1,265 @@
+"""Exact numbers for tensor networks: the integers a network's values become, so that sums and ties are exact.
+
+A max-plus contraction adds values and compares sums: in floating point a sum rounds, and two states
+whose energies are equal can compare unequal (J = -0.1, h = (-0.1, -0.2): float64 splits a tie) or two
+that differ can merge (2^53 + 1 rounds to 2^53). So every set of numbers is first written as integer
+numerators times one unit, exactly where possible:
+
+* integers (int arrays, Python ints, floats that are whole numbers): unit 1;
+* decimals of at most :data:`DECIMAL_DIGITS` significant digits (any float whose shortest repr has that
+  few: ``0.1`` means 1/10) and other floats taken at their exact binary value: the unit is 1 over the
+  least common denominator;
+* integers past int64: Python ints in NumPy object arrays, on the host only (exact and slow);
+* otherwise (float numerators that would need more than 62 bits, or a dtype of fewer bits was asked
+  for): each number is *rounded* to a multiple of a power of two, fine enough that the rounded sums are
+  exact in the dtype. Ties are then decided exactly between rounded energies: two energies closer
+  than :attr:`Fitted.tolerance` may tie or split. Nothing is exact, and the callers say so.
+
+The bound on every partial sum is the sum of |numerators|: a dtype holds the contraction exactly when
+that bound does (float32: 2^24, float64: 2^53, an integer dtype: below its extremes, which stand for
+-inf/+inf). The answer is scaled back exactly (:meth:`Fitted.answer`): an ``int`` when every input had
+an integer dtype, else the float nearest the exact value.
+
+>>> f = fit(classify(np.array([-0.1]), np.array([-0.1, -0.2])), None, host=True)
+>>> f.dtype, f.values[0].tolist(), f.values[1].tolist(), f.unit
+(dtype('float32'), [-1.0], [-1.0, -2.0], Fraction(1, 10))
+>>> f.answer(-2.0)
+-0.2
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ..errors import LazykernWarning, warn_user
+
+DECIMAL_DIGITS = 9  # a float whose shortest repr has at most this many significant digits is that decimal
+_INT64_BITS = 62  # numerators summing below 2^62: int64 holds every partial sum with room to spare
+_MANTISSA = {np.dtype(np.float32): 24, np.dtype(np.float64): 53}
+_FLOAT_LIMIT = 2.0**1023  # the sum of |values| must stay below this: no partial sum overflows float64
+
+
+@dataclasses.dataclass(frozen=True)
+class Numbers:
+    """Arrays of numbers, classified. ``exact``: ``numerators`` (int64 or object arrays of Python ints)
+    times ``unit`` are the numbers exactly, and ``bound`` is the sum of their |numerators|; otherwise
+    ``numerators`` are the floats as given. ``integral``: every input array had an integer dtype (the
+    answers are ints). ``magnitude``: the sum of |numbers| (a float)."""
+
+    numerators: tuple[np.ndarray, ...]
+    unit: Fraction
+    bound: int
+    exact: bool
+    integral: bool
+    magnitude: float
+    count: int
+    big: tuple[np.ndarray, ...] | None = None  # not exact in 62 bits: the exact numerators as Python ints
+
+    def fits(self, dtype: np.dtype) -> bool:
+        """Whether ``dtype`` holds every partial sum of the numerators exactly (object: Python ints)."""
+        if not self.exact:
+            return False
+        if dtype.kind == "O":
+            return True
+        if dtype.kind == "f":
+            return self.bound < 1 << _MANTISSA[dtype]
+        return self.bound < int(np.iinfo(dtype).max)
+
+
+@dataclasses.dataclass(frozen=True)
+class Fitted:
+    """Numbers as a network holds them: ``values`` (one array per input, in ``dtype``) times ``unit``.
+    ``exact``: the values are the numbers; otherwise each was rounded to a multiple of ``unit`` and
+    ``tolerance`` bounds how far a rounded sum of them lies from the true one, twice (two energies
+    that close may compare either way)."""
+
+    values: tuple[np.ndarray, ...]
+    unit: Fraction
+    dtype: np.dtype
+    exact: bool
+    integral: bool
+    tolerance: float
+
+    def answer(self, value: Any) -> int | float:
+        """A contraction's result (a whole number of units, in any numeric type) as the caller's number:
+        an exact int for integer inputs, else the float nearest the exact value."""
+        whole = int(value)  # exact: every partial sum of whole numbers stayed whole in the dtype
+        if whole != value:
+            raise ArithmeticError(f"a sum of whole numbers of units came out as {value!r}: report it with the instance")
+        exact = whole * self.unit
+        if self.integral:
+            return int(exact)
+        return exact.numerator / exact.denominator  # true division of ints: correctly rounded
+
+
+def classify(*arrays: np.ndarray) -> Numbers:
+    """The numbers of ``arrays`` (float64, integer or object arrays of Python ints, finite) as numerators
+    and one unit, exactly where the numerators stay below 2^62 in sum; ValueError when the sum of
+    |numbers| reaches float64's range (a partial sum could overflow to inf)."""
+    count = sum(int(a.size) for a in arrays)
+    flat = [a.ravel() for a in arrays]
+    magnitude = _magnitude(flat)
+    if not magnitude < _FLOAT_LIMIT:
+        raise ValueError(_overflow(magnitude))
+    floats = [a.astype(np.float64) if a.dtype.kind == "f" else None for a in flat]
+    if all(f is None or bool(np.all(f == np.floor(f))) for f in floats):
+        if magnitude < 2.0 ** (_INT64_BITS - 1) and all(a.dtype.kind != "O" for a in flat):
+            whole = [a.astype(np.int64) for a in flat]  # the common case (+-J, small integers): no Python loop
+            bound = sum(int(np.abs(a).sum()) for a in whole)
+        else:
+            whole = [np.array([int(x) for x in a.tolist()], dtype=object) for a in flat]
+            bound = sum(abs(int(v)) for a in whole for v in a)
+        return _numbers(whole, Fraction(1), bound, magnitude, count, arrays)
+    rationals = _rationals([f for f in floats if f is not None])
+    unit_denominator = math.lcm(*(r.denominator for r in rationals.values()))
+    nums = [
+        np.array([int(rationals[x] * unit_denominator) if f is not None else int(x) * unit_denominator
+                  for x in a.tolist()], dtype=object)
+        for a, f in zip(flat, floats)
+    ]  # fmt: skip
+    bound = sum(abs(int(v)) for a in nums for v in a)
+    return _numbers(nums, Fraction(1, unit_denominator), bound, magnitude, count, arrays)
+
+
+def _magnitude(flat: list[np.ndarray]) -> float:
+    """The sum of |numbers| as a float (inf past float64's range)."""
+    total = 0.0
+    for a in flat:
+        if a.dtype.kind == "O":
+            try:
+                total += float(sum(abs(int(v)) for v in a.tolist()))
+            except OverflowError:
+                return float("inf")
+        else:
+            with np.errstate(over="ignore"):  # an overflow is the answer (inf)
+                total += float(np.abs(a.astype(np.float64)).sum())
+    return total
+
+
+def _numbers(
+    nums: list[np.ndarray], unit: Fraction, bound: int, magnitude: float, count: int, arrays: tuple[np.ndarray, ...]
+) -> Numbers:
+    """Exact when the numerators sum below 2^62 (kept as int64 then), or when every input is an integer
+    (kept as Python ints: :func:`fit` refuses what no dtype holds, it never rounds an integer);
+    otherwise the numbers as floats, to be rounded."""
+    shapes = [a.shape for a in arrays]
+    integral = all(a.dtype.kind in "iuO" for a in arrays if a.size)  # an empty float array says nothing
+    exact = bound < 1 << _INT64_BITS or integral
+    if exact:
+        kind = np.int64 if bound < 1 << _INT64_BITS else object
+        out = tuple(np.asarray(a, dtype=kind).reshape(s) for a, s in zip(nums, shapes))
+        return Numbers(out, unit, bound, exact, integral, magnitude, count)
+    out = tuple(np.asarray(a, dtype=np.float64).reshape(s) for a, s in zip(arrays, shapes))
+    big = tuple(np.asarray(a, dtype=object).reshape(s) for a, s in zip(nums, shapes))
+    return Numbers(out, unit, bound, exact, integral, magnitude, count, big)
+
+
+def _rationals(floats: list[np.ndarray]) -> dict[float, Fraction]:
+    """Each distinct float as the decimal it was written as (at most DECIMAL_DIGITS significant digits
+    in its shortest repr), else its exact binary value."""
+    out: dict[float, Fraction] = {}
+    for a in floats:
+        for x in a.tolist():
+            if x in out:
+                continue
+            d = Decimal(repr(x))
+            digits = len(d.normalize().as_tuple().digits)
+            out[x] = Fraction(d) if digits <= DECIMAL_DIGITS else Fraction(x)
+    return out
+
+
+def _overflow(magnitude: float) -> str:
+    return (
+        f"the couplings and fields sum to {magnitude:.6g} in absolute value, past float64's range "
+        f"(2^1023): a partial sum would overflow to inf. Scale them down (the ground states do not change)"
+    )
+
+
+def fit(numbers: Numbers, dtype: Any, host: bool, floats_only: bool = False, objects: bool = False) -> Fitted:
+    """The dtype and values a network of ``numbers`` is contracted in.
+
+    ``dtype`` None: the narrowest of float32, float64 and (on the host, or where ``floats_only`` is
+    False) int64 that holds every partial sum exactly, then on the host object (Python ints) for
+    integers; failing that, float64 with each number rounded (:class:`Fitted`'s tolerance), or a
+    ValueError for integers (they are never rounded). ``objects`` (on the host, for a network small enough
+    that Python ints cost no more than its per-step overhead): floats past 62 bits are summed exactly as
+    Python ints too, instead of rounded. A given dtype
+    is used when it holds the sums; an integer dtype that cannot is a ValueError; a float dtype that
+    cannot rounds (float32 warns, as it did before: leave dtype unset for exact sums)."""
+    if dtype is None:
+        kinds: list[np.dtype[Any]] = [np.dtype(np.float32), np.dtype(np.float64)]
+        if host or not floats_only:
+            kinds.append(np.dtype(np.int64))
+        if host and numbers.integral:  # integers past int64: Python ints in NumPy's object arrays (slow, exact)
+            kinds.append(np.dtype(object))
+        for d in kinds:
+            if numbers.fits(d):
+                return _exactly(numbers, d)
+        if host and objects and numbers.big is not None:
+            return _python_ints(numbers)
+        if numbers.integral:
+            raise ValueError(
+                f"integer couplings and fields whose absolute values sum to 2^{math.log2(max(numbers.bound, 1)):.1f}: "
+                "past what the solvers hold exactly on a device (float64: below 2^53); pass module='numpy' "
+                "(int64, then Python ints)"
+            )
+        return _rounded(numbers, np.dtype(np.float64))
+    d = np.dtype(dtype)
+    if d.kind not in "iufO" or (d.kind == "f" and d not in _MANTISSA) or (d.kind == "O" and not host):
+        raise TypeError(f"dtype must be float32, float64, int32 or int64 (object: Python ints, on the host), got {d}")
+    if numbers.fits(d):
+        return _exactly(numbers, d)
+    if d.kind == "O" and numbers.big is not None:
+        return _python_ints(numbers)
+    if d.kind in "iuO" or numbers.integral:
+        raise ValueError(
+            f"dtype {d} cannot hold these couplings and fields exactly (fractions, or sums past its range"
+            f"{', and integers are never rounded' if numbers.integral else ''}): leave dtype unset "
+            "(the narrowest exact one is chosen)"
+        )
+    if d == np.float32:
+        warn_user(
+            "dtype float32 rounds the sums of these couplings and fields: the energy is float32's rounding "
+            "of the truth and a near-degenerate ground state may be missed; leave dtype unset for exact sums",
+            LazykernWarning,
+        )
+    return _rounded(numbers, d)
+
+
+def _exactly(numbers: Numbers, d: np.dtype) -> Fitted:
+    values = tuple(np.asarray(a).astype(d) for a in numbers.numerators)
+    return Fitted(values, numbers.unit, d, True, numbers.integral, 0.0)
+
+
+def _python_ints(numbers: Numbers) -> Fitted:
+    assert numbers.big is not None
+    return Fitted(numbers.big, numbers.unit, np.dtype(object), True, numbers.integral, 0.0)
+
+
+def _rounded(numbers: Numbers, d: np.dtype) -> Fitted:
+    """Each number rounded to a multiple of 2^e, the smallest e for which the rounded numerators sum
+    below 2^mantissa: every partial sum is then exact in ``d`` and ties are decided exactly between
+    the rounded energies."""
+    floats = [np.asarray(a, dtype=np.float64) if not numbers.exact else _as_float(a, numbers.unit)
+              for a in numbers.numerators]  # fmt: skip
+    bits = _MANTISSA[d]
+    e = math.frexp(numbers.magnitude + numbers.count)[1] - bits
+    while True:
+        nums = [np.round(np.ldexp(a, -e)) for a in floats]  # scaling by 2^-e is exact
+        if sum(float(np.abs(a).sum()) for a in nums) < 2.0 ** (bits - 1):  # a bit spare: the float sum rounds
+            break
+        e += 1
+    unit = Fraction(2) ** e
+    # each number moved by at most half a unit; an energy sums ``count`` of them; two energies compared
+    tolerance = float(numbers.count * unit)
+    return Fitted(tuple(a.astype(d) for a in nums), unit, d, False, False, tolerance)
+
+
+def _as_float(a: np.ndarray, unit: Fraction) -> np.ndarray:
+    return np.array([float(int(v) * unit) for v in np.asarray(a).ravel()], dtype=np.float64).reshape(a.shape)
