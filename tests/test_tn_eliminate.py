@@ -47,17 +47,25 @@ def test_a_tiny_lattice_through_the_defaults_is_eliminated_on_the_host(shuffled,
     finally:
         nw.contract_network = real
     assert not calls and "vertex elimination" in caplog.text
-    assert nw._tiny(sg, np.dtype(np.float32), "auto", (), None, None)
+    assert nw._tiny(sg, sg.fitted(np, None), "auto", (), None, None)
 
 
 def test_what_is_not_eliminated():
-    """Large sweeps, inexact values (Gaussian couplings: the contraction's order of additions is kept),
-    a caller's strategy, slices, devices or a memory limit under the boundary go the general way."""
-    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    """Large sweeps, values held as Python ints (Gaussian couplings on the host: exact numerators past 62
+    bits), a caller's strategy, slices, devices or a memory limit under the boundary go the general way."""
+
+    def fit(g):
+        return g.fitted(np, None)
+
     small = nw.square_lattice(6, seed=2)
+    f32 = fit(small)
     assert nw._tiny(small, f32, "auto", (), None, None)
-    assert not nw._tiny(nw.square_lattice(16, seed=2), f32, "auto", (), None, None)
-    assert not nw._tiny(nw.square_lattice(6, J="gaussian", seed=2), f64, "auto", (), None, None)
+    big = nw.square_lattice(16, seed=2)
+    assert not nw._tiny(big, fit(big), "auto", (), None, None)
+    gauss = nw.square_lattice(6, J="gaussian", seed=2)  # whole numbers of 2^-56 in int64: exact, eliminated
+    assert nw._tiny(gauss, fit(gauss), "auto", (), None, None)
+    wide = nw.SpinGlass(3, [[0, 1], [1, 2], [0, 2]], [1.0, 3 * 2.0**-80, 0.5])  # numerators past 62 bits
+    assert fit(wide).dtype == object and not nw._tiny(wide, fit(wide), "auto", (), None, None)
     for optimize, slices, devices, limit in (("greedy", (), None, None), ("auto", (3,), None, None),
                                              ("auto", (), [0], None), ("auto", (), None, 4)):  # fmt: skip
         assert not nw._tiny(small, f32, optimize, slices, devices, limit)
