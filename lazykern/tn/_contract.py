@@ -49,6 +49,7 @@ class Algebra:
 
     nparts = 1
     counting = False
+    strided = True  # has a row kernel for :mod:`._strided` steps (``rows``); False: every step is ``bmm``
 
     def __init__(self, semiring: str, backend: Backend, grad: bool = False) -> None:
         self.semiring = semiring
@@ -124,7 +125,7 @@ def _shape(be: Backend, term: Term) -> tuple[int, ...]:
 def contract(alg: Algebra, A: Term, B: Term, keep: set[Label], argmax: bool) -> tuple[Term, Choice]:
     """A (x) B summed over the labels both share and ``keep`` lacks."""
     be = alg.be
-    if not argmax and not alg.grad and not be.on_host:
+    if not argmax and not alg.grad and not be.on_host and alg.strided:
         done = _strided_step(alg, A, B, keep)
         if done is not None:
             return done
