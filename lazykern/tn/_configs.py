@@ -1,55 +1,154 @@
-"""Every configuration of a set, listed by branching on variables with exact counts as the guide.
+"""Every configuration at the best sizes, read top-down through a contraction that kept its intermediates.
 
-The set (the feasible configurations, or those at the k best sizes) is known only through two
-questions about a partial assignment: how many of its configurations agree with it, per size
-(``count``), and, when exactly one does, which it is (``single``: one argmax contraction). The
-search fixes the free variables one at a time in order and asks ``count`` for every flavor but the
-last (whose count is what is left of its parent's), dropping branches that hold none and finishing a
-branch that holds one with ``single``. Every contraction keeps the network's shape (a pinned variable
-forbids its other flavors), so one plan serves them all. The total is checked against ``limit`` before
-anything is listed.
+A contraction in the tropical or k-best algebra keeps, at every step, the best values of each entry
+of its result. Going back down from the root with a wanted value t at a known position of a step's
+labels: a product step C = A (x) B summed over labels S reaches t exactly where a value a of A and b
+of B at the same assignment s of S add up to t, and then every configuration of A's subtree reaching
+a combines with every one of B's reaching b (their summed labels are disjoint). Only the k best of
+each factor can add up to one of the k best of the product (a worse one would leave k distinct
+better sums above it), so the kept values are enough, and every list built is part of the answer:
+the work is about the number of configurations times the depth of the tree, not one contraction per
+configuration. The same walk with every feasible entry worth 0 lists every feasible configuration.
+
+Sizes tie exactly: integer sizes are exact in the value dtype, and a float step's value is the very
+sum the walk recomputes (same operands, same operation).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+import math
+import sys
+from collections import Counter
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-Counts = dict[Any, int]  # size -> configurations at that size
+import numpy as np
+
+from ._contract import Algebra, Term, contract, reduce
+
+Label = Hashable
+Assignment = tuple[tuple[Label, int], ...]  # sorted (label, value) pairs of a subtree's summed labels
 
 
-def enumerate_configs(
-    free: Sequence[int],
-    flavors: int,
-    count: Callable[[dict[int, int]], Counts],
-    single: Callable[[dict[int, int]], tuple[Any, dict[int, int]]],
-    total: Counts,
-) -> list[tuple[Any, dict[int, int]]]:
-    """(size, assignment of ``free``) of every configuration of the set whose counts are ``total``."""
-    found: list[tuple[Any, dict[int, int]]] = []
-    stack: list[tuple[dict[int, int], Counts]] = [({}, total)]
-    while stack:
-        assigned, counts = stack.pop()
-        counts = {v: c for v, c in counts.items() if c}
-        if not counts:
-            continue
-        if len(assigned) == len(free) and sum(counts.values()) > 1:
-            raise ArithmeticError(f"the full assignment {assigned} is counted {sum(counts.values())} times")
-        if sum(counts.values()) == 1:
-            size, assignment = single(assigned)
-            if size not in counts:
-                raise ArithmeticError(f"the branch {assigned} holds one configuration of size {next(iter(counts))}, "
-                                      f"but its argmax has size {size}")  # fmt: skip
-            found.append((size, assignment))
-            continue
-        var = free[len(assigned)]
-        rest = dict(counts)
-        for f in range(flavors - 1):
-            child = count(assigned | {var: f})
-            for v, c in child.items():
-                rest[v] = rest.get(v, 0) - c
-            stack.append((assigned | {var: f}, child))
-        if any(c < 0 for c in rest.values()):
-            raise ArithmeticError(f"branching on variable {var}: the flavors' counts exceed their parent's")
-        stack.append((assigned | {var: flavors - 1}, rest))
-    return found
+@dataclass
+class _Node:
+    kind: str  # "leaf", "reduce" or "pair"
+    children: tuple[int, ...]
+    summed: tuple[Label, ...]  # labels summed at this step
+    labels: tuple[Label, ...]
+    values: list[np.ndarray]  # the k best values per entry, on the host
+
+
+class Tree:
+    """A contraction of ``leaves`` along ``path`` to a scalar in ``alg``, every step's values kept."""
+
+    def __init__(self, alg: Algebra, leaves: Sequence[Term], path: Sequence[tuple[int, ...]], k: int) -> None:
+        self.alg, self.be, self.k = alg, alg.be, k
+        self.nodes: list[_Node] = []
+        live = [(self._add("leaf", (), (), t), t) for t in leaves]
+        uses = Counter(x for t in leaves for x in t.labels)
+        for step in path:
+            picked = [live[i] for i in step]
+            for i in sorted(step, reverse=True):
+                for x in live.pop(i)[1].labels:
+                    uses[x] -= 1
+            node, term = picked[0]
+            for j, (other_id, other) in enumerate(picked[1:]):
+                later = {x for _, t in picked[j + 2 :] for x in t.labels}
+                needed = {x for x in term.labels + other.labels if uses[x] > 0 or x in later}
+                node, term = self._reduce(node, term, needed | set(other.labels))
+                other_id, other = self._reduce(other_id, other, needed | set(term.labels))
+                out, choice = contract(alg, term, other, needed, False)
+                node, term = self._add("pair", (node, other_id), choice.labels, out), out
+            live.append((node, term))
+            for x in term.labels:
+                uses[x] += 1
+        if len(live) != 1:
+            raise ValueError(f"the contraction path leaves {len(live)} operands; it must contract all of them")
+        self.root, _ = self._reduce(*live[0], set())
+
+    def _add(self, kind: str, children: tuple[int, ...], summed: tuple[Label, ...], term: Term) -> int:
+        values = [self.be.to_host(p) for p in term.parts[: self.k]]
+        self.nodes.append(_Node(kind, children, tuple(summed), term.labels, values))
+        return len(self.nodes) - 1
+
+    def _reduce(self, node: int, term: Term, needed: set[Label]) -> tuple[int, Term]:
+        own = [x for x in term.labels if x not in needed]
+        if not own:
+            return node, term
+        out, choice = reduce(self.alg, term, own, False)
+        return self._add("reduce", (node,), choice.labels, out), out
+
+    def best(self) -> list[Any]:
+        """The root's k best values (-inf where fewer occur)."""
+        return [v.item() for v in self.nodes[self.root].values]
+
+    def assignments(self, target: Any, sizes: dict[Label, int]) -> list[dict[Label, int]]:
+        """Every assignment of the labels reaching the root value ``target``."""
+        memo: dict[tuple[int, Assignment, Any], list[Assignment]] = {}
+        depth = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(depth, 4 * len(self.nodes) + 1000))  # one frame per tree level, two at most
+        try:
+            found = self._below(self.root, (), target, sizes, memo)
+        finally:
+            sys.setrecursionlimit(depth)
+        return [dict(a) for a in found]
+
+    def _below(
+        self, node_id: int, position: Assignment, target: Any, sizes: dict[Label, int], memo: dict[Any, Any]
+    ) -> list[Assignment]:
+        key = (node_id, position, target)
+        if key in memo:
+            return memo[key]  # type: ignore[no-any-return]
+        node = self.nodes[node_id]
+        found: list[Assignment] = []
+        if node.kind == "leaf":
+            found = [()]
+        else:
+            at = dict(position)
+            kids = [self.nodes[c] for c in node.children]
+            grids = [_over(kid, at, node.summed, sizes) for kid in kids]  # per child: k arrays over summed
+            for s, picks in _ties(grids, target, node.summed):
+                here = at | dict(zip(node.summed, s))
+                parts = [
+                    self._below(c, tuple((x, here[x]) for x in self.nodes[c].labels), v, sizes, memo)
+                    for c, v in zip(node.children, picks)
+                ]
+                mine = tuple(zip(node.summed, s))
+                found.extend(tuple(itertools.chain(mine, *combo)) for combo in itertools.product(*parts))
+        memo[key] = found
+        return found
+
+
+def _over(node: _Node, at: dict[Label, int], summed: tuple[Label, ...], sizes: dict[Label, int]) -> list[np.ndarray]:
+    """``node``'s k value arrays at the fixed labels ``at``, as arrays over ``summed`` (broadcast
+    along the summed labels the node lacks)."""
+    index = tuple(at[x] if x in at else slice(None) for x in node.labels)
+    rest = [x for x in node.labels if x not in at]
+    out = []
+    for v in node.values:
+        sub = v[index] if index else v
+        order = [rest.index(x) for x in summed if x in rest]
+        sub = np.transpose(sub, order) if order else sub
+        shape = [sizes[x] if x in rest else 1 for x in summed]
+        out.append(np.broadcast_to(np.reshape(sub, shape), [sizes[x] for x in summed]))
+    return out
+
+
+def _ties(grids: list[list[np.ndarray]], target: Any, summed: tuple[Label, ...]) -> list[tuple[tuple[int, ...], Any]]:
+    """(assignment of ``summed``, one value per child) where the children's values add up to ``target``."""
+    out = []
+    for picks in itertools.product(*(range(len(g)) for g in grids)):
+        total = grids[0][picks[0]]
+        for g, i in zip(grids[1:], picks[1:]):
+            total = total + g[i]
+        with np.errstate(invalid="ignore"):
+            hits = np.argwhere(np.asarray(total == target))
+        for s in hits:
+            s = tuple(int(x) for x in s)
+            values = tuple(g[i][s].item() for g, i in zip(grids, picks))
+            if all(math.isfinite(v) for v in values):
+                out.append((s, values))
+    return out

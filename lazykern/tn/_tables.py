@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,7 +41,6 @@ class Tables:
     integer: bool
     offset: Any = 0
     feasible: bool = True
-    home: dict[int, tuple[int, int]] = field(default_factory=dict)  # variable -> (tensor, axis) it is fixed in
 
     def size_bounds(self) -> tuple[Any, Any]:
         """(smallest, largest) size any configuration could reach by the tables alone (each table's own
@@ -61,19 +60,6 @@ class Tables:
             if allowed.size:
                 total += max(abs(allowed.min()), abs(allowed.max()))
         return total
-
-    def restricted(self, values: Mapping[int, int]) -> list[np.ndarray]:
-        """The masks with free variables pinned to ``values`` (the other flavors forbidden in the one
-        tensor that holds each): the network keeps its shape, so one plan serves every restriction."""
-        masks = list(self.mask)
-        for v, f in values.items():
-            t, axis = self.home[v]
-            keep = np.zeros(self.flavors, dtype=bool)
-            keep[f] = True
-            shape = [1] * masks[t].ndim
-            shape[axis] = self.flavors
-            masks[t] = masks[t] & keep.reshape(shape)
-        return masks
 
     def configuration(self, assignment: Mapping[int, int]) -> np.ndarray:
         """One int64 entry per variable: the fixed values and ``assignment`` of the free ones."""
@@ -115,11 +101,7 @@ def build(problem: Any, fixed: Mapping[int, int]) -> Tables:
     labels = sorted(merged, key=lambda t: (min(t, default=-1), t))
     mask = [merged[t][0] for t in labels]
     size = [np.where(m, s, _zero(integer)) for m, s in ((merged[t][0], merged[t][1]) for t in labels)]
-    home: dict[int, tuple[int, int]] = {}
-    for t, lab in enumerate(labels):
-        for axis, v in enumerate(lab):
-            home.setdefault(v, (t, axis))
-    return Tables(n, flavors, fixed, free, labels, mask, size, integer, offset, feasible, home)
+    return Tables(n, flavors, fixed, free, labels, mask, size, integer, offset, feasible)
 
 
 def _check_fixed(fixed: dict[int, int], n: int, flavors: int) -> dict[int, int]:

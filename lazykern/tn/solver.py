@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -46,9 +46,10 @@ import numpy as np
 from ..errors import ReconstructionError
 from . import _configs, _crt, _instance, _tables
 from . import properties as Q
-from ._contract import Algebra
+from ._backend import backend_of
+from ._contract import Algebra, Term
 from .algebras import kbest, logsum, polynomial
-from .counting import CountingAlgebra, count_network
+from .counting import count_network
 from .einsum import ContractionPlan, build_network, contract_network, network_argmax
 
 log = logging.getLogger("lazykern")
@@ -189,10 +190,10 @@ def _worst(dtype: np.dtype, largest: bool) -> Any:
     return info.min if largest else info.max
 
 
-def _values(tab: _tables.Tables, dtype: np.dtype, largest: bool, masks: Any = None, sign: int = 1) -> list[np.ndarray]:
+def _values(tab: _tables.Tables, dtype: np.dtype, largest: bool, sign: int = 1) -> list[np.ndarray]:
+    """Each tensor's sizes (times ``sign``) in ``dtype``, the semiring zero where it is forbidden."""
     worst = _worst(dtype, largest)
-    masks = tab.mask if masks is None else masks
-    return [np.where(m, s * sign, worst).astype(dtype) for m, s in zip(masks, tab.size)]
+    return [np.where(m, s * sign, worst).astype(dtype) for m, s in zip(tab.mask, tab.size)]
 
 
 def _size(tab: _tables.Tables, v: Any) -> Any:
@@ -236,10 +237,9 @@ def sizes(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[Any
     return [_size(tab, sign * v) for v in (_item(p).item() for p in parts) if math.isfinite(v)]
 
 
-def _count_operands(tab: _tables.Tables, dtype: np.dtype, largest: bool, masks: Any, ctx: _Context) -> list[Any]:
-    masks = tab.mask if masks is None else masks
-    values = _values(tab, dtype, largest, masks)
-    return [(ctx.put(v), ctx.put(m.astype(np.int64))) for v, m in zip(values, masks)]
+def _count_operands(tab: _tables.Tables, dtype: np.dtype, largest: bool, ctx: _Context) -> list[Any]:
+    values = _values(tab, dtype, largest)
+    return [(ctx.put(v), ctx.put(m.astype(np.int64))) for v, m in zip(values, tab.mask)]
 
 
 def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[tuple[Any, int]]:
@@ -249,7 +249,7 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
     dtype = value_dtype(tab, tropical_only=False)
     bound = tab.flavors ** len(tab.free)
     if k == 1:
-        ops = _count_operands(tab, dtype, largest, None, ctx)
+        ops = _count_operands(tab, dtype, largest, ctx)
         v, c = count_network(
             tab.labels,
             (),
@@ -278,12 +278,11 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
     return [(_size(tab, sign * v), int(c)) for v, c in pairs if math.isfinite(v)]
 
 
-def count_all(tab: _tables.Tables, ctx: _Context, masks: Any = None) -> int:
+def count_all(tab: _tables.Tables, ctx: _Context) -> int:
     """The number of feasible configurations (every value equal: the counting product is a sum of products)."""
     if not tab.feasible:
         return 0
-    masks = tab.mask if masks is None else masks
-    ops = [(ctx.put(np.zeros(m.shape, np.float32)), ctx.put(m.astype(np.int64))) for m in masks]
+    ops = [(ctx.put(np.zeros(m.shape, np.float32)), ctx.put(m.astype(np.int64))) for m in tab.mask]
     _, c = count_network(
         tab.labels,
         (),
@@ -351,21 +350,19 @@ def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: _Contex
 
 
 # ---------------------------------------------------------- configurations --
-def single_config(
-    problem: Any, tab: _tables.Tables, largest: bool, ctx: _Context, masks: Any = None, plan: Any = None
-) -> tuple[Any, np.ndarray]:
+def single_config(problem: Any, tab: _tables.Tables, largest: bool, ctx: _Context) -> tuple[Any, np.ndarray]:
     """(best size, one configuration reaching it), checked against the problem's own size."""
     dtype = value_dtype(tab, tropical_only=True)
     if not tab.feasible:
         raise ValueError("the problem has no feasible configuration (its fixed vertices violate a constraint)")
-    tensors = [ctx.put(t) for t in _values(tab, dtype, largest, masks)]
+    tensors = [ctx.put(t) for t in _values(tab, dtype, largest)]
     best, assignment = network_argmax(
         tab.labels,
         (),
         tensors,
         semiring="maxplus" if largest else "minplus",
-        optimize=ctx.optimize if plan is None else plan,
-        memory_limit=None if plan is not None else ctx.memory_limit,
+        optimize=ctx.optimize,
+        memory_limit=ctx.memory_limit,
         max_time=ctx.max_time,
         devices=ctx.devices,
     )
@@ -388,30 +385,69 @@ def _checked(problem: Any, tab: _tables.Tables, size: Any, config: np.ndarray) -
 
 
 def configs(problem: Any, tab: _tables.Tables, prop: Any, ctx: _Context) -> Any:
-    """Every configuration of the k best sizes (ConfigsMax/Min) or every feasible one (ConfigsAll)."""
+    """Every configuration of the k best sizes (ConfigsMax/Min) or every feasible one (ConfigsAll):
+    counted exactly first (refused past ``prop.limit``), then read off one contraction that kept its
+    intermediates (:mod:`._configs`), the number listed checked against the count."""
     everything = isinstance(prop, Q.ConfigsAll)
-    largest = True if everything else prop.largest
     n = tab.num_variables
     if not tab.feasible:
         return np.zeros((0, n), dtype=np.int64) if everything else []
     if everything:
         total = count_all(tab, ctx)
-        wanted: dict[Any, int] = {"feasible": total} if total else {}
+        wanted = {0: total} if total else {}
+        k, sign = 1, 1
     else:
-        wanted = dict(counting(tab, prop.k, largest, ctx))
+        wanted = dict(counting(tab, prop.k, prop.largest, ctx))
+        k, sign = prop.k, 1 if prop.largest else -1
     found = sum(wanted.values())
     if found > prop.limit:
         what = "feasible configurations" if everything else f"configurations at the {prop.k} best sizes"
         raise ValueError(f"{type(prop).__name__}: the problem has {found} {what}, past limit={prop.limit}")
-    count, single = _branch_questions(problem, tab, largest, everything, set(wanted), ctx)
-    listed = _configs.enumerate_configs(tab.free, tab.flavors, count, single, wanted)
-    rows: dict[Any, list[np.ndarray]] = {}
-    for size, assignment in listed:
-        config = tab.configuration(assignment)
-        rows.setdefault("feasible" if everything else size, []).append(config)
+    tree = _tree(tab, k, sign, everything, ctx)
+    sizes = dict.fromkeys(tab.free, tab.flavors)
+    listed: dict[Any, np.ndarray] = {}
+    for v in tree.best():
+        if not math.isfinite(v):
+            continue
+        size = 0 if everything else _size(tab, sign * v)
+        rows = [tab.configuration(a) for a in tree.assignments(v, sizes)]
+        if len(rows) != wanted.get(size, -1):
+            raise ReconstructionError(
+                f"{type(prop).__name__}: {len(rows)} configurations listed at size {size}, "
+                f"{wanted.get(size, 0)} counted; report it with the problem"
+            )
+        for config in rows[:1]:
+            _checked(problem, tab, config_size(problem, tab, config) if everything else size, config)
+        listed[size] = _sorted_rows(rows, n)
     if everything:
-        return _sorted_rows(rows.get("feasible", []), n)
-    return [(size, _sorted_rows(rows.get(size, []), n)) for size in wanted]
+        return listed.get(0, np.zeros((0, n), dtype=np.int64))
+    return [(size, listed[size]) for size in wanted]
+
+
+def config_size(problem: Any, tab: _tables.Tables, config: np.ndarray) -> Any:
+    own = problem.size(config)
+    return int(own) if tab.integer else float(own)
+
+
+def _tree(tab: _tables.Tables, k: int, sign: int, everything: bool, ctx: _Context) -> _configs.Tree:
+    """The max-plus contraction (k best values; every feasible entry worth 0 for ``everything``) with
+    every step's values kept."""
+    dtype = value_dtype(tab, tropical_only=False)
+    if everything:
+        values = [np.where(m, 0.0, -math.inf).astype(dtype) for m in tab.mask]
+    else:
+        values = _values(tab, dtype, True, sign=sign)
+    algebra = Algebra if k == 1 else kbest.algebra(k)
+    arrays = [ctx.put(v) for v in values]
+    plan = ctx.plan(tab.labels, (), [(a,) if k > 1 else a for a in arrays], "maxplus", algebra)
+    if plan.sliced:
+        raise ValueError(
+            f"listing configurations keeps every step's values, but this network needs {plan.nslices} slices to "
+            "fit memory_limit: raise memory_limit or list fewer configurations"
+        )
+    be, _ = backend_of(arrays[0])
+    leaves = [Term(algebra.prepare(be, (a,), i), tuple(lab)) for i, (a, lab) in enumerate(zip(arrays, tab.labels))]
+    return _configs.Tree(algebra("maxplus", be), leaves, plan.path, k)
 
 
 def _sorted_rows(rows: list[np.ndarray], n: int) -> np.ndarray:
@@ -419,38 +455,3 @@ def _sorted_rows(rows: list[np.ndarray], n: int) -> np.ndarray:
         return np.zeros((0, n), dtype=np.int64)
     array = np.array(rows, dtype=np.int64)
     return array[np.lexsort(array.T[::-1])]
-
-
-def _branch_questions(
-    problem: Any, tab: _tables.Tables, largest: bool, everything: bool, wanted: set[Any], ctx: _Context
-) -> tuple[Callable[[dict[int, int]], dict[Any, int]], Callable[[dict[int, int]], tuple[Any, dict[int, int]]]]:
-    """The two questions the branching asks of a partial assignment (:mod:`._configs`): its counts per
-    wanted size, and its one configuration. Counts below the limit are exact in one int64 pass."""
-    dtype = value_dtype(tab, tropical_only=False)
-    semiring = "maxplus" if largest else "minplus"
-    plan = ctx.plan(tab.labels, (), _count_operands(tab, dtype, largest, None, ctx), semiring, CountingAlgebra)
-    k = len(wanted)
-
-    def count(values: dict[int, int]) -> dict[Any, int]:
-        masks = tab.restricted(values)
-        if everything:
-            ops = [(ctx.put(np.zeros(m.shape, np.float32)), ctx.put(m.astype(np.int64))) for m in masks]
-            _, c = ctx.contract(tab.labels, (), ops, "maxplus", CountingAlgebra, plan)
-            return {"feasible": int(_item(c).item())}
-        ops = _count_operands(tab, dtype, largest, masks, ctx)
-        if k == 1:
-            v, c = ctx.contract(tab.labels, (), ops, semiring, CountingAlgebra, plan)
-            size = _item(v).item()
-            at = _size(tab, size) if math.isfinite(size) else None
-            return {at: int(_item(c).item())} if at in wanted else {}
-        sign = 1 if largest else -1
-        kops = [(ctx.put(t), c) for t, (_, c) in zip(_values(tab, dtype, True, masks, sign), ops)]
-        parts = ctx.contract(tab.labels, (), kops, "maxplus", kbest.algebra(k, True), plan)
-        pairs = zip((_item(p).item() for p in parts[:k]), (_item(p).item() for p in parts[k:]))
-        return {_size(tab, sign * v): int(c) for v, c in pairs if math.isfinite(v) and _size(tab, sign * v) in wanted}
-
-    def single(values: dict[int, int]) -> tuple[Any, dict[int, int]]:
-        size, config = single_config(problem, tab, largest, ctx, tab.restricted(values), plan)
-        return ("feasible" if everything else size), {v: int(config[v]) for v in tab.free}
-
-    return count, single
