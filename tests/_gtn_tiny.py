@@ -77,6 +77,7 @@ def brute_answers(problem: TableProblem, k: int = 3, beta: float = 1.0) -> dict[
     distinct = sorted(set(sizes))
     counts = {s: sizes.count(s) for s in distinct}
     sign = 1 if problem.goal == "max" else -1
+    integer = problem.integer_weights
     z = [sign * beta * s for s in sizes]
     top = max(z) if z else -math.inf
     return {
@@ -88,5 +89,7 @@ def brute_answers(problem: TableProblem, k: int = 3, beta: float = 1.0) -> dict[
         "logz": top + math.log(sum(math.exp(x - top) for x in z)) if z else -math.inf,
         "configs": np.array([c for c, _ in rows]).reshape(len(rows), problem.num_variables),
         "by_size": {s: np.array([c for c, t in rows if t == s]) for s in distinct},
-        "poly": [counts.get(i, 0) for i in range(int(max(distinct)) + 1)] if distinct and problem.integer_weights else None,
+        "poly": [counts.get(i, 0) for i in range(int(max(distinct)) + 1)]
+        if distinct and integer and max(distinct) < 1000
+        else None,
     }
