@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lazykern.tn._backend import Backend
-from lazykern.tn.algebras import kbest, logsum, polynomial
+from lazykern.tn.algebras import kbest, logsum, modular, polynomial
 
 HOST = Backend("numpy", np)
 
@@ -127,7 +127,7 @@ def test_powers_are_zero_where_forbidden():
     exponents = np.array([[0, 1], [1, 2]])
     mask = np.array([[True, True], [True, False]])
     got = polynomial.powers(exponents, mask, np.array([1, 2, 3]), 5)
-    assert got.dtype == np.int32
+    assert got.dtype == np.float64
     assert got[:, 1, 1].tolist() == [0, 0, 0]
     assert got[:, 0, 1].tolist() == [1, 2, 3] and got[2, 0, 0] == 1
 
@@ -140,3 +140,20 @@ def test_reconstruction_stops_at_the_bound():
 
     assert polynomial.reconstruct(run, 3, 0, 2**45, 1) == want
     assert polynomial.reconstruct(run, 3, 0, 2**45, 4) == want
+
+
+def test_modular_product_is_exact_in_float64(monkeypatch):
+    monkeypatch.setattr(modular, "K_CHUNK", 3)  # several chunks, each reduced before the next is added
+    rng = np.random.default_rng(5)
+    primes = (2097143, 1048573)  # below 2^21
+    alg = modular.algebra(*primes)("maxplus", HOST)
+    a = rng.integers(0, primes[1], (2, 3, 8))
+    b = rng.integers(0, primes[1], (1, 8, 4))
+    out, _ = alg.bmm((a.astype(float), a.astype(float)), (b.astype(float), b.astype(float)), False)
+    exact = np.matmul(a.astype(object), b.astype(object))
+    for got, p in zip(out, primes):
+        assert got.dtype == np.float64 and np.array_equal(got.astype(np.int64), (exact % p).astype(np.int64))
+    summed = alg.add((np.array([p - 1.0 for p in primes[:1]]), np.array([3.0])), (np.array([5.0]), np.array([4.0])))
+    assert [x.tolist() for x in summed] == [[4.0], [7.0]]
+    with pytest.raises(ValueError, match="below 2"):
+        modular.algebra(2**31 - 1)

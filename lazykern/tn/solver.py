@@ -48,7 +48,7 @@ from . import _configs, _crt, _instance, _tables
 from . import properties as Q
 from ._backend import backend_of
 from ._contract import Algebra, Term
-from .algebras import kbest, logsum, polynomial
+from .algebras import kbest, logsum, modular, polynomial
 from .counting import count_network
 from .einsum import ContractionPlan, build_network, contract_network, network_argmax
 
@@ -314,21 +314,20 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
     points = smax - smin + 1
     xs = np.arange(1, points + 1, dtype=np.int64)
     labels = [(polynomial.POINTS, *lab) for lab in tab.labels]
-    zeros = [ctx.put(np.zeros((points, *m.shape), np.float32)) for m in tab.mask]
     plan: ContractionPlan | None = None
 
     def run(moduli: tuple[int, ...]) -> np.ndarray:
         nonlocal plan
-        residues = [[ctx.put(polynomial.powers(e, m, xs, p)) for p in moduli] for e, m in zip(exponents, tab.mask)]
-        operands = [(z, *r) for z, r in zip(zeros, residues)]
-        alg = polynomial.algebra(*moduli)
+        operands = [tuple(ctx.put(polynomial.powers(e, m, xs, p)) for p in moduli) for e, m in zip(exponents, tab.mask)]
+        alg = modular.algebra(*moduli)
         if plan is None:
             plan = ctx.plan(labels, (polynomial.POINTS,), operands, "maxplus", alg)
         parts = ctx.contract(labels, (polynomial.POINTS,), operands, "maxplus", alg, plan)
-        return np.array([_item(p) for p in parts[1:]], dtype=np.int64)
+        parts = parts if isinstance(parts, tuple) else (parts,)  # one part comes back as the array itself
+        return np.array([_item(p) for p in parts], dtype=np.int64)
 
     bound = tab.flavors ** len(tab.free)
-    coefficients = polynomial.reconstruct(run, points, shift, bound, polynomial.RESIDUES_MAX)
+    coefficients = polynomial.reconstruct(run, points, shift, bound, polynomial.RESIDUES)
     while coefficients and coefficients[-1] == 0:
         coefficients.pop()
     if laurent:

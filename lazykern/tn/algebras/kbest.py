@@ -12,16 +12,15 @@ The arrays of one entry are the algebra's parts: values ``v_0 .. v_{k-1}``, then
 c_{k-1}`` (int64; modulo 2^64, or modulo a prime ``p`` for :func:`algebra` (k, counts, p)), each an
 array over the network's labels, so every layout step of :mod:`lazykern.tn._contract` maps over them
 unchanged. The product is written once with array operations (NumPy, CuPy, torch alike): the k x k
-pairwise sums of a chunk of the contracted axis are sorted per output entry and the first k
-distinct values kept. A minimum is the maximum of the negated sizes (the caller negates).
+pairwise sums of a chunk of the contracted axis, then k passes per output entry, each taking the
+largest value below the previous one and summing the counts that reach it. A minimum is the maximum
+of the negated sizes (the caller negates).
 """
 
 from __future__ import annotations
 
 import math
 from typing import Any
-
-import numpy as np
 
 from .._backend import Backend
 from .._contract import Algebra
@@ -101,22 +100,18 @@ class KBestAlgebra(Algebra):
         return tuple(out), None
 
     def best(self, ops: _Ops, values: Any, counts: Any) -> tuple[Any, Any]:
-        """The k largest distinct values along the last axis, with the counts of each summed."""
-        order = ops.argsort_desc(values)
-        v = ops.take(values, order)
-        head = v[..., :1] == v[..., :1]  # the first is always a new value
-        new = ops.cat(head, v[..., 1:] != v[..., :-1])
-        group = ops.cumsum(new) - 1
-        c = ops.take(counts, order) if self.counts else None
+        """The k largest distinct values along the last axis, with the counts of each summed: k passes,
+        each the largest value left below the previous one (no sort: k is small)."""
         vals, cnts = [], []
-        for g in range(self.k):
-            sel = group == g
-            best = ops.amax(ops.where(sel, v, -math.inf))
-            vals.append(best)
+        left = values
+        for _ in range(self.k):
+            top = ops.amax(left)
+            vals.append(top)
             if self.counts:
-                total = ops.sum(ops.where(sel, c, 0))
+                total = ops.sum(ops.where(values == top[..., None], counts, 0))
                 total = total % self.modulus if self.modulus else total
-                cnts.append(ops.where(best == -math.inf, 0, total))
+                cnts.append(ops.where(top == -math.inf, 0, total))
+            left = ops.where(values < top[..., None], values, -math.inf)
         return ops.stack(vals), ops.stack(cnts) if self.counts else None
 
     def rows(self, X: tuple[Any, ...], Y: tuple[Any, ...], lay: dict[str, Any]) -> tuple[Any, ...]:
@@ -173,21 +168,6 @@ class _Ops:
         """(b, m, kc, N, k, k) -> (b, m, N, kc * k * k)."""
         moved = s.permute(0, 1, 3, 2, 4, 5) if self.torch else s.transpose(0, 1, 3, 2, 4, 5)
         return moved.reshape(batch, m, n, -1)
-
-    def argsort_desc(self, x: Any) -> Any:
-        if self.torch:
-            return self.xp.argsort(x, dim=-1, descending=True)
-        return self.xp.argsort(-x, axis=-1)
-
-    def take(self, x: Any, index: Any) -> Any:
-        if self.torch:
-            return self.xp.gather(x, -1, index)
-        return self.xp.take_along_axis(x, index, axis=-1)
-
-    def cumsum(self, x: Any) -> Any:
-        if self.torch:
-            return self.xp.cumsum(x.to(self.xp.int64), dim=-1)
-        return self.xp.cumsum(x, axis=-1, dtype=np.int64)
 
     def amax(self, x: Any) -> Any:
         return self.xp.amax(x, dim=-1) if self.torch else x.max(axis=-1)

@@ -1,13 +1,12 @@
 """The graph polynomial sum_s count(s) x^s, exactly: evaluations modulo primes, interpolation, CRT.
 
 P(x) = sum over feasible configurations of x^size is, at a point x of Z/p, one sum-product
-contraction of the tensors x^size (0 where forbidden) modulo p: the counting kernels of
-:mod:`lazykern.tn.counting` with every value equal (so every product ties and the counts are a plain
-sum of products modulo p). All the points ride in one contraction as an extra label carried by every
-tensor (a batch of evaluations), and up to ``RESIDUES_MAX`` primes in one pass as the counting
-algebra's residues. The D + 1 values at x = 1 .. D + 1 (D: the largest size less the smallest, both
-found exactly first by the tropical algebra) give the coefficients modulo p by Newton interpolation;
-the Chinese remainder theorem over primes taken down from 2^31 - 1 gives the integers, stopping when
+contraction of the tensors x^size (0 where forbidden) modulo p (:mod:`.modular`: float64 GEMM, primes
+below 2^21). All the points ride in one contraction as an extra label carried by every tensor (a
+batch of evaluations), and ``RESIDUES`` primes in one pass as the algebra's parts. The D + 1 values
+at x = 1 .. D + 1 (D: the largest size less the smallest, both found exactly first by the tropical
+algebra) give the coefficients modulo p by Newton interpolation; the Chinese remainder theorem over
+primes taken down from 2^21 gives the integers, stopping when
 the product of the primes exceeds the bound on any coefficient (the number of configurations) or,
 as :mod:`lazykern.tn._crt` does for counts, when two successive reconstructions agree.
 """
@@ -22,43 +21,22 @@ import numpy as np
 
 from ...errors import ReconstructionError
 from .. import _crt
-from .._backend import Backend
-from ..counting import RESIDUES_MAX, CountingAlgebra
-from ..counting import algebra as counting_algebra
+from .modular import PRIME_BELOW
 
 POINTS = "polynomial points"  # the label of the evaluation points (problem variables are ints)
-_MAX_PRIMES = 80
-
-
-def algebra(*moduli: int) -> type[CountingAlgebra]:
-    """The counting algebra modulo ``moduli`` whose operands come as (values, residue per modulus):
-    each residue array is its own evaluation, not one count taken modulo each prime."""
-    base = counting_algebra(*moduli)
-    found = _algebras.get(base.moduli)
-    if found is None:
-
-        def prepare(cls: type[CountingAlgebra], be: Backend, parts: tuple[Any, ...], position: int) -> tuple[Any, ...]:
-            if len(parts) != cls.nparts or any(be.dtype(p) != np.int32 for p in parts[1:]):
-                raise ValueError(f"polynomial operand {position}: values and {cls.nparts - 1} int32 residue arrays")
-            return parts
-
-        attrs = {"prepare": classmethod(prepare)}
-        found = _algebras[base.moduli] = type("Polynomial" + base.__name__, (base,), attrs)
-    return found
-
-
-_algebras: dict[tuple[int, ...], type[CountingAlgebra]] = {}
+_MAX_PRIMES = 200  # 2^4000: far past any count a contractible network has
+RESIDUES = 4  # primes per pass: the values of a pass are read once for all of them
 
 
 def powers(exponents: np.ndarray, mask: np.ndarray, points: np.ndarray, p: int) -> np.ndarray:
-    """int32 array (len(points),) + exponents.shape: points ** exponents modulo p, 0 where not ``mask``."""
+    """float64 array (len(points),) + exponents.shape: points ** exponents modulo p, 0 where not ``mask``."""
     top = int(exponents[mask].max()) if mask.any() else 0
     table = np.ones((len(points), top + 1), dtype=np.int64)
     for e in range(1, top + 1):
         table[:, e] = table[:, e - 1] * (points % p) % p
     safe = np.where(mask, exponents, 0).astype(np.int64)
     out = table[:, safe] * mask
-    return out.astype(np.int32)
+    return out.astype(np.float64)
 
 
 def interpolate(values: Sequence[int], p: int) -> np.ndarray:
@@ -90,9 +68,9 @@ def reconstruct(run: Pass, points: int, shift: int, bound: int, residues: int) -
     x: Any = np.zeros(points, dtype=object)
     M = 1
     previous = None
-    left = itertools.islice(_crt.primes(), _MAX_PRIMES)
+    left = itertools.islice(_crt.primes(PRIME_BELOW - 1), _MAX_PRIMES)
     inverses = np.arange(1, points + 1)
-    while moduli := tuple(itertools.islice(left, max(1, min(residues, RESIDUES_MAX)))):
+    while moduli := tuple(itertools.islice(left, max(1, residues))):
         evaluations = run(moduli)
         for p, values in zip(moduli, evaluations, strict=True):
             scale = [pow(int(v), -shift, p) for v in inverses]  # divide by x^shift: x is invertible mod p
