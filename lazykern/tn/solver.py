@@ -319,6 +319,8 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
     def run(moduli: tuple[int, ...]) -> np.ndarray:
         nonlocal plan
         operands = [tuple(ctx.put(polynomial.powers(e, m, xs, p)) for p in moduli) for e, m in zip(exponents, tab.mask)]
+        if len(moduli) == 1:  # an algebra of one part takes the array itself
+            operands = [op[0] for op in operands]
         alg = modular.algebra(*moduli)
         if plan is None:
             plan = ctx.plan(labels, (polynomial.POINTS,), operands, "maxplus", alg)
@@ -326,8 +328,10 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
         parts = parts if isinstance(parts, tuple) else (parts,)  # one part comes back as the array itself
         return np.array([_item(p) for p in parts], dtype=np.int64)
 
-    bound = tab.flavors ** len(tab.free)
-    coefficients = polynomial.reconstruct(run, points, shift, bound, polynomial.RESIDUES)
+    # No coefficient exceeds the number of feasible configurations: counted first (one counting
+    # contraction, a fraction of the polynomial's), it says exactly how many primes one pass needs.
+    bound = count_all(tab, ctx)
+    coefficients = polynomial.reconstruct(run, points, shift, bound, polynomial.primes_needed(bound))
     while coefficients and coefficients[-1] == 0:
         coefficients.pop()
     if laurent:

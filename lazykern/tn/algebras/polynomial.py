@@ -3,12 +3,12 @@
 P(x) = sum over feasible configurations of x^size is, at a point x of Z/p, one sum-product
 contraction of the tensors x^size (0 where forbidden) modulo p (:mod:`.modular`: float64 GEMM, primes
 below 2^21). All the points ride in one contraction as an extra label carried by every tensor (a
-batch of evaluations), and ``RESIDUES`` primes in one pass as the algebra's parts. The D + 1 values
-at x = 1 .. D + 1 (D: the largest size less the smallest, both found exactly first by the tropical
-algebra) give the coefficients modulo p by Newton interpolation; the Chinese remainder theorem over
-primes taken down from 2^21 gives the integers, stopping when
-the product of the primes exceeds the bound on any coefficient (the number of configurations) or,
-as :mod:`lazykern.tn._crt` does for counts, when two successive reconstructions agree.
+batch of evaluations), and every prime the answer needs in one pass as the algebra's parts: no
+coefficient exceeds the number of feasible configurations, counted first, so :func:`primes_needed`
+says how many. The D + 1 values at x = 1 .. D + 1 (D: the largest size less the smallest, both found
+exactly first by the tropical algebra) give the coefficients modulo p by Newton interpolation, and
+the Chinese remainder theorem the integers, once the primes' product passes that bound (or, as
+:mod:`lazykern.tn._crt` does for counts, when two successive reconstructions agree).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from .modular import PRIME_BELOW
 
 POINTS = "polynomial points"  # the label of the evaluation points (problem variables are ints)
 _MAX_PRIMES = 200  # 2^4000: far past any count a contractible network has
-RESIDUES = 4  # primes per pass: the values of a pass are read once for all of them
 
 
 def powers(exponents: np.ndarray, mask: np.ndarray, points: np.ndarray, p: int) -> np.ndarray:
@@ -56,6 +55,16 @@ def interpolate(values: Sequence[int], p: int) -> np.ndarray:
         poly = (shifted - points[i] * poly % p + p) % p
         poly[0] = (poly[0] + coef[i]) % p
     return poly
+
+
+def primes_needed(bound: int) -> int:
+    """How many primes of :func:`reconstruct` (taken down from 2^21) multiply past ``bound``."""
+    product, count = 1, 0
+    for p in _crt.primes(PRIME_BELOW - 1):
+        if product > bound:
+            return max(count, 1)
+        product, count = product * p, count + 1
+    raise ReconstructionError(f"no product of primes below 2^21 passes {bound}")  # unreachable: primes are endless
 
 
 # one pass: moduli -> the evaluations, an array (len(moduli), points) of residues in [0, p)
