@@ -36,6 +36,7 @@ order of ``problem.openvertices``) whose entry is the answer with those vertices
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Sequence
@@ -328,15 +329,30 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
         parts = parts if isinstance(parts, tuple) else (parts,)  # one part comes back as the array itself
         return np.array([_item(p) for p in parts], dtype=np.int64)
 
-    # No coefficient exceeds the number of feasible configurations: counted first (one counting
-    # contraction, a fraction of the polynomial's), it says exactly how many primes one pass needs.
-    bound = count_all(tab, ctx)
+    # No coefficient exceeds the number of feasible configurations: counted first (the polynomial at
+    # x = 1 alone, a 1 / (D + 1) share of its work), it says exactly how many primes one pass needs.
+    bound = _modular_count(tab, ctx)
     coefficients = polynomial.reconstruct(run, points, shift, bound, polynomial.primes_needed(bound))
     while coefficients and coefficients[-1] == 0:
         coefficients.pop()
     if laurent:
         return smin, coefficients
     return [0] * smin + coefficients
+
+
+def _modular_count(tab: _tables.Tables, ctx: _Context) -> int:
+    """The number of feasible configurations by the modular algebra: one pass with as many primes as
+    the proven bound (flavors ** free variables) needs, then the Chinese remainder theorem."""
+    moduli = tuple(itertools.islice(_crt.primes(modular.PRIME_BELOW - 1), polynomial.primes_needed(
+        tab.flavors ** len(tab.free))))  # fmt: skip
+    ones = [tuple(ctx.put(m.astype(np.float64)) for _ in moduli) for m in tab.mask]
+    operands = [op if len(moduli) > 1 else op[0] for op in ones]
+    parts = ctx.contract(tab.labels, (), operands, "maxplus", modular.algebra(*moduli))
+    parts = parts if isinstance(parts, tuple) else (parts,)
+    x, M = 0, 1
+    for p, r in zip(moduli, parts):
+        x, M = _crt.combine(x, M, int(_item(r).item()), p), M * p
+    return int(x)
 
 
 def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: _Context) -> float:
