@@ -43,3 +43,12 @@ def objective(
 def vertex_objective(v: int, w: int | float) -> tuple[tuple[int, ...], np.ndarray]:
     """[0, w]: a binary variable adds its weight when it is 1 (in the set, in the matching ...)."""
     return objective((v,), 2, lambda c: w if c[0] else 0 * w)
+
+
+def differ(w: int | float) -> Callable[[Local], int | float]:
+    """w when the two ends of an edge take different flavors, else 0 (a cut edge, a properly coloured one)."""
+
+    def size(c: Local) -> int | float:
+        return w if c[0] != c[1] else 0 * w
+
+    return size
