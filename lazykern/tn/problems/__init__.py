@@ -15,6 +15,31 @@ carry over (``tests/test_tn_problems.py`` reproduces them).
 from __future__ import annotations
 
 from ._base import Problem, Table
+from .coloring import Coloring
+from .dominating_set import DominatingSet
 from .independent_set import IndependentSet
+from .matching import Matching
+from .max_cut import MaxCut
+from .maximal_is import MaximalIS
+from .paint_shop import PaintShop
+from .satisfiability import Satisfiability
+from .set_covering import SetCovering
+from .set_packing import SetPacking
+from .spin_glass import SPIN, SpinGlass
 
-__all__ = ["IndependentSet", "Problem", "Table"]
+__all__ = [
+    "SPIN",
+    "Coloring",
+    "DominatingSet",
+    "IndependentSet",
+    "Matching",
+    "MaxCut",
+    "MaximalIS",
+    "PaintShop",
+    "Problem",
+    "Satisfiability",
+    "SetCovering",
+    "SetPacking",
+    "SpinGlass",
+    "Table",
+]
