@@ -14,14 +14,21 @@ import numpy as np
 import pytest
 
 from lazykern.tn import problems as P
-from tests._gtn_brute import Brute, sorted_rows
-
-# Graphs.jl's smallgraph(:petersen), edges in Graphs.jl order, 0-based.
-PETERSEN_EDGES = [
-    (0, 1), (0, 4), (0, 5), (1, 2), (1, 6), (2, 3), (2, 7), (3, 4),
-    (3, 8), (4, 9), (5, 7), (5, 8), (6, 8), (6, 9), (7, 9),
-]  # fmt: skip
-PETERSEN = (10, PETERSEN_EDGES)
+from tests._gtn_brute import Brute, laurent_by_contraction, log_partition_by_contraction, sorted_rows
+from tests._gtn_instances import (
+    C60_LOG_Z_PER_SPIN,
+    CDEFG_EDGES,
+    CNF,
+    CROSSING_GADGET,
+    FIVE,
+    PAINT,
+    PETERSEN,
+    PETERSEN_EDGES,
+    SETS,
+    SEVEN,
+    TUTTE_MAXIMAL_IS_POLYNOMIAL,
+    fullerene_graph,
+)
 
 
 def test_petersen_is_networkx_petersen():
@@ -89,7 +96,7 @@ def test_open_vertices_tensor():
     names = "cdefg"
     g = nx.Graph()
     g.add_nodes_from(names)
-    g.add_edges_from(["cd", "ce", "cf", "de", "ef", "fg"])
+    g.add_edges_from(CDEFG_EDGES)
     b = Brute(P.IndependentSet(g, openvertices=["c", "f", "g"]))
     t = b.tensor(lambda s: s.size_max()[0] if s.counting_all() else -np.inf)
     julia = np.array([1, 1, 2, -np.inf, 2, 2, -np.inf, -np.inf]).reshape(2, 2, 2, order="F")
@@ -175,10 +182,6 @@ def test_sorted_rows_helper():
     assert sorted_rows([[1, 0], [0, 1]]).tolist() == [[0, 1], [1, 0]]
 
 
-# The 5-vertex graph of test/networks/MaxCut.jl and Coloring.jl: (1,2) (2,3) (3,4) (4,1) (1,5) (2,4).
-FIVE = (5, [(0, 1), (1, 2), (2, 3), (3, 0), (0, 4), (1, 3)])
-
-
 # -- MaximalIS --------------------------------------------------------------------------------------
 def test_maximal_is_tables():
     p = P.MaximalIS((3, [(0, 1), (1, 2)]))
@@ -210,6 +213,22 @@ def test_maximal_is_polynomial_counts_maximal_cliques_of_the_complement():
     sizes = [len(c) for c in nx.find_cliques(nx.complement(g))]
     assert poly == [sizes.count(i) for i in range(len(poly))]
     assert sum(poly) == len(sizes)
+
+
+def test_tutte_minimum_maximal_independent_sets():
+    """test/networks/MaximalIS.jl, "counting minimum maximal IS" (smallgraph(:tutte), 46 vertices: past brute
+    force, so an exact integer contraction with x = a large base): polynomial 2x^13 + 150x^14 + 7510x^15 +
+    71669x^16 + 66252x^17 + 14925x^18 + 571x^19; so SizeMin 13, CountingMin 2, CountingMin(3) (2, 150, 7510)."""
+    lowest, coeffs = laurent_by_contraction(P.MaximalIS(nx.tutte_graph()))
+    assert [0] * lowest + coeffs == TUTTE_MAXIMAL_IS_POLYNOMIAL
+    assert (lowest, coeffs[:3]) == (13, [2, 150, 7510])
+
+
+def test_contraction_oracle_agrees_with_the_brute_force():
+    for p in _random_problems(11):
+        if p.integer_weights:
+            assert laurent_by_contraction(p) == Brute(p).laurent()
+        assert log_partition_by_contraction(p, 0.7) == pytest.approx(Brute(p).log_partition(0.7), rel=1e-12)
 
 
 # -- DominatingSet ----------------------------------------------------------------------------------
@@ -288,8 +307,7 @@ def test_matching_published():
     fixed = Brute(P.Matching(PETERSEN, fixedvertices={(0, 1): 1}))
     ((size, configs),) = fixed.configs_max()
     assert size == 5 and len(configs) == 2 and all(configs[:, 0] == 1)
-    seven = (7, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (0, 6)])
-    assert Brute(P.Matching(seven)).polynomial() == [1, 7, 13, 5]
+    assert Brute(P.Matching(SEVEN)).polynomial() == [1, 7, 13, 5]
     assert Brute(P.Matching(PETERSEN, weights=[2] * 15)).size_max() == [10]
 
 
@@ -320,22 +338,7 @@ def test_coloring_published():
 def test_coloring_crossing_gadget_open_vertices():
     """test/networks/Coloring.jl, "planar gadget checking": open vertices 3 and 5 (Julia); at every entry
     (i, j) the best colourings give vertices 1 and 5 colour j, vertices 3 and 7 colour i."""
-    edges = [(1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (7, 8), (8, 1), (9, 10), (10, 11), (11, 12), (12, 9)]
-    edges += [
-        (1, 9),
-        (3, 10),
-        (5, 11),
-        (7, 12),
-        (2, 10),
-        (4, 11),
-        (6, 12),
-        (8, 9),
-        (13, 9),
-        (13, 10),
-        (13, 11),
-        (13, 12),
-    ]
-    p = P.Coloring((13, [(u - 1, v - 1) for u, v in edges]), 3, openvertices=[2, 4])
+    p = P.Coloring(CROSSING_GADGET, 3, openvertices=[2, 4])
     best = Brute(p).tensor(lambda s: s.configs_max()[0][1])
     for i in range(3):
         for j in range(3):
@@ -345,7 +348,6 @@ def test_coloring_crossing_gadget_open_vertices():
 
 
 # -- SetPacking / SetCovering -----------------------------------------------------------------------
-SETS = [[1, 2, 5], [1, 3], [2, 4], [3, 6], [2, 3, 6]]
 
 
 def test_set_tables():
@@ -393,10 +395,6 @@ def test_set_bad_input(sets, match):
 
 
 # -- Satisfiability ---------------------------------------------------------------------------------
-# test/networks/Satisfiability.jl: c1 = x ∨ ¬y, c2 = c ∨ ¬a ∨ b, c3 = z ∨ ¬a ∨ y, c4 = c ∨ z ∨ ¬b,
-# cnf = (c1 ∧ c4) ∧ (c2 ∧ c3); here x, y, z, a, b, c are DIMACS 1..6.
-X, Y, Z, A, B, C = 1, 2, 3, 4, 5, 6
-CNF = [[X, -Y], [C, Z, -B], [C, -A, B], [Z, -A, Y]]
 
 
 def _holds(cnf, config):
@@ -476,7 +474,7 @@ def test_paint_shop_published():
     """test/networks/PaintShop.jl: "abaccb" needs 2 colour changes at best, [1, 0, 0] is among the best and
     its painting changes colour twice. ProblemReductions.jl src/models/Paintshop.jl docstring: [0, 1, 0] has
     size 4, the best are [1, 0, 0] and [0, 1, 1]."""
-    seq = "abaccb"
+    seq = PAINT
     b = Brute(P.PaintShop(seq))
     ((size, configs),) = b.configs_min()
     assert size == 2 and configs.tolist() == [[0, 1, 1], [1, 0, 0]]
@@ -564,6 +562,16 @@ def SPIN_OF(c, i):
 def test_spin_glass_bad_input(args, match):
     with pytest.raises(ValueError, match=match):
         P.SpinGlass(*args)
+
+
+def test_c60_partition_function():
+    """test/interfaces.jl, "partition function": C60 (UnitDiskGraph(fullerene(), sqrt(5))) as a spin glass
+    with GTN's J = 1, h = 0 (our J = -1): log Z(beta = 1) / 60 = 1.3073684577607942 (60 spins: one float
+    contraction, not the brute force)."""
+    n, edges = fullerene_graph()
+    assert (n, len(edges)) == (60, 90)
+    p = P.SpinGlass((n, edges), J=[-1] * len(edges))
+    assert log_partition_by_contraction(p, 1.0) / n == pytest.approx(C60_LOG_Z_PER_SPIN, rel=1e-12)
 
 
 # -- every problem: size() is the sum over the tables ----------------------------------------------
