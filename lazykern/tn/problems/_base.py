@@ -59,7 +59,7 @@ class Problem(abc.ABC):
     """The common part of every problem: variables, flavors, goal, tables, open and fixed variables.
 
     A subclass builds its tables from the user's input (checked: one ValueError naming the
-    fault) and hands them to :meth:`_setup`; ``openvertices`` / ``fixedvertices`` are given in the
+    fault) and hands them to this constructor; ``openvertices`` / ``fixedvertices`` are given in the
     user's names (:meth:`variable_names`) and kept as indices."""
 
     goal: str
@@ -69,7 +69,7 @@ class Problem(abc.ABC):
     fixedvertices: dict[int, int]
     integer_weights: bool
 
-    def _setup(
+    def __init__(
         self,
         names: Sequence[Hashable],
         num_flavors: int,

@@ -37,4 +37,4 @@ class Coloring(Problem):
         self.weights = w
         self.k = int(k)
         objs = [objective(e, self.k, differ(wk)) for e, wk in zip(graph.edges, w)]
-        self._setup(graph.names, self.k, [], objs, openvertices, {} if fixedvertices is None else fixedvertices)
+        super().__init__(graph.names, self.k, [], objs, openvertices, {} if fixedvertices is None else fixedvertices)

@@ -29,4 +29,4 @@ class DominatingSet(Problem):
         self.weights = w
         cons = [constraint((v, *nbrs), 2, lambda c: any(c)) for v, nbrs in enumerate(graph.neighbors())]
         objs = [vertex_objective(v, w[v]) for v in range(graph.n)]
-        self._setup(graph.names, 2, cons, objs, openvertices, {} if fixedvertices is None else fixedvertices)
+        super().__init__(graph.names, 2, cons, objs, openvertices, {} if fixedvertices is None else fixedvertices)

@@ -30,4 +30,4 @@ class IndependentSet(Problem):
         self.weights = w
         cons = [constraint(e, 2, lambda c: sum(c) <= 1) for e in graph.edges]
         objs = [vertex_objective(v, w[v]) for v in range(graph.n)]
-        self._setup(graph.names, 2, cons, objs, openvertices, {} if fixedvertices is None else fixedvertices)
+        super().__init__(graph.names, 2, cons, objs, openvertices, {} if fixedvertices is None else fixedvertices)

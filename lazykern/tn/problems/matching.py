@@ -38,7 +38,9 @@ class Matching(Problem):
         cons = [constraint(ks, 2, lambda c: sum(c) <= 1) for ks in incident if ks]
         objs = [vertex_objective(k, w[k]) for k in range(len(graph.edges))]
         self._edges = _inputs.edge_lookup(graph)
-        self._setup(graph.edge_names(), 2, cons, objs, openvertices, {} if fixedvertices is None else fixedvertices)
+        super().__init__(
+            graph.edge_names(), 2, cons, objs, openvertices, {} if fixedvertices is None else fixedvertices
+        )
 
     def _index(self, what: str, name: Any) -> int:
         key: Hashable = frozenset(name) if isinstance(name, tuple) and len(name) == 2 else None

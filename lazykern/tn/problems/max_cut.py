@@ -29,4 +29,4 @@ class MaxCut(Problem):
         self.graph = graph
         self.weights = w
         objs = [objective(e, 2, differ(wk)) for e, wk in zip(graph.edges, w)]
-        self._setup(graph.names, 2, [], objs, openvertices, {} if fixedvertices is None else fixedvertices)
+        super().__init__(graph.names, 2, [], objs, openvertices, {} if fixedvertices is None else fixedvertices)

@@ -34,4 +34,4 @@ class MaximalIS(Problem):
         self.weights = w
         cons = [constraint((v, *nbrs), 2, _maximal) for v, nbrs in enumerate(graph.neighbors())]
         objs = [vertex_objective(v, w[v]) for v in range(graph.n)]
-        self._setup(graph.names, 2, cons, objs, openvertices, {} if fixedvertices is None else fixedvertices)
+        super().__init__(graph.names, 2, cons, objs, openvertices, {} if fixedvertices is None else fixedvertices)

@@ -71,4 +71,4 @@ class PaintShop(Problem):
                 objs.append(objective((a,), 2, _diagonal(rule)))
             else:
                 objs.append(objective((a, b), 2, rule))
-        self._setup(cars, 2, [], objs, openvertices, {} if fixedvertices is None else fixedvertices)
+        super().__init__(cars, 2, [], objs, openvertices, {} if fixedvertices is None else fixedvertices)

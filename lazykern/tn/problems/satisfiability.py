@@ -82,4 +82,4 @@ class Satisfiability(Problem):
             variables = list(dict.fromkeys(abs(x) - 1 for x in lits))  # each once, in order of appearance
             objs.append(objective(variables, 2, _satisfied_size(lits, variables, wk)))
         names = list(range(1, n + 1))
-        self._setup(names, 2, [], objs, openvertices, {} if fixedvertices is None else fixedvertices)
+        super().__init__(names, 2, [], objs, openvertices, {} if fixedvertices is None else fixedvertices)

@@ -29,4 +29,4 @@ class SetPacking(SetProblem):
         self.sets, self.elements, self.weights = s.sets, s.elements, w
         cons = [constraint(holders, 2, lambda c: sum(c) <= 1) for holders in s.containing]
         objs = [vertex_objective(i, w[i]) for i in range(len(s.sets))]
-        self._setup(s.sets, 2, cons, objs, openvertices, {} if fixedvertices is None else fixedvertices)
+        super().__init__(s.sets, 2, cons, objs, openvertices, {} if fixedvertices is None else fixedvertices)

@@ -81,7 +81,7 @@ class SpinGlass(Problem):
         self.graph, self.J, self.h = graph, couplings, fields
         objs = [objective(e, 2, _coupling(j)) for e, j in zip(graph.edges, couplings)]
         objs += [objective((v,), 2, _field(f)) for v, f in enumerate(fields)]
-        self._setup(graph.names, 2, [], objs, openvertices, {} if fixedvertices is None else fixedvertices)
+        super().__init__(graph.names, 2, [], objs, openvertices, {} if fixedvertices is None else fixedvertices)
 
     @classmethod
     def from_instance(cls, sg: Any, openvertices: Any = (), fixedvertices: Any = None) -> SpinGlass:
