@@ -83,3 +83,9 @@ C60_LOG_Z_PER_SPIN = 1.3073684577607942
 
 # test/networks/MaximalIS.jl, "counting minimum maximal IS", smallgraph(:tutte): polynomial from x^13 on.
 TUTTE_MAXIMAL_IS_POLYNOMIAL = [0] * 13 + [2, 150, 7510, 71669, 66252, 14925, 571]
+
+# OEIS A006506: independent sets of the n x n grid graph (hard squares), n = 1..12 (about 2^87 at 12).
+A006506 = [
+    2, 7, 63, 1234, 55447, 5598861, 1280128950, 660647962955, 770548397261707, 2030049051145980050,
+    12083401651433651945979, 162481813349792588536582997,
+]  # fmt: skip

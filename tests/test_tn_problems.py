@@ -14,8 +14,15 @@ import numpy as np
 import pytest
 
 from lazykern.tn import problems as P
-from tests._gtn_brute import Brute, laurent_by_contraction, log_partition_by_contraction, sorted_rows
+from tests._gtn_brute import (
+    Brute,
+    count_by_contraction,
+    laurent_by_contraction,
+    log_partition_by_contraction,
+    sorted_rows,
+)
 from tests._gtn_instances import (
+    A006506,
     C60_LOG_Z_PER_SPIN,
     CDEFG_EDGES,
     CNF,
@@ -224,10 +231,18 @@ def test_tutte_minimum_maximal_independent_sets():
     assert (lowest, coeffs[:3]) == (13, [2, 150, 7510])
 
 
+def test_hard_square_counts():
+    """OEIS A006506, the independent sets of the n x n grid, to n = 12 (about 2^87): exact integers."""
+    counts = [count_by_contraction(P.IndependentSet(nx.grid_2d_graph(n, n))) for n in range(1, 13)]
+    assert counts == A006506
+    assert Brute(P.IndependentSet(nx.grid_2d_graph(4, 4))).counting_all() == A006506[3]
+
+
 def test_contraction_oracle_agrees_with_the_brute_force():
     for p in _random_problems(11):
         if p.integer_weights:
             assert laurent_by_contraction(p) == Brute(p).laurent()
+        assert count_by_contraction(p) == Brute(p).counting_all()
         assert log_partition_by_contraction(p, 0.7) == pytest.approx(Brute(p).log_partition(0.7), rel=1e-12)
 
 
