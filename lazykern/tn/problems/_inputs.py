@@ -101,8 +101,8 @@ def _clean(
         shown = tuple(names[i] for i in e)
         if len(set(e)) != len(e):
             if hyperedges or self_loops == "refuse":
-                what = "a vertex twice" if hyperedges else "a self loop"
-                raise ValueError(f"edge {k} {shown} is {what}: this problem has no meaning for it; remove it")
+                what = "holds a vertex twice" if hyperedges else "is a self loop"
+                raise ValueError(f"edge {k} {shown} {what}: this problem has no meaning for it; remove it")
             continue
         key = frozenset(e)
         if key in seen:
