@@ -145,7 +145,7 @@ def test_independent_set_tables_contract_with_tropical_einsum():
         ({"g": (2, []), "weights": [1.0, np.nan]}, "finite"),
         ({"g": (2, []), "weights": [1.0, np.inf]}, "finite"),
         ({"g": (2, []), "weights": {0: 1}}, "no entry"),
-        ({"g": (2, []), "weights": {0: 1, 1: 2, 5: 3}}, "not a vertex"),
+        ({"g": (2, []), "weights": {0: 1, 1: 2, 5: 3}}, "no vertex of this problem"),
         ({"g": (3, []), "openvertices": [7]}, "not a variable"),
         ({"g": (3, []), "openvertices": [1, 1]}, "twice"),
         ({"g": (3, []), "fixedvertices": {7: 0}}, "not a variable"),
@@ -632,3 +632,32 @@ def test_size_is_the_sum_over_the_tables(seed):
             )
             if p.integer_weights:
                 assert type(p.size(row)) is int
+
+
+# -- repeated edges: refused where an edge carries a weight or is a variable, dropped where it changes nothing
+@pytest.mark.parametrize("cls", [P.MaxCut, P.Matching, lambda g, **kw: P.Coloring(g, 3, **kw)])
+def test_repeated_edges_are_refused_where_they_matter(cls):
+    with pytest.raises(ValueError, match=r"edge 1 \(1, 0\) appears twice"):
+        cls((3, [(0, 1), (1, 0)]))
+    with pytest.raises(ValueError, match="self loop"):
+        cls((3, [(0, 1), (2, 2)]))
+    multi = nx.MultiGraph([(0, 1), (0, 1)])
+    with pytest.raises(ValueError, match="appears twice"):
+        cls(multi)
+
+
+@pytest.mark.parametrize("cls", [P.IndependentSet, P.MaximalIS, P.DominatingSet])
+def test_repeated_edges_are_dropped_where_they_change_nothing(cls):
+    once, twice = cls((3, [(0, 1), (1, 2)])), cls((3, [(0, 1), (1, 0), (1, 2)]))
+    assert Brute(once).counts() == Brute(twice).counts()
+    with pytest.raises(ValueError, match="self loop"):
+        cls((3, [(1, 1)]))
+
+
+def test_edge_weights_by_name():
+    with pytest.raises(ValueError, match=r"names \(0, 2\): no edge of this problem"):
+        P.MaxCut((3, [(0, 1), (1, 2)]), weights={(0, 1): 1, (0, 2): 2})
+    with pytest.raises(ValueError, match="gives edge"):
+        P.MaxCut((3, [(0, 1)]), weights={(0, 1): 1, (1, 0): 2})
+    with pytest.raises(ValueError, match="integer"):
+        P.Coloring(PETERSEN, 2.0)

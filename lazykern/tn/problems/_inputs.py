@@ -168,7 +168,7 @@ def _from_dict(given: Mapping[Any, Any], keys: Sequence[Hashable], what: str, un
             lookup = frozenset(key) if unordered and isinstance(key, tuple) else key
             i = position[lookup]
         except (KeyError, TypeError):
-            raise ValueError(f"weights names {key!r}, which is not a {what} of this problem") from None
+            raise ValueError(f"weights names {key!r}: no {what} of this problem has that name") from None
         if values[i] is not None:
             raise ValueError(f"weights gives {what} {keys[i]!r} twice")
         values[i] = w
