@@ -284,3 +284,67 @@ def test_cotengra_plans_keep_the_polynomial_points_unsliced():
     sizes = dict.fromkeys(range(24), 2) | {"points": 11}
     plan = contraction_plan(inputs, ("points",), sizes, optimize="cotengra", memory_limit=64, max_time=0.5, store=False)
     assert "points" not in plan.sliced and plan.largest <= 64
+
+
+def _problem_instances():
+    P = pytest.importorskip("lazykern.tn.problems")
+    from tests import _gtn_instances as I
+
+    rng = np.random.default_rng(3)
+    sg_edges = [(0, 1), (1, 2), (2, 3), (3, 0), (0, 2), (1, 4)]
+    return [
+        P.IndependentSet(I.PETERSEN),
+        P.IndependentSet(I.PETERSEN, weights=list(range(1, 11))),
+        P.IndependentSet(I.FIVE, fixedvertices={0: 1}),
+        P.MaximalIS(I.SEVEN),
+        P.MaxCut(I.SEVEN),
+        P.Matching(I.FIVE),
+        P.Coloring(I.FIVE, 3),
+        P.DominatingSet(I.SEVEN),
+        P.SetPacking(I.SETS),
+        P.SetCovering(I.SETS),
+        P.Satisfiability(I.CNF),
+        P.PaintShop(I.PAINT),
+        P.SpinGlass((5, sg_edges), J=[int(x) for x in rng.integers(-2, 3, len(sg_edges))], h=[1, 0, -1, 0, 2]),
+        P.SpinGlass((4, [(0, 1, 2), (1, 2, 3), (0, 3)]), J=[1, -1, 2]),  # hyperedges
+    ]
+
+
+@pytest.mark.parametrize("index", range(14))
+def test_every_problem_class_against_its_brute_force(index):
+    from tests._gtn_brute import Brute
+
+    p = _problem_instances()[index]
+    b = Brute(p)
+    assert solve(p, Q.SizeMax(2)) == b.size_max(2)
+    assert solve(p, Q.SizeMin(2)) == b.size_min(2)
+    assert solve(p, Q.CountingMax(2)) == b.counting_max(2)
+    assert solve(p, Q.CountingMin()) == b.counting_min()
+    assert solve(p, Q.CountingAll()) == b.counting_all()
+    assert solve(p, Q.PartitionFunction(0.3)) == pytest.approx(b.log_partition(0.3), rel=1e-12, abs=1e-12)
+    assert solve(p, Q.GraphPolynomial(laurent=True)) == b.laurent()
+    for (s, rows), (t, want) in zip(solve(p, Q.ConfigsMin(2)), b.configs_min(2), strict=True):
+        assert s == t and np.array_equal(rows, want)
+    assert np.array_equal(solve(p, Q.ConfigsAll()), b.configs_all())
+    size, config = solve(p, Q.SingleConfigMax())
+    assert size == b.size_max()[0] and p.size(config) == size and p.is_feasible(config)
+
+
+def test_tutte_graph_minimum_maximal_independent_sets_published():
+    P = pytest.importorskip("lazykern.tn.problems")
+    from tests import _gtn_instances as I
+
+    p = P.MaximalIS(nx.tutte_graph())
+    assert solve(p, Q.GraphPolynomial()) == I.TUTTE_MAXIMAL_IS_POLYNOMIAL
+    assert solve(p, Q.CountingMin()) == [(13, 2)]
+
+
+def test_open_vertices_through_a_problem_class():
+    P = pytest.importorskip("lazykern.tn.problems")
+    from tests import _gtn_instances as I
+    from tests._gtn_brute import Brute
+
+    p = P.IndependentSet(I.PETERSEN, openvertices=(2, 7, 4))
+    got = solve(p, Q.CountingMax())
+    want = Brute(p).tensor(lambda b: b.counting_max())
+    assert got.shape == (2, 2, 2) and got.tolist() == want.tolist()
