@@ -20,7 +20,7 @@ import itertools
 import math
 import sys
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,7 +85,7 @@ class Tree:
         """The root's k best values (-inf where fewer occur)."""
         return [v.item() for v in self.nodes[self.root].values]
 
-    def assignments(self, target: Any, sizes: dict[Label, int]) -> list[dict[Label, int]]:
+    def assignments(self, target: Any, sizes: Mapping[Label, int]) -> list[dict[Label, int]]:
         """Every assignment of the labels reaching the root value ``target``."""
         memo: dict[tuple[int, Assignment, Any], list[Assignment]] = {}
         depth = sys.getrecursionlimit()
@@ -97,11 +97,16 @@ class Tree:
         return [dict(a) for a in found]
 
     def _below(
-        self, node_id: int, position: Assignment, target: Any, sizes: dict[Label, int], memo: dict[Any, Any]
+        self,
+        node_id: int,
+        position: Assignment,
+        target: Any,
+        sizes: Mapping[Label, int],
+        memo: dict[tuple[int, Assignment, Any], list[Assignment]],
     ) -> list[Assignment]:
         key = (node_id, position, target)
         if key in memo:
-            return memo[key]  # type: ignore[no-any-return]
+            return memo[key]
         node = self.nodes[node_id]
         found: list[Assignment] = []
         if node.kind == "leaf":
@@ -122,7 +127,7 @@ class Tree:
         return found
 
 
-def _over(node: _Node, at: dict[Label, int], summed: tuple[Label, ...], sizes: dict[Label, int]) -> list[np.ndarray]:
+def _over(node: _Node, at: dict[Label, int], summed: tuple[Label, ...], sizes: Mapping[Label, int]) -> list[np.ndarray]:
     """``node``'s k value arrays at the fixed labels ``at``, as arrays over ``summed`` (broadcast
     along the summed labels the node lacks)."""
     index = tuple(at[x] if x in at else slice(None) for x in node.labels)
@@ -146,8 +151,8 @@ def _ties(grids: list[list[np.ndarray]], target: Any, summed: tuple[Label, ...])
             total = total + g[i]
         with np.errstate(invalid="ignore"):
             hits = np.argwhere(np.asarray(total == target))
-        for s in hits:
-            s = tuple(int(x) for x in s)
+        for hit in hits:
+            s = tuple(int(x) for x in hit)
             values = tuple(g[i][s].item() for g, i in zip(grids, picks))
             if all(math.isfinite(v) for v in values):
                 out.append((s, values))

@@ -61,8 +61,9 @@ class Tables:
                 total += max(abs(allowed.min()), abs(allowed.max()))
         return total
 
-    def configuration(self, assignment: Mapping[int, int]) -> np.ndarray:
-        """One int64 entry per variable: the fixed values and ``assignment`` of the free ones."""
+    def configuration(self, assignment: Mapping[Any, int]) -> np.ndarray:
+        """One int64 entry per variable: the fixed values and ``assignment`` of the free ones (keyed by
+        variable index: the network's labels)."""
         config = np.zeros(self.num_variables, dtype=np.int64)
         for v, f in itertools.chain(self.fixed.items(), assignment.items()):
             config[v] = f
@@ -98,10 +99,10 @@ def build(problem: Any, fixed: Mapping[int, int]) -> Tables:
     merged = _fold(groups, flavors, integer)
     if not merged:  # every variable fixed: one scalar tensor of size 0 carries the (empty) network
         merged[()] = [np.ones((), dtype=bool), np.zeros((), dtype=object if integer else np.float64)]
-    labels = sorted(merged, key=lambda t: (min(t, default=-1), t))
-    mask = [merged[t][0] for t in labels]
-    size = [np.where(m, s, _zero(integer)) for m, s in ((merged[t][0], merged[t][1]) for t in labels)]
-    return Tables(n, flavors, fixed, free, labels, mask, size, integer, offset, feasible)
+    order = sorted(merged, key=lambda t: (min(t, default=-1), t))
+    mask = [merged[t][0] for t in order]
+    size = [np.where(m, s, _zero(integer)) for m, s in ((merged[t][0], merged[t][1]) for t in order)]
+    return Tables(n, flavors, fixed, free, order, mask, size, integer, offset, feasible)
 
 
 def _check_fixed(fixed: dict[int, int], n: int, flavors: int) -> dict[int, int]:
@@ -159,9 +160,9 @@ def _fold(groups: dict[tuple[int, ...], list[Any]], flavors: int, integer: bool)
         if host is None:
             continue
         mask, size = full.pop(small)
-        shape = [flavors if v in small else 1 for v in host]  # both sorted: the axes keep their order
-        full[host][0] = full[host][0] & mask.reshape(shape)
-        full[host][1] = full[host][1] + size.reshape(shape)
+        axes = [flavors if v in small else 1 for v in host]  # both sorted: the axes keep their order
+        full[host][0] = full[host][0] & mask.reshape(axes)
+        full[host][1] = full[host][1] + size.reshape(axes)
     return full
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -388,7 +388,7 @@ def single_config(problem: Any, tab: _tables.Tables, largest: bool, ctx: _Contex
     best = _item(best).item()
     if not _finite(best, dtype):
         raise ValueError("the problem has no feasible configuration")
-    config = tab.configuration({v: int(f) for v, f in assignment.items() if isinstance(v, (int, np.integer))})
+    config = tab.configuration({int(v): int(f) for v, f in assignment.items() if isinstance(v, (int, np.integer))})
     return _checked(problem, tab, _size(tab, best), config), config
 
 
@@ -423,7 +423,7 @@ def configs(problem: Any, tab: _tables.Tables, prop: Any, ctx: _Context) -> Any:
         what = "feasible configurations" if everything else f"configurations at the {prop.k} best sizes"
         raise ValueError(f"{type(prop).__name__}: the problem has {found} {what}, past limit={prop.limit}")
     tree = _tree(tab, k, sign, everything, ctx)
-    sizes = dict.fromkeys(tab.free, tab.flavors)
+    sizes: dict[Hashable, int] = dict.fromkeys(tab.free, tab.flavors)
     listed: dict[Any, np.ndarray] = {}
     for v in tree.best():
         if not math.isfinite(v):

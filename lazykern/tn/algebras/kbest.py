@@ -68,14 +68,15 @@ class KBestAlgebra(Algebra):
         ops = _Ops(self.be)
         k = self.k
         av, bv = ops.stack(A[:k]), ops.stack(B[:k])  # (b, M, K, k), (b, K, N, k)
-        ac = ops.stack(A[k:]) if self.counts else None
-        bc = ops.stack(B[k:]) if self.counts else None
+        ac: Any = ops.stack(A[k:]) if self.counts else None
+        bc: Any = ops.stack(B[k:]) if self.counts else None
         batch = max(int(av.shape[0]), int(bv.shape[0]))
         M, K, N = int(av.shape[1]), int(av.shape[2]), int(bv.shape[2])
         budget = CHUNK_ELEMENTS if self.be.on_host else DEVICE_CHUNK
         rows = max(1, min(M, budget // max(batch * N * k * k, 1)))
         step = max(1, min(K, budget // max(batch * rows * N * k * k, 1)))
-        blocks_v, blocks_c = [], []
+        blocks_v: list[Any] = []
+        blocks_c: list[Any] = []
         for m0 in range(0, M, rows):
             m1 = min(M, m0 + rows)
             acc_v = ops.full(av, (batch, m1 - m0, N, k), -math.inf)

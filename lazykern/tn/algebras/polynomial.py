@@ -34,8 +34,8 @@ def powers(exponents: np.ndarray, mask: np.ndarray, points: np.ndarray, p: int) 
     for e in range(1, top + 1):
         table[:, e] = table[:, e - 1] * (points % p) % p
     safe = np.where(mask, exponents, 0).astype(np.int64)
-    out = table[:, safe] * mask
-    return out.astype(np.float64)
+    out: np.ndarray = (table[:, safe] * mask).astype(np.float64)
+    return out
 
 
 def interpolate(values: Sequence[int], p: int) -> np.ndarray:
