@@ -54,6 +54,8 @@ def test_every_property_on_the_device_equals_numpy(module, index):
     for prop in PROPERTIES:
         if p.openvertices and isinstance(prop, (Q.ConfigsMax, Q.ConfigsAll)):
             continue  # an array of lists of arrays: the scalar properties cover open vertices
+        if isinstance(prop, Q.ConfigsAll) and solve(p, Q.CountingAll()) > 10**4:
+            continue
         assert _same(solve(p, prop, module=module), solve(p, prop)), prop
     logz = solve(p, Q.PartitionFunction(1.5), module=module)
     assert np.allclose(logz, solve(p, Q.PartitionFunction(1.5)), rtol=1e-12)
