@@ -226,6 +226,9 @@ def test_bad_input_is_refused_with_the_reason(petersen):
     with pytest.raises(ValueError, match="laurent=True"):
         solve(negative, Q.GraphPolynomial())
     assert solve(negative, Q.GraphPolynomial(laurent=True)) == (-2, [1, 1, 1, 1])
+    heavy = independent_set(10, PETERSEN, weights=[2**20] * 10)
+    with pytest.raises(ValueError, match="degree 4194304"):
+        solve(heavy, Q.GraphPolynomial())
 
 
 def test_partition_function_is_stable_at_large_beta():
@@ -348,3 +351,14 @@ def test_open_vertices_through_a_problem_class():
     got = solve(p, Q.CountingMax())
     want = Brute(p).tensor(lambda b: b.counting_max())
     assert got.shape == (2, 2, 2) and got.tolist() == want.tolist()
+
+
+@pytest.mark.filterwarnings("ignore:tropical contraction plan")
+def test_devices_spread_the_slices_of_every_algebra():
+    # on the host, devices= runs each group of slices on a thread of its own; the groups add in the algebra
+    g = nx.random_regular_graph(3, 24, seed=7)
+    p = independent_set(24, list(g.edges()))
+    for prop in (Q.SizeMax(), Q.SizeMax(2), Q.CountingMax(2), Q.CountingAll(), Q.GraphPolynomial()):
+        assert solve(p, prop, optimize="greedy", memory_limit=200, devices=[0, 1]) == solve(p, prop), prop
+    spread = solve(p, Q.PartitionFunction(1.0), optimize="greedy", memory_limit=200, devices=[0, 1])
+    assert spread == pytest.approx(solve(p, Q.PartitionFunction(1.0)), rel=1e-12)

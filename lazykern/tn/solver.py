@@ -309,6 +309,12 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
             f"sizes go down to {smin}: a polynomial in x has no negative powers; pass "
             "GraphPolynomial(laurent=True) for (lowest size, coefficients)"
         )
+    if smax - smin >= polynomial.DEGREE_MAX:
+        raise ValueError(
+            f"GraphPolynomial: sizes span {smin}..{smax}, a polynomial of degree {smax - smin}; this solver "
+            f"evaluates it at every degree + 1 points and stops at degree {polynomial.DEGREE_MAX - 1} "
+            "(scale the weights down, or ask CountingMax(k) for the top coefficients)"
+        )
     mins = [int(s[m].min()) for m, s in zip(tab.mask, tab.size)]
     exponents = [np.where(m, s - lo, 0).astype(np.int64) for m, s, lo in zip(tab.mask, tab.size, mins)]
     shift = smin - (sum(mins) + int(tab.offset))  # Q(x) = x^shift R(x), R of degree smax - smin

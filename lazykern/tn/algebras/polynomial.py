@@ -23,6 +23,7 @@ from ...errors import ReconstructionError
 from .. import _crt
 from .modular import PRIME_BELOW
 
+DEGREE_MAX = 1 << 14  # points ride in every tensor: a degree past this is refused, not tried
 POINTS = "polynomial points"  # the label of the evaluation points (problem variables are ints)
 _MAX_PRIMES = 200  # 2^4000: far past any count a contractible network has
 
