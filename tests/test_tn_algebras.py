@@ -157,3 +157,14 @@ def test_modular_product_is_exact_in_float64(monkeypatch):
     assert [x.tolist() for x in summed] == [[4.0], [7.0]]
     with pytest.raises(ValueError, match="below 2"):
         modular.algebra(2**31 - 1)
+
+
+def test_kbest_kernels_are_lazy_and_compile_for_sm90(cache):
+    from lazykern.tn.algebras import _kbest_kernels
+
+    fam = _kbest_kernels.make_family(cache)
+    assert len(fam.names()) == 18 and fam.compiled() == []  # 2 value types x k = 2..4 x 3 count kinds
+    names = ["kbest2_f32_i64", "kbest3_f64_m", "kbest4_f32_v"]
+    assert [k.name for k in fam.warm(names, arch="sm_90")] == names
+    assert fam.compiled() == names
+    assert _kbest_kernels.kernel_name(2, np.dtype("float64"), True, 7) == "kbest2_f64_m"

@@ -71,3 +71,35 @@ def test_exact_counts_past_int64_on_the_device(module):
     p = P.IndependentSet(nx.grid_2d_graph(12, 12))
     assert solve(p, Q.CountingAll(), module=module) == 162481813349792588536582997  # OEIS A006506(12)
     assert solve(p, Q.CountingMax(2), module=module) == solve(p, Q.CountingMax(2))
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+@pytest.mark.parametrize("modulus", [0, 2147483647])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_kbest_kernel_equals_the_array_product(k, modulus, dtype, monkeypatch):
+    cupy = pytest.importorskip("cupy")
+    from lazykern.tn._backend import Backend
+    from lazykern.tn.algebras import kbest
+
+    rng = np.random.default_rng(k)
+    be = Backend("cupy", cupy)
+    alg = kbest.algebra(k, counts=True, modulus=modulus)("maxplus", be)
+
+    def operand(shape):
+        """k-best numbers: distinct values sorted from the largest, -inf padded, counts 0 there."""
+        values = np.full((*shape, k), -np.inf, dtype=dtype)
+        counts = np.zeros((*shape, k), dtype=np.int64)
+        for index in np.ndindex(*shape):
+            pool = np.sort(rng.choice(np.arange(-6, 7), size=rng.integers(0, k + 1), replace=False))[::-1]
+            values[index][: len(pool)] = pool
+            counts[index][: len(pool)] = rng.integers(1, 2**40, len(pool)) % (modulus or 2**40)
+        return tuple(cupy.asarray(np.ascontiguousarray(values[..., q])) for q in range(k)) + tuple(
+            cupy.asarray(np.ascontiguousarray(counts[..., q])) for q in range(k)
+        )
+
+    A, B = operand((3, 5, 7)), operand((1, 7, 4))  # B's batch of 1 broadcasts
+    got, _ = alg.bmm(A, B, False)
+    monkeypatch.setattr(kbest, "USE_KERNEL", False)
+    want, _ = alg.bmm(A, B, False)
+    for g, w in zip(got, want):
+        assert np.array_equal(cupy.asnumpy(g), cupy.asnumpy(w))

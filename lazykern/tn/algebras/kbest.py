@@ -22,9 +22,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from .._backend import Backend
 from .._contract import Algebra
+from . import _kbest_kernels
 
+USE_KERNEL = True  # GPU operands take the tn_kbest kernel (k <= 4); False: the array-operation product
 CHUNK_ELEMENTS = 1 << 22  # pairwise sums materialized at once (host); a device takes DEVICE_CHUNK
 DEVICE_CHUNK = 1 << 26
 
@@ -65,8 +69,10 @@ class KBestAlgebra(Algebra):
     def bmm(self, A: tuple[Any, ...], B: tuple[Any, ...], argmax: bool) -> tuple[tuple[Any, ...], Any]:
         if argmax:
             raise ValueError("k-best contractions keep no argmax; a configuration comes from the tropical algebra")
-        ops = _Ops(self.be)
         k = self.k
+        if USE_KERNEL and not self.be.on_host and self.be.xp is not np and 2 <= k <= _kbest_kernels.KB_MAX:
+            return _kbest_kernels.launch(self.be, A, B, k, self.counts, self.modulus), None
+        ops = _Ops(self.be)
         av, bv = ops.stack(A[:k]), ops.stack(B[:k])  # (b, M, K, k), (b, K, N, k)
         ac: Any = ops.stack(A[k:]) if self.counts else None
         bc: Any = ops.stack(B[k:]) if self.counts else None
