@@ -22,7 +22,10 @@ if TYPE_CHECKING:
 KB_MAX = 4  # parts one launch reads (four pointers per operand and per kind)
 THREADS = 256
 _MAX_BLOCKS = 132 * 32
-VALUES = {"f32": ("float", np.dtype("float32")), "f64": ("double", np.dtype("float64"))}
+VALUES: dict[str, tuple[str, np.dtype]] = {
+    "f32": ("float", np.dtype("float32")),
+    "f64": ("double", np.dtype("float64")),
+}
 RINGS = {"v": (1, False), "i64": (1, True), "m": (2, True)}  # counts: none, modulo 2^64, modulo a prime
 SIGNATURE = ["ptr"] * (6 * KB_MAX) + ["int64", "int32", "int32", "int32"] + ["int64"] * 8 + ["uint64"]
 
