@@ -41,6 +41,7 @@ class Tables:
     integer: bool
     offset: Any = 0
     feasible: bool = True
+    order: Any = None  # the contraction order every algebra's network of these tables takes (the solver's)
 
     def size_bounds(self) -> tuple[Any, Any]:
         """(smallest, largest) size any configuration could reach by the tables alone (each table's own

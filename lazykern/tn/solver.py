@@ -140,23 +140,47 @@ class _Context:
             return self.xp.as_tensor(np.ascontiguousarray(x), device="cuda")
         return self.xp.asarray(x)
 
-    def contract(self, labels: Any, output: Any, operands: Any, semiring: str, algebra: Any, plan: Any = None) -> Any:
+    def order(self, tab: _tables.Tables) -> Any:
+        """What ``optimize=`` every network of ``tab`` takes: one order, searched (or read from the
+        store) once for the tropical network, then given as a path to the others, which slice it to
+        their own entry size. Only the caller's own plan, path or optimizer object is passed as it is."""
+        if not isinstance(self.optimize, str):
+            return self.optimize
+        if tab.order is None:
+            zeros = [self.put(np.zeros(m.shape, np.float32)) for m in tab.mask]
+            net = build_network(tab.labels, (), zeros, "maxplus", Algebra)
+            tab.order = [tuple(p) for p in net.plan(self.optimize, (), self.memory_limit, self.max_time).path]
+        return list(tab.order)
+
+    def contract(
+        self,
+        tab: _tables.Tables,
+        labels: Any,
+        output: Any,
+        operands: Any,
+        semiring: str,
+        algebra: Any,
+        plan: ContractionPlan | None = None,
+    ) -> Any:
+        """The contraction of one network of ``tab`` (``plan``: one made by :meth:`plan` for it)."""
         return contract_network(
             labels,
             output,
             operands,
             semiring=semiring,
-            optimize=self.optimize if plan is None else plan,
-            memory_limit=None if plan is not None else self.memory_limit,
+            optimize=self.order(tab) if plan is None else plan,
+            memory_limit=self.memory_limit if plan is None else None,
             max_time=self.max_time,
             algebra=algebra,
             devices=self.devices,
         )
 
-    def plan(self, labels: Any, output: Any, operands: Any, semiring: str, algebra: Any) -> ContractionPlan:
+    def plan(
+        self, tab: _tables.Tables, labels: Any, output: Any, operands: Any, semiring: str, algebra: Any
+    ) -> ContractionPlan:
         """The plan of a network contracted several times (residue passes, restricted counts)."""
         net = build_network(labels, output, operands, semiring, algebra)
-        return net.plan(self.optimize, (), self.memory_limit, self.max_time)
+        return net.plan(self.order(tab), (), self.memory_limit, self.max_time)
 
 
 def _default_optimize() -> str:
@@ -228,13 +252,13 @@ def sizes(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[Any
     if k == 1:
         dtype = value_dtype(tab, tropical_only=True)
         tensors = [ctx.put(t) for t in _values(tab, dtype, largest)]
-        out = ctx.contract(tab.labels, (), tensors, "maxplus" if largest else "minplus", Algebra)
+        out = ctx.contract(tab, tab.labels, (), tensors, "maxplus" if largest else "minplus", Algebra)
         v = _item(out).item()
         return [_size(tab, v)] if _finite(v, dtype) else []
     dtype = value_dtype(tab, tropical_only=False)
     sign = 1 if largest else -1  # a minimum is the maximum of the negated sizes
     tensors = [(ctx.put(t),) for t in _values(tab, dtype, True, sign=sign)]
-    parts = ctx.contract(tab.labels, (), tensors, "maxplus", kbest.algebra(k))
+    parts = ctx.contract(tab, tab.labels, (), tensors, "maxplus", kbest.algebra(k))
     return [_size(tab, sign * v) for v in (_item(p).item() for p in parts) if math.isfinite(v)]
 
 
@@ -256,7 +280,7 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
             (),
             ops,
             semiring="maxplus" if largest else "minplus",
-            optimize=ctx.optimize,
+            optimize=ctx.order(tab),
             memory_limit=ctx.memory_limit,
             max_time=ctx.max_time,
             devices=ctx.devices,
@@ -267,11 +291,11 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
     values = [ctx.put(t) for t in _values(tab, dtype, True, sign=sign)]
     ones = [ctx.put(m.astype(np.int64)) for m in tab.mask]
     operands = list(zip(values, ones))
-    plan = ctx.plan(tab.labels, (), operands, "maxplus", kbest.algebra(k, True))
+    plan = ctx.plan(tab, tab.labels, (), operands, "maxplus", kbest.algebra(k, True))
 
     def run(moduli: tuple[int, ...]) -> tuple[Any, list[Any]]:
         alg = kbest.algebra(k, True, moduli[0] if moduli else 0)
-        parts = ctx.contract(tab.labels, (), operands, "maxplus", alg, plan)
+        parts = ctx.contract(tab, tab.labels, (), operands, "maxplus", alg, plan)
         return np.array([_item(p) for p in parts[:k]]), [np.array([_item(p) for p in parts[k:]])]
 
     vals, counts = _crt.solve(run, bound, 1)
@@ -288,7 +312,7 @@ def count_all(tab: _tables.Tables, ctx: _Context) -> int:
         tab.labels,
         (),
         ops,
-        optimize=ctx.optimize,
+        optimize=ctx.order(tab),
         memory_limit=ctx.memory_limit,
         max_time=ctx.max_time,
         devices=ctx.devices,
@@ -330,8 +354,8 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
             operands = [op[0] for op in operands]
         alg = modular.algebra(*moduli)
         if plan is None:
-            plan = ctx.plan(labels, (polynomial.POINTS,), operands, "maxplus", alg)
-        parts = ctx.contract(labels, (polynomial.POINTS,), operands, "maxplus", alg, plan)
+            plan = ctx.plan(tab, labels, (polynomial.POINTS,), operands, "maxplus", alg)
+        parts = ctx.contract(tab, labels, (polynomial.POINTS,), operands, "maxplus", alg, plan)
         parts = parts if isinstance(parts, tuple) else (parts,)  # one part comes back as the array itself
         return np.array([_item(p) for p in parts], dtype=np.int64)
 
@@ -353,7 +377,7 @@ def _modular_count(tab: _tables.Tables, ctx: _Context) -> int:
         tab.flavors ** len(tab.free))))  # fmt: skip
     ones = [tuple(ctx.put(m.astype(np.float64)) for _ in moduli) for m in tab.mask]
     operands = [op if len(moduli) > 1 else op[0] for op in ones]
-    parts = ctx.contract(tab.labels, (), operands, "maxplus", modular.algebra(*moduli))
+    parts = ctx.contract(tab, tab.labels, (), operands, "maxplus", modular.algebra(*moduli))
     parts = parts if isinstance(parts, tuple) else (parts,)
     x, M = 0, 1
     for p, r in zip(moduli, parts):
@@ -370,7 +394,7 @@ def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: _Contex
     scale = float(beta) if goal == "max" else -float(beta)
     with np.errstate(invalid="ignore"):
         logs = [np.where(m, s.astype(np.float64) * scale, -math.inf) for m, s in zip(tab.mask, tab.size)]
-    out = ctx.contract(tab.labels, (), [ctx.put(t) for t in logs], "maxplus", logsum.LogSumAlgebra)
+    out = ctx.contract(tab, tab.labels, (), [ctx.put(t) for t in logs], "maxplus", logsum.LogSumAlgebra)
     return float(_item(out).item()) + scale * float(tab.offset)
 
 
@@ -386,7 +410,7 @@ def single_config(problem: Any, tab: _tables.Tables, largest: bool, ctx: _Contex
         (),
         tensors,
         semiring="maxplus" if largest else "minplus",
-        optimize=ctx.optimize,
+        optimize=ctx.order(tab),
         memory_limit=ctx.memory_limit,
         max_time=ctx.max_time,
         devices=ctx.devices,
@@ -464,7 +488,7 @@ def _tree(tab: _tables.Tables, k: int, sign: int, everything: bool, ctx: _Contex
         values = _values(tab, dtype, True, sign=sign)
     algebra = Algebra if k == 1 else kbest.algebra(k)
     arrays = [ctx.put(v) for v in values]
-    plan = ctx.plan(tab.labels, (), [(a,) if k > 1 else a for a in arrays], "maxplus", algebra)
+    plan = ctx.plan(tab, tab.labels, (), [(a,) if k > 1 else a for a in arrays], "maxplus", algebra)
     if plan.sliced:
         raise ValueError(
             f"listing configurations keeps every step's values, but this network needs {plan.nslices} slices to "
