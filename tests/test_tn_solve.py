@@ -362,3 +362,18 @@ def test_devices_spread_the_slices_of_every_algebra():
         assert solve(p, prop, optimize="greedy", memory_limit=200, devices=[0, 1]) == solve(p, prop), prop
     spread = solve(p, Q.PartitionFunction(1.0), optimize="greedy", memory_limit=200, devices=[0, 1])
     assert spread == pytest.approx(solve(p, Q.PartitionFunction(1.0)), rel=1e-12)
+
+
+def test_solve_problems_and_properties_are_lazy_names_of_lazykern_tn():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, lazykern.tn as tn\n"
+        "assert 'lazykern.tn.solver' not in sys.modules and 'lazykern.tn.algebras' not in sys.modules\n"
+        "import networkx\n"
+        "p = tn.problems.IndependentSet(networkx.petersen_graph())\n"
+        "print(tn.solve(p, tn.properties.CountingMax(2)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[(4, 5), (3, 30)]"

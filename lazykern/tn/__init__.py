@@ -25,13 +25,18 @@ from typing import Any
 from .. import tropical  # noqa: F401  (first: tropical's __init__ imports .einsum back for its re-exports)
 from .einsum import ContractionPlan, argmax_einsum, contraction_plan, einsum
 
-__all__ = ["ContractionPlan", "argmax_einsum", "contraction_plan", "einsum", "solve"]
+__all__ = ["ContractionPlan", "argmax_einsum", "contraction_plan", "einsum", "problems", "properties", "solve"]
 
 
 def __getattr__(name: str) -> Any:
-    """``solve`` imports its algebras on first use (``problems`` and ``properties`` are submodules)."""
+    """``solve``, ``problems`` and ``properties`` are imported on first use (``import lazykern.tn`` stays
+    as light as it was)."""
     if name == "solve":
         from .solver import solve
 
         return solve
+    if name in ("problems", "properties"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
