@@ -377,3 +377,13 @@ def test_solve_problems_and_properties_are_lazy_names_of_lazykern_tn():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[(4, 5), (3, 30)]"
+
+
+def test_every_variable_fixed_leaves_a_scalar_network():
+    p = independent_set(3, [(0, 1), (1, 2)], fixedvertices={0: 1, 1: 0, 2: 1})
+    assert solve(p, Q.SizeMax(2)) == [2] and solve(p, Q.CountingMax(2)) == [(2, 1)]
+    assert solve(p, Q.CountingAll()) == 1 and solve(p, Q.GraphPolynomial()) == [0, 0, 1]
+    assert solve(p, Q.PartitionFunction(1.0)) == pytest.approx(2.0)
+    size, config = solve(p, Q.SingleConfigMax())
+    assert size == 2 and config.tolist() == [1, 0, 1]
+    assert solve(p, Q.ConfigsAll()).tolist() == [[1, 0, 1]]
