@@ -174,7 +174,9 @@ def step_rates(fn: Any, module: Any, top: int = 5) -> dict[str, Any]:
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One row: build the instance, solve twice, then (SizeMax / CountingMax) time the steps."""
     from lazykern.tn import solve
+    from lazykern.tn.algebras import kbest
 
+    kbest.USE_KERNEL = spec.get("kbest_kernel", True)  # False: the k-best product by array operations
     module = __import__(spec["module"])
     graph = kings_graph(spec["n"]) if spec["graph"] == "kings" else regular_graph(spec["n"])
     problem, made_by = independent_set(graph)
@@ -242,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true", help="n = 20/30/40 and a 6 x 6 King's subgraph (CPU)")
     parser.add_argument("--row-seconds", type=float, default=240.0, help="a row's process is killed after")
     parser.add_argument("--only", default="", help="comma-separated row names to run (default: all)")
+    parser.add_argument("--no-kbest-kernel", action="store_true", help="k-best products by array operations")
     parser.add_argument("--gemm-n", type=int, default=4096, help="side of the f32 GEMM that sets the yardstick rate")
     args = parser.parse_args(argv)
     sizes = [20, 30, 40] if args.small else [100, 150, 200]
@@ -261,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     record: dict[str, Any] = environment(argv) | {
         "module": args.module,
         "small": args.small,
+        "kbest_kernel": not args.no_kbest_kernel,
         "targets": TARGETS,
         "gtn_reference": GTN_REFERENCE,
         "results": {},
@@ -279,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, spec in rows:
         if only and name not in only:
             continue
-        spec = spec | {"module": args.module}
+        spec = spec | {"module": args.module, "kbest_kernel": not args.no_kbest_kernel}
         row = run_row(spec, args.row_seconds)
         record["results"][name] = row
         print(name, json.dumps(row), flush=True)
