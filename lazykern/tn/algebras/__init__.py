@@ -6,9 +6,10 @@ sliced results, so :mod:`lazykern.tn.einsum` plans, slices and runs it like the 
 algebras:
 
 * :mod:`.kbest`: the k largest distinct values per entry, with counts (``SizeMax(k)``,
-  ``CountingMax(k)``);
-* :mod:`.polynomial`: the graph polynomial by evaluations modulo primes in the counting kernels,
-  interpolated and rebuilt by the Chinese remainder theorem;
+  ``CountingMax(k)``); on a GPU the lazily compiled ``tn_kbest`` family (:mod:`._kbest_kernels`);
+* :mod:`.modular`: sum-product modulo primes below 2^21 through float64 GEMM, exact;
+* :mod:`.polynomial`: the graph polynomial by evaluations in the modular algebra, interpolated and
+  rebuilt by the Chinese remainder theorem;
 * :mod:`.logsum`: sum-product in log space (the partition function), stable at any beta.
 
 The tropical (max-plus / min-plus) and counting algebras live in :mod:`lazykern.tropical` and
