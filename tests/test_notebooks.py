@@ -20,6 +20,7 @@ EXPECTED = {
     "03_graph_capture.ipynb": ("in the CUDA simulator; after step.set(0.5), one replay added 5 ", "on this GPU; after"),
     "04_spin_glass.ipynb": ("ground states",),
     "05_your_own_spin_glass.ipynb": ("ground states (2^",),
+    "06_combinatorial_problems.ipynb": ("all 11 problems agree with the brute force",),
 }
 
 

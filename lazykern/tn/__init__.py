@@ -10,7 +10,9 @@ tropical product), this package plans and runs whole networks:
   Chinese remainder theorem, :mod:`._crt`);
 * :mod:`.networks`: Ising spin glasses from a user's own edge list (checked by :mod:`._instance`):
   ground-state energies, configurations, degeneracies;
-* :mod:`.orders`: contraction orders read off the graph, whatever its numbering.
+* :mod:`.orders`: contraction orders read off the graph, whatever its numbering;
+* :func:`solve` (:mod:`.solver`): GenericTensorNetworks' properties (:mod:`.properties`) of the
+  combinatorial problems of :mod:`.problems`, each in its algebra (:mod:`.algebras`).
 
 The documented paths ``lazykern.tropical.einsum``, ``.counting``, ``.networks`` and ``.orders`` are these
 very modules, and ``lazykern.tropical.einsum`` & co. these functions.
@@ -18,7 +20,23 @@ very modules, and ``lazykern.tropical.einsum`` & co. these functions.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import tropical  # noqa: F401  (first: tropical's __init__ imports .einsum back for its re-exports)
 from .einsum import ContractionPlan, argmax_einsum, contraction_plan, einsum
 
-__all__ = ["ContractionPlan", "argmax_einsum", "contraction_plan", "einsum"]
+__all__ = ["ContractionPlan", "argmax_einsum", "contraction_plan", "einsum", "problems", "properties", "solve"]
+
+
+def __getattr__(name: str) -> Any:
+    """``solve``, ``problems`` and ``properties`` are imported on first use (``import lazykern.tn`` stays
+    as light as it was)."""
+    if name == "solve":
+        from .solver import solve
+
+        return solve
+    if name in ("problems", "properties"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

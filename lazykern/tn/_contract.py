@@ -49,6 +49,7 @@ class Algebra:
 
     nparts = 1
     counting = False
+    strided = True  # has a row kernel for :mod:`._strided` steps (``rows``); False: every step is ``bmm``
 
     def __init__(self, semiring: str, backend: Backend, grad: bool = False) -> None:
         self.semiring = semiring
@@ -127,7 +128,7 @@ def contract(
     """A (x) B summed over the labels both share and ``keep`` lacks. ``owned``: whether A's, B's arrays
     are this step's to overwrite (an intermediate nothing else holds: no leaf, cache or checkpoint)."""
     be = alg.be
-    if not argmax and not alg.grad and not be.on_host:
+    if not argmax and not alg.grad and not be.on_host and alg.strided:
         done = _bits_step(alg, A, B, keep, owned)
         if done is None:
             done = _strided_step(alg, A, B, keep)

@@ -421,6 +421,8 @@ def contraction_plan(
         path, more = _cotengra_plan(terms, output, rest, limit, max_time, initial, store)
     else:
         path, more = _search(terms, output, rest, optimize)
+    if set(more) & set(output):  # cotengra may slice an output label: the result must keep it, so slice here
+        path, more = _slice_to(terms, output, rest, path, limit)
     explicit = isinstance(optimize, (list, tuple))  # a caller's own path is sliced only to a limit they set
     if not more and (memory_limit is not None or not explicit) and _costs(terms, output, rest, path, {})[0] > limit:
         path, more = _slice_to(terms, output, rest, path, limit)  # memory_limit holds for every strategy

@@ -1,0 +1,173 @@
+"""A problem's constraint and objective tables as the tensors of one network, before any algebra.
+
+Each table over some variables becomes (mask, size) over the same variables: mask True where every
+constraint allows the entry, size the sum of the objectives there. Fixed variables are sliced out of
+every table (a constraint that then forbids everything makes the whole problem infeasible; an
+objective left with no variable is a constant). Tables over the same variables are merged, and a
+table whose variables all lie in a larger table is folded into it, so the planner sees one tensor per
+interaction (a vertex weight rides on one of its edges). A free variable that no table mentions gets
+an all-allowed table of size 0 (it still multiplies the counts by its flavors).
+
+The algebras then map (mask, size) to their numbers: the tropical value size (or -inf), a count 1 (or
+0), x^size, exp(beta * size).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Tables:
+    """The merged tables of a problem with ``fixed`` variables sliced out.
+
+    ``labels[t]``: the free variables of tensor t (sorted); ``mask[t]``, ``size[t]``: arrays of shape
+    (flavors,) * len(labels[t]); ``size`` entries are Python ints (object arrays) when every objective
+    is integer, else float64; ``offset``: the constant size of the fixed variables' objectives;
+    ``feasible``: False when a constraint over fixed variables alone forbids them."""
+
+    num_variables: int
+    flavors: int
+    fixed: dict[int, int]
+    free: tuple[int, ...]
+    labels: list[tuple[int, ...]]
+    mask: list[np.ndarray]
+    size: list[np.ndarray]
+    integer: bool
+    offset: Any = 0
+    feasible: bool = True
+    order: Any = None  # the contraction order every algebra's network of these tables takes (the solver's)
+
+    def size_bounds(self) -> tuple[Any, Any]:
+        """(smallest, largest) size any configuration could reach by the tables alone (each table's own
+        extremes over its allowed entries, summed): a bound, not the optimum."""
+        low = high = self.offset
+        for m, s in zip(self.mask, self.size):
+            allowed = s[m]
+            if allowed.size:
+                low, high = low + allowed.min(), high + allowed.max()
+        return low, high
+
+    def magnitude(self) -> Any:
+        """A bound on |size| of every configuration and every partial sum of one (exactness of a dtype)."""
+        total = abs(self.offset)
+        for m, s in zip(self.mask, self.size):
+            allowed = s[m]
+            if allowed.size:
+                total += max(abs(allowed.min()), abs(allowed.max()))
+        return total
+
+    def configuration(self, assignment: Mapping[Any, int]) -> np.ndarray:
+        """One int64 entry per variable: the fixed values and ``assignment`` of the free ones (keyed by
+        variable index: the network's labels)."""
+        config = np.zeros(self.num_variables, dtype=np.int64)
+        for v, f in itertools.chain(self.fixed.items(), assignment.items()):
+            config[v] = f
+        return config
+
+
+def build(problem: Any, fixed: Mapping[int, int]) -> Tables:
+    """The merged tables of ``problem`` with the variables of ``fixed`` set (checked here)."""
+    n, flavors = int(problem.num_variables), int(problem.num_flavors)
+    fixed = _check_fixed(dict(fixed), n, flavors)
+    integer = bool(problem.integer_weights)
+    groups: dict[tuple[int, ...], list[Any]] = {}  # variables -> [mask, size]
+    offset: Any = 0
+    feasible = True
+    for table in problem.constraints():
+        labels, values = _sliced(table, fixed, flavors, "constraint")
+        if not labels:
+            feasible = feasible and bool(values)
+            continue
+        entry = groups.setdefault(labels, [None, None])
+        entry[0] = values.astype(bool) if entry[0] is None else entry[0] & values.astype(bool)
+    for table in problem.objectives():
+        labels, values = _sliced(table, fixed, flavors, "objective")
+        values = _sizes(values, integer)
+        if not labels:
+            offset = offset + values.item() if integer else offset + float(values)
+            continue
+        entry = groups.setdefault(labels, [None, None])
+        entry[1] = values if entry[1] is None else entry[1] + values
+    free = tuple(v for v in range(n) if v not in fixed)
+    for v in set(free) - {x for labels in groups for x in labels}:
+        groups[(v,)] = [None, None]
+    merged = _fold(groups, flavors, integer)
+    if not merged:  # every variable fixed: one scalar tensor of size 0 carries the (empty) network
+        merged[()] = [np.ones((), dtype=bool), np.zeros((), dtype=object if integer else np.float64)]
+    order = sorted(merged, key=lambda t: (min(t, default=-1), t))
+    mask = [merged[t][0] for t in order]
+    size = [np.where(m, s, _zero(integer)) for m, s in ((merged[t][0], merged[t][1]) for t in order)]
+    return Tables(n, flavors, fixed, free, order, mask, size, integer, offset, feasible)
+
+
+def _check_fixed(fixed: dict[int, int], n: int, flavors: int) -> dict[int, int]:
+    out = {}
+    for v, f in fixed.items():
+        if not (isinstance(v, (int, np.integer)) and 0 <= int(v) < n):
+            raise ValueError(f"fixed variable {v!r} is not a variable index 0..{n - 1}")
+        if not (isinstance(f, (int, np.integer)) and 0 <= int(f) < flavors):
+            raise ValueError(f"fixed variable {v} has value {f!r}; its flavors are 0..{flavors - 1}")
+        out[int(v)] = int(f)
+    return out
+
+
+def _sliced(table: Any, fixed: Mapping[int, int], flavors: int, what: str) -> tuple[tuple[int, ...], np.ndarray]:
+    """The table's free variables (sorted) and its values over them, the fixed ones selected."""
+    labels = tuple(int(v) for v in table.variables)
+    values = np.asarray(table.values)
+    if values.shape != (flavors,) * len(labels):
+        raise ValueError(
+            f"{what} table over variables {labels} has shape {values.shape}; expected {(flavors,) * len(labels)}"
+        )
+    index = tuple(fixed.get(v, slice(None)) for v in labels)
+    values = values[index] if labels else values
+    labels = tuple(v for v in labels if v not in fixed)
+    order = sorted(range(len(labels)), key=lambda i: labels[i])
+    return tuple(labels[i] for i in order), np.transpose(values, order) if labels else values
+
+
+def _sizes(values: np.ndarray, integer: bool) -> np.ndarray:
+    """Objective values as exact Python ints (object) or float64."""
+    if not integer:
+        return np.asarray(values, dtype=np.float64)
+    if values.dtype.kind == "f":
+        if not np.all(np.isfinite(values)) or np.any(values != np.round(values)):
+            raise ValueError("the problem says its weights are integers, but an objective holds a non-integer")
+    return np.vectorize(int, otypes=[object])(values) if values.size else values.astype(object)
+
+
+def _zero(integer: bool) -> Any:
+    return 0 if integer else 0.0
+
+
+def _fold(groups: dict[tuple[int, ...], list[Any]], flavors: int, integer: bool) -> dict[tuple[int, ...], list[Any]]:
+    """Each group as [mask, size] arrays over its variables, a group whose variables all lie in a
+    larger one folded into the first such (broadcast along the axes it lacks)."""
+    full: dict[tuple[int, ...], list[Any]] = {}
+    for labels, (mask, size) in groups.items():
+        shape = (flavors,) * len(labels)
+        mask = np.ones(shape, dtype=bool) if mask is None else mask
+        size = np.full(shape, _zero(integer), dtype=object if integer else np.float64) if size is None else size
+        full[labels] = [mask, size]
+    order = sorted(full, key=len)
+    for i, small in enumerate(order):
+        host = next((big for big in order[i + 1 :] if len(big) > len(small) and set(small) <= set(big)), None)
+        if host is None:
+            continue
+        mask, size = full.pop(small)
+        axes = [flavors if v in small else 1 for v in host]  # both sorted: the axes keep their order
+        full[host][0] = full[host][0] & mask.reshape(axes)
+        full[host][1] = full[host][1] + size.reshape(axes)
+    return full
+
+
+def assignments(variables: tuple[int, ...], flavors: int) -> Iterator[dict[int, int]]:
+    """Every assignment of ``variables``, the last varying fastest (NumPy's C order)."""
+    for combo in itertools.product(range(flavors), repeat=len(variables)):
+        yield dict(zip(variables, combo))

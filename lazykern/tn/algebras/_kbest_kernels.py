@@ -1,0 +1,125 @@
+"""The k-best product on the GPU: a lazily compiled family (``tn_kbest``), one fragment per instantiation.
+
+``kbest.cu`` (after ``counting.cu``'s ring helpers) holds the one template, ``lk_kbest_bmm``: one thread
+per output entry, its k best values and counts in registers. A fragment fixes the value dtype, k (2 to
+``KB_MAX``) and the counts (none, modulo 2^64, or residues modulo a prime); a user compiles only those
+asked for. :func:`launch` runs it on device arrays; :mod:`.kbest` calls it for GPU operands.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...families.family import KernelFamily
+from ...launch import _device
+
+if TYPE_CHECKING:
+    from ...store.cache import KernelCache
+
+KB_MAX = 4  # parts one launch reads (four pointers per operand and per kind)
+THREADS = 256
+_MAX_BLOCKS = 132 * 32
+VALUES: dict[str, tuple[str, np.dtype]] = {
+    "f32": ("float", np.dtype("float32")),
+    "f64": ("double", np.dtype("float64")),
+}
+RINGS = {"v": (1, False), "i64": (1, True), "m": (2, True)}  # counts: none, modulo 2^64, modulo a prime
+SIGNATURE = ["ptr"] * (6 * KB_MAX) + ["int64", "int32", "int32", "int32"] + ["int64"] * 8 + ["uint64"]
+
+
+def kernel_name(k: int, value: np.dtype, counts: bool, modulus: int) -> str:
+    """``kbest{k}_{f32|f64}_{v|i64|m}``: values only, counts modulo 2^64, or modulo a prime."""
+    v = next(name for name, (_, d) in VALUES.items() if d == value)
+    ring = "v" if not counts else ("m" if modulus else "i64")
+    return f"kbest{k}_{v}_{ring}"
+
+
+def make_family(cache: KernelCache | None = None) -> KernelFamily:
+    here = resources.files(__package__)
+    counting = resources.files("lazykern.tn").joinpath("counting.cu").read_text(encoding="utf-8")
+    preamble = counting + "\n" + here.joinpath("kbest.cu").read_text(encoding="utf-8")
+    fam = KernelFamily("tn_kbest", preamble, options=("-std=c++17",), cache=cache)
+    groups = ("av", "ac", "bv", "bc", "cv", "cc")
+    for vt, vd in VALUES.values():
+        for k in range(2, KB_MAX + 1):
+            for rname, (ring, counts) in RINGS.items():
+                name = kernel_name(k, vd, counts, 1 if rname == "m" else 0)
+                params = ", ".join(
+                    f"{'' if g[0] == 'c' else 'const '}{vt if g[1] == 'v' else 'long long'} *{g}{q}"
+                    for g in groups
+                    for q in range(KB_MAX)
+                )
+                arrays = "".join(
+                    f"    {'' if g[0] == 'c' else 'const '}{vt if g[1] == 'v' else 'long long'} *const {g}[{KB_MAX}] = "
+                    f"{{{', '.join(f'{g}{q}' for q in range(KB_MAX))}}};\n"
+                    for g in groups
+                )
+                code = (
+                    f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}({params}, long long total, '
+                    "int M, int N, int K, long long sa, long long ars, long long acs, long long sb, long long brs, "
+                    "long long bcs, long long sc, long long ldc, unsigned long long mod) {\n"
+                    f"{arrays}"
+                    f"    lk_kbest_bmm<{vt}, long long, {k}, {ring}, {'true' if counts else 'false'}>(av, ac, bv, bc, "
+                    "cv, cc, total, M, N, K, sa, ars, acs, sb, brs, bcs, sc, ldc, mod);\n}\n"
+                )
+                fam.add(name, code, signature=SIGNATURE)
+    return fam
+
+
+_family: KernelFamily | None = None
+
+
+def family() -> KernelFamily:
+    """The process's ``tn_kbest`` family, made on first use."""
+    global _family
+    if _family is None:
+        _family = make_family()
+    return _family
+
+
+def launch(be: Any, A: tuple[Any, ...], B: tuple[Any, ...], k: int, counts: bool, modulus: int) -> tuple[Any, ...]:
+    """The k-best product of device operands: parts (k values [, k counts]) of (b|1, M, K) and (b|1, K, N),
+    each operand's parts read through one set of strides (copied to contiguous where they differ)."""
+    from ...tropical import _arrays
+
+    A, B = _alike(be, A), _alike(be, B)
+    batch = max(int(A[0].shape[0]), int(B[0].shape[0]))
+    M, K, N = int(A[0].shape[1]), int(A[0].shape[2]), int(B[0].shape[2])
+    out = tuple(be.empty(x, (batch, M, N)) for x in A)
+    if batch * M * N == 0:
+        return out
+    sa, ars, acs = be.strides(A[0])
+    sb, brs, bcs = be.strides(B[0])
+    sa, sb = (sa if int(A[0].shape[0]) > 1 else 0), (sb if int(B[0].shape[0]) > 1 else 0)
+
+    def pointers(parts: tuple[Any, ...], name: str) -> list[Any]:
+        ops = [_arrays.as_operand(x, f"{name}{q}") for q, x in enumerate(parts)]
+        ptrs = [o.ptr for o in ops]
+        return ptrs + [ptrs[0]] * (KB_MAX - len(ptrs))  # the kernel reads only the first k
+
+    groups = []
+    for parts, name in ((A, "A"), (B, "B"), (out, "C")):
+        groups.append(pointers(parts[:k], f"{name}v"))
+        groups.append(pointers(parts[k:] if counts else parts[:k], f"{name}c"))
+    first = _arrays.as_operand(out[0], "C")
+    device = _device.resolve_or_current(_device.common([("C", first.device)]))
+    total = batch * M * N
+    blocks = min(-(-total // THREADS), _MAX_BLOCKS)
+    name = kernel_name(k, be.dtype(A[0]), counts, modulus)
+    with _device.on(device):
+        kernel = family().get(name, arch=_device.arch(device))
+        kernel[(blocks,), (THREADS,), first.stream or 0](
+            *(p for g in groups for p in g), total, M, N, K, sa, ars, acs, sb, brs, bcs, M * N, N, np.uint64(modulus)
+        )
+    return out
+
+
+def _alike(be: Any, parts: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The parts with one set of strides (the kernel reads them all through it)."""
+    first = be.strides(parts[0])
+    if all(be.strides(p) == first for p in parts[1:]):
+        return parts
+    return tuple(be.contiguous(p) for p in parts)

@@ -1,0 +1,192 @@
+"""k-best max-plus numbers: the k largest distinct values of a set of sizes, with their counts if asked.
+
+An entry holds k values sorted from the largest down (``-inf`` where fewer than k occur) and, for
+counting, the number of configurations at each. The sum keeps the k largest distinct values of the
+union (counts of equal values added); the product the k largest of the pairwise sums (counts
+multiplied, and added over the pairs that reach one value). Only the k best of each factor can
+reach the k best of a product (a worse one would leave k distinct better sums above it), so the
+truncation is exact: this is GenericTensorNetworks' k-best algebra (``TruncatedPoly`` / extended
+tropical numbers) for *distinct* sizes.
+
+The arrays of one entry are the algebra's parts: values ``v_0 .. v_{k-1}``, then counts ``c_0 ..
+c_{k-1}`` (int64; modulo 2^64, or modulo a prime ``p`` for :func:`algebra` (k, counts, p)), each an
+array over the network's labels, so every layout step of :mod:`lazykern.tn._contract` maps over them
+unchanged. The product is written once with array operations (NumPy, CuPy, torch alike): the k x k
+pairwise sums of a chunk of the contracted axis, then k passes per output entry, each taking the
+largest value below the previous one and summing the counts that reach it. A minimum is the maximum
+of the negated sizes (the caller negates).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .._backend import Backend
+from .._contract import Algebra
+from . import _kbest_kernels
+
+USE_KERNEL = True  # GPU operands take the tn_kbest kernel (k <= 4); False: the array-operation product
+CHUNK_ELEMENTS = 1 << 22  # pairwise sums materialized at once (host); a device takes DEVICE_CHUNK
+DEVICE_CHUNK = 1 << 26
+
+
+class KBestAlgebra(Algebra):
+    """k best distinct values per entry (parts: k value arrays, then k count arrays when ``counts``)."""
+
+    k = 1
+    counts = False
+    modulus = 0  # counts modulo this prime; 0: int64 arithmetic (modulo 2^64)
+    strided = False
+
+    @classmethod
+    def prepare(cls, be: Backend, parts: tuple[Any, ...], position: int) -> tuple[Any, ...]:
+        """A plain operand (values, and counts when counting) as k-best parts: its one value first."""
+        want = 2 if cls.counts else 1
+        if len(parts) != want:
+            what = "values and counts" if cls.counts else "values"
+            raise ValueError(f"k-best operand {position} must be {want} array(s): {what}")
+        values = parts[0]
+        shape = tuple(int(n) for n in values.shape)
+        pad = be.full(values, shape, -math.inf)
+        out = [values] + [pad] * (cls.k - 1)
+        if cls.counts:
+            count = parts[1] % cls.modulus if cls.modulus else parts[1]
+            zero = be.full(count, shape, 0)
+            out += [count] + [zero] * (cls.k - 1)
+        return tuple(out)
+
+    def unit(self, like: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...]:
+        v = like[0]
+        out = [self.be.full(v, shape, 0.0)] + [self.be.full(v, shape, -math.inf)] * (self.k - 1)
+        if self.counts:
+            c = like[self.k]
+            out += [self.be.full(c, shape, 1)] + [self.be.full(c, shape, 0)] * (self.k - 1)
+        return tuple(out)
+
+    def bmm(self, A: tuple[Any, ...], B: tuple[Any, ...], argmax: bool) -> tuple[tuple[Any, ...], Any]:
+        if argmax:
+            raise ValueError("k-best contractions keep no argmax; a configuration comes from the tropical algebra")
+        k = self.k
+        if USE_KERNEL and not self.be.on_host and self.be.xp is not np and 2 <= k <= _kbest_kernels.KB_MAX:
+            return _kbest_kernels.launch(self.be, A, B, k, self.counts, self.modulus), None
+        ops = _Ops(self.be)
+        av, bv = ops.stack(A[:k]), ops.stack(B[:k])  # (b, M, K, k), (b, K, N, k)
+        ac: Any = ops.stack(A[k:]) if self.counts else None
+        bc: Any = ops.stack(B[k:]) if self.counts else None
+        batch = max(int(av.shape[0]), int(bv.shape[0]))
+        M, K, N = int(av.shape[1]), int(av.shape[2]), int(bv.shape[2])
+        budget = CHUNK_ELEMENTS if self.be.on_host else DEVICE_CHUNK
+        rows = max(1, min(M, budget // max(batch * N * k * k, 1)))
+        step = max(1, min(K, budget // max(batch * rows * N * k * k, 1)))
+        blocks_v: list[Any] = []
+        blocks_c: list[Any] = []
+        for m0 in range(0, M, rows):
+            m1 = min(M, m0 + rows)
+            acc_v = ops.full(av, (batch, m1 - m0, N, k), -math.inf)
+            acc_c = ops.full(ac, (batch, m1 - m0, N, k), 0) if self.counts else None
+            for k0 in range(0, K, step):
+                k1 = min(K, k0 + step)
+                a, b = av[:, m0:m1, k0:k1], bv[:, k0:k1]
+                s = a[:, :, :, None, :, None] + b[:, None, :, :, None, :]  # (b, m, kc, N, k, k)
+                sv = ops.flat(s, batch, m1 - m0, N)
+                sc = None
+                if self.counts:
+                    c = ac[:, m0:m1, k0:k1][:, :, :, None, :, None] * bc[:, k0:k1][:, None, :, :, None, :]
+                    sc = ops.flat(c % self.modulus if self.modulus else c, batch, m1 - m0, N)
+                acc_v, acc_c = self.best(ops, ops.cat(acc_v, sv), ops.cat(acc_c, sc) if self.counts else None)
+            blocks_v.append(acc_v)
+            blocks_c.append(acc_c)
+        values = ops.cat(*blocks_v, axis=1) if len(blocks_v) > 1 else blocks_v[0]
+        out = [ops.contiguous(values[..., i]) for i in range(k)]
+        if self.counts:
+            counts = ops.cat(*blocks_c, axis=1) if len(blocks_c) > 1 else blocks_c[0]
+            out += [ops.contiguous(counts[..., i]) for i in range(k)]
+        return tuple(out), None
+
+    def best(self, ops: _Ops, values: Any, counts: Any) -> tuple[Any, Any]:
+        """The k largest distinct values along the last axis, with the counts of each summed: k passes,
+        each the largest value left below the previous one (no sort: k is small)."""
+        vals, cnts = [], []
+        left = values
+        for _ in range(self.k):
+            top = ops.amax(left)
+            vals.append(top)
+            if self.counts:
+                total = ops.sum(ops.where(values == top[..., None], counts, 0))
+                total = total % self.modulus if self.modulus else total
+                cnts.append(ops.where(top == -math.inf, 0, total))
+            left = ops.where(values < top[..., None], values, -math.inf)
+        return ops.stack(vals), ops.stack(cnts) if self.counts else None
+
+    def rows(self, X: tuple[Any, ...], Y: tuple[Any, ...], lay: dict[str, Any]) -> tuple[Any, ...]:
+        raise NotImplementedError("k-best steps take the batched product (strided = False)")
+
+    def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Two slices' results merged: the k best of both."""
+        ops = _Ops(self.be)
+        k = self.k
+        v = ops.cat(ops.stack(X[:k]), ops.stack(Y[:k]))
+        c = ops.cat(ops.stack(X[k:]), ops.stack(Y[k:])) if self.counts else None
+        bv, bc = self.best(ops, v, c)
+        out = [ops.contiguous(bv[..., i]) for i in range(k)]
+        if self.counts:
+            out += [ops.contiguous(bc[..., i]) for i in range(k)]
+        return tuple(out)
+
+
+_algebras: dict[tuple[int, bool, int], type[KBestAlgebra]] = {}
+
+
+def algebra(k: int, counts: bool = False, modulus: int = 0) -> type[KBestAlgebra]:
+    """The k-best algebra (``counts``: with int64 counts, modulo ``modulus`` when it is not 0)."""
+    key = (int(k), bool(counts), int(modulus))
+    found = _algebras.get(key)
+    if found is None:
+        if k < 1 or not 0 <= modulus < 1 << 31:
+            raise ValueError(f"k-best algebra needs k >= 1 and a modulus below 2^31, got k={k}, modulus={modulus}")
+        name = f"KBest{k}{'Counting' if counts else ''}{modulus or ''}"
+        nparts = k * (2 if counts else 1)
+        attrs = {"k": int(k), "counts": bool(counts), "modulus": int(modulus), "nparts": nparts}
+        found = _algebras[key] = type(name, (KBestAlgebra,), attrs)
+    return found
+
+
+class _Ops:
+    """The array operations of the k-best product, for NumPy, CuPy and torch (last axis unless said)."""
+
+    def __init__(self, be: Backend) -> None:
+        self.be = be
+        self.xp = be.xp
+        self.torch = be.name == "torch"
+
+    def stack(self, parts: Any) -> Any:
+        return self.xp.stack(list(parts), dim=-1) if self.torch else self.xp.stack(list(parts), axis=-1)
+
+    def cat(self, *arrays: Any, axis: int = -1) -> Any:
+        return self.xp.cat(list(arrays), dim=axis) if self.torch else self.xp.concatenate(list(arrays), axis=axis)
+
+    def full(self, like: Any, shape: tuple[int, ...], value: Any) -> Any:
+        return self.be.full(like, shape, value)
+
+    def flat(self, s: Any, batch: int, m: int, n: int) -> Any:
+        """(b, m, kc, N, k, k) -> (b, m, N, kc * k * k)."""
+        moved = s.permute(0, 1, 3, 2, 4, 5) if self.torch else s.transpose(0, 1, 3, 2, 4, 5)
+        return moved.reshape(batch, m, n, -1)
+
+    def amax(self, x: Any) -> Any:
+        return self.xp.amax(x, dim=-1) if self.torch else x.max(axis=-1)
+
+    def sum(self, x: Any) -> Any:
+        return self.xp.sum(x, dim=-1) if self.torch else x.sum(axis=-1)
+
+    def where(self, cond: Any, a: Any, b: Any) -> Any:
+        if self.torch:  # torch.where wants tensors (or a Python scalar of the other's kind) on both sides
+            like = a if hasattr(a, "dtype") else b
+            a, b = (x if hasattr(x, "dtype") else self.xp.full_like(like, x) for x in (a, b))
+        return self.xp.where(cond, a, b)
+
+    def contiguous(self, x: Any) -> Any:
+        return self.be.contiguous(x)

@@ -1,0 +1,92 @@
+"""The graph polynomial sum_s count(s) x^s, exactly: evaluations modulo primes, interpolation, CRT.
+
+P(x) = sum over feasible configurations of x^size is, at a point x of Z/p, one sum-product
+contraction of the tensors x^size (0 where forbidden) modulo p (:mod:`.modular`: float64 GEMM, primes
+below 2^21). All the points ride in one contraction as an extra label carried by every tensor (a
+batch of evaluations), and every prime the answer needs in one pass as the algebra's parts: no
+coefficient exceeds the number of feasible configurations, counted first, so :func:`primes_needed`
+says how many. The D + 1 values at x = 1 .. D + 1 (D: the largest size less the smallest, both found
+exactly first by the tropical algebra) give the coefficients modulo p by Newton interpolation, and
+the Chinese remainder theorem the integers, once the primes' product passes that bound (or, as
+:mod:`lazykern.tn._crt` does for counts, when two successive reconstructions agree).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...errors import ReconstructionError
+from .. import _crt
+from .modular import PRIME_BELOW
+
+DEGREE_MAX = 1 << 14  # points ride in every tensor: a degree past this is refused, not tried
+POINTS = "polynomial points"  # the label of the evaluation points (problem variables are ints)
+_MAX_PRIMES = 200  # 2^4000: far past any count a contractible network has
+
+
+def powers(exponents: np.ndarray, mask: np.ndarray, points: np.ndarray, p: int) -> np.ndarray:
+    """float64 array (len(points),) + exponents.shape: points ** exponents modulo p, 0 where not ``mask``."""
+    top = int(exponents[mask].max()) if mask.any() else 0
+    table = np.ones((len(points), top + 1), dtype=np.int64)
+    for e in range(1, top + 1):
+        table[:, e] = table[:, e - 1] * (points % p) % p
+    safe = np.where(mask, exponents, 0).astype(np.int64)
+    out: np.ndarray = (table[:, safe] * mask).astype(np.float64)
+    return out
+
+
+def interpolate(values: Sequence[int], p: int) -> np.ndarray:
+    """Coefficients c_0 .. c_D modulo p of the polynomial of degree <= D taking ``values`` at
+    x = 1 .. D + 1 (Newton's divided differences, then expanded); int64 entries in [0, p)."""
+    y = np.array([int(v) % p for v in values], dtype=np.int64)
+    D = len(y) - 1
+    points = np.arange(1, D + 2, dtype=np.int64)
+    coef = y.copy()
+    for j in range(1, D + 1):  # at equally spaced points x_i - x_{i-j} = j
+        inv = pow(j, -1, p)
+        coef[j:] = (coef[j:] - coef[j - 1 : -1]) % p * inv % p
+    poly = np.zeros(D + 1, dtype=np.int64)
+    poly[0] = coef[D]
+    for i in range(D - 1, -1, -1):  # poly = poly * (x - x_i) + coef[i]
+        shifted = np.concatenate(([0], poly[:-1]))
+        poly = (shifted - points[i] * poly % p + p) % p
+        poly[0] = (poly[0] + coef[i]) % p
+    return poly
+
+
+def primes_needed(bound: int) -> int:
+    """How many primes of :func:`reconstruct` (taken down from 2^21) multiply past ``bound``."""
+    product, count = 1, 0
+    for p in _crt.primes(PRIME_BELOW - 1):
+        if product > bound:
+            return max(count, 1)
+        product, count = product * p, count + 1
+    raise ReconstructionError(f"no product of primes below 2^21 passes {bound}")  # unreachable: primes are endless
+
+
+# one pass: moduli -> the evaluations, an array (len(moduli), points) of residues in [0, p)
+Pass = Callable[[tuple[int, ...]], np.ndarray]
+
+
+def reconstruct(run: Pass, points: int, shift: int, bound: int, residues: int) -> list[int]:
+    """The exact coefficients c_0 .. c_{points-1} (all >= 0, none above ``bound``) of R(x) = Q(x) / x^shift
+    from passes ``run(moduli)`` evaluating Q at x = 1 .. points modulo each prime."""
+    x: Any = np.zeros(points, dtype=object)
+    M = 1
+    previous = None
+    left = itertools.islice(_crt.primes(PRIME_BELOW - 1), _MAX_PRIMES)
+    inverses = np.arange(1, points + 1)
+    while moduli := tuple(itertools.islice(left, max(1, residues))):
+        evaluations = run(moduli)
+        for p, values in zip(moduli, evaluations, strict=True):
+            scale = [pow(int(v), -shift, p) for v in inverses]  # divide by x^shift: x is invertible mod p
+            r = interpolate([int(v) * s % p for v, s in zip(values, scale)], p)
+            x, M = _crt.combine(x, M, r.astype(object), p), M * p
+            if M > bound or (previous is not None and bool(np.all(x == previous))):
+                return [int(c) for c in x]
+            previous = x
+    raise ReconstructionError(f"polynomial coefficients did not settle after {_MAX_PRIMES} primes")

@@ -1,0 +1,189 @@
+"""A user's graph, weights and names, checked once: one ValueError (TypeError for a wrong type)
+that names the fault, never a KeyError deep in a contraction.
+
+A graph is a networkx graph (its nodes, in ``list(g.nodes)`` order, become indices 0..n-1) or
+``(n, edges)`` with 0-based integer endpoints. Weights are a sequence (one per vertex or edge, in
+order) or a dict keyed by node or edge; Python and NumPy integers stay exact integers.
+
+>>> g = graph((3, [(0, 1), (1, 2)]))
+>>> g.names, g.edges
+([0, 1, 2], [(0, 1), (1, 2)])
+>>> weights([1, 2.5, 3], g.names, "vertex")
+[1.0, 2.5, 3.0]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Number = int | float
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A checked graph: node names, and edges as tuples of node indices (in the order given)."""
+
+    names: list[Hashable]
+    edges: list[tuple[int, ...]]
+
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+    def edge_names(self) -> list[tuple[Hashable, ...]]:
+        return [tuple(self.names[i] for i in e) for e in self.edges]
+
+    def neighbors(self) -> list[list[int]]:
+        """Each vertex's neighbours, ascending, each once."""
+        nbrs: list[set[int]] = [set() for _ in self.names]
+        for e in self.edges:
+            for u in e:
+                nbrs[u].update(v for v in e if v != u)
+        return [sorted(s) for s in nbrs]
+
+
+def is_networkx(g: Any) -> bool:
+    return hasattr(g, "nodes") and hasattr(g, "edges") and hasattr(g, "is_directed")
+
+
+def graph(g: Any, *, hyperedges: bool = False, self_loops: str = "refuse", duplicates: str = "refuse") -> Graph:
+    """Check a networkx graph or ``(n, edges)``. ``hyperedges``: an edge may hold any number (>= 1)
+    of distinct vertices; otherwise exactly two. ``self_loops`` / ``duplicates``: "refuse" (a
+    ValueError) or "drop" (a problem on which they change nothing)."""
+    if is_networkx(g):
+        if g.is_directed():
+            raise ValueError("the graph is directed: give an undirected networkx graph (g.to_undirected())")
+        names: list[Hashable] = list(g.nodes)
+        index = {v: i for i, v in enumerate(names)}
+        raw: list[tuple[int, ...]] = [(index[u], index[v]) for u, v in g.edges()]
+    else:
+        if not isinstance(g, (tuple, list)) or len(g) != 2:
+            raise ValueError(f"a graph is a networkx graph or (n, edges), got {type(g).__name__}")
+        n, edge_list = g
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"(n, edges): n must be a non-negative integer (the number of vertices), got {n!r}")
+        names = list(range(int(n)))
+        raw = [_edge(k, e, int(n), hyperedges) for k, e in enumerate(_items("edges", edge_list))]
+    return Graph(names, _clean(raw, names, self_loops, duplicates, hyperedges))
+
+
+def _items(what: str, seq: Any) -> list[Any]:
+    if isinstance(seq, (str, bytes, Mapping)) or not hasattr(seq, "__iter__"):
+        raise ValueError(f"{what} must be a sequence, got {type(seq).__name__}")
+    return list(seq)
+
+
+def _edge(k: int, e: Any, n: int, hyperedges: bool) -> tuple[int, ...]:
+    if isinstance(e, (str, bytes)) or not hasattr(e, "__iter__"):
+        raise ValueError(f"edge {k} is {e!r}: an edge is a pair (u, v) of vertex indices")
+    ends = list(e.tolist() if isinstance(e, np.ndarray) else e)
+    if not hyperedges and len(ends) != 2:
+        raise ValueError(f"edge {k} is {ends!r}: an edge is a pair (u, v) of vertex indices")
+    if hyperedges and not ends:
+        raise ValueError(f"edge {k} is empty: an edge holds at least one vertex")
+    for v in ends:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not 0 <= v < n:
+            raise ValueError(f"edge {k} is {ends!r}: vertices are integers 0..{n - 1} (n = {n})")
+    return tuple(int(v) for v in ends)
+
+
+def _clean(
+    raw: list[tuple[int, ...]], names: list[Hashable], self_loops: str, duplicates: str, hyperedges: bool
+) -> list[tuple[int, ...]]:
+    out: list[tuple[int, ...]] = []
+    seen: set[frozenset[int]] = set()
+    for k, e in enumerate(raw):
+        shown = tuple(names[i] for i in e)
+        if len(set(e)) != len(e):
+            if hyperedges or self_loops == "refuse":
+                what = "holds a vertex twice" if hyperedges else "is a self loop"
+                raise ValueError(f"edge {k} {shown} {what}: this problem has no meaning for it; remove it")
+            continue
+        key = frozenset(e)
+        if key in seen:
+            if duplicates == "refuse":
+                raise ValueError(
+                    f"edge {k} {shown} appears twice: give each edge once (merge the weights of duplicates)"
+                )
+            continue
+        seen.add(key)
+        out.append(e)
+    return out
+
+
+def weights(given: Any, keys: Sequence[Hashable], what: str, *, unordered: bool = False) -> list[Number]:
+    """One number per key: None gives 1 each; a sequence is read in the keys' order; a dict is keyed
+    by them (``unordered``: a key is a tuple whose order does not matter, as an undirected edge).
+    All Python ints when every weight is an integer (exact), else all floats."""
+    if given is None:
+        return [1] * len(keys)
+    if isinstance(given, Mapping):
+        values = _from_dict(given, keys, what, unordered)
+    else:
+        if isinstance(given, (str, bytes)) or not hasattr(given, "__len__"):
+            raise TypeError(f"weights must be a sequence (one per {what}) or a dict, got {type(given).__name__}")
+        arr = np.asarray(given) if not isinstance(given, np.ndarray) else given
+        if arr.ndim != 1:
+            raise ValueError(f"weights must be one-dimensional (one per {what}), got shape {arr.shape}")
+        values = list(given)
+        if len(values) != len(keys):
+            raise ValueError(f"got {len(values)} weights for {len(keys)} {_plural(what)}: give one per {what}")
+    return numbers(values, what)
+
+
+def numbers(values: Sequence[Any], what: str) -> list[Number]:
+    """Check numbers: exact Python ints when all are integers, else floats (finite, real)."""
+    out: list[Number] = []
+    for k, w in enumerate(values):
+        if isinstance(w, (bool, np.bool_)):
+            raise TypeError(f"weight {k} of the {_plural(what)} is a bool ({w!r}): give a number")
+        if isinstance(w, (int, np.integer)):
+            out.append(int(w))
+        elif isinstance(w, (float, np.floating)):
+            if not math.isfinite(float(w)):
+                raise ValueError(f"weight {k} of the {_plural(what)} is {w!r}: weights must be finite")
+            out.append(float(w))
+        else:
+            raise TypeError(f"weight {k} of the {_plural(what)} is {w!r} ({type(w).__name__}): give a real number")
+    if all(isinstance(x, int) for x in out):
+        return out
+    for k, x in enumerate(out):
+        if isinstance(x, int) and float(x) != x:
+            raise ValueError(f"weight {k} of the {_plural(what)}, {x}, has no exact float among float weights")
+    return [float(x) for x in out]
+
+
+def _from_dict(given: Mapping[Any, Any], keys: Sequence[Hashable], what: str, unordered: bool) -> list[Any]:
+    position: dict[Any, int] = {}
+    for i, key in enumerate(keys):
+        position[frozenset(key) if unordered and isinstance(key, tuple) else key] = i
+    values: list[Any] = [None] * len(keys)
+    for key, w in given.items():
+        try:
+            lookup = frozenset(key) if unordered and isinstance(key, tuple) else key
+            i = position[lookup]
+        except (KeyError, TypeError):
+            raise ValueError(f"weights names {key!r}: no {what} of this problem has that name") from None
+        if values[i] is not None:
+            raise ValueError(f"weights gives {what} {keys[i]!r} twice")
+        values[i] = w
+    missing = [keys[i] for i, w in enumerate(values) if w is None]
+    if missing:
+        raise ValueError(
+            f"weights has no entry for the {_plural(what)} {missing[:5]}{' ...' if len(missing) > 5 else ''}"
+        )
+    return values
+
+
+def _plural(what: str) -> str:
+    return {"vertex": "vertices", "literal": "literals"}.get(what, what + "s")
+
+
+def edge_lookup(g: Graph) -> dict[frozenset[Hashable], int]:
+    """Edge name (either orientation) -> edge index, for problems whose variables are the edges."""
+    return {frozenset(e): k for k, e in enumerate(g.edge_names())}

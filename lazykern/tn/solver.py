@@ -1,0 +1,506 @@
+"""``solve(problem, property)``: one contraction of the problem's tables in the property's algebra.
+
+>>> import networkx
+>>> from lazykern.tn import problems as P, properties as Q, solve
+>>> p = P.IndependentSet(networkx.petersen_graph())
+>>> solve(p, Q.SizeMax(k=3)), solve(p, Q.CountingAll())
+([4, 3, 2], 76)
+
+Each property picks its algebra (:mod:`lazykern.tn.algebras`); the tables become its tensors
+(:mod:`._tables`: merged per variable set, fixed variables sliced, open ones kept), and the
+contraction is :func:`lazykern.tn.einsum.contract_network` (planning, slicing to the device's memory,
+several devices) in that algebra:
+
+==============================  ======================================================================
+``SizeMax/SizeMin`` (k = 1)     tropical max-plus / min-plus (:mod:`lazykern.tropical`'s products)
+``SizeMax/SizeMin`` (k > 1)     k best distinct values (:mod:`.algebras.kbest`)
+``CountingMax/Min`` (k = 1)     (value, count) numbers, exact by residues and CRT (:mod:`.counting`)
+``CountingMax/Min`` (k > 1)     k best values with counts, modulo 2^64 then primes, CRT
+``CountingAll``                 the counting algebra with every value equal: a sum of products
+``GraphPolynomial``             evaluations modulo primes, interpolated (:mod:`.algebras.polynomial`)
+``PartitionFunction``           sum-product in log space (:mod:`.algebras.logsum`)
+``SingleConfigMax/Min``         the tropical argmax, backtracked (:func:`.einsum.network_argmax`)
+``ConfigsMax/Min``, ``All``     branching on variables with exact counts as the guide (:mod:`._configs`)
+==============================  ======================================================================
+
+Sizes are exact for integer weights: values ride in float32 where every partial sum is an integer
+below 2^24, float64 below 2^53, int64 (tropical properties only) beyond. A problem with no feasible
+configuration gives ``[]`` for the list properties, 0 for ``CountingAll``, ``-inf`` for
+``PartitionFunction``, an empty (0, n) array for ``ConfigsAll`` and a ValueError for
+``SingleConfigMax/Min``.
+
+Open vertices: the answer is a NumPy array with one axis of ``num_flavors`` per open vertex (in the
+order of ``problem.openvertices``) whose entry is the answer with those vertices fixed to its index
+(float64 for ``PartitionFunction``, else an object array holding the answers as they are).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import ReconstructionError
+from . import _configs, _crt, _instance, _tables
+from . import properties as Q
+from ._backend import backend_of
+from ._contract import Algebra, Term
+from .algebras import kbest, logsum, modular, polynomial
+from .counting import count_network
+from .einsum import ContractionPlan, build_network, contract_network, network_argmax
+
+log = logging.getLogger("lazykern")
+
+FLOAT32_EXACT = 1 << 24  # integer sizes whose every partial sum is below this ride in float32
+FLOAT64_EXACT = 1 << 53
+INT64_EXACT = 1 << 62  # int64 tropical values saturate at 2^63 - 1
+
+
+def solve(
+    problem: Any,
+    prop: Q.Property,
+    *,
+    module: Any = "numpy",
+    optimize: Any = "auto",
+    memory_limit: int | None = None,
+    max_time: float | None = None,
+    devices: Sequence[int] | str | None = None,
+) -> Any:
+    """The property ``prop`` (:mod:`lazykern.tn.properties`) of ``problem`` (:mod:`lazykern.tn.problems`).
+
+    ``module``: "numpy" (CPU), "cupy" or "torch" (GPU), or the module; ``optimize``: "auto" (opt_einsum's
+    greedy order where it is cheap, else a cotengra search of ``max_time`` seconds, its plan kept in the
+    lazykern store) or anything :func:`lazykern.tn.einsum` takes; ``memory_limit`` (entries of the
+    largest intermediate; default: what fits the device), ``devices`` as for :func:`lazykern.tn.einsum`.
+
+    Raises TypeError for a ``prop`` that is not a property, ValueError for open vertices that are also
+    fixed or repeat, for a GraphPolynomial of non-integer sizes, for a Configs* property past its
+    limit (naming the count) and for a SingleConfig* of a problem with no feasible configuration."""
+    if not isinstance(prop, Q.Property) or type(prop) in (Q.Property,):
+        raise TypeError(f"solve(problem, prop): prop must be a property of lazykern.tn.properties, got {prop!r}")
+    ctx = _Context(_instance.array_module(module), optimize, memory_limit, max_time, devices)
+    fixed = dict(problem.fixedvertices)
+    opened = tuple(int(v) for v in problem.openvertices)
+    if len(set(opened)) != len(opened) or set(opened) & set(fixed):
+        raise ValueError(f"open vertices {opened} repeat or are also fixed ({sorted(fixed)})")
+    if not opened:
+        return _solve(problem, prop, fixed, ctx)
+    flavors = int(problem.num_flavors)
+    answers = {
+        tuple(a[v] for v in opened): _solve(problem, prop, fixed | a, ctx) for a in _tables.assignments(opened, flavors)
+    }
+    shape = (flavors,) * len(opened)
+    if isinstance(prop, Q.PartitionFunction):
+        return np.array([answers[i] for i in np.ndindex(*shape)], dtype=np.float64).reshape(shape)
+    out = np.empty(shape, dtype=object)
+    for index, answer in answers.items():
+        out[index] = answer
+    return out
+
+
+def _solve(problem: Any, prop: Q.Property, fixed: dict[int, int], ctx: _Context) -> Any:
+    tab = _tables.build(problem, fixed)
+    if isinstance(prop, (Q.SizeMax, Q.SizeMin)):
+        return sizes(tab, prop.k, prop.largest, ctx)
+    if isinstance(prop, (Q.CountingMax, Q.CountingMin)):
+        return counting(tab, prop.k, prop.largest, ctx)
+    if isinstance(prop, Q.CountingAll):
+        return count_all(tab, ctx)
+    if isinstance(prop, Q.GraphPolynomial):
+        return graph_polynomial(tab, prop.laurent, ctx)
+    if isinstance(prop, Q.PartitionFunction):
+        return partition_function(tab, prop.beta, problem.goal, ctx)
+    if isinstance(prop, (Q.SingleConfigMax, Q.SingleConfigMin)):
+        return single_config(problem, tab, prop.largest, ctx)
+    if isinstance(prop, (Q.ConfigsMax, Q.ConfigsAll)):
+        return configs(problem, tab, prop, ctx)
+    raise TypeError(f"solve does not know the property {type(prop).__name__}")
+
+
+class _Context:
+    """The caller's array module and planning options, and the conversions every algebra shares."""
+
+    def __init__(self, xp: Any, optimize: Any, memory_limit: int | None, max_time: float | None, devices: Any) -> None:
+        self.xp = xp
+        self.optimize = _default_optimize() if optimize == "auto" else optimize
+        self.memory_limit = memory_limit
+        self.max_time = max_time
+        self.devices = devices
+
+    def put(self, x: np.ndarray) -> Any:
+        """A host array on the caller's device."""
+        name = self.xp.__name__
+        if name == "numpy":
+            return x
+        if name == "torch":
+            return self.xp.as_tensor(np.ascontiguousarray(x), device="cuda")
+        return self.xp.asarray(x)
+
+    def order(self, tab: _tables.Tables) -> Any:
+        """What ``optimize=`` every network of ``tab`` takes: one order, searched (or read from the
+        store) once for the tropical network, then given as a path to the others, which slice it to
+        their own entry size. Only the caller's own plan, path or optimizer object is passed as it is."""
+        if not isinstance(self.optimize, str):
+            return self.optimize
+        if tab.order is None:
+            zeros = [self.put(np.zeros(m.shape, np.float32)) for m in tab.mask]
+            net = build_network(tab.labels, (), zeros, "maxplus", Algebra)
+            tab.order = [tuple(p) for p in net.plan(self.optimize, (), self.memory_limit, self.max_time).path]
+        return list(tab.order)
+
+    def contract(
+        self,
+        tab: _tables.Tables,
+        labels: Any,
+        output: Any,
+        operands: Any,
+        semiring: str,
+        algebra: Any,
+        plan: ContractionPlan | None = None,
+    ) -> Any:
+        """The contraction of one network of ``tab`` (``plan``: one made by :meth:`plan` for it)."""
+        return contract_network(
+            labels,
+            output,
+            operands,
+            semiring=semiring,
+            optimize=self.order(tab) if plan is None else plan,
+            memory_limit=self.memory_limit if plan is None else None,
+            max_time=self.max_time,
+            algebra=algebra,
+            devices=self.devices,
+        )
+
+    def plan(
+        self, tab: _tables.Tables, labels: Any, output: Any, operands: Any, semiring: str, algebra: Any
+    ) -> ContractionPlan:
+        """The plan of a network contracted several times (residue passes, restricted counts)."""
+        net = build_network(labels, output, operands, semiring, algebra)
+        return net.plan(self.order(tab), (), self.memory_limit, self.max_time)
+
+
+def _default_optimize() -> str:
+    import importlib.util
+
+    return "cotengra" if importlib.util.find_spec("cotengra") is not None else "greedy"
+
+
+# ------------------------------------------------------------------ values --
+def value_dtype(tab: _tables.Tables, tropical_only: bool) -> np.dtype:
+    """The narrowest dtype in which every partial sum of sizes is exact (floats: float64)."""
+    if not tab.integer:
+        return np.dtype(np.float64)
+    bound = int(tab.magnitude())
+    if bound < FLOAT32_EXACT:
+        return np.dtype(np.float32)
+    if bound < FLOAT64_EXACT:
+        return np.dtype(np.float64)
+    if tropical_only and bound < INT64_EXACT:
+        return np.dtype(np.int64)
+    raise ValueError(
+        f"sizes reach {bound}, past what this property can hold exactly (2^53 for counts and "
+        "polynomials, 2^62 for sizes and configurations)"
+    )
+
+
+def _worst(dtype: np.dtype, largest: bool) -> Any:
+    """The semiring zero: what a forbidden entry holds."""
+    if dtype.kind == "f":
+        return -math.inf if largest else math.inf
+    info = np.iinfo(dtype)
+    return info.min if largest else info.max
+
+
+def _values(tab: _tables.Tables, dtype: np.dtype, largest: bool, sign: int = 1) -> list[np.ndarray]:
+    """Each tensor's sizes (times ``sign``) in ``dtype``, the semiring zero where it is forbidden."""
+    worst = _worst(dtype, largest)
+    return [np.where(m, s * sign, worst).astype(dtype) for m, s in zip(tab.mask, tab.size)]
+
+
+def _size(tab: _tables.Tables, v: Any) -> Any:
+    """A contraction's value as the problem's size (offset added; an exact int for integer weights)."""
+    if tab.integer:
+        return int(round(float(v))) + int(tab.offset) if not isinstance(v, (int, np.integer)) else int(v) + tab.offset
+    return float(v) + float(tab.offset)
+
+
+def _finite(v: Any, dtype: np.dtype) -> bool:
+    if dtype.kind == "f":
+        return bool(math.isfinite(float(v)))
+    info = np.iinfo(dtype)
+    return info.min < int(v) < info.max
+
+
+def _item(x: Any) -> Any:
+    if hasattr(x, "copy_to_host"):
+        x = x.copy_to_host()
+    if hasattr(x, "get") and not isinstance(x, np.ndarray):  # a CuPy array
+        x = x.get()
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def sizes(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[Any]:
+    """The k best distinct sizes, best first."""
+    if not tab.feasible:
+        return []
+    if k == 1:
+        dtype = value_dtype(tab, tropical_only=True)
+        tensors = [ctx.put(t) for t in _values(tab, dtype, largest)]
+        out = ctx.contract(tab, tab.labels, (), tensors, "maxplus" if largest else "minplus", Algebra)
+        v = _item(out).item()
+        return [_size(tab, v)] if _finite(v, dtype) else []
+    dtype = value_dtype(tab, tropical_only=False)
+    sign = 1 if largest else -1  # a minimum is the maximum of the negated sizes
+    tensors = [(ctx.put(t),) for t in _values(tab, dtype, True, sign=sign)]
+    parts = ctx.contract(tab, tab.labels, (), tensors, "maxplus", kbest.algebra(k))
+    return [_size(tab, sign * v) for v in (_item(p).item() for p in parts) if math.isfinite(v)]
+
+
+def _count_operands(tab: _tables.Tables, dtype: np.dtype, largest: bool, ctx: _Context) -> list[Any]:
+    values = _values(tab, dtype, largest)
+    return [(ctx.put(v), ctx.put(m.astype(np.int64))) for v, m in zip(values, tab.mask)]
+
+
+def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[tuple[Any, int]]:
+    """(size, exact count) at the k best sizes."""
+    if not tab.feasible:
+        return []
+    dtype = value_dtype(tab, tropical_only=False)
+    bound = tab.flavors ** len(tab.free)
+    if k == 1:
+        ops = _count_operands(tab, dtype, largest, ctx)
+        v, c = count_network(
+            tab.labels,
+            (),
+            ops,
+            semiring="maxplus" if largest else "minplus",
+            optimize=ctx.order(tab),
+            memory_limit=ctx.memory_limit,
+            max_time=ctx.max_time,
+            devices=ctx.devices,
+        )
+        value = _item(v).item()
+        return [(_size(tab, value), int(_item(c).item()))] if math.isfinite(value) else []
+    sign = 1 if largest else -1
+    values = [ctx.put(t) for t in _values(tab, dtype, True, sign=sign)]
+    ones = [ctx.put(m.astype(np.int64)) for m in tab.mask]
+    operands = list(zip(values, ones))
+    plan = ctx.plan(tab, tab.labels, (), operands, "maxplus", kbest.algebra(k, True))
+
+    def run(moduli: tuple[int, ...]) -> tuple[Any, list[Any]]:
+        alg = kbest.algebra(k, True, moduli[0] if moduli else 0)
+        parts = ctx.contract(tab, tab.labels, (), operands, "maxplus", alg, plan)
+        return np.array([_item(p) for p in parts[:k]]), [np.array([_item(p) for p in parts[k:]])]
+
+    vals, counts = _crt.solve(run, bound, 1)
+    pairs = zip(vals.tolist(), np.asarray(counts).tolist())
+    return [(_size(tab, sign * v), int(c)) for v, c in pairs if math.isfinite(v)]
+
+
+def count_all(tab: _tables.Tables, ctx: _Context) -> int:
+    """The number of feasible configurations (every value equal: the counting product is a sum of products)."""
+    if not tab.feasible:
+        return 0
+    ops = [(ctx.put(np.zeros(m.shape, np.float32)), ctx.put(m.astype(np.int64))) for m in tab.mask]
+    _, c = count_network(
+        tab.labels,
+        (),
+        ops,
+        optimize=ctx.order(tab),
+        memory_limit=ctx.memory_limit,
+        max_time=ctx.max_time,
+        devices=ctx.devices,
+    )
+    return int(_item(c).item())
+
+
+def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
+    """Exact coefficients of sum_s count(s) x^s (index s), or (lowest, coefficients) with ``laurent``."""
+    if not tab.integer:
+        raise ValueError("GraphPolynomial needs integer sizes; this problem's weights are not integers")
+    low, high = sizes(tab, 1, False, ctx), sizes(tab, 1, True, ctx)
+    if not low:
+        return (0, []) if laurent else []
+    smin, smax = int(low[0]), int(high[0])
+    if smin < 0 and not laurent:
+        raise ValueError(
+            f"sizes go down to {smin}: a polynomial in x has no negative powers; pass "
+            "GraphPolynomial(laurent=True) for (lowest size, coefficients)"
+        )
+    if smax - smin >= polynomial.DEGREE_MAX:
+        raise ValueError(
+            f"GraphPolynomial: sizes span {smin}..{smax}, a polynomial of degree {smax - smin}; this solver "
+            f"evaluates it at every degree + 1 points and stops at degree {polynomial.DEGREE_MAX - 1} "
+            "(scale the weights down, or ask CountingMax(k) for the top coefficients)"
+        )
+    mins = [int(s[m].min()) for m, s in zip(tab.mask, tab.size)]
+    exponents = [np.where(m, s - lo, 0).astype(np.int64) for m, s, lo in zip(tab.mask, tab.size, mins)]
+    shift = smin - (sum(mins) + int(tab.offset))  # Q(x) = x^shift R(x), R of degree smax - smin
+    points = smax - smin + 1
+    xs = np.arange(1, points + 1, dtype=np.int64)
+    labels = [(polynomial.POINTS, *lab) for lab in tab.labels]
+    plan: ContractionPlan | None = None
+
+    def run(moduli: tuple[int, ...]) -> np.ndarray:
+        nonlocal plan
+        operands = [tuple(ctx.put(polynomial.powers(e, m, xs, p)) for p in moduli) for e, m in zip(exponents, tab.mask)]
+        if len(moduli) == 1:  # an algebra of one part takes the array itself
+            operands = [op[0] for op in operands]
+        alg = modular.algebra(*moduli)
+        if plan is None:
+            plan = ctx.plan(tab, labels, (polynomial.POINTS,), operands, "maxplus", alg)
+        parts = ctx.contract(tab, labels, (polynomial.POINTS,), operands, "maxplus", alg, plan)
+        parts = parts if isinstance(parts, tuple) else (parts,)  # one part comes back as the array itself
+        return np.array([_item(p) for p in parts], dtype=np.int64)
+
+    # No coefficient exceeds the number of feasible configurations: counted first (the polynomial at
+    # x = 1 alone, a 1 / (D + 1) share of its work), it says exactly how many primes one pass needs.
+    bound = _modular_count(tab, ctx)
+    coefficients = polynomial.reconstruct(run, points, shift, bound, polynomial.primes_needed(bound))
+    while coefficients and coefficients[-1] == 0:
+        coefficients.pop()
+    if laurent:
+        return smin, coefficients
+    return [0] * smin + coefficients
+
+
+def _modular_count(tab: _tables.Tables, ctx: _Context) -> int:
+    """The number of feasible configurations by the modular algebra: one pass with as many primes as
+    the proven bound (flavors ** free variables) needs, then the Chinese remainder theorem."""
+    moduli = tuple(itertools.islice(_crt.primes(modular.PRIME_BELOW - 1), polynomial.primes_needed(
+        tab.flavors ** len(tab.free))))  # fmt: skip
+    ones = [tuple(ctx.put(m.astype(np.float64)) for _ in moduli) for m in tab.mask]
+    operands = [op if len(moduli) > 1 else op[0] for op in ones]
+    parts = ctx.contract(tab, tab.labels, (), operands, "maxplus", modular.algebra(*moduli))
+    parts = parts if isinstance(parts, tuple) else (parts,)
+    x, M = 0, 1
+    for p, r in zip(moduli, parts):
+        x, M = _crt.combine(x, M, int(_item(r).item()), p), M * p
+    return int(x)
+
+
+def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: _Context) -> float:
+    """log sum exp(+-beta * size) over feasible configurations (the sign: + for a "max" goal)."""
+    if goal not in ("max", "min"):
+        raise ValueError(f"the problem's goal must be 'max' or 'min', got {goal!r}")
+    if not tab.feasible:
+        return -math.inf
+    scale = float(beta) if goal == "max" else -float(beta)
+    with np.errstate(invalid="ignore"):
+        logs = [np.where(m, s.astype(np.float64) * scale, -math.inf) for m, s in zip(tab.mask, tab.size)]
+    out = ctx.contract(tab, tab.labels, (), [ctx.put(t) for t in logs], "maxplus", logsum.LogSumAlgebra)
+    return float(_item(out).item()) + scale * float(tab.offset)
+
+
+# ---------------------------------------------------------- configurations --
+def single_config(problem: Any, tab: _tables.Tables, largest: bool, ctx: _Context) -> tuple[Any, np.ndarray]:
+    """(best size, one configuration reaching it), checked against the problem's own size."""
+    dtype = value_dtype(tab, tropical_only=True)
+    if not tab.feasible:
+        raise ValueError("the problem has no feasible configuration (its fixed vertices violate a constraint)")
+    tensors = [ctx.put(t) for t in _values(tab, dtype, largest)]
+    best, assignment = network_argmax(
+        tab.labels,
+        (),
+        tensors,
+        semiring="maxplus" if largest else "minplus",
+        optimize=ctx.order(tab),
+        memory_limit=ctx.memory_limit,
+        max_time=ctx.max_time,
+        devices=ctx.devices,
+    )
+    best = _item(best).item()
+    if not _finite(best, dtype):
+        raise ValueError("the problem has no feasible configuration")
+    config = tab.configuration({int(v): int(f) for v, f in assignment.items() if isinstance(v, (int, np.integer))})
+    return _checked(problem, tab, _size(tab, best), config), config
+
+
+def _checked(problem: Any, tab: _tables.Tables, size: Any, config: np.ndarray) -> Any:
+    """``size``, once the problem agrees that ``config`` is feasible and has it (no silent wrong answer)."""
+    if not problem.is_feasible(config):
+        raise ReconstructionError(f"the contraction chose an infeasible configuration {config.tolist()}; report it")
+    own = problem.size(config)
+    same = own == size if tab.integer else math.isclose(float(own), float(size), rel_tol=1e-9, abs_tol=1e-9)
+    if not same:
+        raise ReconstructionError(f"configuration {config.tolist()} has size {own}, the contraction said {size}")
+    return size
+
+
+def configs(problem: Any, tab: _tables.Tables, prop: Any, ctx: _Context) -> Any:
+    """Every configuration of the k best sizes (ConfigsMax/Min) or every feasible one (ConfigsAll):
+    counted exactly first (refused past ``prop.limit``), then read off one contraction that kept its
+    intermediates (:mod:`._configs`), the number listed checked against the count."""
+    everything = isinstance(prop, Q.ConfigsAll)
+    n = tab.num_variables
+    if not tab.feasible:
+        return np.zeros((0, n), dtype=np.int64) if everything else []
+    if everything:
+        total = count_all(tab, ctx)
+        wanted = {0: total} if total else {}
+        k, sign = 1, 1
+    else:
+        wanted = dict(counting(tab, prop.k, prop.largest, ctx))
+        k, sign = prop.k, 1 if prop.largest else -1
+    found = sum(wanted.values())
+    if found > prop.limit:
+        what = "feasible configurations" if everything else f"configurations at the {prop.k} best sizes"
+        raise ValueError(f"{type(prop).__name__}: the problem has {found} {what}, past limit={prop.limit}")
+    tree = _tree(tab, k, sign, everything, ctx)
+    sizes: dict[Hashable, int] = dict.fromkeys(tab.free, tab.flavors)
+    listed: dict[Any, np.ndarray] = {}
+    for v in tree.best():
+        if not math.isfinite(v):
+            continue
+        size = 0 if everything else _size(tab, sign * v)
+        rows = [tab.configuration(a) for a in tree.assignments(v, sizes)]
+        if len(rows) != wanted.get(size, -1):
+            raise ReconstructionError(
+                f"{type(prop).__name__}: {len(rows)} configurations listed at size {size}, "
+                f"{wanted.get(size, 0)} counted; report it with the problem"
+            )
+        for config in rows[:1]:
+            _checked(problem, tab, config_size(problem, tab, config) if everything else size, config)
+        listed[size] = _sorted_rows(rows, n)
+    if everything:
+        return listed.get(0, np.zeros((0, n), dtype=np.int64))
+    return [(size, listed[size]) for size in wanted]
+
+
+def config_size(problem: Any, tab: _tables.Tables, config: np.ndarray) -> Any:
+    own = problem.size(config)
+    return int(own) if tab.integer else float(own)
+
+
+def _tree(tab: _tables.Tables, k: int, sign: int, everything: bool, ctx: _Context) -> _configs.Tree:
+    """The max-plus contraction (k best values; every feasible entry worth 0 for ``everything``) with
+    every step's values kept."""
+    dtype = value_dtype(tab, tropical_only=False)
+    if everything:
+        values = [np.where(m, 0.0, -math.inf).astype(dtype) for m in tab.mask]
+    else:
+        values = _values(tab, dtype, True, sign=sign)
+    algebra = Algebra if k == 1 else kbest.algebra(k)
+    arrays = [ctx.put(v) for v in values]
+    plan = ctx.plan(tab, tab.labels, (), [(a,) if k > 1 else a for a in arrays], "maxplus", algebra)
+    if plan.sliced:
+        raise ValueError(
+            f"listing configurations keeps every step's values, but this network needs {plan.nslices} slices to "
+            "fit memory_limit: raise memory_limit or list fewer configurations"
+        )
+    be, _ = backend_of(arrays[0])
+    leaves = [Term(algebra.prepare(be, (a,), i), tuple(lab)) for i, (a, lab) in enumerate(zip(arrays, tab.labels))]
+    return _configs.Tree(algebra("maxplus", be), leaves, plan.path, k)
+
+
+def _sorted_rows(rows: list[np.ndarray], n: int) -> np.ndarray:
+    if not rows:
+        return np.zeros((0, n), dtype=np.int64)
+    array = np.array(rows, dtype=np.int64)
+    return array[np.lexsort(array.T[::-1])]

@@ -1,0 +1,170 @@
+"""lazykern.tn.algebras: the k-best, log-space and polynomial algebras step by step, against definitions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from lazykern.tn._backend import Backend
+from lazykern.tn.algebras import kbest, logsum, modular, polynomial
+
+HOST = Backend("numpy", np)
+
+
+def _kbest_parts(rng: np.random.Generator, shape: tuple[int, ...], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values (k,) + shape sorted, distinct, -inf padded; counts) of random k-best numbers."""
+    values = np.full((k, *shape), -np.inf)
+    counts = np.zeros((k, *shape), dtype=np.int64)
+    for index in np.ndindex(*shape):
+        pool = rng.choice(np.arange(-4, 5), size=rng.integers(0, k + 1), replace=False)
+        pool = np.sort(pool)[::-1]
+        values[(slice(0, len(pool)), *index)] = pool
+        counts[(slice(0, len(pool)), *index)] = rng.integers(1, 5, len(pool))
+    return values, counts
+
+
+def _brute_product(av, ac, bv, bc, k):
+    """The k best distinct sums over j of a[i, j] + b[j, n] with counts, by definition."""
+    _, M, K = av.shape
+    N = bv.shape[2]
+    out_v = np.full((k, M, N), -np.inf)
+    out_c = np.zeros((k, M, N), dtype=np.int64)
+    for i in range(M):
+        for n in range(N):
+            tally: dict[float, int] = {}
+            for j in range(K):
+                for x in range(k):
+                    for y in range(k):
+                        a, b = av[x, i, j], bv[y, j, n]
+                        if math.isfinite(a) and math.isfinite(b):
+                            tally[a + b] = tally.get(a + b, 0) + int(ac[x, i, j]) * int(bc[y, j, n])
+            best = sorted(tally, reverse=True)[:k]
+            out_v[: len(best), i, n] = best
+            out_c[: len(best), i, n] = [tally[v] for v in best]
+    return out_v, out_c
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+@pytest.mark.parametrize("modulus", [0, 7])
+def test_kbest_product_with_counts_matches_its_definition(k, modulus, monkeypatch):
+    monkeypatch.setattr(kbest, "CHUNK_ELEMENTS", 37)  # several chunks of rows and of the contracted axis
+    rng = np.random.default_rng(k * 10 + modulus)
+    av, ac = _kbest_parts(rng, (4, 5), k)
+    bv, bc = _kbest_parts(rng, (5, 3), k)
+    alg = kbest.algebra(k, counts=True, modulus=modulus)("maxplus", HOST)
+    A = tuple(av[i][None] for i in range(k)) + tuple(ac[i][None] for i in range(k))
+    B = tuple(bv[i][None] for i in range(k)) + tuple(bc[i][None] for i in range(k))
+    out, index = alg.bmm(A, B, False)
+    want_v, want_c = _brute_product(av, ac, bv, bc, k)
+    assert index is None
+    assert np.array_equal(np.stack([o[0] for o in out[:k]]), want_v)
+    got_c = np.stack([o[0] for o in out[k:]])
+    assert np.array_equal(got_c, want_c % modulus if modulus else want_c)
+
+
+def test_kbest_sum_merges_two_slices():
+    alg = kbest.algebra(2, counts=True)("maxplus", HOST)
+    X = (np.array([5.0, 3.0]), np.array([1.0, -np.inf]), np.array([2, 7]), np.array([4, 0]))
+    Y = (np.array([5.0, 4.0]), np.array([0.0, 3.0]), np.array([3, 1]), np.array([9, 2]))
+    v0, v1, c0, c1 = alg.add(X, Y)
+    assert v0.tolist() == [5.0, 4.0] and v1.tolist() == [1.0, 3.0]
+    assert c0.tolist() == [5, 1] and c1.tolist() == [4, 9]  # 3.0 tied: 7 + 2
+
+
+def test_kbest_without_counts_and_its_unit():
+    alg = kbest.algebra(3)("maxplus", HOST)
+    ones = alg.unit((np.zeros(1), np.zeros(1), np.zeros(1)), (1, 4, 1))
+    assert [u.ravel()[0] for u in ones] == [0.0, -np.inf, -np.inf]
+    a = (np.array([[[1.0, 2.0]]]), np.array([[[0.0, -np.inf]]]), np.full((1, 1, 2), -np.inf))
+    b = (np.array([[[0.0], [0.0]]]), np.array([[[-1.0], [-5.0]]]), np.full((1, 2, 1), -np.inf))
+    out, _ = alg.bmm(a, b, False)
+    assert [o.item() for o in out] == [2.0, 1.0, 0.0]  # sums 1, 0, -1, 2, -3: three best distinct
+
+
+def test_kbest_refuses_argmax_and_bad_parameters():
+    with pytest.raises(ValueError, match="argmax"):
+        kbest.algebra(2)("maxplus", HOST).bmm((np.zeros((1, 1, 1)),) * 2, (np.zeros((1, 1, 1)),) * 2, True)
+    with pytest.raises(ValueError, match="k >= 1"):
+        kbest.algebra(0)
+
+
+def _logsum_brute(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    s = a[:, :, :, None] + b[:, None, :, :]
+    top = s.max(axis=2)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.where(np.isfinite(top), safe + np.log(np.exp(s - safe[:, :, None, :]).sum(axis=2)), -np.inf)
+
+
+def test_logsum_product_is_exact_where_scaling_underflows():
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(2, 3, 4)) * 3
+    b = rng.normal(size=(2, 4, 5)) * 3
+    a[0, 0, :] = -np.inf  # a zero-weight row
+    alg = logsum.LogSumAlgebra("maxplus", HOST)
+    (out,), _ = alg.bmm((a,), (b,), False)
+    assert np.allclose(out, _logsum_brute(a, b), rtol=1e-13, equal_nan=False)
+    # maxima of A's rows and B's columns on different k, 2000 apart: the scaled product underflows
+    a = np.array([[[0.0, -2000.0]]])
+    b = np.array([[[-2000.0], [0.0]]])
+    (out,), _ = alg.bmm((a,), (b,), False)
+    assert out.item() == pytest.approx(-2000.0 + math.log(2.0), rel=1e-15)
+    X, Y = (np.array([0.0, -np.inf]),), (np.array([0.0, -np.inf]),)
+    assert alg.add(X, Y)[0][0] == pytest.approx(math.log(2.0)) and alg.add(X, Y)[0][1] == -np.inf
+
+
+@pytest.mark.parametrize("p", [7919, 2147483647])
+def test_interpolation_modulo_a_prime(p):
+    rng = np.random.default_rng(p % 1000)
+    coefficients = [int(c) for c in rng.integers(0, 1000, 9)]
+    values = [sum(c * x**i for i, c in enumerate(coefficients)) % p for x in range(1, 10)]
+    assert polynomial.interpolate(values, p).tolist() == [c % p for c in coefficients]
+
+
+def test_powers_are_zero_where_forbidden():
+    exponents = np.array([[0, 1], [1, 2]])
+    mask = np.array([[True, True], [True, False]])
+    got = polynomial.powers(exponents, mask, np.array([1, 2, 3]), 5)
+    assert got.dtype == np.float64
+    assert got[:, 1, 1].tolist() == [0, 0, 0]
+    assert got[:, 0, 1].tolist() == [1, 2, 3] and got[2, 0, 0] == 1
+
+
+def test_reconstruction_stops_at_the_bound():
+    want = [3, 2**40 + 1, 5]
+
+    def run(moduli):
+        return np.array([[sum(c * x**i for i, c in enumerate(want)) % p for x in (1, 2, 3)] for p in moduli])
+
+    assert polynomial.reconstruct(run, 3, 0, 2**45, 1) == want
+    assert polynomial.reconstruct(run, 3, 0, 2**45, 4) == want
+
+
+def test_modular_product_is_exact_in_float64(monkeypatch):
+    monkeypatch.setattr(modular, "K_CHUNK", 3)  # several chunks, each reduced before the next is added
+    rng = np.random.default_rng(5)
+    primes = (2097143, 1048573)  # below 2^21
+    alg = modular.algebra(*primes)("maxplus", HOST)
+    a = rng.integers(0, primes[1], (2, 3, 8))
+    b = rng.integers(0, primes[1], (1, 8, 4))
+    out, _ = alg.bmm((a.astype(float), a.astype(float)), (b.astype(float), b.astype(float)), False)
+    exact = np.matmul(a.astype(object), b.astype(object))
+    for got, p in zip(out, primes):
+        assert got.dtype == np.float64 and np.array_equal(got.astype(np.int64), (exact % p).astype(np.int64))
+    summed = alg.add((np.array([p - 1.0 for p in primes[:1]]), np.array([3.0])), (np.array([5.0]), np.array([4.0])))
+    assert [x.tolist() for x in summed] == [[4.0], [7.0]]
+    with pytest.raises(ValueError, match="below 2"):
+        modular.algebra(2**31 - 1)
+
+
+def test_kbest_kernels_are_lazy_and_compile_for_sm90(cache):
+    from lazykern.tn.algebras import _kbest_kernels
+
+    fam = _kbest_kernels.make_family(cache)
+    assert len(fam.names()) == 18 and fam.compiled() == []  # 2 value types x k = 2..4 x 3 count kinds
+    names = ["kbest2_f32_i64", "kbest3_f64_m", "kbest4_f32_v"]
+    assert [k.name for k in fam.warm(names, arch="sm_90")] == names
+    assert fam.compiled() == names
+    assert _kbest_kernels.kernel_name(2, np.dtype("float64"), True, 7) == "kbest2_f64_m"
