@@ -7,7 +7,7 @@ export PYTHONWARNINGS=ignore COLUMNS=160 LAZYKERN_CACHE_DIR=${LAZYKERN_CACHE_DIR
 case "${1:-}" in
 suite)
   timeout 260 python3 -m pytest -q -m gpu tests/ -n 8 -p no:cacheprovider -rf 2>&1 | tee "$OUT/gpu-tests.log" | grep -E "^FAILED|^ERROR|passed|failed" | tail -40
-  timeout 300 python3 benchmarks/gtn.py --out "$OUT/gtn.json" --row-seconds 45 \
+  timeout 240 python3 benchmarks/gtn.py --out "$OUT/gtn.json" --row-seconds 35 \
       --only sizemax_n100,sizemax_n150,sizemax_n200,countingmax2_n100,polynomial_n100,configsmax1_n100,kings_sizemax,kings_countingmax1 \
       > "$OUT/gtn.log" 2>&1
   echo "gtn rc $?"; grep -v -i warn "$OUT/gtn.log" | tail -30 ;;
