@@ -135,12 +135,12 @@ def step_rates(fn: Any, module: Any, top: int = 5) -> dict[str, Any]:
     inner = E.contract
     steps: list[tuple[int, float, str]] = []
 
-    def timed(alg: Any, A: Any, B: Any, keep: Any, argmax: bool) -> Any:
+    def timed(alg: Any, A: Any, B: Any, keep: Any, argmax: bool, *rest: Any) -> Any:
         sizes = dict(zip(A.labels, A.parts[0].shape)) | dict(zip(B.labels, B.parts[0].shape))
         flops = math.prod(int(n) for n in sizes.values())
         synchronize(module)
         start = time.perf_counter()
-        out = inner(alg, A, B, keep, argmax)
+        out = inner(alg, A, B, keep, argmax, *rest)
         synchronize(module)
         steps.append((flops, time.perf_counter() - start, type(alg).__name__))
         return out

@@ -112,7 +112,10 @@ def test_every_example_gives_cuda_jits_outputs_under_the_simulator():
 @pytest.mark.gpu
 def test_every_example_gives_cuda_jits_outputs_on_the_gpu_from_the_store(tmp_path):
     compiled = _step("compile", str(tmp_path))
-    assert all(v in ("compiled", "served") for r in compiled.values() for k, v in r.items() if k != "origin")
+    failed = {
+        n: r for n, r in compiled.items() if any(v not in ("compiled", "served") for k, v in r.items() if k != "origin")
+    }
+    assert not failed, failed
     report = _step("gpu", str(tmp_path))
     assert sorted(report) == sorted(c.name for c in corpus.CASES)
     different = {n: r for n, r in report.items() if not r["equal"]}
@@ -260,22 +263,29 @@ def test_forall_launches_ceil_ntasks_over_tpb_blocks_of_the_kernels_block_size(m
 
 
 def test_occupancy_reads_what_numba_cuda_reads(monkeypatch):
+    """Asked of the context's CUfunction of the loaded CUkernel (the kernel handle cast to CUfunction is
+    refused by the attribute queries: CUDA_ERROR_INVALID_HANDLE on the H100)."""
     from cuda.bindings import driver
 
     from lazykern.jit import _occupancy
 
     ok = driver.CUresult.CUDA_SUCCESS
+    asked = []
     attrs = {driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: 768}
-    monkeypatch.setattr(driver, "cuFuncGetAttribute", lambda attr, fn: (ok, attrs[attr]))
-    monkeypatch.setattr(driver, "cuOccupancyMaxActiveBlocksPerMultiprocessor", lambda fn, n, smem: (ok, 2048 // n))
+    monkeypatch.setattr(driver, "cuKernelGetFunction", lambda k: (ok, ("function of", int(k))))
+    monkeypatch.setattr(driver, "cuFuncGetAttribute", lambda attr, fn: asked.append(fn) or (ok, attrs[attr]))
+    monkeypatch.setattr(
+        driver, "cuOccupancyMaxActiveBlocksPerMultiprocessor", lambda fn, n, smem: asked.append(fn) or (ok, 2048 // n)
+    )
     monkeypatch.setattr(_occupancy, "_sm_count", lambda device: 132)
-    assert _occupancy.forall_block_size("fn") == 768  # the kernel's most threads per block, as ForAll gets it
-    assert _occupancy.max_cooperative_grid_blocks("fn", 0, (16, 8)) == 16 * 132  # a block's threads: 16 * 8
+    assert _occupancy.forall_block_size(0x1234) == 768  # the kernel's most threads per block, as ForAll gets it
+    assert _occupancy.max_cooperative_grid_blocks(0x1234, 0, (16, 8)) == 16 * 132  # a block's threads: 16 * 8
+    assert asked == [("function of", 0x1234)] * 2
     monkeypatch.setattr(driver, "cuFuncGetAttribute", lambda attr, fn: (driver.CUresult.CUDA_ERROR_INVALID_HANDLE, 0))
     with pytest.raises(
         DriverError, match="cuFuncGetAttribute\\(MAX_THREADS_PER_BLOCK\\) failed: CUDA_ERROR_INVALID_HANDLE"
     ):
-        _occupancy.forall_block_size("fn")
+        _occupancy.forall_block_size(0x1234)
 
 
 def test_a_launch_without_configuration_gets_numbas_words_naming_the_kernel():

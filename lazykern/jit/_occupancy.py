@@ -7,7 +7,9 @@
 ``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`` here too; ``max_cooperative_grid_blocks`` is
 ``cuOccupancyMaxActiveBlocksPerMultiprocessor`` times the device's SM count
 (``_Kernel.max_cooperative_grid_blocks``). The function is the cubin loaded in the current
-context (a library's ``CUkernel``, which the driver takes cast to ``CUfunction``).
+context: a library's ``CUkernel``, which ``cuLaunchKernel`` takes cast to ``CUfunction`` but the
+attribute and occupancy queries do not (CUDA_ERROR_INVALID_HANDLE on the H100): they are asked of the
+current context's ``CUfunction`` from ``cuKernelGetFunction``.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def max_cooperative_grid_blocks(cufunc: Any, device: int, blockdim: Any, dynsmem
     """The most blocks of ``blockdim`` threads (a number or a tuple) a cooperative launch of
     ``cufunc`` can run at once on ``device``."""
     threads = math.prod(blockdim) if isinstance(blockdim, tuple) else int(blockdim)
-    err, per_sm = _cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(cufunc, threads, dynsmemsize)
+    err, per_sm = _cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(_function(cufunc), threads, dynsmemsize)
     _check(err, "cuOccupancyMaxActiveBlocksPerMultiprocessor")
     return int(per_sm) * _sm_count(device)
 
@@ -50,6 +52,14 @@ def _sm_count(device: int) -> int:
 
 def function_attribute(cufunc: Any, name: str) -> int:
     """A ``CU_FUNC_ATTRIBUTE_<name>`` of a loaded kernel (registers, shared / local / constant bytes)."""
-    err, value = _cu.cuFuncGetAttribute(getattr(_cu.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}"), cufunc)
+    attr = getattr(_cu.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}")
+    err, value = _cu.cuFuncGetAttribute(attr, _function(cufunc))
     _check(err, f"cuFuncGetAttribute({name})")
     return int(value)
+
+
+def _function(handle: Any) -> Any:
+    """The current context's ``CUfunction`` of a loaded kernel handle (a library's ``CUkernel`` cast to
+    ``CUfunction``, or a module's function, which is returned as it is)."""
+    err, fn = _cu.cuKernelGetFunction(_cu.CUkernel(int(handle)))
+    return fn if err == _cu.CUresult.CUDA_SUCCESS else _cu.CUfunction(int(handle))
