@@ -387,3 +387,20 @@ def test_every_variable_fixed_leaves_a_scalar_network():
     size, config = solve(p, Q.SingleConfigMax())
     assert size == 2 and config.tolist() == [1, 0, 1]
     assert solve(p, Q.ConfigsAll()).tolist() == [[1, 0, 1]]
+
+
+def test_a_problem_of_no_variables_has_one_empty_configuration():
+    """Matching on a graph with no edge: no variable, one (empty) configuration of size 0, for every property."""
+    from lazykern.tn import problems as P
+    from lazykern.tn import properties as Q
+    from lazykern.tn import solve
+
+    p = P.Matching((3, []))
+    assert solve(p, Q.SizeMax()) == [0]
+    assert solve(p, Q.CountingAll()) == 1
+    assert solve(p, Q.CountingMax(k=2)) == [(0, 1)]
+    assert solve(p, Q.GraphPolynomial()) == [1]
+    everything = solve(p, Q.ConfigsAll())
+    assert everything.shape == (1, 0)
+    [(size, configs)] = solve(p, Q.ConfigsMax(k=2))
+    assert size == 0 and configs.shape == (1, 0)

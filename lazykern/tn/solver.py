@@ -502,5 +502,7 @@ def _tree(tab: _tables.Tables, k: int, sign: int, everything: bool, ctx: _Contex
 def _sorted_rows(rows: list[np.ndarray], n: int) -> np.ndarray:
     if not rows:
         return np.zeros((0, n), dtype=np.int64)
-    array = np.array(rows, dtype=np.int64)
+    array = np.array(rows, dtype=np.int64).reshape(len(rows), n)
+    if n == 0:  # configurations of no variable: the one empty configuration, nothing to order by
+        return array
     return array[np.lexsort(array.T[::-1])]
