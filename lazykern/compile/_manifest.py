@@ -56,7 +56,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from . import _include_graph
+from . import _include_graph, _scan
 
 _EVENT = "Processing Header File"
 # Headers compiled into NVRTC itself: the NVRTC version in the toolchain fingerprint pins them.
@@ -109,114 +109,298 @@ def record(
     started: int,
     pinned_dirs: Sequence[str] = (),
     defines: Sequence[str] = (),
+    cwd: str | None = None,
+    follow_pinned: bool = False,
 ) -> tuple[dict[str, Any] | None, str]:
     """``(manifest, "")`` of one compile, or ``(None, why its binary must not be stored)``.
 
-    ``events``: NVRTC's header events of a traced pass over ``source`` with its own line
-    directives neutralised (:func:`lazykern.compile._pp.without_line_directives`).
-    ``source``: the translation unit (followed by :mod:`._include_graph` for what the trace does not say).
+    ``events``: NVRTC's header events of the observed compile of ``source`` (the user's exact bytes).
+    ``source``: the translation unit (scanned for what the trace does not say).
     ``main_dir``: where the source's own quoted includes are searched (the
     directory of the program name, usually ``""``: the working directory).
     ``search_dirs``: the ``-I`` directories then the toolkit's (``pinned_dirs``), in NVRTC's order.
     ``defines``: the ``-D`` values. ``started``: :func:`start_ns` taken before the compile.
+    ``cwd``: the working directory the compile ran in (relative names are read there, whatever
+    the process's directory is now; they stay relative in the manifest). ``follow_pinned``: with no
+    trace (a ``.cu`` that numba-cuda compiles), follow the toolkit headers too, to scan them.
     """
     try:
-        return _record(events, source, main_dir, search_dirs, started, pinned_dirs, defines), ""
+        observer = _Observer(started, os.getcwd() if cwd is None else cwd)
+        manifest = observer.record(
+            events, source, main_dir, search_dirs, pinned_dirs, defines, follow_pinned=follow_pinned
+        )
+        return manifest, ""
     except _Unpersistable as exc:
         return None, str(exc)
 
 
-def _record(
-    events: Iterable[tuple[int, int, str]],
-    source: str,
-    main_dir: str,
-    search_dirs: Sequence[str],
-    started: int,
-    pinned_dirs: Sequence[str],
-    defines: Sequence[str],
-) -> dict[str, Any]:
-    files: dict[str, list[Any]] = {}
+class _Observer:
+    """What one compile read, checked by ccache's rule: nothing on a path (a header, a directory or
+    link it crosses) changed at or after the compile's start, so what is read now is what NVRTC read."""
 
-    def read(path: str) -> bytes:
+    def __init__(self, started: int, cwd: str) -> None:
+        self.started, self.cwd = started, cwd
+        self.files: dict[str, list[Any]] = {}
+        self.datas: dict[str, bytes] = {}
+        self._lstats: dict[str, os.stat_result | None] = {}
+        self._walked: dict[str, str | None] = {}
+        here = _stat(cwd)
+        if here is None or not stat.S_ISDIR(here.st_mode):
+            raise _Unpersistable(f"the working directory {cwd} of the compile is gone")
+        self._walk(cwd)
+
+    def at(self, path: str) -> str:
+        """Where ``path`` (as NVRTC spelled it) is, from the compile's working directory."""
+        return os.path.join(self.cwd, path)
+
+    def read(self, path: str) -> bytes:
+        if path in self.datas:
+            return self.datas[path]
         try:
-            files[path], data = _snapshot(path, started)
+            self.files[path], data = _snapshot(path, self.at(path), self.started)
         except FileNotFoundError:
             raise _Unpersistable(f"header {path} vanished after the compile") from None
+        self._walk(self.at(path))
+        self.datas[path] = data
         return data
 
-    follower = _include_graph.Follower(search_dirs, pinned_dirs, defines, lambda p: _is_file(p, started), read)
-    follower.start(source, main_dir)
-    # A #line or line marker in a header renames its trace events: a name may be no file, or a file
-    # never opened, and what nests under it may have been included by any header.
-    nested = [(p, inc) for p, inc in _with_includers(events) if not (p.startswith(_BUILTIN) and os.sep not in p)]
-    extra: list[tuple[str, set[str | None]]] = []
-    missing = []
-    for path, includers in nested:
-        if path in files or path in follower.seen:
-            continue
-        if not _is_file(path, started):
-            missing.append(path)
-            continue
-        follower.add(path)  # reached through a toolkit header, or a #line name that is also a file
-        extra.append((path, includers))
-    graph = follower.finish()
-    for path in missing:  # no file: a #line name of a header the graph holds, or a header gone
-        if path not in graph.line_names and not graph.line_unknown:
-            raise _Unpersistable(f"header {path} vanished after the compile")
-    if graph.unknown:
-        raise _Unpersistable(f"{graph.unknown}: the headers it reads cannot be known")
-    if graph.clock:
-        raise _Unpersistable(f"{graph.clock}: its binary depends on when it was compiled")
-    searched = set(graph.absent)
-    every_dir = {main_dir, *(os.path.dirname(p) for p in files)}
-    renaming_dirs = {os.path.dirname(p) for p in graph.renaming}
-    for path, includers in extra:
-        # Nesting is trusted where no candidate includer's name may be a #line name; the headers
-        # whose events were renamed may have included it all the same.
-        if graph.line_unknown or any(i in graph.line_names for i in includers if i is not None):
-            dirs = every_dir
+    def is_file(self, place: str) -> bool:
+        self._walk(self.at(place))
+        return _is_file(self.at(place), self.started)
+
+    def _lstat(self, path: str) -> os.stat_result | None:
+        if path not in self._lstats:
+            try:
+                self._lstats[path] = os.lstat(path)
+            except (OSError, ValueError):
+                self._lstats[path] = None
+        return self._lstats[path]
+
+    def _walk(self, path: str, depth: int = 0) -> str | None:
+        """``path`` resolved (None: a part is missing), raising if any directory or link it crosses
+        changed at or after the start: a rename (``mv`` of a directory) or a retargeted link
+        (``ln -sfn``) gives the moved inode or the new link a new ctime."""
+        if path in self._walked:
+            return self._walked[path]
+        if depth > 40:
+            raise _Unpersistable(f"{path}: too many levels of symbolic links")
+        parent, name = os.path.split(path)
+        if not name:  # the root, or a trailing separator
+            resolved: str | None = parent if parent == path else self._walk(parent, depth)
+            if resolved is not None:
+                self._check(resolved, self._lstat(resolved))
+            self._walked[path] = resolved
+            return resolved
+        base = self._walk(parent, depth)
+        if base is None:
+            resolved = None
+        elif name in (".", ".."):
+            resolved = base if name == "." else os.path.dirname(base)
         else:
-            dirs = {main_dir if i is None else os.path.dirname(i) for i in includers} | renaming_dirs
-        searched.update(_searched_before(path, sorted(dirs), search_dirs))
-    present = set(graph.present)
-    empty = [place for place in sorted(searched - set(files) - present) if not _is_file(place, started)]
-    absent, absent_dirs = _by_directory(empty, started)
-    return {
-        "files": list(files.values()),
-        "absent": absent,
-        "absent_dirs": absent_dirs,
-        "present": sorted(present - set(files)),
-    }
+            here = os.path.join(base, name)
+            st = self._lstat(here)
+            self._check(here, st)
+            if st is None:
+                resolved = None
+            elif stat.S_ISLNK(st.st_mode):
+                try:
+                    target = os.readlink(here)
+                except OSError:
+                    raise _Unpersistable(f"{here} cannot be read back") from None
+                resolved = self._walk(os.path.join(base, target), depth + 1)
+            else:
+                resolved = here
+        self._walked[path] = resolved
+        return resolved
+
+    def _check(self, path: str, st: os.stat_result | None) -> None:
+        if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) >= self.started:
+            raise _Unpersistable(f"{path} changed while the compile ran (it is on the path of what it read)")
+
+    def record(
+        self,
+        events: Iterable[tuple[int, int, str]],
+        source: str,
+        main_dir: str,
+        search_dirs: Sequence[str],
+        pinned_dirs: Sequence[str],
+        defines: Sequence[str],
+        *,
+        follow_pinned: bool,
+    ) -> dict[str, Any]:
+        files = self.files
+        follower = _include_graph.Follower(search_dirs, pinned_dirs, defines, self.is_file, self.read, cwd=self.cwd)
+        follower.start(source, main_dir)
+        # A #line or line marker renames trace events: a name may be no file, or a file never
+        # opened, and what nests under it may have been included by any header.
+        nested = [(p, inc) for p, inc in _with_includers(events) if not (p.startswith(_BUILTIN) and os.sep not in p)]
+        extra: list[tuple[str, set[str | None]]] = []
+        missing = []
+        for path, includers in nested:
+            if path in files or path in follower.seen:
+                continue
+            if not self.is_file(path):
+                missing.append(path)
+                continue
+            follower.add(path)  # reached through a toolkit header, or a #line name that is also a file
+            extra.append((path, includers))
+        graph = follower.finish()
+        if graph.unknown:
+            raise _Unpersistable(f"{graph.unknown}: the headers it reads cannot be known")
+        if graph.clock:
+            raise _Unpersistable(f"{graph.clock}: its binary depends on when it was compiled")
+        # No file by that name: a #line name, or a header deleted since, whose directory then
+        # changed (the walk above raised). Either way a file appearing there must be noticed.
+        searched = set(graph.absent) | set(missing)
+        every_dir = {main_dir, *(os.path.dirname(p) for p in files)}
+        renaming_dirs = {os.path.dirname(p) for p in graph.renaming}
+        for path, includers in extra:
+            # Nesting is trusted where no candidate includer's name may be a #line name; the headers
+            # whose events were renamed may have included it all the same.
+            if graph.line_unknown or any(i in graph.line_names for i in includers if i is not None):
+                dirs = every_dir
+            else:
+                dirs = {main_dir if i is None else os.path.dirname(i) for i in includers} | renaming_dirs
+            searched.update(_searched_before(path, sorted(dirs), search_dirs))
+        present = set(graph.present)
+        # NVRTC may start a quoted search where a #line says the text came from: those directories too.
+        firsts = [main_dir, *sorted({os.path.dirname(n) for n in graph.line_names})]
+        self._candidates(source, firsts, search_dirs, pinned_dirs, searched, present, follow_pinned)
+        empty = [place for place in sorted(searched - set(files) - present) if not self.is_file(place)]
+        absent, absent_dirs = _by_directory(empty, self.started, self.cwd)
+        return {
+            "files": list(files.values()),
+            "absent": absent,
+            "absent_dirs": absent_dirs,
+            "present": sorted(present - set(files)),
+        }
+
+    def _candidates(
+        self,
+        source: str,
+        firsts: Sequence[str],
+        search_dirs: Sequence[str],
+        pinned_dirs: Sequence[str],
+        searched: set[str],
+        present: set[str],
+        follow_pinned: bool,
+    ) -> None:
+        """Add every lookup any file read may have made (:mod:`._scan`, which only adds): the
+        places before where each name is found (all of them where it is not) must stay empty; a
+        probe's find must stay; a user's header found is read, recorded and scanned in turn."""
+        pinned = tuple(os.path.join(os.path.realpath(d), "") for d in pinned_dirs)
+
+        def is_pinned(path: str) -> bool:
+            return os.path.realpath(self.at(path)).startswith(pinned) if pinned else False
+
+        queue: list[tuple[str, bytes | str, bool]] = [(firsts[0], source, True)]
+        queue += [(os.path.dirname(p), self.datas[p], not is_pinned(p)) for p in self.files if p in self.datas]
+        done = set(self.files)
+        while queue:
+            here, data, users = queue.pop()
+            found = _scanned(data, users)
+            if found.unknown:
+                raise _Unpersistable(f"{found.unknown}: the headers it reads cannot be known")
+            if found.clock:
+                raise _Unpersistable(f"a file it read uses {found.clock}: its binary depends on when it was compiled")
+            for is_probe, (every, spelled) in [(False, c) for c in sorted(found.includes)] + [
+                (True, c) for c in sorted(found.probes)
+            ]:
+                for place in _places(spelled, [here, *firsts], search_dirs):
+                    if not self.is_file(place):
+                        searched.add(place)
+                        continue
+                    if is_probe:
+                        present.add(place)
+                    elif place not in done and (follow_pinned or not is_pinned(place)):
+                        done.add(place)
+                        user = not is_pinned(place)
+                        data = self.read(place) if user else _read_pinned(self.at(place))
+                        queue.append((os.path.dirname(place), data, user))
+                    if not every:
+                        break
 
 
-def _by_directory(places: list[str], started: int) -> tuple[list[str], list[list[Any]]]:
+def _places(spelled: str, firsts: Sequence[str], search_dirs: Sequence[str]) -> list[str]:
+    """Every place a lookup of ``spelled`` may search, in order: a quoted name starts in ``firsts``
+    (the includer's directory, the source's, those a #line names), then the search path."""
+    name = spelled[1:-1]
+    if not name:
+        return []
+    if os.path.isabs(name):
+        return [name]
+    dirs = list(dict.fromkeys(firsts)) if spelled[0] == '"' else []
+    return [os.path.join(d, name) for d in (*dirs, *search_dirs)]
+
+
+def _scanned(data: bytes | str, users: bool) -> _scan.Candidates:
+    """:func:`._scan.scan`, remembered per content (toolkit headers recur in every compile)."""
+    key = (hashlib.sha256(data if isinstance(data, bytes) else data.encode("utf-8", "surrogateescape")).digest(), users)
+    found = _scans.get(key)
+    if found is None:
+        found = _scans[key] = _scan.scan(data, clock=users)
+    return found
+
+
+_scans: dict[tuple[bytes, bool], _scan.Candidates] = {}
+
+
+def _read_pinned(path: str) -> bytes:
+    """A toolkit header's bytes (pinned by the toolchain: scanned, not recorded)."""
+    try:
+        return _read(path)[2]
+    except OSError as exc:
+        raise _Unpersistable(f"toolkit header {path} cannot be read ({exc.strerror})") from None
+
+
+def _by_directory(places: list[str], started: int, cwd: str) -> tuple[list[str], list[list[Any]]]:
     """Empty places, most of them grouped by directory: ``(alone, [[dir, its stat or None, names]])``.
 
     A directory whose stat (inode, mtime, ctime) is unchanged has had no entry added, removed
     or renamed, so every name that was missing there still is: one stat instead of one per
     place (a CUB include searches ~1,300 places). A directory that does not exist stays
-    empty until it appears, which changes its stat. Places that exist as something (a
-    dangling link, a directory) are checked alone: their target can appear without the
-    directory changing; so are those in a directory changed since the compile started.
+    empty until it appears, which changes its stat: places under a missing directory are grouped
+    under the shallowest one missing (names relative to it), so ``inc/cuda/std/...`` costs one stat
+    while ``inc/cuda`` is missing. Places that exist as something (a dangling link, a directory)
+    are checked alone: their target can appear without the directory changing; so are those in a
+    directory changed since the compile started.
     """
     alone: list[str] = []
     groups: dict[str, list[str]] = {}
     for place in places:
         try:
-            os.lstat(place)
+            os.lstat(os.path.join(cwd, place))
             alone.append(place)
+            continue
         except FileNotFoundError:
-            groups.setdefault(os.path.dirname(place), []).append(os.path.basename(place))
+            pass
         except (OSError, ValueError):
             alone.append(place)
+            continue
+        directory, name = os.path.split(place)
+        while directory and os.path.dirname(directory) != directory and not _lexists(os.path.join(cwd, directory)):
+            above, last = os.path.split(directory)
+            if not above or not _lexists(os.path.join(cwd, above)):
+                directory, name = above, os.path.join(last, name)
+                continue
+            break
+        groups.setdefault(directory, []).append(name)
     dirs = []
     for directory, names in sorted(groups.items()):
-        st = _stat(directory or ".")
+        st = _stat(os.path.join(cwd, directory or "."))
         if st is not None and (not stat.S_ISDIR(st.st_mode) or max(st.st_mtime_ns, st.st_ctime_ns) >= started):
             alone += [os.path.join(directory, n) for n in names]
             continue
         dirs.append([directory, None if st is None else list(_dir_key(st)), sorted(names)])
     return sorted(alone), dirs
+
+
+def _lexists(path: str) -> bool:
+    try:
+        os.lstat(path)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _dir_key(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -306,16 +490,22 @@ def _digest(path: str, now: _Stat) -> str | None:
     return digest
 
 
-def _snapshot(path: str, started: int) -> tuple[list[Any], bytes]:
+def _snapshot(path: str, at: str, started: int) -> tuple[list[Any], bytes]:
+    """``[path, sha256, *stat]`` of the header NVRTC spelled ``path`` (found at ``at``) and its bytes;
+    refused unless it is older than the compile and the path still names the file that was hashed."""
     try:
-        st, digest, data = _read(path)
+        st, digest, data = _read(at)
     except FileNotFoundError:
         raise  # a #line name, or a header gone: the caller tells which
     except OSError as exc:
         raise _Unpersistable(f"header {path} cannot be read back ({exc.strerror})") from None
     if max(st[3], st[4]) >= started:
         raise _Unpersistable(f"header {path} changed while it was compiled")
-    _digests[path] = (st, digest)
+    again = _stat(at)  # read through a descriptor: the name must still lead to that file
+    if again is None or _key(again) != st:
+        raise _Unpersistable(f"header {path} was replaced while it was read")
+    if at == path:
+        _digests[path] = (st, digest)
     return [path, digest, *st], data
 
 

@@ -149,13 +149,14 @@ def _norm_key(key: bytes | str) -> str:
 
 @dataclass(frozen=True)
 class Later:
-    """What a compile function may give :meth:`KernelCache.get_or_compile` when its binary is ready
-    before the record of what it read: ``meta`` serves now, ``finish()`` waits for the rest and
-    gives the header to store (``memory_only`` in it when the entry must not be stored)."""
+    """What a compile function may give :meth:`KernelCache.get_or_compile` when a binary serves
+    before the observed compile is done: ``code`` and ``meta`` serve now; ``finish()`` waits for the
+    observation and gives what to store, ``(its binary, its header)`` (``memory_only`` in the
+    header when the entry must not be stored): one compile's binary and its record, together."""
 
     code: bytes
     meta: dict[str, Any]
-    finish: Callable[[], dict[str, Any]]
+    finish: Callable[[], tuple[bytes, dict[str, Any]]]
 
 
 class KernelCache(ProgramCacheResource):  # type: ignore[misc]  # cuda.core has no types: its base is Any
@@ -311,6 +312,9 @@ class KernelCache(ProgramCacheResource):  # type: ignore[misc]  # cuda.core has 
                 self._warn_busy()
                 return self._held.get(key)
             self._warn_once("read", f"lazykern could not read its cache at {self.directory!r} ({exc}); recompiling.")
+            return None
+        if entry.meta.get("memory_only"):  # a marker: never served, never an error, left in place
+            log.debug("cache entry %s... is a memory-only marker: %s", key[:16], entry.meta["memory_only"])
             return None
         manifest = entry.meta.get("headers")
         if manifest is None:
@@ -488,23 +492,26 @@ class KernelCache(ProgramCacheResource):  # type: ignore[misc]  # cuda.core has 
             if isinstance(made, Later):
                 held = locks.pop_all()  # released by the store's thread, once the entry is written
                 finish, took = made.finish, meta["compile_seconds"]
-                _later.submit(key, lambda: self._store_later(key, code, finish, took, held))
+                _later.submit(key, lambda: self._store_later(key, finish, took, held))
             else:
                 self._store_compiled(key, code, meta)
             return _entry.Entry(code, {**meta, "key": key}), True
 
     def _store_compiled(self, key: str, code: bytes, meta: dict[str, Any]) -> None:
         if meta.get("memory_only"):
-            log.warning("%s is kept in memory only, never stored: %s", meta.get("name", key[:16]), meta["memory_only"])
-            self.store(key, b"", meta)  # a marker, so `lazykern cache ls` shows it; never served
+            # Not an error: the marker lets `lazykern cache ls` show it; it is never served nor dropped.
+            log.debug("%s is kept in memory only, never stored: %s", meta.get("name", key[:16]), meta["memory_only"])
+            self.store(key, b"", meta)
         else:
             self.store(key, code, meta)
 
     def _store_later(
-        self, key: str, code: bytes, finish: Callable[[], dict[str, Any]], took: float, locks: ExitStack
+        self, key: str, finish: Callable[[], tuple[bytes, dict[str, Any]]], took: float, locks: ExitStack
     ) -> None:
         with locks:
-            self._store_compiled(key, code, {"compile_seconds": took, **finish()})
+            code, meta = finish()  # waits for the observed compile: other keys' stores go on meanwhile
+            with _later.writing():
+                self._store_compiled(key, code, {"compile_seconds": took, **meta})
 
     @staticmethod
     def _checked(entry: _entry.Entry | None, check: Callable[[_entry.Entry], str | None] | None) -> _entry.Entry | None:
