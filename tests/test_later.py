@@ -64,10 +64,10 @@ def test_compile_deferred_returns_the_binary_and_a_trace_to_wait_for(tmp_path, s
     result, trace = compiler.compile_deferred("#define VAL 1\n" + KERNEL, name="k", arch="sm_80")
     assert time.monotonic() - start < 2.0 and result.code[:4] == b"\x7fELF"
     assert trace is not None and result.headers is None
-    code, headers, memory_only = trace.result(result.seconds)
+    code, headers, memory_only = trace.result(result)
     assert headers is not None and memory_only == "" and time.monotonic() - start >= 2.0
     assert code == result.code  # the observed compile's own binary: the same bytes, the same cubin
-    assert trace.result(result.seconds) == (code, headers, memory_only)  # answered once
+    assert trace.result(result) == (code, headers, memory_only)  # answered once
 
 
 _EXITS = r"""

@@ -111,6 +111,7 @@ def record(
     defines: Sequence[str] = (),
     cwd: str | None = None,
     follow_pinned: bool = False,
+    anchors: dict[str, tuple[int, int]] | None = None,
 ) -> tuple[dict[str, Any] | None, str]:
     """``(manifest, "")`` of one compile, or ``(None, why its binary must not be stored)``.
 
@@ -123,9 +124,10 @@ def record(
     ``cwd``: the working directory the compile ran in (relative names are read there, whatever
     the process's directory is now; they stay relative in the manifest). ``follow_pinned``: with no
     trace (a ``.cu`` that numba-cuda compiles), follow the toolkit headers too, to scan them.
+    ``anchors``: :func:`anchors` taken at the start, or None (every directory is held to the rule).
     """
     try:
-        observer = _Observer(started, os.getcwd() if cwd is None else cwd)
+        observer = _Observer(started, os.getcwd() if cwd is None else cwd, anchors or {})
         manifest = observer.record(
             events, source, main_dir, search_dirs, pinned_dirs, defines, follow_pinned=follow_pinned
         )
@@ -138,8 +140,8 @@ class _Observer:
     """What one compile read, checked by ccache's rule: nothing on a path (a header, a directory or
     link it crosses) changed at or after the compile's start, so what is read now is what NVRTC read."""
 
-    def __init__(self, started: int, cwd: str) -> None:
-        self.started, self.cwd = started, cwd
+    def __init__(self, started: int, cwd: str, anchors: dict[str, tuple[int, int]]) -> None:
+        self.started, self.cwd, self.anchors = started, cwd, anchors
         self.files: dict[str, list[Any]] = {}
         self.datas: dict[str, bytes] = {}
         self._lstats: dict[str, os.stat_result | None] = {}
@@ -199,23 +201,40 @@ class _Observer:
         else:
             here = os.path.join(base, name)
             st = self._lstat(here)
-            self._check(here, st)
-            if st is None:
+            if st is None:  # missing: its directory must not have gained or lost an entry since
+                self._check(base, self._lstat(base), shared=False)
                 resolved = None
-            elif stat.S_ISLNK(st.st_mode):
-                try:
-                    target = os.readlink(here)
-                except OSError:
-                    raise _Unpersistable(f"{here} cannot be read back") from None
-                resolved = self._walk(os.path.join(base, target), depth + 1)
             else:
-                resolved = here
+                self._check(here, st)
+                if stat.S_ISLNK(st.st_mode):
+                    try:
+                        target = os.readlink(here)
+                    except OSError:
+                        raise _Unpersistable(f"{here} cannot be read back") from None
+                    resolved = self._walk(os.path.join(base, target), depth + 1)
+                else:
+                    resolved = here
         self._walked[path] = resolved
         return resolved
 
-    def _check(self, path: str, st: os.stat_result | None) -> None:
-        if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) >= self.started:
-            raise _Unpersistable(f"{path} changed while the compile ran (it is on the path of what it read)")
+    def _check(self, path: str, st: os.stat_result | None, *, shared: bool = True) -> None:
+        """Raise if ``path`` changed at or after the start. A directory above the compile's search
+        directories, crossed on the way (``shared``), must be the very one it was at the start
+        (:func:`anchors`): its timestamps change with any file anyone adds there (``/tmp``), its
+        identity only if it was replaced. A root-owned sticky directory (``/tmp``) is let be for the
+        same reason: only root can rename it, and each entry below it on the path is checked."""
+        if st is None:
+            return
+        anchor = self.anchors.get(path)
+        if anchor is not None and shared:
+            if (st.st_dev, st.st_ino) != anchor:
+                raise _Unpersistable(f"{path} was replaced while the compile ran (it is on the path of what it read)")
+            return
+        if max(st.st_mtime_ns, st.st_ctime_ns) < self.started:
+            return
+        if shared and stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and st.st_uid == 0:
+            return
+        raise _Unpersistable(f"{path} changed while it was compiled (it is on the path of what the compile read)")
 
     def record(
         self,
@@ -351,6 +370,29 @@ def _read_pinned(path: str) -> bytes:
         return _read(path)[2]
     except OSError as exc:
         raise _Unpersistable(f"toolkit header {path} cannot be read ({exc.strerror})") from None
+
+
+def anchors(dirs: Iterable[str], cwd: str) -> dict[str, tuple[int, int]]:
+    """``{directory: (st_dev, st_ino)}`` of every directory above ``dirs`` and ``cwd`` (resolved),
+    taken at a compile's start: :func:`record` requires them unchanged rather than untouched."""
+    out: dict[str, tuple[int, int]] = {}
+    for d in {cwd, *dirs}:
+        parent = os.path.dirname(os.path.realpath(os.path.join(cwd, d)))
+        while parent not in out:
+            st = _lstat(parent)
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                out[parent] = (st.st_dev, st.st_ino)
+            if os.path.dirname(parent) == parent:
+                break
+            parent = os.path.dirname(parent)
+    return out
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (OSError, ValueError):
+        return None
 
 
 def _by_directory(places: list[str], started: int, cwd: str) -> tuple[list[str], list[list[Any]]]:

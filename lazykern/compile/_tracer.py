@@ -74,8 +74,8 @@ def _scratch_base() -> str | None:
 class _Server:
     def __init__(self) -> None:
         # A file, not a pipe: a chatty child never blocks on it, and a crash's last words stay readable.
-        self.errors = tempfile.TemporaryFile(mode="w+", prefix="lazykern-trace-")
         base = _scratch_base()
+        self.errors = tempfile.TemporaryFile(mode="w+", prefix="lazykern-trace-", dir=base)
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _BOOT, *([base] if base else [])],
             stdin=subprocess.PIPE,
@@ -158,6 +158,7 @@ class Pending:
     def __init__(self, request: dict[str, Any]) -> None:
         self.request = request
         self.server: _Server | None = None
+        self.ran = False  # a server took the request (False: none could be started, nothing ran)
         self.sent_at = 0.0
         self._why = ""
         self._sent = threading.Event()
@@ -173,6 +174,8 @@ class Pending:
             elif not self.server.send(self.request):
                 self.server.close()
                 self.server, self._why = None, "the request could not be sent"
+            else:
+                self.ran = True
             self.sent_at = time.monotonic()
         finally:
             self._sent.set()
@@ -193,12 +196,14 @@ class Pending:
             if attempt == 1 or why or server is None:
                 if attempt == 1:
                     log.info("the compile server died (%s): trying once more in a fresh one", why)
-                server = self.server = _take()
+                # A fresh process: an idle one may be poisoned by an earlier traced compile too.
+                server = self.server = _take(fresh=attempt == 1)
                 if server is None or not server.send(self.request):
                     if server is not None:
                         server.close()
                     why = "no compile server could be started" if not _closed else "the process is exiting"
                     continue
+                self.ran = True
                 self.sent_at = time.monotonic()
             answer = server.receive(self.sent_at + timeout - time.monotonic())
             if isinstance(answer, str):
@@ -245,36 +250,43 @@ def begin(
     return Pending(request)
 
 
-def _take() -> _Server | None:
-    """An idle server, a new one while fewer than :data:`SERVERS` live, else wait for one."""
+def _take(*, fresh: bool = False) -> _Server | None:
+    """An idle server (unless ``fresh``), a new one while fewer than :data:`SERVERS` live, else wait
+    for one. A ``fresh`` one ends an idle server to make room rather than wait."""
     global _starting, _exit_registered
-    with _cond:
-        while True:
+    while True:
+        victim = None
+        with _cond:
             if _closed:
                 return None
-            while _idle:
+            while _idle and not fresh:
                 server = _idle.pop()
                 if server.proc.poll() is None:
                     return server
                 _live.discard(server)
             if len(_live) + _starting < SERVERS:
                 _starting += 1
+                if not _exit_registered:
+                    _exit_registered = True
+                    atexit.register(shutdown, final=True)
                 break
-            _cond.wait()
-        if not _exit_registered:
-            _exit_registered = True
-            atexit.register(shutdown, final=True)
+            if fresh and _idle:
+                victim = _idle.pop()
+            else:
+                _cond.wait()
+        if victim is not None:
+            victim.close()
     try:
-        server: _Server | None = _Server()
+        new: _Server | None = _Server()
     except OSError as exc:
         log.info("no compile server (%s)", exc)
-        server = None
+        new = None
     with _cond:
         _starting -= 1
-        if server is not None:
-            _live.add(server)
+        if new is not None:
+            _live.add(new)
         _cond.notify_all()
-    return server
+    return new
 
 
 def _give_back(server: _Server) -> None:

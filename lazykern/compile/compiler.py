@@ -455,7 +455,7 @@ def compile_source(
     result, trace = _compile(source, name=name, arch=arch, options=options, target=target, route=route)
     if trace is None:
         return result
-    code, headers, memory_only = trace.result(result.seconds)
+    code, headers, memory_only = trace.result(result)
     if headers is not None and code != result.code:
         headers, memory_only = None, "the observed compile gave another binary than this one"
     return dataclasses.replace(result, headers=headers, memory_only=memory_only)
@@ -549,6 +549,7 @@ class Trace:
             # there (or refuses, if it was replaced) and the record reads there, whatever chdir follows.
             self._cwd = os.getcwd()
             here = os.stat(self._cwd)
+            self._anchors = _manifest.anchors(search_dirs, self._cwd)
             self._pending = _tracer.begin(
                 source,
                 name=name,
@@ -562,14 +563,24 @@ class Trace:
             log.debug("the observed compile of %s could not be sent", name, exc_info=True)
             self._unsent = f"the observed compile could not be sent ({type(exc).__name__}: {exc})"
 
-    def result(self, served_seconds: float | None) -> tuple[bytes | None, dict[str, Any] | None, str]:
+    def result(self, served: CompileResult | None) -> tuple[bytes | None, dict[str, Any] | None, str]:
         """``(binary, manifest, "")`` of the observed compile, or ``(None, None, why the binary stays
-        in memory)``; waits for it (once: later calls give the same answer). ``served_seconds``: how
-        long the untraced compile took, which bounds how long the observed one may take."""
+        in memory)``; waits for it (once: later calls give the same answer). ``served``: the untraced
+        compile's result (its time bounds the observed one's). Where no compile server could run at
+        all, ``served``'s binary is kept with the record of a source that reads nothing, as where NVRTC
+        cannot trace."""
         with self._lock:
             if self._result is None:
-                self._result = self._collect(_tracer.bound(served_seconds))
+                self._result = self._collect(_tracer.bound(served.seconds if served else None))
+                if self._result[0] is None and served is not None and not self._ran():
+                    headers, why = _headers_read(
+                        self._source, self._name, self._search_dirs, self._started, self._kwargs
+                    )
+                    self._result = (served.code, headers, "") if headers is not None else (None, None, why)
             return self._result
+
+    def _ran(self) -> bool:
+        return self._pending is not None and self._pending.ran
 
     def discard(self) -> None:
         """The compile failed: nothing to record, but the server's answer must be collected."""
@@ -608,6 +619,7 @@ class Trace:
             pinned_dirs=system_include_dirs(),
             defines=cast("list[str]", self._kwargs.get("define_macro", [])),  # parse_options: a list of str
             cwd=self._cwd,
+            anchors=self._anchors,
         )
         if headers is None:
             return None, None, why

@@ -206,7 +206,7 @@ class KernelFamily:
 
             def finish() -> tuple[bytes, dict[str, Any]]:
                 # What is stored is the observed compile's own binary with its record (one observation).
-                code, headers, memory_only = trace.result(result.seconds)
+                code, headers, memory_only = trace.result(result)
                 recorded = _with_headers(meta, headers, memory_only)
                 with self._lock:  # the kernel's meta gets the record too (warm stores it in another store)
                     answer["recorded"] = (
