@@ -265,7 +265,9 @@ def test_key_computation_is_fast_with_toolchain_headers():
     for _ in range(20):
         _key(src, [])
     per_key = (time.perf_counter() - start) / 20
-    assert per_key < 0.005, per_key  # CCCL is pinned by the toolchain, not read file by file
+    # CCCL is pinned by the toolchain, not read file by file. A record (taken once per compile, never
+    # on a warm hit) also walks every directory on every path it checks (ccache's rule): ~3 ms alone.
+    assert per_key < 0.015, per_key
 
 
 def test_a_family_recompiles_after_an_included_header_changes(tree, cache):

@@ -53,7 +53,7 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from . import _include_graph, _scan
@@ -145,6 +145,7 @@ class _Observer:
         self.files: dict[str, list[Any]] = {}
         self.datas: dict[str, bytes] = {}
         self._lstats: dict[str, os.stat_result | None] = {}
+        self._is_file: dict[str, bool] = {}
         self._walked: dict[str, str | None] = {}
         here = _stat(cwd)
         if here is None or not stat.S_ISDIR(here.st_mode):
@@ -167,8 +168,12 @@ class _Observer:
         return data
 
     def is_file(self, place: str) -> bool:
-        self._walk(self.at(place))
-        return _is_file(self.at(place), self.started)
+        known = self._is_file.get(place)
+        if known is None:
+            at = self.at(place)
+            resolved = self._walk(at)
+            known = self._is_file[place] = resolved is not None and _is_file(at, self.started)
+        return known
 
     def _lstat(self, path: str) -> os.stat_result | None:
         if path not in self._lstats:
@@ -286,7 +291,7 @@ class _Observer:
         firsts = [main_dir, *sorted({os.path.dirname(n) for n in graph.line_names})]
         self._candidates(source, firsts, search_dirs, pinned_dirs, searched, present, follow_pinned)
         empty = [place for place in sorted(searched - set(files) - present) if not self.is_file(place)]
-        absent, absent_dirs = _by_directory(empty, self.started, self.cwd)
+        absent, absent_dirs = _by_directory(empty, self.started, self.cwd, self._lstat)
         return {
             "files": list(files.values()),
             "absent": absent,
@@ -310,14 +315,18 @@ class _Observer:
         pinned = tuple(os.path.join(os.path.realpath(d), "") for d in pinned_dirs)
 
         def is_pinned(path: str) -> bool:
-            return os.path.realpath(self.at(path)).startswith(pinned) if pinned else False
+            resolved = self._walk(self.at(path)) if pinned else None  # walked already: memoized
+            return resolved is not None and resolved.startswith(pinned)
 
-        queue: list[tuple[str, bytes | str, bool]] = [(firsts[0], source, True)]
-        queue += [(os.path.dirname(p), self.datas[p], not is_pinned(p)) for p in self.files if p in self.datas]
+        # (directory, bytes, a user's file, its sha256 when known: the scan is remembered by it)
+        queue: list[tuple[str, bytes | str, bool, str | None]] = [(firsts[0], source, True, None)]
+        for p in self.files:
+            if p in self.datas:
+                queue.append((os.path.dirname(p), self.datas[p], not is_pinned(p), self.files[p][1]))
         done = set(self.files)
         while queue:
-            here, data, users = queue.pop()
-            found = _scanned(data, users)
+            here, data, users, digest = queue.pop()
+            found = _scanned(data, users, digest)
             if found.unknown:
                 raise _Unpersistable(f"{found.unknown}: the headers it reads cannot be known")
             if found.clock:
@@ -334,8 +343,11 @@ class _Observer:
                     elif place not in done and (follow_pinned or not is_pinned(place)):
                         done.add(place)
                         user = not is_pinned(place)
-                        data = self.read(place) if user else _read_pinned(self.at(place))
-                        queue.append((os.path.dirname(place), data, user))
+                        if user:
+                            data, digest = self.read(place), self.files[place][1]
+                        else:
+                            _, digest, data = _read_pinned(self.at(place))
+                        queue.append((os.path.dirname(place), data, user, digest))
                     if not every:
                         break
 
@@ -352,22 +364,24 @@ def _places(spelled: str, firsts: Sequence[str], search_dirs: Sequence[str]) -> 
     return [os.path.join(d, name) for d in (*dirs, *search_dirs)]
 
 
-def _scanned(data: bytes | str, users: bool) -> _scan.Candidates:
-    """:func:`._scan.scan`, remembered per content (toolkit headers recur in every compile)."""
-    key = (hashlib.sha256(data if isinstance(data, bytes) else data.encode("utf-8", "surrogateescape")).digest(), users)
-    found = _scans.get(key)
+def _scanned(data: bytes | str, users: bool, digest: str | None) -> _scan.Candidates:
+    """:func:`._scan.scan`, remembered per content (``digest``: its sha256, known for a header read;
+    toolkit headers recur in every compile). The source (no digest) is scanned each time."""
+    if digest is None:
+        return _scan.scan(data, clock=users)
+    found = _scans.get((digest, users))
     if found is None:
-        found = _scans[key] = _scan.scan(data, clock=users)
+        found = _scans[(digest, users)] = _scan.scan(data, clock=users)
     return found
 
 
-_scans: dict[tuple[bytes, bool], _scan.Candidates] = {}
+_scans: dict[tuple[str, bool], _scan.Candidates] = {}
 
 
-def _read_pinned(path: str) -> bytes:
-    """A toolkit header's bytes (pinned by the toolchain: scanned, not recorded)."""
+def _read_pinned(path: str) -> tuple[_Stat, str, bytes]:
+    """A toolkit header's stat, sha256 and bytes (pinned by the toolchain: scanned, not recorded)."""
     try:
-        return _read(path)[2]
+        return _read(path)
     except OSError as exc:
         raise _Unpersistable(f"toolkit header {path} cannot be read ({exc.strerror})") from None
 
@@ -395,7 +409,9 @@ def _lstat(path: str) -> os.stat_result | None:
         return None
 
 
-def _by_directory(places: list[str], started: int, cwd: str) -> tuple[list[str], list[list[Any]]]:
+def _by_directory(
+    places: list[str], started: int, cwd: str, lstat: Callable[[str], os.stat_result | None]
+) -> tuple[list[str], list[list[Any]]]:
     """Empty places, most of them grouped by directory: ``(alone, [[dir, its stat or None, names]])``.
 
     A directory whose stat (inode, mtime, ctime) is unchanged has had no entry added, removed
@@ -410,19 +426,13 @@ def _by_directory(places: list[str], started: int, cwd: str) -> tuple[list[str],
     alone: list[str] = []
     groups: dict[str, list[str]] = {}
     for place in places:
-        try:
-            os.lstat(os.path.join(cwd, place))
-            alone.append(place)
-            continue
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError):
+        if lstat(os.path.join(cwd, place)) is not None:
             alone.append(place)
             continue
         directory, name = os.path.split(place)
-        while directory and os.path.dirname(directory) != directory and not _lexists(os.path.join(cwd, directory)):
+        while directory and os.path.dirname(directory) != directory and lstat(os.path.join(cwd, directory)) is None:
             above, last = os.path.split(directory)
-            if not above or not _lexists(os.path.join(cwd, above)):
+            if not above or lstat(os.path.join(cwd, above)) is None:
                 directory, name = above, os.path.join(last, name)
                 continue
             break
@@ -435,14 +445,6 @@ def _by_directory(places: list[str], started: int, cwd: str) -> tuple[list[str],
             continue
         dirs.append([directory, None if st is None else list(_dir_key(st)), sorted(names)])
     return sorted(alone), dirs
-
-
-def _lexists(path: str) -> bool:
-    try:
-        os.lstat(path)
-    except (OSError, ValueError):
-        return False
-    return True
 
 
 def _dir_key(st: os.stat_result) -> tuple[int, int, int, int]:

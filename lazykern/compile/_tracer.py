@@ -298,16 +298,6 @@ def _give_back(server: _Server) -> None:
     server.close()
 
 
-def prestart() -> None:
-    """Start a server now unless one is idle or starting, so that the next request finds it booted."""
-    with _cond:
-        if _closed or _idle or _starting or len(_live) >= SERVERS:
-            return
-    server = _take()
-    if server is not None:
-        _give_back(server)
-
-
 def servers() -> list[int]:
     """Process ids of the servers alive now (tests count them)."""
     with _cond:
