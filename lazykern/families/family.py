@@ -239,7 +239,8 @@ class KernelFamily:
         """Compile ahead of time (no GPU needed): every fragment, or ``names``, for each arch."""
         archs = [arch] if arch is None or isinstance(arch, str) else list(arch)
         wanted = self.names() if names is None else list(names)
-        kernels = [self.get(n, a) for a in archs for n in wanted]
+        with compiler.observed_only():  # nobody waits for these binaries: each compiled once, observed
+            kernels = [self.get(n, a) for a in archs for n in wanted]
         _later.wait_all()  # warming promises stored binaries: their stores wait for the header traces
         return kernels
 
