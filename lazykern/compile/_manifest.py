@@ -4,22 +4,27 @@ NVRTC cannot list its dependencies (no ``-M``), but ``--fdevice-time-trace``
 writes one "Processing Header File" event per header its front end read, with
 the path as it resolved it (``sub/../h1.h``, an ``-I`` directory joined with the
 name, a toolkit header by full path). The store's key covers source, options, arch
-and toolchain, and each entry carries a *manifest* of what the compile read, from two
-records that each cover what the other cannot:
+and toolchain, and each entry carries a *manifest* of what the compile read. An entry is one
+observation: the manifest and the binary come from the same compile of the user's exact bytes (the
+observed compile, in a child process, ``_tracer``), and models may only add to what it reports:
 
-* NVRTC's trace (of a pass in a child process, ``_tracer``, over the source with its own
-  ``#line`` directives blanked): every header opened, toolkit headers and what they include too.
-  A ``#line`` or line marker *in a header* renames events: the header may be missing, a name
-  may be no file or a file never opened, nesting says nothing about who included whom.
+* NVRTC's trace of that compile: every header opened, toolkit headers and what they include too.
+  A ``#line`` or line marker renames events: a name may be no file (recorded as a place that must
+  stay empty), a file never opened (recorded all the same), nesting says nothing about who
+  included whom (then every directory of the compile counts).
 * the include graph (``_include_graph``, over the preprocessor's tokens): every header the
   source can reach through non-toolkit headers, whatever ``#if`` says, each found by NVRTC's
   search, the ``__has_include`` probes, and the ``#line`` names. Where it cannot know
   (an operand a macro spells), the compile stays in memory.
+* the candidate scan (``_scan``) of every file read, toolkit headers too: every include and probe
+  operand, in strings and comments too; each place searched before where the name is found (all of
+  them where it is not) must stay empty, a probe's find must stay.
 
-A trace event that names no header of the graph is a header reached through the toolkit (or a
-``#line`` name that is also a file): recorded, its search places taken from the trace's nesting
-plus the directories of headers that hold line directives, or from every directory of the compile
-where a candidate includer's name is a ``#line`` name. A name that is no file must be a ``#line`` name.
+Nothing is recorded unless it still reads as the compile read it (ccache's rule): every header, and
+every directory or link on its path (``lstat`` each; a rename or a retargeted link gives the moved
+inode or the new link a new ctime), must be older than the compile's start; directories above the
+search path must be the very ones they were at the start (:func:`anchors`: their timestamps change
+with anyone's files); a header is re-stat'ed after it is hashed.
 
 * ``files``: ``[path as NVRTC opened it, sha256, st_dev, st_ino, size, mtime_ns, ctime_ns]``.
   A relative path (found through the working directory or a relative ``-I``)
@@ -39,8 +44,8 @@ hashed once per process (a memo keyed by path, valid while the stat is the same)
 a header touched with its bytes unchanged comes back with its new stat, which the store
 writes into the entry so later processes need not read it either.
 
-:func:`record` refuses to persist a compile whose header changed while NVRTC
-read it (mtime or ctime at or after the compile's start), is not a regular file,
+:func:`record` refuses to persist a compile whose header (or a directory on its path) changed
+while NVRTC read it (mtime or ctime at or after the compile's start), is not a regular file,
 or vanished, or that reads the clock (``__TIME__``, ``__DATE__``, ``__TIMESTAMP__``
 as tokens in the source or a header, as ccache does): such a binary is served from memory only.
 """

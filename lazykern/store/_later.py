@@ -1,7 +1,7 @@
 """Stores that wait for what a compile read: the kernel is served at once, its entry written later.
 
-A compile's binary is ready before its header manifest (NVRTC's traced pass runs on in a trace
-server, ``lazykern.compile._tracer``), and an entry is never stored without one. So the store of a
+A compile's served binary is ready before the observed compile (the same bytes, traced, in a
+compile server, ``lazykern.compile._tracer``) whose binary and manifest are what the store keeps. So the store of a
 fresh compile runs in a thread of its own (:func:`submit`) while the caller already has the kernel.
 Until it is done, this process's lookups of that key wait for it (:func:`wait_for`), so a key is
 compiled once here; other processes wait on the key's compile lock, which the job holds until the
@@ -22,7 +22,7 @@ from .. import _fork
 
 log = logging.getLogger("lazykern")
 
-EXIT_WAIT_S = 30.0  # a traced pass takes about as long as the compile that already finished
+EXIT_WAIT_S = 30.0  # an observed compile takes about as long as the compile that already finished
 
 _jobs: dict[str, threading.Event] = {}  # key -> set once its entry is written (or dropped)
 _lock = _fork.lock()
