@@ -238,6 +238,9 @@ def begin(
     """
     from cuda.core import ProgramOptions
 
+    # Registered here, in the caller's thread, before the store that waits for this request is
+    # (``_later``): atexit runs last-registered first, so pending stores are waited for, then servers end.
+    _register_exit()
     flags = ProgramOptions(arch=arch, name=name, **options)
     request = {
         "source": source,
@@ -253,7 +256,8 @@ def begin(
 def _take(*, fresh: bool = False) -> _Server | None:
     """An idle server (unless ``fresh``), a new one while fewer than :data:`SERVERS` live, else wait
     for one. A ``fresh`` one ends an idle server to make room rather than wait."""
-    global _starting, _exit_registered
+    global _starting
+    _register_exit()
     while True:
         victim = None
         with _cond:
@@ -266,9 +270,6 @@ def _take(*, fresh: bool = False) -> _Server | None:
                 _live.discard(server)
             if len(_live) + _starting < SERVERS:
                 _starting += 1
-                if not _exit_registered:
-                    _exit_registered = True
-                    atexit.register(shutdown, final=True)
                 break
             if fresh and _idle:
                 victim = _idle.pop()
@@ -287,6 +288,15 @@ def _take(*, fresh: bool = False) -> _Server | None:
             _live.add(new)
         _cond.notify_all()
     return new
+
+
+def _register_exit() -> None:
+    global _exit_registered
+    with _cond:
+        if _exit_registered:
+            return
+        _exit_registered = True
+    atexit.register(shutdown, final=True)
 
 
 def _give_back(server: _Server) -> None:
