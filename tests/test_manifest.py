@@ -273,7 +273,8 @@ def test_without_a_header_trace_only_sources_with_no_include_persist(tree, cache
         monkeypatch.setattr(compiler, "_traces_headers", lambda: False)
     else:
         _tracer.shutdown()
-        monkeypatch.setattr(_tracer._Server, "__init__", lambda self: (_ for _ in ()).throw(OSError(24, "no fds")))
+        refuse = lambda self, nice=True: (_ for _ in ()).throw(OSError(24, "no fds"))  # noqa: E731
+        monkeypatch.setattr(_tracer._Server, "__init__", refuse)
     _write(tree / "inc" / "v.h", "#define VAL 1\n")
     fam, _ = _get(cache, "#include <v.h>\n" + KERNEL, [f"-I{tree}/inc"])
     assert _recorded(cache) and _no_code_stored(cache)

@@ -112,9 +112,9 @@ def test_idle_servers_are_reused_not_restarted(servers):
     started = []
     real = _tracer._Server.__init__
 
-    def counting(self):
+    def counting(self, nice=True):
         started.append(1)
-        real(self)
+        real(self, nice)
 
     servers.setattr(_tracer._Server, "__init__", counting)
     for value in range(3):

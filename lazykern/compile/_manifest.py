@@ -265,8 +265,12 @@ class _Observer:
         nested = [(p, inc) for p, inc in _with_includers(events) if not (p.startswith(_BUILTIN) and os.sep not in p)]
         extra: list[tuple[str, set[str | None]]] = []
         missing = []
+        named: set[str] = set()  # #line names that are no file: the compile opened nothing there
         for path, includers in nested:
             if path in files or path in follower.seen:
+                continue
+            if path in follower.graph.line_names and self._lstat(self.at(path)) is None:
+                named.add(path)
                 continue
             if not self.is_file(path):
                 missing.append(path)
@@ -295,7 +299,9 @@ class _Observer:
         # NVRTC may start a quoted search where a #line says the text came from: those directories too.
         firsts = [main_dir, *sorted({os.path.dirname(n) for n in graph.line_names})]
         self._candidates(source, firsts, search_dirs, pinned_dirs, searched, present, follow_pinned)
-        empty = [place for place in sorted(searched - set(files) - present) if not self.is_file(place)]
+        empty = [place for place in sorted(searched - set(files) - present - named) if not self.is_file(place)]
+        # Recorded all the same (a file appearing there is then noticed), with no claim on their directory.
+        empty = sorted({*empty, *(n for n in named if self._lstat(self.at(n)) is None)})
         absent, absent_dirs = _by_directory(empty, self.started, self.cwd, self._lstat)
         return {
             "files": list(files.values()),

@@ -558,6 +558,7 @@ class Trace:
                 target="ltoir" if lto else target,
                 cwd=self._cwd,
                 cwd_id=(here.st_dev, here.st_ino),
+                nice=not quiet,  # observed only: nobody is served first, the observed compile is awaited
             )
         except Exception as exc:  # the binary is kept in memory; the reason says why
             log.debug("the observed compile of %s could not be sent", name, exc_info=True)
