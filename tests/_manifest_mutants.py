@@ -34,6 +34,9 @@ class Case:
     options: list[str]
     headers: list[str]  # files the compile reads: each is byte-mutated
     places: list[str]  # search places where a same-named header may appear
+    # (link, another target): ``ln -sfn`` to it; (directory, another one): ``mv`` swaps them (issue 43)
+    retargets: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    swaps: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
 
 def _write(path: str, data: bytes) -> None:
@@ -99,6 +102,7 @@ def corpus(root: str, toolkit: str) -> list[Case]:
             [os.path.join(d, "opt.h") for d in (work, inc2, toolkit)],
         ),
         *edge_cases(root, toolkit),
+        *round7_cases(root, toolkit),
         Case(
             "tropical",
             tropical_family.preamble(),
@@ -179,6 +183,54 @@ def edge_cases(root: str, toolkit: str) -> list[Case]:
     ]
 
 
+def round7_cases(root: str, toolkit: str) -> list[Case]:
+    """Issue 43: what a model of the preprocessor got wrong (a line splice in a raw string, a trigraph
+    under -std=c++14), a probe inside a toolkit header that searches the user's directories first, and
+    a header reached through a link that is retargeted or an -I directory swapped with ``mv``."""
+    r7, inc2, work = (os.path.join(root, d) for d in ("r7", "inc2", "work"))
+    files = {
+        f"{r7}/rb.h": "#define VAL 7\n",
+        f"{root}/targets/one.h": "#define VAL 1\n",
+        f"{root}/targets/two.h": "#define VAL 2\n",
+        f"{root}/swap_a/s.h": "#define VAL 3\n",
+        f"{root}/swap_b/s.h": "#define VAL 4\n",
+    }
+    for path, text in files.items():
+        _write(path, text.encode())
+    os.makedirs(f"{r7}/links", exist_ok=True)
+    if not os.path.islink(f"{r7}/links/l.h"):
+        os.symlink(f"{root}/targets/one.h", f"{r7}/links/l.h")
+    kernel = 'extern "C" __global__ void k(int *a) { *a = VAL; }\n'
+    raw = '__device__ const char *s = R"(a)\\\n" /*)";\n#include <rb.h>\n// */ ;\n#ifndef VAL\n#define VAL 1\n#endif\n'
+    trigraph = (
+        '__device__ const char *q = "??/" /* ";\n#if __has_include(<flag.h>)\n#define VAL 2\n#else\n#define VAL 1\n'
+        '#endif\n__device__ const char *e = "*/";\n'
+    )
+    cccl = "#include <cuda/std/limits>\n#define VAL (cuda::std::numeric_limits<int>::max() - 1)\n"
+    return [
+        Case("raw_splice", "", raw + kernel, [f"-I{r7}"], [f"{r7}/rb.h"], [f"{work}/rb.h", f"{toolkit}/rb.h"]),
+        Case(
+            "trigraph",
+            "",
+            trigraph + kernel,
+            [f"-I{r7}", "-std=c++14"],
+            [],
+            [os.path.join(d, "flag.h") for d in (r7, toolkit)],
+        ),
+        Case("cccl_probe", "", cccl + kernel, [f"-I{inc2}"], [], [f"{inc2}/version"]),
+        Case(
+            "link_and_swap",
+            "",
+            "#include <l.h>\n#include <s.h>\n" + kernel.replace("VAL;", "VAL + 0;"),
+            [f"-I{r7}/links", f"-I{root}/swap_a"],
+            [],
+            [],
+            retargets=[(f"{r7}/links/l.h", f"{root}/targets/two.h")],
+            swaps=[(f"{root}/swap_a", f"{root}/swap_b")],
+        ),
+    ]
+
+
 def _family(case: Case, store: str, options: list[str]) -> KernelFamily:
     fam = KernelFamily(f"mut_{case.name}", case.preamble, options=options, cache=KernelCache(store))
     fam.add("k", case.source)
@@ -198,13 +250,19 @@ def lookup(case: Case, store: str, options: list[str]) -> tuple[bytes | None, bo
     return code, fam.compile_calls > 0
 
 
-def fresh(case: Case, options: list[str]) -> bytes | None:
+def fresh(case: Case, options: list[str]) -> set[bytes | None]:
+    """What compiling now gives: the untraced binary (a compile's own) and the observed one (what the
+    store keeps; NVRTC's trace flag can change a register or two)."""
     fam = KernelFamily(f"mut_{case.name}", case.preamble, options=options)
     fam.add("k", case.source)
+    source = fam.source.translation_unit("k")
     try:
-        return compiler.compile_source(fam.source.translation_unit("k"), name="k", arch=ARCH, options=options).code
+        served = compiler.compile_source(source, name="k", arch=ARCH, options=options).code
+        with compiler.observed_only():
+            observed, _ = compiler.compile_deferred(source, name="k", arch=ARCH, options=options)
+        return {served, observed.code}
     except CompileError:
-        return None
+        return {None}
 
 
 def _mutants(case: Case):
@@ -236,6 +294,34 @@ def _mutants(case: Case):
         for options in (case.options[:i] + case.options[i + 1 :], case.options[:i] + [variant] + case.options[i + 1 :]):
             yield "option", options, (lambda: None), (lambda: None)
     yield "option", [*case.options, "-DMUTANT=1"], (lambda: None), (lambda: None)
+    for link, other in case.retargets:
+        before = os.readlink(link)
+        yield (
+            "link retargeted",
+            case.options,
+            (lambda a=link, b=other: _relink(a, b)),
+            (lambda a=link, b=before: _relink(a, b)),
+        )
+    for first, second in case.swaps:
+        yield (
+            "directory swapped",
+            case.options,
+            (lambda a=first, b=second: _swap(a, b)),
+            (lambda a=first, b=second: _swap(a, b)),
+        )
+
+
+def _relink(link: str, target: str) -> None:
+    """``ln -sfn target link``: a new link renamed over the old one."""
+    os.symlink(target, link + ".new")
+    os.replace(link + ".new", link)
+
+
+def _swap(a: str, b: str) -> None:
+    """``mv a tmp; mv b a; mv tmp b``."""
+    os.rename(a, a + ".tmp")
+    os.rename(b, a)
+    os.rename(a + ".tmp", b)
 
 
 def main(root: str, blind: bool = False, only: str = "") -> None:
@@ -266,7 +352,7 @@ def main(root: str, blind: bool = False, only: str = "") -> None:
                 served, compiled = lookup(case, store, options)
                 now = fresh(case, options)
                 kinds[kind] += 1
-                if not compiled and served != now:
+                if not compiled and served not in now:
                     survivors.append(f"{case.name}: {kind} {options}")
             finally:
                 undo()

@@ -15,7 +15,7 @@ import pytest
 from lazykern import KernelCache, KernelFamily, LazykernWarning, make_key
 from lazykern.compile.compiler import compile_source
 from lazykern.store import _entry, _later
-from lazykern.store import cache as cache_mod
+from lazykern.store import _keys
 
 from .conftest import FRAGMENTS, PREAMBLE
 
@@ -34,7 +34,7 @@ def test_key_depends_on_every_input(monkeypatch):
         make_key(SRC, arch="sm_90", options=["-std=c++17", "-DA=1"], route="lto"),
     ]
     assert len({base, *others}) == len(others) + 1
-    monkeypatch.setattr(cache_mod, "SCHEMA_VERSION", 999)
+    monkeypatch.setattr(_keys, "SCHEMA_VERSION", 999)
     assert make_key(SRC, arch="sm_90", options=["-std=c++17", "-DA=1"]) != base
 
 

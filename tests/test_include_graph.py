@@ -115,9 +115,11 @@ def test_a_probe_in_a_macro_body_may_run_in_any_files_directory(tmp_path):
     assert {f"{tmp_path}/opt.h", f"{tmp_path}/sub/opt.h"} <= g.absent
 
 
-def test_line_names_come_from_headers_and_the_clock_from_anywhere(tmp_path):
+def test_line_names_come_from_every_file_and_the_clock_from_anywhere(tmp_path):
+    """The source is compiled as written (issue 43): its own #line names are trace names too."""
     g = _graph(tmp_path, '#line 1 "src"\n#include "g.h"\n', {"g.h": '# 1 "gen.tmpl"\nint t = __DATE__;\n'})
-    assert g.line_names == {"gen.tmpl"} and "__DATE__" in g.clock
+    assert g.line_names == {"src", "gen.tmpl"} and "__DATE__" in g.clock
+    assert g.renaming == {f"{tmp_path}/g.h"}  # only a header renames the events of what it includes
 
 
 def test_a_paste_that_may_spell_a_clock_macro_reads_the_clock(tmp_path):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
@@ -16,26 +15,15 @@ from lazykern import KernelCache, KernelFamily
 from lazykern.compile import _tracer, compiler
 from lazykern.store import _later
 
+from . import _servers
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = 'extern "C" __global__ void k(int *a) { *a = VAL; }\n'
 
 
 def _slow_server(tmp_path, seconds: float) -> str:
-    """A trace server that answers after ``seconds`` (an empty trace: the kernel includes nothing)."""
-    script = tmp_path / "slow_server.py"
-    script.write_text(
-        textwrap.dedent(
-            f"""
-            import json, sys, time
-            for line in sys.stdin:
-                request = json.loads(line)
-                time.sleep({seconds})
-                open(request["trace"] + ".json", "w").write('{{"traceEvents": []}}')
-                print(json.dumps({{"ok": True}}), flush=True)
-            """
-        )
-    )
-    return f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')"
+    """A compile server that answers ``seconds`` late."""
+    return _servers.boot(tmp_path, f"time.sleep({seconds})", name="slow_server.py")
 
 
 @pytest.fixture
@@ -76,9 +64,10 @@ def test_compile_deferred_returns_the_binary_and_a_trace_to_wait_for(tmp_path, s
     result, trace = compiler.compile_deferred("#define VAL 1\n" + KERNEL, name="k", arch="sm_80")
     assert time.monotonic() - start < 2.0 and result.code[:4] == b"\x7fELF"
     assert trace is not None and result.headers is None
-    headers, memory_only = trace.result()
+    code, headers, memory_only = trace.result(result)
     assert headers is not None and memory_only == "" and time.monotonic() - start >= 2.0
-    assert trace.result() == (headers, memory_only)  # answered once
+    assert code == result.code  # the observed compile's own binary: the same bytes, the same cubin
+    assert trace.result(result) == (code, headers, memory_only)  # answered once
 
 
 _EXITS = r"""
@@ -86,6 +75,7 @@ import sys, time
 from lazykern import KernelCache, KernelFamily
 from lazykern.compile import _tracer
 from lazykern.store import _later
+
 boot, store, wait = sys.argv[1], sys.argv[2], float(sys.argv[3])
 _tracer._BOOT = boot
 _later.EXIT_WAIT_S = wait

@@ -37,6 +37,11 @@ def _write(path, text: str) -> None:
     time.sleep(0.012)
 
 
+def _remove(path) -> None:
+    os.remove(path)
+    time.sleep(0.012)  # its directory changed: a compile in the same clock tick is not stored
+
+
 def _get(cache: KernelCache, source: str, options: list[str]) -> tuple[KernelFamily, bytes]:
     fam = KernelFamily("hdr", "", options=options, cache=cache)
     fam.add("k", source)
@@ -138,7 +143,7 @@ def test_header_appearing_in_an_earlier_include_dir(tree, cache):
 def test_has_include_probe_that_starts_to_find_a_file(tree, cache):
     src = '#if __has_include("opt.h")\n#include "opt.h"\n#else\n#define VAL 1\n#endif\n' + KERNEL
     _check(cache, src, [], lambda: _write(tree / "work" / "opt.h", "#define VAL 2\n"), served_after=False)
-    _check(cache, src, [], lambda: os.remove(tree / "work" / "opt.h"), served_after=False)
+    _check(cache, src, [], lambda: _remove(tree / "work" / "opt.h"), served_after=False)
 
 
 def test_toolkit_headers_are_verified_like_any_other(tree, cache, monkeypatch):
@@ -187,14 +192,14 @@ def test_a_header_that_is_not_a_regular_file_is_never_read(tree, cache):
 def test_header_changing_during_the_compile_is_served_not_stored(tree, cache, monkeypatch):
     _write(tree / "inc" / "v.h", "#define VAL 1\n")
     src, opts = "#include <v.h>\n" + KERNEL, [f"-I{tree}/inc"]
-    real = compiler._headers_read
+    real = _manifest.record
 
-    def edit_meanwhile(*args):
+    def edit_meanwhile(*args, **kwargs):
         with open(tree / "inc" / "v.h", "a") as fh:
             fh.write("// edited while NVRTC read it\n")
-        return real(*args)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(compiler, "_headers_read", edit_meanwhile)
+    monkeypatch.setattr(_manifest, "record", edit_meanwhile)
     fam, code = _get(cache, src, opts)
     assert code and "changed while it was compiled" in _recorded(cache)
     assert _no_code_stored(cache)
@@ -260,14 +265,16 @@ def test_a_warm_hit_reads_no_header_and_compiles_no_regex(tree):
     assert runs[1]["regex"] == [], runs[1]["regex"]
 
 
-@pytest.mark.parametrize("why", ["nvrtc cannot trace", "no temporary directory"])
+@pytest.mark.parametrize("why", ["nvrtc cannot trace", "no compile server"])
 def test_without_a_header_trace_only_sources_with_no_include_persist(tree, cache, monkeypatch, why):
-    import tempfile
+    from lazykern.compile import _tracer
 
     if why == "nvrtc cannot trace":
         monkeypatch.setattr(compiler, "_traces_headers", lambda: False)
     else:
-        monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: (_ for _ in ()).throw(PermissionError(13, "denied")))
+        _tracer.shutdown()
+        refuse = lambda self, nice=True: (_ for _ in ()).throw(OSError(24, "no fds"))  # noqa: E731
+        monkeypatch.setattr(_tracer._Server, "__init__", refuse)
     _write(tree / "inc" / "v.h", "#define VAL 1\n")
     fam, _ = _get(cache, "#include <v.h>\n" + KERNEL, [f"-I{tree}/inc"])
     assert _recorded(cache) and _no_code_stored(cache)
@@ -281,6 +288,7 @@ def test_a_dangling_link_whose_target_appears_is_a_new_header(tree, cache):
     _write(tree / "b" / "v.h", "#define VAL 1\n")
     (tree / "a").mkdir()
     os.symlink(tree / "elsewhere" / "v.h", tree / "a" / "v.h")
+    time.sleep(0.012)  # a directory changed in the compile's clock tick is not trusted: step past it
     src, opts = "#include <v.h>\n" + KERNEL, [f"-I{tree}/a", f"-I{tree}/b"]
     _check(cache, src, opts, lambda: _write(tree / "elsewhere" / "v.h", "#define VAL 2\n"), served_after=False)
 

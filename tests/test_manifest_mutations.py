@@ -6,7 +6,9 @@ macro include whose macro another header defines, ``%:include`` of a ``-D`` macr
 a real tropical kernel, and (issue 35) what only the preprocessor's view shows: a splice or comments
 inside ``include``, splices, aliases and comments around ``__has_include``, ``#line`` and line markers
 naming existing and missing files, a header with two such directives, a header in ``sub/`` whose
-``#line`` names a file elsewhere. Each group of cases runs in a fresh process. Mutations: bytes of
+``#line`` names a file elsewhere; and (issue 43) a line splice in a raw string and a trigraph under
+``-std=c++14`` that fooled the model, CCCL's probe of the user's directories, a retargeted link and
+an ``mv``-swapped -I directory. Each group of cases runs in a fresh process. Mutations: bytes of
 every header read, a same-named header appearing in every search place, and every option (dropped,
 changed, one added). After each, the store must compile again or serve exactly what compiling now gives.
 """
@@ -45,6 +47,7 @@ GROUPS = [
     ("probe_splice,probe_alias_comment,probe_comment_splice", 18),
     ("line_existing,line_two", 20),
     ("line_sub,line_generated,line_toolkit", 30),
+    ("raw_splice,trigraph,cccl_probe,link_and_swap", 20),
 ]
 
 

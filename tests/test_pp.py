@@ -68,10 +68,3 @@ def test_identifiers_and_pastes_are_reported():
     scan = _pp.scan("#define CAT(a, b) a ## b\nconst char *t = __TI\\\nME__;\n")
     assert scan.pastes and "__TIME__" in scan.identifiers
     assert not _pp.scan('const char *t = "__TIME__ ##";\n').identifiers & {"__TIME__"}
-
-
-def test_without_line_directives_blanks_only_them_and_keeps_lines():
-    source = '#line 1 "fam-preamble"\n#define A 1\n# 4 "x.h" 1\nint a; // #line 9 "kept"\n%:line 2 "k"\n'
-    out = _pp.without_line_directives(source)
-    assert out.count("\n") == source.count("\n")
-    assert _pp.scan(out).line_names == set() and "#define A 1" in out and '// #line 9 "kept"' in out

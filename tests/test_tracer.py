@@ -3,10 +3,10 @@ warning and a binary kept in memory, never the user's process (issue 35, class 4
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import sys
-import textwrap
 import time
 import warnings
 
@@ -14,6 +14,8 @@ import pytest
 
 from lazykern.compile import _tracer, compiler
 from lazykern.errors import LazykernWarning
+
+from . import _servers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = 'extern "C" __global__ void k(int *a) { *a = VAL; }\n'
@@ -50,16 +52,8 @@ def test_a_generated_header_in_a_two_fragment_family_neither_crashes_nor_recompi
 
 
 def _fake_server(tmp_path, body: str) -> str:
-    """A trace server that runs ``body`` on each request (the real one must not be crashed on purpose)."""
-    script = tmp_path / "server.py"
-    script.write_text(
-        "import json, os, sys\n"
-        "for line in sys.stdin:\n"
-        "    request = json.loads(line)\n" + textwrap.indent(textwrap.dedent(body), "    ") + "\n"
-        "    open(request['trace'] + '.json', 'w').write('{\"traceEvents\": []}')\n"
-        "    print(json.dumps({'ok': True}), flush=True)\n"
-    )
-    return f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')"
+    """A compile server that runs ``body`` before each request (the real one must not be crashed on purpose)."""
+    return _servers.boot(tmp_path, body)
 
 
 @pytest.fixture
@@ -101,21 +95,26 @@ def test_a_server_that_crashes_once_is_replaced_and_the_trace_taken(tmp_path, se
     assert marker.exists() and result.memory_only == "" and result.headers is not None
 
 
-def test_a_server_that_hangs_is_ended_and_the_binary_kept_in_memory(tmp_path, servers):
+def test_a_server_that_hangs_is_ended_and_the_binary_kept_in_memory_with_one_log_line(tmp_path, servers, caplog):
     servers.setattr(_tracer, "_BOOT", _fake_server(tmp_path, "import time; time.sleep(60)"))
     servers.setattr(_tracer, "TIMEOUT_S", 1.0)
-    with pytest.warns(LazykernWarning, match="did not answer"):
-        result = compiler.compile_source("#define VAL 1\n" + KERNEL, name="k", arch="sm_80")
-    assert result.code[:4] == b"\x7fELF" and result.headers is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LazykernWarning)  # memory-only is not an error
+        with caplog.at_level("INFO", logger="lazykern"):
+            result = compiler.compile_source("#define VAL 1\n" + KERNEL, name="k", arch="sm_80")
+    assert result.code[:4] == b"\x7fELF" and result.headers is None and "did not answer" in result.memory_only
+    said = [r.getMessage() for r in caplog.records if "did not answer" in r.getMessage()]
+    assert len(said) == 1, said
+    assert _tracer.servers() == []  # the stuck server was ended
 
 
 def test_idle_servers_are_reused_not_restarted(servers):
     started = []
     real = _tracer._Server.__init__
 
-    def counting(self):
+    def counting(self, nice=True):
         started.append(1)
-        real(self)
+        real(self, nice)
 
     servers.setattr(_tracer._Server, "__init__", counting)
     for value in range(3):
@@ -168,20 +167,35 @@ def test_a_generated_header_family_runs_on_the_device_and_is_served_by_the_next_
     assert [r.stdout.strip() for r in runs] == ["2 [[3, 4, 5, 6], [6, 6, 6, 6]]", "0 [[3, 4, 5, 6], [6, 6, 6, 6]]"]
 
 
+def _begin(source: str, tmp_path, **options) -> _tracer.Pending:
+    here = os.stat(tmp_path)
+    return _tracer.begin(
+        source, name="k.cu", arch="sm_80", options=options, target="cubin", cwd=str(tmp_path),
+        cwd_id=(here.st_dev, here.st_ino),
+    )  # fmt: skip
+
+
 def test_the_real_server_answers_a_failed_compile_with_nvrtcs_log(tmp_path, servers):
     """The server runs NVRTC through its binding alone: a source that does not compile is an answer
-    naming NVRTC's error, not a dead server."""
+    naming NVRTC's error, not a dead server; a good one gives NVRTC's binary and header events."""
+    answer, why = _begin("this is not C++\n", tmp_path).wait()
+    assert answer is None and why.startswith("the observed compile failed") and "k.cu" in why and "error" in why, why
+    (tmp_path / "v.h").write_text("#define VAL 1\n")
+    answer, why = _begin('#include "v.h"\n' + KERNEL, tmp_path).wait()
+    assert why == "" and answer is not None
+    assert base64.b64decode(answer["code"])[:4] == b"\x7fELF"
+    assert [e[2] for e in answer["events"] if not e[2].startswith("__nv_nvrtc_builtin")] == ["v.h"]
+
+
+def test_the_server_refuses_a_working_directory_replaced_since_the_start(tmp_path, servers):
+    """A relative name means the directory of the compile's start: one swapped in since (mv) is refused."""
+    (tmp_path / "a").mkdir()
+    here = os.stat(tmp_path / "a")
+    (tmp_path / "a").rename(tmp_path / "old")
+    (tmp_path / "a").mkdir()
     pending = _tracer.begin(
-        "this is not C++\n", name="bad.cu", arch="sm_80", options={}, trace=str(tmp_path / "t"), cwd=str(tmp_path)
-    )
-    why = pending.wait()
-    assert why.startswith("the traced pass failed") and "bad.cu" in why and "error" in why, why
-    good = _tracer.begin(
-        KERNEL,
-        name="k",
-        arch="sm_80",
-        options={"define_macro": ["VAL=1"]},
-        trace=str(tmp_path / "g"),
-        cwd=str(tmp_path),
-    )
-    assert good.wait() == "" and (tmp_path / "g.json").is_file()
+        KERNEL, name="k", arch="sm_80", options={"define_macro": ["VAL=1"]}, target="cubin",
+        cwd=str(tmp_path / "a"), cwd_id=(here.st_dev, here.st_ino),
+    )  # fmt: skip
+    answer, why = pending.wait()
+    assert answer is None and "was replaced" in why, why

@@ -3,12 +3,15 @@
 numba-cuda compiles each linked ``.cu`` (a path or a ``CUSource``) with its own NVRTC call, named by
 the file's base name (``CUSource.name``), so quoted includes of the file itself are searched in the
 working directory, then numba-cuda's include path (:func:`search_dirs`). There is no trace of that
-call; what it reads is taken from the same model of the preprocessor as a family's source
-(:mod:`lazykern.compile._include_graph` over :mod:`lazykern.compile._pp`'s tokens, recorded by
-:func:`lazykern.compile._manifest.record`): every reachable header with its digest and stat, every
-place searched before it, every ``__has_include`` probe's places (found and absent), whatever the
-spelling (splices, comments, aliases). An include or probe whose operand a macro supplies makes
-the kernel memory-only, with the construct named; ``#line`` names are never taken for files.
+call, so what it may read is over-approximated, by models that may only add
+(:func:`lazykern.compile._manifest.record` with ``follow_pinned``): the preprocessor's model
+(:mod:`lazykern.compile._include_graph`) and a scan that takes every include and ``__has_include``
+operand wherever it appears, strings and comments included (:mod:`lazykern.compile._scan`), followed
+into every header found, toolkit headers too (CCCL probes the user's directories first). Each
+user header is recorded with its digest and stat, every place searched before it must stay empty,
+every probe's find must stay; all of it under ccache's rule (nothing on a path changed since the
+compile's start). An include or probe whose operand a macro supplies makes the kernel memory-only,
+with the construct named.
 
 The key (:mod:`.key`) holds each linked file's bytes and numba-cuda's extra search path; the headers
 are not in it: a warm hit checks the recorded manifest by stat (:func:`verify`), lexing nothing.
@@ -91,7 +94,13 @@ def record(sources: Iterable[tuple[str, bytes, str | None]], started: int) -> tu
             return [], f"linked CUDA C++ {path!r} changed while it was compiled"
         text = data.decode("utf-8", "surrogateescape")
         manifest, why = _manifest.record(
-            (), source=text, main_dir=os.path.dirname(name), search_dirs=dirs, started=started, pinned_dirs=pinned
+            (),
+            source=text,
+            main_dir=os.path.dirname(name),
+            search_dirs=dirs,
+            started=started,
+            pinned_dirs=pinned,
+            follow_pinned=True,
         )
         if manifest is None:
             return [], f"linked CUDA C++ {path or name!r}: {why}"

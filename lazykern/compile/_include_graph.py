@@ -57,8 +57,10 @@ class Follower:
         defines: Sequence[str],
         is_file: Callable[[str], bool],
         read: Callable[[str], bytes],
+        cwd: str = "",
     ) -> None:
         self.search_dirs = list(search_dirs)
+        self.cwd = cwd  # where relative names are (the compile's working directory)
         self.pinned = {os.path.abspath(d) for d in pinned_dirs}
         self.pinned_real = tuple(os.path.realpath(d) + os.sep for d in pinned_dirs)
         self.is_file, self.read = is_file, read
@@ -79,9 +81,10 @@ class Follower:
     def visit(self, text: str | bytes, here: str, where: str, header: bool) -> None:
         scan = _pp.scan(text)
         self._add(here, scan)
+        # The source is compiled as written: its own #line names are trace names too.
+        self.graph.line_names |= scan.line_names
+        self.graph.line_unknown |= scan.line_unknown
         if header and (scan.line_names or scan.line_unknown):
-            self.graph.line_names |= scan.line_names
-            self.graph.line_unknown |= scan.line_unknown
             self.graph.renaming.add(where)
         clock = scan.identifiers.intersection(_pp.CLOCK)
         if clock and not self.graph.clock:
@@ -150,7 +153,7 @@ class Follower:
         self.seen.add(path)
         self.graph.files.append(path)
         data = self.read(path)
-        if not (pinned or os.path.realpath(path).startswith(self.pinned_real)):
+        if not (pinned or os.path.realpath(os.path.join(self.cwd, path)).startswith(self.pinned_real)):
             self.visit(data, os.path.dirname(path), path, header=True)
 
     def _expand(self, toks: Sequence[_pp.Token], depth: int = 0) -> list[str] | None:

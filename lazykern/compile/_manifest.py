@@ -4,22 +4,27 @@ NVRTC cannot list its dependencies (no ``-M``), but ``--fdevice-time-trace``
 writes one "Processing Header File" event per header its front end read, with
 the path as it resolved it (``sub/../h1.h``, an ``-I`` directory joined with the
 name, a toolkit header by full path). The store's key covers source, options, arch
-and toolchain, and each entry carries a *manifest* of what the compile read, from two
-records that each cover what the other cannot:
+and toolchain, and each entry carries a *manifest* of what the compile read. An entry is one
+observation: the manifest and the binary come from the same compile of the user's exact bytes (the
+observed compile, in a child process, ``_tracer``), and models may only add to what it reports:
 
-* NVRTC's trace (of a pass in a child process, ``_tracer``, over the source with its own
-  ``#line`` directives blanked): every header opened, toolkit headers and what they include too.
-  A ``#line`` or line marker *in a header* renames events: the header may be missing, a name
-  may be no file or a file never opened, nesting says nothing about who included whom.
+* NVRTC's trace of that compile: every header opened, toolkit headers and what they include too.
+  A ``#line`` or line marker renames events: a name may be no file (recorded as a place that must
+  stay empty), a file never opened (recorded all the same), nesting says nothing about who
+  included whom (then every directory of the compile counts).
 * the include graph (``_include_graph``, over the preprocessor's tokens): every header the
   source can reach through non-toolkit headers, whatever ``#if`` says, each found by NVRTC's
   search, the ``__has_include`` probes, and the ``#line`` names. Where it cannot know
   (an operand a macro spells), the compile stays in memory.
+* the candidate scan (``_scan``) of every file read, toolkit headers too: every include and probe
+  operand, in strings and comments too; each place searched before where the name is found (all of
+  them where it is not) must stay empty, a probe's find must stay.
 
-A trace event that names no header of the graph is a header reached through the toolkit (or a
-``#line`` name that is also a file): recorded, its search places taken from the trace's nesting
-plus the directories of headers that hold line directives, or from every directory of the compile
-where a candidate includer's name is a ``#line`` name. A name that is no file must be a ``#line`` name.
+Nothing is recorded unless it still reads as the compile read it (ccache's rule): every header, and
+every directory or link on its path (``lstat`` each; a rename or a retargeted link gives the moved
+inode or the new link a new ctime), must be older than the compile's start; directories above the
+search path must be the very ones they were at the start (:func:`anchors`: their timestamps change
+with anyone's files); a header is re-stat'ed after it is hashed.
 
 * ``files``: ``[path as NVRTC opened it, sha256, st_dev, st_ino, size, mtime_ns, ctime_ns]``.
   A relative path (found through the working directory or a relative ``-I``)
@@ -39,8 +44,8 @@ hashed once per process (a memo keyed by path, valid while the stat is the same)
 a header touched with its bytes unchanged comes back with its new stat, which the store
 writes into the entry so later processes need not read it either.
 
-:func:`record` refuses to persist a compile whose header changed while NVRTC
-read it (mtime or ctime at or after the compile's start), is not a regular file,
+:func:`record` refuses to persist a compile whose header (or a directory on its path) changed
+while NVRTC read it (mtime or ctime at or after the compile's start), is not a regular file,
 or vanished, or that reads the clock (``__TIME__``, ``__DATE__``, ``__TIMESTAMP__``
 as tokens in the source or a header, as ccache does): such a binary is served from memory only.
 """
@@ -53,10 +58,10 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from . import _include_graph
+from . import _include_graph, _scan
 
 _EVENT = "Processing Header File"
 # Headers compiled into NVRTC itself: the NVRTC version in the toolchain fingerprint pins them.
@@ -109,109 +114,343 @@ def record(
     started: int,
     pinned_dirs: Sequence[str] = (),
     defines: Sequence[str] = (),
+    cwd: str | None = None,
+    follow_pinned: bool = False,
+    anchors: dict[str, tuple[int, int]] | None = None,
 ) -> tuple[dict[str, Any] | None, str]:
     """``(manifest, "")`` of one compile, or ``(None, why its binary must not be stored)``.
 
-    ``events``: NVRTC's header events of a traced pass over ``source`` with its own line
-    directives neutralised (:func:`lazykern.compile._pp.without_line_directives`).
-    ``source``: the translation unit (followed by :mod:`._include_graph` for what the trace does not say).
+    ``events``: NVRTC's header events of the observed compile of ``source`` (the user's exact bytes).
+    ``source``: the translation unit (scanned for what the trace does not say).
     ``main_dir``: where the source's own quoted includes are searched (the
     directory of the program name, usually ``""``: the working directory).
     ``search_dirs``: the ``-I`` directories then the toolkit's (``pinned_dirs``), in NVRTC's order.
     ``defines``: the ``-D`` values. ``started``: :func:`start_ns` taken before the compile.
+    ``cwd``: the working directory the compile ran in (relative names are read there, whatever
+    the process's directory is now; they stay relative in the manifest). ``follow_pinned``: with no
+    trace (a ``.cu`` that numba-cuda compiles), follow the toolkit headers too, to scan them.
+    ``anchors``: :func:`anchors` taken at the start, or None (every directory is held to the rule).
     """
     try:
-        return _record(events, source, main_dir, search_dirs, started, pinned_dirs, defines), ""
+        observer = _Observer(started, os.getcwd() if cwd is None else cwd, anchors or {})
+        manifest = observer.record(
+            events, source, main_dir, search_dirs, pinned_dirs, defines, follow_pinned=follow_pinned
+        )
+        return manifest, ""
     except _Unpersistable as exc:
         return None, str(exc)
 
 
-def _record(
-    events: Iterable[tuple[int, int, str]],
-    source: str,
-    main_dir: str,
-    search_dirs: Sequence[str],
-    started: int,
-    pinned_dirs: Sequence[str],
-    defines: Sequence[str],
-) -> dict[str, Any]:
-    files: dict[str, list[Any]] = {}
+class _Observer:
+    """What one compile read, checked by ccache's rule: nothing on a path (a header, a directory or
+    link it crosses) changed at or after the compile's start, so what is read now is what NVRTC read."""
 
-    def read(path: str) -> bytes:
+    def __init__(self, started: int, cwd: str, anchors: dict[str, tuple[int, int]]) -> None:
+        self.started, self.cwd, self.anchors = started, cwd, anchors
+        self.files: dict[str, list[Any]] = {}
+        self.datas: dict[str, bytes] = {}
+        self._lstats: dict[str, os.stat_result | None] = {}
+        self._is_file: dict[str, bool] = {}
+        self._walked: dict[str, str | None] = {}
+        here = _stat(cwd)
+        if here is None or not stat.S_ISDIR(here.st_mode):
+            raise _Unpersistable(f"the working directory {cwd} of the compile is gone")
+        self._walk(cwd)
+
+    def at(self, path: str) -> str:
+        """Where ``path`` (as NVRTC spelled it) is, from the compile's working directory."""
+        return os.path.join(self.cwd, path)
+
+    def read(self, path: str) -> bytes:
+        if path in self.datas:
+            return self.datas[path]
         try:
-            files[path], data = _snapshot(path, started)
+            self.files[path], data = _snapshot(path, self.at(path), self.started)
         except FileNotFoundError:
             raise _Unpersistable(f"header {path} vanished after the compile") from None
+        self._walk(self.at(path))
+        self.datas[path] = data
         return data
 
-    follower = _include_graph.Follower(search_dirs, pinned_dirs, defines, lambda p: _is_file(p, started), read)
-    follower.start(source, main_dir)
-    # A #line or line marker in a header renames its trace events: a name may be no file, or a file
-    # never opened, and what nests under it may have been included by any header.
-    nested = [(p, inc) for p, inc in _with_includers(events) if not (p.startswith(_BUILTIN) and os.sep not in p)]
-    extra: list[tuple[str, set[str | None]]] = []
-    missing = []
-    for path, includers in nested:
-        if path in files or path in follower.seen:
-            continue
-        if not _is_file(path, started):
-            missing.append(path)
-            continue
-        follower.add(path)  # reached through a toolkit header, or a #line name that is also a file
-        extra.append((path, includers))
-    graph = follower.finish()
-    for path in missing:  # no file: a #line name of a header the graph holds, or a header gone
-        if path not in graph.line_names and not graph.line_unknown:
-            raise _Unpersistable(f"header {path} vanished after the compile")
-    if graph.unknown:
-        raise _Unpersistable(f"{graph.unknown}: the headers it reads cannot be known")
-    if graph.clock:
-        raise _Unpersistable(f"{graph.clock}: its binary depends on when it was compiled")
-    searched = set(graph.absent)
-    every_dir = {main_dir, *(os.path.dirname(p) for p in files)}
-    renaming_dirs = {os.path.dirname(p) for p in graph.renaming}
-    for path, includers in extra:
-        # Nesting is trusted where no candidate includer's name may be a #line name; the headers
-        # whose events were renamed may have included it all the same.
-        if graph.line_unknown or any(i in graph.line_names for i in includers if i is not None):
-            dirs = every_dir
+    def is_file(self, place: str) -> bool:
+        known = self._is_file.get(place)
+        if known is None:
+            at = self.at(place)
+            resolved = self._walk(at)
+            known = self._is_file[place] = resolved is not None and _is_file(at, self.started)
+        return known
+
+    def _lstat(self, path: str) -> os.stat_result | None:
+        if path not in self._lstats:
+            try:
+                self._lstats[path] = os.lstat(path)
+            except (OSError, ValueError):
+                self._lstats[path] = None
+        return self._lstats[path]
+
+    def _walk(self, path: str, depth: int = 0) -> str | None:
+        """``path`` resolved (None: a part is missing), raising if any directory or link it crosses
+        changed at or after the start: a rename (``mv`` of a directory) or a retargeted link
+        (``ln -sfn``) gives the moved inode or the new link a new ctime."""
+        if path in self._walked:
+            return self._walked[path]
+        if depth > 40:
+            raise _Unpersistable(f"{path}: too many levels of symbolic links")
+        parent, name = os.path.split(path)
+        if not name:  # the root, or a trailing separator
+            resolved: str | None = parent if parent == path else self._walk(parent, depth)
+            if resolved is not None:
+                self._check(resolved, self._lstat(resolved))
+            self._walked[path] = resolved
+            return resolved
+        base = self._walk(parent, depth)
+        if base is None:
+            resolved = None
+        elif name in (".", ".."):
+            resolved = base if name == "." else os.path.dirname(base)
         else:
-            dirs = {main_dir if i is None else os.path.dirname(i) for i in includers} | renaming_dirs
-        searched.update(_searched_before(path, sorted(dirs), search_dirs))
-    present = set(graph.present)
-    empty = [place for place in sorted(searched - set(files) - present) if not _is_file(place, started)]
-    absent, absent_dirs = _by_directory(empty, started)
-    return {
-        "files": list(files.values()),
-        "absent": absent,
-        "absent_dirs": absent_dirs,
-        "present": sorted(present - set(files)),
-    }
+            here = os.path.join(base, name)
+            st = self._lstat(here)
+            if st is None:  # missing: its directory must not have gained or lost an entry since
+                self._check(base, self._lstat(base), shared=False)
+                resolved = None
+            else:
+                self._check(here, st)
+                if stat.S_ISLNK(st.st_mode):
+                    try:
+                        target = os.readlink(here)
+                    except OSError:
+                        raise _Unpersistable(f"{here} cannot be read back") from None
+                    resolved = self._walk(os.path.join(base, target), depth + 1)
+                else:
+                    resolved = here
+        self._walked[path] = resolved
+        return resolved
+
+    def _check(self, path: str, st: os.stat_result | None, *, shared: bool = True) -> None:
+        """Raise if ``path`` changed at or after the start. A directory above the compile's search
+        directories, crossed on the way (``shared``), must be the very one it was at the start
+        (:func:`anchors`): its timestamps change with any file anyone adds there (``/tmp``), its
+        identity only if it was replaced. A root-owned sticky directory (``/tmp``) is let be for the
+        same reason: only root can rename it, and each entry below it on the path is checked."""
+        if st is None:
+            return
+        anchor = self.anchors.get(path)
+        if anchor is not None and shared:
+            if (st.st_dev, st.st_ino) != anchor:
+                raise _Unpersistable(f"{path} was replaced while the compile ran (it is on the path of what it read)")
+            return
+        if max(st.st_mtime_ns, st.st_ctime_ns) < self.started:
+            return
+        if shared and stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and st.st_uid == 0:
+            return
+        raise _Unpersistable(f"{path} changed while it was compiled (it is on the path of what the compile read)")
+
+    def record(
+        self,
+        events: Iterable[tuple[int, int, str]],
+        source: str,
+        main_dir: str,
+        search_dirs: Sequence[str],
+        pinned_dirs: Sequence[str],
+        defines: Sequence[str],
+        *,
+        follow_pinned: bool,
+    ) -> dict[str, Any]:
+        files = self.files
+        follower = _include_graph.Follower(search_dirs, pinned_dirs, defines, self.is_file, self.read, cwd=self.cwd)
+        follower.start(source, main_dir)
+        # A #line or line marker renames trace events: a name may be no file, or a file never
+        # opened, and what nests under it may have been included by any header.
+        nested = [(p, inc) for p, inc in _with_includers(events) if not (p.startswith(_BUILTIN) and os.sep not in p)]
+        extra: list[tuple[str, set[str | None]]] = []
+        missing = []
+        named: set[str] = set()  # #line names that are no file: the compile opened nothing there
+        for path, includers in nested:
+            if path in files or path in follower.seen:
+                continue
+            if path in follower.graph.line_names and self._lstat(self.at(path)) is None:
+                named.add(path)
+                continue
+            if not self.is_file(path):
+                missing.append(path)
+                continue
+            follower.add(path)  # reached through a toolkit header, or a #line name that is also a file
+            extra.append((path, includers))
+        graph = follower.finish()
+        if graph.unknown:
+            raise _Unpersistable(f"{graph.unknown}: the headers it reads cannot be known")
+        if graph.clock:
+            raise _Unpersistable(f"{graph.clock}: its binary depends on when it was compiled")
+        # No file by that name: a #line name, or a header deleted since, whose directory then
+        # changed (the walk above raised). Either way a file appearing there must be noticed.
+        searched = set(graph.absent) | set(missing)
+        every_dir = {main_dir, *(os.path.dirname(p) for p in files)}
+        renaming_dirs = {os.path.dirname(p) for p in graph.renaming}
+        for path, includers in extra:
+            # Nesting is trusted where no candidate includer's name may be a #line name; the headers
+            # whose events were renamed may have included it all the same.
+            if graph.line_unknown or any(i in graph.line_names for i in includers if i is not None):
+                dirs = every_dir
+            else:
+                dirs = {main_dir if i is None else os.path.dirname(i) for i in includers} | renaming_dirs
+            searched.update(_searched_before(path, sorted(dirs), search_dirs))
+        present = set(graph.present)
+        # NVRTC may start a quoted search where a #line says the text came from: those directories too.
+        firsts = [main_dir, *sorted({os.path.dirname(n) for n in graph.line_names})]
+        self._candidates(source, firsts, search_dirs, pinned_dirs, searched, present, follow_pinned)
+        empty = [place for place in sorted(searched - set(files) - present - named) if not self.is_file(place)]
+        # Recorded all the same (a file appearing there is then noticed), with no claim on their directory.
+        empty = sorted({*empty, *(n for n in named if self._lstat(self.at(n)) is None)})
+        absent, absent_dirs = _by_directory(empty, self.started, self.cwd, self._lstat)
+        return {
+            "files": list(files.values()),
+            "absent": absent,
+            "absent_dirs": absent_dirs,
+            "present": sorted(present - set(files)),
+        }
+
+    def _candidates(
+        self,
+        source: str,
+        firsts: Sequence[str],
+        search_dirs: Sequence[str],
+        pinned_dirs: Sequence[str],
+        searched: set[str],
+        present: set[str],
+        follow_pinned: bool,
+    ) -> None:
+        """Add every lookup any file read may have made (:mod:`._scan`, which only adds): the
+        places before where each name is found (all of them where it is not) must stay empty; a
+        probe's find must stay; a user's header found is read, recorded and scanned in turn."""
+        pinned = tuple(os.path.join(os.path.realpath(d), "") for d in pinned_dirs)
+
+        def is_pinned(path: str) -> bool:
+            resolved = self._walk(self.at(path)) if pinned else None  # walked already: memoized
+            return resolved is not None and resolved.startswith(pinned)
+
+        # (directory, bytes, a user's file, its sha256 when known: the scan is remembered by it)
+        queue: list[tuple[str, bytes | str, bool, str | None]] = [(firsts[0], source, True, None)]
+        for p in self.files:
+            if p in self.datas:
+                queue.append((os.path.dirname(p), self.datas[p], not is_pinned(p), self.files[p][1]))
+        done = set(self.files)
+        while queue:
+            here, data, users, digest = queue.pop()
+            found = _scanned(data, users, digest)
+            if found.unknown:
+                raise _Unpersistable(f"{found.unknown}: the headers it reads cannot be known")
+            if found.clock:
+                raise _Unpersistable(f"a file it read uses {found.clock}: its binary depends on when it was compiled")
+            for is_probe, (every, spelled) in [(False, c) for c in sorted(found.includes)] + [
+                (True, c) for c in sorted(found.probes)
+            ]:
+                for place in _places(spelled, [here, *firsts], search_dirs):
+                    if not self.is_file(place):
+                        searched.add(place)
+                        continue
+                    if is_probe:
+                        present.add(place)
+                    elif place not in done and (follow_pinned or not is_pinned(place)):
+                        done.add(place)
+                        user = not is_pinned(place)
+                        if user:
+                            data, digest = self.read(place), self.files[place][1]
+                        else:
+                            _, digest, data = _read_pinned(self.at(place))
+                        queue.append((os.path.dirname(place), data, user, digest))
+                    if not every:
+                        break
 
 
-def _by_directory(places: list[str], started: int) -> tuple[list[str], list[list[Any]]]:
+def _places(spelled: str, firsts: Sequence[str], search_dirs: Sequence[str]) -> list[str]:
+    """Every place a lookup of ``spelled`` may search, in order: a quoted name starts in ``firsts``
+    (the includer's directory, the source's, those a #line names), then the search path."""
+    name = spelled[1:-1]
+    if not name:
+        return []
+    if os.path.isabs(name):
+        return [name]
+    dirs = list(dict.fromkeys(firsts)) if spelled[0] == '"' else []
+    return [os.path.join(d, name) for d in (*dirs, *search_dirs)]
+
+
+def _scanned(data: bytes | str, users: bool, digest: str | None) -> _scan.Candidates:
+    """:func:`._scan.scan`, remembered per content (``digest``: its sha256, known for a header read;
+    toolkit headers recur in every compile). The source (no digest) is scanned each time."""
+    if digest is None:
+        return _scan.scan(data, clock=users)
+    found = _scans.get((digest, users))
+    if found is None:
+        found = _scans[(digest, users)] = _scan.scan(data, clock=users)
+    return found
+
+
+_scans: dict[tuple[str, bool], _scan.Candidates] = {}
+
+
+def _read_pinned(path: str) -> tuple[_Stat, str, bytes]:
+    """A toolkit header's stat, sha256 and bytes (pinned by the toolchain: scanned, not recorded)."""
+    try:
+        return _read(path)
+    except OSError as exc:
+        raise _Unpersistable(f"toolkit header {path} cannot be read ({exc.strerror})") from None
+
+
+def anchors(dirs: Iterable[str], cwd: str) -> dict[str, tuple[int, int]]:
+    """``{directory: (st_dev, st_ino)}`` of every directory above ``dirs`` and ``cwd`` (resolved),
+    taken at a compile's start: :func:`record` requires them unchanged rather than untouched."""
+    out: dict[str, tuple[int, int]] = {}
+    for d in {cwd, *dirs}:
+        parent = os.path.dirname(os.path.realpath(os.path.join(cwd, d)))
+        while parent not in out:
+            st = _lstat(parent)
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                out[parent] = (st.st_dev, st.st_ino)
+            if os.path.dirname(parent) == parent:
+                break
+            parent = os.path.dirname(parent)
+    return out
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _by_directory(
+    places: list[str], started: int, cwd: str, lstat: Callable[[str], os.stat_result | None]
+) -> tuple[list[str], list[list[Any]]]:
     """Empty places, most of them grouped by directory: ``(alone, [[dir, its stat or None, names]])``.
 
     A directory whose stat (inode, mtime, ctime) is unchanged has had no entry added, removed
     or renamed, so every name that was missing there still is: one stat instead of one per
     place (a CUB include searches ~1,300 places). A directory that does not exist stays
-    empty until it appears, which changes its stat. Places that exist as something (a
-    dangling link, a directory) are checked alone: their target can appear without the
-    directory changing; so are those in a directory changed since the compile started.
+    empty until it appears, which changes its stat: places under a missing directory are grouped
+    under the shallowest one missing (names relative to it), so ``inc/cuda/std/...`` costs one stat
+    while ``inc/cuda`` is missing. Places that exist as something (a dangling link, a directory)
+    are checked alone: their target can appear without the directory changing; so are those in a
+    directory changed since the compile started.
     """
     alone: list[str] = []
     groups: dict[str, list[str]] = {}
     for place in places:
-        try:
-            os.lstat(place)
+        if lstat(os.path.join(cwd, place)) is not None:
             alone.append(place)
-        except FileNotFoundError:
-            groups.setdefault(os.path.dirname(place), []).append(os.path.basename(place))
-        except (OSError, ValueError):
-            alone.append(place)
+            continue
+        directory, name = os.path.split(place)
+        while directory and os.path.dirname(directory) != directory and lstat(os.path.join(cwd, directory)) is None:
+            above, last = os.path.split(directory)
+            if not above or lstat(os.path.join(cwd, above)) is None:
+                directory, name = above, os.path.join(last, name)
+                continue
+            break
+        groups.setdefault(directory, []).append(name)
     dirs = []
     for directory, names in sorted(groups.items()):
-        st = _stat(directory or ".")
+        st = _stat(os.path.join(cwd, directory or "."))
         if st is not None and (not stat.S_ISDIR(st.st_mode) or max(st.st_mtime_ns, st.st_ctime_ns) >= started):
             alone += [os.path.join(directory, n) for n in names]
             continue
@@ -306,16 +545,22 @@ def _digest(path: str, now: _Stat) -> str | None:
     return digest
 
 
-def _snapshot(path: str, started: int) -> tuple[list[Any], bytes]:
+def _snapshot(path: str, at: str, started: int) -> tuple[list[Any], bytes]:
+    """``[path, sha256, *stat]`` of the header NVRTC spelled ``path`` (found at ``at``) and its bytes;
+    refused unless it is older than the compile and the path still names the file that was hashed."""
     try:
-        st, digest, data = _read(path)
+        st, digest, data = _read(at)
     except FileNotFoundError:
         raise  # a #line name, or a header gone: the caller tells which
     except OSError as exc:
         raise _Unpersistable(f"header {path} cannot be read back ({exc.strerror})") from None
     if max(st[3], st[4]) >= started:
         raise _Unpersistable(f"header {path} changed while it was compiled")
-    _digests[path] = (st, digest)
+    again = _stat(at)  # read through a descriptor: the name must still lead to that file
+    if again is None or _key(again) != st:
+        raise _Unpersistable(f"header {path} was replaced while it was read")
+    if at == path:
+        _digests[path] = (st, digest)
     return [path, digest, *st], data
 
 

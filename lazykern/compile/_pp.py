@@ -205,22 +205,3 @@ def _line(operands: tuple[Token, ...], out: Scan) -> None:
         out.line_unknown = True
     else:
         out.line_names.add(name)
-
-
-def without_line_directives(source: str) -> str:
-    """``source`` after phases 1-2 with each ``#line`` / line marker blanked: what the traced pass
-    compiles, so that NVRTC's events for the source's own headers keep their real names.
-
-    Phases 1-2 are what the compiler does first anyway; blanking keeps every other line where it was.
-    """
-    text = phases_1_2(source)
-    chars = list(text)
-    for line in _logical_lines(tokens(text)):
-        if line[0].text not in ("#", "%:") or len(line) < 2:
-            continue
-        if line[1].text == "line" or line[1].kind == "num":
-            last = line[-1]
-            for i in range(line[0].start, last.start + len(last.text)):
-                if chars[i] != "\n":
-                    chars[i] = " "
-    return "".join(chars)

@@ -11,16 +11,22 @@ parsed into ``cuda.core.ProgramOptions``; anything we do not recognise is
 refused rather than passed on, so an option list can never smuggle in an
 output path or a second input.
 
-Every compile also records the headers it read (``_manifest``): NVRTC's header trace is taken
-by a syntax-only pass in a child process (``_tracer``), run while this process compiles
-untraced, because a traced compile can crash NVRTC. If that pass fails, the binary is
-served from memory and never stored, with one warning. :func:`compile_source` waits for the
-trace; :func:`compile_deferred` (what a family's cold compile uses) returns the binary as soon
-as the untraced compile is done, with a :class:`Trace` whose ``result()`` waits for it.
+Every compile is also *observed* (``_tracer``): the same exact bytes are compiled again, traced, in
+a child process (a traced compile can crash NVRTC), and that compile's own binary and the record of
+what it read (``_manifest``) are one observation: what the store keeps. This process's untraced
+compile, run meanwhile, only serves the caller first. If the observed compile fails, the binary is
+served from memory and never stored. :func:`compile_source` waits for the observation and keeps
+its record only when the two binaries are equal; :func:`compile_deferred` (what a family's cold
+compile uses) returns the served binary as soon as it is ready, with a :class:`Trace` whose
+``result()`` waits for the observed one. Under :func:`observed_only` (``lazykern warm``, where
+nobody waits for the binary) only the observed compile runs.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import hashlib
@@ -28,18 +34,16 @@ import importlib.util
 import logging
 import os
 import re
-import shutil
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 from .. import _fork, config
 from ..errors import CompileError, LazykernWarning, warn_user
-from . import _manifest, _pp, _tracer
+from . import _manifest, _tracer
 
 log = logging.getLogger("lazykern")
 
@@ -442,6 +446,8 @@ def compile_source(
 ) -> CompileResult:
     """Compile one translation unit. Raises CompileError with the full log.
 
+    ``headers`` is set only when the observed compile gave this very binary (see the module).
+
     >>> r = compile_source('extern "C" __global__ void k(int *a){ *a = 1; }', name="k", arch="sm_80")
     >>> r.target, r.arch, r.code[:4]
     ('cubin', 'sm_80', b'\\x7fELF')
@@ -449,8 +455,24 @@ def compile_source(
     result, trace = _compile(source, name=name, arch=arch, options=options, target=target, route=route)
     if trace is None:
         return result
-    headers, memory_only = trace.result()
+    code, headers, memory_only = trace.result(result)
+    if headers is not None and code != result.code:
+        headers, memory_only = None, "the observed compile gave another binary than this one"
     return dataclasses.replace(result, headers=headers, memory_only=memory_only)
+
+
+_observed_only: contextvars.ContextVar[bool] = contextvars.ContextVar("lazykern_observed_only", default=False)
+
+
+@contextlib.contextmanager
+def observed_only() -> Iterator[None]:
+    """Compiles inside run once, observed (in a compile server): for ahead-of-time work (``lazykern
+    warm``), where nobody waits for the binary and a second compile would only cost CPU."""
+    token = _observed_only.set(True)
+    try:
+        yield
+    finally:
+        _observed_only.reset(token)
 
 
 def compile_deferred(
@@ -462,99 +484,150 @@ def compile_deferred(
     target: str = "cubin",
     route: str = "nvrtc",
 ) -> tuple[CompileResult, Trace | None]:
-    """:func:`compile_source` that returns as soon as the binary is ready: the header manifest comes
-    from the traced pass, which may still run; ``trace.result()`` waits for it (``(headers,
-    memory_only)``). With no trace the result is complete (``headers``/``memory_only`` set)."""
+    """:func:`compile_source` that returns as soon as the served binary is ready: the observed
+    compile may still run; ``trace.result()`` waits for it (``(its binary, headers, memory_only)``:
+    store that binary, never ``result.code``, with those headers). With no trace the result is
+    complete (``headers``/``memory_only`` set, for ``result.code``)."""
     if _fork.tainted():  # NVRTC runs in a fresh process here, which returns only what pickles
         return compile_source(source, name=name, arch=arch, options=options, target=target, route=route), None
+    if _observed_only.get():
+        observed = _observe(source, name=name, arch=arch, options=options, target=target, route=route)
+        if observed is not None:
+            return observed, None
     with _fork.inside_native():
         return _compile(source, name=name, arch=arch, options=options, target=target, route=route)
 
 
-class Trace:
-    """The traced pass of one compile, running in a trace server, and what it says the compile read.
+def _observe(
+    source: str, *, name: str, arch: str | tuple[int, int] | None, options: Sequence[str], target: str, route: str
+) -> CompileResult | None:
+    """The observed compile alone, as a complete result; None when it did not give one (then the
+    caller compiles here, and NVRTC's own error, if any, is raised from this process)."""
+    arch, options, kwargs, search_dirs, lto, traced = _prepare(
+        source, name=name, arch=arch, options=options, target=target, route=route
+    )
+    if not traced:
+        return None
+    start = time.perf_counter()
+    trace = Trace(
+        source=source, name=name, arch=arch, target=target, lto=lto, search_dirs=search_dirs,
+        started=_manifest.start_ns(), kwargs=kwargs, quiet=True,
+    )  # fmt: skip
+    code, headers, memory_only = trace.result(None)
+    if code is None:
+        log.debug("observed compile of %s gave no binary (%s): compiling here", name, memory_only)
+        return None
+    seconds = time.perf_counter() - start
+    return CompileResult(code, target, arch, name, options, "", seconds, headers=headers, memory_only=memory_only)
 
-    Sent from a thread: the server's start and the neutralised copy of the source (tokens, tens of
-    milliseconds for a large unit) run while this process compiles, off the kernel's critical path.
-    """
+
+class Trace:
+    """The observed compile of one translation unit, running in a compile server (``_tracer``): its
+    binary and the record of what it read, together (one observation, stored as one entry)."""
 
     def __init__(
         self,
-        trace_dir: str,
         *,
         source: str,
         name: str,
         arch: str,
+        target: str,
+        lto: bool,
         search_dirs: Sequence[str],
         started: int,
         kwargs: dict[str, Any],
+        quiet: bool = False,
     ) -> None:
-        self._trace_dir = trace_dir
         self._source, self._name, self._arch, self._search_dirs = source, name, arch, search_dirs
-        self._started, self._kwargs = started, kwargs
-        self._cwd = os.getcwd()  # where NVRTC resolves relative names (the request says the same)
+        self._started, self._kwargs, self._lto, self._quiet = started, kwargs, lto, quiet
         self._lock = _fork.lock()
-        self._result: tuple[dict[str, Any] | None, str] | None = None
+        self._result: tuple[bytes | None, dict[str, Any] | None, str] | None = None
         self._pending: _tracer.Pending | None = None
-        self._unsent = "the traced pass was not sent"
-        self._sender = threading.Thread(target=self._send, name="lazykern-trace", daemon=True)
-        self._sender.start()
-
-    def _send(self) -> None:
+        self._unsent = ""
         try:
-            _tracer.prestart()  # the server boots while the source is neutralised
+            # Relative names are NVRTC's from the working directory of now: the server compiles
+            # there (or refuses, if it was replaced) and the record reads there, whatever chdir follows.
+            self._cwd = os.getcwd()
+            here = os.stat(self._cwd)
+            self._anchors = _manifest.anchors(search_dirs, self._cwd)
             self._pending = _tracer.begin(
-                _pp.without_line_directives(self._source),
-                name=self._name,
-                arch=self._arch,
-                options=self._kwargs,
-                trace=os.path.join(self._trace_dir, "trace"),  # NVRTC adds ".json"
+                source,
+                name=name,
+                arch=arch,
+                options=kwargs,
+                target="ltoir" if lto else target,
                 cwd=self._cwd,
+                cwd_id=(here.st_dev, here.st_ino),
+                nice=not quiet,  # observed only: nobody is served first, the observed compile is awaited
             )
         except Exception as exc:  # the binary is kept in memory; the reason says why
-            log.debug("the traced pass of %s could not be sent", self._name, exc_info=True)
-            self._unsent = f"the traced pass could not be sent ({type(exc).__name__}: {exc})"
+            log.debug("the observed compile of %s could not be sent", name, exc_info=True)
+            self._unsent = f"the observed compile could not be sent ({type(exc).__name__}: {exc})"
 
-    def _wait(self) -> str:
-        self._sender.join()
-        return self._pending.wait() if self._pending is not None else self._unsent
-
-    def result(self) -> tuple[dict[str, Any] | None, str]:
-        """``(manifest, "")`` of what the compile read, or ``(None, why the binary stays in memory)``;
-        waits for the traced pass (once: later calls give the same answer)."""
+    def result(self, served: CompileResult | None) -> tuple[bytes | None, dict[str, Any] | None, str]:
+        """``(binary, manifest, "")`` of the observed compile, or ``(None, None, why the binary stays
+        in memory)``; waits for it (once: later calls give the same answer). ``served``: the untraced
+        compile's result (its time bounds the observed one's). Where no compile server could run at
+        all, ``served``'s binary is kept with the record of a source that reads nothing, as where NVRTC
+        cannot trace."""
         with self._lock:
             if self._result is None:
-                try:
-                    self._result = self._collect()
-                finally:
-                    shutil.rmtree(self._trace_dir, ignore_errors=True)
+                self._result = self._collect(_tracer.bound(served.seconds if served else None))
+                if self._result[0] is None and served is not None and not self._ran():
+                    headers, why = _headers_read(
+                        self._source, self._name, self._search_dirs, self._started, self._kwargs
+                    )
+                    self._result = (served.code, headers, "") if headers is not None else (None, None, why)
             return self._result
 
+    def _ran(self) -> bool:
+        return self._pending is not None and self._pending.ran
+
     def discard(self) -> None:
-        """The compile failed: nothing to record, but the server must be collected and the trace removed."""
+        """The compile failed: nothing to record, but the server's answer must be collected."""
         with self._lock:
             if self._result is None:
-                self._wait()
-                shutil.rmtree(self._trace_dir, ignore_errors=True)
-                self._result = (None, "the compile failed")
+                if self._pending is not None:
+                    self._pending.wait(_tracer.bound(None))
+                self._result = (None, None, "the compile failed")
 
-    def _collect(self) -> tuple[dict[str, Any] | None, str]:
-        crashed = self._wait()
-        if crashed:
-            warn_user(
-                f"the header trace of {self._name!r} failed: {crashed}; its binary stays in memory", LazykernWarning
-            )
-            return None, crashed
-        trace = os.path.join(self._trace_dir, "trace")
-        found = _headers_read(trace, self._source, self._name, self._search_dirs, self._started, self._kwargs)
-        # Relative names are resolved against the working directory: recorded after a chdir (another
-        # thread, while the trace ran), they could name other files than the compile read.
-        if os.getcwd() != self._cwd:
-            return None, "the working directory changed while the header trace was read"
-        return found
+    def _collect(self, bound: float) -> tuple[bytes | None, dict[str, Any] | None, str]:
+        if self._pending is None:
+            return None, None, self._unsent
+        answer, why = self._pending.wait(bound)
+        if answer is None:
+            if why.startswith("NVRTC's observed compile crashed") and not self._quiet:
+                said = f"the observed compile of {self._name!r} failed: {why}; its binary stays in memory"
+                warn_user(said, LazykernWarning)
+            else:
+                log.warning("kernel %s is kept in memory only: %s", self._name, why)
+            return None, None, why
+        try:
+            code = base64.b64decode(answer["code"])
+            if self._lto:
+                from cuda.core import ObjectCode
+
+                code = bytes(_link_lto(ObjectCode.from_ltoir(code), self._arch, self._kwargs).code)
+            events = [(int(ts), int(dur), str(path)) for ts, dur, path in answer.get("events", [])]
+        except Exception as exc:
+            return None, None, f"the observed compile's answer cannot be used ({type(exc).__name__}: {exc})"
+        headers, why = _manifest.record(
+            events,
+            source=self._source,
+            main_dir=os.path.dirname(self._name),
+            search_dirs=self._search_dirs,
+            started=self._started,
+            pinned_dirs=system_include_dirs(),
+            defines=cast("list[str]", self._kwargs.get("define_macro", [])),  # parse_options: a list of str
+            cwd=self._cwd,
+            anchors=self._anchors,
+        )
+        if headers is None:
+            return None, None, why
+        return code, headers, ""
 
 
-def _compile(
+def _prepare(
     source: str,
     *,
     name: str,
@@ -562,9 +635,9 @@ def _compile(
     options: Sequence[str],
     target: str,
     route: str,
-) -> tuple[CompileResult, Trace | None]:
-    from cuda.core import Program, ProgramOptions
-
+) -> tuple[str, tuple[str, ...], dict[str, Any], list[str], bool, bool]:
+    """``(arch, options, ProgramOptions keywords, search directories, lto, observed)`` of a compile
+    (``observed``: NVRTC can trace it here); raises what :func:`_compile` raises for bad arguments."""
     arch = normalize_arch(arch)
     if isinstance(options, (str, bytes)):
         raise TypeError(f"options must be a sequence of strings, got one {type(options).__name__}: wrap it in a list")
@@ -582,18 +655,35 @@ def _compile(
     if lto:
         kwargs.update(relocatable_device_code=True, link_time_optimization=True)
     check_arch(arch)
+    return arch, options, kwargs, search_dirs, lto, _traces_headers()
+
+
+def _compile(
+    source: str,
+    *,
+    name: str,
+    arch: str | tuple[int, int] | None,
+    options: Sequence[str],
+    target: str,
+    route: str,
+) -> tuple[CompileResult, Trace | None]:
+    from cuda.core import Program, ProgramOptions
+
+    arch, options, kwargs, search_dirs, lto, traced = _prepare(
+        source, name=name, arch=arch, options=options, target=target, route=route
+    )
     logs = _Log()
     start = time.perf_counter()
     started = _manifest.start_ns()
     program = None
-    # Always traced (a text test can be fooled by a splice), never here: a traced compile can crash
-    # NVRTC, so it runs in a child process (_tracer) while this process compiles untraced.
-    trace_dir = _trace_dir() if _traces_headers() else None
+    # Always observed (a text test can be fooled by a splice), never here: a traced compile can crash
+    # NVRTC, so it runs in a compile server (_tracer) while this process compiles untraced.
     trace = None
-    if trace_dir is not None:
+    if traced:
         trace = Trace(
-            trace_dir, source=source, name=name, arch=arch, search_dirs=search_dirs, started=started, kwargs=kwargs
-        )
+            source=source, name=name, arch=arch, target=target, lto=lto, search_dirs=search_dirs,
+            started=started, kwargs=kwargs,
+        )  # fmt: skip
     try:
         program = Program(source, "c++", options=ProgramOptions(arch=arch, name=name, **kwargs))
         obj = program.compile("ltoir" if lto else target, logs=logs)
@@ -602,7 +692,7 @@ def _compile(
         code = bytes(obj.code) if not isinstance(obj.code, str) else obj.code.encode()
     except BaseException as exc:
         if trace is not None:
-            trace.discard()  # its server is needed again, its trace not
+            trace.discard()  # its server is needed again
         if not isinstance(exc, Exception) or isinstance(exc, CompileError):
             raise
         # The log goes into the CompileError once; cuda.core's own error repeats it, so it is not chained.
@@ -626,18 +716,9 @@ def _compile(
     log.debug("compiled %s for %s in %.3f s", name, arch, seconds)
     result = CompileResult(code, target, arch, name, options, logs.text(), seconds)
     if trace is None:  # nothing traced: decided from the source alone, now
-        headers, memory_only = _headers_read(None, source, name, search_dirs, started, kwargs)
+        headers, memory_only = _headers_read(source, name, search_dirs, started, kwargs)
         return dataclasses.replace(result, headers=headers, memory_only=memory_only), None
     return result, trace
-
-
-def _trace_dir() -> str | None:
-    """A private directory for NVRTC's trace; None (the binary stays in memory) where none can be made."""
-    try:
-        return tempfile.mkdtemp(prefix="lazykern-trace-")
-    except OSError as exc:
-        log.info("no temporary directory for NVRTC's header trace (%s): kernels with #include stay in memory", exc)
-        return None
 
 
 @functools.cache
@@ -659,26 +740,15 @@ def _traces_headers() -> bool:
 
 
 def _headers_read(
-    trace: str | None,
-    source: str,
-    name: str,
-    search_dirs: Sequence[str],
-    started: int,
-    kwargs: dict[str, Any],
+    source: str, name: str, search_dirs: Sequence[str], started: int, kwargs: dict[str, Any]
 ) -> tuple[dict[str, Any] | None, str]:
-    """(manifest, "") of what the compile read, or (None, why the binary must stay in memory).
+    """(manifest, "") of a compile NVRTC could not trace, or (None, why the binary must stay in memory).
 
-    Without a trace, only a source that (after phases 1-3, as tokens) includes and probes nothing
-    and reads no clock is persisted: there is nothing it can have read.
+    Only a source in which the scan (which only adds) finds no include, probe or clock is
+    persisted: there is nothing it can have read.
     """
-    events: list[tuple[int, int, str]] = []
-    if trace is not None:
-        try:
-            events = _manifest.trace_events(trace + ".json")
-        except (OSError, ValueError) as exc:
-            return None, f"NVRTC wrote no usable header trace ({exc})"
     headers, why = _manifest.record(
-        events,
+        (),
         source=source,
         main_dir=os.path.dirname(name),
         search_dirs=search_dirs,
@@ -686,7 +756,7 @@ def _headers_read(
         pinned_dirs=system_include_dirs(),
         defines=cast("list[str]", kwargs.get("define_macro", [])),  # parse_options: a list of str
     )
-    if trace is None and headers is not None and any(headers[k] for k in ("files", "absent", "absent_dirs", "present")):
+    if headers is not None and any(headers[k] for k in ("files", "absent", "absent_dirs", "present")):
         return None, "NVRTC cannot write a header trace here, and the source includes or probes a header"
     return headers, why
 

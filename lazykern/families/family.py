@@ -204,14 +204,22 @@ class KernelFamily:
             if trace is None:
                 return result.code, _with_headers(meta, result.headers, result.memory_only)
 
-            def finish() -> dict[str, Any]:
-                recorded = _with_headers(meta, *trace.result())
+            def finish() -> tuple[bytes, dict[str, Any]]:
+                # What is stored is the observed compile's own binary with its record (one observation).
+                code, headers, memory_only = trace.result(result)
+                recorded = _with_headers(meta, headers, memory_only)
                 with self._lock:  # the kernel's meta gets the record too (warm stores it in another store)
-                    answer["recorded"] = recorded
+                    answer["recorded"] = (
+                        recorded
+                        if code == result.code
+                        else _with_headers(
+                            meta, None, memory_only or "the observed compile gave another binary than the one served"
+                        )
+                    )
                     _settle(answer)
-                return recorded
+                return (code or b""), recorded
 
-            # The kernel serves now; its entry is stored when the traced pass says what it read. Until
+            # The kernel serves now; its entry is stored when the observed compile is done. Until
             # then ``stored_after_trace`` tells this process's kernel from the stored entry.
             return Later(result.code, {**meta, "stored_after_trace": True}, finish)
 
@@ -231,7 +239,8 @@ class KernelFamily:
         """Compile ahead of time (no GPU needed): every fragment, or ``names``, for each arch."""
         archs = [arch] if arch is None or isinstance(arch, str) else list(arch)
         wanted = self.names() if names is None else list(names)
-        kernels = [self.get(n, a) for a in archs for n in wanted]
+        with compiler.observed_only():  # nobody waits for these binaries: each compiled once, observed
+            kernels = [self.get(n, a) for a in archs for n in wanted]
         _later.wait_all()  # warming promises stored binaries: their stores wait for the header traces
         return kernels
 

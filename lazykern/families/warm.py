@@ -26,7 +26,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import closing
 from typing import Any
 
-from ..compile.compiler import normalize_arch
+from ..compile.compiler import normalize_arch, observed_only
 from ..errors import CompileError, LazykernError, LazykernWarning, warn_user
 from ..store import _later
 from . import declared
@@ -115,7 +115,8 @@ def compile_one(spec: str, name: str, arch: str) -> WarmResult:
         warnings.simplefilter("always", LazykernWarning)
         try:
             family = resolve_family(spec)
-            kernel = family.get(name, arch)
+            with observed_only():  # nobody waits for the binary: compile once, observed
+                kernel = family.get(name, arch)
             key = family.key(name, arch)
             try:
                 _later.wait_for(key)  # a fresh compile is stored once its traced pass says what it read

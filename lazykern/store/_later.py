@@ -1,7 +1,7 @@
 """Stores that wait for what a compile read: the kernel is served at once, its entry written later.
 
-A compile's binary is ready before its header manifest (NVRTC's traced pass runs on in a trace
-server, ``lazykern.compile._tracer``), and an entry is never stored without one. So the store of a
+A compile's served binary is ready before the observed compile (the same bytes, traced, in a
+compile server, ``lazykern.compile._tracer``) whose binary and manifest are what the store keeps. So the store of a
 fresh compile runs in a thread of its own (:func:`submit`) while the caller already has the kernel.
 Until it is done, this process's lookups of that key wait for it (:func:`wait_for`), so a key is
 compiled once here; other processes wait on the key's compile lock, which the job holds until the
@@ -22,18 +22,20 @@ from .. import _fork
 
 log = logging.getLogger("lazykern")
 
-EXIT_WAIT_S = 30.0  # a traced pass takes about as long as the compile that already finished
+EXIT_WAIT_S = 30.0  # an observed compile takes about as long as the compile that already finished
 
 _jobs: dict[str, threading.Event] = {}  # key -> set once its entry is written (or dropped)
 _lock = _fork.lock()
-# One store at a time, as when stores were synchronous: a size-limited store culls one entry per write,
-# and writes that overlap let it run past its limit.
+# One write at a time, as when stores were synchronous: a size-limited store culls one entry per write,
+# and writes that overlap let it run past its limit. Only the write: a job waits for its observed
+# compile outside it, so one that is slow (or stuck, until its bound) holds up no other key.
 _writing = _fork.lock()
 _exit_registered = False
 
 
 def submit(key: str, job: Callable[[], None]) -> None:
-    """Run ``job`` (which writes the entry of ``key``) in a thread; lookups of ``key`` wait for it."""
+    """Run ``job`` (which writes the entry of ``key``, under :func:`writing`) in a thread; lookups
+    of ``key`` wait for it."""
     global _exit_registered
     done = threading.Event()
     with _lock:
@@ -45,8 +47,7 @@ def submit(key: str, job: Callable[[], None]) -> None:
 
     def run() -> None:
         try:
-            with _writing:
-                job()
+            job()
         except Exception:  # a store that fails is a recompile in the next process, never a crash here
             log.warning(
                 "lazykern could not store entry %s...; the next process compiles it again", key[:16], exc_info=True
@@ -58,6 +59,11 @@ def submit(key: str, job: Callable[[], None]) -> None:
             done.set()
 
     threading.Thread(target=run, name=f"lazykern-store-{key[:12]}", daemon=True).start()
+
+
+def writing() -> threading.Lock:
+    """Held around each write of a deferred store (see ``_writing``)."""
+    return _writing
 
 
 def wait_for(key: str, timeout: float | None = None) -> bool:

@@ -45,6 +45,9 @@ from ._store_read import Reader
 
 log = logging.getLogger("lazykern")
 STORE_ERRORS = (OSError, sqlite3.Error, CacheError, diskcache.Timeout)
+# What diskcache raises when it meets a row or setting it did not write (text where a number
+# belongs, a huge integer ...): the row is bad, the store goes on.
+FOREIGN = (TypeError, ValueError, OverflowError, UnicodeError, RecursionError, KeyError, IndexError, AttributeError)
 COOL_DOWN = 60.0  # seconds a store that timed out fails at once, before it is waited for again
 STAT_PREFIX = "lazykern:"
 # diskcache's own naming: two hex levels, 28 hex chars, ".val".

@@ -18,7 +18,7 @@ import filelock
 import pytest
 
 from lazykern import KernelCache, LazykernWarning
-from lazykern.store import cache as cache_mod
+from lazykern.store import _keys as cache_mod  # where the schema version is (store/_keys.py)
 
 from . import _forge
 from ._families import synthetic_family

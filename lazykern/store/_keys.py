@@ -1,0 +1,61 @@
+"""What makes two compiles the same: the store's key (one place defines it, as cuda.core's ``_keys``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+
+SCHEMA_VERSION = 2  # 2: one digest over header and code, strict header schema
+
+
+def make_key(
+    source: str,
+    *,
+    arch: str,
+    options: Sequence[str] = (),
+    target: str = "cubin",
+    route: str = "nvrtc",
+    extra: str = "",
+    toolchain: str | None = None,
+) -> str:
+    """sha256 over every input that decides the binary, and nothing derived from the output.
+
+    Options are hashed in their order; the NVRTC/CCCL versions and lazykern's
+    schema version are part of the key, so an upgrade never returns an old entry.
+    ``toolchain`` is :func:`lazykern.compiler.toolchain_fingerprint` (computed if
+    not given; :meth:`KernelCache.toolchain` memoizes it per store and environment), and so are the
+    toolkit's header directories. Headers are not read here: the entry records those NVRTC read, and every
+    load verifies them (``lazykern.compile._manifest``), so computing a key opens no file.
+    """
+    from ..compile.compiler import system_include_dirs, toolchain_fingerprint
+
+    if not isinstance(source, str):
+        raise TypeError(f"source must be str, got {type(source).__name__}")
+    for field, value in (("arch", arch), ("target", target), ("route", route), ("extra", extra)):
+        if not isinstance(value, str):
+            raise TypeError(f"{field} must be str, got {type(value).__name__} ({value!r})")
+    if isinstance(options, (str, bytes)):
+        raise TypeError(f"options must be a sequence of strings, got one {type(options).__name__}: wrap it in a list")
+    record = {
+        "schema": SCHEMA_VERSION,
+        "source": hashlib.sha256(source.encode()).hexdigest(),
+        "arch": arch,
+        "options": list(options),
+        "target": target,
+        "route": route,
+        "toolchain": toolchain or toolchain_fingerprint(),
+        # Where NVRTC finds toolkit headers: another environment's (a second venv, another CUDA
+        # wheel) is another search, though the headers read here may still sit unchanged.
+        "include_dirs": list(system_include_dirs()),
+        "extra": extra,
+    }
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def norm_key(key: bytes | str) -> str:
+    if isinstance(key, bytes):
+        return key.hex()
+    if isinstance(key, str):
+        return key
+    raise TypeError(f"cache keys must be bytes or str, got {type(key).__name__}")
