@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LaunchError
+from ..launch import _device
 from . import args as _args
 
 
@@ -57,7 +58,7 @@ def pointer_value(value: Any, index: int) -> int:
     except AttributeError:
         cai = None
     if cai is not None:
-        return int(cai["data"][0])
+        return _device.cai_pointer(cai)  # the one pointer reader
     raise LaunchError(
         f"argument {index} ({type(value).__name__}) cannot be passed to a pointer parameter: pass an integer "
         "address, a ctypes pointer or c_void_p, or a device array (its data address is passed)"
