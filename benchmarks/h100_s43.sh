@@ -12,7 +12,10 @@ suite)
       > "$OUT/gtn.log" 2>&1
   echo "gtn rc $?"; grep -v -i warn "$OUT/gtn.log" | tail -30 ;;
 tn)
-  timeout 270 python3 benchmarks/spin_glass.py --module cupy --only defaults --defaults-rows energy configuration degeneracy latency \
+  timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_doc_examples.py 2>&1 | tail -3
+  W=$(mktemp -d); timeout 60 python3 -m lazykern --cache-dir "$W" warm --all -j 16 > "$OUT/warm-all.log" 2>&1
+  echo "warm --all rc $?"; tail -n 3 "$OUT/warm-all.log"
+  timeout 250 python3 benchmarks/spin_glass.py --module cupy --only defaults --defaults-rows energy configuration degeneracy latency \
       --out "$OUT/spin-glass-defaults.json" 2>&1 | grep -v -i warn | tail -30 ;;
 final)
   S=$(date +%s)

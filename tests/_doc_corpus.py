@@ -52,9 +52,17 @@ class Case:
     sim: bool = True  # numba's simulator runs it (no grid sync, no pointers, no linked C++)
     cpu: bool = True  # its kernels can be built with no GPU (a captured device array needs one)
     memory_only: tuple[str, ...] = ()  # kernels a new process recompiles (a device array's address in the code)
+    needs: tuple[str, ...] = ()  # modules the example imports beyond numba (numba's own test skips without them)
 
 
 CASES: list[Case] = []
+
+
+def available(c: Case) -> bool:
+    """Whether every module the example needs is installed (numba-cuda's ffi examples skip without cffi)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in c.needs)
 
 
 def case(name: str, origin: str, sigs: dict[str, Any], **kw: Any) -> Callable[[Callable[..., Any]], Any]:
@@ -683,6 +691,7 @@ case(
     {"reduction_caller": lambda t: [(t.Array(t.float32, 0, "C"), t.float32[::1])]},
     run=_ffi_buffer_run,
     sim=False,
+    needs=("cffi",),
 )(_ffi_buffer_build)
 
 
@@ -1082,7 +1091,7 @@ def compile_step(store: str) -> dict[str, Any]:
     cache = KernelCache(store)
     out: dict[str, Any] = {}
     for c in CASES:
-        if not c.cpu:
+        if not c.cpu or not available(c):
             continue
         row: dict[str, Any] = {"origin": c.origin}
         try:
@@ -1118,7 +1127,7 @@ def run_step(simulating: bool, store: str | None = None, names: frozenset[str] =
     cache = KernelCache(store) if store else None
     out: dict[str, Any] = {}
     for c in CASES:
-        if (simulating and not c.sim) or (names and c.name not in names):
+        if (simulating and not c.sim) or (names and c.name not in names) or not available(c):
             continue
         row: dict[str, Any] = {"origin": c.origin}
         results = []
