@@ -88,6 +88,27 @@ class StaleEntry(EntryError):
         self.version = version
 
 
+class UntrustedStore(CacheError):
+    """A store directory (or its database) that another user controls: refused, never read."""
+
+
+class BadEntry(CacheError):
+    """A stored entry that must not be served (corrupt, foreign or stale: ``stale``); the lookup
+    recompiles and replaces it. Raised and caught inside the store."""
+
+    def __init__(self, reason: str, *, stale: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.stale = stale
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_bad_entry, (self.reason, self.stale))
+
+
+def _bad_entry(reason: str, stale: bool) -> BadEntry:
+    return BadEntry(reason, stale=stale)
+
+
 class BundleError(CacheError):
     """A bundle could not be written, or was refused as a whole."""
 

@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import filelock
 
-from ..errors import CacheError
+from ..errors import BadEntry, CacheError
 from . import _directory, _keys, _repair
 from ._counters import STAT_ROOT
 from ._locks import LOCK_DIR
-from ._lookup import BadEntry
 from ._store import STORE_ERRORS
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ import stat
 from typing import TYPE_CHECKING
 
 from .. import _fork, config
-from ..errors import CacheError
+from ..errors import UntrustedStore
 from ._store import STORE_ERRORS
 
 if TYPE_CHECKING:
@@ -21,10 +21,6 @@ warned_dirs_lock = _fork.lock()
 def writable_store(directory: str) -> bool:
     db = os.path.join(directory, "cache.db")
     return os.access(directory, os.W_OK) and (not os.path.isfile(db) or os.access(db, os.W_OK))
-
-
-class Untrusted(CacheError):
-    """A store directory (or its database) that another user controls: refused, never read."""
 
 
 def prepare_dir(directory: str) -> None:
@@ -43,12 +39,12 @@ def prepare_dir(directory: str) -> None:
         return
     st = os.stat(directory)
     if st.st_uid not in (os.geteuid(), 0):  # as ssh: yours, or root's (who can change your code anyway)
-        raise Untrusted(
+        raise UntrustedStore(
             f"it is owned by uid {st.st_uid}, not by you (uid {os.geteuid()}): that user could replace "
             "the GPU code you run. Use a directory of your own, or set LAZYKERN_SHARED_CACHE=1 to share it on purpose"
         )
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
-        raise Untrusted(
+        raise UntrustedStore(
             "other users can write to it: they could replace the GPU code you run. "
             f"Run: chmod go-w {shlex.quote(os.path.realpath(directory))}  "
             "(or set LAZYKERN_SHARED_CACHE=1 to share it on purpose)"
@@ -59,7 +55,7 @@ def prepare_dir(directory: str) -> None:
     except OSError:
         return
     if db.st_uid not in (os.geteuid(), 0) or db.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise Untrusted(
+        raise UntrustedStore(
             f"its cache.db is owned by uid {db.st_uid} or writable by others: they could replace the GPU code "
             f"you run. Run: mv {shlex.quote(db_path)} {shlex.quote(db_path + '.untrusted')}  (lazykern starts "
             "a fresh one), or set LAZYKERN_SHARED_CACHE=1"

@@ -12,7 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ..compile import _manifest
-from ..errors import CacheError
+from ..errors import BadEntry, CacheError
 from . import _entry, _keys, _later
 from ._store import FOREIGN, STORE_ERRORS, StoreBusy, is_busy
 
@@ -21,13 +21,6 @@ if TYPE_CHECKING:
     from ._store_ro import ReadOnlyBackend
 
 log = logging.getLogger("lazykern")
-
-
-class BadEntry(Exception):
-    def __init__(self, reason: str, *, stale: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.stale = stale
 
 
 def mismatch(key: str, meta: dict[str, Any], expect: dict[str, Any] | None, schema: bool) -> str | None:

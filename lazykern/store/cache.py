@@ -28,12 +28,12 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import _fork, config
-from ..errors import CacheError, LazykernWarning, warn_user
+from ..errors import BadEntry, CacheError, LazykernWarning, UntrustedStore, warn_user
 from . import _counters, _directory, _entry, _keys, _later, _toolchain_memo
 from ._check import Checker
 from ._counters import process_totals, record
 from ._keys import SCHEMA_VERSION, make_key
-from ._lookup import BadEntry, Lookup
+from ._lookup import Lookup
 from ._once import CompileOnce, Later
 from ._store import FOREIGN, STORE_ERRORS, DiskBackend, MemoryBackend, is_busy
 
@@ -143,7 +143,7 @@ class KernelCache(Lookup, CompileOnce, Checker, ProgramCacheResource):  # type: 
             # (memory, and `cache info --repair` fixes it).
             served = (
                 None
-                if isinstance(exc, _directory.Untrusted) or _directory.writable_store(directory)
+                if isinstance(exc, UntrustedStore) or _directory.writable_store(directory)
                 else _directory.open_read_only(directory, self.size_limit)
             )
             if served is not None:
