@@ -113,13 +113,16 @@ class CompileOnce:
                 finish, took = made.finish, meta["compile_seconds"]
                 _later.submit(key, lambda: self._store_later(key, finish, took, held))
             else:
-                self._store_compiled(key, code, meta)
+                self._store_compiled(key, code, meta, say=True)
             return _entry.Entry(code, {**meta, "key": key}), True
 
-    def _store_compiled(self, key: str, code: bytes, meta: dict[str, Any]) -> None:
+    def _store_compiled(self, key: str, code: bytes, meta: dict[str, Any], say: bool = False) -> None:
         if meta.get("memory_only"):
-            # Not an error: the marker lets `lazykern cache ls` show it; it is never served nor dropped.
-            log.debug("%s is kept in memory only, never stored: %s", meta.get("name", key[:16]), meta["memory_only"])
+            # Not an error: the marker lets `lazykern cache ls` show it; it is never served nor dropped. The
+            # compile that decides it says why, once (``say``: an observed compile's answer was said by the
+            # compiler already; a later lookup of the marker is a debug line).
+            why = (meta.get("name", key[:16]), meta["memory_only"])
+            (log.warning if say else log.debug)("%s is kept in memory only, never stored: %s", *why)
             self.store(key, b"", meta)
         else:
             self.store(key, code, meta)
