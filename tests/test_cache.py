@@ -14,8 +14,7 @@ import pytest
 
 from lazykern import KernelCache, KernelFamily, LazykernWarning, make_key
 from lazykern.compile.compiler import compile_source
-from lazykern.store import _entry, _later
-from lazykern.store import _keys
+from lazykern.store import _entry, _keys, _later
 
 from .conftest import FRAGMENTS, PREAMBLE
 

@@ -7,8 +7,8 @@ import pytest
 
 from lazykern import KernelCache, LazykernWarning, make_key
 from lazykern.compile import compiler
-from lazykern.store import _toolchain_memo
 from lazykern.store import _keys as cache_mod  # where the schema version is (store/_keys.py)
+from lazykern.store import _toolchain_memo
 
 from ._families import synthetic_family
 
