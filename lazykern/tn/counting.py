@@ -127,23 +127,28 @@ def _add_rows(
 ) -> None:
     """The strided step's row kernel (``lk_count_rows``) carrying ``residues`` count arrays."""
     name = kernel_name(semiring, vd, cd, rows=tile, residues=residues)
-    ptrs = ", ".join(
-        f"{const}{ct} *{x}{q}" for const, x in (("const ", "ac"), ("const ", "bc"), ("", "cc")) for q in range(4)
-    )
+    ptrs, arrays = _count_arrays(ct, "ac", "bc")
     code = (
         f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {vt} *av, const {vt} *bv, {vt} *cv, '
         f"{ptrs}, long long rows, long long M, int N, int K, long long sa, long long ars, long long acs, "
         "long long sb, long long sc, long long ldc, unsigned long long m0, unsigned long long m1, "
         "unsigned long long m2, unsigned long long m3) {\n"
-        f"    const {ct} *const ac[4] = {{ac0, ac1, ac2, ac3}};\n"
-        f"    const {ct} *const bc[4] = {{bc0, bc1, bc2, bc3}};\n"
-        f"    {ct} *const cc[4] = {{cc0, cc1, cc2, cc3}};\n"
+        f"{arrays}"
         "    const unsigned long long mod[4] = {m0, m1, m2, m3};\n"
         f"    lk_count_rows<{vt}, {ct}, {'true' if semiring == 'maxplus' else 'false'}, {ring}, {ROWS_KMAX[tile]}, "
         f"{residues}>(av, ac, bv, bc, cv, cc, rows, M, N, K, sa, ars, acs, sb, sc, ldc, mod);\n"
         "}\n"
     )
     fam.add(name, code, signature=ROWS_SIGNATURE)
+
+
+def _count_arrays(ct: str, a: str, b: str) -> tuple[str, str]:
+    """A counting kernel's four count pointers per operand (``a``, ``b``) and result (``cc``): the
+    parameter list, and the arrays the kernel body indexes by residue."""
+    kinds = (("const ", a), ("const ", b), ("", "cc"))
+    ptrs = ", ".join(f"{const}{ct} *{x}{q}" for const, x in kinds for q in range(4))
+    arrays = "".join(f"    {const}{ct} *const {x}[4] = {{{x}0, {x}1, {x}2, {x}3}};\n" for const, x in kinds)
+    return ptrs, arrays
 
 
 def _bits_names() -> list[str]:
@@ -175,18 +180,14 @@ def _bits_fragment(name: str) -> tuple[str, list[str]] | None:
         or (more and residues == 1)
     ):
         return None
-    ptrs = ", ".join(
-        f"{const}{ct} *{x}{q}" for const, x in (("const ", "xc"), ("const ", "yc"), ("", "cc")) for q in range(4)
-    )
+    ptrs, arrays = _count_arrays(ct, "xc", "yc")
     code = (
         f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {vt} *xv, const {vt} *yv, '
         f"{vt} *cv, {ptrs}, long long rows, int nb, unsigned long long holes_in, unsigned long long holes_out, "
         "unsigned long long conpos, unsigned long long batch_in, unsigned long long batch_out, "
         "unsigned long long rightpos, unsigned long long m0, unsigned long long m1, unsigned long long m2, "
         "unsigned long long m3) {\n"
-        f"    const {ct} *const xc[4] = {{xc0, xc1, xc2, xc3}};\n"
-        f"    const {ct} *const yc[4] = {{yc0, yc1, yc2, yc3}};\n"
-        f"    {ct} *const cc[4] = {{cc0, cc1, cc2, cc3}};\n"
+        f"{arrays}"
         "    const unsigned long long mod[4] = {m0, m1, m2, m3};\n"
         f"    lk_count_bits<{vt}, {ct}, {'true' if semiring == 'max' else 'false'}, {ring}, {kb}, {nb}, "
         f"{residues}>(xv, xc, yv, yc, cv, cc, rows, nb, holes_in, holes_out, conpos, batch_in, batch_out, "
