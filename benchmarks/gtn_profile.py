@@ -159,33 +159,17 @@ def shape_alone(dims: tuple[int, int, int, int], dtype: str) -> dict[str, Any]:
     return {"seconds": round(s, 6), "tps": round(batch * M * N * K / s / 1e12, 4)}
 
 
-def step_profile(spec: dict[str, Any]) -> dict[str, Any]:
-    """Every step of a repeated solve, timed alone, with its route and shape."""
+def record_steps(run: Any) -> tuple[list[dict[str, Any]], float]:
+    """``run()`` with every pairwise step and reduction timed alone (synchronized before and after):
+    one record per step with its route (``bits``, ``strided`` row kernel, ``bmm`` through
+    lazykern.tropical, or the algebra's own product, named by its class), the product's operand shapes
+    and strides (elements), multiply-adds (the product of every label's extent) and seconds."""
     import importlib
 
-    import networkx as nx
-
-    sys.path.insert(0, str(ROOT))
-    from benchmarks.gtn import kings_graph
-    from lazykern.tn import _contract, solve
-    from lazykern.tn import problems as P
-    from lazykern.tn import properties as Q
+    from lazykern.tn import _contract
     from lazykern.tn.algebras import kbest
 
-    E = importlib.import_module("lazykern.tn.einsum")
-    graph = kings_graph(12) if spec["graph"] == "kings" else nx.random_regular_graph(3, spec["n"], seed=spec["n"])
-    prop = {"sizemax": Q.SizeMax(), "countingmax1": Q.CountingMax(), "countingmax2": Q.CountingMax(2)}[spec["prop"]]
-    p = P.IndependentSet(graph)
-    gemm = gemm_yardstick()
-    t = time.perf_counter()
-    solve(p, prop, module="cupy")
-    _sync()
-    first = time.perf_counter() - t
-    t = time.perf_counter()
-    solve(p, prop, module="cupy")
-    _sync()
-    again = time.perf_counter() - t
-
+    E = importlib.import_module("lazykern.tn.einsum")  # the module (lazykern.tn.einsum is also the function)
     steps: list[dict[str, Any]] = []
     current: dict[str, Any] = {}
     patched: list[tuple[Any, str, Any]] = []
@@ -253,34 +237,43 @@ def step_profile(spec: dict[str, Any]) -> dict[str, Any]:
     patch(kbest.KBestAlgebra, "bmm", product)
     try:
         t = time.perf_counter()
-        solve(p, prop, module="cupy")
+        run()
         _sync()
-        instrumented = time.perf_counter() - t
+        seconds = time.perf_counter() - t
     finally:
         for owner, name, inner in reversed(patched):
             setattr(owner, name, inner)
+    return steps, seconds
+
+
+def summarize(steps: list[dict[str, Any]], gemm: dict[str, Any], top: int = 6, share: float = 0.9) -> dict[str, Any]:
+    """The steps by route, the ``top`` largest (by multiply-adds) with their rate against ``gemm``'s and,
+    for those that ran as ``bmm``, the same product shape alone through tropical.bmm on contiguous
+    operands; ``bulk``: the largest steps that hold ``share`` of all multiply-adds, their rate and ratio."""
+    steps = sorted(steps, key=lambda s: -s["flops"])
     total = sum(s["flops"] for s in steps)
-    steps.sort(key=lambda s: -s["flops"])
-    for s in steps[: spec.get("alone", 6)]:
+    for s in steps[:top]:
         s["tps"] = s["flops"] / s["seconds"] / 1e12
         s["gemm_ratio"] = round(s["tps"] / gemm["tps"], 4)
-        if "bmm" in s and s["route"] == "bmm":
+        if s.get("route") == "bmm" and "bmm" in s:
             (ba, M, K), (bb, _, N) = s["bmm"]["a"][0], s["bmm"]["b"][0]
             s["alone"] = shape_alone((max(ba, bb), M, N, K), s["bmm"]["dtype"])
+            s["alone"]["gemm_ratio"] = round(s["alone"]["tps"] / gemm["tps"], 4)
+    bulk, acc = [], 0
+    for s in steps:
+        if acc >= share * total:
+            break
+        bulk.append(s)
+        acc += s["flops"]
+    seconds = sum(s["seconds"] for s in bulk)
     by_route: dict[str, list[float]] = {}
     for s in steps:
         r = by_route.setdefault(s.get("route", "?"), [0, 0.0, 0])
         r[0] += s["flops"]
         r[1] += s["seconds"]
         r[2] += 1
+    bulk_tps = acc / seconds / 1e12 if seconds else None
     return {
-        "graph": spec["graph"],
-        "n": graph.number_of_nodes(),
-        "prop": spec["prop"],
-        "gemm": gemm,
-        "first": round(first, 4),
-        "again": round(again, 4),
-        "instrumented": round(instrumented, 4),
         "steps": len(steps),
         "log2_flops": round(math.log2(max(total, 1)), 2),
         "step_seconds": round(sum(s["seconds"] for s in steps), 4),
@@ -288,8 +281,62 @@ def step_profile(spec: dict[str, Any]) -> dict[str, Any]:
             k: {"log2_flops": round(math.log2(max(v[0], 1)), 2), "seconds": round(v[1], 4), "steps": v[2]}
             for k, v in by_route.items()
         },  # fmt: skip
-        "largest": [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in s.items()} for s in steps[:12]],
+        "bulk": {
+            "steps": len(bulk),
+            "share": share,
+            "seconds": round(seconds, 6),
+            "tps": bulk_tps,
+            "gemm_ratio": round(bulk_tps / gemm["tps"], 4) if bulk_tps else None,
+        },  # fmt: skip
+        "largest": [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in s.items()} for s in steps[:top]],
     }
+
+
+def step_profile(spec: dict[str, Any]) -> dict[str, Any]:
+    """Every step of a repeated solve, timed alone, with its route and shape."""
+    import networkx as nx
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.gtn import kings_graph
+    from lazykern.tn import problems as P
+    from lazykern.tn import properties as Q
+    from lazykern.tn import solve
+
+    graph = kings_graph(12) if spec["graph"] == "kings" else nx.random_regular_graph(3, spec["n"], seed=spec["n"])
+    prop = {"sizemax": Q.SizeMax(), "countingmax1": Q.CountingMax(), "countingmax2": Q.CountingMax(2)}[spec["prop"]]
+    p = P.IndependentSet(graph)
+    gemm = gemm_yardstick()
+    t = time.perf_counter()
+    solve(p, prop, module="cupy")
+    _sync()
+    first = time.perf_counter() - t
+    t = time.perf_counter()
+    solve(p, prop, module="cupy")
+    _sync()
+    again = time.perf_counter() - t
+    steps, instrumented = record_steps(lambda: solve(p, prop, module="cupy"))
+    row = {"graph": spec["graph"], "n": graph.number_of_nodes(), "prop": spec["prop"], "gemm": gemm}
+    row |= {"first": round(first, 4), "again": round(again, 4), "instrumented": round(instrumented, 4)}
+    row |= summarize(steps, gemm, top=spec.get("top", 8))
+    if spec.get("tiles"):
+        row["tiles"] = [tile_sweep(s) for s in row["largest"][:3] if s.get("route") == "bmm"]
+    return row
+
+
+def tile_sweep(step: dict[str, Any]) -> dict[str, Any]:
+    """A step's product shape alone through each tile variant that takes it (forced_tile)."""
+    from lazykern.tropical import api
+
+    (ba, M, K), (bb, _, N) = step["bmm"]["a"][0], step["bmm"]["b"][0]
+    dims = (max(ba, bb), M, N, K)
+    out: dict[str, Any] = {"dims": list(dims)}
+    for tile in ("", "s", "t", "splitk"):
+        try:
+            with api.forced_tile(tile):
+                out[tile or "large"] = shape_alone(dims, step["bmm"]["dtype"])["tps"]
+        except Exception as exc:  # a tile that does not take the shape: say so
+            out[tile or "large"] = f"{type(exc).__name__}: {exc}"[:120]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -298,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default="first,steps")
     parser.add_argument("--counting", action="store_true", help="steps of CountingMax(1) / (2) too")
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--tiles", action="store_true", help="the largest bmm steps' shapes through each tile")
+    parser.add_argument("--rows", default="", help="steps rows (graph:n:prop,...); default n=150, 200, King's")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from lazykern.tools.bench.device import environment
@@ -315,11 +364,14 @@ def main(argv: list[str] | None = None) -> int:
             out.write_text(json.dumps(record, indent=1, default=str))
     if "steps" in parts:
         rows = [("regular", 150, "sizemax"), ("regular", 200, "sizemax"), ("kings", 12, "sizemax")]
-        if args.counting:
+        if args.rows:
+            rows = [(g, int(n), p) for g, n, p in (r.split(":") for r in args.rows.split(","))]
+        elif args.counting:
             rows += [("regular", 200, "countingmax2"), ("kings", 12, "countingmax1")]
         for graph, n, prop in rows:
             name = f"{graph}{n}_{prop}"
-            record["steps"][name] = run_child("step_profile", {"graph": graph, "n": n, "prop": prop}, {}, args.timeout)
+            spec = {"graph": graph, "n": n, "prop": prop, "tiles": args.tiles}
+            record["steps"][name] = run_child("step_profile", spec, {}, args.timeout)
             print(name, json.dumps(record["steps"][name])[:6000], flush=True)
             out.write_text(json.dumps(record, indent=1, default=str))
     return 0
