@@ -103,6 +103,11 @@ def copy(be: Any, x: Any) -> Any | None:
     bits = bit_strides(shape, be.strides(x))
     if bits is None or itemsize not in WORDS:
         return None
+    if be.xp is np:  # the GPU route run on the host (tests): the kernel's addressing, by its reference
+        if min(bits, default=0) < 0:
+            return None
+        span = np.lib.stride_tricks.as_strided(x, (sum(bits) + 1,), (x.itemsize,), writeable=False)
+        return reference(span, 0, bits).reshape(shape)
     from ..tropical import _arrays
 
     out = be.empty(x, shape)
