@@ -158,6 +158,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     from lazykern.tn.algebras import kbest
 
     kbest.USE_KERNEL = spec.get("kbest_kernel", True)  # False: the k-best product by array operations
+    kbest.PAIRED = spec.get("paired", True)  # False: CountingMax's int64 and first prime passes in turn
     module = __import__(spec["module"])
     graph = kings_graph(spec["n"]) if spec["graph"] == "kings" else regular_graph(spec["n"])
     problem, made_by = independent_set(graph)
@@ -249,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--row-seconds", type=float, default=240.0, help="a row's process is killed after")
     parser.add_argument("--only", default="", help="comma-separated row names to run (default: all)")
     parser.add_argument("--no-kbest-kernel", action="store_true", help="k-best products by array operations")
+    parser.add_argument("--no-paired", action="store_true", help="CountingMax(k): int64 and prime passes in turn")
     parser.add_argument("--gemm-n", type=int, default=4096, help="side of the f32 GEMM that sets the yardstick rate")
     args = parser.parse_args(argv)
     sizes = [20, 30, 40] if args.small else [100, 150, 200]
@@ -269,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         "module": args.module,
         "small": args.small,
         "kbest_kernel": not args.no_kbest_kernel,
+        "paired": not args.no_paired,
         "targets": TARGETS,
         "gtn_reference": GTN_REFERENCE,
         "gtn_paper": GTN_PAPER,
@@ -288,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, spec in rows:
         if only and name not in only:
             continue
-        spec = spec | {"module": args.module, "kbest_kernel": not args.no_kbest_kernel}
+        spec = spec | {"module": args.module, "kbest_kernel": not args.no_kbest_kernel, "paired": not args.no_paired}
         row = run_row(spec, args.row_seconds)
         record["results"][name] = row
         print(name, json.dumps(row), flush=True)

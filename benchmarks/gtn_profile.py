@@ -161,13 +161,15 @@ def shape_alone(dims: tuple[int, int, int, int], dtype: str) -> dict[str, Any]:
 
 def record_steps(run: Any) -> tuple[list[dict[str, Any]], float]:
     """``run()`` with every pairwise step and reduction timed alone (synchronized before and after):
-    one record per step with its route (``bits``, ``strided`` row kernel, ``bmm`` through
-    lazykern.tropical, or the algebra's own product, named by its class), the product's operand shapes
-    and strides (elements), multiply-adds (the product of every label's extent) and seconds."""
+    one record per step with its route (``bmm``: the tropical GEMM kernels of lazykern.tropical;
+    ``rows``: the strided row kernel; ``bits``: the counting algebra's bit-addressed kernel; else the
+    algebra's own product, ``Class.bmm``), the product's operand shapes and strides (elements),
+    multiply-adds (the product of every label's extent), seconds, and the seconds of the layout copies
+    inside the step (``copy_seconds``, each copy synchronized alone)."""
     import importlib
 
-    from lazykern.tn import _contract
-    from lazykern.tn.algebras import kbest
+    from lazykern.tn import counting
+    from lazykern.tn.algebras import kbest, logsum, modular
 
     E = importlib.import_module("lazykern.tn.einsum")  # the module (lazykern.tn.einsum is also the function)
     steps: list[dict[str, Any]] = []
@@ -175,39 +177,48 @@ def record_steps(run: Any) -> tuple[list[dict[str, Any]], float]:
     patched: list[tuple[Any, str, Any]] = []
 
     def patch(owner: Any, name: str, make: Any) -> None:
-        inner = getattr(owner, name)
+        inner = owner.__dict__.get(name)
+        if inner is None:  # inherited: the base class's patch sees it
+            return
         patched.append((owner, name, inner))
-        setattr(owner, name, make(inner))
+        setattr(owner, name, make(inner, owner))
 
-    def route(tag: str) -> Any:
-        def make(inner: Any) -> Any:
-            def wrapped(*a: Any, **k: Any) -> Any:
-                out = inner(*a, **k)
-                if out is not None and "route" not in current:
+    def method(kind: str) -> Any:
+        def make(inner: Any, owner: Any) -> Any:
+            def wrapped(self: Any, X: Any, Y: Any, *rest: Any) -> Any:
+                tag = kind if owner is E.Algebra or kind != "bmm" else f"{owner.__name__}.bmm"
+                if "route" not in current:
                     current["route"] = tag
-                return out
+                    a, b = X[0], Y[0]
+                    current["bmm"] = {
+                        "a": [list(map(int, a.shape)), [s // a.itemsize for s in a.strides]],
+                        "b": [list(map(int, b.shape)), [s // b.itemsize for s in b.strides]],
+                        "dtype": str(a.dtype),
+                    }
+                return inner(self, X, Y, *rest)
 
             return wrapped
 
         return make
 
-    def product(inner: Any) -> Any:
-        def wrapped(self: Any, A: Any, B: Any, argmax: bool) -> Any:
-            a, b = A[0], B[0]
-            current.setdefault("route", "bmm" if type(self) is _contract.Algebra else type(self).__name__)
-            current["bmm"] = {
-                "a": [list(map(int, a.shape)), [s // a.itemsize for s in a.strides]],
-                "b": [list(map(int, b.shape)), [s // b.itemsize for s in b.strides]],
-                "dtype": str(a.dtype),
-            }
-            return inner(self, A, B, argmax)
+    def copies(inner: Any, owner: Any) -> Any:
+        def wrapped(self: Any, x: Any) -> Any:
+            if self.on_host or self.is_contiguous(x):
+                return inner(self, x)
+            _sync()
+            start = time.perf_counter()
+            out = inner(self, x)
+            _sync()
+            current["copy_seconds"] = current.get("copy_seconds", 0.0) + time.perf_counter() - start
+            current["copies"] = current.get("copies", 0) + 1
+            return out
 
         return wrapped
 
     def timed(kind: str) -> Any:
         def make(inner: Any) -> Any:
             def wrapped(alg: Any, *args: Any) -> Any:
-                terms = [x for x in args if isinstance(x, _contract.Term)]
+                terms = [x for x in args if isinstance(x, E.Term)]
                 sizes: dict[Any, int] = {}
                 for term in terms:
                     sizes |= dict(zip(term.labels, (int(n) for n in term.parts[0].shape)))
@@ -229,12 +240,15 @@ def record_steps(run: Any) -> tuple[list[dict[str, Any]], float]:
 
         return make
 
-    patch(E, "contract", timed("pair"))
-    patch(E, "reduce", timed("reduce"))
-    patch(_contract, "_bits_step", route("bits"))
-    patch(_contract, "_strided_step", route("strided"))
-    patch(_contract.Algebra, "bmm", product)
-    patch(kbest.KBestAlgebra, "bmm", product)
+    for name in ("contract", "reduce"):
+        inner = getattr(E, name)
+        patched.append((E, name, inner))
+        setattr(E, name, timed("pair" if name == "contract" else "reduce")(inner))
+    classes = (E.Algebra, counting.CountingAlgebra, kbest.KBestAlgebra, kbest.PairedKBestAlgebra)
+    for cls in (*classes, logsum.LogSumAlgebra, modular.ModularAlgebra):
+        for kind in ("bmm", "rows", "bits"):
+            patch(cls, kind, method(kind))
+    patch(E.Backend, "contiguous", copies)
     try:
         t = time.perf_counter()
         run()
@@ -255,7 +269,7 @@ def summarize(steps: list[dict[str, Any]], gemm: dict[str, Any], top: int = 6, s
     for s in steps[:top]:
         s["tps"] = s["flops"] / s["seconds"] / 1e12
         s["gemm_ratio"] = round(s["tps"] / gemm["tps"], 4)
-        if s.get("route") == "bmm" and "bmm" in s:
+        if s.get("route") == "bmm" and "bmm" in s and len(s["bmm"]["a"][0]) == 3:
             (ba, M, K), (bb, _, N) = s["bmm"]["a"][0], s["bmm"]["b"][0]
             s["alone"] = shape_alone((max(ba, bb), M, N, K), s["bmm"]["dtype"])
             s["alone"]["gemm_ratio"] = round(s["alone"]["tps"] / gemm["tps"], 4)

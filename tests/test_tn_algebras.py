@@ -116,6 +116,8 @@ def test_counting_max_takes_the_paired_pass_past_int64(monkeypatch):
     poly = solve(p, Q.GraphPolynomial())
     assert made == [(2, 2**31 - 1)]
     assert got == [(len(poly) - 1, poly[-1]), (len(poly) - 2, poly[-2])]
+    monkeypatch.setattr(kbest, "PAIRED", False)  # the passes in turn: the same counts, no paired algebra
+    assert solve(p, Q.CountingMax(2)) == got and made == [(2, 2**31 - 1)]
 
 
 def test_kbest_sum_merges_two_slices():

@@ -311,7 +311,7 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
         wide_counts = np.array([_item(x) for x in both[k : 2 * k]])
         return (values, [wide_counts]), (values, [np.array([_item(x) for x in both[2 * k :]])])
 
-    vals, counts = _crt.solve(run, bound, 1, pair=pair if k <= kbest.PAIRED_KMAX else None)
+    vals, counts = _crt.solve(run, bound, 1, pair=pair if k <= kbest.PAIRED_KMAX and kbest.PAIRED else None)
     pairs = zip(vals.tolist(), np.asarray(counts).tolist())
     return [(_size(tab, sign * v), int(c)) for v, c in pairs if math.isfinite(v)]
 

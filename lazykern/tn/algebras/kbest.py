@@ -185,6 +185,7 @@ class PairedKBestAlgebra(KBestAlgebra):
 
 
 PAIRED_KMAX = _kbest_kernels.PAIRED_KMAX
+PAIRED = True  # CountingMax(k <= PAIRED_KMAX) past int64: the int64 and first prime passes as one (False: in turn)
 
 _algebras: dict[tuple[int, bool, int], type[KBestAlgebra]] = {}
 _paired: dict[tuple[int, int], type[PairedKBestAlgebra]] = {}
