@@ -64,6 +64,62 @@ def test_kbest_product_with_counts_matches_its_definition(k, modulus, monkeypatc
     assert np.array_equal(got_c, want_c % modulus if modulus else want_c)
 
 
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_paired_kbest_is_both_rings_at_once(k):
+    rng = np.random.default_rng(50 + k)
+    p = 7
+    av, ac = _kbest_parts(rng, (4, 5), k)
+    bv, bc = _kbest_parts(rng, (5, 3), k)
+    alg = kbest.paired_algebra(k, p)("maxplus", HOST)
+    assert alg.nparts == 3 * k and alg.paired
+    A = (
+        tuple(av[i][None] for i in range(k))
+        + tuple(ac[i][None] for i in range(k))
+        + tuple((ac[i] % p)[None] for i in range(k))
+    )
+    B = (
+        tuple(bv[i][None] for i in range(k))
+        + tuple(bc[i][None] for i in range(k))
+        + tuple((bc[i] % p)[None] for i in range(k))
+    )
+    out, _ = alg.bmm(A, B, False)
+    want_v, want_c = _brute_product(av, ac, bv, bc, k)
+    assert np.array_equal(np.stack([o[0] for o in out[:k]]), want_v)
+    assert np.array_equal(np.stack([o[0] for o in out[k : 2 * k]]), want_c)
+    assert np.array_equal(np.stack([o[0] for o in out[2 * k :]]), want_c % p)
+    merged = alg.add(out, out)
+    assert np.array_equal(np.stack([o[0] for o in merged[k : 2 * k]]), 2 * want_c)
+    assert np.array_equal(np.stack([o[0] for o in merged[2 * k :]]), (2 * want_c) % p)
+    prepared = kbest.paired_algebra(k, p).prepare(HOST, (np.array([1.0, -np.inf]), np.array([9, 0])), 0)
+    assert len(prepared) == 3 * k and prepared[2 * k].tolist() == [2, 0]  # 9 mod 7
+    unit = alg.unit(prepared, (1, 2, 1))
+    assert [u.ravel()[0] for u in unit[::k]] == [0.0, 1, 1]
+    with pytest.raises(ValueError, match="prime below"):
+        kbest.paired_algebra(2, 0)
+
+
+def test_counting_max_takes_the_paired_pass_past_int64(monkeypatch):
+    """CountingMax(2) of 70 variables (bound 2^70): one paired contraction (int64 and a prime), its
+    counts the polynomial's top coefficients."""
+    import networkx as nx
+
+    from lazykern.tn import problems as P
+    from lazykern.tn import properties as Q
+    from lazykern.tn import solve
+
+    made = []
+    real = kbest.paired_algebra
+    monkeypatch.setattr(kbest, "paired_algebra", lambda k, p: made.append((k, p)) or real(k, p))
+    g = nx.random_regular_graph(3, 70, seed=3)
+    p = P.IndependentSet(g)
+    got = solve(p, Q.CountingMax(2))
+    poly = solve(p, Q.GraphPolynomial())
+    assert made == [(2, 2**31 - 1)]
+    assert got == [(len(poly) - 1, poly[-1]), (len(poly) - 2, poly[-2])]
+    monkeypatch.setattr(kbest, "PAIRED", False)  # the passes in turn: the same counts, no paired algebra
+    assert solve(p, Q.CountingMax(2)) == got and made == [(2, 2**31 - 1)]
+
+
 def test_kbest_sum_merges_two_slices():
     alg = kbest.algebra(2, counts=True)("maxplus", HOST)
     X = (np.array([5.0, 3.0]), np.array([1.0, -np.inf]), np.array([2, 7]), np.array([4, 0]))
@@ -163,8 +219,9 @@ def test_kbest_kernels_are_lazy_and_compile_for_sm90(cache):
     from lazykern.tn.algebras import _kbest_kernels
 
     fam = _kbest_kernels.make_family(cache)
-    assert len(fam.names()) == 18 and fam.compiled() == []  # 2 value types x k = 2..4 x 3 count kinds
-    names = ["kbest2_f32_i64", "kbest3_f64_m", "kbest4_f32_v"]
+    assert len(fam.names()) == 20 and fam.compiled() == []  # 2 value types x (k = 2..4 x 3 count kinds + paired k = 2)
+    names = ["kbest2_f32_i64", "kbest3_f64_m", "kbest4_f32_v", "kbest2_f32_p"]
     assert [k.name for k in fam.warm(names, arch="sm_90")] == names
-    assert fam.compiled() == names
+    assert sorted(fam.compiled()) == sorted(names)
     assert _kbest_kernels.kernel_name(2, np.dtype("float64"), True, 7) == "kbest2_f64_m"
+    assert _kbest_kernels.kernel_name(2, np.dtype("float32"), True, 7, paired=True) == "kbest2_f32_p"

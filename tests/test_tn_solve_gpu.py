@@ -103,3 +103,34 @@ def test_kbest_kernel_equals_the_array_product(k, modulus, dtype, monkeypatch):
     want, _ = alg.bmm(A, B, False)
     for g, w in zip(got, want):
         assert np.array_equal(cupy.asnumpy(g), cupy.asnumpy(w))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_paired_kbest_kernel_equals_the_two_rings(dtype):
+    """The paired kernel (counts modulo 2^64 and modulo a prime in one product) against the two rings'
+    own kernels on the same operands."""
+    cupy = pytest.importorskip("cupy")
+    from lazykern.tn._backend import Backend
+    from lazykern.tn.algebras import kbest
+
+    k, p = 2, 2147483647
+    rng = np.random.default_rng(11)
+    be = Backend("cupy", cupy)
+
+    def operand(shape):
+        values = np.full((*shape, k), -np.inf, dtype=dtype)
+        counts = np.zeros((*shape, k), dtype=np.int64)
+        for index in np.ndindex(*shape):
+            pool = np.sort(rng.choice(np.arange(-6, 7), size=rng.integers(0, k + 1), replace=False))[::-1]
+            values[index][: len(pool)] = pool
+            counts[index][: len(pool)] = rng.integers(1, 2**62, len(pool))
+        v = tuple(cupy.asarray(np.ascontiguousarray(values[..., q])) for q in range(k))
+        c = tuple(cupy.asarray(np.ascontiguousarray(counts[..., q])) for q in range(k))
+        return v, c, tuple(x % p for x in c)
+
+    (av, ac, ar), (bv, bc, br) = operand((3, 5, 9)), operand((1, 9, 4))
+    got, _ = kbest.paired_algebra(k, p)("maxplus", be).bmm(av + ac + ar, bv + bc + br, False)
+    wide, _ = kbest.algebra(k, True)("maxplus", be).bmm(av + ac, bv + bc, False)
+    narrow, _ = kbest.algebra(k, True, p)("maxplus", be).bmm(av + ar, bv + br, False)
+    for g, w in zip(got, wide + narrow[k:]):
+        assert np.array_equal(cupy.asnumpy(g), cupy.asnumpy(w))

@@ -46,7 +46,20 @@ class Backend:
         return tuple(s // x.itemsize for s in x.strides)
 
     def contiguous(self, x: Any) -> Any:
+        """A C-contiguous array of ``x``'s entries (``x`` itself when it is one). A GPU copy of a tensor
+        whose axes all hold 2 entries is one bit permutation (:mod:`._permute`), not the library's copy."""
+        if self.is_contiguous(x):
+            return x
+        if not self.on_host and not getattr(x, "requires_grad", False):  # autograd follows the library's copy
+            from . import _permute
+
+            out = _permute.copy(self, x)
+            if out is not None:
+                return out
         return x.contiguous() if self.name == "torch" else self.xp.ascontiguousarray(x)
+
+    def is_contiguous(self, x: Any) -> bool:
+        return bool(x.is_contiguous()) if self.name == "torch" else bool(x.flags.c_contiguous)
 
     def diagonal(self, x: Any, a: int, b: int) -> Any:
         """The diagonal of axes a < b, as the last axis (a view)."""

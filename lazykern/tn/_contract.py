@@ -108,14 +108,35 @@ def _arrange(be: Backend, term: Term, orders: Sequence[Sequence[Sequence[Label]]
     sizes = dict(zip(term.labels, _shape(be, term)))
     shape3 = tuple(math.prod(sizes[x] for x in g) for g in chosen)
 
+    lengths = [len(g) for g in chosen]
+
     def fix(p: Any) -> Any:
         if perm != tuple(range(len(perm))):
             p = be.permute(p, perm)
+            if not merges(tuple(int(n) for n in p.shape), be.strides(p), lengths):
+                p = be.contiguous(p)  # the reshape would copy: the backend's copy is the faster one
         p = be.reshape(p, shape3)
         p = be.permute(p, (0, 2, 1)) if swapped else p
         return p if operand_layout(tuple(p.shape), be.strides(p)) is not None else be.contiguous(p)
 
     return map_parts(fix, term.parts), swapped
+
+
+def merges(shape: tuple[int, ...], strides: tuple[int, ...], lengths: Sequence[int]) -> bool:
+    """Whether each run of ``lengths`` consecutive axes reads as one axis (a reshape to their products
+    is a view): within a run, every axis of more than one entry strides by the next one's extent.
+
+    >>> merges((2, 3, 4), (12, 4, 1), [1, 2]), merges((2, 3, 4), (1, 2, 8), [1, 2])
+    (True, False)
+    """
+    start = 0
+    for length in lengths:
+        axes = [a for a in range(start, start + length) if shape[a] > 1]
+        start += length
+        for outer, inner in zip(axes, axes[1:]):
+            if strides[outer] != strides[inner] * shape[inner]:
+                return False
+    return True
 
 
 def _shape(be: Backend, term: Term) -> tuple[int, ...]:

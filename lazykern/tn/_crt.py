@@ -96,8 +96,9 @@ def solve(
     stop the search at any of them.
 
     ``pair(first, second)``: the results of ``run(first)`` and ``run(second)`` computed at once (on two
-    devices). When ``bound`` needs primes and the int64 pass runs, the int64 pass and the first prime
-    pass are both always needed, so they go to ``pair`` together, the prime pass with
+    devices, or as one contraction in a paired algebra). When ``bound`` needs primes and the int64
+    pass runs, the int64 pass and the first prime pass are both always needed, so they go to ``pair``
+    together, the prime pass with
     :data:`PAIRED_RESIDUES` primes (its count arrays as wide as the int64 pass's: the two take as long);
     later passes, needed only while the counts have not settled, go to ``run`` one after the other.
 

@@ -15,7 +15,7 @@ several devices) in that algebra:
 ``SizeMax/SizeMin`` (k = 1)     tropical max-plus / min-plus (:mod:`lazykern.tropical`'s products)
 ``SizeMax/SizeMin`` (k > 1)     k best distinct values (:mod:`.algebras.kbest`)
 ``CountingMax/Min`` (k = 1)     (value, count) numbers, exact by residues and CRT (:mod:`.counting`)
-``CountingMax/Min`` (k > 1)     k best values with counts, modulo 2^64 then primes, CRT
+``CountingMax/Min`` (k > 1)     k best values with counts mod 2^64 and a prime in one pass, then CRT
 ``CountingAll``                 the counting algebra with every value equal: a sum of products
 ``GraphPolynomial``             evaluations modulo primes, interpolated (:mod:`.algebras.polynomial`)
 ``PartitionFunction``           sum-product in log space (:mod:`.algebras.logsum`)
@@ -291,14 +291,27 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
     values = [ctx.put(t) for t in _values(tab, dtype, True, sign=sign)]
     ones = [ctx.put(m.astype(np.int64)) for m in tab.mask]
     operands = list(zip(values, ones))
-    plan = ctx.plan(tab, tab.labels, (), operands, "maxplus", kbest.algebra(k, True))
+    plans: dict[str, ContractionPlan] = {}
 
     def run(moduli: tuple[int, ...]) -> tuple[Any, list[Any]]:
         alg = kbest.algebra(k, True, moduli[0] if moduli else 0)
-        parts = ctx.contract(tab, tab.labels, (), operands, "maxplus", alg, plan)
+        if "one" not in plans:
+            plans["one"] = ctx.plan(tab, tab.labels, (), operands, "maxplus", alg)
+        parts = ctx.contract(tab, tab.labels, (), operands, "maxplus", alg, plans["one"])
         return np.array([_item(p) for p in parts[:k]]), [np.array([_item(p) for p in parts[k:]])]
 
-    vals, counts = _crt.solve(run, bound, 1)
+    def pair(_int64: tuple[int, ...], first: tuple[int, ...]) -> tuple[tuple[Any, list[Any]], tuple[Any, list[Any]]]:
+        """The int64 pass and the first prime's in one contraction (both are needed once counts may
+        pass 2^63): the values and their choices computed once, each count in both rings."""
+        (p,) = first
+        alg = kbest.paired_algebra(k, p)
+        both = ctx.contract(tab, tab.labels, (), operands, "maxplus", alg, ctx.plan(tab, tab.labels, (), operands,
+                            "maxplus", alg))  # fmt: skip
+        values = np.array([_item(x) for x in both[:k]])
+        wide_counts = np.array([_item(x) for x in both[k : 2 * k]])
+        return (values, [wide_counts]), (values, [np.array([_item(x) for x in both[2 * k :]])])
+
+    vals, counts = _crt.solve(run, bound, 1, pair=pair if k <= kbest.PAIRED_KMAX and kbest.PAIRED else None)
     pairs = zip(vals.tolist(), np.asarray(counts).tolist())
     return [(_size(tab, sign * v), int(c)) for v, c in pairs if math.isfinite(v)]
 

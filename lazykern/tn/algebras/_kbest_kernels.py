@@ -27,13 +27,14 @@ VALUES: dict[str, tuple[str, np.dtype]] = {
     "f64": ("double", np.dtype("float64")),
 }
 RINGS = {"v": (1, False), "i64": (1, True), "m": (2, True)}  # counts: none, modulo 2^64, modulo a prime
+PAIRED_KMAX = KB_MAX // 2  # k of the paired kernels ("p": counts modulo 2^64 and modulo a prime at once)
 SIGNATURE = ["ptr"] * (6 * KB_MAX) + ["int64", "int32", "int32", "int32"] + ["int64"] * 8 + ["uint64"]
 
 
-def kernel_name(k: int, value: np.dtype, counts: bool, modulus: int) -> str:
-    """``kbest{k}_{f32|f64}_{v|i64|m}``: values only, counts modulo 2^64, or modulo a prime."""
+def kernel_name(k: int, value: np.dtype, counts: bool, modulus: int, paired: bool = False) -> str:
+    """``kbest{k}_{f32|f64}_{v|i64|m|p}``: values only, counts modulo 2^64, modulo a prime, or both (paired)."""
     v = next(name for name, (_, d) in VALUES.items() if d == value)
-    ring = "v" if not counts else ("m" if modulus else "i64")
+    ring = "p" if paired else "v" if not counts else ("m" if modulus else "i64")
     return f"kbest{k}_{v}_{ring}"
 
 
@@ -45,8 +46,10 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
     groups = ("av", "ac", "bv", "bc", "cv", "cc")
     for vt, vd in VALUES.values():
         for k in range(2, KB_MAX + 1):
-            for rname, (ring, counts) in RINGS.items():
-                name = kernel_name(k, vd, counts, 1 if rname == "m" else 0)
+            rings = list(RINGS.items()) + ([("p", (1, True))] if k <= PAIRED_KMAX else [])
+            for rname, (ring, counts) in rings:
+                paired = rname == "p"
+                name = kernel_name(k, vd, counts, 1 if rname == "m" else 0, paired)
                 params = ", ".join(
                     f"{'' if g[0] == 'c' else 'const '}{vt if g[1] == 'v' else 'long long'} *{g}{q}"
                     for g in groups
@@ -62,7 +65,8 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
                     "int M, int N, int K, long long sa, long long ars, long long acs, long long sb, long long brs, "
                     "long long bcs, long long sc, long long ldc, unsigned long long mod) {\n"
                     f"{arrays}"
-                    f"    lk_kbest_bmm<{vt}, long long, {k}, {ring}, {'true' if counts else 'false'}>(av, ac, bv, bc, "
+                    f"    lk_kbest_bmm<{vt}, long long, {k}, {ring}, {'true' if counts else 'false'}, "
+                    f"{'true' if paired else 'false'}>(av, ac, bv, bc, "
                     "cv, cc, total, M, N, K, sa, ars, acs, sb, brs, bcs, sc, ldc, mod);\n}\n"
                 )
                 fam.add(name, code, signature=SIGNATURE)
@@ -80,9 +84,12 @@ def family() -> KernelFamily:
     return _family
 
 
-def launch(be: Any, A: tuple[Any, ...], B: tuple[Any, ...], k: int, counts: bool, modulus: int) -> tuple[Any, ...]:
-    """The k-best product of device operands: parts (k values [, k counts]) of (b|1, M, K) and (b|1, K, N),
-    each operand's parts read through one set of strides (copied to contiguous where they differ)."""
+def launch(
+    be: Any, A: tuple[Any, ...], B: tuple[Any, ...], k: int, counts: bool, modulus: int, paired: bool = False
+) -> tuple[Any, ...]:
+    """The k-best product of device operands: parts (k values [, k counts [, k residues modulo ``modulus``
+    when ``paired``]]) of (b|1, M, K) and (b|1, K, N), each operand's parts read through one set of
+    strides (copied to contiguous where they differ)."""
     from ...tropical import _arrays
 
     A, B = _alike(be, A), _alike(be, B)
@@ -108,7 +115,7 @@ def launch(be: Any, A: tuple[Any, ...], B: tuple[Any, ...], k: int, counts: bool
     device = _device.resolve_or_current(_device.common([("C", first.device)]))
     total = batch * M * N
     blocks = min(-(-total // THREADS), _MAX_BLOCKS)
-    name = kernel_name(k, be.dtype(A[0]), counts, modulus)
+    name = kernel_name(k, be.dtype(A[0]), counts, modulus, paired)
     with _device.on(device):
         kernel = family().get(name, arch=_device.arch(device))
         kernel[(blocks,), (THREADS,), first.stream or 0](

@@ -8,7 +8,9 @@
 // one is inserted (the smallest kept drops out), a smaller one than all KB kept is dropped. The
 // factors' values are sorted, so a row of sums stops at the first that cannot enter.
 // Counts: RING 1 modulo 2^64, RING 2 residues modulo ``mod`` (< 2^31), from counting.cu's helpers.
-template <typename V, typename C, int KB, int RING, bool COUNTS>
+// PAIRED (with RING 1): a second count per value, modulo ``mod``, read from ac[KB + q] / bc[KB + q] and
+// written to cc[KB + q]: the int64 pass and the first prime pass of a CRT count in one product.
+template <typename V, typename C, int KB, int RING, bool COUNTS, bool PAIRED = false>
 __device__ __forceinline__ void lk_kbest_bmm(const V *const *av, const C *const *ac, const V *const *bv,
                                              const C *const *bc, V *const *cv, C *const *cc, long long total,
                                              int M, int N, int K, long long sa, long long ars, long long acs,
@@ -16,21 +18,23 @@ __device__ __forceinline__ void lk_kbest_bmm(const V *const *av, const C *const 
                                              long long ldc, unsigned long long mod) {
     const V inf = (V)__longlong_as_double(0x7ff0000000000000LL);
     const unsigned long long mu = RING == 2 ? lk_barrett(mod) : 0;
+    const unsigned long long mu2 = PAIRED ? lk_barrett(mod) : 0;
     for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
          t += (long long)gridDim.x * blockDim.x) {
         const long long b = t / ((long long)M * N);
         const int i = (int)((t / N) % M), j = (int)(t % N);
         const long long a0 = b * sa + i * ars, b0 = b * sb + j * bcs;
         V top[KB];
-        C cnt[KB];
+        C cnt[KB], cnt2[KB];
 #pragma unroll
         for (int q = 0; q < KB; ++q) {
             top[q] = -inf;
             cnt[q] = 0;
+            cnt2[q] = 0;
         }
         for (int k = 0; k < K; ++k) {
             V x[KB], y[KB];
-            C cx[KB], cy[KB];
+            C cx[KB], cy[KB], rx[KB], ry[KB];
 #pragma unroll
             for (int q = 0; q < KB; ++q) {
                 x[q] = av[q][a0 + k * acs];
@@ -38,6 +42,10 @@ __device__ __forceinline__ void lk_kbest_bmm(const V *const *av, const C *const 
                 if (COUNTS) {
                     cx[q] = ac[q][a0 + k * acs];
                     cy[q] = bc[q][b0 + k * brs];
+                }
+                if (PAIRED) {
+                    rx[q] = ac[KB + q][a0 + k * acs];
+                    ry[q] = bc[KB + q][b0 + k * brs];
                 }
             }
 #pragma unroll
@@ -49,6 +57,7 @@ __device__ __forceinline__ void lk_kbest_bmm(const V *const *av, const C *const 
                     const V p = x[u] + y[w];
                     if (p < top[KB - 1]) break;  // the sums fall along w: none of the rest can enter
                     const C c = COUNTS ? lk_count_mul<RING>(cx[u], cy[w], mod, mu) : (C)0;
+                    const C c2 = PAIRED ? lk_count_mul<2>(rx[u], ry[w], mod, mu2) : (C)0;
                     // find p's place, then add to an equal value or shift the smaller ones down
                     bool placed = false;
 #pragma unroll
@@ -56,15 +65,18 @@ __device__ __forceinline__ void lk_kbest_bmm(const V *const *av, const C *const 
                         if (placed) break;
                         if (top[s] == p) {
                             if (COUNTS) cnt[s] = lk_count_add<RING>(cnt[s], c, mod);
+                            if (PAIRED) cnt2[s] = lk_count_add<2>(cnt2[s], c2, mod);
                             placed = true;
                         } else if (top[s] < p) {
 #pragma unroll
                             for (int r = KB - 1; r > s; --r) {
                                 top[r] = top[r - 1];
                                 cnt[r] = cnt[r - 1];
+                                cnt2[r] = cnt2[r - 1];
                             }
                             top[s] = p;
                             cnt[s] = c;
+                            cnt2[s] = c2;
                             placed = true;
                         }
                     }
@@ -76,6 +88,7 @@ __device__ __forceinline__ void lk_kbest_bmm(const V *const *av, const C *const 
         for (int q = 0; q < KB; ++q) {
             cv[q][o] = top[q];
             if (COUNTS) cc[q][o] = top[q] == -inf ? (C)0 : cnt[q];
+            if (PAIRED) cc[KB + q][o] = top[q] == -inf ? (C)0 : cnt2[q];
         }
     }
 }

@@ -137,7 +137,70 @@ class KBestAlgebra(Algebra):
         return tuple(out)
 
 
+class PairedKBestAlgebra(KBestAlgebra):
+    """k best values with two counts each: modulo 2^64 and modulo the prime ``modulus`` (parts: k
+    values, k int64 counts, k residues). A CRT count needs both passes once counts may pass 2^63
+    (:func:`lazykern.tn._crt.solve`'s ``pair``): one product gives both, the values and their
+    choices computed once. On a GPU the ``tn_kbest`` paired kernel (k <= ``PAIRED_KMAX``); on the host
+    the two rings' products side by side."""
+
+    paired = True
+
+    @classmethod
+    def prepare(cls, be: Backend, parts: tuple[Any, ...], position: int) -> tuple[Any, ...]:
+        wide = algebra(cls.k, True).prepare(be, parts, position)
+        residues = algebra(cls.k, True, cls.modulus).prepare(be, parts, position)[cls.k :]
+        return wide + residues
+
+    def _rings(self) -> tuple[KBestAlgebra, KBestAlgebra]:
+        wide = algebra(self.k, True)(self.semiring, self.be, self.grad)
+        narrow = algebra(self.k, True, self.modulus)(self.semiring, self.be, self.grad)
+        return wide, narrow
+
+    def _split(self, X: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        k = self.k
+        return X[: 2 * k], X[:k] + X[2 * k :]
+
+    def unit(self, like: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...]:
+        wide, narrow = self._rings()
+        a, b = self._split(like)
+        return wide.unit(a, shape) + narrow.unit(b, shape)[self.k :]
+
+    def bmm(self, A: tuple[Any, ...], B: tuple[Any, ...], argmax: bool) -> tuple[tuple[Any, ...], Any]:
+        if argmax:
+            raise ValueError("k-best contractions keep no argmax; a configuration comes from the tropical algebra")
+        k = self.k
+        if USE_KERNEL and not self.be.on_host and self.be.xp is not np and 2 <= k <= PAIRED_KMAX:
+            return _kbest_kernels.launch(self.be, A, B, k, True, self.modulus, paired=True), None
+        wide, narrow = self._rings()
+        (a1, a2), (b1, b2) = self._split(A), self._split(B)
+        out1, _ = wide.bmm(a1, b1, False)
+        out2, _ = narrow.bmm(a2, b2, False)
+        return out1 + out2[k:], None
+
+    def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
+        wide, narrow = self._rings()
+        (x1, x2), (y1, y2) = self._split(X), self._split(Y)
+        return wide.add(x1, y1) + narrow.add(x2, y2)[self.k :]
+
+
+PAIRED_KMAX = _kbest_kernels.PAIRED_KMAX
+PAIRED = True  # CountingMax(k <= PAIRED_KMAX) past int64: the int64 and first prime passes as one (False: in turn)
+
 _algebras: dict[tuple[int, bool, int], type[KBestAlgebra]] = {}
+_paired: dict[tuple[int, int], type[PairedKBestAlgebra]] = {}
+
+
+def paired_algebra(k: int, modulus: int) -> type[PairedKBestAlgebra]:
+    """The k-best algebra with counts modulo 2^64 and modulo the prime ``modulus`` together."""
+    key = (int(k), int(modulus))
+    found = _paired.get(key)
+    if found is None:
+        if k < 1 or not 1 < modulus < 1 << 31:
+            raise ValueError(f"paired k-best algebra needs k >= 1 and a prime below 2^31, got k={k}, modulus={modulus}")
+        attrs = {"k": int(k), "counts": True, "modulus": int(modulus), "nparts": 3 * int(k)}
+        found = _paired[key] = type(f"KBest{k}CountingPaired{modulus}", (PairedKBestAlgebra,), attrs)
+    return found
 
 
 def algebra(k: int, counts: bool = False, modulus: int = 0) -> type[KBestAlgebra]:
