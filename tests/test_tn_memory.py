@@ -114,3 +114,40 @@ def test_k18_with_a_tiny_limit_is_refused_within_seconds_and_a_sane_one_answers(
     assert nw.ground_state_energy(small, memory_limit=4) == -45  # sliced, but cheaply: answered
     plan = contraction_plan([t for t in sg.labels()], (), dict.fromkeys(range(18), 2), memory_limit=4)
     assert plan.nslices > 2**10  # planning alone is not refused: the plan can be inspected
+
+
+def test_prefetch_compiles_the_usual_kernels_side_by_side_and_leaves_failures_to_the_steps(monkeypatch):
+    """A device run starts its algebra's usual kernels compiling in threads (those not yet in this process),
+    so they compile side by side; a compile that fails there raises nowhere (the step that needs it does)."""
+    import threading
+    from types import SimpleNamespace
+
+    from lazykern.launch import _device
+    from lazykern.tn import _contract
+
+    started, release = [], threading.Event()
+
+    class Family:
+        def compiled(self):
+            return ["have"]
+
+        def get(self, name, arch):
+            started.append((name, arch))
+            release.wait(5)
+            if name == "bad":
+                raise RuntimeError("NVRTC refused it")
+
+    alg = SimpleNamespace(be=SimpleNamespace(xp=object()), kernels=lambda dtype: (Family(), ["have", "a", "b", "bad"]))
+    monkeypatch.setattr(_device, "resolve_or_current", lambda device: 0)
+    monkeypatch.setattr(_device, "arch", lambda device: "sm_90")
+    _contract.prefetch(alg, np.dtype("float32"))
+    deadline = time.monotonic() + 5
+    while len(started) < 3 and time.monotonic() < deadline:  # all three at once: none waits for another
+        time.sleep(0.01)
+    assert sorted(started) == [("a", "sm_90"), ("b", "sm_90"), ("bad", "sm_90")]
+    release.set()
+    _contract._pool().submit(lambda: None).result(5)
+    alg_host = SimpleNamespace(be=SimpleNamespace(xp=np), kernels=alg.kernels)
+    started.clear()
+    _contract.prefetch(alg_host, np.dtype("float32"))  # NumPy arrays: nothing to compile for
+    assert started == []
