@@ -16,10 +16,8 @@ gradients come from the same kernels.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable, Hashable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -29,7 +27,6 @@ from . import _reference_einsum, _strided
 from ._backend import Backend
 
 Label = Hashable
-log = logging.getLogger("lazykern")
 
 
 class Term(NamedTuple):
@@ -91,58 +88,6 @@ class Algebra:
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
         """Elementwise semiring sum (slices of a sliced contraction)."""
         return (self.be.fmax(X[0], Y[0], self.semiring == "minplus"),)
-
-    def kernels(self, dtype: np.dtype) -> tuple[Any, list[str]] | None:
-        """(family, names) of the kernels a sweep's steps usually run in this algebra (:func:`prefetch`):
-        the row kernels of the strided steps and the small and tall tiles of the products, the set a
-        32 x 32 lattice's energy compiled on the H100. None where there is no such set (autograd)."""
-        from ..tropical import api, family
-        from ..tropical.fragments import Spec
-
-        code = api.DTYPE_CODE.get(np.dtype(dtype))
-        if self.grad or code is None:
-            return None
-        rows = [Spec(self.semiring, code, False, tile=t).name for t in ("r", "r4")]
-        return family, rows + [f"bmm_{self.semiring}_{code}_{tile}" for tile in ("s", "nt_s", "tn_t", "t")]
-
-
-def prefetch(alg: Algebra, dtype: np.dtype) -> None:
-    """Compile (or load) ahead, in parallel threads, the kernels a sweep of ``alg`` usually runs on the
-    current device (:meth:`Algebra.kernels`), so that a process with an empty store compiles them side by
-    side while the contraction starts, not one by one as its steps first need them (a 32 x 32 energy:
-    six kernels, 1.5 s one after the other on the H100's host). NVRTC releases the GIL; a step that needs
-    a kernel still compiling waits for that compile (the family's lock per kernel). A kernel this plan
-    never runs costs a thread's CPU only; a failed compile is left for the step that needs it to raise."""
-    from ..launch import _device
-
-    found = alg.kernels(dtype)
-    if found is None or alg.be.xp is np:  # NumPy arrays on the device route (tests): no device to compile for
-        return
-    family, names = found
-    have = set(family.compiled())
-    arch = _device.arch(_device.resolve_or_current(None))
-    for name in names:
-        if name not in have:
-            _pool().submit(_fetch, family, name, arch)
-
-
-def _fetch(family: Any, name: str, arch: str) -> None:
-    try:
-        family.get(name, arch=arch)
-    except Exception as exc:  # the step that needs it compiles it again and raises there
-        log.debug("prefetch of %s for %s failed: %s", name, arch, exc)
-
-
-_PREFETCH: list[ThreadPoolExecutor] = []
-
-
-def _pool() -> ThreadPoolExecutor:
-    if not _PREFETCH:
-        _PREFETCH.append(ThreadPoolExecutor(max_workers=_PREFETCH_THREADS, thread_name_prefix="lazykern-prefetch"))
-    return _PREFETCH[0]
-
-
-_PREFETCH_THREADS = 8
 
 
 def map_parts(fn: Callable[..., Any], parts: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -502,20 +502,6 @@ class CountingAlgebra(Algebra):
             _launch_bits(self.be, X, Y, out, lay, self.semiring, self.moduli)
         return out
 
-    def kernels(self, dtype: np.dtype) -> tuple[Any, list[str]] | None:
-        """(family, names) a counting sweep usually runs (:func:`._contract.prefetch`): the product of any
-        shape and the bit-addressed steps of a sweep of three spins a step (those a 32 x 32 lattice's
-        passes compiled on the H100), at this algebra's count ring and residues."""
-        value = np.dtype(dtype)
-        if value not in (d for _, d in VALUE_DTYPES.values()):
-            return None
-        count = np.dtype("int32") if self.moduli else np.dtype("int64")
-        residues = max(len(self.moduli), 1)
-        names = [kernel_name(self.semiring, value, count)]
-        steps = ((3, 3), (2, 3), (4, 3))  # spins summed out, brought in
-        names += [kernel_name(self.semiring, value, count, f"bits{k}{n}", residues) for k, n in steps]
-        return family, names
-
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
         """Combine two slices: the better value, counts added where both reach it."""
         v = self.be.fmax(X[0], Y[0], self.semiring == "minplus")

@@ -207,17 +207,12 @@ def contract_network(
             "or pass tensors that do not require grad"
         )
     plan = net.plan(optimize, slices, memory_limit, max_time)
-    if spread is None and not net.be.on_host and len(plan.path) >= _PREFETCH_STEPS:
-        _contract.prefetch(net.alg, net.be.dtype(net.leaves[0].parts[0]))
     # Slices reuse the results no sliced label reaches, unless keeping them would not fit the device.
     cached = bool(plan.sliced) and net.fits(plan, 0, cached=True)
     with net.memory_guard(plan, 0, cached=cached):
         if spread is not None:
             return net.finish(_spread.contract(net, plan, spread, contract_slices))
         return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if cached else None))
-
-
-_PREFETCH_STEPS = 256  # a plan of fewer steps compiles few kernels: none are fetched ahead
 
 
 def build_network(
