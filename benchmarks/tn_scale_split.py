@@ -120,15 +120,6 @@ def step(self, *a, **k):
     return out
 E._Network._step = step
 
-prefetch_seconds = [0.0]
-_prefetch = _contract.prefetch
-def prefetch(*a, **k):
-    if spec.get("prefetch", True):
-        t = time.perf_counter()
-        _prefetch(*a, **k)
-        prefetch_seconds[0] += time.perf_counter() - t
-_contract.prefetch = prefetch
-
 passes = []
 def summary(wall, moduli):
     cp.cuda.Device().synchronize()
@@ -183,7 +174,6 @@ else:
     answer = [E0, str(count), round(math.log2(count), 2) if count else None]
 record["seconds"] = round(time.perf_counter() - t, 3)
 record["answer"] = answer
-record["prefetch_call_seconds"] = round(prefetch_seconds[0], 4)
 record["outside_passes_seconds"] = round(record["seconds"] - sum(p["seconds"] for p in passes), 3)
 record["compiles"] = compiles
 record["compile_seconds"] = round(sum(c[1] for c in compiles if c[2]), 3)
@@ -256,12 +246,6 @@ def main(argv: list[str] | None = None) -> int:
     work = [
         (f"energy {L}x{L} empty store", "energy", {"kind": "energy", "graph": ["square", L]}, args.row_seconds),
         (f"energy {L}x{L} plan stored", "energy", {"kind": "energy", "graph": ["square", L]}, args.row_seconds),
-        (
-            f"energy {L}x{L} plan stored, no prefetch",
-            "energy",
-            {"kind": "energy", "graph": ["square", L], "prefetch": False},
-            t,
-        ),
         (f"count {L}x{L}", "degeneracy", {"kind": "degeneracy", "graph": ["square", L]}, args.row_seconds),
         (f"count {L}x{L} kernels stored", "degeneracy", {"kind": "degeneracy", "graph": ["square", L]}, t),
         (f"chimera {'x'.join(map(str, ch))} energy", "chimera", {"kind": "energy", "graph": ["chimera", *ch]}, c),

@@ -501,11 +501,10 @@ def test_residues_per_pass_follow_the_predicted_peak():
 
     from lazykern.tn import _cost
 
-    def net(free, inplace=False):
+    def net(free):
         be = SimpleNamespace(budget_bytes=lambda: free, dtype=lambda x: x.dtype)
         leaf = SimpleNamespace(parts=(np.zeros(1, np.float32),))
-        peak = lambda plan, entry_bytes: 1000 * entry_bytes  # noqa: E731
-        return SimpleNamespace(be=be, leaves=[leaf], peak=peak, inplace=inplace)
+        return SimpleNamespace(be=be, leaves=[leaf], peak=lambda plan, entry_bytes: 1000 * entry_bytes)
 
     margin = _cost.POOL_MARGIN
     assert counting.residues_per_pass(net(None), None) == counting.RESIDUES_MAX
@@ -513,12 +512,6 @@ def test_residues_per_pass_follow_the_predicted_peak():
     assert counting.residues_per_pass(net(int(1000 * 20 * margin) + 1), None) == 4
     assert counting.residues_per_pass(net(int(1000 * 12 * margin) + 1), None) == 2  # the int64 pass's width
     assert counting.residues_per_pass(net(10), None) == 1
-    # Steps written over their operand allocate the model's arrays alone: the smaller margin lets two
-    # residues fit where the pool's margin leaves one (a 32 x 32 count on an 80 GB GPU).
-    room = int(1000 * 12 * _cost.INPLACE_MARGIN) + 1
-    assert room < 1000 * 12 * margin
-    assert counting.residues_per_pass(net(room), None) == 1
-    assert counting.residues_per_pass(net(room, inplace=True), None) == 2
 
 
 def test_two_residues_a_pass_on_the_device_route_past_int64():

@@ -60,16 +60,6 @@ PCIE_BYTES = 2.5e10
 # Bytes the pool holds beyond the model's arrays: the 32 x 32 row sweep peaked at 60.7 GB on the H100
 # where this model counts 51.5 GB (rounding, blocks freed while the next step's were in flight).
 POOL_MARGIN = 1.2
-# A counting run whose bit-addressed steps write over their operand allocates the model's arrays and no
-# more: the 32 x 32 count's pool peaked at 51 542 731 776 bytes in use where the model counts 51 539 692 544
-# (H100, 2026-11-27). Its margin covers the pool's rounding only, so a pass of two residues (72 GiB by the
-# model) fits an 80 GB device, where POOL_MARGIN would leave it one residue a pass.
-INPLACE_MARGIN = 1.05
-
-
-def margin(inplace: bool) -> float:
-    """The factor a run's predicted peak is multiplied by before it is compared with the free memory."""
-    return INPLACE_MARGIN if inplace else POOL_MARGIN
 
 
 def rates_for(on_host: bool, itemsize: int) -> Rates:

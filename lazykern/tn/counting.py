@@ -29,6 +29,7 @@ fragment per (semiring, value dtype, count dtype, residues, tile); NumPy operand
 
 from __future__ import annotations
 
+import gc
 import itertools
 import logging
 import math
@@ -301,10 +302,7 @@ def count_network(
         run,
         lambda: residues_per_pass(net, plan),
         lanes,
-        # The int64 pass (counts twice as wide as the values) is held to the pool's margin: on the H100 the
-        # 32 x 32 one ran out of memory with 77.3 GB in use, its predicted peak, where the in-place margin
-        # had let it start (2026-11-28).
-        lambda: _fits(net, plan, value + 8, _cost.POOL_MARGIN),
+        lambda: _fits(net, plan, value + 8),
     )
 
 
@@ -321,12 +319,13 @@ def residues_per_pass(net: Any, plan: Any) -> int:
     return max(fits, default=1)
 
 
-def _fits(net: Any, plan: Any, entry_bytes: int, margin: float | None = None) -> bool:
+def _fits(net: Any, plan: Any, entry_bytes: int) -> bool:
     """Whether a pass of ``plan`` with ``entry_bytes`` an entry fits the free device memory (the host: its
-    available RAM; yes where unknown), by ``margin`` (default: the run's own, :func:`._cost.margin`)."""
+    available RAM; yes where unknown). The pool's margin holds for in-place counting too: on the H100 a
+    32 x 32 pass of 12 bytes an entry (int64 counts, or two residues) ran out of memory with its predicted
+    peak, 77.3 GB, in use (2026-11-28)."""
     free = net.be.budget_bytes()
-    margin = _cost.margin(net.inplace) if margin is None else margin
-    return free is None or net.peak(plan, entry_bytes=entry_bytes) * margin <= free
+    return free is None or net.peak(plan, entry_bytes=entry_bytes) * _cost.POOL_MARGIN <= free
 
 
 def exact(
@@ -365,15 +364,17 @@ def exact(
         with be.on_device(device):
             try:
                 values, *counts = run(moduli) if device is None else run(moduli, device)
+                return _host(be, values), [_host(be, c) for c in counts]
             except DeviceMemoryError as exc:
                 if len(moduli) < 2:
                     raise
                 # Several residues a pass were chosen by the predicted peak; where the device disagrees,
                 # the same moduli in narrower passes give the same residues.
                 log.warning("counting: a pass of %d residues did not fit (%s); one residue a pass", len(moduli), exc)
-                parts = [on_host((p,), device) for p in moduli]
-                return parts[0][0], [c for _, (c,) in parts]
-            return _host(be, values), [_host(be, c) for c in counts]
+        # Out of the handler: the failed pass's arrays, held by its traceback, are freed before the next.
+        gc.collect()
+        parts = [on_host((p,), device) for p in moduli]
+        return parts[0][0], [c for _, (c,) in parts]
 
     pair = None
     if lanes is not None and len(lanes) >= 2:

@@ -961,14 +961,13 @@ class _Network:
             need = self.peak(plan, keep, cached, save)
             if argmax:  # its backtracking holds every kept argmax and checkpoint beside a segment
                 need = max(need, self.argmax_peak(plan, keep)(save))
-        margin = _cost.margin(self.inplace and not argmax)
-        if free is not None and need * margin > free - self.be.spare_bytes():
+        if free is not None and need * _cost.POOL_MARGIN > free - self.be.spare_bytes():
             # The pool's spare blocks count as free, but only as blocks of the sizes an earlier run freed:
             # a run that needs them cut to other sizes (a count after an energy on a 32 x 32 lattice) found
             # them split and held, and the device out of memory. Such a run starts from the device's memory.
             self.be.release_cached()
             free = self.be.budget_bytes() or 0
-            if need * margin > free:
+            if need * _cost.POOL_MARGIN > free:
                 raise DeviceMemoryError(_memory_message(plan, need, free, self.be.host_ram))
         check_slicing([t.labels for t in self.leaves], self.output, self.sizes, plan)
         try:
