@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="8 x 8 and chimera 2 x 2 x 4")
-    ap.add_argument("--rows", nargs="*", default=["energy", "degeneracy", "chimera"])
+    ap.add_argument("--rows", nargs="*", default=["energy", "degeneracy", "degeneracy-again", "chimera"])
     ap.add_argument("--module", default="cupy", help="numpy: a dry run of the bookkeeping on the host")
     ap.add_argument("--chimera-seconds", type=float, default=60.0)
     ap.add_argument("--row-seconds", type=float, default=120.0)
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         (f"energy {L}x{L} empty store", "energy", {"kind": "energy", "graph": ["square", L]}, args.row_seconds),
         (f"energy {L}x{L} plan stored", "energy", {"kind": "energy", "graph": ["square", L]}, args.row_seconds),
         (f"count {L}x{L}", "degeneracy", {"kind": "degeneracy", "graph": ["square", L]}, args.row_seconds),
-        (f"count {L}x{L} kernels stored", "degeneracy", {"kind": "degeneracy", "graph": ["square", L]}, t),
+        (f"count {L}x{L} kernels stored", "degeneracy-again", {"kind": "degeneracy", "graph": ["square", L]}, t),
         (f"chimera {'x'.join(map(str, ch))} energy", "chimera", {"kind": "energy", "graph": ["chimera", *ch]}, c),
     ]
     for name, group, spec, timeout in work:
