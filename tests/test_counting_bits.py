@@ -265,8 +265,8 @@ def test_bit_addressed_kernel_on_the_gpu(n, con, batch, right, moduli, semiring)
 @pytest.mark.parametrize("moduli", [(2147483647, 3), (2147483629,)])
 @pytest.mark.parametrize(("n", "con", "batch", "right"), [(9, 4, 1, 4), (8, 4, 0, 3), (7, 2, 1, 2)])
 def test_bit_addressed_kernel_sums_the_largest_residues_on_the_gpu(n, con, batch, right, moduli):
-    """Sixteen tied products of p - 1 by p - 1 a result: the kernel's raw 64-bit sum is folded as it grows
-    and reduced once, and every residue is exact."""
+    """Sixteen tied products of p - 1 by p - 1 a result, the largest sum of products a residue sees: every
+    residue is exact."""
     cupy = pytest.importorskip("cupy")
     _run(cupy, _backend.Backend("cupy", cupy), n, con, batch, right, "maxplus", moduli, True, _largest)
 

@@ -49,52 +49,6 @@ __device__ __forceinline__ C lk_count_add(C x, C y, unsigned long long mod) {
     }
 }
 
-// The row and bit-addressed kernels sum K products per result (K <= 16), and a residue's product
-// is cheap before it is reduced (one 32 x 32 -> 64 multiply) and dear after (Barrett: three more 64-bit
-// multiplies). So they keep the raw 64-bit sum of products and reduce it once per result (``lk_settle``);
-// the sum is folded below 2^63 as it grows (``lk_accumulate``: a multiple of p subtracted, the residue
-// unchanged), so with every product below 2^62 (p < 2^31) it never wraps. Other rings keep their own
-// arithmetic, one reduction per product as before.
-template <int RING, typename C> struct lk_acc_t { typedef C type; };
-template <typename C> struct lk_acc_t<2, C> { typedef unsigned long long type; };
-
-template <int RING, typename C>
-__device__ __forceinline__ typename lk_acc_t<RING, C>::type lk_term(C x, C y, unsigned long long mod,
-                                                                    unsigned long long mu) {
-    if constexpr (RING == 2) {
-        return (unsigned long long)(unsigned)x * (unsigned)y;  // below 2^62: both below p < 2^31
-    } else {
-        return lk_count_mul<RING>(x, y, mod, mu);
-    }
-}
-
-template <int RING, typename A>
-__device__ __forceinline__ A lk_accumulate(A s, A t, unsigned long long mod, unsigned long long fold) {
-    if constexpr (RING == 2) {
-        const unsigned long long u = s + t;  // s < 2^63 and t < 2^62: no wrap
-        return u >> 63 ? u - fold : u;       // fold: the largest multiple of p up to 2^63
-    } else {
-        return lk_count_add<RING>(s, t, mod);
-    }
-}
-
-template <int RING, typename C, typename A>
-__device__ __forceinline__ C lk_settle(A s, unsigned long long mod, unsigned long long mu) {
-    if constexpr (RING == 2) {
-        // Barrett for any s < 2^64 with mu = floor((2^64 - 1) / p): the quotient estimate is at most two
-        // short, so the remainder is below 3p and two conditional subtractions leave the residue.
-        unsigned long long r = s - __umul64hi(s, mu) * mod;
-        r = r >= mod ? r - mod : r;
-        return (C)(r >= mod ? r - mod : r);
-    } else {
-        return s;
-    }
-}
-
-__device__ __forceinline__ unsigned long long lk_fold(unsigned long long mod) {
-    return mod > 1 ? (0x8000000000000000ULL / mod) * mod : 0;
-}
-
 template <typename V, typename C, bool MAX, int RING>
 __device__ __forceinline__ void lk_count_bmm(const V *__restrict__ av, const C *__restrict__ ac,
                                              const V *__restrict__ bv, const C *__restrict__ bc,
@@ -143,20 +97,15 @@ __device__ __forceinline__ void lk_count_rows(const V *__restrict__ av, const C 
                                               const unsigned long long (&mod)[4]) {
     const V inf = (V)__longlong_as_double(0x7ff0000000000000LL);
     const V zero = MAX ? -inf : inf;
-    typedef typename lk_acc_t<RING, C>::type A;
-    unsigned long long mu[R], fold[R];
+    unsigned long long mu[R];
 #pragma unroll
-    for (int q = 0; q < R; ++q) {
-        mu[q] = RING == 2 ? lk_barrett(mod[q]) : 0;
-        fold[q] = RING == 2 ? lk_fold(mod[q]) : 0;
-    }
+    for (int q = 0; q < R; ++q) mu[q] = RING == 2 ? lk_barrett(mod[q]) : 0;
     for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r < rows;
          r += (long long)gridDim.x * blockDim.x) {
         const long long b = r / M, i = r - b * M;
         const long long a0 = b * sa + i * ars, b0 = b * sb;
         V a[KMAX], acc[KMAX];
-        C ca[R][KMAX];
-        A cnt[R][KMAX];
+        C ca[R][KMAX], cnt[R][KMAX];
 #pragma unroll
         for (int k = 0; k < KMAX; ++k) {
             if (k < K) {
@@ -182,12 +131,12 @@ __device__ __forceinline__ void lk_count_rows(const V *__restrict__ av, const C 
                 if (MAX ? p > acc[j] : p < acc[j]) {
                     acc[j] = p;
 #pragma unroll
-                    for (int q = 0; q < R; ++q) cnt[q][j] = lk_term<RING>(ca[q][k], bc[q][e], mod[q], mu[q]);
+                    for (int q = 0; q < R; ++q) cnt[q][j] = lk_count_mul<RING>(ca[q][k], bc[q][e], mod[q], mu[q]);
                 } else if (p == acc[j]) {
 #pragma unroll
                     for (int q = 0; q < R; ++q)
-                        cnt[q][j] = lk_accumulate<RING>(cnt[q][j], lk_term<RING>(ca[q][k], bc[q][e], mod[q], mu[q]),
-                                                        mod[q], fold[q]);
+                        cnt[q][j] = lk_count_add<RING>(cnt[q][j], lk_count_mul<RING>(ca[q][k], bc[q][e], mod[q], mu[q]),
+                                                       mod[q]);
                 }
             }
         }
@@ -197,7 +146,7 @@ __device__ __forceinline__ void lk_count_rows(const V *__restrict__ av, const C 
             if (j >= N) break;
             cv[o + j] = acc[j];
 #pragma unroll
-            for (int q = 0; q < R; ++q) cc[q][o + j] = lk_settle<RING, C>(cnt[q][j], mod[q], mu[q]);
+            for (int q = 0; q < R; ++q) cc[q][o + j] = cnt[q][j];
         }
     }
 }
@@ -236,15 +185,11 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
                                               unsigned long long batch_out, unsigned long long rightpos,
                                               const unsigned long long (&mod)[4]) {
     constexpr int K = 1 << KB, N = 1 << NB;
-    typedef typename lk_acc_t<RING, C>::type A;
     const V inf = (V)__longlong_as_double(0x7ff0000000000000LL);
     const V zero = MAX ? -inf : inf;
-    unsigned long long mu[R], fold[R];
+    unsigned long long mu[R];
 #pragma unroll
-    for (int q = 0; q < R; ++q) {
-        mu[q] = RING == 2 ? lk_barrett(mod[q]) : 0;
-        fold[q] = RING == 2 ? lk_fold(mod[q]) : 0;
-    }
+    for (int q = 0; q < R; ++q) mu[q] = RING == 2 ? lk_barrett(mod[q]) : 0;
     long long joff[N];
 #pragma unroll
     for (int j = 0; j < N; ++j) joff[j] = lk_bits_at(j, NB, rightpos);
@@ -256,7 +201,7 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
         for (int b = 0; b < B; ++b) {
             const long long a0 = in0 | lk_bits_at(b, nb, batch_in), c0 = out0 | lk_bits_at(b, nb, batch_out);
             V acc[N];
-            A cnt[R][N];
+            C cnt[R][N];
 #pragma unroll
             for (int j = 0; j < N; ++j) {
                 acc[j] = zero;
@@ -280,12 +225,12 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
                     if (MAX ? p > acc[j] : p < acc[j]) {
                         acc[j] = p;
 #pragma unroll
-                        for (int q = 0; q < R; ++q) cnt[q][j] = lk_term<RING>(ca[q], yc[q][e], mod[q], mu[q]);
+                        for (int q = 0; q < R; ++q) cnt[q][j] = lk_count_mul<RING>(ca[q], yc[q][e], mod[q], mu[q]);
                     } else if (p == acc[j]) {
 #pragma unroll
                         for (int q = 0; q < R; ++q)
-                            cnt[q][j] = lk_accumulate<RING>(cnt[q][j], lk_term<RING>(ca[q], yc[q][e], mod[q], mu[q]),
-                                                            mod[q], fold[q]);
+                            cnt[q][j] = lk_count_add<RING>(cnt[q][j], lk_count_mul<RING>(ca[q], yc[q][e], mod[q], mu[q]),
+                                                           mod[q]);
                     }
                 }
             }
@@ -293,7 +238,7 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
             for (int j = 0; j < N; ++j) {
                 cv[c0 + joff[j]] = acc[j];
 #pragma unroll
-                for (int q = 0; q < R; ++q) cc[q][c0 + joff[j]] = lk_settle<RING, C>(cnt[q][j], mod[q], mu[q]);
+                for (int q = 0; q < R; ++q) cc[q][c0 + joff[j]] = cnt[q][j];
             }
         }
     }
