@@ -321,9 +321,9 @@ def residues_per_pass(net: Any, plan: Any) -> int:
 
 def _fits(net: Any, plan: Any, entry_bytes: int) -> bool:
     """Whether a pass of ``plan`` with ``entry_bytes`` an entry fits the free device memory (the host: its
-    available RAM; yes where unknown). The pool's margin holds for in-place counting too: on the H100 a
-    32 x 32 pass of 12 bytes an entry (int64 counts, or two residues) ran out of memory with its predicted
-    peak, 77.3 GB, in use (2026-11-28)."""
+    available RAM; yes where unknown). The pool's margin holds for in-place counting too: on the H100 the
+    32 x 32 passes of 12 bytes an entry ran out of memory under a 1.05 margin (int64 counts with 77.3 GB,
+    their predicted peak, in use; two residues as well), 2026-11-28."""
     free = net.be.budget_bytes()
     return free is None or net.peak(plan, entry_bytes=entry_bytes) * _cost.POOL_MARGIN <= free
 
