@@ -4,6 +4,7 @@ sweep, written over in place; the plans and passes that follow from holding one 
 from __future__ import annotations
 
 import itertools
+import math
 from unittest import mock
 
 import numpy as np
@@ -67,10 +68,19 @@ def _want(X, Y, x_labels, y_labels, out, semiring, moduli):
 CASES = [(7, 1, 1, 1), (7, 2, 1, 2), (8, 3, 2, 3), (6, 1, 0, 2), (7, 2, 2, 0), (6, 0, 1, 1), (9, 4, 1, 4), (8, 4, 0, 3)]
 
 
-def _run(xp, be, n, con, batch, right, semiring, moduli, owned):
+def _largest(rng, x_labels, y_labels, moduli):
+    """Every value 0 (every term a tie) and every count p - 1: each result sums K of the largest products."""
+    xv, yv = np.zeros((2,) * len(x_labels), np.float32), np.zeros((2,) * len(y_labels), np.float32)
+    return (xv, *[np.full(xv.shape, p - 1, np.int32) for p in moduli]), (
+        yv,
+        *[np.full(yv.shape, p - 1, np.int32) for p in moduli],
+    )
+
+
+def _run(xp, be, n, con, batch, right, semiring, moduli, owned, operands=_operands):
     rng = np.random.default_rng(n * 100 + con * 10 + batch + right)
     x_labels, y_labels, keep = _case(rng, n, con, batch, right)
-    X, Y = _operands(rng, x_labels, y_labels, moduli)
+    X, Y = operands(rng, x_labels, y_labels, moduli)
     alg = counting.algebra(*moduli)(semiring, be, False)
     alg.rank = {lab: i for i, lab in enumerate(sorted(set(x_labels) | set(y_labels)))}
     dX = tuple(xp.array(x, copy=True) for x in X)  # X itself stays for the enumeration
@@ -150,6 +160,62 @@ def test_primes_alone_rebuild_a_count():
         _crt.solve(run, bound=2**40, wide=False)
 
 
+def test_a_settled_looking_reconstruction_gets_a_pass_of_one_prime():
+    """Two residues a pass until the counts look settled (far below the moduli's product), then one prime
+    to confirm them: the 32 x 32 count (2^114.7) is two passes of two primes and one of one."""
+    primes = list(itertools.islice(_crt.primes(), 8))
+    count = 3**72 + 5  # about 2^114
+    passes = []
+
+    def run(moduli):
+        passes.append(moduli)
+        return np.zeros(()), [np.array(count % p) for p in moduli]
+
+    _, got = _crt.solve(run, bound=2**1024, residues=2, wide=False)
+    assert int(got) == count and passes == [tuple(primes[:2]), tuple(primes[2:4]), (primes[4],)]
+
+
+def test_a_wrong_guess_of_settled_counts_costs_a_pass_never_the_count():
+    """A count that is small modulo the product of the first four primes (about 2^111 against 2^124) looks
+    settled; the pass of one prime shows it is not, the search goes on, and the count is exact."""
+    primes = list(itertools.islice(_crt.primes(), 8))
+    count = math.prod(primes[:4]) * 5 + 3**70 + 11
+    passes = []
+
+    def run(moduli):
+        passes.append(moduli)
+        return np.zeros(()), [np.array(count % p) for p in moduli]
+
+    _, got = _crt.solve(run, bound=2**1024, residues=2, wide=False)
+    assert int(got) == count and passes[:3] == [tuple(primes[:2]), tuple(primes[2:4]), (primes[4],)]
+    assert len(passes) == 4
+
+
+def test_a_pass_of_several_residues_that_does_not_fit_is_run_one_residue_at_a_time():
+    """The device refusing a pass of two residues (its peak was predicted to fit) costs narrower passes
+    of the same primes, not the answer."""
+    from lazykern.errors import DeviceMemoryError
+    from lazykern.tn._backend import Backend
+
+    count = 3**50 + 1  # past 2^63: residues modulo primes
+    passes = []
+
+    def run(moduli):
+        passes.append(moduli)
+        if len(moduli) > 1:
+            raise DeviceMemoryError(f"a pass of {len(moduli)} residues does not fit")
+        return (np.zeros(()), *[np.array(count % p) for p in moduli])
+
+    labels = [(i,) for i in range(80)]
+    ops = [np.zeros(2, np.float32) for _ in labels]
+    sizes = dict.fromkeys(range(80), 2)
+    be = Backend("numpy", np)
+    values, got = counting.exact(be, labels, (), ops, sizes, run, residues=lambda: 2, wide=lambda: False)
+    primes = list(itertools.islice(_crt.primes(), 4))
+    assert int(got) == count
+    assert passes[:3] == [tuple(primes[:2]), (primes[0],), (primes[1],)]
+
+
 def test_a_count_past_int64_plans_for_one_residue_when_int64_would_slice():
     """As on an 80 GB GPU with a 32 x 32 lattice: the int64 pass's peak needs a slice, one residue a
     pass does not. The plan is then unsliced, the passes are primes alone, and the count exact."""
@@ -193,6 +259,16 @@ def test_bit_addressed_kernel_on_the_gpu(n, con, batch, right, moduli, semiring)
     cupy = pytest.importorskip("cupy")
     for owned in (True, False):
         _run(cupy, _backend.Backend("cupy", cupy), n, con, batch, right, semiring, moduli, owned)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("moduli", [(2147483647, 3), (2147483629,)])
+@pytest.mark.parametrize(("n", "con", "batch", "right"), [(9, 4, 1, 4), (8, 4, 0, 3), (7, 2, 1, 2)])
+def test_bit_addressed_kernel_sums_the_largest_residues_on_the_gpu(n, con, batch, right, moduli):
+    """Sixteen tied products of p - 1 by p - 1 a result, the largest sum of products a residue sees: every
+    residue is exact."""
+    cupy = pytest.importorskip("cupy")
+    _run(cupy, _backend.Backend("cupy", cupy), n, con, batch, right, "maxplus", moduli, True, _largest)
 
 
 def test_fit_in_place_is_never_worse_than_the_four_array_start():

@@ -80,6 +80,22 @@ def symmetric(x: Any, M: int) -> Any:
     return np.where(x > M // 2, x - M, x) if isinstance(x, np.ndarray) else (x - M if x > M // 2 else x)
 
 
+# A reconstruction of counts that are still far from settled is a residue spread over (-M/2, M/2]: one
+# with every |entry| below M / 2^_SETTLED_BITS is that by chance once in 2^(_SETTLED_BITS - 1) passes.
+_SETTLED_BITS = 6
+
+
+def _width(previous: Any, M: int, residues: int) -> int:
+    """Primes the next pass carries: one where the reconstruction (from a prime at least) looks settled
+    (every |count| well below the moduli's product: most likely the counts themselves, so one more prime is
+    all the stopping rule still needs), else ``residues``. A guess for speed only: a pass that does not
+    settle them is followed by more, and only :func:`solve`'s rules stop the search."""
+    if residues <= 1 or previous is None:
+        return max(residues, 1)
+    largest = int(max((abs(x) for x in np.asarray(previous, dtype=object).ravel()), default=0))
+    return 1 if largest.bit_length() + _SETTLED_BITS <= M.bit_length() - 1 else residues
+
+
 # Two passes that run at once: the int64 pass and the first prime pass, both always needed once
 # counts may pass 2^63 (``pair``, see :func:`solve`).
 PairedPasses = Callable[[tuple[int, ...], tuple[int, ...]], tuple[tuple[Any, Sequence[Any]], tuple[Any, Sequence[Any]]]]
@@ -90,7 +106,8 @@ def solve(
     run: Pass, bound: int, residues: int = 1, pair: PairedPasses | None = None, wide: bool = True
 ) -> tuple[Any, Any]:
     """(values, exact counts) from passes ``run(moduli)``; ``bound``: no |count| exceeds it;
-    ``residues``: primes per pass after the first (int64) one; ``wide``: whether that int64 pass runs
+    ``residues``: primes per pass after the first (int64) one (one once the counts look settled:
+    :func:`_width`); ``wide``: whether that int64 pass runs
     (False: primes alone, where a pass of int64 counts would not fit the device, so ``bound`` must need
     more than int64). The reconstruction grows one prime at a time, so a pass of several primes can
     stop the search at any of them.
@@ -112,6 +129,7 @@ def solve(
     previous: Any = None  # no reconstruction yet: the first prime alone never stops the search
     x: Any = 0
     M = 1
+    primed = False  # a prime is in M: counts modulo 2^64 alone are often 0 (a count of 2^70 ground states)
     if wide:
         if pair is not None and bound >= _INT64_SAFE:
             first = tuple(itertools.islice(left, max(min(residues, PAIRED_RESIDUES), 1)))
@@ -130,7 +148,7 @@ def solve(
             moduli, (more, counts_mod) = ahead
             ahead = None
         else:
-            moduli = tuple(itertools.islice(left, max(residues, 1)))
+            moduli = tuple(itertools.islice(left, _width(previous, M, residues) if primed else max(residues, 1)))
             if not moduli:
                 break
             more, counts_mod = run(moduli)
@@ -145,6 +163,7 @@ def solve(
             )
         for p, r in zip(moduli, counts_mod, strict=True):
             x, M = combine(x, M, np.asarray(r).astype(np.int64).astype(object), p), M * p
+            primed = True
             now = symmetric(x, M)
             if M > 2 * bound or (previous is not None and bool(np.all(now == previous))):
                 return values, now
