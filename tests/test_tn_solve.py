@@ -404,3 +404,28 @@ def test_a_problem_of_no_variables_has_one_empty_configuration():
     assert everything.shape == (1, 0)
     [(size, configs)] = solve(p, Q.ConfigsMax(k=2))
     assert size == 0 and configs.shape == (1, 0)
+
+
+def test_a_repeated_solve_plans_its_order_once(monkeypatch):
+    """The second solve of one problem structure (another problem object, another property) takes
+    the order the first found in this process: no planning, the same answer."""
+    from lazykern.tn import problems as P
+    from lazykern.tn import solver
+    from lazykern.tn._contract import Algebra
+
+    graph = nx.random_regular_graph(3, 14, seed=4)
+    first = solve(P.IndependentSet(graph), Q.SizeMax(), optimize="greedy")
+    orders = []  # the tropical network of zeros that ctx.order plans (the passes plan other algebras)
+    real = solver.build_network
+
+    def counted(*args, **kwargs):
+        orders.extend([1] if args[4] is Algebra else [])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(solver, "build_network", counted)
+    assert solve(P.IndependentSet(graph), Q.SizeMax(), optimize="greedy") == first
+    assert solve(P.IndependentSet(graph), Q.CountingMax(2), optimize="greedy")[0][0] == first[0]
+    assert orders == []
+    monkeypatch.setattr(solver, "_orders", {})
+    assert solve(P.IndependentSet(graph), Q.SizeMax(), optimize="greedy") == first
+    assert orders == [1]  # forgotten: planned again

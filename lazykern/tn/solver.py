@@ -147,9 +147,16 @@ class _Context:
         if not isinstance(self.optimize, str):
             return self.optimize
         if tab.order is None:
-            zeros = [self.put(np.zeros(m.shape, np.float32)) for m in tab.mask]
-            net = build_network(tab.labels, (), zeros, "maxplus", Algebra)
-            tab.order = [tuple(p) for p in net.plan(self.optimize, (), self.memory_limit, self.max_time).path]
+            key = (self.xp.__name__, self.optimize, self.memory_limit, self.max_time, tuple(map(tuple, tab.labels)),
+                   tuple(m.shape for m in tab.mask))  # fmt: skip
+            tab.order = _orders.get(key)
+            if tab.order is None:
+                zeros = [self.put(np.zeros(m.shape, np.float32)) for m in tab.mask]
+                net = build_network(tab.labels, (), zeros, "maxplus", Algebra)
+                tab.order = [tuple(p) for p in net.plan(self.optimize, (), self.memory_limit, self.max_time).path]
+                if len(_orders) >= _ORDERS_KEPT:
+                    _orders.pop(next(iter(_orders)))  # the oldest
+                _orders[key] = tab.order
         return list(tab.order)
 
     def contract(
@@ -181,6 +188,14 @@ class _Context:
         """The plan of a network contracted several times (residue passes, restricted counts)."""
         net = build_network(labels, output, operands, semiring, algebra)
         return net.plan(self.order(tab), (), self.memory_limit, self.max_time)
+
+
+# The order of each network structure this process solved (by array module and planning options): a
+# repeated solve skips the greedy order, the store's key and load, and the replay of the stored path
+# (20-100 ms a call at 100-200 vertices, as long as the contraction itself on a GPU). A path fits any
+# memory: each contraction slices it to its own entry size and the free memory of its call.
+_orders: dict[tuple[Any, ...], list[tuple[int, ...]]] = {}
+_ORDERS_KEPT = 32
 
 
 def _default_optimize() -> str:
