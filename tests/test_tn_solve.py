@@ -429,3 +429,25 @@ def test_a_repeated_solve_plans_its_order_once(monkeypatch):
     monkeypatch.setattr(solver, "_orders", {})
     assert solve(P.IndependentSet(graph), Q.SizeMax(), optimize="greedy") == first
     assert orders == [1]  # forgotten: planned again
+
+
+def test_put_all_copies_each_dtype_once_into_aligned_views():
+    """A device module gets one transfer per dtype; every array comes back as a view of it with its
+    own entries and shape, starting on a 256-byte boundary."""
+    import types
+
+    from lazykern.tn import solver
+
+    copies = []
+    fake = types.SimpleNamespace(__name__="fakecupy", asarray=lambda x: copies.append(x.dtype) or np.array(x))
+    ctx = solver._Context(fake, "greedy", None, None, None)
+    rng = np.random.default_rng(2)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in [(2, 2), (), (3,), (0,), (2, 2, 2)]]
+    arrays.insert(2, np.arange(5, dtype=np.int64))
+    got = ctx.put_all(arrays)
+    assert sorted(map(str, copies)) == ["float32", "int64"]
+    bases = {id(g.base) for g in got if g.dtype == np.float32}
+    assert len(bases) == 1
+    for a, g in zip(arrays, got):
+        assert g.shape == a.shape and g.dtype == a.dtype and np.array_equal(g, a)
+        assert (g.__array_interface__["data"][0] - g.base.__array_interface__["data"][0]) % 256 == 0
