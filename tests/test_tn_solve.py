@@ -451,3 +451,28 @@ def test_put_all_copies_each_dtype_once_into_aligned_views():
     for a, g in zip(arrays, got):
         assert g.shape == a.shape and g.dtype == a.dtype and np.array_equal(g, a)
         assert (g.__array_interface__["data"][0] - g.base.__array_interface__["data"][0]) % 256 == 0
+
+
+def test_counting_max_builds_one_network_per_pass(monkeypatch):
+    """CountingMax(k > 1): each pass builds its network once (its plan made as it is built), not a
+    network to plan and another to contract."""
+    import importlib
+
+    from lazykern.tn import problems as P
+    from lazykern.tn import solver
+
+    E = importlib.import_module("lazykern.tn.einsum")
+    graph = nx.random_regular_graph(3, 12, seed=6)
+    solve(P.IndependentSet(graph), Q.SizeMax(), optimize="greedy")  # the order, planned once
+    builds, passes = [], []
+    real_build, real_contract = E._Network.build.__func__, E.contract_network
+
+    def build(cls, *args, **kwargs):
+        builds.append(1)
+        return real_build(cls, *args, **kwargs)
+
+    monkeypatch.setattr(E._Network, "build", classmethod(build))
+    monkeypatch.setattr(solver, "contract_network", lambda *a, **k: passes.append(1) or real_contract(*a, **k))
+    got = solve(P.IndependentSet(graph), Q.CountingMax(2), optimize="greedy")
+    assert got == brute_answers(independent_set(12, list(graph.edges())), k=2)["cmax"]
+    assert passes and len(builds) == len(passes)

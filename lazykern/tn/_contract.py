@@ -164,7 +164,7 @@ def merges(shape: tuple[int, ...], strides: tuple[int, ...], lengths: Sequence[i
 
 
 def _shape(be: Backend, term: Term) -> tuple[int, ...]:
-    return tuple(int(n) for n in term.parts[0].shape)
+    return tuple(term.parts[0].shape)  # ints already (NumPy, CuPy, torch.Size): read several times a step
 
 
 def contract(
