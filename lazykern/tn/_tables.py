@@ -126,11 +126,13 @@ def _sliced(table: Any, fixed: Mapping[int, int], flavors: int, what: str) -> tu
         raise ValueError(
             f"{what} table over variables {labels} has shape {values.shape}; expected {(flavors,) * len(labels)}"
         )
-    index = tuple(fixed.get(v, slice(None)) for v in labels)
-    values = values[index] if labels else values
-    labels = tuple(v for v in labels if v not in fixed)
+    if fixed and any(v in fixed for v in labels):
+        values = values[tuple(fixed.get(v, slice(None)) for v in labels)]
+        labels = tuple(v for v in labels if v not in fixed)
+    if all(a < b for a, b in zip(labels, labels[1:])):  # sorted already (most tables): as they are
+        return labels, values
     order = sorted(range(len(labels)), key=lambda i: labels[i])
-    return tuple(labels[i] for i in order), np.transpose(values, order) if labels else values
+    return tuple(labels[i] for i in order), np.transpose(values, order)
 
 
 def _sizes(values: np.ndarray, integer: bool) -> np.ndarray:
