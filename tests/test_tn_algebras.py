@@ -225,3 +225,16 @@ def test_kbest_kernels_are_lazy_and_compile_for_sm90(cache):
     assert sorted(fam.compiled()) == sorted(names)
     assert _kbest_kernels.kernel_name(2, np.dtype("float64"), True, 7) == "kbest2_f64_m"
     assert _kbest_kernels.kernel_name(2, np.dtype("float32"), True, 7, paired=True) == "kbest2_f32_p"
+
+
+def test_kbest_operands_share_their_padding():
+    """Every operand of one shape and dtype gets the same -inf / 0 padding array (filled once), with the
+    right entries; other shapes, dtypes and values get their own."""
+    alg = kbest.algebra(3, True)
+    v = np.zeros((2, 2), np.float32)
+    c = np.ones((2, 2), np.int64)
+    first, second = alg.prepare(HOST, (v, c), 0), alg.prepare(HOST, (v + 1, c), 1)
+    assert first[1] is first[2] is second[1] and np.all(first[1] == -np.inf) and first[1].dtype == np.float32
+    assert first[4] is second[5] and np.all(first[4] == 0) and first[4].dtype == np.int64
+    other = alg.prepare(HOST, (np.zeros((2,), np.float32), np.ones((2,), np.int64)), 2)
+    assert other[1] is not first[1] and other[1].shape == (2,)

@@ -661,3 +661,36 @@ def test_edge_weights_by_name():
         P.MaxCut((3, [(0, 1)]), weights={(0, 1): 1, (1, 0): 2})
     with pytest.raises(ValueError, match="integer"):
         P.Coloring(PETERSEN, 2.0)
+
+
+def test_folding_keeps_every_table_and_its_total():
+    """_tables._fold merges groups into the groups that hold their variables: whatever is left
+    unset (no mask, no sizes), the folded tables allow and score every assignment exactly as the
+    groups did, and every group's variables lie in one folded table."""
+    import itertools
+
+    from lazykern.tn import _tables
+
+    rng = np.random.default_rng(8)
+    n, flavors = 5, 2
+    for integer in (True, False):
+        for _ in range(20):
+            groups = {}
+            for size in rng.integers(1, 4, 6):
+                labels = tuple(sorted(rng.choice(n, size, replace=False).tolist()))
+                shape = (flavors,) * len(labels)
+                mask = rng.random(shape) < 0.8 if rng.random() < 0.6 else None
+                values = rng.integers(-3, 4, shape)
+                sizes = (values.astype(object) if integer else values * 0.5) if rng.random() < 0.6 else None
+                groups[labels] = [mask, sizes]
+            folded = _tables._fold({k: list(v) for k, v in groups.items()}, flavors, integer)
+            assert all(any(set(g) <= set(f) for f in folded) for g in groups)
+            for f, (m, s) in folded.items():
+                assert m.dtype == bool and m.shape == s.shape == (flavors,) * len(f)
+                assert s.dtype == (object if integer else np.float64)
+            for config in itertools.product(range(flavors), repeat=n):
+                want_ok = all(m is None or m[tuple(config[v] for v in g)] for g, (m, _) in groups.items())
+                want = sum(s[tuple(config[v] for v in g)] for g, (_, s) in groups.items() if s is not None)
+                got_ok = all(m[tuple(config[v] for v in f)] for f, (m, _) in folded.items())
+                got = sum(s[tuple(config[v] for v in f)] for f, (_, s) in folded.items())
+                assert got_ok == want_ok and got == want

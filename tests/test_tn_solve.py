@@ -404,3 +404,75 @@ def test_a_problem_of_no_variables_has_one_empty_configuration():
     assert everything.shape == (1, 0)
     [(size, configs)] = solve(p, Q.ConfigsMax(k=2))
     assert size == 0 and configs.shape == (1, 0)
+
+
+def test_a_repeated_solve_plans_its_order_once(monkeypatch):
+    """The second solve of one problem structure (another problem object, another property) takes
+    the order the first found in this process: no planning, the same answer."""
+    from lazykern.tn import problems as P
+    from lazykern.tn import solver
+    from lazykern.tn._contract import Algebra
+
+    graph = nx.random_regular_graph(3, 14, seed=4)
+    first = solve(P.IndependentSet(graph), Q.SizeMax(), optimize="greedy")
+    orders = []  # the tropical network of zeros that ctx.order plans (the passes plan other algebras)
+    real = solver.build_network
+
+    def counted(*args, **kwargs):
+        orders.extend([1] if args[4] is Algebra else [])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(solver, "build_network", counted)
+    assert solve(P.IndependentSet(graph), Q.SizeMax(), optimize="greedy") == first
+    assert solve(P.IndependentSet(graph), Q.CountingMax(2), optimize="greedy")[0][0] == first[0]
+    assert orders == []
+    monkeypatch.setattr(solver, "_orders", {})
+    assert solve(P.IndependentSet(graph), Q.SizeMax(), optimize="greedy") == first
+    assert orders == [1]  # forgotten: planned again
+
+
+def test_put_all_copies_each_dtype_once_into_aligned_views():
+    """A device module gets one transfer per dtype; every array comes back as a view of it with its
+    own entries and shape, starting on a 256-byte boundary."""
+    import types
+
+    from lazykern.tn import solver
+
+    copies = []
+    fake = types.SimpleNamespace(__name__="fakecupy", asarray=lambda x: copies.append(x.dtype) or np.array(x))
+    ctx = solver._Context(fake, "greedy", None, None, None)
+    rng = np.random.default_rng(2)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in [(2, 2), (), (3,), (0,), (2, 2, 2)]]
+    arrays.insert(2, np.arange(5, dtype=np.int64))
+    got = ctx.put_all(arrays)
+    assert sorted(map(str, copies)) == ["float32", "int64"]
+    bases = {id(g.base) for g in got if g.dtype == np.float32}
+    assert len(bases) == 1
+    for a, g in zip(arrays, got):
+        assert g.shape == a.shape and g.dtype == a.dtype and np.array_equal(g, a)
+        assert (g.__array_interface__["data"][0] - g.base.__array_interface__["data"][0]) % 256 == 0
+
+
+def test_counting_max_builds_one_network_per_pass(monkeypatch):
+    """CountingMax(k > 1): each pass builds its network once (its plan made as it is built), not a
+    network to plan and another to contract."""
+    import importlib
+
+    from lazykern.tn import problems as P
+    from lazykern.tn import solver
+
+    E = importlib.import_module("lazykern.tn.einsum")
+    graph = nx.random_regular_graph(3, 12, seed=6)
+    solve(P.IndependentSet(graph), Q.SizeMax(), optimize="greedy")  # the order, planned once
+    builds, passes = [], []
+    real_build, real_contract = E._Network.build.__func__, E.contract_network
+
+    def build(cls, *args, **kwargs):
+        builds.append(1)
+        return real_build(cls, *args, **kwargs)
+
+    monkeypatch.setattr(E._Network, "build", classmethod(build))
+    monkeypatch.setattr(solver, "contract_network", lambda *a, **k: passes.append(1) or real_contract(*a, **k))
+    got = solve(P.IndependentSet(graph), Q.CountingMax(2), optimize="greedy")
+    assert got == brute_answers(independent_set(12, list(graph.edges())), k=2)["cmax"]
+    assert passes and len(builds) == len(passes)

@@ -399,3 +399,20 @@ def test_the_one_chunk_product_without_argmax_gives_the_chunked_walks_values(sem
         A[2, 0, 0], B[0, 0, 1] = np.iinfo(dtype).max, np.iinfo(dtype).min  # the products saturate
     values, _ = _reference_einsum.bmm(A, B, semiring, argmax=True)  # the accumulating walk
     np.testing.assert_array_equal(_reference_einsum.bmm(A, B, semiring), values)
+
+
+def test_an_explicit_path_is_costed_once(monkeypatch):
+    """contraction_plan keeps the plan of an explicit path: the same call gives the same plan without
+    walking the path again; another memory limit or path is planned afresh, and equals a fresh plan."""
+    module = sys.modules["lazykern.tn.einsum"]  # the package exports the function under that name
+    sizes = dict(a=2, b=3, c=4, d=5)
+    inputs, path = ["ab", "bc", "cd"], [(1, 2), (0, 1)]
+    first = module.contraction_plan(inputs, "", sizes, optimize=path)
+    walks = []
+    real = module._costs
+    monkeypatch.setattr(module, "_costs", lambda *a: walks.append(1) or real(*a))
+    assert module.contraction_plan(inputs, "", sizes, optimize=list(path)) is first and walks == []
+    sliced = module.contraction_plan(inputs, "", sizes, optimize=path, memory_limit=2)
+    assert walks and sliced.sliced and sliced is not first
+    monkeypatch.setattr(module, "_plans_kept", {})
+    assert module.contraction_plan(inputs, "", sizes, optimize=path) == first

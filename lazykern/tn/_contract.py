@@ -109,17 +109,41 @@ def _arrange(be: Backend, term: Term, orders: Sequence[Sequence[Sequence[Label]]
     shape3 = tuple(math.prod(sizes[x] for x in g) for g in chosen)
 
     lengths = [len(g) for g in chosen]
+    moved = perm != tuple(range(len(perm)))
+    copies = [False, False]  # the first part's copies: after the permute, at the end
 
     def fix(p: Any) -> Any:
-        if perm != tuple(range(len(perm))):
+        if moved:
             p = be.permute(p, perm)
             if not merges(tuple(int(n) for n in p.shape), be.strides(p), lengths):
                 p = be.contiguous(p)  # the reshape would copy: the backend's copy is the faster one
+                copies[0] = True
         p = be.reshape(p, shape3)
         p = be.permute(p, (0, 2, 1)) if swapped else p
-        return p if operand_layout(tuple(p.shape), be.strides(p)) is not None else be.contiguous(p)
+        if operand_layout(tuple(p.shape), be.strides(p)) is not None:
+            return p
+        copies[1] = True
+        return be.contiguous(p)
 
-    return map_parts(fix, term.parts), swapped
+    first = fix(term.parts[0])
+    if len(term.parts) == 1:
+        return (first,), swapped
+    strides = be.strides(term.parts[0])
+    before = tuple(copies)
+
+    def like_first(p: Any) -> Any:
+        """A part laid out as the first (same element strides) takes the first's views and copies
+        without the checks (the k-best and counting algebras hold 2 to 6 parts per operand)."""
+        if be.strides(p) != strides:
+            return fix(p)
+        if moved:
+            p = be.permute(p, perm)
+            p = be.contiguous(p) if before[0] else p
+        p = be.reshape(p, shape3)
+        p = be.permute(p, (0, 2, 1)) if swapped else p
+        return be.contiguous(p) if before[1] else p
+
+    return (first, *(like_first(p) for p in term.parts[1:])), swapped
 
 
 def merges(shape: tuple[int, ...], strides: tuple[int, ...], lengths: Sequence[int]) -> bool:
@@ -140,7 +164,7 @@ def merges(shape: tuple[int, ...], strides: tuple[int, ...], lengths: Sequence[i
 
 
 def _shape(be: Backend, term: Term) -> tuple[int, ...]:
-    return tuple(int(n) for n in term.parts[0].shape)
+    return tuple(term.parts[0].shape)  # ints already (NumPy, CuPy, torch.Size): read several times a step
 
 
 def contract(
@@ -186,7 +210,7 @@ def _strided_step(alg: Algebra, A: Term, B: Term, keep: set[Label]) -> tuple[Ter
     y_labels = sorted(Y.labels, key=lambda lab: rank.get(lab, -1))
     y_shape = [dict(zip(Y.labels, _shape(be, Y)))[lab] for lab in y_labels]
     lay = _layout(be, X, y_labels, y_shape, keep)
-    if lay is None:
+    if lay is None and _strided.fits_rows(X.labels, y_labels, y_shape, keep):
         # One copy into (contracted, rest, batch) order; a sweep's boundary then stays in that order
         # (oldest labels first, newest last) and the following steps read it in place.
         labels = [x for x in X.labels if x in Y.labels and x not in keep]
@@ -194,8 +218,8 @@ def _strided_step(alg: Algebra, A: Term, B: Term, keep: set[Label]) -> tuple[Ter
         perm = tuple(X.labels.index(lab) for lab in labels)
         X = Term(map_parts(lambda p: be.contiguous(be.permute(p, perm)), X.parts), tuple(labels))
         lay = _layout(be, X, y_labels, y_shape, keep)
-        if lay is None:
-            return None
+    if lay is None:
+        return None
     perm = tuple(Y.labels.index(lab) for lab in lay["batch"] + lay["con"] + lay["right"])
     out = alg.rows(X.parts, map_parts(lambda p: be.contiguous(be.permute(p, perm)), Y.parts), lay)
     sizes = dict(zip(X.labels, _shape(be, X)))

@@ -112,11 +112,11 @@ def copy(be: Any, x: Any) -> Any | None:
 
     out = be.empty(x, shape)
     total = 1 << len(bits)
-    src, dst = _arrays.as_operand(x, "x"), _arrays.as_operand(out, "out")
-    device = _device.resolve_or_current(_device.common([("x", src.device), ("out", dst.device)]))
+    dst = _arrays.as_operand(out, "out")  # its device and stream; the source's address read directly
+    device = _device.resolve_or_current(_device.common([("x", be.device_of(x)), ("out", dst.device)]))
     blocks = min(-(-total // THREADS), _MAX_BLOCKS)
     padded = bits + [0] * (BITS_MAX - len(bits))
     with _device.on(device):
         kernel = family().get(kernel_name(itemsize), arch=_device.arch(device))
-        kernel[(blocks,), (THREADS,), dst.stream or 0](src.ptr, dst.ptr, total, np.int32(len(bits)), *padded)
+        kernel[(blocks,), (THREADS,), dst.stream or 0](be.pointer(x), dst.ptr, total, np.int32(len(bits)), *padded)
     return out

@@ -59,7 +59,7 @@ def hyper(req: dict[str, Any], deadline: float, best: list[float]) -> None:
 
     opt = cotengra.HyperOptimizer(
         methods=req.get("methods"),
-        max_repeats=1 << 20,
+        max_repeats=int(req.get("repeats", 1 << 20)),
         max_time=max(deadline - time.monotonic(), 0.1),
         parallel=False,
         minimize="flops",
@@ -123,11 +123,26 @@ def serial_cotengra() -> bool:
     return True
 
 
+def seeded(seed: int) -> None:
+    """Seed the random sources cotengra draws from when it is given no seed (its hyper-optimizer's
+    parameter search, the random-greedy and partitioner trials, slicing: ``random`` and NumPy's global
+    generators), so the same network gives the same trials in every process. Unseeded, one n = 200
+    graph got plans of 2^33.9 and 2^38.1 in two processes. The trials a search completes still depend
+    on its time budget and the machine's load; the store then keeps the plan found first."""
+    import random
+
+    import numpy
+
+    random.seed(seed)
+    numpy.random.seed(seed)
+
+
 def main() -> int:
     _bound_to_parent(int(os.environ.get("LAZYKERN_PLAN_PARENT", "0")))
     _no_fork()
     serial_cotengra()
     req = json.loads(sys.stdin.readline())
+    seeded(int(req.get("seed", 0)))
     deadline = time.monotonic() + float(req["seconds"])
     best = [math.inf]
     try:

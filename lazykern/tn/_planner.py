@@ -31,6 +31,7 @@ _WORKER = Path(__file__).with_name("_plan_worker.py")
 _REAP_SECONDS = 2.0
 _ERRORS: dict[int, IO[bytes]] = {}  # worker pid -> the file its stderr goes to
 _MAX_WORKERS = 8
+REPEATS = 128  # trials per hyper-optimizing worker (cotengra's own default); the deadline may end them sooner
 _KEEP = 4  # orders handed back for lazykern's own costing (cotengra counts flops a little differently)
 # One worker refines the caller's order where there is one; the rest run the hyper-optimizer, each
 # with its own partitioner mix so they do not repeat each other.
@@ -55,12 +56,16 @@ def search(
     max_time: float,
     initial: Sequence[Sequence[int]] | None = None,
     workers: int | None = None,
+    repeats: int = REPEATS,
 ) -> list[Candidate]:
     """The best few orders the workers reported within ``max_time`` seconds, best first (by cotengra's flops).
 
     ``inputs`` are single-character symbols (opt_einsum's); ``target``: entries of the largest
     intermediate after slicing; ``initial``: a path to refine (subtree reconfiguration) beside the
-    fresh searches. Raises ImportError when cotengra is missing.
+    fresh searches; ``repeats``: trials each hyper-optimizing worker runs at most. Each worker is seeded
+    by its number, so a search whose workers finish their trials within ``max_time`` gives the same
+    orders in every process; one cut short by the deadline gives what its trials found by then.
+    Raises ImportError when cotengra is missing.
     """
     try:
         import cotengra  # noqa: F401  (checked here, where the error can name the extra)
@@ -78,6 +83,7 @@ def search(
         "target": int(target),
         # The child stops by itself a little before the parent's deadline (its start-up is spent already).
         "seconds": max(max_time - 0.25, 0.1),
+        "repeats": int(repeats),
     }
     jobs = []
     for i in range(count):
@@ -94,7 +100,7 @@ def search(
     finally:
         _reap(procs)
     log.debug("contraction search: %d orders from %d workers in %.2f s", len(found), count, time.monotonic() - start)
-    found.sort(key=lambda item: item[0])
+    found.sort(key=lambda item: (item[0], item[1]))  # equal flops: by path, not by which worker spoke first
     return [c for _, c in found[:_KEEP]]
 
 

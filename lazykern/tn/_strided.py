@@ -43,6 +43,15 @@ def merged(
     return stride[axes[-1]]
 
 
+def fits_rows(x_labels: Sequence[Label], y_labels: Sequence[Label], y_shape: Sequence[int], keep: set[Label]) -> bool:
+    """Whether a step's sizes fit the row kernel (K, N <= KMAX, Y's labels distinct), whatever X's
+    strides: where they do not, no copy of X can make :func:`layout` take the step."""
+    size = dict(zip(y_labels, y_shape))
+    K = math.prod(size[x] for x in y_labels if x in x_labels and x not in keep)
+    N = math.prod(size[x] for x in y_labels if x not in x_labels)
+    return K <= KMAX and N <= KMAX and len(set(y_labels)) == len(y_labels)
+
+
 def layout(
     x_labels: Sequence[Label],
     x_shape: Sequence[int],

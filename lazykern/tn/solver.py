@@ -140,6 +140,28 @@ class _Context:
             return self.xp.as_tensor(np.ascontiguousarray(x), device="cuda")
         return self.xp.asarray(x)
 
+    def put_all(self, arrays: Sequence[np.ndarray]) -> list[Any]:
+        """Host arrays on the caller's device, each dtype's in one transfer: one buffer copied, then a
+        view of it per array (a network's 300 small tables otherwise cost 300 copies per call), each
+        starting on a 256-byte boundary as an allocation of its own would. The views are only read: a
+        contraction writes over its own intermediates, never its operands."""
+        if self.xp.__name__ == "numpy" or not arrays:
+            return list(arrays)
+        out: list[Any] = [None] * len(arrays)
+        for dtype in {a.dtype for a in arrays}:
+            at = [i for i, a in enumerate(arrays) if a.dtype == dtype]
+            align = max(_ALIGN // dtype.itemsize, 1)
+            starts = [0]
+            for i in at:
+                starts.append(starts[-1] + -(-max(arrays[i].size, 1) // align) * align)
+            host = np.zeros(starts[-1], dtype)
+            for i, start in zip(at, starts):
+                host[start : start + arrays[i].size] = arrays[i].ravel()
+            flat = self.put(host)
+            for i, start in zip(at, starts):
+                out[i] = flat[start : start + arrays[i].size].reshape(arrays[i].shape)
+        return out
+
     def order(self, tab: _tables.Tables) -> Any:
         """What ``optimize=`` every network of ``tab`` takes: one order, searched (or read from the
         store) once for the tropical network, then given as a path to the others, which slice it to
@@ -147,9 +169,16 @@ class _Context:
         if not isinstance(self.optimize, str):
             return self.optimize
         if tab.order is None:
-            zeros = [self.put(np.zeros(m.shape, np.float32)) for m in tab.mask]
-            net = build_network(tab.labels, (), zeros, "maxplus", Algebra)
-            tab.order = [tuple(p) for p in net.plan(self.optimize, (), self.memory_limit, self.max_time).path]
+            key = (self.xp.__name__, self.optimize, self.memory_limit, self.max_time, tuple(map(tuple, tab.labels)),
+                   tuple(m.shape for m in tab.mask))  # fmt: skip
+            tab.order = _orders.get(key)
+            if tab.order is None:
+                zeros = [self.put(np.zeros(m.shape, np.float32)) for m in tab.mask]
+                net = build_network(tab.labels, (), zeros, "maxplus", Algebra)
+                tab.order = [tuple(p) for p in net.plan(self.optimize, (), self.memory_limit, self.max_time).path]
+                if len(_orders) >= _ORDERS_KEPT:
+                    _orders.pop(next(iter(_orders)))  # the oldest
+                _orders[key] = tab.order
         return list(tab.order)
 
     def contract(
@@ -181,6 +210,15 @@ class _Context:
         """The plan of a network contracted several times (residue passes, restricted counts)."""
         net = build_network(labels, output, operands, semiring, algebra)
         return net.plan(self.order(tab), (), self.memory_limit, self.max_time)
+
+
+# The order of each network structure this process solved (by array module and planning options): a
+# repeated solve skips the greedy order, the store's key and load, and the replay of the stored path
+# (20-100 ms a call at 100-200 vertices, as long as the contraction itself on a GPU). A path fits any
+# memory: each contraction slices it to its own entry size and the free memory of its call.
+_orders: dict[tuple[Any, ...], list[tuple[int, ...]]] = {}
+_ORDERS_KEPT = 32
+_ALIGN = 256  # bytes: where each operand of put_all starts, as the device's allocations do
 
 
 def _default_optimize() -> str:
@@ -251,20 +289,20 @@ def sizes(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[Any
         return []
     if k == 1:
         dtype = value_dtype(tab, tropical_only=True)
-        tensors = [ctx.put(t) for t in _values(tab, dtype, largest)]
+        tensors = ctx.put_all(_values(tab, dtype, largest))
         out = ctx.contract(tab, tab.labels, (), tensors, "maxplus" if largest else "minplus", Algebra)
         v = _item(out).item()
         return [_size(tab, v)] if _finite(v, dtype) else []
     dtype = value_dtype(tab, tropical_only=False)
     sign = 1 if largest else -1  # a minimum is the maximum of the negated sizes
-    tensors = [(ctx.put(t),) for t in _values(tab, dtype, True, sign=sign)]
+    tensors = [(t,) for t in ctx.put_all(_values(tab, dtype, True, sign=sign))]
     parts = ctx.contract(tab, tab.labels, (), tensors, "maxplus", kbest.algebra(k))
     return [_size(tab, sign * v) for v in (_item(p).item() for p in parts) if math.isfinite(v)]
 
 
 def _count_operands(tab: _tables.Tables, dtype: np.dtype, largest: bool, ctx: _Context) -> list[Any]:
     values = _values(tab, dtype, largest)
-    return [(ctx.put(v), ctx.put(m.astype(np.int64))) for v, m in zip(values, tab.mask)]
+    return list(zip(ctx.put_all(values), ctx.put_all([m.astype(np.int64) for m in tab.mask])))
 
 
 def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[tuple[Any, int]]:
@@ -288,25 +326,22 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
         value = _item(v).item()
         return [(_size(tab, value), int(_item(c).item()))] if math.isfinite(value) else []
     sign = 1 if largest else -1
-    values = [ctx.put(t) for t in _values(tab, dtype, True, sign=sign)]
-    ones = [ctx.put(m.astype(np.int64)) for m in tab.mask]
+    values = ctx.put_all(_values(tab, dtype, True, sign=sign))
+    ones = ctx.put_all([m.astype(np.int64) for m in tab.mask])
     operands = list(zip(values, ones))
-    plans: dict[str, ContractionPlan] = {}
 
+    # Each pass plans the shared order for its own algebra as it builds its network (one build, not a
+    # plan's network and then the pass's: 300 operands prepared twice); the path's costs are kept.
     def run(moduli: tuple[int, ...]) -> tuple[Any, list[Any]]:
         alg = kbest.algebra(k, True, moduli[0] if moduli else 0)
-        if "one" not in plans:
-            plans["one"] = ctx.plan(tab, tab.labels, (), operands, "maxplus", alg)
-        parts = ctx.contract(tab, tab.labels, (), operands, "maxplus", alg, plans["one"])
+        parts = ctx.contract(tab, tab.labels, (), operands, "maxplus", alg)
         return np.array([_item(p) for p in parts[:k]]), [np.array([_item(p) for p in parts[k:]])]
 
     def pair(_int64: tuple[int, ...], first: tuple[int, ...]) -> tuple[tuple[Any, list[Any]], tuple[Any, list[Any]]]:
         """The int64 pass and the first prime's in one contraction (both are needed once counts may
         pass 2^63): the values and their choices computed once, each count in both rings."""
         (p,) = first
-        alg = kbest.paired_algebra(k, p)
-        both = ctx.contract(tab, tab.labels, (), operands, "maxplus", alg, ctx.plan(tab, tab.labels, (), operands,
-                            "maxplus", alg))  # fmt: skip
+        both = ctx.contract(tab, tab.labels, (), operands, "maxplus", kbest.paired_algebra(k, p))
         values = np.array([_item(x) for x in both[:k]])
         wide_counts = np.array([_item(x) for x in both[k : 2 * k]])
         return (values, [wide_counts]), (values, [np.array([_item(x) for x in both[2 * k :]])])

@@ -28,6 +28,7 @@ VALUES: dict[str, tuple[str, np.dtype]] = {
 }
 RINGS = {"v": (1, False), "i64": (1, True), "m": (2, True)}  # counts: none, modulo 2^64, modulo a prime
 PAIRED_KMAX = KB_MAX // 2  # k of the paired kernels ("p": counts modulo 2^64 and modulo a prime at once)
+_COUNTS = np.dtype(np.int64)  # counts and residues, whatever the ring
 SIGNATURE = ["ptr"] * (6 * KB_MAX) + ["int64", "int32", "int32", "int32"] + ["int64"] * 8 + ["uint64"]
 
 
@@ -102,20 +103,24 @@ def launch(
     sb, brs, bcs = be.strides(B[0])
     sa, sb = (sa if int(A[0].shape[0]) > 1 else 0), (sb if int(B[0].shape[0]) > 1 else 0)
 
-    def pointers(parts: tuple[Any, ...], name: str) -> list[Any]:
-        ops = [_arrays.as_operand(x, f"{name}{q}") for q, x in enumerate(parts)]
-        ptrs = [o.ptr for o in ops]
+    value = be.dtype(A[0])
+
+    def pointers(parts: tuple[Any, ...], name: str, dtype: np.dtype) -> list[Any]:
+        for q, x in enumerate(parts):  # the kernel reads every part as the dtype its name says
+            if be.dtype(x) != dtype:
+                raise TypeError(f"k-best part {name}{q} is {be.dtype(x)}; this kernel reads {dtype}")
+        ptrs = [be.pointer(x) for x in parts]
         return ptrs + [ptrs[0]] * (KB_MAX - len(ptrs))  # the kernel reads only the first k
 
     groups = []
     for parts, name in ((A, "A"), (B, "B"), (out, "C")):
-        groups.append(pointers(parts[:k], f"{name}v"))
-        groups.append(pointers(parts[k:] if counts else parts[:k], f"{name}c"))
+        groups.append(pointers(parts[:k], f"{name}v", value))
+        groups.append(pointers(parts[k:], f"{name}c", _COUNTS) if counts else groups[-1])
     first = _arrays.as_operand(out[0], "C")
     device = _device.resolve_or_current(_device.common([("C", first.device)]))
     total = batch * M * N
     blocks = min(-(-total // THREADS), _MAX_BLOCKS)
-    name = kernel_name(k, be.dtype(A[0]), counts, modulus, paired)
+    name = kernel_name(k, value, counts, modulus, paired)
     with _device.on(device):
         kernel = family().get(name, arch=_device.arch(device))
         kernel[(blocks,), (THREADS,), first.stream or 0](

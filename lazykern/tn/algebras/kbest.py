@@ -50,12 +50,10 @@ class KBestAlgebra(Algebra):
             raise ValueError(f"k-best operand {position} must be {want} array(s): {what}")
         values = parts[0]
         shape = tuple(int(n) for n in values.shape)
-        pad = be.full(values, shape, -math.inf)
-        out = [values] + [pad] * (cls.k - 1)
+        out = [values] + [_constant(be, values, shape, -math.inf)] * (cls.k - 1)
         if cls.counts:
             count = parts[1] % cls.modulus if cls.modulus else parts[1]
-            zero = be.full(count, shape, 0)
-            out += [count] + [zero] * (cls.k - 1)
+            out += [count] + [_constant(be, count, shape, 0)] * (cls.k - 1)
         return tuple(out)
 
     def unit(self, like: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...]:
@@ -183,6 +181,23 @@ class PairedKBestAlgebra(KBestAlgebra):
         (x1, x2), (y1, y2) = self._split(X), self._split(Y)
         return wide.add(x1, y1) + narrow.add(x2, y2)[self.k :]
 
+
+def _constant(be: Backend, like: Any, shape: tuple[int, ...], value: float) -> Any:
+    """An array of ``shape`` filled with ``value`` (``like``'s dtype and device), one per kind kept for
+    every operand's padding: a network of 300 tensors otherwise fills 1200 small arrays per call, each
+    a launch. Leaves are only read (a step writes over its own intermediates only), so they may share it."""
+    device = None if be.on_host or be.xp is np else be.device_of(like)
+    key = (be.name, device, shape, str(be.dtype(like)), value)
+    found = _constants.get(key)
+    if found is None:
+        if len(_constants) >= _CONSTANTS_KEPT:
+            _constants.pop(next(iter(_constants)))  # the oldest
+        found = _constants[key] = be.full(like, shape, value)
+    return found
+
+
+_constants: dict[tuple[Any, ...], Any] = {}
+_CONSTANTS_KEPT = 64
 
 PAIRED_KMAX = _kbest_kernels.PAIRED_KMAX
 PAIRED = True  # CountingMax(k <= PAIRED_KMAX) past int64: the int64 and first prime passes as one (False: in turn)
