@@ -185,11 +185,18 @@ def check_header(meta: Any) -> None:
             raise EntryError(f"entry header field {field!r} must be a number >= 0, got {value!r}")
     for field in _STR_LIST_FIELDS:
         value = meta.get(field, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        if not isinstance(value, list) or not _all_str(value):
             raise EntryError(f"entry header field {field!r} must be a list of strings")
     schema = meta.get("schema", 0)
     if not isinstance(schema, int) or isinstance(schema, bool):
         raise EntryError(f"entry header field 'schema' must be an integer, got {schema!r}")
+
+
+def _all_str(values: list[Any]) -> bool:
+    for v in values:
+        if not isinstance(v, str):
+            return False
+    return True
 
 
 def _check_json(value: Any, depth: int) -> None:
@@ -210,8 +217,9 @@ def _check_json(value: Any, depth: int) -> None:
     if isinstance(value, (list, tuple)):
         items: Any = value
     elif isinstance(value, dict):
-        if not all(isinstance(k, str) and len(k) <= 128 for k in value):
-            raise EntryError("entry header keys must be short strings")
+        for k in value:  # a loop, not all(...): no generator per object on every lookup
+            if not isinstance(k, str) or len(k) > 128:
+                raise EntryError("entry header keys must be short strings")
         items = value.values()
     else:
         raise EntryError(f"entry header holds a {type(value).__name__}")
