@@ -50,7 +50,8 @@ def environment() -> str:
     """
     path = os.pathsep.join(sys.path[1:])
     parts = [f"python {sys.prefix}", f"path {path}", f"numba-cuda {compiler.numba_cuda_version()}"]
-    parts += [f"{var}={os.environ.get(var, '')}" for var in compiler.TOOLCHAIN_ENV]
+    for var in compiler.TOOLCHAIN_ENV:  # a loop, not a comprehension: every fresh process runs this once, cold
+        parts.append(f"{var}={os.environ.get(var, '')}")
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
@@ -143,16 +144,18 @@ def _parse(data: Any, env: str) -> tuple[list[tuple[str, list[int] | None]], str
     if not isinstance(value, str) or not _HEX64.fullmatch(value):
         raise ValueError("fingerprint is not a sha256")
     files = []
+    names = set()
     for item in data["files"]:
         name, recorded = item
         ok = recorded is None or (isinstance(recorded, list) and list(map(type, recorded)) == _FIVE_INTS)
         if not isinstance(name, str) or not ok:
             raise ValueError(f"bad file record {item!r:.80}")
         files.append((name, recorded))
+        names.add(name)
     include_dirs = data["include_dirs"]
-    if not isinstance(include_dirs, list) or not all(isinstance(d, str) for d in include_dirs):
+    if not isinstance(include_dirs, list) or not all(map(str.__instancecheck__, include_dirs)):
         raise ValueError("include_dirs is not a list of paths")
-    if not set(include_dirs) <= {name for name, _ in files}:
+    if not names.issuperset(include_dirs):
         raise ValueError("a header directory without its stat")
     return files, value, tuple(include_dirs)
 
