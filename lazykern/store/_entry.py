@@ -232,8 +232,10 @@ def _check_json(value: Any, depth: int) -> None:
         if depth < _MAX_DEPTH and (
             (kind is str and len(item) <= _MAX_STR)
             or (kind is int and -_INT_BOUND < item < _INT_BOUND)
+            or (kind is float and math.isfinite(item))
             or item is None
             or kind is bool
+            or ((kind is list or kind is dict) and not item)
         ):
             continue
         _check_json(item, depth + 1)
