@@ -26,6 +26,7 @@ import decimal
 import logging
 import os
 import re
+from typing import NamedTuple
 
 from .errors import LazykernWarning, warn_user
 
@@ -237,22 +238,32 @@ def _seconds(var: str, default: float, low: float, high: float) -> float:
     return value
 
 
-def check_settings() -> None:
+class Settings(NamedTuple):
+    """The store's settings as :func:`check_settings` read them (``cache_dir`` None: not set)."""
+
+    cache_dir: str | None
+    cache_size: int
+    cache_enabled: bool
+    lock_timeout: float
+
+
+def check_settings() -> Settings:
     """Read every ``LAZYKERN_*`` setting once: each unusable value gives its one warning now.
 
     The ``lazykern`` command calls it before any work; in a program, the first use of a public
     name of ``lazykern`` and opening the default cache do: a mistyped value is reported even
-    where nothing reads it yet.
+    where nothing reads it yet. Returns the store's settings, so that the default cache opens
+    with what was just read and checked instead of reading the environment again.
     """
-    if os.environ.get("LAZYKERN_CACHE_DIR", "").strip():
-        default_cache_dir()
-    cache_size_limit()
-    disk_cache_enabled()
+    cache_dir = default_cache_dir() if os.environ.get("LAZYKERN_CACHE_DIR", "").strip() else None
+    cache_size = cache_size_limit()
+    cache_enabled = disk_cache_enabled()
     arch_override()
     log_level()
-    lock_timeout()
+    settings = Settings(cache_dir, cache_size, cache_enabled, lock_timeout())
     pytest_plugin_enabled()
     shared_cache_allowed()
     store_timeout()
     progress_interval()
     exit_teardown_enabled()
+    return settings

@@ -167,6 +167,38 @@ def test_memo_is_per_environment_and_ignores_garbage(tmp_path, counted, monkeypa
         assert _toolchain_memo.fingerprint(store, heard.append) == value and len(heard) == 1  # rewritten
 
 
+def test_a_memo_that_is_too_large_a_directory_or_a_fifo_is_replaced_without_waiting(tmp_path, counted):
+    """The memo is read with plain bounded reads: more than 64 KiB, a directory or a FIFO (no writer:
+    never waited for) in its place is one "unreadable" message and a recomputed, rewritten memo."""
+    store = str(tmp_path / "store")
+    os.makedirs(store)
+    value = _toolchain_memo.fingerprint(store)
+    (memo,) = [n for n in os.listdir(store) if n.startswith("toolchain-")]
+    path = os.path.join(store, memo)
+    real = open(path, "rb").read()
+
+    def too_large() -> None:
+        with open(path, "wb") as fh:
+            fh.write(real[:-1] + b" " * (1 << 16) + b"}")
+
+    def directory() -> None:
+        os.mkdir(path)
+
+    for make in (too_large, directory, lambda: os.mkfifo(path)):
+        os.unlink(path)
+        make()
+        _toolchain_memo.forget()
+        heard: list[str] = []
+        start = time.monotonic()
+        assert _toolchain_memo.fingerprint(store, heard.append) == value
+        assert time.monotonic() - start < 30 and len(heard) == 1 and "unreadable" in heard[0], heard
+        if os.path.isdir(path):  # the rename over a directory fails: the memo stays unwritten
+            os.rmdir(path)
+            _toolchain_memo.forget()
+            _toolchain_memo.fingerprint(store)
+        assert open(path, "rb").read() == real  # rewritten as it was
+
+
 def test_reader_moves_access_time_only_when_old(tmp_path, counted, monkeypatch):
     _, statements = counted
     kc = KernelCache(tmp_path / "c")

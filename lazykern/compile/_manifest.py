@@ -52,6 +52,7 @@ as tokens in the source or a header, as ccache does): such a binary is served fr
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -83,12 +84,25 @@ def start_ns() -> int:
     ``time.time_ns()`` can run ahead of the coarse clock by a tick, so a header
     written just after the start could carry an earlier timestamp; one tick earlier is safe.
     """
-    # Linux's CLOCK_REALTIME_COARSE is 5; Python names it only on some builds.
-    coarse = getattr(time, "CLOCK_REALTIME_COARSE", 5 if sys.platform.startswith("linux") else None)
-    if coarse is None:  # file systems elsewhere stamp with their own granularity: keep a margin
-        return time.time_ns() - 20_000_000
-    tick = int(max(time.clock_getres(coarse), 1e-3) * 1e9)
-    return time.clock_gettime_ns(coarse) - tick
+    return _clock_ns() - _tick_ns()
+
+
+# Linux's CLOCK_REALTIME_COARSE is 5; Python names it only on some builds.
+_COARSE = getattr(time, "CLOCK_REALTIME_COARSE", 5 if sys.platform.startswith("linux") else None)
+
+
+def _clock_ns() -> int:
+    """The clock file timestamps come from, now (:func:`start_ns` without its tick)."""
+    return time.time_ns() if _COARSE is None else time.clock_gettime_ns(_COARSE)
+
+
+@functools.cache
+def _tick_ns() -> int:
+    """How far that clock may lag: one tick (file systems elsewhere stamp with their own
+    granularity: a margin of 20 ms)."""
+    if _COARSE is None:
+        return 20_000_000
+    return int(max(time.clock_getres(_COARSE), 1e-3) * 1e9)
 
 
 def trace_events(trace_file: str) -> list[tuple[int, int, str]]:
@@ -479,7 +493,8 @@ def verify(manifest: Any) -> tuple[str | None, dict[str, Any] | None]:
     same bytes (worth storing, so later processes need not read them again), or None.
     Raises ValueError for a manifest that is not one :func:`record` writes (a forged entry).
     """
-    checked = start_ns()
+    # The clock now; its tick (a constant) only where a touched header needs the comparison.
+    clock = _clock_ns()
     if not isinstance(manifest, dict):
         raise ValueError("header manifest is not an object")
     files, absent = manifest.get("files"), manifest.get("absent")
@@ -500,7 +515,7 @@ def verify(manifest: Any) -> tuple[str | None, dict[str, Any] | None]:
             continue
         if _digest(path, now) != digest:
             return f"header {path} changed", None
-        if max(now[3], now[4]) < checked:  # not changing right now: its new stat can be trusted later
+        if max(now[3], now[4]) < clock - _tick_ns():  # not changing now: its new stat can be trusted later
             touched[i] = [path, digest, *now]
     places = list(absent)
     for group in manifest.get("absent_dirs", []):

@@ -11,6 +11,8 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from ..config import invalid_value
+
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _SYMBOL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -137,8 +139,6 @@ def check_signature(name: str, signature: Iterable[str] | None) -> tuple[str, ..
     >>> check_signature("k", ["ptr", "int32"])
     ('ptr', 'int32')
     """
-    from ..config import invalid_value
-
     if signature is None:
         return None
     if isinstance(signature, (str, bytes)):

@@ -142,7 +142,7 @@ class Kernel(Launchable):
         self.arch = arch
         self.family = family
         self.meta = dict(meta or {})
-        self.signature = None if signature is None else tuple(str(s) for s in signature)
+        self.signature = None if signature is None else tuple(map(str, signature))
         if self.signature is not None:
             self._check_signature(self.signature)
         # Made on first need (a pack, the first launcher), not here: a warm start that only looks a

@@ -30,14 +30,15 @@ def prepare_dir(directory: str) -> None:
     to without the sticky bit, lets them replace any kernel this process will run.
     ``LAZYKERN_SHARED_CACHE=1`` accepts it (a team cache shared on purpose).
     """
-    if os.path.exists(directory) and not os.path.isdir(directory):
-        raise NotADirectoryError(f"{directory} exists and is not a directory")
-    if not os.path.isdir(directory):
+    try:  # one stat answers "exists", "is a directory" and "whose" (each process opens its store once)
+        st = os.stat(directory)
+    except (OSError, ValueError):  # as os.path.isdir: not there (or not reachable): making it says why
         os.makedirs(directory, mode=0o700, exist_ok=True)
         return
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(f"{directory} exists and is not a directory")
     if config.shared_cache_allowed():
         return
-    st = os.stat(directory)
     if st.st_uid not in (os.geteuid(), 0):  # as ssh: yours, or root's (who can change your code anyway)
         raise UntrustedStore(
             f"it is owned by uid {st.st_uid}, not by you (uid {os.geteuid()}): that user could replace "
@@ -49,12 +50,12 @@ def prepare_dir(directory: str) -> None:
             f"Run: chmod go-w {shlex.quote(os.path.realpath(directory))}  "
             "(or set LAZYKERN_SHARED_CACHE=1 to share it on purpose)"
         )
-    db_path = os.path.join(os.path.realpath(directory), "cache.db")
-    try:  # the database left by a time the directory was shared
-        db = os.stat(db_path)
+    try:  # the database left by a time the directory was shared (stat follows links, as SQLite's open does)
+        db = os.stat(os.path.join(directory, "cache.db"))
     except OSError:
         return
     if db.st_uid not in (os.geteuid(), 0) or db.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        db_path = os.path.join(os.path.realpath(directory), "cache.db")
         raise UntrustedStore(
             f"its cache.db is owned by uid {db.st_uid} or writable by others: they could replace the GPU code "
             f"you run. Run: mv {shlex.quote(db_path)} {shlex.quote(db_path + '.untrusted')}  (lazykern starts "

@@ -32,6 +32,7 @@ MAX_CODE = 1 << 30
 _MAX_DEPTH = 16
 _MAX_STR = MAX_HEADER
 _MAX_ITEMS = MAX_HEADER
+_INT_BOUND = 1 << 63
 
 # Fields whose type lazykern relies on; any other field must just be plain, bounded JSON.
 _STR_FIELDS = ("key", "family", "kernel", "symbol", "arch", "target", "route", "toolchain", "nvrtc", "kind", "name")
@@ -136,7 +137,9 @@ def parse_header(raw: bytes) -> dict[str, Any]:
     if too_deep(raw, _MAX_DEPTH):
         raise EntryError(f"entry header nests deeper than {_MAX_DEPTH} levels")
     try:
-        meta: dict[str, Any] = json.loads(raw, parse_constant=_refuse_constant)  # check_header checks it is one
+        # json.loads(raw, parse_constant=...) to the letter, without building a decoder per entry.
+        text = raw.decode(json.detect_encoding(raw), "surrogatepass")
+        meta: dict[str, Any] = _DECODER.decode(text)  # check_header checks it is one
     except (ValueError, RecursionError) as exc:
         raise EntryError(f"entry header is not JSON: {exc}") from None
     check_header(meta)
@@ -145,6 +148,9 @@ def parse_header(raw: bytes) -> dict[str, Any]:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed in an entry header")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
 
 
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
@@ -179,11 +185,18 @@ def check_header(meta: Any) -> None:
             raise EntryError(f"entry header field {field!r} must be a number >= 0, got {value!r}")
     for field in _STR_LIST_FIELDS:
         value = meta.get(field, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        if not isinstance(value, list) or not _all_str(value):
             raise EntryError(f"entry header field {field!r} must be a list of strings")
     schema = meta.get("schema", 0)
     if not isinstance(schema, int) or isinstance(schema, bool):
         raise EntryError(f"entry header field 'schema' must be an integer, got {schema!r}")
+
+
+def _all_str(values: list[Any]) -> bool:
+    for v in values:
+        if not isinstance(v, str):
+            return False
+    return True
 
 
 def _check_json(value: Any, depth: int) -> None:
@@ -204,12 +217,25 @@ def _check_json(value: Any, depth: int) -> None:
     if isinstance(value, (list, tuple)):
         items: Any = value
     elif isinstance(value, dict):
-        if not all(isinstance(k, str) and len(k) <= 128 for k in value):
-            raise EntryError("entry header keys must be short strings")
+        for k in value:  # a loop, not all(...): no generator per object on every lookup
+            if not isinstance(k, str) or len(k) > 128:
+                raise EntryError("entry header keys must be short strings")
         items = value.values()
     else:
         raise EntryError(f"entry header holds a {type(value).__name__}")
     if len(value) > _MAX_ITEMS:
         raise EntryError(f"entry header holds a collection of {len(value)} items (limit {_MAX_ITEMS})")
     for item in items:
+        # What decoded JSON is made of, accepted here without a call (a warm lookup checks every header
+        # it serves); anything else, and anything refused, goes through the full check and its message.
+        kind = type(item)
+        if depth < _MAX_DEPTH and (
+            (kind is str and len(item) <= _MAX_STR)
+            or (kind is int and -_INT_BOUND < item < _INT_BOUND)
+            or (kind is float and math.isfinite(item))
+            or item is None
+            or kind is bool
+            or ((kind is list or kind is dict) and not item)
+        ):
+            continue
         _check_json(item, depth + 1)

@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 
 SCHEMA_VERSION = 2  # 2: one digest over header and code, strict header schema
+_RECORD = json.JSONEncoder(sort_keys=True)  # json.dumps(record, sort_keys=True), without an encoder per key
 
 
 def make_key(
@@ -50,7 +51,7 @@ def make_key(
         "include_dirs": list(system_include_dirs()),
         "extra": extra,
     }
-    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(_RECORD.encode(record).encode()).hexdigest()
 
 
 def norm_key(key: bytes | str) -> str:

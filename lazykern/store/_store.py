@@ -96,7 +96,15 @@ class NoPickleDisk(diskcache.Disk):  # type: ignore[misc]  # diskcache has no ty
     def __init__(self, directory: str, min_file_size: Any = 1 << 15, **_foreign: Any) -> None:
         # Settings another Disk class left in the directory (JSONDisk's compress_level ...) are ignored.
         super().__init__(directory, min_file_size=_FILE_THRESHOLD)
-        self._mode = shared_mode(directory)
+        self._mode_bits: int | None = None
+
+    @property
+    def _mode(self) -> int:
+        """The permission bits blob files get (:func:`shared_mode`), read at the first write: a process
+        that only looks kernels up never needs them."""
+        if self._mode_bits is None:
+            self._mode_bits = shared_mode(self._directory)
+        return self._mode_bits
 
     def put(self, key: Any) -> tuple[str, bool]:
         if not isinstance(key, str):

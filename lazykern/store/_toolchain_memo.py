@@ -37,6 +37,7 @@ FORMAT = 2  # 2: the toolkit's header directories are recorded too
 _OLDER = (1,)  # formats earlier lazykern versions wrote: replaced quietly
 _MAX_BYTES = 1 << 16
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_FIVE_INTS = [int] * 5  # a file's recorded stat: device, inode, size, mtime and ctime, each an exact int
 _known: dict[tuple[str | None, str], str] = {}  # (store directory, environment) -> fingerprint
 _lock = threading.Lock()
 
@@ -49,7 +50,8 @@ def environment() -> str:
     """
     path = os.pathsep.join(sys.path[1:])
     parts = [f"python {sys.prefix}", f"path {path}", f"numba-cuda {compiler.numba_cuda_version()}"]
-    parts += [f"{var}={os.environ.get(var, '')}" for var in compiler.TOOLCHAIN_ENV]
+    for var in compiler.TOOLCHAIN_ENV:  # a loop, not a comprehension: every fresh process runs this once, cold
+        parts.append(f"{var}={os.environ.get(var, '')}")
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
@@ -97,8 +99,7 @@ def _read(path: str, env: str, on_garbage: Callable[[str], None] | None) -> str 
     except OSError:
         return None  # no memo yet (or not a file we may read): computed and written below
     try:
-        with os.fdopen(fd, "rb") as fh:
-            raw = fh.read(_MAX_BYTES + 1)
+        raw = _read_bounded(fd)
         if len(raw) > _MAX_BYTES:
             raise ValueError(f"larger than {_MAX_BYTES} bytes")
         data = json.loads(raw)
@@ -118,6 +119,22 @@ def _read(path: str, env: str, on_garbage: Callable[[str], None] | None) -> str 
     return value
 
 
+def _read_bounded(fd: int) -> bytes:
+    """At most ``_MAX_BYTES + 1`` bytes of ``fd``, then closes it (plain reads: no file object, whose
+    set-up costs three more system calls on every fresh process's first kernel)."""
+    try:
+        chunks, size = [], 0
+        while size <= _MAX_BYTES:
+            chunk = os.read(fd, _MAX_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _parse(data: Any, env: str) -> tuple[list[tuple[str, list[int] | None]], str, tuple[str, ...]]:
     """(files with their stat, fingerprint, header directories) of a memo, or ValueError saying what
     is wrong with it."""
@@ -127,18 +144,18 @@ def _parse(data: Any, env: str) -> tuple[list[tuple[str, list[int] | None]], str
     if not isinstance(value, str) or not _HEX64.fullmatch(value):
         raise ValueError("fingerprint is not a sha256")
     files = []
+    names = set()
     for item in data["files"]:
         name, recorded = item
-        ok = recorded is None or (
-            isinstance(recorded, list) and len(recorded) == 5 and all(type(v) is int for v in recorded)
-        )
+        ok = recorded is None or (isinstance(recorded, list) and list(map(type, recorded)) == _FIVE_INTS)
         if not isinstance(name, str) or not ok:
             raise ValueError(f"bad file record {item!r:.80}")
         files.append((name, recorded))
+        names.add(name)
     include_dirs = data["include_dirs"]
-    if not isinstance(include_dirs, list) or not all(isinstance(d, str) for d in include_dirs):
+    if not isinstance(include_dirs, list) or not all(map(str.__instancecheck__, include_dirs)):
         raise ValueError("include_dirs is not a list of paths")
-    if not set(include_dirs) <= {name for name, _ in files}:
+    if not names.issuperset(include_dirs):
         raise ValueError("a header directory without its stat")
     return files, value, tuple(include_dirs)
 

@@ -411,8 +411,15 @@ def default_cache() -> KernelCache:
     global _default
     with _default_lock:
         if _default is None:
-            config.check_settings()  # a mistyped LAZYKERN_* variable is reported at first use, whichever it is
-            _default = KernelCache()
+            # A mistyped LAZYKERN_* variable is reported at first use, whichever it is; the store's own
+            # settings open the cache as they were just read (the environment is read once).
+            settings = config.check_settings()
+            _default = KernelCache(
+                settings.cache_dir,
+                size_limit=settings.cache_size,
+                enabled=settings.cache_enabled,
+                lock_timeout=settings.lock_timeout,
+            )
         return _default
 
 
