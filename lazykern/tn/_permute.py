@@ -8,6 +8,9 @@ product that followed. Here output entry ``o`` (its bits are the output axes, th
 reads the source at sum_b bit_b(o) * stride_b: shifts and adds, the copy bound by memory. The bits are
 moved as raw 4- or 8-byte words, so one kernel per item size serves every dtype of that size exactly,
 and the fragment is compiled once into the lazykern store (no CuPy kernel is compiled for the copy).
+An algebra of several parts (k-best: values, counts, residues) copies an operand's parts of one dtype
+in one launch (``permute_bits_parts_*``: each source offset computed once for all of them) into one
+allocation: a CountingMax(2) step's 6 parts take 2 launches and 2 allocations, not 6 and 6.
 """
 
 from __future__ import annotations
@@ -193,6 +196,12 @@ def copy_parts(be: Any, parts: tuple[Any, ...], alike: bool = False) -> tuple[An
         runs.setdefault(d, []).append(i)
     with _device.on(device):
         for d, at in runs.items():
+            if len(at) == 1:  # a dtype of one part (counting's value and count): the single copy's kernel
+                kernel = _kernel(kernel_name(d.itemsize), device)
+                kernel[(blocks,), (THREADS,), dst.stream or 0](
+                    be.pointer(parts[at[0]]), be.pointer(out[at[0]]), total, np.int32(len(bits)), *padded
+                )
+                continue
             kernel = _kernel(kernel_name(d.itemsize, parts=True), device)
             for start in range(0, len(at), PARTS_MAX):
                 chunk = at[start : start + PARTS_MAX]
