@@ -179,13 +179,13 @@ def copy_parts(be: Any, parts: tuple[Any, ...], alike: bool = False) -> tuple[An
     if be.xp is np:
         if min(bits, default=0) < 0:
             return None
-        out = be.empty_parts(parts, shape)
+        out: tuple[Any, ...] = be.empty_parts(parts, shape)
         for p, o in zip(parts, out):
             o[...] = _host_copy(p, bits, shape)
         return out
     from ..tropical import _arrays
 
-    out = be.empty_parts(parts, shape)
+    out = tuple(be.empty_parts(parts, shape))
     total = 1 << len(bits)
     blocks = min(-(-total // THREADS), _MAX_BLOCKS)
     padded = bits + [0] * (BITS_MAX - len(bits))

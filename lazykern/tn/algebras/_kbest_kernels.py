@@ -98,7 +98,7 @@ def launch(
     (A, (sa, ars, acs)), (B, (sb, brs, bcs)) = _alike(be, A), _alike(be, B)
     batch = max(int(A[0].shape[0]), int(B[0].shape[0]))
     M, K, N = int(A[0].shape[1]), int(A[0].shape[2]), int(B[0].shape[2])
-    out = be.empty_parts(A, (batch, M, N))  # one allocation per dtype, the parts its views
+    out: tuple[Any, ...] = be.empty_parts(A, (batch, M, N))  # one allocation per dtype, the parts its views
     if batch * M * N == 0:
         return out
     sa, sb = (sa if int(A[0].shape[0]) > 1 else 0), (sb if int(B[0].shape[0]) > 1 else 0)
