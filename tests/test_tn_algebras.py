@@ -109,15 +109,17 @@ def test_counting_max_takes_the_paired_pass_past_int64(monkeypatch):
 
     made = []
     real = kbest.paired_algebra
-    monkeypatch.setattr(kbest, "paired_algebra", lambda k, p: made.append((k, p)) or real(k, p))
+    monkeypatch.setattr(
+        kbest, "paired_algebra", lambda k, p, reduced=False: made.append((k, p, reduced)) or real(k, p, reduced)
+    )
     g = nx.random_regular_graph(3, 70, seed=3)
     p = P.IndependentSet(g)
     got = solve(p, Q.CountingMax(2))
     poly = solve(p, Q.GraphPolynomial())
-    assert made == [(2, 2**31 - 1)]
+    assert made == [(2, 2**31 - 1, True)]  # masks count 0 or 1: no `% p` per operand
     assert got == [(len(poly) - 1, poly[-1]), (len(poly) - 2, poly[-2])]
     monkeypatch.setattr(kbest, "PAIRED", False)  # the passes in turn: the same counts, no paired algebra
-    assert solve(p, Q.CountingMax(2)) == got and made == [(2, 2**31 - 1)]
+    assert solve(p, Q.CountingMax(2)) == got and made == [(2, 2**31 - 1, True)]
 
 
 def test_kbest_sum_merges_two_slices():
@@ -238,3 +240,34 @@ def test_kbest_operands_share_their_padding():
     assert first[4] is second[5] and np.all(first[4] == 0) and first[4].dtype == np.int64
     other = alg.prepare(HOST, (np.zeros((2,), np.float32), np.ones((2,), np.int64)), 2)
     assert other[1] is not first[1] and other[1].shape == (2,)
+
+
+class _Counts(np.ndarray):
+    """An int64 array that records each ``%`` taken of it (a launch on a device)."""
+
+    taken: list[int] = []
+
+    def __mod__(self, other):
+        _Counts.taken.append(int(other))
+        return np.asarray(self) % other
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_reduced_counts_take_no_modulo_in_prepare(paired, monkeypatch):
+    """``reduced``: the operands' counts are 0/1 masks, their own residues, so ``prepare`` launches no
+    ``% p``; without it each operand's counts are reduced (9 mod 7 = 2). Either way the parts hold the
+    same numbers, and the paired residues' padding is the counts' own zeros."""
+    monkeypatch.setattr(_Counts, "taken", [])
+    p, k = 7, 2
+    v = np.array([1.0, -np.inf])
+    make = (lambda r: kbest.paired_algebra(k, p, r)) if paired else (lambda r: kbest.algebra(k, True, p, r))
+    mask = np.array([1, 0], np.int64).view(_Counts)
+    fast = make(True).prepare(HOST, (v, mask), 0)
+    assert _Counts.taken == [] and fast[-k] is mask
+    slow = make(False).prepare(HOST, (v, mask), 0)
+    assert _Counts.taken == [p] and [np.asarray(x).tolist() for x in fast] == [np.asarray(x).tolist() for x in slow]
+    nine = make(False).prepare(HOST, (v, np.array([9, 0], np.int64)), 1)
+    assert nine[-k].tolist() == [2, 0]
+    if paired:
+        assert nine[-1] is nine[k + 1]  # zero padding shared by the counts and the residues
+    assert make(True) is not make(False) and make(True).reduced and not make(False).reduced

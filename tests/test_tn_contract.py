@@ -51,6 +51,32 @@ def test_parts_laid_out_alike_are_arranged_as_the_first():
             np.testing.assert_array_equal(got, alone)
 
 
+def test_a_binary_operand_of_six_parts_is_copied_in_two_launches(monkeypatch):
+    """A k-best operand (2 float32 values, 2 int64 counts, 2 residues) whose layout needs a copy: one
+    bit-permutation launch per dtype and one allocation per dtype in the step, not one per part; the
+    arranged parts equal NumPy's own arrangement."""
+    from lazykern.tn import _permute
+
+    be = Backend("cupy", np)
+    rng = np.random.default_rng(5)
+    labels = tuple("abcdefgh")
+    parts = tuple(rng.integers(0, 9, size=(2,) * 8).astype(d) for d in ["float32"] * 2 + ["int64"] * 4)
+    launches, allocations = [], []
+    real_parts, real_empty = _permute.copy_parts, Backend.empty
+    monkeypatch.setattr(
+        _permute, "copy_parts", lambda *a: launches.append(len({p.dtype for p in a[1]})) or real_parts(*a)
+    )
+    monkeypatch.setattr(_permute, "copy", lambda *a: pytest.fail("a part copied on its own"))
+    monkeypatch.setattr(
+        Backend, "empty", lambda self, x, shape: allocations.append(shape) or real_empty(self, x, shape)
+    )
+    orders = [[("a", "b"), ("e", "c", "h"), ("d", "f", "g")], [("a", "b"), ("d", "f", "g"), ("e", "c", "h")]]
+    got, swapped = _contract._arrange(be, Term(parts, labels), orders)
+    want, want_swapped = _contract._arrange(Backend("numpy", np), Term(parts, labels), orders)
+    assert launches == [2] and len(allocations) == 2 and swapped == want_swapped
+    assert all(np.array_equal(g, w) and g.dtype == w.dtype for g, w in zip(got, want))
+
+
 @pytest.mark.gpu
 def test_pointer_is_the_array_interfaces_address():
     """Backend.pointer reads the library's own attribute; it must name the same first entry as the

@@ -47,9 +47,12 @@ def test_bit_strides_refuse_other_axes():
 
 def test_permute_kernels_are_lazy_and_compile_for_sm90(cache):
     fam = _permute.make_family(cache)
-    assert sorted(fam.names()) == ["permute_bits_4", "permute_bits_8"] and fam.compiled() == []
+    names = ["permute_bits_4", "permute_bits_8", "permute_bits_parts_4", "permute_bits_parts_8"]
+    assert sorted(fam.names()) == names and fam.compiled() == []
     assert [k.name for k in fam.warm(["permute_bits_4"], arch="sm_90")] == ["permute_bits_4"]
     assert fam.compiled() == ["permute_bits_4"]
+    assert [k.name for k in fam.warm(["permute_bits_parts_8"], arch="sm_90")] == ["permute_bits_parts_8"]
+    assert sorted(fam.compiled()) == ["permute_bits_4", "permute_bits_parts_8"]
 
 
 def test_merges_says_when_a_reshape_is_a_view():
@@ -101,3 +104,96 @@ def test_device_route_on_the_host_copies_by_the_kernels_addressing(monkeypatch):
     assert y.flags.c_contiguous and np.array_equal(y, np.ascontiguousarray(x)) and len(calls) == 1
     z = np.arange(12.0).reshape(3, 4).T
     assert np.array_equal(be.contiguous(z), np.ascontiguousarray(z)) and len(calls) == 1
+
+
+def _parts(rng: np.random.Generator, n: int, perm: tuple[int, ...], dtypes: list[str]) -> tuple[np.ndarray, ...]:
+    """Permuted views of binary tensors of one shape and element strides, one of each dtype."""
+    return tuple(rng.integers(-(2**20), 2**20, size=(2,) * n).astype(d).transpose(perm) for d in dtypes)
+
+
+def test_parts_copied_at_once_on_the_host_stand_in(monkeypatch):
+    """An operand's parts (2 float32 values, 4 int64 counts) copied by one launch per dtype into one
+    allocation per dtype: the copies are exact, C-contiguous, and each dtype's are views of one block."""
+    launched = []
+    real = _permute.copy_parts
+    monkeypatch.setattr(_permute, "copy_parts", lambda *a: launched.append(a[1]) or real(*a))
+    monkeypatch.setattr(_permute, "copy", lambda *a: pytest.fail("a part copied on its own"))
+    rng = np.random.default_rng(11)
+    be = Backend("cupy", np)
+    parts = _parts(rng, 9, tuple(rng.permutation(9)), ["float32"] * 2 + ["int64"] * 4)
+    out = be.contiguous_parts(parts)
+    assert len(launched) == 1
+    for got, want in zip(out, parts):
+        assert got.flags.c_contiguous and got.dtype == want.dtype and np.array_equal(got, want)
+    assert out[0].base is out[1].base and out[0].base.shape == (2, *out[0].shape)
+    assert out[2].base is out[5].base and out[2].base.shape == (4, *out[2].shape) and out[2].base is not out[0].base
+
+
+def test_parts_of_other_strides_or_shapes_are_copied_one_by_one():
+    rng = np.random.default_rng(12)
+    be = Backend("cupy", np)
+    a, b = _parts(rng, 6, (5, 0, 3, 1, 4, 2), ["float32", "int64"])
+    c = rng.integers(0, 9, size=(2,) * 6).astype(np.int64).transpose(1, 0, 2, 3, 5, 4)  # other strides
+    assert _permute.copy_parts(be, (a, b, c)) is None
+    out = be.contiguous_parts((a, b, c))
+    assert all(np.array_equal(x, y) and x.flags.c_contiguous for x, y in zip(out, (a, b, c)))
+    odd = np.zeros((3, 2)).T  # an axis of 3: the library's copy
+    assert _permute.copy_parts(be, (odd, odd)) is None
+    assert all(x.flags.c_contiguous for x in be.contiguous_parts((odd, odd)))
+    done = np.zeros((2, 2, 2))
+    assert be.contiguous_parts((done, done))[1] is done  # already contiguous: no copy
+
+
+def test_empty_parts_share_one_allocation_per_dtype():
+    be = Backend("cupy", np)
+    likes = [np.zeros(1, np.float32), np.zeros(1, np.int64), np.zeros(1, np.float32), np.zeros(1, np.float64)]
+    out = be.empty_parts(likes, (2, 3))
+    assert [o.dtype for o in out] == [x.dtype for x in likes] and all(o.shape == (2, 3) for o in out)
+    assert out[0].base is out[2].base and out[0].base.shape == (2, 2, 3)
+    assert out[1].base is None and out[3].base is None  # a dtype of one part: its own array
+    assert not np.shares_memory(out[0], out[2])  # disjoint parts of the block
+
+
+def test_kernel_lookup_is_one_dict_hit_per_device(monkeypatch):
+    """The step path asks the family once per (kernel, device), then reuses the loaded kernel; a new
+    family (a test's, a reset) forgets them."""
+    from lazykern.launch import _device
+
+    asked = []
+
+    class Family:
+        def get(self, name, arch=None):
+            asked.append((name, arch))
+            return (name, arch)
+
+    monkeypatch.setattr(_permute, "_family", Family())
+    monkeypatch.setattr(_permute, "_kernels", {})
+    monkeypatch.setattr(_device, "arch", lambda device: f"sm_9{device}")
+    assert _permute._kernel("permute_bits_8", 0) == ("permute_bits_8", "sm_90")
+    assert _permute._kernel("permute_bits_8", 0) == ("permute_bits_8", "sm_90")
+    assert _permute._kernel("permute_bits_8", 1) == ("permute_bits_8", "sm_91")
+    assert asked == [("permute_bits_8", "sm_90"), ("permute_bits_8", "sm_91")]
+    monkeypatch.setattr(_permute, "_family", None)
+    monkeypatch.setattr(_permute, "make_family", Family)
+    _permute.family()
+    assert _permute._kernels == {}
+
+
+@pytest.mark.gpu
+def test_gpu_parts_copy_is_exact_in_chunks():
+    """More parts than one launch takes (PARTS_MAX), three dtypes (one of a single part: the single
+    copy's kernel), a fixed label: each copy exact, each dtype's copies one allocation."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(13)
+    be = Backend("cupy", cupy)
+    n = 14
+    perm = tuple(rng.permutation(n - 1))
+    dtypes = ["float32"] * 3 + ["int64"] * (_permute.PARTS_MAX + 3) + ["float64"]  # float64: a run of one
+    host = [rng.integers(-(2**20), 2**20, size=(2,) * n).astype(d)[:, 1] for d in dtypes]
+    dev = [cupy.asarray(h.base if h.base is not None else h)[:, 1].transpose(perm) for h in host]
+    out = be.contiguous_parts(dev)
+    for got, h in zip(out, host):
+        assert got.flags.c_contiguous and np.array_equal(cupy.asnumpy(got), np.ascontiguousarray(h.transpose(perm)))
+    assert out[3].base is out[-2].base
+    assert "permute_bits_parts_8" in _permute.family().compiled()
+    assert "permute_bits_parts_4" in _permute.family().compiled()

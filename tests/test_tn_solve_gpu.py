@@ -105,6 +105,41 @@ def test_kbest_kernel_equals_the_array_product(k, modulus, dtype, monkeypatch):
         assert np.array_equal(cupy.asnumpy(g), cupy.asnumpy(w))
 
 
+def test_kbest_launch_allocates_once_per_dtype_and_looks_up_its_kernel_once(monkeypatch):
+    """The k-best step's results: each dtype's parts views of one allocation, exact against the array
+    product when its operands are themselves such views; the family asked once per kernel and device."""
+    cupy = pytest.importorskip("cupy")
+    from lazykern.tn._backend import Backend
+    from lazykern.tn.algebras import _kbest_kernels, kbest
+
+    k = 2
+    be = Backend("cupy", cupy)
+    rng = np.random.default_rng(21)
+    alg = kbest.algebra(k, counts=True)("maxplus", be)
+
+    def operand(shape):
+        v = be.empty_parts([cupy.zeros(1, cupy.float32)] * k, shape)
+        c = be.empty_parts([cupy.zeros(1, cupy.int64)] * k, shape)
+        v[0][...] = cupy.asarray(rng.integers(-6, 7, shape).astype(np.float32))
+        v[1][...] = v[0] - 1 - cupy.asarray(rng.integers(0, 3, shape).astype(np.float32))
+        for x in c:
+            x[...] = cupy.asarray(rng.integers(1, 2**30, shape))
+        return tuple(v) + tuple(c)
+
+    A, B = operand((2, 6, 8)), operand((1, 8, 5))
+    got, _ = alg.bmm(A, B, False)
+    assert got[0].base is got[1].base and got[2].base is got[3].base and got[0].base is not got[2].base
+    asked = []
+    real = _kbest_kernels.family().get
+    monkeypatch.setattr(_kbest_kernels.family(), "get", lambda *a, **kw: asked.append(a) or real(*a, **kw))
+    again, _ = alg.bmm(A, B, False)
+    assert asked == []  # the loaded kernel kept per (name, device)
+    monkeypatch.setattr(kbest, "USE_KERNEL", False)
+    want, _ = alg.bmm(A, B, False)
+    for g, a, w in zip(got, again, want):
+        assert np.array_equal(cupy.asnumpy(g), cupy.asnumpy(w)) and np.array_equal(cupy.asnumpy(a), cupy.asnumpy(w))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_paired_kbest_kernel_equals_the_two_rings(dtype):
     """The paired kernel (counts modulo 2^64 and modulo a prime in one product) against the two rings'

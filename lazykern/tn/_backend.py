@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -40,10 +41,10 @@ class Backend:
         return x.reshape(shape)
 
     def strides(self, x: Any) -> tuple[int, ...]:
-        """Strides in elements."""
+        """Strides in elements (read several times a step: ``map`` over the byte strides, no generator)."""
         if self.name == "torch":
             return tuple(x.stride())
-        return tuple(s // x.itemsize for s in x.strides)
+        return tuple(map(x.itemsize.__rfloordiv__, x.strides))
 
     def contiguous(self, x: Any) -> Any:
         """A C-contiguous array of ``x``'s entries (``x`` itself when it is one). A GPU copy of a tensor
@@ -57,6 +58,20 @@ class Backend:
             if out is not None:
                 return out
         return x.contiguous() if self.name == "torch" else self.xp.ascontiguousarray(x)
+
+    def contiguous_parts(self, parts: Sequence[Any], alike: bool = False) -> tuple[Any, ...]:
+        """:meth:`contiguous` of each part. On a GPU, parts of one shape and strides whose axes all hold 2
+        entries (an algebra's parts of one operand) are copied by one bit-permutation launch per dtype
+        into one allocation (:func:`._permute.copy_parts`), not one launch and one allocation each.
+        ``alike``: the caller has seen that the parts share shape and strides (not read again)."""
+        if len(parts) > 1 and not self.on_host and not self.is_contiguous(parts[0]):
+            if not any(getattr(p, "requires_grad", False) for p in parts):
+                from . import _permute
+
+                out = _permute.copy_parts(self, tuple(parts), alike)
+                if out is not None:
+                    return out
+        return tuple(self.contiguous(p) for p in parts)
 
     def pointer(self, x: Any) -> int:
         """The device address of a GPU array's first entry, from the library's own attribute (the CUDA
@@ -82,6 +97,23 @@ class Backend:
         if self.name == "torch":
             return self.xp.empty(shape, dtype=like.dtype, device=like.device)
         return self.xp.empty(shape, dtype=like.dtype)
+
+    def empty_parts(self, likes: Sequence[Any], shape: tuple[int, ...]) -> tuple[Any, ...]:
+        """New C-contiguous arrays of ``shape``, one of each of ``likes``' dtypes (and device): the parts
+        of one dtype are views of one allocation of them back to back, in their order (one allocation
+        per dtype, not per part; the parts of one term live and die together)."""
+        out: list[Any] = [None] * len(likes)
+        runs: dict[np.dtype, list[int]] = {}
+        for i, like in enumerate(likes):
+            runs.setdefault(self.dtype(like), []).append(i)
+        for at in runs.values():
+            if len(at) == 1:
+                out[at[0]] = self.empty(likes[at[0]], shape)
+                continue
+            block = self.empty(likes[at[0]], (len(at), *shape))
+            for j, i in enumerate(at):
+                out[i] = block[j]
+        return tuple(out)
 
     def dtype(self, x: Any) -> np.dtype:
         if self.name == "torch":

@@ -110,40 +110,33 @@ def _arrange(be: Backend, term: Term, orders: Sequence[Sequence[Sequence[Label]]
 
     lengths = [len(g) for g in chosen]
     moved = perm != tuple(range(len(perm)))
-    copies = [False, False]  # the first part's copies: after the permute, at the end
 
-    def fix(p: Any) -> Any:
+    def fix(ps: list[Any]) -> list[Any]:
+        """Parts of one shape and strides laid out as one: the checks read the first, a copy copies all
+        at once (:meth:`Backend.contiguous_parts`: a k-best operand's 6 parts in 2 launches)."""
         if moved:
-            p = be.permute(p, perm)
-            if not merges(tuple(int(n) for n in p.shape), be.strides(p), lengths):
-                p = be.contiguous(p)  # the reshape would copy: the backend's copy is the faster one
-                copies[0] = True
-        p = be.reshape(p, shape3)
-        p = be.permute(p, (0, 2, 1)) if swapped else p
-        if operand_layout(tuple(p.shape), be.strides(p)) is not None:
-            return p
-        copies[1] = True
-        return be.contiguous(p)
+            ps = [be.permute(p, perm) for p in ps]
+            if not merges(tuple(int(n) for n in ps[0].shape), be.strides(ps[0]), lengths):
+                ps = list(
+                    be.contiguous_parts(ps, alike=True)
+                )  # the reshape would copy: the backend's copy is the faster one
+        ps = [be.reshape(p, shape3) for p in ps]
+        ps = [be.permute(p, (0, 2, 1)) for p in ps] if swapped else ps
+        if operand_layout(tuple(ps[0].shape), be.strides(ps[0])) is not None:
+            return ps
+        return list(be.contiguous_parts(ps, alike=True))
 
-    first = fix(term.parts[0])
     if len(term.parts) == 1:
-        return (first,), swapped
-    strides = be.strides(term.parts[0])
-    before = tuple(copies)
-
-    def like_first(p: Any) -> Any:
-        """A part laid out as the first (same element strides) takes the first's views and copies
-        without the checks (the k-best and counting algebras hold 2 to 6 parts per operand)."""
-        if be.strides(p) != strides:
-            return fix(p)
-        if moved:
-            p = be.permute(p, perm)
-            p = be.contiguous(p) if before[0] else p
-        p = be.reshape(p, shape3)
-        p = be.permute(p, (0, 2, 1)) if swapped else p
-        return be.contiguous(p) if before[1] else p
-
-    return (first, *(like_first(p) for p in term.parts[1:])), swapped
+        return (fix([term.parts[0]])[0],), swapped
+    # The algebras of several parts (k-best, counting) mostly hold them laid out alike: one group.
+    runs: dict[tuple[int, ...], list[int]] = {}
+    for i, p in enumerate(term.parts):
+        runs.setdefault(be.strides(p), []).append(i)
+    out: list[Any] = [None] * len(term.parts)
+    for at in runs.values():
+        for i, p in zip(at, fix([term.parts[i] for i in at])):
+            out[i] = p
+    return tuple(out), swapped
 
 
 def merges(shape: tuple[int, ...], strides: tuple[int, ...], lengths: Sequence[int]) -> bool:

@@ -8,6 +8,9 @@ product that followed. Here output entry ``o`` (its bits are the output axes, th
 reads the source at sum_b bit_b(o) * stride_b: shifts and adds, the copy bound by memory. The bits are
 moved as raw 4- or 8-byte words, so one kernel per item size serves every dtype of that size exactly,
 and the fragment is compiled once into the lazykern store (no CuPy kernel is compiled for the copy).
+An algebra of several parts (k-best: values, counts, residues) copies an operand's parts of one dtype
+in one launch (``permute_bits_parts_*``: each source offset computed once for all of them) into one
+allocation: a CountingMax(2) step's 6 parts take 2 launches and 2 allocations, not 6 and 6.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import _fork
 from ..families.family import KernelFamily
 from ..launch import _device
 
@@ -27,6 +31,8 @@ THREADS = 256
 _MAX_BLOCKS = 132 * 32
 WORDS = {4: "unsigned int", 8: "unsigned long long"}  # item size -> the word moved
 SIGNATURE = ["ptr", "ptr", "int64", "int32"] + ["int64"] * BITS_MAX
+PARTS_MAX = 8  # arrays of one shape, strides and item size one launch copies (a k-best operand holds 2 to 12)
+PARTS_SIGNATURE = ["ptr"] * PARTS_MAX + ["ptr", "int64", "int32", "int32"] + ["int64"] * BITS_MAX
 
 PREAMBLE = """
 template <typename W, int BITS>
@@ -43,11 +49,32 @@ __device__ __forceinline__ void lk_permute_bits(const W *__restrict__ src, W *__
         dst[o] = src[at];
     }
 }
+
+// Several arrays of one shape and strides (an algebra's parts) into one allocation, part q at q * total:
+// each entry's source offset computed once for all of them.
+template <typename W, int BITS, int PARTS>
+__device__ __forceinline__ void lk_permute_bits_parts(const W *const *src, W *__restrict__ dst, long long total,
+                                                      int parts, int bits, const long long *stride) {
+    for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < total;
+         o += (long long)gridDim.x * blockDim.x) {
+        long long at = 0;
+#pragma unroll
+        for (int b = 0; b < BITS; ++b) {
+            if (b >= bits) break;
+            if ((o >> b) & 1) at += stride[b];
+        }
+#pragma unroll
+        for (int q = 0; q < PARTS; ++q) {
+            if (q >= parts) break;
+            dst[q * total + o] = src[q][at];
+        }
+    }
+}
 """
 
 
-def kernel_name(itemsize: int) -> str:
-    return f"permute_bits_{itemsize}"
+def kernel_name(itemsize: int, parts: bool = False) -> str:
+    return f"permute_bits_parts_{itemsize}" if parts else f"permute_bits_{itemsize}"
 
 
 def make_family(cache: KernelCache | None = None) -> KernelFamily:
@@ -63,6 +90,16 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
             f"    lk_permute_bits<{word}, {BITS_MAX}>(src, dst, total, bits, stride);\n}}\n"
         )
         fam.add(name, code, signature=SIGNATURE)
+        name = kernel_name(itemsize, parts=True)
+        srcs = ", ".join(f"const {word} *src{q}" for q in range(PARTS_MAX))
+        code = (
+            f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}({srcs}, {word} *dst, '
+            f"long long total, int parts, int bits, {params}) {{\n"
+            f"    const {word} *const src[{PARTS_MAX}] = {{{', '.join(f'src{q}' for q in range(PARTS_MAX))}}};\n"
+            f"    const long long stride[{BITS_MAX}] = {{{strides}}};\n"
+            f"    lk_permute_bits_parts<{word}, {BITS_MAX}, {PARTS_MAX}>(src, dst, total, parts, bits, stride);\n}}\n"
+        )
+        fam.add(name, code, signature=PARTS_SIGNATURE)
     return fam
 
 
@@ -74,6 +111,7 @@ def family() -> KernelFamily:
     global _family
     if _family is None:
         _family = make_family()
+        _kernels.clear()
     return _family
 
 
@@ -106,8 +144,7 @@ def copy(be: Any, x: Any) -> Any | None:
     if be.xp is np:  # the GPU route run on the host (tests): the kernel's addressing, by its reference
         if min(bits, default=0) < 0:
             return None
-        span = np.lib.stride_tricks.as_strided(x, (sum(bits) + 1,), (x.itemsize,), writeable=False)
-        return reference(span, 0, bits).reshape(shape)
+        return _host_copy(x, bits, shape)
     from ..tropical import _arrays
 
     out = be.empty(x, shape)
@@ -117,6 +154,84 @@ def copy(be: Any, x: Any) -> Any | None:
     blocks = min(-(-total // THREADS), _MAX_BLOCKS)
     padded = bits + [0] * (BITS_MAX - len(bits))
     with _device.on(device):
-        kernel = family().get(kernel_name(itemsize), arch=_device.arch(device))
+        kernel = _kernel(kernel_name(itemsize), device)
         kernel[(blocks,), (THREADS,), dst.stream or 0](be.pointer(x), dst.ptr, total, np.int32(len(bits)), *padded)
     return out
+
+
+def copy_parts(be: Any, parts: tuple[Any, ...], alike: bool = False) -> tuple[Any, ...] | None:
+    """C-contiguous copies of GPU arrays of one shape and one set of strides (an algebra's parts), each
+    dtype's by one launch into one allocation (:meth:`Backend.empty_parts`: the copies are views of it);
+    None when they are not binary tensors of item size 4 or 8 or differ in shape or strides. A k-best
+    operand of 6 parts costs 2 launches and 2 allocations instead of 6 and 6. ``alike``: the caller has
+    seen that the parts share shape and strides (they are not compared again)."""
+    x = parts[0]
+    shape = tuple(int(n) for n in x.shape)
+    strides = be.strides(x)
+    bits = bit_strides(shape, strides)
+    if bits is None:
+        return None
+    if not alike and any(tuple(int(n) for n in p.shape) != shape or be.strides(p) != strides for p in parts[1:]):
+        return None
+    dtypes = [be.dtype(p) for p in parts]
+    if any(d.itemsize not in WORDS for d in dtypes):
+        return None
+    if be.xp is np:
+        if min(bits, default=0) < 0:
+            return None
+        out: tuple[Any, ...] = be.empty_parts(parts, shape)
+        for p, o in zip(parts, out):
+            o[...] = _host_copy(p, bits, shape)
+        return out
+    from ..tropical import _arrays
+
+    out = tuple(be.empty_parts(parts, shape))
+    total = 1 << len(bits)
+    blocks = min(-(-total // THREADS), _MAX_BLOCKS)
+    padded = bits + [0] * (BITS_MAX - len(bits))
+    dst = _arrays.as_operand(out[0], "out")  # the device and stream, once for every part
+    device = _device.resolve_or_current(_device.common([("x", be.device_of(x)), ("out", dst.device)]))
+    runs: dict[np.dtype, list[int]] = {}
+    for i, d in enumerate(dtypes):
+        runs.setdefault(d, []).append(i)
+    with _device.on(device):
+        for d, at in runs.items():
+            if len(at) == 1:  # a dtype of one part (counting's value and count): the single copy's kernel
+                kernel = _kernel(kernel_name(d.itemsize), device)
+                kernel[(blocks,), (THREADS,), dst.stream or 0](
+                    be.pointer(parts[at[0]]), be.pointer(out[at[0]]), total, np.int32(len(bits)), *padded
+                )
+                continue
+            kernel = _kernel(kernel_name(d.itemsize, parts=True), device)
+            for start in range(0, len(at), PARTS_MAX):
+                chunk = at[start : start + PARTS_MAX]
+                src = [be.pointer(parts[i]) for i in chunk]
+                src += [src[0]] * (PARTS_MAX - len(src))  # the kernel reads only the first ``len(chunk)``
+                # empty_parts lays one dtype's parts out back to back: the chunk's first is their base
+                kernel[(blocks,), (THREADS,), dst.stream or 0](
+                    *src, be.pointer(out[chunk[0]]), total, np.int32(len(chunk)), np.int32(len(bits)), *padded
+                )
+    return out
+
+
+def _host_copy(x: np.ndarray, bits: list[int], shape: tuple[int, ...]) -> np.ndarray:
+    span = np.lib.stride_tricks.as_strided(x, (sum(bits) + 1,), (x.itemsize,), writeable=False)
+    return reference(span, 0, bits).reshape(shape)
+
+
+_kernels: dict[tuple[str, int | None], Any] = {}
+
+
+def _kernel(name: str, device: int | None) -> Any:
+    """The loaded kernel ``name`` for ``device``: the family's lookup (arch string normalized, a lock
+    on a miss) once per device, then one dict hit (a k-best call copies hundreds of parts)."""
+    found = _kernels.get((name, device))
+    if found is None:
+        found = _kernels[(name, device)] = family().get(name, arch=_device.arch(device))
+    return found
+
+
+@_fork.on_child
+def _forget() -> None:
+    """A forked child loads its own kernels (the parent's modules belong to the parent's contexts)."""
+    _kernels.clear()

@@ -329,11 +329,13 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
     values = ctx.put_all(_values(tab, dtype, True, sign=sign))
     ones = ctx.put_all([m.astype(np.int64) for m in tab.mask])
     operands = list(zip(values, ones))
+    # Boolean masks count 0 or 1, their own residues modulo any prime: no `% p` per operand and pass.
+    reduced = all(m.dtype == np.bool_ for m in tab.mask)
 
     # Each pass plans the shared order for its own algebra as it builds its network (one build, not a
     # plan's network and then the pass's: 300 operands prepared twice); the path's costs are kept.
     def run(moduli: tuple[int, ...]) -> tuple[Any, list[Any]]:
-        alg = kbest.algebra(k, True, moduli[0] if moduli else 0)
+        alg = kbest.algebra(k, True, moduli[0] if moduli else 0, reduced=reduced)
         parts = ctx.contract(tab, tab.labels, (), operands, "maxplus", alg)
         return np.array([_item(p) for p in parts[:k]]), [np.array([_item(p) for p in parts[k:]])]
 
@@ -341,7 +343,7 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
         """The int64 pass and the first prime's in one contraction (both are needed once counts may
         pass 2^63): the values and their choices computed once, each count in both rings."""
         (p,) = first
-        both = ctx.contract(tab, tab.labels, (), operands, "maxplus", kbest.paired_algebra(k, p))
+        both = ctx.contract(tab, tab.labels, (), operands, "maxplus", kbest.paired_algebra(k, p, reduced=reduced))
         values = np.array([_item(x) for x in both[:k]])
         wide_counts = np.array([_item(x) for x in both[k : 2 * k]])
         return (values, [wide_counts]), (values, [np.array([_item(x) for x in both[2 * k :]])])

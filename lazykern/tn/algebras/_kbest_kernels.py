@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ... import _fork
 from ...families.family import KernelFamily
 from ...launch import _device
 
@@ -82,6 +83,7 @@ def family() -> KernelFamily:
     global _family
     if _family is None:
         _family = make_family()
+        _kernels.clear()
     return _family
 
 
@@ -93,14 +95,12 @@ def launch(
     strides (copied to contiguous where they differ)."""
     from ...tropical import _arrays
 
-    A, B = _alike(be, A), _alike(be, B)
+    (A, (sa, ars, acs)), (B, (sb, brs, bcs)) = _alike(be, A), _alike(be, B)
     batch = max(int(A[0].shape[0]), int(B[0].shape[0]))
     M, K, N = int(A[0].shape[1]), int(A[0].shape[2]), int(B[0].shape[2])
-    out = tuple(be.empty(x, (batch, M, N)) for x in A)
+    out: tuple[Any, ...] = be.empty_parts(A, (batch, M, N))  # one allocation per dtype, the parts its views
     if batch * M * N == 0:
         return out
-    sa, ars, acs = be.strides(A[0])
-    sb, brs, bcs = be.strides(B[0])
     sa, sb = (sa if int(A[0].shape[0]) > 1 else 0), (sb if int(B[0].shape[0]) > 1 else 0)
 
     value = be.dtype(A[0])
@@ -122,16 +122,36 @@ def launch(
     blocks = min(-(-total // THREADS), _MAX_BLOCKS)
     name = kernel_name(k, value, counts, modulus, paired)
     with _device.on(device):
-        kernel = family().get(name, arch=_device.arch(device))
+        kernel = _kernel(name, device)
         kernel[(blocks,), (THREADS,), first.stream or 0](
             *(p for g in groups for p in g), total, M, N, K, sa, ars, acs, sb, brs, bcs, M * N, N, np.uint64(modulus)
         )
     return out
 
 
-def _alike(be: Any, parts: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The parts with one set of strides (the kernel reads them all through it)."""
+def _alike(be: Any, parts: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[int, ...]]:
+    """The parts with one set of strides (the kernel reads them all through it), and those strides
+    (each part's read once)."""
     first = be.strides(parts[0])
     if all(be.strides(p) == first for p in parts[1:]):
-        return parts
-    return tuple(be.contiguous(p) for p in parts)
+        return parts, first
+    parts = tuple(be.contiguous(p) for p in parts)
+    return parts, be.strides(parts[0])
+
+
+_kernels: dict[tuple[str, int | None], Any] = {}
+
+
+def _kernel(name: str, device: int | None) -> Any:
+    """The loaded kernel ``name`` for ``device``: the family's lookup (arch string normalized, a lock
+    on a miss) once per device, then one dict hit per step."""
+    found = _kernels.get((name, device))
+    if found is None:
+        found = _kernels[(name, device)] = family().get(name, arch=_device.arch(device))
+    return found
+
+
+@_fork.on_child
+def _forget() -> None:
+    """A forked child loads its own kernels (the parent's modules belong to the parent's contexts)."""
+    _kernels.clear()

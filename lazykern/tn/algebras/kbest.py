@@ -39,6 +39,7 @@ class KBestAlgebra(Algebra):
     k = 1
     counts = False
     modulus = 0  # counts modulo this prime; 0: int64 arithmetic (modulo 2^64)
+    reduced = False  # the operands' counts lie in [0, modulus) already (0/1 masks): prepare takes them as they are
     strided = False
 
     @classmethod
@@ -52,7 +53,7 @@ class KBestAlgebra(Algebra):
         shape = tuple(int(n) for n in values.shape)
         out = [values] + [_constant(be, values, shape, -math.inf)] * (cls.k - 1)
         if cls.counts:
-            count = parts[1] % cls.modulus if cls.modulus else parts[1]
+            count = parts[1] % cls.modulus if cls.modulus and not cls.reduced else parts[1]
             out += [count] + [_constant(be, count, shape, 0)] * (cls.k - 1)
         return tuple(out)
 
@@ -146,9 +147,10 @@ class PairedKBestAlgebra(KBestAlgebra):
 
     @classmethod
     def prepare(cls, be: Backend, parts: tuple[Any, ...], position: int) -> tuple[Any, ...]:
-        wide = algebra(cls.k, True).prepare(be, parts, position)
-        residues = algebra(cls.k, True, cls.modulus).prepare(be, parts, position)[cls.k :]
-        return wide + residues
+        k = cls.k
+        wide = algebra(k, True).prepare(be, parts, position)
+        residue = wide[k] if cls.reduced else wide[k] % cls.modulus
+        return wide + (residue,) + wide[k + 1 :]  # the residues' zero padding is the counts' own
 
     def _rings(self) -> tuple[KBestAlgebra, KBestAlgebra]:
         wide = algebra(self.k, True)(self.semiring, self.be, self.grad)
@@ -202,32 +204,45 @@ _CONSTANTS_KEPT = 64
 PAIRED_KMAX = _kbest_kernels.PAIRED_KMAX
 PAIRED = True  # CountingMax(k <= PAIRED_KMAX) past int64: the int64 and first prime passes as one (False: in turn)
 
-_algebras: dict[tuple[int, bool, int], type[KBestAlgebra]] = {}
-_paired: dict[tuple[int, int], type[PairedKBestAlgebra]] = {}
+_algebras: dict[tuple[int, bool, int, bool], type[KBestAlgebra]] = {}
+_paired: dict[tuple[int, int, bool], type[PairedKBestAlgebra]] = {}
 
 
-def paired_algebra(k: int, modulus: int) -> type[PairedKBestAlgebra]:
-    """The k-best algebra with counts modulo 2^64 and modulo the prime ``modulus`` together."""
-    key = (int(k), int(modulus))
+def paired_algebra(k: int, modulus: int, reduced: bool = False) -> type[PairedKBestAlgebra]:
+    """The k-best algebra with counts modulo 2^64 and modulo the prime ``modulus`` together.
+    ``reduced``: the caller's counts are 0 or 1 (masks), their own residues: no ``% modulus`` launch
+    per operand (see :func:`algebra`)."""
+    key = (int(k), int(modulus), bool(reduced))
     found = _paired.get(key)
     if found is None:
         if k < 1 or not 1 < modulus < 1 << 31:
             raise ValueError(f"paired k-best algebra needs k >= 1 and a prime below 2^31, got k={k}, modulus={modulus}")
-        attrs = {"k": int(k), "counts": True, "modulus": int(modulus), "nparts": 3 * int(k)}
-        found = _paired[key] = type(f"KBest{k}CountingPaired{modulus}", (PairedKBestAlgebra,), attrs)
+        attrs = {"k": int(k), "counts": True, "modulus": int(modulus), "nparts": 3 * int(k), "reduced": bool(reduced)}
+        name = f"KBest{k}CountingPaired{modulus}{'Reduced' if reduced else ''}"
+        found = _paired[key] = type(name, (PairedKBestAlgebra,), attrs)
     return found
 
 
-def algebra(k: int, counts: bool = False, modulus: int = 0) -> type[KBestAlgebra]:
-    """The k-best algebra (``counts``: with int64 counts, modulo ``modulus`` when it is not 0)."""
-    key = (int(k), bool(counts), int(modulus))
+def algebra(k: int, counts: bool = False, modulus: int = 0, reduced: bool = False) -> type[KBestAlgebra]:
+    """The k-best algebra (``counts``: with int64 counts, modulo ``modulus`` when it is not 0).
+    ``reduced``: the caller's counts are 0 or 1 (masks), already residues modulo any prime, so
+    :meth:`KBestAlgebra.prepare` skips the ``% modulus`` it otherwise launches per operand and per
+    pass. Only a caller that built the counts from boolean masks may say so: a count outside
+    [0, modulus) then goes into the product unreduced."""
+    key = (int(k), bool(counts), int(modulus), bool(reduced))
     found = _algebras.get(key)
     if found is None:
         if k < 1 or not 0 <= modulus < 1 << 31:
             raise ValueError(f"k-best algebra needs k >= 1 and a modulus below 2^31, got k={k}, modulus={modulus}")
-        name = f"KBest{k}{'Counting' if counts else ''}{modulus or ''}"
+        name = f"KBest{k}{'Counting' if counts else ''}{modulus or ''}{'Reduced' if reduced else ''}"
         nparts = k * (2 if counts else 1)
-        attrs = {"k": int(k), "counts": bool(counts), "modulus": int(modulus), "nparts": nparts}
+        attrs = {
+            "k": int(k),
+            "counts": bool(counts),
+            "modulus": int(modulus),
+            "nparts": nparts,
+            "reduced": bool(reduced),
+        }
         found = _algebras[key] = type(name, (KBestAlgebra,), attrs)
     return found
 
