@@ -334,3 +334,83 @@ def test_pointer_device_asks_libcuda_for_the_ordinal(monkeypatch):
     with pytest.raises(ValueError, match="not device memory this process can use"):
         _device.pointer_device(0x3000)
     assert seen == [(9, 0x2000), (9, 0x3000)]  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+
+
+class FakeEventDriver:
+    """The driver calls :func:`_device.leave_ordered` makes, each logged with the context current then."""
+
+    def __init__(self, stack: list[int]) -> None:
+        self.stack, self.calls, self.made = stack, [], 0
+        self.CUevent_flags = types.SimpleNamespace(CU_EVENT_DISABLE_TIMING=2)
+
+    def _ctx(self) -> int:
+        return self.stack[-1] if self.stack else 0
+
+    def cuEventCreate(self, flags):
+        self.made += 1
+        event = ("event", self._ctx(), self.made)
+        self.calls.append(("create", self._ctx()))
+        return 0, event
+
+    def cuEventRecord(self, event, stream):
+        assert event[1] == self._ctx(), "an event is recorded in the context it was made in"
+        self.calls.append(("record", self._ctx(), stream))
+        return (0,)
+
+    def cuStreamWaitEvent(self, stream, event, flags):
+        self.calls.append(("wait", self._ctx(), stream))
+        return (0,)
+
+    def cuEventSynchronize(self, event):
+        self.calls.append(("host sync", self._ctx()))
+        return (0,)
+
+
+@pytest.fixture
+def fake_events(fake_contexts, monkeypatch):
+    drv = FakeEventDriver(fake_contexts)
+    monkeypatch.setattr(_device, "_cu", drv)
+    monkeypatch.setattr(_device, "_order_events", {})
+    return fake_contexts, drv
+
+
+def test_work_on_another_devices_legacy_stream_orders_the_callers_stream(fake_events):
+    """Issue 45: a product on device 1's legacy stream, called with device 0 current, then read by
+    Numba's copy_to_host in device 0's context, was read before it was written. The caller's legacy
+    stream now waits for an event recorded after the work, without a host sync."""
+    stack, drv = fake_events
+    stack.append(0x10)
+    for _ in range(2):  # the event is made once per context and thread, recorded each time
+        token = _device.enter(1)
+        assert stack == [0x10, 0x11]
+        _device.leave_ordered(token, 0)
+        assert stack == [0x10]
+    assert drv.calls == [("create", 0x11), ("record", 0x11, 0), ("wait", 0x10, 0),
+                         ("record", 0x11, 0), ("wait", 0x10, 0)]  # fmt: skip
+
+
+def test_a_named_stream_or_no_switch_adds_nothing(fake_events):
+    stack, drv = fake_events
+    stack.append(0x10)
+    _device.leave_ordered(_device.enter(0), 0)  # already current: no token
+    token = _device.enter(1)
+    _device.leave_ordered(token, 0xBEEF)  # a stream the caller named: the caller orders its work
+    assert stack == [0x10] and drv.calls == []
+
+
+def test_no_context_at_the_call_waits_on_the_host_only_for_another_device(fake_events):
+    stack, drv = fake_events
+    _device.leave_ordered(_device.enter(1), 0)
+    assert stack == [] and drv.calls[-1] == ("host sync", 0)
+    drv.calls.clear()
+    _device.leave_ordered(_device.enter(0), 0)  # Numba's next copy makes device 0 current: the same stream
+    assert stack == [] and [c[0] for c in drv.calls] == ["create", "record"]
+
+
+def test_leave_ordered_restores_the_callers_context_when_the_driver_fails(fake_events):
+    stack, drv = fake_events
+    stack.append(0x10)
+    drv.cuEventRecord = lambda event, stream: (700,)
+    with pytest.raises(Exception, match="cuEventRecord failed while ordering"):
+        _device.leave_ordered(_device.enter(1), 0)
+    assert stack == [0x10]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -27,7 +28,7 @@ from cuda.bindings import driver as _cu
 from .. import _fork
 from .._numba import internals
 from ..compile.compiler import arch_of
-from ..errors import LaunchError
+from ..errors import DriverError, LaunchError
 
 _DEVICE_ORDINAL = 9  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 _CACHED = "_lazykern_device"  # set on Numba arrays and streams: their device cannot change
@@ -457,6 +458,56 @@ def enter(device: int | None) -> Any:
 def leave(token: Any) -> None:
     if token is not None:
         token.pop()
+
+
+_LEGACY = (0, 1)  # CUstream 0 and CU_STREAM_LEGACY: the current context's legacy default stream
+_order_events: dict[tuple[int, int], Any] = {}  # (context, thread) -> the event ordering the caller after
+
+
+def leave_ordered(token: Any, handle: int) -> None:
+    """Leave the arrays' device as :func:`leave` does, with the caller's context ordered after the work.
+
+    A call made while another device is current runs on the arrays' device; when its work went to that
+    device's legacy default stream (``handle`` 0: Numba arrays, which name no stream), nothing orders it
+    before what the caller does next on its own legacy stream. Numba's ``copy_to_host`` copies in the
+    *current* context and does not wait for another context's streams: it read outputs before the kernel
+    wrote them (two H200s under load, issue 45: 7 wrong products in 6 runs of the multi-GPU tests). So
+    the caller's legacy stream waits for an event recorded after the work (no host sync). With no
+    context current at the call, Numba's next copy makes device 0's current: work on device 0 is then on
+    that very stream, work on another device is waited for on the host. A named stream is the caller's
+    to order, as in CUDA.
+    """
+    if token is None:
+        return
+    if handle not in _LEGACY:
+        leave(token)
+        return
+    work = current_context()
+    key = (work, threading.get_ident())
+    event = _order_events.get(key)
+    if event is None:  # an event belongs to the context it is made in: made here, before leaving
+        err, event = _cu.cuEventCreate(_cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+        _checked(err, "cuEventCreate")
+        _order_events[key] = event
+    try:
+        _checked(_cu.cuEventRecord(event, handle)[0], "cuEventRecord")
+    finally:
+        leave(token)
+    if current_context():
+        _checked(_cu.cuStreamWaitEvent(0, event, 0)[0], "cuStreamWaitEvent")
+    elif context_device(work) != 0:  # none current: Numba's next copy makes device 0's current, the same stream
+        _checked(_cu.cuEventSynchronize(event)[0], "cuEventSynchronize")
+
+
+@_fork.on_child
+def _forget_order_events() -> None:
+    """A forked child has none of its parent's contexts, so none of their events."""
+    _order_events.clear()
+
+
+def _checked(err: Any, what: str) -> None:
+    if int(err) != 0:
+        raise DriverError(f"{what} failed while ordering the caller's stream after another device's work: {err}")
 
 
 class on:

@@ -283,7 +283,7 @@ class Launcher:
                 raise LaunchError(f"launch of {self.name!r} failed: {exc}") from exc
         finally:
             if token is not None:
-                _device.leave(token)
+                _device.leave_ordered(token, int(self.stream.handle))
 
     def _enter_device(self, args: tuple[Any, ...]) -> Any:
         """Make the arrays' (else the stream's) device current; what :func:`_device.leave` undoes.

@@ -326,7 +326,7 @@ class ProductCall(_Call):
             return result
         finally:
             if token is not None:
-                _device.leave(token)
+                _device.leave_ordered(token, handle)
 
 
 class BackwardCall(_Call):
@@ -368,4 +368,4 @@ class BackwardCall(_Call):
             return result
         finally:
             if token is not None:
-                _device.leave(token)
+                _device.leave_ordered(token, handle)
