@@ -28,6 +28,11 @@ FAMILIES = [
 def _warm_concurrently(directory, kind: str, processes: int, threads: int) -> list[dict]:
     go = directory.parent / f"go-{kind}"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    # Compile-once is what this measures, not the liveness fallbacks: a process compiles without the lock
+    # after LAZYKERN_LOCK_TIMEOUT (10 s), and a lookup that waits LAZYKERN_STORE_TIMEOUT (5 s) for the
+    # database counts as a miss; on a loaded 2-core CI machine (32 threads starting at once) one of them
+    # ran out (18 compiles for 4 keys, 2026-11-28). Those fallbacks have tests of their own.
+    env.update(LAZYKERN_LOCK_TIMEOUT="300", LAZYKERN_STORE_TIMEOUT="120")
     cmd = [sys.executable, WORKER, str(directory), kind, str(threads), str(go)]
     procs = [
         subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
