@@ -131,6 +131,14 @@ class _Context:
         self.max_time = max_time
         self.devices = devices
 
+    def planning(self, tab: _tables.Tables, **semiring: str) -> dict[str, Any]:
+        """The keyword arguments every network of ``tab`` is contracted with: its order, the caller's
+        memory limit, search time and devices (and ``semiring=`` where given)."""
+        return dict(
+            semiring, optimize=self.order(tab), memory_limit=self.memory_limit, max_time=self.max_time,
+            devices=self.devices,
+        )  # fmt: skip
+
     def put(self, x: np.ndarray) -> Any:
         """A host array on the caller's device."""
         name = self.xp.__name__
@@ -317,11 +325,7 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
             tab.labels,
             (),
             ops,
-            semiring="maxplus" if largest else "minplus",
-            optimize=ctx.order(tab),
-            memory_limit=ctx.memory_limit,
-            max_time=ctx.max_time,
-            devices=ctx.devices,
+            **ctx.planning(tab, semiring="maxplus" if largest else "minplus"),
         )
         value = _item(v).item()
         return [(_size(tab, value), int(_item(c).item()))] if math.isfinite(value) else []
@@ -362,10 +366,7 @@ def count_all(tab: _tables.Tables, ctx: _Context) -> int:
         tab.labels,
         (),
         ops,
-        optimize=ctx.order(tab),
-        memory_limit=ctx.memory_limit,
-        max_time=ctx.max_time,
-        devices=ctx.devices,
+        **ctx.planning(tab),
     )
     return int(_item(c).item())
 
@@ -459,11 +460,7 @@ def single_config(problem: Any, tab: _tables.Tables, largest: bool, ctx: _Contex
         tab.labels,
         (),
         tensors,
-        semiring="maxplus" if largest else "minplus",
-        optimize=ctx.order(tab),
-        memory_limit=ctx.memory_limit,
-        max_time=ctx.max_time,
-        devices=ctx.devices,
+        **ctx.planning(tab, semiring="maxplus" if largest else "minplus"),
     )
     best = _item(best).item()
     if not _finite(best, dtype):
