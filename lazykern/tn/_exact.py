@@ -174,6 +174,21 @@ def _rationals(floats: list[np.ndarray]) -> dict[float, Fraction]:
     return out
 
 
+def decimal_sum(floats: list[float]) -> float | None:
+    """The float nearest the exact sum of ``floats`` when each is a short decimal (at most
+    DECIMAL_DIGITS significant digits: 0.1 + 0.2 gives 0.3), else None (the caller sums floats)."""
+    total = Fraction(0)
+    for x in floats:
+        d = Decimal(repr(x))
+        if not d.is_finite() or len(d.normalize().as_tuple().digits) > DECIMAL_DIGITS:
+            return None
+        total += Fraction(d)
+    try:
+        return total.numerator / total.denominator
+    except OverflowError:  # past float64's range, as the float sum would be
+        return math.copysign(math.inf, total)
+
+
 def _overflow(magnitude: float) -> str:
     return (
         f"the couplings and fields sum to {magnitude:.6g} in absolute value, past float64's range "

@@ -10,6 +10,12 @@ an all-allowed table of size 0 (it still multiplies the counts by its flavors).
 
 The algebras then map (mask, size) to their numbers: the tropical value size (or -inf), a count 1 (or
 0), x^size, exp(beta * size).
+
+Float weights written as short decimals (0.1, 2.75: any float whose shortest repr has at most
+:data:`._exact.DECIMAL_DIGITS` significant digits) are exact too: every objective becomes an integer
+numerator of one ``unit`` (1/10, 1/100, ...) before any sum, so 0.1 + 0.2 ties 0.3 as it does on paper
+(float64 would split the tie and count each side once). Other floats (1/3) are summed as floats, with a
+warning that ties within rounding may split.
 """
 
 from __future__ import annotations
@@ -18,9 +24,15 @@ import bisect
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
+
+from ..errors import LazykernWarning, warn_user
+from . import _exact
+
+_FLOAT64_EXACT = 1 << 53  # sums of numerators below this are exact in every algebra (counts use float64 values)
 
 
 @dataclass
@@ -30,7 +42,9 @@ class Tables:
     ``labels[t]``: the free variables of tensor t (sorted); ``mask[t]``, ``size[t]``: arrays of shape
     (flavors,) * len(labels[t]); ``size`` entries are Python ints (object arrays) when every objective
     is integer, else float64; ``offset``: the constant size of the fixed variables' objectives;
-    ``feasible``: False when a constraint over fixed variables alone forbids them."""
+    ``feasible``: False when a constraint over fixed variables alone forbids them. ``unit``: what one
+    unit of ``size`` (and ``offset``) is worth; ``floats``: the weights were floats (decimals made
+    exact integers of ``unit``), so sizes are answered as floats."""
 
     num_variables: int
     flavors: int
@@ -43,6 +57,17 @@ class Tables:
     offset: Any = 0
     feasible: bool = True
     order: Any = None  # the contraction order every algebra's network of these tables takes (the solver's)
+    unit: Fraction = Fraction(1)
+    floats: bool = False
+
+    def answer(self, numerator: Any) -> Any:
+        """A size of whole units (``offset`` not added) as the problem's size: an exact int for integer
+        weights, else the float nearest the exact value."""
+        total = int(numerator) + self.offset
+        if not self.floats:
+            return total
+        exact = total * self.unit
+        return exact.numerator / exact.denominator  # true division of ints: correctly rounded
 
     def size_bounds(self) -> tuple[Any, Any]:
         """(smallest, largest) size any configuration could reach by the tables alone (each table's own
@@ -87,8 +112,15 @@ def build(problem: Any, fixed: Mapping[int, int]) -> Tables:
             continue
         entry = groups.setdefault(labels, [None, None])
         entry[0] = values.astype(bool) if entry[0] is None else entry[0] & values.astype(bool)
-    for table in problem.objectives():
-        labels, values = _sliced(table, fixed, flavors, "objective")
+    objectives = [_sliced(table, fixed, flavors, "objective") for table in problem.objectives()]
+    unit, floats = Fraction(1), False
+    if not integer:
+        decimals = _decimal_numerators([values for _, values in objectives])
+        if decimals is not None:
+            numerators, unit = decimals
+            objectives = [(labels, nums) for (labels, _), nums in zip(objectives, numerators)]
+            integer = floats = True
+    for labels, values in objectives:
         values = _sizes(values, integer)
         if not labels:
             offset = offset + values.item() if integer else offset + float(values)
@@ -104,7 +136,30 @@ def build(problem: Any, fixed: Mapping[int, int]) -> Tables:
     order = sorted(merged, key=lambda t: (min(t, default=-1), t))
     mask = [merged[t][0] for t in order]
     size = [np.where(m, s, _zero(integer)) for m, s in ((merged[t][0], merged[t][1]) for t in order)]
-    return Tables(n, flavors, fixed, free, order, mask, size, integer, offset, feasible)
+    return Tables(n, flavors, fixed, free, order, mask, size, integer, offset, feasible, unit=unit, floats=floats)
+
+
+def _decimal_numerators(tables: list[np.ndarray]) -> tuple[list[np.ndarray], Fraction] | None:
+    """Float objective tables as integer numerators (object arrays) of one unit (each value the decimal it
+    was written as, :func:`._exact.classify`, else its exact binary value), when any sum of one entry per
+    table stays below 2^53 units (exact in every algebra);
+    None otherwise, after a warning: the sizes are then float sums, and ties within rounding may split."""
+    try:
+        numbers = _exact.classify(*tables)
+    except ValueError:  # every entry summed reaches 2^1023 (the problem checked that no size overflows)
+        numbers = None
+    if numbers is not None and numbers.exact:
+        nums = [np.asarray(a, dtype=object) for a in numbers.numerators]
+        reach = sum(max((abs(int(x)) for x in a.ravel().tolist()), default=0) for a in nums)
+        if reach < _FLOAT64_EXACT:
+            return nums, numbers.unit
+    warn_user(
+        "weights that are not short decimals (like 1/3), or decimals too fine for their size, are summed as "
+        "float64: two sizes equal on paper may differ in the last bit and count as two sizes. Give short "
+        "decimals (0.25, 1.5) or integers for exact ties",
+        LazykernWarning,
+    )
+    return None
 
 
 def _check_fixed(fixed: dict[int, int], n: int, flavors: int) -> dict[int, int]:

@@ -268,9 +268,10 @@ def _values(tab: _tables.Tables, dtype: np.dtype, largest: bool, sign: int = 1) 
 
 
 def _size(tab: _tables.Tables, v: Any) -> Any:
-    """A contraction's value as the problem's size (offset added; an exact int for integer weights)."""
+    """A contraction's value as the problem's size (offset added; an exact int for integer weights, the
+    float nearest the exact value for decimal ones)."""
     if tab.integer:
-        return int(round(float(v))) + int(tab.offset) if not isinstance(v, (int, np.integer)) else int(v) + tab.offset
+        return tab.answer(v if isinstance(v, (int, np.integer)) else int(round(float(v))))
     return float(v) + float(tab.offset)
 
 
@@ -373,7 +374,7 @@ def count_all(tab: _tables.Tables, ctx: _Context) -> int:
 
 def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
     """Exact coefficients of sum_s count(s) x^s (index s), or (lowest, coefficients) with ``laurent``."""
-    if not tab.integer:
+    if not tab.integer or tab.unit != 1:
         raise ValueError("GraphPolynomial needs integer sizes; this problem's weights are not integers")
     low, high = sizes(tab, 1, False, ctx), sizes(tab, 1, True, ctx)
     if not low:
@@ -443,10 +444,11 @@ def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: _Contex
     if not tab.feasible:
         return -math.inf
     scale = float(beta) if goal == "max" else -float(beta)
+    unit = float(tab.unit)  # sizes are whole numbers of this (1 but for decimal weights)
     with np.errstate(invalid="ignore"):
-        logs = [np.where(m, s.astype(np.float64) * scale, -math.inf) for m, s in zip(tab.mask, tab.size)]
+        logs = [np.where(m, s.astype(np.float64) * unit * scale, -math.inf) for m, s in zip(tab.mask, tab.size)]
     out = ctx.contract(tab, tab.labels, (), [ctx.put(t) for t in logs], "maxplus", logsum.LogSumAlgebra)
-    return float(_item(out).item()) + scale * float(tab.offset)
+    return float(_item(out).item()) + scale * float(tab.offset * tab.unit)
 
 
 # ---------------------------------------------------------- configurations --
@@ -474,7 +476,8 @@ def _checked(problem: Any, tab: _tables.Tables, size: Any, config: np.ndarray) -
     if not problem.is_feasible(config):
         raise ReconstructionError(f"the contraction chose an infeasible configuration {config.tolist()}; report it")
     own = problem.size(config)
-    same = own == size if tab.integer else math.isclose(float(own), float(size), rel_tol=1e-9, abs_tol=1e-9)
+    exact = tab.integer and not tab.floats  # the problem sums float weights as floats: 0.1 + 0.2 is not 0.3
+    same = own == size if exact else math.isclose(float(own), float(size), rel_tol=1e-9, abs_tol=1e-9)
     if not same:
         raise ReconstructionError(f"configuration {config.tolist()} has size {own}, the contraction said {size}")
     return size
@@ -522,7 +525,7 @@ def configs(problem: Any, tab: _tables.Tables, prop: Any, ctx: _Context) -> Any:
 
 def config_size(problem: Any, tab: _tables.Tables, config: np.ndarray) -> Any:
     own = problem.size(config)
-    return int(own) if tab.integer else float(own)
+    return int(own) if tab.integer and not tab.floats else float(own)
 
 
 def _tree(tab: _tables.Tables, k: int, sign: int, everything: bool, ctx: _Context) -> _configs.Tree:

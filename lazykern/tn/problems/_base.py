@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import _exact
+
 GOALS = ("max", "min")
 _INT64_BOUND = 2**63 - 1
 _FLOAT_EXACT_BOUND = 2**53  # every integer below this is a float64, and so is every sum of them
@@ -110,12 +112,15 @@ class Problem(abc.ABC):
         return list(self._names)
 
     def size(self, config: Sequence[int] | np.ndarray) -> int | float:
-        """The sum of the objectives at one configuration: a Python int for integer weights."""
+        """The sum of the objectives at one configuration: a Python int for integer weights, else the
+        float nearest the exact sum of the weights as written when they are short decimals (0.1 + 0.2 is 0.3,
+        as ``solve`` says), else their float sum."""
         c = self._check_config(config)
-        total: int | float = 0 if self._exact_ints() else 0.0
-        for t in self._objectives:
-            total += t.at(c)
-        return total
+        if self._exact_ints():
+            return sum((t.at(c) for t in self._objectives), 0)
+        terms = [float(t.at(c)) for t in self._objectives]
+        exact = _exact.decimal_sum(terms)
+        return sum(terms, 0.0) if exact is None else exact  # in table order, as before
 
     def is_feasible(self, config: Sequence[int] | np.ndarray) -> bool:
         """Whether every constraint holds (fixed vertices restrict what a solve enumerates; they are
@@ -184,7 +189,15 @@ def _finish_objectives(
     floats = any(a.dtype.kind == "f" or any(isinstance(x, float) for x in a.reshape(-1).tolist()) for a in arrays)
     if floats:
         as_float = [np.asarray(a, dtype=np.float64) for a in arrays]
-        bound = math.fsum(float(np.max(np.abs(a))) if a.size else 0.0 for a in as_float)
+        try:
+            bound = math.fsum(float(np.max(np.abs(a))) if a.size else 0.0 for a in as_float)
+        except OverflowError:
+            bound = math.inf
+        if not math.isfinite(bound):
+            raise ValueError(
+                "the weights sum past float64's range: a size would overflow to inf. Scale them down "
+                "(the optima do not move)"
+            )
         integral = all(bool(np.all(a == np.round(a))) for a in as_float) and bound < _FLOAT_EXACT_BOUND
         return [Table(v, a) for (v, _), a in zip(objectives, as_float)], integral
     ints = [[int(x) for x in a.reshape(-1).tolist()] for a in arrays]
