@@ -117,7 +117,8 @@ class Problem(abc.ABC):
         as ``solve`` says), else their float sum."""
         c = self._check_config(config)
         if self._exact_ints():
-            return sum((t.at(c) for t in self._objectives), 0)
+            whole: int = sum((int(t.at(c)) for t in self._objectives), 0)
+            return whole
         terms = [float(t.at(c)) for t in self._objectives]
         exact = _exact.decimal_sum(terms)
         return sum(terms, 0.0) if exact is None else exact  # in table order, as before
