@@ -211,8 +211,51 @@ def contract_network(
     cached = bool(plan.sliced) and net.fits(plan, 0, cached=True)
     with net.memory_guard(plan, 0, cached=cached):
         if spread is not None:
-            return net.finish(_spread.contract(net, plan, spread, contract_slices))
+            return net.finish(_spread.contract(net, plan, spread, contract_slices, ship=ship))
         return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if cached else None))
+
+
+def ship(net: _Network) -> dict[str, Any] | None:
+    """``net`` as a worker process rebuilds it (:func:`unship`): its leaves as host arrays (as the algebra
+    prepared them), labels, sizes, output, semiring and algebra. None for an algebra another process cannot
+    name (a class made at run time other than a counting ring): such a spread keeps its threads."""
+    alg = type(net.alg)
+    recipe: Any
+    if getattr(alg, "counting", False) and getattr(alg, "moduli", ()):
+        recipe = ("counting", tuple(alg.moduli))
+    elif getattr(importlib.import_module(alg.__module__), alg.__qualname__, None) is alg:
+        recipe = alg
+    else:
+        return None
+    return {
+        "semiring": net.alg.semiring,
+        "algebra": recipe,
+        "leaves": [(tuple(net.be.to_host(p) for p in t.parts), t.labels) for t in net.leaves],
+        "output": net.output,
+        "sizes": net.sizes,
+    }
+
+
+def unship(shipped: dict[str, Any], to_module: Callable[[Any], Any]) -> _Network:
+    """The network :func:`ship` described, its leaves made arrays of this process by ``to_module``."""
+    recipe = shipped["algebra"]
+    if isinstance(recipe, tuple):
+        from .counting import algebra
+
+        recipe = algebra(*recipe[1])
+    leaves = [Term(tuple(to_module(p) for p in parts), labels) for parts, labels in shipped["leaves"]]
+    be, _ = backend_of(leaves[0].parts[0])
+    alg = recipe(shipped["semiring"], be, False)
+    alg.rank = {lab: i for i, lab in enumerate(shipped["sizes"])}
+    return _Network(be, alg, leaves, tuple(shipped["output"]), dict(shipped["sizes"]))
+
+
+def contract_range(net: _Network, plan: ContractionPlan, start: int, stop: int) -> Term:
+    """Slices ``start`` to ``stop`` of ``net`` along ``plan``, as :func:`contract_network` runs its own
+    (slice-independent steps reused where they fit, under this device's memory guard): a worker's group."""
+    cached = bool(plan.sliced) and net.fits(plan, 0, cached=True)
+    with net.memory_guard(plan, 0, cached=cached):
+        return contract_slices(net, plan, start, stop, {} if cached else None)
 
 
 def build_network(
