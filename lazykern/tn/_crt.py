@@ -98,6 +98,8 @@ def _width(previous: Any, M: int, residues: int) -> int:
 
 # Passes that run at once, one per lane (device): their results in the order of their moduli.
 Together = Callable[[Sequence[tuple[int, ...]]], Sequence[tuple[Any, Sequence[Any]]]]
+# The int64 pass and the first prime pass computed at once (as one contraction in a paired algebra).
+PairedPasses = Callable[[tuple[int, ...], tuple[int, ...]], tuple[tuple[Any, Sequence[Any]], tuple[Any, Sequence[Any]]]]
 PAIRED_RESIDUES = 2  # the first prime pass's primes beside the int64 pass: the same bytes per entry (4 + 4 vs 8)
 
 
@@ -108,6 +110,7 @@ def solve(
     together: Together | None = None,
     wide: bool = True,
     lanes: int = 2,
+    pair: PairedPasses | None = None,
 ) -> tuple[Any, Any]:
     """(values, exact counts) from passes ``run(moduli)``; ``bound``: no |count| exceeds it;
     ``residues``: primes per pass after the first (int64) one (one once the counts look settled:
@@ -122,13 +125,20 @@ def solve(
     arrays as wide as the int64 pass's: they take as long), later rounds ``lanes`` passes of the width
     :func:`_width` gives. A round may compute primes the stopping rule turns out not to need; the primes
     are combined in their order and the search stops at the same prime as one pass after the other, so
-    the counts are the same.
+    the counts are the same. ``pair(int64, first)`` (without ``together``): the first round alone, the
+    int64 pass and one prime pass at once (one contraction in a paired algebra); later passes one by one.
 
     Counts come back as an int64 array when ``bound`` proves they fit (one pass), else as an
     object array of Python ints (one Python int for a scalar contraction)."""
     if not wide and bound < _INT64_SAFE:
         raise ValueError("counts bounded below 2^63 are one int64 pass: wide=False is for larger ones")
-    lanes = lanes if together is not None else 1
+    first_lanes, lanes = (lanes, lanes) if together is not None else ((2, 1) if pair is not None else (1, 1))
+    if together is None and pair is not None:
+        paired = pair
+
+        def together(groups: Sequence[tuple[int, ...]]) -> Sequence[tuple[Any, Sequence[Any]]]:
+            return list(paired(*groups))
+
     left = itertools.islice(primes(), _MAX_PRIMES)
     ahead: list[tuple[tuple[int, ...], tuple[Any, Sequence[Any]]]] = []
     values: Any = None
@@ -142,9 +152,9 @@ def solve(
         return list(zip(groups, results))
 
     if wide:
-        if lanes > 1 and bound >= _INT64_SAFE:
+        if first_lanes > 1 and bound >= _INT64_SAFE:
             width = max(min(residues, PAIRED_RESIDUES), 1)
-            primed_groups = [tuple(itertools.islice(left, width)) for _ in range(lanes - 1)]
+            primed_groups = [tuple(itertools.islice(left, width)) for _ in range(first_lanes - 1)]
             (_, (values, (counts,))), *ahead = round_of([(), *(g for g in primed_groups if g)])
         else:
             values, (counts,) = run(())

@@ -314,7 +314,7 @@ def count_network(
         lanes,
         lambda: _fits(net, plan, value + 8),
         remote,
-        net.be.device_of(net.leaves[0].parts[0]),
+        net.be.device_of(net.leaves[0].parts[0]) if lanes is not None else None,
     )
 
 

@@ -221,8 +221,9 @@ def ship(net: _Network) -> dict[str, Any] | None:
     name (a class made at run time other than a counting ring): such a spread keeps its threads."""
     alg = type(net.alg)
     recipe: Any
-    if getattr(alg, "counting", False) and getattr(alg, "moduli", ()):
-        recipe = ("counting", tuple(alg.moduli))
+    moduli = tuple(getattr(alg, "moduli", ()))
+    if getattr(alg, "counting", False) and moduli:
+        recipe = ("counting", moduli)
     elif getattr(importlib.import_module(alg.__module__), alg.__qualname__, None) is alg:
         recipe = alg
     else:
@@ -236,16 +237,12 @@ def ship(net: _Network) -> dict[str, Any] | None:
     }
 
 
-def unship(shipped: dict[str, Any], to_module: Callable[[Any], Any]) -> _Network:
-    """The network :func:`ship` described, its leaves made arrays of this process by ``to_module``."""
-    recipe = shipped["algebra"]
-    if isinstance(recipe, tuple):
-        from .counting import algebra
-
-        recipe = algebra(*recipe[1])
+def unship(shipped: dict[str, Any], to_module: Callable[[Any], Any], algebra: type[Algebra]) -> _Network:
+    """The network :func:`ship` described, its leaves made arrays of this process by ``to_module``, in
+    ``algebra`` (the class ``shipped["algebra"]`` names: the caller resolves a counting ring's recipe)."""
     leaves = [Term(tuple(to_module(p) for p in parts), labels) for parts, labels in shipped["leaves"]]
     be, _ = backend_of(leaves[0].parts[0])
-    alg = recipe(shipped["semiring"], be, False)
+    alg = algebra(shipped["semiring"], be, False)
     alg.rank = {lab: i for i, lab in enumerate(shipped["sizes"])}
     return _Network(be, alg, leaves, tuple(shipped["output"]), dict(shipped["sizes"]))
 
