@@ -34,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from spin_glass import edge_list_instance  # noqa: E402
 
-from lazykern.tn import _procs  # noqa: E402
 from lazykern.tn import networks as nw  # noqa: E402
 
 
@@ -47,6 +46,24 @@ class Profiles(logging.Handler):
         profile = getattr(record, "spread_profile", None)
         if profile is not None:
             self.seen.append(profile)
+
+
+def worker_pids() -> list[int]:
+    """This process's children that run lazykern's spread worker (read from /proc: what the OS sees)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().split(")")[-1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and b"_proc_worker" in cmdline:
+            found.append(int(entry))
+    return sorted(found)
 
 
 def main() -> int:
@@ -119,7 +136,7 @@ def main() -> int:
                 "answer": answers[-1],
                 "answers_agree": len({json.dumps(a) for a in answers}) == 1,
                 "profile_last_call": profile,
-                "workers": _procs.workers(),
+                "workers": worker_pids(),
             }
             record["rows"].append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "profile_last_call"}), file=sys.stderr, flush=True)
