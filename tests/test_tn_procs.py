@@ -223,9 +223,9 @@ def test_counting_passes_in_rounds_over_worker_processes(processes):
     from lazykern.tn.einsum import contract_network, contraction_plan
 
     be, _ = backend_of(np.zeros(1))
-    n = 70
+    n = 150
     inputs = [(i,) for i in range(n)]
-    operands = [np.zeros(2)] * n  # 2^70 assignments, all optimal
+    operands = [np.zeros(2)] * n  # 2^150 assignments, all optimal: the int64 pass and 3 primes
     sizes = dict.fromkeys(range(n), 2)
     plan = contraction_plan(inputs, (), sizes, optimize="greedy")
     here = []
@@ -240,12 +240,18 @@ def test_counting_passes_in_rounds_over_worker_processes(processes):
     values, count = counting.exact(
         be, inputs, (), operands, sizes, run, lambda: 1, [0, 1], lambda: True, remote=remote, home=0
     )
-    assert int(count) == 2**70 and float(values) == 0.0
+    assert int(count) == 2**150 and float(values) == 0.0
     assert here and all(device == 0 for _, device in here)  # device 1's passes ran in its worker
+    assert len(here) >= 2  # rounds after the first: one pass here, one in the worker each
     assert here[0][0] == ()  # the int64 pass here, the first prime pass in the worker at once
     assert len(_procs.workers()) == 1
     first = next(iter(_crt.primes()))
     assert all(first not in m for m, _ in here)
+    here.clear()
+    counting.exact(
+        be, inputs, (), operands, sizes, run, lambda: 1, [0, 1], lambda: True, remote=remote, home=0, rounds=False
+    )
+    assert here[0] == ((), 0) and all(device is None for _, device in here[1:])  # later passes: one by one
 
 
 def test_a_round_that_does_not_fit_runs_again_one_residue_a_pass(processes, monkeypatch):

@@ -267,9 +267,10 @@ def test_counts_past_2_64_over_devices_are_exact():
 @pytest.mark.gpu
 @pytest.mark.parametrize("library", ["cupy", "torch"])
 def test_counts_past_2_64_over_two_gpus_pair_their_first_passes(library):
-    """Two GPUs: the passes run in rounds, one whole pass per GPU at once (the operands' GPU here, the
-    other in its worker process), and the count is still the transfer method's big integer (a one-GPU
-    host: the passes as before)."""
+    """Two GPUs: the first round runs one whole pass per GPU at once (the int64 pass on the operands' GPU
+    here, the first prime pass in GPU 1's worker process); the plan has 4 slices, so later passes spread
+    their slices (rounds=False); the count is still the transfer method's big integer (a one-GPU host:
+    the passes as before)."""
     module = pytest.importorskip(library, reason=f"needs {library} for GPU operands")
     from unittest import mock
 
@@ -288,7 +289,7 @@ def test_counts_past_2_64_over_two_gpus_pair_their_first_passes(library):
         assert nw.degeneracy(sg, module=module, slices=[30, 40], devices="all") == (E0, count)
     if _spread._device.count() >= 2:
         assert seen[0] == ((), [0])  # the int64 pass here, on the operands' GPU
-        assert all(d == [0] for _, d in seen)  # every round's other pass ran in GPU 1's worker
+        assert all(d == "all" for _, d in seen[1:])  # later passes: slices over every GPU
         first_two = tuple(itertools.islice(_crt.primes(), _crt.PAIRED_RESIDUES))
         assert all(not set(first_two) & set(m) for m, _ in seen)  # the first prime pass: the worker's
         assert len(_procs.workers()) >= 1

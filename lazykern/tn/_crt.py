@@ -111,6 +111,7 @@ def solve(
     wide: bool = True,
     lanes: int = 2,
     pair: PairedPasses | None = None,
+    every_round: bool = True,
 ) -> tuple[Any, Any]:
     """(values, exact counts) from passes ``run(moduli)``; ``bound``: no |count| exceeds it;
     ``residues``: primes per pass after the first (int64) one (one once the counts look settled:
@@ -127,12 +128,17 @@ def solve(
     are combined in their order and the search stops at the same prime as one pass after the other, so
     the counts are the same. ``pair(int64, first)`` (without ``together``): the first round alone, the
     int64 pass and one prime pass at once (one contraction in a paired algebra); later passes one by one.
+    ``every_round=False``: ``together`` for the first round only (the int64 pass and the first primes,
+    all needed), later passes one by one through ``run`` (which may spread a pass's slices itself).
 
     Counts come back as an int64 array when ``bound`` proves they fit (one pass), else as an
     object array of Python ints (one Python int for a scalar contraction)."""
     if not wide and bound < _INT64_SAFE:
         raise ValueError("counts bounded below 2^63 are one int64 pass: wide=False is for larger ones")
-    first_lanes, lanes = (lanes, lanes) if together is not None else ((2, 1) if pair is not None else (1, 1))
+    if together is not None:
+        first_lanes, lanes = lanes, (lanes if every_round else 1)
+    else:
+        first_lanes, lanes = (2, 1) if pair is not None else (1, 1)
     if together is None and pair is not None:
         paired = pair
 

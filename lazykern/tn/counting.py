@@ -315,6 +315,7 @@ def count_network(
         lambda: _fits(net, plan, value + 8),
         remote,
         net.be.device_of(net.leaves[0].parts[0]) if lanes is not None else None,
+        rounds=lanes is not None and plan.nslices < len(lanes),
     )
 
 
@@ -352,6 +353,7 @@ def exact(
     wide: Callable[[], bool] = lambda: True,
     remote: Callable[[tuple[int, ...]], tuple[Any, ...]] | None = None,
     home: int | None = None,
+    rounds: bool = True,
 ) -> tuple[Any, Any]:
     """Exact integer counts from passes ``run(moduli)`` of one plan, each the finished contraction
     (values, counts...) in the algebra :func:`algebra` (*moduli) (``()``: int64 counts modulo 2^64),
@@ -366,9 +368,11 @@ def exact(
     ``lanes`` (two GPUs or more): passes run in rounds, one whole pass per device at once
     (``run(moduli, device)``, with that device current; :func:`._crt.solve`): the first round the int64
     pass beside prime passes, later rounds as many prime passes as there are lanes; the primes are
-    combined in order, so the counts are the same. A pass is a sweep of few slices (a 32 x 32 lattice:
-    one) that cannot be split over devices without running its steps twice, and the primes a count needs
-    are known only as they settle: a round is the unit that scales. With ``remote(moduli)`` (the
+    combined in order, so the counts are the same. A pass of fewer slices than devices (a 32 x 32
+    lattice's sweep: one) cannot be split over them without running its steps twice, and the primes a
+    count needs are known only as they settle: a round is the unit that scales. ``rounds=False`` (a plan
+    with slices enough for every device): rounds for the first passes only (all of them needed), later
+    passes one after the other with their slices spread (no pass computed ahead in vain). With ``remote(moduli)`` (the
     arguments of :func:`lazykern.tn._proc_worker.counting_pass`) and GPU operands
     (:func:`._spread.in_processes`), the pass on ``home`` runs here and the others in their devices'
     worker processes; else each on a thread of this process.
@@ -409,7 +413,7 @@ def exact(
                 wait(futures)  # every pass ends before an error of one is raised: no thread outlives the call
                 return [f.result() for f in futures]
 
-    return _crt.solve(on_host, bound, residues(), together, wide=wide(), lanes=len(lanes or ()))
+    return _crt.solve(on_host, bound, residues(), together, wide=wide(), lanes=len(lanes or ()), every_round=rounds)
 
 
 def _in_processes(
