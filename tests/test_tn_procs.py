@@ -270,3 +270,44 @@ def test_a_round_that_does_not_fit_runs_again_one_residue_a_pass(processes, monk
     assert calls == [(primes[:2], 0), (primes[2:], 1)] and len(out) == 2
     with pytest.raises(DeviceMemoryError):  # one residue a pass already: nothing narrower to try
         counting._in_processes([(primes[:1], 0), (primes[1:2], 1)], on_host, lambda m: (), 0)
+
+
+def test_algebras_a_worker_can_name_are_shipped_others_keep_their_threads(processes, caplog):
+    """Module-level algebras (max-plus, log-space) and counting rings (rebuilt from their moduli) go to
+    the worker; one made at run time that no worker can name (k-best) keeps its threads. Every result
+    equals the one-process contraction."""
+    from lazykern.tn.algebras import kbest, logsum
+    from lazykern.tn.einsum import contract_network
+
+    rng = np.random.default_rng(5)
+    inputs, output = [("i", "j"), ("j", "k"), ("k", "l")], ("i",)
+    ops = [rng.integers(-3, 4, shape).astype(np.float64) for shape in ((3, 4), (4, 4), (4, 2))]
+    cases = [
+        (None, ops, True),
+        (logsum.LogSumAlgebra, ops, True),
+        (counting.algebra(2147483647), [(o, np.ones(o.shape, np.int64)) for o in ops], True),
+        (kbest.algebra(2), ops, False),
+    ]
+    for algebra, operands, shipped in cases:
+        kw = {} if algebra is None else {"algebra": algebra}
+        one = contract_network(inputs, output, operands, optimize="greedy", slices="jk", **kw)
+        caplog.clear()
+        with caplog.at_level("DEBUG", logger="lazykern"):
+            spread = contract_network(inputs, output, operands, optimize="greedy", slices="jk", devices=[0, 1], **kw)
+        for a, b in zip(one if isinstance(one, tuple) else (one,), spread if isinstance(spread, tuple) else (spread,)):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12)
+        went = any("in worker processes" in r.getMessage() for r in caplog.records)
+        assert went == shipped, algebra
+
+
+def test_gpu_operands_spread_in_processes_by_default_numpy_in_threads(monkeypatch):
+    from lazykern.tn import _spread
+    from lazykern.tn._backend import Backend
+
+    monkeypatch.delenv("LAZYKERN_SPREAD", raising=False)
+    gpu, host = Backend("cupy", None), Backend("numpy", np)
+    assert _spread.in_processes(gpu) and not _spread.in_processes(host)
+    monkeypatch.setenv("LAZYKERN_SPREAD", "threads")
+    assert not _spread.in_processes(gpu)
+    monkeypatch.setenv("LAZYKERN_SPREAD", "processes")
+    assert _spread.in_processes(host)
