@@ -31,9 +31,11 @@ labels to slice over explicitly: the network is contracted once per value of tho
 labels and the results are combined by the semiring sum, so no intermediate carries
 them (memory / time trade). ``devices``: spread those slices over several GPUs of this
 host, ``"all"`` or a sequence of ordinals (default None: the operands' device alone); each
-device contracts one contiguous group of slices on its own thread and copy of the operands,
-and the groups' results are added in the semiring on the operands' device, so the result
-equals one device's. NumPy operands stay on the host, one thread per group.
+device contracts one contiguous group of slices on its own copy of the operands (the operands'
+device in this process, every other one in a worker process of its own, started on first use and
+kept warm: :mod:`._procs`), and the groups' results are added in the semiring on the operands'
+device, so the result equals one device's. NumPy operands stay on the host, one thread per group
+(``LAZYKERN_SPREAD=threads`` / ``processes`` overrides either choice).
 
 :func:`argmax_einsum` also returns one optimal assignment of every label (backtracking
 through the argmax of every step). A step whose argmax was not kept is recomputed by segments:
@@ -203,7 +205,7 @@ def contract_network(
     spread = _spread.resolve(devices, net.be)
     if spread is not None and net.alg.grad:
         raise ValueError(
-            "devices= spreads slices over threads, which autograd does not follow: drop devices= "
+            "devices= spreads slices over threads and worker processes, which autograd does not follow: drop devices= "
             "or pass tensors that do not require grad"
         )
     plan = net.plan(optimize, slices, memory_limit, max_time)
