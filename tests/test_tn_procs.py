@@ -200,6 +200,22 @@ def test_energy_and_degeneracy_in_worker_processes_equal_one_process_and_the_ora
     assert nw.degeneracy(ferro, slices=[0], devices=[0, 1]) == (-24.0, 2)
 
 
+def test_a_configuration_found_over_worker_processes_is_the_one_process_configuration(processes, caplog):
+    """argmax_einsum / ground_state: each worker finds its slices' optima (their values come home as Python
+    numbers); the first best slice is backtracked here: the same spins as one process."""
+    sg = nw.square_lattice(6, seed=7)
+    E1, spins1 = nw.ground_state(sg, slices=SLICED)
+    with caplog.at_level("DEBUG", logger="lazykern"):
+        E, spins = nw.ground_state(sg, slices=SLICED, devices=[0, 1, 2])
+    assert any("in worker processes" in r.getMessage() for r in caplog.records)
+    assert E == E1 and sg.energy(spins) == E1
+    np.testing.assert_array_equal(spins, spins1)
+    A = np.array([[0.0, 2.0, 2.0], [1.0, 2.0, -1.0]])  # a tie between slices 1 and 2 of label j
+    from lazykern.tropical import argmax_einsum
+
+    assert argmax_einsum("ij->", A, slices="j", devices=[0, 1, 2]) == argmax_einsum("ij->", A, slices="j")
+
+
 def test_einsum_in_worker_processes_equals_one_process(processes):
     rng = np.random.default_rng(3)
     A, B, C = rng.standard_normal((5, 6)), rng.standard_normal((6, 7)), rng.standard_normal((7, 4))

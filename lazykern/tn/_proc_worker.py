@@ -79,9 +79,29 @@ def _to_module(x: np.ndarray, module: str) -> Any:
 def slices(shipped: dict[str, Any], module: str, plan: Any, start: int, stop: int) -> dict[str, Any]:
     """Slices ``start`` to ``stop`` of the network :func:`lazykern.tn.einsum.ship` described, contracted
     along ``plan`` with ``module``'s arrays on this process's device (under that device's memory guard):
-    the partial's arrays on the host (``parts``), its ``labels``, and the wall and CPU ``seconds`` /
-    ``cpu_seconds`` it took here (the spread's profile)."""
-    from .einsum import contract_range, unship
+    ``value`` is the partial's arrays on the host and its labels (see :func:`_timed`)."""
+    from .einsum import contract_range
+
+    def run(net: Any) -> Any:
+        term = contract_range(net, plan, start, stop)
+        return tuple(net.be.to_host(p) for p in term.parts), term.labels
+
+    return _timed(shipped, module, run)
+
+
+def slice_optima(shipped: dict[str, Any], module: str, plan: Any, start: int, stop: int) -> dict[str, Any]:
+    """The optimum of each of slices ``start`` to ``stop`` (argmax_einsum's search over a group), as
+    :func:`lazykern.tn.einsum.search_range` gives them: ``value`` is a list of (sliced labels' values,
+    optimum as a Python number)."""
+    from .einsum import search_range
+
+    return _timed(shipped, module, lambda net: search_range(net, plan, start, stop))
+
+
+def _timed(shipped: dict[str, Any], module: str, run: Any) -> dict[str, Any]:
+    """``run(network)`` on the network rebuilt here: ``value``, and the wall and CPU ``seconds`` /
+    ``cpu_seconds`` it took (the spread's profile)."""
+    from .einsum import unship
 
     began, cpu = time.perf_counter(), time.process_time()
     recipe = shipped["algebra"]
@@ -90,14 +110,8 @@ def slices(shipped: dict[str, Any], module: str, plan: Any, start: int, stop: in
 
         recipe = algebra(*recipe[1])
     net = unship(shipped, lambda x: _to_module(x, module), recipe)
-    term = contract_range(net, plan, start, stop)
-    parts = tuple(net.be.to_host(p) for p in term.parts)
-    return {
-        "parts": parts,
-        "labels": term.labels,
-        "seconds": time.perf_counter() - began,
-        "cpu_seconds": time.process_time() - cpu,
-    }
+    value = run(net)
+    return {"value": value, "seconds": time.perf_counter() - began, "cpu_seconds": time.process_time() - cpu}
 
 
 def counting_pass(

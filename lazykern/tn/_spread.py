@@ -173,6 +173,32 @@ def run_groups(
             timings.extend(timed)
 
 
+def spread_groups(
+    net: SlicedNetwork,
+    plan: Any,
+    devices: Sequence[int],
+    work: Callable[[Any, int, int], T],
+    remote: str,
+    convert: Callable[[Any, int], T],
+    activate: Activate | None = None,
+    ship: Ship | None = None,
+    timings: list[dict[str, Any]] | None = None,
+) -> list[T]:
+    """:func:`run_groups` over ``plan``'s slices, or, where ``ship`` can describe the network and
+    :func:`in_processes`, the group on the operands' device (else the first) here and each other in its
+    device's worker process, running ``_proc_worker.<remote>(shipped, module, plan, start, stop)``; a
+    worker's answer becomes a group's result through ``convert(answer, device)``."""
+    be = net.be
+    todo = groups(int(plan.nslices), devices)
+    shipped = ship(net) if ship is not None and len(todo) > 1 and in_processes(be) else None
+    if shipped is None:
+        return run_groups(net, int(plan.nslices), devices, work, activate, timings)
+    enter = be.on_device if activate is None else activate
+    home = be.device_of(net.leaves[0].parts[0])
+    timed: list[dict[str, Any]] = [] if timings is None else timings
+    return _in_processes(net, plan, todo, shipped, work, enter, home, timed, remote, convert)
+
+
 def contract(
     net: SlicedNetwork,
     plan: Any,
@@ -195,15 +221,15 @@ def contract(
     def work(local: Any, start: int, stop: int) -> Term:
         return run_range(local, plan, start, stop, {} if plan.sliced else None)
 
+    def term(answer: Any, _: int) -> Term:
+        parts, labels = answer
+        with enter(home):
+            return Term(tuple(be.from_host(p) for p in parts), labels)
+
     profiling = log.isEnabledFor(logging.DEBUG)
     t0 = time.perf_counter()
     timed: list[dict[str, Any]] = []
-    todo = groups(int(plan.nslices), devices)
-    shipped = ship(net) if ship is not None and len(todo) > 1 and in_processes(be) else None
-    if shipped is not None:
-        partials = _in_processes(net, plan, todo, shipped, work, enter, home, timed)
-    else:
-        partials = run_groups(net, int(plan.nslices), devices, work, activate, timed)
+    partials = spread_groups(net, plan, devices, work, "slices", term, activate, ship, timed)
     t1 = time.perf_counter()
     with enter(home):
         total = _home(be, partials[0], home)
@@ -231,21 +257,23 @@ def _in_processes(
     plan: Any,
     todo: list[tuple[int, int, int]],
     shipped: dict[str, Any],
-    work: Callable[[Any, int, int], Term],
+    work: Callable[[Any, int, int], T],
     enter: Activate,
     home: int | None,
     timed: list[dict[str, Any]],
-) -> list[Term]:
+    remote: str,
+    convert: Callable[[Any, int], T],
+) -> list[T]:
     """The groups ``todo``: the one on ``home`` (else the first) here, each other in its device's worker
-    process; the partials in group order, the workers' as host arrays. ``timed`` as for :func:`run_groups`
-    (a worker's group: from when it was sent, for the seconds the worker reports, its process CPU time)."""
+    process; the results in group order. ``timed`` as for :func:`run_groups` (a worker's group: from when
+    it was sent, for the seconds the worker reports, its process CPU time)."""
     be = net.be
     mine = next((i for i, g in enumerate(todo) if g[0] == home), 0)
     others = [i for i in range(len(todo)) if i != mine]
     t0 = time.perf_counter()
     stamps: dict[int, dict[str, Any]] = {}
 
-    def here() -> Term:
+    def here() -> T:
         device, start, stop = todo[mine]
         began, cpu = time.perf_counter(), time.thread_time()
         try:
@@ -256,16 +284,15 @@ def _in_processes(
         finally:
             stamps[mine] = _stamp(todo[mine], began - t0, time.perf_counter() - t0, time.thread_time() - cpu)
 
-    calls = [(todo[i][0], WORKER, "slices", (shipped, be.name, plan, todo[i][1], todo[i][2])) for i in others]
+    calls = [(todo[i][0], WORKER, remote, (shipped, be.name, plan, todo[i][1], todo[i][2])) for i in others]
     log.debug("tropical: %d slices in %d groups, %d in worker processes", plan.nslices, len(todo), len(others))
     answers = _procs.run(calls, here, gpu=not be.on_host)
-    partials: list[Term] = [answers[0]] * len(todo)
+    results: list[T] = [answers[0]] * len(todo)
     for i, answer in zip(others, answers[1:]):
         stamps[i] = _stamp(todo[i], 0.0, answer["seconds"], answer["cpu_seconds"])
-        with enter(home):
-            partials[i] = Term(tuple(be.from_host(p) for p in answer["parts"]), answer["labels"])
+        results[i] = convert(answer["value"], todo[i][0])
     timed.extend(stamps[i] for i in range(len(todo)))
-    return partials
+    return results
 
 
 def _stamp(group: tuple[int, int, int], began: float, ended: float, cpu: float) -> dict[str, Any]:

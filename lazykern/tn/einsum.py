@@ -338,7 +338,9 @@ def _argmax_run(
     recomputed argmax may hold (:meth:`_Network.checkpoints`, :meth:`_Network.segment_bytes`)."""
     save, budget = backtracking
     if spread is not None and not single:
-        groups = _spread.run_groups(net, plan.nslices, spread, lambda local, a, b: _slice_optima(local, plan, a, b))
+        groups = _spread.spread_groups(
+            net, plan, spread, lambda local, a, b: _slice_optima(local, plan, a, b), "slice_optima", _as_is, ship=ship
+        )
         scores = [item for group in groups for item in group]
     else:
         cache: dict[int, Term] = {}
@@ -375,6 +377,17 @@ def _slice_optima(net: _Network, plan: ContractionPlan, start: int, stop: int) -
         (values, net.run(plan, values, keep=_NONE, cache=cache).parts[0]) for values in plan.slice_values(start, stop)
     ]
     return [(values, net.be.item(out)) for values, out in runs]
+
+
+def search_range(net: _Network, plan: ContractionPlan, start: int, stop: int) -> list[tuple[dict[Label, int], Any]]:
+    """:func:`argmax_einsum`'s search over slices ``start`` to ``stop`` under this device's memory guard
+    (no argmax kept): a worker process's group."""
+    with net.memory_guard(plan, _NONE, cached=True):
+        return _slice_optima(net, plan, start, stop)
+
+
+def _as_is(value: Any, _device: int) -> Any:
+    return value
 
 
 def _better(semiring: str, v: Any, best: Any) -> bool:
