@@ -16,7 +16,9 @@ multi-GPU tests do together (tests/test_multigpu_devices.py, tests/test_multigpu
   torch     tropical.matmul of torch tensors, and a torch.cuda.CUDAGraph, replayed
   dask      lazykern.scale.dask.matmul of CuPy chunks made on the last GPU (sync scheduler)
   planner   a bounded cotengra plan search (worker processes) for a 6 x 6 spin glass
-  spread    an 8 x 8 spin glass's ground-state energy with its slices over every GPU (devices="all")
+  spread    an 8 x 8 spin glass's ground-state energy with its slices over every GPU (devices="all"),
+            and a count past 2^64 in rounds of passes: the other GPUs' work in worker processes,
+            whose pids the parent checks are gone once the child has exited
 then returns from main() and lets the interpreter exit: the exit is what is tested.
 --dealloc-count N sets NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT=N in the children: with 0, every
 queued release of Numba's flushes at once, so a library unloaded twice shows on every run instead
@@ -246,10 +248,47 @@ def torch_work(devices: int, A: np.ndarray, want: np.ndarray) -> dict[str, Any]:
 
 
 def spread_work(module: Any) -> dict[str, Any]:
+    """Slices over every GPU (their other GPUs' groups in worker processes) and a count past 2^64 in
+    rounds of passes over them; the workers' pids, which the parent checks are gone after the exit."""
     sg = nw.square_lattice(8, seed=3)
     want = nw.ground_state_energy(sg, slices=[27, 28, 35, 36])
     got = nw.ground_state_energy(sg, module=module, dtype=np.float32, slices=[27, 28, 35, 36], devices="all")
-    return {"module": module.__name__, "correct": got == want}
+    sparse = nw.SpinGlass(sg.n, sg.edges, sg.J * (np.arange(len(sg.J)) % 8 == 0), positions=sg.positions)
+    counted = nw.degeneracy(sparse, slices=[27, 28], devices="all") == nw.degeneracy(
+        sparse, module=module, slices=[27, 28], devices="all"
+    )
+    return {"module": module.__name__, "correct": got == want and counted, "workers": worker_pids()}
+
+
+def worker_pids() -> list[int]:
+    """This process's children that run lazykern's spread worker (read from /proc: what the OS sees)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().split(")")[-1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and b"_proc_worker" in cmdline:
+            found.append(int(entry))
+    return sorted(found)
+
+
+def orphans(pids: list[int]) -> list[int]:
+    """Those of ``pids`` still running (a zombie has ended)."""
+    alive = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().split(")")[-1].split()[0] != "Z":
+                    alive.append(pid)
+        except FileNotFoundError:
+            pass
+    return alive
 
 
 def attempt(work: Any, *args: Any) -> Any:
@@ -332,12 +371,17 @@ def repeat(args: argparse.Namespace) -> int:
             timeout=args.timeout,
         )
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+        summary = json.loads(lines[-1]) if lines else None
+        spread = summary.get("spread") if isinstance(summary, dict) else None
+        time.sleep(0.5)  # PR_SET_PDEATHSIG's kill is asynchronous
+        left = orphans(spread.get("workers", [])) if isinstance(spread, dict) else []
         run = {
             "run": i,
             "rc": proc.returncode,
-            "clean": clean(proc.returncode, proc.stderr),
+            "clean": clean(proc.returncode, proc.stderr) and not left,
+            "workers_left_running": left,
             "seconds": round(time.perf_counter() - start, 2),
-            "summary": json.loads(lines[-1]) if lines else None,
+            "summary": summary,
             "stderr_tail": proc.stderr[-2000:],
         }
         print(f"run {i}: rc {proc.returncode} in {run['seconds']} s", file=sys.stderr, flush=True)

@@ -13,6 +13,9 @@
 ``LAZYKERN_PROGRESS_INTERVAL`` seconds between plain progress lines when stderr is not a terminal (default 10)
 ``LAZYKERN_EXIT_TEARDOWN`` ``0``/``off``: at exit, leave lazykern's graphs, modules and pools to
                          Numba's finalizers and the driver (default on: released first, in order)
+``LAZYKERN_SPREAD``      how ``devices=`` runs the groups on other devices than the caller's: ``processes``
+                         (a worker process per device; default for GPU operands) or ``threads`` (this
+                         process, a thread per device; default for NumPy operands)
 
 A value that cannot be used never raises: it gives one ``LazykernWarning`` per
 variable and process, in the one wording every rejected setting or argument
@@ -126,6 +129,22 @@ def exit_teardown_enabled() -> bool:
     """``LAZYKERN_EXIT_TEARDOWN``: False leaves what lazykern owns to Numba and the driver at exit
     (:mod:`lazykern._exit`); the switch exists to compare exits with and without it."""
     return _switch("LAZYKERN_EXIT_TEARDOWN")
+
+
+SPREAD_MODES = ("processes", "threads")
+
+
+def spread_mode() -> str | None:
+    """``LAZYKERN_SPREAD``: "processes" or "threads" for every ``devices=`` spread; None (unset) leaves it
+    to the operands (processes for GPU arrays, threads for NumPy's); an unusable value warns and means None."""
+    env = os.environ.get("LAZYKERN_SPREAD", "")
+    value = env.strip().lower()
+    if not value:
+        return None
+    if value in SPREAD_MODES:
+        return value
+    _fall_back("LAZYKERN_SPREAD", env, ", ".join(SPREAD_MODES), "the operands' default")
+    return None
 
 
 def pytest_plugin_enabled() -> bool:
@@ -266,4 +285,5 @@ def check_settings() -> Settings:
     store_timeout()
     progress_interval()
     exit_teardown_enabled()
+    spread_mode()
     return settings

@@ -21,6 +21,7 @@ BAD_ENV = {
     "LAZYKERN_CACHE": "perhaps",
     "LAZYKERN_ARCH": "sm_x",
     "LAZYKERN_LOCK_TIMEOUT": "-3",
+    "LAZYKERN_SPREAD": "fibers",
 }
 
 

@@ -267,10 +267,14 @@ def test_counts_past_2_64_over_devices_are_exact():
 @pytest.mark.gpu
 @pytest.mark.parametrize("library", ["cupy", "torch"])
 def test_counts_past_2_64_over_two_gpus_pair_their_first_passes(library):
-    """Two GPUs: the int64 pass and the first prime pass run at once, each whole on one GPU, and the
-    count is still the transfer method's big integer (a one-GPU host: the passes as before)."""
+    """Two GPUs: the first round runs one whole pass per GPU at once (the int64 pass on the operands' GPU
+    here, the first prime pass in GPU 1's worker process); the plan has 4 slices, so later passes spread
+    their slices (rounds=False); the count is still the transfer method's big integer (a one-GPU host:
+    the passes as before)."""
     module = pytest.importorskip(library, reason=f"needs {library} for GPU operands")
     from unittest import mock
+
+    from lazykern.tn import _procs
 
     sg = _sparse_lattice(10, seed=5)
     E0, count = transfer_matrix(sg, 10)
@@ -284,9 +288,11 @@ def test_counts_past_2_64_over_two_gpus_pair_their_first_passes(library):
     with mock.patch.object(counting, "contract_network", counted):
         assert nw.degeneracy(sg, module=module, slices=[30, 40], devices="all") == (E0, count)
     if _spread._device.count() >= 2:
+        assert seen[0] == ((), [0])  # the int64 pass here, on the operands' GPU
+        assert all(d == "all" for _, d in seen[1:])  # later passes: slices over every GPU
         first_two = tuple(itertools.islice(_crt.primes(), _crt.PAIRED_RESIDUES))
-        assert sorted(seen[:2], key=str) == sorted([((), [0]), (first_two, [1])], key=str)
-        assert all(d == "all" for _, d in seen[2:])  # later passes: slices over every GPU
+        assert all(not set(first_two) & set(m) for m, _ in seen)  # the first prime pass: the worker's
+        assert len(_procs.workers()) >= 1
 
 
 def test_each_spread_logs_its_profile(caplog):
@@ -337,23 +343,48 @@ def test_paired_passes_are_the_int64_pass_and_two_primes():
     calls, paired = [], []
     on_host = _on_host(_passes(2**70 + 3, calls))
 
-    def pair(a, b):
-        paired.append((a, b))
-        return on_host(a), on_host(b)
+    def together(groups):
+        paired.append(tuple(groups))
+        return [on_host(g) for g in groups]
 
     primes = list(itertools.islice(_crt.primes(), 20))
-    _, count = _crt.solve(on_host, 2**100, residues=4, pair=pair)
+    _, count = _crt.solve(on_host, 2**100, residues=4, together=together)
     assert int(count) == 2**70 + 3
     assert paired == [((), tuple(primes[:2]))] and [m for m, _, _ in calls] == [(), tuple(primes[:2])]  # settled
     calls.clear()
-    big = 3**150 + 7  # about 2^238: later passes, 4 primes each, one after the other
+    big = 3**150 + 7  # about 2^238: later rounds, two passes of 4 primes each
     on_host_big = _on_host(_passes(big, calls))
-    _, count = _crt.solve(on_host_big, 2**300, residues=4, pair=lambda a, b: (on_host_big(a), on_host_big(b)))
+    _, count = _crt.solve(on_host_big, 2**300, residues=4, together=lambda gs: [on_host_big(g) for g in gs])
     assert int(count) == big
-    assert [m for m, _, _ in calls][:3] == [(), tuple(primes[:2]), tuple(primes[2:6])]
+    assert [m for m, _, _ in calls][:4] == [(), tuple(primes[:2]), tuple(primes[2:6]), tuple(primes[6:10])]
     calls.clear()
-    _crt.solve(on_host, 2**62, residues=4, pair=pair)  # int64 holds every count: one pass, no pair
+    _crt.solve(on_host, 2**62, residues=4, together=together)  # int64 holds every count: one pass, no round
     assert [m for m, _, _ in calls] == [()] and len(paired) == 1
+
+
+@pytest.mark.parametrize("lanes", [2, 3])
+@pytest.mark.parametrize("wide", [True, False])
+def test_rounds_over_lanes_stop_at_the_same_prime_as_one_pass_after_another(lanes, wide):
+    """Rounds of one pass per lane compute primes ahead; the primes are combined in order, so the counts,
+    and the prime the search stops at, are those of one pass after the other (the others go unused)."""
+    primes = list(itertools.islice(_crt.primes(), 40))
+    for true in (2**70 + 3, 3**90 + 1, -(5**60), 0):
+        one_by_one, rounds = [], []
+        alone = _crt.solve(_on_host(_passes(true, one_by_one)), 2**1024, residues=1, wide=wide)
+        run = _on_host(_passes(true, rounds))
+        together_seen = []
+
+        def together(groups, run=run, together_seen=together_seen):
+            together_seen.append(list(groups))
+            return [run(g) for g in groups]
+
+        got = _crt.solve(run, 2**1024, residues=1, together=together, wide=wide, lanes=lanes)
+        assert int(got[1]) == int(alone[1]) == true
+        used = [p for m, _, _ in one_by_one for p in m]
+        computed = [p for m, _, _ in rounds for p in m]
+        assert computed[: len(used)] == used == primes[: len(used)]  # the same primes, in the same order
+        assert len(computed) - len(used) < lanes * (2 if wide else 1)  # at most a round's worth ahead
+        assert all(len(g) == lanes for g in together_seen)  # every round fills every lane
 
 
 def test_exact_runs_the_paired_passes_on_their_own_devices_at_once():

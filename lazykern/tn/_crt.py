@@ -96,14 +96,22 @@ def _width(previous: Any, M: int, residues: int) -> int:
     return 1 if largest.bit_length() + _SETTLED_BITS <= M.bit_length() - 1 else residues
 
 
-# Two passes that run at once: the int64 pass and the first prime pass, both always needed once
-# counts may pass 2^63 (``pair``, see :func:`solve`).
+# Passes that run at once, one per lane (device): their results in the order of their moduli.
+Together = Callable[[Sequence[tuple[int, ...]]], Sequence[tuple[Any, Sequence[Any]]]]
+# The int64 pass and the first prime pass computed at once (as one contraction in a paired algebra).
 PairedPasses = Callable[[tuple[int, ...], tuple[int, ...]], tuple[tuple[Any, Sequence[Any]], tuple[Any, Sequence[Any]]]]
 PAIRED_RESIDUES = 2  # the first prime pass's primes beside the int64 pass: the same bytes per entry (4 + 4 vs 8)
 
 
 def solve(
-    run: Pass, bound: int, residues: int = 1, pair: PairedPasses | None = None, wide: bool = True
+    run: Pass,
+    bound: int,
+    residues: int = 1,
+    together: Together | None = None,
+    wide: bool = True,
+    lanes: int = 2,
+    pair: PairedPasses | None = None,
+    every_round: bool = True,
 ) -> tuple[Any, Any]:
     """(values, exact counts) from passes ``run(moduli)``; ``bound``: no |count| exceeds it;
     ``residues``: primes per pass after the first (int64) one (one once the counts look settled:
@@ -112,29 +120,48 @@ def solve(
     more than int64). The reconstruction grows one prime at a time, so a pass of several primes can
     stop the search at any of them.
 
-    ``pair(first, second)``: the results of ``run(first)`` and ``run(second)`` computed at once (on two
-    devices, or as one contraction in a paired algebra). When ``bound`` needs primes and the int64
-    pass runs, the int64 pass and the first prime pass are both always needed, so they go to ``pair``
-    together, the prime pass with
-    :data:`PAIRED_RESIDUES` primes (its count arrays as wide as the int64 pass's: the two take as long);
-    later passes, needed only while the counts have not settled, go to ``run`` one after the other.
+    ``together(moduli_groups)``: the results of ``run`` for each group, computed at once (``lanes`` of
+    them: one per device). When ``bound`` needs primes, passes go out in rounds of ``lanes``: the first
+    round the int64 pass (where it runs) beside prime passes of :data:`PAIRED_RESIDUES` primes (count
+    arrays as wide as the int64 pass's: they take as long), later rounds ``lanes`` passes of the width
+    :func:`_width` gives. A round may compute primes the stopping rule turns out not to need; the primes
+    are combined in their order and the search stops at the same prime as one pass after the other, so
+    the counts are the same. ``pair(int64, first)`` (without ``together``): the first round alone, the
+    int64 pass and one prime pass at once (one contraction in a paired algebra); later passes one by one.
+    ``every_round=False``: ``together`` for the first round only (the int64 pass and the first primes,
+    all needed), later passes one by one through ``run`` (which may spread a pass's slices itself).
 
     Counts come back as an int64 array when ``bound`` proves they fit (one pass), else as an
     object array of Python ints (one Python int for a scalar contraction)."""
     if not wide and bound < _INT64_SAFE:
         raise ValueError("counts bounded below 2^63 are one int64 pass: wide=False is for larger ones")
+    if together is not None:
+        first_lanes, lanes = lanes, (lanes if every_round else 1)
+    else:
+        first_lanes, lanes = (2, 1) if pair is not None else (1, 1)
+    if together is None and pair is not None:
+        paired = pair
+
+        def together(groups: Sequence[tuple[int, ...]]) -> Sequence[tuple[Any, Sequence[Any]]]:
+            return list(paired(*groups))
+
     left = itertools.islice(primes(), _MAX_PRIMES)
-    ahead: tuple[tuple[int, ...], tuple[Any, Sequence[Any]]] | None = None
+    ahead: list[tuple[tuple[int, ...], tuple[Any, Sequence[Any]]]] = []
     values: Any = None
     previous: Any = None  # no reconstruction yet: the first prime alone never stops the search
     x: Any = 0
     M = 1
     primed = False  # a prime is in M: counts modulo 2^64 alone are often 0 (a count of 2^70 ground states)
+
+    def round_of(groups: list[tuple[int, ...]]) -> list[tuple[tuple[int, ...], tuple[Any, Sequence[Any]]]]:
+        results = together(groups) if together is not None and len(groups) > 1 else [run(g) for g in groups]
+        return list(zip(groups, results))
+
     if wide:
-        if pair is not None and bound >= _INT64_SAFE:
-            first = tuple(itertools.islice(left, max(min(residues, PAIRED_RESIDUES), 1)))
-            (values, (counts,)), second = pair((), first)
-            ahead = (first, second)
+        if first_lanes > 1 and bound >= _INT64_SAFE:
+            width = max(min(residues, PAIRED_RESIDUES), 1)
+            primed_groups = [tuple(itertools.islice(left, width)) for _ in range(first_lanes - 1)]
+            (_, (values, (counts,))), *ahead = round_of([(), *(g for g in primed_groups if g)])
         else:
             values, (counts,) = run(())
         counts = np.asarray(counts).astype(np.int64)
@@ -144,14 +171,13 @@ def solve(
         M = INT64_MODULUS
         previous = symmetric(x, M)
     while True:
-        if ahead is not None:
-            moduli, (more, counts_mod) = ahead
-            ahead = None
-        else:
-            moduli = tuple(itertools.islice(left, _width(previous, M, residues) if primed else max(residues, 1)))
-            if not moduli:
+        if not ahead:
+            width = _width(previous, M, residues) if primed else max(residues, 1)
+            groups = [tuple(itertools.islice(left, width)) for _ in range(lanes)]
+            ahead = round_of([g for g in groups if g])
+            if not ahead:
                 break
-            more, counts_mod = run(moduli)
+        moduli, (more, counts_mod) = ahead.pop(0)
         now_values, first_values = np.asarray(more), np.asarray(values)
         nan_aware = now_values.dtype.kind == "f" and first_values.dtype.kind == "f"  # not for Python ints (object)
         if values is None:

@@ -7,6 +7,15 @@ device and are added there in the semiring, in group order, so ties and counts c
 one-device loop combines them: the result equals one device's. NumPy operands stay on the
 host: their groups are host threads (NumPy's kernels release the GIL).
 
+GPU operands spread over processes instead (:mod:`._procs`): the group on the operands' device runs
+in this process, each other group in a worker process of its device (kept warm between calls), sent
+the network as host arrays (:func:`lazykern.tn.einsum.ship`) and the plan (no search in a worker); its
+partial comes back as host arrays and is added as a thread's would be, in group order. One interpreter
+driving every device takes turns on the GIL between their host work (a spread's steps are hundreds of
+small launches); a process per device does not. ``LAZYKERN_SPREAD`` (``threads`` / ``processes``)
+overrides the choice (NumPy operands default to threads: NumPy's kernels release the GIL). A network
+whose algebra another process cannot name keeps its threads.
+
 Each spread logs its profile at debug level (``extra={"spread_profile": {...}}`` on the
 ``lazykern`` logger, :func:`profile_record`): per group its device, slices, when it began and
 ended after the spread's start, and its thread's CPU seconds; the combination's seconds. A group
@@ -23,8 +32,10 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
+from .. import config
 from ..launch import _device
 from ..launch._batch_split import split_batch
+from . import _procs
 from ._backend import Backend
 from ._contract import Algebra, Term
 
@@ -46,6 +57,15 @@ class SlicedNetwork(Protocol):
 
 
 RunRange = Callable[[Any, Any, int, int, "dict[Any, Any] | None"], Term]
+Ship = Callable[[Any], "dict[str, Any] | None"]
+WORKER = "lazykern.tn._proc_worker"  # the module whose functions a worker process runs
+
+
+def in_processes(be: Backend) -> bool:
+    """Whether a spread of ``be``'s operands runs its other devices' groups in worker processes
+    (``LAZYKERN_SPREAD``, else: GPU operands do, NumPy's keep threads)."""
+    mode = config.spread_mode()
+    return (mode == "processes") if mode is not None else not be.on_host
 
 
 def resolve(devices: Devices, be: Backend) -> list[int] | None:
@@ -153,17 +173,46 @@ def run_groups(
             timings.extend(timed)
 
 
+def spread_groups(
+    net: SlicedNetwork,
+    plan: Any,
+    devices: Sequence[int],
+    work: Callable[[Any, int, int], T],
+    remote: str,
+    convert: Callable[[Any, int], T],
+    activate: Activate | None = None,
+    ship: Ship | None = None,
+    timings: list[dict[str, Any]] | None = None,
+) -> list[T]:
+    """:func:`run_groups` over ``plan``'s slices, or, where ``ship`` can describe the network and
+    :func:`in_processes`, the group on the operands' device (else the first) here and each other in its
+    device's worker process, running ``_proc_worker.<remote>(shipped, module, plan, start, stop)``; a
+    worker's answer becomes a group's result through ``convert(answer, device)``."""
+    be = net.be
+    todo = groups(int(plan.nslices), devices)
+    shipped = ship(net) if ship is not None and len(todo) > 1 and in_processes(be) else None
+    if shipped is None:
+        return run_groups(net, int(plan.nslices), devices, work, activate, timings)
+    enter = be.on_device if activate is None else activate
+    home = be.device_of(net.leaves[0].parts[0])
+    timed: list[dict[str, Any]] = [] if timings is None else timings
+    return _in_processes(net, plan, todo, shipped, work, enter, home, timed, remote, convert)
+
+
 def contract(
     net: SlicedNetwork,
     plan: Any,
     devices: Sequence[int],
     run_range: RunRange,
     activate: Activate | None = None,
+    ship: Ship | None = None,
 ) -> Term:
     """The semiring sum of every slice of ``plan``, one group of slices per device in ``devices``.
 
     ``run_range(net, plan, start, stop, cache)`` sums one range on the current device (the
-    one-device loop); ``activate`` as for :func:`run_groups`.
+    one-device loop); ``activate`` as for :func:`run_groups`. ``ship(net)``: the network as a worker
+    process rebuilds it (None: it cannot be); given, and :func:`in_processes`, the groups of other
+    devices run in worker processes (see the module's docstring).
     """
     be = net.be
     enter = be.on_device if activate is None else activate
@@ -172,10 +221,15 @@ def contract(
     def work(local: Any, start: int, stop: int) -> Term:
         return run_range(local, plan, start, stop, {} if plan.sliced else None)
 
+    def term(answer: Any, _: int) -> Term:
+        parts, labels = answer
+        with enter(home):
+            return Term(tuple(be.from_host(p) for p in parts), labels)
+
     profiling = log.isEnabledFor(logging.DEBUG)
     t0 = time.perf_counter()
     timed: list[dict[str, Any]] = []
-    partials = run_groups(net, int(plan.nslices), devices, work, activate, timed)
+    partials = spread_groups(net, plan, devices, work, "slices", term, activate, ship, timed)
     t1 = time.perf_counter()
     with enter(home):
         total = _home(be, partials[0], home)
@@ -196,6 +250,61 @@ def contract(
             extra={"spread_profile": profile},
         )
     return total
+
+
+def _in_processes(
+    net: SlicedNetwork,
+    plan: Any,
+    todo: list[tuple[int, int, int]],
+    shipped: dict[str, Any],
+    work: Callable[[Any, int, int], T],
+    enter: Activate,
+    home: int | None,
+    timed: list[dict[str, Any]],
+    remote: str,
+    convert: Callable[[Any, int], T],
+) -> list[T]:
+    """The groups ``todo``: the one on ``home`` (else the first) here, each other in its device's worker
+    process; the results in group order. ``timed`` as for :func:`run_groups` (a worker's group: from when
+    it was sent, for the seconds the worker reports, its process CPU time)."""
+    be = net.be
+    mine = next((i for i, g in enumerate(todo) if g[0] == home), 0)
+    others = [i for i in range(len(todo)) if i != mine]
+    t0 = time.perf_counter()
+    stamps: dict[int, dict[str, Any]] = {}
+
+    def here() -> T:
+        device, start, stop = todo[mine]
+        began, cpu = time.perf_counter(), time.thread_time()
+        try:
+            with enter(device):
+                out = work(net.on_device(device), start, stop)
+                be.synchronize()
+                return out
+        finally:
+            stamps[mine] = _stamp(todo[mine], began - t0, time.perf_counter() - t0, time.thread_time() - cpu)
+
+    calls = [(todo[i][0], WORKER, remote, (shipped, be.name, plan, todo[i][1], todo[i][2])) for i in others]
+    log.debug("tropical: %d slices in %d groups, %d in worker processes", plan.nslices, len(todo), len(others))
+    answers = _procs.run(calls, here, gpu=not be.on_host)
+    results: list[T] = [answers[0]] * len(todo)
+    for i, answer in zip(others, answers[1:]):
+        stamps[i] = _stamp(todo[i], 0.0, answer["seconds"], answer["cpu_seconds"])
+        results[i] = convert(answer["value"], todo[i][0])
+    timed.extend(stamps[i] for i in range(len(todo)))
+    return results
+
+
+def _stamp(group: tuple[int, int, int], began: float, ended: float, cpu: float) -> dict[str, Any]:
+    device, start, stop = group
+    return {
+        "device": device,
+        "start": start,
+        "stop": stop,
+        "began": round(began, 6),
+        "ended": round(ended, 6),
+        "cpu_seconds": round(cpu, 6),
+    }
 
 
 def _home(be: Backend, term: Term, home: int | None) -> Term:

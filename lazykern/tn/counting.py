@@ -44,7 +44,7 @@ import numpy as np
 from ..errors import DeviceMemoryError, LazykernWarning, warn_user
 from ..families.family import KernelFamily
 from ..launch import _device
-from . import _cost, _crt, _reference_einsum, _spread
+from . import _cost, _crt, _procs, _reference_einsum, _spread
 from ._backend import Backend
 from ._contract import Algebra
 from ._strided import BITS_MAX
@@ -293,6 +293,16 @@ def count_network(
     spread = _spread.resolve(devices, net.be)
     lanes = spread if spread is not None and len(spread) >= 2 and not net.be.on_host else None
     value = net.be.dtype(net.leaves[0].parts[0]).itemsize
+    host: list[Any] = []
+
+    def remote(moduli: tuple[int, ...]) -> tuple[Any, ...]:
+        """The arguments of a worker's pass (the operands copied to the host once)."""
+        if not host:
+            host.extend(
+                tuple(_host(net.be, p) for p in op) if isinstance(op, tuple) else _host(net.be, op) for op in operands
+            )
+        return (tuple(map(tuple, inputs)), tuple(output), host, semiring, moduli, net.be.name, plan)
+
     return exact(
         net.be,
         labels,
@@ -303,6 +313,9 @@ def count_network(
         lambda: residues_per_pass(net, plan),
         lanes,
         lambda: _fits(net, plan, value + 8),
+        remote,
+        net.be.device_of(net.leaves[0].parts[0]) if lanes is not None else None,
+        rounds=lanes is not None and plan.nslices < len(lanes),
     )
 
 
@@ -338,6 +351,9 @@ def exact(
     residues: Callable[[], int] = lambda: 2,
     lanes: Sequence[int] | None = None,
     wide: Callable[[], bool] = lambda: True,
+    remote: Callable[[tuple[int, ...]], tuple[Any, ...]] | None = None,
+    home: int | None = None,
+    rounds: bool = True,
 ) -> tuple[Any, Any]:
     """Exact integer counts from passes ``run(moduli)`` of one plan, each the finished contraction
     (values, counts...) in the algebra :func:`algebra` (*moduli) (``()``: int64 counts modulo 2^64),
@@ -349,11 +365,18 @@ def exact(
     for narrower residue passes (a 32 x 32 lattice's 2^32-entry boundary on an 80 GB GPU) is not
     sliced for it, the residues alone rebuild the counts.
 
-    ``lanes`` (two GPUs or more): the int64 pass and the first prime pass, both always needed when
-    counts may pass 2^63, run at once, each whole on its own device (``run(moduli, device)``, with that
-    device current), instead of one after the other with each pass's slices spread: a pass's steps
-    that no sliced label reaches run once per device, and a sweep's such steps are most of its work
-    (32 x 32 counts on two H200s: 53 s against 68 s on one)."""
+    ``lanes`` (two GPUs or more): passes run in rounds, one whole pass per device at once
+    (``run(moduli, device)``, with that device current; :func:`._crt.solve`): the first round the int64
+    pass beside prime passes, later rounds as many prime passes as there are lanes; the primes are
+    combined in order, so the counts are the same. A pass of fewer slices than devices (a 32 x 32
+    lattice's sweep: one) cannot be split over them without running its steps twice, and the primes a
+    count needs are known only as they settle: a round is the unit that scales. ``rounds=False`` (a plan
+    with slices enough for every device): rounds for the first passes only (all of them needed), later
+    passes one after the other with their slices spread (no pass computed ahead in vain). With ``remote(moduli)`` (the
+    arguments of :func:`lazykern.tn._proc_worker.counting_pass`) and GPU operands
+    (:func:`._spread.in_processes`), the pass on ``home`` runs here and the others in their devices'
+    worker processes; else each on a thread of this process.
+    """
     given = [op[1] for op in operands if isinstance(op, tuple)]  # the others count 1 per entry
     bound = count_bound(be, given, labels, output, sizes)
     if bound < 1 << 63:
@@ -376,18 +399,48 @@ def exact(
         parts = [on_host((p,), device) for p in moduli]
         return parts[0][0], [c for _, (c,) in parts]
 
-    pair = None
+    together = None
     if lanes is not None and len(lanes) >= 2:
-        first_device, second_device = lanes[0], lanes[1]
+        devices = list(lanes)
 
-        def pair(first: tuple[int, ...], second: tuple[int, ...]) -> tuple[Any, Any]:
-            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="lazykern-passes") as pool:
-                a = pool.submit(on_host, first, first_device)
-                b = pool.submit(on_host, second, second_device)
-                wait([a, b])  # both end before an error of one is raised: no thread outlives the call
-                return a.result(), b.result()
+        def together(groups: Sequence[tuple[int, ...]]) -> list[tuple[Any, list[Any]]]:
+            """Pass i of ``groups`` whole on device ``lanes[i]``, all at once."""
+            assigned = list(zip(groups, devices))
+            if remote is not None and _spread.in_processes(be):
+                return _in_processes(assigned, on_host, remote, home)
+            with ThreadPoolExecutor(max_workers=len(assigned), thread_name_prefix="lazykern-passes") as pool:
+                futures = [pool.submit(on_host, moduli, device) for moduli, device in assigned]
+                wait(futures)  # every pass ends before an error of one is raised: no thread outlives the call
+                return [f.result() for f in futures]
 
-    return _crt.solve(on_host, bound, residues(), pair, wide=wide())
+    return _crt.solve(on_host, bound, residues(), together, wide=wide(), lanes=len(lanes or ()), every_round=rounds)
+
+
+def _in_processes(
+    assigned: list[tuple[tuple[int, ...], int]],
+    on_host: Callable[[tuple[int, ...], int], tuple[Any, list[Any]]],
+    remote: Callable[[tuple[int, ...]], tuple[Any, ...]],
+    home: int | None,
+) -> list[tuple[Any, list[Any]]]:
+    """Passes ``(moduli, device)``: the one on ``home`` (else the first) in this process, each other in its
+    device's worker process (:mod:`._procs`, ``remote(moduli)``: the arguments of
+    :func:`lazykern.tn._proc_worker.counting_pass`). A pass of several residues that does not fit its device
+    is run again here, one residue a pass, as :func:`exact` does for its own."""
+    mine = next((i for i, (_, d) in enumerate(assigned) if d == home), 0)
+    others = [i for i in range(len(assigned)) if i != mine]
+    calls = [(assigned[i][1], _spread.WORKER, "counting_pass", remote(assigned[i][0])) for i in others]
+    try:
+        answers = _procs.run(calls, lambda: on_host(*assigned[mine]))
+    except DeviceMemoryError as exc:
+        if all(len(moduli) < 2 for moduli, _ in assigned):
+            raise
+        log.warning("counting: a round of passes did not fit (%s); one residue a pass, one pass at a time", exc)
+        gc.collect()
+        return [on_host(moduli, device) for moduli, device in assigned]
+    results: list[tuple[Any, list[Any]]] = [answers[0]] * len(assigned)
+    for i, answer in zip(others, answers[1:]):
+        results[i] = answer
+    return results
 
 
 def count_bound(

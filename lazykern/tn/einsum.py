@@ -31,9 +31,11 @@ labels to slice over explicitly: the network is contracted once per value of tho
 labels and the results are combined by the semiring sum, so no intermediate carries
 them (memory / time trade). ``devices``: spread those slices over several GPUs of this
 host, ``"all"`` or a sequence of ordinals (default None: the operands' device alone); each
-device contracts one contiguous group of slices on its own thread and copy of the operands,
-and the groups' results are added in the semiring on the operands' device, so the result
-equals one device's. NumPy operands stay on the host, one thread per group.
+device contracts one contiguous group of slices on its own copy of the operands (the operands'
+device in this process, every other one in a worker process of its own, started on first use and
+kept warm: :mod:`._procs`), and the groups' results are added in the semiring on the operands'
+device, so the result equals one device's. NumPy operands stay on the host, one thread per group
+(``LAZYKERN_SPREAD=threads`` / ``processes`` overrides either choice).
 
 :func:`argmax_einsum` also returns one optimal assignment of every label (backtracking
 through the argmax of every step). A step whose argmax was not kept is recomputed by segments:
@@ -203,7 +205,7 @@ def contract_network(
     spread = _spread.resolve(devices, net.be)
     if spread is not None and net.alg.grad:
         raise ValueError(
-            "devices= spreads slices over threads, which autograd does not follow: drop devices= "
+            "devices= spreads slices over threads and worker processes, which autograd does not follow: drop devices= "
             "or pass tensors that do not require grad"
         )
     plan = net.plan(optimize, slices, memory_limit, max_time)
@@ -211,8 +213,48 @@ def contract_network(
     cached = bool(plan.sliced) and net.fits(plan, 0, cached=True)
     with net.memory_guard(plan, 0, cached=cached):
         if spread is not None:
-            return net.finish(_spread.contract(net, plan, spread, contract_slices))
+            return net.finish(_spread.contract(net, plan, spread, contract_slices, ship=ship))
         return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if cached else None))
+
+
+def ship(net: _Network) -> dict[str, Any] | None:
+    """``net`` as a worker process rebuilds it (:func:`unship`): its leaves as host arrays (as the algebra
+    prepared them), labels, sizes, output, semiring and algebra. None for an algebra another process cannot
+    name (a class made at run time other than a counting ring): such a spread keeps its threads."""
+    alg = type(net.alg)
+    recipe: Any
+    moduli = tuple(getattr(alg, "moduli", ()))
+    if getattr(alg, "counting", False) and moduli:
+        recipe = ("counting", moduli)
+    elif getattr(importlib.import_module(alg.__module__), alg.__qualname__, None) is alg:
+        recipe = alg
+    else:
+        return None
+    return {
+        "semiring": net.alg.semiring,
+        "algebra": recipe,
+        "leaves": [(tuple(net.be.to_host(p) for p in t.parts), t.labels) for t in net.leaves],
+        "output": net.output,
+        "sizes": net.sizes,
+    }
+
+
+def unship(shipped: dict[str, Any], to_module: Callable[[Any], Any], algebra: type[Algebra]) -> _Network:
+    """The network :func:`ship` described, its leaves made arrays of this process by ``to_module``, in
+    ``algebra`` (the class ``shipped["algebra"]`` names: the caller resolves a counting ring's recipe)."""
+    leaves = [Term(tuple(to_module(p) for p in parts), labels) for parts, labels in shipped["leaves"]]
+    be, _ = backend_of(leaves[0].parts[0])
+    alg = algebra(shipped["semiring"], be, False)
+    alg.rank = {lab: i for i, lab in enumerate(shipped["sizes"])}
+    return _Network(be, alg, leaves, tuple(shipped["output"]), dict(shipped["sizes"]))
+
+
+def contract_range(net: _Network, plan: ContractionPlan, start: int, stop: int) -> Term:
+    """Slices ``start`` to ``stop`` of ``net`` along ``plan``, as :func:`contract_network` runs its own
+    (slice-independent steps reused where they fit, under this device's memory guard): a worker's group."""
+    cached = bool(plan.sliced) and net.fits(plan, 0, cached=True)
+    with net.memory_guard(plan, 0, cached=cached):
+        return contract_slices(net, plan, start, stop, {} if cached else None)
 
 
 def build_network(
@@ -296,7 +338,9 @@ def _argmax_run(
     recomputed argmax may hold (:meth:`_Network.checkpoints`, :meth:`_Network.segment_bytes`)."""
     save, budget = backtracking
     if spread is not None and not single:
-        groups = _spread.run_groups(net, plan.nslices, spread, lambda local, a, b: _slice_optima(local, plan, a, b))
+        groups = _spread.spread_groups(
+            net, plan, spread, lambda local, a, b: _slice_optima(local, plan, a, b), "slice_optima", _as_is, ship=ship
+        )
         scores = [item for group in groups for item in group]
     else:
         cache: dict[int, Term] = {}
@@ -333,6 +377,17 @@ def _slice_optima(net: _Network, plan: ContractionPlan, start: int, stop: int) -
         (values, net.run(plan, values, keep=_NONE, cache=cache).parts[0]) for values in plan.slice_values(start, stop)
     ]
     return [(values, net.be.item(out)) for values, out in runs]
+
+
+def search_range(net: _Network, plan: ContractionPlan, start: int, stop: int) -> list[tuple[dict[Label, int], Any]]:
+    """:func:`argmax_einsum`'s search over slices ``start`` to ``stop`` under this device's memory guard
+    (no argmax kept): a worker process's group."""
+    with net.memory_guard(plan, _NONE, cached=True):
+        return _slice_optima(net, plan, start, stop)
+
+
+def _as_is(value: Any, _device: int) -> Any:
+    return value
 
 
 def _better(semiring: str, v: Any, best: Any) -> bool:

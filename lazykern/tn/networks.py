@@ -629,7 +629,8 @@ def ground_state(
     if method == "autograd":
         if devices is not None:
             raise ValueError(
-                "devices= spreads slices over threads, which autograd does not follow: use method='backtrack'"
+                "devices= spreads slices over threads and worker processes, which autograd does not follow: "
+                "use method='backtrack'"
             )
         best, spins = _ground_state_autograd(sg, labels, tensors, how, slices, memory_limit)
         return _energy_of(sg, fit, best, spins), spins
