@@ -4,7 +4,7 @@
 
 One in-place step of a 2^log2-entry boundary (float32 values, R int32 residues), K = N = 8 (three spins
 summed out, three brought in, one batch spin: the 32 x 32 sweep's count_bits33), its summed and batch
-spins at the lowest address bits, the highest, or spread. With ``--old``, the same fragment compiled
+spins at the lowest address bits, the highest, or spread; ``--ones``: Y's counts all 1. With ``--old``, the same fragment compiled
 against another counting.cu (an earlier commit's) runs on the same arrays: its results must be equal
 (written into a second array) and its time is reported beside.
 """
@@ -53,6 +53,7 @@ def main() -> int:
     ap.add_argument("--log2", type=int, default=30)
     ap.add_argument("--residues", type=int, default=1)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--ones", action="store_true", help="Y's counts all 1 (a sweep's new spins)")
     args = ap.parse_args()
     import cupy as cp
 
@@ -63,8 +64,10 @@ def main() -> int:
     xc = [rng.integers(0, p, 1 << n, dtype=cp.int64).astype(cp.int32) for p in PRIMES[:R]]
     yv = rng.integers(-2, 3, 2 * 64, dtype=cp.int32).astype(cp.float32)
     yc = [rng.integers(0, p, 2 * 64, dtype=cp.int64).astype(cp.int32) for p in PRIMES[:R]]
+    if args.ones:
+        yc = [cp.ones_like(c) for c in yc]
     outs = {tag: (cp.empty_like(xv), [cp.empty_like(c) for c in xc]) for tag in kernels}
-    record = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "log2_entries": n, "residues": R, "layouts": {}}
+    record = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "log2_entries": n, "residues": R, "y_counts_ones": args.ones, "layouts": {}}
     record["device"] = subprocess.run(
         ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True
     ).stdout.strip()

@@ -285,12 +285,15 @@ LARGE = [(18, 3, 1, 3, True), (18, 3, 1, 3, False), (18, 1, 1, 1, True), (17, 2,
 @pytest.mark.parametrize("moduli", [(), (2147483647,), (2147483647, 2147483629)])
 def test_bit_addressed_kernel_on_large_boundaries_on_the_gpu(n, con, batch, right, low, moduli):
     """The kernel's tiles (shared memory, any hole layout) against its addressing run on the host, every
-    count ring, in place and into a new array, over several axis orders."""
+    count ring, in place and into a new array, over two axis orders: Y's counts at random (products of
+    counts), then all 1 (a sweep's new spins: no product made)."""
     cupy = pytest.importorskip("cupy")
     for seed in range(2):
         rng = np.random.default_rng(1000 * seed + n)
         x_labels, y_labels, keep = _case(rng, n, con, batch, right, low)
         X, Y = _operands(rng, x_labels, y_labels, moduli)
+        if seed:
+            Y = (Y[0], *(np.ones_like(c) for c in Y[1:]))
         for owned in (True, False):
             results = []
             for xp in (np, cupy):

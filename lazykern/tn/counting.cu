@@ -206,7 +206,11 @@ __device__ __forceinline__ unsigned long long lk_ranks(unsigned long long positi
 }
 
 // One row's counting product: acc/cnt over the K entries at ``at(k)`` of (val, cnts), times Y's block y0.
-template <typename V, typename C, bool MAX, int RING, int KB, int NB, int R, typename At, typename Val, typename Cnt>
+// ONES: every count of Y is 1 (a sweep's new spins, each assignment counted once): a product of counts is
+// X's count itself, so no modular multiplication is made (on the H100 one residue's products cost about as
+// much as the rest of a 32 x 32 counting pass's bit-addressed steps).
+template <typename V, typename C, bool MAX, int RING, int KB, int NB, int R, bool ONES, typename At, typename Val,
+          typename Cnt>
 __device__ __forceinline__ void lk_bits_row(V (&acc)[1 << NB], C (&cnt)[R > 0 ? R : 1][1 << NB], At at, Val val,
                                             Cnt cnts, const V *__restrict__ yv, const C *const (&yc)[4], long long y0,
                                             const unsigned long long (&mod)[4], const unsigned long long (&mu)[4]) {
@@ -234,15 +238,27 @@ __device__ __forceinline__ void lk_bits_row(V (&acc)[1 << NB], C (&cnt)[R > 0 ? 
             if (MAX ? p > acc[j] : p < acc[j]) {
                 acc[j] = p;
 #pragma unroll
-                for (int q = 0; q < R; ++q) cnt[q][j] = lk_count_mul<RING>(ca[q], yc[q][e], mod[q], mu[q]);
+                for (int q = 0; q < R; ++q)
+                    cnt[q][j] = ONES ? ca[q] : lk_count_mul<RING>(ca[q], yc[q][e], mod[q], mu[q]);
             } else if (p == acc[j]) {
 #pragma unroll
                 for (int q = 0; q < R; ++q)
-                    cnt[q][j] = lk_count_add<RING>(cnt[q][j], lk_count_mul<RING>(ca[q], yc[q][e], mod[q], mu[q]),
-                                                   mod[q]);
+                    cnt[q][j] = lk_count_add<RING>(
+                        cnt[q][j], ONES ? ca[q] : lk_count_mul<RING>(ca[q], yc[q][e], mod[q], mu[q]), mod[q]);
             }
         }
     }
+}
+
+// Whether every count of Y (B K N entries of each of R arrays) is 1, asked of the whole block (every thread
+// must call it); a Y of more than 4096 entries is not read (taken as not all ones: the general products).
+template <typename C, int R>
+__device__ __forceinline__ bool lk_counts_all_one(const C *const (&yc)[4], long long entries) {
+    bool ones = entries <= 4096;
+    for (long long i = threadIdx.x; ones && i < entries; i += blockDim.x)
+#pragma unroll
+        for (int q = 0; q < R; ++q) ones = ones && yc[q][i] == (C)1;
+    return __syncthreads_and(ones) != 0;
 }
 
 // Shared memory of a tile: the largest power of two of entries (values and R counts, one padding
@@ -293,6 +309,7 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
     const bool pow2 = (blockDim.x & (blockDim.x - 1)) == 0;  // the load addresses split tid from the rest
     const long long T = pow2 ? lk_tile_rows(Tile::ENTRIES, (long long)(mirror ? K : K + N) << nb, rows) : 0;
     const int B = 1 << nb;
+    const bool ones = lk_counts_all_one<C, R>(yc, (long long)B * K * N);
     if (T == 0) {  // one row's entries exceed the tile: each thread reads its rows where they lie
         long long joff[N];
 #pragma unroll
@@ -305,10 +322,15 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
                 const long long a0 = in0 | lk_bits_at(b, nb, batch_in), c0 = out0 | lk_bits_at(b, nb, batch_out);
                 V acc[N];
                 C cnt[RC][N];
-                lk_bits_row<V, C, MAX, RING, KB, NB, R>(
-                    acc, cnt, [&](int k) { return a0 + lk_bits_at(k, KB, conpos); },
-                    [&](long long a) { return xv[a]; }, [&](int q, long long a) { return xc[q][a]; }, yv, yc,
-                    (long long)b * K * N, mod, mu);
+                const auto at = [&](int k) { return a0 + lk_bits_at(k, KB, conpos); };
+                const auto val = [&](long long a) { return xv[a]; };
+                const auto cnts = [&](int q, long long a) { return xc[q][a]; };
+                if (ones)
+                    lk_bits_row<V, C, MAX, RING, KB, NB, R, true>(acc, cnt, at, val, cnts, yv, yc, (long long)b * K * N,
+                                                                  mod, mu);
+                else
+                    lk_bits_row<V, C, MAX, RING, KB, NB, R, false>(acc, cnt, at, val, cnts, yv, yc,
+                                                                   (long long)b * K * N, mod, mu);
 #pragma unroll
                 for (int j = 0; j < N; ++j) {
                     cv[c0 + joff[j]] = acc[j];
@@ -357,9 +379,15 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
             const int li = (int)(lk_spread_bits(t, lholes_in) | lk_bits_at(b, nb, lbatch_in));
             V acc[N];
             C cnt[RC][N];
-            lk_bits_row<V, C, MAX, RING, KB, NB, R>(
-                acc, cnt, [&](int k) { return lk_padded(li + lk_off[0][k]); }, [&](int s) { return sv[s]; },
-                [&](int q, int s) { return sc[q][s]; }, yv, yc, (long long)b * K * N, mod, mu);
+            const auto at = [&](int k) { return lk_padded(li + lk_off[0][k]); };
+            const auto val = [&](int s) { return sv[s]; };
+            const auto cnts = [&](int q, int s) { return sc[q][s]; };
+            if (ones)
+                lk_bits_row<V, C, MAX, RING, KB, NB, R, true>(acc, cnt, at, val, cnts, yv, yc, (long long)b * K * N, mod,
+                                                              mu);
+            else
+                lk_bits_row<V, C, MAX, RING, KB, NB, R, false>(acc, cnt, at, val, cnts, yv, yc, (long long)b * K * N,
+                                                               mod, mu);
             const int lo = out_at + (int)(lk_spread_bits(t, lholes_out) | lk_bits_at(b, nb, lbatch_out));
 #pragma unroll
             for (int j = 0; j < N; ++j) {
