@@ -4,9 +4,9 @@
 
 One in-place step of a 2^log2-entry boundary (float32 values, R int32 residues), K = N = 8 (three spins
 summed out, three brought in, one batch spin: the 32 x 32 sweep's count_bits33), its summed and batch
-spins at the lowest address bits, the highest, or spread; ``--ones``: Y's counts all 1. With ``--old``, the same fragment compiled
-against another counting.cu (an earlier commit's) runs on the same arrays: its results must be equal
-(written into a second array) and its time is reported beside.
+spins at the lowest address bits, the highest, or spread; ``--ones``: Y's counts all 1. With ``--old``,
+the same fragment compiled against another counting.cu (an earlier commit's) runs on the same arrays:
+its results must be equal (written into a second array) and its time is reported beside.
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ def main() -> int:
     if args.ones:
         yc = [cp.ones_like(c) for c in yc]
     outs = {tag: (cp.empty_like(xv), [cp.empty_like(c) for c in xc]) for tag in kernels}
-    record = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "log2_entries": n, "residues": R, "y_counts_ones": args.ones, "layouts": {}}
+    record = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "log2_entries": n, "residues": R, "layouts": {}}
+    record["y_counts_ones"] = args.ones
     record["device"] = subprocess.run(
         ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True
     ).stdout.strip()
