@@ -236,8 +236,10 @@ def test_in_place_counting_on_cupy_plans_with_the_small_margin_only_where_every_
     steps = net.priced(plan)[0]  # as the executor runs them: bit-addressed from 2^12 entries
     other = max(max(s.result, *s.operands) for s in steps if not s.bits) * net.entry_bytes  # the pool's largest
     assert other < max(s.result for s in steps) * net.entry_bytes  # the sweep's boundaries are larger
+    sliced = contraction_plan(sg.labels(), (), dict.fromkeys(range(sg.n), 2), optimize=list(plan.path), slices=[0])
     with mock.patch.object(einsum_module, "WHOLE_BYTES", other + 1):  # only bit-addressed steps' arrays are large
         assert net.margin(plan) == _cost.WHOLE_MARGIN
+        assert sliced.nslices == 2 and net.margin(sliced) == _cost.POOL_MARGIN  # its kept results: the pool's
     with mock.patch.object(einsum_module, "WHOLE_BYTES", other):  # a product of any shape's array is large too
         assert net.margin(plan) == _cost.POOL_MARGIN
     torch_net = _square_count_network(14, (2147483647,), _backend.Backend("torch", np))[2]

@@ -267,7 +267,9 @@ __device__ __forceinline__ bool lk_counts_all_one(const C *const (&yc)[4], long 
 template <typename V, typename C, int R>
 struct lk_bits_tile {
     static constexpr int ENTRY = (int)sizeof(V) + R * (int)sizeof(C);
-    __host__ __device__ static constexpr int fit(int n) { return n <= 64 || (long long)ENTRY * (n + n / 32) <= LK_BITS_SMEM ? n : fit(n / 2); }
+    __host__ __device__ static constexpr int fit(int n) {
+        return n <= 64 || (long long)ENTRY * (n + n / 32) <= LK_BITS_SMEM ? n : fit(n / 2);
+    }
     static constexpr int ENTRIES = fit(8192);
     static constexpr int PADDED = ENTRIES + ENTRIES / 32;
 };
@@ -366,7 +368,8 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
         const long long in0 = (long long)lk_spread_bits((unsigned long long)(tile << tbits), holes_in) | lo_in;
 #pragma unroll 4
         for (int i = tid, m = 0; i < E_in; i += nthreads, ++m) {
-            const long long a = in0 | (m < 32 ? lk_hi[0][m] : (long long)lk_deposit((unsigned long long)i - tid, S_in));
+            const long long hi = m < 32 ? lk_hi[0][m] : (long long)lk_deposit((unsigned long long)i - tid, S_in);
+            const long long a = in0 | hi;
             const int s = lk_padded(i);
             sv[s] = xv[a];
 #pragma unroll
@@ -382,12 +385,11 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
             const auto at = [&](int k) { return lk_padded(li + lk_off[0][k]); };
             const auto val = [&](int s) { return sv[s]; };
             const auto cnts = [&](int q, int s) { return sc[q][s]; };
+            const long long y0 = (long long)b * K * N;
             if (ones)
-                lk_bits_row<V, C, MAX, RING, KB, NB, R, true>(acc, cnt, at, val, cnts, yv, yc, (long long)b * K * N, mod,
-                                                              mu);
+                lk_bits_row<V, C, MAX, RING, KB, NB, R, true>(acc, cnt, at, val, cnts, yv, yc, y0, mod, mu);
             else
-                lk_bits_row<V, C, MAX, RING, KB, NB, R, false>(acc, cnt, at, val, cnts, yv, yc, (long long)b * K * N,
-                                                               mod, mu);
+                lk_bits_row<V, C, MAX, RING, KB, NB, R, false>(acc, cnt, at, val, cnts, yv, yc, y0, mod, mu);
             const int lo = out_at + (int)(lk_spread_bits(t, lholes_out) | lk_bits_at(b, nb, lbatch_out));
 #pragma unroll
             for (int j = 0; j < N; ++j) {
@@ -401,7 +403,8 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
         const long long out0 = (long long)lk_spread_bits((unsigned long long)(tile << tbits), holes_out) | lo_out;
 #pragma unroll 4
         for (int i = tid, m = 0; i < E_out; i += nthreads, ++m) {
-            const long long a = out0 | (m < 32 ? lk_hi[1][m] : (long long)lk_deposit((unsigned long long)i - tid, S_out));
+            const long long hi = m < 32 ? lk_hi[1][m] : (long long)lk_deposit((unsigned long long)i - tid, S_out);
+            const long long a = out0 | hi;
             const int s = lk_padded(out_at + i);
             cv[a] = sv[s];
 #pragma unroll

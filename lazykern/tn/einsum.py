@@ -876,8 +876,9 @@ class _Network:
     def margin(self, plan: ContractionPlan, entry_bytes: int | None = None) -> float:
         """The factor on ``plan``'s predicted peak that the free memory must hold: the pool's margin, or
         _cost.WHOLE_MARGIN where every array of WHOLE_BYTES or more is a bit-addressed step's result
-        (or written over in place) and CuPy allocates those outside its pool, as the peak counts them."""
-        if not self.inplace or self.be.name != "cupy":
+        (or written over in place) and CuPy allocates those outside its pool, as the peak counts them.
+        Not for a sliced plan: the results it keeps for later slices are the pool's, however many."""
+        if not self.inplace or self.be.name != "cupy" or plan.nslices > 1:
             return _cost.POOL_MARGIN
         width = self.entry_bytes if entry_bytes is None else entry_bytes
         steps, _ = self.priced(plan)
