@@ -17,11 +17,14 @@ from ._spin_oracles import transfer_matrix
 from .test_tropical_einsum import device_route  # the GPU route on the host
 
 
-def _case(rng, n, con, batch, right):
+def _case(rng, n, con, batch, right, low=False):
     """X over n binary labels in a random axis order (C-contiguous), Y over batch + con + right labels
-    in a random order; the labels to keep."""
+    in a random order; the labels to keep. ``low``: the shared labels are X's last axes (its lowest
+    address bits)."""
     x_labels = list(rng.permutation(n))
     shared = list(rng.choice(x_labels, size=con + batch, replace=False))
+    if low:
+        x_labels = [x for x in x_labels if x not in shared] + [x for x in x_labels if x in shared]
     y_labels = [int(x) for x in shared] + [100 + i for i in range(right)]
     y_labels = [y_labels[i] for i in rng.permutation(len(y_labels))]
     keep = set(x_labels) - set(shared[:con]) | set(shared[con:]) | {100 + i for i in range(right)}
@@ -271,6 +274,42 @@ def test_bit_addressed_kernel_sums_the_largest_residues_on_the_gpu(n, con, batch
     _run(cupy, _backend.Backend("cupy", cupy), n, con, batch, right, "maxplus", moduli, True, _largest)
 
 
+# Boundaries of 2^14 to 2^18 entries: a tile of many rows, the summed and batch spins at the lowest bits or
+# anywhere; (17, 4, 8, 4) has rows of 4096 entries, past the tile of two residues (the direct path).
+LARGE = [(18, 3, 1, 3, True), (18, 3, 1, 3, False), (18, 1, 1, 1, True), (17, 2, 0, 4, False), (16, 4, 2, 1, True),
+         (17, 4, 8, 4, False), (14, 0, 2, 2, True)]  # fmt: skip
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("n", "con", "batch", "right", "low"), LARGE)
+@pytest.mark.parametrize("moduli", [(), (2147483647,), (2147483647, 2147483629)])
+def test_bit_addressed_kernel_on_large_boundaries_on_the_gpu(n, con, batch, right, low, moduli):
+    """The kernel's tiles (shared memory, any hole layout) against its addressing run on the host, every
+    count ring, in place and into a new array, over two axis orders: Y's counts at random (products of
+    counts), then all 1 (a sweep's new spins: no product made)."""
+    cupy = pytest.importorskip("cupy")
+    for seed in range(2):
+        rng = np.random.default_rng(1000 * seed + n)
+        x_labels, y_labels, keep = _case(rng, n, con, batch, right, low)
+        X, Y = _operands(rng, x_labels, y_labels, moduli)
+        if seed:
+            Y = (Y[0], *(np.ones_like(c) for c in Y[1:]))
+        for owned in (True, False):
+            results = []
+            for xp in (np, cupy):
+                alg = counting.algebra(*moduli)("maxplus", _backend.Backend("cupy", xp), False)
+                alg.rank = {lab: i for i, lab in enumerate(sorted(set(x_labels) | set(y_labels)))}
+                dX = _contract.Term(tuple(xp.array(x, copy=True) for x in X), tuple(x_labels))
+                dY = _contract.Term(tuple(xp.asarray(y) for y in Y), tuple(y_labels))
+                term, _ = _contract.contract(alg, dX, dY, keep, False, (owned, False))
+                assert (term.parts[0] is dX.parts[0]) == (owned and con == right)
+                results.append((term.labels, [np.asarray(p.get() if hasattr(p, "get") else p) for p in term.parts]))
+            (want_labels, want), (got_labels, got) = results
+            assert got_labels == want_labels
+            for w, g in zip(want, got):
+                np.testing.assert_array_equal(g, w)
+
+
 def test_fit_in_place_is_never_worse_than_the_four_array_start():
     """Started four times higher (one boundary held), the halvings may stop at a costly slicing with
     nothing that fits; then the plan is the one the four-array start finds, as before."""
@@ -286,3 +325,23 @@ def test_fit_in_place_is_never_worse_than_the_four_array_start():
     assert peak(fit_to_memory(make, 2**22, peak, free)) > 2**20  # alone, the high start stops unfit
     assert fit_in_place(make, 2**20, peak, free) == fit_to_memory(make, 2**20, peak, free) == make(2**20)
     assert fit_in_place(make, 2**20, peak, int(2**22 * _cost.POOL_MARGIN) + 1) == make(2**22)  # room: the high start
+
+
+def test_bit_addressed_kernels_compile_for_sm_90_with_counts_and_without(cache):
+    """NVRTC with no GPU: the tiled step written over its entries (3 x 3, two residues), one into a second
+    region (2 x 3, int64 counts), and the values-only step (R = 0: no count array read or written, the
+    tropical sweep's) through a fragment of its own."""
+    from importlib import resources
+
+    from lazykern.families.family import KernelFamily
+
+    fam = counting.make_family(cache=cache)
+    for name in ("count_bits33_max_f32_m32x2", "count_bits23_min_f32_i64"):
+        assert fam.warm([name], arch="sm_90")[0].meta["kernel"] == name
+    code, signature = counting._bits_fragment("count_bits33_max_f32_m32")
+    values = code.replace("count_bits33_max_f32_m32", "values_bits33_max_f32").replace(", 1>(xv", ", 0>(xv")
+    assert ", 0>(xv" in values
+    preamble = resources.files("lazykern.tn").joinpath("counting.cu").read_text(encoding="utf-8")
+    only = KernelFamily("tropical_values_bits", preamble, options=("-std=c++17",), cache=cache)
+    only.add("values_bits33_max_f32", values, signature=signature)
+    assert only.warm(["values_bits33_max_f32"], arch="sm_90")[0].meta["kernel"] == "values_bits33_max_f32"

@@ -3,17 +3,22 @@ figures before anything is allocated), and a memory_limit no sane plan meets is 
 
 from __future__ import annotations
 
+import sys
 import time
+import weakref
+from unittest import mock
 
 import networkx as nx
 import numpy as np
 import pytest
 
 from lazykern.errors import SlicingError
-from lazykern.tn import _backend, _cost, counting
+from lazykern.tn import _backend, _contract, _cost, counting
 from lazykern.tn import networks as nw
 from lazykern.tn._contract import Algebra
 from lazykern.tn.einsum import build_network, contract_network, contraction_plan
+
+einsum_module = sys.modules["lazykern.tn.einsum"]  # the package exports the function under that name
 
 
 def _tutte_chain(K: int | None = None):
@@ -114,3 +119,216 @@ def test_k18_with_a_tiny_limit_is_refused_within_seconds_and_a_sane_one_answers(
     assert nw.ground_state_energy(small, memory_limit=4) == -45  # sliced, but cheaply: answered
     plan = contraction_plan([t for t in sg.labels()], (), dict.fromkeys(range(18), 2), memory_limit=4)
     assert plan.nslices > 2**10  # planning alone is not refused: the plan can be inspected
+
+
+class _FakeCupy:
+    """What Backend._whole asks of CuPy, on the host: device allocations that fail ``refusals`` times
+    (cudaErrorMemoryAllocation), a pool whose spare blocks can be handed back, arrays over a pointer."""
+
+    class CUDARuntimeError(Exception):
+        def __init__(self, status):
+            super().__init__(f"CUDA error {status}")
+            self.status = status
+
+    class OutOfMemoryError(MemoryError):
+        def __init__(self, size, total, limit=0):
+            super().__init__(f"Out of memory allocating {size:,} bytes (allocated so far: {total:,} bytes)")
+
+    def __init__(self, refusals=0, status=2):
+        import types
+
+        self.refusals, self.status, self.made, self.pooled, self.released = refusals, status, [], [], 0
+        fake = self
+
+        class Memory:
+            def __init__(self, size):
+                if fake.refusals:
+                    fake.refusals -= 1
+                    raise fake.CUDARuntimeError(fake.status)
+                self.size = size
+                fake.made.append(size)
+
+        class Pool:
+            def free_all_blocks(self):
+                fake.released += 1
+
+            def total_bytes(self):
+                return 123
+
+        memory = types.SimpleNamespace(
+            Memory=Memory, MemoryPointer=lambda mem, offset: (mem, offset), OutOfMemoryError=self.OutOfMemoryError
+        )
+        runtime = types.SimpleNamespace(CUDARuntimeError=self.CUDARuntimeError)
+        self.cuda = types.SimpleNamespace(memory=memory, runtime=runtime)
+        self.pool = Pool()
+
+    def get_default_memory_pool(self):
+        return self.pool
+
+    def empty(self, shape, dtype):
+        self.pooled.append(shape)
+        return np.empty(shape, dtype)
+
+    def ndarray(self, shape, dtype, memptr):
+        return ("whole", shape, np.dtype(dtype), memptr[0].size)
+
+
+def test_a_whole_array_is_a_device_allocation_of_its_own_and_small_ones_stay_in_the_pool():
+    xp = _FakeCupy()
+    be = _backend.Backend("cupy", xp)
+    like = np.zeros(1, np.float32)
+    big = (2, _backend.WHOLE_BYTES // 8)  # WHOLE_BYTES of float32
+    assert be.empty(like, big, whole=True) == ("whole", big, np.dtype(np.float32), _backend.WHOLE_BYTES)
+    assert xp.made == [_backend.WHOLE_BYTES] and not xp.pooled
+    be.empty(like, (2, _backend.WHOLE_BYTES // 8 - 1), whole=True)  # a byte short: the pool's
+    be.empty(like, big)  # not asked for whole
+    assert xp.made == [_backend.WHOLE_BYTES] and len(xp.pooled) == 2
+
+
+def test_a_whole_array_refused_by_the_device_is_tried_again_once_the_pool_hands_its_blocks_back():
+    like, big = np.zeros(1, np.int32), (_backend.WHOLE_BYTES // 4,)
+    xp = _FakeCupy(refusals=1)
+    assert _backend.Backend("cupy", xp).empty(like, big, whole=True)[0] == "whole"
+    assert xp.released == 1 and xp.made == [_backend.WHOLE_BYTES]
+    xp = _FakeCupy(refusals=2)  # still refused: the pool's out-of-memory error, which the memory guard reports
+    be = _backend.Backend("cupy", xp)
+    with pytest.raises(MemoryError, match="Out of memory allocating 268,435,456 bytes") as info:
+        be.empty(like, big, whole=True)
+    assert be.out_of_memory(info.value) and xp.released == 1
+    xp = _FakeCupy(refusals=1, status=700)  # another CUDA error is not memory: raised as it is
+    with pytest.raises(_FakeCupy.CUDARuntimeError):
+        _backend.Backend("cupy", xp).empty(like, big, whole=True)
+    assert xp.released == 0
+
+
+@pytest.mark.gpu
+def test_a_whole_array_takes_no_pool_block_and_its_memory_comes_back_when_it_dies():
+    cupy = pytest.importorskip("cupy")
+    be = _backend.Backend("cupy", cupy)
+    pool = cupy.get_default_memory_pool()
+    pool.free_all_blocks()
+    like = cupy.zeros(1, cupy.float32)
+    used, (free, _) = pool.used_bytes(), cupy.cuda.runtime.memGetInfo()
+    x = be.empty(like, (_backend.WHOLE_BYTES // 4,), whole=True)
+    assert pool.used_bytes() == used
+    x[...] = 3
+    assert float(x.sum()) == 3 * x.size
+    assert cupy.cuda.runtime.memGetInfo()[0] <= free - _backend.WHOLE_BYTES
+    del x
+    assert cupy.cuda.runtime.memGetInfo()[0] >= free - (64 << 20)  # back to the device, not to the pool
+
+
+def _square_count_network(L, moduli, be):
+    sg = nw.square_lattice(L, seed=3)
+    fit = sg.fitted(np, np.float32, count=True)
+    labels, tensors = nw._network(sg, fit, np)
+    with mock.patch.object(einsum_module, "backend_of", lambda x: (be, np.asarray(x))):
+        net = build_network(labels, (), tensors, "maxplus", counting.algebra(*moduli))
+    return labels, tensors, net
+
+
+def test_in_place_counting_on_cupy_plans_with_the_small_margin_only_where_every_large_array_is_whole():
+    """A sweep's large arrays are all bit-addressed results (allocated whole on CuPy): the peak is held to
+    WHOLE_MARGIN. A large array of a product of any shape (the pool's) or another library: the pool's margin."""
+    _, _, net = _square_count_network(14, (2147483647,), _backend.Backend("cupy", np))
+    sg = nw.square_lattice(14, seed=3)
+    plan, _ = nw._sweep(sg, sg.labels(), dict.fromkeys(range(sg.n), 2), _cost.H100_F32, 4)
+    steps = net.priced(plan)[0]  # as the executor runs them: bit-addressed from 2^12 entries
+    other = max(max(s.result, *s.operands) for s in steps if not s.bits) * net.entry_bytes  # the pool's largest
+    assert other < max(s.result for s in steps) * net.entry_bytes  # the sweep's boundaries are larger
+    sliced = contraction_plan(sg.labels(), (), dict.fromkeys(range(sg.n), 2), optimize=list(plan.path), slices=[0])
+    with mock.patch.object(einsum_module, "WHOLE_BYTES", other + 1):  # only bit-addressed steps' arrays are large
+        assert net.margin(plan) == _cost.WHOLE_MARGIN
+        assert sliced.nslices == 2 and net.margin(sliced) == _cost.POOL_MARGIN  # its kept results: the pool's
+    with mock.patch.object(einsum_module, "WHOLE_BYTES", other):  # a product of any shape's array is large too
+        assert net.margin(plan) == _cost.POOL_MARGIN
+    torch_net = _square_count_network(14, (2147483647,), _backend.Backend("torch", np))[2]
+    assert torch_net.margin(plan) == _cost.POOL_MARGIN
+
+
+def test_a_pass_carries_two_residues_where_they_fit_by_the_whole_arrays_margin():
+    """As the 32 x 32 count on an 80 GB H100: two residues a pass (12 bytes an entry) fit the free memory by
+    WHOLE_MARGIN, not by the pool's; three do not fit at all."""
+    be = _backend.Backend("cupy", np)
+    _, _, net = _square_count_network(14, (2147483647,), be)
+    sg = nw.square_lattice(14, seed=3)
+    plan, _ = nw._sweep(sg, sg.labels(), dict.fromkeys(range(sg.n), 2), _cost.H100_F32, 4)
+    free = int(net.peak(plan, entry_bytes=12) * 1.05)
+    other = max(max(s.result, *s.operands) for s in net.priced(plan)[0] if not s.bits) * 12
+    with mock.patch.object(be, "budget_bytes", lambda: free):
+        with mock.patch.object(einsum_module, "WHOLE_BYTES", other + 1):
+            assert counting.residues_per_pass(net, plan) == 2
+        with mock.patch.object(einsum_module, "WHOLE_BYTES", other):  # a product's large array in the pool
+            assert counting.residues_per_pass(net, plan) == 1
+
+
+class _Tracked(_backend.Backend):
+    """The GPU route on the host, counting the bytes of the arrays it allocates while they live, as the
+    pool hands them out (whole 512-byte units)."""
+
+    def __init__(self):
+        super().__init__("cupy", np)
+        self.live, self.now, self.peak, self.on = {}, 0, 0, False
+
+    def _own(self, x, source=None):
+        if not self.on or x is source or (source is not None and np.shares_memory(x, source)):
+            return
+        while isinstance(x.base, np.ndarray):
+            x = x.base
+        if id(x) not in self.live:
+            self.live[id(x)] = size = -(-x.nbytes // 512) * 512
+            self.now += size
+            self.peak = max(self.peak, self.now)
+            weakref.finalize(x, self._drop, id(x))
+
+    def _drop(self, key):
+        self.now -= self.live.pop(key)
+
+    def empty(self, like, shape, whole=False):
+        out = super().empty(like, shape, whole)
+        self._own(out)
+        return out
+
+    def full(self, like, shape, value, dtype=None):
+        out = super().full(like, shape, value, dtype)
+        self._own(out)
+        return out
+
+    def contiguous(self, x):
+        out = super().contiguous(x)
+        self._own(out, x)
+        return out
+
+    def contiguous_parts(self, parts, alike=False):
+        out = super().contiguous_parts(parts, alike)
+        for o, p in zip(out, parts):
+            self._own(o, p)
+        return out
+
+
+@pytest.mark.parametrize("moduli", [(2147483647,), (2147483647, 2147483629), ()])
+def test_the_predicted_peak_of_a_counting_pass_is_what_its_arrays_hold(moduli):
+    """A 10 x 10 counting sweep, steps bit-addressed and in place as on the GPU, with one, two residues or
+    int64 counts a pass: the bytes its arrays hold at the worst moment are the peak the plan predicts, to
+    the 512-byte rounding of the small arrays' parts (the model rounds an entry's parts together)."""
+    be = _Tracked()
+    labels, tensors, net = _square_count_network(10, moduli, be)
+    sg = nw.square_lattice(10, seed=3)
+    with mock.patch.object(_contract, "STRIDED_MIN", 0):
+        plan, steps = nw._sweep(sg, sg.labels(), dict.fromkeys(range(sg.n), 2), _cost.H100_F32, 4)
+        real_run = einsum_module._Network.run
+
+        def run(self, *a, **k):  # the leaves are the caller's: only the run's own arrays are counted
+            be.on = True
+            try:
+                return real_run(self, *a, **k)
+            finally:
+                be.on = False
+
+        with mock.patch.object(einsum_module, "backend_of", lambda x: (be, np.asarray(x))):
+            with mock.patch.object(einsum_module._Network, "run", run):
+                contract_network(labels, (), tensors, optimize=plan, algebra=counting.algebra(*moduli))
+    predicted = _cost.peak_bytes(steps, 0, net.entry_bytes, 0, inplace=True) - 2 * 512  # no leaves
+    parts = 1 + max(len(moduli), 1)
+    assert max(s.result for s in steps) * net.entry_bytes >= 4 * 512 * parts  # the boundary dominates the slack
+    assert predicted <= be.peak <= predicted + 2 * (parts - 1) * 512

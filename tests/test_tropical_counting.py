@@ -504,7 +504,10 @@ def test_residues_per_pass_follow_the_predicted_peak():
     def net(free):
         be = SimpleNamespace(budget_bytes=lambda: free, dtype=lambda x: x.dtype)
         leaf = SimpleNamespace(parts=(np.zeros(1, np.float32),))
-        return SimpleNamespace(be=be, leaves=[leaf], peak=lambda plan, entry_bytes: 1000 * entry_bytes)
+        margin = _cost.POOL_MARGIN  # the network's (the pool's here; _Network.margin)
+        return SimpleNamespace(
+            be=be, leaves=[leaf], peak=lambda plan, entry_bytes: 1000 * entry_bytes, margin=lambda plan, width: margin
+        )
 
     margin = _cost.POOL_MARGIN
     assert counting.residues_per_pass(net(None), None) == counting.RESIDUES_MAX

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,10 @@ import numpy as np
 log = logging.getLogger("lazykern")
 
 DEFAULT_HOST_LIMIT = 2**28  # entries of the largest intermediate on the CPU (1 GiB of float32)
+# Bytes from which an array asked for ``whole`` (a counting sweep's boundary) is a device allocation of
+# its own on CuPy, outside the pool (Backend._whole).
+WHOLE_BYTES = 1 << 28
+_CUDA_OUT_OF_MEMORY = 2  # cudaErrorMemoryAllocation
 
 
 class Backend:
@@ -92,11 +97,38 @@ class Backend:
             return self.xp.full(shape, value, dtype=like.dtype if dtype is None else dtype, device=like.device)
         return self.xp.full(shape, value, dtype=like.dtype if dtype is None else dtype)
 
-    def empty(self, like: Any, shape: tuple[int, ...]) -> Any:
-        """A new C-contiguous array of ``like``'s dtype and device."""
+    def empty(self, like: Any, shape: tuple[int, ...], whole: bool = False) -> Any:
+        """A new C-contiguous array of ``like``'s dtype and device. ``whole``: on CuPy, an array of
+        WHOLE_BYTES or more is its own device allocation, outside the pool (:meth:`_whole`)."""
         if self.name == "torch":
             return self.xp.empty(shape, dtype=like.dtype, device=like.device)
+        if whole and self.name == "cupy":
+            nbytes = math.prod(shape) * self.dtype(like).itemsize
+            if nbytes >= WHOLE_BYTES:
+                return self._whole(like.dtype, shape, nbytes)
         return self.xp.empty(shape, dtype=like.dtype)
+
+    def _whole(self, dtype: Any, shape: tuple[int, ...], nbytes: int) -> Any:
+        """A CuPy array on a device allocation of its own (cudaMalloc; cudaFree when it dies). The pool
+        would keep a freed block and cut smaller arrays out of it: on an H100 a 32 x 32 counting sweep
+        at 12 bytes an entry found its freed 2^31-entry boundary held that way (part of each block in
+        use, the rest too small for the next boundary) and ran out of memory 16 GiB beyond its exact
+        peak. Out of memory, the pool's spare blocks go back to the device and it is tried once more."""
+        cuda = self.xp.cuda
+        try:
+            memory = cuda.memory.Memory(nbytes)
+        except cuda.runtime.CUDARuntimeError as exc:
+            if getattr(exc, "status", None) != _CUDA_OUT_OF_MEMORY:
+                raise
+            pool = self.xp.get_default_memory_pool()
+            pool.free_all_blocks()
+            try:
+                memory = cuda.memory.Memory(nbytes)
+            except cuda.runtime.CUDARuntimeError as again:
+                if getattr(again, "status", None) != _CUDA_OUT_OF_MEMORY:
+                    raise
+                raise cuda.memory.OutOfMemoryError(nbytes, int(pool.total_bytes()), 0) from again
+        return self.xp.ndarray(shape, dtype=dtype, memptr=cuda.memory.MemoryPointer(memory, 0))
 
     def empty_parts(self, likes: Sequence[Any], shape: tuple[int, ...]) -> tuple[Any, ...]:
         """New C-contiguous arrays of ``shape``, one of each of ``likes``' dtypes (and device): the parts

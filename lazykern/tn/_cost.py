@@ -60,6 +60,11 @@ PCIE_BYTES = 2.5e10
 # Bytes the pool holds beyond the model's arrays: the 32 x 32 row sweep peaked at 60.7 GB on the H100
 # where this model counts 51.5 GB (rounding, blocks freed while the next step's were in flight).
 POOL_MARGIN = 1.2
+# The margin where every array of WHOLE_BYTES or more is a device allocation of its own (a counting
+# sweep's boundary on CuPy, tn._backend.Backend._whole): those are exactly what the model counts, and the
+# pool holds only the small arrays beside them (the 32 x 32 count at 12 bytes an entry: 72 GiB predicted
+# of an H100's 79 GiB free, which 1.2 refused).
+WHOLE_MARGIN = 1.02
 
 
 def rates_for(on_host: bool, itemsize: int) -> Rates:

@@ -154,14 +154,15 @@ __device__ __forceinline__ void lk_count_rows(const V *__restrict__ av, const C 
 // A step over binary labels (every axis of size 2), read and written by bit strings: an array's
 // entry is addressed by its labels' bits (C order, axis a of n is bit n - 1 - a). X (x) Y sums out
 // KB spins of X and brings NB new ones from Y (contiguous (batch, con, right), small, read from the
-// cache). One thread per assignment of X's other bits ("left", rows of them): for each assignment b
-// of the batch bits it reads its K = 2^KB entries of X (values and R count arrays) and writes its
-// N = 2^NB results. The output may be X itself (KB == NB, the new spins at the summed-out spins'
-// bits, each thread writing only where it read): then no second boundary is ever held, and the
-// boundary keeps its place in memory step after step (a queue order would move every entry), and no
-// step copies the boundary to lay it out, whatever its axis order.
+// cache). A "row" is an assignment of X's other bits (``rows`` of them): for each assignment b of the
+// batch bits it reads its K = 2^KB entries of X (values and R count arrays) and writes its N = 2^NB
+// results. The output may be X itself (KB == NB, the new spins at the summed-out spins' bits, each
+// row writing only where it read): then no second boundary is ever held, and the boundary keeps its
+// place in memory step after step (a queue order would move every entry), and no step copies the
+// boundary to lay it out, whatever its axis order.
 // ``holes_*``: bit masks of the summed and batch bits (X) and of the batch and new bits (C); ``*pos``:
 // bit positions, 8 bits each, the first label in the lowest byte. Counting rules as lk_count_bmm.
+// R == 0: values only (the tropical step of a sweep), no count array read or written.
 __device__ __forceinline__ unsigned long long lk_spread_bits(unsigned long long r, unsigned long long holes) {
     for (unsigned long long m = holes; m; m &= m - 1) {  // a zero inserted at each hole, lowest first
         const int p = __ffsll((long long)m) - 1;
@@ -177,6 +178,120 @@ __device__ __forceinline__ long long lk_bits_at(int value, int count, unsigned l
     return o;
 }
 
+// The low bits of x placed at the set bits of mask, lowest first (x86's pdep).
+__device__ __forceinline__ unsigned long long lk_deposit(unsigned long long x, unsigned long long mask) {
+    unsigned long long r = 0;
+    for (; mask && x; mask &= mask - 1, x >>= 1)
+        if (x & 1) r |= mask & (~mask + 1);
+    return r;
+}
+
+// The bits of x at the set bits of mask, packed lowest first (x86's pext).
+__device__ __forceinline__ unsigned long long lk_extract(unsigned long long x, unsigned long long mask) {
+    unsigned long long r = 0;
+    for (int i = 0; mask; mask &= mask - 1, ++i)
+        if (x & mask & (~mask + 1)) r |= 1ULL << i;
+    return r;
+}
+
+// Packed bit positions (8 bits each) renumbered as their ranks among the set bits of mask.
+__device__ __forceinline__ unsigned long long lk_ranks(unsigned long long positions, int count,
+                                                       unsigned long long mask) {
+    unsigned long long r = 0;
+    for (int t = 0; t < count; ++t) {
+        const int p = (int)((positions >> (8 * t)) & 0xff);
+        r |= (unsigned long long)__popcll(mask & ((1ULL << p) - 1)) << (8 * t);
+    }
+    return r;
+}
+
+// One row's counting product: acc/cnt over the K entries at ``at(k)`` of (val, cnts), times Y's block y0.
+// ONES: every count of Y is 1 (a sweep's new spins, each assignment counted once): a product of counts is
+// X's count itself, so no modular multiplication is made (on the H100 one residue's products cost about as
+// much as the rest of a 32 x 32 counting pass's bit-addressed steps).
+template <typename V, typename C, bool MAX, int RING, int KB, int NB, int R, bool ONES, typename At, typename Val,
+          typename Cnt>
+__device__ __forceinline__ void lk_bits_row(V (&acc)[1 << NB], C (&cnt)[R > 0 ? R : 1][1 << NB], At at, Val val,
+                                            Cnt cnts, const V *__restrict__ yv, const C *const (&yc)[4], long long y0,
+                                            const unsigned long long (&mod)[4], const unsigned long long (&mu)[4]) {
+    constexpr int K = 1 << KB, N = 1 << NB;
+    const V inf = (V)__longlong_as_double(0x7ff0000000000000LL);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        acc[j] = MAX ? -inf : inf;
+#pragma unroll
+        for (int q = 0; q < R; ++q) cnt[q][j] = 0;
+    }
+    // One entry of X at a time (every result reads it before any is written): the loop over K
+    // stays a loop, so a kernel of 16 x 16 and four residues compiles in seconds, not minutes.
+#pragma unroll 1
+    for (int k = 0; k < K; ++k) {
+        const auto ak = at(k);
+        const V a = val(ak);
+        C ca[R > 0 ? R : 1];
+#pragma unroll
+        for (int q = 0; q < R; ++q) ca[q] = cnts(q, ak);
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+            const long long e = y0 + k * N + j;
+            const V p = a + yv[e];
+            if (MAX ? p > acc[j] : p < acc[j]) {
+                acc[j] = p;
+#pragma unroll
+                for (int q = 0; q < R; ++q)
+                    cnt[q][j] = ONES ? ca[q] : lk_count_mul<RING>(ca[q], yc[q][e], mod[q], mu[q]);
+            } else if (p == acc[j]) {
+#pragma unroll
+                for (int q = 0; q < R; ++q)
+                    cnt[q][j] = lk_count_add<RING>(
+                        cnt[q][j], ONES ? ca[q] : lk_count_mul<RING>(ca[q], yc[q][e], mod[q], mu[q]), mod[q]);
+            }
+        }
+    }
+}
+
+// Whether every count of Y (B K N entries of each of R arrays) is 1, asked of the whole block (every thread
+// must call it); a Y of more than 4096 entries is not read (taken as not all ones: the general products).
+template <typename C, int R>
+__device__ __forceinline__ bool lk_counts_all_one(const C *const (&yc)[4], long long entries) {
+    bool ones = entries <= 4096;
+    for (long long i = threadIdx.x; ones && i < entries; i += blockDim.x)
+#pragma unroll
+        for (int q = 0; q < R; ++q) ones = ones && yc[q][i] == (C)1;
+    return __syncthreads_and(ones) != 0;
+}
+
+// Shared memory of a tile: the largest power of two of entries (values and R counts, one padding
+// word every 32) within LK_BITS_SMEM bytes, under the 48 KiB a block may declare statically.
+#define LK_BITS_SMEM (46 * 1024)
+template <typename V, typename C, int R>
+struct lk_bits_tile {
+    static constexpr int ENTRY = (int)sizeof(V) + R * (int)sizeof(C);
+    __host__ __device__ static constexpr int fit(int n) {
+        return n <= 64 || (long long)ENTRY * (n + n / 32) <= LK_BITS_SMEM ? n : fit(n / 2);
+    }
+    static constexpr int ENTRIES = fit(8192);
+    static constexpr int PADDED = ENTRIES + ENTRIES / 32;
+};
+
+__device__ __forceinline__ int lk_padded(int i) { return i + (i >> 5); }  // a bank conflict-free stride
+
+// Rows a tile of ``per_row`` entries each: a power of two within the tile's entries and ``rows``, 0 when
+// one row does not fit (the direct path).
+__device__ __forceinline__ long long lk_tile_rows(long long entries, long long per_row, long long rows) {
+    long long t = entries / per_row;
+    if (t == 0) return 0;
+    t = 1LL << (63 - __clzll(t));
+    return t < rows ? t : rows;
+}
+
+// A tile of T rows (a power of two, aligned) touches the entries base | deposit(i, S), i < T K B, with S
+// the holes and the lowest log2(T) other bits: a block reads them in address order into shared
+// memory (runs of consecutive entries wherever the holes lie: coalesced, many loads in flight per
+// thread), computes every (row, batch) from there, and writes the tile back in address order. With
+// KB == NB and the new spins at the summed-out ones' bits (``mirror``), results go over the entries
+// just read in shared memory, and the tile is written back where it was read (in place when C is X:
+// each block writes only the addresses it read); otherwise they go to a second region of C's tile.
 template <typename V, typename C, bool MAX, int RING, int KB, int NB, int R>
 __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[4], const V *__restrict__ yv,
                                               const C *const (&yc)[4], V *cv, C *const (&cc)[4], long long rows,
@@ -184,62 +299,117 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
                                               unsigned long long conpos, unsigned long long batch_in,
                                               unsigned long long batch_out, unsigned long long rightpos,
                                               const unsigned long long (&mod)[4]) {
-    constexpr int K = 1 << KB, N = 1 << NB;
-    const V inf = (V)__longlong_as_double(0x7ff0000000000000LL);
-    const V zero = MAX ? -inf : inf;
-    unsigned long long mu[R];
+    constexpr int K = 1 << KB, N = 1 << NB, RC = R > 0 ? R : 1;
+    using Tile = lk_bits_tile<V, C, R>;
+    __shared__ __align__(16) unsigned char lk_smem[Tile::PADDED * Tile::ENTRY > 0 ? Tile::PADDED * Tile::ENTRY : 1];
+    __shared__ long long lk_hi[2][32];
+    __shared__ int lk_off[2][16];
+    unsigned long long mu[4] = {0, 0, 0, 0};
 #pragma unroll
     for (int q = 0; q < R; ++q) mu[q] = RING == 2 ? lk_barrett(mod[q]) : 0;
-    long long joff[N];
-#pragma unroll
-    for (int j = 0; j < N; ++j) joff[j] = lk_bits_at(j, NB, rightpos);
+    const bool mirror = KB == NB && holes_in == holes_out && batch_in == batch_out && conpos == rightpos;
+    const bool pow2 = (blockDim.x & (blockDim.x - 1)) == 0;  // the load addresses split tid from the rest
+    const long long T = pow2 ? lk_tile_rows(Tile::ENTRIES, (long long)(mirror ? K : K + N) << nb, rows) : 0;
     const int B = 1 << nb;
-    for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r < rows;
-         r += (long long)gridDim.x * blockDim.x) {
-        const long long in0 = (long long)lk_spread_bits((unsigned long long)r, holes_in);
-        const long long out0 = (long long)lk_spread_bits((unsigned long long)r, holes_out);
-        for (int b = 0; b < B; ++b) {
-            const long long a0 = in0 | lk_bits_at(b, nb, batch_in), c0 = out0 | lk_bits_at(b, nb, batch_out);
-            V acc[N];
-            C cnt[R][N];
+    const bool ones = lk_counts_all_one<C, R>(yc, (long long)B * K * N);
+    if (T == 0) {  // one row's entries exceed the tile: each thread reads its rows where they lie
+        long long joff[N];
 #pragma unroll
-            for (int j = 0; j < N; ++j) {
-                acc[j] = zero;
-#pragma unroll
-                for (int q = 0; q < R; ++q) cnt[q][j] = 0;
-            }
-            const long long y0 = (long long)b * K * N;
-            // One entry of X at a time (every result reads it before any is written): the loop over K
-            // stays a loop, so a kernel of 16 x 16 and four residues compiles in seconds, not minutes.
-#pragma unroll 1
-            for (int k = 0; k < K; ++k) {
-                const long long ak = a0 + lk_bits_at(k, KB, conpos);
-                const V a = xv[ak];
-                C ca[R];
-#pragma unroll
-                for (int q = 0; q < R; ++q) ca[q] = xc[q][ak];
+        for (int j = 0; j < N; ++j) joff[j] = lk_bits_at(j, NB, rightpos);
+        for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r < rows;
+             r += (long long)gridDim.x * blockDim.x) {
+            const long long in0 = (long long)lk_spread_bits((unsigned long long)r, holes_in);
+            const long long out0 = (long long)lk_spread_bits((unsigned long long)r, holes_out);
+            for (int b = 0; b < B; ++b) {
+                const long long a0 = in0 | lk_bits_at(b, nb, batch_in), c0 = out0 | lk_bits_at(b, nb, batch_out);
+                V acc[N];
+                C cnt[RC][N];
+                const auto at = [&](int k) { return a0 + lk_bits_at(k, KB, conpos); };
+                const auto val = [&](long long a) { return xv[a]; };
+                const auto cnts = [&](int q, long long a) { return xc[q][a]; };
+                if (ones)
+                    lk_bits_row<V, C, MAX, RING, KB, NB, R, true>(acc, cnt, at, val, cnts, yv, yc, (long long)b * K * N,
+                                                                  mod, mu);
+                else
+                    lk_bits_row<V, C, MAX, RING, KB, NB, R, false>(acc, cnt, at, val, cnts, yv, yc,
+                                                                   (long long)b * K * N, mod, mu);
 #pragma unroll
                 for (int j = 0; j < N; ++j) {
-                    const long long e = y0 + k * N + j;
-                    const V p = a + yv[e];
-                    if (MAX ? p > acc[j] : p < acc[j]) {
-                        acc[j] = p;
+                    cv[c0 + joff[j]] = acc[j];
 #pragma unroll
-                        for (int q = 0; q < R; ++q) cnt[q][j] = lk_count_mul<RING>(ca[q], yc[q][e], mod[q], mu[q]);
-                    } else if (p == acc[j]) {
-#pragma unroll
-                        for (int q = 0; q < R; ++q)
-                            cnt[q][j] = lk_count_add<RING>(cnt[q][j], lk_count_mul<RING>(ca[q], yc[q][e], mod[q], mu[q]),
-                                                           mod[q]);
-                    }
+                    for (int q = 0; q < R; ++q) cc[q][c0 + joff[j]] = cnt[q][j];
                 }
             }
+        }
+        return;
+    }
+    V *const sv = reinterpret_cast<V *>(lk_smem);
+    C *sc[RC];
+#pragma unroll
+    for (int q = 0; q < RC; ++q) sc[q] = reinterpret_cast<C *>(lk_smem + Tile::PADDED * sizeof(V)) + q * Tile::PADDED;
+    const int tbits = 63 - __clzll(T), tid = threadIdx.x, nthreads = blockDim.x;
+    const unsigned long long S_in = holes_in | lk_spread_bits(T - 1, holes_in);
+    const unsigned long long S_out = holes_out | lk_spread_bits(T - 1, holes_out);
+    const int E_in = (int)(T << (KB + nb)), E_out = mirror ? E_in : (int)(T << (NB + nb));
+    const int out_at = mirror ? 0 : E_in;  // where C's tile starts in shared memory
+    // tile-local addressing: the bits of S renumbered 0, 1, ... (their ranks)
+    const unsigned long long lholes_in = lk_extract(holes_in, S_in), lholes_out = lk_extract(holes_out, S_out);
+    const unsigned long long lbatch_in = lk_ranks(batch_in, nb, S_in), lbatch_out = lk_ranks(batch_out, nb, S_out);
+    if (tid < 32) {  // the address bits of i = tid + m * nthreads above tid's: m's (nthreads a power of two)
+        lk_hi[0][tid] = (long long)lk_deposit((unsigned long long)tid * nthreads, S_in);
+        lk_hi[1][tid] = (long long)lk_deposit((unsigned long long)tid * nthreads, S_out);
+    }
+    if (tid < K) lk_off[0][tid] = (int)lk_bits_at(tid, KB, lk_ranks(conpos, KB, S_in));
+    if (tid < N) lk_off[1][tid] = (int)lk_bits_at(tid, NB, lk_ranks(rightpos, NB, S_out));
+    const long long lo_in = (long long)lk_deposit(tid, S_in), lo_out = (long long)lk_deposit(tid, S_out);
+    __syncthreads();
+    const long long ntiles = rows >> tbits;
+    for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        const long long in0 = (long long)lk_spread_bits((unsigned long long)(tile << tbits), holes_in) | lo_in;
+#pragma unroll 4
+        for (int i = tid, m = 0; i < E_in; i += nthreads, ++m) {
+            const long long hi = m < 32 ? lk_hi[0][m] : (long long)lk_deposit((unsigned long long)i - tid, S_in);
+            const long long a = in0 | hi;
+            const int s = lk_padded(i);
+            sv[s] = xv[a];
+#pragma unroll
+            for (int q = 0; q < R; ++q) sc[q][s] = xc[q][a];
+        }
+        __syncthreads();
+#pragma unroll 1
+        for (int task = tid; task < (int)(T << nb); task += nthreads) {
+            const int t = task & (int)(T - 1), b = task >> tbits;
+            const int li = (int)(lk_spread_bits(t, lholes_in) | lk_bits_at(b, nb, lbatch_in));
+            V acc[N];
+            C cnt[RC][N];
+            const auto at = [&](int k) { return lk_padded(li + lk_off[0][k]); };
+            const auto val = [&](int s) { return sv[s]; };
+            const auto cnts = [&](int q, int s) { return sc[q][s]; };
+            const long long y0 = (long long)b * K * N;
+            if (ones)
+                lk_bits_row<V, C, MAX, RING, KB, NB, R, true>(acc, cnt, at, val, cnts, yv, yc, y0, mod, mu);
+            else
+                lk_bits_row<V, C, MAX, RING, KB, NB, R, false>(acc, cnt, at, val, cnts, yv, yc, y0, mod, mu);
+            const int lo = out_at + (int)(lk_spread_bits(t, lholes_out) | lk_bits_at(b, nb, lbatch_out));
 #pragma unroll
             for (int j = 0; j < N; ++j) {
-                cv[c0 + joff[j]] = acc[j];
+                const int s = lk_padded(lo + lk_off[1][j]);
+                sv[s] = acc[j];
 #pragma unroll
-                for (int q = 0; q < R; ++q) cc[q][c0 + joff[j]] = cnt[q][j];
+                for (int q = 0; q < R; ++q) sc[q][s] = cnt[q][j];
             }
         }
+        __syncthreads();
+        const long long out0 = (long long)lk_spread_bits((unsigned long long)(tile << tbits), holes_out) | lo_out;
+#pragma unroll 4
+        for (int i = tid, m = 0; i < E_out; i += nthreads, ++m) {
+            const long long hi = m < 32 ? lk_hi[1][m] : (long long)lk_deposit((unsigned long long)i - tid, S_out);
+            const long long a = out0 | hi;
+            const int s = lk_padded(out_at + i);
+            cv[a] = sv[s];
+#pragma unroll
+            for (int q = 0; q < R; ++q) cc[q][a] = sc[q][s];
+        }
+        __syncthreads();
     }
 }

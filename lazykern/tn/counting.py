@@ -44,7 +44,7 @@ import numpy as np
 from ..errors import DeviceMemoryError, LazykernWarning, warn_user
 from ..families.family import KernelFamily
 from ..launch import _device
-from . import _cost, _crt, _procs, _reference_einsum, _spread
+from . import _crt, _procs, _reference_einsum, _spread
 from ._backend import Backend
 from ._contract import Algebra
 from ._strided import BITS_MAX
@@ -334,11 +334,12 @@ def residues_per_pass(net: Any, plan: Any) -> int:
 
 def _fits(net: Any, plan: Any, entry_bytes: int) -> bool:
     """Whether a pass of ``plan`` with ``entry_bytes`` an entry fits the free device memory (the host: its
-    available RAM; yes where unknown). The pool's margin holds for in-place counting too: on the H100 the
-    32 x 32 passes of 12 bytes an entry ran out of memory under a 1.05 margin (int64 counts with 77.3 GB,
-    their predicted peak, in use; two residues as well), 2026-11-28."""
+    available RAM; yes where unknown), by the network's margin (:meth:`~lazykern.tn.einsum._Network.margin`:
+    on CuPy a sweep's boundaries are allocations of their own, outside the pool). Under the pool's margin
+    alone (1.05) the H100's 32 x 32 passes of 12 bytes an entry ran out of memory with 77.3 GB in use, their
+    predicted peak, the pool holding the freed 2^31-entry boundary's blocks cut up (2026-11-28)."""
     free = net.be.budget_bytes()
-    return free is None or net.peak(plan, entry_bytes=entry_bytes) * _cost.POOL_MARGIN <= free
+    return free is None or net.peak(plan, entry_bytes=entry_bytes) * net.margin(plan, entry_bytes) <= free
 
 
 def exact(
@@ -534,7 +535,7 @@ class CountingAlgebra(Algebra):
         one launch of the row kernel."""
         batch, M, N, K = lay["dims"]
         shape = tuple(lay["out_shape"])
-        out = tuple(self.be.empty(x, shape) for x in X)
+        out = tuple(self.be.empty(x, shape, whole=True) for x in X)  # a boundary: outside the pool
         strides = (lay["a"], (K * N if batch > 1 else 0, N, 1), lay["c"])
         if self.be.xp is np:  # the GPU route on the host (tests): the reference, residue by residue
             for q, (xc, yc, oc) in enumerate(zip(X[1:], Y[1:], out[1:])):
@@ -549,7 +550,7 @@ class CountingAlgebra(Algebra):
         where they lie, Y contiguous (batch, con, right); the result over X's own arrays (``inplace``)
         or in new ones. Every residue in one launch."""
         shape = (2,) * len(lay["out"])
-        out = X if inplace else tuple(self.be.empty(x, shape) for x in X)
+        out = X if inplace else tuple(self.be.empty(x, shape, whole=True) for x in X)  # a boundary: outside the pool
         if self.be.xp is np:  # the GPU route on the host (tests): the kernel's addressing in NumPy
             _bits_reference(X, Y, out, lay, self.semiring, self.moduli)
         else:

@@ -72,7 +72,7 @@ from typing import Any
 from ..errors import DeviceMemoryError, SlicingError
 from ..tropical import reference
 from . import _contract, _cost, _plan_store, _planner, _recompute, _spread, _strided
-from ._backend import DEFAULT_HOST_LIMIT, Backend, backend_of
+from ._backend import DEFAULT_HOST_LIMIT, WHOLE_BYTES, Backend, backend_of
 from ._contract import Algebra, Choice, Term, contract, diagonals, fix, reduce, unravel
 
 log = logging.getLogger("lazykern")
@@ -797,11 +797,13 @@ def fit_in_place(
     return fit_to_memory(make, limit, peak, free)
 
 
-def _memory_message(plan: ContractionPlan, need: int, free: int, host: bool = False) -> str:
+def _memory_message(
+    plan: ContractionPlan, need: int, free: int, host: bool = False, margin: float = _cost.POOL_MARGIN
+) -> str:
     where, room = ("RAM", "of RAM is available (MemAvailable)") if host else ("device memory", "is free")
     return (
         f"the contraction needs {need / 2**30:.2f} GiB of {where} at its peak (plus "
-        f"{100 * (_cost.POOL_MARGIN - 1):.0f}% for the pool; largest intermediate {plan.largest} entries, "
+        f"{100 * (margin - 1):.0f}% for the pool; largest intermediate {plan.largest} entries, "
         f"{plan.nslices} slices) but {free / 2**30:.2f} GiB {room}: pass a smaller memory_limit= "
         f"(entries of the largest intermediate; it slices more), a smaller dtype, checkpoint=True for "
         f"argmax, or free {where}"
@@ -924,7 +926,20 @@ class _Network:
     def fits(self, plan: ContractionPlan, keep: float, cached: bool) -> bool:
         """Whether ``plan``'s predicted peak fits the free device memory (the available RAM on the host)."""
         free = self.be.budget_bytes()
-        return free is None or self.peak(plan, keep, cached) * _cost.POOL_MARGIN <= free
+        return free is None or self.peak(plan, keep, cached) * self.margin(plan) <= free
+
+    def margin(self, plan: ContractionPlan, entry_bytes: int | None = None) -> float:
+        """The factor on ``plan``'s predicted peak that the free memory must hold: the pool's margin, or
+        _cost.WHOLE_MARGIN where every array of WHOLE_BYTES or more is a bit-addressed step's result
+        (or written over in place) and CuPy allocates those outside its pool, as the peak counts them.
+        Not for a sliced plan: the results it keeps for later slices are the pool's, however many."""
+        if not self.inplace or self.be.name != "cupy" or plan.nslices > 1:
+            return _cost.POOL_MARGIN
+        width = self.entry_bytes if entry_bytes is None else entry_bytes
+        steps, _ = self.priced(plan)
+        if any(not s.bits and max(s.result, *s.operands) * width >= WHOLE_BYTES for s in steps):
+            return _cost.POOL_MARGIN  # a large array of another step: the pool's
+        return _cost.WHOLE_MARGIN
 
     def peak(
         self,
@@ -1055,14 +1070,15 @@ class _Network:
             need = self.peak(plan, keep, cached, save)
             if argmax:  # its backtracking holds every kept argmax and checkpoint beside a segment
                 need = max(need, self.argmax_peak(plan, keep)(save))
-        if free is not None and need * _cost.POOL_MARGIN > free - self.be.spare_bytes():
+        margin = self.margin(plan)
+        if free is not None and need * margin > free - self.be.spare_bytes():
             # The pool's spare blocks count as free, but only as blocks of the sizes an earlier run freed:
             # a run that needs them cut to other sizes (a count after an energy on a 32 x 32 lattice) found
             # them split and held, and the device out of memory. Such a run starts from the device's memory.
             self.be.release_cached()
             free = self.be.budget_bytes() or 0
-            if need * _cost.POOL_MARGIN > free:
-                raise DeviceMemoryError(_memory_message(plan, need, free, self.be.host_ram))
+            if need * margin > free:
+                raise DeviceMemoryError(_memory_message(plan, need, free, self.be.host_ram, margin))
         check_slicing([t.labels for t in self.leaves], self.output, self.sizes, plan)
         try:
             yield
@@ -1071,7 +1087,8 @@ class _Network:
                 raise
             self.be.release_cached()
             raise DeviceMemoryError(
-                _memory_message(plan, need, self.be.free_bytes() or 0) + f" (the device refused an allocation: {exc})"
+                _memory_message(plan, need, self.be.free_bytes() or 0, margin=margin)
+                + f" (the device refused an allocation: {exc})"
             ) from exc
 
     def on_device(self, device: int | None) -> _Network:
