@@ -187,7 +187,8 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
     constexpr int K = 1 << KB, N = 1 << NB;
     const V inf = (V)__longlong_as_double(0x7ff0000000000000LL);
     const V zero = MAX ? -inf : inf;
-    unsigned long long mu[R];
+    constexpr int RA = R > 0 ? R : 1;  // R == 0: values only (no count array is read or written)
+    unsigned long long mu[RA];
 #pragma unroll
     for (int q = 0; q < R; ++q) mu[q] = RING == 2 ? lk_barrett(mod[q]) : 0;
     long long joff[N];
@@ -201,7 +202,7 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
         for (int b = 0; b < B; ++b) {
             const long long a0 = in0 | lk_bits_at(b, nb, batch_in), c0 = out0 | lk_bits_at(b, nb, batch_out);
             V acc[N];
-            C cnt[R][N];
+            C cnt[RA][N];
 #pragma unroll
             for (int j = 0; j < N; ++j) {
                 acc[j] = zero;
@@ -215,7 +216,7 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
             for (int k = 0; k < K; ++k) {
                 const long long ak = a0 + lk_bits_at(k, KB, conpos);
                 const V a = xv[ak];
-                C ca[R];
+                C ca[RA];
 #pragma unroll
                 for (int q = 0; q < R; ++q) ca[q] = xc[q][ak];
 #pragma unroll
