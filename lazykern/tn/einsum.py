@@ -901,12 +901,12 @@ class _Network:
         every intermediate is its own: the arena's rules free a term the step after it is read."""
         alg = self.alg
         alg.arena = None
-        free = self.be.budget_bytes()
-        if free is None or plan.nslices > 1 or alg.counting or alg.nparts != 1 or alg.grad or not alg.strided:
+        if plan.nslices > 1 or alg.counting or alg.nparts != 1 or alg.grad or not alg.strided:
             return
         if not _arena.capable(alg.semiring, self.be.dtype(self.leaves[0].parts[0]), self.be):
             return
-        if self.fits(plan, 0, cached=False):
+        free = self.be.budget_bytes()
+        if free is None or self.fits(plan, 0, cached=False):
             return
         steps, _ = self.priced(plan)
         bits = max((s.result for s in steps), default=1).bit_length() - 1
