@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from lazykern.errors import DeviceMemoryError
-from lazykern.tn import _arena, _backend, _contract, _cost, _reference_einsum, counting, orders
+from lazykern.tn import _arena, _arena_kernels, _backend, _contract, _cost, _reference_einsum, orders
 from lazykern.tn import networks as nw
 
 from .test_tropical_einsum import device_route  # the GPU route on the host
@@ -204,12 +204,14 @@ def test_a_run_that_fits_neither_way_is_refused_with_the_figures():
         _sweep_run(sg, 2, free=4096)
 
 
-def test_values_only_kernels_compile_for_sm90(cache):
-    fam = counting.make_family(cache)
+def test_values_only_kernels_are_lazy_and_compile_for_sm90(cache):
+    fam = _arena_kernels.make_family(cache)
+    assert len(fam.names()) == 2 * 2 * 25 and fam.compiled() == []  # semirings, value types, 0-4 spins out and in
     kinds = [("maxplus", "float32", 2, 2), ("minplus", "float64", 4, 1), ("maxplus", "float32", 0, 4)]
-    names = [counting.values_bits_name(s, np.dtype(d), kb, nb) for s, d, kb, nb in kinds]
+    names = [_arena_kernels.kernel_name(s, np.dtype(d), kb, nb) for s, d, kb, nb in kinds]
     assert names == ["values_bits22_max_f32", "values_bits41_min_f64", "values_bits04_max_f32"]
     assert [k.name for k in fam.warm(names, arch="sm_90")] == names
+    assert fam.compiled() == sorted(names)
 
 
 @pytest.mark.gpu

@@ -5,7 +5,7 @@ writes a new array, so a step holds two boundaries: a chimera 8 x 8 x 4 sweep's 
 are 64 GiB each, and two do not fit an 80 GB GPU. Here the boundary lives in one buffer of
 2^``bits`` entries (the plan's largest intermediate), allocated once: a term held there is a view whose
 axes (all of size 2) have strides 2^p, each label owning one bit of the address, the bits no label owns
-0. A step (``lk_count_bits`` with no count array: :func:`lazykern.tn.counting.values_bits_name`) gives
+0. A step (``lk_count_bits`` with no count array: :mod:`._arena_kernels`) gives
 each thread one assignment of the labels the step leaves alone (its row): it reads the row's entries
 (every summed-out and batch assignment) and writes the results at the same row's addresses, the new
 spins taking the summed-out spins' bits first, then bits no label owns. Threads touch disjoint
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ._backend import Backend
-from ._strided import _ADDRESS_BITS, BATCH_BITS_MAX, BITS_MAX
+from ._strided import ADDRESS_BITS, BATCH_BITS_MAX, BITS_MAX
 
 Label = Hashable
 THREADS = 256
@@ -109,7 +109,7 @@ def layout(
     right = [x for x in y_labels if x not in x_labels]
     if len(con) > BITS_MAX or len(right) > BITS_MAX or len(batch) > BATCH_BITS_MAX:
         return None
-    if any(x not in keep for x in right) or n - len(con) + len(right) > bits or bits > _ADDRESS_BITS:
+    if any(x not in keep for x in right) or n - len(con) + len(right) > bits or bits > ADDRESS_BITS:
         return None
     at_in = dict(zip(x_labels, x_pos))
     others = sorted((x for x in x_labels if x not in con), key=lambda x: -at_in[x])
@@ -154,16 +154,16 @@ def launch(be: Backend, x: Any, y: Any, c: Any, lay: dict[str, Any], semiring: s
         return
     from ..launch import _device
     from ..tropical import _arrays
-    from . import counting
+    from . import _arena_kernels
 
     names = ("Xv", "Yv", "Cv")
     ops = [_arrays.as_operand(a, name) for a, name in zip((x, y, c), names)]
     kb, nb = len(lay["con"]), len(lay["right_pos"])
-    name = counting.values_bits_name(semiring, be.dtype(x), kb, nb)
+    name = _arena_kernels.kernel_name(semiring, be.dtype(x), kb, nb)
     device = _device.resolve_or_current(_device.common([(n, o.device) for n, o in zip(names, ops)]))
     blocks = max(min(-(-lay["rows"] // THREADS), _MAX_BLOCKS), 1)
     with _device.on(device):
-        kernel = counting.family.get(name, arch=_device.arch(device))
+        kernel = _arena_kernels.family().get(name, arch=_device.arch(device))
         kernel[(blocks,), (THREADS,), ops[2].stream or 0](
             be.pointer(x),
             be.pointer(y),

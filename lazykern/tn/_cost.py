@@ -188,8 +188,9 @@ def arena_peak(steps: Sequence[Step], leaves: int, entry_bytes: int, capacity: i
 
 def arena_run(steps: Sequence[Step], leaves: int, entry_bytes: int, capacity: int) -> tuple[int, frozenset[int]]:
     """(bytes alive at the worst moment, steps whose results the arena holds) of an unsliced run whose
-    bit-addressed steps keep their boundary in one arena of ``capacity`` entries (:mod:`lazykern.tn._arena`), by the executor's rules: a step
-    marked ``bits`` whose large operand is the arena's term writes its result over it; one whose large
+    bit-addressed steps keep their boundary in one arena of ``capacity`` entries (:mod:`lazykern.tn._arena`),
+    by the executor's rules: a step marked ``bits`` whose large operand is the arena's term writes its
+    result over it; one whose large
     operand is elsewhere, while the arena holds no live term, writes its result into the arena (allocated
     at the first such step and held to the end); any other step allocates its result and a layout copy
     of each operand as :func:`peak_profile` counts, and frees the arena's term if it read it. A bit step

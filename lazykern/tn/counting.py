@@ -101,7 +101,6 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
                     for tile in ROWS_KMAX:
                         _add_rows(fam, semiring, vt, vd, ct, cd, ring, residues, tile)
     fam.add_generator(_bits_fragment, _bits_names)  # hundreds of them: each made when first asked for
-    fam.add_generator(_values_bits_fragment, _values_bits_names)
     return fam
 
 
@@ -200,56 +199,6 @@ def _bits_fragment(name: str) -> tuple[str, list[str]] | None:
         "}\n"
     )
     return code, list(BITS_SIGNATURE)
-
-
-# The bit-addressed step with values only (``lk_count_bits`` with R = 0: no count array is read or
-# written), for the max-plus / min-plus energy's steps over one boundary held in place (:mod:`._arena`):
-# values of X, Y and C, the rows, batch bits, the bit masks and positions.
-VALUES_BITS_SIGNATURE = ["ptr"] * 3 + ["int64", "int32"] + ["uint64"] * 6
-
-
-def values_bits_name(semiring: str, value: np.dtype, kb: int, nb: int) -> str:
-    """``values_bitsKN_{max|min}_{f32|f64}``: the values-only bit-addressed step summing out K spins and
-    bringing in N (0 to BITS_MAX each)."""
-    v = next(k for k, (_, d) in VALUE_DTYPES.items() if d == value)
-    return f"values_bits{kb}{nb}_{'max' if semiring == 'maxplus' else 'min'}_{v}"
-
-
-def _values_bits_names() -> list[str]:
-    """Every values-only bit-addressed step's kernel."""
-    return [
-        values_bits_name(semiring, vd, kb, nb)
-        for semiring in ("maxplus", "minplus")
-        for _, vd in VALUE_DTYPES.values()
-        for kb, nb in itertools.product(range(BITS_MAX + 1), repeat=2)
-    ]
-
-
-_VALUES_BITS_NAME = re.compile(r"values_bits(\d)(\d)_(max|min)_(f32|f64)")
-
-
-def _values_bits_fragment(name: str) -> tuple[str, list[str]] | None:
-    """(code, signature) of the values-only bit-addressed kernel ``name`` (:func:`values_bits_name`)."""
-    found = _VALUES_BITS_NAME.fullmatch(name)
-    if found is None:
-        return None
-    kb, nb, semiring, v = found.groups()
-    if max(int(kb), int(nb)) > BITS_MAX:
-        return None
-    vt = VALUE_DTYPES[v][0]
-    code = (
-        f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {vt} *xv, const {vt} *yv, '
-        f"{vt} *cv, long long rows, int nb, unsigned long long holes_in, unsigned long long holes_out, "
-        "unsigned long long conpos, unsigned long long batch_in, unsigned long long batch_out, "
-        "unsigned long long rightpos) {\n"
-        "    const int *const none[4] = {nullptr, nullptr, nullptr, nullptr};\n"
-        "    int *const out[4] = {nullptr, nullptr, nullptr, nullptr};\n"
-        "    const unsigned long long mod[4] = {0, 0, 0, 0};\n"
-        f"    lk_count_bits<{vt}, int, {'true' if semiring == 'max' else 'false'}, 0, {kb}, {nb}, 0>(xv, none, yv, "
-        "none, cv, out, rows, nb, holes_in, holes_out, conpos, batch_in, batch_out, rightpos, mod);\n"
-        "}\n"
-    )
-    return code, list(VALUES_BITS_SIGNATURE)
 
 
 family = make_family()
