@@ -114,11 +114,11 @@ def layout(
     at_in = dict(zip(x_labels, x_pos))
     others = sorted((x for x in x_labels if x not in con), key=lambda x: -at_in[x])
     if inside:
-        taken = {at_in[x] for x in others}
-        free = [at_in[x] for x in con] + [p for p in range(bits) if p not in taken and p not in at_in.values()]
-        at_out = {x: at_in[x] for x in others} | dict(zip(right, free))
+        owned = set(x_pos)
+        free = [at_in[x] for x in con] + [p for p in range(bits) if p not in owned]
         if len(free) < len(right) or max(x_pos, default=0) >= bits:
             return None
+        at_out = {x: at_in[x] for x in others} | dict(zip(right, free))
     else:
         order = others + right
         at_out = {x: len(order) - 1 - a for a, x in enumerate(order)}
