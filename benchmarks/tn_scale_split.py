@@ -15,7 +15,9 @@ The split, measured inside the child by wrapping library functions (nothing in t
 * ``plan_seconds``: the public ``networks.plan`` call (order, sweep, slicing search);
 * per contraction (each counting pass): wall seconds, its moduli (residues carried), and per algebra
   method (``bits``: the bit-addressed step, ``rows``: the strided row kernel, ``bmm``: the product of
-  any shape, the untiled path; ``add``: slices summed) calls, GPU seconds (CUDA events around the
+  any shape, the untiled path; ``add``: slices summed; ``launch``: an energy's bit-addressed step over
+  its boundary held in one buffer, lazykern/tn/_arena.py, whose size ``arena_bits`` gives) calls, GPU
+  seconds (CUDA events around the
   call on the launch stream) and host seconds; ``steps_host_seconds``: the executor's Python per step;
   ``gpu_idle_seconds``: the wall not covered by those methods' GPU time (host-bound stretches,
   compiles, transfers).
@@ -110,6 +112,14 @@ for cls in (_contract.Algebra, counting.CountingAlgebra):
     for name in ("bmm", "rows", "bits", "add"):
         if name in cls.__dict__:
             timed(cls, name)
+from lazykern.tn import _arena
+timed(_arena, "launch")  # the energy's steps over a boundary held in one buffer
+_use_arena = E._Network.use_arena
+def use_arena(self, plan):
+    _use_arena(self, plan)
+    record["arena_bits"] = None if self.alg.arena is None else self.alg.arena.bits
+    save()
+E._Network.use_arena = use_arena
 
 steps_host = [0.0, 0]
 _step = E._Network._step

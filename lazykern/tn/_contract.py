@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..tropical.plan import operand_layout
-from . import _reference_einsum, _strided
+from . import _arena, _reference_einsum, _strided
 from ._backend import Backend
 
 Label = Hashable
@@ -50,6 +50,9 @@ class Algebra:
     nparts = 1
     counting = False
     strided = True  # has a row kernel for :mod:`._strided` steps (``rows``); False: every step is ``bmm``
+    # The buffer an energy's run keeps its boundary in (:mod:`._arena`), set for one run by the executor
+    # when the run fits the device only so (:meth:`lazykern.tn.einsum._Network.use_arena`).
+    arena: _arena.Arena | None = None
 
     def __init__(self, semiring: str, backend: Backend, grad: bool = False) -> None:
         self.semiring = semiring
@@ -164,7 +167,24 @@ def contract(
     alg: Algebra, A: Term, B: Term, keep: set[Label], argmax: bool, owned: tuple[bool, bool] = (False, False)
 ) -> tuple[Term, Choice]:
     """A (x) B summed over the labels both share and ``keep`` lacks. ``owned``: whether A's, B's arrays
-    are this step's to overwrite (an intermediate nothing else holds: no leaf, cache or checkpoint)."""
+    are this step's to overwrite (an intermediate nothing else holds: no leaf, cache or checkpoint).
+    With an arena (:mod:`._arena`), a step it can take writes its result there; any other step that
+    reads the arena's term frees it."""
+    arena = alg.arena
+    if arena is None:
+        return _contract(alg, A, B, keep, argmax, owned)
+    if not argmax:
+        done = _arena_step(alg, arena, A, B, keep, owned)
+        if done is not None:
+            return done
+    out = _contract(alg, A, B, keep, argmax, owned)
+    arena.consumed(alg.be, *(t.parts[0] for t, mine in zip((A, B), owned) if mine))
+    return out
+
+
+def _contract(
+    alg: Algebra, A: Term, B: Term, keep: set[Label], argmax: bool, owned: tuple[bool, bool]
+) -> tuple[Term, Choice]:
     be = alg.be
     if not argmax and not alg.grad and not be.on_host and alg.strided:
         done = _bits_step(alg, A, B, keep, owned)
@@ -248,6 +268,36 @@ def _bits_step(
     return Term(out, tuple(lay["out"])), Choice(con, (2,) * len(con), None)
 
 
+def _arena_step(
+    alg: Algebra, arena: _arena.Arena, A: Term, B: Term, keep: set[Label], owned: tuple[bool, bool]
+) -> tuple[Term, Choice] | None:
+    """The step bit-addressed with its result in the arena (:func:`._arena.layout`): over the arena's
+    term when that is the larger operand (and this step's own), or from a larger operand elsewhere while
+    the arena holds no live term; None otherwise (and for what the kernel cannot take)."""
+    be = alg.be
+    (X, mine), (Y, _) = sorted(((A, owned[0]), (B, owned[1])), key=lambda t: -_size(be, t[0]))
+    if _size(be, X) < STRIDED_MIN or any(int(n) != 2 for n in _shape(be, Y)):
+        return None
+    inside = arena.holds(be, X.parts[0])
+    if (inside and not mine) or (arena.held and not inside):
+        return None
+    x_pos = _arena.positions(be, X.parts[0])
+    if x_pos is None:
+        return None
+    rank = alg.rank or {}
+    y_labels = sorted(Y.labels, key=lambda lab: rank.get(lab, -1))
+    lay = _arena.layout(X.labels, x_pos, y_labels, keep, arena.bits, inside)
+    if lay is None:
+        return None
+    perm = tuple(Y.labels.index(lab) for lab in lay["batch_labels"] + lay["con_labels"] + lay["right"])
+    y = be.contiguous(be.permute(Y.parts[0], perm))
+    out = arena.view(be, X.parts[0], lay["out_pos"])
+    _arena.launch(be, X.parts[0], y, out, lay, alg.semiring)
+    arena.held = True
+    con = tuple(lay["con_labels"])
+    return Term((out,), tuple(lay["out"])), Choice(con, (2,) * len(con), None)
+
+
 def _layout(be: Backend, X: Term, y_labels: list[Label], y_shape: list[int], keep: set[Label]) -> dict[str, Any] | None:
     """X's strided layout; None also where X's parts (values and counts) lie differently."""
     strides = be.strides(X.parts[0])
@@ -261,8 +311,11 @@ def _size(be: Backend, term: Term) -> int:
 
 
 def reduce(alg: Algebra, X: Term, labels: Sequence[Label], argmax: bool) -> tuple[Term, Choice]:
-    """The semiring sum of X over ``labels`` (a product with the unit column)."""
+    """The semiring sum of X over ``labels`` (a product with the unit column); it frees the arena's term
+    when X is that (a run with an arena owns every intermediate)."""
     be = alg.be
+    if alg.arena is not None:
+        alg.arena.consumed(be, X.parts[0])
     sizes = dict(zip(X.labels, _shape(be, X)))
     rest = [x for x in X.labels if x not in labels]
     red = [x for x in X.labels if x in labels]

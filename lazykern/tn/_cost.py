@@ -81,7 +81,8 @@ class Step(NamedTuple):
     sliced plan's executor keeps for the later slices; ``leaves``: which operands are the network's
     own tensors (alive throughout: the caller holds them); ``bits``: how an executor with
     bit-addressed kernels (the counting algebra's) runs it: 0 as any step, 1 its large operand read
-    where it lies (no copy), 2 also the result written over that operand (nothing allocated)."""
+    where it lies (no copy), 2 also the result written over that operand (nothing allocated);
+    ``origins``: the step that made each operand (-1: a leaf), which :func:`arena_peak` follows."""
 
     flops: int
     operands: tuple[int, ...]
@@ -90,6 +91,7 @@ class Step(NamedTuple):
     pinned: int = 0
     leaves: tuple[bool, ...] = ()
     bits: int = 0
+    origins: tuple[int, ...] = ()
 
 
 def step_seconds(step: Step, itemsize: int, rates: Rates) -> float:
@@ -182,6 +184,54 @@ def peak_profile(
         live += result - freed + held(s.pinned, entry_bytes)
         kept += argmax
     return profile, results
+
+
+def arena_peak(steps: Sequence[Step], leaves: int, entry_bytes: int, capacity: int) -> int:
+    """Bytes alive at the worst moment of a run holding its boundary in an arena: :func:`arena_run`'s peak."""
+    return arena_run(steps, leaves, entry_bytes, capacity)[0]
+
+
+def arena_run(steps: Sequence[Step], leaves: int, entry_bytes: int, capacity: int) -> tuple[int, frozenset[int]]:
+    """(bytes alive at the worst moment, steps whose results the arena holds) of an unsliced run whose
+    bit-addressed steps keep their boundary in one arena of ``capacity`` entries (:mod:`lazykern.tn._arena`),
+    by the executor's rules: a step marked ``bits`` whose large operand is the arena's term writes its
+    result over it; one whose large
+    operand is elsewhere, while the arena holds no live term, writes its result into the arena (allocated
+    at the first such step and held to the end); any other step allocates its result and a layout copy
+    of each operand as :func:`peak_profile` counts, and frees the arena's term if it read it. A bit step
+    copies its small operand (Y's layout), nothing else. The arena is one block, allocated once: the
+    pool's margin (blocks of many sizes freed while others are in flight) is not added to it, so it is
+    counted here as its bytes / POOL_MARGIN, and POOL_MARGIN x this peak is the arena plus the margin
+    on the rest (a chimera 8 x 8 x 4 sweep: 64 GiB + 1.2 x 4.25 GiB)."""
+
+    def held(entries: int) -> int:
+        return -(-entries * entry_bytes // _UNIT) * _UNIT
+
+    live = held(leaves) + 2 * _UNIT
+    occupant: int | None = None  # the step whose result the arena holds
+    allocated = False
+    peak = 0
+    resident: set[int] = set()  # steps whose results live in the arena
+    for n, s in enumerate(steps):
+        origins = s.origins or (-1,) * len(s.operands)
+        big = max(range(len(s.operands)), key=lambda i: (s.operands[i], -i)) if s.operands else 0
+        inside = occupant is not None and len(s.operands) == 2 and origins[big] == occupant
+        claim = not inside and occupant is None and len(s.operands) == 2 and s.result <= capacity
+        if s.bits and (inside or (claim and origins[big] not in resident)):
+            if not allocated:
+                live += int(held(capacity) / POOL_MARGIN)
+                allocated = True
+            small = [m for i, m in enumerate(s.operands) if i != big]
+            peak = max(peak, live + sum(held(m) for m in small))
+            occupant = n
+            resident.add(n)
+        else:
+            peak = max(peak, live + sum(held(m) for m in s.operands) + held(s.result))
+            live += held(s.result)
+            if occupant is not None and occupant in origins:
+                occupant = None
+        live -= sum(held(m) for m, o in zip(s.operands, origins) if o >= 0 and o not in resident)
+    return int(peak), frozenset(resident)
 
 
 def with_saved(profile: Sequence[int], results: Sequence[int], saved: Collection[int]) -> int:

@@ -96,7 +96,7 @@ def layout(
 
 BITS_MAX = 4  # spins a bit-addressed step sums out or brings in (K, N <= 16: a sweep of 3 spins a step)
 BATCH_BITS_MAX = 8  # batch spins of a bit-addressed step (their bit positions are packed into 64 bits)
-_ADDRESS_BITS = 62  # bits of a bit-addressed array's entries (int64 offsets)
+ADDRESS_BITS = 62  # bits of a bit-addressed array's entries (int64 offsets)
 
 
 def bits_layout(
@@ -131,7 +131,7 @@ def bits_layout(
         out = [renamed.get(x, x) for x in x_labels]
     else:
         out = [x for x in x_labels if x not in con] + right
-    if max(n, len(out)) > _ADDRESS_BITS:
+    if max(n, len(out)) > ADDRESS_BITS:
         return None
     at_in = {x: n - 1 - a for a, x in enumerate(x_labels)}
     at_out = {x: len(out) - 1 - a for a, x in enumerate(out)}
@@ -167,7 +167,7 @@ def bits_step(
         return 0  # summed out of the small operand first: the executor's own step
     if len(con) > BITS_MAX or len(right) > BITS_MAX or len(batch) > BATCH_BITS_MAX:
         return 0
-    if max(len(labels), len(labels) - len(con) + len(right)) > _ADDRESS_BITS:
+    if max(len(labels), len(labels) - len(con) + len(right)) > ADDRESS_BITS:
         return 0
     return 2 if len(con) == len(right) else 1
 

@@ -71,7 +71,7 @@ from typing import Any
 
 from ..errors import DeviceMemoryError, SlicingError
 from ..tropical import reference
-from . import _contract, _cost, _plan_store, _planner, _recompute, _spread, _strided
+from . import _arena, _contract, _cost, _plan_store, _planner, _recompute, _spread, _strided
 from ._backend import DEFAULT_HOST_LIMIT, WHOLE_BYTES, Backend, backend_of
 from ._contract import Algebra, Choice, Term, contract, diagonals, fix, reduce, unravel
 
@@ -211,6 +211,8 @@ def contract_network(
     plan = net.plan(optimize, slices, memory_limit, max_time)
     # Slices reuse the results no sliced label reaches, unless keeping them would not fit the device.
     cached = bool(plan.sliced) and net.fits(plan, 0, cached=True)
+    if spread is None:
+        net.use_arena(plan)
     with net.memory_guard(plan, 0, cached=cached):
         if spread is not None:
             return net.finish(_spread.contract(net, plan, spread, contract_slices, ship=ship))
@@ -750,6 +752,7 @@ def _plan_steps(
                 pinned,
                 tuple(origin < 0 for _, _, origin in picked),
                 bits,
+                tuple(origin for _, _, origin in picked),
             )
         )
         terms.append((kept, depends, len(steps) - 1))
@@ -956,7 +959,32 @@ class _Network:
         if not cached:  # a run without the slices' cache keeps nothing beyond a step's use
             steps = [s._replace(pinned=0) for s in steps]
         width = self.entry_bytes if entry_bytes is None else entry_bytes
+        if self.alg.arena is not None:  # an energy's run holding its boundary in one buffer
+            return _cost.arena_peak(steps, leaves, width, 1 << self.alg.arena.bits)
         return _cost.peak_bytes(steps, leaves, width, keep, save, self.inplace, host=self.be.host_ram)
+
+    def use_arena(self, plan: ContractionPlan) -> None:
+        """Keep the boundary of ``plan``'s run in one buffer (:mod:`._arena`) where the run fits the free
+        device memory only so: an unsliced max-plus / min-plus contraction of float values on CuPy whose
+        predicted peak (two boundaries at a step) does not fit, while :func:`._cost.arena_peak` does. Only
+        for a run on one thread with no slice cache and no kept argmax (:func:`contract_network`), whose
+        every intermediate is its own: the arena's rules free a term the step after it is read."""
+        alg = self.alg
+        alg.arena = None
+        if plan.nslices > 1 or alg.counting or alg.nparts != 1 or alg.grad or not alg.strided:
+            return
+        if not _arena.capable(alg.semiring, self.be.dtype(self.leaves[0].parts[0]), self.be):
+            return
+        free = self.be.budget_bytes()
+        if free is None or self.fits(plan, 0, cached=False):
+            return
+        steps, _ = self.priced(plan)
+        bits = max((s.result for s in steps), default=1).bit_length() - 1
+        leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
+        need = _cost.arena_peak(steps, leaves, self.entry_bytes, 1 << bits)
+        if need * _cost.POOL_MARGIN <= free:
+            log.info("contraction: the boundary held in one buffer of 2^%d entries (peak %.2f GiB)", bits, need / 2**30)
+            alg.arena = _arena.Arena(bits)
 
     @property
     def inplace(self) -> bool:
@@ -1271,6 +1299,9 @@ class _Network:
     def finish(self, root: Term) -> Any:
         perm = tuple(root.labels.index(x) for x in self.output)
         parts = root.parts
+        if self.alg.arena is not None:  # a view of the arena holds all of it: the result alone is handed back
+            parts = tuple(self.be.contiguous(p) for p in parts)
+            self.alg.arena = None
         if perm != tuple(range(len(perm))):
             parts = tuple(self.be.permute(p, perm) for p in parts)
         parts = tuple(self.be.wrap_result(p) for p in parts)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LazykernWarning, warn_user
-from . import _cost, _eliminate, _exact, _instance, orders
+from . import _arena, _cost, _eliminate, _exact, _instance, orders
 from ._backend import DEFAULT_HOST_LIMIT, backend_of
 from ._planner import DEFAULT_MAX_TIME
 from .counting import CountingAlgebra, count_network
@@ -338,6 +338,31 @@ def plan(
     device of ``module``: the plan is sliced until its predicted peak (``count_dtype`` counted in
     for :func:`degeneracy`) fits the free memory.
     """
+    return _plan(
+        sg,
+        module=module,
+        dtype=dtype,
+        count_dtype=count_dtype,
+        optimize=optimize,
+        memory_limit=memory_limit,
+        max_time=max_time,
+    )
+
+
+def _plan(
+    sg: SpinGlass,
+    *,
+    module: Any = np,
+    dtype: Any = None,
+    count_dtype: Any = None,
+    optimize: Any = "auto",
+    memory_limit: int | None = None,
+    max_time: float | None = None,
+    arena: bool = False,
+) -> ContractionPlan:
+    """:func:`plan`; ``arena``: for :func:`ground_state_energy`, whose executor can hold the boundary
+    in one buffer (:mod:`._arena`): where the unsliced sweep's run holding two boundaries at a step
+    would not fit, an unsliced sweep that fits so is taken (:func:`_arena_sweep`), not a sliced one."""
     start = time.monotonic()
     module, dtype = sg.resolve(module, dtype, warn=False)  # the solvers warned
     labels = sg.labels()
@@ -397,6 +422,20 @@ def plan(
             return narrow
         wide = fit(entry)
         return narrow if narrow.nslices < wide.nslices else wide
+    free = be.budget_bytes()
+    if arena and optimize == "auto" and free is not None and _arena.capable("maxplus", np.dtype(dtype), be):
+        # Where the sweep's two boundaries at a step (the row kernel's) do not fit, one held in place may:
+        # unsliced, not a sweep sliced thousands of times (chimera 8 x 8 x 4 on an 80 GB GPU).
+        steps = [s._replace(pinned=0) for s in sweep_steps]
+        if _cost.peak_bytes(steps, leaves, entry, 0) * _cost.POOL_MARGIN > free:
+            found = _arena_sweep(sg, labels, sizes, rates, itemsize, leaves, free)
+            if found is not None:
+                log.info(
+                    "%s: unsliced, its boundary of up to %d entries held in one buffer",
+                    sg.name or "spins",
+                    found.largest,
+                )
+                return found
     return fit(entry)
 
 
@@ -460,6 +499,34 @@ def _sweep(
         _sweeps.clear()
     _sweeps[key] = best[1], best[2]
     return _sweeps[key]
+
+
+def _arena_sweep(
+    sg: SpinGlass,
+    labels: list[tuple[int, ...]],
+    sizes: dict[int, int],
+    rates: _cost.Rates,
+    itemsize: int,
+    leaves: int,
+    free: int,
+) -> ContractionPlan | None:
+    """The quickest (by :mod:`._cost`) unsliced sweep (1 to 3 spins a step) whose run with its
+    boundary in one buffer (:func:`._cost.arena_peak`) fits ``free`` bytes with the pool's margin; None
+    when none does. The groupings differ here: a sweep of 3 spins a step has steps the bit-addressed
+    kernel cannot take (more than 8 batch spins), which hold two boundaries (chimera 8 x 8 x 4 from an
+    edge list: 2 spins a step fits an 80 GB GPU, 3 do not, 1 grows a 2^35 boundary)."""
+    order = _order(sg)
+    best = None
+    for group in (1, 2, 3):
+        path = orders.sweep_path(labels, order, group)
+        steps = plan_steps(labels, (), sizes, path, {})
+        largest = max((s.result for s in steps), default=1)
+        if _cost.arena_peak(steps, leaves, itemsize, largest) * _cost.POOL_MARGIN > free:
+            continue
+        score = _cost.seconds(steps, 1, itemsize, rates)
+        if best is None or score < best[0]:
+            best = (score, ContractionPlan(tuple(path), {}, largest, sum(s.flops for s in steps)))
+    return None if best is None else best[1]
 
 
 def _order(sg: SpinGlass) -> tuple[int, ...]:
@@ -544,7 +611,7 @@ def _planned(sg: SpinGlass, optimize: Any, slices: Sequence[int], **kw: Any) -> 
         return optimize
     if optimize != "auto" and optimize != "cotengra":
         return optimize
-    return plan(sg, optimize=optimize, **kw)
+    return _plan(sg, optimize=optimize, **kw)
 
 
 def ground_state_energy(
@@ -568,7 +635,10 @@ def ground_state_energy(
     predicted to contract sooner (:mod:`._cost`: an 8 x 8 lattice, not a 20 x 20) runs in NumPy
     whatever ``module`` is, with the same dtype and result (logged at INFO). ``devices`` (``"all"`` or GPU
     ordinals) spreads the plan's slices over several GPUs, as for :func:`lazykern.tn.einsum`;
-    a plan with no slices runs on the first of them alone.
+    a plan with no slices runs on the first of them alone. On one CuPy GPU, where the sweep's steps would
+    hold two boundaries that do not fit its free memory, the default plan is an unsliced sweep whose
+    boundary is held in one buffer and written over in place (:mod:`._arena`: chimera 8 x 8 x 4's
+    2^34 float32 entries, 64 GiB, on an 80 GB GPU), not a sweep sliced thousands of times.
 
     Exact (:mod:`lazykern.tn._exact`): the couplings are contracted as integer numerators of one unit
     (integers as they are, decimals of up to 9 significant digits such as 0.1 scaled by a power of ten,
@@ -585,7 +655,16 @@ def ground_state_energy(
         return fit.answer(-_eliminate.sweep_max(labels, tensors, _order(sg)))
     module, optimize = _route(sg, module, dtype, optimize, slices, devices, memory_limit, dtype.itemsize)
     labels, tensors = _network(sg, fit, module)
-    how = _planned(sg, optimize, slices, module=module, dtype=dtype, memory_limit=memory_limit, max_time=max_time)
+    how = _planned(
+        sg,
+        optimize,
+        slices,
+        module=module,
+        dtype=dtype,
+        memory_limit=memory_limit,
+        max_time=max_time,
+        arena=devices is None,
+    )
     out = contract_network(labels, (), tensors, optimize=how, slices=slices, memory_limit=memory_limit, devices=devices)
     return fit.answer(-_item(out))
 

@@ -1,0 +1,223 @@
+"""One boundary in one buffer: the energy's bit-addressed steps written over the entries they read.
+
+A boundary sweep's steps read the boundary X and write the next one. The row kernel (:mod:`._strided`)
+writes a new array, so a step holds two boundaries: a chimera 8 x 8 x 4 sweep's 2^34 float32 entries
+are 64 GiB each, and two do not fit an 80 GB GPU. Here the boundary lives in one buffer of
+2^``bits`` entries (the plan's largest intermediate), allocated once: a term held there is a view whose
+axes (all of size 2) have strides 2^p, each label owning one bit of the address, the bits no label owns
+0. A step (``lk_count_bits`` with no count array: :mod:`._arena_kernels`) gives
+each thread one assignment of the labels the step leaves alone (its row): it reads the row's entries
+(every summed-out and batch assignment) and writes the results at the same row's addresses, the new
+spins taking the summed-out spins' bits first, then bits no label owns. Threads touch disjoint
+addresses and each reads before it writes, so a step that grows the boundary, shrinks it or keeps its
+size writes over it: the boundary never moves and no second copy is held. The planner prices it with
+:func:`lazykern.tn._cost.arena_peak`, which follows the same rules as :class:`Arena`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._backend import Backend
+from ._strided import ADDRESS_BITS, BATCH_BITS_MAX, BITS_MAX
+
+Label = Hashable
+THREADS = 256
+_MAX_BLOCKS = 132 * 32
+SEMIRINGS = ("maxplus", "minplus")  # the kernel adds values: max-times has no such step
+VALUE_DTYPES = (np.dtype("float32"), np.dtype("float64"))
+
+
+class Arena:
+    """The buffer of one run (allocated at its first use) and whether a live term is held in it.
+
+    Only a run whose every intermediate is its own (an unsliced energy: no slice cache, no
+    checkpoint, one thread) uses an arena, so a term read by a step is dead after it: the step that
+    reads the held term without writing into the arena frees it (:meth:`consumed`)."""
+
+    def __init__(self, bits: int) -> None:
+        self.bits = bits
+        self.buffer: Any = None
+        self.held = False
+
+    def holds(self, be: Backend, x: Any) -> bool:
+        """Whether ``x`` is the term held in the arena (its views start at the buffer's first entry)."""
+        return self.held and self.buffer is not None and _address(be, x) == _address(be, self.buffer)
+
+    def consumed(self, be: Backend, *read: Any) -> None:
+        """A step read ``read`` (arrays the step owned) and wrote elsewhere: the held term is dead."""
+        if any(self.holds(be, x) for x in read):
+            self.held = False
+
+    def view(self, be: Backend, like: Any, positions: Sequence[int]) -> Any:
+        """The arena's entries as an array of one axis of 2 per bit of ``positions`` (allocated at the
+        first call, of ``like``'s dtype and device)."""
+        if self.buffer is None:
+            self.buffer = be.empty(like, (1 << self.bits,))
+        item = self.buffer.itemsize
+        strides = tuple(item << p for p in positions)
+        return be.xp.lib.stride_tricks.as_strided(self.buffer, shape=(2,) * len(positions), strides=strides)
+
+
+def _address(be: Backend, x: Any) -> int:
+    """The address of ``x``'s first entry (NumPy's for the GPU route on the host)."""
+    return int(x.ctypes.data) if be.xp is np else be.pointer(x)
+
+
+def capable(semiring: str, dtype: np.dtype, be: Backend) -> bool:
+    """Whether an energy of ``semiring`` and value ``dtype`` on ``be`` can run its steps in an arena:
+    CuPy arrays (or NumPy's GPU route on the host, the tests' stand-in), float values, max-plus or min-plus."""
+    return be.name == "cupy" and semiring in SEMIRINGS and np.dtype(dtype) in VALUE_DTYPES
+
+
+def positions(be: Backend, x: Any) -> list[int] | None:
+    """The address bit of each axis of ``x`` (all of size 2, strides distinct powers of two), or None."""
+    if any(int(n) != 2 for n in x.shape):
+        return None
+    strides = be.strides(x)
+    if any(s <= 0 or s & (s - 1) for s in strides) or len(set(strides)) != len(strides):
+        return None
+    return [s.bit_length() - 1 for s in strides]
+
+
+def layout(
+    x_labels: Sequence[Label],
+    x_pos: Sequence[int],
+    y_labels: Sequence[Label],
+    keep: set[Label],
+    bits: int,
+    inside: bool,
+) -> dict[str, Any] | None:
+    """The step X (x) Y over binary labels (Y's all of size 2) with its result in an arena of ``bits``
+    address bits, or None when the kernel cannot take it (the limits of
+    :func:`lazykern.tn._strided.bits_step`, which the planner applies). ``inside``: X is the arena's own
+    term, and the result goes over it (X's other labels keep their bits, the new spins take the
+    summed-out spins' bits, then free ones, lowest first); otherwise the result is laid out from bit 0
+    (X's other labels in X's order, the new spins lowest) and X is read where it lies.
+
+    Returns the label groups, the result's labels and bits (``out``, ``out_pos``, highest bit first),
+    and the kernel's arguments: ``con``, ``batch_in`` (X's bits), ``batch_out``, ``right_pos`` (the
+    result's), ``holes_in`` / ``holes_out`` (every bit below the top that is not a row bit), ``rows``."""
+    n = len(x_labels)
+    if len(set(x_labels)) != n or len(set(y_labels)) != len(y_labels):
+        return None
+    con = [x for x in x_labels if x in y_labels and x not in keep]
+    batch = [x for x in x_labels if x in y_labels and x in keep]
+    right = [x for x in y_labels if x not in x_labels]
+    if len(con) > BITS_MAX or len(right) > BITS_MAX or len(batch) > BATCH_BITS_MAX:
+        return None
+    if any(x not in keep for x in right) or n - len(con) + len(right) > bits or bits > ADDRESS_BITS:
+        return None
+    at_in = dict(zip(x_labels, x_pos))
+    others = sorted((x for x in x_labels if x not in con), key=lambda x: -at_in[x])
+    if inside:
+        owned = set(x_pos)
+        free = [at_in[x] for x in con] + [p for p in range(bits) if p not in owned]
+        if len(free) < len(right) or max(x_pos, default=0) >= bits:
+            return None
+        at_out = {x: at_in[x] for x in others} | dict(zip(right, free))
+    else:
+        order = others + right
+        at_out = {x: len(order) - 1 - a for a, x in enumerate(order)}
+    out = sorted(at_out, key=lambda x: -at_out[x])
+    left = [x for x in others if x not in batch]
+    top_in, top_out = max(x_pos, default=-1) + 1, len(out) and max(at_out.values()) + 1
+    return {
+        "con_labels": con,
+        "batch_labels": batch,
+        "right": right,
+        "out": out,
+        "out_pos": [at_out[x] for x in out],
+        "con": [at_in[x] for x in con],
+        "batch_in": [at_in[x] for x in batch],
+        "batch_out": [at_out[x] for x in batch],
+        "right_pos": [at_out[x] for x in right],
+        "holes_in": _holes(top_in, {at_in[x] for x in left}),
+        "holes_out": _holes(top_out, {at_out[x] for x in left}),
+        "rows": 1 << len(left),
+    }
+
+
+def _holes(top: int, rows: set[int]) -> list[int]:
+    """The bits below ``top`` that are not row bits: the kernel spreads a row's number over the others."""
+    return [p for p in range(top) if p not in rows]
+
+
+def launch(be: Backend, x: Any, y: Any, c: Any, lay: dict[str, Any], semiring: str) -> None:
+    """One step: X's values at ``x`` (read where they lie), Y contiguous (batch, con, right), the
+    result written at ``c``'s addresses by :func:`layout`'s bits (``c`` may be ``x`` itself)."""
+    if be.xp is np:  # the GPU route on the host (tests): the kernel's addressing in NumPy
+        reference(x, y, c, lay, semiring)
+        return
+    from ..launch import _device
+    from ..tropical import _arrays
+    from . import _arena_kernels
+
+    names = ("Xv", "Yv", "Cv")
+    ops = [_arrays.as_operand(a, name) for a, name in zip((x, y, c), names)]
+    kb, nb = len(lay["con"]), len(lay["right_pos"])
+    name = _arena_kernels.kernel_name(semiring, be.dtype(x), kb, nb)
+    device = _device.resolve_or_current(_device.common([(n, o.device) for n, o in zip(names, ops)]))
+    blocks = max(min(-(-lay["rows"] // THREADS), _MAX_BLOCKS), 1)
+    with _device.on(device):
+        kernel = _arena_kernels.family().get(name, arch=_device.arch(device))
+        kernel[(blocks,), (THREADS,), ops[2].stream or 0](
+            be.pointer(x),
+            be.pointer(y),
+            be.pointer(c),
+            lay["rows"],
+            len(lay["batch_in"]),
+            _mask(lay["holes_in"]),
+            _mask(lay["holes_out"]),
+            _packed(lay["con"]),
+            _packed(lay["batch_in"]),
+            _packed(lay["batch_out"]),
+            _packed(lay["right_pos"]),
+        )
+
+
+def _packed(positions: Sequence[int]) -> Any:  # np.uint64: 8 bits a position, the first lowest
+    return np.uint64(sum(int(p) << (8 * t) for t, p in enumerate(positions)))
+
+
+def _mask(positions: Sequence[int]) -> Any:  # np.uint64
+    return np.uint64(sum(1 << int(p) for p in positions))
+
+
+def _offsets(positions: Sequence[int]) -> np.ndarray:
+    """Where each assignment of some spins lies (C order over them: the first spin the highest bit)."""
+    n = len(positions)
+    return np.array(
+        [sum(1 << p for t, p in enumerate(positions) if (k >> (n - 1 - t)) & 1) for k in range(1 << n)], np.int64
+    )
+
+
+def _spread(r: np.ndarray, holes: Sequence[int]) -> np.ndarray:
+    """Each of ``r`` with a zero bit inserted at every position of ``holes``, lowest first."""
+    for p in sorted(holes):
+        r = ((r >> p) << (p + 1)) | (r & ((1 << p) - 1))
+    return r
+
+
+def _flat(a: np.ndarray, entries: int) -> np.ndarray:
+    """``entries`` entries from ``a``'s first one, as one axis (its bits' address space)."""
+    return np.lib.stride_tricks.as_strided(a, shape=(entries,), strides=(a.itemsize,), writeable=True)
+
+
+def reference(x: np.ndarray, y: np.ndarray, c: np.ndarray, lay: dict[str, Any], semiring: str) -> None:
+    """What the kernel computes, on NumPy arrays through its addressing (every result formed before any
+    is written: ``c`` may share ``x``'s entries)."""
+    from ._reference_einsum import bmm
+
+    rows = np.arange(lay["rows"], dtype=np.int64)
+    batch, K, N = (len(lay[k]) for k in ("batch_in", "con", "right_pos"))
+    a0 = _spread(rows, lay["holes_in"])[None, :, None] + _offsets(lay["batch_in"])[:, None, None]
+    c0 = _spread(rows, lay["holes_out"])[None, :, None] + _offsets(lay["batch_out"])[:, None, None]
+    read = a0 + _offsets(lay["con"])[None, None, :]  # (batch, rows, K)
+    write = c0 + _offsets(lay["right_pos"])[None, None, :]  # (batch, rows, N)
+    values = _flat(x, int(read.max()) + 1)[read]
+    result = bmm(values, np.ascontiguousarray(y).reshape(1 << batch, 1 << K, 1 << N), semiring, False)
+    _flat(c, int(write.max()) + 1)[write] = result
