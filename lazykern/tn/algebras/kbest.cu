@@ -92,3 +92,160 @@ __device__ __forceinline__ void lk_kbest_bmm(const V *const *av, const C *const 
         }
     }
 }
+
+// One candidate (p, c [, c2]) merged into an entry's KB best (top sorted from the largest down, distinct),
+// without branches: p equal to a kept value adds its counts there; else every kept value below p moves
+// one place down (the smallest drops out) and p takes the place of the first of them; a p below all KB
+// kept changes nothing. -inf slots may collect counts of -inf candidates: the writer zeroes those.
+template <typename V, typename C, int KB, int RING, bool COUNTS, bool PAIRED>
+__device__ __forceinline__ void lk_kbest_insert(V (&top)[KB], C (&cnt)[KB], C (&cnt2)[KB], V p, C c, C c2,
+                                                unsigned long long mod) {
+    bool gt[KB], eq[KB];
+    bool any = false;
+#pragma unroll
+    for (int s = 0; s < KB; ++s) {
+        gt[s] = top[s] > p;
+        eq[s] = top[s] == p;
+        any |= eq[s];
+    }
+#pragma unroll
+    for (int s = KB - 1; s >= 0; --s) {  // downwards: top[s - 1] is still the old one when s reads it
+        const bool keep = gt[s] || any, here = s == 0 || gt[s > 0 ? s - 1 : 0];
+        if (COUNTS) {
+            const C added = lk_count_add<RING>(cnt[s], c, mod);
+            cnt[s] = eq[s] ? added : keep ? cnt[s] : here ? c : cnt[s > 0 ? s - 1 : 0];
+        }
+        if (PAIRED) {
+            const C added = lk_count_add<2>(cnt2[s], c2, mod);
+            cnt2[s] = eq[s] ? added : keep ? cnt2[s] : here ? c2 : cnt2[s > 0 ? s - 1 : 0];
+        }
+        top[s] = keep ? top[s] : here ? p : top[s > 0 ? s - 1 : 0];
+    }
+}
+
+// The tiled k-best product, for the large steps: a block of TX x TY threads computes a tile of
+// BM = TY TM rows by BN = TX TN columns of one batch entry; each K tile of BK of A's and B's entries
+// (KB values and their counts each) is staged in shared memory once and read by every thread of the
+// block (the tropical GEMM's scheme: a value of A serves BN outputs, not one). A thread keeps the KB
+// best values and counts of its TM x TN outputs in registers; its rows are ty + r TY and its columns
+// tx + c TX (neighbouring threads read neighbouring columns of the B tile: no bank conflicts).
+// Entries outside the matrix are staged as -inf with count 0 (they add nothing). Same operands,
+// strides, counts and results as lk_kbest_bmm; the rings' arithmetic is shared with it.
+template <typename V, typename C, int KB, int RING, bool COUNTS, bool PAIRED, int TX, int TY, int TM, int TN,
+          int BK>
+__device__ __forceinline__ void lk_kbest_tiled(const V *const *av, const C *const *ac, const V *const *bv,
+                                               const C *const *bc, V *const *cv, C *const *cc, long long batch,
+                                               int M, int N, int K, long long sa, long long ars, long long acs,
+                                               long long sb, long long brs, long long bcs, long long sc,
+                                               long long ldc, unsigned long long mod) {
+    constexpr int BM = TY * TM, BN = TX * TN, NT = TX * TY;
+    constexpr int NC = PAIRED ? 2 : COUNTS ? 1 : 0;  // count arrays per value
+    constexpr int NCS = NC > 0 ? NC : 1;
+    __shared__ V sav[KB][BK][BM];
+    __shared__ V sbv[KB][BK][BN];
+    __shared__ C sac[NCS][KB][BK][COUNTS ? BM : 1];
+    __shared__ C sbc[NCS][KB][BK][COUNTS ? BN : 1];
+    const V inf = (V)__longlong_as_double(0x7ff0000000000000LL);
+    const unsigned long long mu = RING == 2 ? lk_barrett(mod) : 0;
+    const unsigned long long mu2 = PAIRED ? lk_barrett(mod) : 0;
+    const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX;
+    const long long mt = (M + BM - 1) / BM, nt = (N + BN - 1) / BN, tiles = batch * mt * nt;
+    for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {  // uniform per block: the barriers hold
+        const long long b = tile / (mt * nt), rest = tile - b * mt * nt;
+        const int m0 = (int)(rest / nt) * BM, n0 = (int)(rest % nt) * BN;
+        const long long a0 = b * sa, b0 = b * sb;
+        V top[TM][TN][KB];
+        C cnt[TM][TN][KB], cnt2[TM][TN][KB];
+#pragma unroll
+        for (int r = 0; r < TM; ++r)
+#pragma unroll
+            for (int c = 0; c < TN; ++c)
+#pragma unroll
+                for (int q = 0; q < KB; ++q) {
+                    top[r][c][q] = -inf;
+                    cnt[r][c][q] = 0;
+                    cnt2[r][c][q] = 0;
+                }
+        for (int k0 = 0; k0 < K; k0 += BK) {
+            // stage the K tile, the unit-stride axis fastest (coalesced global reads)
+            for (int e = tid; e < BM * BK; e += NT) {
+                const int ii = acs == 1 ? e / BK : e % BM, kk = acs == 1 ? e % BK : e / BM;
+                const int gi = m0 + ii, gk = k0 + kk;
+                const bool in = gi < M && gk < K;
+                const long long at = a0 + gi * ars + gk * acs;
+#pragma unroll
+                for (int q = 0; q < KB; ++q) {
+                    sav[q][kk][ii] = in ? av[q][at] : -inf;
+#pragma unroll
+                    for (int h = 0; h < NC; ++h) sac[h][q][kk][ii] = in ? ac[h * KB + q][at] : (C)0;
+                }
+            }
+            for (int e = tid; e < BN * BK; e += NT) {
+                const int jj = bcs == 1 ? e % BN : e / BK, kk = bcs == 1 ? e / BN : e % BK;
+                const int gj = n0 + jj, gk = k0 + kk;
+                const bool in = gj < N && gk < K;
+                const long long at = b0 + gk * brs + gj * bcs;
+#pragma unroll
+                for (int q = 0; q < KB; ++q) {
+                    sbv[q][kk][jj] = in ? bv[q][at] : -inf;
+#pragma unroll
+                    for (int h = 0; h < NC; ++h) sbc[h][q][kk][jj] = in ? bc[h * KB + q][at] : (C)0;
+                }
+            }
+            __syncthreads();
+            const int kend = K - k0 < BK ? K - k0 : BK;
+            for (int kk = 0; kk < kend; ++kk) {
+                V x[TM][KB], y[TN][KB];
+                C cx[TM][KB], cy[TN][KB], rx[TM][KB], ry[TN][KB];
+#pragma unroll
+                for (int r = 0; r < TM; ++r)
+#pragma unroll
+                    for (int q = 0; q < KB; ++q) {
+                        x[r][q] = sav[q][kk][ty + r * TY];
+                        cx[r][q] = COUNTS ? sac[0][q][kk][ty + r * TY] : (C)0;
+                        rx[r][q] = PAIRED ? sac[NCS - 1][q][kk][ty + r * TY] : (C)0;
+                    }
+#pragma unroll
+                for (int c = 0; c < TN; ++c)
+#pragma unroll
+                    for (int q = 0; q < KB; ++q) {
+                        y[c][q] = sbv[q][kk][tx + c * TX];
+                        cy[c][q] = COUNTS ? sbc[0][q][kk][tx + c * TX] : (C)0;
+                        ry[c][q] = PAIRED ? sbc[NCS - 1][q][kk][tx + c * TX] : (C)0;
+                    }
+#pragma unroll
+                for (int r = 0; r < TM; ++r)
+#pragma unroll
+                    for (int c = 0; c < TN; ++c)
+#pragma unroll
+                        for (int u = 0; u < KB; ++u)
+#pragma unroll
+                            for (int w = 0; w < KB; ++w) {
+                                const V p = x[r][u] + y[c][w];
+                                if (p >= top[r][c][KB - 1]) {  // else below all KB kept: nothing changes
+                                    const C m = COUNTS ? lk_count_mul<RING>(cx[r][u], cy[c][w], mod, mu) : (C)0;
+                                    const C m2 = PAIRED ? lk_count_mul<2>(rx[r][u], ry[c][w], mod, mu2) : (C)0;
+                                    lk_kbest_insert<V, C, KB, RING, COUNTS, PAIRED>(top[r][c], cnt[r][c], cnt2[r][c],
+                                                                                    p, m, m2, mod);
+                                }
+                            }
+            }
+            __syncthreads();  // the next K tile overwrites what this one read
+        }
+#pragma unroll
+        for (int r = 0; r < TM; ++r)
+#pragma unroll
+            for (int c = 0; c < TN; ++c) {
+                const int i = m0 + ty + r * TY, j = n0 + tx + c * TX;
+                if (i >= M || j >= N) continue;
+                const long long o = b * sc + (long long)i * ldc + j;
+#pragma unroll
+                for (int q = 0; q < KB; ++q) {
+                    const bool none = top[r][c][q] == -inf;
+                    cv[q][o] = top[r][c][q];
+                    if (COUNTS) cc[q][o] = none ? (C)0 : cnt[r][c][q];
+                    if (PAIRED) cc[KB + q][o] = none ? (C)0 : cnt2[r][c][q];
+                }
+            }
+    }
+}
