@@ -496,12 +496,11 @@ def test_polynomial_lowest_size_is_proven_by_a_uniform_configuration(monkeypatch
     A dominating set's all-out configuration is infeasible and all-in is above the bound: contracted."""
     from lazykern.tn import problems as P
     from lazykern.tn import solver
-
     from tests import _gtn_instances as I
 
     asked = []
     real = solver.sizes
-    monkeypatch.setattr(solver, "sizes", lambda tab, k, largest, ctx: asked.append(largest) or real(tab, k, largest, ctx))
+    monkeypatch.setattr(solver, "sizes", lambda tab, k, big, ctx: asked.append(big) or real(tab, k, big, ctx))
     weighted = P.IndependentSet(I.PETERSEN, weights=list(range(1, 11)))
     assert solver._uniform_lowest(solver._tables.build(weighted, weighted.fixedvertices)) == 0
     assert solve(weighted, Q.GraphPolynomial(laurent=True))[0] == 0 and asked == [True]
