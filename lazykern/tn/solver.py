@@ -408,8 +408,11 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
     def operands(moduli: tuple[int, ...]) -> list[Any]:
         found = made.get(moduli)
         if found is None:
-            ops = [tuple(ctx.put(polynomial.powers(e, m, xs, p)) for p in moduli) for e, m in zip(exponents, tab.mask)]
-            found = made[moduli] = [op[0] for op in ops] if len(moduli) == 1 else ops  # one part: the array itself
+            tables = [polynomial.powers(e, m, xs, p) for e, m in zip(exponents, tab.mask) for p in moduli]
+            put = ctx.put_all(tables)  # one transfer, not one per table and prime
+            r = len(moduli)
+            ops = [tuple(put[i : i + r]) for i in range(0, len(put), r)]
+            found = made[moduli] = [op[0] for op in ops] if r == 1 else ops  # one part: the array itself
         return found
 
     def plan_of(moduli: tuple[int, ...]) -> ContractionPlan:
