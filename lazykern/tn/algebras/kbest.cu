@@ -123,6 +123,34 @@ __device__ __forceinline__ void lk_kbest_insert(V (&top)[KB], C (&cnt)[KB], C (&
     }
 }
 
+// k = 2: the product of (x0 > x1, counts cx) and (y0 > y1, cy) has x0 + y0 first and max(x0 + y1, x1 + y0)
+// second (both, when they tie, their counts added); x1 + y1 is below both and never among an entry's 2
+// best. So one candidate pair (s0 > s1) is merged into the entry (t0 > t1) at once, without branches:
+// the first place keeps t0 (adding c0 on a tie) or takes s0; the second is the better of the one left
+// of each (t0 or t1; s1 or s0), counts added on a tie. The caller skips it when s0 < t1: nothing enters.
+template <typename V, typename C, int RING, bool COUNTS, bool PAIRED>
+__device__ __forceinline__ void lk_kbest2_merge(V (&top)[2], C (&cnt)[2], C (&cnt2)[2], V s0, V s1, C c0, C c1,
+                                                C r0, C r1, unsigned long long mod) {
+    const bool above = s0 > top[0], tie = s0 == top[0], below = !above && !tie;
+    const V u = above ? top[0] : top[1];  // the entry's best not yet placed
+    const V q = below ? s0 : s1;          // the pair's best not yet placed
+    const bool take = q > u, join = q == u;
+    if (COUNTS) {
+        const C nu = above ? cnt[0] : cnt[1], cq = below ? c0 : c1;
+        const C first = lk_count_add<RING>(cnt[0], c0, mod);
+        cnt[0] = above ? c0 : tie ? first : cnt[0];
+        cnt[1] = take ? cq : join ? lk_count_add<RING>(nu, cq, mod) : nu;
+    }
+    if (PAIRED) {
+        const C nu = above ? cnt2[0] : cnt2[1], cq = below ? r0 : r1;
+        const C first = lk_count_add<2>(cnt2[0], r0, mod);
+        cnt2[0] = above ? r0 : tie ? first : cnt2[0];
+        cnt2[1] = take ? cq : join ? lk_count_add<2>(nu, cq, mod) : nu;
+    }
+    top[1] = take ? q : u;
+    top[0] = above ? s0 : top[0];
+}
+
 // The tiled k-best product, for the large steps: a block of TX x TY threads computes a tile of
 // BM = TY TM rows by BN = TX TN columns of one batch entry; each K tile of BK of A's and B's entries
 // (KB values and their counts each) is staged in shared memory once and read by every thread of the
@@ -216,7 +244,29 @@ __device__ __forceinline__ void lk_kbest_tiled(const V *const *av, const C *cons
 #pragma unroll
                 for (int r = 0; r < TM; ++r)
 #pragma unroll
-                    for (int c = 0; c < TN; ++c)
+                    for (int c = 0; c < TN; ++c) {
+                        if constexpr (KB == 2) {
+                            const V s0 = x[r][0] + y[c][0];
+                            if (s0 < top[r][c][1]) continue;  // below both kept: nothing of the pair enters
+                            const V pa = x[r][0] + y[c][1], pb = x[r][1] + y[c][0];
+                            const bool first = pa >= pb, both = pa == pb;  // which makes the second (both on a tie)
+                            C c0 = 0, c1 = 0, r0 = 0, r1 = 0;
+                            if (COUNTS) {
+                                const C a = first ? cx[r][0] : cx[r][1], b = first ? cy[c][1] : cy[c][0];
+                                c0 = lk_count_mul<RING>(cx[r][0], cy[c][0], mod, mu);
+                                c1 = lk_count_mul<RING>(a, b, mod, mu);
+                                if (both) c1 = lk_count_add<RING>(c1, lk_count_mul<RING>(cx[r][1], cy[c][0], mod, mu),
+                                                                  mod);
+                            }
+                            if (PAIRED) {
+                                const C a = first ? rx[r][0] : rx[r][1], b = first ? ry[c][1] : ry[c][0];
+                                r0 = lk_count_mul<2>(rx[r][0], ry[c][0], mod, mu2);
+                                r1 = lk_count_mul<2>(a, b, mod, mu2);
+                                if (both) r1 = lk_count_add<2>(r1, lk_count_mul<2>(rx[r][1], ry[c][0], mod, mu2), mod);
+                            }
+                            lk_kbest2_merge<V, C, RING, COUNTS, PAIRED>(top[r][c], cnt[r][c], cnt2[r][c], s0,
+                                                                        first ? pa : pb, c0, c1, r0, r1, mod);
+                        } else {
 #pragma unroll
                         for (int u = 0; u < KB; ++u)
 #pragma unroll
@@ -229,6 +279,8 @@ __device__ __forceinline__ void lk_kbest_tiled(const V *const *av, const C *cons
                                                                                     p, m, m2, mod);
                                 }
                             }
+                        }
+                    }
             }
             __syncthreads();  // the next K tile overwrites what this one read
         }
