@@ -37,8 +37,9 @@ PAIRED_KMAX = KB_MAX // 2  # k of the paired kernels ("p": counts modulo 2^64 an
 _COUNTS = np.dtype(np.int64)  # counts and residues, whatever the ring
 SIGNATURE = ["ptr"] * (6 * KB_MAX) + ["int64", "int32", "int32", "int32"] + ["int64"] * 8 + ["uint64"]
 # tile shapes of lk_kbest_tiled: name -> (TX, TY, TM, TN, BK), TX * TY == THREADS; a block computes
-# BM = TY * TM rows by BN = TX * TN columns. "s": square 32 x 32; "n": narrow 64 x 8, for steps of few columns.
-TILES: dict[str, tuple[int, int, int, int, int]] = {"s": (16, 16, 2, 2, 8), "n": (8, 32, 2, 1, 8)}
+# BM = TY * TM rows by BN = TX * TN columns. "s": square 32 x 32. (A narrow 64 x 8 tile for steps of 8
+# columns ran at 0.66-0.85x the one-thread-per-output kernel on the H100: such steps keep that one.)
+TILES: dict[str, tuple[int, int, int, int, int]] = {"s": (16, 16, 2, 2, 8)}
 USE_TILED = True  # large steps take the tiled kernel (False: every step one thread per output)
 TILED_MIN_MACS = 1 << 16  # below this a step is one launch's latency whichever kernel runs it
 
@@ -57,11 +58,7 @@ def tiling(batch: int, M: int, N: int, K: int) -> str:
     gains nothing from staging."""
     if not USE_TILED or batch * M * N * K < TILED_MIN_MACS:
         return ""
-    if M >= 32 and N >= 32:
-        return "s"
-    if M >= 64 and N >= 4:
-        return "n"
-    return ""
+    return "s" if M >= 32 and N >= 32 else ""
 
 
 def preamble() -> str:

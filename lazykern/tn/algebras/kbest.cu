@@ -123,6 +123,29 @@ __device__ __forceinline__ void lk_kbest_insert(V (&top)[KB], C (&cnt)[KB], C (&
     }
 }
 
+// Residues modulo 2^31 - 1, the first prime of every CRT count (so the paired pass's), need no Barrett
+// step: 2^31 = 1 modulo it, so x y = hi 2^31 + lo = hi + lo (mod p), below 2p for x, y < p, and one
+// conditional subtraction leaves the residue. Other primes and rings take counting.cu's products.
+template <int RING, bool MERSENNE, typename C>
+__device__ __forceinline__ C lk_kbest_mul(C x, C y, unsigned long long mod, unsigned long long mu) {
+    if constexpr (RING == 2 && MERSENNE) {
+        const unsigned long long xy = (unsigned long long)(unsigned)x * (unsigned)y;
+        const unsigned r = (unsigned)(xy & 0x7fffffffULL) + (unsigned)(xy >> 31);
+        return (C)(r >= 0x7fffffffu ? r - 0x7fffffffu : r);
+    } else {
+        return lk_count_mul<RING>(x, y, mod, mu);
+    }
+}
+
+// The shared-memory tiles of lk_kbest_tiled: KB values and their NC count arrays per entry, A's BK x BM
+// and B's BK x BN entries of one K tile.
+template <typename V, typename C, int KB, int NCS, int BM, int BN, int BK, bool COUNTS> struct LkKbestTiles {
+    V av[KB][BK][BM];
+    V bv[KB][BK][BN];
+    C ac[NCS][KB][BK][COUNTS ? BM : 1];
+    C bc[NCS][KB][BK][COUNTS ? BN : 1];
+};
+
 // k = 2: the product of (x0 > x1, counts cx) and (y0 > y1, cy) has x0 + y0 first and max(x0 + y1, x1 + y0)
 // second (both, when they tie, their counts added); x1 + y1 is below both and never among an entry's 2
 // best. So one candidate pair (s0 > s1) is merged into the entry (t0 > t1) at once, without branches:
@@ -160,19 +183,20 @@ __device__ __forceinline__ void lk_kbest2_merge(V (&top)[2], C (&cnt)[2], C (&cn
 // Entries outside the matrix are staged as -inf with count 0 (they add nothing). Same operands,
 // strides, counts and results as lk_kbest_bmm; the rings' arithmetic is shared with it.
 template <typename V, typename C, int KB, int RING, bool COUNTS, bool PAIRED, int TX, int TY, int TM, int TN,
-          int BK>
-__device__ __forceinline__ void lk_kbest_tiled(const V *const *av, const C *const *ac, const V *const *bv,
-                                               const C *const *bc, V *const *cv, C *const *cc, long long batch,
-                                               int M, int N, int K, long long sa, long long ars, long long acs,
-                                               long long sb, long long brs, long long bcs, long long sc,
-                                               long long ldc, unsigned long long mod) {
+          int BK, bool MERSENNE, class Tiles>
+__device__ __forceinline__ void lk_kbest_tiled_body(Tiles &smem, const V *const *av, const C *const *ac,
+                                                    const V *const *bv, const C *const *bc, V *const *cv,
+                                                    C *const *cc, long long batch, int M, int N, int K, long long sa,
+                                                    long long ars, long long acs, long long sb, long long brs,
+                                                    long long bcs, long long sc, long long ldc,
+                                                    unsigned long long mod) {
     constexpr int BM = TY * TM, BN = TX * TN, NT = TX * TY;
     constexpr int NC = PAIRED ? 2 : COUNTS ? 1 : 0;  // count arrays per value
     constexpr int NCS = NC > 0 ? NC : 1;
-    __shared__ V sav[KB][BK][BM];
-    __shared__ V sbv[KB][BK][BN];
-    __shared__ C sac[NCS][KB][BK][COUNTS ? BM : 1];
-    __shared__ C sbc[NCS][KB][BK][COUNTS ? BN : 1];
+    auto &sav = smem.av;
+    auto &sbv = smem.bv;
+    auto &sac = smem.ac;
+    auto &sbc = smem.bc;
     const V inf = (V)__longlong_as_double(0x7ff0000000000000LL);
     const unsigned long long mu = RING == 2 ? lk_barrett(mod) : 0;
     const unsigned long long mu2 = PAIRED ? lk_barrett(mod) : 0;
@@ -253,16 +277,21 @@ __device__ __forceinline__ void lk_kbest_tiled(const V *const *av, const C *cons
                             C c0 = 0, c1 = 0, r0 = 0, r1 = 0;
                             if (COUNTS) {
                                 const C a = first ? cx[r][0] : cx[r][1], b = first ? cy[c][1] : cy[c][0];
-                                c0 = lk_count_mul<RING>(cx[r][0], cy[c][0], mod, mu);
-                                c1 = lk_count_mul<RING>(a, b, mod, mu);
-                                if (both) c1 = lk_count_add<RING>(c1, lk_count_mul<RING>(cx[r][1], cy[c][0], mod, mu),
-                                                                  mod);
+                                c0 = lk_kbest_mul<RING, MERSENNE>(cx[r][0], cy[c][0], mod, mu);
+                                c1 = lk_kbest_mul<RING, MERSENNE>(a, b, mod, mu);
+                                if (both) {
+                                    const C t = lk_kbest_mul<RING, MERSENNE>(cx[r][1], cy[c][0], mod, mu);
+                                    c1 = lk_count_add<RING>(c1, t, mod);
+                                }
                             }
                             if (PAIRED) {
                                 const C a = first ? rx[r][0] : rx[r][1], b = first ? ry[c][1] : ry[c][0];
-                                r0 = lk_count_mul<2>(rx[r][0], ry[c][0], mod, mu2);
-                                r1 = lk_count_mul<2>(a, b, mod, mu2);
-                                if (both) r1 = lk_count_add<2>(r1, lk_count_mul<2>(rx[r][1], ry[c][0], mod, mu2), mod);
+                                r0 = lk_kbest_mul<2, MERSENNE>(rx[r][0], ry[c][0], mod, mu2);
+                                r1 = lk_kbest_mul<2, MERSENNE>(a, b, mod, mu2);
+                                if (both) {
+                                    const C t = lk_kbest_mul<2, MERSENNE>(rx[r][1], ry[c][0], mod, mu2);
+                                    r1 = lk_count_add<2>(r1, t, mod);
+                                }
                             }
                             lk_kbest2_merge<V, C, RING, COUNTS, PAIRED>(top[r][c], cnt[r][c], cnt2[r][c], s0,
                                                                         first ? pa : pb, c0, c1, r0, r1, mod);
@@ -273,8 +302,10 @@ __device__ __forceinline__ void lk_kbest_tiled(const V *const *av, const C *cons
                             for (int w = 0; w < KB; ++w) {
                                 const V p = x[r][u] + y[c][w];
                                 if (p >= top[r][c][KB - 1]) {  // else below all KB kept: nothing changes
-                                    const C m = COUNTS ? lk_count_mul<RING>(cx[r][u], cy[c][w], mod, mu) : (C)0;
-                                    const C m2 = PAIRED ? lk_count_mul<2>(rx[r][u], ry[c][w], mod, mu2) : (C)0;
+                                    const C m = COUNTS ? lk_kbest_mul<RING, MERSENNE>(cx[r][u], cy[c][w], mod, mu)
+                                                       : (C)0;
+                                    const C m2 = PAIRED ? lk_kbest_mul<2, MERSENNE>(rx[r][u], ry[c][w], mod, mu2)
+                                                        : (C)0;
                                     lk_kbest_insert<V, C, KB, RING, COUNTS, PAIRED>(top[r][c], cnt[r][c], cnt2[r][c],
                                                                                     p, m, m2, mod);
                                 }
@@ -300,4 +331,26 @@ __device__ __forceinline__ void lk_kbest_tiled(const V *const *av, const C *cons
                 }
             }
     }
+}
+
+// The tiled product's entry: the tiles in shared memory once, then the body for the operands' modulus
+// (residues modulo 2^31 - 1 by its own reduction; a uniform branch, decided once per launch).
+template <typename V, typename C, int KB, int RING, bool COUNTS, bool PAIRED, int TX, int TY, int TM, int TN,
+          int BK>
+__device__ __forceinline__ void lk_kbest_tiled(const V *const *av, const C *const *ac, const V *const *bv,
+                                               const C *const *bc, V *const *cv, C *const *cc, long long batch,
+                                               int M, int N, int K, long long sa, long long ars, long long acs,
+                                               long long sb, long long brs, long long bcs, long long sc,
+                                               long long ldc, unsigned long long mod) {
+    constexpr int NC = PAIRED ? 2 : COUNTS ? 1 : 0;
+    __shared__ LkKbestTiles<V, C, KB, (NC > 0 ? NC : 1), TY * TM, TX * TN, BK, COUNTS> tiles;
+    if constexpr (RING == 2 || PAIRED) {
+        if (mod == 0x7fffffffULL) {
+            lk_kbest_tiled_body<V, C, KB, RING, COUNTS, PAIRED, TX, TY, TM, TN, BK, true>(
+                tiles, av, ac, bv, bc, cv, cc, batch, M, N, K, sa, ars, acs, sb, brs, bcs, sc, ldc, mod);
+            return;
+        }
+    }
+    lk_kbest_tiled_body<V, C, KB, RING, COUNTS, PAIRED, TX, TY, TM, TN, BK, false>(
+        tiles, av, ac, bv, bc, cv, cc, batch, M, N, K, sa, ars, acs, sb, brs, bcs, sc, ldc, mod);
 }
