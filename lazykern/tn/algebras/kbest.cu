@@ -6,90 +6,24 @@
 // of 0 broadcasts an operand. One thread per output entry keeps its KB best in registers and merges
 // the KB x KB pairwise sums of each k into them: a sum equal to a kept value adds its count, a larger
 // one is inserted (the smallest kept drops out), a smaller one than all KB kept is dropped. The
-// factors' values are sorted, so a row of sums stops at the first that cannot enter.
+// factors' values are sorted, so a row of sums stops at the first that cannot enter. For KB = 2 the
+// pair product's two best are merged at once (lk_kbest2_step). The tiled kernel (lk_kbest_tiled, at the
+// end) computes the same products from shared-memory tiles.
 // Counts: RING 1 modulo 2^64, RING 2 residues modulo ``mod`` (< 2^31), from counting.cu's helpers.
 // PAIRED (with RING 1): a second count per value, modulo ``mod``, read from ac[KB + q] / bc[KB + q] and
 // written to cc[KB + q]: the int64 pass and the first prime pass of a CRT count in one product.
-template <typename V, typename C, int KB, int RING, bool COUNTS, bool PAIRED = false>
-__device__ __forceinline__ void lk_kbest_bmm(const V *const *av, const C *const *ac, const V *const *bv,
-                                             const C *const *bc, V *const *cv, C *const *cc, long long total,
-                                             int M, int N, int K, long long sa, long long ars, long long acs,
-                                             long long sb, long long brs, long long bcs, long long sc,
-                                             long long ldc, unsigned long long mod) {
-    const V inf = (V)__longlong_as_double(0x7ff0000000000000LL);
-    const unsigned long long mu = RING == 2 ? lk_barrett(mod) : 0;
-    const unsigned long long mu2 = PAIRED ? lk_barrett(mod) : 0;
-    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
-         t += (long long)gridDim.x * blockDim.x) {
-        const long long b = t / ((long long)M * N);
-        const int i = (int)((t / N) % M), j = (int)(t % N);
-        const long long a0 = b * sa + i * ars, b0 = b * sb + j * bcs;
-        V top[KB];
-        C cnt[KB], cnt2[KB];
-#pragma unroll
-        for (int q = 0; q < KB; ++q) {
-            top[q] = -inf;
-            cnt[q] = 0;
-            cnt2[q] = 0;
-        }
-        for (int k = 0; k < K; ++k) {
-            V x[KB], y[KB];
-            C cx[KB], cy[KB], rx[KB], ry[KB];
-#pragma unroll
-            for (int q = 0; q < KB; ++q) {
-                x[q] = av[q][a0 + k * acs];
-                y[q] = bv[q][b0 + k * brs];
-                if (COUNTS) {
-                    cx[q] = ac[q][a0 + k * acs];
-                    cy[q] = bc[q][b0 + k * brs];
-                }
-                if (PAIRED) {
-                    rx[q] = ac[KB + q][a0 + k * acs];
-                    ry[q] = bc[KB + q][b0 + k * brs];
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < KB; ++u) {
-                if (x[u] == -inf) break;  // sorted: the rest are -inf too
-#pragma unroll
-                for (int w = 0; w < KB; ++w) {
-                    if (y[w] == -inf) break;
-                    const V p = x[u] + y[w];
-                    if (p < top[KB - 1]) break;  // the sums fall along w: none of the rest can enter
-                    const C c = COUNTS ? lk_count_mul<RING>(cx[u], cy[w], mod, mu) : (C)0;
-                    const C c2 = PAIRED ? lk_count_mul<2>(rx[u], ry[w], mod, mu2) : (C)0;
-                    // find p's place, then add to an equal value or shift the smaller ones down
-                    bool placed = false;
-#pragma unroll
-                    for (int s = 0; s < KB; ++s) {
-                        if (placed) break;
-                        if (top[s] == p) {
-                            if (COUNTS) cnt[s] = lk_count_add<RING>(cnt[s], c, mod);
-                            if (PAIRED) cnt2[s] = lk_count_add<2>(cnt2[s], c2, mod);
-                            placed = true;
-                        } else if (top[s] < p) {
-#pragma unroll
-                            for (int r = KB - 1; r > s; --r) {
-                                top[r] = top[r - 1];
-                                cnt[r] = cnt[r - 1];
-                                cnt2[r] = cnt2[r - 1];
-                            }
-                            top[s] = p;
-                            cnt[s] = c;
-                            cnt2[s] = c2;
-                            placed = true;
-                        }
-                    }
-                }
-            }
-        }
-        const long long o = b * sc + i * ldc + j;
-#pragma unroll
-        for (int q = 0; q < KB; ++q) {
-            cv[q][o] = top[q];
-            if (COUNTS) cc[q][o] = top[q] == -inf ? (C)0 : cnt[q];
-            if (PAIRED) cc[KB + q][o] = top[q] == -inf ? (C)0 : cnt2[q];
-        }
+
+// Residues modulo 2^31 - 1, the first prime of every CRT count (so the paired pass's), need no Barrett
+// step: 2^31 = 1 modulo it, so x y = hi 2^31 + lo = hi + lo (mod p), below 2p for x, y < p, and one
+// conditional subtraction leaves the residue. Other primes and rings take counting.cu's products.
+template <int RING, bool MERSENNE, typename C>
+__device__ __forceinline__ C lk_kbest_mul(C x, C y, unsigned long long mod, unsigned long long mu) {
+    if constexpr (RING == 2 && MERSENNE) {
+        const unsigned long long xy = (unsigned long long)(unsigned)x * (unsigned)y;
+        const unsigned r = (unsigned)(xy & 0x7fffffffULL) + (unsigned)(xy >> 31);
+        return (C)(r >= 0x7fffffffu ? r - 0x7fffffffu : r);
+    } else {
+        return lk_count_mul<RING>(x, y, mod, mu);
     }
 }
 
@@ -123,29 +57,6 @@ __device__ __forceinline__ void lk_kbest_insert(V (&top)[KB], C (&cnt)[KB], C (&
     }
 }
 
-// Residues modulo 2^31 - 1, the first prime of every CRT count (so the paired pass's), need no Barrett
-// step: 2^31 = 1 modulo it, so x y = hi 2^31 + lo = hi + lo (mod p), below 2p for x, y < p, and one
-// conditional subtraction leaves the residue. Other primes and rings take counting.cu's products.
-template <int RING, bool MERSENNE, typename C>
-__device__ __forceinline__ C lk_kbest_mul(C x, C y, unsigned long long mod, unsigned long long mu) {
-    if constexpr (RING == 2 && MERSENNE) {
-        const unsigned long long xy = (unsigned long long)(unsigned)x * (unsigned)y;
-        const unsigned r = (unsigned)(xy & 0x7fffffffULL) + (unsigned)(xy >> 31);
-        return (C)(r >= 0x7fffffffu ? r - 0x7fffffffu : r);
-    } else {
-        return lk_count_mul<RING>(x, y, mod, mu);
-    }
-}
-
-// The shared-memory tiles of lk_kbest_tiled: KB values and their NC count arrays per entry, A's BK x BM
-// and B's BK x BN entries of one K tile.
-template <typename V, typename C, int KB, int NCS, int BM, int BN, int BK, bool COUNTS> struct LkKbestTiles {
-    V av[KB][BK][BM];
-    V bv[KB][BK][BN];
-    C ac[NCS][KB][BK][COUNTS ? BM : 1];
-    C bc[NCS][KB][BK][COUNTS ? BN : 1];
-};
-
 // k = 2: the product of (x0 > x1, counts cx) and (y0 > y1, cy) has x0 + y0 first and max(x0 + y1, x1 + y0)
 // second (both, when they tie, their counts added); x1 + y1 is below both and never among an entry's 2
 // best. So one candidate pair (s0 > s1) is merged into the entry (t0 > t1) at once, without branches:
@@ -173,6 +84,146 @@ __device__ __forceinline__ void lk_kbest2_merge(V (&top)[2], C (&cnt)[2], C (&cn
     top[1] = take ? q : u;
     top[0] = above ? s0 : top[0];
 }
+
+// The k = 2 step of one output: the factors' pair product merged into its entry (skipped when even the
+// best sum x0 + y0 is below both kept values). Its counts are those of the sums that make each place.
+template <typename V, typename C, int RING, bool COUNTS, bool PAIRED, bool MERSENNE>
+__device__ __forceinline__ void lk_kbest2_step(V (&top)[2], C (&cnt)[2], C (&cnt2)[2], const V (&x)[2],
+                                               const V (&y)[2], const C (&cx)[2], const C (&cy)[2],
+                                               const C (&rx)[2], const C (&ry)[2], unsigned long long mod,
+                                               unsigned long long mu, unsigned long long mu2) {
+    const V s0 = x[0] + y[0];
+    if (s0 < top[1]) return;
+    const V pa = x[0] + y[1], pb = x[1] + y[0];
+    const bool first = pa >= pb, both = pa == pb;  // which makes the second place (both on a tie)
+    C c0 = 0, c1 = 0, r0 = 0, r1 = 0;
+    if (COUNTS) {
+        c0 = lk_kbest_mul<RING, MERSENNE>(cx[0], cy[0], mod, mu);
+        c1 = lk_kbest_mul<RING, MERSENNE>(first ? cx[0] : cx[1], first ? cy[1] : cy[0], mod, mu);
+        if (both) c1 = lk_count_add<RING>(c1, lk_kbest_mul<RING, MERSENNE>(cx[1], cy[0], mod, mu), mod);
+    }
+    if (PAIRED) {
+        r0 = lk_kbest_mul<2, MERSENNE>(rx[0], ry[0], mod, mu2);
+        r1 = lk_kbest_mul<2, MERSENNE>(first ? rx[0] : rx[1], first ? ry[1] : ry[0], mod, mu2);
+        if (both) r1 = lk_count_add<2>(r1, lk_kbest_mul<2, MERSENNE>(rx[1], ry[0], mod, mu2), mod);
+    }
+    lk_kbest2_merge<V, C, RING, COUNTS, PAIRED>(top, cnt, cnt2, s0, first ? pa : pb, c0, c1, r0, r1, mod);
+}
+
+template <typename V, typename C, int KB, int RING, bool COUNTS, bool PAIRED, bool MERSENNE>
+__device__ __forceinline__ void lk_kbest_bmm_body(const V *const *av, const C *const *ac, const V *const *bv,
+                                                  const C *const *bc, V *const *cv, C *const *cc, long long total,
+                                                  int M, int N, int K, long long sa, long long ars, long long acs,
+                                                  long long sb, long long brs, long long bcs, long long sc,
+                                                  long long ldc, unsigned long long mod) {
+    const V inf = (V)__longlong_as_double(0x7ff0000000000000LL);
+    const unsigned long long mu = RING == 2 ? lk_barrett(mod) : 0;
+    const unsigned long long mu2 = PAIRED ? lk_barrett(mod) : 0;
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
+         t += (long long)gridDim.x * blockDim.x) {
+        const long long b = t / ((long long)M * N);
+        const int i = (int)((t / N) % M), j = (int)(t % N);
+        const long long a0 = b * sa + i * ars, b0 = b * sb + j * bcs;
+        V top[KB];
+        C cnt[KB], cnt2[KB];
+#pragma unroll
+        for (int q = 0; q < KB; ++q) {
+            top[q] = -inf;
+            cnt[q] = 0;
+            cnt2[q] = 0;
+        }
+        for (int k = 0; k < K; ++k) {
+            V x[KB], y[KB];
+            C cx[KB] = {}, cy[KB] = {}, rx[KB] = {}, ry[KB] = {};
+#pragma unroll
+            for (int q = 0; q < KB; ++q) {
+                x[q] = av[q][a0 + k * acs];
+                y[q] = bv[q][b0 + k * brs];
+                if (COUNTS) {
+                    cx[q] = ac[q][a0 + k * acs];
+                    cy[q] = bc[q][b0 + k * brs];
+                }
+                if (PAIRED) {
+                    rx[q] = ac[KB + q][a0 + k * acs];
+                    ry[q] = bc[KB + q][b0 + k * brs];
+                }
+            }
+            if constexpr (KB == 2) {
+                lk_kbest2_step<V, C, RING, COUNTS, PAIRED, MERSENNE>(top, cnt, cnt2, x, y, cx, cy, rx, ry, mod, mu,
+                                                                    mu2);
+            } else {
+#pragma unroll
+                for (int u = 0; u < KB; ++u) {
+                    if (x[u] == -inf) break;  // sorted: the rest are -inf too
+#pragma unroll
+                    for (int w = 0; w < KB; ++w) {
+                        if (y[w] == -inf) break;
+                        const V p = x[u] + y[w];
+                        if (p < top[KB - 1]) break;  // the sums fall along w: none of the rest can enter
+                        const C c = COUNTS ? lk_kbest_mul<RING, MERSENNE>(cx[u], cy[w], mod, mu) : (C)0;
+                        const C c2 = PAIRED ? lk_kbest_mul<2, MERSENNE>(rx[u], ry[w], mod, mu2) : (C)0;
+                        // find p's place, then add to an equal value or shift the smaller ones down
+                        bool placed = false;
+#pragma unroll
+                        for (int s = 0; s < KB; ++s) {
+                            if (placed) break;
+                            if (top[s] == p) {
+                                if (COUNTS) cnt[s] = lk_count_add<RING>(cnt[s], c, mod);
+                                if (PAIRED) cnt2[s] = lk_count_add<2>(cnt2[s], c2, mod);
+                                placed = true;
+                            } else if (top[s] < p) {
+#pragma unroll
+                                for (int r = KB - 1; r > s; --r) {
+                                    top[r] = top[r - 1];
+                                    cnt[r] = cnt[r - 1];
+                                    cnt2[r] = cnt2[r - 1];
+                                }
+                                top[s] = p;
+                                cnt[s] = c;
+                                cnt2[s] = c2;
+                                placed = true;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        const long long o = b * sc + i * ldc + j;
+#pragma unroll
+        for (int q = 0; q < KB; ++q) {
+            cv[q][o] = top[q];
+            if (COUNTS) cc[q][o] = top[q] == -inf ? (C)0 : cnt[q];
+            if (PAIRED) cc[KB + q][o] = top[q] == -inf ? (C)0 : cnt2[q];
+        }
+    }
+}
+
+// One thread per output: the body for the operands' modulus (2^31 - 1 by its own reduction).
+template <typename V, typename C, int KB, int RING, bool COUNTS, bool PAIRED = false>
+__device__ __forceinline__ void lk_kbest_bmm(const V *const *av, const C *const *ac, const V *const *bv,
+                                             const C *const *bc, V *const *cv, C *const *cc, long long total,
+                                             int M, int N, int K, long long sa, long long ars, long long acs,
+                                             long long sb, long long brs, long long bcs, long long sc,
+                                             long long ldc, unsigned long long mod) {
+    if constexpr (RING == 2 || PAIRED) {
+        if (mod == 0x7fffffffULL) {
+            lk_kbest_bmm_body<V, C, KB, RING, COUNTS, PAIRED, true>(av, ac, bv, bc, cv, cc, total, M, N, K, sa, ars,
+                                                                    acs, sb, brs, bcs, sc, ldc, mod);
+            return;
+        }
+    }
+    lk_kbest_bmm_body<V, C, KB, RING, COUNTS, PAIRED, false>(av, ac, bv, bc, cv, cc, total, M, N, K, sa, ars, acs,
+                                                             sb, brs, bcs, sc, ldc, mod);
+}
+
+// The shared-memory tiles of lk_kbest_tiled: KB values and their NC count arrays per entry, A's BK x BM
+// and B's BK x BN entries of one K tile.
+template <typename V, typename C, int KB, int NCS, int BM, int BN, int BK, bool COUNTS> struct LkKbestTiles {
+    V av[KB][BK][BM];
+    V bv[KB][BK][BN];
+    C ac[NCS][KB][BK][COUNTS ? BM : 1];
+    C bc[NCS][KB][BK][COUNTS ? BN : 1];
+};
 
 // The tiled k-best product, for the large steps: a block of TX x TY threads computes a tile of
 // BM = TY TM rows by BN = TX TN columns of one batch entry; each K tile of BK of A's and B's entries
@@ -270,31 +321,9 @@ __device__ __forceinline__ void lk_kbest_tiled_body(Tiles &smem, const V *const 
 #pragma unroll
                     for (int c = 0; c < TN; ++c) {
                         if constexpr (KB == 2) {
-                            const V s0 = x[r][0] + y[c][0];
-                            if (s0 < top[r][c][1]) continue;  // below both kept: nothing of the pair enters
-                            const V pa = x[r][0] + y[c][1], pb = x[r][1] + y[c][0];
-                            const bool first = pa >= pb, both = pa == pb;  // which makes the second (both on a tie)
-                            C c0 = 0, c1 = 0, r0 = 0, r1 = 0;
-                            if (COUNTS) {
-                                const C a = first ? cx[r][0] : cx[r][1], b = first ? cy[c][1] : cy[c][0];
-                                c0 = lk_kbest_mul<RING, MERSENNE>(cx[r][0], cy[c][0], mod, mu);
-                                c1 = lk_kbest_mul<RING, MERSENNE>(a, b, mod, mu);
-                                if (both) {
-                                    const C t = lk_kbest_mul<RING, MERSENNE>(cx[r][1], cy[c][0], mod, mu);
-                                    c1 = lk_count_add<RING>(c1, t, mod);
-                                }
-                            }
-                            if (PAIRED) {
-                                const C a = first ? rx[r][0] : rx[r][1], b = first ? ry[c][1] : ry[c][0];
-                                r0 = lk_kbest_mul<2, MERSENNE>(rx[r][0], ry[c][0], mod, mu2);
-                                r1 = lk_kbest_mul<2, MERSENNE>(a, b, mod, mu2);
-                                if (both) {
-                                    const C t = lk_kbest_mul<2, MERSENNE>(rx[r][1], ry[c][0], mod, mu2);
-                                    r1 = lk_count_add<2>(r1, t, mod);
-                                }
-                            }
-                            lk_kbest2_merge<V, C, RING, COUNTS, PAIRED>(top[r][c], cnt[r][c], cnt2[r][c], s0,
-                                                                        first ? pa : pb, c0, c1, r0, r1, mod);
+                            lk_kbest2_step<V, C, RING, COUNTS, PAIRED, MERSENNE>(top[r][c], cnt[r][c], cnt2[r][c],
+                                                                                x[r], y[c], cx[r], cy[c], rx[r],
+                                                                                ry[c], mod, mu, mu2);
                         } else {
 #pragma unroll
                         for (int u = 0; u < KB; ++u)
