@@ -55,18 +55,18 @@ def compare(alg: Any, A: tuple[Any, ...], B: tuple[Any, ...], reps: int = 3) -> 
     """The step alone through the tiled kernel and through one thread per output: seconds, equal results."""
     import cupy
 
-    from lazykern.tn.algebras import _kbest_kernels
+    from lazykern.tn.algebras import kbest
 
     batch, M, K = (int(x) for x in A[0].shape)
-    row: dict[str, Any] = {"tile": _kbest_kernels.tiling(batch, M, int(B[0].shape[2]), K)}
+    row: dict[str, Any] = {"tile": kbest.tiling(batch, M, int(B[0].shape[2]), K)}
     tiled, _ = alg.bmm(A, B, False)
     row["tiled_s"] = measure(lambda: alg.bmm(A, B, False), cupy, reps)
-    _kbest_kernels.USE_TILED = False
+    kbest.TILED = False
     try:
         untiled, _ = alg.bmm(A, B, False)
         row["untiled_s"] = measure(lambda: alg.bmm(A, B, False), cupy, reps)
     finally:
-        _kbest_kernels.USE_TILED = True
+        kbest.TILED = True
     row["equal"] = all(bool(cupy.array_equal(t, u)) for t, u in zip(tiled, untiled, strict=True))
     row["speedup"] = round(row["untiled_s"] / row["tiled_s"], 2)
     return row
@@ -81,11 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     import cupy
 
-    from lazykern.tn._backend import Backend
     from lazykern.tn.algebras import kbest
+    from lazykern.tn.einsum import backend_of
     from lazykern.tools.bench.device import environment
 
-    be = Backend("cupy", cupy)
+    be, _ = backend_of(cupy.zeros(1))
     record: dict[str, Any] = environment(argv) | {"rows": []}
     try:
         from benchmarks.spin_glass import gemm_rate

@@ -40,7 +40,6 @@ SIGNATURE = ["ptr"] * (6 * KB_MAX) + ["int64", "int32", "int32", "int32"] + ["in
 # BM = TY * TM rows by BN = TX * TN columns. "s": square 32 x 32. (A narrow 64 x 8 tile for steps of 8
 # columns ran at 0.66-0.85x the one-thread-per-output kernel on the H100: such steps keep that one.)
 TILES: dict[str, tuple[int, int, int, int, int]] = {"s": (16, 16, 2, 2, 8)}
-USE_TILED = True  # large steps take the tiled kernel (False: every step one thread per output)
 TILED_MIN_MACS = 1 << 16  # below this a step is one launch's latency whichever kernel runs it
 
 
@@ -56,7 +55,7 @@ def tiling(batch: int, M: int, N: int, K: int) -> str:
     """The tile shape for a (batch, M, K) x (batch, K, N) step, "" for one thread per output: a tile
     whose rows or columns would be mostly outside the matrix wastes its threads, and a small step
     gains nothing from staging."""
-    if not USE_TILED or batch * M * N * K < TILED_MIN_MACS:
+    if batch * M * N * K < TILED_MIN_MACS:
         return ""
     return "s" if M >= 32 and N >= 32 else ""
 
@@ -122,14 +121,21 @@ def family() -> KernelFamily:
 
 
 def launch(
-    be: Any, A: tuple[Any, ...], B: tuple[Any, ...], k: int, counts: bool, modulus: int, paired: bool = False
+    be: Any,
+    A: tuple[Any, ...],
+    B: tuple[Any, ...],
+    k: int,
+    counts: bool,
+    modulus: int,
+    paired: bool = False,
+    tiled: bool = True,
 ) -> tuple[Any, ...]:
     """The k-best product of device operands: parts (k values [, k counts [, k residues modulo ``modulus``
     when ``paired``]]) of (b|1, M, K) and (b|1, K, N), each operand's parts read through one set of
-    strides (copied to contiguous where they differ)."""
+    strides (copied to contiguous where they differ); ``tiled``: a large step takes the tiled kernel."""
     from ...tropical import _arrays
 
-    out, call = arguments(be, A, B, k, counts, modulus, paired)
+    out, call = arguments(be, A, B, k, counts, modulus, paired, tiled)
     if call is None:
         return out
     name, blocks, args = call
@@ -142,7 +148,14 @@ def launch(
 
 
 def arguments(
-    be: Any, A: tuple[Any, ...], B: tuple[Any, ...], k: int, counts: bool, modulus: int, paired: bool = False
+    be: Any,
+    A: tuple[Any, ...],
+    B: tuple[Any, ...],
+    k: int,
+    counts: bool,
+    modulus: int,
+    paired: bool = False,
+    tiled: bool = True,
 ) -> tuple[tuple[Any, ...], tuple[str, int, tuple[Any, ...]] | None]:
     """The result's parts (allocated through ``be``) and the launch that fills them: (kernel name, blocks,
     arguments), None for an empty result. Addresses come from ``be.pointer``; nothing is launched."""
@@ -167,7 +180,7 @@ def arguments(
     for parts, name in ((A, "A"), (B, "B"), (out, "C")):
         groups.append(pointers(parts[:k], f"{name}v", value))
         groups.append(pointers(parts[k:], f"{name}c", _COUNTS) if counts else groups[-1])
-    tile = tiling(batch, M, N, K)
+    tile = tiling(batch, M, N, K) if tiled else ""
     if tile:  # the kernel's first size is the batch; a block per output tile
         tx, ty, tm, tn, _ = TILES[tile]
         first_size = batch
