@@ -252,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-kbest-kernel", action="store_true", help="k-best products by array operations")
     parser.add_argument("--no-paired", action="store_true", help="CountingMax(k): int64 and prime passes in turn")
     parser.add_argument("--gemm-n", type=int, default=4096, help="side of the f32 GEMM that sets the yardstick rate")
+    parser.add_argument("--steps", default="all", help="comma-separated rows whose steps are timed (default: all)")
     args = parser.parse_args(argv)
     sizes = [20, 30, 40] if args.small else [100, 150, 200]
     side = 6 if args.small else 12
@@ -292,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         if only and name not in only:
             continue
         spec = spec | {"module": args.module, "kbest_kernel": not args.no_kbest_kernel, "paired": not args.no_paired}
+        spec["steps"] = args.steps == "all" or name in args.steps.split(",")
         row = run_row(spec, args.row_seconds)
         record["results"][name] = row
         print(name, json.dumps(row), flush=True)

@@ -476,3 +476,36 @@ def test_counting_max_builds_one_network_per_pass(monkeypatch):
     got = solve(P.IndependentSet(graph), Q.CountingMax(2), optimize="greedy")
     assert got == brute_answers(independent_set(12, list(graph.edges())), k=2)["cmax"]
     assert passes and len(builds) == len(passes)
+
+
+def test_polynomial_counts_first_only_for_a_large_network(petersen, monkeypatch):
+    """A small network's polynomial takes the proven bound's primes in one pass (no count pass); past
+    the threshold the count pass runs first. Both give the published coefficients."""
+    from lazykern.tn import solver
+
+    counted = []
+    real = solver._modular_count
+    monkeypatch.setattr(solver, "_modular_count", lambda tab, ctx: counted.append(1) or real(tab, ctx))
+    assert solve(petersen, Q.GraphPolynomial()) == [1, 10, 30, 30, 5] and counted == []
+    monkeypatch.setattr(solver, "POLYNOMIAL_UNCOUNTED_MACS", 0)
+    assert solve(petersen, Q.GraphPolynomial()) == [1, 10, 30, 30, 5] and counted == [1]
+
+
+def test_polynomial_lowest_size_is_proven_by_a_uniform_configuration(monkeypatch):
+    """Every vertex out of an independent set reaches the tables' lower bound: no SizeMin contraction.
+    A dominating set's all-out configuration is infeasible and all-in is above the bound: contracted."""
+    from lazykern.tn import problems as P
+    from lazykern.tn import solver
+    from tests import _gtn_instances as I
+
+    asked = []
+    real = solver.sizes
+    monkeypatch.setattr(solver, "sizes", lambda tab, k, big, ctx: asked.append(big) or real(tab, k, big, ctx))
+    weighted = P.IndependentSet(I.PETERSEN, weights=list(range(1, 11)))
+    assert solver._uniform_lowest(solver._tables.build(weighted, weighted.fixedvertices)) == 0
+    assert solve(weighted, Q.GraphPolynomial(laurent=True))[0] == 0 and asked == [True]
+    asked.clear()
+    dominating = P.DominatingSet(I.SEVEN)
+    assert solver._uniform_lowest(solver._tables.build(dominating, dominating.fixedvertices)) is None
+    low, coefficients = solve(dominating, Q.GraphPolynomial(laurent=True))
+    assert sorted(asked) == [False, True] and low > 0 and coefficients[0] > 0

@@ -169,3 +169,47 @@ def test_paired_kbest_kernel_equals_the_two_rings(dtype):
     narrow, _ = kbest.algebra(k, True, p)("maxplus", be).bmm(av + ar, bv + br, False)
     for g, w in zip(got, wide + narrow[k:]):
         assert np.array_equal(cupy.asnumpy(g), cupy.asnumpy(w))
+
+
+@pytest.mark.parametrize("k,ring", [(2, "p"), (2, "i64"), (3, "m"), (2, "v")])
+@pytest.mark.parametrize("tile", ["s"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_tiled_kbest_kernel_equals_the_array_product(k, ring, tile, dtype, monkeypatch):
+    """The tiled k-best kernels on the device against the array product and the
+    one-thread-per-output kernel: tiles overhanging the matrix, K not a multiple of the tile's, a
+    broadcast batch, A read along its rows and columns, many equal sums (values in -6..6)."""
+    cupy = pytest.importorskip("cupy")
+    from lazykern.tn._backend import Backend
+    from lazykern.tn.algebras import kbest
+
+    p = 2147483647
+    rng = np.random.default_rng(k + len(ring))
+    be = Backend("cupy", cupy)
+    shapes = {"s": ((3, 45, 21), (1, 21, 70))}[tile]
+
+    def operand(shape, transposed):
+        values = np.full((k, *shape), -np.inf, dtype=dtype)
+        counts = np.zeros((k, *shape), dtype=np.int64)
+        for index in np.ndindex(*shape):
+            pool = np.sort(rng.choice(np.arange(-6, 7), size=rng.integers(0, k + 1), replace=False))[::-1]
+            values[(slice(0, len(pool)), *index)] = pool
+            counts[(slice(0, len(pool)), *index)] = rng.integers(1, 2**62, len(pool)) % (p if ring == "m" else 2**62)
+        arrays = list(values) + (list(counts) if ring != "v" else []) + ([c % p for c in counts] if ring == "p" else [])
+        if transposed:
+            return tuple(cupy.asarray(np.ascontiguousarray(a.transpose(0, 2, 1))).transpose(0, 2, 1) for a in arrays)
+        return tuple(cupy.asarray(a) for a in arrays)
+
+    A, B = operand(shapes[0], transposed=True), operand(shapes[1], transposed=False)
+    if ring == "p":
+        alg = kbest.paired_algebra(k, p)("maxplus", be)
+    else:
+        alg = kbest.algebra(k, ring != "v", p if ring == "m" else 0)("maxplus", be)
+    batch, M, K = shapes[0]
+    assert kbest.tiling(batch, M, shapes[1][2], K) == tile
+    tiled, _ = alg.bmm(A, B, False)
+    monkeypatch.setattr(kbest, "TILED", False)
+    untiled, _ = alg.bmm(A, B, False)
+    monkeypatch.setattr(kbest, "USE_KERNEL", False)
+    want, _ = alg.bmm(A, B, False)
+    for t, u, w in zip(tiled, untiled, want, strict=True):
+        assert np.array_equal(cupy.asnumpy(t), cupy.asnumpy(w)) and np.array_equal(cupy.asnumpy(u), cupy.asnumpy(w))

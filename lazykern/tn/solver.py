@@ -58,6 +58,10 @@ log = logging.getLogger("lazykern")
 FLOAT32_EXACT = 1 << 24  # integer sizes whose every partial sum is below this ride in float32
 FLOAT64_EXACT = 1 << 53
 INT64_EXACT = 1 << 62  # int64 tropical values saturate at 2^63 - 1
+# GraphPolynomial: a pass of at most this many float64 multiply-adds (plan flops x primes, points included)
+# is bound by its launches (about 1 ms of an H100's FP64 GEMM at the small shapes of such a network), so
+# it takes the proven bound's primes at once rather than counting first to need fewer.
+POLYNOMIAL_UNCOUNTED_MACS = 1 << 32
 
 
 def solve(
@@ -376,9 +380,11 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
     """Exact coefficients of sum_s count(s) x^s (index s), or (lowest, coefficients) with ``laurent``."""
     if not tab.integer or tab.unit != 1:
         raise ValueError("GraphPolynomial needs integer sizes; this problem's weights are not integers")
-    low, high = sizes(tab, 1, False, ctx), sizes(tab, 1, True, ctx)
+    proven = _uniform_lowest(tab)  # most problems' smallest size needs no contraction (see there)
+    low = [proven] if proven is not None else sizes(tab, 1, False, ctx)
     if not low:
         return (0, []) if laurent else []
+    high = sizes(tab, 1, True, ctx)
     smin, smax = int(low[0]), int(high[0])
     if smin < 0 and not laurent:
         raise ValueError(
@@ -397,29 +403,70 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
     points = smax - smin + 1
     xs = np.arange(1, points + 1, dtype=np.int64)
     labels = [(polynomial.POINTS, *lab) for lab in tab.labels]
-    plan: ContractionPlan | None = None
+    plans: dict[int, ContractionPlan] = {}  # by the number of primes: a plan slices for its entry size
+    made: dict[tuple[int, ...], list[Any]] = {}
+
+    def operands(moduli: tuple[int, ...]) -> list[Any]:
+        found = made.get(moduli)
+        if found is None:
+            tables = [polynomial.powers(e, m, xs, p) for e, m in zip(exponents, tab.mask) for p in moduli]
+            put = ctx.put_all(tables)  # one transfer, not one per table and prime
+            r = len(moduli)
+            ops = [tuple(put[i : i + r]) for i in range(0, len(put), r)]
+            found = made[moduli] = [op[0] for op in ops] if r == 1 else ops  # one part: the array itself
+        return found
+
+    def plan_of(moduli: tuple[int, ...]) -> ContractionPlan:
+        found = plans.get(len(moduli))
+        if found is None:
+            alg = modular.algebra(*moduli)
+            found = plans[len(moduli)] = ctx.plan(tab, labels, (polynomial.POINTS,), operands(moduli), "maxplus", alg)
+        return found
 
     def run(moduli: tuple[int, ...]) -> np.ndarray:
-        nonlocal plan
-        operands = [tuple(ctx.put(polynomial.powers(e, m, xs, p)) for p in moduli) for e, m in zip(exponents, tab.mask)]
-        if len(moduli) == 1:  # an algebra of one part takes the array itself
-            operands = [op[0] for op in operands]
         alg = modular.algebra(*moduli)
-        if plan is None:
-            plan = ctx.plan(tab, labels, (polynomial.POINTS,), operands, "maxplus", alg)
-        parts = ctx.contract(tab, labels, (polynomial.POINTS,), operands, "maxplus", alg, plan)
+        parts = ctx.contract(tab, labels, (polynomial.POINTS,), operands(moduli), "maxplus", alg, plan_of(moduli))
+        made.pop(moduli, None)
         parts = parts if isinstance(parts, tuple) else (parts,)  # one part comes back as the array itself
         return np.array([_item(p) for p in parts], dtype=np.int64)
 
-    # No coefficient exceeds the number of feasible configurations: counted first (the polynomial at
-    # x = 1 alone, a 1 / (D + 1) share of its work), it says exactly how many primes one pass needs.
-    bound = _modular_count(tab, ctx)
+    # No coefficient exceeds the number of feasible configurations, at most flavors ** free variables
+    # (proven). A large network counts them first (the polynomial at x = 1 alone, a 1 / (D + 1) share of
+    # its work): the exact count says how many primes one pass needs, often fewer. A small one is bound
+    # by its launches, not its arithmetic: there a pass of the proven bound's primes costs less than a
+    # count pass and then a pass of fewer primes.
+    bound = tab.flavors ** len(tab.free)
+    wide = tuple(itertools.islice(_crt.primes(modular.PRIME_BELOW - 1), polynomial.primes_needed(bound)))
+    if plan_of(wide).flops * len(wide) > POLYNOMIAL_UNCOUNTED_MACS:
+        made.clear()
+        bound = _modular_count(tab, ctx)
     coefficients = polynomial.reconstruct(run, points, shift, bound, polynomial.primes_needed(bound))
     while coefficients and coefficients[-1] == 0:
         coefficients.pop()
     if laurent:
         return smin, coefficients
     return [0] * smin + coefficients
+
+
+def _uniform_lowest(tab: _tables.Tables) -> int | None:
+    """The smallest size of a feasible configuration when one with every free variable at one flavor
+    proves it: feasible, and of the tables' lower bound (each table's smallest allowed size, summed),
+    which nothing goes below (every vertex out of an independent set; no edge cut). None when no
+    such configuration is feasible and at that bound (the minimum then takes a contraction)."""
+    if not tab.feasible or not tab.integer:
+        return None
+    low, _ = tab.size_bounds()
+    for flavor in range(tab.flavors):
+        total = tab.offset
+        for m, s in zip(tab.mask, tab.size):
+            at = (flavor,) * m.ndim
+            if not m[at]:
+                break
+            total += s[at]
+        else:
+            if total == low:
+                return int(low)
+    return None
 
 
 def _modular_count(tab: _tables.Tables, ctx: _Context) -> int:

@@ -1,9 +1,13 @@
 """The k-best product on the GPU: a lazily compiled family (``tn_kbest``), one fragment per instantiation.
 
-``kbest.cu`` (after ``counting.cu``'s ring helpers) holds the one template, ``lk_kbest_bmm``: one thread
-per output entry, its k best values and counts in registers. A fragment fixes the value dtype, k (2 to
-``KB_MAX``) and the counts (none, modulo 2^64, or residues modulo a prime); a user compiles only those
-asked for. :func:`launch` runs it on device arrays; :mod:`.kbest` calls it for GPU operands.
+``kbest.cu`` (after ``counting.cu``'s ring helpers) holds two templates: ``lk_kbest_bmm``, one thread
+per output entry, its k best values and counts in registers, and ``lk_kbest_tiled``, which stages tiles
+of A and B in shared memory (as the tropical GEMM does) for a block of threads that each keep a few
+outputs' k best in registers: every staged entry serves a whole tile row or column, not one output.
+A fragment fixes the value dtype, k (2 to ``KB_MAX``), the counts (none, modulo 2^64, or residues modulo
+a prime) and the tiling (none, or a tile shape of :data:`TILES`); a user compiles only those asked for.
+:func:`launch` runs one on device arrays (:func:`tiling` picks which); :mod:`.kbest` calls it for GPU
+operands.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ if TYPE_CHECKING:
 KB_MAX = 4  # parts one launch reads (four pointers per operand and per kind)
 THREADS = 256
 _MAX_BLOCKS = 132 * 32
+_MAX_TILE_BLOCKS = 1 << 20  # the tiled kernel's blocks walk the tiles past this
 VALUES: dict[str, tuple[str, np.dtype]] = {
     "f32": ("float", np.dtype("float32")),
     "f64": ("double", np.dtype("float64")),
@@ -31,47 +36,75 @@ RINGS = {"v": (1, False), "i64": (1, True), "m": (2, True)}  # counts: none, mod
 PAIRED_KMAX = KB_MAX // 2  # k of the paired kernels ("p": counts modulo 2^64 and modulo a prime at once)
 _COUNTS = np.dtype(np.int64)  # counts and residues, whatever the ring
 SIGNATURE = ["ptr"] * (6 * KB_MAX) + ["int64", "int32", "int32", "int32"] + ["int64"] * 8 + ["uint64"]
+# tile shapes of lk_kbest_tiled: name -> (TX, TY, TM, TN, BK), TX * TY == THREADS; a block computes
+# BM = TY * TM rows by BN = TX * TN columns. "s": square 32 x 32. (A narrow 64 x 8 tile for steps of 8
+# columns ran at 0.66-0.85x the one-thread-per-output kernel on the H100: such steps keep that one.)
+TILES: dict[str, tuple[int, int, int, int, int]] = {"s": (16, 16, 2, 2, 8)}
+TILED_MIN_MACS = 1 << 16  # below this a step is one launch's latency whichever kernel runs it
 
 
-def kernel_name(k: int, value: np.dtype, counts: bool, modulus: int, paired: bool = False) -> str:
-    """``kbest{k}_{f32|f64}_{v|i64|m|p}``: values only, counts modulo 2^64, modulo a prime, or both (paired)."""
+def kernel_name(k: int, value: np.dtype, counts: bool, modulus: int, paired: bool = False, tile: str = "") -> str:
+    """``kbest{k}_{f32|f64}_{v|i64|m|p}[_t{tile}]``: values only, counts modulo 2^64, modulo a prime, or
+    both (paired); one thread per output, or tiled with the tile shape ``tile`` of :data:`TILES`."""
     v = next(name for name, (_, d) in VALUES.items() if d == value)
     ring = "p" if paired else "v" if not counts else ("m" if modulus else "i64")
-    return f"kbest{k}_{v}_{ring}"
+    return f"kbest{k}_{v}_{ring}" + (f"_t{tile}" if tile else "")
+
+
+def tiling(batch: int, M: int, N: int, K: int) -> str:
+    """The tile shape for a (batch, M, K) x (batch, K, N) step, "" for one thread per output: a tile
+    whose rows or columns would be mostly outside the matrix wastes its threads, and a small step
+    gains nothing from staging."""
+    if batch * M * N * K < TILED_MIN_MACS:
+        return ""
+    return "s" if M >= 32 and N >= 32 else ""
+
+
+def preamble() -> str:
+    """The family's preamble: ``counting.cu``'s ring helpers, then ``kbest.cu``."""
+    counting = resources.files("lazykern.tn").joinpath("counting.cu").read_text(encoding="utf-8")
+    return counting + "\n" + resources.files(__package__).joinpath("kbest.cu").read_text(encoding="utf-8")
+
+
+def source(name: str, value: str, k: int, ring: int, counts: bool, paired: bool, tile: str) -> str:
+    """The ``extern "C"`` kernel ``name``: its pointers gathered into arrays, then one call of the template
+    (``lk_kbest_tiled`` with the tile shape ``tile``, or ``lk_kbest_bmm``)."""
+    groups = ("av", "ac", "bv", "bc", "cv", "cc")
+    params = ", ".join(
+        f"{'' if g[0] == 'c' else 'const '}{value if g[1] == 'v' else 'long long'} *{g}{q}"
+        for g in groups
+        for q in range(KB_MAX)
+    )
+    arrays = "".join(
+        f"    {'' if g[0] == 'c' else 'const '}{value if g[1] == 'v' else 'long long'} *const {g}[{KB_MAX}] = "
+        f"{{{', '.join(f'{g}{q}' for q in range(KB_MAX))}}};\n"
+        for g in groups
+    )
+    args = f"{value}, long long, {k}, {ring}, {'true' if counts else 'false'}, {'true' if paired else 'false'}"
+    template = "lk_kbest_bmm"
+    if tile:
+        template = "lk_kbest_tiled"
+        args += ", " + ", ".join(str(x) for x in TILES[tile])
+    return (
+        f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}({params}, long long total, '
+        "int M, int N, int K, long long sa, long long ars, long long acs, long long sb, long long brs, "
+        "long long bcs, long long sc, long long ldc, unsigned long long mod) {\n"
+        f"{arrays}"
+        f"    {template}<{args}>(av, ac, bv, bc, cv, cc, total, M, N, K, sa, ars, acs, sb, brs, bcs, sc, ldc, "
+        "mod);\n}\n"
+    )
 
 
 def make_family(cache: KernelCache | None = None) -> KernelFamily:
-    here = resources.files(__package__)
-    counting = resources.files("lazykern.tn").joinpath("counting.cu").read_text(encoding="utf-8")
-    preamble = counting + "\n" + here.joinpath("kbest.cu").read_text(encoding="utf-8")
-    fam = KernelFamily("tn_kbest", preamble, options=("-std=c++17",), cache=cache)
-    groups = ("av", "ac", "bv", "bc", "cv", "cc")
+    fam = KernelFamily("tn_kbest", preamble(), options=("-std=c++17",), cache=cache)
     for vt, vd in VALUES.values():
         for k in range(2, KB_MAX + 1):
             rings = list(RINGS.items()) + ([("p", (1, True))] if k <= PAIRED_KMAX else [])
             for rname, (ring, counts) in rings:
                 paired = rname == "p"
-                name = kernel_name(k, vd, counts, 1 if rname == "m" else 0, paired)
-                params = ", ".join(
-                    f"{'' if g[0] == 'c' else 'const '}{vt if g[1] == 'v' else 'long long'} *{g}{q}"
-                    for g in groups
-                    for q in range(KB_MAX)
-                )
-                arrays = "".join(
-                    f"    {'' if g[0] == 'c' else 'const '}{vt if g[1] == 'v' else 'long long'} *const {g}[{KB_MAX}] = "
-                    f"{{{', '.join(f'{g}{q}' for q in range(KB_MAX))}}};\n"
-                    for g in groups
-                )
-                code = (
-                    f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}({params}, long long total, '
-                    "int M, int N, int K, long long sa, long long ars, long long acs, long long sb, long long brs, "
-                    "long long bcs, long long sc, long long ldc, unsigned long long mod) {\n"
-                    f"{arrays}"
-                    f"    lk_kbest_bmm<{vt}, long long, {k}, {ring}, {'true' if counts else 'false'}, "
-                    f"{'true' if paired else 'false'}>(av, ac, bv, bc, "
-                    "cv, cc, total, M, N, K, sa, ars, acs, sb, brs, bcs, sc, ldc, mod);\n}\n"
-                )
-                fam.add(name, code, signature=SIGNATURE)
+                for tile in ("", *TILES):
+                    name = kernel_name(k, vd, counts, 1 if rname == "m" else 0, paired, tile)
+                    fam.add(name, source(name, vt, k, ring, counts, paired, tile), signature=SIGNATURE)
     return fam
 
 
@@ -88,19 +121,50 @@ def family() -> KernelFamily:
 
 
 def launch(
-    be: Any, A: tuple[Any, ...], B: tuple[Any, ...], k: int, counts: bool, modulus: int, paired: bool = False
+    be: Any,
+    A: tuple[Any, ...],
+    B: tuple[Any, ...],
+    k: int,
+    counts: bool,
+    modulus: int,
+    paired: bool = False,
+    tiled: bool = True,
 ) -> tuple[Any, ...]:
     """The k-best product of device operands: parts (k values [, k counts [, k residues modulo ``modulus``
     when ``paired``]]) of (b|1, M, K) and (b|1, K, N), each operand's parts read through one set of
-    strides (copied to contiguous where they differ)."""
+    strides (copied to contiguous where they differ); ``tiled``: a large step takes the tiled kernel."""
     from ...tropical import _arrays
 
+    out, call = arguments(be, A, B, k, counts, modulus, paired, tiled)
+    if call is None:
+        return out
+    name, blocks, args = call
+    first = _arrays.as_operand(out[0], "C")
+    device = _device.resolve_or_current(_device.common([("C", first.device)]))
+    with _device.on(device):
+        kernel = _kernel(name, device)
+        kernel[(blocks,), (THREADS,), first.stream or 0](*args)
+    return out
+
+
+def arguments(
+    be: Any,
+    A: tuple[Any, ...],
+    B: tuple[Any, ...],
+    k: int,
+    counts: bool,
+    modulus: int,
+    paired: bool = False,
+    tiled: bool = True,
+) -> tuple[tuple[Any, ...], tuple[str, int, tuple[Any, ...]] | None]:
+    """The result's parts (allocated through ``be``) and the launch that fills them: (kernel name, blocks,
+    arguments), None for an empty result. Addresses come from ``be.pointer``; nothing is launched."""
     (A, (sa, ars, acs)), (B, (sb, brs, bcs)) = _alike(be, A), _alike(be, B)
     batch = max(int(A[0].shape[0]), int(B[0].shape[0]))
     M, K, N = int(A[0].shape[1]), int(A[0].shape[2]), int(B[0].shape[2])
     out: tuple[Any, ...] = be.empty_parts(A, (batch, M, N))  # one allocation per dtype, the parts its views
     if batch * M * N == 0:
-        return out
+        return out, None
     sa, sb = (sa if int(A[0].shape[0]) > 1 else 0), (sb if int(B[0].shape[0]) > 1 else 0)
 
     value = be.dtype(A[0])
@@ -116,17 +180,17 @@ def launch(
     for parts, name in ((A, "A"), (B, "B"), (out, "C")):
         groups.append(pointers(parts[:k], f"{name}v", value))
         groups.append(pointers(parts[k:], f"{name}c", _COUNTS) if counts else groups[-1])
-    first = _arrays.as_operand(out[0], "C")
-    device = _device.resolve_or_current(_device.common([("C", first.device)]))
-    total = batch * M * N
-    blocks = min(-(-total // THREADS), _MAX_BLOCKS)
-    name = kernel_name(k, value, counts, modulus, paired)
-    with _device.on(device):
-        kernel = _kernel(name, device)
-        kernel[(blocks,), (THREADS,), first.stream or 0](
-            *(p for g in groups for p in g), total, M, N, K, sa, ars, acs, sb, brs, bcs, M * N, N, np.uint64(modulus)
-        )
-    return out
+    tile = tiling(batch, M, N, K) if tiled else ""
+    if tile:  # the kernel's first size is the batch; a block per output tile
+        tx, ty, tm, tn, _ = TILES[tile]
+        first_size = batch
+        blocks = min(batch * -(-M // (ty * tm)) * -(-N // (tx * tn)), _MAX_TILE_BLOCKS)
+    else:  # the number of outputs; a thread per output
+        first_size = batch * M * N
+        blocks = min(-(-first_size // THREADS), _MAX_BLOCKS)
+    sizes = (first_size, M, N, K, sa, ars, acs, sb, brs, bcs, M * N, N, np.uint64(modulus))
+    name = kernel_name(k, value, counts, modulus, paired, tile)
+    return out, (name, blocks, (*(p for g in groups for p in g), *sizes))
 
 
 def _alike(be: Any, parts: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[int, ...]]:

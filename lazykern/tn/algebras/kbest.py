@@ -29,6 +29,7 @@ from .._contract import Algebra
 from . import _kbest_kernels
 
 USE_KERNEL = True  # GPU operands take the tn_kbest kernel (k <= 4); False: the array-operation product
+TILED = True  # large GPU steps take the tiled kernel (see tiling); False: every step one thread per output
 CHUNK_ELEMENTS = 1 << 22  # pairwise sums materialized at once (host); a device takes DEVICE_CHUNK
 DEVICE_CHUNK = 1 << 26
 
@@ -70,7 +71,7 @@ class KBestAlgebra(Algebra):
             raise ValueError("k-best contractions keep no argmax; a configuration comes from the tropical algebra")
         k = self.k
         if USE_KERNEL and not self.be.on_host and self.be.xp is not np and 2 <= k <= _kbest_kernels.KB_MAX:
-            return _kbest_kernels.launch(self.be, A, B, k, self.counts, self.modulus), None
+            return _kbest_kernels.launch(self.be, A, B, k, self.counts, self.modulus, tiled=TILED), None
         ops = _Ops(self.be)
         av, bv = ops.stack(A[:k]), ops.stack(B[:k])  # (b, M, K, k), (b, K, N, k)
         ac: Any = ops.stack(A[k:]) if self.counts else None
@@ -171,7 +172,7 @@ class PairedKBestAlgebra(KBestAlgebra):
             raise ValueError("k-best contractions keep no argmax; a configuration comes from the tropical algebra")
         k = self.k
         if USE_KERNEL and not self.be.on_host and self.be.xp is not np and 2 <= k <= PAIRED_KMAX:
-            return _kbest_kernels.launch(self.be, A, B, k, True, self.modulus, paired=True), None
+            return _kbest_kernels.launch(self.be, A, B, k, True, self.modulus, paired=True, tiled=TILED), None
         wide, narrow = self._rings()
         (a1, a2), (b1, b2) = self._split(A), self._split(B)
         out1, _ = wide.bmm(a1, b1, False)
@@ -182,6 +183,12 @@ class PairedKBestAlgebra(KBestAlgebra):
         wide, narrow = self._rings()
         (x1, x2), (y1, y2) = self._split(X), self._split(Y)
         return wide.add(x1, y1) + narrow.add(x2, y2)[self.k :]
+
+
+def tiling(batch: int, M: int, N: int, K: int) -> str:
+    """The tile shape of the GPU kernel a (batch, M, K) x (batch, K, N) k-best step takes ("": one thread
+    per output)."""
+    return _kbest_kernels.tiling(batch, M, N, K) if TILED else ""
 
 
 def _constant(be: Backend, like: Any, shape: tuple[int, ...], value: float) -> Any:

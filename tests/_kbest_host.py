@@ -1,0 +1,118 @@
+"""The ``tn_kbest`` kernels run on the CPU: their CUDA source built with the host's C++ compiler under a
+small emulation of the CUDA model (each block's threads are OS threads meeting at a real barrier for
+``__syncthreads``, ``__shared__`` arrays one per block as the blocks run one after another), so a test
+without a GPU checks the kernels' own indexing, staging and merging against the NumPy product.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lazykern.tn._backend import Backend
+from lazykern.tn.algebras import _kbest_kernels
+
+SHIM = r"""
+#include <barrier>
+#include <cstring>
+#include <thread>
+#include <vector>
+struct lk_dim3 { unsigned x = 0, y = 0, z = 0; };
+thread_local lk_dim3 threadIdx, blockIdx;
+lk_dim3 blockDim, gridDim;
+std::barrier<> *lk_barrier = nullptr;
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __shared__ static
+#define __launch_bounds__(n)
+inline void __syncthreads() { lk_barrier->arrive_and_wait(); }
+inline double __longlong_as_double(long long x) { double d; std::memcpy(&d, &x, 8); return d; }
+inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+"""
+
+PARAMS = (
+    "void **p, long long total, int M, int N, int K, long long sa, long long ars, long long acs, long long sb, "
+    "long long brs, long long bcs, long long sc, long long ldc, unsigned long long mod"
+)
+
+
+def _runner(name: str) -> str:
+    pointers = ", ".join(
+        f"({'' if g[0] == 'c' else 'const '}{'V' if g[1] == 'v' else 'long long'} *)p[{i * _kbest_kernels.KB_MAX + q}]"
+        for i, g in enumerate(("av", "ac", "bv", "bc", "cv", "cc"))
+        for q in range(_kbest_kernels.KB_MAX)
+    )
+    return (
+        f'extern "C" void run_{name}(int blocks, int threads, {PARAMS}) {{\n'
+        "    gridDim.x = blocks; blockDim.x = threads;\n"
+        "    for (int b = 0; b < blocks; ++b) {\n"
+        "        std::barrier<> bar(threads); lk_barrier = &bar;\n"
+        "        std::vector<std::thread> team;\n"
+        "        for (int t = 0; t < threads; ++t) team.emplace_back([&, b, t] {\n"
+        "            blockIdx.x = b; threadIdx.x = t;\n"
+        f"            {name}({pointers}, total, M, N, K, sa, ars, acs, sb, brs, bcs, sc, ldc, mod);\n"
+        "        });\n"
+        "        for (auto &th : team) th.join();\n"
+        "    }\n}\n"
+    )
+
+
+def compiler() -> str | None:
+    return shutil.which("g++") or shutil.which("clang++")
+
+
+def build(kernels: dict[str, str], where: Path) -> ctypes.CDLL:
+    """A shared library of the kernels (name -> its ``extern "C"`` source), each with a ``run_<name>``."""
+    parts = [SHIM, _kbest_kernels.preamble()]
+    for name, source in kernels.items():
+        value = "double" if "_f64_" in name else "float"
+        parts += [source, f"#define V {value}", _runner(name), "#undef V"]
+    text = "\n".join(parts)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    src, lib = where / f"kbest_{digest}.cpp", where / f"kbest_{digest}.so"
+    src.write_text(text)
+    cmd = [compiler() or "g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-Wno-unknown-pragmas"]
+    subprocess.run([*cmd, str(src), "-o", str(lib)], check=True, capture_output=True, text=True)
+    return ctypes.CDLL(str(lib))
+
+
+class HostBackend(Backend):
+    """NumPy arrays whose addresses the kernels read (``Backend.pointer`` is for device arrays)."""
+
+    def pointer(self, x: Any) -> int:
+        return int(x.ctypes.data)
+
+
+HOST = HostBackend("numpy", np)
+
+
+def product(
+    lib: ctypes.CDLL, A: tuple[Any, ...], B: tuple[Any, ...], k: int, counts: bool, modulus: int, paired: bool = False
+) -> tuple[str, tuple[Any, ...]]:
+    """(kernel name, result parts) of :func:`_kbest_kernels.launch`'s launch, run on the CPU by ``lib``."""
+    out, call = _kbest_kernels.arguments(HOST, A, B, k, counts, modulus, paired)
+    assert call is not None
+    name, blocks, args = call
+    pointers = (ctypes.c_void_p * len(args[:-13]))(*args[:-13])
+    total, M, N, K, *strides, mod = args[-13:]
+    run = getattr(lib, f"run_{name}")
+    run(
+        ctypes.c_int(blocks),
+        ctypes.c_int(_kbest_kernels.THREADS),
+        pointers,
+        ctypes.c_longlong(total),
+        *(ctypes.c_int(x) for x in (M, N, K)),
+        *(ctypes.c_longlong(x) for x in strides),
+        ctypes.c_ulonglong(int(mod)),
+    )
+    return name, out
