@@ -19,6 +19,7 @@ from lazykern.tn._backend import Backend
 from lazykern.tn.algebras import _kbest_kernels
 
 SHIM = r"""
+#include <atomic>
 #include <barrier>
 #include <cstring>
 #include <thread>
@@ -38,6 +39,21 @@ inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b)
     return (unsigned long long)(((unsigned __int128)a * b) >> 64);
 }
 inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
+#define __host__
+#define __align__(n) __attribute__((aligned(n)))
+std::atomic<int> lk_and{1};
+inline int __syncthreads_and(int p) {  // every thread's p, and-ed: counting.cu's preamble uses it
+    lk_barrier->arrive_and_wait();
+    if (!p) lk_and.store(0);
+    lk_barrier->arrive_and_wait();
+    const int all = lk_and.load();
+    lk_barrier->arrive_and_wait();
+    if (threadIdx.x == 0) lk_and.store(1);
+    lk_barrier->arrive_and_wait();
+    return all;
+}
 """
 
 PARAMS = (
