@@ -227,3 +227,36 @@ def test_small_or_stored_plans_start_no_planner_and_import_no_cotengra(store):
     assert energy["8x8 auto"] == energy["8x8 cotengra"] == transfer_matrix(networks.square_lattice(8, seed=8), 8)[0]
     assert energy["5x5 stored"] == transfer_matrix(networks.square_lattice(5, seed=7), 5)[0]
     assert energy["regular cotengra"] == brute_force(networks.random_regular(20, 3, seed=2))[0]
+
+
+@pytest.mark.parametrize("given", [None, 3.0])
+def test_a_costly_network_gets_a_longer_default_search(store, monkeypatch, given):
+    """With max_time unset, a network whose greedy order costs LONG_SEARCH_FLOPS or more is searched for
+    LONG_SEARCH_TIMES the default (its order is stored; 5 s left 3-regular n = 200 at 2^38 or 2^34 by
+    process); a cheap one, or a caller's max_time, keeps its budget."""
+    import importlib
+
+    import networkx as nx
+
+    from lazykern.tn import _planner
+
+    E = importlib.import_module("lazykern.tn.einsum")  # the module (lazykern.tn.einsum is also the function)
+
+    budgets = []
+
+    def search(*a, max_time, **k):
+        budgets.append(max_time)
+        return []
+
+    monkeypatch.setattr(_planner, "search", search)
+    g = nx.random_regular_graph(3, 200, seed=200)
+    edges = [tuple(e) for e in g.edges]
+    sizes = dict.fromkeys(g.nodes, 2)
+    greedy = E._search(edges, (), sizes, "greedy")[0]
+    assert E._costs(edges, (), sizes, greedy, {})[1] >= E.LONG_SEARCH_FLOPS  # the costly kind
+    contraction_plan(edges, (), sizes, optimize="cotengra", memory_limit=2**40, max_time=given)
+    small = [tuple(e) for e in nx.random_regular_graph(3, 30, seed=3).edges]
+    contraction_plan(small, (), dict.fromkeys(range(30), 2), optimize="cotengra", memory_limit=2**3, max_time=given)
+    base = _planner.DEFAULT_MAX_TIME if given is None else given
+    longer = E.LONG_SEARCH_TIMES if given is None else 1
+    assert budgets[0] == pytest.approx(base * longer, abs=0.5) and budgets[1] == pytest.approx(base, abs=0.5)
