@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from lazykern.errors import DeviceMemoryError
-from lazykern.tn import _arena, _arena_kernels, _backend, _contract, _cost, _reference_einsum, orders
+from lazykern.tn import _arena, _arena_kernels, _backend, _contract, _cost, _reference_einsum, _spread, orders
 from lazykern.tn import networks as nw
 
 from .test_tropical_einsum import device_route  # the GPU route on the host
@@ -244,3 +244,43 @@ def test_an_energy_in_the_arena_on_the_gpu_is_the_hosts():
     with mock.patch.object(E._Network, "fits", lambda *a, **kw: False), mock.patch.object(_arena, "launch", launch):
         got = E.contract_network(labels, (), [cupy.asarray(t) for t in tensors], optimize=plan)
     assert used and float(got) == want
+
+
+def test_one_slice_runs_where_its_operands_are_whatever_devices_says():
+    """devices= spreads slices; a plan of one slice runs in the calling process on the operands' device (so
+    an energy that only fits in one buffer takes it, devices= or not), a sliced plan still spreads."""
+    sg = nw.square_lattice(4, seed=1)
+    labels, tensors = nw._network(sg, sg.fitted(np, np.float64), np)
+    want = float(E.contract_network(labels, (), tensors))
+    spread = []
+    real = _spread.contract
+
+    def contract(*a, **kw):
+        spread.append(1)
+        return real(*a, **kw)
+
+    with mock.patch.object(_spread, "contract", contract):
+        assert float(E.contract_network(labels, (), tensors, devices=[0, 1])) == want
+        assert spread == []
+        assert float(E.contract_network(labels, (), tensors, devices=[0, 1], slices=[0])) == want
+        assert spread == [1]
+
+
+@pytest.mark.gpu
+def test_an_energy_in_the_arena_with_devices_all_is_the_hosts():
+    """As above through ground_state_energy with devices="all": the unsliced plan runs on the operands' GPU."""
+    pytest.importorskip("cupy")
+    rng = np.random.default_rng(12)
+    base = nw.chimera(4, 4, 4, seed=4)
+    sg = nw.SpinGlass(base.n, base.edges, rng.integers(-9, 10, len(base.edges)), rng.integers(-3, 4, base.n))
+    want = nw.ground_state_energy(sg)
+    used = []
+    real = _arena.launch
+
+    def launch(*a, **kw):
+        used.append(1)
+        return real(*a, **kw)
+
+    with mock.patch.object(E._Network, "fits", lambda *a, **kw: False), mock.patch.object(_arena, "launch", launch):
+        got = nw.ground_state_energy(sg, module="cupy", devices="all")
+    assert used and got == want

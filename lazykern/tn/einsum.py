@@ -209,6 +209,8 @@ def contract_network(
             "or pass tensors that do not require grad"
         )
     plan = net.plan(optimize, slices, memory_limit, max_time)
+    if spread is not None and plan.nslices == 1 and (net.be.on_host or _home(net) in spread):
+        spread = None  # one slice runs where its operands are: no worker, no copy (and it may take the arena)
     # Slices reuse the results no sliced label reaches, unless keeping them would not fit the device.
     cached = bool(plan.sliced) and net.fits(plan, 0, cached=True)
     if spread is None:
@@ -217,6 +219,11 @@ def contract_network(
         if spread is not None:
             return net.finish(_spread.contract(net, plan, spread, contract_slices, ship=ship))
         return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if cached else None))
+
+
+def _home(net: _Network) -> int | None:
+    """The GPU ordinal the operands live on."""
+    return net.be.device_of(net.leaves[0].parts[0])
 
 
 def ship(net: _Network) -> dict[str, Any] | None:

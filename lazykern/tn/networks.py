@@ -635,8 +635,8 @@ def ground_state_energy(
     predicted to contract sooner (:mod:`._cost`: an 8 x 8 lattice, not a 20 x 20) runs in NumPy
     whatever ``module`` is, with the same dtype and result (logged at INFO). ``devices`` (``"all"`` or GPU
     ordinals) spreads the plan's slices over several GPUs, as for :func:`lazykern.tn.einsum`;
-    a plan with no slices runs on the first of them alone. On one CuPy GPU, where the sweep's steps would
-    hold two boundaries that do not fit its free memory, the default plan is an unsliced sweep whose
+    a plan with no slices runs on the operands' GPU alone. On a CuPy GPU (``devices`` or not), where the
+    sweep's steps would hold two boundaries that do not fit its free memory, the default plan is an unsliced sweep whose
     boundary is held in one buffer and written over in place (:mod:`._arena`: chimera 8 x 8 x 4's
     2^34 float32 entries, 64 GiB, on an 80 GB GPU), not a sweep sliced thousands of times.
 
@@ -663,7 +663,7 @@ def ground_state_energy(
         dtype=dtype,
         memory_limit=memory_limit,
         max_time=max_time,
-        arena=devices is None,
+        arena=True,  # an unsliced plan runs on the operands' device whatever devices= says (contract_network)
     )
     out = contract_network(labels, (), tensors, optimize=how, slices=slices, memory_limit=memory_limit, devices=devices)
     return fit.answer(-_item(out))
