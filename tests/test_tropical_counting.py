@@ -519,8 +519,9 @@ def test_residues_per_pass_follow_the_predicted_peak():
 
 def test_two_residues_a_pass_on_the_device_route_past_int64():
     """Two residues a pass (what fits when the plan fills memory at the int64 width), one launch of the
-    row kernel per step: the passes are 2^64, then primes two by two, and the count is the transfer
-    method's big integer."""
+    row kernel per step: the passes are primes two by two (no int64 pass: two primes ride in its bytes),
+    and the count is the transfer method's big integer; where only one residue a pass fits, the int64
+    pass comes first."""
     from unittest import mock
 
     from lazykern.tn import _backend, _contract
@@ -542,5 +543,18 @@ def test_two_residues_a_pass_on_the_device_route_past_int64():
         mock.patch.object(counting, "contract_network", counted),
     ):
         assert nw.degeneracy(sg, memory_limit=2**28) == (E0, count)
-    # about 2^72: the first prime rebuilds it, the second confirms it, both in the second pass
-    assert calls == [(), tuple(itertools.islice(_crt.primes(), 2))]
+    # about 2^72: past the first pass's two primes; later passes carry the next primes in order (one where
+    # the reconstruction looks settled: _crt._width's guess) until the stopping rule holds
+    used = [q for moduli in calls for q in moduli]
+    assert calls[0] == tuple(itertools.islice(_crt.primes(), 2)) and () not in calls
+    assert used == list(itertools.islice(_crt.primes(), len(used))) and 4 <= len(used) <= 5
+    calls.clear()
+    with (
+        device_route(),
+        mock.patch.object(_contract, "STRIDED_MIN", 0),
+        mock.patch.object(_backend.Backend, "memory_limit", lambda self, b: 2**28),
+        mock.patch.object(counting, "residues_per_pass", lambda net, plan: 1),
+        mock.patch.object(counting, "contract_network", counted),
+    ):
+        assert nw.degeneracy(sg, memory_limit=2**28) == (E0, count)
+    assert calls[0] == () and all(len(m) == 1 for m in calls[1:])

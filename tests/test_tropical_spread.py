@@ -267,8 +267,8 @@ def test_counts_past_2_64_over_devices_are_exact():
 @pytest.mark.gpu
 @pytest.mark.parametrize("library", ["cupy", "torch"])
 def test_counts_past_2_64_over_two_gpus_pair_their_first_passes(library):
-    """Two GPUs: the first round runs one whole pass per GPU at once (the int64 pass on the operands' GPU
-    here, the first prime pass in GPU 1's worker process); the plan has 4 slices, so later passes spread
+    """Two GPUs: the first round runs one whole pass per GPU at once (a prime pass on the operands' GPU
+    here, the next primes' pass in GPU 1's worker process); the plan has 4 slices, so later passes spread
     their slices (rounds=False); the count is still the transfer method's big integer (a one-GPU host:
     the passes as before)."""
     module = pytest.importorskip(library, reason=f"needs {library} for GPU operands")
@@ -288,10 +288,13 @@ def test_counts_past_2_64_over_two_gpus_pair_their_first_passes(library):
     with mock.patch.object(counting, "contract_network", counted):
         assert nw.degeneracy(sg, module=module, slices=[30, 40], devices="all") == (E0, count)
     if _spread._device.count() >= 2:
-        assert seen[0] == ((), [0])  # the int64 pass here, on the operands' GPU
-        assert all(d == "all" for _, d in seen[1:])  # later passes: slices over every GPU
-        first_two = tuple(itertools.islice(_crt.primes(), _crt.PAIRED_RESIDUES))
-        assert all(not set(first_two) & set(m) for m, _ in seen)  # the first prime pass: the worker's
+        # On a GPU two primes ride in the int64 pass's bytes: the first round is two prime passes, the
+        # first primes here on the operands' GPU, the next ones in GPU 1's worker process
+        (here, device), later = seen[0], seen[1:]
+        assert device == [0] and len(here) >= 2 and here == tuple(itertools.islice(_crt.primes(), len(here)))
+        assert all(d == "all" for _, d in later) and () not in [m for m, _ in seen]  # later: slices over every GPU
+        used = {q for m, _ in seen for q in m}
+        assert tuple(itertools.islice(_crt.primes(), 2 * len(here)))[len(here) :][0] not in used  # the worker's
         assert len(_procs.workers()) >= 1
 
 
