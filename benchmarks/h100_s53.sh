@@ -26,7 +26,7 @@ PY
   ;;
 gtn)
   timeout 170 python3 benchmarks/gtn.py --out "$OUT/gtn.json" --row-seconds 25 \
-      --only sizemax_n100,countingmax2_n100,polynomial_n100,sizemax_n150,countingmax2_n150,sizemax_n200,countingmax2_n200 \
+      --only ${GTN_ROWS:-sizemax_n100,countingmax2_n100,polynomial_n100,sizemax_n150,countingmax2_n150,sizemax_n200,countingmax2_n200} \
       > "$OUT/gtn.log" 2>&1
   echo "gtn rc $? at $(( $(date +%s) - S )) s"; grep -v -i warn "$OUT/gtn.log" | cut -c1-240 | tail -30 ;;
 *) echo "unknown part $part"; exit 2 ;;

@@ -309,7 +309,11 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
     for (int q = 0; q < R; ++q) mu[q] = RING == 2 ? lk_barrett(mod[q]) : 0;
     const bool mirror = KB == NB && holes_in == holes_out && batch_in == batch_out && conpos == rightpos;
     const bool pow2 = (blockDim.x & (blockDim.x - 1)) == 0;  // the load addresses split tid from the rest
-    const long long T = pow2 ? lk_tile_rows(Tile::ENTRIES, (long long)(mirror ? K : K + N) << nb, rows) : 0;
+    // R == 0 (an energy's values, tn/_arena.py): each thread reads its rows where they lie. The arena's
+    // steps grow and shrink the boundary over the entries other blocks' tiles read, and hold free bits
+    // that are no row's: a tile's write-back there gave wrong values on the H100 (2026-11-28).
+    const long long T =
+        pow2 && R > 0 ? lk_tile_rows(Tile::ENTRIES, (long long)(mirror ? K : K + N) << nb, rows) : 0;
     const int B = 1 << nb;
     const bool ones = lk_counts_all_one<C, R>(yc, (long long)B * K * N);
     if (T == 0) {  // one row's entries exceed the tile: each thread reads its rows where they lie
