@@ -272,3 +272,65 @@ def test_reduced_counts_take_no_modulo_in_prepare(paired, monkeypatch):
     if paired:
         assert nine[-1] is nine[k + 1]  # zero padding shared by the counts and the residues
     assert make(True) is not make(False) and make(True).reduced and not make(False).reduced
+
+
+@pytest.mark.parametrize("paired", [False, True])
+@pytest.mark.parametrize(("M", "K", "N", "chunk"), [(1, 96, 1, 8), (2, 60, 3, 7), (1, 64, 2, 16)])
+def test_a_long_sum_into_few_outputs_is_cut_and_merged_exactly(paired, M, K, N, chunk, monkeypatch):
+    """A step with few outputs and a long sum (a network's last steps) is computed in chunks of the sum
+    and merged pairwise (12, 8 or 4 chunks: odd halves too): the same k best values and counts, int64 and
+    modulo a prime, as the one product (the host's here; the GPU takes this path for its kernels)."""
+    monkeypatch.setattr(kbest, "SPLIT_MIN_K", 16)
+    monkeypatch.setattr(kbest, "SPLIT_CHUNK", chunk)
+    k, p = 2, 7
+    rng = np.random.default_rng(M * 100 + K + N)
+    av, ac = _kbest_parts(rng, (M, K), k)
+    bv, bc = _kbest_parts(rng, (K, N), k)
+    if paired:
+        alg = kbest.paired_algebra(k, p)("maxplus", HOST)
+        A = tuple(x[None] for x in (*av, *ac, *(ac % p)))
+        B = tuple(x[None] for x in (*bv, *bc, *(bc % p)))
+    else:
+        alg = kbest.algebra(k, counts=True, modulus=p)("maxplus", HOST)
+        A = tuple(x[None] for x in (*av, *(ac % p)))
+        B = tuple(x[None] for x in (*bv, *(bc % p)))
+    whole, _ = alg.bmm(A, B, False)
+    cut = alg._split_sum(A, B)
+    assert cut is not None and len(cut) == len(whole)
+    for got, want in zip(cut, whole):
+        assert got.shape == want.shape == (1, M, N)
+        assert np.array_equal(got, want)
+    want_v, want_c = _brute_product(av, ac, bv, bc, k)
+    assert np.array_equal(np.stack([o[0] for o in cut[:k]]), want_v)
+    assert np.array_equal(np.stack([o[0] for o in cut[-k:]]), want_c % p)
+    many = tuple(np.zeros((1, 80, 80)) for _ in A)  # 6400 outputs: the one product
+    assert alg._split_sum(many, tuple(np.zeros((1, 80, 80)) for _ in B)) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("paired", [False, True])
+def test_a_long_sum_on_the_gpu_is_cut_and_equals_the_host(paired):
+    """2^17 terms into 2 outputs (the GPU kernels' split path: one thread summed them all) against the host."""
+    cupy = pytest.importorskip("cupy")
+    k, p, K = 2, 2147483647, 1 << 17
+    rng = np.random.default_rng(3)
+
+    def distinct(shape):  # k best values per entry: distinct, best first (ties between entries abound)
+        top = rng.integers(-3, 4, shape).astype(np.float32)
+        return np.stack([top, top - rng.integers(1, 3, shape)])
+
+    av, bv = distinct((1, K)), distinct((K, 2))
+    ac, bc = rng.integers(1, 1 << 20, (k, 1, K)), rng.integers(1, 1 << 20, (k, K, 2))
+    if paired:
+        make = kbest.paired_algebra(k, p)
+        A = tuple(x[None] for x in (*av, *ac, *(ac % p)))
+        B = tuple(x[None] for x in (*bv, *bc, *(bc % p)))
+    else:
+        make = kbest.algebra(k, counts=True, modulus=p)
+        A = tuple(x[None] for x in (*av, *(ac % p)))
+        B = tuple(x[None] for x in (*bv, *(bc % p)))
+    want, _ = make("maxplus", HOST).bmm(A, B, False)
+    gpu = make("maxplus", Backend("cupy", cupy))
+    got, _ = gpu.bmm(tuple(cupy.asarray(x) for x in A), tuple(cupy.asarray(x) for x in B), False)
+    for g, w in zip(got, want):
+        assert np.array_equal(cupy.asnumpy(g), w)

@@ -32,6 +32,12 @@ USE_KERNEL = True  # GPU operands take the tn_kbest kernel (k <= 4); False: the 
 TILED = True  # large GPU steps take the tiled kernel (see tiling); False: every step one thread per output
 CHUNK_ELEMENTS = 1 << 22  # pairwise sums materialized at once (host); a device takes DEVICE_CHUNK
 DEVICE_CHUNK = 1 << 26
+# A GPU step with few outputs and a long sum (a network's last steps: 2^26 terms into one entry took 6.0 s
+# on an H100, one thread summing them all) is cut along the sum into chunks of SPLIT_CHUNK terms, computed
+# as a batch of products and merged pairwise (add): SPLIT_OUTPUTS outputs or fewer, SPLIT_MIN_K terms or more.
+SPLIT_OUTPUTS = 1 << 12
+SPLIT_MIN_K = 1 << 16
+SPLIT_CHUNK = 1 << 12
 
 
 class KBestAlgebra(Algebra):
@@ -71,6 +77,9 @@ class KBestAlgebra(Algebra):
             raise ValueError("k-best contractions keep no argmax; a configuration comes from the tropical algebra")
         k = self.k
         if USE_KERNEL and not self.be.on_host and self.be.xp is not np and 2 <= k <= _kbest_kernels.KB_MAX:
+            split = self._split_sum(A, B)
+            if split is not None:
+                return split, None
             return _kbest_kernels.launch(self.be, A, B, k, self.counts, self.modulus, tiled=TILED), None
         ops = _Ops(self.be)
         av, bv = ops.stack(A[:k]), ops.stack(B[:k])  # (b, M, K, k), (b, K, N, k)
@@ -105,6 +114,39 @@ class KBestAlgebra(Algebra):
             counts = ops.cat(*blocks_c, axis=1) if len(blocks_c) > 1 else blocks_c[0]
             out += [ops.contiguous(counts[..., i]) for i in range(k)]
         return tuple(out), None
+
+    def _split_sum(self, A: tuple[Any, ...], B: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """The product of a step with at most SPLIT_OUTPUTS outputs and at least SPLIT_MIN_K terms in each
+        sum, cut along the sum: C chunks as a batch of C products (of this algebra's own bmm), then the C
+        partial results merged pairwise by :meth:`add` (the k best of both, counts of equal values summed:
+        the same numbers as one sum, in another order of exact additions). None for any other step."""
+        a0, b0 = A[0], B[0]
+        batch, M, K, N = int(a0.shape[0]), int(a0.shape[1]), int(a0.shape[2]), int(b0.shape[2])
+        if int(b0.shape[0]) != batch or batch * M * N > SPLIT_OUTPUTS or K < SPLIT_MIN_K:
+            return None
+        chunks = K // SPLIT_CHUNK
+        while chunks > 1 and K % chunks:
+            chunks -= 1
+        if chunks < 2:
+            return None
+        L = K // chunks
+        xp = self.be.xp
+        a = tuple(
+            xp.ascontiguousarray(x.reshape(batch, M, chunks, L).transpose(0, 2, 1, 3)).reshape(-1, M, L) for x in A
+        )
+        b = tuple(x.reshape(batch * chunks, L, N) for x in B)
+        parts, _ = self.bmm(a, b, False)  # (batch * chunks, M, N) each: no step of it is split again
+        parts = tuple(x.reshape(batch, chunks, M, N) for x in parts)
+        while chunks > 1:
+            half = chunks // 2
+            low = tuple(x[:, :half] for x in parts)
+            high = tuple(x[:, half : 2 * half] for x in parts)
+            merged = self.add(low, high)
+            if chunks % 2:  # the odd one out joins the first
+                first = self.add(tuple(x[:, :1] for x in merged), tuple(x[:, -1:] for x in parts))
+                merged = tuple(xp.concatenate([f, m[:, 1:]], axis=1) for f, m in zip(first, merged))
+            parts, chunks = merged, half
+        return tuple(xp.ascontiguousarray(x.reshape(batch, M, N)) for x in parts)
 
     def best(self, ops: _Ops, values: Any, counts: Any) -> tuple[Any, Any]:
         """The k largest distinct values along the last axis, with the counts of each summed: k passes,
@@ -172,6 +214,9 @@ class PairedKBestAlgebra(KBestAlgebra):
             raise ValueError("k-best contractions keep no argmax; a configuration comes from the tropical algebra")
         k = self.k
         if USE_KERNEL and not self.be.on_host and self.be.xp is not np and 2 <= k <= PAIRED_KMAX:
+            split = self._split_sum(A, B)
+            if split is not None:
+                return split, None
             return _kbest_kernels.launch(self.be, A, B, k, True, self.modulus, paired=True, tiled=TILED), None
         wide, narrow = self._rings()
         (a1, a2), (b1, b2) = self._split(A), self._split(B)
