@@ -142,6 +142,14 @@ class ReconstructionError(LazykernError, ArithmeticError):
     """The passes of one exact count disagree (their optimal values differ) or never settle."""
 
 
+class WorkerError(LazykernError, RuntimeError):
+    """A worker process died (or could not be started) before it answered: its exit status and last words."""
+
+
+class RemoteTraceback(Exception):
+    """A worker process's traceback, chained under the exception it raised (``raise exc from RemoteTraceback``)."""
+
+
 class LazykernWarning(UserWarning):
     """Something was degraded or repaired; the program goes on."""
 

@@ -42,21 +42,13 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from .. import _fork
-from ..errors import LazykernError
+from ..errors import LazykernError, RemoteTraceback, WorkerError
 
 log = logging.getLogger("lazykern")
 
 _HEADER = struct.Struct("<Q")
 _CLOSE_S = 3.0  # an idle worker told to stop (stdin closed) gets this long to exit before it is killed
 _BOOT = "import sys; sys.path.pop(0); from lazykern.tn._proc_worker import main; sys.exit(main())"
-
-
-class WorkerError(LazykernError, RuntimeError):
-    """A worker process died (or could not be started) before it answered: its exit status and last words."""
-
-
-class RemoteTraceback(Exception):
-    """The worker's traceback, chained under the exception it raised (``raise exc from RemoteTraceback``)."""
 
 
 def send(stream: IO[bytes], item: Any) -> None:
