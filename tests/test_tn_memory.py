@@ -208,14 +208,17 @@ def test_a_whole_array_takes_no_pool_block_and_its_memory_comes_back_when_it_die
     pool = cupy.get_default_memory_pool()
     pool.free_all_blocks()
     like = cupy.zeros(1, cupy.float32)
-    used, (free, _) = pool.used_bytes(), cupy.cuda.runtime.memGetInfo()
+    used, total = pool.used_bytes(), pool.total_bytes()
     x = be.empty(like, (_backend.WHOLE_BYTES // 4,), whole=True)
-    assert pool.used_bytes() == used
+    assert pool.used_bytes() == used and pool.total_bytes() == total  # no block of the pool
     x[...] = 3
     assert float(x.sum()) == 3 * x.size
-    assert cupy.cuda.runtime.memGetInfo()[0] <= free - _backend.WHOLE_BYTES
+    # Back to the device when it dies, not to the pool. The device's free memory is shared with whatever
+    # else runs (pytest-xdist's workers): the gain is read across the release alone.
+    before = cupy.cuda.runtime.memGetInfo()[0]
     del x
-    assert cupy.cuda.runtime.memGetInfo()[0] >= free - (64 << 20)  # back to the device, not to the pool
+    after = cupy.cuda.runtime.memGetInfo()[0]
+    assert after - before >= _backend.WHOLE_BYTES - (64 << 20) and pool.total_bytes() == total
 
 
 def _square_count_network(L, moduli, be):
