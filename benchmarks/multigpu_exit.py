@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+import lazykern.tn
 from lazykern import graph, tropical
 from lazykern.tn import networks as nw
 
@@ -250,6 +251,7 @@ def torch_work(devices: int, A: np.ndarray, want: np.ndarray) -> dict[str, Any]:
 def spread_work(module: Any) -> dict[str, Any]:
     """Slices over every GPU (their other GPUs' groups in worker processes) and a count past 2^64 in
     rounds of passes over them; the workers' pids, which the parent checks are gone after the exit."""
+    lazykern.tn.keep_workers().__enter__()  # kept to the exit: the exit path is what ends them here
     sg = nw.square_lattice(8, seed=3)
     want = nw.ground_state_energy(sg, slices=[27, 28, 35, 36])
     got = nw.ground_state_energy(sg, module=module, dtype=np.float32, slices=[27, 28, 35, 36], devices="all")

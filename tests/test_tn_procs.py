@@ -28,8 +28,11 @@ from ._spin_oracles import transfer_matrix
 
 @pytest.fixture(autouse=True)
 def fresh_pool():
+    """A fresh pool, kept warm between calls (keep_warm: the pool's own mechanics are what these tests
+    read; workers ending with their call is tests/test_tn_procs_scope.py's)."""
     _procs.shutdown()
-    yield
+    with _procs.keep_warm():
+        yield
     _procs.shutdown()
     assert _procs.workers() == []
 
@@ -120,6 +123,7 @@ _OWNER = textwrap.dedent(
     """
     import sys, time
     from lazykern.tn import _procs
+    _procs.keep_warm().__enter__()  # kept to the end: the exit path ends it (atexit)
     w = _procs.take(0, gpu=False)
     w.call("time", "sleep", (float(sys.argv[1]),))
     print(w.pid, flush=True)

@@ -285,8 +285,10 @@ def test_counts_past_2_64_over_two_gpus_pair_their_first_passes(library):
         seen.append((kw["algebra"].moduli, kw["devices"]))
         return real(*a, **kw)
 
-    with mock.patch.object(counting, "contract_network", counted):
+    with mock.patch.object(counting, "contract_network", counted), _procs.keep_warm():
         assert nw.degeneracy(sg, module=module, slices=[30, 40], devices="all") == (E0, count)
+        kept = _procs.workers()  # kept between calls while keep_warm is open
+    assert _procs.workers() == []  # and ended when it closes
     if _spread._device.count() >= 2:
         # On a GPU two primes ride in the int64 pass's bytes: the first round is two prime passes, the
         # first primes here on the operands' GPU, the next ones in GPU 1's worker process
@@ -295,7 +297,7 @@ def test_counts_past_2_64_over_two_gpus_pair_their_first_passes(library):
         assert all(d == "all" for _, d in later) and () not in [m for m, _ in seen]  # later: slices over every GPU
         used = {q for m, _ in seen for q in m}
         assert tuple(itertools.islice(_crt.primes(), 2 * len(here)))[len(here) :][0] not in used  # the worker's
-        assert len(_procs.workers()) >= 1
+        assert len(kept) >= 1
 
 
 def test_each_spread_logs_its_profile(caplog):

@@ -12,7 +12,9 @@ tropical product), this package plans and runs whole networks:
   ground-state energies, configurations, degeneracies;
 * :mod:`.orders`: contraction orders read off the graph, whatever its numbering;
 * :func:`solve` (:mod:`.solver`): GenericTensorNetworks' properties (:mod:`.properties`) of the
-  combinatorial problems of :mod:`.problems`, each in its algebra (:mod:`.algebras`).
+  combinatorial problems of :mod:`.problems`, each in its algebra (:mod:`.algebras`);
+* ``keep_workers()``: with ``devices=``, a call's worker processes (one per other GPU) end with the call;
+  inside ``with lazykern.tn.keep_workers():`` they are kept for the next one.
 
 The documented paths ``lazykern.tropical.einsum``, ``.counting``, ``.networks`` and ``.orders`` are these
 very modules, and ``lazykern.tropical.einsum`` & co. these functions.
@@ -25,7 +27,9 @@ from typing import Any
 from .. import tropical  # noqa: F401  (first: tropical's __init__ imports .einsum back for its re-exports)
 from .einsum import ContractionPlan, argmax_einsum, contraction_plan, einsum
 
-__all__ = ["ContractionPlan", "argmax_einsum", "contraction_plan", "einsum", "problems", "properties", "solve"]
+__all__ = [
+    "ContractionPlan", "argmax_einsum", "contraction_plan", "einsum", "keep_workers", "problems", "properties", "solve",
+]  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:
@@ -35,6 +39,10 @@ def __getattr__(name: str) -> Any:
         from .solver import solve
 
         return solve
+    if name == "keep_workers":  # devices=: keep the worker processes of other GPUs between calls
+        from ._procs import keep_warm
+
+        return keep_warm
     if name in ("problems", "properties"):
         import importlib
 

@@ -15,9 +15,14 @@ Owned, never orphaned:
   *thread* that started it ends, so a worker started from a short-lived thread would die with it;
 * a worker ends when its stdin closes (this process exited or ended it), is killed by the kernel when
   this process dies (``PR_SET_PDEATHSIG``), and exits at once if its parent was gone before that was set;
-* kept warm after a call (an idle worker per device: a later call pays no interpreter start, imports,
-  CUDA context or kernel loads); a worker whose call failed in transport (it died, or the call was
-  interrupted) is killed with its process group, never reused; at exit every worker is ended.
+* no worker outlives the call that started it: every public call that may spread (:func:`scoped`:
+  ``contract_network``, ``network_argmax``, ``count_network``, ``solve``, the spin-glass solvers) is a
+  scope, the passes and contractions inside it share the workers, and when the last scope of the
+  process ends its workers are ended (about 1.8 s to start one again). ``keep_warm()`` (public as
+  :func:`lazykern.tn.keep_workers`) keeps them between calls for as long as it is open: a later call
+  pays no interpreter start, imports, CUDA context or kernel loads. A worker whose call failed in
+  transport (it died, or the call was interrupted) is killed with its process group, never reused; at
+  exit every worker is ended.
 
 The channel is each worker's stdin / stdout, length-prefixed pickles between this process and its own
 child (no third party writes them); the worker's stray prints go to its stderr, a file read back for
@@ -27,6 +32,8 @@ the error when it dies.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import functools
 import logging
 import os
 import pickle
@@ -38,8 +45,8 @@ import sys
 import tempfile
 import threading
 import traceback
-from collections.abc import Callable, Sequence
-from typing import IO, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any, TypeVar
 
 from .. import _fork
 from ..errors import LazykernError, RemoteTraceback, WorkerError
@@ -237,6 +244,67 @@ _idle: dict[int, Worker] = {}
 _closed = False
 _launches: queue.Queue[tuple[Callable[[], Worker], queue.Queue[Worker | BaseException]]] = queue.Queue()
 _launcher: threading.Thread | None = None
+_scopes = 0  # calls in progress (any thread) whose workers are shared until the last one ends
+_kept = 0  # keep_warm() blocks open: idle workers stay between calls
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@contextlib.contextmanager
+def scope() -> Iterator[None]:
+    """One call: the workers it (and every call inside it) starts are ended when the process's last open
+    scope ends, unless :func:`keep_warm` is open."""
+    global _scopes
+    with _cond:
+        _scopes += 1
+    try:
+        yield
+    finally:
+        with _cond:
+            _scopes -= 1
+        _end_idle_if_done()
+
+
+def scoped(fn: F) -> F:
+    """``fn`` as a :func:`scope`."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with scope():
+            return fn(*args, **kwargs)
+
+    return call  # type: ignore[return-value]  # functools.wraps keeps fn's signature; mypy sees a plain callable
+
+
+@contextlib.contextmanager
+def keep_warm() -> Iterator[None]:
+    """Keep the worker processes between calls while this is open (ended when it closes, if no call is
+    in progress then): a loop of multi-GPU calls pays their start (about 1.8 s) once."""
+    global _kept
+    with _cond:
+        _kept += 1
+    try:
+        yield
+    finally:
+        with _cond:
+            _kept -= 1
+        _end_idle_if_done()
+
+
+def _end_idle_if_done() -> None:
+    """End the idle workers when no call is in progress and none is to be kept."""
+    with _cond:
+        if _scopes or _kept or not _idle:
+            return
+        idle = list(_idle.values())
+        _idle.clear()
+    for worker in idle:
+        if worker.proc.stdin is not None:
+            try:
+                worker.proc.stdin.close()  # all asked at once; each then gets its grace
+            except OSError:
+                pass
+    for worker in idle:
+        worker.close(grace=_CLOSE_S)
 
 
 def _launch_loop() -> None:
@@ -284,16 +352,19 @@ def take(device: int, gpu: bool = True) -> Worker:
 def give_back(worker: Worker) -> None:
     """``worker`` answered its call: idle again (one per device is kept; another is ended)."""
     with _cond:
-        if not _closed and worker.device not in _idle and worker.proc.poll() is None:
+        wanted = _scopes > 0 or _kept > 0  # a call in progress may use it again, or it is to be kept
+        if not _closed and wanted and worker.device not in _idle and worker.proc.poll() is None:
             _idle[worker.device] = worker
             return
     worker.close(grace=_CLOSE_S)
 
 
+@scoped
 def run(calls: Sequence[tuple[int, str, str, tuple[Any, ...]]], here: Callable[[], Any], gpu: bool = True) -> list[Any]:
     """``here()`` in this process while each ``(device, module, function, args)`` runs in that device's
     worker; the answers in order, ``here()``'s first. Every worker has answered (or died) before an error
-    is raised; one that failed in transport, or whose call was interrupted, is killed, never reused."""
+    is raised; one that failed in transport, or whose call was interrupted, is killed, never reused. A
+    :func:`scope` of its own: outside any other (and :func:`keep_warm`), its workers end with it."""
     workers: list[Worker] = []
     try:
         for device, module, function, args in calls:

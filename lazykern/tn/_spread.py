@@ -7,14 +7,14 @@ device and are added there in the semiring, in group order, so ties and counts c
 one-device loop combines them: the result equals one device's. NumPy operands stay on the
 host: their groups are host threads (NumPy's kernels release the GIL).
 
-GPU operands spread over processes instead (:mod:`._procs`): the group on the operands' device runs
-in this process, each other group in a worker process of its device (kept warm between calls), sent
-the network as host arrays (:func:`lazykern.tn.einsum.ship`) and the plan (no search in a worker); its
-partial comes back as host arrays and is added as a thread's would be, in group order. One interpreter
-driving every device takes turns on the GIL between their host work (a spread's steps are hundreds of
-small launches); a process per device does not. ``LAZYKERN_SPREAD`` (``threads`` / ``processes``)
-overrides the choice (NumPy operands default to threads: NumPy's kernels release the GIL). A network
-whose algebra another process cannot name keeps its threads.
+GPU operands spread over processes instead (:mod:`._procs`): the group on the operands' device runs in this
+process, each other group in a worker process of its device (ended with the call that started it;
+``keep_workers()`` keeps it), sent the network as host arrays (:func:`lazykern.tn.einsum.ship`) and the plan
+(no search in a worker); its partial comes back as host arrays and is added as a thread's would be, in group
+order. One interpreter driving every device takes turns on the GIL between their host work (a spread's steps
+are hundreds of small launches); a process per device does not. ``LAZYKERN_SPREAD`` (``threads`` /
+``processes``) overrides the choice (NumPy operands default to threads: NumPy's kernels release the GIL). A
+network whose algebra another process cannot name keeps its threads.
 
 Each spread logs its profile at debug level (``extra={"spread_profile": {...}}`` on the
 ``lazykern`` logger, :func:`profile_record`): per group its device, slices, when it began and

@@ -239,6 +239,7 @@ def einsum(
     )
 
 
+@_procs.scoped
 def count_network(
     inputs: Sequence[Sequence[Any]],
     output: Sequence[Any],

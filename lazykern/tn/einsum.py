@@ -31,11 +31,11 @@ labels to slice over explicitly: the network is contracted once per value of tho
 labels and the results are combined by the semiring sum, so no intermediate carries
 them (memory / time trade). ``devices``: spread those slices over several GPUs of this
 host, ``"all"`` or a sequence of ordinals (default None: the operands' device alone); each
-device contracts one contiguous group of slices on its own copy of the operands (the operands'
-device in this process, every other one in a worker process of its own, started on first use and
-kept warm: :mod:`._procs`), and the groups' results are added in the semiring on the operands'
-device, so the result equals one device's. NumPy operands stay on the host, one thread per group
-(``LAZYKERN_SPREAD=threads`` / ``processes`` overrides either choice).
+device contracts one contiguous group of slices on its own copy of the operands (the operands' device in
+this process, every other one in a worker process of its own, ended with the call that started it unless
+``lazykern.tn.keep_workers()`` is open: :mod:`._procs`), and the groups' results are added in the
+semiring on the operands' device, so the result equals one device's. NumPy operands stay on the host,
+one thread per group (``LAZYKERN_SPREAD=threads`` / ``processes`` overrides either choice).
 
 :func:`argmax_einsum` also returns one optimal assignment of every label (backtracking
 through the argmax of every step). A step whose argmax was not kept is recomputed by segments:
@@ -71,7 +71,7 @@ from typing import Any
 
 from ..errors import DeviceMemoryError, SlicingError
 from ..tropical import reference
-from . import _arena, _contract, _cost, _plan_store, _planner, _recompute, _spread, _strided
+from . import _arena, _contract, _cost, _plan_store, _planner, _procs, _recompute, _spread, _strided
 from ._backend import DEFAULT_HOST_LIMIT, WHOLE_BYTES, Backend, backend_of
 from ._contract import Algebra, Choice, Term, contract, diagonals, fix, reduce, unravel
 
@@ -184,6 +184,7 @@ def parse(subscripts: str, count: int) -> tuple[list[tuple[str, ...]], tuple[str
 
 
 # --------------------------------------------------------------- network --
+@_procs.scoped
 def contract_network(
     inputs: Sequence[Sequence[Label]],
     output: Sequence[Label],
@@ -294,6 +295,7 @@ def contract_slices(net: _Network, plan: ContractionPlan, start: int, stop: int,
     return result
 
 
+@_procs.scoped
 def network_argmax(
     inputs: Sequence[Sequence[Label]],
     output: Sequence[Label],

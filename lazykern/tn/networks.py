@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LazykernWarning, warn_user
-from . import _arena, _cost, _eliminate, _exact, _instance, orders
+from . import _arena, _cost, _eliminate, _exact, _instance, _procs, orders
 from ._backend import DEFAULT_HOST_LIMIT, backend_of
 from ._planner import DEFAULT_MAX_TIME
 from .counting import CountingAlgebra, count_network
@@ -614,6 +614,7 @@ def _planned(sg: SpinGlass, optimize: Any, slices: Sequence[int], **kw: Any) -> 
     return _plan(sg, optimize=optimize, **kw)
 
 
+@_procs.scoped
 def ground_state_energy(
     sg: SpinGlass,
     *,
@@ -669,6 +670,7 @@ def ground_state_energy(
     return fit.answer(-_item(out))
 
 
+@_procs.scoped
 def ground_state(
     sg: SpinGlass,
     *,
@@ -755,6 +757,7 @@ def _ground_state_autograd(
     return out.item(), np.where(grads[:, 0] > grads[:, 1], 1, -1).astype(np.int8)
 
 
+@_procs.scoped
 def degeneracy(
     sg: SpinGlass,
     *,

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ReconstructionError
-from . import _configs, _crt, _instance, _tables
+from . import _configs, _crt, _instance, _procs, _tables
 from . import properties as Q
 from ._backend import backend_of
 from ._contract import Algebra, Term
@@ -64,6 +64,7 @@ INT64_EXACT = 1 << 62  # int64 tropical values saturate at 2^63 - 1
 POLYNOMIAL_UNCOUNTED_MACS = 1 << 32
 
 
+@_procs.scoped
 def solve(
     problem: Any,
     prop: Q.Property,
