@@ -23,6 +23,7 @@ from lazykern.tn import _crt, _procs, counting
 from lazykern.tn import networks as nw
 from lazykern.tropical import einsum
 
+from ._processes import gone
 from ._spin_oracles import transfer_matrix
 
 
@@ -37,20 +38,6 @@ def fresh_pool():
     assert _procs.workers() == []
 
 
-def _gone(pid: int, within: float = 10.0) -> bool:
-    """Whether ``pid`` has ended (or is a zombie nobody reaps: ended too) within ``within`` seconds."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                if fh.read().split(")")[-1].split()[0] == "Z":
-                    return True
-        except FileNotFoundError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_a_worker_answers_and_is_kept_warm_for_the_next_call():
     [got] = _procs.run([(3, "math", "factorial", (20,))], lambda: "here", gpu=False)[1:]
     assert got == 2432902008176640000
@@ -59,7 +46,7 @@ def test_a_worker_answers_and_is_kept_warm_for_the_next_call():
     assert answers == [os.getpid(), pid]  # the same process: warm, no second start
     assert _procs.workers() == [pid]
     _procs.shutdown()
-    assert _gone(pid) and _procs.workers() == []
+    assert gone(pid) and _procs.workers() == []
 
 
 def test_a_worker_error_comes_back_as_its_own_type_with_its_message_and_the_worker_stays():
@@ -159,7 +146,7 @@ def test_no_worker_outlives_its_owner(how):
         owner.send_signal(signal.SIGKILL)
     owner.wait(timeout=30)
     owner.stdout.close()
-    assert _gone(pid), f"worker {pid} outlived its owner ({how})"
+    assert gone(pid), f"worker {pid} outlived its owner ({how})"
 
 
 def test_a_worker_started_from_a_short_lived_thread_outlives_that_thread():

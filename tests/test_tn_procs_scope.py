@@ -4,8 +4,6 @@ between calls while it is open."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -13,6 +11,7 @@ import lazykern.tn
 from lazykern.tn import _procs
 from lazykern.tn import networks as nw
 
+from ._processes import gone
 from ._spin_oracles import transfer_matrix
 
 
@@ -23,19 +22,6 @@ def fresh_pool(monkeypatch):
     yield
     _procs.shutdown()
     assert _procs.workers() == []
-
-
-def _gone(pid: int, within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                if fh.read().split(")")[-1].split()[0] == "Z":
-                    return True
-        except FileNotFoundError:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _started(monkeypatch) -> list[int]:
@@ -55,7 +41,7 @@ def _started(monkeypatch) -> list[int]:
 def test_a_calls_workers_end_when_it_returns(monkeypatch):
     pids = _started(monkeypatch)
     assert _procs.run([(1, "os", "getpid", ())], lambda: None, gpu=False)[1] == pids[0]
-    assert _procs.workers() == [] and _gone(pids[0])
+    assert _procs.workers() == [] and gone(pids[0])
 
 
 def test_one_call_shares_its_workers_between_its_passes(monkeypatch):
@@ -65,7 +51,7 @@ def test_one_call_shares_its_workers_between_its_passes(monkeypatch):
     sg = nw.square_lattice(6, seed=7)
     E0, count = transfer_matrix(sg, 6)
     assert nw.degeneracy(sg, slices=[3, 14, 21], devices=[0, 1]) == (E0, count)
-    assert len(pids) == 1 and _procs.workers() == [] and _gone(pids[0])
+    assert len(pids) == 1 and _procs.workers() == [] and gone(pids[0])
     from lazykern.tropical import counting
 
     v, c = counting.einsum(
@@ -75,7 +61,7 @@ def test_one_call_shares_its_workers_between_its_passes(monkeypatch):
         devices=[0, 1],
     )
     assert (float(v), c) == (0.0, 4**45)
-    assert len(pids) == 2 and _procs.workers() == [] and _gone(pids[1])  # one more start: a call of its own
+    assert len(pids) == 2 and _procs.workers() == [] and gone(pids[1])  # one more start: a call of its own
 
 
 def test_keep_workers_keeps_them_between_calls_and_ends_them_after(monkeypatch):
@@ -85,7 +71,7 @@ def test_keep_workers_keeps_them_between_calls_and_ends_them_after(monkeypatch):
         first = nw.ground_state_energy(sg, slices=[3, 14, 21], devices=[0, 1])
         assert nw.ground_state_energy(sg, slices=[3, 14, 21], devices=[0, 1]) == first
         assert len(pids) == 1 and _procs.workers() == pids  # warm: one start for both calls
-    assert _procs.workers() == [] and _gone(pids[0])
+    assert _procs.workers() == [] and gone(pids[0])
 
 
 def test_a_failed_call_leaves_no_worker(monkeypatch):
@@ -96,4 +82,4 @@ def test_a_failed_call_leaves_no_worker(monkeypatch):
 
     with pytest.raises(KeyError, match="here"):
         _procs.run([(1, "time", "sleep", (0.2,))], fail, gpu=False)
-    assert _procs.workers() == [] and _gone(pids[0])
+    assert _procs.workers() == [] and gone(pids[0])
