@@ -34,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from multigpu_exit import worker_pids  # noqa: E402  (this process's spread workers, read from /proc)
 from spin_glass import edge_list_instance  # noqa: E402
 
 import lazykern.tn  # noqa: E402
@@ -49,24 +50,6 @@ class Profiles(logging.Handler):
         profile = getattr(record, "spread_profile", None)
         if profile is not None:
             self.seen.append(profile)
-
-
-def worker_pids() -> list[int]:
-    """This process's children that run lazykern's spread worker (read from /proc: what the OS sees)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().split(")")[-1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmdline = fh.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == os.getpid() and b"_proc_worker" in cmdline:
-            found.append(int(entry))
-    return sorted(found)
 
 
 def main() -> int:
