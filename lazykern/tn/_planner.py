@@ -57,14 +57,16 @@ def search(
     initial: Sequence[Sequence[int]] | None = None,
     workers: int | None = None,
     repeats: int = REPEATS,
+    seed: int = 0,
 ) -> list[Candidate]:
     """The best few orders the workers reported within ``max_time`` seconds, best first (by cotengra's flops).
 
     ``inputs`` are single-character symbols (opt_einsum's); ``target``: entries of the largest
     intermediate after slicing; ``initial``: a path to refine (subtree reconfiguration) beside the
     fresh searches; ``repeats``: trials each hyper-optimizing worker runs at most. Each worker is seeded
-    by its number, so a search whose workers finish their trials within ``max_time`` gives the same
-    orders in every process; one cut short by the deadline gives what its trials found by then.
+    by ``seed`` plus its number (a second search of the same network passes another ``seed``), so a
+    search whose workers finish their trials within ``max_time`` gives the same orders in every process;
+    one cut short by the deadline gives what its trials found by then.
     Raises ImportError when cotengra is missing.
     """
     try:
@@ -87,7 +89,7 @@ def search(
     }
     jobs = []
     for i in range(count):
-        job = dict(request, seed=i)
+        job = dict(request, seed=seed + i)
         if initial is not None and i == 0:
             job["initial"] = [list(p) for p in initial]
         else:

@@ -1399,29 +1399,36 @@ def _search_cotengra(
     """The cheapest order (by :func:`_costs`) whose largest intermediate fits ``limit`` entries, among
     what cotengra's workers found within ``max_time``, the ``initial`` path and opt_einsum's greedy;
     when none fits, the one with the smallest largest intermediate (with a warning). With ``max_time``
-    unset, a network whose greedy order costs LONG_SEARCH_FLOPS or more is searched for
-    LONG_SEARCH_TIMES the default: the order is stored and every later call contracts it, and 5 s of
-    search left a random 3-regular graph of 200 vertices at 2^38 multiply-adds in one process and 2^34
-    in the next (10-15 s found 2^33-2^35 on 2 cores), 20x the k-best and counting passes' time."""
+    unset, where the best order the default search found still costs LONG_SEARCH_FLOPS or more (and so
+    did the greedy one), a second search of (LONG_SEARCH_TIMES - 1) times the default refines it with
+    fresh seeds beside: the order is stored and every later call contracts it, and 5 s of search left a
+    random 3-regular graph of 200 vertices at 2^38 multiply-adds in one process and 2^34 in the next
+    (10-15 s found 2^33-2^35 on 2 cores), 20x the k-best and counting passes' time."""
     budget = _budget(max_time)
     start = time.monotonic()
     options = [(_search(inputs, output, sizes, "greedy")[0], [])]  # the fallback, whatever the workers do
-    if max_time is None and _costs(inputs, output, sizes, options[0][0], {})[1] >= LONG_SEARCH_FLOPS:
-        budget *= LONG_SEARCH_TIMES
+    longer = max_time is None and _costs(inputs, output, sizes, options[0][0], {})[1] >= LONG_SEARCH_FLOPS
     if initial is not None:
         options.append((list(initial), []))
     symbols = {lab: _symbol(i) for i, lab in enumerate(sizes)}
     back = {s: lab for lab, s in symbols.items()}
-    found = _planner.search(
+    problem = (
         [tuple(symbols[x] for x in t) for t in inputs],
         tuple(symbols[x] for x in output),
         {symbols[x]: n for x, n in sizes.items()},
-        target=limit,
-        max_time=max(budget - (time.monotonic() - start), 0.5),
-        initial=initial,
+    )
+    found = _planner.search(
+        *problem, target=limit, max_time=max(budget - (time.monotonic() - start), 0.5), initial=initial
     )
     options += [(path, [back[s] for s in sliced]) for path, sliced in found]
     scored = [(_costs(inputs, output, sizes, path, _sub(sizes, more)), path, more) for path, more in options]
+    best = min(((cost[1], path) for cost, path, _ in scored if cost[0] <= limit), default=None, key=lambda b: b[0])
+    if longer and best is not None and best[0] >= LONG_SEARCH_FLOPS:
+        again = _planner.search(
+            *problem, target=limit, max_time=budget * (LONG_SEARCH_TIMES - 1), initial=best[1], seed=_SECOND_SEED
+        )
+        more_options = [(path, [back[s] for s in sliced]) for path, sliced in again]
+        scored += [(_costs(inputs, output, sizes, path, _sub(sizes, more)), path, more) for path, more in more_options]
     fitting = [item for item in scored if item[0][0] <= limit]
     if not fitting:  # the workers had no time: slice the best order here (quick on the small networks this hits)
         path, more = _slice_here(inputs, output, sizes, min(scored, key=lambda item: item[0][1])[1], limit)
@@ -1444,6 +1451,7 @@ def _search_cotengra(
 CHEAP_FLOPS = 2**30  # multiply-adds under which an order is not worth searching for (~0.1 ms of GPU, ~1 s of CPU)
 LONG_SEARCH_FLOPS = 2**36  # a greedy order this costly: the default search time is too short to be repeatable
 LONG_SEARCH_TIMES = 2
+_SECOND_SEED = 1000  # the second search's workers: other seeds than the first's
 SMALL_NETWORK = 512  # tensors up to which opt_einsum's greedy order (milliseconds) is tried before a search
 
 
