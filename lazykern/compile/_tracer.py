@@ -27,7 +27,7 @@ import threading
 import time
 from typing import IO, Any
 
-from .. import _fork
+from .. import _children, _fork
 
 log = logging.getLogger("lazykern")
 
@@ -124,12 +124,7 @@ class _Server:
 
     def close(self, grace: float = 0.0) -> None:
         """End it: stdin closed (an idle server exits by itself within ``grace``), then killed."""
-        if grace > 0 and self.proc.stdin is not None:
-            try:
-                self.proc.stdin.close()
-                self.proc.wait(timeout=grace)
-            except (OSError, ValueError, subprocess.TimeoutExpired):
-                pass
+        _children.ask_to_exit(self.proc, grace)
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()

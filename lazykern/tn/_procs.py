@@ -48,7 +48,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, TypeVar
 
-from .. import _fork
+from .. import _children, _fork
 from ..errors import LazykernError, RemoteTraceback, WorkerError
 
 log = logging.getLogger("lazykern")
@@ -188,12 +188,7 @@ class Worker:
 
     def close(self, grace: float = 0.0) -> None:
         """End it: stdin closed (an idle worker exits by itself within ``grace``), then its group killed."""
-        if grace > 0 and self.proc.stdin is not None:
-            try:
-                self.proc.stdin.close()
-                self.proc.wait(timeout=grace)
-            except (OSError, ValueError, subprocess.TimeoutExpired):
-                pass
+        _children.ask_to_exit(self.proc, grace)
         kill(self)
 
 
