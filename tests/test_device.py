@@ -414,3 +414,35 @@ def test_leave_ordered_restores_the_callers_context_when_the_driver_fails(fake_e
     with pytest.raises(Exception, match="cuEventRecord failed while ordering"):
         _device.leave_ordered(_device.enter(1), 0)
     assert stack == [0x10]
+
+
+def test_a_block_on_another_device_orders_the_caller_after_its_legacy_stream_work(fake_events):
+    """The class of issue 45's wrong reads: any ``with on(device, order=handle)`` block that switched
+    devices and put work on that device's legacy stream (a product's first call, a stream-ordered
+    allocation) leaves with the caller's stream waiting for it; a named stream, no switch, or a block
+    that names no order (no work of the caller's to order) adds nothing."""
+    stack, drv = fake_events
+    stack.append(0x10)
+    with _device.on(1, order=0):
+        assert stack == [0x10, 0x11]
+    assert stack == [0x10] and drv.calls == [("create", 0x11), ("record", 0x11, 0), ("wait", 0x10, 0)]
+    drv.calls.clear()
+    with _device.on(1, order=0xBEEF), _device.on(1, order=0):  # named stream; the second is already current
+        pass
+    with _device.on(1):
+        pass
+    assert stack == [0x10] and drv.calls == []
+
+
+def test_the_tropical_api_orders_its_first_calls_as_its_hot_path():
+    """matmul/bmm/backward plan a first call inside a device switch; the switch names the call's stream,
+    so the caller is ordered after the work as the hot path's calls are (lazykern/tropical/_hot.py)."""
+    import inspect
+
+    from lazykern.launch import arrays
+    from lazykern.tropical import api
+
+    for fn in (api._product, api._backward, arrays._allocate):
+        src = inspect.getsource(fn)
+        assert "_device.on(" in src
+        assert all("order=" in line for line in src.splitlines() if "_device.on(" in line), fn.__name__

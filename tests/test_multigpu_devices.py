@@ -412,3 +412,22 @@ def test_bmm_devices_argmax_and_out():
     np.testing.assert_array_equal(out, reference.bmm(A, B))
     with pytest.raises(ValueError, match="shape"):
         tropical.bmm(A, B, out=np.empty((7, 96, 71), np.float32), devices=[0, 1])
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_first_call_on_device_1_is_read_after_it_is_written(batched):
+    """Issue 45's wrong reads under load, made certain: a product of a few milliseconds on device 1's
+    legacy stream (Numba arrays), its first call (planned inside a device switch) and its second (the
+    hot path), each read back at once by Numba's copy_to_host with device 0 current. Unordered, the
+    copy starts before the kernel ends and reads whatever the new buffer held."""
+    M, K, N = 1024, 32768 + (3 if batched else 1), 1024  # a shape no other test plans: ~3 ms a product
+    A, B = rand((2, M, K) if batched else (M, K), seed=11), rand((K, N), seed=12)
+    with cuda.gpus[1]:
+        dA, dB = cuda.to_device(A), cuda.to_device(np.broadcast_to(B, (2, K, N)).copy() if batched else B)
+    rows = [0, M // 2, M - 1]
+    with cuda.gpus[0]:
+        for _ in range(2):
+            got = (tropical.bmm if batched else tropical.matmul)(dA, dB).copy_to_host()
+            for r in rows:
+                want = reference.matmul((A[1] if batched else A)[r : r + 1], B)[0]
+                np.testing.assert_array_equal(got[1, r] if batched else got[r], want)

@@ -512,12 +512,19 @@ def _checked(err: Any, what: str) -> None:
 
 class on:
     """``with on(device):`` the device's primary context is current inside (no-op for None or
-    when it already is); the previous one is current again afterwards."""
+    when it already is); the previous one is current again afterwards.
 
-    __slots__ = ("device", "_token")
+    ``order``: the stream handle the block's work goes to. Where that is the device's legacy default
+    stream (0: Numba arrays name no stream) and the block switched devices, the caller's context is
+    ordered after the work on leaving (:func:`leave_ordered`): Numba's ``copy_to_host`` copies in the
+    caller's context and waits for none of another context's streams (issue 45: a product's first call on
+    device 1, planned inside such a block, was read before it was written under load)."""
 
-    def __init__(self, device: int | None) -> None:
+    __slots__ = ("device", "order", "_token")
+
+    def __init__(self, device: int | None, order: int | None = None) -> None:
         self.device = device
+        self.order = order
         self._token = None
 
     def __enter__(self) -> int | None:
@@ -525,8 +532,11 @@ class on:
         return self.device
 
     def __exit__(self, *exc: Any) -> None:
-        leave(self._token)
-        self._token = None
+        token, self._token = self._token, None
+        if self.order is None:
+            leave(token)
+        else:
+            leave_ordered(token, self.order)
 
 
 def resolve_or_current(device: int | None) -> int:

@@ -62,7 +62,7 @@ def _simulated(name: str, like: str, *args: Any) -> Any:
 def _allocate(shape: tuple[int, ...], dtype: np.dtype, stream: Any, like: str) -> tuple[Any, int]:
     handle = _device.stream_handle(stream)
     device = _device.resolve_or_current(_device.of_stream(stream))
-    with _device.on(device):
+    with _device.on(device, order=handle):  # a stream-ordered allocation: the caller waits for it
         parts = ((shape, dtype),)
         nbytes = memory.layout(parts)[1]
         if like == "numba":

@@ -168,7 +168,7 @@ def _backward(grad_C: Any, argmax: Any, A_shape: Sequence[int], B_shape: Sequenc
     for op, name in ((g, "grad_C"), (ix, "argmax")):
         if not _arrays.is_c_contiguous(op):
             raise ValueError(f"{name} must be C-contiguous (call .contiguous() / ascontiguousarray first)")
-    with _device.on(device):
+    with _device.on(device, order=_device.stream_handle(stream) if stream is not None else (g.stream or 0)):
         return _backward_on(g, ix, A_shape, B_shape, out, outs, stream, device, key)
 
 
@@ -325,8 +325,8 @@ def _product(A: Any, B: Any, semiring: Any, argmax: Any, out: Any, stream: Any, 
     named += [(name, op.device) for name, op in ((_out_name(argmax), c_op), ("out[1]", i_op)) if op is not None]
     device = _call_device(named, stream)
     owner = _stream_owner(a.kind, getattr(a.obj, "stream", None), stream)
-    with _device.on(device):
-        handle = _device.stream_handle(stream) if stream is not None else (a.stream or 0)
+    handle = _device.stream_handle(stream) if stream is not None else (a.stream or 0)
+    with _device.on(device, order=handle):  # a first call on device 1, device 0 current: ordered as the hot path
         _arrays.stream_wait(handle, a.stream, device)  # CAI v3: order after each producer's stream
         _arrays.stream_wait(handle, b.stream, device)
         if batch == 0 or M == 0 or N == 0:
