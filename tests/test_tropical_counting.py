@@ -558,3 +558,36 @@ def test_two_residues_a_pass_on_the_device_route_past_int64():
     ):
         assert nw.degeneracy(sg, memory_limit=2**28) == (E0, count)
     assert calls[0] == () and all(len(m) == 1 for m in calls[1:])
+
+
+def test_the_counting_passes_are_profiled_round_by_round(caplog):
+    """Issue 45 asks for the profile in the benchmark's JSON: every exact count past int64 logs its rounds
+    (each round's passes: moduli, device; wall seconds) as a ``spread_profile``, one pass a round on one
+    device, one pass per lane a round over several (the unit that scales over GPUs)."""
+    sg = nw.square_lattice(8, J="ferro")
+    with caplog.at_level("DEBUG", logger="lazykern"):
+        assert nw.degeneracy(sg) == (-112.0, 2)
+    [profile] = [
+        r.spread_profile for r in caplog.records if getattr(r, "spread_profile", {}).get("kind") == "counting rounds"
+    ]
+    assert [[p["moduli"] for p in r["passes"]] for r in profile["rounds"]] == [
+        [[]], [list(itertools.islice(_crt.primes(), counting.RESIDUES_MAX))]
+    ]  # fmt: skip
+    assert profile["primes"] == counting.RESIDUES_MAX and profile["bound_bits"] == 65
+    assert all(r["seconds"] >= 0 for r in profile["rounds"])
+
+    count = 2**140 + 12345  # a count the passes give modulo each of their moduli, on two lanes
+
+    def run(moduli, device=None):
+        return (np.zeros(()), *(np.array(count % p if p else count % 2**64) for p in moduli or (0,)))
+
+    caplog.clear()
+    with caplog.at_level("DEBUG", logger="lazykern"):
+        _, got = counting.exact(
+            nw.backend_of(np.zeros(1))[0], [tuple(range(150))], (), [np.zeros(1)], dict.fromkeys(range(150), 2),
+            run, lambda: 2, lanes=[0, 1], wide=lambda: False,
+        )  # fmt: skip
+    assert int(got) == count
+    [profile] = [r.spread_profile for r in caplog.records if hasattr(r, "spread_profile")]
+    assert all(len(r["passes"]) == 2 for r in profile["rounds"]) and len(profile["rounds"]) >= 2
+    assert [p["device"] for p in profile["rounds"][0]["passes"]] == [0, 1]

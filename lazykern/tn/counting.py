@@ -34,6 +34,7 @@ import itertools
 import logging
 import math
 import re
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from importlib import resources
@@ -396,7 +397,17 @@ def exact(
         values, counts = run(())  # exact in int64, left where the operands are
         return values, counts
 
+    profile: list[dict[str, Any]] = []  # each round's passes (moduli, device) and wall seconds
+
     def on_host(moduli: tuple[int, ...], device: int | None = None) -> tuple[Any, list[Any]]:
+        """One pass alone (a round of one), timed for the profile."""
+        began = time.perf_counter()
+        try:
+            return _on_host(moduli, device)
+        finally:
+            profile.append(_round([moduli], [device], time.perf_counter() - began))
+
+    def _on_host(moduli: tuple[int, ...], device: int | None = None) -> tuple[Any, list[Any]]:
         with be.on_device(device):
             try:
                 values, *counts = run(moduli) if device is None else run(moduli, device)
@@ -409,7 +420,7 @@ def exact(
                 log.warning("counting: a pass of %d residues did not fit (%s); one residue a pass", len(moduli), exc)
         # Out of the handler: the failed pass's arrays, held by its traceback, are freed before the next.
         gc.collect()
-        parts = [on_host((p,), device) for p in moduli]
+        parts = [_on_host((p,), device) for p in moduli]
         return parts[0][0], [c for _, (c,) in parts]
 
     together = None
@@ -419,14 +430,42 @@ def exact(
         def together(groups: Sequence[tuple[int, ...]]) -> list[tuple[Any, list[Any]]]:
             """Pass i of ``groups`` whole on device ``lanes[i]``, all at once."""
             assigned = list(zip(groups, devices))
-            if remote is not None and _spread.in_processes(be):
-                return _in_processes(assigned, on_host, remote, home)
-            with ThreadPoolExecutor(max_workers=len(assigned), thread_name_prefix="lazykern-passes") as pool:
-                futures = [pool.submit(on_host, moduli, device) for moduli, device in assigned]
-                wait(futures)  # every pass ends before an error of one is raised: no thread outlives the call
-                return [f.result() for f in futures]
+            began = time.perf_counter()
+            try:
+                if remote is not None and _spread.in_processes(be):
+                    return _in_processes(assigned, _on_host, remote, home)
+                with ThreadPoolExecutor(max_workers=len(assigned), thread_name_prefix="lazykern-passes") as pool:
+                    futures = [pool.submit(_on_host, moduli, device) for moduli, device in assigned]
+                    wait(futures)  # every pass ends before an error of one is raised: no thread outlives the call
+                    return [f.result() for f in futures]
+            finally:
+                profile.append(_round(list(groups), devices[: len(groups)], time.perf_counter() - began))
 
-    return _crt.solve(on_host, bound, residues(), together, wide=wide(), lanes=len(lanes or ()), every_round=rounds)
+    try:
+        return _crt.solve(on_host, bound, residues(), together, wide=wide(), lanes=len(lanes or ()), every_round=rounds)
+    finally:
+        _log_rounds(profile, bound)
+
+
+def _round(moduli: list[tuple[int, ...]], devices: Sequence[int | None], seconds: float) -> dict[str, Any]:
+    """One round of counting passes for the profile: each pass's moduli (none: int64) and device."""
+    return {"passes": [{"moduli": list(m), "device": d} for m, d in zip(moduli, devices)], "seconds": round(seconds, 4)}
+
+
+def _log_rounds(rounds: list[dict[str, Any]], bound: int) -> None:
+    """The counting passes' profile, logged (``spread_profile``): rounds, their passes and wall seconds. A round
+    runs one whole pass per device at once, so the passes a count needs set its scaling over devices."""
+    if not rounds:
+        return
+    primes = sum(len(p["moduli"]) for r in rounds for p in r["passes"])
+    log.debug(
+        "counting: %d primes in %d rounds, %.3f s",
+        primes,
+        len(rounds),
+        sum(r["seconds"] for r in rounds),
+        extra={"spread_profile": {"kind": "counting rounds", "rounds": rounds, "primes": primes,
+                                  "bound_bits": bound.bit_length()}},
+    )  # fmt: skip
 
 
 def _in_processes(

@@ -211,7 +211,15 @@ def contract_network(
         )
     plan = net.plan(optimize, slices, memory_limit, max_time)
     if spread is not None and plan.nslices == 1 and (net.be.on_host or _home(net) in spread):
-        spread = None  # one slice runs where its operands are: no worker, no copy (and it may take the arena)
+        # One slice runs where its operands are: no worker, no copy (and it may take the arena). The record says
+        # so where a spread was asked for: the other devices get nothing of a plan of one slice.
+        log.debug(
+            "tn spread: one slice (largest intermediate %d entries): run on the operands' device, not spread",
+            plan.largest,
+            extra={"spread_profile": {"kind": "one slice, local", "nslices": 1, "largest": int(plan.largest),
+                                      "devices": list(spread), "home": _home(net)}},
+        )  # fmt: skip
+        spread = None
     # Slices reuse the results no sliced label reaches, unless keeping them would not fit the device.
     cached = bool(plan.sliced) and net.fits(plan, 0, cached=True)
     if spread is None:
