@@ -36,6 +36,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import replace
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,7 @@ import numpy as np
 from ..errors import DeviceMemoryError, LazykernWarning, warn_user
 from ..families.family import KernelFamily
 from ..launch import _device
-from . import _crt, _procs, _reference_einsum, _spread
+from . import _crt, _procs, _reference_einsum, _shared, _spread
 from ._backend import Backend
 from ._contract import Algebra
 from ._strided import BITS_MAX
@@ -276,15 +277,22 @@ def count_network(
             )
         return floats
     plan = net.plan(optimize, slices, memory_limit, max_time)  # planned once, for the int64 counts
+    shorter: list[tuple[Any, Any, Any]] = []  # the prime passes' (labels, operands, plan): made at the first
 
     def run(moduli: tuple[int, ...], device: int | None = None) -> tuple[Any, ...]:
-        """One pass: its slices over ``devices``, or the whole pass on ``device`` (paired passes)."""
+        """One pass: its slices over ``devices``, or the whole pass on ``device`` (paired passes). A prime
+        pass on one device runs the plan's shared steps' results (:mod:`._shared`), made at the first."""
+        how: tuple[Any, Any, Any] = (inputs, operands, plan)
+        if moduli and device is None and devices is None:
+            if not shorter:
+                shorter.append(_share(net, plan, inputs, operands))
+            how = shorter[0]
         out: tuple[Any, ...] = contract_network(
-            inputs,
+            how[0],
             output,
-            operands,
+            how[1],
             semiring=semiring,
-            optimize=plan,
+            optimize=how[2],
             algebra=algebra(*moduli),
             devices=devices if device is None else [device],
         )
@@ -318,6 +326,21 @@ def count_network(
         net.be.device_of(net.leaves[0].parts[0]) if lanes is not None else None,
         rounds=lanes is not None and plan.nslices < len(lanes),
     )
+
+
+def _share(net: Any, plan: Any, inputs: Sequence[Any], operands: Sequence[Any]) -> tuple[Any, Any, Any]:
+    """(labels, operands, plan) of a prime pass: ``plan``'s small steps over leaves run once here with int64
+    counts (:mod:`._shared`), their results leaves of a shorter plan; the network as given where no step is
+    shared (on the host, for a sliced plan, or with operands' own counts, whose bound is not read here)."""
+    if net.be.on_host or plan.nslices > 1 or any(isinstance(op, tuple) for op in operands):
+        return inputs, operands, plan
+    labels = [t.labels for t in net.leaves]
+    cut = _shared.split(labels, net.output, net.sizes, plan.path, [1] * len(labels))
+    if cut is None:
+        return inputs, operands, plan
+    new_labels, new_operands = _shared.run_shared(net, plan, cut, operands, inputs)
+    log.info("counting: %d of %d steps run once for every pass", sum(cut.shared), len(plan.path))
+    return new_labels, new_operands, replace(plan, path=cut.path)
 
 
 def _int64_first(net: Any, plan: Any, value: int) -> bool:
