@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from typing import Any, NamedTuple
 
-from .einsum import _NONE, ContractionPlan, _Network
+from .einsum import ContractionPlan
 
 Label = Hashable
 
@@ -114,16 +114,17 @@ def _shorter(
 
 
 def run_shared(
-    net: _Network, plan: ContractionPlan, cut: Split, operands: Sequence[Any], labels: Sequence[Sequence[Label]]
+    net: Any, plan: ContractionPlan, cut: Split, operands: Sequence[Any], labels: Sequence[Sequence[Label]]
 ) -> tuple[list[tuple[Label, ...]], list[Any]]:
-    """Run ``net``'s shared steps (``net`` in int64 counts) in ``plan``'s order; the shorter plan's leaves:
-    their labels, and their operands (a leaf's own of ``operands`` and ``labels``, a shared result's
-    (values, int64 counts)). Each step keeps the labels its operands share with a term not yet contracted,
-    or the output, as :meth:`_Network.run` decides them."""
+    """Run the shared steps of ``net`` (:func:`lazykern.tn.einsum.build_network`'s, in int64 counts) in
+    ``plan``'s order; the shorter plan's leaves: their labels, and their operands (a leaf's own of
+    ``operands`` and ``labels``, a shared result's (values, int64 counts)). Each step keeps the labels its
+    operands share with a term not yet contracted, or the output, as :meth:`_Network.run` decides them."""
     live: list[tuple[tuple[str, int], Any]] = [(("leaf", i), t) for i, t in enumerate(net.leaves)]
     uses: Counter[Label] = Counter(x for _, t in live for x in t.labels)
     output = set(net.output)
     done: dict[int, Any] = {}
+    term: Any
     for n, step in enumerate(plan.path):
         picked = [live[i] for i in step]
         for i in sorted(step, reverse=True):
@@ -132,7 +133,7 @@ def run_shared(
             for key, _ in picked:  # read by this shared step: not a leaf of the passes, and maybe written over
                 done.pop(key[1] if key[0] == "step" else -1, None)
             owned = [key[0] == "step" for key, _ in picked]  # a shared result is this run's alone: written over
-            _, term = net._step([(-1, t) for _, t in picked], uses, output, _NONE, owned)
+            term = net.shared_step([t for _, t in picked], uses, owned)
             done[n] = term
         else:  # a step of the passes: only its labels matter here
             union = {x for _, t in picked for x in t.labels}
