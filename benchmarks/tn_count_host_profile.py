@@ -138,8 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--L", type=int, default=32)
     ap.add_argument("--rows", nargs="*", default=["warm", "split", "profile", "eager"])
     ap.add_argument("--timeout", type=float, default=100.0)
+    ap.add_argument("--cache", help="a store to use (default: a new one)")
     args = ap.parse_args(argv)
-    cache = tempfile.mkdtemp(prefix="lk-prof-")
+    cache = args.cache or tempfile.mkdtemp(prefix="lk-prof-")
     record: dict[str, Any] = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": " ".join(sys.argv), "rows": []}
     try:
         record["device"] = subprocess.run(
