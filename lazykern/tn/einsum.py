@@ -1197,6 +1197,13 @@ class _Network:
         self.root, term = self._reduce(*live[0], set(self.output), keep)
         return term
 
+    def shared_step(self, terms: Sequence[Term], uses: Counter[Label], owned: Sequence[bool]) -> Term:
+        """One step of a plan outside :meth:`run`, as run's own step contracts it (:mod:`._shared`: the steps
+        every pass of a count shares): ``uses`` counts the labels of the live terms once ``terms`` are taken
+        out; ``owned``: whose arrays the step may write over. No argmax is kept."""
+        _, term = self._step([(-1, t) for t in terms], uses, set(self.output), _NONE, owned)
+        return term
+
     def _step(
         self,
         picked: list[tuple[int, Term]],

@@ -1,0 +1,158 @@
+"""Steps every pass of an exact count shares: the plan's small subtrees of leaves, contracted once.
+
+An exact count past int64 runs its whole plan once per pass, each in another ring (primes,
+:func:`lazykern.tn.counting.exact`). A step whose operands are leaves, or results of such steps, and
+whose operands and result are small (a sweep's local tensors: on a 32 x 32 lattice 2707 of 3007 steps,
+each a launch or two of a few hundred entries and ~0.2 ms of Python a residue) gives the same values
+in every pass, and counts that are integers a bound proves below 2^63. Those steps run once, counted in
+int64 (exact below that bound), and their results become leaves of a shorter plan that every pass runs:
+a pass reduces a leaf's int64 counts modulo its primes as it does any operand's
+(:meth:`lazykern.tn.counting.CountingAlgebra.prepare`). The labels each step sums out do not depend on
+the order the steps run in (a label is summed where no other term still carries it, and a leaf outside
+the step's subtree that carries it keeps it carried), so the shorter plan's steps are the plan's own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Hashable, Sequence
+from typing import Any, NamedTuple
+
+from .einsum import ContractionPlan
+
+Label = Hashable
+
+SMALL = 1 << 12  # entries of a shared step's operands and result (below the bit-addressed steps' 2^12)
+INT64_BOUND = 1 << 63  # a shared step's counts are int64: exact while every count is below this
+
+
+class Split(NamedTuple):
+    """Which steps of a plan run once: ``shared[n]`` for step n; the shorter plan's path, and where each of
+    its leaves comes from (``("leaf", i)``: the network's leaf i; ``("step", n)``: the result of shared
+    step n)."""
+
+    shared: list[bool]
+    path: tuple[tuple[int, ...], ...]
+    sources: list[tuple[str, int]]
+
+
+def split(
+    labels: Sequence[Sequence[Label]],
+    output: Sequence[Label],
+    sizes: dict[Label, int],
+    path: Sequence[Sequence[int]],
+    bounds: Sequence[int],
+    small: int = SMALL,
+) -> Split | None:
+    """The steps of ``path`` that run once: pairs of leaves or shared results, every operand and the result
+    under ``small`` entries, whose counts a bound proves below 2^63 (``bounds``: each leaf's largest
+    count; a step's bound is the product of its operands' and of the sizes it sums out). None where no
+    step is shared, or every step is (nothing left to share it with)."""
+    out = set(output)
+    live: list[tuple[str, int]] = [("leaf", i) for i in range(len(labels))]
+    info: dict[tuple[str, int], tuple[frozenset[Label], bool, int]] = {
+        ("leaf", i): (frozenset(t), True, int(b)) for i, (t, b) in enumerate(zip(labels, bounds))
+    }
+    uses: Counter[Label] = Counter(x for t in labels for x in set(t))
+    shared: list[bool] = []
+    for n, step in enumerate(path):
+        picked = [live[i] for i in step]
+        for i in sorted(step, reverse=True):
+            live.pop(i)
+        for key in picked:
+            uses.subtract(info[key][0])
+        union = frozenset().union(*(info[k][0] for k in picked))
+        result = frozenset(x for x in union if uses[x] > 0 or x in out)
+        entries = [_entries(info[k][0], sizes) for k in picked] + [_entries(result, sizes)]
+        bound = math.prod(info[k][2] for k in picked) * math.prod(sizes[x] for x in union - result)
+        mine = len(step) <= 2 and all(info[k][1] for k in picked) and max(entries) < small and bound < INT64_BOUND
+        shared.append(mine)
+        key = ("step", n)
+        info[key] = (result, mine, bound)
+        live.append(key)
+        uses.update(result)
+    if not any(shared) or all(shared):
+        return None
+    return Split(shared, *_shorter(len(labels), path, shared))
+
+
+def _entries(labels: frozenset[Label], sizes: dict[Label, int]) -> int:
+    return math.prod(sizes[x] for x in labels)
+
+
+def _shorter(
+    leaves: int, path: Sequence[Sequence[int]], shared: list[bool]
+) -> tuple[tuple[tuple[int, ...], ...], list[tuple[str, int]]]:
+    """The path of the steps that are not shared, over new leaves: the network's leaves and shared results
+    that such a step reads, in the order it first reads them."""
+    live: list[tuple[str, int]] = [("leaf", i) for i in range(leaves)]
+    reads: list[list[tuple[str, int]]] = []
+    for n, step in enumerate(path):
+        picked = [live[i] for i in step]
+        for i in sorted(step, reverse=True):
+            live.pop(i)
+        live.append(("step", n))
+        if not shared[n]:
+            reads.append(picked)
+    sources: list[tuple[str, int]] = []
+    seen: set[tuple[str, int]] = set()
+    for picked in reads:
+        for key in picked:
+            if key not in seen and not (key[0] == "step" and not shared[key[1]]):
+                seen.add(key)
+                sources.append(key)
+    now: list[tuple[str, int]] = list(sources)
+    steps: list[tuple[int, ...]] = []
+    for n, picked in zip((n for n in range(len(path)) if not shared[n]), reads):
+        positions = tuple(now.index(key) for key in picked)
+        for i in sorted(positions, reverse=True):
+            now.pop(i)
+        now.append(("step", n))
+        steps.append(positions)
+    return tuple(steps), sources
+
+
+def run_shared(
+    net: Any, plan: ContractionPlan, cut: Split, operands: Sequence[Any], labels: Sequence[Sequence[Label]]
+) -> tuple[list[tuple[Label, ...]], list[Any]]:
+    """Run the shared steps of ``net`` (:func:`lazykern.tn.einsum.build_network`'s, in int64 counts) in
+    ``plan``'s order; the shorter plan's leaves: their labels, and their operands (a leaf's own of
+    ``operands`` and ``labels``, a shared result's (values, int64 counts)). Each step keeps the labels its
+    operands share with a term not yet contracted, or the output, as :meth:`_Network.run` decides them."""
+    live: list[tuple[tuple[str, int], Any]] = [(("leaf", i), t) for i, t in enumerate(net.leaves)]
+    uses: Counter[Label] = Counter(x for _, t in live for x in t.labels)
+    output = set(net.output)
+    done: dict[int, Any] = {}
+    term: Any
+    for n, step in enumerate(plan.path):
+        picked = [live[i] for i in step]
+        for i in sorted(step, reverse=True):
+            uses.subtract(live.pop(i)[1].labels)
+        if cut.shared[n]:
+            for key, _ in picked:  # read by this shared step: not a leaf of the passes, and maybe written over
+                done.pop(key[1] if key[0] == "step" else -1, None)
+            owned = [key[0] == "step" for key, _ in picked]  # a shared result is this run's alone: written over
+            term = net.shared_step([t for _, t in picked], uses, owned)
+            done[n] = term
+        else:  # a step of the passes: only its labels matter here
+            union = {x for _, t in picked for x in t.labels}
+            term = _Labels(tuple(x for x in union if uses[x] > 0 or x in output))
+        live.append((("step", n), term))
+        uses.update(term.labels)
+    new_labels: list[tuple[Label, ...]] = []
+    new_operands: list[Any] = []
+    for kind, i in cut.sources:
+        if kind == "leaf":
+            new_labels.append(tuple(labels[i]))
+            new_operands.append(operands[i])
+        else:
+            new_labels.append(tuple(done[i].labels))
+            new_operands.append(tuple(done[i].parts))
+    return new_labels, new_operands
+
+
+class _Labels(NamedTuple):
+    """A term no shared step reads: its labels alone."""
+
+    labels: tuple[Label, ...]
