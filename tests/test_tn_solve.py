@@ -478,16 +478,28 @@ def test_counting_max_builds_one_network_per_pass(monkeypatch):
     assert passes and len(builds) == len(passes)
 
 
-def test_polynomial_counts_first_only_for_a_large_network(petersen, monkeypatch):
-    """A small network's polynomial takes the proven bound's primes in one pass (no count pass); past
-    the threshold the count pass runs first. Both give the published coefficients."""
-    from lazykern.tn import solver
+def test_polynomial_primes_come_from_a_float_count_bound(petersen, monkeypatch):
+    """The polynomial's primes are chosen from one float64 count pass (a proven bound at or above the
+    exact count, no residue pass); where that float overflows, the exact count by residues is used.
+    Both give the published coefficients."""
+    import networkx as nx
 
-    counted = []
-    real = solver._modular_count
+    from lazykern.tn import problems as P
+    from lazykern.tn import solver
+    from lazykern.tn.algebras import floatsum
+
+    counted, bounds = [], []
+    real, real_bound = solver._modular_count, solver._count_bound
     monkeypatch.setattr(solver, "_modular_count", lambda tab, ctx: counted.append(1) or real(tab, ctx))
+    monkeypatch.setattr(solver, "_count_bound", lambda tab, ctx: bounds.append(real_bound(tab, ctx)) or bounds[-1])
     assert solve(petersen, Q.GraphPolynomial()) == [1, 10, 30, 30, 5] and counted == []
-    monkeypatch.setattr(solver, "POLYNOMIAL_UNCOUNTED_MACS", 0)
+    assert 76 <= bounds[-1] <= 77  # 76 independent sets; the rounding margin adds at most 1 here
+    graph = nx.random_regular_graph(3, 40, seed=3)
+    problem = P.IndependentSet(graph)
+    coefficients = solve(problem, Q.GraphPolynomial(), optimize="greedy")
+    exact = solve(problem, Q.CountingAll(), optimize="greedy")
+    assert sum(coefficients) == exact and exact <= bounds[-1] <= exact + exact // 2**20 + 1
+    monkeypatch.setattr(floatsum, "upper_bound", lambda *args: None)  # as if the float had overflowed
     assert solve(petersen, Q.GraphPolynomial()) == [1, 10, 30, 30, 5] and counted == [1]
 
 

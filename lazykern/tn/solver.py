@@ -49,7 +49,7 @@ from . import _configs, _crt, _instance, _procs, _tables
 from . import properties as Q
 from ._backend import backend_of
 from ._contract import Algebra, Term
-from .algebras import kbest, logsum, modular, polynomial
+from .algebras import floatsum, kbest, logsum, modular, polynomial
 from .counting import count_network
 from .einsum import ContractionPlan, build_network, contract_network, network_argmax
 
@@ -58,10 +58,6 @@ log = logging.getLogger("lazykern")
 FLOAT32_EXACT = 1 << 24  # integer sizes whose every partial sum is below this ride in float32
 FLOAT64_EXACT = 1 << 53
 INT64_EXACT = 1 << 62  # int64 tropical values saturate at 2^63 - 1
-# GraphPolynomial: a pass of at most this many float64 multiply-adds (plan flops x primes, points included)
-# is bound by its launches (about 1 ms of an H100's FP64 GEMM at the small shapes of such a network), so
-# it takes the proven bound's primes at once rather than counting first to need fewer.
-POLYNOMIAL_UNCOUNTED_MACS = 1 << 32
 
 
 @_procs.scoped
@@ -431,16 +427,11 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
         parts = parts if isinstance(parts, tuple) else (parts,)  # one part comes back as the array itself
         return np.array([_item(p) for p in parts], dtype=np.int64)
 
-    # No coefficient exceeds the number of feasible configurations, at most flavors ** free variables
-    # (proven). A large network counts them first (the polynomial at x = 1 alone, a 1 / (D + 1) share of
-    # its work): the exact count says how many primes one pass needs, often fewer. A small one is bound
-    # by its launches, not its arithmetic: there a pass of the proven bound's primes costs less than a
-    # count pass and then a pass of fewer primes.
-    bound = tab.flavors ** len(tab.free)
-    wide = tuple(itertools.islice(_crt.primes(modular.PRIME_BELOW - 1), polynomial.primes_needed(bound)))
-    if plan_of(wide).flops * len(wide) > POLYNOMIAL_UNCOUNTED_MACS:
-        made.clear()
-        bound = _modular_count(tab, ctx)
+    # No coefficient exceeds the number of feasible configurations, at most flavors ** free variables.
+    # One float64 pass bounds that count from above (:mod:`.algebras.floatsum`: one matrix product a
+    # step, a 1 / (D + 1) share of the polynomial's points and none of its primes), which says how many
+    # primes the one pass of evaluations needs: often far fewer than the free variables' bound asks.
+    bound = _count_bound(tab, ctx)
     coefficients = polynomial.reconstruct(run, points, shift, bound, polynomial.primes_needed(bound))
     while coefficients and coefficients[-1] == 0:
         coefficients.pop()
@@ -468,6 +459,22 @@ def _uniform_lowest(tab: _tables.Tables) -> int | None:
             if total == low:
                 return int(low)
     return None
+
+
+def _count_bound(tab: _tables.Tables, ctx: _Context) -> int:
+    """At least the number of feasible configurations (proven): the float64 sum-product of the masks
+    with its rounding bounded (:func:`.algebras.floatsum.upper_bound`), capped by flavors ** free
+    variables; where the float overflowed, the exact count by residues (:func:`_modular_count`)."""
+    proven = tab.flavors ** len(tab.free)
+    masks = ctx.put_all([m.astype(np.float64) for m in tab.mask])
+    alg = floatsum.FloatSumAlgebra
+    plan = ctx.plan(tab, tab.labels, (), masks, "maxplus", alg)
+    computed = float(_item(ctx.contract(tab, tab.labels, (), masks, "maxplus", alg, plan)).item())
+    bound = floatsum.upper_bound(computed, plan.flops, sum(int(m.size) for m in tab.mask), plan.nslices)
+    if bound is None:
+        log.debug("GraphPolynomial: the float64 count overflowed (%r); counting by residues", computed)
+        return _modular_count(tab, ctx)
+    return min(bound, proven)
 
 
 def _modular_count(tab: _tables.Tables, ctx: _Context) -> int:
