@@ -388,3 +388,18 @@ def test_modular_primes_of_one_allocation_run_as_one_product(monkeypatch):
     products.clear()
     out2, _ = alg.bmm(apart, B, False)
     assert products == [3, 3, 3] and all(np.array_equal(x, y) for x, y in zip(out, out2))
+
+
+def test_size_and_count_algebra_carries_both_parts():
+    """Max-plus on the first part, the real product on the second, in one product; the slice sum takes
+    the max and the sum; the unit is (0, 1)."""
+    from lazykern.tn.algebras import floatsum
+
+    alg = floatsum.SizeAndCountAlgebra("maxplus", HOST)
+    v = np.array([[[0.0, 1.0], [2.0, -np.inf]]], dtype=np.float32)
+    c = np.array([[[1.0, 1.0], [1.0, 0.0]]])
+    (top, count), _ = alg.bmm((v, c), (v, c), False)
+    assert top.tolist() == [[[3.0, 1.0], [2.0, 3.0]]] and count.tolist() == [[[2.0, 1.0], [1.0, 1.0]]]
+    one = alg.unit((v, c), (1, 2, 1))
+    assert one[0].tolist() == [[[0.0], [0.0]]] and one[1].tolist() == [[[1.0], [1.0]]]
+    assert [x.tolist() for x in alg.add((top, count), (top + 1, count))] == [(top + 1).tolist(), (2 * count).tolist()]

@@ -381,8 +381,8 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
     low = [proven] if proven is not None else sizes(tab, 1, False, ctx)
     if not low:
         return (0, []) if laurent else []
-    high = sizes(tab, 1, True, ctx)
-    smin, smax = int(low[0]), int(high[0])
+    smax, bound = _largest_and_count_bound(tab, ctx)
+    smin = int(low[0])
     if smin < 0 and not laurent:
         raise ValueError(
             f"sizes go down to {smin}: a polynomial in x has no negative powers; pass "
@@ -427,11 +427,9 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
         parts = parts if isinstance(parts, tuple) else (parts,)  # one part comes back as the array itself
         return np.array([_item(p) for p in parts], dtype=np.int64)
 
-    # No coefficient exceeds the number of feasible configurations, at most flavors ** free variables.
-    # One float64 pass bounds that count from above (:mod:`.algebras.floatsum`: one matrix product a
-    # step, a 1 / (D + 1) share of the polynomial's points and none of its primes), which says how many
-    # primes the one pass of evaluations needs: often far fewer than the free variables' bound asks.
-    bound = _count_bound(tab, ctx)
+    # No coefficient exceeds the number of feasible configurations (``bound``, proven from above by the
+    # float64 count of the largest size's pass): it says how many primes the one pass of evaluations
+    # needs, often far fewer than the free variables' bound (flavors ** free) asks.
     coefficients = polynomial.reconstruct(run, points, shift, bound, polynomial.primes_needed(bound))
     while coefficients and coefficients[-1] == 0:
         coefficients.pop()
@@ -461,20 +459,27 @@ def _uniform_lowest(tab: _tables.Tables) -> int | None:
     return None
 
 
-def _count_bound(tab: _tables.Tables, ctx: _Context) -> int:
-    """At least the number of feasible configurations (proven): the float64 sum-product of the masks
-    with its rounding bounded (:func:`.algebras.floatsum.upper_bound`), capped by flavors ** free
-    variables; where the float overflowed, the exact count by residues (:func:`_modular_count`)."""
-    proven = tab.flavors ** len(tab.free)
+def _largest_and_count_bound(tab: _tables.Tables, ctx: _Context) -> tuple[int, int]:
+    """The largest size of a feasible configuration, and at least their number (proven): one pass of
+    the max-plus values beside the float64 sum-product of the masks, its rounding bounded
+    (:func:`.algebras.floatsum.upper_bound`), capped by flavors ** free variables; where the float
+    overflowed, the exact count by residues (:func:`_modular_count`)."""
+    dtype = value_dtype(tab, tropical_only=True)
+    values = ctx.put_all(_values(tab, dtype, True))
     masks = ctx.put_all([m.astype(np.float64) for m in tab.mask])
-    alg = floatsum.FloatSumAlgebra
-    plan = ctx.plan(tab, tab.labels, (), masks, "maxplus", alg)
-    computed = float(_item(ctx.contract(tab, tab.labels, (), masks, "maxplus", alg, plan)).item())
+    operands = list(zip(values, masks))
+    alg = floatsum.SizeAndCountAlgebra
+    plan = ctx.plan(tab, tab.labels, (), operands, "maxplus", alg)
+    top, count = ctx.contract(tab, tab.labels, (), operands, "maxplus", alg, plan)
+    largest = _item(top).item()
+    if not _finite(largest, dtype):
+        raise ReconstructionError("GraphPolynomial: no feasible configuration reached the largest size; report it")
+    computed = float(_item(count).item())
     bound = floatsum.upper_bound(computed, plan.flops, sum(int(m.size) for m in tab.mask), plan.nslices)
     if bound is None:
         log.debug("GraphPolynomial: the float64 count overflowed (%r); counting by residues", computed)
-        return _modular_count(tab, ctx)
-    return min(bound, proven)
+        bound = _modular_count(tab, ctx)
+    return int(_size(tab, largest)), min(bound, tab.flavors ** len(tab.free))
 
 
 def _modular_count(tab: _tables.Tables, ctx: _Context) -> int:

@@ -12,6 +12,10 @@ value reaches the result through at most ``d`` such operations, ``d`` at most th
 multiply-adds plus its leaves' entries plus one addition per slice, so the exact count is at most
 the computed one times (1 - 2u)^-d <= 1 + 4 d u (for d u <= 1/8). A result that overflowed is
 ``inf`` or NaN (inf times 0): no bound then.
+
+:class:`SizeAndCountAlgebra` carries the largest size (max-plus) beside that float count, so the
+polynomial's two questions before its evaluations (its degree, its primes) take one pass: a network
+of hundreds of small steps is bound by each pass's launches and bookkeeping, not its arithmetic.
 """
 
 from __future__ import annotations
@@ -44,6 +48,29 @@ class FloatSumAlgebra(Algebra):
 
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
         return (X[0] + Y[0],)
+
+
+class SizeAndCountAlgebra(Algebra):
+    """Two parts: the largest size (max-plus, the tropical products and their value dtype) and the
+    float64 number of configurations (the real matrix product), contracted in one pass."""
+
+    nparts = 2
+    strided = False
+
+    def unit(self, like: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...]:
+        return (self.be.full(like[0], shape, 0), self.be.full(like[1], shape, 1.0))
+
+    def bmm(self, A: tuple[Any, ...], B: tuple[Any, ...], argmax: bool) -> tuple[tuple[Any, ...], Any]:
+        if argmax:
+            raise ValueError("float sum-products keep no argmax")
+        (top,), _ = Algebra.bmm(self, A[:1], B[:1], False)
+        return (top, self.be.contiguous(self.be.xp.matmul(A[1], B[1]))), None
+
+    def rows(self, X: tuple[Any, ...], Y: tuple[Any, ...], lay: dict[str, Any]) -> tuple[Any, ...]:
+        raise NotImplementedError("size-and-count steps take the batched product (strided = False)")
+
+    def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.be.fmax(X[0], Y[0], False), X[1] + Y[1])
 
 
 def upper_bound(computed: float, flops: int, leaf_entries: int, nslices: int) -> int | None:
