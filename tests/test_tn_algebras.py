@@ -184,7 +184,7 @@ def test_interpolation_modulo_a_prime(p):
 def test_powers_are_zero_where_forbidden():
     exponents = np.array([[0, 1], [1, 2]])
     mask = np.array([[True, True], [True, False]])
-    got = polynomial.powers(exponents, mask, np.array([1, 2, 3]), 5)
+    got = polynomial.powers_modulo(exponents, mask, np.array([1, 2, 3]), (5,))[0]
     assert got.dtype == np.float64
     assert got[:, 1, 1].tolist() == [0, 0, 0]
     assert got[:, 0, 1].tolist() == [1, 2, 3] and got[2, 0, 0] == 1
@@ -403,3 +403,17 @@ def test_size_and_count_algebra_carries_both_parts():
     one = alg.unit((v, c), (1, 2, 1))
     assert one[0].tolist() == [[[0.0], [0.0]]] and one[1].tolist() == [[[1.0], [1.0]]]
     assert [x.tolist() for x in alg.add((top, count), (top + 1, count))] == [(top + 1).tolist(), (2 * count).tolist()]
+
+
+def test_powers_for_several_primes_are_each_primes_own():
+    rng = np.random.default_rng(8)
+    exponents = rng.integers(0, 5, (2, 3, 2))
+    mask = rng.random((2, 3, 2)) < 0.7
+    points = np.arange(1, 40, dtype=np.int64)
+    primes = (2097143, 2097133, 7)
+    together = polynomial.powers_modulo(exponents, mask, points, primes)
+    assert together.shape == (3, 39, 2, 3, 2) and together.dtype == np.float64
+    for got, p in zip(together, primes):
+        for i, x in enumerate(points.tolist()):
+            want = [pow(x, int(e), p) * bool(m) for e, m in zip(exponents.ravel(), mask.ravel())]
+            assert got[i].ravel().tolist() == want

@@ -400,30 +400,15 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
     points = smax - smin + 1
     xs = np.arange(1, points + 1, dtype=np.int64)
     labels = [(polynomial.POINTS, *lab) for lab in tab.labels]
-    plans: dict[int, ContractionPlan] = {}  # by the number of primes: a plan slices for its entry size
-    made: dict[tuple[int, ...], list[Any]] = {}
-
-    def operands(moduli: tuple[int, ...]) -> list[Any]:
-        found = made.get(moduli)
-        if found is None:
-            tables = [polynomial.powers(e, m, xs, p) for e, m in zip(exponents, tab.mask) for p in moduli]
-            put = ctx.put_all(tables)  # one transfer, not one per table and prime
-            r = len(moduli)
-            ops = [tuple(put[i : i + r]) for i in range(0, len(put), r)]
-            found = made[moduli] = [op[0] for op in ops] if r == 1 else ops  # one part: the array itself
-        return found
-
-    def plan_of(moduli: tuple[int, ...]) -> ContractionPlan:
-        found = plans.get(len(moduli))
-        if found is None:
-            alg = modular.algebra(*moduli)
-            found = plans[len(moduli)] = ctx.plan(tab, labels, (polynomial.POINTS,), operands(moduli), "maxplus", alg)
-        return found
 
     def run(moduli: tuple[int, ...]) -> np.ndarray:
-        alg = modular.algebra(*moduli)
-        parts = ctx.contract(tab, labels, (polynomial.POINTS,), operands(moduli), "maxplus", alg, plan_of(moduli))
-        made.pop(moduli, None)
+        """One pass: the evaluations at every point modulo each of ``moduli`` (one part per prime)."""
+        r = len(moduli)
+        tables = [t for e, m in zip(exponents, tab.mask) for t in polynomial.powers_modulo(e, m, xs, moduli)]
+        put = ctx.put_all(tables)  # one transfer, not one per table and prime
+        ops = [tuple(put[i : i + r]) for i in range(0, len(put), r)]
+        operands = [op[0] for op in ops] if r == 1 else ops  # one part: the array itself
+        parts = ctx.contract(tab, labels, (polynomial.POINTS,), operands, "maxplus", modular.algebra(*moduli))
         parts = parts if isinstance(parts, tuple) else (parts,)  # one part comes back as the array itself
         return np.array([_item(p) for p in parts], dtype=np.int64)
 
