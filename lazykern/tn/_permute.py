@@ -177,7 +177,8 @@ def reference(flat: np.ndarray, offset: int, bits: list[int], wide: Wide = NARRO
     at = e * wide.stride
     for b, s in enumerate(bits):
         at += ((o >> b) & 1) * s
-    return flat[offset + at]
+    out: np.ndarray = flat[offset + at]
+    return out
 
 
 def copy(be: Any, x: Any) -> Any | None:
