@@ -383,6 +383,8 @@ def test_modular_primes_of_one_allocation_run_as_one_product(monkeypatch):
     reduced, _ = alg.bmm(A, unit, False)
     for got, p in zip(reduced, primes):
         assert np.array_equal(got[..., 0].astype(np.int64), (exact_a.sum(axis=2) % p).astype(np.int64))
+    device_route = modular.algebra(*primes)("maxplus", Backend("cupy", np))  # the GPU route on NumPy arrays
+    assert all(np.array_equal(x, y) for x, y in zip(device_route.bmm(A, B, False)[0], out))
     apart = (A[0], np.asfortranarray(A[1]), A[2])  # laid out differently: prime by prime
     assert modular.stacked(HOST, apart) is None
     products.clear()
@@ -417,3 +419,27 @@ def test_powers_for_several_primes_are_each_primes_own():
         for i, x in enumerate(points.tolist()):
             want = [pow(x, int(e), p) * bool(m) for e, m in zip(exponents.ravel(), mask.ravel())]
             assert got[i].ravel().tolist() == want
+
+
+@pytest.mark.gpu
+def test_modular_primes_as_one_product_on_the_gpu_equal_the_host():
+    """CuPy parts of one allocation (a prime axis view over device memory), and a reduction's unit,
+    against the host's prime-by-prime residues."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(17)
+    primes = (2097143, 2097133, 2097131, 2097097)
+    exact_a = rng.integers(0, 2**40, (3, 5, 3000)).astype(object)  # K past one chunk
+    exact_b = rng.integers(0, 2**40, (3, 3000, 7)).astype(object)
+    block_a = cupy.asarray(np.stack([(exact_a % p).astype(np.float64) for p in primes]))
+    block_b = cupy.asarray(np.stack([(exact_b % p).astype(np.float64) for p in primes]))
+    be = Backend("cupy", cupy)
+    alg = modular.algebra(*primes)("maxplus", be)
+    A, B = tuple(block_a), tuple(block_b)
+    assert modular.stacked(be, A).shape == (4, 3, 5, 3000)
+    out, _ = alg.bmm(A, B, False)
+    exact = np.matmul(exact_a, exact_b)
+    for got, p in zip(out, primes):
+        assert np.array_equal(cupy.asnumpy(got).astype(np.int64), (exact % p).astype(np.int64))
+    reduced, _ = alg.bmm(A, alg.unit(A, (1, 3000, 1)), False)
+    for got, p in zip(reduced, primes):
+        assert np.array_equal(cupy.asnumpy(got)[..., 0].astype(np.int64), (exact_a.sum(axis=2) % p).astype(np.int64))
