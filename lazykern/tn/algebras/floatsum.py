@@ -8,10 +8,13 @@ and the rounding is bounded instead of avoided. Every entry is a nonnegative int
 are 0/1 masks), so nothing underflows or cancels: each addition or multiplication rounds its
 result by a factor within (1 - u, 1 + u) (u = 2^-53; 2u allowed here, for a library that rounds
 faithfully rather than to nearest), whatever order the library sums a dot product in. A leaf's
-value reaches the result through at most ``d`` such operations, ``d`` at most the contraction's
-multiply-adds plus its leaves' entries plus one addition per slice, so the exact count is at most
-the computed one times (1 - 2u)^-d <= 1 + 4 d u (for d u <= 1/8). A result that overflowed is
-``inf`` or NaN (inf times 0): no bound then.
+value reaches the result through at most ``d`` such operations: in each pair step one multiplication
+and fewer additions than the step's sum length (both at most its multiply-adds), in each reduction
+of a label one operand alone carries fewer additions than that operand's entries (a leaf's, or a
+step result's, at most that step's multiply-adds), and one addition per slice summed. So ``d`` is
+at most 3 x the plan's multiply-adds + the leaves' entries + the slices (taken as 4 x, 2 x, 1 x
+here), and the exact count is at most the computed one times (1 - 2u)^-d <= 1 + 4 d u (for
+d u <= 1/16). A result that overflowed is ``inf`` or NaN (inf times 0): no bound then.
 
 :class:`SizeAndCountAlgebra` carries the largest size (max-plus) beside that float count, so the
 polynomial's two questions before its evaluations (its degree, its primes) take one pass: a network
@@ -83,7 +86,7 @@ def upper_bound(computed: float, flops: int, leaf_entries: int, nslices: int) ->
     """
     if not math.isfinite(computed) or computed < 0:
         return None
-    roundings = 2 * int(flops) + int(leaf_entries) + int(nslices) + 64
+    roundings = 4 * int(flops) + 2 * int(leaf_entries) + int(nslices) + 64
     if roundings > ROUNDINGS_MAX:
         return None
     bound = Fraction(computed) * (1 + 4 * roundings * UNIT_ROUNDOFF)
