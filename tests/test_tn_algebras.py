@@ -184,7 +184,7 @@ def test_interpolation_modulo_a_prime(p):
 def test_powers_are_zero_where_forbidden():
     exponents = np.array([[0, 1], [1, 2]])
     mask = np.array([[True, True], [True, False]])
-    got = polynomial.powers(exponents, mask, np.array([1, 2, 3]), 5)
+    got = polynomial.powers_modulo(exponents, mask, np.array([1, 2, 3]), (5,))[0]
     assert got.dtype == np.float64
     assert got[:, 1, 1].tolist() == [0, 0, 0]
     assert got[:, 0, 1].tolist() == [1, 2, 3] and got[2, 0, 0] == 1
@@ -334,3 +334,112 @@ def test_a_long_sum_on_the_gpu_is_cut_and_equals_the_host(paired):
     got, _ = gpu.bmm(tuple(cupy.asarray(x) for x in A), tuple(cupy.asarray(x) for x in B), False)
     for g, w in zip(got, want):
         assert np.array_equal(cupy.asnumpy(g), w)
+
+
+def test_float_sum_bound_covers_the_exact_value():
+    """The float64 sum-product's bound is at least the exact integer, however the float rounded (here a
+    sum past 2^53, where float64 drops units), and is refused for an overflow or too many roundings."""
+    from fractions import Fraction
+
+    from lazykern.tn.algebras import floatsum
+
+    exact = 3**40 + 12345  # past 2^53: the nearest float64 may lie below it
+    computed = float(exact)
+    assert int(computed) < exact  # float64 rounded it down: the bound must add the margin back
+    bound = floatsum.upper_bound(computed, 10**6, 10**3, 4)
+    assert exact <= bound <= exact * (1 + Fraction(1, 2**20))
+    assert floatsum.upper_bound(float("inf"), 1, 1, 1) is None
+    assert floatsum.upper_bound(float("nan"), 1, 1, 1) is None
+    assert floatsum.upper_bound(1.0, 2**50, 1, 1) is None
+    alg = floatsum.FloatSumAlgebra("maxplus", HOST)
+    a, b = np.arange(6.0).reshape(1, 2, 3), np.arange(12.0).reshape(1, 3, 4)
+    (out,), _ = alg.bmm((a,), (b,), False)
+    assert np.array_equal(out, a @ b) and alg.add((out,), (out,))[0].tolist() == (2 * out).tolist()
+
+
+def test_modular_primes_of_one_allocation_run_as_one_product(monkeypatch):
+    """Parts equally spaced in one allocation (tables put in one transfer) are multiplied as one product
+    over a leading prime axis, chunked, and reduced by a column of primes: the same exact residues as
+    prime by prime. A part repeated (a reduction's unit) broadcasts; parts apart run prime by prime."""
+    monkeypatch.setattr(modular, "K_CHUNK", 3)
+    rng = np.random.default_rng(7)
+    primes = (2097143, 2097133, 1048573)
+    alg = modular.algebra(*primes)("maxplus", HOST)
+    exact_a = rng.integers(0, 2**40, (2, 3, 8)).astype(object)
+    exact_b = rng.integers(0, 2**40, (2, 8, 4)).astype(object)
+    block_a = np.stack([(exact_a % p).astype(np.float64) for p in primes])
+    block_b = np.stack([(exact_b % p).astype(np.float64) for p in primes])
+    A, B = tuple(block_a), tuple(block_b)
+    assert modular.stacked(HOST, A) is not None and modular.stacked(HOST, B).shape == (3, 2, 8, 4)
+    products = []
+    monkeypatch.setattr(alg, "_product", lambda a, b, p, real=alg._product: products.append(a.ndim) or real(a, b, p))
+    out, _ = alg.bmm(A, B, False)
+    assert products == [4]  # one product for the three primes
+    exact = np.matmul(exact_a, exact_b)
+    for got, p in zip(out, primes):
+        assert np.array_equal(got.astype(np.int64), (exact % p).astype(np.int64))
+    unit = alg.unit(A, (1, 8, 1))
+    assert modular.stacked(HOST, unit).shape == (1, 1, 8, 1)
+    reduced, _ = alg.bmm(A, unit, False)
+    for got, p in zip(reduced, primes):
+        assert np.array_equal(got[..., 0].astype(np.int64), (exact_a.sum(axis=2) % p).astype(np.int64))
+    device_route = modular.algebra(*primes)("maxplus", Backend("cupy", np))  # the GPU route on NumPy arrays
+    assert all(np.array_equal(x, y) for x, y in zip(device_route.bmm(A, B, False)[0], out))
+    apart = (A[0], np.asfortranarray(A[1]), A[2])  # laid out differently: prime by prime
+    assert modular.stacked(HOST, apart) is None
+    products.clear()
+    out2, _ = alg.bmm(apart, B, False)
+    assert products == [3, 3, 3] and all(np.array_equal(x, y) for x, y in zip(out, out2))
+
+
+def test_size_and_count_algebra_carries_both_parts():
+    """Max-plus on the first part, the real product on the second, in one product; the slice sum takes
+    the max and the sum; the unit is (0, 1)."""
+    from lazykern.tn.algebras import floatsum
+
+    alg = floatsum.SizeAndCountAlgebra("maxplus", HOST)
+    v = np.array([[[0.0, 1.0], [2.0, -np.inf]]], dtype=np.float32)
+    c = np.array([[[1.0, 1.0], [1.0, 0.0]]])
+    (top, count), _ = alg.bmm((v, c), (v, c), False)
+    assert top.tolist() == [[[3.0, 1.0], [2.0, 3.0]]] and count.tolist() == [[[2.0, 1.0], [1.0, 1.0]]]
+    one = alg.unit((v, c), (1, 2, 1))
+    assert one[0].tolist() == [[[0.0], [0.0]]] and one[1].tolist() == [[[1.0], [1.0]]]
+    assert [x.tolist() for x in alg.add((top, count), (top + 1, count))] == [(top + 1).tolist(), (2 * count).tolist()]
+
+
+def test_powers_for_several_primes_are_each_primes_own():
+    rng = np.random.default_rng(8)
+    exponents = rng.integers(0, 5, (2, 3, 2))
+    mask = rng.random((2, 3, 2)) < 0.7
+    points = np.arange(1, 40, dtype=np.int64)
+    primes = (2097143, 2097133, 7)
+    together = polynomial.powers_modulo(exponents, mask, points, primes)
+    assert together.shape == (3, 39, 2, 3, 2) and together.dtype == np.float64
+    for got, p in zip(together, primes):
+        for i, x in enumerate(points.tolist()):
+            want = [pow(x, int(e), p) * bool(m) for e, m in zip(exponents.ravel(), mask.ravel())]
+            assert got[i].ravel().tolist() == want
+
+
+@pytest.mark.gpu
+def test_modular_primes_as_one_product_on_the_gpu_equal_the_host():
+    """CuPy parts of one allocation (a prime axis view over device memory), and a reduction's unit,
+    against the host's prime-by-prime residues."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(17)
+    primes = (2097143, 2097133, 2097131, 2097097)
+    exact_a = rng.integers(0, 2**40, (3, 5, 3000)).astype(object)  # K past one chunk
+    exact_b = rng.integers(0, 2**40, (3, 3000, 7)).astype(object)
+    block_a = cupy.asarray(np.stack([(exact_a % p).astype(np.float64) for p in primes]))
+    block_b = cupy.asarray(np.stack([(exact_b % p).astype(np.float64) for p in primes]))
+    be = Backend("cupy", cupy)
+    alg = modular.algebra(*primes)("maxplus", be)
+    A, B = tuple(block_a), tuple(block_b)
+    assert modular.stacked(be, A).shape == (4, 3, 5, 3000)
+    out, _ = alg.bmm(A, B, False)
+    exact = np.matmul(exact_a, exact_b)
+    for got, p in zip(out, primes):
+        assert np.array_equal(cupy.asnumpy(got).astype(np.int64), (exact % p).astype(np.int64))
+    reduced, _ = alg.bmm(A, alg.unit(A, (1, 3000, 1)), False)
+    for got, p in zip(reduced, primes):
+        assert np.array_equal(cupy.asnumpy(got)[..., 0].astype(np.int64), (exact_a.sum(axis=2) % p).astype(np.int64))

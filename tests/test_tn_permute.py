@@ -39,6 +39,41 @@ def test_bit_permutation_reads_what_a_contiguous_copy_holds(dtype):
         assert np.array_equal(got, np.ascontiguousarray(view).reshape(-1))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_one_wide_axis_reads_what_a_contiguous_copy_holds(dtype):
+    """Binary tensors with one axis of another extent (a polynomial's points, anywhere, also after a
+    select) copied by the kernel's addressing: the same entries as NumPy's contiguous copy."""
+    rng = np.random.default_rng(9)
+    for extent in (3, 68, 1088):
+        for n in (1, 4, 9):
+            x = rng.integers(0, 2**20, size=(extent,) + (2,) * n).astype(dtype)
+            views = [x.transpose(rng.permutation(n + 1)), x[:, 1].transpose(rng.permutation(n)) if n > 1 else x]
+            for view in views:
+                found = _permute.layout(view.shape, tuple(s // view.itemsize for s in view.strides))
+                assert found is not None
+                bits, wide = found
+                assert wide.extent == extent and len(bits) == sum(k == 2 for k in view.shape)
+                offset = (view.__array_interface__["data"][0] - x.__array_interface__["data"][0]) // x.itemsize
+                got = _permute.reference(x.reshape(-1), offset, bits, wide)
+                assert np.array_equal(got, np.ascontiguousarray(view).reshape(-1))
+    assert _permute.layout((3, 2, 5), (10, 5, 1)) is None
+    assert _permute.layout((2, 2), (2, 1)) == ([1, 2], _permute.NARROW)
+
+
+def test_parts_with_a_wide_axis_copied_at_once_on_the_host_stand_in(monkeypatch):
+    """A polynomial operand's residue parts (an axis of points) copied by one launch into one block."""
+    monkeypatch.setattr(_permute, "copy", lambda *a: pytest.fail("a part copied on its own"))
+    rng = np.random.default_rng(13)
+    be = Backend("cupy", np)
+    block = rng.integers(0, 2**20, size=(3, 68) + (2,) * 7).astype(np.float64)
+    perm = tuple(rng.permutation(8))
+    parts = tuple(p.transpose(perm) for p in block)
+    out = be.contiguous_parts(parts)
+    for got, want in zip(out, parts):
+        assert got.flags.c_contiguous and np.array_equal(got, want)
+    assert out[0].base is out[2].base
+
+
 def test_bit_strides_refuse_other_axes():
     assert _permute.bit_strides((2, 3), (3, 1)) is None
     assert _permute.bit_strides((2,) * (_permute.BITS_MAX + 1), (1,) * (_permute.BITS_MAX + 1)) is None
@@ -92,6 +127,23 @@ def test_gpu_copy_is_the_bit_kernel_and_exact(dtype):
     assert f"permute_bits_{np.dtype(dtype).itemsize}" in _permute.family().compiled()
 
 
+@pytest.mark.gpu
+def test_gpu_copy_with_a_wide_axis_is_the_bit_kernel_and_exact():
+    """A polynomial operand (an axis of 68 points, binary axes permuted), alone and as 3 residue parts."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(4)
+    be = Backend("cupy", cupy)
+    host = rng.integers(0, 2**20, size=(3, 68) + (2,) * 12).astype(np.float64)
+    dev = cupy.asarray(host)
+    perm = tuple(rng.permutation(13))
+    out = be.contiguous(dev[1].transpose(perm))
+    assert out.flags.c_contiguous and np.array_equal(cupy.asnumpy(out), np.ascontiguousarray(host[1].transpose(perm)))
+    parts = be.contiguous_parts(tuple(dev[i].transpose(perm) for i in range(3)))
+    for i, got in enumerate(parts):
+        assert np.array_equal(cupy.asnumpy(got), np.ascontiguousarray(host[i].transpose(perm)))
+    assert "permute_bits_parts_8" in _permute.family().compiled()
+
+
 def test_device_route_on_the_host_copies_by_the_kernels_addressing(monkeypatch):
     """A GPU backend over NumPy arrays (the device route's host stand-in) copies binary tensors through
     the kernel's reference; other shapes go to the library's copy."""
@@ -137,7 +189,7 @@ def test_parts_of_other_strides_or_shapes_are_copied_one_by_one():
     assert _permute.copy_parts(be, (a, b, c)) is None
     out = be.contiguous_parts((a, b, c))
     assert all(np.array_equal(x, y) and x.flags.c_contiguous for x, y in zip(out, (a, b, c)))
-    odd = np.zeros((3, 2)).T  # an axis of 3: the library's copy
+    odd = np.zeros((3, 5)).T  # two axes of other sizes: the library's copy
     assert _permute.copy_parts(be, (odd, odd)) is None
     assert all(x.flags.c_contiguous for x in be.contiguous_parts((odd, odd)))
     done = np.zeros((2, 2, 2))

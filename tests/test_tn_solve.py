@@ -478,22 +478,39 @@ def test_counting_max_builds_one_network_per_pass(monkeypatch):
     assert passes and len(builds) == len(passes)
 
 
-def test_polynomial_counts_first_only_for_a_large_network(petersen, monkeypatch):
-    """A small network's polynomial takes the proven bound's primes in one pass (no count pass); past
-    the threshold the count pass runs first. Both give the published coefficients."""
-    from lazykern.tn import solver
+def test_polynomial_primes_come_from_a_float_count_bound(petersen, monkeypatch):
+    """The polynomial's degree and primes come from one pass (the largest size beside a float64 count,
+    a proven bound at or above the exact count; no residue pass); where that float overflows, the exact
+    count by residues is used. Both give the published coefficients."""
+    import networkx as nx
 
-    counted = []
-    real = solver._modular_count
+    from lazykern.tn import problems as P
+    from lazykern.tn import solver
+    from lazykern.tn.algebras import floatsum
+
+    counted, found = [], []
+    real, real_pass = solver._modular_count, solver._largest_and_count_bound
     monkeypatch.setattr(solver, "_modular_count", lambda tab, ctx: counted.append(1) or real(tab, ctx))
+    monkeypatch.setattr(
+        solver, "_largest_and_count_bound", lambda tab, ctx: found.append(real_pass(tab, ctx)) or found[-1]
+    )
     assert solve(petersen, Q.GraphPolynomial()) == [1, 10, 30, 30, 5] and counted == []
-    monkeypatch.setattr(solver, "POLYNOMIAL_UNCOUNTED_MACS", 0)
+    assert found[-1][0] == 4 and 76 <= found[-1][1] <= 77  # 76 independent sets; the margin adds at most 1
+    graph = nx.random_regular_graph(3, 40, seed=3)
+    problem = P.IndependentSet(graph)
+    coefficients = solve(problem, Q.GraphPolynomial(), optimize="greedy")
+    exact = solve(problem, Q.CountingAll(), optimize="greedy")
+    largest, bound = found[-1]
+    assert sum(coefficients) == exact and exact <= bound <= exact + exact // 2**20 + 1
+    assert largest == len(coefficients) - 1 == solve(problem, Q.SizeMax(), optimize="greedy")[0]
+    monkeypatch.setattr(floatsum, "upper_bound", lambda *args: None)  # as if the float had overflowed
     assert solve(petersen, Q.GraphPolynomial()) == [1, 10, 30, 30, 5] and counted == [1]
 
 
 def test_polynomial_lowest_size_is_proven_by_a_uniform_configuration(monkeypatch):
-    """Every vertex out of an independent set reaches the tables' lower bound: no SizeMin contraction.
-    A dominating set's all-out configuration is infeasible and all-in is above the bound: contracted."""
+    """Every vertex out of an independent set reaches the tables' lower bound: no SizeMin contraction
+    (the largest size comes with the count bound's pass, not from sizes). A dominating set's all-out
+    configuration is infeasible and all-in is above the bound: contracted."""
     from lazykern.tn import problems as P
     from lazykern.tn import solver
     from tests import _gtn_instances as I
@@ -503,9 +520,9 @@ def test_polynomial_lowest_size_is_proven_by_a_uniform_configuration(monkeypatch
     monkeypatch.setattr(solver, "sizes", lambda tab, k, big, ctx: asked.append(big) or real(tab, k, big, ctx))
     weighted = P.IndependentSet(I.PETERSEN, weights=list(range(1, 11)))
     assert solver._uniform_lowest(solver._tables.build(weighted, weighted.fixedvertices)) == 0
-    assert solve(weighted, Q.GraphPolynomial(laurent=True))[0] == 0 and asked == [True]
+    assert solve(weighted, Q.GraphPolynomial(laurent=True))[0] == 0 and asked == []
     asked.clear()
     dominating = P.DominatingSet(I.SEVEN)
     assert solver._uniform_lowest(solver._tables.build(dominating, dominating.fixedvertices)) is None
     low, coefficients = solve(dominating, Q.GraphPolynomial(laurent=True))
-    assert sorted(asked) == [False, True] and low > 0 and coefficients[0] > 0
+    assert asked == [False] and low > 0 and coefficients[0] > 0

@@ -53,7 +53,7 @@ class Backend:
 
     def contiguous(self, x: Any) -> Any:
         """A C-contiguous array of ``x``'s entries (``x`` itself when it is one). A GPU copy of a tensor
-        whose axes all hold 2 entries is one bit permutation (:mod:`._permute`), not the library's copy."""
+        whose axes hold 2 entries but one is one bit permutation (:mod:`._permute`), not the library's copy."""
         if self.is_contiguous(x):
             return x
         if not self.on_host and not getattr(x, "requires_grad", False):  # autograd follows the library's copy
@@ -65,8 +65,8 @@ class Backend:
         return x.contiguous() if self.name == "torch" else self.xp.ascontiguousarray(x)
 
     def contiguous_parts(self, parts: Sequence[Any], alike: bool = False) -> tuple[Any, ...]:
-        """:meth:`contiguous` of each part. On a GPU, parts of one shape and strides whose axes all hold 2
-        entries (an algebra's parts of one operand) are copied by one bit-permutation launch per dtype
+        """:meth:`contiguous` of each part. On a GPU, parts of one shape and strides whose axes hold 2
+        entries but one (an algebra's parts of one operand) are copied by one bit-permutation launch per dtype
         into one allocation (:func:`._permute.copy_parts`), not one launch and one allocation each.
         ``alike``: the caller has seen that the parts share shape and strides (not read again)."""
         if len(parts) > 1 and not self.on_host and not self.is_contiguous(parts[0]):

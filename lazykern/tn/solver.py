@@ -49,7 +49,7 @@ from . import _configs, _crt, _instance, _procs, _tables
 from . import properties as Q
 from ._backend import backend_of
 from ._contract import Algebra, Term
-from .algebras import kbest, logsum, modular, polynomial
+from .algebras import floatsum, kbest, logsum, modular, polynomial
 from .counting import count_network
 from .einsum import ContractionPlan, build_network, contract_network, network_argmax
 
@@ -58,10 +58,6 @@ log = logging.getLogger("lazykern")
 FLOAT32_EXACT = 1 << 24  # integer sizes whose every partial sum is below this ride in float32
 FLOAT64_EXACT = 1 << 53
 INT64_EXACT = 1 << 62  # int64 tropical values saturate at 2^63 - 1
-# GraphPolynomial: a pass of at most this many float64 multiply-adds (plan flops x primes, points included)
-# is bound by its launches (about 1 ms of an H100's FP64 GEMM at the small shapes of such a network), so
-# it takes the proven bound's primes at once rather than counting first to need fewer.
-POLYNOMIAL_UNCOUNTED_MACS = 1 << 32
 
 
 @_procs.scoped
@@ -385,8 +381,8 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
     low = [proven] if proven is not None else sizes(tab, 1, False, ctx)
     if not low:
         return (0, []) if laurent else []
-    high = sizes(tab, 1, True, ctx)
-    smin, smax = int(low[0]), int(high[0])
+    smax, bound = _largest_and_count_bound(tab, ctx)
+    smin = int(low[0])
     if smin < 0 and not laurent:
         raise ValueError(
             f"sizes go down to {smin}: a polynomial in x has no negative powers; pass "
@@ -404,43 +400,21 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
     points = smax - smin + 1
     xs = np.arange(1, points + 1, dtype=np.int64)
     labels = [(polynomial.POINTS, *lab) for lab in tab.labels]
-    plans: dict[int, ContractionPlan] = {}  # by the number of primes: a plan slices for its entry size
-    made: dict[tuple[int, ...], list[Any]] = {}
-
-    def operands(moduli: tuple[int, ...]) -> list[Any]:
-        found = made.get(moduli)
-        if found is None:
-            tables = [polynomial.powers(e, m, xs, p) for e, m in zip(exponents, tab.mask) for p in moduli]
-            put = ctx.put_all(tables)  # one transfer, not one per table and prime
-            r = len(moduli)
-            ops = [tuple(put[i : i + r]) for i in range(0, len(put), r)]
-            found = made[moduli] = [op[0] for op in ops] if r == 1 else ops  # one part: the array itself
-        return found
-
-    def plan_of(moduli: tuple[int, ...]) -> ContractionPlan:
-        found = plans.get(len(moduli))
-        if found is None:
-            alg = modular.algebra(*moduli)
-            found = plans[len(moduli)] = ctx.plan(tab, labels, (polynomial.POINTS,), operands(moduli), "maxplus", alg)
-        return found
 
     def run(moduli: tuple[int, ...]) -> np.ndarray:
-        alg = modular.algebra(*moduli)
-        parts = ctx.contract(tab, labels, (polynomial.POINTS,), operands(moduli), "maxplus", alg, plan_of(moduli))
-        made.pop(moduli, None)
+        """One pass: the evaluations at every point modulo each of ``moduli`` (one part per prime)."""
+        r = len(moduli)
+        tables = [t for e, m in zip(exponents, tab.mask) for t in polynomial.powers_modulo(e, m, xs, moduli)]
+        put = ctx.put_all(tables)  # one transfer, not one per table and prime
+        ops = [tuple(put[i : i + r]) for i in range(0, len(put), r)]
+        operands = [op[0] for op in ops] if r == 1 else ops  # one part: the array itself
+        parts = ctx.contract(tab, labels, (polynomial.POINTS,), operands, "maxplus", modular.algebra(*moduli))
         parts = parts if isinstance(parts, tuple) else (parts,)  # one part comes back as the array itself
         return np.array([_item(p) for p in parts], dtype=np.int64)
 
-    # No coefficient exceeds the number of feasible configurations, at most flavors ** free variables
-    # (proven). A large network counts them first (the polynomial at x = 1 alone, a 1 / (D + 1) share of
-    # its work): the exact count says how many primes one pass needs, often fewer. A small one is bound
-    # by its launches, not its arithmetic: there a pass of the proven bound's primes costs less than a
-    # count pass and then a pass of fewer primes.
-    bound = tab.flavors ** len(tab.free)
-    wide = tuple(itertools.islice(_crt.primes(modular.PRIME_BELOW - 1), polynomial.primes_needed(bound)))
-    if plan_of(wide).flops * len(wide) > POLYNOMIAL_UNCOUNTED_MACS:
-        made.clear()
-        bound = _modular_count(tab, ctx)
+    # No coefficient exceeds the number of feasible configurations (``bound``, proven from above by the
+    # float64 count of the largest size's pass): it says how many primes the one pass of evaluations
+    # needs, often far fewer than the free variables' bound (flavors ** free) asks.
     coefficients = polynomial.reconstruct(run, points, shift, bound, polynomial.primes_needed(bound))
     while coefficients and coefficients[-1] == 0:
         coefficients.pop()
@@ -468,6 +442,29 @@ def _uniform_lowest(tab: _tables.Tables) -> int | None:
             if total == low:
                 return int(low)
     return None
+
+
+def _largest_and_count_bound(tab: _tables.Tables, ctx: _Context) -> tuple[int, int]:
+    """The largest size of a feasible configuration, and at least their number (proven): one pass of
+    the max-plus values beside the float64 sum-product of the masks, its rounding bounded
+    (:func:`.algebras.floatsum.upper_bound`), capped by flavors ** free variables; where the float
+    overflowed, the exact count by residues (:func:`_modular_count`)."""
+    dtype = value_dtype(tab, tropical_only=True)
+    values = ctx.put_all(_values(tab, dtype, True))
+    masks = ctx.put_all([m.astype(np.float64) for m in tab.mask])
+    operands = list(zip(values, masks))
+    alg = floatsum.SizeAndCountAlgebra
+    plan = ctx.plan(tab, tab.labels, (), operands, "maxplus", alg)
+    top, count = ctx.contract(tab, tab.labels, (), operands, "maxplus", alg, plan)
+    largest = _item(top).item()
+    if not _finite(largest, dtype):
+        raise ReconstructionError("GraphPolynomial: no feasible configuration reached the largest size; report it")
+    computed = float(_item(count).item())
+    bound = floatsum.upper_bound(computed, plan.flops, sum(int(m.size) for m in tab.mask), plan.nslices)
+    if bound is None:
+        log.debug("GraphPolynomial: the float64 count overflowed (%r); counting by residues", computed)
+        bound = _modular_count(tab, ctx)
+    return int(_size(tab, largest)), min(bound, tab.flavors ** len(tab.free))
 
 
 def _modular_count(tab: _tables.Tables, ctx: _Context) -> int:

@@ -8,6 +8,10 @@ chunk is reduced modulo p before the next is added. The float64 GEMM runs at the
 evaluations affordable.
 
 Parts: one array per prime (``moduli``), each the residues of the same numbers modulo its prime.
+A small step (at most ``STACKED_ENTRIES`` results over all primes) whose parts lie equally spaced in one
+allocation (a network's tables put in one transfer, a step's results, a copy's parts) runs as one
+product over a leading prime axis and one reduction by a column of the primes: a network of hundreds
+of small steps is bound by its launches, and each prime's own product and reduction multiplied them.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from .._contract import Algebra
 
 PRIME_BELOW = 1 << 21  # residues below this: products below 2^42
 K_CHUNK = 1 << 10  # products summed before a reduction: below 2^52, exact in float64
+# Entries of a step's results (all primes) up to which its primes run as one product: a larger step is
+# bound by its arithmetic, and its primes one by one hold one prime's temporaries at a time.
+STACKED_ENTRIES = 1 << 24
 
 
 class ModularAlgebra(Algebra):
@@ -28,6 +35,7 @@ class ModularAlgebra(Algebra):
 
     moduli: tuple[int, ...] = ()
     strided = False
+    _primes: Any = None  # the primes as a column on the algebra's device (:meth:`_column`)
 
     @classmethod
     def prepare(cls, be: Backend, parts: tuple[Any, ...], position: int) -> tuple[Any, ...]:
@@ -42,22 +50,81 @@ class ModularAlgebra(Algebra):
     def bmm(self, A: tuple[Any, ...], B: tuple[Any, ...], argmax: bool) -> tuple[tuple[Any, ...], Any]:
         if argmax:
             raise ValueError("modular contractions keep no argmax")
-        xp = self.be.xp
-        out = []
-        for a, b, p in zip(A, B, self.moduli):
-            K = int(a.shape[2])
-            acc = None
-            for k0 in range(0, max(K, 1), K_CHUNK):
-                part = xp.matmul(a[:, :, k0 : k0 + K_CHUNK], b[:, k0 : k0 + K_CHUNK])
-                acc = part % p if acc is None else (acc + part % p) % p
-            out.append(self.be.contiguous(acc))
+        r = len(self.moduli)
+        if r > 1 and self.be.name != "torch":
+            batch = max(int(A[0].shape[0]), int(B[0].shape[0]))
+            if r * batch * int(A[0].shape[1]) * int(B[0].shape[2]) <= STACKED_ENTRIES:
+                a, b = stacked(self.be, A), stacked(self.be, B)
+                if a is not None and b is not None:
+                    acc = self._product(a, b, self._column())
+                    return tuple(acc[i] for i in range(r)), None
+        out = [self.be.contiguous(self._product(a, b, p)) for a, b, p in zip(A, B, self.moduli)]
         return tuple(out), None
+
+    def _product(self, a: Any, b: Any, p: Any) -> Any:
+        """(a @ b) mod p, by chunks of K_CHUNK products, each reduced before the next is added; ``p`` a
+        prime or a column of primes against a leading prime axis of ``a`` and ``b``."""
+        xp = self.be.xp
+        K = int(a.shape[-1])
+        acc = None
+        for k0 in range(0, max(K, 1), K_CHUNK):
+            part = xp.matmul(a[..., k0 : k0 + K_CHUNK], b[..., k0 : k0 + K_CHUNK, :])
+            part = _remainder(xp, part, p)
+            acc = part if acc is None else _remainder(xp, _added(xp, acc, part), p)
+        return acc
+
+    def _column(self) -> Any:
+        """The primes as a (primes, 1, 1, 1) float64 array on the algebra's device, made once."""
+        if self._primes is None:
+            host = np.array(self.moduli, dtype=np.float64).reshape(-1, 1, 1, 1)
+            self._primes = host if self.be.on_host else self.be.from_host(host)
+        return self._primes
 
     def rows(self, X: tuple[Any, ...], Y: tuple[Any, ...], lay: dict[str, Any]) -> tuple[Any, ...]:
         raise NotImplementedError("modular steps take the batched product (strided = False)")
 
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
         return tuple((x + y) % p for x, y, p in zip(X, Y, self.moduli))
+
+
+def _remainder(xp: Any, x: Any, p: Any) -> Any:
+    """x mod p, written over x where the shapes allow (x is a product of this step's own)."""
+    if getattr(p, "shape", ()) == () or tuple(x.shape) == tuple(np.broadcast_shapes(x.shape, p.shape)):
+        return xp.remainder(x, p, out=x)
+    return xp.remainder(x, p)
+
+
+def _added(xp: Any, acc: Any, part: Any) -> Any:
+    if tuple(acc.shape) == tuple(np.broadcast_shapes(acc.shape, part.shape)):
+        return xp.add(acc, part, out=acc)
+    return acc + part
+
+
+def stacked(be: Backend, parts: tuple[Any, ...]) -> Any | None:
+    """The parts as one array with a leading axis over them, a view (no copy): where they share dtype,
+    shape and strides and lie equally spaced in memory (views of one allocation, as a network's tables
+    put in one transfer, or the parts of a step's result). Parts that are one array give a leading axis
+    of 1 (broadcast against the other operand's). None otherwise (and on torch, not needed there)."""
+    first = parts[0]
+    shape, strides, dtype = tuple(int(n) for n in first.shape), be.strides(first), be.dtype(first)
+    if 0 in shape or any(
+        tuple(int(n) for n in p.shape) != shape or be.strides(p) != strides or be.dtype(p) != dtype for p in parts[1:]
+    ):
+        return None
+    host = be.xp is np  # the host, or a device route run on NumPy arrays (tests)
+    if host:
+        at = [int(p.__array_interface__["data"][0]) for p in parts]
+    elif be.name == "cupy":
+        at = [be.pointer(p) for p in parts]
+    else:
+        return None
+    step = at[1] - at[0]
+    if step < 0 or step % dtype.itemsize or any(y - x != step for x, y in zip(at, at[1:])):
+        return None
+    count = 1 if step == 0 else len(parts)
+    if host:
+        return np.lib.stride_tricks.as_strided(first, (count, *shape), (step, *first.strides), writeable=False)
+    return be.xp.ndarray((count, *shape), dtype=first.dtype, memptr=first.data, strides=(step, *first.strides))
 
 
 _algebras: dict[tuple[int, ...], type[ModularAlgebra]] = {}

@@ -4,9 +4,10 @@ P(x) = sum over feasible configurations of x^size is, at a point x of Z/p, one s
 contraction of the tensors x^size (0 where forbidden) modulo p (:mod:`.modular`: float64 GEMM, primes
 below 2^21). All the points ride in one contraction as an extra label carried by every tensor (a
 batch of evaluations), and every prime the answer needs in one pass as the algebra's parts: no
-coefficient exceeds the number of feasible configurations, counted first, so :func:`primes_needed`
-says how many. The D + 1 values at x = 1 .. D + 1 (D: the largest size less the smallest, both found
-exactly first by the tropical algebra) give the coefficients modulo p by Newton interpolation, and
+coefficient exceeds the number of feasible configurations, bounded from above first (a float64 count
+with its rounding bounded, :mod:`.floatsum`), so :func:`primes_needed` says how many. The D + 1 values
+at x = 1 .. D + 1 (D: the largest size less the smallest, both found exactly first by the tropical
+algebra, the largest in the same pass as that count) give the coefficients modulo p by Newton interpolation, and
 the Chinese remainder theorem the integers, once the primes' product passes that bound (or, as
 :mod:`lazykern.tn._crt` does for counts, when two successive reconstructions agree).
 """
@@ -28,14 +29,17 @@ POINTS = "polynomial points"  # the label of the evaluation points (problem vari
 _MAX_PRIMES = 200  # 2^4000: far past any count a contractible network has
 
 
-def powers(exponents: np.ndarray, mask: np.ndarray, points: np.ndarray, p: int) -> np.ndarray:
-    """float64 array (len(points),) + exponents.shape: points ** exponents modulo p, 0 where not ``mask``."""
+def powers_modulo(exponents: np.ndarray, mask: np.ndarray, points: np.ndarray, moduli: Sequence[int]) -> np.ndarray:
+    """float64 (len(moduli), len(points)) + exponents.shape: points ** exponents modulo each of ``moduli``,
+    0 where not ``mask`` (every prime at once: a network's few hundred tables times its primes)."""
+    p = np.array(moduli, dtype=np.int64).reshape(-1, 1)
     top = int(exponents[mask].max()) if mask.any() else 0
-    table = np.ones((len(points), top + 1), dtype=np.int64)
+    table = np.ones((len(moduli), len(points), top + 1), dtype=np.int64)
+    base = points.reshape(1, -1) % p
     for e in range(1, top + 1):
-        table[:, e] = table[:, e - 1] * (points % p) % p
+        table[:, :, e] = table[:, :, e - 1] * base % p
     safe = np.where(mask, exponents, 0).astype(np.int64)
-    out: np.ndarray = (table[:, safe] * mask).astype(np.float64)
+    out: np.ndarray = (table[:, :, safe] * mask).astype(np.float64)
     return out
 
 
