@@ -55,8 +55,24 @@ for k, v in json.load(open(sys.argv[1])).get("verdict", {}).items():
 PY
   ;;
 suite)
-  timeout 230 python3 -m pytest -q -m gpu tests/ -n 8 -p no:cacheprovider -rf > "$OUT/gpu-tests.log" 2>&1
+  timeout ${SUITE_SECONDS:-230} python3 -m pytest -q -m gpu tests/ -n 8 -p no:cacheprovider -rf > "$OUT/gpu-tests.log" 2>&1
   grep -E "^FAILED|^ERROR|passed|failed" "$OUT/gpu-tests.log" | tail -30; echo "suite at $(( $(date +%s) - S )) s" ;;
+split2)  # energy and count only
+  timeout 100 python3 benchmarks/tn_scale_split.py --out "$OUT/tn-scale-split.json" --row-seconds 40 \
+      --rows energy degeneracy degeneracy-again > "$OUT/split.log" 2>&1
+  echo "split rc $? at $(( $(date +%s) - S )) s"
+  python3 - "$OUT/tn-scale-split.json" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["rows"]:
+    passes = [(p.get("residues"), p.get("seconds")) for p in r.get("passes", [])]
+    print(r["row"], r.get("seconds"), str(r.get("answer"))[:80], "outside", r.get("outside_passes_seconds"), "passes",
+          passes[:8], (r.get("error") or "")[-300:])
+PY
+  ;;
+config)  # the branch config-fast, copied to .gpu/config-fast, measured unmerged (energy then configuration)
+  (cd .gpu/config-fast && PYTHONPATH=/tmp/site:$PWD timeout ${CONFIG_SECONDS:-90} python3 benchmarks/config_split.py \
+      --out "$OUT/config.json" --tree new=. --repeats 1 --row-seconds 60 > "$OUT/config.log" 2>&1)
+  echo "config rc $? at $(( $(date +%s) - S )) s"; grep -v -i warn "$OUT/config.log" | cut -c1-300 | tail -12 ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
 done
