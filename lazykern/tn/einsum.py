@@ -852,6 +852,8 @@ class _Network:
     saved: dict[int, Term] = field(default_factory=dict)  # node -> its values, the backtracking's checkpoints
     # The last plan's priced steps and tree: the argmax split prices one plan a hundred times.
     memo: tuple[ContractionPlan, list[_cost.Step], _recompute.Tree] | None = field(default=None, repr=False)
+    # The last plan's peak profile keeping no argmax (:class:`._cost.ArgmaxPeak`), with the leaves' entries.
+    bare: tuple[ContractionPlan, int, tuple[list[int], list[int]]] | None = field(default=None, repr=False)
 
     @classmethod
     def build(
@@ -1025,12 +1027,13 @@ class _Network:
         return keep
 
     def checkpoints(self, plan: ContractionPlan, keep: float, free: int | None) -> frozenset[int]:
-        """Steps whose values an argmax run keeps for the backtracking: about the square root of the
-        number of steps whose argmax is not kept, at even shares of the run's predicted time (so the
-        segments between them cost alike), fewer where the device's free memory (``free``; None: the
-        host) does not hold them beside the run. Between two checkpoints the backtracking recomputes
-        a segment once (:meth:`recompute`) instead of every step from the leaves."""
-        steps, _ = self.priced(plan)
+        """Steps whose values an argmax run keeps for the backtracking. Between two checkpoints the
+        backtracking recomputes a segment once (:meth:`recompute`) instead of every step from the leaves.
+        With the device's free memory known (``free``), the set the search of :func:`._recompute.place`
+        predicts to recompute least that fits beside the run and the kept choices; on the host (None),
+        about the square root of the number of steps whose argmax is not kept, at even shares of the
+        run's predicted time (so the segments between them cost alike)."""
+        steps, tree = self.priced(plan)
         rates = _cost.rates_for(self.be.on_host, self.be.dtype(self.leaves[0].parts[0]).itemsize)
         elapsed = list(itertools.accumulate(_cost.step_seconds(s, self.entry_bytes, rates) for s in steps))
         peak = self.argmax_peak(plan, keep)
@@ -1040,23 +1043,21 @@ class _Network:
         candidates = [
             n for n, s in enumerate(steps[:-1]) if s.result > keep and 1 < s.result * self.entry_bytes <= spare
         ]
-        if not candidates:
-            return frozenset()
+        if free is not None:
+            save = _recompute.place(tree, keep, candidates, elapsed, peak, free / _cost.POOL_MARGIN, self.entry_bytes)
+            log.info("argmax: %d checkpoints among %d recomputed steps", len(save), len(candidates))
+            return save
         times = [elapsed[n] for n in candidates]
         count = math.isqrt(len(candidates))
-        while count > 0:
-            marks = [elapsed[-1] * (i + 1) / (count + 1) for i in range(count)]
-            save = frozenset(candidates[min(bisect.bisect_left(times, m), len(candidates) - 1)] for m in marks)
-            if free is None or peak(save) * _cost.POOL_MARGIN <= free:
-                log.info("argmax: %d checkpoints among %d recomputed steps", len(save), len(candidates))
-                return save
-            count = count * 3 // 4
-        return frozenset()
+        marks = [elapsed[-1] * (i + 1) / (count + 1) for i in range(count)]
+        return frozenset(candidates[min(bisect.bisect_left(times, m), len(candidates) - 1)] for m in marks)
 
     def backtracking(self, plan: ContractionPlan, free: int | None) -> tuple[float, frozenset[int], float]:
         """``checkpoint=None``'s split of the free memory between kept choices, checkpoints and a
         segment's choices: (keep, checkpoints, segment bytes) of the least predicted recomputation
-        (:func:`._recompute.recomputed`) among keeping every choice that fits and keeping fewer."""
+        (:func:`._recompute.recomputed`) among keeping every choice that fits and keeping fewer. Keeping
+        fewer adds segments and only pays by the memory it frees: a smaller ``keep`` that frees less
+        than a hundredth of the free memory beside the last one priced is not priced."""
         most = self.keep_that_fits(plan)
         if free is None or most == math.inf:
             return most, frozenset(), math.inf
@@ -1064,13 +1065,18 @@ class _Network:
         sizes = sorted({s.result for s in steps if s.result <= most})
         options = [*sizes[:: -max(1, len(sizes) // 4)], _NONE]  # a few, from the most kept to none
         best: tuple[int, float, frozenset[int], float] | None = None
+        held = math.inf
         for keep in options:
+            kept = self.argmax_peak(plan, keep)(())
+            if held - kept < free / 100:
+                continue
+            held = kept
             save = self.checkpoints(plan, keep, free)
             budget = self.segment_bytes(plan, keep, save, free)
             _, flops = tree.recomputed(keep, save, budget, self.entry_bytes)
             if best is None or flops < best[0]:
                 best = (flops, keep, save, budget)
-        assert best is not None  # options is never empty
+        assert best is not None  # the first option is always priced
         log.info("argmax: keeping choices up to %s entries and %d checkpoints", best[1], len(best[2]))
         return best[1], best[2], best[3]
 
@@ -1085,8 +1091,11 @@ class _Network:
         """Predicted peak of an argmax run of ``plan`` keeping the argmax up to ``keep`` entries and
         its backtracking, as a function of the checkpoints (:class:`._cost.ArgmaxPeak`)."""
         steps, _ = self.priced(plan)
-        leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
-        return _cost.ArgmaxPeak(steps, leaves, self.entry_bytes, keep, host=self.be.host_ram)
+        if self.bare is None or self.bare[0] is not plan:
+            leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
+            self.bare = (plan, leaves, _cost.peak_profile(steps, leaves, self.entry_bytes, _NONE))
+        _, leaves, bare = self.bare
+        return _cost.ArgmaxPeak(steps, leaves, self.entry_bytes, keep, host=self.be.host_ram, bare=bare)
 
     @contextlib.contextmanager
     def memory_guard(
@@ -1132,7 +1141,7 @@ class _Network:
         """This network with its operands on GPU ``device`` and no recorded run (host: a copy that
         shares the operands); one per thread, since :meth:`run` records its steps on the network."""
         leaves = [Term(tuple(self.be.to_device(p, device) for p in t.parts), t.labels) for t in self.leaves]
-        return replace(self, leaves=leaves, nodes={}, root=0, saved={}, memo=None)
+        return replace(self, leaves=leaves, nodes={}, root=0, saved={}, memo=None, bare=None)
 
     # -- running
     def run(
