@@ -49,6 +49,7 @@ class _Walk:
     between: dict[int, list[int]]  # big step -> the other steps under it, above the next big ones
     reach: dict[int, int]  # big step -> mask of every label of its ``between`` steps
     full: dict[int, int]  # big step -> entries of its ``between`` steps with no label fixed
+    sides: list[int]  # the steps right under a big one with no big step below them
 
 
 class Tree:
@@ -93,39 +94,54 @@ class Tree:
         if found is not None:
             return found
         steps, summed = self.steps, self._summed
-        walk = _Walk([], {}, {}, {}, {})
+        walk = _Walk([], {}, {}, {}, {}, [])
         if steps:
             root = len(steps) - 1
-            stack = [(root, root, 0)]  # (step, big step above it, labels summed above it)
+            stack = [(root, root, 0, False)]  # (step, big step above it, labels summed above it, under it)
             while stack:
-                n, owner, above = stack.pop()
+                n, owner, above, under = stack.pop()
                 if n == root or self.result[n] > keep or n in stops:
                     if n != root:
                         walk.below[owner].append(n)
                     walk.order.append((n, above))
                     walk.below[n], walk.between[n] = [], []
                     walk.reach[n], walk.full[n] = 0, 0
-                    owner = n
+                    owner, under = n, self.result[n] > keep  # the root and stops start no segment
                 else:
+                    if under:
+                        walk.sides.append(n)
                     mask = self._kept[n] | summed[n]
                     walk.between[owner].append(n)
                     walk.reach[owner] |= mask
                     walk.full[owner] += self._entries(mask)
-                stack.extend((c, owner, above | summed[n]) for c in steps[n][2])
+                    under = False
+                stack.extend((c, owner, above | summed[n], under) for c in steps[n][2])
         if len(self._walks) > 8:
             self._walks.clear()
         self._walks[keep, stops] = walk
         return walk
 
+    def sides(self, keep: float) -> frozenset[int]:
+        """The steps right under one with more than ``keep`` result entries whose subtree has none: kept
+        as checkpoints, a segment redoes none of the steps under them (a sweep's tensors of the next
+        spins, about eight small steps beside each step of the boundary, and the start of the boundary
+        up to the first step whose choice is not kept)."""
+        return frozenset(self._walk(keep, frozenset()).sides)
+
     def recomputed(self, keep: float, save: frozenset[int], budget: float, entry_bytes: int) -> tuple[int, int]:
         """(segments, multiply-adds recomputed) of the backtracking of a run whose steps with at most
-        ``keep`` result entries kept their choice and whose steps in ``save`` their values (steps
-        with more entries than ``keep``: the others keep their choice, so the walk never starts a
-        segment at them)."""
+        ``keep`` result entries kept their choice and whose steps in ``save`` their values."""
+        segments, flops, _ = self.redone(keep, save, budget, entry_bytes)
+        return segments, flops
+
+    def redone(self, keep: float, save: frozenset[int], budget: float, entry_bytes: int) -> tuple[int, int, int]:
+        """:meth:`recomputed` and the steps the segments run: each has a fixed cost beside its
+        multiply-adds (launches and the executor's Python), which binds where a segment redoes a
+        thousand small steps from the leaves."""
         walk = self._walk(keep, frozenset(n for n in save if self.result[n] <= keep))
         kept, summed, entries, result = self._kept, self._summed, self._entries, self.result
         found: dict[int, int] = {}  # step -> bytes of its choice, held until the walk reads it
-        segments = flops = 0
+        segments = flops = runs = 0
         for n, chosen in walk.order:
             if result[n] > keep and n not in found:
                 segments += 1
@@ -135,6 +151,7 @@ class Tree:
                 while below:
                     m = below.pop()
                     flops += entries((kept[m] | summed[m]) & free)
+                    runs += 1 + len(walk.between[m])
                     if result[m] > keep:
                         costs[m] = entries(kept[m] & free) * (4 + entry_bytes)
                     if walk.reach[m] & chosen:  # a chosen label reaches these steps: each priced as fixed
@@ -150,7 +167,7 @@ class Tree:
                     found[m] = cost
                     spent += cost
             found.pop(n, None)
-        return segments, flops
+        return segments, flops, runs
 
 
 def recomputed(
@@ -174,34 +191,38 @@ def place(
     elapsed: Sequence[float],
     peak: Callable[[frozenset[int]], float],
     room: float,
+    seconds: Callable[[int, int], float],
     entry_bytes: int,
+    start: frozenset[int] = frozenset(),
 ) -> frozenset[int]:
     """Checkpoints for the backtracking of a run keeping the choices up to ``keep`` entries, added one at
-    a time, each the one of ``candidates`` (steps in run order) that most cuts the predicted
-    recomputation (:meth:`Tree.recomputed`), while ``peak(save)`` (the run's and the backtracking's
-    peak with those checkpoints) stays within ``room`` bytes; a segment's choices get the rest. The
-    candidates compared are POOL of them at even shares of the run's predicted time (``elapsed``: the
-    seconds at each step's end). A set that fits the memory but puts its checkpoints where the boundary
-    is largest is not the best: a 16 GiB checkpoint in the middle of a 32 x 32 sweep left room for
-    nothing else, where checkpoints of 2 to 8 GiB on both sides of it cut the recomputation fourfold."""
+    a time, each the one of ``candidates`` (steps in run order) that most cuts the predicted seconds of
+    the recomputation (``seconds(multiply-adds, steps)`` of :meth:`Tree.redone`), while ``peak(save)``
+    (the run's and the backtracking's peak with those checkpoints) stays within ``room`` bytes; a
+    segment's choices get the rest. The candidates compared are POOL of them at even shares of the
+    run's predicted time (``elapsed``: the seconds at each step's end). A set that fits the memory but
+    puts its checkpoints where the boundary is largest is not the best: a 16 GiB checkpoint in the
+    middle of a 32 x 32 sweep left room for nothing else, where checkpoints of 2 to 8 GiB on both sides
+    of it cut the recomputation fourfold. ``start``: checkpoints taken before any is added (it must fit)."""
     if not candidates:
-        return frozenset()
+        return start
     times = [elapsed[n] for n in candidates]
     marks = [elapsed[-1] * (i + 0.5) / POOL for i in range(POOL)]
     pool = sorted({candidates[min(bisect.bisect_left(times, m), len(candidates) - 1)] for m in marks})
 
-    def priced(save: frozenset[int]) -> int | None:
+    def priced(save: frozenset[int]) -> float | None:
         bytes_then = peak(save)
         if bytes_then > room:
             return None
-        return tree.recomputed(keep, save, room - bytes_then, entry_bytes)[1]
+        _, flops, runs = tree.redone(keep, save, room - bytes_then, entry_bytes)
+        return seconds(flops, runs)
 
-    save: frozenset[int] = frozenset()
+    save = start
     best = priced(save)
     if best is None:
         return save
     while True:
-        trials = [(flops, n) for n in pool if n not in save for flops in [priced(save | {n})] if flops is not None]
+        trials = [(cost, n) for n in pool if n not in save for cost in [priced(save | {n})] if cost is not None]
         if not trials or min(trials)[0] >= best:
             return save
         best, n = min(trials)

@@ -1044,8 +1044,12 @@ class _Network:
             n for n, s in enumerate(steps[:-1]) if s.result > keep and 1 < s.result * self.entry_bytes <= spare
         ]
         if free is not None:
-            save = _recompute.place(tree, keep, candidates, elapsed, peak, free / _cost.POOL_MARGIN, self.entry_bytes)
-            log.info("argmax: %d checkpoints among %d recomputed steps", len(save), len(candidates))
+            room = free / _cost.POOL_MARGIN
+            sides = tree.sides(keep)  # small: a segment then redoes the boundary's steps alone
+            start = sides if peak(sides) <= room else frozenset()
+            seconds = self.redo_seconds(plan)
+            save = _recompute.place(tree, keep, candidates, elapsed, peak, room, seconds, self.entry_bytes, start)
+            log.info("argmax: %d checkpoints among %d recomputed steps", len(save - start), len(candidates))
             return save
         times = [elapsed[n] for n in candidates]
         count = math.isqrt(len(candidates))
@@ -1054,8 +1058,9 @@ class _Network:
 
     def backtracking(self, plan: ContractionPlan, free: int | None) -> tuple[float, frozenset[int], float]:
         """``checkpoint=None``'s split of the free memory between kept choices, checkpoints and a
-        segment's choices: (keep, checkpoints, segment bytes) of the least predicted recomputation
-        (:func:`._recompute.recomputed`) among keeping every choice that fits and keeping fewer. Keeping
+        segment's choices: (keep, checkpoints, segment bytes) of the recomputation predicted quickest
+        (:meth:`redo_seconds` of :meth:`._recompute.Tree.redone`) among keeping every choice that fits and
+        keeping fewer. Keeping
         fewer adds segments and only pays by the memory it frees: a smaller ``keep`` that frees less
         than a hundredth of the free memory beside the last one priced is not priced."""
         most = self.keep_that_fits(plan)
@@ -1064,7 +1069,7 @@ class _Network:
         steps, tree = self.priced(plan)
         sizes = sorted({s.result for s in steps if s.result <= most})
         options = [*sizes[:: -max(1, len(sizes) // 4)], _NONE]  # a few, from the most kept to none
-        best: tuple[int, float, frozenset[int], float] | None = None
+        best: tuple[float, float, frozenset[int], float] | None = None
         held = math.inf
         for keep in options:
             kept = self.argmax_peak(plan, keep)(())
@@ -1073,12 +1078,24 @@ class _Network:
             held = kept
             save = self.checkpoints(plan, keep, free)
             budget = self.segment_bytes(plan, keep, save, free)
-            _, flops = tree.recomputed(keep, save, budget, self.entry_bytes)
-            if best is None or flops < best[0]:
-                best = (flops, keep, save, budget)
+            _, flops, runs = tree.redone(keep, save, budget, self.entry_bytes)
+            cost = self.redo_seconds(plan)(flops, runs)
+            if best is None or cost < best[0]:
+                best = (cost, keep, save, budget)
         assert best is not None  # the first option is always priced
         log.info("argmax: keeping choices up to %s entries and %d checkpoints", best[1], len(best[2]))
         return best[1], best[2], best[3]
+
+    def redo_seconds(self, plan: ContractionPlan) -> Callable[[int, int], float]:
+        """Predicted seconds of a backtracking that redoes ``flops`` multiply-adds in ``runs`` steps: the
+        multiply-adds at the rate the plan's own run is predicted to have (:func:`._cost.seconds`), and
+        each step's fixed cost through the executor (``step`` and ``overhead`` of :mod:`._cost`'s rates)."""
+        steps, _ = self.priced(plan)
+        rates = _cost.rates_for(self.be.on_host, self.be.dtype(self.leaves[0].parts[0]).itemsize)
+        work = sum(s.flops for s in steps)
+        per_flop = (_cost.seconds(steps, 1, self.entry_bytes, rates) - len(steps) * rates.step) / max(work, 1)
+        per_step = rates.step + rates.overhead
+        return lambda flops, runs: flops * per_flop + runs * per_step
 
     def segment_bytes(self, plan: ContractionPlan, keep: float, save: frozenset[int], free: int | None) -> float:
         """Bytes the argmax of one recomputed segment may hold: what the free device memory leaves
