@@ -221,6 +221,25 @@ def test_a_whole_array_takes_no_pool_block_and_its_memory_comes_back_when_it_die
     assert after - before >= _backend.WHOLE_BYTES - (64 << 20)  # (x.sum()'s result is the pool's own block)
 
 
+@pytest.mark.gpu
+def test_a_large_checkpoint_is_copied_out_of_the_pool_and_a_small_one_stays_where_it_is():
+    """An argmax run's checkpoints (:meth:`Backend.own_allocation`): one of WHOLE_BYTES or more becomes a
+    device allocation of its own with the same entries, so the pool block it came from goes back to the
+    steps; a smaller one is the array itself."""
+    cupy = pytest.importorskip("cupy")
+    be = _backend.Backend("cupy", cupy)
+    pool = cupy.get_default_memory_pool()
+    big = cupy.arange(_backend.WHOLE_BYTES // 4, dtype=cupy.float32)
+    small = cupy.arange(1024, dtype=cupy.float32)
+    used = pool.used_bytes()
+    kept = be.own_allocation(big)
+    assert pool.used_bytes() == used and kept.data.ptr != big.data.ptr  # nothing more taken from the pool
+    assert bool((kept == big).all())
+    assert be.own_allocation(small) is small
+    host = np.zeros(_backend.WHOLE_BYTES // 8)
+    assert _backend.Backend("numpy", np).own_allocation(host) is host
+
+
 def _square_count_network(L, moduli, be):
     sg = nw.square_lattice(L, seed=3)
     fit = sg.fitted(np, np.float32, count=True)

@@ -130,6 +130,18 @@ class Backend:
                 raise cuda.memory.OutOfMemoryError(nbytes, int(pool.total_bytes()), 0) from again
         return self.xp.ndarray(shape, dtype=dtype, memptr=cuda.memory.MemoryPointer(memory, 0))
 
+    def own_allocation(self, x: Any) -> Any:
+        """``x`` (C-contiguous) copied to a device allocation of its own where it is WHOLE_BYTES or more
+        on CuPy (:meth:`_whole`), else ``x`` itself. For arrays held while the pool serves steps of other
+        sizes (an argmax run's checkpoints): in the pool, an 8 GiB checkpoint cut out of a freed 16 GiB
+        boundary held the rest of that block too, and a 32 x 32 backtracking ran out of memory 18 GiB
+        beyond its predicted peak."""
+        if self.name != "cupy" or x.nbytes < WHOLE_BYTES or not self.is_contiguous(x):
+            return x
+        out = self._whole(x.dtype, tuple(x.shape), int(x.nbytes))
+        out[...] = x
+        return out
+
     def empty_parts(self, likes: Sequence[Any], shape: tuple[int, ...]) -> tuple[Any, ...]:
         """New C-contiguous arrays of ``shape``, one of each of ``likes``' dtypes (and device): the parts
         of one dtype are views of one allocation of them back to back, in their order (one allocation

@@ -1199,7 +1199,8 @@ class _Network:
                 node_id, term = -1, cache[n]  # cached steps run only where nothing is kept
             else:
                 node_id, term = self._step(picked, uses, output, keep, mine)
-                if n in save:
+                if n in save:  # held through the backtracking: out of the pool, whose blocks it would split
+                    term = Term(tuple(self.be.own_allocation(p) for p in term.parts), term.labels)
                     self.saved[node_id] = term
                 if same:
                     cache[n] = term
