@@ -94,8 +94,8 @@ def test_the_peak_with_checkpoints_is_the_step_by_step_one_and_one_bare_profile_
         for _ in range(10):
             saved = {int(n) for n in rng.choice(len(steps), int(rng.integers(0, 6)), replace=False)}
             extra = peak = 0
-            for n, bytes_then in enumerate(profile):  # each checkpoint alive from its step on, copied there
-                peak = max(peak, bytes_then + extra + (results[n] if n in saved else 0))
+            for n, bytes_then in enumerate(profile):  # each checkpoint alive from the step after its own
+                peak = max(peak, bytes_then + extra)
                 extra += results[n] if n in saved else 0
             assert _cost.with_saved(profile, results, saved) == peak
             assert ours(saved) == _cost.ArgmaxPeak(steps, _leaves(sg), 4, keep)(saved)

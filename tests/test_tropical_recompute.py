@@ -4,11 +4,13 @@ split of the free memory that follows from it, exact against the transfer matrix
 from __future__ import annotations
 
 import importlib
+import logging
 import math
 
 import numpy as np
 import pytest
 
+from lazykern.errors import DeviceMemoryError
 from lazykern.tn import _cost, _recompute
 from lazykern.tn import networks as nw
 from lazykern.tn._backend import Backend
@@ -185,6 +187,41 @@ def test_searched_checkpoints_redo_less_than_even_shares_within_the_same_memory(
     assert cost(searched) < cost(even)
     E, spins = nw.ground_state(sg, optimize=plan, module=np)
     assert sg.energy(spins) == E
+
+
+def test_a_split_the_device_refuses_is_planned_once_more_with_a_largest_intermediate_left_aside(monkeypatch, caplog):
+    """The split's peak is predicted; the pool may hold more. A DeviceMemoryError inside the default split's
+    run is answered once: planned again with the plan's largest intermediate left aside, with a warning."""
+    sg = nw.square_lattice(10, seed=4)
+    E0, _ = transfer_matrix(sg, 10)
+    labels, tensors = sg.network()
+    plan = nw.plan(sg, memory_limit=2**20)
+    net = einsum_module.build_network(labels, (), tensors, "maxplus", einsum_module.Algebra)
+    free = int(net.peak(plan, -1) * _cost.POOL_MARGIN * 3)
+    monkeypatch.setattr(Backend, "free_bytes", lambda self: free)
+    planned, runs = [], []
+    split, run = einsum_module._Network.backtracking, einsum_module._argmax_run
+
+    def backtracking(self, plan, room):
+        planned.append(room)
+        return split(self, plan, room)
+
+    def refused_once(*args, **kwargs):
+        runs.append(len(runs))
+        if len(runs) == 1:
+            raise DeviceMemoryError("the device refused an allocation (a test's)")
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(einsum_module._Network, "backtracking", backtracking)
+    monkeypatch.setattr(einsum_module, "_argmax_run", refused_once)
+    with caplog.at_level(logging.WARNING, logger="lazykern"):
+        E, spins = nw.ground_state(sg, optimize=plan)
+    assert planned == [free, free - plan.largest * net.entry_bytes] and runs == [0, 1]
+    assert "refused the split" in caplog.text
+    assert E == pytest.approx(E0, abs=1e-9) and sg.energy(spins) == pytest.approx(E0, abs=1e-9)
+    monkeypatch.setattr(einsum_module, "_argmax_run", lambda *a, **k: (_ for _ in ()).throw(DeviceMemoryError("no")))
+    with pytest.raises(DeviceMemoryError):  # refused twice: the error, not a third try
+        nw.ground_state(sg, optimize=plan)
 
 
 @pytest.mark.gpu

@@ -81,7 +81,7 @@ class Algebra:
         else:
             from ..tropical.api import bmm
 
-            res = bmm(a, b, self.semiring, argmax=argmax)
+            res = bmm(a, b, self.semiring, argmax=argmax, out=self.be.product_out(a, b, argmax))
         return ((res[0],), res[1]) if argmax else ((res,), None)
 
     def rows(self, X: tuple[Any, ...], Y: tuple[Any, ...], lay: dict[str, Any]) -> tuple[Any, ...]:

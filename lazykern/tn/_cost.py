@@ -237,14 +237,13 @@ def arena_run(steps: Sequence[Step], leaves: int, entry_bytes: int, capacity: in
 
 def with_saved(profile: Sequence[int], results: Sequence[int], saved: Collection[int]) -> int:
     """The peak of :func:`peak_profile`'s run when the results of the steps in ``saved`` stay alive
-    (from the step after each on; at its own step, twice: the executor copies a large checkpoint out
-    of the pool beside its step's arrays): the largest of each stretch between two checkpoints plus
-    the checkpoints before it, one slice's max a stretch (priced a hundred times by an argmax's split)."""
+    (from the step after each on): the largest of each stretch between two checkpoints plus the
+    checkpoints before it, one slice's max a stretch (priced a hundred times by an argmax's split)."""
     extra = peak = start = 0
     for n in sorted(saved):
         if n >= len(profile):
             break
-        peak = max(peak, max(profile[start : n + 1]) + extra, profile[n] + extra + results[n])
+        peak = max(peak, max(profile[start : n + 1]) + extra)
         extra += results[n]
         start = n + 1
     if start < len(profile):

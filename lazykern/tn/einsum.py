@@ -320,6 +320,7 @@ def network_argmax(
     net = _Network.build(inputs, (), operands, semiring, Algebra, fixed=fixed)
     if net.alg.grad:
         raise ValueError("argmax_einsum backtracks through argmax: pass tensors that do not require grad")
+    net.be.large_whole = True  # its long-lived arrays beside steps of every size (Backend.large_whole)
     spread = _spread.resolve(devices, net.be)
     plan = net.plan(optimize, slices, memory_limit, max_time)
     single = not plan.sliced
@@ -330,6 +331,20 @@ def network_argmax(
         keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
         save = net.checkpoints(plan, keep, free)
         budget = net.segment_bytes(plan, keep, save, free)
+    try:
+        with net.memory_guard(plan, keep, save=save, argmax=True):
+            return _argmax_run(net, plan, spread, single, keep, semiring, fixed, (save, budget))
+    except DeviceMemoryError as exc:
+        if checkpoint is not None or free is None:
+            raise
+        refused = str(exc)  # the traceback's frames (and the run's arrays they hold) end with this block
+    # The split's peak is predicted from the plan; the pool can hold more than the arrays alive (blocks cut
+    # for arrays of other sizes). Once more, planned with one largest intermediate's bytes left free.
+    net.nodes, net.saved = {}, {}
+    net.be.release_cached()
+    spare = plan.largest * net.entry_bytes
+    log.warning("argmax: the device refused the split (%s); once more with %.1f GiB left aside", refused, spare / 2**30)
+    keep, save, budget = net.backtracking(plan, max(free - spare, 0))
     with net.memory_guard(plan, keep, save=save, argmax=True):
         return _argmax_run(net, plan, spread, single, keep, semiring, fixed, (save, budget))
 
@@ -1011,10 +1026,11 @@ class _Network:
             self.memo = (plan, steps, _recompute.Tree(inputs, sized, plan.path))
         return self.memo[1], self.memo[2]
 
-    def keep_that_fits(self, plan: ContractionPlan) -> float:
+    def keep_that_fits(self, plan: ContractionPlan, free: int | None = None) -> float:
         """The largest ``keep`` (result entries whose argmax is kept) whose peak fits the free device
-        memory: every argmax on the host, none where even the smallest does not fit."""
-        free = self.be.free_bytes()
+        memory (``free``, read from the device when None): every argmax on the host, none where even
+        the smallest does not fit."""
+        free = self.be.free_bytes() if free is None else free
         if free is None:
             return math.inf
         budget = free / _cost.POOL_MARGIN
@@ -1063,7 +1079,7 @@ class _Network:
         keeping fewer. Keeping
         fewer adds segments and only pays by the memory it frees: a smaller ``keep`` that frees less
         than a hundredth of the free memory beside the last one priced is not priced."""
-        most = self.keep_that_fits(plan)
+        most = self.keep_that_fits(plan, free)
         if free is None or most == math.inf:
             return most, frozenset(), math.inf
         steps, tree = self.priced(plan)
@@ -1199,8 +1215,7 @@ class _Network:
                 node_id, term = -1, cache[n]  # cached steps run only where nothing is kept
             else:
                 node_id, term = self._step(picked, uses, output, keep, mine)
-                if n in save:  # held through the backtracking: out of the pool, whose blocks it would split
-                    term = Term(tuple(self.be.own_allocation(p) for p in term.parts), term.labels)
+                if n in save:
                     self.saved[node_id] = term
                 if same:
                     cache[n] = term
