@@ -39,14 +39,18 @@ one thread per group (``LAZYKERN_SPREAD=threads`` / ``processes`` overrides eith
 
 :func:`argmax_einsum` also returns one optimal assignment of every label (backtracking
 through the argmax of every step). A step whose argmax was not kept is recomputed by segments:
-the subtree under it, down to the checkpoints (steps whose values the run kept, about the square
-root of their number, as many as the free memory holds), once, with the labels chosen so far fixed,
-keeping the argmax of the segment's steps; so each step is recomputed about once, not once per
-step above it. ``checkpoint=True`` keeps no argmax at all; ``checkpoint=n`` keeps the argmax of the
-steps whose results have at most n entries; ``checkpoint=None`` (the default) splits the GPU's free
-memory beside the contraction between kept argmax, checkpoints and a segment's argmax by the
-recomputation each split is predicted to cost (:mod:`._recompute`; on the host every argmax is
-kept); ``checkpoint=False`` keeps all of them.
+the subtree under it, down to the checkpoints (steps whose values the run kept: on a GPU those a
+search predicts to save the most time within the free memory, :func:`._recompute.place`, with the
+small steps right under the recomputed ones, so that a segment redoes the large steps alone; on the
+host about the square root of their number), once, with the labels chosen so far fixed, keeping the
+argmax of the segment's steps; so each step is recomputed about once, not once per step above it.
+``checkpoint=True`` keeps no argmax at all; ``checkpoint=n`` keeps the argmax of the steps whose
+results have at most n entries; ``checkpoint=None`` (the default) splits the GPU's free memory beside
+the contraction between kept argmax, checkpoints and a segment's argmax by the seconds each split is
+predicted to cost (multiply-adds and steps redone, :mod:`._recompute`; on the host every argmax is
+kept); ``checkpoint=False`` keeps all of them. On CuPy, an argmax run's arrays of 256 MiB or more are
+device allocations of their own (:attr:`._backend.Backend.large_whole`), and a split the device refuses
+all the same is planned once more with one largest intermediate's bytes left aside.
 
 Memory is planned: the peak of a contraction (every live intermediate, a step's layout copies and
 result, the argmax kept) is computed from its plan (:mod:`._cost`) before it runs. With
