@@ -230,7 +230,7 @@ class Backend:
     def release_cached(self) -> None:
         """Hand the pool's spare blocks back to the device (before a large contraction: a pool that
         keeps freed blocks of other sizes would count against its budget)."""
-        if self.on_host:
+        if self.on_host or self.xp is np:  # NumPy, or the GPU route run on the host: no pool
             return
         if self.name == "torch":
             self.xp.cuda.empty_cache()

@@ -335,6 +335,9 @@ def network_argmax(
         keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
         save = net.checkpoints(plan, keep, free)
         budget = net.segment_bytes(plan, keep, save, free)
+    # The pool starts empty: a cached block of an earlier call (an energy's boundary) would be cut for the
+    # run's small long-lived arrays (kept choices) and held, beside the large arrays allocated whole.
+    net.be.release_cached()
     try:
         with net.memory_guard(plan, keep, save=save, argmax=True):
             return _argmax_run(net, plan, spread, single, keep, semiring, fixed, (save, budget))
