@@ -73,6 +73,8 @@ class Tree:
         self.result = [self.entries(kept) for kept, _, _ in self.steps]
         bit = {x: 1 << i for i, x in enumerate(sizes)}
         self._classes = [(n, sum(bit[x] for x in sizes if sizes[x] == n)) for n in set(sizes.values()) if n > 1]
+        sizes_over_1 = [n for n, _ in self._classes]
+        self._binary = None if any(n != 2 for n in sizes_over_1) else sum(m for _, m in self._classes)
         self._kept = [sum(bit[x] for x in kept) for kept, _, _ in self.steps]
         self._summed = [sum(bit[x] for x in gone) for _, gone, _ in self.steps]
         self._walks: dict[tuple[float, frozenset[int]], _Walk] = {}
@@ -82,6 +84,8 @@ class Tree:
 
     def _entries(self, mask: int) -> int:
         """Entries of the labels in ``mask`` (a product over the sizes: a power of two for binary labels)."""
+        if self._binary is not None:  # every label of 2 entries (or 1): a spin network's
+            return 1 << (mask & self._binary).bit_count()
         out = 1
         for size, members in self._classes:
             out *= size ** (mask & members).bit_count()
