@@ -140,6 +140,18 @@ def test_the_grouped_walk_prices_as_the_step_by_step_walk(L, seed):
         assert tree.redone(keep, save | sides, budget, 8) == _walked(tree, keep, save | sides, budget, 8)
 
 
+def test_the_grouped_walk_prices_labels_of_any_size_as_the_step_by_step_walk():
+    rng = np.random.default_rng(11)
+    sizes = {i: int(rng.choice([1, 2, 3, 4])) for i in range(14)}
+    inputs = [tuple(int(x) for x in rng.choice(14, 3, replace=False)) for _ in range(12)]
+    plan = einsum_module.contraction_plan(inputs, (), sizes, optimize="greedy")
+    tree = _recompute.Tree(inputs, sizes, plan.path)
+    for keep in (-1, 8, 64):
+        for budget in (0, 2**8, math.inf):
+            for save in (frozenset(), frozenset({0, 3}), tree.sides(keep)):
+                assert tree.redone(keep, save, budget, 8) == _walked(tree, keep, save, budget, 8)
+
+
 def test_the_sides_leave_a_segment_the_steps_without_a_kept_choice():
     """Kept as checkpoints, the steps right under a large one with no large one below spare every
     segment the small steps beside the boundary: it runs about one step per large step it redoes."""
