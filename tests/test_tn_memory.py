@@ -221,6 +221,56 @@ def test_a_whole_array_takes_no_pool_block_and_its_memory_comes_back_when_it_die
     assert after - before >= _backend.WHOLE_BYTES - (64 << 20)  # (x.sum()'s result is the pool's own block)
 
 
+def test_an_argmax_run_asks_for_its_large_arrays_whole_and_the_hosts_gpu_route_allocates_as_before():
+    """network_argmax sets :attr:`Backend.large_whole` on its network's backend; on NumPy (and the GPU route
+    run on the host with NumPy arrays) it changes nothing: no ``out=`` for a product, plain arrays."""
+    seen = []
+    build = einsum_module._Network.build
+
+    def spy(*args, **kwargs):
+        net = build(*args, **kwargs)
+        seen.append(net)
+        return net
+
+    with mock.patch.object(einsum_module._Network, "build", spy):
+        best, _ = einsum_module.network_argmax([("a", "b"), ("b", "c")], (), [np.ones((2, 2)), np.ones((2, 2))])
+    assert best == 2 and seen[0].be.large_whole
+    route = _backend.Backend("cupy", np)
+    route.large_whole = True
+    big = np.zeros((1, 1 << 13, 1 << 13), dtype=np.float32)  # 256 MiB: WHOLE_BYTES
+    assert route.product_out(big, big, False) is None
+    assert isinstance(route.empty(np.zeros(1, np.float32), (4,)), np.ndarray)
+
+
+@pytest.mark.gpu
+def test_an_argmax_runs_large_arrays_and_products_take_no_pool_block_and_compute_the_same():
+    """:attr:`Backend.large_whole` (an argmax run's): arrays and products' results of WHOLE_BYTES or more
+    are device allocations of their own, smaller ones the pool's; a product into them (with its argmax)
+    gives what the pool's would."""
+    cupy = pytest.importorskip("cupy")
+    be = _backend.Backend("cupy", cupy)
+    be.large_whole = True
+    pool = cupy.get_default_memory_pool()
+    like = cupy.zeros(1, cupy.float32)
+    used = pool.used_bytes()
+    big = be.empty(like, (_backend.WHOLE_BYTES // 4,))
+    assert pool.used_bytes() == used  # no block of the pool
+    small = be.empty(like, (1024,))
+    assert pool.used_bytes() >= used + small.nbytes  # a small one is the pool's
+    del big, small
+    rng = np.random.default_rng(0)
+    a = cupy.asarray(rng.integers(-3, 3, (1, _backend.WHOLE_BYTES // 16, 2)).astype(np.float32))
+    b = cupy.asarray(rng.integers(-3, 3, (1, 2, 4)).astype(np.float32))
+    assert be.product_out(a[:, :8], b, False) is None  # small: the product allocates in the pool
+    out = be.product_out(a, b, True)
+    assert isinstance(out, tuple) and out[1].dtype == np.int32 and out[0].shape == (1, a.shape[1], 4)
+    alg = Algebra("maxplus", be)
+    (values,), index = alg.bmm((a,), (b,), argmax=True)
+    pooled = Algebra("maxplus", _backend.Backend("cupy", cupy)).bmm((a,), (b,), argmax=True)
+    assert bool((values == pooled[0][0]).all()) and bool((index == pooled[1]).all())
+    assert _backend.Backend("numpy", np).product_out(np.zeros((1, 2, 2)), np.zeros((1, 2, 2)), False) is None
+
+
 def _square_count_network(L, moduli, be):
     sg = nw.square_lattice(L, seed=3)
     fit = sg.fitted(np, np.float32, count=True)

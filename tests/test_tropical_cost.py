@@ -81,6 +81,26 @@ def test_a_contraction_over_free_memory_is_refused_with_its_figures(monkeypatch)
         contract_network(labels, (), tensors, optimize="greedy")
 
 
+def test_the_peak_with_checkpoints_is_the_step_by_step_one_and_one_bare_profile_prices_every_keep():
+    sg = nw.square_lattice(9, seed=2)
+    plan = nw.plan(sg, memory_limit=2**20)
+    steps = _steps(sg, plan)
+    bare = _cost.peak_profile(steps, _leaves(sg), 4, -1)
+    rng = np.random.default_rng(0)
+    for keep in (-1, 8, 2**10, math.inf):
+        profile, results = _cost.peak_profile(steps, _leaves(sg), 4, keep)
+        ours = _cost.ArgmaxPeak(steps, _leaves(sg), 4, keep, bare=bare)
+        assert ours.profile == profile and ours.results == results
+        for _ in range(10):
+            saved = {int(n) for n in rng.choice(len(steps), int(rng.integers(0, 6)), replace=False)}
+            extra = peak = 0
+            for n, bytes_then in enumerate(profile):  # each checkpoint alive from the step after its own
+                peak = max(peak, bytes_then + extra)
+                extra += results[n] if n in saved else 0
+            assert _cost.with_saved(profile, results, saved) == peak
+            assert ours(saved) == _cost.ArgmaxPeak(steps, _leaves(sg), 4, keep)(saved)
+
+
 def test_the_default_plan_is_sliced_until_its_peak_fits(monkeypatch):
     sg = nw.square_lattice(12, seed=4)
     E0, _ = transfer_matrix(sg, 12)

@@ -34,6 +34,12 @@ class Backend:
         self.name = name
         self.xp = module
         self.back_to_numba = back_to_numba
+        # Every array of WHOLE_BYTES or more a device allocation of its own (:meth:`empty`, :meth:`product_out`):
+        # set for an argmax run, whose kept choices, checkpoints and segments' choices live long beside
+        # steps of every size. In the pool, a long-lived array cut out of a freed 16 GiB boundary held the
+        # rest of that block: a 32 x 32 configuration on an H100 ran out of memory 16 GiB past its
+        # predicted peak (allocation failed with 48 GiB in the pool where the plan had 32 alive).
+        self.large_whole = False
 
     @property
     def on_host(self) -> bool:
@@ -102,7 +108,7 @@ class Backend:
         WHOLE_BYTES or more is its own device allocation, outside the pool (:meth:`_whole`)."""
         if self.name == "torch":
             return self.xp.empty(shape, dtype=like.dtype, device=like.device)
-        if whole and self.name == "cupy":
+        if (whole or self.large_whole) and self.name == "cupy" and self.xp is not np:  # not the host's GPU route
             nbytes = math.prod(shape) * self.dtype(like).itemsize
             if nbytes >= WHOLE_BYTES:
                 return self._whole(like.dtype, shape, nbytes)
@@ -129,6 +135,19 @@ class Backend:
                     raise
                 raise cuda.memory.OutOfMemoryError(nbytes, int(pool.total_bytes()), 0) from again
         return self.xp.ndarray(shape, dtype=dtype, memptr=cuda.memory.MemoryPointer(memory, 0))
+
+    def product_out(self, a: Any, b: Any, argmax: bool) -> Any:
+        """The ``out=`` of a batched product of ``a`` (batch, M, K) and ``b`` (batch, K, N) on CuPy with
+        :attr:`large_whole` set, when its result is WHOLE_BYTES or more: device allocations of their own
+        (the values, and the int32 argmax beside them); None otherwise (the product allocates in the pool)."""
+        if not self.large_whole or self.name != "cupy" or self.xp is np or a.ndim != 3 or b.ndim != 3:
+            return None
+        shape = (max(int(a.shape[0]), int(b.shape[0])), int(a.shape[1]), int(b.shape[2]))
+        nbytes = math.prod(shape) * a.itemsize
+        if nbytes < WHOLE_BYTES:
+            return None
+        values = self._whole(a.dtype, shape, nbytes)
+        return (values, self._whole(np.dtype("int32"), shape, math.prod(shape) * 4)) if argmax else values
 
     def empty_parts(self, likes: Sequence[Any], shape: tuple[int, ...]) -> tuple[Any, ...]:
         """New C-contiguous arrays of ``shape``, one of each of ``likes``' dtypes (and device): the parts
@@ -211,7 +230,7 @@ class Backend:
     def release_cached(self) -> None:
         """Hand the pool's spare blocks back to the device (before a large contraction: a pool that
         keeps freed blocks of other sizes would count against its budget)."""
-        if self.on_host:
+        if self.on_host or self.xp is np:  # NumPy, or the GPU route run on the host: no pool
             return
         if self.name == "torch":
             self.xp.cuda.empty_cache()

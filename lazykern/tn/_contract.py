@@ -81,7 +81,7 @@ class Algebra:
         else:
             from ..tropical.api import bmm
 
-            res = bmm(a, b, self.semiring, argmax=argmax)
+            res = bmm(a, b, self.semiring, argmax=argmax, out=self.be.product_out(a, b, argmax))
         return ((res[0],), res[1]) if argmax else ((res,), None)
 
     def rows(self, X: tuple[Any, ...], Y: tuple[Any, ...], lay: dict[str, Any]) -> tuple[Any, ...]:
@@ -340,9 +340,11 @@ def diagonals(be: Backend, X: Term) -> Term:
 
 
 def fix(be: Backend, X: Term, values: dict[Label, int]) -> Term:
-    """X with the labels in ``values`` fixed to those values (views)."""
+    """X with the labels in ``values`` fixed to those values (views). Walks X's labels, not ``values``:
+    a backtracking segment fixes a thousand chosen labels on each of its small operands."""
     parts, labels = X.parts, list(X.labels)
-    for lab, v in values.items():
+    for lab in [x for x in dict.fromkeys(X.labels) if x in values]:
+        v = values[lab]
         while lab in labels:
             axis = labels.index(lab)
             parts = map_parts(lambda p, axis=axis, v=v: be.select(p, axis, v), parts)

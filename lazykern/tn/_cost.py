@@ -20,6 +20,7 @@ True
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
@@ -235,26 +236,43 @@ def arena_run(steps: Sequence[Step], leaves: int, entry_bytes: int, capacity: in
 
 
 def with_saved(profile: Sequence[int], results: Sequence[int], saved: Collection[int]) -> int:
-    """The peak of :func:`peak_profile`'s run when the results of the steps in ``saved`` stay alive."""
-    extra = peak = 0
-    for n, bytes_then in enumerate(profile):
-        peak = max(peak, bytes_then + extra)
-        if n in saved:
-            extra += results[n]
+    """The peak of :func:`peak_profile`'s run when the results of the steps in ``saved`` stay alive
+    (from the step after each on): the largest of each stretch between two checkpoints plus the
+    checkpoints before it, one slice's max a stretch (priced a hundred times by an argmax's split)."""
+    extra = peak = start = 0
+    for n in sorted(saved):
+        if n >= len(profile):
+            break
+        peak = max(peak, max(profile[start : n + 1]) + extra)
+        extra += results[n]
+        start = n + 1
+    if start < len(profile):
+        peak = max(peak, max(profile[start:]) + extra)
     return int(peak)
 
 
 class ArgmaxPeak:
     """Bytes at the worst moment of an argmax run and its backtracking, for any set of checkpoints:
     the run's own peak (kept argmax and checkpoints counted from their step on), or a backtracking
-    segment redoing a step as large as the run's while every kept argmax and checkpoint is alive."""
+    segment redoing a step as large as the run's while every kept argmax and checkpoint is alive.
+    ``bare``: :func:`peak_profile` of the run keeping no argmax, when the caller has it (the same for
+    every ``keep``: an argmax's split prices a dozen of them)."""
 
-    def __init__(self, steps: Sequence[Step], leaves: int, entry_bytes: int, keep: float, host: bool = False) -> None:
+    def __init__(
+        self,
+        steps: Sequence[Step],
+        leaves: int,
+        entry_bytes: int,
+        keep: float,
+        host: bool = False,
+        bare: tuple[list[int], list[int]] | None = None,
+    ) -> None:
         self.scratch = host_scratch(steps, entry_bytes) if host else 0  # as for peak_bytes
-        self.profile, self.results = peak_profile(steps, leaves, entry_bytes, keep)
-        bare, _ = peak_profile(steps, leaves, entry_bytes, -1)
-        kept = sum(-(-s.result * (4 + entry_bytes) // _UNIT) * _UNIT for s in steps if s.result <= keep)
-        self.segment = max(bare, default=0) + kept
+        profile, self.results = bare or peak_profile(steps, leaves, entry_bytes, -1)
+        argmax = [-(-s.result * (4 + entry_bytes) // _UNIT) * _UNIT if s.result <= keep else 0 for s in steps]
+        # peak_profile with this keep: each step's kept argmax from its step on
+        self.profile = [bytes_then + kept for bytes_then, kept in zip(profile, itertools.accumulate(argmax))]
+        self.segment = max(profile, default=0) + sum(argmax)
 
     def __call__(self, saved: Collection[int]) -> int:
         checkpoints = sum(self.results[n] for n in saved)

@@ -39,14 +39,18 @@ one thread per group (``LAZYKERN_SPREAD=threads`` / ``processes`` overrides eith
 
 :func:`argmax_einsum` also returns one optimal assignment of every label (backtracking
 through the argmax of every step). A step whose argmax was not kept is recomputed by segments:
-the subtree under it, down to the checkpoints (steps whose values the run kept, about the square
-root of their number, as many as the free memory holds), once, with the labels chosen so far fixed,
-keeping the argmax of the segment's steps; so each step is recomputed about once, not once per
-step above it. ``checkpoint=True`` keeps no argmax at all; ``checkpoint=n`` keeps the argmax of the
-steps whose results have at most n entries; ``checkpoint=None`` (the default) splits the GPU's free
-memory beside the contraction between kept argmax, checkpoints and a segment's argmax by the
-recomputation each split is predicted to cost (:mod:`._recompute`; on the host every argmax is
-kept); ``checkpoint=False`` keeps all of them.
+the subtree under it, down to the checkpoints (steps whose values the run kept: on a GPU those a
+search predicts to save the most time within the free memory, :func:`._recompute.place`, with the
+small steps right under the recomputed ones, so that a segment redoes the large steps alone; on the
+host about the square root of their number), once, with the labels chosen so far fixed, keeping the
+argmax of the segment's steps; so each step is recomputed about once, not once per step above it.
+``checkpoint=True`` keeps no argmax at all; ``checkpoint=n`` keeps the argmax of the steps whose
+results have at most n entries; ``checkpoint=None`` (the default) splits the GPU's free memory beside
+the contraction between kept argmax, checkpoints and a segment's argmax by the seconds each split is
+predicted to cost (multiply-adds and steps redone, :mod:`._recompute`; on the host every argmax is
+kept); ``checkpoint=False`` keeps all of them. On CuPy, an argmax run's arrays of 256 MiB or more are
+device allocations of their own (:attr:`._backend.Backend.large_whole`), and a split the device refuses
+all the same is planned once more with one largest intermediate's bytes left aside.
 
 Memory is planned: the peak of a contraction (every live intermediate, a step's layout copies and
 result, the argmax kept) is computed from its plan (:mod:`._cost`) before it runs. With
@@ -328,6 +332,7 @@ def network_argmax(
     net = _Network.build(inputs, (), operands, semiring, Algebra, fixed=fixed)
     if net.alg.grad:
         raise ValueError("argmax_einsum backtracks through argmax: pass tensors that do not require grad")
+    net.be.large_whole = True  # its long-lived arrays beside steps of every size (Backend.large_whole)
     spread = _spread.resolve(devices, net.be)
     plan = net.plan(optimize, slices, memory_limit, max_time)
     single = not plan.sliced
@@ -338,6 +343,23 @@ def network_argmax(
         keep = math.inf if checkpoint is False else (_NONE if checkpoint is True else int(checkpoint))
         save = net.checkpoints(plan, keep, free)
         budget = net.segment_bytes(plan, keep, save, free)
+    # The pool starts empty: a cached block of an earlier call (an energy's boundary) would be cut for the
+    # run's small long-lived arrays (kept choices) and held, beside the large arrays allocated whole.
+    net.be.release_cached()
+    try:
+        with net.memory_guard(plan, keep, save=save, argmax=True):
+            return _argmax_run(net, plan, spread, single, keep, semiring, fixed, (save, budget))
+    except DeviceMemoryError as exc:
+        if checkpoint is not None or free is None:
+            raise
+        refused = str(exc)  # the traceback's frames (and the run's arrays they hold) end with this block
+    # The split's peak is predicted from the plan; the pool can hold more than the arrays alive (blocks cut
+    # for arrays of other sizes). Once more, planned with one largest intermediate's bytes left free.
+    net.nodes, net.saved = {}, {}
+    net.be.release_cached()
+    spare = plan.largest * net.entry_bytes
+    log.warning("argmax: the device refused the split (%s); once more with %.1f GiB left aside", refused, spare / 2**30)
+    keep, save, budget = net.backtracking(plan, max(free - spare, 0))
     with net.memory_guard(plan, keep, save=save, argmax=True):
         return _argmax_run(net, plan, spread, single, keep, semiring, fixed, (save, budget))
 
@@ -860,6 +882,8 @@ class _Network:
     saved: dict[int, Term] = field(default_factory=dict)  # node -> its values, the backtracking's checkpoints
     # The last plan's priced steps and tree: the argmax split prices one plan a hundred times.
     memo: tuple[ContractionPlan, list[_cost.Step], _recompute.Tree] | None = field(default=None, repr=False)
+    # The last plan's peak profile keeping no argmax (:class:`._cost.ArgmaxPeak`), with the leaves' entries.
+    bare: tuple[ContractionPlan, int, tuple[list[int], list[int]]] | None = field(default=None, repr=False)
 
     @classmethod
     def build(
@@ -1017,10 +1041,11 @@ class _Network:
             self.memo = (plan, steps, _recompute.Tree(inputs, sized, plan.path))
         return self.memo[1], self.memo[2]
 
-    def keep_that_fits(self, plan: ContractionPlan) -> float:
+    def keep_that_fits(self, plan: ContractionPlan, free: int | None = None) -> float:
         """The largest ``keep`` (result entries whose argmax is kept) whose peak fits the free device
-        memory: every argmax on the host, none where even the smallest does not fit."""
-        free = self.be.free_bytes()
+        memory (``free``, read from the device when None): every argmax on the host, none where even
+        the smallest does not fit."""
+        free = self.be.free_bytes() if free is None else free
         if free is None:
             return math.inf
         budget = free / _cost.POOL_MARGIN
@@ -1033,12 +1058,13 @@ class _Network:
         return keep
 
     def checkpoints(self, plan: ContractionPlan, keep: float, free: int | None) -> frozenset[int]:
-        """Steps whose values an argmax run keeps for the backtracking: about the square root of the
-        number of steps whose argmax is not kept, at even shares of the run's predicted time (so the
-        segments between them cost alike), fewer where the device's free memory (``free``; None: the
-        host) does not hold them beside the run. Between two checkpoints the backtracking recomputes
-        a segment once (:meth:`recompute`) instead of every step from the leaves."""
-        steps, _ = self.priced(plan)
+        """Steps whose values an argmax run keeps for the backtracking. Between two checkpoints the
+        backtracking recomputes a segment once (:meth:`recompute`) instead of every step from the leaves.
+        With the device's free memory known (``free``), the set the search of :func:`._recompute.place`
+        predicts to recompute least that fits beside the run and the kept choices; on the host (None),
+        about the square root of the number of steps whose argmax is not kept, at even shares of the
+        run's predicted time (so the segments between them cost alike)."""
+        steps, tree = self.priced(plan)
         rates = _cost.rates_for(self.be.on_host, self.be.dtype(self.leaves[0].parts[0]).itemsize)
         elapsed = list(itertools.accumulate(_cost.step_seconds(s, self.entry_bytes, rates) for s in steps))
         peak = self.argmax_peak(plan, keep)
@@ -1048,39 +1074,59 @@ class _Network:
         candidates = [
             n for n, s in enumerate(steps[:-1]) if s.result > keep and 1 < s.result * self.entry_bytes <= spare
         ]
-        if not candidates:
-            return frozenset()
+        if free is not None:
+            room = free / _cost.POOL_MARGIN
+            sides = tree.sides(keep)  # small: a segment then redoes the boundary's steps alone
+            start = sides if peak(sides) <= room else frozenset()
+            seconds = self.redo_seconds(plan)
+            save = _recompute.place(tree, keep, candidates, elapsed, peak, room, seconds, self.entry_bytes, start)
+            log.info("argmax: %d checkpoints among %d recomputed steps", len(save - start), len(candidates))
+            return save
         times = [elapsed[n] for n in candidates]
         count = math.isqrt(len(candidates))
-        while count > 0:
-            marks = [elapsed[-1] * (i + 1) / (count + 1) for i in range(count)]
-            save = frozenset(candidates[min(bisect.bisect_left(times, m), len(candidates) - 1)] for m in marks)
-            if free is None or peak(save) * _cost.POOL_MARGIN <= free:
-                log.info("argmax: %d checkpoints among %d recomputed steps", len(save), len(candidates))
-                return save
-            count = count * 3 // 4
-        return frozenset()
+        marks = [elapsed[-1] * (i + 1) / (count + 1) for i in range(count)]
+        return frozenset(candidates[min(bisect.bisect_left(times, m), len(candidates) - 1)] for m in marks)
 
     def backtracking(self, plan: ContractionPlan, free: int | None) -> tuple[float, frozenset[int], float]:
         """``checkpoint=None``'s split of the free memory between kept choices, checkpoints and a
-        segment's choices: (keep, checkpoints, segment bytes) of the least predicted recomputation
-        (:func:`._recompute.recomputed`) among keeping every choice that fits and keeping fewer."""
-        most = self.keep_that_fits(plan)
+        segment's choices: (keep, checkpoints, segment bytes) of the recomputation predicted quickest
+        (:meth:`redo_seconds` of :meth:`._recompute.Tree.redone`) among keeping every choice that fits and
+        keeping fewer. Keeping
+        fewer adds segments and only pays by the memory it frees: a smaller ``keep`` that frees less
+        than a hundredth of the free memory beside the last one priced is not priced."""
+        most = self.keep_that_fits(plan, free)
         if free is None or most == math.inf:
             return most, frozenset(), math.inf
         steps, tree = self.priced(plan)
         sizes = sorted({s.result for s in steps if s.result <= most})
         options = [*sizes[:: -max(1, len(sizes) // 4)], _NONE]  # a few, from the most kept to none
-        best: tuple[int, float, frozenset[int], float] | None = None
+        best: tuple[float, float, frozenset[int], float] | None = None
+        held = math.inf
         for keep in options:
+            kept = self.argmax_peak(plan, keep)(())
+            if held - kept < free / 100:
+                continue
+            held = kept
             save = self.checkpoints(plan, keep, free)
             budget = self.segment_bytes(plan, keep, save, free)
-            _, flops = tree.recomputed(keep, save, budget, self.entry_bytes)
-            if best is None or flops < best[0]:
-                best = (flops, keep, save, budget)
-        assert best is not None  # options is never empty
+            _, flops, runs = tree.redone(keep, save, budget, self.entry_bytes)
+            cost = self.redo_seconds(plan)(flops, runs)
+            if best is None or cost < best[0]:
+                best = (cost, keep, save, budget)
+        assert best is not None  # the first option is always priced
         log.info("argmax: keeping choices up to %s entries and %d checkpoints", best[1], len(best[2]))
         return best[1], best[2], best[3]
+
+    def redo_seconds(self, plan: ContractionPlan) -> Callable[[int, int], float]:
+        """Predicted seconds of a backtracking that redoes ``flops`` multiply-adds in ``runs`` steps: the
+        multiply-adds at the rate the plan's own run is predicted to have (:func:`._cost.seconds`), and
+        each step's fixed cost through the executor (``step`` and ``overhead`` of :mod:`._cost`'s rates)."""
+        steps, _ = self.priced(plan)
+        rates = _cost.rates_for(self.be.on_host, self.be.dtype(self.leaves[0].parts[0]).itemsize)
+        work = sum(s.flops for s in steps)
+        per_flop = (_cost.seconds(steps, 1, self.entry_bytes, rates) - len(steps) * rates.step) / max(work, 1)
+        per_step = rates.step + rates.overhead
+        return lambda flops, runs: flops * per_flop + runs * per_step
 
     def segment_bytes(self, plan: ContractionPlan, keep: float, save: frozenset[int], free: int | None) -> float:
         """Bytes the argmax of one recomputed segment may hold: what the free device memory leaves
@@ -1093,8 +1139,11 @@ class _Network:
         """Predicted peak of an argmax run of ``plan`` keeping the argmax up to ``keep`` entries and
         its backtracking, as a function of the checkpoints (:class:`._cost.ArgmaxPeak`)."""
         steps, _ = self.priced(plan)
-        leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
-        return _cost.ArgmaxPeak(steps, leaves, self.entry_bytes, keep, host=self.be.host_ram)
+        if self.bare is None or self.bare[0] is not plan:
+            leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
+            self.bare = (plan, leaves, _cost.peak_profile(steps, leaves, self.entry_bytes, _NONE))
+        _, leaves, bare = self.bare
+        return _cost.ArgmaxPeak(steps, leaves, self.entry_bytes, keep, host=self.be.host_ram, bare=bare)
 
     @contextlib.contextmanager
     def memory_guard(
@@ -1140,7 +1189,7 @@ class _Network:
         """This network with its operands on GPU ``device`` and no recorded run (host: a copy that
         shares the operands); one per thread, since :meth:`run` records its steps on the network."""
         leaves = [Term(tuple(self.be.to_device(p, device) for p in t.parts), t.labels) for t in self.leaves]
-        return replace(self, leaves=leaves, nodes={}, root=0, saved={}, memo=None)
+        return replace(self, leaves=leaves, nodes={}, root=0, saved={}, memo=None, bare=None)
 
     # -- running
     def run(
