@@ -220,7 +220,10 @@ def _apply_store(directory: str, mutation: tuple, marker: str) -> None:
         _damage_file(directory, mutation[1], mutation[2])
     elif kind == "locks":
         locks = os.path.join(directory, "locks")
-        shutil.rmtree(locks, ignore_errors=True)
+        if os.path.isdir(locks) and not os.path.islink(locks):
+            shutil.rmtree(locks, ignore_errors=True)
+        elif os.path.lexists(locks):  # an earlier mutation of this draw left a file there
+            os.remove(locks)
         if mutation[1] == "file":
             open(locks, "w").close()
         else:

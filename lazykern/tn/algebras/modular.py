@@ -113,7 +113,7 @@ def stacked(be: Backend, parts: tuple[Any, ...]) -> Any | None:
         return None
     host = be.xp is np  # the host, or a device route run on NumPy arrays (tests)
     if host:
-        at = [int(p.__array_interface__["data"][0]) for p in parts]
+        at = [int(p.ctypes.data) for p in parts]
     elif be.name == "cupy":
         at = [be.pointer(p) for p in parts]
     else:
