@@ -21,13 +21,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tn_scale_split import header  # noqa: E402  (the record's date, command, devices, Python)
 
 CHILD = r"""
 import importlib, json, sys, time
@@ -179,21 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     trees = dict(t.split("=", 1) for t in args.tree)
     graph = ["square", 8 if args.quick else 32]
     cache = os.environ.get("LAZYKERN_CACHE_DIR") or tempfile.mkdtemp(prefix="lk-config-")
-    try:
-        smi = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-            capture_output=True, text=True,
-        ).stdout.strip()  # fmt: skip
-    except FileNotFoundError:
-        smi = "no nvidia-smi"
-    record: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "device": smi,
-        "python": platform.python_version(),
-        "trees": trees,
-        "rows": [],
-    }
+    record: dict[str, Any] = header() | {"trees": trees, "rows": []}
     first = next(iter(trees))
     plan = [("warm", first), ("profile", first)]
     plan += [("measure", name) for _ in range(args.repeats) for name in trees]

@@ -240,6 +240,23 @@ def versions() -> dict[str, str]:
     return found
 
 
+def header() -> dict[str, Any]:
+    """A record's date, command, devices (nvidia-smi) and Python version (this script's and config_split's)."""
+    try:
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
+    except FileNotFoundError:
+        smi = "no nvidia-smi"
+    return {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "device": smi,
+        "python": platform.python_version(),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
@@ -253,21 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     L, ch = (8, [2, 2, 4]) if args.quick else (32, [8, 8, 4])
     cache = tempfile.mkdtemp(prefix="lk-split-")
-    try:
-        smi = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-            capture_output=True, text=True,
-        ).stdout.strip()  # fmt: skip
-    except FileNotFoundError:
-        smi = "no nvidia-smi"
-    record: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "device": smi,
-        "python": platform.python_version(),
-        "versions": versions(),
-        "rows": [],
-    }
+    record: dict[str, Any] = header() | {"versions": versions(), "rows": []}
     t, c = args.row_seconds, args.chimera_seconds
     work = [
         (f"energy {L}x{L} empty store", "energy", {"kind": "energy", "graph": ["square", L]}, args.row_seconds),
