@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Session 59's GPU calls (device tool, repo root, .whl carried), one GPU. Parts:
+#   suite   the whole GPU suite, pytest -n 8, failures listed (-rf)
+#   fresh   benchmarks/gtn_fresh.py: CountingMax(2) n = 150 in a fresh process, after the GEMM, after a sleep
+#   split   benchmarks/tn_scale_split.py: 32x32 energy (empty store, plan stored), configuration, count (twice)
+#   config  benchmarks/config_split.py on this tree: the energy then one configuration
+#   gtn     benchmarks/gtn.py rows of $GTN_ROWS (default: every row)
+# Usage: OUT=$OUT [SUITE_SECONDS=230] [GTN_ROWS=a,b] bash benchmarks/s59.sh [parts...]
+set -u
+source benchmarks/gpu_setup.sh > "$OUT/setup.txt" 2>&1 || exit 1
+tail -3 "$OUT/setup.txt"
+export PYTHONWARNINGS=ignore COLUMNS=160 LAZYKERN_CACHE_DIR=${LAZYKERN_CACHE_DIR:-/tmp/lkc}
+S=$(date +%s)
+for part in ${*:-suite fresh split config}; do
+case "$part" in
+suite)
+  timeout ${SUITE_SECONDS:-230} python3 -m pytest -q -m gpu tests/ -n 8 -p no:cacheprovider -rf > "$OUT/gpu-tests.log" 2>&1
+  grep -E "^FAILED|^ERROR|passed|failed" "$OUT/gpu-tests.log" | cut -c1-400 | tail -30; echo "suite at $(( $(date +%s) - S )) s" ;;
+fresh)
+  timeout 90 python3 benchmarks/gtn_fresh.py --out "$OUT/gtn-fresh.json" > "$OUT/gtn-fresh.log" 2>&1
+  echo "fresh rc $? at $(( $(date +%s) - S )) s"; tail -c 1500 "$OUT/gtn-fresh.log" ;;
+split)
+  timeout ${SPLIT_SECONDS:-200} python3 benchmarks/tn_scale_split.py --out "$OUT/tn-scale-split.json" --row-seconds 45 \
+      --rows ${SPLIT_ROWS:-energy configuration degeneracy degeneracy-again} > "$OUT/split.log" 2>&1
+  echo "split rc $? at $(( $(date +%s) - S )) s"
+  python3 - "$OUT/tn-scale-split.json" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["rows"]:
+    passes = [(p.get("residues"), p.get("seconds")) for p in r.get("passes", [])]
+    print(r["row"], r.get("seconds"), str(r.get("answer"))[:80], "outside", r.get("outside_passes_seconds"), "passes",
+          passes[:8], (r.get("error") or "")[-300:])
+PY
+  ;;
+config)
+  timeout ${CONFIG_SECONDS:-90} python3 benchmarks/config_split.py --out "$OUT/config.json" --tree main=. --repeats 1 \
+      --row-seconds 70 > "$OUT/config.log" 2>&1
+  echo "config rc $? at $(( $(date +%s) - S )) s"; grep -v -i warn "$OUT/config.log" | cut -c1-300 | tail -8
+  python3 - "$OUT/config.json" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["rows"]:
+    print({k: r.get(k) for k in ("mode", "energy_seconds", "configuration_seconds", "ratio", "exact", "error")})
+PY
+  ;;
+gtn)
+  timeout ${GTN_SECONDS:-300} python3 benchmarks/gtn.py --out "$OUT/gtn.json" --row-seconds 40 \
+      ${GTN_ROWS:+--only $GTN_ROWS} > "$OUT/gtn.log" 2>&1
+  echo "gtn rc $? at $(( $(date +%s) - S )) s"
+  python3 - "$OUT/gtn.json" <<'PY'
+import json, sys
+for k, v in json.load(open(sys.argv[1])).get("verdict", {}).items():
+    print(k, str(v)[:300])
+PY
+  ;;
+*) echo "unknown part $part"; exit 2 ;;
+esac
+done
