@@ -43,8 +43,10 @@ def key(
     sizes: dict[Label, int],
     limit: int,
     initial: Sequence[Sequence[int]] | None,
+    rank: str = "flops",
 ) -> str:
-    """The store key of a plan for this network structure and slicing target."""
+    """The store key of a plan for this network structure, slicing target and ranking (a plan ranked
+    by predicted GPU seconds is another plan than the fewest multiply-adds)."""
     names = _canon(terms)
     record = {
         "format": FORMAT,
@@ -54,6 +56,8 @@ def key(
         "limit": int(limit),
         "initial": None if initial is None else [list(p) for p in initial],
     }
+    if rank != "flops":  # the keys of plans stored before ranks existed stay as they were
+        record["rank"] = rank
     digest = hashlib.sha256(json.dumps(record, separators=(",", ":")).encode()).hexdigest()
     return f"{FAMILY}:{digest}"
 

@@ -6,8 +6,10 @@ process group (the parent kills the group: anything it started goes too), dies w
 (``PR_SET_PDEATHSIG``), and forks nothing: cotengra's ``parallel="auto"`` is serial here, and any
 process pool still made spawns its processes. It reads one JSON request
 on stdin and writes one JSON line to stdout each time its best order improves:
-``{"path": [[i, j], ...], "sliced": [label, ...], "flops": f, "size": s}`` (labels are the request's
-symbols). It stops by itself at the request's deadline; the parent kills it sooner when it is done.
+``{"path": [[i, j], ...], "sliced": [label, ...], "flops": f, "write": w, "size": s}`` (labels are the
+request's symbols), by the request's ``minimize``: "flops" (multiply-adds) or cotengra's "combo-F"
+(multiply-adds plus F times the entries written, which favours orders whose large steps are GEMM-like).
+It stops by itself at the request's deadline; the parent kills it sooner when it is done.
 """
 
 from __future__ import annotations
@@ -21,15 +23,23 @@ import time
 from typing import Any
 
 
-def _emit(tree: Any, best: list[float]) -> None:
-    flops = float(tree.contraction_cost())
-    if flops >= best[0]:
+def _score(tree: Any, minimize: str) -> float:
+    """The worker's objective of ``tree``: multiply-adds, or cotengra's combo of them and the writes."""
+    if minimize.startswith("combo"):
+        return float(tree.combo_cost(factor=float(minimize.partition("-")[2] or 64)))
+    return float(tree.contraction_cost())
+
+
+def _emit(tree: Any, best: list[float], minimize: str = "flops") -> None:
+    score = _score(tree, minimize)
+    if score >= best[0]:
         return
-    best[0] = flops
+    best[0] = score
     line = {
         "path": [list(p) for p in tree.get_path()],
         "sliced": sorted(tree.sliced_inds),
-        "flops": flops,
+        "flops": float(tree.contraction_cost()),
+        "write": float(tree.total_write()),
         "size": float(tree.max_size()),
     }
     sys.stdout.write(json.dumps(line) + "\n")
@@ -41,28 +51,30 @@ def refine(req: dict[str, Any], deadline: float, best: list[float]) -> None:
     import cotengra
 
     inputs, output, sizes = req["inputs"], req["output"], req["sizes"]
+    minimize = req.get("minimize", "flops")
     tree = cotengra.ContractionTree.from_path(inputs, output, sizes, path=[tuple(p) for p in req["initial"]])
     target = req["target"]
     sliced = tree.slice(target_size=target) if tree.max_size() > target else tree
-    _emit(sliced, best)
+    _emit(sliced, best, minimize)
     seed = req["seed"]
     while time.monotonic() < deadline:
-        tree = tree.subtree_reconfigure(subtree_size=8, maxiter=64, seed=seed, minimize="flops")
+        tree = tree.subtree_reconfigure(subtree_size=8, maxiter=64, seed=seed, minimize=minimize)
         seed += 1
         sliced = tree.slice(target_size=target, seed=seed) if tree.max_size() > target else tree
-        _emit(sliced, best)
+        _emit(sliced, best, minimize)
 
 
 def hyper(req: dict[str, Any], deadline: float, best: list[float]) -> None:
     """cotengra's hyper-optimizer, in this process only (parallel=False), read as it improves."""
     import cotengra
 
+    minimize = req.get("minimize", "flops")
     opt = cotengra.HyperOptimizer(
         methods=req.get("methods"),
         max_repeats=int(req.get("repeats", 1 << 20)),
         max_time=max(deadline - time.monotonic(), 0.1),
         parallel=False,
-        minimize="flops",
+        minimize=minimize,
         slicing_opts={"target_size": req["target"]},
         on_trial_error="ignore",
         progbar=False,
@@ -78,9 +90,9 @@ def hyper(req: dict[str, Any], deadline: float, best: list[float]) -> None:
     threading.Thread(target=search, daemon=True).start()  # this process ends with its deadline anyway
     while not done.wait(0.1) and time.monotonic() < deadline:
         if "tree" in opt.best:  # a dict cotengra replaces whole on each improvement
-            _emit(opt.best["tree"], best)
+            _emit(opt.best["tree"], best, minimize)
     if "tree" in opt.best:
-        _emit(opt.best["tree"], best)
+        _emit(opt.best["tree"], best, minimize)
 
 
 def _bound_to_parent(parent: int) -> None:

@@ -38,6 +38,7 @@ _KEEP = 4  # orders handed back for lazykern's own costing (cotengra counts flop
 _METHODS: list[list[str] | None] = [None, ["kahypar", "greedy"], ["greedy", "kahypar-agglom"], ["kahypar"]]
 
 Candidate = tuple[list[tuple[int, ...]], list[str]]  # (path, sliced symbols)
+Found = list[tuple[float, float, Candidate]]  # (multiply-adds, entries written, the order) per worker line
 
 
 def cotengra_missing() -> ImportError:
@@ -58,8 +59,11 @@ def search(
     workers: int | None = None,
     repeats: int = REPEATS,
     seed: int = 0,
+    objectives: Sequence[str] = ("flops",),
 ) -> list[Candidate]:
-    """The best few orders the workers reported within ``max_time`` seconds, best first (by cotengra's flops).
+    """The best few orders the workers reported within ``max_time`` seconds by each of ``objectives``
+    (cotengra's "flops", or "combo-F": multiply-adds plus F times the entries written), each objective's
+    best first; the workers take the objectives in turn.
 
     ``inputs`` are single-character symbols (opt_einsum's); ``target``: entries of the largest
     intermediate after slicing; ``initial``: a path to refine (subtree reconfiguration) beside the
@@ -89,21 +93,31 @@ def search(
     }
     jobs = []
     for i in range(count):
-        job = dict(request, seed=seed + i)
+        job = dict(request, seed=seed + i, minimize=objectives[i % len(objectives)])
         if initial is not None and i == 0:
             job["initial"] = [list(p) for p in initial]
         else:
-            job["methods"] = _METHODS[i % len(_METHODS)]
+            job["methods"] = _METHODS[(i // len(objectives)) % len(_METHODS)]  # each objective: every mix
         jobs.append(job)
     procs = [_start(job) for job in jobs]
-    found: list[tuple[float, Candidate]] = []
+    found: Found = []
     try:
         _collect(procs, deadline, found)
     finally:
         _reap(procs)
     log.debug("contraction search: %d orders from %d workers in %.2f s", len(found), count, time.monotonic() - start)
-    found.sort(key=lambda item: (item[0], item[1]))  # equal flops: by path, not by which worker spoke first
-    return [c for _, c in found[:_KEEP]]
+    kept: list[Candidate] = []
+    for objective in dict.fromkeys(objectives):  # equal scores: by path, not by which worker spoke first
+        ranked = sorted((score(objective, flops, write), c) for flops, write, c in found)
+        kept += [c for _, c in ranked if c not in kept][:_KEEP]
+    return kept
+
+
+def score(objective: str, flops: float, write: float) -> float:
+    """cotengra's score of an order: its multiply-adds, or with "combo-F" those plus F times its writes."""
+    if objective.startswith("combo"):
+        return flops + float(objective.partition("-")[2] or 64) * write
+    return flops
 
 
 def _tail(proc: subprocess.Popen[bytes]) -> str:
@@ -135,7 +149,7 @@ def _start(job: dict[str, Any]) -> subprocess.Popen[bytes]:
     return proc
 
 
-def _collect(procs: list[subprocess.Popen[bytes]], deadline: float, found: list[tuple[float, Candidate]]) -> None:
+def _collect(procs: list[subprocess.Popen[bytes]], deadline: float, found: Found) -> None:
     """Read the workers' lines until the deadline or until every worker has ended."""
     sel = selectors.DefaultSelector()
     buffers: dict[int, bytes] = {}
@@ -159,17 +173,18 @@ def _collect(procs: list[subprocess.Popen[bytes]], deadline: float, found: list[
         sel.close()
 
 
-def _take(line: bytes, found: list[tuple[float, Candidate]]) -> None:
+def _take(line: bytes, found: Found) -> None:
     try:
         item = json.loads(line)
         path = [tuple(int(i) for i in step) for step in item["path"]]
         sliced = [str(s) for s in item["sliced"]]
         flops = float(item["flops"])
+        write = float(item.get("write", 0.0))
     except (ValueError, KeyError, TypeError) as exc:
         log.debug("contraction search: ignored a worker line (%s)", exc)
         return
-    if math.isfinite(flops):
-        found.append((flops, (path, sliced)))
+    if math.isfinite(flops) and math.isfinite(write):
+        found.append((flops, write, (path, sliced)))
 
 
 def _reap(procs: list[subprocess.Popen[bytes]]) -> None:

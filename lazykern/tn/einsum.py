@@ -474,6 +474,7 @@ def contraction_plan(
     max_time: float | None = None,
     initial: Sequence[Sequence[int]] | None = None,
     store: bool = True,
+    rank: str = "flops",
 ) -> ContractionPlan:
     """The order :func:`einsum` / :func:`contract_network` would contract ``inputs`` (one label
     sequence per operand, any hashable labels) into ``output`` with label sizes ``sizes``, and
@@ -487,7 +488,11 @@ def contraction_plan(
     most ``CHEAP_FLOPS`` (2^30) multiply-adds is taken as it is, with no search and no worker process;
     with ``store`` the plan is read from / written to the lazykern store under the network's
     structure (labels, sizes, output, slices, memory limit, initial path), so a second process
-    skips the search (``lazykern cache ls`` lists plans as family ``tropical_plan``).
+    skips the search (``lazykern cache ls`` lists plans as family ``tropical_plan``). ``rank``: how
+    ``optimize="cotengra"`` picks among the orders found: "flops" (the fewest multiply-adds) or
+    "seconds" (the quickest predicted on a GPU, :func:`lazykern.tn._cost.seconds`: a step costs its
+    multiply-adds or the bytes it streams, whichever binds; half the search's workers then minimize
+    cotengra's "combo" of multiply-adds and writes). The executor plans for a GPU by "seconds".
 
     >>> plan = contraction_plan(["ab", "bc", "cd"], "", dict(a=2, b=3, c=4, d=5), optimize="greedy")
     >>> plan.path, plan.largest, plan.flops
@@ -500,6 +505,8 @@ def contraction_plan(
     limit = DEFAULT_MEMORY_LIMIT if memory_limit is None else int(memory_limit)
     if limit < 1:
         raise ValueError(f"memory_limit must be a positive number of entries, got {memory_limit!r}")
+    if rank not in _RANKS:
+        raise ValueError(f"rank must be one of {sorted(_RANKS)}, got {rank!r}")
     kept = _path_key(inputs, output, sizes, optimize, slices, memory_limit)
     found = _plans_kept.get(kept) if kept is not None else None
     if found is not None:
@@ -518,7 +525,7 @@ def contraction_plan(
     elif len(terms) == 1:
         path, more = [], []
     elif optimize == "cotengra":
-        path, more = _cotengra_plan(terms, output, rest, limit, max_time, initial, store)
+        path, more = _cotengra_plan(terms, output, rest, limit, max_time, initial, store, rank)
     else:
         path, more = _search(terms, output, rest, optimize)
     if set(more) & set(output):  # cotengra may slice an output label: the result must keep it, so slice here
@@ -659,7 +666,7 @@ def _warn_if_costly(path: Any, flops: int, unsliced: int, count: int, limit: int
 
 
 def _cotengra_plan(
-    terms: Any, output: Any, sizes: Any, limit: int, max_time: float, initial: Any, store: Any
+    terms: Any, output: Any, sizes: Any, limit: int, max_time: float, initial: Any, store: Any, rank: str = "flops"
 ) -> tuple[list[tuple[int, ...]], list[Label]]:
     """optimize="cotengra": a cheap order as it is, else the stored plan, else a search (then stored)."""
     _budget(max_time)
@@ -669,7 +676,7 @@ def _cotengra_plan(
     cheap = _cheap(terms, output, sizes, seed, limit)
     if cheap is not None:
         return cheap, []
-    key = _plan_store.key(terms, output, sizes, limit, seed) if store else None
+    key = _plan_store.key(terms, output, sizes, limit, seed, rank) if store else None
 
     def costs(path: list[tuple[int, ...]], more: list[Label]) -> tuple[int, int]:
         return _costs(terms, output, sizes, path, _sub(sizes, more))
@@ -677,7 +684,7 @@ def _cotengra_plan(
     found = _plan_store.load(key, terms, costs) if key else None
     if found is not None:
         return found
-    path, more = _search_cotengra(terms, output, sizes, limit, max_time, seed)
+    path, more = _search_cotengra(terms, output, sizes, limit, max_time, seed, rank)
     if key:
         _plan_store.save(key, terms, path, more, costs(path, more))
     return path, more
@@ -954,6 +961,7 @@ class _Network:
                     slices=slices,
                     memory_limit=limit,
                     max_time=max_time,
+                    rank="flops" if self.be.on_host else "seconds",
                 )
 
             if memory_limit is not None:
@@ -1459,17 +1467,32 @@ def _search_cotengra(
     limit: int,
     max_time: float | None,
     initial: Sequence[tuple[int, ...]] | None,
+    rank: str = "flops",
 ) -> tuple[list[tuple[int, ...]], list[Label]]:
-    """The cheapest order (by :func:`_costs`) whose largest intermediate fits ``limit`` entries, among
-    what cotengra's workers found within ``max_time``, the ``initial`` path and opt_einsum's greedy;
+    """The cheapest order by ``rank`` (the fewest multiply-adds, or the quickest predicted on a GPU,
+    :func:`_gpu_seconds`) whose largest intermediate fits ``limit`` entries, among what cotengra's
+    workers found within ``max_time``, the ``initial`` path and opt_einsum's greedy;
     when none fits, the one with the smallest largest intermediate (with a warning). With ``max_time``
     unset, where the best order the default search found still costs LONG_SEARCH_FLOPS or more (and so
     did the greedy one), a second search of (LONG_SEARCH_TIMES - 1) times the default refines it with
     fresh seeds beside: the order is stored and every later call contracts it, and 5 s of search left a
     random 3-regular graph of 200 vertices at 2^38 multiply-adds in one process and 2^34 in the next
-    (10-15 s found 2^33-2^35 on 2 cores), 20x the k-best and counting passes' time."""
+    (10-15 s found 2^33-2^35 on 2 cores), 20x the k-best and counting passes' time.
+
+    Ranked by "seconds", half the workers minimize cotengra's combo of multiply-adds and writes: on a
+    GPU the fewest multiply-adds is often the slowest order, its large steps streaming a big operand
+    through a contracted axis of 2 (n = 200: 2^35 multiply-adds at 1.7% of the GEMM rate, where orders
+    of 2^38 ran their large steps as GEMMs at 44-63%)."""
     budget = _budget(max_time)
     start = time.monotonic()
+    objectives = ("flops", COMBO) if rank == "seconds" else ("flops",)
+
+    def cost(path: list[tuple[int, ...]], more: list[Label]) -> tuple[int, int, float]:
+        largest, flops = _costs(inputs, output, sizes, path, _sub(sizes, more))
+        if rank == "seconds":
+            return largest, flops, _gpu_seconds(inputs, output, sizes, path, _sub(sizes, more))
+        return largest, flops, flops
+
     options = [(_search(inputs, output, sizes, "greedy")[0], [])]  # the fallback, whatever the workers do
     longer = max_time is None and _costs(inputs, output, sizes, options[0][0], {})[1] >= LONG_SEARCH_FLOPS
     if initial is not None:
@@ -1482,26 +1505,34 @@ def _search_cotengra(
         {symbols[x]: n for x, n in sizes.items()},
     )
     found = _planner.search(
-        *problem, target=limit, max_time=max(budget - (time.monotonic() - start), 0.5), initial=initial
+        *problem,
+        target=limit,
+        max_time=max(budget - (time.monotonic() - start), 0.5),
+        initial=initial,
+        objectives=objectives,
     )
     options += [(path, [back[s] for s in sliced]) for path, sliced in found]
-    scored = [(_costs(inputs, output, sizes, path, _sub(sizes, more)), path, more) for path, more in options]
-    best = min(((cost[1], path) for cost, path, _ in scored if cost[0] <= limit), default=None, key=lambda b: b[0])
-    if longer and best is not None and best[0] >= LONG_SEARCH_FLOPS:
+    scored = [(cost(path, more), path, more) for path, more in options]
+    best = min(((c[2], c[1], path) for c, path, _ in scored if c[0] <= limit), default=None, key=lambda b: b[:2])
+    if longer and best is not None and best[1] >= LONG_SEARCH_FLOPS:
         again = _planner.search(
-            *problem, target=limit, max_time=budget * (LONG_SEARCH_TIMES - 1), initial=best[1], seed=_SECOND_SEED
+            *problem,
+            target=limit,
+            max_time=budget * (LONG_SEARCH_TIMES - 1),
+            initial=best[2],
+            seed=_SECOND_SEED,
+            objectives=objectives,
         )
-        more_options = [(path, [back[s] for s in sliced]) for path, sliced in again]
-        scored += [(_costs(inputs, output, sizes, path, _sub(sizes, more)), path, more) for path, more in more_options]
+        scored += [(cost(path, more), path, more) for path, more in ((p, [back[s] for s in sl]) for p, sl in again)]
     fitting = [item for item in scored if item[0][0] <= limit]
     if not fitting:  # the workers had no time: slice the best order here (quick on the small networks this hits)
         path, more = _slice_here(inputs, output, sizes, min(scored, key=lambda item: item[0][1])[1], limit)
-        scored.append((_costs(inputs, output, sizes, path, _sub(sizes, more)), path, more))
+        scored.append((cost(path, more), path, more))
         fitting = [item for item in scored[-1:] if item[0][0] <= limit]
     if fitting:
-        _, path, more = min(fitting, key=lambda item: (item[0][1], item[0][0]))
+        _, path, more = min(fitting, key=lambda item: (item[0][2], item[0][1], item[0][0]))
     else:
-        (largest, _), path, more = min(scored, key=lambda item: item[0])
+        (largest, _, _), path, more = min(scored, key=lambda item: item[0])
         log.warning(
             "tropical.contraction_plan: no order found within max_time=%s s keeps intermediates under %d "
             "entries; using one whose largest has %d (raise max_time or memory_limit)",
@@ -1510,6 +1541,41 @@ def _search_cotengra(
             largest,
         )
     return path, more
+
+
+_RANKS = ("flops", "seconds")
+COMBO = "combo-64"  # cotengra's objective for the "seconds" workers: a write costs 64 multiply-adds (its default)
+
+
+def _gpu_seconds(
+    inputs: Sequence[Sequence[Label]],
+    output: Collection[Label],
+    sizes: dict[Label, int],
+    path: Sequence[tuple[int, ...]],
+    sliced: dict[Label, int],
+) -> float:
+    """Predicted GPU seconds of ``path`` (float32 rates, :func:`._cost.step_seconds`: each step its
+    multiply-adds or the entries it reads and writes, whichever binds), in one lean walk as :func:`_costs`."""
+    size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
+    nslices = math.prod(sliced.values())
+    output = set(output)
+    terms = [(set(t), bool(sliced.keys() & set(t))) for t in inputs]
+    uses = Counter(x for t, _ in terms for x in t)
+    rates = _cost.rates_for(False, 4)
+    total = 0.0
+    for step in path:
+        picked = [terms[i] for i in step]
+        for i in sorted(step, reverse=True):
+            _count(uses, terms.pop(i)[0], -1)
+        union = set().union(*(t for t, _ in picked))
+        kept = {x for x in union if x in output or uses[x] > 0}
+        depends = any(d for _, d in picked)
+        operands = tuple(math.prod(size[x] for x in t) for t, _ in picked)
+        one = _cost.Step(math.prod(size[x] for x in union), operands, math.prod(size[x] for x in kept), depends)
+        total += _cost.step_seconds(one, 4, rates) * (nslices if depends else 1)
+        terms.append((kept, depends))
+        _count(uses, kept, 1)
+    return total
 
 
 CHEAP_FLOPS = 2**30  # multiply-adds under which an order is not worth searching for (~0.1 ms of GPU, ~1 s of CPU)
