@@ -5,6 +5,7 @@
 #   split   benchmarks/tn_scale_split.py: 32x32 energy (empty store, plan stored), configuration, count (twice)
 #   config  benchmarks/config_split.py on this tree: the energy then one configuration
 #   gtn     benchmarks/gtn.py rows of $GTN_ROWS (default: every row)
+#   gtnbase the rows $BASE_ROWS on .gpu/base (the tree before the session's changes), A/B in one run
 # Usage: OUT=$OUT [SUITE_SECONDS=230] [GTN_ROWS=a,b] bash benchmarks/s59.sh [parts...]
 set -u
 source benchmarks/gpu_setup.sh > "$OUT/setup.txt" 2>&1 || exit 1
@@ -49,6 +50,16 @@ gtn)
 import json, sys
 for k, v in json.load(open(sys.argv[1])).get("verdict", {}).items():
     print(k, str(v)[:300])
+PY
+  ;;
+gtnbase)  # the same rows on .gpu/base (a copy of the tree before this session), for A/B in one run
+  (cd .gpu/base && PYTHONPATH=/tmp/site:$PWD timeout ${BASE_SECONDS:-120} python3 benchmarks/gtn.py \
+      --out "$OUT/gtn-base.json" --row-seconds 40 ${BASE_ROWS:+--only $BASE_ROWS} > "$OUT/gtn-base.log" 2>&1)
+  echo "gtnbase rc $? at $(( $(date +%s) - S )) s"
+  python3 - "$OUT/gtn-base.json" <<'PY'
+import json, sys
+for k, v in json.load(open(sys.argv[1])).get("verdict", {}).items():
+    print("base", k, str(v)[:300])
 PY
   ;;
 *) echo "unknown part $part"; exit 2 ;;
