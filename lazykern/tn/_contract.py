@@ -106,6 +106,10 @@ def _arrange(be: Backend, term: Term, orders: Sequence[Sequence[Sequence[Label]]
         if tuple(x for g in cand for x in g) == term.labels:
             chosen, swapped = cand, i == 1
             break
+    else:  # not the term's own order: of a large term, the cheaper order to arrange
+        if len(orders) > 1 and math.prod(_shape(be, term)) >= COALESCE_MIN:
+            best = _cheaper(be, term, orders)
+            chosen, swapped = orders[best], best == 1
     flat = [x for g in chosen for x in g]
     perm = tuple(term.labels.index(x) for x in flat)
     sizes = dict(zip(term.labels, _shape(be, term)))
@@ -140,6 +144,41 @@ def _arrange(be: Backend, term: Term, orders: Sequence[Sequence[Sequence[Label]]
         for i, p in zip(at, fix([term.parts[i] for i in at])):
             out[i] = p
     return tuple(out), swapped
+
+
+COALESCE_MIN = 1 << 16  # entries from which a copied operand's order is chosen for the copy's reads
+
+
+def _cheaper(be: Backend, term: Term, orders: Sequence[Sequence[Sequence[Label]]]) -> int:
+    """Which of ``orders`` (none the term's own) arranges ``term`` cheaper: a view before a copy, then
+    the copy whose innermost output axes read the source's smallest strides (:func:`_inner_run`), then
+    the first."""
+    shape, strides = _shape(be, term), be.strides(term.parts[0])
+    at = {x: i for i, x in enumerate(term.labels)}
+
+    def score(i: int) -> tuple[bool, int, int]:
+        flat = [at[x] for g in orders[i] for x in g]
+        view = merges(tuple(shape[a] for a in flat), tuple(strides[a] for a in flat), [len(g) for g in orders[i]])
+        return view, _inner_run([shape[a] for a in flat], [strides[a] for a in flat]), -i
+
+    return max(range(len(orders)), key=score)
+
+
+def _inner_run(shape: Sequence[int], strides: Sequence[int]) -> int:
+    """How many (up to a warp's 5 bits) of a copy's innermost output axes of more than one entry (``shape``
+    and the source's ``strides`` in output order) are, in some order, the source's axes of the smallest
+    strides: a warp of the copy then reads that many bits' worth of nearby addresses.
+
+    >>> _inner_run([2] * 6, [4, 8, 16, 32, 1, 2]), _inner_run([2] * 6, [1, 2, 4, 8, 16, 32])
+    (2, 0)
+    """
+    order = [st for n, st in zip(shape, strides) if n > 1]
+    smallest = sorted(order)
+    top = min(WARP_BITS, len(order))
+    return max((k for k in range(1, top + 1) if sorted(order[-k:]) == smallest[:k]), default=0)
+
+
+WARP_BITS = 5
 
 
 def merges(shape: tuple[int, ...], strides: tuple[int, ...], lengths: Sequence[int]) -> bool:
@@ -193,8 +232,10 @@ def _contract(
         if done is not None:
             return done
     sizes = dict(zip(A.labels, _shape(be, A))) | dict(zip(B.labels, _shape(be, B)))
-    batch = [x for x in A.labels if x in B.labels and x in keep]
-    con = [x for x in A.labels if x in B.labels and x not in keep]
+    # The shared labels in the larger operand's order: its copy, where one is needed, keeps them in place.
+    ref, other = (A, B) if _size(be, A) >= _size(be, B) else (B, A)
+    batch = [x for x in ref.labels if x in other.labels and x in keep]
+    con = [x for x in ref.labels if x in other.labels and x not in keep]
     left = [x for x in A.labels if x not in B.labels]
     right = [x for x in B.labels if x not in A.labels]
     a3, _ = _arrange(be, A, [(batch, left, con), (batch, con, left)])
