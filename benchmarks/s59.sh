@@ -5,6 +5,7 @@
 #   split   benchmarks/tn_scale_split.py: 32x32 energy (empty store, plan stored), configuration, count (twice)
 #   config  benchmarks/config_split.py on this tree: the energy then one configuration
 #   gtn     benchmarks/gtn.py rows of $GTN_ROWS (default: every row)
+#   latency the 8 x 8 energy in fresh processes with a warm store (spin_glass.py defaults latency)
 #   gtnbase the rows $BASE_ROWS on .gpu/base (the tree before the session's changes), A/B in one run
 # Usage: OUT=$OUT [SUITE_SECONDS=230] [GTN_ROWS=a,b] bash benchmarks/s59.sh [parts...]
 set -u
@@ -52,6 +53,10 @@ for k, v in json.load(open(sys.argv[1])).get("verdict", {}).items():
     print(k, str(v)[:300])
 PY
   ;;
+latency)  # the 8 x 8 energy in fresh processes, warm store
+  timeout 120 python3 benchmarks/spin_glass.py --module cupy --only defaults --defaults-rows latency \
+      --out "$OUT/latency.json" > "$OUT/latency.log" 2>&1
+  echo "latency rc $? at $(( $(date +%s) - S )) s"; grep -i -E "latency|ms" "$OUT/latency.log" | tail -5 ;;
 gtnbase)  # the same rows on .gpu/base (a copy of the tree before this session), for A/B in one run
   (cd .gpu/base && PYTHONPATH=/tmp/site:$PWD timeout ${BASE_SECONDS:-120} python3 benchmarks/gtn.py \
       --out "$OUT/gtn-base.json" --row-seconds 40 ${BASE_ROWS:+--only $BASE_ROWS} > "$OUT/gtn-base.log" 2>&1)
