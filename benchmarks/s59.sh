@@ -6,6 +6,7 @@
 #   config  benchmarks/config_split.py on this tree: the energy then one configuration
 #   gtn     benchmarks/gtn.py rows of $GTN_ROWS (default: every row)
 #   latency the 8 x 8 energy in fresh processes with a warm store (spin_glass.py defaults latency)
+#   ab      the rows $AB_ROWS on each tree of $AB_TREES (name=path) in turn: A/B in one machine
 #   gtnbase the rows $BASE_ROWS on .gpu/base (the tree before the session's changes), A/B in one run
 # Usage: OUT=$OUT [SUITE_SECONDS=230] [GTN_ROWS=a,b] bash benchmarks/s59.sh [parts...]
 set -u
@@ -57,6 +58,19 @@ latency)  # the 8 x 8 energy in fresh processes, warm store
   timeout 120 python3 benchmarks/spin_glass.py --module cupy --only defaults --defaults-rows latency \
       --out "$OUT/latency.json" > "$OUT/latency.log" 2>&1
   echo "latency rc $? at $(( $(date +%s) - S )) s"; grep -i -E "latency|ms" "$OUT/latency.log" | tail -5 ;;
+ab)  # the rows $AB_ROWS on each tree of $AB_TREES (name=path), in turn, in one machine
+  for spec in ${AB_TREES:-base=.gpu/base new=.}; do
+    name=${spec%%=*}; tree=${spec#*=}
+    (cd "$tree" && PYTHONPATH=/tmp/site:$PWD timeout ${AB_SECONDS:-100} python3 benchmarks/gtn.py --out "$OUT/ab-$name.json" \
+        --row-seconds 40 --steps ${AB_STEPS:-sizemax_n200} --only $AB_ROWS > "$OUT/ab-$name.log" 2>&1)
+    echo "ab $name rc $? at $(( $(date +%s) - S )) s"
+    python3 - "$OUT/ab-$name.json" "$name" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k, r in d["results"].items():
+    print(sys.argv[2], k, r.get("again"), r.get("again_samples"), r.get("first"), r.get("error"), (r.get("steps") or {}).get("bulk"))
+PY
+  done ;;
 gtnbase)  # the same rows on .gpu/base (a copy of the tree before this session), for A/B in one run
   (cd .gpu/base && PYTHONPATH=/tmp/site:$PWD timeout ${BASE_SECONDS:-120} python3 benchmarks/gtn.py \
       --out "$OUT/gtn-base.json" --row-seconds 40 ${BASE_ROWS:+--only $BASE_ROWS} > "$OUT/gtn-base.log" 2>&1)
