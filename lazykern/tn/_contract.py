@@ -232,10 +232,8 @@ def _contract(
         if done is not None:
             return done
     sizes = dict(zip(A.labels, _shape(be, A))) | dict(zip(B.labels, _shape(be, B)))
-    # The shared labels in the larger operand's order: its copy, where one is needed, keeps them in place.
-    ref, other = (A, B) if _size(be, A) >= _size(be, B) else (B, A)
-    batch = [x for x in ref.labels if x in other.labels and x in keep]
-    con = [x for x in ref.labels if x in other.labels and x not in keep]
+    batch = [x for x in A.labels if x in B.labels and x in keep]
+    con = [x for x in A.labels if x in B.labels and x not in keep]
     left = [x for x in A.labels if x not in B.labels]
     right = [x for x in B.labels if x not in A.labels]
     a3, _ = _arrange(be, A, [(batch, left, con), (batch, con, left)])
