@@ -8,6 +8,7 @@
 #   latency the 8 x 8 energy in fresh processes with a warm store (spin_glass.py defaults latency)
 #   ab      the rows $AB_ROWS on each tree of $AB_TREES (name=path) in turn: A/B in one machine
 #   gtnbase the rows $BASE_ROWS on .gpu/base (the tree before the session's changes), A/B in one run
+# .whl must hold pymatching (tests/test_tropical_instance.py needs it; the image lacks it) beside numpy 2.4.6 etc.
 # Usage: OUT=$OUT [SUITE_SECONDS=230] [GTN_ROWS=a,b] bash benchmarks/s59.sh [parts...]
 set -u
 source benchmarks/gpu_setup.sh > "$OUT/setup.txt" 2>&1 || exit 1
