@@ -705,10 +705,24 @@ def _costs(
     (what :func:`plan_steps` gives in full, in one lean walk: candidates' costs are compared often)."""
     size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
     nslices = math.prod(sliced.values())
-    output = set(output)
-    terms = [(set(t), bool(sliced.keys() & set(t))) for t in inputs]  # (labels, depends on the slice)
-    uses = Counter(x for t, _ in terms for x in t)  # live terms carrying each label
     largest = flops = 0
+    for _, union, kept, depends in _walk(inputs, output, sliced, path):
+        flops += math.prod(size[x] for x in union) * (nslices if depends else 1)
+        largest = max(largest, math.prod(size[x] for x in kept))
+    return largest, flops
+
+
+def _walk(
+    inputs: Sequence[Sequence[Label]],
+    output: Collection[Label],
+    sliced: Collection[Label],
+    path: Sequence[tuple[int, ...]],
+) -> Iterator[tuple[list[set[Label]], set[Label], set[Label], bool]]:
+    """Each step of ``path`` as :meth:`_Network.run` takes it: its operands' labels, their union, the
+    labels its result keeps, and whether it depends on the ``sliced`` labels."""
+    output = set(output)
+    terms = [(set(t), bool(set(sliced) & set(t))) for t in inputs]  # (labels, depends on the slice)
+    uses = Counter(x for t, _ in terms for x in t)  # live terms carrying each label
     for step in path:
         picked = [terms[i] for i in step]
         for i in sorted(step, reverse=True):
@@ -716,11 +730,9 @@ def _costs(
         union = set().union(*(t for t, _ in picked))
         kept = {x for x in union if x in output or uses[x] > 0}
         depends = any(d for _, d in picked)
-        flops += math.prod(size[x] for x in union) * (nslices if depends else 1)
-        largest = max(largest, math.prod(size[x] for x in kept))
+        yield [t for t, _ in picked], union, kept, depends
         terms.append((kept, depends))
         _count(uses, kept, 1)
-    return largest, flops
 
 
 def plan_steps(
@@ -1558,23 +1570,12 @@ def _gpu_seconds(
     multiply-adds or the entries it reads and writes, whichever binds), in one lean walk as :func:`_costs`."""
     size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
     nslices = math.prod(sliced.values())
-    output = set(output)
-    terms = [(set(t), bool(sliced.keys() & set(t))) for t in inputs]
-    uses = Counter(x for t, _ in terms for x in t)
     rates = _cost.rates_for(False, 4)
     total = 0.0
-    for step in path:
-        picked = [terms[i] for i in step]
-        for i in sorted(step, reverse=True):
-            _count(uses, terms.pop(i)[0], -1)
-        union = set().union(*(t for t, _ in picked))
-        kept = {x for x in union if x in output or uses[x] > 0}
-        depends = any(d for _, d in picked)
-        operands = tuple(math.prod(size[x] for x in t) for t, _ in picked)
+    for picked, union, kept, depends in _walk(inputs, output, sliced, path):
+        operands = tuple(math.prod(size[x] for x in t) for t in picked)
         one = _cost.Step(math.prod(size[x] for x in union), operands, math.prod(size[x] for x in kept), depends)
         total += _cost.step_seconds(one, 4, rates) * (nslices if depends else 1)
-        terms.append((kept, depends))
-        _count(uses, kept, 1)
     return total
 
 
