@@ -17,6 +17,8 @@ from lazykern import KernelCache, KernelFamily
 from lazykern.compile import _manifest, compiler
 from lazykern.store import _later
 
+from ._file_clock import settled
+
 KERNEL = 'extern "C" __global__ void k(int *a) { *a = VAL; }\n'
 
 
@@ -26,6 +28,7 @@ def tree(tmp_path, monkeypatch):
     work.mkdir()
     monkeypatch.chdir(work)
     _manifest._digests.clear()
+    settled(work)  # a probe of work/ in the mkdir's clock tick would (rightly) not be stored
     return tmp_path
 
 

@@ -19,6 +19,7 @@ from lazykern.compile import _manifest, _tracer, compiler
 from lazykern.store import _later
 
 from . import _servers
+from ._file_clock import settled
 
 KERNEL = 'extern "C" __global__ void k(int *a) { *a = VAL; }\n'
 TICK = 0.012  # a file or directory changed in the compile's clock tick is not trusted: step past it
@@ -29,6 +30,7 @@ def tree(tmp_path, monkeypatch):
     (tmp_path / "work").mkdir()
     monkeypatch.chdir(tmp_path / "work")
     _manifest._digests.clear()
+    settled(tmp_path / "work")  # a probe of work/ in the mkdir's clock tick would (rightly) not be stored
     yield tmp_path
     _later.wait_all()
 
