@@ -8,6 +8,8 @@
 #   latency the 8 x 8 energy in fresh processes with a warm store (spin_glass.py defaults latency)
 #   ab      the rows $AB_ROWS on each tree of $AB_TREES (name=path) in turn: A/B in one machine
 #   gtnbase the rows $BASE_ROWS on .gpu/base (the tree before the session's changes), A/B in one run
+#   tests   pytest -m gpu over the files of $GPU_TESTS (session 60: the tiled permute's)
+#   permute benchmarks/permute_bench.py: plain against tiled bit-permutation copies, CuPy's, and memcpy
 # .whl must hold pymatching (tests/test_tropical_instance.py needs it; the image lacks it) beside numpy 2.4.6 etc.
 # Usage: OUT=$OUT [SUITE_SECONDS=230] [GTN_ROWS=a,b] bash benchmarks/s59.sh [parts...]
 set -u
@@ -82,6 +84,12 @@ for k, v in json.load(open(sys.argv[1])).get("verdict", {}).items():
     print("base", k, str(v)[:300])
 PY
   ;;
+tests)
+  timeout ${TESTS_SECONDS:-120} python3 -m pytest -q -m gpu $GPU_TESTS -p no:cacheprovider -rf > "$OUT/gpu-tests.log" 2>&1
+  grep -E "^FAILED|^ERROR|passed|failed" "$OUT/gpu-tests.log" | cut -c1-400 | tail -20; echo "tests at $(( $(date +%s) - S )) s" ;;
+permute)
+  timeout ${PERMUTE_SECONDS:-90} python3 benchmarks/permute_bench.py --out "$OUT/permute.json" > "$OUT/permute.log" 2>&1
+  echo "permute rc $? at $(( $(date +%s) - S )) s"; cut -c1-600 "$OUT/permute.log" | tail -12 ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
 done

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazykern.tn import _contract, _permute
+from lazykern.tn import _contract, _permute, _permute_tile
 from lazykern.tn._backend import Backend
 
 
@@ -82,12 +82,14 @@ def test_bit_strides_refuse_other_axes():
 
 def test_permute_kernels_are_lazy_and_compile_for_sm90(cache):
     fam = _permute.make_family(cache)
-    names = ["permute_bits_4", "permute_bits_8", "permute_bits_parts_4", "permute_bits_parts_8"]
+    names = [f"permute_{kind}_{size}" for kind in ("bits", "bits_parts", "tiled") for size in (4, 8)]
     assert sorted(fam.names()) == names and fam.compiled() == []
     assert [k.name for k in fam.warm(["permute_bits_4"], arch="sm_90")] == ["permute_bits_4"]
     assert fam.compiled() == ["permute_bits_4"]
     assert [k.name for k in fam.warm(["permute_bits_parts_8"], arch="sm_90")] == ["permute_bits_parts_8"]
     assert sorted(fam.compiled()) == ["permute_bits_4", "permute_bits_parts_8"]
+    tiled = ["permute_tiled_4", "permute_tiled_8"]
+    assert sorted(k.name for k in fam.warm(tiled, arch="sm_80")) == tiled
 
 
 def test_merges_says_when_a_reshape_is_a_view():
@@ -249,3 +251,82 @@ def test_gpu_parts_copy_is_exact_in_chunks():
     assert out[3].base is out[-2].base
     assert "permute_bits_parts_8" in _permute.family().compiled()
     assert "permute_bits_parts_4" in _permute.family().compiled()
+
+
+def _binary_views(rng: np.random.Generator, n: int):
+    """Permuted views of a binary tensor of n axes: whole, with an axis picked, and with axes reversed."""
+    x = rng.integers(-(2**20), 2**20, size=(2,) * (n + 1)).astype(np.int64)
+    for _ in range(4):
+        yield x[0].transpose(tuple(rng.permutation(n))), x
+        yield x[:, 1].transpose(tuple(rng.permutation(n))), x
+        yield x[::-1, 0, ::-1].transpose(tuple(rng.permutation(n))), x
+
+
+@pytest.mark.parametrize("n", [10, 11, 14])
+def test_tiled_addressing_is_the_transpose(n):
+    """The tiled kernel's tables, swizzled slots and tile bases (run in NumPy) give the C-order copy."""
+    rng = np.random.default_rng(n)
+    tiled = 0
+    for view, base in _binary_views(rng, n):
+        bits = _permute.bit_strides(view.shape, tuple(s // 8 for s in view.strides))
+        tile = _permute_tile.tiling(bits)
+        if tile is None:
+            continue
+        tiled += 1
+        offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // 8
+        got = _permute_tile.reference(base.reshape(-1), offset, bits, tile)
+        assert np.array_equal(got.reshape(view.shape), np.ascontiguousarray(view))
+    assert tiled >= 8
+
+
+def test_tiling_holds_the_output_lowest_and_the_source_nearest_bits():
+    rng = np.random.default_rng(21)
+    for n in (10, 13, 20):
+        bits = [int(s) for s in rng.permutation([1 << i for i in range(n)])]
+        tile = _permute_tile.tiling(bits)
+        if tile is None:
+            assert bits[:5] == [1, 2, 4, 8, 16]
+            continue
+        nearest = sorted(range(n), key=lambda b: bits[b])[:5]
+        assert len(tile.outs) == 10 and list(tile.outs) == sorted(tile.outs)
+        assert set(range(5)) | set(nearest) <= set(tile.outs)
+        assert tile.mask == sum(1 << b for b in tile.outs)
+        assert list(tile.strides) == sorted(bits[b] for b in tile.outs)  # source order: nearest first
+        assert [tile.outs[r] for r in tile.ranks] == [bits.index(s) for s in tile.strides]
+        ranks, outs = tile.packed()
+        assert [(ranks >> (4 * i)) & 15 for i in range(10)] == list(tile.ranks)
+        assert [(outs >> (6 * i)) & 63 for i in range(10)] == list(tile.outs)
+    assert _permute_tile.tiling([1 << i for i in range(12)]) is None  # reads coalesce already
+    assert _permute_tile.tiling([1 << i for i in range(9)][::-1]) is None  # under 2^10 entries: the plain copy
+
+
+def test_device_route_on_the_host_copies_through_the_tiled_addressing(monkeypatch):
+    calls = []
+    real = _permute_tile.reference
+    monkeypatch.setattr(_permute_tile, "reference", lambda *a: calls.append(a[2]) or real(*a))
+    be = Backend("cupy", np)
+    rng = np.random.default_rng(22)
+    parts = _parts(rng, 12, tuple(range(12))[::-1], ["float32"] * 3 + ["int64"] * 9)
+    out = be.contiguous_parts(parts)
+    assert len(calls) == 12 and all(np.array_equal(a, b) and a.flags.c_contiguous for a, b in zip(out, parts))
+    x = parts[0]
+    assert np.array_equal(be.contiguous(x), x) and len(calls) == 13
+
+
+@pytest.mark.gpu
+def test_gpu_tiled_copy_is_exact_for_parts_past_one_launch():
+    """12 parts (3 float32, 9 int64: two launches of int64) of a permuted 2^14 binary tensor, and a single
+    array: through the tiled kernel, each exact."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(23)
+    be = Backend("cupy", cupy)
+    bases = [rng.integers(-(2**20), 2**20, size=(2,) * 14).astype(d) for d in ["float32"] * 3 + ["int64"] * 9]
+    perm = tuple(int(a) for a in rng.permutation(14))
+    while _permute_tile.tiling([1 << (13 - a) for a in perm][::-1]) is None:
+        perm = tuple(int(a) for a in rng.permutation(14))
+    dev = tuple(cupy.asarray(b).transpose(perm) for b in bases)
+    out = be.contiguous_parts(dev)
+    for got, want in zip(out, bases):
+        assert got.flags.c_contiguous and np.array_equal(cupy.asnumpy(got), want.transpose(perm))
+    assert np.array_equal(cupy.asnumpy(be.contiguous(dev[4])), bases[4].transpose(perm))
+    assert {"permute_tiled_4", "permute_tiled_8"} <= set(_permute.family().compiled())

@@ -26,6 +26,8 @@ import numpy as np
 from .. import _fork
 from ..families.family import KernelFamily
 from ..launch import _device
+from . import _permute_tile
+from ._permute_tile import TILE_BITS, Tiling, tiling
 
 if TYPE_CHECKING:
     from ..store.cache import KernelCache
@@ -38,6 +40,7 @@ WIDE = ["int32", "int64", "int64"]  # the axis of another extent: bits below it,
 SIGNATURE = ["ptr", "ptr", "int64", "int32"] + WIDE + ["int64"] * BITS_MAX
 PARTS_MAX = 8  # arrays of one shape, strides and item size one launch copies (a k-best operand holds 2 to 12)
 PARTS_SIGNATURE = ["ptr"] * PARTS_MAX + ["ptr", "int64", "int32", "int32"] + WIDE + ["int64"] * BITS_MAX
+TILED_SIGNATURE = ["ptr"] * PARTS_MAX + ["ptr", "int64", "int32", "int32"] + ["int64"] * (BITS_MAX + TILE_BITS + 3)
 
 PREAMBLE = """
 // The source offset of output entry o: its bits (the axes of 2) at their strides, and where one axis
@@ -86,38 +89,121 @@ __device__ __forceinline__ void lk_permute_bits_parts(const W *const *src, W *__
         }
     }
 }
+
+// Tiled (lazykern/tn/_permute_tile.py): 2^10 entries per tile through shared memory, read in source
+// order, written in output order. ``near``: the tile bits' source strides, nearest first; ``ranks``
+// (4 bits each): each one's slot bit in output order; ``outs`` (6 bits each): the output bit of each
+// slot bit; ``mask``: the tile's output bits. The other bits (the tile's number) are read off ``stride``.
+__device__ __forceinline__ int lk_swizzle(int t) { return t ^ ((t >> 5) & 31); }
+
+template <typename W, int BITS, int PARTS>
+__device__ __forceinline__ void lk_permute_tiled(const W *const *src, W *__restrict__ dst, long long total,
+                                                 int parts, int bits, const long long *stride,
+                                                 const long long *near, long long ranks, long long outs,
+                                                 long long mask) {
+    __shared__ W tile[1024];
+    __shared__ long long src_lo[32], src_hi[32], out_lo[32], out_hi[32];
+    __shared__ int at_lo[32], at_hi[32];
+    if (threadIdx.x < 32) {
+        const int k = threadIdx.x;
+        long long sl = 0, sh = 0, ol = 0, oh = 0;
+        int tl = 0, th = 0;
+#pragma unroll
+        for (int i = 0; i < 5; ++i) {
+            if ((k >> i) & 1) {
+                sl += near[i];
+                sh += near[i + 5];
+                tl |= 1 << ((ranks >> (4 * i)) & 15);
+                th |= 1 << ((ranks >> (4 * (i + 5))) & 15);
+                ol += 1LL << ((outs >> (6 * i)) & 63);
+                oh += 1LL << ((outs >> (6 * (i + 5))) & 63);
+            }
+        }
+        src_lo[k] = sl, src_hi[k] = sh, out_lo[k] = ol, out_hi[k] = oh, at_lo[k] = tl, at_hi[k] = th;
+    }
+    __syncthreads();
+    const long long tiles = total >> 10;
+    for (long long g = blockIdx.x; g < tiles; g += gridDim.x) {
+        long long h = g, from = 0, to = 0;
+#pragma unroll
+        for (int b = 0; b < BITS; ++b) {
+            if (b >= bits) break;
+            if ((mask >> b) & 1) continue;
+            if (h & 1) {
+                from += stride[b];
+                to += 1LL << b;
+            }
+            h >>= 1;
+        }
+#pragma unroll
+        for (int q = 0; q < PARTS; ++q) {
+            if (q >= parts) break;
+            const W *s = src[q] + from;
+            for (int j = threadIdx.x; j < 1024; j += blockDim.x) {
+                tile[lk_swizzle(at_lo[j & 31] | at_hi[j >> 5])] = s[src_lo[j & 31] + src_hi[j >> 5]];
+            }
+            __syncthreads();
+            W *d = dst + q * total + to;
+            for (int t = threadIdx.x; t < 1024; t += blockDim.x) {
+                d[out_lo[t & 31] + out_hi[t >> 5]] = tile[lk_swizzle(t)];
+            }
+            __syncthreads();
+        }
+    }
+}
 """
 
 
-def kernel_name(itemsize: int, parts: bool = False) -> str:
+def kernel_name(itemsize: int, parts: bool = False, tiled: bool = False) -> str:
+    if tiled:
+        return f"permute_tiled_{itemsize}"
     return f"permute_bits_parts_{itemsize}" if parts else f"permute_bits_{itemsize}"
 
 
 def make_family(cache: KernelCache | None = None) -> KernelFamily:
     fam = KernelFamily("tn_permute", PREAMBLE, cache=cache)
-    params = ", ".join(f"long long s{b}" for b in range(BITS_MAX))
-    strides = ", ".join(f"s{b}" for b in range(BITS_MAX))
+    strides = ", ".join(f"long long s{b}" for b in range(BITS_MAX))
+    near = ", ".join(f"long long n{i}" for i in range(TILE_BITS))
     for itemsize, word in WORDS.items():
-        name = kernel_name(itemsize)
-        code = (
-            f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {word} *src, {word} *dst, '
-            f"long long total, int bits, int low, long long extent, long long wide, {params}) {{\n"
-            f"    const long long stride[{BITS_MAX}] = {{{strides}}};\n"
-            f"    lk_permute_bits<{word}, {BITS_MAX}>(src, dst, total, bits, low, extent, wide, stride);\n}}\n"
-        )
-        fam.add(name, code, signature=SIGNATURE)
-        name = kernel_name(itemsize, parts=True)
         srcs = ", ".join(f"const {word} *src{q}" for q in range(PARTS_MAX))
-        code = (
-            f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}({srcs}, {word} *dst, '
-            f"long long total, int parts, int bits, int low, long long extent, long long wide, {params}) {{\n"
-            f"    const {word} *const src[{PARTS_MAX}] = {{{', '.join(f'src{q}' for q in range(PARTS_MAX))}}};\n"
-            f"    const long long stride[{BITS_MAX}] = {{{strides}}};\n"
-            f"    lk_permute_bits_parts<{word}, {BITS_MAX}, {PARTS_MAX}>(src, dst, total, parts, bits, low, extent, "
-            f"wide, stride);\n}}\n"
-        )
-        fam.add(name, code, signature=PARTS_SIGNATURE)
+        placed = "int low, long long extent, long long wide"
+        for name, params, call, signature in (
+            (
+                kernel_name(itemsize),
+                f"const {word} *src, {word} *dst, long long total, int bits, {placed}, {strides}",
+                f"lk_permute_bits<{word}, {BITS_MAX}>(src, dst, total, bits, low, extent, wide, stride)",
+                SIGNATURE,
+            ),
+            (
+                kernel_name(itemsize, parts=True),
+                f"{srcs}, {word} *dst, long long total, int parts, int bits, {placed}, {strides}",
+                f"lk_permute_bits_parts<{word}, {BITS_MAX}, {PARTS_MAX}>(src, dst, total, parts, bits, low, extent, "
+                "wide, stride)",
+                PARTS_SIGNATURE,
+            ),
+            (
+                kernel_name(itemsize, tiled=True),
+                f"{srcs}, {word} *dst, long long total, int parts, int bits, {strides}, {near}, long long ranks, "
+                "long long outs, long long mask",
+                f"lk_permute_tiled<{word}, {BITS_MAX}, {PARTS_MAX}>(src, dst, total, parts, bits, stride, near, "
+                "ranks, outs, mask)",
+                TILED_SIGNATURE,
+            ),
+        ):
+            fam.add(name, _entry(name, word, params, call, "src0" in params, "n0" in params), signature=signature)
     return fam
+
+
+def _entry(name: str, word: str, params: str, call: str, parts: bool, tiled: bool) -> str:
+    """A kernel's source: its parameters gathered into the arrays ``call`` reads (``stride``; ``src`` for
+    ``parts``, ``near`` for ``tiled``)."""
+    arrays = [f"const long long stride[{BITS_MAX}] = {{{', '.join(f's{b}' for b in range(BITS_MAX))}}};"]
+    if parts:
+        arrays.append(f"const {word} *const src[{PARTS_MAX}] = {{{', '.join(f'src{q}' for q in range(PARTS_MAX))}}};")
+    if tiled:
+        arrays.append(f"const long long near[{TILE_BITS}] = {{{', '.join(f'n{i}' for i in range(TILE_BITS))}}};")
+    body = "".join(f"    {line}\n" for line in [*arrays, f"{call};"])
+    return f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}({params}) {{\n{body}}}\n'
 
 
 _family: KernelFamily | None = None
@@ -197,16 +283,10 @@ def copy(be: Any, x: Any) -> Any | None:
     from ..tropical import _arrays
 
     out = be.empty(x, shape)
-    total = wide.extent << len(bits)
     dst = _arrays.as_operand(out, "out")  # its device and stream; the source's address read directly
     device = _device.resolve_or_current(_device.common([("x", be.device_of(x)), ("out", dst.device)]))
-    blocks = min(-(-total // THREADS), _MAX_BLOCKS)
-    padded = bits + [0] * (BITS_MAX - len(bits))
     with _device.on(device):
-        kernel = _kernel(kernel_name(itemsize), device)
-        kernel[(blocks,), (THREADS,), dst.stream or 0](
-            be.pointer(x), dst.ptr, total, np.int32(len(bits)), np.int32(wide.low), wide.extent, wide.stride, *padded
-        )
+        _launch(dst.stream or 0, device, itemsize, [be.pointer(x)], [dst.ptr], bits, wide)
     return out
 
 
@@ -239,10 +319,6 @@ def copy_parts(be: Any, parts: tuple[Any, ...], alike: bool = False) -> tuple[An
     from ..tropical import _arrays
 
     out = tuple(be.empty_parts(parts, shape))
-    total = wide.extent << len(bits)
-    placed = (np.int32(wide.low), wide.extent, wide.stride)
-    blocks = min(-(-total // THREADS), _MAX_BLOCKS)
-    padded = bits + [0] * (BITS_MAX - len(bits))
     dst = _arrays.as_operand(out[0], "out")  # the device and stream, once for every part
     device = _device.resolve_or_current(_device.common([("x", be.device_of(x)), ("out", dst.device)]))
     runs: dict[np.dtype, list[int]] = {}
@@ -250,33 +326,51 @@ def copy_parts(be: Any, parts: tuple[Any, ...], alike: bool = False) -> tuple[An
         runs.setdefault(d, []).append(i)
     with _device.on(device):
         for d, at in runs.items():
-            if len(at) == 1:  # a dtype of one part (counting's value and count): the single copy's kernel
-                kernel = _kernel(kernel_name(d.itemsize), device)
-                kernel[(blocks,), (THREADS,), dst.stream or 0](
-                    be.pointer(parts[at[0]]), be.pointer(out[at[0]]), total, np.int32(len(bits)), *placed, *padded
-                )
-                continue
-            kernel = _kernel(kernel_name(d.itemsize, parts=True), device)
-            for start in range(0, len(at), PARTS_MAX):
-                chunk = at[start : start + PARTS_MAX]
-                src = [be.pointer(parts[i]) for i in chunk]
-                src += [src[0]] * (PARTS_MAX - len(src))  # the kernel reads only the first ``len(chunk)``
-                # empty_parts lays one dtype's parts out back to back: the chunk's first is their base
-                kernel[(blocks,), (THREADS,), dst.stream or 0](
-                    *src,
-                    be.pointer(out[chunk[0]]),
-                    total,
-                    np.int32(len(chunk)),
-                    np.int32(len(bits)),
-                    *placed,
-                    *padded,
-                )
+            # empty_parts lays one dtype's parts out back to back: a chunk's first is their base
+            srcs, dsts = [be.pointer(parts[i]) for i in at], [be.pointer(out[i]) for i in at]
+            _launch(dst.stream or 0, device, d.itemsize, srcs, dsts, bits, wide)
     return out
+
+
+def _launch(
+    stream: Any, device: int | None, itemsize: int, srcs: list[int], dsts: list[int], bits: list[int], wide: Wide
+) -> None:
+    """Copy the arrays at ``srcs`` (one item size, one layout) to ``dsts``, laid out back to back: the
+    tiled kernel where the plain one's reads would not coalesce, else the plain one (a single array) or
+    the parts kernel, ``PARTS_MAX`` arrays a launch."""
+    total = wide.extent << len(bits)
+    tile = tiling(bits) if wide.extent == 1 else None
+    padded = bits + [0] * (BITS_MAX - len(bits))
+    placed = (np.int32(wide.low), wide.extent, wide.stride)
+    for start in range(0, len(srcs), PARTS_MAX):
+        chunk = srcs[start : start + PARTS_MAX]
+        count, filled = np.int32(len(chunk)), chunk + [chunk[0]] * (PARTS_MAX - len(chunk))  # read: the first count
+        if tile is not None:
+            blocks = min(total >> TILE_BITS, _MAX_BLOCKS)
+            kernel = _kernel(kernel_name(itemsize, tiled=True), device)
+            kernel[(blocks,), (THREADS,), stream](
+                *filled, dsts[start], total, count, np.int32(len(bits)), *padded, *_tile_args(tile)
+            )
+            continue
+        blocks = min(-(-total // THREADS), _MAX_BLOCKS)
+        if len(chunk) == 1:  # a dtype of one part (counting's value and count): the single copy's kernel
+            kernel = _kernel(kernel_name(itemsize), device)
+            kernel[(blocks,), (THREADS,), stream](chunk[0], dsts[start], total, np.int32(len(bits)), *placed, *padded)
+            continue
+        kernel = _kernel(kernel_name(itemsize, parts=True), device)
+        kernel[(blocks,), (THREADS,), stream](*filled, dsts[start], total, count, np.int32(len(bits)), *placed, *padded)
+
+
+def _tile_args(tile: Tiling) -> tuple[int, ...]:
+    return (*tile.strides, *tile.packed(), tile.mask)
 
 
 def _host_copy(x: np.ndarray, bits: list[int], wide: Wide, shape: tuple[int, ...]) -> np.ndarray:
     reach = sum(bits) + (wide.extent - 1) * wide.stride + 1
     span = np.lib.stride_tricks.as_strided(x, (reach,), (x.itemsize,), writeable=False)
+    tile = tiling(bits) if wide.extent == 1 else None
+    if tile is not None:  # the tiled kernel's addressing, as the device route would take it
+        return _permute_tile.reference(span, 0, bits, tile).reshape(shape)
     return reference(span, 0, bits, wide).reshape(shape)
 
 
