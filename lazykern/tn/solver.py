@@ -51,7 +51,7 @@ from ._backend import backend_of
 from ._contract import Algebra, Term
 from .algebras import floatsum, kbest, logsum, modular, polynomial
 from .counting import count_network
-from .einsum import ContractionPlan, build_network, contract_network, network_argmax
+from .einsum import ContractionPlan, build_network, contract_network, contraction_plan, network_argmax
 
 log = logging.getLogger("lazykern")
 
@@ -401,16 +401,23 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
     xs = np.arange(1, points + 1, dtype=np.int64)
     labels = [(polynomial.POINTS, *lab) for lab in tab.labels]
 
+    largest = _largest_intermediate(tab, ctx)
+
     def run(moduli: tuple[int, ...]) -> np.ndarray:
-        """One pass: the evaluations at every point modulo each of ``moduli`` (one part per prime)."""
+        """One pass: the evaluations at every point modulo each of ``moduli`` (one part per prime), the
+        points taken in as few groups as the memory holds without slicing (:func:`_points_per_pass`)."""
         r = len(moduli)
-        tables = [t for e, m in zip(exponents, tab.mask) for t in polynomial.powers_modulo(e, m, xs, moduli)]
-        put = ctx.put_all(tables)  # one transfer, not one per table and prime
-        ops = [tuple(put[i : i + r]) for i in range(0, len(put), r)]
-        operands = [op[0] for op in ops] if r == 1 else ops  # one part: the array itself
-        parts = ctx.contract(tab, labels, (polynomial.POINTS,), operands, "maxplus", modular.algebra(*moduli))
-        parts = parts if isinstance(parts, tuple) else (parts,)  # one part comes back as the array itself
-        return np.array([_item(p) for p in parts], dtype=np.int64)
+        groups = -(-points // _points_per_pass(ctx, largest, 8 * r, points))
+        out = []
+        for chunk in np.array_split(xs, groups):
+            tables = [t for e, m in zip(exponents, tab.mask) for t in polynomial.powers_modulo(e, m, chunk, moduli)]
+            put = ctx.put_all(tables)  # one transfer, not one per table and prime
+            ops = [tuple(put[i : i + r]) for i in range(0, len(put), r)]
+            operands = [op[0] for op in ops] if r == 1 else ops  # one part: the array itself
+            parts = ctx.contract(tab, labels, (polynomial.POINTS,), operands, "maxplus", modular.algebra(*moduli))
+            parts = parts if isinstance(parts, tuple) else (parts,)  # one part comes back as the array itself
+            out.append(np.array([_item(p) for p in parts], dtype=np.int64).reshape(r, len(chunk)))
+        return np.concatenate(out, axis=1)
 
     # No coefficient exceeds the number of feasible configurations (``bound``, proven from above by the
     # float64 count of the largest size's pass): it says how many primes the one pass of evaluations
@@ -421,6 +428,33 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
     if laurent:
         return smin, coefficients
     return [0] * smin + coefficients
+
+
+def _largest_intermediate(tab: _tables.Tables, ctx: _Context) -> int:
+    """Entries of the largest intermediate of ``tab``'s order, unsliced (every polynomial tensor holds
+    that many per point)."""
+    sizes = {lab: tab.flavors for labels in tab.labels for lab in labels}
+    order = ctx.order(tab)
+    if isinstance(order, ContractionPlan):
+        return int(order.largest) * math.prod(sizes[x] for x in order.sliced)
+    if not isinstance(order, list):  # the caller's optimizer object: it plans each network itself
+        return 1
+    plan = contraction_plan(tab.labels, (), sizes, optimize=order, memory_limit=2**62, store=False)
+    return int(plan.largest)
+
+
+def _points_per_pass(ctx: _Context, largest: int, entry_bytes: int, points: int) -> int:
+    """How many evaluation points one contraction carries: as many as keep its largest intermediate
+    (``largest`` entries per point) within the slicing target (the caller's ``memory_limit``, else the
+    one the free memory sets for ``entry_bytes``). A 3-regular graph of 200 vertices has intermediates
+    of 2^28 entries: with its 91 points and 5 primes one such array is 978 GB, seven times an H200's
+    memory, and slicing that far re-runs much of the network per slice (no answer in 40 s, session 59);
+    groups of points cost only their own work."""
+    limit = ctx.memory_limit
+    if limit is None:
+        be, _ = backend_of(ctx.put(np.zeros(1, np.float64)))
+        limit = be.memory_limit(entry_bytes)
+    return max(1, min(points, int(limit) // max(largest, 1)))
 
 
 def _uniform_lowest(tab: _tables.Tables) -> int | None:

@@ -1,0 +1,56 @@
+"""GraphPolynomial carries its evaluation points in groups the memory holds (lazykern/tn/solver.py)."""
+
+from __future__ import annotations
+
+import importlib
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from lazykern.tn import problems as P
+from lazykern.tn import properties as Q
+from lazykern.tn import solve
+
+from ._gtn_brute import Brute
+
+S = importlib.import_module("lazykern.tn.solver")
+
+
+@pytest.fixture
+def passes(monkeypatch):
+    """The point count of each polynomial contraction (the networks whose output is the points: the
+    points are every operand's first axis)."""
+    seen: list[int] = []
+    real = S._Context.contract
+
+    def spy(self, tab, labels, output, operands, *rest, **kw):
+        if output == (S.polynomial.POINTS,):
+            first = operands[0][0] if isinstance(operands[0], tuple) else operands[0]
+            seen.append(int(first.shape[0]))
+        return real(self, tab, labels, output, operands, *rest, **kw)
+
+    monkeypatch.setattr(S._Context, "contract", spy)
+    return seen
+
+
+def test_points_in_groups_give_the_same_exact_polynomial(passes):
+    g = nx.random_regular_graph(3, 16, seed=3)
+    p = P.IndependentSet(g)
+    want = Brute(p).polynomial()
+    assert solve(p, Q.GraphPolynomial()) == want
+    whole = set(passes)
+    passes.clear()
+    ctx = S._Context(np, "auto", None, None, None)
+    largest = S._largest_intermediate(S._tables.build(p, {}), ctx)
+    assert solve(p, Q.GraphPolynomial(), memory_limit=2 * largest) == want
+    assert whole == {len(want)} and max(passes) <= 2 and sum(passes) % len(want) == 0
+
+
+def test_points_per_pass_is_the_limit_over_the_largest_intermediate():
+    ctx = S._Context(np, "greedy", 2**20, None, None)
+    assert S._points_per_pass(ctx, 2**16, 8, 91) == 16
+    assert S._points_per_pass(ctx, 2**21, 8, 91) == 1  # past the limit alone: one point, sliced
+    assert S._points_per_pass(ctx, 1, 8, 91) == 91
+    ctx = S._Context(np, "greedy", None, None, None)  # the host's default target
+    assert 1 <= S._points_per_pass(ctx, 2**10, 40, 91) <= 91
