@@ -11,7 +11,7 @@
 #   tests   pytest -m gpu over the files of $GPU_TESTS (session 60: the tiled permute's)
 #   permute benchmarks/permute_bench.py: plain against tiled bit-permutation copies, CuPy's, and memcpy
 # .whl must hold pymatching (tests/test_tropical_instance.py needs it; the image lacks it) beside numpy 2.4.6 etc.
-# Usage: OUT=$OUT [SUITE_SECONDS=230] [GTN_ROWS=a,b] bash benchmarks/s59.sh [parts...]
+# Usage: OUT=$OUT [SUITE_SECONDS=230] [GTN_ROWS=a,b] [ROW_SECONDS=40] [REPEATS=5] bash benchmarks/s59.sh [parts...]
 set -u
 source benchmarks/gpu_setup.sh > "$OUT/setup.txt" 2>&1 || exit 1
 tail -3 "$OUT/setup.txt"
@@ -48,8 +48,8 @@ for r in json.load(open(sys.argv[1]))["rows"]:
 PY
   ;;
 gtn)
-  timeout ${GTN_SECONDS:-300} python3 benchmarks/gtn.py --out "$OUT/gtn.json" --row-seconds 40 \
-      ${GTN_ROWS:+--only $GTN_ROWS} > "$OUT/gtn.log" 2>&1
+  timeout ${GTN_SECONDS:-300} python3 benchmarks/gtn.py --out "$OUT/gtn.json" --row-seconds ${ROW_SECONDS:-40} \
+      --repeats ${REPEATS:-5} ${GTN_ROWS:+--only $GTN_ROWS} > "$OUT/gtn.log" 2>&1
   echo "gtn rc $? at $(( $(date +%s) - S )) s"
   python3 - "$OUT/gtn.json" <<'PY'
 import json, sys
@@ -65,7 +65,8 @@ ab)  # the rows $AB_ROWS on each tree of $AB_TREES (name=path), in turn, in one 
   for spec in ${AB_TREES:-base=.gpu/base new=.}; do
     name=${spec%%=*}; tree=${spec#*=}
     (cd "$tree" && PYTHONPATH=/tmp/site:$PWD timeout ${AB_SECONDS:-100} python3 benchmarks/gtn.py --out "$OUT/ab-$name.json" \
-        --row-seconds 40 --steps ${AB_STEPS:-sizemax_n200} --only $AB_ROWS > "$OUT/ab-$name.log" 2>&1)
+        --row-seconds ${ROW_SECONDS:-40} --repeats ${REPEATS:-5} --steps ${AB_STEPS:-sizemax_n200} --only $AB_ROWS \
+        > "$OUT/ab-$name.log" 2>&1)
     echo "ab $name rc $? at $(( $(date +%s) - S )) s"
     python3 - "$OUT/ab-$name.json" "$name" <<'PY'
 import json, sys

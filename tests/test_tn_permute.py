@@ -234,10 +234,14 @@ def test_kernel_lookup_is_one_dict_hit_per_device(monkeypatch):
 
 
 @pytest.mark.gpu
-def test_gpu_parts_copy_is_exact_in_chunks():
+@pytest.mark.parametrize("tiled", [True, False])
+def test_gpu_parts_copy_is_exact_in_chunks(tiled, monkeypatch):
     """More parts than one launch takes (PARTS_MAX), three dtypes (one of a single part: the single
-    copy's kernel), a fixed label: each copy exact, each dtype's copies one allocation."""
+    copy's kernel), a fixed label: each copy exact, each dtype's copies one allocation; through the
+    tiled kernel (this layout's reads would not coalesce) and, with tiling off, the plain ones."""
     cupy = pytest.importorskip("cupy")
+    if not tiled:
+        monkeypatch.setattr(_permute, "tiling", lambda bits: None)
     rng = np.random.default_rng(13)
     be = Backend("cupy", cupy)
     n = 14
@@ -245,12 +249,13 @@ def test_gpu_parts_copy_is_exact_in_chunks():
     dtypes = ["float32"] * 3 + ["int64"] * (_permute.PARTS_MAX + 3) + ["float64"]  # float64: a run of one
     host = [rng.integers(-(2**20), 2**20, size=(2,) * n).astype(d)[:, 1] for d in dtypes]
     dev = [cupy.asarray(h.base if h.base is not None else h)[:, 1].transpose(perm) for h in host]
+    assert _permute_tile.tiling(_permute.bit_strides(dev[0].shape, be.strides(dev[0]))) is not None
     out = be.contiguous_parts(dev)
     for got, h in zip(out, host):
         assert got.flags.c_contiguous and np.array_equal(cupy.asnumpy(got), np.ascontiguousarray(h.transpose(perm)))
     assert out[3].base is out[-2].base
-    assert "permute_bits_parts_8" in _permute.family().compiled()
-    assert "permute_bits_parts_4" in _permute.family().compiled()
+    names = ("permute_tiled_8", "permute_tiled_4") if tiled else ("permute_bits_parts_8", "permute_bits_parts_4")
+    assert set(names) <= set(_permute.family().compiled())
 
 
 def _binary_views(rng: np.random.Generator, n: int):
