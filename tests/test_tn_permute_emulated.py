@@ -58,7 +58,7 @@ def test_tiled_kernel_copies_each_part_exactly(kernels, n, size, parts, grid, ki
     srcs = [("src", q * flat.size + offset) for q in range(parts)]
     srcs += [srcs[0]] * (_permute.PARTS_MAX - parts)
     padded = bits + [0] * (_permute.BITS_MAX - len(bits))
-    args = [*srcs, "out", total, parts, len(bits), *padded, *_permute._tile_args(tile)]
+    args = [*srcs, "out", total, parts, len(bits), *padded, *tile.arguments()]
     got = kernels[size](grid, _permute.THREADS, words, parts * total, args).reshape(parts, total)
     for q in range(parts):
         want = _permute.reference(words[q * flat.size : (q + 1) * flat.size], offset, bits)

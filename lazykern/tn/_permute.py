@@ -27,7 +27,7 @@ from .. import _fork
 from ..families.family import KernelFamily
 from ..launch import _device
 from . import _permute_tile
-from ._permute_tile import TILE_BITS, Tiling, tiling
+from ._permute_tile import TILE_BITS, tiling
 
 if TYPE_CHECKING:
     from ..store.cache import KernelCache
@@ -349,7 +349,7 @@ def _launch(
             blocks = min(total >> TILE_BITS, _MAX_BLOCKS)
             kernel = _kernel(kernel_name(itemsize, tiled=True), device)
             kernel[(blocks,), (THREADS,), stream](
-                *filled, dsts[start], total, count, np.int32(len(bits)), *padded, *_tile_args(tile)
+                *filled, dsts[start], total, count, np.int32(len(bits)), *padded, *tile.arguments()
             )
             continue
         blocks = min(-(-total // THREADS), _MAX_BLOCKS)
@@ -359,10 +359,6 @@ def _launch(
             continue
         kernel = _kernel(kernel_name(itemsize, parts=True), device)
         kernel[(blocks,), (THREADS,), stream](*filled, dsts[start], total, count, np.int32(len(bits)), *placed, *padded)
-
-
-def _tile_args(tile: Tiling) -> tuple[int, ...]:
-    return (*tile.strides, *tile.packed(), tile.mask)
 
 
 def _host_copy(x: np.ndarray, bits: list[int], wide: Wide, shape: tuple[int, ...]) -> np.ndarray:

@@ -16,6 +16,7 @@ stand-in copies through it, so the CPU tests check the kernel's arithmetic and n
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -39,13 +40,23 @@ class Tiling(NamedTuple):
         outs = sum(b << (6 * i) for i, b in enumerate(self.outs))
         return ranks, outs
 
+    def arguments(self) -> tuple[int, ...]:
+        """The kernel's tile arguments after the strides: ``near``, ``ranks``, ``outs``, ``mask``."""
+        return (*self.strides, *self.packed(), self.mask)
+
 
 def tiling(bits: list[int]) -> Tiling | None:
     """The tile of a copy whose output bit ``b`` reads the source at stride ``bits[b]``, or None where
     the plain copy's reads already coalesce (the output's 5 lowest bits are the source's 5 nearest, in
-    order) or the tensor holds fewer than 2^10 entries."""
+    order) or the tensor holds fewer than 2^10 entries. Remembered per layout: a k-best call copies
+    operands of the same few layouts hundreds of times."""
     if len(bits) < TILE_BITS:
         return None
+    return _tiling(tuple(bits))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tiling(bits: tuple[int, ...]) -> Tiling | None:
     nearest = sorted(range(len(bits)), key=lambda b: (abs(bits[b]), b))
     if nearest[:LANE_BITS] == list(range(LANE_BITS)):
         return None
