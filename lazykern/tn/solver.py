@@ -433,10 +433,10 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
 def _largest_intermediate(tab: _tables.Tables, ctx: _Context) -> int:
     """Entries of the largest intermediate of ``tab``'s order, unsliced (every polynomial tensor holds
     that many per point)."""
-    sizes = {lab: tab.flavors for labels in tab.labels for lab in labels}
+    sizes: dict[Hashable, int] = {lab: tab.flavors for labels in tab.labels for lab in labels}
     order = ctx.order(tab)
-    if isinstance(order, ContractionPlan):
-        return int(order.largest) * math.prod(sizes[x] for x in order.sliced)
+    if isinstance(order, ContractionPlan):  # every label holds ``flavors`` entries
+        return int(order.largest * tab.flavors ** len(order.sliced))
     if not isinstance(order, list):  # the caller's optimizer object: it plans each network itself
         return 1
     plan = contraction_plan(tab.labels, (), sizes, optimize=order, memory_limit=2**62, store=False)
