@@ -15,6 +15,10 @@ One axis of another extent (a graph polynomial's evaluation points, a batch of i
 off the output index by one division: entry o = (hi * extent + e) * 2^low + lo reads the bits of
 ``lo`` and ``hi`` as above plus e times that axis's stride. CuPy's copy of such a tensor (a
 polynomial step's 2^27-entry float64 operand) ran at 80 GB/s on an H100.
+Where the output's lowest bits are not the source's nearest (a step operand transposed so its
+contracted axes come last), the plain copy's reads do not coalesce: those copies (2^10 entries or
+more, no wide axis) take the tiled kernel (``permute_tiled_*``, :mod:`._permute_tile`), 2.2-4.9x the
+plain one on 2^28 float32 entries on an H200 (benchmarks/permute_bench.py, session 60).
 """
 
 from __future__ import annotations
@@ -167,12 +171,14 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
     for itemsize, word in WORDS.items():
         srcs = ", ".join(f"const {word} *src{q}" for q in range(PARTS_MAX))
         placed = "int low, long long extent, long long wide"
-        for name, params, call, signature in (
+        for name, params, call, signature, parts, tiled in (
             (
                 kernel_name(itemsize),
                 f"const {word} *src, {word} *dst, long long total, int bits, {placed}, {strides}",
                 f"lk_permute_bits<{word}, {BITS_MAX}>(src, dst, total, bits, low, extent, wide, stride)",
                 SIGNATURE,
+                False,
+                False,
             ),
             (
                 kernel_name(itemsize, parts=True),
@@ -180,6 +186,8 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
                 f"lk_permute_bits_parts<{word}, {BITS_MAX}, {PARTS_MAX}>(src, dst, total, parts, bits, low, extent, "
                 "wide, stride)",
                 PARTS_SIGNATURE,
+                True,
+                False,
             ),
             (
                 kernel_name(itemsize, tiled=True),
@@ -188,9 +196,11 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
                 f"lk_permute_tiled<{word}, {BITS_MAX}, {PARTS_MAX}>(src, dst, total, parts, bits, stride, near, "
                 "ranks, outs, mask)",
                 TILED_SIGNATURE,
+                True,
+                True,
             ),
         ):
-            fam.add(name, _entry(name, word, params, call, "src0" in params, "n0" in params), signature=signature)
+            fam.add(name, _entry(name, word, params, call, parts, tiled), signature=signature)
     return fam
 
 

@@ -446,10 +446,10 @@ def _largest_intermediate(tab: _tables.Tables, ctx: _Context) -> int:
 def _points_per_pass(ctx: _Context, largest: int, entry_bytes: int, points: int) -> int:
     """How many evaluation points one contraction carries: as many as keep its largest intermediate
     (``largest`` entries per point) within the slicing target (the caller's ``memory_limit``, else the
-    one the free memory sets for ``entry_bytes``). A 3-regular graph of 200 vertices has intermediates
-    of 2^28 entries: with its 91 points and 5 primes one such array is 978 GB, seven times an H200's
-    memory, and slicing that far re-runs much of the network per slice (no answer in 40 s, session 59);
-    groups of points cost only their own work."""
+    one the free memory sets for ``entry_bytes``). A 3-regular graph of 200 vertices, planned for a GPU,
+    has intermediates of 2^29 entries: with its 91 points and 6 primes one such array is 2.3 TB, 16
+    times an H200's memory, and slicing that far re-runs much of the network per slice (no answer in
+    40 s, session 59); groups of points cost only their own work."""
     limit = ctx.memory_limit
     if limit is None:
         be, _ = backend_of(ctx.put(np.zeros(1, np.float64)))
