@@ -19,7 +19,9 @@ def test_bench_startup_quick_is_quick_and_says_what_it_runs(tmp_path):
     done = lazykern("bench", "startup", "--quick", env=env_for(tmp_path / "cache"), timeout=120)
     seconds = time.perf_counter() - started
     assert done.returncode == 0, done.stderr
-    assert seconds < 30, f"took {seconds:.1f} s (under 10 s on an idle machine; loose here for a busy CI host)"
+    # A liveness bound, not a speed target (those live in benchmarks/): under 10 s on an idle machine,
+    # 36 s on a CI host shared with another test run; a quick run that compiled all 50 would take minutes.
+    assert seconds < 100, f"took {seconds:.1f} s: did --quick compile every fragment?"
     assert re.search(r"eager: \d+ of \d+ fragments", done.stdout)  # a sample, and it says so
     assert "all 50 at this rate" in " ".join(done.stdout.split())
     progress = [ln for ln in done.stderr.splitlines() if LINE.match(ln)]  # stderr is a pipe here: plain lines
