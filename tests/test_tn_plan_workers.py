@@ -4,6 +4,7 @@ Processes are found by the marker every worker (and its children) carries in its
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -118,3 +119,20 @@ def test_the_same_network_gets_the_same_order_in_every_search():
     first, second = (_planner.search(inputs, [], sizes, target=2**30, max_time=60.0, workers=1, repeats=6)
                      for _ in range(2))  # fmt: skip
     assert first and first == second
+
+
+def test_a_final_line_replaces_what_the_polls_saw():
+    """A worker whose search ran all its trials ends with its result marked final: the orders its polls
+    happened to see before (one improvement or two, by timing) are dropped, so a seeded search hands
+    back the same orders in every run."""
+
+    def line(flops: float, final: bool = False) -> bytes:
+        item = {"path": [[0, 1]], "sliced": [], "flops": flops, "write": 1.0, "size": 2.0}
+        return json.dumps(item | ({"final": True} if final else {})).encode()
+
+    found: list = []
+    _planner._take(line(9.0), found)
+    _planner._take(line(7.0), found)
+    assert [f for f, _, _ in found] == [9.0, 7.0]  # cut short by the deadline: every improvement counts
+    _planner._take(line(7.0, final=True), found)
+    assert [f for f, _, _ in found] == [7.0]

@@ -7,8 +7,9 @@ process group (the parent kills the group: anything it started goes too), dies w
 process pool still made spawns its processes. It reads one JSON request
 on stdin and writes one JSON line to stdout each time its best order improves:
 ``{"path": [[i, j], ...], "sliced": [label, ...], "flops": f, "write": w, "size": s}`` (labels are the
-request's symbols), by the request's ``minimize``: "flops" (multiply-adds) or cotengra's "combo-F"
-(multiply-adds plus F times the entries written, which favours orders whose large steps are GEMM-like).
+request's symbols; a hyper-optimizer that ran all its trials ends with its result, ``"final": true``),
+by the request's ``minimize``: "flops" (multiply-adds) or cotengra's "combo-F" (multiply-adds plus F
+times the entries written, which favours orders whose large steps are GEMM-like).
 It stops by itself at the request's deadline; the parent kills it sooner when it is done.
 """
 
@@ -30,11 +31,13 @@ def _score(tree: Any, minimize: str) -> float:
     return float(tree.contraction_cost())
 
 
-def _emit(tree: Any, best: list[float], minimize: str = "flops") -> None:
+def _emit(tree: Any, best: list[float], minimize: str = "flops", final: bool = False) -> None:
+    """Write ``tree`` as one line if it beats ``best``; ``final``: the search's own result, written
+    whatever it scores (its line has ``"final": true``)."""
     score = _score(tree, minimize)
-    if score >= best[0]:
+    if score >= best[0] and not final:
         return
-    best[0] = score
+    best[0] = min(score, best[0])
     line = {
         "path": [list(p) for p in tree.get_path()],
         "sliced": sorted(tree.sliced_inds),
@@ -42,6 +45,8 @@ def _emit(tree: Any, best: list[float], minimize: str = "flops") -> None:
         "write": float(tree.total_write()),
         "size": float(tree.max_size()),
     }
+    if final:
+        line["final"] = True
     sys.stdout.write(json.dumps(line) + "\n")
     sys.stdout.flush()
 
@@ -92,7 +97,10 @@ def hyper(req: dict[str, Any], deadline: float, best: list[float]) -> None:
         if "tree" in opt.best:  # a dict cotengra replaces whole on each improvement
             _emit(opt.best["tree"], best, minimize)
     if "tree" in opt.best:
-        _emit(opt.best["tree"], best, minimize)
+        # A search that ran all its trials ends with its result marked final: the parent then drops what
+        # this worker's polls happened to see on the way (one improvement or two, by timing), so the same
+        # seeded search hands back the same orders in every run.
+        _emit(opt.best["tree"], best, minimize, final=done.is_set())
 
 
 def _bound_to_parent(parent: int) -> None:

@@ -153,6 +153,7 @@ def _collect(procs: list[subprocess.Popen[bytes]], deadline: float, found: Found
     """Read the workers' lines until the deadline or until every worker has ended."""
     sel = selectors.DefaultSelector()
     buffers: dict[int, bytes] = {}
+    heard: dict[int, Found] = {}  # each worker's orders: a final line replaces what its polls saw
     for p in procs:
         assert p.stdout is not None
         os.set_blocking(p.stdout.fileno(), False)
@@ -168,12 +169,15 @@ def _collect(procs: list[subprocess.Popen[bytes]], deadline: float, found: Found
                 lines = (buffers[key.fd] + chunk).split(b"\n")
                 buffers[key.fd] = lines.pop()
                 for line in lines:
-                    _take(line, found)
+                    _take(line, heard.setdefault(key.fd, []))
     finally:
         sel.close()
+        found.extend(order for orders in heard.values() for order in orders)
 
 
 def _take(line: bytes, found: Found) -> None:
+    """One worker line into that worker's ``found``; a final line (the search's own result) replaces
+    the orders its polls reported before it."""
     try:
         item = json.loads(line)
         path = [tuple(int(i) for i in step) for step in item["path"]]
@@ -184,6 +188,8 @@ def _take(line: bytes, found: Found) -> None:
         log.debug("contraction search: ignored a worker line (%s)", exc)
         return
     if math.isfinite(flops) and math.isfinite(write):
+        if item.get("final") is True:
+            found.clear()
         found.append((flops, write, (path, sliced)))
 
 
