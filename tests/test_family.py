@@ -100,11 +100,11 @@ def _fake_compiler(monkeypatch, during=lambda name: None):
 
 
 def _run_threads(fn, args):
-    results, errors = {}, []
+    results, errors = [], []  # a list, not a dict by thread ident: an ended thread's ident is reused
 
     def work(arg):
         try:
-            results[threading.get_ident()] = fn(arg)
+            results.append(fn(arg))
         except Exception as exc:  # noqa: BLE001 - reported by the assertion below
             errors.append(exc)
 
@@ -114,7 +114,7 @@ def _run_threads(fn, args):
     for t in threads:
         t.join(30)
     assert not errors, errors
-    return list(results.values())
+    return results
 
 
 def test_different_kernels_of_one_family_compile_at_the_same_time(family, monkeypatch):

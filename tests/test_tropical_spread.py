@@ -97,11 +97,13 @@ def test_each_group_runs_its_own_slices_on_its_own_thread_with_its_device_curren
         finally:
             current.device = before
 
-    ran = defaultdict(list)  # device -> (thread, slice values) of every slice run
+    # device -> (thread, slice values) of every slice run. The Thread objects themselves, not their
+    # idents: an ident is reused once its thread ends, and group 7's thread may end before 5's starts
+    ran = defaultdict(list)
     real_run = type(net).run
 
     def run(self, plan, values, keep, cache=None, **kw):
-        ran[current.device].append((threading.get_ident(), tuple(values.values())))
+        ran[current.device].append((threading.current_thread(), tuple(values.values())))
         return real_run(self, plan, values, keep, cache, **kw)
 
     monkeypatch.setattr(type(net), "run", run)
@@ -109,8 +111,9 @@ def test_each_group_runs_its_own_slices_on_its_own_thread_with_its_device_curren
     assert -float(net.finish(total)) == E0
     every = [tuple(v.values()) for v in plan.slice_values()]
     assert [s for _, s in ran[7]] == every[:4] and [s for _, s in ran[5]] == every[4:]
-    threads = {dev: {t for t, _ in runs} for dev, runs in ran.items()}
+    threads = {dev: {id(t) for t, _ in runs} for dev, runs in ran.items()}  # ran keeps them alive
     assert all(len(t) == 1 for t in threads.values()) and threads[7] != threads[5]
+    assert threading.current_thread() not in {t for t, _ in ran[7] + ran[5]}
     assert entered[-1] == (None, threading.get_ident())  # the sum of the groups: on the caller, at home
 
 
