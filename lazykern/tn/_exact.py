@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -42,7 +43,9 @@ from ..errors import LazykernWarning, warn_user
 DECIMAL_DIGITS = 9  # a float whose shortest repr has at most this many significant digits is that decimal
 _INT64_BITS = 62  # numerators summing below 2^62: int64 holds every partial sum with room to spare
 _MANTISSA = {np.dtype(np.float32): 24, np.dtype(np.float64): 53}
-_FLOAT_LIMIT = 2.0**1023  # the sum of |values| must stay below this: no partial sum overflows float64
+# the sum of |values| must stay below float64's largest number (less a margin for the float sum's own
+# rounding): then no partial sum, and no energy, overflows to inf
+_FLOAT_LIMIT = sys.float_info.max * (1 - 2.0**-30)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +53,10 @@ class Numbers:
     """Arrays of numbers, classified. ``exact``: ``numerators`` (int64 or object arrays of Python ints)
     times ``unit`` are the numbers exactly, and ``bound`` is the sum of their |numerators|; otherwise
     ``numerators`` are the floats as given. ``integral``: every input array had an integer dtype (the
-    answers are ints). ``magnitude``: the sum of |numbers| (a float)."""
+    answers are ints). ``magnitude``: the sum of |numbers| (a float). ``spread``: 0 when every number is
+    an integer, a short decimal or an exact fraction; else the sum of the ulps of the floats taken at
+    their binary value (1/3 as a float is not 1/3): two energies that close may be equal in the numbers
+    the caller meant."""
 
     numerators: tuple[np.ndarray, ...]
     unit: Fraction
@@ -60,6 +66,7 @@ class Numbers:
     magnitude: float
     count: int
     big: tuple[np.ndarray, ...] | None = None  # not exact in 62 bits: the exact numerators as Python ints
+    spread: float = 0.0
 
     def fits(self, dtype: np.dtype) -> bool:
         """Whether ``dtype`` holds every partial sum of the numerators exactly (object: Python ints)."""
@@ -85,6 +92,7 @@ class Fitted:
     exact: bool
     integral: bool
     tolerance: float
+    spread: float = 0.0  # Numbers.spread: > 0 where a float was taken at its binary value
 
     def answer(self, value: Any) -> int | float:
         """A contraction's result (a whole number of units, in any numeric type) as the caller's number:
@@ -99,32 +107,49 @@ class Fitted:
 
 
 def classify(*arrays: np.ndarray) -> Numbers:
-    """The numbers of ``arrays`` (float64, integer or object arrays of Python ints, finite) as numerators
-    and one unit, exactly where the numerators stay below 2^62 in sum; ValueError when the sum of
+    """The numbers of ``arrays`` (float64, integer, or object arrays of Python numbers: ints, floats,
+    Fractions, Decimals; finite) as integer numerators and one unit, exactly; ValueError when the sum of
     |numbers| reaches float64's range (a partial sum could overflow to inf)."""
     count = sum(int(a.size) for a in arrays)
     flat = [a.ravel() for a in arrays]
     magnitude = _magnitude(flat)
     if not magnitude < _FLOAT_LIMIT:
         raise ValueError(_overflow(magnitude))
-    floats = [a.astype(np.float64) if a.dtype.kind == "f" else None for a in flat]
-    if all(f is None or bool(np.all(f == np.floor(f))) for f in floats):
-        if magnitude < 2.0 ** (_INT64_BITS - 1) and all(a.dtype.kind != "O" for a in flat):
-            whole = [a.astype(np.int64) for a in flat]  # the common case (+-J, small integers): no Python loop
+    if all(a.dtype.kind in "iu" for a in flat) and magnitude < 2.0 ** (_INT64_BITS - 1):
+        whole = [a.astype(np.int64) for a in flat]  # the common case (+-J, small integers): no Python loop
+        bound = sum(int(np.abs(a).sum()) for a in whole)
+        return _numbers(whole, Fraction(1), bound, magnitude, count, arrays, 0.0)
+    if all(a.dtype.kind == "f" for a in flat) and magnitude < 2.0 ** (_INT64_BITS - 1):
+        if all(bool(np.all(a == np.floor(a))) for a in flat):  # whole floats: exact as int64
+            whole = [a.astype(np.int64) for a in flat]
             bound = sum(int(np.abs(a).sum()) for a in whole)
-        else:
-            whole = [np.array([int(x) for x in a.tolist()], dtype=object) for a in flat]
-            bound = sum(abs(int(v)) for a in whole for v in a)
-        return _numbers(whole, Fraction(1), bound, magnitude, count, arrays)
-    rationals = _rationals([f for f in floats if f is not None])
-    unit_denominator = math.lcm(*(r.denominator for r in rationals.values()))
-    nums = [
-        np.array([int(rationals[x] * unit_denominator) if f is not None else int(x) * unit_denominator
-                  for x in a.tolist()], dtype=object)
-        for a, f in zip(flat, floats)
-    ]  # fmt: skip
+            return _numbers(whole, Fraction(1), bound, magnitude, count, arrays, 0.0)
+    memo: dict[Any, tuple[Fraction, float]] = {}  # a float's decimal is worked out once per distinct value
+    values = [[memo[x] if x in memo else memo.setdefault(x, _rational(x)) for x in a.tolist()] for a in flat]
+    unit_denominator = math.lcm(1, *(v.denominator for a in values for v, _ in a))
+    nums = [np.array([int(v * unit_denominator) for v, _ in a], dtype=object) for a in values]
     bound = sum(abs(int(v)) for a in nums for v in a)
-    return _numbers(nums, Fraction(1, unit_denominator), bound, magnitude, count, arrays)
+    spread = math.fsum(ulp for a in values for _, ulp in a)
+    return _numbers(nums, Fraction(1, unit_denominator), bound, magnitude, count, arrays, spread)
+
+
+def _rational(x: Any) -> tuple[Fraction, float]:
+    """(the exact number ``x`` stands for, the ulp of a float taken at its binary value, else 0): an int, a
+    Fraction or a Decimal as itself, a float as the decimal it was written as (at most DECIMAL_DIGITS
+    significant digits in its shortest repr: 0.1 is 1/10) or else its exact binary value."""
+    if isinstance(x, (bool, np.bool_)):
+        raise ValueError(f"{x!r} is a bool, not a number")
+    if isinstance(x, (int, np.integer)):
+        return Fraction(int(x)), 0.0
+    if isinstance(x, (Fraction, Decimal)):
+        return Fraction(x), 0.0
+    f = float(x)
+    d = Decimal(repr(f))
+    if len(d.normalize().as_tuple().digits) <= DECIMAL_DIGITS:
+        return Fraction(d), 0.0
+    if f == math.floor(f):  # a whole number of more digits: the integer it is
+        return Fraction(int(f)), 0.0
+    return Fraction(f), math.ulp(f)
 
 
 def _magnitude(flat: list[np.ndarray]) -> float:
@@ -133,7 +158,7 @@ def _magnitude(flat: list[np.ndarray]) -> float:
     for a in flat:
         if a.dtype.kind == "O":
             try:
-                total += float(sum(abs(int(v)) for v in a.tolist()))
+                total += float(sum(abs(Fraction(v) if isinstance(v, Decimal) else v) for v in a.tolist()))
             except OverflowError:
                 return float("inf")
         else:
@@ -143,35 +168,33 @@ def _magnitude(flat: list[np.ndarray]) -> float:
 
 
 def _numbers(
-    nums: list[np.ndarray], unit: Fraction, bound: int, magnitude: float, count: int, arrays: tuple[np.ndarray, ...]
+    nums: list[np.ndarray],
+    unit: Fraction,
+    bound: int,
+    magnitude: float,
+    count: int,
+    arrays: tuple[np.ndarray, ...],
+    spread: float,
 ) -> Numbers:
-    """Exact when the numerators sum below 2^62 (kept as int64 then), or when every input is an integer
-    (kept as Python ints: :func:`fit` refuses what no dtype holds, it never rounds an integer);
-    otherwise the numbers as floats, to be rounded."""
+    """Exact when the numerators sum below 2^62 (kept as int64 then), or when every number is exactly what
+    the caller meant (integers, short decimals, fractions: kept as Python ints, :func:`fit` refuses what no
+    dtype holds, it never rounds them); otherwise (floats at their binary value, past 62 bits) the numbers
+    as floats, to be rounded, and their exact numerators in ``big``."""
     shapes = [a.shape for a in arrays]
-    integral = all(a.dtype.kind in "iuO" for a in arrays if a.size)  # an empty float array says nothing
-    exact = bound < 1 << _INT64_BITS or integral
+    integral = all(unit == 1 and (a.dtype.kind in "iu" or _all_ints(a)) for a in arrays if a.size)
+    exact = bound < 1 << _INT64_BITS or spread == 0
     if exact:
         kind = np.int64 if bound < 1 << _INT64_BITS else object
         out = tuple(np.asarray(a, dtype=kind).reshape(s) for a, s in zip(nums, shapes))
-        return Numbers(out, unit, bound, exact, integral, magnitude, count)
+        return Numbers(out, unit, bound, exact, integral, magnitude, count, spread=spread)
     out = tuple(np.asarray(a, dtype=np.float64).reshape(s) for a, s in zip(arrays, shapes))
     big = tuple(np.asarray(a, dtype=object).reshape(s) for a, s in zip(nums, shapes))
-    return Numbers(out, unit, bound, exact, integral, magnitude, count, big)
+    return Numbers(out, unit, bound, exact, integral, magnitude, count, big, spread)
 
 
-def _rationals(floats: list[np.ndarray]) -> dict[float, Fraction]:
-    """Each distinct float as the decimal it was written as (at most DECIMAL_DIGITS significant digits
-    in its shortest repr), else its exact binary value."""
-    out: dict[float, Fraction] = {}
-    for a in floats:
-        for x in a.tolist():
-            if x in out:
-                continue
-            d = Decimal(repr(x))
-            digits = len(d.normalize().as_tuple().digits)
-            out[x] = Fraction(d) if digits <= DECIMAL_DIGITS else Fraction(x)
-    return out
+def _all_ints(a: np.ndarray) -> bool:
+    """An object array of Python (or NumPy) ints only: integer input, answered as ints."""
+    return a.dtype.kind == "O" and all(isinstance(v, (int, np.integer)) for v in a.ravel().tolist())
 
 
 def decimal_sum(floats: list[float]) -> float | None:
@@ -189,10 +212,24 @@ def decimal_sum(floats: list[float]) -> float | None:
         return math.copysign(math.inf, total)
 
 
+def warn_binary_floats(spread: float, what: str, separated: str) -> None:
+    """A LazykernWarning where a float was taken at its binary value (``spread`` > 0, :class:`Numbers`):
+    two ``what`` within ``spread`` of each other may be equal in the numbers the caller meant (1/3 + 2/3
+    as floats need not be 1), and ``separated`` tells them apart all the same."""
+    if spread > 0:
+        warn_user(
+            f"some of these numbers are floats that are not short decimals (like 1/3, or a random float): each "
+            f"is taken at its exact binary value. Two {what} within {spread:.3g} of each other may be equal in "
+            f"the numbers you meant, and {separated} tells them apart: exact for the binary values only. "
+            "Give integers, short decimals (0.25, 1.5) or fractions.Fraction values for exact ties",
+            LazykernWarning,
+        )
+
+
 def _overflow(magnitude: float) -> str:
     return (
         f"the couplings and fields sum to {magnitude:.6g} in absolute value, past float64's range "
-        f"(2^1023): a partial sum would overflow to inf. Scale them down (the ground states do not change)"
+        f"(1.8e308): an energy could overflow to inf. Scale them down (the ground states do not change)"
     )
 
 
@@ -201,33 +238,38 @@ def fit(numbers: Numbers, dtype: Any, host: bool, floats_only: bool = False, obj
 
     ``dtype`` None: the narrowest of float32, float64 and (on the host, or where ``floats_only`` is
     False) int64 that holds every partial sum exactly, then on the host object (Python ints) for
-    integers; failing that, float64 with each number rounded (:class:`Fitted`'s tolerance), or a
-    ValueError for integers (they are never rounded). ``objects`` (on the host, for a network small enough
-    that Python ints cost no more than its per-step overhead): floats past 62 bits are summed exactly as
-    Python ints too, instead of rounded. A given dtype
-    is used when it holds the sums; an integer dtype that cannot is a ValueError; a float dtype that
-    cannot rounds (float32 warns, as it did before: leave dtype unset for exact sums)."""
+    numbers that are what the caller meant (integers, short decimals, fractions: never rounded, so a
+    ValueError on a device where no dtype holds them); failing that, floats taken at their binary value
+    are rounded in float64 (:class:`Fitted`'s tolerance). ``objects`` (on the host, for a network small
+    enough that Python ints cost no more than its per-step overhead): those floats are summed exactly as
+    Python ints too, instead of rounded. A given dtype (float32, float64, int32, int64, object on the
+    host) is used when it holds the sums; an integer dtype that cannot is a ValueError; a float dtype
+    that cannot rounds, with a warning (leave dtype unset for exact sums)."""
     if dtype is None:
         kinds: list[np.dtype[Any]] = [np.dtype(np.float32), np.dtype(np.float64)]
         if host or not floats_only:
             kinds.append(np.dtype(np.int64))
-        if host and numbers.integral:  # integers past int64: Python ints in NumPy's object arrays (slow, exact)
+        if host and numbers.spread == 0:  # past int64: Python ints in NumPy's object arrays (slow, exact)
             kinds.append(np.dtype(object))
         for d in kinds:
             if numbers.fits(d):
                 return _exactly(numbers, d)
         if host and objects and numbers.big is not None:
             return _python_ints(numbers)
-        if numbers.integral:
+        if numbers.spread == 0:
+            what = "integer" if numbers.integral else "exact (integer or decimal)"
             raise ValueError(
-                f"integer couplings and fields whose absolute values sum to 2^{math.log2(max(numbers.bound, 1)):.1f}: "
-                "past what the solvers hold exactly on a device (float64: below 2^53); pass module='numpy' "
-                "(int64, then Python ints)"
+                f"{what} couplings and fields whose numerators sum to 2^{math.log2(max(numbers.bound, 1)):.1f} "
+                f"units of {numbers.unit}: past what the solvers hold exactly on a device (float64: below 2^53); "
+                "pass module='numpy' (int64, then Python ints), or round the couplings yourself"
             )
         return _rounded(numbers, np.dtype(np.float64))
     d = np.dtype(dtype)
-    if d.kind not in "iufO" or (d.kind == "f" and d not in _MANTISSA) or (d.kind == "O" and not host):
-        raise TypeError(f"dtype must be float32, float64, int32 or int64 (object: Python ints, on the host), got {d}")
+    allowed = [np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64)] + ([np.dtype(object)] if host else [])
+    if d not in allowed:
+        raise TypeError(
+            f"dtype must be float32, float64, int32 or int64{' (or object: Python ints)' if host else ''}, got {d}"
+        )
     if numbers.fits(d):
         return _exactly(numbers, d)
     if d.kind == "O" and numbers.big is not None:
@@ -238,23 +280,22 @@ def fit(numbers: Numbers, dtype: Any, host: bool, floats_only: bool = False, obj
             f"{', and integers are never rounded' if numbers.integral else ''}): leave dtype unset "
             "(the narrowest exact one is chosen)"
         )
-    if d == np.float32:
-        warn_user(
-            "dtype float32 rounds the sums of these couplings and fields: the energy is float32's rounding "
-            "of the truth and a near-degenerate ground state may be missed; leave dtype unset for exact sums",
-            LazykernWarning,
-        )
+    warn_user(
+        f"dtype {d} rounds the sums of these couplings and fields: the energy is {d}'s rounding "
+        "of the truth and a near-degenerate ground state may be missed; leave dtype unset for exact sums",
+        LazykernWarning,
+    )
     return _rounded(numbers, d)
 
 
 def _exactly(numbers: Numbers, d: np.dtype) -> Fitted:
     values = tuple(np.asarray(a).astype(d) for a in numbers.numerators)
-    return Fitted(values, numbers.unit, d, True, numbers.integral, 0.0)
+    return Fitted(values, numbers.unit, d, True, numbers.integral, 0.0, numbers.spread)
 
 
 def _python_ints(numbers: Numbers) -> Fitted:
     assert numbers.big is not None
-    return Fitted(numbers.big, numbers.unit, np.dtype(object), True, numbers.integral, 0.0)
+    return Fitted(numbers.big, numbers.unit, np.dtype(object), True, numbers.integral, 0.0, numbers.spread)
 
 
 def _rounded(numbers: Numbers, d: np.dtype) -> Fitted:
@@ -273,7 +314,7 @@ def _rounded(numbers: Numbers, d: np.dtype) -> Fitted:
     unit = Fraction(2) ** e
     # each number moved by at most half a unit; an energy sums ``count`` of them; two energies compared
     tolerance = float(numbers.count * unit)
-    return Fitted(tuple(a.astype(d) for a in nums), unit, d, False, False, tolerance)
+    return Fitted(tuple(a.astype(d) for a in nums), unit, d, False, False, tolerance, numbers.spread)
 
 
 def _as_float(a: np.ndarray, unit: Fraction) -> np.ndarray:

@@ -12,7 +12,10 @@ dtype('float32')
 from __future__ import annotations
 
 import importlib
+import math
 import warnings
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -46,6 +49,22 @@ def check(
         if positions.ndim != 2 or positions.shape[0] != n:
             raise ValueError(f"positions must have shape (n, 2) or (n, 3) with n = {n}, got {positions.shape}")
     return n, edges, J, h, positions
+
+
+def check_memory_limit(memory_limit: Any) -> int | None:
+    """``memory_limit`` (entries of the largest intermediate) as an int, or None: TypeError for a string
+    ("1GB") or anything else that is not a count, ValueError for one below 1."""
+    if memory_limit is None:
+        return None
+    whole = isinstance(memory_limit, (float, np.floating)) and float(memory_limit).is_integer()
+    if isinstance(memory_limit, (bool, np.bool_)) or not (isinstance(memory_limit, (int, np.integer)) or whole):
+        raise TypeError(
+            f"memory_limit is a number of entries (an int such as 2**30), not {memory_limit!r}; leave it unset "
+            "to size it to the memory"
+        )
+    if memory_limit < 1:
+        raise ValueError(f"memory_limit must be a positive number of entries, got {memory_limit!r}")
+    return int(memory_limit)
 
 
 def check_order(n: int, order: Any) -> tuple[int, ...] | None:
@@ -102,54 +121,100 @@ def _edges(n: int, edges: Any) -> np.ndarray:
 
 
 def _reals(name: str, x: Any, shape: tuple[int, ...] | None, what: str, integers: bool = False) -> np.ndarray:
-    """Real numbers as float64; with ``integers``, integers stay integers (int64, or an object array of
-    Python ints past int64: they are solved exactly, :mod:`._exact`)."""
+    """Real numbers as float64; with ``integers``, exactly as given: integers stay integers (int64, or an
+    object array of Python ints past int64), and Python numbers that float64 would round (an int past
+    2^53 beside a float, a Fraction, a Decimal) stay an object array of those numbers (:mod:`._exact`
+    reads each exactly)."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise ValueError(
+            f"{name} is a masked array: its mask would be ignored; pass {name}.filled(value) or drop those entries"
+        )
     a = np.array(x)
-    if integers and a.dtype.kind in "iuO":
-        a = _integers(name, a)
+    if integers and (a.dtype.kind == "O" or not isinstance(x, np.ndarray)):
+        a = _python_numbers(name, a, x)
+    elif integers and a.dtype.kind in "iu":
+        a = _integers(a)
     elif a.dtype.kind not in "iuf":
         raise ValueError(f"{name} must hold real numbers, got dtype {a.dtype}")
     else:
         a = a.astype(np.float64)
     if shape is not None and a.shape != shape:
         raise ValueError(f"{name} must have shape {shape} ({what}), got {a.shape}")
-    if a.dtype.kind == "f":
-        bad = ~np.isfinite(a)
-        if bad.any():
-            k = tuple(int(i) for i in np.argwhere(bad)[0])
-            where = k[0] if len(k) == 1 else k
-            raise ValueError(f"{name}[{where}] is {a[k]}: couplings, fields and positions must be finite numbers")
+    bad = _not_finite(a)
+    if bad is not None:
+        where = bad[0] if len(bad) == 1 else bad
+        raise ValueError(f"{name}[{where}] is {a[bad]}: couplings, fields and positions must be finite numbers")
     return a
 
 
-def _integers(name: str, a: np.ndarray) -> np.ndarray:
-    """An integer array as int64, or as Python ints (object) where a value is past int64; an object array
-    of anything but ints is read as floats (mixed Python numbers), or refused."""
+_FLOAT64_WHOLE = 1 << 53  # ints up to this are exact as float64
+
+
+def _python_numbers(name: str, a: np.ndarray, given: Any) -> np.ndarray:
+    """``a`` (NumPy's reading of ``given``: Python numbers, or an object array) exactly: every element
+    looked at, since NumPy turns [2**63 + 1000, -2**63] into rounded floats and [1, True] into ints."""
+    o = np.array(given, dtype=object) if a.dtype.kind != "O" else a
+    if a.dtype.kind not in "iufbO":
+        raise ValueError(f"{name} must hold real numbers, got dtype {a.dtype}")
+    if a.dtype.kind == "b":
+        return a  # all bools: refused by the caller's dtype check below
+    flat = o.ravel().tolist()
+    ints = floats = exact = 0
+    for k, v in enumerate(flat):
+        if isinstance(v, (bool, np.bool_)):
+            raise ValueError(f"{name}[{k}] is {v!r}, a bool among numbers: write it as 1 or 0")
+        if isinstance(v, (int, np.integer)):
+            ints += 1
+        elif isinstance(v, (float, np.floating)):
+            floats += 1
+        elif isinstance(v, (Fraction, Decimal)):
+            exact += 1
+        else:
+            raise ValueError(f"{name}[{k}] is {v!r}: {name} must hold real numbers")
+    if not flat or ints == len(flat):
+        return _integers(o) if flat else a.astype(np.float64)
+    big = any(isinstance(v, (int, np.integer)) and abs(int(v)) > _FLOAT64_WHOLE for v in flat)
+    if exact or (big and floats):
+        out = np.empty(o.shape, dtype=object)
+        out.ravel()[:] = [int(v) if isinstance(v, np.integer) else float(v) if isinstance(v, np.floating) else v
+                          for v in flat]  # fmt: skip
+        return out
+    return np.array(flat, dtype=np.float64).reshape(o.shape)  # floats, and ints float64 holds exactly
+
+
+def _integers(a: np.ndarray) -> np.ndarray:
+    """Integers (an integer array, or an object array of ints) as int64, or as Python ints (object)
+    where a value is past int64."""
     if a.dtype.kind in "iu":
         if a.dtype == np.uint64 and a.size and int(a.max()) > np.iinfo(np.int64).max:
             return a.astype(object)
         return a.astype(np.int64)
-    flat = a.ravel().tolist()
-    if all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in flat):
-        ints = np.empty(a.shape, dtype=object)
-        ints.ravel()[:] = [int(v) for v in flat]
-        low, high = np.iinfo(np.int64).min, np.iinfo(np.int64).max
-        return ints.astype(np.int64) if all(low <= v <= high for v in ints.ravel()) else ints
-    try:
-        return a.astype(np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must hold real numbers, got {a.ravel()[:3].tolist()}...") from None
+    ints = np.empty(a.shape, dtype=object)
+    ints.ravel()[:] = [int(v) for v in a.ravel().tolist()]
+    low, high = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    return ints.astype(np.int64) if all(low <= v <= high for v in ints.ravel()) else ints
+
+
+def _not_finite(a: np.ndarray) -> tuple[int, ...] | None:
+    """The index of the first inf or NaN in ``a`` (floats, or an object array of numbers), else None."""
+    if a.dtype.kind == "f":
+        bad = ~np.isfinite(a)
+    elif a.dtype.kind == "O":
+        bad = np.array([isinstance(v, float) and not math.isfinite(v) for v in a.ravel().tolist()], dtype=bool)
+        bad = bad.reshape(a.shape)
+    else:
+        return None
+    if not bad.any():
+        return None
+    return tuple(int(i) for i in np.argwhere(bad)[0])
 
 
 def check_finite(J: np.ndarray, h: np.ndarray) -> None:
     """Again at solve time: the arrays are the user's to change after the instance was made."""
     for name, a in (("J", J), ("h", h)):
-        if a.dtype.kind not in "fc":
-            continue  # integers are finite
-        bad = ~np.isfinite(a)
-        if bad.any():
-            k = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{name}[{k}] is {a[k]}: couplings and fields must be finite numbers")
+        bad = _not_finite(a)
+        if bad is not None:
+            raise ValueError(f"{name}[{bad[0]}] is {a[bad]}: couplings and fields must be finite numbers")
 
 
 def fitted(

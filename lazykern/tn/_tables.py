@@ -141,22 +141,28 @@ def build(problem: Any, fixed: Mapping[int, int]) -> Tables:
 
 def _decimal_numerators(tables: list[np.ndarray]) -> tuple[list[np.ndarray], Fraction] | None:
     """Float objective tables as integer numerators (object arrays) of one unit (each value the decimal it
-    was written as, :func:`._exact.classify`, else its exact binary value), when any sum of one entry per
-    table stays below 2^53 units (exact in every algebra);
-    None otherwise, after a warning: the sizes are then float sums, and ties within rounding may split."""
+    was written as, :func:`._exact.classify`, else its exact binary value), when every number is exact as
+    meant (integers and short decimals: then sizes too large for a property are refused, as integers are) or
+    any sum of one entry per table stays below 2^53 units; None otherwise (floats at their binary value
+    mixed with huge ones), after a warning: the sizes are then float sums and may round."""
     try:
         numbers = _exact.classify(*tables)
-    except ValueError:  # every entry summed reaches 2^1023 (the problem checked that no size overflows)
+    except (
+        ValueError
+    ):  # every entry summed reaches float64's largest number (the problem checked that no size overflows)
         numbers = None
     if numbers is not None and numbers.exact:
         nums = [np.asarray(a, dtype=object) for a in numbers.numerators]
         reach = sum(max((abs(int(x)) for x in a.ravel().tolist()), default=0) for a in nums)
-        if reach < _FLOAT64_EXACT:
+        if reach < _FLOAT64_EXACT or numbers.spread == 0:  # integers and decimals: exact, or refused as integers are
+            _exact.warn_binary_floats(numbers.spread, "sizes", "every count, k-best list and set of configurations")
             return nums, numbers.unit
+    off = "" if numbers is None else f", up to about {numbers.magnitude * 2.0**-52:.3g} here"
     warn_user(
-        "weights that are not short decimals (like 1/3), or decimals too fine for their size, are summed as "
-        "float64: two sizes equal on paper may differ in the last bit and count as two sizes. Give short "
-        "decimals (0.25, 1.5) or integers for exact ties",
+        "weights that are not short decimals (like 1/3), mixed with weights so large that their exact sum "
+        f"passes 2^53 units, are summed as float64: sizes round at float64's precision{off}, so two sizes "
+        "equal on paper may differ and a size may be off. Give short decimals (0.25, 1.5) or integers for "
+        "exact sizes",
         LazykernWarning,
     )
     return None
@@ -182,7 +188,8 @@ def _sliced(table: Any, fixed: Mapping[int, int], flavors: int, what: str) -> tu
             f"{what} table over variables {labels} has shape {values.shape}; expected {(flavors,) * len(labels)}"
         )
     if fixed and any(v in fixed for v in labels):
-        values = values[tuple(fixed.get(v, slice(None)) for v in labels)]
+        values = np.asarray(values[tuple(fixed.get(v, slice(None)) for v in labels)])  # one entry of an object
+        # array comes back as the Python number itself
         labels = tuple(v for v in labels if v not in fixed)
     if all(a < b for a, b in zip(labels, labels[1:])):  # sorted already (most tables): as they are
         return labels, values
@@ -192,12 +199,12 @@ def _sliced(table: Any, fixed: Mapping[int, int], flavors: int, what: str) -> tu
 
 def _sizes(values: np.ndarray, integer: bool) -> np.ndarray:
     """Objective values as exact Python ints (object) or float64."""
+    values = np.asarray(values)  # a table indexed down to one entry is a scalar, not an array
     if not integer:
         return np.asarray(values, dtype=np.float64)
     if values.dtype.kind == "f":
         if not np.all(np.isfinite(values)) or np.any(values != np.round(values)):
             raise ValueError("the problem says its weights are integers, but an objective holds a non-integer")
-    values = np.asarray(values)  # a table indexed down to one entry is a NumPy scalar, whose astype gives an int
     if values.dtype.kind in "iu":
         return values.astype(object)  # Python ints, exact
     if values.dtype.kind == "b" or (values.dtype.kind == "f" and (not values.size or np.abs(values).max() < 2**53)):

@@ -593,6 +593,16 @@ def check_slicing(
     whole = plan_steps(inputs, output, sizes, plan.path, {})
     unsliced = _cost.seconds(whole, 1, 8, _cost.HOST)
     if took <= _SLICING_SLOWDOWN * unsliced or took <= _SECONDS_FINE:
+        if took > _SLICING_SAID * unsliced and took > _SECONDS_SAID:
+            from ..errors import LazykernWarning, warn_user
+
+            warn_user(
+                f"the plan slices {len(plan.sliced)} labels to fit its memory limit ({plan.largest} entries sliced): "
+                f"{plan.nslices} slices of {len(steps)} steps, {runs} step runs, predicted {took:.3g} s on the host "
+                f"against {unsliced:.3g} s unsliced. Raise memory_limit (or leave it unset: it is sized to the "
+                "memory) if the memory allows",
+                LazykernWarning,
+            )
         return
     raise SlicingError(
         f"the plan slices {len(plan.sliced)} labels: {plan.nslices} slices of {len(steps)} steps, {runs} step "
@@ -605,6 +615,8 @@ def check_slicing(
 _RUNS_ALWAYS_FINE = 1 << 14  # step runs that take seconds at most, however they were sliced
 _SLICING_SLOWDOWN = 64  # predicted slowdown from slicing past which it is refused ...
 _SECONDS_FINE = 60.0  # ... when it also takes more than this (a minute is the caller's to spend on memory)
+_SLICING_SAID = 4  # a slowdown past this, predicted to take more than _SECONDS_SAID, is said before it runs
+_SECONDS_SAID = 1.0
 
 
 def _slice_to(

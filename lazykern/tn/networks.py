@@ -112,15 +112,19 @@ class SpinGlass:
                     f"edges has shape {e.shape}: give a weighted edge list (m, 3) of (i, j, J) rows, "
                     "or the pairs (m, 2) with J= (one coupling per edge)"
                 )
+            if not isinstance(edges, np.ndarray):  # rows of Python numbers: each J as given, not as NumPy rounds them
+                e = np.array(edges, dtype=object)
             e, J = e[:, :2], e[:, 2]
         if n is None:
             if h is not None:
                 n = len(h)
             elif positions is not None:
                 n = len(positions)
-            else:
+            elif not np.size(e):
+                raise ValueError("from_edges: no edges, so no number of spins: pass n=")
+            else:  # bad indices (NaN, fractions, negatives) are named by the constructor
                 pairs = np.asarray(e, dtype=float)
-                n = int(np.max(pairs)) + 1 if np.size(pairs) and np.all(np.isfinite(pairs)) else 0
+                n = max(int(np.max(pairs[np.isfinite(pairs)], initial=0)) + 1, 1)
         return cls(n, e, J, h, positions, name)
 
     def resolve(self, module: Any, dtype: Any, warn: bool = True) -> tuple[Any, np.dtype]:
@@ -142,23 +146,25 @@ class SpinGlass:
         return _instance.fitted(self.J, self.h, dtype, host, floats_only=not host, warn=warn, objects=objects)
 
     def energy(self, spins: Any) -> Any:
-        """E(s) for spins (..., n) of +-1; a float, or an array over the leading axes. Integer couplings
-        give exact ints (Python ints in an object array past int64)."""
-        if self.J.dtype.kind in "iuO" and self.h.dtype.kind in "iuO":
-            # int64 where no sum can reach 2^63 (sum |J| + sum |h| below 2^62), Python ints otherwise
-            small = (
-                self.J.dtype != object
-                and self.h.dtype != object
-                and _exact.classify(self.J, self.h).fits(np.dtype(np.int64))
-            )
-            kind = np.int64 if small else object
-            s = np.asarray(spins).astype(np.int64).astype(kind)
-            e = -(s[..., self.edges[:, 0]] * s[..., self.edges[:, 1]]) @ self.J.astype(kind)
-            e = e - s @ self.h.astype(kind)
-            return int(e) if np.ndim(e) == 0 else e
-        s = np.asarray(spins, dtype=np.float64)
-        e = -(s[..., self.edges[:, 0]] * s[..., self.edges[:, 1]]) @ self.J - s @ self.h
-        return float(e) if np.ndim(e) == 0 else e
+        """E(s) for spins (..., n) of +-1, exactly (:mod:`._exact`: the couplings' integer numerators times
+        their unit, summed as int64 or Python ints), as the solvers answer it: an int when J and h are
+        integers, else the float nearest the exact energy; an array over the leading axes."""
+        numbers = _exact.classify(self.J, self.h)
+        Jn, hn = numbers.numerators if numbers.exact else numbers.big
+        kind = np.int64 if Jn.dtype == np.int64 and hn.dtype == np.int64 else object
+        s = np.asarray(spins).astype(np.int64).astype(kind)
+        e = -(s[..., self.edges[:, 0]] * s[..., self.edges[:, 1]]) @ Jn.astype(kind) - s @ hn.astype(kind)
+        unit = numbers.unit
+
+        def one(v: Any) -> int | float:
+            exact = int(v) * unit
+            return int(exact) if numbers.integral else exact.numerator / exact.denominator
+
+        if np.ndim(e) == 0:
+            return one(e)
+        if numbers.integral:
+            return e
+        return np.array([one(v) for v in np.ravel(e).tolist()], dtype=np.float64).reshape(np.shape(e))
 
     def frustrated(self, spins: Any) -> np.ndarray:
         """Mask of the bonds a configuration leaves unsatisfied (J_ij s_i s_j < 0)."""
@@ -338,6 +344,7 @@ def plan(
     device of ``module``: the plan is sliced until its predicted peak (``count_dtype`` counted in
     for :func:`degeneracy`) fits the free memory.
     """
+    memory_limit = _instance.check_memory_limit(memory_limit)
     return _plan(
         sg,
         module=module,
@@ -647,6 +654,7 @@ def ground_state_energy(
     energy is an ``int`` when J and h were given as integers, else the float nearest the exact value.
     Floats whose numerators would pass 62 bits (typically Gaussian couplings) are rounded to a multiple
     of a power of two first: the energy is then within (m + n) of those units of the truth."""
+    memory_limit = _instance.check_memory_limit(memory_limit)
     module = _instance.array_module(module)
     fit = sg.fitted(module, dtype)
     dtype = fit.dtype
@@ -698,6 +706,7 @@ def ground_state(
     E_0 is exact as for :func:`ground_state_energy`; where the couplings had to be rounded it is the
     configuration's own energy (:meth:`SpinGlass.energy`), a state within the rounding of the optimum.
     """
+    memory_limit = _instance.check_memory_limit(memory_limit)
     module = _instance.array_module(module)
     fit = sg.fitted(module, dtype)
     dtype = fit.dtype
@@ -784,6 +793,7 @@ def degeneracy(
     whose numerators fit 62 bits). Couplings that had to be rounded are counted with ties decided
     between the rounded energies, and a LazykernWarning names the tolerance: states whose energies lie
     that close to E_0 may be counted in or out."""
+    memory_limit = _instance.check_memory_limit(memory_limit)
     module = _instance.array_module(module)
     fit = sg.fitted(module, dtype, count=True)
     dtype = fit.dtype
@@ -801,6 +811,8 @@ def degeneracy(
             "out: the count is exact for the rounded couplings only",
             LazykernWarning,
         )
+    if fit.exact:
+        _exact.warn_binary_floats(fit.spread, "energies", "the count")
     exact = count_dtype is None or count_dtype is int or np.dtype(count_dtype).kind in "iuO"
     if not exact and np.dtype(count_dtype) != np.float64:
         raise TypeError(

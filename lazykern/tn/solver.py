@@ -40,16 +40,17 @@ import itertools
 import logging
 import math
 from collections.abc import Hashable, Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from ..errors import ReconstructionError
+from ..errors import LazykernWarning, ReconstructionError, warn_user
 from . import _configs, _crt, _instance, _procs, _tables
 from . import properties as Q
 from ._backend import backend_of
 from ._contract import Algebra, Term
-from .algebras import floatsum, kbest, logsum, modular, polynomial
+from .algebras import floatsum, kbest, logsum, modular, polynomial, scaledsum
 from .counting import count_network
 from .einsum import ContractionPlan, build_network, contract_network, contraction_plan, network_argmax
 
@@ -83,6 +84,7 @@ def solve(
     limit (naming the count) and for a SingleConfig* of a problem with no feasible configuration."""
     if not isinstance(prop, Q.Property) or type(prop) in (Q.Property,):
         raise TypeError(f"solve(problem, prop): prop must be a property of lazykern.tn.properties, got {prop!r}")
+    memory_limit = _instance.check_memory_limit(memory_limit)
     ctx = _Context(_instance.array_module(module), optimize, memory_limit, max_time, devices)
     fixed = dict(problem.fixedvertices)
     opened = tuple(int(v) for v in problem.openvertices)
@@ -248,10 +250,12 @@ def value_dtype(tab: _tables.Tables, tropical_only: bool) -> np.dtype:
         return np.dtype(np.float64)
     if tropical_only and bound < INT64_EXACT:
         return np.dtype(np.int64)
-    raise ValueError(
-        f"sizes reach {bound}, past what this property can hold exactly (2^53 for counts and "
-        "polynomials, 2^62 for sizes and configurations)"
+    held = (
+        "2^62: one best size or configuration, in int64"
+        if tropical_only
+        else "2^53: k-best sizes, counts, polynomials and configuration sets, in float64"
     )
+    raise ValueError(f"sizes reach {bound}, past what this property holds exactly ({held}); scale the weights down")
 
 
 def _worst(dtype: np.dtype, largest: bool) -> Any:
@@ -388,6 +392,11 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
             f"sizes go down to {smin}: a polynomial in x has no negative powers; pass "
             "GraphPolynomial(laurent=True) for (lowest size, coefficients)"
         )
+    if smin >= polynomial.DEGREE_MAX and not laurent:
+        raise ValueError(
+            f"sizes start at {smin}: the coefficient list would open with {smin} zeros; pass "
+            "GraphPolynomial(laurent=True) for (lowest size, coefficients)"
+        )
     if smax - smin >= polynomial.DEGREE_MAX:
         raise ValueError(
             f"GraphPolynomial: sizes span {smin}..{smax}, a polynomial of degree {smax - smin}; this solver "
@@ -517,17 +526,50 @@ def _modular_count(tab: _tables.Tables, ctx: _Context) -> int:
 
 
 def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: _Context) -> float:
-    """log sum exp(+-beta * size) over feasible configurations (the sign: + for a "max" goal)."""
+    """log sum exp(+-beta * size) over feasible configurations (the sign: + for a "max" goal). Integer
+    sizes (and decimals, whole numbers of ``tab.unit``) below 2^53 run with exact offsets
+    (:mod:`.algebras.scaledsum`): log Z to float64's precision of itself, whatever the sizes cancel.
+    Float sizes run in log space (:mod:`.algebras.logsum`), with a warning where large sizes leave log Z
+    less precise than it looks."""
     if goal not in ("max", "min"):
         raise ValueError(f"the problem's goal must be 'max' or 'min', got {goal!r}")
     if not tab.feasible:
         return -math.inf
     scale = float(beta) if goal == "max" else -float(beta)
+    if tab.integer and tab.magnitude() < FLOAT64_EXACT:
+        return _scaled_partition_function(tab, scale, ctx)
     unit = float(tab.unit)  # sizes are whole numbers of this (1 but for decimal weights)
     with np.errstate(invalid="ignore"):
         logs = [np.where(m, s.astype(np.float64) * unit * scale, -math.inf) for m, s in zip(tab.mask, tab.size)]
     out = ctx.contract(tab, tab.labels, (), [ctx.put(t) for t in logs], "maxplus", logsum.LogSumAlgebra)
-    return float(_item(out).item()) + scale * float(tab.offset * tab.unit)
+    answer = float(_item(out).item()) + scale * float(tab.offset * tab.unit)
+    reach = abs(scale) * float(tab.magnitude()) * float(tab.unit)  # the largest |log weight| a step may hold
+    error = reach * len(logs) * 2.0**-52
+    if error > 1e-9 * max(1.0, abs(answer)):
+        warn_user(
+            f"PartitionFunction: sizes up to {float(tab.magnitude()) * float(tab.unit):.3g} put log-weights of "
+            f"{reach:.3g} in the contraction, which float64 holds to about {error:.2g}: log Z = {answer!r} may "
+            "be off by that much (integer or short-decimal weights below 2^53 units are exact to float64's "
+            "precision of log Z)",
+            LazykernWarning,
+        )
+    return answer
+
+
+def _scaled_partition_function(tab: _tables.Tables, scale: float, ctx: _Context) -> float:
+    """log Z by exact offsets: each entry a pair (best t, log weight relative to it), t = +-size."""
+    sign = -1 if scale < 0 else 1
+    c = abs(scale) * float(tab.unit)
+    operands = []
+    for m, s in zip(tab.mask, tab.size):
+        t = np.where(m, np.asarray(s).astype(np.float64) * sign, -math.inf)  # whole numbers below 2^53: exact
+        operands.append((ctx.put(t), ctx.put(np.where(m, 0.0, -math.inf))))
+    s, logw = ctx.contract(tab, tab.labels, (), operands, "maxplus", scaledsum.algebra(c))
+    best, log_weight = _item(s).item(), _item(logw).item()
+    if best == -math.inf:
+        return -math.inf
+    whole = Fraction(int(best) + sign * int(tab.offset)) * tab.unit  # the exact best +-size, with the offset
+    return abs(scale) * float(whole) + float(log_weight)
 
 
 # ---------------------------------------------------------- configurations --

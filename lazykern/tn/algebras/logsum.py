@@ -12,6 +12,7 @@ log-sum-exp, exact at any beta.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -52,24 +53,32 @@ class LogSumAlgebra(Algebra):
     def streamed(self, ops: _Ops, a: Any, b: Any) -> Any:
         """log sum_k exp(a_ik + b_kj) by chunks of k, each chunk's maximum taken out first."""
         batch = max(int(a.shape[0]), int(b.shape[0]))
-        M, K, N = int(a.shape[1]), int(a.shape[2]), int(b.shape[2])
-        step = max(1, min(K, CHUNK_ELEMENTS // max(batch * M * N, 1)))
-        m = self.be.full(a, (batch, M, N), -math.inf)
-        s = self.be.full(a, (batch, M, N), 0.0)
-        with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
-            for k0 in range(0, K, step):
-                p = a[:, :, k0 : min(K, k0 + step), None] + b[:, None, k0 : min(K, k0 + step), :]
-                top = ops.maximum(m, ops.amax(p, 2))
-                safe = ops.where(top == -math.inf, 0.0, top)
-                s = s * ops.exp(m - safe) + ops.sum(ops.exp(p - safe[:, :, None, :]), 2)
-                m = top
-            return ops.where(m == -math.inf, -math.inf, m + ops.log(s))
+        shape = (batch, int(a.shape[1]), int(a.shape[2]), int(b.shape[2]))
+        return stream(ops, a, shape, lambda k0, k1: a[:, :, k0:k1, None] + b[:, None, k0:k1, :])
 
     def rows(self, X: tuple[Any, ...], Y: tuple[Any, ...], lay: dict[str, Any]) -> tuple[Any, ...]:
         raise NotImplementedError("log-space steps take the batched product (strided = False)")
 
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
         return (self.be.xp.logaddexp(X[0], Y[0]),)
+
+
+def stream(ops: _Ops, like: Any, shape: tuple[int, int, int, int], terms: Callable[[int, int], Any]) -> Any:
+    """log sum_k exp(terms) over k for (batch, M, K, N) = ``shape``, ``terms(k0, k1)`` the exponents of
+    k0 <= k < k1 as (batch, M, k1 - k0, N): by chunks of k, each chunk's maximum taken out first, so
+    nothing overflows or underflows that need not."""
+    batch, M, K, N = shape
+    step = max(1, min(K, CHUNK_ELEMENTS // max(batch * M * N, 1)))
+    m = ops.be.full(like, (batch, M, N), -math.inf)
+    s = ops.be.full(like, (batch, M, N), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
+        for k0 in range(0, K, step):
+            p = terms(k0, min(K, k0 + step))
+            top = ops.maximum(m, ops.amax(p, 2))
+            safe = ops.where(top == -math.inf, 0.0, top)
+            s = s * ops.exp(m - safe) + ops.sum(ops.exp(p - safe[:, :, None, :]), 2)
+            m = top
+        return ops.where(m == -math.inf, -math.inf, m + ops.log(s))
 
 
 class _Ops:
