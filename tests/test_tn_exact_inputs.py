@@ -138,3 +138,11 @@ def test_a_slicing_far_costlier_than_the_unsliced_plan_is_said_before_it_runs():
     with warnings.catch_warnings():
         warnings.simplefilter("error", LazykernWarning)
         check_slicing(labels, (), sizes, unsliced)
+
+
+def test_edges_changed_after_the_instance_was_made_are_named_at_solve_time():
+    sg = nw.SpinGlass(3, [(0, 1), (1, 2)], [1, -1])
+    sg.edges[1, 1] = 7
+    for solver in (nw.ground_state_energy, nw.ground_state, nw.degeneracy):
+        with pytest.raises(ValueError, match=r"edge 1 is \[1, 7\]"):
+            solver(sg)

@@ -209,6 +209,18 @@ def _not_finite(a: np.ndarray) -> tuple[int, ...] | None:
     return tuple(int(i) for i in np.argwhere(bad)[0])
 
 
+def check_unchanged(n: int, edges: np.ndarray, J: np.ndarray, h: np.ndarray) -> None:
+    """Again at solve time, as :func:`check_finite`: edges changed in place after the instance was made
+    (a spin index out of range, a self loop, a pair twice) or J and h of another length are refused by
+    name, not met as an IndexError or a reshape deep in a contraction."""
+    _edges(n, edges)
+    if J.shape != (len(edges),) or h.shape != (n,):
+        raise ValueError(
+            f"J has shape {J.shape} and h {h.shape} for {len(edges)} edges and {n} spins: the instance was "
+            "changed after it was made; make a new SpinGlass"
+        )
+
+
 def check_finite(J: np.ndarray, h: np.ndarray) -> None:
     """Again at solve time: the arrays are the user's to change after the instance was made."""
     for name, a in (("J", J), ("h", h)):

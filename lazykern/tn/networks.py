@@ -141,6 +141,7 @@ class SpinGlass:
         (its kernels add floats; its counting kernels hold no int64 values); on the host, floats whose
         exact numerators pass 62 bits are summed as Python ints up to _EXACT_OBJECT_SPINS spins (as fast as
         float64 there: each step's Python costs more than its arithmetic), rounded past that."""
+        _instance.check_unchanged(self.n, self.edges, self.J, self.h)
         host = getattr(module, "__name__", "") == "numpy"
         objects = host and self.n <= _EXACT_OBJECT_SPINS
         return _instance.fitted(self.J, self.h, dtype, host, floats_only=not host, warn=warn, objects=objects)
