@@ -213,3 +213,17 @@ def test_tiled_kbest_kernel_equals_the_array_product(k, ring, tile, dtype, monke
     want, _ = alg.bmm(A, B, False)
     for t, u, w in zip(tiled, untiled, want, strict=True):
         assert np.array_equal(cupy.asnumpy(t), cupy.asnumpy(w)) and np.array_equal(cupy.asnumpy(u), cupy.asnumpy(w))
+
+
+@pytest.mark.parametrize("module", ["cupy", "torch"])
+def test_the_partition_function_with_exact_offsets_on_the_device(module):
+    """Weights near +-2^40 that cancel (tn/algebras/scaledsum.py): the device's steps, its underflowed
+    entries redone by the streamed sum, agree with the host's to float64's precision of log Z."""
+    pytest.importorskip(module)
+    P = pytest.importorskip("lazykern.tn.problems")
+    g = nx.random_regular_graph(3, 30, seed=6)
+    weights = [(-1) ** v * 2**40 + v for v in range(30)]
+    for p in (P.IndependentSet(g, weights=weights), P.DominatingSet(g, weights=weights)):
+        for beta in (1.0, -0.3):
+            host = solve(p, Q.PartitionFunction(beta))
+            assert solve(p, Q.PartitionFunction(beta), module=module) == pytest.approx(host, rel=1e-13)
