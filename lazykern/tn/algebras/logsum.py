@@ -34,7 +34,7 @@ class LogSumAlgebra(Algebra):
     def bmm(self, A: tuple[Any, ...], B: tuple[Any, ...], argmax: bool) -> tuple[tuple[Any, ...], Any]:
         if argmax:
             raise ValueError("the partition function keeps no argmax")
-        ops = _Ops(self.be)
+        ops = Ops(self.be)
         a, b = A[0], B[0]
         ra, rb = ops.finite_max(a, 2), ops.finite_max(b, 1)  # (b, M, 1), (b, 1, N)
         with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
@@ -44,13 +44,13 @@ class LogSumAlgebra(Algebra):
                 return (self.streamed(ops, a, b),), None
             return (ops.contiguous(ra + rb + ops.log(s)),), None
 
-    def underflowed(self, ops: _Ops, a: Any, b: Any, small: Any) -> bool:
+    def underflowed(self, ops: Ops, a: Any, b: Any, small: Any) -> bool:
         """Whether a small scaled sum stands for a weight above 0 (its max-plus product is finite): a sum
         of weights that are all 0 (forbidden entries) is 0 exactly, and log 0 = -inf is its answer."""
         (m,), _ = Algebra("maxplus", self.be).bmm((a,), (b,), False)
         return bool(ops.any(small & ops.isfinite(m)))
 
-    def streamed(self, ops: _Ops, a: Any, b: Any) -> Any:
+    def streamed(self, ops: Ops, a: Any, b: Any) -> Any:
         """log sum_k exp(a_ik + b_kj) by chunks of k, each chunk's maximum taken out first."""
         batch = max(int(a.shape[0]), int(b.shape[0]))
         shape = (batch, int(a.shape[1]), int(a.shape[2]), int(b.shape[2]))
@@ -63,7 +63,7 @@ class LogSumAlgebra(Algebra):
         return (self.be.xp.logaddexp(X[0], Y[0]),)
 
 
-def stream(ops: _Ops, like: Any, shape: tuple[int, int, int, int], terms: Callable[[int, int], Any]) -> Any:
+def stream(ops: Ops, like: Any, shape: tuple[int, int, int, int], terms: Callable[[int, int], Any]) -> Any:
     """log sum_k exp(terms) over k for (batch, M, K, N) = ``shape``, ``terms(k0, k1)`` the exponents of
     k0 <= k < k1 as (batch, M, k1 - k0, N): by chunks of k, each chunk's maximum taken out first, so
     nothing overflows or underflows that need not."""
@@ -81,7 +81,7 @@ def stream(ops: _Ops, like: Any, shape: tuple[int, int, int, int], terms: Callab
         return ops.where(m == -math.inf, -math.inf, m + ops.log(s))
 
 
-class _Ops:
+class Ops:
     """The array operations of the log-space product, for NumPy, CuPy and torch."""
 
     def __init__(self, be: Any) -> None:

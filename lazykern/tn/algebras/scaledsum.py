@@ -27,7 +27,7 @@ import numpy as np
 
 from .._backend import Backend
 from .._contract import Algebra
-from .logsum import TINY, _Ops, stream
+from .logsum import TINY, Ops, stream
 
 
 class ScaledSumAlgebra(Algebra):
@@ -50,7 +50,7 @@ class ScaledSumAlgebra(Algebra):
     def bmm(self, A: tuple[Any, ...], B: tuple[Any, ...], argmax: bool) -> tuple[tuple[Any, ...], Any]:
         if argmax:
             raise ValueError("the partition function keeps no argmax")
-        ops, c = _Ops(self.be), self.scale
+        ops, c = Ops(self.be), self.scale
         (sa, la), (sb, lb) = A, B
         (s,), _ = Algebra("maxplus", self.be).bmm((sa,), (sb,), False)  # exact: integers below 2^53
         with np.errstate(divide="ignore", invalid="ignore", under="ignore", over="ignore"):
@@ -68,7 +68,7 @@ class ScaledSumAlgebra(Algebra):
             logw = ops.where(found, logw, -math.inf)
         return (ops.contiguous(s), ops.contiguous(logw)), None
 
-    def streamed(self, ops: _Ops, A: tuple[Any, ...], B: tuple[Any, ...], s: Any) -> Any:
+    def streamed(self, ops: Ops, A: tuple[Any, ...], B: tuple[Any, ...], s: Any) -> Any:
         """log sum_k exp(l_A + l_B + c (s_A + s_B - s_C)) by chunks of k: every exponent a whole number of
         units below the entry's own best, so nothing cancels."""
         (sa, la), (sb, lb), c = A, B, self.scale
@@ -86,7 +86,7 @@ class ScaledSumAlgebra(Algebra):
         raise NotImplementedError("scaled-sum steps take the batched product (strided = False)")
 
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
-        ops, c = _Ops(self.be), self.scale
+        ops, c = Ops(self.be), self.scale
         s = ops.maximum(X[0], Y[0])
         with np.errstate(invalid="ignore"):
             lx = ops.where(ops.isfinite(X[0]), X[1] + c * (X[0] - s), -math.inf)
