@@ -146,3 +146,25 @@ def test_edges_changed_after_the_instance_was_made_are_named_at_solve_time():
     for solver in (nw.ground_state_energy, nw.ground_state, nw.degeneracy):
         with pytest.raises(ValueError, match=r"edge 1 is \[1, 7\]"):
             solver(sg)
+
+
+class _ArrayLike:
+    """An array that is not a list (a torch tensor on the CPU, say): read through ``__array__``."""
+
+    def __init__(self, values):
+        self.values = np.asarray(values)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.values if dtype is None else self.values.astype(dtype)
+
+    def __len__(self):
+        return len(self.values)
+
+    def __getitem__(self, i):
+        return self.values[i]
+
+
+def test_array_likes_are_read_as_arrays_not_element_by_element():
+    sg = nw.SpinGlass(3, [(0, 1), (1, 2)], _ArrayLike([1.0, -0.5]), h=_ArrayLike([0, 1, 0]))
+    assert sg.J.dtype == np.float64 and sg.h.dtype == np.int64
+    assert _quiet(nw.degeneracy, sg) == (-2.5, 1)

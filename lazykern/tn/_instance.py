@@ -130,7 +130,7 @@ def _reals(name: str, x: Any, shape: tuple[int, ...] | None, what: str, integers
             f"{name} is a masked array: its mask would be ignored; pass {name}.filled(value) or drop those entries"
         )
     a = np.array(x)
-    if integers and (a.dtype.kind == "O" or not isinstance(x, np.ndarray)):
+    if integers and (a.dtype.kind == "O" or isinstance(x, (list, tuple))):  # Python numbers (not a tensor)
         a = _python_numbers(name, a, x)
     elif integers and a.dtype.kind in "iu":
         a = _integers(a)

@@ -871,15 +871,20 @@ def fit_in_place(
 
 
 def _memory_message(
-    plan: ContractionPlan, need: int, free: int, host: bool = False, margin: float = _cost.POOL_MARGIN
+    plan: ContractionPlan,
+    need: int,
+    free: int,
+    host: bool = False,
+    margin: float = _cost.POOL_MARGIN,
+    argmax: bool = True,
 ) -> str:
     where, room = ("RAM", "of RAM is available (MemAvailable)") if host else ("device memory", "is free")
     return (
         f"the contraction needs {need / 2**30:.2f} GiB of {where} at its peak (plus "
         f"{100 * (margin - 1):.0f}% for the pool; largest intermediate {plan.largest} entries, "
         f"{plan.nslices} slices) but {free / 2**30:.2f} GiB {room}: pass a smaller memory_limit= "
-        f"(entries of the largest intermediate; it slices more), a smaller dtype, checkpoint=True for "
-        f"argmax, or free {where}"
+        f"(entries of the largest intermediate; it slices more), a smaller dtype, "
+        f"{'checkpoint=True for argmax, ' if argmax else ''}or free {where}"
     )
 
 
@@ -1204,7 +1209,7 @@ class _Network:
             self.be.release_cached()
             free = self.be.budget_bytes() or 0
             if need * margin > free:
-                raise DeviceMemoryError(_memory_message(plan, need, free, self.be.host_ram, margin))
+                raise DeviceMemoryError(_memory_message(plan, need, free, self.be.host_ram, margin, argmax))
         check_slicing([t.labels for t in self.leaves], self.output, self.sizes, plan)
         try:
             yield
@@ -1213,7 +1218,7 @@ class _Network:
                 raise
             self.be.release_cached()
             raise DeviceMemoryError(
-                _memory_message(plan, need, self.be.free_bytes() or 0, margin=margin)
+                _memory_message(plan, need, self.be.free_bytes() or 0, margin=margin, argmax=argmax)
                 + f" (the device refused an allocation: {exc})"
             ) from exc
 
