@@ -122,3 +122,12 @@ def test_the_scaled_sum_keeps_the_larger_best_and_its_products_exact():
     forbidden = (np.array([[[-np.inf, -np.inf]]]), np.full((1, 1, 2), -np.inf))
     (s, logw), _ = alg.bmm(forbidden, B, False)
     assert s.item() == -np.inf and logw.item() == -np.inf
+
+
+def test_an_open_entry_with_no_feasible_configuration_is_none_for_single_config():
+    p = P.IndependentSet((2, [(0, 1)]), openvertices=[0], fixedvertices={1: 1})
+    assert solve(p, Q.SizeMax()).tolist() == [[1], []]
+    (size, config), nothing = solve(p, Q.SingleConfigMax())
+    assert size == 1 and config.tolist() == [0, 1] and nothing is None
+    with pytest.raises(ValueError, match="no feasible configuration"):  # no open vertex: nothing to answer
+        solve(P.IndependentSet((2, [(0, 1)]), fixedvertices={0: 1, 1: 1}), Q.SingleConfigMax())

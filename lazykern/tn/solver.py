@@ -81,7 +81,8 @@ def solve(
 
     Raises TypeError for a ``prop`` that is not a property, ValueError for open vertices that are also
     fixed or repeat, for a GraphPolynomial of non-integer sizes, for a Configs* property past its
-    limit (naming the count) and for a SingleConfig* of a problem with no feasible configuration."""
+    limit (naming the count) and for a SingleConfig* of a problem with no feasible configuration (with
+    open vertices: None in each entry that has none)."""
     if not isinstance(prop, Q.Property) or type(prop) in (Q.Property,):
         raise TypeError(f"solve(problem, prop): prop must be a property of lazykern.tn.properties, got {prop!r}")
     memory_limit = _instance.check_memory_limit(memory_limit)
@@ -94,7 +95,7 @@ def solve(
         return _solve(problem, prop, fixed, ctx)
     flavors = int(problem.num_flavors)
     answers = {
-        tuple(a[v] for v in opened): _solve(problem, prop, fixed | a, ctx) for a in _tables.assignments(opened, flavors)
+        tuple(a[v] for v in opened): _entry(problem, prop, fixed | a, ctx) for a in _tables.assignments(opened, flavors)
     }
     shape = (flavors,) * len(opened)
     if isinstance(prop, Q.PartitionFunction):
@@ -103,6 +104,19 @@ def solve(
     for index, answer in answers.items():
         out[index] = answer
     return out
+
+
+class _Infeasible(ValueError):
+    """No configuration is feasible: a SingleConfig* has nothing to return."""
+
+
+def _entry(problem: Any, prop: Q.Property, fixed: dict[int, int], ctx: _Context) -> Any:
+    """One entry of an open-vertex tensor: a SingleConfig* of an assignment nothing feasible extends is
+    None there (the other properties answer [], 0 or -inf), not an error for the whole tensor."""
+    try:
+        return _solve(problem, prop, fixed, ctx)
+    except _Infeasible:
+        return None
 
 
 def _solve(problem: Any, prop: Q.Property, fixed: dict[int, int], ctx: _Context) -> Any:
@@ -577,7 +591,7 @@ def single_config(problem: Any, tab: _tables.Tables, largest: bool, ctx: _Contex
     """(best size, one configuration reaching it), checked against the problem's own size."""
     dtype = value_dtype(tab, tropical_only=True)
     if not tab.feasible:
-        raise ValueError("the problem has no feasible configuration (its fixed vertices violate a constraint)")
+        raise _Infeasible("the problem has no feasible configuration (its fixed vertices violate a constraint)")
     tensors = [ctx.put(t) for t in _values(tab, dtype, largest)]
     best, assignment = network_argmax(
         tab.labels,
@@ -587,7 +601,7 @@ def single_config(problem: Any, tab: _tables.Tables, largest: bool, ctx: _Contex
     )
     best = _item(best).item()
     if not _finite(best, dtype):
-        raise ValueError("the problem has no feasible configuration")
+        raise _Infeasible("the problem has no feasible configuration")
     config = tab.configuration({int(v): int(f) for v, f in assignment.items() if isinstance(v, (int, np.integer))})
     return _checked(problem, tab, _size(tab, best), config), config
 
