@@ -125,6 +125,16 @@ class LaunchError(LazykernError):
     """A kernel launch was given arguments it cannot take."""
 
 
+class LaunchConfigError(LaunchError, ValueError):
+    """A launch configuration numba-cuda refuses with a ValueError (none given, not 1 to 3 dimensions):
+    ``except ValueError`` written around a ``@cuda.jit`` launch catches it here too."""
+
+
+class LaunchTypeError(LaunchError, TypeError):
+    """A launch numba-cuda refuses with a TypeError (a dimension that is not an int, arguments that match
+    no signature or not its count): ``except TypeError`` written for ``@cuda.jit`` catches it here too."""
+
+
 class DriverError(LazykernError):
     """A CUDA driver call failed; the message names the call and the driver's error code."""
 

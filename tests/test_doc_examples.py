@@ -365,3 +365,19 @@ def test_forall_block_size_and_cooperative_grid_are_numbas():
     lazy.forall(len(x))(x)
     jit.forall(len(x))(x)
     assert (x.copy_to_host() == 2).all()
+
+
+@pytest.mark.parametrize(
+    "launch, numba_raises",
+    [
+        (lambda k, x: k(x), ValueError),  # no configuration: numba-cuda's missing_launch_config_msg
+        (lambda k, x: k[(1.5, 1), 1](x), TypeError),  # not an Integral: numba-cuda refuses, never rounds
+        (lambda k, x: k[1.5, 1](x), TypeError),
+        (lambda k, x: k[(1, 1, 1, 1), 1](x), ValueError),  # more than 3 dimensions
+    ],
+)
+def test_launch_configuration_errors_are_the_exception_classes_numba_cuda_raises(launch, numba_raises):
+    """`except ValueError` / `except TypeError` written around a @cuda.jit launch catches lazykern's too."""
+    with pytest.raises(numba_raises) as caught:
+        launch(lazy_kernel(_fill), np.zeros(4, np.float32))
+    assert isinstance(caught.value, LaunchError)

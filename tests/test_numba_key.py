@@ -331,3 +331,75 @@ def test_a_type_that_prints_an_address_is_keyed_by_what_it_refers_to():
     one, two, one_again = device_function(1), device_function(2), device_function(1)
     assert " at 0x" not in describe_type(one)
     assert describe_type(one) != describe_type(two) and describe_type(one) == describe_type(one_again)
+
+
+# -- session 61's hostile round: what a `lower_constant` or Numba's array constant reads, exactly --------
+class _Scale:
+    """A user type whose instance carries nothing: a `lower_constant` reads the class's `factor`."""
+
+    factor = 2.0
+
+
+_FACTOR = 3.0
+
+
+class _Derived:
+    @property
+    def factor(self):
+        return _FACTOR
+
+
+def test_a_class_attribute_or_property_an_object_reads_is_keyed():
+    before = _key(_kernel(_Scale()))
+    _Scale.factor = 5.0
+    try:
+        assert _key(_kernel(_Scale())) != before
+    finally:
+        _Scale.factor = 2.0
+    assert _key(_kernel(_Scale())) == before
+    global _FACTOR
+    before = _key(_kernel(_Derived()))
+    _FACTOR = 4.0  # the property's code reads a module global: walked as any function's
+    try:
+        assert _key(_kernel(_Derived())) != before
+    finally:
+        _FACTOR = 3.0
+
+
+def test_an_arrays_strides_contiguity_and_writeability_are_keyed():
+    a = np.zeros((3, 1000))
+    base = _key(_kernel(a))
+    assert _key(_kernel(np.asfortranarray(a))) != base  # `A.strides[0]`: 8000 in C, 8 in F
+    assert _key(_kernel(np.zeros((3, 2000))[:, ::2])) != base  # a strided view of the same values
+    frozen = a.copy()
+    frozen.flags.writeable = False  # Numba types it as a readonly array
+    assert _key(_kernel(frozen)) != base
+    assert _key(_kernel(a.copy())) == base
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        (np.frombuffer(np.uint64(0x7FF8000000000001).tobytes(), np.float64)[0].item(),
+         np.frombuffer(np.uint64(0x7FF8000000000ABC).tobytes(), np.float64)[0].item()),
+        (0.0, -0.0),
+        (complex(0.0, 1.0), complex(-0.0, 1.0)),
+    ],
+)  # fmt: skip
+def test_floats_are_keyed_by_their_bits_not_their_repr(a, b):
+    assert _key(_kernel(a)) != _key(_kernel(b))
+
+
+def test_a_debug_kernel_keys_its_line_numbers_as_lineinfo_does(cache):
+    def at(body: str):
+        ns: dict = {"cuda": cuda}
+        exec(compile(body, "same_file.py", "exec"), ns)
+        return ns["kern"]
+
+    plain = at("def kern(a):\n    i = cuda.grid(1)\n    a[i] = 1\n")
+    moved = at("def kern(a):\n\n    i = cuda.grid(1)\n    a[i] = 1\n")  # its debug info's lines move
+    sig = (float32[::1],)
+    for options, differ in (({"debug": True, "opt": False}, True), ({"lineinfo": True}, True), ({}, False)):
+        a = lazy_kernel(plain, cache=cache, **options).key(sig, "sm_90")
+        b = lazy_kernel(moved, cache=cache, **options).key(sig, "sm_90")
+        assert (a != b) is differ, options

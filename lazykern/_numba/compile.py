@@ -154,7 +154,7 @@ def _lower(
             lto=options["lto"],
         )
         if record:  # while this compile's device-function overloads are in place: what Numba resolved
-            manifest = resolved.record(cres, pyfunc, lines=bool(options["lineinfo"]))
+            manifest = resolved.record(cres, pyfunc, lines=key.lines_compiled(options))
     lib = cres.library
     symbol = cres.fndesc.llvm_func_name
     kernel = lib.get_function(symbol)

@@ -10,12 +10,18 @@ and the contents of every linked file (CUDA C++ included, from ``link=`` and
 from ``cuda.declare_device(..., link=...)``).
 
 Values are hashed by content, never through ``repr`` (NumPy summarizes arrays
-over 1,000 elements there): arrays by dtype, shape and bytes; tuples, lists,
-dicts, sets, dataclasses, namedtuples and enums element by element (device
-functions inside them are walked like any other); numba types by name. Any
-other object is keyed by its type, its own name, and its attributes
-(``__dict__`` / ``__slots__``) by the same rules, so it never costs a stale
-binary; objects of the pinned libraries (numba, numpy, ...) by type and name.
+over 1,000 elements there, and prints every NaN as ``nan``): floats by their
+IEEE bits; arrays by dtype, shape, strides, contiguity, writeability,
+alignment and bytes (what Numba types and freezes: ``A.strides[0]`` of a C and
+an F array of the same values differ); tuples, lists, dicts, sets,
+dataclasses, namedtuples and enums element by element (device functions inside
+them are walked like any other); numba types by name. Any other object is
+keyed by its type, its own name, its attributes (``__dict__`` / ``__slots__``)
+by the same rules, and its classes' namespaces (class attributes, methods,
+properties: a ``lower_constant`` may read any of them), so it never costs a
+stale binary; objects of the pinned libraries (numba, numpy, ...) by type and
+name. Line numbers are keyed wherever the binary carries them (``lineinfo``,
+``debug``).
 Cycles are cut; nesting deeper than 64 levels is refused with a ``CompileError``.
 """
 
@@ -25,11 +31,13 @@ import dataclasses
 import enum
 import hashlib
 import os
+import struct
 import sys
+import sysconfig
 import types as pytypes
 import weakref
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -204,17 +212,21 @@ class _Walker:
             )
         t = type(v)
         if v is None or t in (bool, int, float, complex, str):
-            self.put("const", t.__name__, v)
+            self.put("const", t.__name__, _exact_bits(v))
         elif isinstance(v, (int, float, complex, str)) and not isinstance(v, enum.Enum):
             # a subclass (`class N(int)`): Numba freezes the value; its class and attributes follow
             base = next(b for b in (bool, int, float, complex, str) if isinstance(v, b))
-            self.put("const subclass", t.__module__, t.__qualname__, base.__name__, base.__repr__(v))
+            self.put("const subclass", t.__module__, t.__qualname__, base.__name__, _exact_bits(cast(Any, base)(v)))
             for attr in _attributes(v):
                 self.value(f"{name}.{attr}", getattr(v, attr, None), names, depth + 1)
         elif t in (bytes, bytearray):
             self.put("bytes", bytes(v))
         elif isinstance(v, np.ndarray):
-            self.put("array", v.dtype.str, str(v.dtype.descr), v.shape)
+            # what Numba types and freezes: layout (strides, contiguity), writeability and alignment too
+            # (`A.strides[0]` of a C and an F array of the same values differ)
+            flags = v.flags
+            layout = (v.strides, flags.c_contiguous, flags.f_contiguous, flags.writeable, flags.aligned)
+            self.put("array", v.dtype.str, str(v.dtype.descr), v.shape, layout)
             if v.dtype.hasobject:
                 for i, item in enumerate(v.ravel(order="C")):
                     self.value(f"{name}[{i}]", item, names, depth + 1)
@@ -261,16 +273,43 @@ class _Walker:
         elif dataclasses.is_dataclass(v):
             for f in dataclasses.fields(v):
                 self.value(f"{name}.{f.name}", getattr(v, f.name, None), names, depth + 1)
+            self._namespace(name, t, names, depth)
         elif _is_numba_type(v):  # Numba's or a user's: never by attributes (`_code` is a per-process counter)
             self.put(describe_type(v))
         elif pinned_module(t.__module__):
             # numpy ufuncs, CUDA intrinsics: the library versions in the key pin them.
             self.put("pinned", _safe_repr(v), _named(v))
         else:
-            # Any other object: its type, its name if it has one, and its attributes, by value.
+            # Any other object: its type, its name if it has one, and its attributes, by value; and its
+            # class's own namespace (class attributes, methods, properties), which a `lower_constant`
+            # may read as well as the instance's (`pyval.factor` with `factor = 2.0` on the class)
             self.put("object", _named(v))
             for attr in _attributes(v):
                 self.value(f"{name}.{attr}", getattr(v, attr, None), names, depth + 1)
+            self._namespace(name, t, names, depth)
+
+    def _namespace(self, name: str, cls: type, names: frozenset[str], depth: int) -> None:
+        """Every class of ``cls``'s MRO that is the user's (:func:`_installed_class`), by its namespace: data by value,
+        functions, properties, static and class methods by their code (walked as any function)."""
+        for klass in cls.__mro__:
+            if pinned_module(klass.__module__) or _installed_class(klass) or id(klass) in self.seen:
+                continue
+            self.seen.add(id(klass))
+            self.put("namespace", klass.__module__, klass.__qualname__)
+            for attr, item in sorted(vars(klass).items(), key=lambda kv: str(kv[0])):
+                if attr in _CLASS_BOOKKEEPING:
+                    continue
+                if isinstance(item, property):
+                    parts = [item.fget, item.fset, item.fdel]
+                elif isinstance(item, (staticmethod, classmethod)):
+                    parts = [item.__func__]
+                elif hasattr(item, "__set_name__") and isinstance(getattr(item, "func", None), pytypes.FunctionType):
+                    parts = [item.func]  # functools.cached_property and its kind
+                else:
+                    parts = [item]
+                for i, part in enumerate(parts):
+                    if part is not None and not _is_descriptor_of_slots(part):
+                        self.value(f"{name}.<{klass.__qualname__}>.{attr}[{i}]", part, names, depth + 1)
 
     def _digest(self, name: str, v: Any, names: frozenset[str], depth: int) -> str:
         """Digest of one value on its own (set elements are hashed in sorted order)."""
@@ -278,6 +317,50 @@ class _Walker:
         sub.seen, sub.path, sub.links, sub.walked = self.seen, self.path, self.links, self.walked
         sub.value(name, v, names, depth)
         return sub.h.hexdigest()
+
+
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (not written in C)
+_installed_memo: list[tuple[str, ...]] = []
+
+
+def _installed_class(klass: type) -> bool:
+    """A class written in C, or one of an installed library or the standard library (its module's file in
+    site-packages or the stdlib): it changes only with an upgrade, and its methods reach that library's
+    mutable state (registries, caches), which would make the key differ from process to process. The
+    user's own classes (scripts, an editable checkout, notebooks) are walked."""
+    if not klass.__flags__ & _HEAP_TYPE:
+        return True
+    path = getattr(sys.modules.get(klass.__module__), "__file__", None)
+    if not isinstance(path, str):
+        return False  # __main__ of a notebook, an exec'd module: the user's
+    if not _installed_memo:
+        paths = sysconfig.get_paths()
+        roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+        roots |= {p for p in sys.path if p.endswith(("site-packages", "dist-packages"))}
+        _installed_memo.append(tuple(os.path.join(os.path.realpath(r), "") for r in roots))
+    return os.path.realpath(path).startswith(_installed_memo[0])
+
+
+# a class's entries that say nothing about its behaviour (or hold the class itself)
+_CLASS_BOOKKEEPING = frozenset(
+    {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__slots__", "__annotations__",
+     "__firstlineno__", "__static_attributes__", "__orig_bases__", "__parameters__", "_abc_impl"}
+)  # fmt: skip
+
+
+def _is_descriptor_of_slots(v: Any) -> bool:
+    """A ``__slots__`` member or getset descriptor: the instance's attributes carry its values."""
+    return type(v).__name__ in ("member_descriptor", "getset_descriptor", "wrapper_descriptor", "method_descriptor")
+
+
+def _exact_bits(v: Any) -> Any:
+    """A constant as exactly what Numba freezes: a float (or complex) by its IEEE bits, so NaN payloads
+    and -0.0 count, which ``repr`` ("nan") drops; anything else by ``repr``."""
+    if isinstance(v, float):
+        return ["float bits", struct.pack("<d", v).hex()]
+    if isinstance(v, complex):
+        return ["complex bits", struct.pack("<dd", v.real, v.imag).hex()]
+    return v
 
 
 def _data_bytes(v: Any) -> bytes:
@@ -387,6 +470,11 @@ def linked_items(pyfunc: pytypes.FunctionType, link: Iterable[Any] = ()) -> list
     w = _Walker()
     w.function(pyfunc)
     return [*link, *w.links]
+
+
+def lines_compiled(options: dict[str, Any]) -> bool:
+    """Whether the binary carries line numbers: ``lineinfo``, or ``debug`` (its debug info has them too)."""
+    return bool(options.get("lineinfo") or options.get("debug"))
 
 
 def fingerprint(

@@ -18,7 +18,7 @@ from typing import Any
 
 from .._numba import compile as _numba_compile
 from .._numba import internals, resolved
-from .._numba.key import describe_type, fingerprint
+from .._numba.key import describe_type, fingerprint, lines_compiled
 from .._numba.signature import relaxed
 from ..store.cache import KernelCache, make_key
 
@@ -30,7 +30,7 @@ def instance_key(
     import numba
     import numba_cuda
 
-    digest, links = fingerprint(py_func, link, lines=bool(options["lineinfo"]))
+    digest, links = fingerprint(py_func, link, lines=lines_compiled(options))
     extra: dict[str, Any] = {
         # by class and key, as Numba compares types: namedtuple fields in order, no per-process counter
         "signature": [describe_type(t) for t in types],

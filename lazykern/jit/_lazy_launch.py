@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from .._numba import args as _numba_args
 from .._numba.declared import Declared
-from ..errors import LaunchError
+from ..errors import LaunchError, LaunchTypeError
 from ..launch import _launch
 from ..launch._launch import Launcher, driver_error
 from . import _host_copy, _lazy_debug
@@ -203,12 +203,12 @@ def _declared(kernel: Kernel, declared: Declared, args: tuple[Any, ...]) -> tupl
     try:
         types = declared.select(kernel.py_func, args)
     except TypeError as exc:  # numba's C dispatcher: "No matching definition for argument type(s) ..."
-        raise LaunchError(f"kernel {kernel.described}: {exc}") from None
+        raise LaunchTypeError(f"kernel {kernel.described}: {exc}") from None
     try:
         return declared.describe(types, args)
     except LaunchError as exc:
         sig = ", ".join(str(t) for t in types)
-        raise LaunchError(f"kernel {kernel.described} declared ({sig}): {exc}") from None
+        raise LaunchTypeError(f"kernel {kernel.described} declared ({sig}): {exc}") from None
 
 
 def _extend(

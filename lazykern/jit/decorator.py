@@ -42,7 +42,7 @@ from .._numba import internals
 from .._numba.declared import Declared
 from .._numba.signature import arg_range, is_signature, normalize_signature
 from ..compile import compiler
-from ..errors import LaunchError, LazykernError
+from ..errors import LaunchConfigError, LaunchTypeError, LazykernError
 from ..launch._device import simulating as _simulating
 from ..launch._launch import Launchable, Launcher, LauncherCache
 from ..store.cache import KernelCache, default_cache
@@ -277,7 +277,7 @@ class LazyKernel(Launchable):
         return out
 
     def __call__(self, *args: Any) -> None:
-        raise LaunchError(  # numba-cuda's words (missing_launch_config_msg), naming the kernel
+        raise LaunchConfigError(  # numba-cuda's words (missing_launch_config_msg), naming the kernel
             f"kernel {self.described}: Kernel launch configuration was not specified. Use the syntax: "
             f"{self.__name__}[blockspergrid, threadsperblock](arg0, arg1, ..., argn)"
         )
@@ -441,7 +441,7 @@ class LazyKernel(Launchable):
         lo, hi = self._nargs
         if not lo <= len(args) <= hi:
             want = str(lo) if lo == hi else f"{lo} to {hi}"
-            raise LaunchError(  # numba's own words (its untyped pass), naming the user's kernel
+            raise LaunchTypeError(  # numba's own words (its untyped pass), naming the user's kernel
                 f"kernel {self.described}: Signature mismatch: {len(args)} argument types given, but function "
                 f"takes {want} arguments"
             )

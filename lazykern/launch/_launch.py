@@ -19,6 +19,7 @@ Per launch: a dict hit for the launcher, one write of the block, one driver call
 from __future__ import annotations
 
 import ctypes
+import numbers
 import struct
 import threading
 from collections.abc import Callable, Sequence
@@ -29,7 +30,7 @@ from cuda.bindings import driver as _cu
 from cuda.core import LaunchConfig, Stream, launch
 
 from .. import _fork
-from ..errors import LaunchError
+from ..errors import LaunchConfigError, LaunchError, LaunchTypeError
 from . import _capture, _device
 from ._device import current_context
 
@@ -62,12 +63,13 @@ def dim3(value: Any, what: str) -> tuple[int, ...]:
     """A grid or block size as 1 to 3 positive ints; LaunchError otherwise."""
     if isinstance(value, (int, np.integer)):
         value = (int(value),)
-    try:
-        dims = tuple(int(v) for v in value)
-    except TypeError:
-        raise LaunchError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}") from None
+    # numba-cuda's rule (normalize_kernel_dimensions): entries are Integral (1.5 is a TypeError, not 1),
+    # at most 3 of them (a ValueError); and here each at least 1 (the driver would refuse it later)
+    if not isinstance(value, (tuple, list)) or not all(isinstance(v, numbers.Integral) for v in value):
+        raise LaunchTypeError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}")
+    dims = tuple(int(v) for v in value)
     if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
-        raise LaunchError(f"{what} must have 1 to 3 positive entries, got {value!r}")
+        raise LaunchConfigError(f"{what} must have 1 to 3 positive entries, got {value!r}")
     return dims
 
 
