@@ -71,7 +71,9 @@ class Follower:
         self.macros: dict[str, list[_pp.Define]] = {}
         for d in defines:
             name, _, value = d.partition("=")
-            self._add(None, _pp.scan(f"#define {name.strip()} {value.strip() or '1'}\n"))
+            scan = _pp.scan(f"#define {name.strip()} {value.strip() or '1'}\n")
+            self._add(None, scan)
+            self._clock(scan, f"-D{name.strip()}")  # -DSTAMP=__TIME__: the source reads the clock through it
 
     def _add(self, here: str | None, scan: _pp.Scan) -> None:
         self.scans.append((here, scan))
@@ -86,14 +88,17 @@ class Follower:
         self.graph.line_unknown |= scan.line_unknown
         if header and (scan.line_names or scan.line_unknown):
             self.graph.renaming.add(where)
-        clock = scan.identifiers.intersection(_pp.CLOCK)
-        if clock and not self.graph.clock:
-            self.graph.clock = f"{where} uses {sorted(clock)[0]}"
+        self._clock(scan, where)
         for inc in scan.includes:
             if inc.name is not None:
                 self._resolve(inc.name, here, every=inc.directive == "include_next")
             else:
                 self.pending.append((inc, here))
+
+    def _clock(self, scan: _pp.Scan, where: str) -> None:
+        clock = scan.identifiers.intersection(_pp.CLOCK)
+        if clock and not self.graph.clock:
+            self.graph.clock = f"{where} uses {sorted(clock)[0]}"
 
     def start(self, source: str, main_dir: str) -> None:
         self.visit(source, main_dir, "the source", header=False)

@@ -45,7 +45,9 @@ a header touched with its bytes unchanged comes back with its new stat, which th
 writes into the entry so later processes need not read it either.
 
 :func:`record` refuses to persist a compile whose header (or a directory on its path) changed
-while NVRTC read it (mtime or ctime at or after the compile's start), is not a regular file,
+while NVRTC read it (mtime or ctime at or after the compile's start), is mapped for writing by a
+process (a write through a shared mapping to a page already dirty changes it without a new mtime:
+looked for only while the header's last stamp is within the writeback window), is not a regular file,
 or vanished, or that reads the clock (``__TIME__``, ``__DATE__``, ``__TIMESTAMP__``
 as tokens in the source or a header, as ccache does): such a binary is served from memory only.
 """
@@ -571,12 +573,61 @@ def _snapshot(path: str, at: str, started: int) -> tuple[list[Any], bytes]:
         raise _Unpersistable(f"header {path} cannot be read back ({exc.strerror})") from None
     if max(st[3], st[4]) >= started:
         raise _Unpersistable(f"header {path} changed while it was compiled")
+    if max(st[3], st[4]) >= started - writeback_ns():
+        writer = mapped_for_writing(st[0], st[1])
+        if writer is not None:
+            raise _Unpersistable(
+                f"header {path} is mapped for writing by process {writer}: a write through that mapping "
+                "changes it without changing its mtime until the page is written back"
+            )
     again = _stat(at)  # read through a descriptor: the name must still lead to that file
     if again is None or _key(again) != st:
         raise _Unpersistable(f"header {path} was replaced while it was read")
     if at == path:
         _digests[path] = (st, digest)
     return [path, digest, *st], data
+
+
+def writeback_ns() -> int:
+    """How long a page written through a shared mapping may stay dirty (Linux: vm.dirty_expire_centisecs
+    plus one vm.dirty_writeback_centisecs pass, 35 s by default), with a margin. Until it is written back,
+    later writes through a mapping that already wrote it change the file and not its mtime or ctime;
+    after, the page is write-protected again and the next write stamps the file."""
+    if not _writeback_memo:
+        total = 0
+        for name, default in (("dirty_expire_centisecs", 3000), ("dirty_writeback_centisecs", 500)):
+            try:
+                with open(f"/proc/sys/vm/{name}", "rb") as fh:
+                    total += int(fh.read().strip() or default)
+            except (OSError, ValueError):
+                total += default
+        _writeback_memo.append(total * 10**7 + 10 * 10**9)
+    return _writeback_memo[0]
+
+
+_writeback_memo: list[int] = []
+
+
+def mapped_for_writing(device: int, inode: int) -> int | None:
+    """The pid of a process (one this user may inspect) holding file ``(device, inode)`` in a shared
+    writable mapping (``/proc/<pid>/maps``), or None. Asked only for a header stamped within the
+    writeback window before a compile: only such a mapping can rewrite it unstamped."""
+    want = f"{os.major(device):02x}:{os.minor(device):02x} {inode} "
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None  # no /proc (not Linux): no such mappings to look for
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps", "rb") as fh:
+                text = fh.read().decode("ascii", "replace")
+        except OSError:
+            continue  # gone, or another user's
+        for line in text.splitlines():
+            fields = line.split(None, 5)
+            if len(fields) >= 5 and f"{fields[3]} {fields[4]} " == want and fields[1][1] == "w" and fields[1][3] == "s":
+                return int(pid)
+    return None
 
 
 def _read(path: str) -> tuple[_Stat, str, bytes]:

@@ -275,7 +275,41 @@ def toolchain_fingerprint() -> str:
         version_h = Path(d, "cuda", "std", "__cccl", "version.h")
         if version_h.is_file():
             h.update(version_h.read_bytes())
+    # nvrtcVersion() says 13.4 for 13.4.59 and 13.4.92 alike, whose cubins differ (each embeds its
+    # build, and a patch release may fix codegen): the libraries themselves stand for the build
+    for library in _nvrtc_library_files():
+        h.update(_library_identity(library).encode())
     return h.hexdigest()
+
+
+def _nvrtc_library_files() -> list[Path]:
+    headers = _nvrtc_header_dir()
+    return [] if headers is None else _nvrtc_libraries(headers.parent)
+
+
+_IDENTITY_BYTES = 1 << 20
+_identities: dict[tuple[str, int, int, int, int], str] = {}
+
+
+def _library_identity(path: Path) -> str:
+    """A library build, the same on every machine: its name, size and sha256 of its first and last MiB
+    (its ELF headers and tables, its version notes; a few milliseconds, not 150 MB read). Remembered per
+    process by the file's stat; the store's toolchain memo remembers the fingerprint across processes."""
+    try:
+        st = path.stat()
+        stat_key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        known = _identities.get(stat_key)
+        if known is not None:
+            return known
+        with open(path, "rb") as fh:
+            head = fh.read(_IDENTITY_BYTES)
+            fh.seek(max(st.st_size - _IDENTITY_BYTES, 0))
+            tail = fh.read(_IDENTITY_BYTES)
+    except OSError as exc:
+        return f"{path.name}: unreadable ({exc.strerror})"
+    digest = hashlib.sha256(head + tail).hexdigest()
+    _identities[stat_key] = found = f"{path.name} {st.st_size} {digest}"
+    return found
 
 
 def numba_cuda_version() -> str:
@@ -317,17 +351,25 @@ TOOLCHAIN_ENV = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX")  #
 def toolchain_files() -> list[Path]:
     """The files whose identity stands for the toolchain: CCCL's ``version.h``, ``nvrtc.h``, the
     NVRTC libraries beside it (their directory too, so an added library is noticed)."""
-    from cuda.pathfinder import locate_nvidia_header_directory
 
     files = [Path(d, "cuda", "std", "__cccl", "version.h") for d in system_include_dirs()]
+    headers = _nvrtc_header_dir()
+    if headers is not None:
+        files.append(headers / "nvrtc.h")
+        files.extend(_nvrtc_libraries(headers.parent))
+    return files
+
+
+def _nvrtc_header_dir() -> Path | None:
+    """The directory of ``nvrtc.h`` (its libraries sit in a ``lib*`` beside it), or None."""
     try:
+        from cuda.pathfinder import locate_nvidia_header_directory
+
         found = locate_nvidia_header_directory("nvrtc")
-        if found is not None:
-            files.append(Path(found.abs_path, "nvrtc.h"))
-            files.extend(_nvrtc_libraries(Path(found.abs_path).parent))
     except Exception as exc:
         log.debug("no nvrtc.h found: %s", exc)
-    return files
+        return None
+    return None if found is None else Path(found.abs_path)
 
 
 def _nvrtc_libraries(root: Path) -> list[Path]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 
 SCHEMA_VERSION = 2  # 2: one digest over header and code, strict header schema
@@ -51,7 +52,21 @@ def make_key(
         "include_dirs": list(system_include_dirs()),
         "extra": extra,
     }
+    if any(str(o).split("=", 1)[0] in _LINE_INFO for o in options):
+        # NVRTC writes the working directory into a -G or -lineinfo cubin's line table (DW_AT_comp_dir), and
+        # reads relative -I paths from it: another directory is another binary
+        record["cwd"] = _cwd()
     return hashlib.sha256(_RECORD.encode(record).encode()).hexdigest()
+
+
+_LINE_INFO = frozenset({"-G", "--device-debug", "-lineinfo", "--generate-line-info"})
+
+
+def _cwd() -> str:
+    try:
+        return os.getcwd()
+    except OSError:  # the directory was removed under the process: no entry of another one serves it
+        return f"<no working directory, pid {os.getpid()}>"
 
 
 def norm_key(key: bytes | str) -> str:
