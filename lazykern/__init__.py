@@ -12,16 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from . import _aliases, config
-from .errors import (
-    CacheError,
-    CaptureError,
-    CompileError,
-    LaunchConfigError,
-    LaunchError,
-    LaunchTypeError,
-    LazykernError,
-    LazykernWarning,
-)
+from .errors import CacheError, CaptureError, CompileError, LaunchError, LazykernError, LazykernWarning
 
 if TYPE_CHECKING:
     from . import graph, tropical
@@ -59,9 +50,7 @@ __all__ = [
     "Kernel",
     "KernelCache",
     "KernelFamily",
-    "LaunchConfigError",
     "LaunchError",
-    "LaunchTypeError",
     "LazyKernel",
     "LazykernError",
     "LazykernWarning",

@@ -37,7 +37,7 @@ import sysconfig
 import types as pytypes
 import weakref
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -216,7 +216,14 @@ class _Walker:
         elif isinstance(v, (int, float, complex, str)) and not isinstance(v, enum.Enum):
             # a subclass (`class N(int)`): Numba freezes the value; its class and attributes follow
             base = next(b for b in (bool, int, float, complex, str) if isinstance(v, b))
-            self.put("const subclass", t.__module__, t.__qualname__, base.__name__, _exact_bits(cast(Any, base)(v)))
+            exact = (
+                _exact_bits(float(v))
+                if isinstance(v, float)
+                else _exact_bits(complex(v))
+                if isinstance(v, complex)
+                else base.__repr__(v)
+            )
+            self.put("const subclass", t.__module__, t.__qualname__, base.__name__, exact)
             for attr in _attributes(v):
                 self.value(f"{name}.{attr}", getattr(v, attr, None), names, depth + 1)
         elif t in (bytes, bytearray):
