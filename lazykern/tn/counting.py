@@ -241,6 +241,32 @@ def einsum(
     )
 
 
+def _check_integer_values(net: Any) -> None:
+    """Integer values are summed as they are (no saturation, no MIN/MAX standing for -inf/+inf as in
+    :func:`lazykern.tn.einsum`): refused, before anything runs, where a sum of one entry per operand could
+    pass the dtype (2^63 - 1 + 2^63 - 1 wrapped to -2) or where an operand holds the dtype's bounds."""
+    dtype = net.be.dtype(net.leaves[0].parts[0]) if net.leaves else np.dtype(np.float64)
+    if dtype.kind not in "iu":
+        return
+    info = np.iinfo(dtype)
+    reach = 0
+    for t in net.leaves:
+        host = net.be.to_host(t.parts[0])
+        if host.size == 0:
+            continue
+        if bool(((host == info.min) | (host == info.max)).any()):
+            raise ValueError(
+                f"counting.einsum: an operand holds {dtype}'s bound ({info.min} or {info.max}), which integer "
+                "counting values do not read as -inf/+inf; pass float64 values with -inf/+inf"
+            )
+        reach += max(abs(int(host.min())), abs(int(host.max())))
+    if reach > info.max:
+        raise ValueError(
+            f"counting.einsum: {dtype} values whose sums may reach {reach}, past {dtype}'s {info.max}: they would "
+            "wrap; pass smaller values, or float64 values (exact below 2^53)"
+        )
+
+
 @_procs.scoped
 def count_network(
     inputs: Sequence[Sequence[Any]],
@@ -256,6 +282,7 @@ def count_network(
 ) -> tuple[Any, Any]:
     """:func:`einsum` with any hashable labels, as :func:`lazykern.tn.einsum.contract_network`."""
     net = build_network(inputs, output, operands, semiring, CountingAlgebra)
+    _check_integer_values(net)
     if any(net.be.dtype(t.parts[1]).kind == "f" for t in net.leaves):  # weights: one pass of floats
         floats: tuple[Any, Any] = contract_network(
             inputs,

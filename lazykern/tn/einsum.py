@@ -463,6 +463,29 @@ class ContractionPlan:
             yield dict(zip(labels, combo))
 
 
+def check_path(path: Any, operands: int) -> list[tuple[int, ...]]:
+    """``path`` (opt_einsum's positions: each step takes operands out of the list of those left and appends
+    its result) as tuples, if it contracts ``operands`` operands into one; else a ValueError naming the
+    step (a position out of range or repeated, a step of nothing, one left over)."""
+    if isinstance(path, (str, bytes)) or not isinstance(path, (list, tuple)):
+        raise ValueError(f"a contraction path is a list of tuples of operand positions, got {path!r}")
+    out, live = [], operands
+    for i, step in enumerate(path):
+        try:
+            positions = tuple(int(p) for p in step)
+        except (TypeError, ValueError):
+            raise ValueError(f"path step {i} is {step!r}: a tuple of operand positions") from None
+        if not positions or len(set(positions)) != len(positions) or not all(0 <= p < live for p in positions):
+            raise ValueError(
+                f"path step {i} is {step!r}: positions must be distinct and below {live} (the operands left)"
+            )
+        out.append(positions)
+        live -= len(positions) - 1
+    if live != 1 and operands:
+        raise ValueError(f"the path leaves {live} operands of {operands}, not one: it was made for another network")
+    return out
+
+
 def contraction_plan(
     inputs: Sequence[Sequence[Label]],
     output: Sequence[Label],
@@ -520,8 +543,13 @@ def contraction_plan(
         sliced[lab] = sizes[lab]
     terms = [tuple(dict.fromkeys(x for x in t if x not in sliced)) for t in inputs]  # a repeat: its diagonal
     rest = {k: v for k, v in sizes.items() if k not in sliced}
+    if isinstance(optimize, (int, float)) and not isinstance(optimize, bool):
+        raise ValueError(
+            "optimize= is a strategy name, a path (a list of tuples of positions) or a ContractionPlan, "
+            f"got {optimize!r}"
+        )
     if isinstance(optimize, (list, tuple)):
-        path, more = [tuple(p) for p in optimize], []
+        path, more = check_path(optimize, len(terms)), []
     elif len(terms) == 1:
         path, more = [], []
     elif optimize == "cotengra":
@@ -1002,6 +1030,13 @@ class _Network:
         unknown = [x for x in optimize.sliced if x not in self.sizes]
         if unknown:
             raise ValueError(f"the plan slices labels {unknown} that no operand carries")
+        other = {x: n for x, n in optimize.sliced.items() if self.sizes[x] != n or x in self.output}
+        if other:
+            raise ValueError(
+                f"the plan slices {other}, which this network holds as { ({x: self.sizes[x] for x in other}) } "
+                f"(output labels {list(self.output)}): it was made for another network; plan this one"
+            )
+        check_path(optimize.path, len(self.leaves))
         return optimize
 
     def fits(self, plan: ContractionPlan, keep: float, cached: bool) -> bool:
@@ -1281,7 +1316,22 @@ class _Network:
         if len(live) != 1:
             raise ValueError(f"the contraction path leaves {len(live)} operands; it must contract all of them")
         self.root, term = self._reduce(*live[0], set(self.output), keep)
+        if term is live[0][1] and not plan.path:  # one operand, no product ran ('i->i', 'ii->i'): NaN never wins
+            term = self._without_nan(term)
         return term
+
+    def _without_nan(self, term: Term) -> Term:
+        """``term`` with its NaN values as the semiring zero (and count 0), as every product leaves them."""
+        plain = type(self.alg) is Algebra or (self.alg.counting and self.alg.nparts == 2)  # (values, counts)
+        if not plain or self.be.dtype(term.parts[0]).kind != "f":
+            return term
+        xp, values = self.be.xp, term.parts[0]
+        nan = xp.isnan(values)
+        if not bool(nan.any()):
+            return term
+        zero = math.inf if self.alg.semiring == "minplus" else -math.inf
+        parts = (xp.where(nan, zero, values), *(xp.where(nan, 0, p) for p in term.parts[1:]))
+        return Term(parts, term.labels)
 
     def shared_step(self, terms: Sequence[Term], uses: Counter[Label], owned: Sequence[bool]) -> Term:
         """One step of a plan outside :meth:`run`, as run's own step contracts it (:mod:`._shared`: the steps
