@@ -1,9 +1,11 @@
 """Run a CUDA C++ kernel of lazykern's on the CPU: g++ (C++20), one std::thread per CUDA thread, a
 std::barrier for ``__syncthreads``, blocks one after another (so ``__shared__`` becomes a static).
 
-Good for kernels whose only CUDA are thread and block indices, shared memory and block barriers (the
-tiled bit-permutation copy): it checks the kernel's own indexing and synchronization on a machine with
-no GPU. Not a model of warps, timing or the memory model beyond the barrier.
+Good for kernels whose only CUDA are thread and block indices, shared memory, block barriers (with
+``__syncthreads_and``) and a few intrinsics given stand-ins below (the tiled bit-permutation copy, the
+tropical GEMM kernels: ``tests/_tropical_emulator.py``): it checks the kernel's own indexing and
+synchronization on a machine with no GPU. Not a model of warps, timing or the memory model beyond the
+barrier.
 """
 
 from __future__ import annotations
@@ -15,21 +17,43 @@ from pathlib import Path
 import numpy as np
 
 HEAD = r"""
+#include <algorithm>
+#include <atomic>
 #include <barrier>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 #include <vector>
 struct lk_dim3 { unsigned x = 0, y = 0, z = 0; };
 thread_local lk_dim3 threadIdx, blockIdx;
 lk_dim3 blockDim, gridDim;
-std::barrier<> *lk_barrier;
+std::atomic<int> lk_fail{0};
+int lk_and_result = 1;
+struct LkDone { void operator()() noexcept { lk_and_result = lk_fail.load() == 0; lk_fail.store(0); } };
+std::barrier<LkDone> *lk_barrier;
 #define __device__
+#define __host__
 #define __forceinline__ inline
 #define __global__
 #define __restrict__ __restrict
 #define __shared__ static
-#define __launch_bounds__(x)
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
 #define __syncthreads() lk_barrier->arrive_and_wait()
+static inline int __syncthreads_and(int p) {
+    if (!p) lk_fail.fetch_add(1);
+    lk_barrier->arrive_and_wait();
+    return lk_and_result;
+}
+struct __attribute__((aligned(8))) uint2 { unsigned x, y; };
+struct __attribute__((aligned(16))) uint4 { unsigned x, y, z, w; };
+static inline float __int_as_float(int v) { float f; memcpy(&f, &v, 4); return f; }
+static inline double __longlong_as_double(long long v) { double f; memcpy(&f, &v, 8); return f; }
+static inline long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * (__int128)b) >> 64); }
+template <class T> static inline T min(T a, T b) { return a < b ? a : b; }
+template <class T> static inline T max(T a, T b) { return a > b ? a : b; }
+template <class T> static inline T atomicAdd(T *p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }
 """
 
 # main(): argv = input file, output file; the input holds int64 words: grid, threads, the output's
@@ -48,7 +72,7 @@ int main(int argc, char **argv) {
     fclose(f);
     blockDim.x = (unsigned)threads, gridDim.x = (unsigned)grid;
     for (long long b = 0; b < grid; ++b) {
-        std::barrier<> bar((std::ptrdiff_t)threads);
+        std::barrier<LkDone> bar((std::ptrdiff_t)threads);
         lk_barrier = &bar;
         std::vector<std::thread> team;
         for (long long t = 0; t < threads; ++t) team.emplace_back([&, b, t] {
