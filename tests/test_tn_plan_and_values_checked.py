@@ -70,3 +70,22 @@ def test_one_operand_with_no_product_turns_nan_into_the_zero_as_every_product_do
     x = np.array([nan, 1.0])
     tropical.einsum("i->i", x)
     assert np.isnan(x[0])  # the caller's array is left as it was
+
+
+@pytest.mark.parametrize(
+    "output, sizes, why",
+    [
+        ("ik", dict(i=2, j=2), "label 'k' needs a size"),
+        ("ikz", dict(i=2, j=2, k=2), "output label 'z' is in no input"),
+        ("ik", dict(i=2, j=-3, k=2), "label 'j' needs a size"),
+        ("ik", dict(i=2, j=1.5, k=2), "label 'j' needs a size"),
+    ],
+)
+def test_a_plan_of_sizes_that_do_not_describe_the_network_is_refused(output, sizes, why):
+    with pytest.raises(ValueError, match=why):
+        tropical.contraction_plan(["ij", "jk"], output, sizes)
+
+
+def test_an_unknown_strategy_is_a_value_error_naming_it():
+    with pytest.raises(ValueError, match="optimize='bogus'"):
+        tropical.einsum("ij,jk,kl->il", *_operands(), optimize="bogus")

@@ -67,6 +67,7 @@ import importlib.util
 import itertools
 import logging
 import math
+import numbers
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
@@ -463,6 +464,17 @@ class ContractionPlan:
             yield dict(zip(labels, combo))
 
 
+def _check_sizes(inputs: Sequence[Sequence[Label]], output: Sequence[Label], sizes: dict[Label, int]) -> None:
+    """Every label of ``inputs`` has a size, a positive int; every output label is in an input."""
+    labels = {x for t in inputs for x in t}
+    for lab in sorted(labels | set(output), key=str):
+        if lab not in labels:
+            raise ValueError(f"output label {lab!r} is in no input")
+        size = sizes.get(lab)
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 0:
+            raise ValueError(f"label {lab!r} needs a size, a non-negative int, in sizes; got {size!r}")
+
+
 def check_path(path: Any, operands: int) -> list[tuple[int, ...]]:
     """``path`` (opt_einsum's positions: each step takes operands out of the list of those left and appends
     its result) as tuples, if it contracts ``operands`` operands into one; else a ValueError naming the
@@ -530,6 +542,7 @@ def contraction_plan(
         raise ValueError(f"memory_limit must be a positive number of entries, got {memory_limit!r}")
     if rank not in _RANKS:
         raise ValueError(f"rank must be one of {sorted(_RANKS)}, got {rank!r}")
+    _check_sizes(inputs, output, sizes)
     kept = _path_key(inputs, output, sizes, optimize, slices, memory_limit)
     found = _plans_kept.get(kept) if kept is not None else None
     if found is not None:
@@ -555,7 +568,10 @@ def contraction_plan(
     elif optimize == "cotengra":
         path, more = _cotengra_plan(terms, output, rest, limit, max_time, initial, store, rank)
     else:
-        path, more = _search(terms, output, rest, optimize)
+        try:
+            path, more = _search(terms, output, rest, optimize)
+        except KeyError as exc:  # opt_einsum's word for a strategy it does not know
+            raise ValueError(f"optimize={optimize!r} is no contraction strategy opt_einsum knows ({exc})") from None
     if set(more) & set(output):  # cotengra may slice an output label: the result must keep it, so slice here
         path, more = _slice_to(terms, output, rest, path, limit)
     explicit = isinstance(optimize, (list, tuple))  # a caller's own path is sliced only to a limit they set
