@@ -65,7 +65,9 @@ def dim3(value: Any, what: str) -> tuple[int, ...]:
         value = (int(value),)
     # numba-cuda's rule (normalize_kernel_dimensions): entries are Integral (1.5 is a TypeError, not 1),
     # at most 3 of them (a ValueError); and here each at least 1 (the driver would refuse it later)
-    if not isinstance(value, (tuple, list)) or not all(isinstance(v, numbers.Integral) for v in value):
+    if not isinstance(value, (tuple, list)) or not all(
+        type(v) is int or isinstance(v, numbers.Integral) for v in value
+    ):
         raise LaunchTypeError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}")
     dims = tuple(int(v) for v in value)
     if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
