@@ -95,9 +95,11 @@ __device__ __forceinline__ void lk_permute_bits_parts(const W *const *src, W *__
 }
 
 // Tiled (lazykern/tn/_permute_tile.py): 2^10 entries per tile through shared memory, read in source
-// order, written in output order. ``near``: the tile bits' source strides, nearest first; ``ranks``
-// (4 bits each): each one's slot bit in output order; ``outs`` (6 bits each): the output bit of each
-// slot bit; ``mask``: the tile's output bits. The other bits (the tile's number) are read off ``stride``.
+// order, written in output order, by exactly 256 threads (4 entries each). ``near``: the tile bits'
+// source strides, nearest first; ``ranks`` (4 bits each): each one's slot bit in output order; ``outs``
+// (6 bits each): the output bit of each slot bit; ``mask``: the tile's output bits. Each thread's four
+// source offsets, slots and output offsets within a tile are fixed: they are worked out once, into
+// registers, and a tile's base (the other bits: the tile's number) is read from 5-bit tables.
 __device__ __forceinline__ int lk_swizzle(int t) { return t ^ ((t >> 5) & 31); }
 
 template <typename W, int BITS, int PARTS>
@@ -105,52 +107,76 @@ __device__ __forceinline__ void lk_permute_tiled(const W *const *src, W *__restr
                                                  int parts, int bits, const long long *stride,
                                                  const long long *near, long long ranks, long long outs,
                                                  long long mask) {
+    constexpr int CHUNKS = (BITS - 10 + 4) / 5;  // 5-bit pieces of a tile's number
     __shared__ W tile[1024];
-    __shared__ long long src_lo[32], src_hi[32], out_lo[32], out_hi[32];
+    __shared__ long long src_lo[32], src_hi[32], out_hi[32];
     __shared__ int at_lo[32], at_hi[32];
+    __shared__ long long base_src[CHUNKS][32], base_out[CHUNKS][32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (threadIdx.x < 32) {
-        const int k = threadIdx.x;
-        long long sl = 0, sh = 0, ol = 0, oh = 0;
+        long long sl = 0, sh = 0, oh = 0;
         int tl = 0, th = 0;
 #pragma unroll
         for (int i = 0; i < 5; ++i) {
-            if ((k >> i) & 1) {
+            if ((lane >> i) & 1) {
                 sl += near[i];
                 sh += near[i + 5];
                 tl |= 1 << ((ranks >> (4 * i)) & 15);
                 th |= 1 << ((ranks >> (4 * (i + 5))) & 15);
-                ol += 1LL << ((outs >> (6 * i)) & 63);
                 oh += 1LL << ((outs >> (6 * (i + 5))) & 63);
             }
         }
-        src_lo[k] = sl, src_hi[k] = sh, out_lo[k] = ol, out_hi[k] = oh, at_lo[k] = tl, at_hi[k] = th;
+        src_lo[lane] = sl, src_hi[lane] = sh, out_hi[lane] = oh, at_lo[lane] = tl, at_hi[lane] = th;
+        // the tile number's bits are the output bits outside ``mask``, lowest first, 5 to a table
+        int c = 0, i = 0;
+        long long s = 0, o = 0;
+        for (int b = 0; b < bits; ++b) {
+            if ((mask >> b) & 1) continue;
+            if ((lane >> i) & 1) {
+                s += stride[b];
+                o += 1LL << b;
+            }
+            if (++i == 5) {
+                base_src[c][lane] = s, base_out[c][lane] = o;
+                ++c, i = 0, s = 0, o = 0;
+            }
+        }
+        for (; c < CHUNKS; ++c, s = 0, o = 0) base_src[c][lane] = s, base_out[c][lane] = o;
     }
     __syncthreads();
+    // the output's 5 lowest bits are the tile's 5 lowest slot bits: entry t of a tile lies at t & 31
+    // plus out_hi[t >> 5]; a thread's t >> 5 is warp + 8 k, its t & 31 its lane, for k = 0 .. 3
+    long long from_k[4], to_k[4];
+    int fill_k[4], read_k[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        from_k[k] = src_lo[lane] + src_hi[warp + 8 * k];
+        fill_k[k] = lk_swizzle(at_lo[lane] | at_hi[warp + 8 * k]);
+        to_k[k] = lane + out_hi[warp + 8 * k];
+        read_k[k] = lk_swizzle(threadIdx.x + 256 * k);
+    }
     const long long tiles = total >> 10;
     for (long long g = blockIdx.x; g < tiles; g += gridDim.x) {
-        long long h = g, from = 0, to = 0;
+        long long from = 0, to = 0;
 #pragma unroll
-        for (int b = 0; b < BITS; ++b) {
-            if (b >= bits) break;
-            if ((mask >> b) & 1) continue;
-            if (h & 1) {
-                from += stride[b];
-                to += 1LL << b;
-            }
-            h >>= 1;
+        for (int c = 0; c < CHUNKS; ++c) {
+            const int piece = (int)((g >> (5 * c)) & 31);
+            from += base_src[c][piece];
+            to += base_out[c][piece];
         }
 #pragma unroll
         for (int q = 0; q < PARTS; ++q) {
             if (q >= parts) break;
             const W *s = src[q] + from;
-            for (int j = threadIdx.x; j < 1024; j += blockDim.x) {
-                tile[lk_swizzle(at_lo[j & 31] | at_hi[j >> 5])] = s[src_lo[j & 31] + src_hi[j >> 5]];
-            }
+            W v[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) v[k] = s[from_k[k]];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) tile[fill_k[k]] = v[k];
             __syncthreads();
             W *d = dst + q * total + to;
-            for (int t = threadIdx.x; t < 1024; t += blockDim.x) {
-                d[out_lo[t & 31] + out_hi[t >> 5]] = tile[lk_swizzle(t)];
-            }
+#pragma unroll
+            for (int k = 0; k < 4; ++k) d[to_k[k]] = tile[read_k[k]];
             __syncthreads();
         }
     }
