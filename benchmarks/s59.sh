@@ -8,6 +8,7 @@
 #   latency the 8 x 8 energy in fresh processes with a warm store (spin_glass.py defaults latency)
 #   ab      the rows $AB_ROWS on each tree of $AB_TREES (name=path) in turn: A/B in one machine
 #   gtnbase the rows $BASE_ROWS on .gpu/base (the tree before the session's changes), A/B in one run
+#   abenergy the 32x32 energy rows of tn_scale_split.py on each tree of $AB_TREES, in turn
 #   tests   pytest -m gpu over the files of $GPU_TESTS (session 60: the tiled permute's)
 #   permute benchmarks/permute_bench.py: plain against tiled bit-permutation copies, CuPy's, and memcpy
 # .whl must hold pymatching (tests/test_tropical_instance.py needs it; the image lacks it) beside numpy 2.4.6 etc.
@@ -85,6 +86,18 @@ for k, v in json.load(open(sys.argv[1])).get("verdict", {}).items():
     print("base", k, str(v)[:300])
 PY
   ;;
+abenergy)  # the 32x32 energy (empty store, then plan stored) on each tree of $AB_TREES, in turn
+  for spec in ${AB_TREES:-base=.gpu/base new=.}; do
+    name=${spec%%=*}; tree=${spec#*=}
+    (cd "$tree" && PYTHONPATH=/tmp/site:$PWD timeout ${AB_SECONDS:-100} python3 benchmarks/tn_scale_split.py \
+        --out "$OUT/energy-$name.json" --row-seconds 45 --rows energy > "$OUT/energy-$name.log" 2>&1)
+    echo "abenergy $name rc $? at $(( $(date +%s) - S )) s"
+    python3 - "$OUT/energy-$name.json" "$name" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["rows"]:
+    print(sys.argv[2], r["row"], r.get("seconds"), "outside", r.get("outside_passes_seconds"), "compile", r.get("compile_seconds"))
+PY
+  done ;;
 tests)
   timeout ${TESTS_SECONDS:-120} python3 -m pytest -q -m gpu $GPU_TESTS -p no:cacheprovider -rf > "$OUT/gpu-tests.log" 2>&1
   grep -E "^FAILED|^ERROR|passed|failed" "$OUT/gpu-tests.log" | cut -c1-400 | tail -20; echo "tests at $(( $(date +%s) - S )) s" ;;
