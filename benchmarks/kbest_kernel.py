@@ -23,6 +23,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 # batch cut to 256 where the recorded step's operands or result pass 2^27 entries (k-best parts: 40 bytes each)
 SHAPES = [(256, 4096, 16, 128), (256, 128, 2048, 8), (4, 8192, 64, 1024), (2, 16384, 8, 2048), (2, 8192, 8, 128)]
+# session 62's largest step of CountingMax(2), n = 200 (128, 32768, 64, 128), its batch cut to 16
+SHAPES.append((16, 32768, 64, 128))
 P = 2147483647
 
 
@@ -76,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--rings", default="p,i64", help="comma-separated: p (paired), i64, m, v")
+    parser.add_argument("--rings", default="p,i64", help="comma-separated: p (paired), i64, m, s (saturating), v")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     import cupy
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         if ring == "p":
             alg = kbest.paired_algebra(k, P)("maxplus", be)
         else:
-            alg = kbest.algebra(k, ring != "v", P if ring == "m" else 0)("maxplus", be)
+            alg = kbest.algebra(k, ring != "v", P if ring == "m" else 0, saturating=ring == "s")("maxplus", be)
         for batch, M, K, N in SHAPES:
             A, B = operand(cupy, (batch, M, K), k, ring, 1), operand(cupy, (batch, K, N), k, ring, 2)
             row = compare(alg, A, B, args.reps)

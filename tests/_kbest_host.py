@@ -113,10 +113,17 @@ HOST = HostBackend("numpy", np)
 
 
 def product(
-    lib: ctypes.CDLL, A: tuple[Any, ...], B: tuple[Any, ...], k: int, counts: bool, modulus: int, paired: bool = False
+    lib: ctypes.CDLL,
+    A: tuple[Any, ...],
+    B: tuple[Any, ...],
+    k: int,
+    counts: bool,
+    modulus: int,
+    paired: bool = False,
+    saturating: bool = False,
 ) -> tuple[str, tuple[Any, ...]]:
     """(kernel name, result parts) of :func:`_kbest_kernels.launch`'s launch, run on the CPU by ``lib``."""
-    out, call = _kbest_kernels.arguments(HOST, A, B, k, counts, modulus, paired)
+    out, call = _kbest_kernels.arguments(HOST, A, B, k, counts, modulus, paired, saturating=saturating)
     assert call is not None
     name, blocks, args = call
     pointers = (ctypes.c_void_p * len(args[:-13]))(*args[:-13])
@@ -132,3 +139,28 @@ def product(
         ctypes.c_ulonglong(int(mod)),
     )
     return name, out
+
+
+def exact_product(
+    A: tuple[Any, ...], B: tuple[Any, ...], k: int
+) -> dict[tuple[int, int, int], list[tuple[float, int]]]:
+    """(b, i, j) -> [(value, count)], the k-best product with exact Python-int counts: every pairwise sum
+    of every term, the k largest distinct values of each output, their counts summed (nothing saturates,
+    nothing wraps). Operands may be device arrays (read through ``numpy.asarray`` / ``.get()``)."""
+    A, B = (tuple(x.get() if hasattr(x, "get") else np.asarray(x) for x in X) for X in (A, B))
+    av, ac, bv, bc = A[:k], A[k:], B[:k], B[k:]
+    batch = max(av[0].shape[0], bv[0].shape[0])
+    M, K, N = av[0].shape[1], av[0].shape[2], bv[0].shape[2]
+    out: dict[tuple[int, int, int], list[tuple[float, int]]] = {}
+    for b, i, j in np.ndindex(batch, M, N):
+        ba, bb = (b if av[0].shape[0] > 1 else 0), (b if bv[0].shape[0] > 1 else 0)
+        found: dict[float, int] = {}
+        for kk in range(K):
+            for u in range(k):
+                for w in range(k):
+                    x, y = av[u][ba, i, kk], bv[w][bb, kk, j]
+                    if np.isfinite(x) and np.isfinite(y):
+                        v = float(x + y)
+                        found[v] = found.get(v, 0) + int(ac[u][ba, i, kk]) * int(bc[w][bb, kk, j])
+        out[b, i, j] = sorted(found.items(), reverse=True)[:k]
+    return out

@@ -30,12 +30,16 @@ CASES = [
     (2, "float64", "q", ""),
     (3, "float32", "m", ""),
 ]
+# saturating counts ("s"), checked against exact Python integers (test_saturating_kernel_is_the_exact_...)
+SATURATING = [(2, "float32", "s", "s"), (2, "float32", "s", ""), (3, "float64", "s", "s"), (4, "float32", "s", "")]
 SHAPES = {"s": ((2, 37, 19), (2, 19, 45)), "": ((2, 5, 7), (1, 7, 4))}
 MODULUS = {"m": P, "q": Q, "p": P}
 
 
 def _name(k: int, dtype: str, ring: str, tile: str) -> str:
-    return _kbest_kernels.kernel_name(k, np.dtype(dtype), ring != "v", MODULUS.get(ring, 0), ring == "p", tile)
+    return _kbest_kernels.kernel_name(
+        k, np.dtype(dtype), ring != "v", MODULUS.get(ring, 0), ring == "p", tile, saturating=ring == "s"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +47,12 @@ def lib(tmp_path_factory):
     if _kbest_host.compiler() is None:
         pytest.skip("no host C++ compiler to build the kernels' source with")
     kernels = {}
-    for k, dtype, ring, tile in CASES:
+    for k, dtype, ring, tile in CASES + SATURATING:
         name = _name(k, dtype, ring, tile)
         value = "double" if dtype == "float64" else "float"
         counts, paired = ring != "v", ring == "p"
-        kernels[name] = _kbest_kernels.source(name, value, k, 2 if ring in "mq" else 1, counts, paired, tile)
+        number = 2 if ring in "mq" else 3 if ring == "s" else 1
+        kernels[name] = _kbest_kernels.source(name, value, k, number, counts, paired, tile)
     return _kbest_host.build(kernels, tmp_path_factory.mktemp("kbest_host"))
 
 
@@ -109,3 +114,54 @@ def test_tiled_kernels_are_in_the_family_and_compile_for_sm90(cache):
     names = ["kbest2_f32_p_ts", "kbest3_f64_m_ts"]
     assert set(names) <= set(fam.names()) and fam.compiled() == []
     assert [kern.name for kern in fam.warm(names, arch="sm_90")] == names
+
+
+def _saturating_operand(rng, shape, k, dtype, transposed):
+    """k-best parts whose counts are small (below 2^12), large (2^40 to 2^52) or saturated already, so
+    products and sums cross 2^63 - 1 on some entries and stay far below it on others."""
+    A = _operand(rng, shape, k, dtype, "i64", transposed)
+    for c in A[k:]:
+        pick = rng.integers(0, 8, c.shape)
+        small, large = rng.integers(1, 1 << 12, c.shape), rng.integers(1 << 40, 1 << 52, c.shape)
+        fill = np.where(pick < 5, small, np.where(pick < 7, large, kbest.SATURATED))
+        c[...] = np.where(c != 0, fill, 0)
+    return A
+
+
+@pytest.mark.parametrize("k,dtype,ring,tile", SATURATING)
+@pytest.mark.parametrize("layout", ["rows", "columns"])
+def test_saturating_kernel_is_the_exact_count_or_saturated(lib, k, dtype, ring, tile, layout, monkeypatch):
+    """Saturating counts: the kernel's count is min(exact, 2^63 - 1) on every entry (against exact Python
+    integers); the array product's is the exact count below 2^62 and saturated from 2^63 - 1 (between
+    the two, either); their values are the exact k best."""
+    monkeypatch.setattr(_kbest_kernels, "TILED_MIN_MACS", 0)
+    rng = np.random.default_rng(17 * k + len(tile))
+    sa, sb = SHAPES[tile]
+    A = _saturating_operand(rng, sa, k, dtype, transposed=layout == "columns")
+    B = _saturating_operand(rng, sb, k, dtype, transposed=layout == "rows")
+    name, got = _kbest_host.product(lib, A, B, k, True, 0, saturating=True)
+    assert name == _name(k, dtype, ring, tile)
+    host, _ = kbest.algebra(k, True, saturating=True)("maxplus", NUMPY).bmm(A, B, False)
+    exact = _kbest_host.exact_product(A, B, k)
+    kinds = set()
+    for (b, i, j), best in exact.items():
+        for q in range(k):
+            value, count = best[q] if q < len(best) else (-np.inf, 0)
+            assert got[q][b, i, j] == value and host[q][b, i, j] == value
+            assert int(got[k + q][b, i, j]) == min(count, kbest.SATURATED)
+            h = int(host[k + q][b, i, j])
+            if count < 1 << 62:
+                assert h == count
+            elif count < kbest.SATURATED:
+                assert h in (count, kbest.SATURATED)
+            else:
+                assert h == kbest.SATURATED
+            kinds.add("saturated" if count >= kbest.SATURATED else "exact" if count > 0 else "none")
+    assert {"saturated", "exact"} <= kinds  # both sides of the line were crossed
+
+
+def test_saturating_counts_refuse_a_modulus():
+    with pytest.raises(ValueError, match="saturating"):
+        kbest.algebra(2, True, 7, saturating=True)
+    with pytest.raises(ValueError, match="saturating"):
+        kbest.algebra(2, False, saturating=True)

@@ -227,3 +227,58 @@ def test_the_partition_function_with_exact_offsets_on_the_device(module):
         for beta in (1.0, -0.3):
             host = solve(p, Q.PartitionFunction(beta))
             assert solve(p, Q.PartitionFunction(beta), module=module) == pytest.approx(host, rel=1e-13)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_saturating_kbest_kernels_on_the_device(k, dtype, monkeypatch):
+    """Saturating counts on the device (tiled and one thread per output): min(exact, 2^63 - 1) on every
+    entry, against exact Python integers; counts small, large, or saturated already."""
+    cupy = pytest.importorskip("cupy")
+    from lazykern.tn._backend import Backend
+    from lazykern.tn.algebras import kbest
+
+    from . import _kbest_host
+
+    rng = np.random.default_rng(40 + k)
+    be = Backend("cupy", cupy)
+
+    def operand(shape):
+        values = np.full((k, *shape), -np.inf, dtype=dtype)
+        counts = np.zeros((k, *shape), dtype=np.int64)
+        for index in np.ndindex(*shape):
+            pool = np.sort(rng.choice(np.arange(-6, 7), size=rng.integers(0, k + 1), replace=False))[::-1]
+            values[(slice(0, len(pool)), *index)] = pool
+            pick = rng.integers(0, 8, len(pool))
+            small, large = rng.integers(1, 1 << 12, len(pool)), rng.integers(1 << 40, 1 << 52, len(pool))
+            fill = np.where(pick < 5, small, np.where(pick < 7, large, kbest.SATURATED))
+            counts[(slice(0, len(pool)), *index)] = fill
+        return tuple(cupy.asarray(a) for a in (*values, *counts))
+
+    A, B = operand((3, 45, 21)), operand((1, 21, 70))
+    alg = kbest.algebra(k, True, saturating=True)("maxplus", be)
+    assert kbest.tiling(3, 45, 70, 21) == "s"
+    tiled, _ = alg.bmm(A, B, False)
+    monkeypatch.setattr(kbest, "TILED", False)
+    untiled, _ = alg.bmm(A, B, False)
+    exact = _kbest_host.exact_product(A, B, k)
+    for got in (tiled, untiled):
+        host = [cupy.asnumpy(x) for x in got]
+        for (b, i, j), best in exact.items():
+            best = best + [(-np.inf, 0)] * (k - len(best))
+            assert [host[q][b, i, j] for q in range(k)] == [v for v, _ in best]
+            assert [int(host[k + q][b, i, j]) for q in range(k)] == [min(c, kbest.SATURATED) for _, c in best]
+
+
+@pytest.mark.parametrize("module", ["cupy", "torch"])
+def test_counting_max_past_int64_on_the_device(module):
+    """CountingMax(k > 1): counts below 2^63 from the one saturating pass, counts past it (every
+    configuration at one size) from the residue passes, equal to the host's."""
+    pytest.importorskip(module)
+    P = pytest.importorskip("lazykern.tn.problems")
+    g = nx.random_regular_graph(3, 60, seed=3)
+    isolated = P.IndependentSet((70, [(0, 1), (1, 2)]), weights=[0] * 70)
+    for p in (P.IndependentSet(g), isolated):
+        for prop in (Q.CountingMax(2), Q.CountingMax(3), Q.CountingMin(2)):
+            assert solve(p, prop, module=module) == solve(p, prop)
+    assert solve(isolated, Q.CountingMax(2), module=module) == [(0, 5 * 2**67)]

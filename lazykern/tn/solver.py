@@ -355,6 +355,17 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
     operands = list(zip(values, ones))
     # Boolean masks count 0 or 1, their own residues modulo any prime: no `% p` per operand and pass.
     reduced = all(m.dtype == np.bool_ for m in tab.mask)
+    if bound > kbest.SATURATED:
+        # Counts may pass int64: first one pass of saturating counts (the int64 ring's cost, a third less
+        # than the paired pass's), exact wherever the k best counts are below 2^63 - 1, as they mostly are
+        # for a few best sizes; only a saturated count needs the residue passes below.
+        alg = kbest.algebra(k, True, reduced=reduced, saturating=True)
+        parts = ctx.contract(tab, tab.labels, (), operands, "maxplus", alg)
+        found = [(float(_item(v)), int(_item(c))) for v, c in zip(parts[:k], parts[k:])]
+        found = [(v, c) for v, c in found if math.isfinite(v)]
+        if all(c < kbest.SATURATED for _, c in found):
+            return [(_size(tab, sign * v), c) for v, c in found]
+        log.debug("CountingMax(%d): a count saturated at 2^63 - 1; counting again by residues", k)
 
     # Each pass plans the shared order for its own algebra as it builds its network (one build, not a
     # plan's network and then the pass's: 300 operands prepared twice); the path's costs are kept.

@@ -32,7 +32,8 @@ VALUES: dict[str, tuple[str, np.dtype]] = {
     "f32": ("float", np.dtype("float32")),
     "f64": ("double", np.dtype("float64")),
 }
-RINGS = {"v": (1, False), "i64": (1, True), "m": (2, True)}  # counts: none, modulo 2^64, modulo a prime
+RINGS = {"v": (1, False), "i64": (1, True), "m": (2, True), "s": (3, True)}  # counts: none, modulo 2^64,
+# modulo a prime, saturating at 2^63 - 1 (exact below it: counting.cu's RING 3)
 PAIRED_KMAX = KB_MAX // 2  # k of the paired kernels ("p": counts modulo 2^64 and modulo a prime at once)
 _COUNTS = np.dtype(np.int64)  # counts and residues, whatever the ring
 SIGNATURE = ["ptr"] * (6 * KB_MAX) + ["int64", "int32", "int32", "int32"] + ["int64"] * 8 + ["uint64"]
@@ -43,11 +44,14 @@ TILES: dict[str, tuple[int, int, int, int, int]] = {"s": (16, 16, 2, 2, 8)}
 TILED_MIN_MACS = 1 << 16  # below this a step is one launch's latency whichever kernel runs it
 
 
-def kernel_name(k: int, value: np.dtype, counts: bool, modulus: int, paired: bool = False, tile: str = "") -> str:
-    """``kbest{k}_{f32|f64}_{v|i64|m|p}[_t{tile}]``: values only, counts modulo 2^64, modulo a prime, or
-    both (paired); one thread per output, or tiled with the tile shape ``tile`` of :data:`TILES`."""
+def kernel_name(
+    k: int, value: np.dtype, counts: bool, modulus: int, paired: bool = False, tile: str = "", saturating: bool = False
+) -> str:
+    """``kbest{k}_{f32|f64}_{v|i64|m|s|p}[_t{tile}]``: values only, counts modulo 2^64, modulo a prime,
+    saturating, or modulo 2^64 and a prime (paired); one thread per output, or tiled with the tile shape
+    ``tile`` of :data:`TILES`."""
     v = next(name for name, (_, d) in VALUES.items() if d == value)
-    ring = "p" if paired else "v" if not counts else ("m" if modulus else "i64")
+    ring = "p" if paired else "v" if not counts else "s" if saturating else ("m" if modulus else "i64")
     return f"kbest{k}_{v}_{ring}" + (f"_t{tile}" if tile else "")
 
 
@@ -103,7 +107,7 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
             for rname, (ring, counts) in rings:
                 paired = rname == "p"
                 for tile in ("", *TILES):
-                    name = kernel_name(k, vd, counts, 1 if rname == "m" else 0, paired, tile)
+                    name = kernel_name(k, vd, counts, 1 if rname == "m" else 0, paired, tile, rname == "s")
                     fam.add(name, source(name, vt, k, ring, counts, paired, tile), signature=SIGNATURE)
     return fam
 
@@ -129,13 +133,15 @@ def launch(
     modulus: int,
     paired: bool = False,
     tiled: bool = True,
+    saturating: bool = False,
 ) -> tuple[Any, ...]:
     """The k-best product of device operands: parts (k values [, k counts [, k residues modulo ``modulus``
     when ``paired``]]) of (b|1, M, K) and (b|1, K, N), each operand's parts read through one set of
-    strides (copied to contiguous where they differ); ``tiled``: a large step takes the tiled kernel."""
+    strides (copied to contiguous where they differ); ``tiled``: a large step takes the tiled kernel;
+    ``saturating``: counts saturate at 2^63 - 1 (``modulus`` 0)."""
     from ...tropical import _arrays
 
-    out, call = arguments(be, A, B, k, counts, modulus, paired, tiled)
+    out, call = arguments(be, A, B, k, counts, modulus, paired, tiled, saturating)
     if call is None:
         return out
     name, blocks, args = call
@@ -156,6 +162,7 @@ def arguments(
     modulus: int,
     paired: bool = False,
     tiled: bool = True,
+    saturating: bool = False,
 ) -> tuple[tuple[Any, ...], tuple[str, int, tuple[Any, ...]] | None]:
     """The result's parts (allocated through ``be``) and the launch that fills them: (kernel name, blocks,
     arguments), None for an empty result. Addresses come from ``be.pointer``; nothing is launched."""
@@ -189,7 +196,7 @@ def arguments(
         first_size = batch * M * N
         blocks = min(-(-first_size // THREADS), _MAX_BLOCKS)
     sizes = (first_size, M, N, K, sa, ars, acs, sb, brs, bcs, M * N, N, np.uint64(modulus))
-    name = kernel_name(k, value, counts, modulus, paired, tile)
+    name = kernel_name(k, value, counts, modulus, paired, tile, saturating)
     return out, (name, blocks, (*(p for g in groups for p in g), *sizes))
 
 

@@ -15,6 +15,12 @@ unchanged. The product is written once with array operations (NumPy, CuPy, torch
 pairwise sums of a chunk of the contracted axis, then k passes per output entry, each taking the
 largest value below the previous one and summing the counts that reach it. A minimum is the maximum
 of the negated sizes (the caller negates).
+
+Saturating counts (:func:`algebra` with ``saturating=True``) are the exact count where it is below
+:data:`SATURATED` (2^63 - 1) and SATURATED past it: every sum and product of counts is min(exact,
+SATURATED) (counts are never negative, so a saturated count stays saturated through any later sum or
+product with a nonzero count). One such pass answers exactly whenever the counts asked for are below
+it, in the int64 ring's time; only a saturated answer needs the residue passes of a CRT count.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ DEVICE_CHUNK = 1 << 26
 SPLIT_OUTPUTS = 1 << 12
 SPLIT_MIN_K = 1 << 16
 SPLIT_CHUNK = 1 << 12
+SATURATED = (1 << 63) - 1  # a saturating count past what it can hold (counting.cu's LK_SATURATED)
 
 
 class KBestAlgebra(Algebra):
@@ -46,6 +53,7 @@ class KBestAlgebra(Algebra):
     k = 1
     counts = False
     modulus = 0  # counts modulo this prime; 0: int64 arithmetic (modulo 2^64)
+    saturating = False  # counts saturate at SATURATED (exact below it) instead of wrapping modulo 2^64
     reduced = False  # the operands' counts lie in [0, modulus) already (0/1 masks): prepare takes them as they are
     strided = False
 
@@ -80,7 +88,10 @@ class KBestAlgebra(Algebra):
             split = self._split_sum(A, B)
             if split is not None:
                 return split, None
-            return _kbest_kernels.launch(self.be, A, B, k, self.counts, self.modulus, tiled=TILED), None
+            launched = _kbest_kernels.launch(
+                self.be, A, B, k, self.counts, self.modulus, tiled=TILED, saturating=self.saturating
+            )
+            return launched, None
         ops = _Ops(self.be)
         av, bv = ops.stack(A[:k]), ops.stack(B[:k])  # (b, M, K, k), (b, K, N, k)
         ac: Any = ops.stack(A[k:]) if self.counts else None
@@ -103,7 +114,8 @@ class KBestAlgebra(Algebra):
                 sv = ops.flat(s, batch, m1 - m0, N)
                 sc = None
                 if self.counts:
-                    c = ac[:, m0:m1, k0:k1][:, :, :, None, :, None] * bc[:, k0:k1][:, None, :, :, None, :]
+                    x, y = ac[:, m0:m1, k0:k1][:, :, :, None, :, None], bc[:, k0:k1][:, None, :, :, None, :]
+                    c = ops.saturated_product(x, y) if self.saturating else x * y
                     sc = ops.flat(c % self.modulus if self.modulus else c, batch, m1 - m0, N)
                 acc_v, acc_c = self.best(ops, ops.cat(acc_v, sv), ops.cat(acc_c, sc) if self.counts else None)
             blocks_v.append(acc_v)
@@ -157,7 +169,8 @@ class KBestAlgebra(Algebra):
             top = ops.amax(left)
             vals.append(top)
             if self.counts:
-                total = ops.sum(ops.where(values == top[..., None], counts, 0))
+                here = ops.where(values == top[..., None], counts, 0)
+                total = ops.saturated_sum(here) if self.saturating else ops.sum(here)
                 total = total % self.modulus if self.modulus else total
                 cnts.append(ops.where(top == -math.inf, 0, total))
             left = ops.where(values < top[..., None], values, -math.inf)
@@ -256,7 +269,7 @@ _CONSTANTS_KEPT = 64
 PAIRED_KMAX = _kbest_kernels.PAIRED_KMAX
 PAIRED = True  # CountingMax(k <= PAIRED_KMAX) past int64: the int64 and first prime passes as one (False: in turn)
 
-_algebras: dict[tuple[int, bool, int, bool], type[KBestAlgebra]] = {}
+_algebras: dict[tuple[int, bool, int, bool, bool], type[KBestAlgebra]] = {}
 _paired: dict[tuple[int, int, bool], type[PairedKBestAlgebra]] = {}
 
 
@@ -275,18 +288,24 @@ def paired_algebra(k: int, modulus: int, reduced: bool = False) -> type[PairedKB
     return found
 
 
-def algebra(k: int, counts: bool = False, modulus: int = 0, reduced: bool = False) -> type[KBestAlgebra]:
-    """The k-best algebra (``counts``: with int64 counts, modulo ``modulus`` when it is not 0).
+def algebra(
+    k: int, counts: bool = False, modulus: int = 0, reduced: bool = False, saturating: bool = False
+) -> type[KBestAlgebra]:
+    """The k-best algebra (``counts``: with int64 counts, modulo ``modulus`` when it is not 0, saturating
+    at :data:`SATURATED` with ``saturating``).
     ``reduced``: the caller's counts are 0 or 1 (masks), already residues modulo any prime, so
     :meth:`KBestAlgebra.prepare` skips the ``% modulus`` it otherwise launches per operand and per
     pass. Only a caller that built the counts from boolean masks may say so: a count outside
     [0, modulus) then goes into the product unreduced."""
-    key = (int(k), bool(counts), int(modulus), bool(reduced))
+    key = (int(k), bool(counts), int(modulus), bool(reduced), bool(saturating))
     found = _algebras.get(key)
     if found is None:
         if k < 1 or not 0 <= modulus < 1 << 31:
             raise ValueError(f"k-best algebra needs k >= 1 and a modulus below 2^31, got k={k}, modulus={modulus}")
-        name = f"KBest{k}{'Counting' if counts else ''}{modulus or ''}{'Reduced' if reduced else ''}"
+        if saturating and (modulus or not counts):
+            raise ValueError("saturating k-best counts are int64 counts: counts=True and no modulus")
+        name = f"KBest{k}{'Counting' if counts else ''}{modulus or ''}{'Saturating' if saturating else ''}"
+        name += "Reduced" if reduced else ""
         nparts = k * (2 if counts else 1)
         attrs = {
             "k": int(k),
@@ -294,6 +313,7 @@ def algebra(k: int, counts: bool = False, modulus: int = 0, reduced: bool = Fals
             "modulus": int(modulus),
             "nparts": nparts,
             "reduced": bool(reduced),
+            "saturating": bool(saturating),
         }
         found = _algebras[key] = type(name, (KBestAlgebra,), attrs)
     return found
@@ -326,6 +346,19 @@ class _Ops:
 
     def sum(self, x: Any) -> Any:
         return self.xp.sum(x, dim=-1) if self.torch else x.sum(axis=-1)
+
+    def saturated_product(self, x: Any, y: Any) -> Any:
+        """min(x y, SATURATED) of counts in [0, SATURATED] (broadcast): the wrapped product where it fits."""
+        fits = x <= SATURATED // (y.clamp(min=1) if self.torch else self.xp.maximum(y, 1))
+        return self.where(fits, x * y, SATURATED)
+
+    def saturated_sum(self, x: Any) -> Any:
+        """min(sum, SATURATED) along the last axis of counts in [0, SATURATED], up to where the float sum
+        cannot tell: the exact sum where the float64 sum is below 2^62 (then the exact one is below 2^63,
+        so the int64 sum did not wrap), SATURATED otherwise. A count past 2^62 may so read as saturated,
+        which only sends it to the residue passes; a count below SATURATED is always exact."""
+        wide = self.sum(x.to(self.xp.float64) if self.torch else x.astype(self.xp.float64))
+        return self.where(wide < 2.0**62, self.sum(x), SATURATED)
 
     def where(self, cond: Any, a: Any, b: Any) -> Any:
         if self.torch:  # torch.where wants tensors (or a Python scalar of the other's kind) on both sides
