@@ -64,7 +64,7 @@ PARAMS = (
 
 def _runner(name: str) -> str:
     pointers = ", ".join(
-        f"({'' if g[0] == 'c' else 'const '}{'V' if g[1] == 'v' else 'long long'} *)p[{i * _kbest_kernels.KB_MAX + q}]"
+        f"({'' if g[0] == 'c' else 'const '}{'V' if g[1] == 'v' else 'CT'} *)p[{i * _kbest_kernels.KB_MAX + q}]"
         for i, g in enumerate(("av", "ac", "bv", "bc", "cv", "cc"))
         for q in range(_kbest_kernels.KB_MAX)
     )
@@ -92,7 +92,8 @@ def build(kernels: dict[str, str], where: Path) -> ctypes.CDLL:
     parts = [SHIM, _kbest_kernels.preamble()]
     for name, source in kernels.items():
         value = "double" if "_f64_" in name else "float"
-        parts += [source, f"#define V {value}", _runner(name), "#undef V"]
+        counts = "double" if name.split("_")[2] == "f" else "long long"  # ring "f": float64 counts
+        parts += [source, f"#define V {value}", f"#define CT {counts}", _runner(name), "#undef V", "#undef CT"]
     text = "\n".join(parts)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     src, lib = where / f"kbest_{digest}.cpp", where / f"kbest_{digest}.so"
@@ -120,10 +121,10 @@ def product(
     counts: bool,
     modulus: int,
     paired: bool = False,
-    saturating: bool = False,
+    floats: bool = False,
 ) -> tuple[str, tuple[Any, ...]]:
     """(kernel name, result parts) of :func:`_kbest_kernels.launch`'s launch, run on the CPU by ``lib``."""
-    out, call = _kbest_kernels.arguments(HOST, A, B, k, counts, modulus, paired, saturating=saturating)
+    out, call = _kbest_kernels.arguments(HOST, A, B, k, counts, modulus, paired, floats=floats)
     assert call is not None
     name, blocks, args = call
     pointers = (ctypes.c_void_p * len(args[:-13]))(*args[:-13])

@@ -30,15 +30,15 @@ CASES = [
     (2, "float64", "q", ""),
     (3, "float32", "m", ""),
 ]
-# saturating counts ("s"), checked against exact Python integers (test_saturating_kernel_is_the_exact_...)
-SATURATING = [(2, "float32", "s", "s"), (2, "float32", "s", ""), (3, "float64", "s", "s"), (4, "float32", "s", "")]
+# float64 counts ("f"), checked against exact Python integers (test_float_counts_are_exact_below_2_53)
+FLOATS = [(2, "float32", "f", "s"), (2, "float32", "f", ""), (3, "float64", "f", "s"), (4, "float32", "f", "")]
 SHAPES = {"s": ((2, 37, 19), (2, 19, 45)), "": ((2, 5, 7), (1, 7, 4))}
 MODULUS = {"m": P, "q": Q, "p": P}
 
 
 def _name(k: int, dtype: str, ring: str, tile: str) -> str:
     return _kbest_kernels.kernel_name(
-        k, np.dtype(dtype), ring != "v", MODULUS.get(ring, 0), ring == "p", tile, saturating=ring == "s"
+        k, np.dtype(dtype), ring != "v", MODULUS.get(ring, 0), ring == "p", tile, floats=ring == "f"
     )
 
 
@@ -47,11 +47,11 @@ def lib(tmp_path_factory):
     if _kbest_host.compiler() is None:
         pytest.skip("no host C++ compiler to build the kernels' source with")
     kernels = {}
-    for k, dtype, ring, tile in CASES + SATURATING:
+    for k, dtype, ring, tile in CASES + FLOATS:
         name = _name(k, dtype, ring, tile)
         value = "double" if dtype == "float64" else "float"
         counts, paired = ring != "v", ring == "p"
-        number = 2 if ring in "mq" else 3 if ring == "s" else 1
+        number = 2 if ring in "mq" else 0 if ring == "f" else 1
         kernels[name] = _kbest_kernels.source(name, value, k, number, counts, paired, tile)
     return _kbest_host.build(kernels, tmp_path_factory.mktemp("kbest_host"))
 
@@ -116,52 +116,65 @@ def test_tiled_kernels_are_in_the_family_and_compile_for_sm90(cache):
     assert [kern.name for kern in fam.warm(names, arch="sm_90")] == names
 
 
-def _saturating_operand(rng, shape, k, dtype, transposed):
-    """k-best parts whose counts are small (below 2^12), large (2^40 to 2^52) or saturated already, so
-    products and sums cross 2^63 - 1 on some entries and stay far below it on others."""
+def _float_count_operand(rng, shape, k, dtype, transposed):
+    """k-best parts with float64 counts: small (below 2^12) or large (2^40 to 2^52), so products and sums
+    pass 2^53 on some entries and stay far below it on others."""
     A = _operand(rng, shape, k, dtype, "i64", transposed)
+    out = list(A[:k])
     for c in A[k:]:
         pick = rng.integers(0, 8, c.shape)
         small, large = rng.integers(1, 1 << 12, c.shape), rng.integers(1 << 40, 1 << 52, c.shape)
-        fill = np.where(pick < 5, small, np.where(pick < 7, large, kbest.SATURATED))
-        c[...] = np.where(c != 0, fill, 0)
-    return A
+        fill = np.where(pick < 6, small, large).astype(np.float64)
+        out.append(_like(c, np.where(c != 0, fill, 0.0)))
+    return tuple(out)
 
 
-@pytest.mark.parametrize("k,dtype,ring,tile", SATURATING)
+def _like(c, x):
+    """``x`` laid out as ``c`` (the same strides: the kernel reads every part through one set)."""
+    order = np.argsort(c.strides)[::-1]
+    out = np.ascontiguousarray(x.transpose(order)).transpose(np.argsort(order))
+    assert out.strides == c.strides
+    return out
+
+
+def _assert_float_count(got: float, exact: int) -> None:
+    """Below 2^53 the exact count; from 2^53 on, at least 2^53 (then the caller counts again)."""
+    if exact < kbest.FLOAT_EXACT:
+        assert got == exact
+    else:
+        assert got >= kbest.FLOAT_EXACT
+
+
+@pytest.mark.parametrize("k,dtype,ring,tile", FLOATS)
 @pytest.mark.parametrize("layout", ["rows", "columns"])
-def test_saturating_kernel_is_the_exact_count_or_saturated(lib, k, dtype, ring, tile, layout, monkeypatch):
-    """Saturating counts: the kernel's count is min(exact, 2^63 - 1) on every entry (against exact Python
-    integers); the array product's is the exact count below 2^62 and saturated from 2^63 - 1 (between
-    the two, either); their values are the exact k best."""
+def test_float_counts_are_exact_below_2_53(lib, k, dtype, ring, tile, layout, monkeypatch):
+    """Float64 counts: the kernel's and the array product's count is the exact count wherever that is
+    below 2^53 and at least 2^53 elsewhere (against exact Python integers); values the exact k best."""
     monkeypatch.setattr(_kbest_kernels, "TILED_MIN_MACS", 0)
     rng = np.random.default_rng(17 * k + len(tile))
     sa, sb = SHAPES[tile]
-    A = _saturating_operand(rng, sa, k, dtype, transposed=layout == "columns")
-    B = _saturating_operand(rng, sb, k, dtype, transposed=layout == "rows")
-    name, got = _kbest_host.product(lib, A, B, k, True, 0, saturating=True)
+    A = _float_count_operand(rng, sa, k, dtype, transposed=layout == "columns")
+    B = _float_count_operand(rng, sb, k, dtype, transposed=layout == "rows")
+    name, got = _kbest_host.product(lib, A, B, k, True, 0, floats=True)
     assert name == _name(k, dtype, ring, tile)
-    host, _ = kbest.algebra(k, True, saturating=True)("maxplus", NUMPY).bmm(A, B, False)
+    host, _ = kbest.algebra(k, True, floats=True)("maxplus", NUMPY).bmm(A, B, False)
     exact = _kbest_host.exact_product(A, B, k)
     kinds = set()
     for (b, i, j), best in exact.items():
         for q in range(k):
             value, count = best[q] if q < len(best) else (-np.inf, 0)
             assert got[q][b, i, j] == value and host[q][b, i, j] == value
-            assert int(got[k + q][b, i, j]) == min(count, kbest.SATURATED)
-            h = int(host[k + q][b, i, j])
-            if count < 1 << 62:
-                assert h == count
-            elif count < kbest.SATURATED:
-                assert h in (count, kbest.SATURATED)
-            else:
-                assert h == kbest.SATURATED
-            kinds.add("saturated" if count >= kbest.SATURATED else "exact" if count > 0 else "none")
-    assert {"saturated", "exact"} <= kinds  # both sides of the line were crossed
+            _assert_float_count(got[k + q][b, i, j], count)
+            _assert_float_count(host[k + q][b, i, j], count)
+            kinds.add("past" if count >= kbest.FLOAT_EXACT else "exact" if count > 0 else "none")
+    assert {"past", "exact"} <= kinds  # both sides of 2^53 were reached
 
 
-def test_saturating_counts_refuse_a_modulus():
-    with pytest.raises(ValueError, match="saturating"):
-        kbest.algebra(2, True, 7, saturating=True)
-    with pytest.raises(ValueError, match="saturating"):
-        kbest.algebra(2, False, saturating=True)
+def test_float_counts_take_no_modulus_and_float64_operands():
+    with pytest.raises(ValueError, match="float k-best counts"):
+        kbest.algebra(2, True, 7, floats=True)
+    with pytest.raises(ValueError, match="float k-best counts"):
+        kbest.algebra(2, False, floats=True)
+    alg = kbest.algebra(2, True, floats=True)
+    with pytest.raises(TypeError, match="float64"):
+        alg.prepare(NUMPY, (np.zeros(3, np.float32), np.ones(3, np.int64)), 0)

@@ -231,9 +231,9 @@ def test_the_partition_function_with_exact_offsets_on_the_device(module):
 
 @pytest.mark.parametrize("k", [2, 3])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_saturating_kbest_kernels_on_the_device(k, dtype, monkeypatch):
-    """Saturating counts on the device (tiled and one thread per output): min(exact, 2^63 - 1) on every
-    entry, against exact Python integers; counts small, large, or saturated already."""
+def test_float_count_kbest_kernels_on_the_device(k, dtype, monkeypatch):
+    """Float64 counts on the device (tiled and one thread per output): the exact count wherever it is
+    below 2^53, at least 2^53 elsewhere, against exact Python integers; counts small or large."""
     cupy = pytest.importorskip("cupy")
     from lazykern.tn._backend import Backend
     from lazykern.tn.algebras import kbest
@@ -245,40 +245,46 @@ def test_saturating_kbest_kernels_on_the_device(k, dtype, monkeypatch):
 
     def operand(shape):
         values = np.full((k, *shape), -np.inf, dtype=dtype)
-        counts = np.zeros((k, *shape), dtype=np.int64)
+        counts = np.zeros((k, *shape), dtype=np.float64)
         for index in np.ndindex(*shape):
             pool = np.sort(rng.choice(np.arange(-6, 7), size=rng.integers(0, k + 1), replace=False))[::-1]
             values[(slice(0, len(pool)), *index)] = pool
             pick = rng.integers(0, 8, len(pool))
             small, large = rng.integers(1, 1 << 12, len(pool)), rng.integers(1 << 40, 1 << 52, len(pool))
-            fill = np.where(pick < 5, small, np.where(pick < 7, large, kbest.SATURATED))
-            counts[(slice(0, len(pool)), *index)] = fill
+            counts[(slice(0, len(pool)), *index)] = np.where(pick < 6, small, large)
         return tuple(cupy.asarray(a) for a in (*values, *counts))
 
     A, B = operand((3, 45, 21)), operand((1, 21, 70))
-    alg = kbest.algebra(k, True, saturating=True)("maxplus", be)
+    alg = kbest.algebra(k, True, floats=True)("maxplus", be)
     assert kbest.tiling(3, 45, 70, 21) == "s"
     tiled, _ = alg.bmm(A, B, False)
     monkeypatch.setattr(kbest, "TILED", False)
     untiled, _ = alg.bmm(A, B, False)
     exact = _kbest_host.exact_product(A, B, k)
+    kinds = set()
     for got in (tiled, untiled):
         host = [cupy.asnumpy(x) for x in got]
         for (b, i, j), best in exact.items():
             best = best + [(-np.inf, 0)] * (k - len(best))
             assert [host[q][b, i, j] for q in range(k)] == [v for v, _ in best]
-            assert [int(host[k + q][b, i, j]) for q in range(k)] == [min(c, kbest.SATURATED) for _, c in best]
+            for q, (_, c) in enumerate(best):
+                got_count = host[k + q][b, i, j]
+                assert got_count == c if c < kbest.FLOAT_EXACT else got_count >= kbest.FLOAT_EXACT
+                kinds.add(c >= kbest.FLOAT_EXACT)
+    assert kinds == {False, True}
 
 
 @pytest.mark.parametrize("module", ["cupy", "torch"])
-def test_counting_max_past_int64_on_the_device(module):
-    """CountingMax(k > 1): counts below 2^63 from the one saturating pass, counts past it (every
-    configuration at one size) from the residue passes, equal to the host's."""
+def test_counting_max_past_2_53_on_the_device(module):
+    """CountingMax(k > 1): counts below 2^53 from the one float pass, counts past it (every configuration
+    at one size) from the integer rings, equal to the host's."""
     pytest.importorskip(module)
     P = pytest.importorskip("lazykern.tn.problems")
     g = nx.random_regular_graph(3, 60, seed=3)
     isolated = P.IndependentSet((70, [(0, 1), (1, 2)]), weights=[0] * 70)
-    for p in (P.IndependentSet(g), isolated):
+    near = P.IndependentSet((56, [(0, 1), (1, 2)]), weights=[0] * 56)
+    for p in (P.IndependentSet(g), isolated, near):
         for prop in (Q.CountingMax(2), Q.CountingMax(3), Q.CountingMin(2)):
             assert solve(p, prop, module=module) == solve(p, prop)
     assert solve(isolated, Q.CountingMax(2), module=module) == [(0, 5 * 2**67)]
+    assert solve(near, Q.CountingMax(2), module=module) == [(0, 5 * 2**53)]

@@ -13,11 +13,7 @@
 // bits and reduced. Either way the result is the exact count modulo that number; the host rebuilds
 // the integer from several such passes (Chinese remainder theorem). Float counts add and multiply
 // as floats.
-// RING: 0 float counts, 1 int64 counts modulo 2^64, 2 32-bit residues modulo ``mod``, 3 saturating
-// counts: the exact count where it is below 2^63 - 1, else 2^63 - 1 (LK_SATURATED), which no later
-// sum or product with a nonzero count leaves (counts are never negative: min(x, S) of every exact
-// result). A result below it is the exact count; one equal to it says "past 2^63, count again".
-#define LK_SATURATED 0x7fffffffffffffffULL
+// RING: 0 float counts, 1 int64 counts modulo 2^64, 2 32-bit residues modulo ``mod``.
 //
 // Residues avoid the 64-bit division (a long software routine on the GPU): x, y < p < 2^31, so a
 // sum is below 2^32 and needs at most one subtraction of p, and a product (below 2^62) is reduced
@@ -32,11 +28,6 @@ template <int RING, typename C>
 __device__ __forceinline__ C lk_count_mul(C x, C y, unsigned long long mod, unsigned long long mu) {
     if constexpr (RING == 1) {
         return (C)((unsigned long long)x * (unsigned long long)y);
-    } else if constexpr (RING == 3) {
-        const unsigned long long ux = (unsigned long long)x, uy = (unsigned long long)y;
-        if ((ux | uy) < (1ULL << 31)) return (C)(ux * uy);  // below 2^62: the product as it is
-        const unsigned long long lo = ux * uy;
-        return (C)(__umul64hi(ux, uy) != 0 || lo > LK_SATURATED ? LK_SATURATED : lo);
     } else if constexpr (RING == 2) {
         const unsigned long long xy = (unsigned long long)(unsigned)x * (unsigned)y;
         unsigned long long r = xy - __umul64hi(xy, mu) * mod;
@@ -50,9 +41,6 @@ template <int RING, typename C>
 __device__ __forceinline__ C lk_count_add(C x, C y, unsigned long long mod) {
     if constexpr (RING == 1) {
         return (C)((unsigned long long)x + (unsigned long long)y);
-    } else if constexpr (RING == 3) {
-        const unsigned long long s = (unsigned long long)x + (unsigned long long)y;  // below 2^64: no wrap
-        return (C)(s > LK_SATURATED ? LK_SATURATED : s);
     } else if constexpr (RING == 2) {
         const unsigned s = (unsigned)x + (unsigned)y;
         return (C)(s >= (unsigned)mod ? s - (unsigned)mod : s);

@@ -351,21 +351,21 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
         return [(_size(tab, value), int(_item(c).item()))] if math.isfinite(value) else []
     sign = 1 if largest else -1
     values = ctx.put_all(_values(tab, dtype, True, sign=sign))
+    # First one pass of float64 counts: exact wherever the k best counts are below 2^53 (kbest.FLOAT_EXACT),
+    # as they mostly are for a few best sizes, at a float multiply-add per term; a count at or past 2^53
+    # (possible only where the bound allows it) is counted again by the integer rings below.
+    floats = ctx.put_all([m.astype(np.float64) for m in tab.mask])
+    alg = kbest.algebra(k, True, floats=True)
+    parts = ctx.contract(tab, tab.labels, (), list(zip(values, floats)), "maxplus", alg)
+    found = [(float(_item(v)), float(_item(c))) for v, c in zip(parts[:k], parts[k:])]
+    found = [(v, c) for v, c in found if math.isfinite(v)]
+    if all(c < kbest.FLOAT_EXACT for _, c in found):
+        return [(_size(tab, sign * v), int(c)) for v, c in found]
+    log.debug("CountingMax(%d): a float count reached 2^53; counting again in integer rings", k)
     ones = ctx.put_all([m.astype(np.int64) for m in tab.mask])
     operands = list(zip(values, ones))
     # Boolean masks count 0 or 1, their own residues modulo any prime: no `% p` per operand and pass.
     reduced = all(m.dtype == np.bool_ for m in tab.mask)
-    if bound > kbest.SATURATED:
-        # Counts may pass int64: first one pass of saturating counts (the int64 ring's cost, a third less
-        # than the paired pass's), exact wherever the k best counts are below 2^63 - 1, as they mostly are
-        # for a few best sizes; only a saturated count needs the residue passes below.
-        alg = kbest.algebra(k, True, reduced=reduced, saturating=True)
-        parts = ctx.contract(tab, tab.labels, (), operands, "maxplus", alg)
-        found = [(float(_item(v)), int(_item(c))) for v, c in zip(parts[:k], parts[k:])]
-        found = [(v, c) for v, c in found if math.isfinite(v)]
-        if all(c < kbest.SATURATED for _, c in found):
-            return [(_size(tab, sign * v), c) for v, c in found]
-        log.debug("CountingMax(%d): a count saturated at 2^63 - 1; counting again by residues", k)
 
     # Each pass plans the shared order for its own algebra as it builds its network (one build, not a
     # plan's network and then the pass's: 300 operands prepared twice); the path's costs are kept.

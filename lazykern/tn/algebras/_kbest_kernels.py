@@ -32,10 +32,11 @@ VALUES: dict[str, tuple[str, np.dtype]] = {
     "f32": ("float", np.dtype("float32")),
     "f64": ("double", np.dtype("float64")),
 }
-RINGS = {"v": (1, False), "i64": (1, True), "m": (2, True), "s": (3, True)}  # counts: none, modulo 2^64,
-# modulo a prime, saturating at 2^63 - 1 (exact below it: counting.cu's RING 3)
+RINGS = {"v": (1, False), "i64": (1, True), "m": (2, True), "f": (0, True)}  # counts: none, modulo 2^64,
+# modulo a prime, float64 (counting.cu's RING 0: exact where the result is below 2^53, see kbest.FLOAT_EXACT)
 PAIRED_KMAX = KB_MAX // 2  # k of the paired kernels ("p": counts modulo 2^64 and modulo a prime at once)
-_COUNTS = np.dtype(np.int64)  # counts and residues, whatever the ring
+_COUNTS = np.dtype(np.int64)  # counts and residues of the integer rings
+_FLOAT_COUNTS = np.dtype(np.float64)  # counts of ring "f"
 SIGNATURE = ["ptr"] * (6 * KB_MAX) + ["int64", "int32", "int32", "int32"] + ["int64"] * 8 + ["uint64"]
 # tile shapes of lk_kbest_tiled: name -> (TX, TY, TM, TN, BK), TX * TY == THREADS; a block computes
 # BM = TY * TM rows by BN = TX * TN columns. "s": square 32 x 32. (A narrow 64 x 8 tile for steps of 8
@@ -45,13 +46,13 @@ TILED_MIN_MACS = 1 << 16  # below this a step is one launch's latency whichever 
 
 
 def kernel_name(
-    k: int, value: np.dtype, counts: bool, modulus: int, paired: bool = False, tile: str = "", saturating: bool = False
+    k: int, value: np.dtype, counts: bool, modulus: int, paired: bool = False, tile: str = "", floats: bool = False
 ) -> str:
-    """``kbest{k}_{f32|f64}_{v|i64|m|s|p}[_t{tile}]``: values only, counts modulo 2^64, modulo a prime,
-    saturating, or modulo 2^64 and a prime (paired); one thread per output, or tiled with the tile shape
-    ``tile`` of :data:`TILES`."""
+    """``kbest{k}_{f32|f64}_{v|i64|m|f|p}[_t{tile}]``: values only, counts modulo 2^64, modulo a prime,
+    float64 counts, or modulo 2^64 and a prime (paired); one thread per output, or tiled with the tile
+    shape ``tile`` of :data:`TILES`."""
     v = next(name for name, (_, d) in VALUES.items() if d == value)
-    ring = "p" if paired else "v" if not counts else "s" if saturating else ("m" if modulus else "i64")
+    ring = "p" if paired else "v" if not counts else "f" if floats else ("m" if modulus else "i64")
     return f"kbest{k}_{v}_{ring}" + (f"_t{tile}" if tile else "")
 
 
@@ -70,21 +71,27 @@ def preamble() -> str:
     return counting + "\n" + resources.files(__package__).joinpath("kbest.cu").read_text(encoding="utf-8")
 
 
+def count_type(ring: int, counts: bool) -> str:
+    """The C type of a kernel's counts: double for float counts (RING 0), else long long."""
+    return "double" if counts and ring == 0 else "long long"
+
+
 def source(name: str, value: str, k: int, ring: int, counts: bool, paired: bool, tile: str) -> str:
     """The ``extern "C"`` kernel ``name``: its pointers gathered into arrays, then one call of the template
     (``lk_kbest_tiled`` with the tile shape ``tile``, or ``lk_kbest_bmm``)."""
     groups = ("av", "ac", "bv", "bc", "cv", "cc")
+    ctype = count_type(ring, counts)
     params = ", ".join(
-        f"{'' if g[0] == 'c' else 'const '}{value if g[1] == 'v' else 'long long'} *{g}{q}"
+        f"{'' if g[0] == 'c' else 'const '}{value if g[1] == 'v' else ctype} *{g}{q}"
         for g in groups
         for q in range(KB_MAX)
     )
     arrays = "".join(
-        f"    {'' if g[0] == 'c' else 'const '}{value if g[1] == 'v' else 'long long'} *const {g}[{KB_MAX}] = "
+        f"    {'' if g[0] == 'c' else 'const '}{value if g[1] == 'v' else ctype} *const {g}[{KB_MAX}] = "
         f"{{{', '.join(f'{g}{q}' for q in range(KB_MAX))}}};\n"
         for g in groups
     )
-    args = f"{value}, long long, {k}, {ring}, {'true' if counts else 'false'}, {'true' if paired else 'false'}"
+    args = f"{value}, {ctype}, {k}, {ring}, {'true' if counts else 'false'}, {'true' if paired else 'false'}"
     template = "lk_kbest_bmm"
     if tile:
         template = "lk_kbest_tiled"
@@ -107,7 +114,7 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
             for rname, (ring, counts) in rings:
                 paired = rname == "p"
                 for tile in ("", *TILES):
-                    name = kernel_name(k, vd, counts, 1 if rname == "m" else 0, paired, tile, rname == "s")
+                    name = kernel_name(k, vd, counts, 1 if rname == "m" else 0, paired, tile, rname == "f")
                     fam.add(name, source(name, vt, k, ring, counts, paired, tile), signature=SIGNATURE)
     return fam
 
@@ -133,15 +140,15 @@ def launch(
     modulus: int,
     paired: bool = False,
     tiled: bool = True,
-    saturating: bool = False,
+    floats: bool = False,
 ) -> tuple[Any, ...]:
     """The k-best product of device operands: parts (k values [, k counts [, k residues modulo ``modulus``
     when ``paired``]]) of (b|1, M, K) and (b|1, K, N), each operand's parts read through one set of
     strides (copied to contiguous where they differ); ``tiled``: a large step takes the tiled kernel;
-    ``saturating``: counts saturate at 2^63 - 1 (``modulus`` 0)."""
+    ``floats``: float64 counts (``modulus`` 0)."""
     from ...tropical import _arrays
 
-    out, call = arguments(be, A, B, k, counts, modulus, paired, tiled, saturating)
+    out, call = arguments(be, A, B, k, counts, modulus, paired, tiled, floats)
     if call is None:
         return out
     name, blocks, args = call
@@ -162,7 +169,7 @@ def arguments(
     modulus: int,
     paired: bool = False,
     tiled: bool = True,
-    saturating: bool = False,
+    floats: bool = False,
 ) -> tuple[tuple[Any, ...], tuple[str, int, tuple[Any, ...]] | None]:
     """The result's parts (allocated through ``be``) and the launch that fills them: (kernel name, blocks,
     arguments), None for an empty result. Addresses come from ``be.pointer``; nothing is launched."""
@@ -186,7 +193,7 @@ def arguments(
     groups = []
     for parts, name in ((A, "A"), (B, "B"), (out, "C")):
         groups.append(pointers(parts[:k], f"{name}v", value))
-        groups.append(pointers(parts[k:], f"{name}c", _COUNTS) if counts else groups[-1])
+        groups.append(pointers(parts[k:], f"{name}c", _FLOAT_COUNTS if floats else _COUNTS) if counts else groups[-1])
     tile = tiling(batch, M, N, K) if tiled else ""
     if tile:  # the kernel's first size is the batch; a block per output tile
         tx, ty, tm, tn, _ = TILES[tile]
@@ -196,7 +203,7 @@ def arguments(
         first_size = batch * M * N
         blocks = min(-(-first_size // THREADS), _MAX_BLOCKS)
     sizes = (first_size, M, N, K, sa, ars, acs, sb, brs, bcs, M * N, N, np.uint64(modulus))
-    name = kernel_name(k, value, counts, modulus, paired, tile, saturating)
+    name = kernel_name(k, value, counts, modulus, paired, tile, floats)
     return out, (name, blocks, (*(p for g in groups for p in g), *sizes))
 
 

@@ -16,11 +16,14 @@ pairwise sums of a chunk of the contracted axis, then k passes per output entry,
 largest value below the previous one and summing the counts that reach it. A minimum is the maximum
 of the negated sizes (the caller negates).
 
-Saturating counts (:func:`algebra` with ``saturating=True``) are the exact count where it is below
-:data:`SATURATED` (2^63 - 1) and SATURATED past it: every sum and product of counts is min(exact,
-SATURATED) (counts are never negative, so a saturated count stays saturated through any later sum or
-product with a nonzero count). One such pass answers exactly whenever the counts asked for are below
-it, in the int64 ring's time; only a saturated answer needs the residue passes of a CRT count.
+Float counts (:func:`algebra` with ``floats=True``): float64 counts, exact wherever the result is below
+:data:`FLOAT_EXACT` (2^53). Counts are nonnegative integers and every sum or product with a nonzero
+count is at least each of its terms; rounding to nearest is monotone, so a computed count at or past
+2^53 stays there through every later operation it enters. A result below 2^53 was therefore reached
+through operations whose exact results were all below 2^53, where float64 holds every integer: it is
+exact. One such pass answers whenever the counts asked for are below 2^53, at the cost of one float
+multiply and add per term (the int64 ring takes several integer instructions, the paired ring twice
+that); a count at or past 2^53 is counted again by integer rings.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ DEVICE_CHUNK = 1 << 26
 SPLIT_OUTPUTS = 1 << 12
 SPLIT_MIN_K = 1 << 16
 SPLIT_CHUNK = 1 << 12
-SATURATED = (1 << 63) - 1  # a saturating count past what it can hold (counting.cu's LK_SATURATED)
+FLOAT_EXACT = 1 << 53  # float counts below this are exact (see the module's docstring)
 
 
 class KBestAlgebra(Algebra):
@@ -53,7 +56,7 @@ class KBestAlgebra(Algebra):
     k = 1
     counts = False
     modulus = 0  # counts modulo this prime; 0: int64 arithmetic (modulo 2^64)
-    saturating = False  # counts saturate at SATURATED (exact below it) instead of wrapping modulo 2^64
+    floats = False  # float64 counts, exact below FLOAT_EXACT (int64 counts modulo 2^64 otherwise)
     reduced = False  # the operands' counts lie in [0, modulus) already (0/1 masks): prepare takes them as they are
     strided = False
 
@@ -69,6 +72,8 @@ class KBestAlgebra(Algebra):
         out = [values] + [_constant(be, values, shape, -math.inf)] * (cls.k - 1)
         if cls.counts:
             count = parts[1] % cls.modulus if cls.modulus and not cls.reduced else parts[1]
+            if cls.floats and be.dtype(count) != np.float64:
+                raise TypeError(f"k-best operand {position}: float counts must be float64, not {be.dtype(count)}")
             out += [count] + [_constant(be, count, shape, 0)] * (cls.k - 1)
         return tuple(out)
 
@@ -89,7 +94,7 @@ class KBestAlgebra(Algebra):
             if split is not None:
                 return split, None
             launched = _kbest_kernels.launch(
-                self.be, A, B, k, self.counts, self.modulus, tiled=TILED, saturating=self.saturating
+                self.be, A, B, k, self.counts, self.modulus, tiled=TILED, floats=self.floats
             )
             return launched, None
         ops = _Ops(self.be)
@@ -115,7 +120,7 @@ class KBestAlgebra(Algebra):
                 sc = None
                 if self.counts:
                     x, y = ac[:, m0:m1, k0:k1][:, :, :, None, :, None], bc[:, k0:k1][:, None, :, :, None, :]
-                    c = ops.saturated_product(x, y) if self.saturating else x * y
+                    c = x * y
                     sc = ops.flat(c % self.modulus if self.modulus else c, batch, m1 - m0, N)
                 acc_v, acc_c = self.best(ops, ops.cat(acc_v, sv), ops.cat(acc_c, sc) if self.counts else None)
             blocks_v.append(acc_v)
@@ -169,8 +174,7 @@ class KBestAlgebra(Algebra):
             top = ops.amax(left)
             vals.append(top)
             if self.counts:
-                here = ops.where(values == top[..., None], counts, 0)
-                total = ops.saturated_sum(here) if self.saturating else ops.sum(here)
+                total = ops.sum(ops.where(values == top[..., None], counts, 0))
                 total = total % self.modulus if self.modulus else total
                 cnts.append(ops.where(top == -math.inf, 0, total))
             left = ops.where(values < top[..., None], values, -math.inf)
@@ -289,22 +293,22 @@ def paired_algebra(k: int, modulus: int, reduced: bool = False) -> type[PairedKB
 
 
 def algebra(
-    k: int, counts: bool = False, modulus: int = 0, reduced: bool = False, saturating: bool = False
+    k: int, counts: bool = False, modulus: int = 0, reduced: bool = False, floats: bool = False
 ) -> type[KBestAlgebra]:
-    """The k-best algebra (``counts``: with int64 counts, modulo ``modulus`` when it is not 0, saturating
-    at :data:`SATURATED` with ``saturating``).
+    """The k-best algebra (``counts``: with int64 counts, modulo ``modulus`` when it is not 0; float64
+    counts, exact below :data:`FLOAT_EXACT`, with ``floats``).
     ``reduced``: the caller's counts are 0 or 1 (masks), already residues modulo any prime, so
     :meth:`KBestAlgebra.prepare` skips the ``% modulus`` it otherwise launches per operand and per
     pass. Only a caller that built the counts from boolean masks may say so: a count outside
     [0, modulus) then goes into the product unreduced."""
-    key = (int(k), bool(counts), int(modulus), bool(reduced), bool(saturating))
+    key = (int(k), bool(counts), int(modulus), bool(reduced), bool(floats))
     found = _algebras.get(key)
     if found is None:
         if k < 1 or not 0 <= modulus < 1 << 31:
             raise ValueError(f"k-best algebra needs k >= 1 and a modulus below 2^31, got k={k}, modulus={modulus}")
-        if saturating and (modulus or not counts):
-            raise ValueError("saturating k-best counts are int64 counts: counts=True and no modulus")
-        name = f"KBest{k}{'Counting' if counts else ''}{modulus or ''}{'Saturating' if saturating else ''}"
+        if floats and (modulus or not counts):
+            raise ValueError("float k-best counts take counts=True and no modulus")
+        name = f"KBest{k}{'Counting' if counts else ''}{modulus or ''}{'Floats' if floats else ''}"
         name += "Reduced" if reduced else ""
         nparts = k * (2 if counts else 1)
         attrs = {
@@ -313,7 +317,7 @@ def algebra(
             "modulus": int(modulus),
             "nparts": nparts,
             "reduced": bool(reduced),
-            "saturating": bool(saturating),
+            "floats": bool(floats),
         }
         found = _algebras[key] = type(name, (KBestAlgebra,), attrs)
     return found
@@ -346,19 +350,6 @@ class _Ops:
 
     def sum(self, x: Any) -> Any:
         return self.xp.sum(x, dim=-1) if self.torch else x.sum(axis=-1)
-
-    def saturated_product(self, x: Any, y: Any) -> Any:
-        """min(x y, SATURATED) of counts in [0, SATURATED] (broadcast): the wrapped product where it fits."""
-        fits = x <= SATURATED // (y.clamp(min=1) if self.torch else self.xp.maximum(y, 1))
-        return self.where(fits, x * y, SATURATED)
-
-    def saturated_sum(self, x: Any) -> Any:
-        """min(sum, SATURATED) along the last axis of counts in [0, SATURATED], up to where the float sum
-        cannot tell: the exact sum where the float64 sum is below 2^62 (then the exact one is below 2^63,
-        so the int64 sum did not wrap), SATURATED otherwise. A count past 2^62 may so read as saturated,
-        which only sends it to the residue passes; a count below SATURATED is always exact."""
-        wide = self.sum(x.to(self.xp.float64) if self.torch else x.astype(self.xp.float64))
-        return self.where(wide < 2.0**62, self.sum(x), SATURATED)
 
     def where(self, cond: Any, a: Any, b: Any) -> Any:
         if self.torch:  # torch.where wants tensors (or a Python scalar of the other's kind) on both sides

@@ -1,7 +1,8 @@
-"""CountingMax / CountingMin (k > 1) past int64 (lazykern/tn/solver.py's ``counting``): one pass of
-saturating counts answers whenever the k best counts are below 2^63 - 1; a saturated count is counted
-again by residues. Checked against exact counts of disjoint unions of small graphs (the union's size
-polynomial is the product of its components', each found by brute force), so the counts pass 2^63."""
+"""CountingMax / CountingMin (k > 1), lazykern/tn/solver.py's ``counting``: one pass of float64 counts
+answers whenever the k best counts are below 2^53 (kbest.FLOAT_EXACT); a count at or past it is counted
+again by the integer rings (int64, or residues past 2^63). Checked against exact counts of disjoint
+unions of small graphs (the union's size polynomial is the product of its components', each found by
+brute force), so the counts pass 2^53 and 2^63."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def _passes(monkeypatch) -> list[str]:
 
 def _instances(seed: int, weights: str) -> tuple[P.IndependentSet, dict[int, int]]:
     """About 110 vertices in components of 3 to 8 (over 2^63 independent sets); weights 1, small
-    integers, 0 and 1, or mostly 0 (so many configurations at the best sizes that counts saturate)."""
+    integers, 0 and 1, or mostly 0 (so many configurations at the best sizes that counts pass 2^53)."""
     rng = np.random.default_rng(seed)
     parts = []
     while sum(g.number_of_nodes() for g, _ in parts) < 110:
@@ -86,34 +87,32 @@ def test_counting_max_and_min_past_int64_are_exact(seed, weights):
         assert solve(p, Q.CountingMin(k)) == want_min
 
 
-def test_small_best_counts_take_one_saturating_pass(monkeypatch):
-    """Counts past 2^63 overall (the bound), small at the best sizes: one contraction, saturating."""
+def test_small_best_counts_take_one_float_pass(monkeypatch):
+    """Counts past 2^63 overall (the bound), small at the best sizes: one contraction, float counts."""
     p, poly = _instances(0, "one")
     assert sum(poly.values()) > 1 << 63
     seen = _passes(monkeypatch)
     assert solve(p, Q.CountingMax(2)) == sorted(poly.items(), reverse=True)[:2]
-    assert len(seen) == 1 and "Saturating" in seen[0]
+    assert len(seen) == 1 and "Floats" in seen[0]
 
 
-def test_saturated_counts_are_counted_again_by_residues(monkeypatch):
-    """Every configuration at one size (all weights 0): 5 * 2^67 independent sets, past the saturating
-    pass; the residue passes give it exactly. 5 * 2^60 (between 2^62 and 2^63) too: the host's
-    saturating sums read it as saturated, and the residue passes count it."""
-    for n, want in ((70, 5 * 2**67), (63, 5 * 2**60)):
-        seen = _passes(monkeypatch)
-        p = P.IndependentSet((n, [(0, 1), (1, 2)]), weights=[0] * n)
-        assert solve(p, Q.CountingMax(2)) == [(0, want)]
-        assert "Saturating" in seen[0] and len(seen) > 1
-        monkeypatch.undo()
-
-
-def test_counts_that_fit_int64_take_the_int64_pass_alone(monkeypatch):
-    """A bound below 2^63 (at most 62 binary variables): one int64 pass, no saturating one."""
+@pytest.mark.parametrize(
+    "n,want,passes",
+    [
+        (53, 5 * 2**50, ["Floats"]),  # below 2^53: the float pass alone
+        (54, 5 * 2**51, ["Floats", "KBest2Counting"]),  # past 2^53, below 2^63: one int64 pass after it
+        (64, 5 * 2**61, ["Floats", "Paired"]),  # 2^63.3: int64 and residues
+        (70, 5 * 2**67, ["Floats", "Paired"]),
+    ],
+)
+def test_counts_past_2_53_are_counted_again(monkeypatch, n, want, passes):
+    """Every configuration at one size (all weights 0: 5 * 2^(n - 3) independent sets of a path of 3
+    and n - 3 isolated vertices): the float pass, then the integer rings the bound asks for."""
     seen = _passes(monkeypatch)
-    g = nx.random_regular_graph(3, 20, seed=1)
-    solve(P.IndependentSet(g), Q.CountingMax(2))
-    assert len(seen) == 1 and "Saturating" not in seen[0]
+    p = P.IndependentSet((n, [(0, 1), (1, 2)]), weights=[0] * n)
+    assert solve(p, Q.CountingMax(2)) == [(0, want)]
+    assert len(seen) >= len(passes) and all(w in s for w, s in zip(passes, seen))
 
 
-def test_saturated_constant():
-    assert kbest.SATURATED == 2**63 - 1 == np.iinfo(np.int64).max
+def test_float_exact_constant():
+    assert kbest.FLOAT_EXACT == 2**53 and float(2**53 - 1) == 2**53 - 1 and float(2**53 + 1) == 2**53
