@@ -38,8 +38,8 @@ def operand(cupy: Any, shape: tuple[int, int, int], k: int, ring: str, seed: int
     counts = [rng.integers(1, 1 << 30, shape, dtype=cupy.int64) for _ in range(k)]
     if ring == "v":
         return tuple(values)
-    if ring == "f":
-        return tuple(values) + tuple(c.astype(cupy.float64) for c in counts)
+    if ring[0] == "f":  # f8, f4
+        return tuple(values) + tuple(c.astype(f"f{ring[1]}") for c in counts)
     if ring == "p":
         return tuple(values) + tuple(counts) + tuple(c % P for c in counts)
     return tuple(values) + tuple(counts)
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--rings", default="p,i64", help="comma-separated: p (paired), i64, m, f (float64 counts), v")
+    parser.add_argument("--rings", default="p,i64", help="comma-separated: p (paired), i64, m, f8, f4 (floats), v")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     import cupy
@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         if ring == "p":
             alg = kbest.paired_algebra(k, P)("maxplus", be)
         else:
-            alg = kbest.algebra(k, ring != "v", P if ring == "m" else 0, floats=ring == "f")("maxplus", be)
+            floats = int(ring[1]) if ring[0] == "f" else 0
+            alg = kbest.algebra(k, ring != "v", P if ring == "m" else 0, floats=floats)("maxplus", be)
         for batch, M, K, N in SHAPES:
             A, B = operand(cupy, (batch, M, K), k, ring, 1), operand(cupy, (batch, K, N), k, ring, 2)
             row = compare(alg, A, B, args.reps)

@@ -92,7 +92,7 @@ def build(kernels: dict[str, str], where: Path) -> ctypes.CDLL:
     parts = [SHIM, _kbest_kernels.preamble()]
     for name, source in kernels.items():
         value = "double" if "_f64_" in name else "float"
-        counts = "double" if name.split("_")[2] == "f" else "long long"  # ring "f": float64 counts
+        counts = {"f8": "double", "f4": "float"}.get(name.split("_")[2], "long long")  # float-count rings
         parts += [source, f"#define V {value}", f"#define CT {counts}", _runner(name), "#undef V", "#undef CT"]
     text = "\n".join(parts)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -121,7 +121,7 @@ def product(
     counts: bool,
     modulus: int,
     paired: bool = False,
-    floats: bool = False,
+    floats: int = 0,
 ) -> tuple[str, tuple[Any, ...]]:
     """(kernel name, result parts) of :func:`_kbest_kernels.launch`'s launch, run on the CPU by ``lib``."""
     out, call = _kbest_kernels.arguments(HOST, A, B, k, counts, modulus, paired, floats=floats)

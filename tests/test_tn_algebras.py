@@ -99,7 +99,7 @@ def test_paired_kbest_is_both_rings_at_once(k):
 
 
 def test_counting_max_takes_the_paired_pass_past_int64(monkeypatch):
-    """CountingMax(2) of 70 variables (bound 2^70), once the float pass falls short (FLOAT_EXACT made 1
+    """CountingMax(2) of 70 variables (bound 2^70), once the float passes fall short (FLOAT_EXACT made 1
     here: every count reads as past it): one paired contraction (int64 and a prime), its counts the
     polynomial's top coefficients."""
     import networkx as nx
@@ -115,9 +115,9 @@ def test_counting_max_takes_the_paired_pass_past_int64(monkeypatch):
     )
     g = nx.random_regular_graph(3, 70, seed=3)
     p = P.IndependentSet(g)
-    first = solve(p, Q.CountingMax(2))  # the float pass answers: its counts are below 2^53
+    first = solve(p, Q.CountingMax(2))  # a float pass answers: its counts are below 2^24
     assert made == []
-    monkeypatch.setattr(kbest, "FLOAT_EXACT", 1)
+    monkeypatch.setattr(kbest, "FLOAT_EXACT", {8: 1, 4: 1})
     got = solve(p, Q.CountingMax(2))
     assert got == first
     poly = solve(p, Q.GraphPolynomial())
@@ -226,14 +226,14 @@ def test_kbest_kernels_are_lazy_and_compile_for_sm90(cache):
     from lazykern.tn.algebras import _kbest_kernels
 
     fam = _kbest_kernels.make_family(cache)
-    # 2 value types x (k = 2..4 x 4 count kinds + paired k = 2), each untiled and tiled
-    assert len(fam.names()) == 52 and fam.compiled() == []
-    names = ["kbest2_f32_i64", "kbest3_f64_m", "kbest4_f32_v", "kbest2_f32_p", "kbest2_f32_f_ts"]
+    # 2 value types x (k = 2..4 x 5 count kinds + paired k = 2), each untiled and tiled
+    assert len(fam.names()) == 64 and fam.compiled() == []
+    names = ["kbest2_f32_i64", "kbest3_f64_m", "kbest4_f32_v", "kbest2_f32_p", "kbest2_f32_f8_ts", "kbest2_f64_f4_ts"]
     assert [k.name for k in fam.warm(names, arch="sm_90")] == names
     assert sorted(fam.compiled()) == sorted(names)
     assert _kbest_kernels.kernel_name(2, np.dtype("float64"), True, 7) == "kbest2_f64_m"
     assert _kbest_kernels.kernel_name(2, np.dtype("float32"), True, 7, paired=True) == "kbest2_f32_p"
-    assert _kbest_kernels.kernel_name(3, np.dtype("float64"), True, 0, floats=True) == "kbest3_f64_f"
+    assert _kbest_kernels.kernel_name(3, np.dtype("float64"), True, 0, floats=8) == "kbest3_f64_f8"
 
 
 def test_kbest_operands_share_their_padding():

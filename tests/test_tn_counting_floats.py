@@ -1,6 +1,7 @@
-"""CountingMax / CountingMin (k > 1), lazykern/tn/solver.py's ``counting``: one pass of float64 counts
-answers whenever the k best counts are below 2^53 (kbest.FLOAT_EXACT); a count at or past it is counted
-again by the integer rings (int64, or residues past 2^63). Checked against exact counts of disjoint
+"""CountingMax / CountingMin (k > 1), lazykern/tn/solver.py's ``counting``: a pass of float32 counts
+answers whenever the k best counts are below 2^24, then one of float64 counts below 2^53
+(kbest.FLOAT_EXACT); a count past both is counted again by the integer rings (int64, or residues past
+2^63). Checked against exact counts of disjoint
 unions of small graphs (the union's size polynomial is the product of its components', each found by
 brute force), so the counts pass 2^53 and 2^63."""
 
@@ -88,21 +89,24 @@ def test_counting_max_and_min_past_int64_are_exact(seed, weights):
 
 
 def test_small_best_counts_take_one_float_pass(monkeypatch):
-    """Counts past 2^63 overall (the bound), small at the best sizes: one contraction, float counts."""
-    p, poly = _instances(0, "one")
-    assert sum(poly.values()) > 1 << 63
+    """Counts past 2^63 overall (the bound), small at the best sizes: one contraction, float32 counts."""
+    p, poly = _instances(0, "small")
+    assert sum(poly.values()) > 1 << 63 and max(c for _, c in sorted(poly.items())[-2:]) < 1 << 24
     seen = _passes(monkeypatch)
     assert solve(p, Q.CountingMax(2)) == sorted(poly.items(), reverse=True)[:2]
-    assert len(seen) == 1 and "Floats" in seen[0]
+    assert len(seen) == 1 and "Floats4" in seen[0]
 
 
 @pytest.mark.parametrize(
     "n,want,passes",
     [
-        (53, 5 * 2**50, ["Floats"]),  # below 2^53: the float pass alone
-        (54, 5 * 2**51, ["Floats", "KBest2Counting"]),  # past 2^53, below 2^63: one int64 pass after it
-        (64, 5 * 2**61, ["Floats", "Paired"]),  # 2^63.3: int64 and residues
-        (70, 5 * 2**67, ["Floats", "Paired"]),
+        (23, 5 * 2**20, ["Floats4"]),  # below 2^24: the float32 pass alone (the bound 2^23 skips the next)
+        (24, 5 * 2**21, ["Floats4"]),  # 2^23.3: float32 still
+        (25, 5 * 2**22, ["Floats4", "Floats8"]),  # 2^24.3: float64
+        (53, 5 * 2**50, ["Floats4", "Floats8"]),  # below 2^53: float64
+        (54, 5 * 2**51, ["Floats4", "Floats8", "KBest2Counting"]),  # past 2^53, below 2^63: one int64 pass
+        (64, 5 * 2**61, ["Floats4", "Floats8", "Paired"]),  # 2^63.3: int64 and residues
+        (70, 5 * 2**67, ["Floats4", "Floats8", "Paired"]),
     ],
 )
 def test_counts_past_2_53_are_counted_again(monkeypatch, n, want, passes):
@@ -112,7 +116,10 @@ def test_counts_past_2_53_are_counted_again(monkeypatch, n, want, passes):
     p = P.IndependentSet((n, [(0, 1), (1, 2)]), weights=[0] * n)
     assert solve(p, Q.CountingMax(2)) == [(0, want)]
     assert len(seen) >= len(passes) and all(w in s for w, s in zip(passes, seen))
+    assert len(seen) == len(passes) or passes[-1] == "Paired"  # the residue passes may be several
 
 
-def test_float_exact_constant():
-    assert kbest.FLOAT_EXACT == 2**53 and float(2**53 - 1) == 2**53 - 1 and float(2**53 + 1) == 2**53
+def test_float_exact_lines():
+    assert kbest.FLOAT_EXACT == {8: 2**53, 4: 2**24}
+    assert float(2**53 - 1) == 2**53 - 1 and float(2**53 + 1) == 2**53
+    assert np.float32(2**24 - 1) == 2**24 - 1 and np.float32(2**24 + 1) == 2**24

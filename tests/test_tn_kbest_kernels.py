@@ -30,15 +30,22 @@ CASES = [
     (2, "float64", "q", ""),
     (3, "float32", "m", ""),
 ]
-# float64 counts ("f"), checked against exact Python integers (test_float_counts_are_exact_below_2_53)
-FLOATS = [(2, "float32", "f", "s"), (2, "float32", "f", ""), (3, "float64", "f", "s"), (4, "float32", "f", "")]
+# float64 / float32 counts ("f8", "f4"), checked against exact Python integers (test_float_counts_are_exact...)
+FLOATS = [
+    (2, "float32", "f8", "s"),
+    (2, "float32", "f4", "s"),
+    (2, "float64", "f4", ""),
+    (3, "float64", "f8", "s"),
+    (3, "float32", "f4", "s"),
+    (4, "float32", "f8", ""),
+]
 SHAPES = {"s": ((2, 37, 19), (2, 19, 45)), "": ((2, 5, 7), (1, 7, 4))}
 MODULUS = {"m": P, "q": Q, "p": P}
 
 
 def _name(k: int, dtype: str, ring: str, tile: str) -> str:
     return _kbest_kernels.kernel_name(
-        k, np.dtype(dtype), ring != "v", MODULUS.get(ring, 0), ring == "p", tile, floats=ring == "f"
+        k, np.dtype(dtype), ring != "v", MODULUS.get(ring, 0), ring == "p", tile, floats=_floats(ring)
     )
 
 
@@ -51,8 +58,9 @@ def lib(tmp_path_factory):
         name = _name(k, dtype, ring, tile)
         value = "double" if dtype == "float64" else "float"
         counts, paired = ring != "v", ring == "p"
-        number = 2 if ring in "mq" else 0 if ring == "f" else 1
-        kernels[name] = _kbest_kernels.source(name, value, k, number, counts, paired, tile)
+        number = 2 if ring in "mq" else 0 if _floats(ring) else 1
+        ctype = {8: "double", 4: "float"}.get(_floats(ring), "long long")
+        kernels[name] = _kbest_kernels.source(name, value, k, number, counts, paired, tile, ctype)
     return _kbest_host.build(kernels, tmp_path_factory.mktemp("kbest_host"))
 
 
@@ -116,15 +124,22 @@ def test_tiled_kernels_are_in_the_family_and_compile_for_sm90(cache):
     assert [kern.name for kern in fam.warm(names, arch="sm_90")] == names
 
 
-def _float_count_operand(rng, shape, k, dtype, transposed):
-    """k-best parts with float64 counts: small (below 2^12) or large (2^40 to 2^52), so products and sums
-    pass 2^53 on some entries and stay far below it on others."""
+def _floats(ring: str) -> int:
+    """The bytes of a float-count ring's counts ("f8": 8, "f4": 4), 0 for the others."""
+    return int(ring[1]) if ring[0] == "f" else 0
+
+
+def _float_count_operand(rng, shape, k, dtype, transposed, floats):
+    """k-best parts with float counts of ``floats`` bytes: small or large against the line below which
+    they are exact (float64: below 2^12 or 2^40 to 2^52; float32: below 2^6 or 2^14 to 2^20), so products
+    and sums pass the line on some entries and stay far below it on others."""
     A = _operand(rng, shape, k, dtype, "i64", transposed)
     out = list(A[:k])
+    (a, b, c_) = (12, 40, 52) if floats == 8 else (6, 14, 20)
     for c in A[k:]:
         pick = rng.integers(0, 8, c.shape)
-        small, large = rng.integers(1, 1 << 12, c.shape), rng.integers(1 << 40, 1 << 52, c.shape)
-        fill = np.where(pick < 6, small, large).astype(np.float64)
+        small, large = rng.integers(1, 1 << a, c.shape), rng.integers(1 << b, 1 << c_, c.shape)
+        fill = np.where(pick < 6, small, large).astype(f"f{floats}")
         out.append(_like(c, np.where(c != 0, fill, 0.0)))
     return tuple(out)
 
@@ -133,48 +148,50 @@ def _like(c, x):
     """``x`` laid out as ``c`` (the same strides: the kernel reads every part through one set)."""
     order = np.argsort(c.strides)[::-1]
     out = np.ascontiguousarray(x.transpose(order)).transpose(np.argsort(order))
-    assert out.strides == c.strides
+    assert [s // out.itemsize for s in out.strides] == [s // c.itemsize for s in c.strides]
     return out
 
 
-def _assert_float_count(got: float, exact: int) -> None:
-    """Below 2^53 the exact count; from 2^53 on, at least 2^53 (then the caller counts again)."""
-    if exact < kbest.FLOAT_EXACT:
+def _assert_float_count(got: float, exact: int, floats: int) -> None:
+    """Below the line (2^53, 2^24) the exact count; past it, at least the line (the caller counts again)."""
+    if exact < kbest.FLOAT_EXACT[floats]:
         assert got == exact
     else:
-        assert got >= kbest.FLOAT_EXACT
+        assert got >= kbest.FLOAT_EXACT[floats]
 
 
 @pytest.mark.parametrize("k,dtype,ring,tile", FLOATS)
 @pytest.mark.parametrize("layout", ["rows", "columns"])
-def test_float_counts_are_exact_below_2_53(lib, k, dtype, ring, tile, layout, monkeypatch):
-    """Float64 counts: the kernel's and the array product's count is the exact count wherever that is
-    below 2^53 and at least 2^53 elsewhere (against exact Python integers); values the exact k best."""
+def test_float_counts_are_exact_below_their_line(lib, k, dtype, ring, tile, layout, monkeypatch):
+    """Float64 / float32 counts: the kernel's and the array product's count is the exact count wherever
+    that is below 2^53 / 2^24 and at least that elsewhere (against exact Python integers); values the
+    exact k best."""
     monkeypatch.setattr(_kbest_kernels, "TILED_MIN_MACS", 0)
     rng = np.random.default_rng(17 * k + len(tile))
     sa, sb = SHAPES[tile]
-    A = _float_count_operand(rng, sa, k, dtype, transposed=layout == "columns")
-    B = _float_count_operand(rng, sb, k, dtype, transposed=layout == "rows")
-    name, got = _kbest_host.product(lib, A, B, k, True, 0, floats=True)
+    floats = _floats(ring)
+    A = _float_count_operand(rng, sa, k, dtype, layout == "columns", floats)
+    B = _float_count_operand(rng, sb, k, dtype, layout == "rows", floats)
+    name, got = _kbest_host.product(lib, A, B, k, True, 0, floats=floats)
     assert name == _name(k, dtype, ring, tile)
-    host, _ = kbest.algebra(k, True, floats=True)("maxplus", NUMPY).bmm(A, B, False)
+    host, _ = kbest.algebra(k, True, floats=floats)("maxplus", NUMPY).bmm(A, B, False)
     exact = _kbest_host.exact_product(A, B, k)
     kinds = set()
     for (b, i, j), best in exact.items():
         for q in range(k):
             value, count = best[q] if q < len(best) else (-np.inf, 0)
             assert got[q][b, i, j] == value and host[q][b, i, j] == value
-            _assert_float_count(got[k + q][b, i, j], count)
-            _assert_float_count(host[k + q][b, i, j], count)
-            kinds.add("past" if count >= kbest.FLOAT_EXACT else "exact" if count > 0 else "none")
-    assert {"past", "exact"} <= kinds  # both sides of 2^53 were reached
+            _assert_float_count(got[k + q][b, i, j], count, floats)
+            _assert_float_count(host[k + q][b, i, j], count, floats)
+            kinds.add("past" if count >= kbest.FLOAT_EXACT[floats] else "exact" if count > 0 else "none")
+    assert {"past", "exact"} <= kinds  # both sides of the line were reached
 
 
 def test_float_counts_take_no_modulus_and_float64_operands():
-    with pytest.raises(ValueError, match="float k-best counts"):
-        kbest.algebra(2, True, 7, floats=True)
-    with pytest.raises(ValueError, match="float k-best counts"):
-        kbest.algebra(2, False, floats=True)
-    alg = kbest.algebra(2, True, floats=True)
+    for bad in (dict(modulus=7, floats=8), dict(counts=False, floats=4), dict(floats=2), dict(floats=True)):
+        with pytest.raises(ValueError, match="float k-best counts"):
+            kbest.algebra(2, **{"counts": True} | bad)
     with pytest.raises(TypeError, match="float64"):
-        alg.prepare(NUMPY, (np.zeros(3, np.float32), np.ones(3, np.int64)), 0)
+        kbest.algebra(2, True, floats=8).prepare(NUMPY, (np.zeros(3, np.float32), np.ones(3, np.int64)), 0)
+    with pytest.raises(TypeError, match="float32"):
+        kbest.algebra(2, True, floats=4).prepare(NUMPY, (np.zeros(3, np.float32), np.ones(3, np.float64)), 0)

@@ -231,9 +231,11 @@ def test_the_partition_function_with_exact_offsets_on_the_device(module):
 
 @pytest.mark.parametrize("k", [2, 3])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_float_count_kbest_kernels_on_the_device(k, dtype, monkeypatch):
-    """Float64 counts on the device (tiled and one thread per output): the exact count wherever it is
-    below 2^53, at least 2^53 elsewhere, against exact Python integers; counts small or large."""
+@pytest.mark.parametrize("floats", [8, 4])
+def test_float_count_kbest_kernels_on_the_device(k, dtype, floats, monkeypatch):
+    """Float64 / float32 counts on the device (tiled and one thread per output): the exact count wherever
+    it is below 2^53 / 2^24, at least that elsewhere, against exact Python integers; counts small or
+    large against that line."""
     cupy = pytest.importorskip("cupy")
     from lazykern.tn._backend import Backend
     from lazykern.tn.algebras import kbest
@@ -245,22 +247,24 @@ def test_float_count_kbest_kernels_on_the_device(k, dtype, monkeypatch):
 
     def operand(shape):
         values = np.full((k, *shape), -np.inf, dtype=dtype)
-        counts = np.zeros((k, *shape), dtype=np.float64)
+        counts = np.zeros((k, *shape), dtype=f"f{floats}")
         for index in np.ndindex(*shape):
             pool = np.sort(rng.choice(np.arange(-6, 7), size=rng.integers(0, k + 1), replace=False))[::-1]
             values[(slice(0, len(pool)), *index)] = pool
             pick = rng.integers(0, 8, len(pool))
-            small, large = rng.integers(1, 1 << 12, len(pool)), rng.integers(1 << 40, 1 << 52, len(pool))
+            a, b, c = (12, 40, 52) if floats == 8 else (6, 14, 20)
+            small, large = rng.integers(1, 1 << a, len(pool)), rng.integers(1 << b, 1 << c, len(pool))
             counts[(slice(0, len(pool)), *index)] = np.where(pick < 6, small, large)
         return tuple(cupy.asarray(a) for a in (*values, *counts))
 
     A, B = operand((3, 45, 21)), operand((1, 21, 70))
-    alg = kbest.algebra(k, True, floats=True)("maxplus", be)
+    alg = kbest.algebra(k, True, floats=floats)("maxplus", be)
     assert kbest.tiling(3, 45, 70, 21) == "s"
     tiled, _ = alg.bmm(A, B, False)
     monkeypatch.setattr(kbest, "TILED", False)
     untiled, _ = alg.bmm(A, B, False)
     exact = _kbest_host.exact_product(A, B, k)
+    line = kbest.FLOAT_EXACT[floats]
     kinds = set()
     for got in (tiled, untiled):
         host = [cupy.asnumpy(x) for x in got]
@@ -269,22 +273,24 @@ def test_float_count_kbest_kernels_on_the_device(k, dtype, monkeypatch):
             assert [host[q][b, i, j] for q in range(k)] == [v for v, _ in best]
             for q, (_, c) in enumerate(best):
                 got_count = host[k + q][b, i, j]
-                assert got_count == c if c < kbest.FLOAT_EXACT else got_count >= kbest.FLOAT_EXACT
-                kinds.add(c >= kbest.FLOAT_EXACT)
+                assert got_count == c if c < line else got_count >= line
+                kinds.add(c >= line)
     assert kinds == {False, True}
 
 
 @pytest.mark.parametrize("module", ["cupy", "torch"])
 def test_counting_max_past_2_53_on_the_device(module):
-    """CountingMax(k > 1): counts below 2^53 from the one float pass, counts past it (every configuration
-    at one size) from the integer rings, equal to the host's."""
+    """CountingMax(k > 1): counts below 2^24 from the float32 pass, below 2^53 from the float64 one,
+    counts past it (every configuration at one size) from the integer rings, equal to the host's."""
     pytest.importorskip(module)
     P = pytest.importorskip("lazykern.tn.problems")
     g = nx.random_regular_graph(3, 60, seed=3)
     isolated = P.IndependentSet((70, [(0, 1), (1, 2)]), weights=[0] * 70)
     near = P.IndependentSet((56, [(0, 1), (1, 2)]), weights=[0] * 56)
-    for p in (P.IndependentSet(g), isolated, near):
+    middle = P.IndependentSet((40, [(0, 1), (1, 2)]), weights=[0] * 40)
+    for p in (P.IndependentSet(g), isolated, near, middle):
         for prop in (Q.CountingMax(2), Q.CountingMax(3), Q.CountingMin(2)):
             assert solve(p, prop, module=module) == solve(p, prop)
     assert solve(isolated, Q.CountingMax(2), module=module) == [(0, 5 * 2**67)]
     assert solve(near, Q.CountingMax(2), module=module) == [(0, 5 * 2**53)]
+    assert solve(middle, Q.CountingMax(2), module=module) == [(0, 5 * 2**37)]

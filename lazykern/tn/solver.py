@@ -351,17 +351,21 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
         return [(_size(tab, value), int(_item(c).item()))] if math.isfinite(value) else []
     sign = 1 if largest else -1
     values = ctx.put_all(_values(tab, dtype, True, sign=sign))
-    # First one pass of float64 counts: exact wherever the k best counts are below 2^53 (kbest.FLOAT_EXACT),
-    # as they mostly are for a few best sizes, at a float multiply-add per term; a count at or past 2^53
-    # (possible only where the bound allows it) is counted again by the integer rings below.
-    floats = ctx.put_all([m.astype(np.float64) for m in tab.mask])
-    alg = kbest.algebra(k, True, floats=True)
-    parts = ctx.contract(tab, tab.labels, (), list(zip(values, floats)), "maxplus", alg)
-    found = [(float(_item(v)), float(_item(c))) for v, c in zip(parts[:k], parts[k:])]
-    found = [(v, c) for v, c in found if math.isfinite(v)]
-    if all(c < kbest.FLOAT_EXACT for _, c in found):
-        return [(_size(tab, sign * v), int(c)) for v, c in found]
-    log.debug("CountingMax(%d): a float count reached 2^53; counting again in integer rings", k)
+    # First passes of float counts: float32, exact wherever the k best counts are below 2^24, then float64,
+    # below 2^53 (kbest.FLOAT_EXACT), as they mostly are for a few best sizes, at a float multiply-add per
+    # term; a count past both (possible only where the bound allows it) is counted again by the integer
+    # rings below. A float pass the bound makes needless is skipped.
+    for floats in kbest.FLOAT_PASSES:
+        if floats != kbest.FLOAT_PASSES[0] and bound < kbest.FLOAT_EXACT[kbest.FLOAT_PASSES[0]]:
+            break
+        counts = ctx.put_all([m.astype(f"f{floats}") for m in tab.mask])
+        alg = kbest.algebra(k, True, floats=floats)
+        parts = ctx.contract(tab, tab.labels, (), list(zip(values, counts)), "maxplus", alg)
+        found = [(float(_item(v)), float(_item(c))) for v, c in zip(parts[:k], parts[k:])]
+        found = [(v, c) for v, c in found if math.isfinite(v)]
+        if all(c < kbest.FLOAT_EXACT[floats] for _, c in found):
+            return [(_size(tab, sign * v), int(c)) for v, c in found]
+    log.debug("CountingMax(%d): a count past what float counts hold exactly; counting in integer rings", k)
     ones = ctx.put_all([m.astype(np.int64) for m in tab.mask])
     operands = list(zip(values, ones))
     # Boolean masks count 0 or 1, their own residues modulo any prime: no `% p` per operand and pass.

@@ -32,11 +32,18 @@ VALUES: dict[str, tuple[str, np.dtype]] = {
     "f32": ("float", np.dtype("float32")),
     "f64": ("double", np.dtype("float64")),
 }
-RINGS = {"v": (1, False), "i64": (1, True), "m": (2, True), "f": (0, True)}  # counts: none, modulo 2^64,
-# modulo a prime, float64 (counting.cu's RING 0: exact where the result is below 2^53, see kbest.FLOAT_EXACT)
+# ring name -> (counting.cu's RING, counts, the counts' C type): none, modulo 2^64, modulo a prime, float64 or
+# float32 counts (RING 0: exact where the result is below 2^53 / 2^24, see kbest.FLOAT_EXACT)
+RINGS = {
+    "v": (1, False, "long long"),
+    "i64": (1, True, "long long"),
+    "m": (2, True, "long long"),
+    "f8": (0, True, "double"),
+    "f4": (0, True, "float"),
+}
 PAIRED_KMAX = KB_MAX // 2  # k of the paired kernels ("p": counts modulo 2^64 and modulo a prime at once)
 _COUNTS = np.dtype(np.int64)  # counts and residues of the integer rings
-_FLOAT_COUNTS = np.dtype(np.float64)  # counts of ring "f"
+_FLOAT_COUNTS: dict[int, np.dtype[Any]] = {8: np.dtype(np.float64), 4: np.dtype(np.float32)}  # rings "f8", "f4"
 SIGNATURE = ["ptr"] * (6 * KB_MAX) + ["int64", "int32", "int32", "int32"] + ["int64"] * 8 + ["uint64"]
 # tile shapes of lk_kbest_tiled: name -> (TX, TY, TM, TN, BK), TX * TY == THREADS; a block computes
 # BM = TY * TM rows by BN = TX * TN columns. "s": square 32 x 32. (A narrow 64 x 8 tile for steps of 8
@@ -46,13 +53,13 @@ TILED_MIN_MACS = 1 << 16  # below this a step is one launch's latency whichever 
 
 
 def kernel_name(
-    k: int, value: np.dtype, counts: bool, modulus: int, paired: bool = False, tile: str = "", floats: bool = False
+    k: int, value: np.dtype, counts: bool, modulus: int, paired: bool = False, tile: str = "", floats: int = 0
 ) -> str:
-    """``kbest{k}_{f32|f64}_{v|i64|m|f|p}[_t{tile}]``: values only, counts modulo 2^64, modulo a prime,
-    float64 counts, or modulo 2^64 and a prime (paired); one thread per output, or tiled with the tile
-    shape ``tile`` of :data:`TILES`."""
+    """``kbest{k}_{f32|f64}_{v|i64|m|f8|f4|p}[_t{tile}]``: values only, counts modulo 2^64, modulo a prime,
+    float counts of ``floats`` bytes, or modulo 2^64 and a prime (paired); one thread per output, or tiled
+    with the tile shape ``tile`` of :data:`TILES`."""
     v = next(name for name, (_, d) in VALUES.items() if d == value)
-    ring = "p" if paired else "v" if not counts else "f" if floats else ("m" if modulus else "i64")
+    ring = "p" if paired else "v" if not counts else f"f{floats}" if floats else ("m" if modulus else "i64")
     return f"kbest{k}_{v}_{ring}" + (f"_t{tile}" if tile else "")
 
 
@@ -71,16 +78,12 @@ def preamble() -> str:
     return counting + "\n" + resources.files(__package__).joinpath("kbest.cu").read_text(encoding="utf-8")
 
 
-def count_type(ring: int, counts: bool) -> str:
-    """The C type of a kernel's counts: double for float counts (RING 0), else long long."""
-    return "double" if counts and ring == 0 else "long long"
-
-
-def source(name: str, value: str, k: int, ring: int, counts: bool, paired: bool, tile: str) -> str:
+def source(
+    name: str, value: str, k: int, ring: int, counts: bool, paired: bool, tile: str, ctype: str = "long long"
+) -> str:
     """The ``extern "C"`` kernel ``name``: its pointers gathered into arrays, then one call of the template
-    (``lk_kbest_tiled`` with the tile shape ``tile``, or ``lk_kbest_bmm``)."""
+    (``lk_kbest_tiled`` with the tile shape ``tile``, or ``lk_kbest_bmm``); ``ctype``: its counts' C type."""
     groups = ("av", "ac", "bv", "bc", "cv", "cc")
-    ctype = count_type(ring, counts)
     params = ", ".join(
         f"{'' if g[0] == 'c' else 'const '}{value if g[1] == 'v' else ctype} *{g}{q}"
         for g in groups
@@ -110,12 +113,13 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
     fam = KernelFamily("tn_kbest", preamble(), options=("-std=c++17",), cache=cache)
     for vt, vd in VALUES.values():
         for k in range(2, KB_MAX + 1):
-            rings = list(RINGS.items()) + ([("p", (1, True))] if k <= PAIRED_KMAX else [])
-            for rname, (ring, counts) in rings:
+            rings = list(RINGS.items()) + ([("p", (1, True, "long long"))] if k <= PAIRED_KMAX else [])
+            for rname, (ring, counts, ctype) in rings:
                 paired = rname == "p"
+                floats = int(rname[1]) if rname[0] == "f" else 0
                 for tile in ("", *TILES):
-                    name = kernel_name(k, vd, counts, 1 if rname == "m" else 0, paired, tile, rname == "f")
-                    fam.add(name, source(name, vt, k, ring, counts, paired, tile), signature=SIGNATURE)
+                    name = kernel_name(k, vd, counts, 1 if rname == "m" else 0, paired, tile, floats)
+                    fam.add(name, source(name, vt, k, ring, counts, paired, tile, ctype), signature=SIGNATURE)
     return fam
 
 
@@ -140,12 +144,12 @@ def launch(
     modulus: int,
     paired: bool = False,
     tiled: bool = True,
-    floats: bool = False,
+    floats: int = 0,
 ) -> tuple[Any, ...]:
     """The k-best product of device operands: parts (k values [, k counts [, k residues modulo ``modulus``
     when ``paired``]]) of (b|1, M, K) and (b|1, K, N), each operand's parts read through one set of
     strides (copied to contiguous where they differ); ``tiled``: a large step takes the tiled kernel;
-    ``floats``: float64 counts (``modulus`` 0)."""
+    ``floats``: float counts of that many bytes (8 or 4; ``modulus`` 0)."""
     from ...tropical import _arrays
 
     out, call = arguments(be, A, B, k, counts, modulus, paired, tiled, floats)
@@ -169,7 +173,7 @@ def arguments(
     modulus: int,
     paired: bool = False,
     tiled: bool = True,
-    floats: bool = False,
+    floats: int = 0,
 ) -> tuple[tuple[Any, ...], tuple[str, int, tuple[Any, ...]] | None]:
     """The result's parts (allocated through ``be``) and the launch that fills them: (kernel name, blocks,
     arguments), None for an empty result. Addresses come from ``be.pointer``; nothing is launched."""
@@ -191,9 +195,10 @@ def arguments(
         return ptrs + [ptrs[0]] * (KB_MAX - len(ptrs))  # the kernel reads only the first k
 
     groups = []
+    count_dtype = _FLOAT_COUNTS[floats] if floats else _COUNTS
     for parts, name in ((A, "A"), (B, "B"), (out, "C")):
         groups.append(pointers(parts[:k], f"{name}v", value))
-        groups.append(pointers(parts[k:], f"{name}c", _FLOAT_COUNTS if floats else _COUNTS) if counts else groups[-1])
+        groups.append(pointers(parts[k:], f"{name}c", count_dtype) if counts else groups[-1])
     tile = tiling(batch, M, N, K) if tiled else ""
     if tile:  # the kernel's first size is the batch; a block per output tile
         tx, ty, tm, tn, _ = TILES[tile]

@@ -16,14 +16,14 @@ pairwise sums of a chunk of the contracted axis, then k passes per output entry,
 largest value below the previous one and summing the counts that reach it. A minimum is the maximum
 of the negated sizes (the caller negates).
 
-Float counts (:func:`algebra` with ``floats=True``): float64 counts, exact wherever the result is below
-:data:`FLOAT_EXACT` (2^53). Counts are nonnegative integers and every sum or product with a nonzero
-count is at least each of its terms; rounding to nearest is monotone, so a computed count at or past
-2^53 stays there through every later operation it enters. A result below 2^53 was therefore reached
-through operations whose exact results were all below 2^53, where float64 holds every integer: it is
-exact. One such pass answers whenever the counts asked for are below 2^53, at the cost of one float
-multiply and add per term (the int64 ring takes several integer instructions, the paired ring twice
-that); a count at or past 2^53 is counted again by integer rings.
+Float counts (:func:`algebra` with ``floats=8`` or ``4``): float64 or float32 counts, exact wherever
+the result is below :data:`FLOAT_EXACT` (2^53, 2^24). Counts are nonnegative integers and every sum or
+product with a nonzero count is at least each of its terms; rounding to nearest is monotone, so a
+computed count at or past that line stays there through every later operation it enters. A result
+below it was therefore reached through operations whose exact results were all below it, where the
+float type holds every integer: it is exact. One such pass answers whenever the counts asked for are
+below the line, at the cost of one float multiply and add per term (the int64 ring takes several
+integer instructions, the paired ring twice that); a count past it is counted again in a wider ring.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ DEVICE_CHUNK = 1 << 26
 SPLIT_OUTPUTS = 1 << 12
 SPLIT_MIN_K = 1 << 16
 SPLIT_CHUNK = 1 << 12
-FLOAT_EXACT = 1 << 53  # float counts below this are exact (see the module's docstring)
+FLOAT_EXACT = {8: 1 << 53, 4: 1 << 24}  # float counts (by bytes) below these are exact (module docstring)
+FLOAT_PASSES = (4, 8)  # CountingMax(k > 1)'s first passes (solver.counting), before the integer rings
 
 
 class KBestAlgebra(Algebra):
@@ -56,7 +57,7 @@ class KBestAlgebra(Algebra):
     k = 1
     counts = False
     modulus = 0  # counts modulo this prime; 0: int64 arithmetic (modulo 2^64)
-    floats = False  # float64 counts, exact below FLOAT_EXACT (int64 counts modulo 2^64 otherwise)
+    floats = 0  # float counts of this many bytes, exact below FLOAT_EXACT[floats]; 0: int64 counts modulo 2^64
     reduced = False  # the operands' counts lie in [0, modulus) already (0/1 masks): prepare takes them as they are
     strided = False
 
@@ -72,8 +73,10 @@ class KBestAlgebra(Algebra):
         out = [values] + [_constant(be, values, shape, -math.inf)] * (cls.k - 1)
         if cls.counts:
             count = parts[1] % cls.modulus if cls.modulus and not cls.reduced else parts[1]
-            if cls.floats and be.dtype(count) != np.float64:
-                raise TypeError(f"k-best operand {position}: float counts must be float64, not {be.dtype(count)}")
+            if cls.floats and be.dtype(count) != np.dtype(f"f{cls.floats}"):
+                raise TypeError(
+                    f"k-best operand {position}: counts must be float{8 * cls.floats}, not {be.dtype(count)}"
+                )
             out += [count] + [_constant(be, count, shape, 0)] * (cls.k - 1)
         return tuple(out)
 
@@ -273,7 +276,7 @@ _CONSTANTS_KEPT = 64
 PAIRED_KMAX = _kbest_kernels.PAIRED_KMAX
 PAIRED = True  # CountingMax(k <= PAIRED_KMAX) past int64: the int64 and first prime passes as one (False: in turn)
 
-_algebras: dict[tuple[int, bool, int, bool, bool], type[KBestAlgebra]] = {}
+_algebras: dict[tuple[int, bool, int, bool, int], type[KBestAlgebra]] = {}
 _paired: dict[tuple[int, int, bool], type[PairedKBestAlgebra]] = {}
 
 
@@ -293,22 +296,22 @@ def paired_algebra(k: int, modulus: int, reduced: bool = False) -> type[PairedKB
 
 
 def algebra(
-    k: int, counts: bool = False, modulus: int = 0, reduced: bool = False, floats: bool = False
+    k: int, counts: bool = False, modulus: int = 0, reduced: bool = False, floats: int = 0
 ) -> type[KBestAlgebra]:
-    """The k-best algebra (``counts``: with int64 counts, modulo ``modulus`` when it is not 0; float64
-    counts, exact below :data:`FLOAT_EXACT`, with ``floats``).
+    """The k-best algebra (``counts``: with int64 counts, modulo ``modulus`` when it is not 0; float counts
+    of ``floats`` bytes (8 or 4), exact below :data:`FLOAT_EXACT`, when it is not 0).
     ``reduced``: the caller's counts are 0 or 1 (masks), already residues modulo any prime, so
     :meth:`KBestAlgebra.prepare` skips the ``% modulus`` it otherwise launches per operand and per
     pass. Only a caller that built the counts from boolean masks may say so: a count outside
     [0, modulus) then goes into the product unreduced."""
-    key = (int(k), bool(counts), int(modulus), bool(reduced), bool(floats))
+    key = (int(k), bool(counts), int(modulus), bool(reduced), int(floats))
     found = _algebras.get(key)
     if found is None:
         if k < 1 or not 0 <= modulus < 1 << 31:
             raise ValueError(f"k-best algebra needs k >= 1 and a modulus below 2^31, got k={k}, modulus={modulus}")
-        if floats and (modulus or not counts):
-            raise ValueError("float k-best counts take counts=True and no modulus")
-        name = f"KBest{k}{'Counting' if counts else ''}{modulus or ''}{'Floats' if floats else ''}"
+        if floats and (floats not in FLOAT_EXACT or modulus or not counts or isinstance(floats, bool)):
+            raise ValueError(f"float k-best counts take floats=8 or 4, counts=True and no modulus, got floats={floats}")
+        name = f"KBest{k}{'Counting' if counts else ''}{modulus or ''}{f'Floats{floats}' if floats else ''}"
         name += "Reduced" if reduced else ""
         nparts = k * (2 if counts else 1)
         attrs = {
@@ -317,7 +320,7 @@ def algebra(
             "modulus": int(modulus),
             "nparts": nparts,
             "reduced": bool(reduced),
-            "floats": bool(floats),
+            "floats": int(floats),
         }
         found = _algebras[key] = type(name, (KBestAlgebra,), attrs)
     return found
