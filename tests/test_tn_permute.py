@@ -335,3 +335,40 @@ def test_gpu_tiled_copy_is_exact_for_parts_past_one_launch():
         assert got.flags.c_contiguous and np.array_equal(cupy.asnumpy(got), want.transpose(perm))
     assert np.array_equal(cupy.asnumpy(be.contiguous(dev[4])), bases[4].transpose(perm))
     assert {"permute_tiled_4", "permute_tiled_8"} <= set(_permute.family().compiled())
+
+
+def test_device_and_stream_reads_a_cupy_like_array_cheaply(monkeypatch):
+    """A CuPy-typed array: its device from ``data.device_id`` and CuPy's current stream there, without
+    the CUDA Array Interface (a permute or k-best step asks this per launch)."""
+    from lazykern.tropical import _arrays
+
+    fake = type("ndarray", (), {"__module__": "cupy._core.core"})
+    x = fake()
+    x.shape, x.strides, x.dtype = (2, 2), (8, 4), np.dtype("float32")
+    x.data = type("MemoryPointer", (), {})()
+    x.data.device_id, x.data.ptr = 1, 4096
+    streams = {1: 777}
+    monkeypatch.setattr(_arrays, "_cupy_get_stream", lambda: lambda device: type("S", (), {"ptr": streams[device]}))
+    assert _arrays.device_and_stream(x, "out") == (1, 777)
+    streams[1] = 778  # the current stream is read per call
+    assert _arrays.device_and_stream(x, "out") == (1, 778)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("module", ["cupy", "torch"])
+def test_device_and_stream_is_what_as_operand_says(module):
+    """On a non-default stream: the fast reading agrees with :func:`as_operand`'s device and stream."""
+    lib = pytest.importorskip(module)
+    from lazykern.tropical import _arrays
+
+    if module == "cupy":
+        x = lib.zeros((4, 4), dtype=lib.float32)
+        with lib.cuda.Stream() as s:
+            op = _arrays.as_operand(x, "out")
+            assert _arrays.device_and_stream(x, "out") == (op.device, op.stream) and op.stream == s.ptr
+    else:
+        x = lib.zeros((4, 4), device="cuda")
+        s = lib.cuda.Stream()
+        with lib.cuda.stream(s):
+            op = _arrays.as_operand(x, "out")
+            assert _arrays.device_and_stream(x, "out") == (op.device, op.stream) and op.stream == s.cuda_stream

@@ -319,10 +319,10 @@ def copy(be: Any, x: Any) -> Any | None:
     from ..tropical import _arrays
 
     out = be.empty(x, shape)
-    dst = _arrays.as_operand(out, "out")  # its device and stream; the source's address read directly
-    device = _device.resolve_or_current(_device.common([("x", be.device_of(x)), ("out", dst.device)]))
+    where, stream = _arrays.device_and_stream(out, "out")
+    device = _device.resolve_or_current(_device.common([("x", be.device_of(x)), ("out", where)]))
     with _device.on(device):
-        _launch(dst.stream or 0, device, itemsize, [be.pointer(x)], [dst.ptr], bits, wide)
+        _launch(stream or 0, device, itemsize, [be.pointer(x)], [be.pointer(out)], bits, wide)
     return out
 
 
@@ -355,8 +355,8 @@ def copy_parts(be: Any, parts: tuple[Any, ...], alike: bool = False) -> tuple[An
     from ..tropical import _arrays
 
     out = tuple(be.empty_parts(parts, shape))
-    dst = _arrays.as_operand(out[0], "out")  # the device and stream, once for every part
-    device = _device.resolve_or_current(_device.common([("x", be.device_of(x)), ("out", dst.device)]))
+    where, stream = _arrays.device_and_stream(out[0], "out")  # once for every part
+    device = _device.resolve_or_current(_device.common([("x", be.device_of(x)), ("out", where)]))
     runs: dict[np.dtype, list[int]] = {}
     for i, d in enumerate(dtypes):
         runs.setdefault(d, []).append(i)
@@ -364,7 +364,7 @@ def copy_parts(be: Any, parts: tuple[Any, ...], alike: bool = False) -> tuple[An
         for d, at in runs.items():
             # empty_parts lays one dtype's parts out back to back: a chunk's first is their base
             srcs, dsts = [be.pointer(parts[i]) for i in at], [be.pointer(out[i]) for i in at]
-            _launch(dst.stream or 0, device, d.itemsize, srcs, dsts, bits, wide)
+            _launch(stream or 0, device, d.itemsize, srcs, dsts, bits, wide)
     return out
 
 

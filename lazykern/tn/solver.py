@@ -15,7 +15,8 @@ several devices) in that algebra:
 ``SizeMax/SizeMin`` (k = 1)     tropical max-plus / min-plus (:mod:`lazykern.tropical`'s products)
 ``SizeMax/SizeMin`` (k > 1)     k best distinct values (:mod:`.algebras.kbest`)
 ``CountingMax/Min`` (k = 1)     (value, count) numbers, exact by residues and CRT (:mod:`.counting`)
-``CountingMax/Min`` (k > 1)     k best values with counts mod 2^64 and a prime in one pass, then CRT
+``CountingMax/Min`` (k > 1)     k best values with float32, then float64 counts (exact below 2^24, 2^53),
+                                then int64, then mod 2^64 and a prime in one pass and CRT
 ``CountingAll``                 the counting algebra with every value equal: a sum of products
 ``GraphPolynomial``             evaluations modulo primes, interpolated (:mod:`.algebras.polynomial`)
 ``PartitionFunction``           sum-product in log space (:mod:`.algebras.logsum`)

@@ -200,6 +200,19 @@ def _classify(cls: type) -> FastKind | None:
     return None
 
 
+def device_and_stream(x: Any, name: str) -> tuple[int | None, int | None]:
+    """(device, the array library's current stream there) of a device array, as :func:`as_operand` gives
+    them, read from the attributes that cost least where the array's type has a :class:`FastKind` with a
+    stream (CuPy, torch: a k-best or permute step asks this per launch); else through ``as_operand``."""
+    kind = fast_kind(type(x))
+    if kind is not None and kind.producer is not None:
+        device = kind.desc(x)[3]
+        if device is not None and device >= 0:
+            return device, int(kind.producer(device))
+    op = as_operand(x, name)
+    return op.device, op.stream
+
+
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides, step = [], 1
     for n in reversed(shape):

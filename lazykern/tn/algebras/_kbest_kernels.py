@@ -156,11 +156,11 @@ def launch(
     if call is None:
         return out
     name, blocks, args = call
-    first = _arrays.as_operand(out[0], "C")
-    device = _device.resolve_or_current(_device.common([("C", first.device)]))
+    at, stream = _arrays.device_and_stream(out[0], "C")
+    device = _device.resolve_or_current(at)
     with _device.on(device):
         kernel = _kernel(name, device)
-        kernel[(blocks,), (THREADS,), first.stream or 0](*args)
+        kernel[(blocks,), (THREADS,), stream or 0](*args)
     return out
 
 
