@@ -356,6 +356,7 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
     # below 2^53 (kbest.FLOAT_EXACT), as they mostly are for a few best sizes, at a float multiply-add per
     # term; a count past both (possible only where the bound allows it) is counted again by the integer
     # rings below. A float pass the bound makes needless is skipped.
+    # (The inputs are exact in either float type: Tables' masks are boolean, counts 0 or 1.)
     for floats in kbest.FLOAT_PASSES:
         if floats != kbest.FLOAT_PASSES[0] and bound < kbest.FLOAT_EXACT[kbest.FLOAT_PASSES[0]]:
             break
