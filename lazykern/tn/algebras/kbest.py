@@ -122,8 +122,7 @@ class KBestAlgebra(Algebra):
                 sv = ops.flat(s, batch, m1 - m0, N)
                 sc = None
                 if self.counts:
-                    x, y = ac[:, m0:m1, k0:k1][:, :, :, None, :, None], bc[:, k0:k1][:, None, :, :, None, :]
-                    c = x * y
+                    c = ac[:, m0:m1, k0:k1][:, :, :, None, :, None] * bc[:, k0:k1][:, None, :, :, None, :]
                     sc = ops.flat(c % self.modulus if self.modulus else c, batch, m1 - m0, N)
                 acc_v, acc_c = self.best(ops, ops.cat(acc_v, sv), ops.cat(acc_c, sc) if self.counts else None)
             blocks_v.append(acc_v)
