@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from unittest import mock
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from lazykern.tn import _backend, _contract, _crt, _shared, counting
 from lazykern.tn import networks as nw
+from lazykern.tn.einsum import contract_network
 
 from ._spin_oracles import transfer_matrix
 from .test_tropical_counting import _free_rows
@@ -132,3 +134,85 @@ def test_shared_steps_keep_the_crt_primes_in_order():
         nw.degeneracy(sg, memory_limit=2**28)
     used = [q for moduli, _, _ in calls for q in moduli]
     assert used == list(itertools.islice(_crt.primes(), len(used)))
+
+
+# -- an energy's small steps on the host (run_values, networks._host_first) ------------------------------
+def _sweep_plan(sg):
+    labels = sg.labels()
+    sizes = dict.fromkeys(range(sg.n), 2)
+    plan, _ = nw._sweep(sg, labels, sizes, nw._cost.rates_for(False, 4), 4)
+    return labels, sizes, plan
+
+
+@pytest.mark.parametrize("semiring", ["maxplus", "minplus"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])
+def test_run_values_leaves_give_the_full_contraction(semiring, dtype):
+    """The shorter plan over run_values' leaves contracts to the very array the full plan gives, for lattices,
+    random regular graphs and chimera cells, any size a shared step may have, with and without open labels."""
+    rng = np.random.default_rng(17)
+    graphs = [nw.square_lattice(6, seed=1), nw.random_regular(16, 3, seed=2), nw.chimera(1, 2, 3, seed=3)]
+    for sg in graphs:
+        labels, sizes, plan = _sweep_plan(sg)
+        tensors = [rng.integers(-20, 20, [2] * len(t)).astype(dtype) for t in labels]
+        for output in [(), (0,), (sg.n - 1, 1)]:
+            for small in (3, 5, 17, 64, 1 << 12):
+                cut = _shared.split(labels, output, sizes, plan.path, [1] * len(labels), small=small)
+                if cut is None:
+                    continue
+                leaves, arrays = _shared.run_values(cut, plan.path, labels, tensors, output, semiring)
+                assert all(a.dtype == dtype and a.flags.c_contiguous for a in arrays)
+                assert [a.shape for a in arrays] == [(2,) * len(t) for t in leaves]
+                want = contract_network(labels, output, tensors, semiring=semiring, optimize=plan)
+                got = contract_network(leaves, output, arrays, semiring=semiring, optimize=replace(plan, path=cut.path))
+                np.testing.assert_array_equal(got, want, err_msg=f"{sg.name} {output} {small}")
+
+
+def test_run_values_refuses_other_semirings():
+    labels, sizes, plan = _sweep_plan(nw.square_lattice(4, seed=1))
+    cut = _shared.split(labels, (), sizes, plan.path, [1] * len(labels), small=64)
+    with pytest.raises(KeyError):
+        _shared.run_values(cut, plan.path, labels, [np.zeros([2] * len(t)) for t in labels], (), "maxmul")
+
+
+class _CountingModule:
+    """A stand-in for a GPU array module: NumPy arrays, every host-to-device copy counted."""
+
+    __name__ = "fakegpu"
+
+    def __init__(self):
+        self.copies = []
+
+    def asarray(self, x):
+        self.copies.append(x.size)
+        return np.asarray(x)
+
+
+@pytest.mark.parametrize("L", [14, 16])
+def test_a_device_energy_gets_the_host_steps_results_in_one_copy(L):
+    """_host_first on a GPU module: the small steps run on the host, their results and the leaves the device
+    steps read reach the device in one copy, and the shorter plan contracts to the energy of the full one."""
+    sg = nw.square_lattice(L, seed=L, field=0.5)
+    fit = sg.fitted(np, None)
+    labels, tensors = nw._network(sg, fit, np)
+    plan = nw._plan(sg, module=np, dtype=fit.dtype)
+    module = _CountingModule()
+    short_labels, short_tensors, short = nw._host_first(sg, fit, module, plan)
+    assert len(module.copies) == 1
+    assert len(short.path) < len(plan.path) and len(short_labels) == len(short.path) + 1
+    want = contract_network(labels, (), tensors, optimize=plan)
+    assert contract_network(short_labels, (), short_tensors, optimize=short) == want
+
+
+def test_host_first_leaves_numpy_sliced_plans_and_other_orders_alone():
+    sg = nw.square_lattice(8, seed=1)
+    fit = sg.fitted(np, None)
+    plan = nw._plan(sg, module=np, dtype=fit.dtype)
+    labels, _, same = nw._host_first(sg, fit, np, plan)
+    assert same is plan and len(labels) == len(sg.labels())
+    sliced = replace(plan, sliced={0: 2})
+    assert sliced.nslices > 1
+    module = _CountingModule()
+    labels, tensors, same = nw._host_first(sg, fit, module, sliced)
+    assert same is sliced and len(labels) == len(tensors) == len(sg.labels()) and len(module.copies) == 1
+    _, _, how = nw._host_first(sg, fit, _CountingModule(), "greedy")
+    assert how == "greedy"

@@ -48,7 +48,7 @@ def sweep_max(labels: Sequence[Sequence[Label]], tensors: Sequence[np.ndarray], 
         board = board[..., None]
         axes.append(v)
         for t in buckets[i]:
-            board = board + _aligned(tensors[t], labels[t], axes)
+            board = board + aligned(tensors[t], labels[t], axes)
         for x in closing[i]:
             a = axes.index(x)
             board = board.max(axis=a)
@@ -56,7 +56,7 @@ def sweep_max(labels: Sequence[Sequence[Label]], tensors: Sequence[np.ndarray], 
     return board[()]
 
 
-def _aligned(tensor: np.ndarray, labs: Sequence[Label], axes: list[Label]) -> np.ndarray:
+def aligned(tensor: np.ndarray, labs: Sequence[Label], axes: list[Label]) -> np.ndarray:
     """``tensor`` as a view that broadcasts against the board (axes ``axes``)."""
     where = [axes.index(x) for x in labs]
     order = sorted(range(len(labs)), key=where.__getitem__)

@@ -10,15 +10,36 @@ a pass reduces a leaf's int64 counts modulo its primes as it does any operand's
 (:meth:`lazykern.tn.counting.CountingAlgebra.prepare`). The labels each step sums out do not depend on
 the order the steps run in (a label is summed where no other term still carries it, and a leaf outside
 the step's subtree that carries it keeps it carried), so the shorter plan's steps are the plan's own.
+
+An energy on a GPU runs the same steps on the host for another reason (:func:`run_values`): each is a
+launch and ~0.35 ms of the executor's Python there (0.9-1.3 s of a 32 x 32 energy's 2.4 s pass on an
+H200, benchmarks/results/s62-h200/call1), against a few broadcast NumPy operations here (~25 us a step:
+a 32 x 32 lattice's 2681 in 61 ms on one core). Max-plus and min-plus values are exact in any order
+wherever they are exact at all (the solvers' dtypes keep every partial sum exact), so the host's results
+are the device's.
+
+>>> import numpy as np
+>>> labels = [(0,), (0,), (0, 1)]
+>>> path = ((0, 1), (0, 1))
+>>> cut = split(labels, (), {0: 2, 1: 2}, path, [1, 1, 1], small=3)  # the first step: under 3 entries
+>>> cut.shared, cut.path, cut.sources
+([True, False], ((0, 1),), [('leaf', 2), ('step', 0)])
+>>> J = np.array([[1.0, -1.0], [-1.0, 1.0]])
+>>> run_values(cut, path, labels, [np.array([0.0, 2.0]), np.array([1.0, 0.0]), J], (), "maxplus")
+([(0, 1), (0,)], [array([[ 1., -1.],
+       [-1.,  1.]]), array([1., 2.])])
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
+
+from ._eliminate import aligned
 from .einsum import ContractionPlan
 
 Label = Hashable
@@ -156,3 +177,57 @@ class _Labels(NamedTuple):
     """A term no shared step reads: its labels alone."""
 
     labels: tuple[Label, ...]
+
+
+def run_values(
+    cut: Split,
+    path: Sequence[Sequence[int]],
+    labels: Sequence[Sequence[Label]],
+    tensors: Sequence[np.ndarray],
+    output: Sequence[Label],
+    semiring: str,
+) -> tuple[list[tuple[Label, ...]], list[np.ndarray]]:
+    """The shared steps of a network of plain values (NumPy ``tensors``, no label twice in one) in
+    ``semiring`` ("maxplus" or "minplus"), run here in ``path``'s order; the shorter plan's leaves (their
+    labels and arrays), as :func:`run_shared` gives them."""
+    reduce = _REDUCE[semiring]
+    terms: dict[tuple[str, int], tuple[tuple[Label, ...], np.ndarray | None]] = {
+        ("leaf", i): (tuple(t), a) for i, (t, a) in enumerate(zip(labels, tensors))
+    }
+    live = list(terms)
+    uses: Counter[Label] = Counter(x for t, _ in terms.values() for x in t)
+    out = set(output)
+    for n, step in enumerate(path):
+        picked = [live[i] for i in step]
+        for i in sorted(step, reverse=True):
+            uses.subtract(terms[live.pop(i)][0])
+        union = list(dict.fromkeys(x for key in picked for x in terms[key][0]))
+        kept = tuple(x for x in union if uses[x] > 0 or x in out)
+        value = None
+        if cut.shared[n]:
+            operands = [terms.pop(key) if key[0] == "step" else terms[key] for key in picked]
+            value = _product([a for _, a in operands], [t for t, _ in operands], union, kept, reduce)  # type: ignore[misc]
+        terms[("step", n)] = (kept, value)
+        live.append(("step", n))
+        uses.update(kept)
+    leaves = [terms[key] for key in cut.sources]
+    return [t for t, _ in leaves], [a for _, a in leaves]  # type: ignore[misc]
+
+
+def _product(
+    arrays: Sequence[np.ndarray],
+    labels: Sequence[tuple[Label, ...]],
+    union: list[Label],
+    kept: tuple[Label, ...],
+    reduce: Callable[..., np.ndarray],
+) -> np.ndarray:
+    """The tropical product of ``arrays`` over the axes ``union``, ``reduce``d over the labels not ``kept``:
+    an array over ``kept``, in ``union``'s order as ``kept`` lists them."""
+    board = aligned(arrays[0], labels[0], union)
+    for arr, t in zip(arrays[1:], labels[1:]):
+        board = board + aligned(arr, t, union)
+    summed = tuple(k for k, x in enumerate(union) if x not in kept)
+    return np.array(reduce(board, axis=summed) if summed else board, order="C")
+
+
+_REDUCE: dict[str, Callable[..., np.ndarray]] = {"maxplus": np.max, "minplus": np.min}

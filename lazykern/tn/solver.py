@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LazykernWarning, ReconstructionError, warn_user
-from . import _configs, _crt, _instance, _procs, _tables
+from . import _configs, _crt, _instance, _procs, _tables, _upload
 from . import properties as Q
 from ._backend import backend_of
 from ._contract import Algebra, Term
@@ -167,26 +167,10 @@ class _Context:
         return self.xp.asarray(x)
 
     def put_all(self, arrays: Sequence[np.ndarray]) -> list[Any]:
-        """Host arrays on the caller's device, each dtype's in one transfer: one buffer copied, then a
-        view of it per array (a network's 300 small tables otherwise cost 300 copies per call), each
-        starting on a 256-byte boundary as an allocation of its own would. The views are only read: a
-        contraction writes over its own intermediates, never its operands."""
-        if self.xp.__name__ == "numpy" or not arrays:
+        """Host arrays on the caller's device, each dtype's in one transfer (:mod:`._upload`)."""
+        if self.xp.__name__ == "numpy":
             return list(arrays)
-        out: list[Any] = [None] * len(arrays)
-        for dtype in {a.dtype for a in arrays}:
-            at = [i for i, a in enumerate(arrays) if a.dtype == dtype]
-            align = max(_ALIGN // dtype.itemsize, 1)
-            starts = [0]
-            for i in at:
-                starts.append(starts[-1] + -(-max(arrays[i].size, 1) // align) * align)
-            host = np.zeros(starts[-1], dtype)
-            for i, start in zip(at, starts):
-                host[start : start + arrays[i].size] = arrays[i].ravel()
-            flat = self.put(host)
-            for i, start in zip(at, starts):
-                out[i] = flat[start : start + arrays[i].size].reshape(arrays[i].shape)
-        return out
+        return _upload.upload(arrays, self.put)
 
     def order(self, tab: _tables.Tables) -> Any:
         """What ``optimize=`` every network of ``tab`` takes: one order, searched (or read from the
@@ -244,7 +228,6 @@ class _Context:
 # memory: each contraction slices it to its own entry size and the free memory of its call.
 _orders: dict[tuple[Any, ...], list[tuple[int, ...]]] = {}
 _ORDERS_KEPT = 32
-_ALIGN = 256  # bytes: where each operand of put_all starts, as the device's allocations do
 
 
 def _default_optimize() -> str:
