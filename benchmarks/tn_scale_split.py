@@ -16,7 +16,8 @@ The split, measured inside the child by wrapping library functions (nothing in t
 * per contraction (each counting pass): wall seconds, its moduli (residues carried), and per algebra
   method (``bits``: the bit-addressed step, ``rows``: the strided row kernel, ``bmm``: the product of
   any shape, the untiled path; ``add``: slices summed; ``launch``: an energy's bit-addressed step over
-  its boundary held in one buffer, lazykern/tn/_arena.py, whose size ``arena_bits`` gives) calls, GPU
+  its boundary held in one buffer, lazykern/tn/_arena.py, whose size ``arena_bits`` gives; ``contiguous``
+  and ``contiguous_parts``: layout copies, the bit-permuting kernels, wherever the executor makes them) calls, GPU
   seconds (CUDA events around the
   call on the launch stream) and host seconds; ``steps_host_seconds``: the executor's Python per step;
   ``gpu_idle_seconds``: the wall not covered by those methods' GPU time (host-bound stretches,
@@ -114,6 +115,9 @@ for cls in (_contract.Algebra, counting.CountingAlgebra):
             timed(cls, name)
 from lazykern.tn import _arena
 timed(_arena, "launch")  # the energy's steps over a boundary held in one buffer
+from lazykern.tn import _backend
+for name in ("contiguous", "contiguous_parts"):  # layout copies (the bit-permuting kernels) outside the methods
+    timed(_backend.Backend, name)
 _use_arena = E._Network.use_arena
 def use_arena(self, plan):
     _use_arena(self, plan)
