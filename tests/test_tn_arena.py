@@ -198,6 +198,39 @@ def test_where_two_boundaries_fit_the_plan_and_run_are_unchanged():
     assert net.alg.arena is None  # fits as it is: the row kernel's sweep
 
 
+def test_a_large_binary_boundary_takes_the_arena_where_two_fit():
+    """From ARENA_FASTER entries the arena is taken although two boundaries fit (its steps copy nothing): a
+    14 x 14 sweep with the line lowered to its largest boundary, and not with the line above it; a network
+    of labels of other sizes keeps the row kernel's sweep where it fits."""
+    sg = nw.square_lattice(14, seed=1)
+    labels, tensors = nw._network(sg, sg.fitted(np, np.float32), np)
+    plan = E.ContractionPlan(tuple(orders.sweep_path(labels, nw._order(sg), 2)), {}, 0, 0)
+    largest = max(s.result for s in E.plan_steps(labels, (), dict.fromkeys(range(sg.n), 2), plan.path, {}))
+    for line, taken in ((largest, True), (2 * largest, False)):
+        with (
+            device_route(),
+            mock.patch.object(_backend.Backend, "free_bytes", lambda self: 80 * 2**30),
+            mock.patch.object(E, "ARENA_FASTER", line),
+        ):
+            net = E.build_network(labels, (), tensors, "maxplus", _contract.Algebra)
+            net.use_arena(plan)
+        assert (net.alg.arena is not None) == taken, line
+        if taken:
+            assert 1 << net.alg.arena.bits == largest
+    rng = np.random.default_rng(4)
+    ternary = [rng.integers(-5, 5, (3, 3)).astype(np.float32) for _ in range(12)]
+    chain = [(i, i + 1) for i in range(12)]
+    with (
+        device_route(),
+        mock.patch.object(_backend.Backend, "free_bytes", lambda self: 80 * 2**30),
+        mock.patch.object(E, "ARENA_FASTER", 1),
+    ):
+        net = E.build_network(chain, (), ternary, "maxplus", _contract.Algebra)
+        plan = net.plan("auto", (), None, None)
+        net.use_arena(plan)
+    assert net.alg.arena is None
+
+
 def test_a_run_that_fits_neither_way_is_refused_with_the_figures():
     sg = nw.chimera(2, 2, 4, seed=2)
     with pytest.raises(DeviceMemoryError, match="GiB of device memory"):
@@ -244,6 +277,28 @@ def test_an_energy_in_the_arena_on_the_gpu_is_the_hosts():
     with mock.patch.object(E._Network, "fits", lambda *a, **kw: False), mock.patch.object(_arena, "launch", launch):
         got = E.contract_network(labels, (), [cupy.asarray(t) for t in tensors], optimize=plan)
     assert used and float(got) == want
+
+
+@pytest.mark.gpu
+def test_the_defaults_take_the_arena_from_its_line_and_give_the_hosts_energy():
+    """A 20 x 20 lattice (the smallest the defaults contract on the GPU, not in NumPy) of random integer
+    couplings through ground_state_energy's defaults on CuPy, with ARENA_FASTER lowered under its
+    boundary: the host prefix, then the arena's steps, give the host's energy."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(18)
+    base = nw.square_lattice(20, seed=5)
+    sg = nw.SpinGlass(base.n, base.edges, rng.integers(-9, 10, len(base.edges)), rng.integers(-3, 4, base.n))
+    want = nw.ground_state_energy(sg)
+    used = []
+    real = _arena.launch
+
+    def launch(*a, **kw):
+        used.append(1)
+        return real(*a, **kw)
+
+    with mock.patch.object(E, "ARENA_FASTER", 1 << 12), mock.patch.object(_arena, "launch", launch):
+        got = nw.ground_state_energy(sg, module=cupy)
+    assert used and got == want
 
 
 def test_one_slice_runs_where_its_operands_are_whatever_devices_says():
