@@ -216,3 +216,32 @@ def test_host_first_leaves_numpy_sliced_plans_and_other_orders_alone():
     assert same is sliced and len(labels) == len(tensors) == len(sg.labels()) and len(module.copies) == 1
     _, _, how = nw._host_first(sg, fit, _CountingModule(), "greedy")
     assert how == "greedy"
+
+
+@pytest.mark.parametrize("semiring", ["maxplus", "minplus"])
+def test_run_counts_is_the_general_executors_shared_run(semiring):
+    """run_counts (broadcast NumPy) gives the very values and int64 counts run_shared (the executor's own
+    steps) gives, on sweeps with many ties (couplings of -1, 0, 1), with and without open labels."""
+    from lazykern.tn.einsum import build_network
+
+    rng = np.random.default_rng(5)
+    for sg in [nw.square_lattice(6, seed=1), nw.random_regular(14, 3, seed=2), nw.chimera(1, 2, 3, seed=3)]:
+        labels, sizes, plan = _sweep_plan(sg)
+        values = [rng.integers(-1, 2, [2] * len(t)).astype(np.float32) for t in labels]
+        counts = [rng.integers(1, 4, [2] * len(t)).astype(np.int64) for t in labels]
+        for output in [(), (sg.n - 1,)]:
+            for small in (5, 64):
+                cut = _shared.split(labels, output, sizes, plan.path, [4] * len(labels), small=small)
+                if cut is None:
+                    continue
+                pairs = list(zip(values, counts))
+                net = build_network(labels, output, pairs, semiring, counting.CountingAlgebra)
+                want_labels, want = _shared.run_shared(net, plan, cut, pairs, labels)
+                got_labels, got = _shared.run_counts(cut, plan.path, labels, pairs, output, semiring)
+                for (kind, _), wl, w, gl, g in zip(cut.sources, want_labels, want, got_labels, got, strict=True):
+                    if kind == "leaf":
+                        continue  # run_counts leaves the leaves to the caller
+                    perm = [gl.index(x) for x in wl]
+                    np.testing.assert_array_equal(np.transpose(g[0], perm), w[0])
+                    np.testing.assert_array_equal(np.transpose(g[1], perm), w[1])
+                    assert g[1].dtype == np.int64

@@ -191,8 +191,69 @@ def run_values(
     ``semiring`` ("maxplus" or "minplus"), run here in ``path``'s order; the shorter plan's leaves (their
     labels and arrays), as :func:`run_shared` gives them."""
     reduce = _REDUCE[semiring]
-    terms: dict[tuple[str, int], tuple[tuple[Label, ...], np.ndarray | None]] = {
-        ("leaf", i): (tuple(t), a) for i, (t, a) in enumerate(zip(labels, tensors))
+
+    def product(
+        operands: list[tuple[np.ndarray, ...]], at: list[tuple[Label, ...]], union: list[Label], kept: tuple[Label, ...]
+    ) -> tuple[np.ndarray, ...]:
+        board = _board([p[0] for p in operands], at, union, np.add)
+        summed = tuple(k for k, x in enumerate(union) if x not in kept)
+        return (np.array(reduce(board, axis=summed) if summed else board, order="C"),)
+
+    new, leaves = _walk(cut, path, labels, [(t,) for t in tensors], output, product)
+    return new, [p[0] for p in leaves]
+
+
+def run_counts(
+    cut: Split,
+    path: Sequence[Sequence[int]],
+    labels: Sequence[Sequence[Label]],
+    leaves: Sequence[tuple[np.ndarray, np.ndarray]],
+    output: Sequence[Label],
+    semiring: str,
+) -> tuple[list[tuple[Label, ...]], list[tuple[np.ndarray, np.ndarray]]]:
+    """:func:`run_values` for (values, int64 counts) pairs of finite values (no label twice in one): a
+    step's count is the sum, over the summed-out assignments reaching its value, of the product of its
+    operands' counts, as the counting product gives it for finite values (exact: :func:`split` shares a
+    step only while a bound proves its counts below 2^63)."""
+    reduce = _REDUCE[semiring]
+
+    def product(
+        operands: list[tuple[np.ndarray, ...]], at: list[tuple[Label, ...]], union: list[Label], kept: tuple[Label, ...]
+    ) -> tuple[np.ndarray, ...]:
+        values = _board([p[0] for p in operands], at, union, np.add)
+        counts = _board([p[1] for p in operands], at, union, np.multiply)
+        shape = np.broadcast_shapes(values.shape, counts.shape)
+        values, counts = np.broadcast_to(values, shape), np.broadcast_to(counts, shape)
+        summed = tuple(k for k, x in enumerate(union) if x not in kept)
+        if not summed:
+            return np.array(values, order="C"), np.array(counts, order="C")
+        best = reduce(values, axis=summed, keepdims=True)
+        hits = np.where(values == best, counts, 0).sum(axis=summed, dtype=np.int64)
+        return np.array(best.reshape(hits.shape), order="C"), np.array(hits, order="C")
+
+    new, done = _walk(cut, path, labels, leaves, output, product)
+    return new, [(p[0], p[1]) for p in done]
+
+
+Product = Callable[
+    [list[tuple[np.ndarray, ...]], list[tuple[Label, ...]], list[Label], tuple[Label, ...]], tuple[np.ndarray, ...]
+]
+
+
+def _walk(
+    cut: Split,
+    path: Sequence[Sequence[int]],
+    labels: Sequence[Sequence[Label]],
+    leaves: Sequence[tuple[np.ndarray, ...]],
+    output: Sequence[Label],
+    product: Product,
+) -> tuple[list[tuple[Label, ...]], list[tuple[np.ndarray, ...]]]:
+    """The shared steps run here in ``path``'s order, each ``product(operands, their labels, the union of
+    their labels, the labels kept)``; the shorter plan's leaves (labels and parts), :attr:`Split.sources`'
+    order. Each step keeps the labels its operands share with a term not yet contracted, or the output,
+    as :meth:`lazykern.tn.einsum._Network.run` decides them."""
+    terms: dict[tuple[str, int], tuple[tuple[Label, ...], tuple[np.ndarray, ...]]] = {
+        ("leaf", i): (tuple(t), parts) for i, (t, parts) in enumerate(zip(labels, leaves))
     }
     live = list(terms)
     uses: Counter[Label] = Counter(x for t, _ in terms.values() for x in t)
@@ -203,31 +264,26 @@ def run_values(
             uses.subtract(terms[live.pop(i)][0])
         union = list(dict.fromkeys(x for key in picked for x in terms[key][0]))
         kept = tuple(x for x in union if uses[x] > 0 or x in out)
-        value = None
+        parts: tuple[np.ndarray, ...] = ()
         if cut.shared[n]:
             operands = [terms.pop(key) if key[0] == "step" else terms[key] for key in picked]
-            value = _product([a for _, a in operands], [t for t, _ in operands], union, kept, reduce)  # type: ignore[misc]
-        terms[("step", n)] = (kept, value)
+            parts = product([p for _, p in operands], [t for t, _ in operands], union, kept)
+        terms[("step", n)] = (kept, parts)
         live.append(("step", n))
         uses.update(kept)
-    leaves = [terms[key] for key in cut.sources]
-    return [t for t, _ in leaves], [a for _, a in leaves]  # type: ignore[misc]
+    found = [terms[key] for key in cut.sources]
+    return [t for t, _ in found], [p for _, p in found]
 
 
-def _product(
-    arrays: Sequence[np.ndarray],
-    labels: Sequence[tuple[Label, ...]],
-    union: list[Label],
-    kept: tuple[Label, ...],
-    reduce: Callable[..., np.ndarray],
+def _board(
+    arrays: Sequence[np.ndarray], labels: Sequence[tuple[Label, ...]], union: list[Label], op: Any
 ) -> np.ndarray:
-    """The tropical product of ``arrays`` over the axes ``union``, ``reduce``d over the labels not ``kept``:
-    an array over ``kept``, in ``union``'s order as ``kept`` lists them."""
+    """``arrays`` combined by ``op`` (np.add, np.multiply) over the axes ``union``, each broadcast along the
+    axes it lacks."""
     board = aligned(arrays[0], labels[0], union)
     for arr, t in zip(arrays[1:], labels[1:]):
-        board = board + aligned(arr, t, union)
-    summed = tuple(k for k, x in enumerate(union) if x not in kept)
-    return np.array(reduce(board, axis=summed) if summed else board, order="C")
+        board = op(board, aligned(arr, t, union))
+    return board
 
 
 _REDUCE: dict[str, Callable[..., np.ndarray]] = {"maxplus": np.max, "minplus": np.min}

@@ -46,7 +46,7 @@ import numpy as np
 from ..errors import DeviceMemoryError, LazykernWarning, warn_user
 from ..families.family import KernelFamily
 from ..launch import _device
-from . import _crt, _procs, _reference_einsum, _shared, _spread
+from . import _crt, _procs, _reference_einsum, _shared, _spread, _upload
 from ._backend import Backend
 from ._contract import Algebra
 from ._strided import BITS_MAX
@@ -374,14 +374,24 @@ def _share(net: Any, plan: Any, inputs: Sequence[Any], operands: Sequence[Any]) 
     on_host = build_network(
         inputs, net.output, [_host(net.be, op) for op in operands], net.alg.semiring, CountingAlgebra
     )
-    new_labels, new_operands = _shared.run_shared(on_host, plan, cut, operands, inputs)
+    leaves = [t.parts for t in on_host.leaves]
+    if all(len(t.labels) == len(set(t.labels)) for t in on_host.leaves) and all(
+        np.isfinite(p[0]).all() for p in leaves
+    ):  # a few broadcast NumPy operations a step, not the general executor's Python (its results are the same)
+        labels_now, done = _shared.run_counts(cut, plan.path, labels, leaves, net.output, net.alg.semiring)
+        new_labels = [tuple(inputs[i]) if kind == "leaf" else labels_now[k] for k, (kind, i) in enumerate(cut.sources)]
+        new_operands: list[Any] = [
+            operands[i] if kind == "leaf" else done[k] for k, (kind, i) in enumerate(cut.sources)
+        ]
+    else:
+        new_labels, new_operands = _shared.run_shared(on_host, plan, cut, operands, inputs)
     first = net.leaves[0].parts[0]
     home = None if isinstance(first, np.ndarray) else net.be.device_of(first)  # NumPy: the GPU route's tests
-    with net.be.on_device(home):  # the shared results where the leaves are
-        new_operands = [
-            tuple(net.be.from_host(np.ascontiguousarray(p)) for p in op) if isinstance(op, tuple) else op
-            for op in new_operands
-        ]
+    at = [k for k, op in enumerate(new_operands) if isinstance(op, tuple)]  # the shared results
+    with net.be.on_device(home):  # the shared results where the leaves are, each dtype's in one copy
+        copied = _upload.upload([np.asarray(p) for k in at for p in new_operands[k]], net.be.from_host)
+    for j, k in enumerate(at):
+        new_operands[k] = (copied[2 * j], copied[2 * j + 1])
     log.info("counting: %d of %d steps run once for every pass", sum(cut.shared), len(plan.path))
     return new_labels, new_operands, replace(plan, path=cut.path)
 

@@ -1093,11 +1093,12 @@ class _Network:
         return _cost.peak_bytes(steps, leaves, width, keep, save, self.inplace, host=self.be.host_ram)
 
     def use_arena(self, plan: ContractionPlan) -> None:
-        """Keep the boundary of ``plan``'s run in one buffer (:mod:`._arena`) where the run fits the free
-        device memory only so: an unsliced max-plus / min-plus contraction of float values on CuPy whose
-        predicted peak (two boundaries at a step) does not fit, while :func:`._cost.arena_peak` does. Only
-        for a run on one thread with no slice cache and no kept argmax (:func:`contract_network`), whose
-        every intermediate is its own: the arena's rules free a term the step after it is read."""
+        """Keep the boundary of ``plan``'s run in one buffer (:mod:`._arena`): an unsliced max-plus / min-plus
+        contraction of float values on CuPy whose largest intermediate has ARENA_FASTER entries or more (every
+        label of size 2), or whose predicted peak (two boundaries at a step) does not fit the free device memory, while
+        :func:`._cost.arena_peak` does. Only for a run on one thread with no slice cache and no kept argmax
+        (:func:`contract_network`), whose every intermediate is its own: the arena's rules free a term the
+        step after it is read."""
         alg = self.alg
         alg.arena = None
         if plan.nslices > 1 or alg.counting or alg.nparts != 1 or alg.grad or not alg.strided:
@@ -1105,10 +1106,14 @@ class _Network:
         if not _arena.capable(alg.semiring, self.be.dtype(self.leaves[0].parts[0]), self.be):
             return
         free = self.be.budget_bytes()
-        if free is None or self.fits(plan, 0, cached=False):
+        if free is None:
             return
         steps, _ = self.priced(plan)
-        bits = max((s.result for s in steps), default=1).bit_length() - 1
+        largest = max((s.result for s in steps), default=1)
+        binary = all(n == 2 for n in self.sizes.values())  # every step's terms can be the arena's
+        if (largest < ARENA_FASTER or not binary) and self.fits(plan, 0, cached=False):
+            return
+        bits = largest.bit_length() - 1
         leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
         need = _cost.arena_peak(steps, leaves, self.entry_bytes, 1 << bits)
         if need * _cost.POOL_MARGIN <= free:
@@ -1482,6 +1487,13 @@ class _Network:
             parts = tuple(self.be.permute(p, perm) for p in parts)
         parts = tuple(self.be.wrap_result(p) for p in parts)
         return parts if self.alg.nparts > 1 else parts[0]
+
+
+# Entries of a largest intermediate from which an energy's boundary is held in one buffer even where two fit:
+# its bit-addressed steps read the boundary where it lies, while the row kernel's steps copy it to the
+# layout each needs (a 32 x 32 sweep's copies took 0.95 s of GPU time beside its 0.63 s of row steps), so
+# the same energy ran in 1.10 s against 1.38-1.46 s (H200, warm, benchmarks/results/s63-h200).
+ARENA_FASTER = 1 << 24
 
 
 class Progress:
