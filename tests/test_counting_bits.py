@@ -117,10 +117,10 @@ def test_bits_layout_refuses_what_the_kernel_cannot_address():
     five = dict(base, x_labels=list(range(6)), x_shape=[2] * 6, y_labels=[0, 1, 2, 3, 4], y_shape=[2] * 5, keep={5})
     assert _strided.bits_layout(**five) is None  # five spins summed out at once
     sizes = dict.fromkeys(range(12), 2)
-    assert _strided.bits_step([0, 1, 2], [2, 9], {0, 1, 9}, sizes) == 2
-    assert _strided.bits_step([0, 1, 2], [2], {0, 1}, sizes) == 1
-    assert _strided.bits_step([0, 1, 2], [2, 9], {0, 1, 9}, sizes | {1: 3}) == 0
-    assert _strided.bits_step([0, 1, 2], [2, 9], {0, 1, 9}, sizes | {1: 1}) == 0  # an axis of one entry: no bit
+    assert _strided.bits_tile([0, 1, 2], [2, 9], {0, 1, 9}, sizes) == (1, 1)  # in place: one out, one in
+    assert _strided.bits_tile([0, 1, 2], [2], {0, 1}, sizes) == (1, 0)
+    assert _strided.bits_tile([0, 1, 2], [2, 9], {0, 1, 9}, sizes | {1: 3}) is None
+    assert _strided.bits_tile([0, 1, 2], [2, 9], {0, 1, 9}, sizes | {1: 1}) is None  # an axis of one entry: no bit
 
 
 def test_a_step_written_in_place_allocates_nothing_in_the_peak():

@@ -110,3 +110,34 @@ def test_pyproject_declares_tropical_in_the_entry_point_group():
 
     meta = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert meta["project"]["entry-points"][GROUP] == {"tropical": "lazykern.tropical:family"}
+
+
+def test_prefetch_builds_each_kernel_once_in_threads_and_get_waits_for_it(tmp_path):
+    """prefetch returns at once and builds in threads; a get meanwhile waits for that build (one NVRTC
+    call per kernel), and a name already built or asked twice starts nothing more."""
+    import time
+
+    from lazykern.families.family import KernelFamily
+    from lazykern.store.cache import KernelCache
+
+    fam = KernelFamily("prefetch_demo", "#define ONE 1\n", cache=KernelCache(str(tmp_path)))
+    for n in ("one", "two"):
+        fam.add(n, f'extern "C" __global__ void {n}(int *a) {{ *a = ONE; }}', signature=["ptr"])
+    start = time.perf_counter()
+    fam.prefetch(["one", "two", "one"], arch="sm_90")
+    assert time.perf_counter() - start < 0.5  # nothing compiled on the caller's thread
+    assert {k.name for k in (fam.get("one", "sm_90"), fam.get("two", "sm_90"))} == {"one", "two"}
+    fam.prefetch(["one"], arch="sm_90")
+    assert fam.compile_calls == 2
+
+
+def test_prefetch_of_a_kernel_that_fails_leaves_the_error_to_get(tmp_path):
+    from lazykern.errors import CompileError
+    from lazykern.families.family import KernelFamily
+    from lazykern.store.cache import KernelCache
+
+    fam = KernelFamily("prefetch_bad", "", cache=KernelCache(str(tmp_path)))
+    fam.add("bad", 'extern "C" __global__ void bad(int *a) { *a = NOPE; }', signature=["ptr"])
+    fam.prefetch(["bad"], arch="sm_90")
+    with pytest.raises(CompileError):
+        fam.get("bad", "sm_90")

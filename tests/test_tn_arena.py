@@ -339,3 +339,25 @@ def test_an_energy_in_the_arena_with_devices_all_is_the_hosts():
     with mock.patch.object(E._Network, "fits", lambda *a, **kw: False), mock.patch.object(_arena, "launch", launch):
         got = nw.ground_state_energy(sg, module="cupy", devices="all")
     assert used and got == want
+
+
+@pytest.mark.parametrize("group", [1, 2, 3])
+def test_the_kernels_prefetched_are_those_the_arena_launches(group):
+    """The plan names the arena's kernels before the run (einsum._Network.prefetch): the tiles (spins out,
+    spins in) it asks for are exactly those of the steps the arena then launches, on a chimera sweep of
+    1 to 3 spins a step."""
+    sg = nw.chimera(2, 2, 4, seed=2)
+    asked, launched = [], set()
+    real = _arena.launch
+
+    def launch(*a, **kw):
+        launched.add((len(a[4]["con"]), len(a[4]["right_pos"])))
+        return real(*a, **kw)
+
+    with (
+        mock.patch.object(_arena, "prefetch", lambda be, like, semiring, tiles: asked.append(set(tiles))),
+        mock.patch.object(_arena, "launch", launch),
+    ):
+        want, got, *_ = _sweep_run(sg, group)
+    assert got == want
+    assert len(asked) == 1 and asked[0] == launched and launched

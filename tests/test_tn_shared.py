@@ -245,3 +245,29 @@ def test_run_counts_is_the_general_executors_shared_run(semiring):
                     np.testing.assert_array_equal(np.transpose(g[0], perm), w[0])
                     np.testing.assert_array_equal(np.transpose(g[1], perm), w[1])
                     assert g[1].dtype == np.int64
+
+
+def test_the_counting_kernels_prefetched_are_those_the_passes_launch():
+    """Each counting pass names its bit-addressed kernels before it runs (einsum._Network.prefetch): the
+    tiles asked for are exactly those the pass's bits steps launch (the GPU route on the host)."""
+    sg = _free_rows(10, 7, seed=2)
+    asked, launched = [], []
+    bits = counting.CountingAlgebra.bits
+
+    def recorded(self, X, Y, lay, inplace):
+        launched[-1].add((len(lay["con"]), len(lay["right_pos"])))
+        return bits(self, X, Y, lay, inplace)
+
+    def prefetch(self, like, tiles):
+        asked.append(set(tiles))
+        launched.append(set())
+
+    with (
+        device_route(),
+        mock.patch.object(_contract, "STRIDED_MIN", 0),
+        mock.patch.object(_backend.Backend, "memory_limit", lambda self, b: 2**28),
+        mock.patch.object(counting.CountingAlgebra, "bits", recorded),
+        mock.patch.object(counting.CountingAlgebra, "prefetch", prefetch),
+    ):
+        nw.degeneracy(sg, memory_limit=2**28)
+    assert asked and asked == launched and all(asked)

@@ -12,6 +12,7 @@ twin, so code calling C++ fragments can be tested on a machine with no GPU.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -26,6 +27,8 @@ from ..launch._device import simulating
 from ..launch.kernel import Kernel
 from ..store import _later
 from ..store.cache import KernelCache, Later, default_cache, make_key
+
+log = logging.getLogger("lazykern")
 
 
 class KernelFamily:
@@ -172,6 +175,27 @@ class KernelFamily:
                 kernel = self._build(frag, arch)
                 self._kernels[(name, arch)] = kernel
         return kernel
+
+    def prefetch(self, names: Iterable[str], arch: str | None = None) -> None:
+        """Start building ``names`` for ``arch`` (default: the current device's) at once, each in a thread
+        of its own, and return: for kernels a caller knows it is about to launch (a contraction's plan
+        names them), so their compiles run beside each other and beside the caller's own work, not one
+        after another at each first launch. A :meth:`get` of one meanwhile waits for its build (the
+        per-kernel lock) rather than starting another. A build that fails is left to that ``get`` to
+        raise; the threads are daemons (at exit, a store still being written waits as any does)."""
+        arch = compiler.normalize_arch(arch)
+        for name in dict.fromkeys(names):
+            if (name, arch) in self._kernels:
+                continue
+            threading.Thread(
+                target=self._prefetch_one, args=(name, arch), daemon=True, name="lazykern-prefetch"
+            ).start()
+
+    def _prefetch_one(self, name: str, arch: str) -> None:
+        try:
+            self.get(name, arch)
+        except Exception as exc:  # the launch that needs it builds it again and raises there
+            log.debug("lazykern: prefetching %s for %s failed: %s", name, arch, exc)
 
     def _build(self, frag: Fragment, arch: str) -> Kernel:
         source = self.source.translation_unit(frag.name)

@@ -93,7 +93,7 @@ def layout(
 ) -> dict[str, Any] | None:
     """The step X (x) Y over binary labels (Y's all of size 2) with its result in an arena of ``bits``
     address bits, or None when the kernel cannot take it (the limits of
-    :func:`lazykern.tn._strided.bits_step`, which the planner applies). ``inside``: X is the arena's own
+    :func:`lazykern.tn._strided.bits_tile`, which the planner applies). ``inside``: X is the arena's own
     term, and the result goes over it (X's other labels keep their bits, the new spins take the
     summed-out spins' bits, then free ones, lowest first); otherwise the result is laid out from bit 0
     (X's other labels in X's order, the new spins lowest) and X is read where it lies.
@@ -144,6 +144,18 @@ def layout(
 def _holes(top: int, rows: set[int]) -> list[int]:
     """The bits below ``top`` that are not row bits: the kernel spreads a row's number over the others."""
     return [p for p in range(top) if p not in rows]
+
+
+def prefetch(be: Backend, like: Any, semiring: str, tiles: Sequence[tuple[int, int]]) -> None:
+    """The kernels of the arena's steps ``tiles`` (spins out, spins in) for values like ``like``, built in
+    threads at once (:meth:`lazykern.families.family.KernelFamily.prefetch`)."""
+    if be.xp is np:  # the GPU route on the host (tests): the reference runs
+        return
+    from ..launch import _device
+    from . import _arena_kernels
+
+    names = [_arena_kernels.kernel_name(semiring, be.dtype(like), kb, nb) for kb, nb in tiles]
+    _arena_kernels.family().prefetch(names, arch=_device.arch(be.device_of(like) or 0))
 
 
 def launch(be: Backend, x: Any, y: Any, c: Any, lay: dict[str, Any], semiring: str) -> None:

@@ -88,6 +88,10 @@ class Algebra:
         """A strided step (:mod:`._strided`): X read in place through ``lay``, Y contiguous."""
         return (_strided.launch(self.be, X[0], Y[0], lay, self.semiring),)
 
+    def prefetch(self, like: tuple[Any, ...], tiles: Sequence[tuple[int, int]]) -> None:
+        """Start building the kernels of the bit-addressed steps ``tiles`` (spins out, spins in) a run is
+        about to launch, operands like ``like``: an algebra with such steps (``bits``) names them."""
+
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
         """Elementwise semiring sum (slices of a sliced contraction)."""
         return (self.be.fmax(X[0], Y[0], self.semiring == "minplus"),)

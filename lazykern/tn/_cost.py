@@ -83,7 +83,8 @@ class Step(NamedTuple):
     own tensors (alive throughout: the caller holds them); ``bits``: how an executor with
     bit-addressed kernels (the counting algebra's) runs it: 0 as any step, 1 its large operand read
     where it lies (no copy), 2 also the result written over that operand (nothing allocated);
-    ``origins``: the step that made each operand (-1: a leaf), which :func:`arena_peak` follows."""
+    ``origins``: the step that made each operand (-1: a leaf), which :func:`arena_peak` follows;
+    ``tile``: a bit-addressed step's spins summed out and brought in, which name its kernel."""
 
     flops: int
     operands: tuple[int, ...]
@@ -93,6 +94,7 @@ class Step(NamedTuple):
     leaves: tuple[bool, ...] = ()
     bits: int = 0
     origins: tuple[int, ...] = ()
+    tile: tuple[int, int] = (0, 0)
 
 
 def step_seconds(step: Step, itemsize: int, rates: Rates) -> float:

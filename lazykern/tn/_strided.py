@@ -149,27 +149,28 @@ def bits_layout(
     }
 
 
-def bits_step(
+def bits_tile(
     big: Collection[Label], small: Collection[Label], kept: Collection[Label], sizes: dict[Label, int]
-) -> int:
+) -> tuple[int, int] | None:
     """How a step of a large operand with labels ``big`` and a small one with ``small``, keeping
     ``kept``, runs by :func:`bits_layout`, from its labels alone (the planner's view; the executor
-    also needs the operand C-contiguous): 0 not bit-addressed, 1 bit-addressed into a new array,
-    2 in place (over the large operand, when it is the step's own). Sliced labels are not passed:
-    the executor fixes them, so they are no axis."""
+    also needs the operand C-contiguous): (spins summed out, spins brought in), which name its kernel
+    (in place over the large operand, when that is the step's own, where the two are equal); None
+    where it is not bit-addressed. Sliced labels are not passed: the executor fixes them, so they are
+    no axis."""
     labels = list(big)
     if any(sizes[x] != 2 for x in labels) or any(sizes[x] != 2 for x in small):
-        return 0
+        return None
     con = [x for x in labels if x in small and x not in kept]
     batch = [x for x in labels if x in small and x in kept]
     right = [x for x in small if x not in big]
     if any(x not in kept for x in right):
-        return 0  # summed out of the small operand first: the executor's own step
+        return None  # summed out of the small operand first: the executor's own step
     if len(con) > BITS_MAX or len(right) > BITS_MAX or len(batch) > BATCH_BITS_MAX:
-        return 0
+        return None
     if max(len(labels), len(labels) - len(con) + len(right)) > ADDRESS_BITS:
-        return 0
-    return 2 if len(con) == len(right) else 1
+        return None
+    return len(con), len(right)
 
 
 def rows_reference(

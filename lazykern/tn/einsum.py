@@ -229,6 +229,7 @@ def contract_network(
     cached = bool(plan.sliced) and net.fits(plan, 0, cached=True)
     if spread is None:
         net.use_arena(plan)
+        net.prefetch(plan)
     with net.memory_guard(plan, 0, cached=cached):
         if spread is not None:
             return net.finish(_spread.contract(net, plan, spread, contract_slices, ship=ship))
@@ -847,13 +848,15 @@ def _plan_steps(
         # A sliced run caches the slice-independent operands of a slice-dependent step (_Network.run).
         pinned = sum(n for n, (_, d, origin) in zip(operands, picked) if sliced and depends and not d and origin >= 0)
         result = math.prod(size[x] for x in kept)
-        bits = 0
+        bits, tile = 0, (0, 0)
         if len(picked) == 2:  # bit-addressed; in place only over an intermediate of its own (no leaf, no cache)
             big, small = sorted(range(2), key=lambda i: -operands[i])
             labels, d, origin = picked[big]
             if operands[big] >= _contract.STRIDED_MIN:  # sliced labels are fixed in the run: no axis
                 unsliced = [x for x in labels if x not in sliced], [x for x in picked[small][0] if x not in sliced]
-                bits = _strided.bits_step(*unsliced, kept, sizes)
+                found = _strided.bits_tile(*unsliced, kept, sizes)
+                if found is not None:
+                    bits, tile = (2 if found[0] == found[1] else 1), found
             own = origin >= 0 and (not sliced or d)
             if bits == 2 and not (own and operands[big] == result):
                 bits = 1
@@ -867,6 +870,7 @@ def _plan_steps(
                 tuple(origin < 0 for _, _, origin in picked),
                 bits,
                 tuple(origin for _, _, origin in picked),
+                tile,
             )
         )
         terms.append((kept, depends, len(steps) - 1))
@@ -1119,6 +1123,29 @@ class _Network:
         if need * _cost.POOL_MARGIN <= free:
             log.info("contraction: the boundary held in one buffer of 2^%d entries (peak %.2f GiB)", bits, need / 2**30)
             alg.arena = _arena.Arena(bits)
+
+    def prefetch(self, plan: ContractionPlan) -> None:
+        """Start building, each in a thread, the kernels of ``plan``'s bit-addressed steps (the arena's, or
+        the counting algebra's): named by the plan's steps (:func:`plan_steps`), they compile beside each
+        other and the run's first steps rather than one after another at each first launch. A step the
+        executor runs otherwise leaves its kernel built and unused; one it runs so unforeseen builds then."""
+        if self.be.on_host:
+            return
+        steps, _ = self.priced(plan)
+        taken = [s for s in steps if s.bits]
+        arena = self.alg.arena
+        if arena is not None:  # the steps the arena's rules let into it (_cost.arena_run follows them)
+            leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
+            _, resident = _cost.arena_run(steps, leaves, self.entry_bytes, 1 << arena.bits)
+            taken = [steps[n] for n in sorted(resident)]
+        tiles = sorted({s.tile for s in taken})
+        if not tiles:
+            return
+        like = self.leaves[0].parts
+        if arena is not None:
+            _arena.prefetch(self.be, like[0], self.alg.semiring, tiles)
+        else:
+            self.alg.prefetch(like, tiles)
 
     @property
     def inplace(self) -> bool:
