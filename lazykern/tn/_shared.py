@@ -1,4 +1,4 @@
-"""Steps every pass of an exact count shares: the plan's small subtrees of leaves, contracted once.
+"""A plan's small subtrees of leaves contracted on the host: once for a count's passes, or an energy's.
 
 An exact count past int64 runs its whole plan once per pass, each in another ring (primes,
 :func:`lazykern.tn.counting.exact`). A step whose operands are leaves, or results of such steps, and
