@@ -231,6 +231,27 @@ def test_a_large_binary_boundary_takes_the_arena_where_two_fit():
     assert net.alg.arena is None
 
 
+def test_a_plan_whose_large_steps_the_arena_cannot_take_keeps_the_products_where_they_fit():
+    """A greedy order's large steps on a 3-regular graph are wide products (more spins summed at once than
+    the bit-addressed kernel takes): with the line under its largest intermediate, the arena is still not
+    taken where two boundaries fit; the same graph's network with the line above all of it neither."""
+    sg = nw.random_regular(40, 3, seed=1)
+    labels, tensors = nw._network(sg, sg.fitted(np, np.float32), np)
+    plan = E.contraction_plan(labels, (), dict.fromkeys(range(sg.n), 2), optimize="greedy", memory_limit=2**40)
+    steps = E.plan_steps(labels, (), dict.fromkeys(range(sg.n), 2), plan.path, {})
+    largest = max(s.result for s in steps)
+    with (
+        device_route(),
+        mock.patch.object(_backend.Backend, "free_bytes", lambda self: 80 * 2**30),
+        mock.patch.object(E, "ARENA_FASTER", largest),
+    ):
+        net = E.build_network(labels, (), tensors, "maxplus", _contract.Algebra)
+        net.use_arena(plan)
+    _, resident = _cost.arena_run(steps, sum(t.size for t in tensors), 4, largest)
+    assert not all(n in resident for n, s in enumerate(steps) if s.result >= largest)  # a wide step: refused
+    assert net.alg.arena is None
+
+
 def test_a_run_that_fits_neither_way_is_refused_with_the_figures():
     sg = nw.chimera(2, 2, 4, seed=2)
     with pytest.raises(DeviceMemoryError, match="GiB of device memory"):
@@ -279,6 +300,39 @@ def test_an_energy_in_the_arena_on_the_gpu_is_the_hosts():
     assert used and float(got) == want
 
 
+def test_an_energys_host_steps_then_its_arena_give_the_energy_on_the_gpu_route():
+    """ground_state_energy's GPU flow on the host stand-in: the plan for a device, its small steps on the host
+    (networks._host_first, one upload), then the shorter plan with its boundary in the arena from the line
+    (2^13 here: every step of that size is the arena's), which launches its steps and gives the energy."""
+    import types
+
+    rng = np.random.default_rng(18)
+    base = nw.square_lattice(20, seed=5)
+    sg = nw.SpinGlass(base.n, base.edges, rng.integers(-9, 10, len(base.edges)), rng.integers(-3, 4, base.n))
+    fit = sg.fitted(np, None)
+    fake = types.SimpleNamespace(__name__="fakegpu", asarray=np.asarray)
+    free = mock.patch.object(_backend.Backend, "free_bytes", lambda self: 140 * 2**30)
+    with mock.patch.object(nw, "backend_of", lambda x: (ROUTE, x)), free:
+        plan = nw._plan(sg, module=np, dtype=fit.dtype, arena=True)
+        labels, tensors, how = nw._host_first(sg, fit, fake, plan)
+    assert len(how.path) < len(plan.path)
+    launched = []
+    real = _arena.launch
+
+    def launch(*a, **kw):
+        launched.append(1)
+        return real(*a, **kw)
+
+    with (
+        device_route(),
+        free,
+        mock.patch.object(E, "ARENA_FASTER", 1 << 13),
+        mock.patch.object(_arena, "launch", launch),
+    ):
+        got = E.contract_network(labels, (), tensors, optimize=how)
+    assert launched and fit.answer(-got.item()) == nw.ground_state_energy(sg)
+
+
 @pytest.mark.gpu
 def test_the_defaults_take_the_arena_from_its_line_and_give_the_hosts_energy():
     """A 20 x 20 lattice (the smallest the defaults contract on the GPU, not in NumPy) of random integer
@@ -296,7 +350,7 @@ def test_the_defaults_take_the_arena_from_its_line_and_give_the_hosts_energy():
         used.append(1)
         return real(*a, **kw)
 
-    with mock.patch.object(E, "ARENA_FASTER", 1 << 12), mock.patch.object(_arena, "launch", launch):
+    with mock.patch.object(E, "ARENA_FASTER", 1 << 13), mock.patch.object(_arena, "launch", launch):
         got = nw.ground_state_energy(sg, module=cupy)
     assert used and got == want
 

@@ -1098,8 +1098,8 @@ class _Network:
 
     def use_arena(self, plan: ContractionPlan) -> None:
         """Keep the boundary of ``plan``'s run in one buffer (:mod:`._arena`): an unsliced max-plus / min-plus
-        contraction of float values on CuPy whose largest intermediate has ARENA_FASTER entries or more (every
-        label of size 2), or whose predicted peak (two boundaries at a step) does not fit the free device memory, while
+        contraction of float values on CuPy whose large steps the arena takes (:meth:`_arena_faster`), or whose
+        predicted peak (two boundaries at a step) does not fit the free device memory, while
         :func:`._cost.arena_peak` does. Only for a run on one thread with no slice cache and no kept argmax
         (:func:`contract_network`), whose every intermediate is its own: the arena's rules free a term the
         step after it is read."""
@@ -1114,15 +1114,25 @@ class _Network:
             return
         steps, _ = self.priced(plan)
         largest = max((s.result for s in steps), default=1)
-        binary = all(n == 2 for n in self.sizes.values())  # every step's terms can be the arena's
-        if (largest < ARENA_FASTER or not binary) and self.fits(plan, 0, cached=False):
-            return
         bits = largest.bit_length() - 1
         leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
+        if self.fits(plan, 0, cached=False) and not self._arena_faster(steps, largest, leaves, bits):
+            return
         need = _cost.arena_peak(steps, leaves, self.entry_bytes, 1 << bits)
         if need * _cost.POOL_MARGIN <= free:
             log.info("contraction: the boundary held in one buffer of 2^%d entries (peak %.2f GiB)", bits, need / 2**30)
             alg.arena = _arena.Arena(bits)
+
+    def _arena_faster(self, steps: list[_cost.Step], largest: int, leaves: int, bits: int) -> bool:
+        """Whether a run that fits as it is takes the arena all the same: its largest intermediate has
+        ARENA_FASTER entries or more, every label is binary, and every step of that size runs in the arena
+        by its rules (:func:`._cost.arena_run`): a boundary sweep's, whose row steps would copy the boundary
+        to each one's layout. A plan whose large steps are products the arena cannot take (a greedy order's
+        wide contractions) keeps the batched products."""
+        if largest < ARENA_FASTER or any(n != 2 for n in self.sizes.values()):
+            return False
+        _, resident = _cost.arena_run(steps, leaves, self.entry_bytes, 1 << bits)
+        return all(n in resident for n, s in enumerate(steps) if s.result >= ARENA_FASTER)
 
     def prefetch(self, plan: ContractionPlan) -> None:
         """Start building, each in a thread, the kernels of ``plan``'s bit-addressed steps (the arena's, or
