@@ -207,49 +207,41 @@ def test_a_large_binary_boundary_takes_the_arena_where_two_fit():
     plan = E.ContractionPlan(tuple(orders.sweep_path(labels, nw._order(sg), 2)), {}, 0, 0)
     largest = max(s.result for s in E.plan_steps(labels, (), dict.fromkeys(range(sg.n), 2), plan.path, {}))
     for line, taken in ((largest, True), (2 * largest, False)):
-        with (
-            device_route(),
-            mock.patch.object(_backend.Backend, "free_bytes", lambda self: 80 * 2**30),
-            mock.patch.object(E, "ARENA_FASTER", line),
-        ):
-            net = E.build_network(labels, (), tensors, "maxplus", _contract.Algebra)
-            net.use_arena(plan)
-        assert (net.alg.arena is not None) == taken, line
-        if taken:
-            assert 1 << net.alg.arena.bits == largest
+        arena = _arena_taken(labels, tensors, plan, line)
+        assert (arena is not None) == taken, line
+        if arena is not None:
+            assert 1 << arena.bits == largest
     rng = np.random.default_rng(4)
     ternary = [rng.integers(-5, 5, (3, 3)).astype(np.float32) for _ in range(12)]
     chain = [(i, i + 1) for i in range(12)]
+    assert _arena_taken(chain, ternary, "auto", 1) is None
+
+
+def _arena_taken(labels, tensors, plan, line):
+    """The arena use_arena takes for ``plan`` (or "auto") on the GPU route with 80 GiB free and
+    ARENA_FASTER at ``line``, or None."""
     with (
         device_route(),
         mock.patch.object(_backend.Backend, "free_bytes", lambda self: 80 * 2**30),
-        mock.patch.object(E, "ARENA_FASTER", 1),
+        mock.patch.object(E, "ARENA_FASTER", line),
     ):
-        net = E.build_network(chain, (), ternary, "maxplus", _contract.Algebra)
-        plan = net.plan("auto", (), None, None)
-        net.use_arena(plan)
-    assert net.alg.arena is None
+        net = E.build_network(labels, (), tensors, "maxplus", _contract.Algebra)
+        net.use_arena(net.plan(plan, (), None, None) if plan == "auto" else plan)
+    return net.alg.arena
 
 
 def test_a_plan_whose_large_steps_the_arena_cannot_take_keeps_the_products_where_they_fit():
     """A greedy order's large steps on a 3-regular graph are wide products (more spins summed at once than
-    the bit-addressed kernel takes): with the line under its largest intermediate, the arena is still not
-    taken where two boundaries fit; the same graph's network with the line above all of it neither."""
+    the bit-addressed kernel takes): with the line at its largest intermediate, the arena is still not
+    taken where two boundaries fit."""
     sg = nw.random_regular(40, 3, seed=1)
     labels, tensors = nw._network(sg, sg.fitted(np, np.float32), np)
     plan = E.contraction_plan(labels, (), dict.fromkeys(range(sg.n), 2), optimize="greedy", memory_limit=2**40)
     steps = E.plan_steps(labels, (), dict.fromkeys(range(sg.n), 2), plan.path, {})
     largest = max(s.result for s in steps)
-    with (
-        device_route(),
-        mock.patch.object(_backend.Backend, "free_bytes", lambda self: 80 * 2**30),
-        mock.patch.object(E, "ARENA_FASTER", largest),
-    ):
-        net = E.build_network(labels, (), tensors, "maxplus", _contract.Algebra)
-        net.use_arena(plan)
     _, resident = _cost.arena_run(steps, sum(t.size for t in tensors), 4, largest)
     assert not all(n in resident for n, s in enumerate(steps) if s.result >= largest)  # a wide step: refused
-    assert net.alg.arena is None
+    assert _arena_taken(labels, tensors, plan, largest) is None
 
 
 def test_a_run_that_fits_neither_way_is_refused_with_the_figures():
