@@ -124,10 +124,13 @@ def test_prefetch_builds_each_kernel_once_in_threads_and_get_waits_for_it(tmp_pa
     for n in ("one", "two"):
         fam.add(n, f'extern "C" __global__ void {n}(int *a) {{ *a = ONE; }}', signature=["ptr"])
     start = time.perf_counter()
-    fam.prefetch(["one", "two", "one"], arch="sm_90")
-    assert time.perf_counter() - start < 0.5  # nothing compiled on the caller's thread
+    threads = fam.prefetch(["one", "two", "one"], arch="sm_90")
+    assert time.perf_counter() - start < 0.5 and len(threads) == 2  # nothing compiled on the caller's thread
     assert {k.name for k in (fam.get("one", "sm_90"), fam.get("two", "sm_90"))} == {"one", "two"}
-    fam.prefetch(["one"], arch="sm_90")
+    for thread in threads:  # the caller's to join: each ends with its build
+        thread.join(timeout=60)
+        assert not thread.is_alive()
+    assert fam.prefetch(["one"], arch="sm_90") == []
     assert fam.compile_calls == 2
 
 
@@ -138,6 +141,7 @@ def test_prefetch_of_a_kernel_that_fails_leaves_the_error_to_get(tmp_path):
 
     fam = KernelFamily("prefetch_bad", "", cache=KernelCache(str(tmp_path)))
     fam.add("bad", 'extern "C" __global__ void bad(int *a) { *a = NOPE; }', signature=["ptr"])
-    fam.prefetch(["bad"], arch="sm_90")
+    for thread in fam.prefetch(["bad"], arch="sm_90"):
+        thread.join(timeout=60)
     with pytest.raises(CompileError):
         fam.get("bad", "sm_90")

@@ -401,7 +401,7 @@ def test_the_kernels_prefetched_are_those_the_arena_launches(group):
         return real(*a, **kw)
 
     with (
-        mock.patch.object(_arena, "prefetch", lambda be, like, semiring, tiles: asked.append(set(tiles))),
+        mock.patch.object(_arena, "prefetch", lambda be, like, semiring, tiles: asked.append(set(tiles)) or []),
         mock.patch.object(_arena, "launch", launch),
     ):
         want, got, *_ = _sweep_run(sg, group)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 from dataclasses import replace
 from unittest import mock
@@ -261,6 +262,7 @@ def test_the_counting_kernels_prefetched_are_those_the_passes_launch():
     def prefetch(self, like, tiles):
         asked.append(set(tiles))
         launched.append(set())
+        return []
 
     with (
         device_route(),
@@ -271,3 +273,39 @@ def test_the_counting_kernels_prefetched_are_those_the_passes_launch():
     ):
         nw.degeneracy(sg, memory_limit=2**28)
     assert asked and asked == launched and all(asked)
+
+
+def test_a_run_joins_the_builds_it_started_before_it_returns():
+    """contract_network owns the threads its plan's prefetch started: each is joined before the call
+    returns, and also when the run fails."""
+    import threading
+
+    sg = nw.square_lattice(6, seed=1)
+    labels, tensors = nw._network(sg, sg.fitted(np, np.float32), np)
+    started = []
+
+    def prefetch(self, plan):
+        thread = threading.Thread(target=lambda: None)
+        thread.start()
+        started.append(thread)
+        return [thread]
+
+    joined = []
+    real_join = threading.Thread.join
+
+    def join(self, timeout=None):
+        joined.append(self)
+        return real_join(self, timeout)
+
+    E = importlib.import_module("lazykern.tn.einsum")
+    with (
+        device_route(),
+        mock.patch.object(E._Network, "prefetch", prefetch),
+        mock.patch.object(threading.Thread, "join", join),
+        mock.patch.object(_backend.Backend, "out_of_memory", lambda self, exc: False),
+    ):
+        contract_network(labels, (), tensors)
+        with mock.patch.object(E, "contract_slices", mock.Mock(side_effect=RuntimeError("boom"))):
+            with pytest.raises(RuntimeError, match="boom"):
+                contract_network(labels, (), tensors)
+    assert len(started) == 2 and all(t in joined for t in started)

@@ -176,20 +176,25 @@ class KernelFamily:
                 self._kernels[(name, arch)] = kernel
         return kernel
 
-    def prefetch(self, names: Iterable[str], arch: str | None = None) -> None:
+    def prefetch(self, names: Iterable[str], arch: str | None = None) -> list[threading.Thread]:
         """Start building ``names`` for ``arch`` (default: the current device's) at once, each in a thread
-        of its own, and return: for kernels a caller knows it is about to launch (a contraction's plan
-        names them), so their compiles run beside each other and beside the caller's own work, not one
-        after another at each first launch. A :meth:`get` of one meanwhile waits for its build (the
-        per-kernel lock) rather than starting another. A build that fails is left to that ``get`` to
-        raise; the threads are daemons (at exit, a store still being written waits as any does)."""
+        of its own, and return those threads: for kernels a caller knows it is about to launch (a
+        contraction's plan names them), so their compiles run beside each other and beside the caller's
+        own work, not one after another at each first launch. A :meth:`get` of one meanwhile waits for
+        its build (the per-kernel lock) rather than starting another. The caller owns the threads and
+        joins them before its call returns (a build it ends up not needing included); a build that fails
+        is left to the ``get`` that needs it to raise."""
         arch = compiler.normalize_arch(arch)
+        threads = []
         for name in dict.fromkeys(names):
             if (name, arch) in self._kernels:
                 continue
-            threading.Thread(
+            thread = threading.Thread(
                 target=self._prefetch_one, args=(name, arch), daemon=True, name="lazykern-prefetch"
-            ).start()
+            )
+            thread.start()
+            threads.append(thread)
+        return threads
 
     def _prefetch_one(self, name: str, arch: str) -> None:
         try:

@@ -16,6 +16,7 @@ size writes over it: the boundary never moves and no second copy is held. The pl
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -146,16 +147,16 @@ def _holes(top: int, rows: set[int]) -> list[int]:
     return [p for p in range(top) if p not in rows]
 
 
-def prefetch(be: Backend, like: Any, semiring: str, tiles: Sequence[tuple[int, int]]) -> None:
+def prefetch(be: Backend, like: Any, semiring: str, tiles: Sequence[tuple[int, int]]) -> list[threading.Thread]:
     """The kernels of the arena's steps ``tiles`` (spins out, spins in) for values like ``like``, built in
-    threads at once (:meth:`lazykern.families.family.KernelFamily.prefetch`)."""
+    threads at once (:meth:`lazykern.families.family.KernelFamily.prefetch`): the threads, to join."""
     if be.xp is np:  # the GPU route on the host (tests): the reference runs
-        return
+        return []
     from ..launch import _device
     from . import _arena_kernels
 
     names = [_arena_kernels.kernel_name(semiring, be.dtype(like), kb, nb) for kb, nb in tiles]
-    _arena_kernels.family().prefetch(names, arch=_device.arch(be.device_of(like) or 0))
+    return _arena_kernels.family().prefetch(names, arch=_device.arch(be.device_of(like) or 0))
 
 
 def launch(be: Backend, x: Any, y: Any, c: Any, lay: dict[str, Any], semiring: str) -> None:

@@ -17,6 +17,7 @@ gradients come from the same kernels.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple
 
@@ -88,9 +89,11 @@ class Algebra:
         """A strided step (:mod:`._strided`): X read in place through ``lay``, Y contiguous."""
         return (_strided.launch(self.be, X[0], Y[0], lay, self.semiring),)
 
-    def prefetch(self, like: tuple[Any, ...], tiles: Sequence[tuple[int, int]]) -> None:
+    def prefetch(self, like: tuple[Any, ...], tiles: Sequence[tuple[int, int]]) -> list[threading.Thread]:
         """Start building the kernels of the bit-addressed steps ``tiles`` (spins out, spins in) a run is
-        about to launch, operands like ``like``: an algebra with such steps (``bits``) names them."""
+        about to launch, operands like ``like``: an algebra with such steps (``bits``) names them. The
+        threads building them, for the run to join."""
+        return []
 
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
         """Elementwise semiring sum (slices of a sliced contraction)."""

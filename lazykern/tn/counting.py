@@ -34,6 +34,7 @@ import itertools
 import logging
 import math
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -683,14 +684,14 @@ class CountingAlgebra(Algebra):
             _launch_bits(self.be, X, Y, out, lay, self.semiring, self.moduli)
         return out
 
-    def prefetch(self, like: tuple[Any, ...], tiles: Sequence[tuple[int, int]]) -> None:
+    def prefetch(self, like: tuple[Any, ...], tiles: Sequence[tuple[int, int]]) -> list[threading.Thread]:
         """The bit-addressed kernels of ``tiles`` for operands like ``like`` (values, then one count array
-        per residue), built in threads at once (:meth:`KernelFamily.prefetch`)."""
+        per residue), built in threads at once (:meth:`KernelFamily.prefetch`): the threads, to join."""
         if self.be.on_host or self.be.xp is np:  # the GPU route on the host (tests) runs the reference
-            return
+            return []
         value, count, residues = self.be.dtype(like[0]), self.be.dtype(like[1]), len(like) - 1
         names = [kernel_name(self.semiring, value, count, rows=f"bits{kb}{nb}", residues=residues) for kb, nb in tiles]
-        family.prefetch(names, arch=_device.arch(self.be.device_of(like[0]) or 0))
+        return family.prefetch(names, arch=_device.arch(self.be.device_of(like[0]) or 0))
 
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
         """Combine two slices: the better value, counts added where both reach it."""

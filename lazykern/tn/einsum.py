@@ -68,6 +68,7 @@ import itertools
 import logging
 import math
 import numbers
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
@@ -227,13 +228,18 @@ def contract_network(
         spread = None
     # Slices reuse the results no sliced label reaches, unless keeping them would not fit the device.
     cached = bool(plan.sliced) and net.fits(plan, 0, cached=True)
+    building: list[threading.Thread] = []
     if spread is None:
         net.use_arena(plan)
-        net.prefetch(plan)
-    with net.memory_guard(plan, 0, cached=cached):
-        if spread is not None:
-            return net.finish(_spread.contract(net, plan, spread, contract_slices, ship=ship))
-        return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if cached else None))
+        building = net.prefetch(plan)
+    try:
+        with net.memory_guard(plan, 0, cached=cached):
+            if spread is not None:
+                return net.finish(_spread.contract(net, plan, spread, contract_slices, ship=ship))
+            return net.finish(contract_slices(net, plan, 0, plan.nslices, {} if cached else None))
+    finally:
+        for thread in building:  # the run's own builds end with it (each one its steps would have waited for)
+            thread.join()
 
 
 def _home(net: _Network) -> int | None:
@@ -1134,13 +1140,14 @@ class _Network:
         _, resident = _cost.arena_run(steps, leaves, self.entry_bytes, 1 << bits)
         return all(n in resident for n, s in enumerate(steps) if s.result >= ARENA_FASTER)
 
-    def prefetch(self, plan: ContractionPlan) -> None:
+    def prefetch(self, plan: ContractionPlan) -> list[threading.Thread]:
         """Start building, each in a thread, the kernels of ``plan``'s bit-addressed steps (the arena's, or
         the counting algebra's): named by the plan's steps (:func:`plan_steps`), they compile beside each
         other and the run's first steps rather than one after another at each first launch. A step the
-        executor runs otherwise leaves its kernel built and unused; one it runs so unforeseen builds then."""
+        executor runs otherwise leaves its kernel built and unused; one it runs so unforeseen builds then.
+        Returns the threads, which the run joins before it returns (:func:`contract_network`)."""
         if self.be.on_host:
-            return
+            return []
         steps, _ = self.priced(plan)
         taken = [s for s in steps if s.bits]
         arena = self.alg.arena
@@ -1150,12 +1157,11 @@ class _Network:
             taken = [steps[n] for n in sorted(resident)]
         tiles = sorted({s.tile for s in taken})
         if not tiles:
-            return
+            return []
         like = self.leaves[0].parts
         if arena is not None:
-            _arena.prefetch(self.be, like[0], self.alg.semiring, tiles)
-        else:
-            self.alg.prefetch(like, tiles)
+            return _arena.prefetch(self.be, like[0], self.alg.semiring, tiles)
+        return self.alg.prefetch(like, tiles)
 
     @property
     def inplace(self) -> bool:
