@@ -39,8 +39,9 @@ class Arena:
     checkpoint, one thread) uses an arena, so a term read by a step is dead after it: the step that
     reads the held term without writing into the arena frees it (:meth:`consumed`)."""
 
-    def __init__(self, bits: int) -> None:
+    def __init__(self, bits: int, resident: frozenset[int] = frozenset()) -> None:
         self.bits = bits
+        self.resident = resident  # the plan's steps the arena's rules let into it (_cost.arena_run)
         self.buffer: Any = None
         self.held = False
 

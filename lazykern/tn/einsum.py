@@ -1104,11 +1104,13 @@ class _Network:
 
     def use_arena(self, plan: ContractionPlan) -> None:
         """Keep the boundary of ``plan``'s run in one buffer (:mod:`._arena`): an unsliced max-plus / min-plus
-        contraction of float values on CuPy whose large steps the arena takes (:meth:`_arena_faster`), or whose
-        predicted peak (two boundaries at a step) does not fit the free device memory, while
-        :func:`._cost.arena_peak` does. Only for a run on one thread with no slice cache and no kept argmax
-        (:func:`contract_network`), whose every intermediate is its own: the arena's rules free a term the
-        step after it is read."""
+        contraction of float values on CuPy whose predicted peak (two boundaries at a step) does not fit the
+        free device memory, while :func:`._cost.arena_peak` does; or, where it fits, whose largest
+        intermediate has ARENA_FASTER entries or more, every label binary, and every step of that size one the
+        arena takes by its rules (:func:`._cost.arena_run`: a boundary sweep's, whose row steps would copy
+        the boundary to each one's layout; not a greedy order's wide products, which stay batched). Only
+        for a run on one thread with no slice cache and no kept argmax (:func:`contract_network`), whose
+        every intermediate is its own: the arena's rules free a term the step after it is read."""
         alg = self.alg
         alg.arena = None
         if plan.nslices > 1 or alg.counting or alg.nparts != 1 or alg.grad or not alg.strided:
@@ -1122,23 +1124,15 @@ class _Network:
         largest = max((s.result for s in steps), default=1)
         bits = largest.bit_length() - 1
         leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
-        if self.fits(plan, 0, cached=False) and not self._arena_faster(steps, largest, leaves, bits):
+        fits = self.fits(plan, 0, cached=False)
+        if fits and (largest < ARENA_FASTER or any(n != 2 for n in self.sizes.values())):
             return
-        need = _cost.arena_peak(steps, leaves, self.entry_bytes, 1 << bits)
+        need, resident = _cost.arena_run(steps, leaves, self.entry_bytes, 1 << bits)
+        if fits and not all(n in resident for n, s in enumerate(steps) if s.result >= ARENA_FASTER):
+            return  # its large steps are products the arena cannot take (a greedy order's): they stay batched
         if need * _cost.POOL_MARGIN <= free:
             log.info("contraction: the boundary held in one buffer of 2^%d entries (peak %.2f GiB)", bits, need / 2**30)
-            alg.arena = _arena.Arena(bits)
-
-    def _arena_faster(self, steps: list[_cost.Step], largest: int, leaves: int, bits: int) -> bool:
-        """Whether a run that fits as it is takes the arena all the same: its largest intermediate has
-        ARENA_FASTER entries or more, every label is binary, and every step of that size runs in the arena
-        by its rules (:func:`._cost.arena_run`): a boundary sweep's, whose row steps would copy the boundary
-        to each one's layout. A plan whose large steps are products the arena cannot take (a greedy order's
-        wide contractions) keeps the batched products."""
-        if largest < ARENA_FASTER or any(n != 2 for n in self.sizes.values()):
-            return False
-        _, resident = _cost.arena_run(steps, leaves, self.entry_bytes, 1 << bits)
-        return all(n in resident for n, s in enumerate(steps) if s.result >= ARENA_FASTER)
+            alg.arena = _arena.Arena(bits, resident)
 
     def prefetch(self, plan: ContractionPlan) -> list[threading.Thread]:
         """Start building, each in a thread, the kernels of ``plan``'s bit-addressed steps (the arena's, or
@@ -1149,12 +1143,9 @@ class _Network:
         if self.be.on_host:
             return []
         steps, _ = self.priced(plan)
-        taken = [s for s in steps if s.bits]
         arena = self.alg.arena
-        if arena is not None:  # the steps the arena's rules let into it (_cost.arena_run follows them)
-            leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
-            _, resident = _cost.arena_run(steps, leaves, self.entry_bytes, 1 << arena.bits)
-            taken = [steps[n] for n in sorted(resident)]
+        # the arena's: the steps its rules let into it (use_arena read them off _cost.arena_run)
+        taken = [s for s in steps if s.bits] if arena is None else [steps[n] for n in sorted(arena.resident)]
         tiles = sorted({s.tile for s in taken})
         if not tiles:
             return []
@@ -1532,10 +1523,10 @@ class _Network:
         return parts if self.alg.nparts > 1 else parts[0]
 
 
-# Entries of a largest intermediate from which an energy's boundary is held in one buffer even where two fit:
+# Entries of a largest intermediate from which a sweep's boundary is held in one buffer even where two fit:
 # its bit-addressed steps read the boundary where it lies, while the row kernel's steps copy it to the
-# layout each needs (a 32 x 32 sweep's copies took 0.95 s of GPU time beside its 0.63 s of row steps), so
-# the same energy ran in 1.10 s against 1.38-1.46 s (H200, warm, benchmarks/results/s63-h200).
+# layout each needs, so a 32 x 32 energy ran in 1.15 s against 1.38 s (medians of 6 warm calls alternating
+# in one process, H200: benchmarks/results/s63-h200/call6-arena-ab.json).
 ARENA_FASTER = 1 << 24
 
 

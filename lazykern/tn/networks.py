@@ -205,7 +205,7 @@ def _network(sg: SpinGlass, fit: _exact.Fitted, module: Any) -> tuple[list[Any],
 def _host_first(sg: SpinGlass, fit: _exact.Fitted, module: Any, how: Any) -> tuple[list[Any], list[Any], Any]:
     """(labels, tensors on ``module``'s device, plan) of an energy: where ``how`` is an unsliced plan for a
     GPU, its small steps over leaves (:func:`._shared.split`: each spin's field and couplings summed into
-    the piece a boundary step absorbs, 2681 of a 32 x 32 sweep's 3007 steps) run on the host first
+    the piece a boundary step absorbs, 2687 of a 32 x 32 sweep's 3007 steps) run on the host first
     (:func:`._shared.run_values`), and the device gets their results in one copy and the plan's other steps."""
     labels, tensors = _network(sg, fit, np)
     if getattr(module, "__name__", "") == "numpy":
