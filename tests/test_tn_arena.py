@@ -4,6 +4,7 @@ rules; the planner taking it where two boundaries do not fit."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 from pathlib import Path
@@ -95,6 +96,20 @@ def test_the_layout_keeps_rows_in_place_and_refuses_what_the_kernel_cannot_take(
     assert _arena.layout([0, 1], [1, 0], [1, 5], {0}, bits=8, inside=False) is None  # Y's own spin summed
     assert _arena.positions(ROUTE, np.zeros((2, 2, 2))[:, :, ::-1]) is None  # a negative stride: no bit
     assert _arena.positions(ROUTE, np.zeros((2, 3))) is None
+
+
+@contextlib.contextmanager
+def _launches():
+    """The layouts of the arena steps launched inside (each launch runs as it would)."""
+    lays = []
+    real = _arena.launch
+
+    def launch(*a, **kw):
+        lays.append(a[4])
+        return real(*a, **kw)
+
+    with mock.patch.object(_arena, "launch", launch):
+        yield lays
 
 
 def _sweep_run(sg, group, free=10**12):
@@ -280,14 +295,7 @@ def test_an_energy_in_the_arena_on_the_gpu_is_the_hosts():
     labels, tensors = nw._network(sg, sg.fitted(np, np.float32), np)
     plan = nw.plan(sg, dtype=np.float32)
     want = float(E.contract_network(labels, (), tensors, optimize=plan))
-    used = []
-    real = _arena.launch
-
-    def launch(*a, **kw):
-        used.append(1)
-        return real(*a, **kw)
-
-    with mock.patch.object(E._Network, "fits", lambda *a, **kw: False), mock.patch.object(_arena, "launch", launch):
+    with mock.patch.object(E._Network, "fits", lambda *a, **kw: False), _launches() as used:
         got = E.contract_network(labels, (), [cupy.asarray(t) for t in tensors], optimize=plan)
     assert used and float(got) == want
 
@@ -308,19 +316,7 @@ def test_an_energys_host_steps_then_its_arena_give_the_energy_on_the_gpu_route()
         plan = nw._plan(sg, module=np, dtype=fit.dtype, arena=True)
         labels, tensors, how = nw._host_first(sg, fit, fake, plan)
     assert len(how.path) < len(plan.path)
-    launched = []
-    real = _arena.launch
-
-    def launch(*a, **kw):
-        launched.append(1)
-        return real(*a, **kw)
-
-    with (
-        device_route(),
-        free,
-        mock.patch.object(E, "ARENA_FASTER", 1 << 13),
-        mock.patch.object(_arena, "launch", launch),
-    ):
+    with device_route(), free, mock.patch.object(E, "ARENA_FASTER", 1 << 13), _launches() as launched:
         got = E.contract_network(labels, (), tensors, optimize=how)
     assert launched and fit.answer(-got.item()) == nw.ground_state_energy(sg)
 
@@ -335,14 +331,7 @@ def test_the_defaults_take_the_arena_from_its_line_and_give_the_hosts_energy():
     base = nw.square_lattice(20, seed=5)
     sg = nw.SpinGlass(base.n, base.edges, rng.integers(-9, 10, len(base.edges)), rng.integers(-3, 4, base.n))
     want = nw.ground_state_energy(sg)
-    used = []
-    real = _arena.launch
-
-    def launch(*a, **kw):
-        used.append(1)
-        return real(*a, **kw)
-
-    with mock.patch.object(E, "ARENA_FASTER", 1 << 13), mock.patch.object(_arena, "launch", launch):
+    with mock.patch.object(E, "ARENA_FASTER", 1 << 13), _launches() as used:
         got = nw.ground_state_energy(sg, module=cupy)
     assert used and got == want
 
@@ -375,14 +364,7 @@ def test_an_energy_in_the_arena_with_devices_all_is_the_hosts():
     base = nw.chimera(4, 4, 4, seed=4)
     sg = nw.SpinGlass(base.n, base.edges, rng.integers(-9, 10, len(base.edges)), rng.integers(-3, 4, base.n))
     want = nw.ground_state_energy(sg)
-    used = []
-    real = _arena.launch
-
-    def launch(*a, **kw):
-        used.append(1)
-        return real(*a, **kw)
-
-    with mock.patch.object(E._Network, "fits", lambda *a, **kw: False), mock.patch.object(_arena, "launch", launch):
+    with mock.patch.object(E._Network, "fits", lambda *a, **kw: False), _launches() as used:
         got = nw.ground_state_energy(sg, module="cupy", devices="all")
     assert used and got == want
 
