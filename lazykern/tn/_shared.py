@@ -12,9 +12,10 @@ the order the steps run in (a label is summed where no other term still carries 
 the step's subtree that carries it keeps it carried), so the shorter plan's steps are the plan's own.
 
 An energy on a GPU runs the same steps on the host for another reason (:func:`run_values`): each is a
-launch and ~0.35 ms of the executor's Python there (0.9-1.3 s of a 32 x 32 energy's 2.4 s pass on an
-H200, benchmarks/results/s62-h200/call1), against a few broadcast NumPy operations here (~25 us a step:
-a 32 x 32 lattice's 2687 in about 60 ms on one core). Max-plus and min-plus values are exact in any order
+launch and the executor's Python there, against a few broadcast NumPy operations here (~25 us a step: a
+32 x 32 lattice's 2687 in about 60 ms on one core); that energy took 1.26 s with them on the host against
+1.45 s without (medians of 6 warm calls alternating in one process on an H200,
+benchmarks/results/s63-h200/README.json, call 8). Max-plus and min-plus values are exact in any order
 wherever they are exact at all (the solvers' dtypes keep every partial sum exact), so the host's results
 are the device's.
 
