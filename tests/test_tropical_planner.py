@@ -273,3 +273,52 @@ def test_a_costly_network_gets_a_second_search_where_the_first_leaves_it_costly(
         monkeypatch.setattr(E, "_costs", lambda *a: (2, 4) if a[3] == path else (2, 2**40))
         contraction_plan(edges, (), sizes, optimize="cotengra", memory_limit=2**40, store=False)
         assert searches == [(base, 0, False)]
+
+
+def _fresh_sweep(sg):
+    """networks._sweep for ``sg`` as a new process calls it: nothing kept in this process."""
+    from lazykern.tn import _cost
+
+    networks._sweeps.clear()
+    labels = sg.labels()
+    return networks._sweep(sg, labels, dict.fromkeys(range(sg.n), 2), _cost.rates_for(False, 4), 4)
+
+
+def test_a_large_sweep_is_kept_in_the_store_and_replayed_without_a_search(store, monkeypatch):
+    """From SWEEP_STORED_FROM tensors the sweep's choice is stored: the next process (its own cache empty)
+    replays it (no order found, no grouping priced) and gets the very plan and steps; another instance of
+    the same structure with positions is another key."""
+    from lazykern.tn import orders
+
+    sg = networks.square_lattice(20, seed=1)  # 1160 tensors
+    assert len(sg.labels()) >= networks.SWEEP_STORED_FROM
+    plan, steps = _fresh_sweep(sg)
+    rows = [r for r in store.entries() if r.get("family") == "tropical_plan"]
+    assert len(rows) == 1
+
+    def no_search(*a, **k):
+        raise AssertionError("the stored sweep should have been replayed")
+
+    monkeypatch.setattr(orders, "sweep_path", no_search)
+    monkeypatch.setattr(networks, "_order", no_search)
+    again, again_steps = _fresh_sweep(networks.square_lattice(20, seed=7))  # other couplings, same graph
+    assert again == plan and again_steps == steps
+    moved = networks.SpinGlass(sg.n, sg.edges, sg.J, sg.h, sg.positions * 2.0)  # positions feed the order
+    with pytest.raises(AssertionError, match="replayed"):
+        _fresh_sweep(moved)
+    small = networks.square_lattice(8, seed=1)  # under the line: searched, never stored
+    monkeypatch.undo()
+    _fresh_sweep(small)
+    assert len([r for r in store.entries() if r.get("family") == "tropical_plan"]) == 1
+
+
+def test_a_damaged_stored_sweep_is_dropped_and_searched_again(store, caplog):
+    sg = networks.square_lattice(20, seed=1)
+    plan, _ = _fresh_sweep(sg)
+    (row,) = [r for r in store.entries() if r.get("family") == "tropical_plan"]
+    entry = store.lookup(row["key"])
+    bad = json.loads(entry.code)
+    bad["path"] = bad["path"][:-1]  # a sound entry (digest and all) holding a path that does not finish
+    store.store(row["key"], json.dumps(bad).encode(), entry.meta)
+    again, _ = _fresh_sweep(sg)
+    assert "damaged" in caplog.text and again == plan

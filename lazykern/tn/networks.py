@@ -17,6 +17,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import math
 import time
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LazykernWarning, warn_user
-from . import _arena, _cost, _eliminate, _exact, _instance, _procs, _shared, _upload, orders
+from . import _arena, _cost, _eliminate, _exact, _instance, _plan_store, _procs, _shared, _upload, orders
 from ._backend import DEFAULT_HOST_LIMIT, backend_of
 from ._planner import DEFAULT_MAX_TIME
 from .counting import CountingAlgebra, count_network
@@ -498,13 +499,31 @@ def _sweep(
     step, whichever :mod:`._cost` predicts quickest on the device: 3 spins a step costs a third more
     multiply-adds on a square lattice but passes over the boundary a third as often as 1 (and K, N <= 8
     keeps tropical.bmm's row kernel). Returned with its steps as :mod:`._cost` prices them. Kept per
-    graph for the process: a script solving many couplings of one lattice sweeps it once."""
+    graph for the process (a script solving many couplings of one lattice sweeps it once), and from
+    SWEEP_STORED_FROM tensors in the lazykern store (the next process replays it, costs checked)."""
     positions = getattr(sg, "positions", None)
     where = None if positions is None else np.asarray(positions).tobytes()
     key: tuple[Any, ...] = (sg.n, sg.edges.tobytes(), sg.order, where, rates, itemsize)
     found = _sweeps.get(key)
     if found is not None:
         return found
+    if len(_sweeps) >= _SWEEPS_KEPT:
+        _sweeps.clear()
+    store = None
+    if len(labels) >= SWEEP_STORED_FROM:  # its search takes a tenth of a second or more: kept in the store
+        digest = hashlib.sha256(repr((where, sg.order, rates, itemsize, SWEEP_FORMAT)).encode()).hexdigest()
+        store = _plan_store.key(labels, (), sizes, 0, None, rank=f"sweep:{digest}")
+        kept: list[list[_cost.Step]] = []
+
+        def costs(path: list[tuple[int, ...]], sliced: list[Any]) -> tuple[int, int]:
+            kept.append(plan_steps(labels, (), sizes, path, {}))
+            return max((s.result for s in kept[-1]), default=1), sum(s.flops for s in kept[-1])
+
+        stored = _plan_store.load(store, labels, costs)
+        if stored is not None and not stored[1]:  # replayed by load: kept[-1] are its steps
+            largest, flops = max((s.result for s in kept[-1]), default=1), sum(s.flops for s in kept[-1])
+            _sweeps[key] = ContractionPlan(tuple(stored[0]), {}, largest, flops), kept[-1]
+            return _sweeps[key]
     order = _order(sg)
     best = None
     for group in (1, 2, 3):
@@ -520,8 +539,8 @@ def _sweep(
             # Every grouping has as many steps (one per tensor), so grouping saves at most the work
             # beside their fixed cost: on a tiny network nothing worth the 2 ms each grouping takes.
             break
-    if len(_sweeps) >= _SWEEPS_KEPT:
-        _sweeps.clear()
+    if store is not None:
+        _plan_store.save(store, labels, best[1].path, [], (best[1].largest, best[1].flops))
     _sweeps[key] = best[1], best[2]
     return _sweeps[key]
 
@@ -592,6 +611,11 @@ _orders: dict[tuple[Any, ...], tuple[int, ...]] = {}
 _sweeps: dict[tuple[Any, ...], tuple[ContractionPlan, list[_cost.Step]]] = {}
 _WORK_NEGLIGIBLE = 0.1  # share of a sweep's predicted time under which its grouping is not searched
 _SWEEPS_KEPT = 64
+# Tensors from which a sweep's choice (order and grouping) is kept in the lazykern store (lazykern.tn._plan_store),
+# keyed by the network's structure, positions, order hint, rates and entry size: a 32 x 32 lattice's (3008
+# tensors) took 0.26 s of every fresh process to find again. The stored path is replayed and its costs checked.
+SWEEP_STORED_FROM = 1000
+SWEEP_FORMAT = 1  # bump when orders.graph_order or the groupings change: stored sweeps then miss
 
 
 def _route(
