@@ -11,10 +11,10 @@ both build on it without importing each other.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ import numpy as np
 from .. import _exit, _fork
 from ..errors import LaunchError
 from . import _device
+from ._threads import run_each
 
 Backend = Callable[..., Any]
 _CHUNKS_PER_DEVICE = 8  # enough for copy/compute overlap, few enough to keep launches large
@@ -254,10 +255,7 @@ def run(
     if len(shares) == 1:
         run(shares[0][0], *shares[0][1])
     elif shares:
-        with ThreadPoolExecutor(max_workers=len(shares), thread_name_prefix="lazykern-gpu") as pool:
-            futures = [pool.submit(run, dev, lo, hi) for dev, (lo, hi) in shares]
-            for f in futures:
-                f.result()  # re-raises the first failure
+        run_each([functools.partial(run, dev, lo, hi) for dev, (lo, hi) in shares], "lazykern-gpu")
     return (C, Kx) if argmax else C
 
 

@@ -25,16 +25,17 @@ its device: that, not the slice count, is then what bounds the speed-up.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 from .. import config
 from ..launch import _device
 from ..launch._batch_split import split_batch
+from ..launch._threads import run_each
 from . import _procs
 from ._backend import Backend
 from ._contract import Algebra, Term
@@ -164,10 +165,8 @@ def run_groups(
     try:
         if len(todo) == 1:
             return [one(0, *todo[0])]
-        with ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="lazykern-slices") as pool:
-            futures = [pool.submit(one, i, *g) for i, g in enumerate(todo)]
-            wait(futures)  # every group ends before an error of one is raised: no thread outlives the call
-            return [f.result() for f in futures]
+        # a thread of each group's own, all joined before an error of one is raised
+        return run_each([functools.partial(one, i, *g) for i, g in enumerate(todo)], "lazykern-slices")
     finally:
         if timings is not None:
             timings.extend(timed)

@@ -29,6 +29,7 @@ fragment per (semiring, value dtype, count dtype, residues, tile); NumPy operand
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 import logging
@@ -37,7 +38,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -47,6 +47,7 @@ import numpy as np
 from ..errors import DeviceMemoryError, LazykernWarning, warn_user
 from ..families.family import KernelFamily
 from ..launch import _device
+from ..launch._threads import run_each
 from . import _crt, _procs, _reference_einsum, _shared, _spread, _upload
 from ._backend import Backend
 from ._contract import Algebra
@@ -511,10 +512,8 @@ def exact(
             try:
                 if remote is not None and _spread.in_processes(be):
                     return _in_processes(assigned, _on_host, remote, home)
-                with ThreadPoolExecutor(max_workers=len(assigned), thread_name_prefix="lazykern-passes") as pool:
-                    futures = [pool.submit(_on_host, moduli, device) for moduli, device in assigned]
-                    wait(futures)  # every pass ends before an error of one is raised: no thread outlives the call
-                    return [f.result() for f in futures]
+                # a thread of each pass's own, all joined before an error of one is raised
+                return run_each([functools.partial(_on_host, m, d) for m, d in assigned], "lazykern-passes")
             finally:
                 profile.append(_round(list(groups), devices[: len(groups)], time.perf_counter() - began))
 
