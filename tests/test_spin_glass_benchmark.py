@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from benchmarks import spin_glass
 from lazykern.tn import networks as nw
 
+from ._processes import children
 from ._spin_oracles import transfer_matrix
 
 
@@ -47,26 +47,14 @@ def test_chimera_is_stopped_at_its_budget_and_leaves_a_row(tmp_path):
     """The chimera row runs in a child process group killed at --chimera-seconds: the run goes on and the
     row says where it stopped (here the budget is shorter than the child's start-up)."""
     out = tmp_path / "sg.json"
-    before = _children()  # an xdist worker may hold children of earlier tests (a resource tracker ...)
+    before = children()  # an xdist worker may hold children of earlier tests (a resource tracker ...)
     start = time.monotonic()
     argv = ["--quick", "--out", str(out), "--only", "chimera", "--chimera-seconds", "0.05"]
     assert spin_glass.main(argv) == 0
     assert time.monotonic() - start < 20
     row = json.loads(out.read_text())["results"]["chimera"]
     assert "budget of 0.05 s" in row["error"] and row["budget_seconds"] == 0.05
-    assert not _children() - before  # the killed child was reaped, nothing of this run is left
-
-
-def _children() -> set[str]:
-    return {p for p in os.listdir("/proc") if p.isdigit() and _parent(p) == os.getpid()}
-
-
-def _parent(pid: str) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return int(fh.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):  # gone meanwhile
-        return None
+    assert not children() - before  # the killed child was reaped, nothing of this run is left
 
 
 def test_rows_are_saved_as_they_come(tmp_path, monkeypatch):

@@ -35,9 +35,8 @@ PLANNER = textwrap.dedent(
     plan = contraction_plan(labels, (), dict.fromkeys(range(sg.n), 2), optimize="cotengra",
                             max_time=float(sys.argv[2]), memory_limit=2**6, store=False)
     seconds = time.monotonic() - start
-    me = str(os.getpid())
-    children = [p for p in os.listdir("/proc") if p.isdigit()
-                and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1] == me]
+    from tests._processes import children as children_of
+    children = sorted(children_of())
     print(json.dumps({"seconds": seconds, "children": children, "threads": threading.active_count(),
                       "slices": plan.nslices, "largest": plan.largest}), flush=True)
     """
@@ -199,9 +198,8 @@ QUICK = textwrap.dedent(
         start = time.perf_counter()
         energy = nw.ground_state_energy(sg, dtype=np.float32, **kw)
         seconds[name] = (energy, time.perf_counter() - start)
-    me = str(os.getpid())
-    children = [p for p in os.listdir("/proc") if p.isdigit()
-                and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1] == me]
+    from tests._processes import children as children_of
+    children = sorted(children_of())
     loaded = [m for m in ("cotengra", "kahypar") if m in sys.modules]
     print(json.dumps({"seconds": seconds, "children": children, "loaded": loaded}))
     """
