@@ -163,10 +163,10 @@ def test_primes_alone_rebuild_a_count():
         _crt.solve(run, bound=2**40, wide=False)
 
 
-def test_a_settled_looking_reconstruction_gets_a_pass_of_one_prime():
-    """Two residues a pass until the counts look settled (far below the moduli's product), then one prime
-    to confirm them: the 32 x 32 count (2^114.7) is two passes of two primes and one of one."""
-    primes = list(itertools.islice(_crt.primes(), 8))
+def test_the_passes_carry_the_primes_the_bound_needs():
+    """The bound sets the primes: a count of 2^114 bounded by itself takes 4 primes (2^124), in passes of
+    two, and nothing more; bounded by 2^1024, 33."""
+    primes = list(itertools.islice(_crt.primes(), 40))
     count = 3**72 + 5  # about 2^114
     passes = []
 
@@ -174,24 +174,35 @@ def test_a_settled_looking_reconstruction_gets_a_pass_of_one_prime():
         passes.append(moduli)
         return np.zeros(()), [np.array(count % p) for p in moduli]
 
+    _, got = _crt.solve(run, bound=count, residues=2, wide=False)
+    assert int(got) == count and passes == [tuple(primes[:2]), tuple(primes[2:4])]
+    passes.clear()
     _, got = _crt.solve(run, bound=2**1024, residues=2, wide=False)
-    assert int(got) == count and passes == [tuple(primes[:2]), tuple(primes[2:4]), (primes[4],)]
+    assert int(got) == count and [q for m in passes for q in m] == primes[: len(_crt.primes_for(1, 2**1024))]
 
 
-def test_a_wrong_guess_of_settled_counts_costs_a_pass_never_the_count():
-    """A count that is small modulo the product of the first four primes (about 2^111 against 2^124) looks
-    settled; the pass of one prime shows it is not, the search goes on, and the count is exact."""
+@pytest.mark.parametrize("wide", [True, False])
+def test_counts_whose_residues_repeat_across_primes_are_exact(wide):
+    """Counts whose reconstruction is the same after one more prime (what a rule "stop when two agree"
+    takes for settled): 2^64 * (2^31 - 1) is 0 modulo 2^64 and modulo 2^64 * (2^31 - 1); the others
+    repeat their residue after the first primes. Only the bound stops the search."""
     primes = list(itertools.islice(_crt.primes(), 8))
-    count = math.prod(primes[:4]) * 5 + 3**70 + 11
-    passes = []
+    counts = [
+        2**64 * (2**31 - 1),
+        2**64 * (2**31 - 1) * 7 + 5,
+        math.prod(primes[:4]) * 5 + 3**70 + 11,
+        math.prod(primes[:3]) * primes[3] * 3 - 1,
+        (2**63 - 1) ** 2,
+    ]
+    for count in counts:
 
-    def run(moduli):
-        passes.append(moduli)
-        return np.zeros(()), [np.array(count % p) for p in moduli]
+        def run(moduli, count=count):
+            if not moduli:
+                return np.zeros(()), [np.array((count + 2**63) % 2**64 - 2**63, dtype=np.int64)]
+            return np.zeros(()), [np.array(count % p) for p in moduli]
 
-    _, got = _crt.solve(run, bound=2**1024, residues=2, wide=False)
-    assert int(got) == count and passes[:3] == [tuple(primes[:2]), tuple(primes[2:4]), (primes[4],)]
-    assert len(passes) == 4
+        _, got = _crt.solve(run, bound=2**300, residues=2, wide=wide)
+        assert int(got) == count
 
 
 def test_a_pass_of_several_residues_that_does_not_fit_is_run_one_residue_at_a_time():
@@ -251,7 +262,9 @@ def test_a_count_past_int64_plans_for_one_residue_when_int64_would_slice():
         got = nw.degeneracy(sg, optimize=plan)
     assert plan.nslices == 1
     assert got == transfer_matrix(sg, 10)
-    assert calls and all(len(m) == 1 for m in calls)  # one residue a pass, no int64 pass
+    # the float64 pass that bounds the counts (by a plan of its own, sliced to fit its 8-byte counts), then
+    # one residue a pass, no int64 pass
+    assert calls[0] == () and calls[1:] and all(len(m) == 1 for m in calls[1:])
 
 
 @pytest.mark.gpu

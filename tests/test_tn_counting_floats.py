@@ -112,6 +112,8 @@ def test_small_best_counts_take_one_float_pass(monkeypatch):
 def test_counts_past_2_53_are_counted_again(monkeypatch, n, want, passes):
     """Every configuration at one size (all weights 0: 5 * 2^(n - 3) independent sets of a path of 3
     and n - 3 isolated vertices): the float pass, then the integer rings the bound asks for."""
+    # one size occurs: solve would cap k at 1 (solver._k_cap); these are the k-best passes' checks
+    monkeypatch.setattr(solver, "_k_cap", lambda tab, k: k)
     seen = _passes(monkeypatch)
     p = P.IndependentSet((n, [(0, 1), (1, 2)]), weights=[0] * n)
     assert solve(p, Q.CountingMax(2)) == [(0, want)]

@@ -13,6 +13,7 @@ import pytest
 from lazykern.errors import LazykernWarning
 from lazykern.tn import _exact
 from lazykern.tn import networks as nw
+from lazykern.tn.einsum import contract_network
 from tests._spin_oracles import exact_enumeration as _enumerate
 from tests._spin_oracles import meant as _rational
 
@@ -80,6 +81,34 @@ def test_random_small_instances_against_exact_enumeration(kind):
         assert E == Ed == Eg == float(E0) if not isinstance(E, int) else E == Ed == Eg == E0, where
         assert c == count and type(c) is int, where
         assert _enumerate_state(spins, edges, J, h) == E0, where
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_random_small_networks_contract_to_the_exact_energy(kind):
+    """``SpinGlass.network()`` on the random instances: by default its contraction is -E_0 exactly,
+    without a word, wherever a dtype holds the numbers (integers, halves); decimals warn that float64
+    rounds them and are exact as Fractions (dtype=object); generic floats are held as given."""
+    rng = np.random.default_rng(100 + KINDS.index(kind))
+    for trial in range(25):
+        n, edges, J, h = _instance(rng, kind)
+        E0, _ = _enumerate(n, edges, J, h)
+        sg = nw.SpinGlass(n, np.array(edges, dtype=np.int64).reshape(-1, 2), J if J else np.zeros(0), h=h)
+        where = (kind, trial, n, edges, J, h)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            labels, tensors = sg.network()
+        rounded = [w for w in caught if issubclass(w.category, LazykernWarning)]
+        best = contract_network(labels, (), tensors, optimize="greedy").item()
+        held = [t.ravel()[0].item() if isinstance(t.ravel()[0], np.generic) else t.ravel()[0] for t in tensors]
+        assert [Fraction(v) for v in held] == [_rational(x) for x in (*J, *h)] or rounded or kind == "float", where
+        if kind == "float":  # each float as given, the sums rounding as float64's
+            assert not rounded and held == [*J, *h] and abs(Fraction(best) + E0) < 1e-9, where
+        elif rounded:  # decimals: no binary float holds them, objects do
+            assert kind.startswith("decimal"), where
+            labels, tensors = sg.network(dtype=object)
+            assert contract_network(labels, (), tensors, optimize="greedy").item() == -E0, where
+        else:
+            assert Fraction(best) == -E0, where
 
 
 def _enumerate_state(spins, edges, J, h):

@@ -1,21 +1,24 @@
 """Numbers as the caller wrote them (issue 44, session 61's hostile round): Python ints that NumPy would
-round, ints beside floats, Fractions, decimals past 62 bits of numerators, floats at their binary value;
-the energy method and the solvers agree exactly; bad dtypes, memory limits and edge lists get one clear
-error; a slicing that costs far more than the unsliced plan is said before it runs."""
+round, ints beside floats, Fractions, decimals past 62 bits of numerators, floats at their binary value,
+np.longdouble; the energy method and the solvers agree exactly; the network's own tensors hold the exact
+couplings; bad dtypes, memory limits, edge lists, NaN, bools and spins get one clear error when given; a
+slicing that costs far more than the unsliced plan is said before it runs."""
 
 from __future__ import annotations
 
 import itertools
 import warnings
+from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
+from lazykern import tropical
 from lazykern.errors import LazykernWarning
 from lazykern.tn import _exact
 from lazykern.tn import networks as nw
-from lazykern.tn.einsum import check_slicing, contraction_plan
+from lazykern.tn.einsum import check_slicing, contract_network, contraction_plan
 from tests._spin_oracles import exact_enumeration as _enumerate
 
 TRIANGLE = [(0, 1), (1, 2), (0, 2)]
@@ -59,7 +62,7 @@ def test_mixed_python_numbers_are_read_exactly(J, h):
 
 
 def test_a_bool_among_numbers_is_refused():
-    with pytest.raises(ValueError, match=r"J\[1\] is True, a bool"):
+    with pytest.raises(TypeError, match=r"J\[1\] is True, a bool"):
         nw.SpinGlass(3, [(0, 1), (1, 2)], [1, True])  # NumPy reads [1, True] as the ints [1, 1]
     with pytest.raises(ValueError, match="masked array"):
         nw.SpinGlass(2, [(0, 1)], np.ma.masked_array([1.0], mask=[True]))
@@ -168,3 +171,133 @@ def test_array_likes_are_read_as_arrays_not_element_by_element():
     sg = nw.SpinGlass(3, [(0, 1), (1, 2)], _ArrayLike([1.0, -0.5]), h=_ArrayLike([0, 1, 0]))
     assert sg.J.dtype == np.float64 and sg.h.dtype == np.int64
     assert _quiet(nw.degeneracy, sg) == (-2.5, 1)
+
+
+def _contracted(sg, **kw):
+    """The max-plus contraction of ``sg.network(**kw)`` (max_s -E(s)), its tensors' dtype."""
+    labels, tensors = sg.network(**kw)
+    return contract_network(labels, (), tensors, optimize="greedy").item(), tensors[0].dtype
+
+
+def test_the_network_holds_the_couplings_exactly():
+    sg = nw.SpinGlass(2, [(0, 1)], [2**53 + 1])  # session 62's hostile round: int64 entries of 2^53
+    labels, tensors = _quiet(sg.network)
+    assert tensors[0].dtype == np.int64 and tensors[0].tolist() == [
+        [2**53 + 1, -(2**53) - 1],
+        [-(2**53) - 1, 2**53 + 1],
+    ]
+    assert tropical.einsum("ab,a,b->", *tensors) == 9007199254740993 == -nw.ground_state_energy(sg)
+    for J, h, dtype in [
+        ([2**53 + 1, 2**53, -(2**53)], [0, 0, 1], np.int64),
+        ([2**70 + 1, 2**70, -(2**70)], None, object),  # Python ints past int64, were floats
+        ([0.5, -1.25, 3.0], [0.125, 0, -0.5], np.float32),  # multiples of 2^-3
+        ([2.0**30 + 0.5, 1.0, -1.0], None, np.float64),  # 2^31 units of 2^-1: past float32
+    ]:
+        sg = nw.SpinGlass(3, TRIANGLE, J, h)
+        E0, _ = _enumerate(3, TRIANGLE, J, h)
+        value, got = _quiet(_contracted, sg)
+        assert got == dtype and Fraction(value) == -E0, (J, h, value)
+
+
+def test_a_network_dtype_that_would_round_warns_or_is_refused_as_the_solvers_dtype():
+    tenth = nw.SpinGlass(3, TRIANGLE, [0.1, 0.2, -0.3])
+    E0, _ = _enumerate(3, TRIANGLE, [0.1, 0.2, -0.3])
+    for dtype in (None, np.float32, np.float64):  # no binary float holds 1/10
+        with pytest.warns(LazykernWarning, match="round these couplings.*dtype=object"):
+            labels, tensors = tenth.network(dtype=dtype)
+        assert tensors[0].dtype == (np.float32 if dtype is np.float32 else np.float64)
+    with pytest.warns(LazykernWarning):
+        assert tenth.network()[1][0][0, 0] == 0.1  # float64's 0.1, not float32's 0.10000000149011612
+    assert _quiet(_contracted, tenth, dtype=object) == (-E0, np.dtype(object))  # exact Fractions
+    huge = nw.SpinGlass(2, [(0, 1)], [2**70])
+    for solve in (huge.network, nw.ground_state_energy):  # integers are never rounded, by either
+        for dtype in (np.int64, np.int32, np.float64):
+            with pytest.raises(ValueError, match=f"dtype {np.dtype(dtype)} cannot hold"):
+                solve(dtype=dtype) if solve == huge.network else solve(huge, dtype=dtype)
+    with pytest.raises(ValueError, match="dtype int64 cannot hold.*not all integers"):
+        nw.SpinGlass(2, [(0, 1)], [0.5]).network(dtype=np.int64)
+    with pytest.raises(TypeError, match="dtype must be float32"):
+        huge.network(dtype=np.float16)
+    with pytest.raises(ValueError, match="passes its range .* would be inf"):  # not a warning and inf entries
+        nw.SpinGlass(2, [(0, 1)], [1.5e300]).network(dtype=np.float32)
+    with pytest.warns(LazykernWarning, match="round these couplings"):  # 1/3's binary value beside 0.1
+        nw.SpinGlass(3, TRIANGLE, [0.1, 1 / 3, 1.0]).network()
+    lattice = nw.square_lattice(4, J="gaussian", seed=3)  # floats at their binary value: each as given
+    labels, tensors = _quiet(lattice.network)
+    assert tensors[0].dtype == np.float64 and [t[0, 0] for t in tensors[: len(lattice.J)]] == lattice.J.tolist()
+    assert _quiet(nw.square_lattice(4).network)[1][0].dtype == np.float32  # +-J: unchanged
+
+
+WIDE = np.finfo(np.longdouble).nmant > 52  # np.longdouble is float64 on some platforms (Windows, Apple silicon)
+
+
+@pytest.mark.skipif(not WIDE, reason="np.longdouble is float64 here: nothing to round")
+def test_long_doubles_are_read_at_their_exact_value():
+    J = np.array([2**53 + 1, 2**53, -(2**53)], dtype=np.longdouble)  # session 62: float64 made it (-2^53, 6)
+    for given in (J, list(J)):
+        sg = nw.SpinGlass(3, TRIANGLE, given)
+        assert _quiet(nw.degeneracy, sg) == _enumerate(3, TRIANGLE, [2**53 + 1, 2**53, -(2**53)])
+        assert _quiet(nw.degeneracy, sg) == (-9007199254740993, 4)
+        assert type(_quiet(nw.ground_state_energy, sg)) is int
+    third = np.array([1, -2, 3], dtype=np.longdouble) / 3  # not short decimals: their exact binary values
+    meant = [Fraction(*v.as_integer_ratio()) for v in third]
+    h = np.array([0.25, 0, -1], dtype=np.longdouble)
+    E0, count = _enumerate(3, TRIANGLE, meant, [0.25, 0, -1])
+    sg = nw.SpinGlass(3, TRIANGLE, third, h)
+    assert list(sg.J) == meant and _quiet(nw.degeneracy, sg) == (E0.numerator / E0.denominator, count)
+    assert _quiet(_contracted, sg, dtype=object) == (-E0, np.dtype(object))
+    with pytest.raises(ValueError, match=r"J\[1\] is nan"):
+        nw.SpinGlass(3, TRIANGLE, np.array([1, np.nan, 1], dtype=np.longdouble))
+    with pytest.raises(ValueError, match=r"h\[0\] is inf"):
+        nw.SpinGlass(3, TRIANGLE, [1, 1, 1], [np.longdouble("inf"), 0, 0])
+
+
+def test_complex_numbers_are_refused():
+    for given in (np.array([1, 1, 1], dtype=np.clongdouble), [np.clongdouble(1), 1, 1], [1j, 1, 1]):
+        with pytest.raises(ValueError, match="real numbers"):
+            nw.SpinGlass(3, TRIANGLE, given)
+
+
+@pytest.mark.parametrize(
+    "J, h, error, match",
+    [
+        ([1, 1, 1], [Decimal("NaN"), 0, 0], ValueError, r"h\[0\] is NaN"),
+        ([1, 1, 1], [0, 0, Decimal("-Infinity")], ValueError, r"h\[2\] is -Infinity"),
+        ([1, Decimal("Infinity"), 1], None, ValueError, r"J\[1\] is Infinity"),
+        ([1, Fraction(1, 3), Decimal("sNaN")], None, ValueError, r"J\[2\] is sNaN"),
+        ([True, True, True], None, TypeError, r"J\[0\] is True, a bool"),
+        (np.array([True, False, True]), None, TypeError, "J is an array of bools"),
+        ([1, 1, 1], [0, np.True_, 0], TypeError, r"h\[1\] is .*True.*a bool"),
+    ],
+)
+def test_nan_infinities_and_bools_are_refused_when_the_instance_is_made(J, h, error, match):
+    with pytest.raises(error, match=match):
+        nw.SpinGlass(3, TRIANGLE, J, h)
+
+
+def test_decimals_made_nan_after_the_instance_are_refused_at_solve_time():
+    sg = nw.SpinGlass(3, TRIANGLE, [1, Decimal("0.5"), 1])
+    sg.J[1] = Decimal("NaN")
+    for solve in (nw.ground_state_energy, nw.degeneracy, lambda s: s.network()):
+        with pytest.raises(ValueError, match=r"J\[1\] is NaN"):
+            solve(sg)
+
+
+def test_energy_refuses_anything_but_plus_minus_one():
+    sg = nw.SpinGlass(2, [(0, 1)], [1])
+    for spins, match in [
+        ([1, 0], r"spins\[1\] is 0"),  # session 62: energy 0
+        ([[1, 1], [2, -1]], r"spins\[1, 0\] is 2"),
+        ([1, float("nan")], r"spins\[1\] is nan"),
+        ([True, True], "dtype bool"),
+        ([1, -1, 1], r"shape \(\.\.\., 2\)"),
+        (1, r"shape \(\.\.\., 2\)"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            sg.energy(spins)
+        with pytest.raises(ValueError):
+            sg.frustrated(spins)
+    E0, _ = _enumerate(2, [(0, 1)], [1])
+    assert sg.energy([1, 1]) == sg.energy(np.array([-1.0, -1.0])) == E0 == -1
+    assert sg.energy([[1, -1], [-1, 1]]).tolist() == [1, 1]
+    assert sg.frustrated([1, -1]).tolist() == [True]

@@ -252,9 +252,8 @@ def test_small_counts_stay_one_int64_pass():
         v, c = counting.einsum("i,j->", np.zeros(2), (np.zeros(3), np.array([2**40, 1, 2])))
         assert c.dtype == np.int64 and int(c) == 2 * (2**40 + 3) and calls == [()]
         calls.clear()
-        sg = nw.square_lattice(8, J="ferro")  # 64 spins: 2^64 is a possible count, so a prime pass too
-        assert nw.degeneracy(sg) == (-112.0, 2) and len(calls) == 2 and calls[0] == ()
-        assert calls[1] == tuple(itertools.islice(_crt.primes(), counting.RESIDUES_MAX))  # one pass of 4 residues
+        sg = nw.square_lattice(8, J="ferro")  # 64 spins: 2^64 is a possible count, so the float64 pass bounds it
+        assert nw.degeneracy(sg) == (-112.0, 2) and calls == [(), ()]  # the float64 pass proves int64 holds it
 
 
 @pytest.mark.parametrize("semiring", ["maxplus", "minplus"])
@@ -545,11 +544,12 @@ def test_two_residues_a_pass_on_the_device_route_past_int64():
         mock.patch.object(counting, "contract_network", counted),
     ):
         assert nw.degeneracy(sg, memory_limit=2**28) == (E0, count)
-    # about 2^72: past the first pass's two primes; later passes carry the next primes in order (one where
-    # the reconstruction looks settled: _crt._width's guess) until the stopping rule holds
+    # about 2^72: the float64 pass first (its bound sets the primes), then the primes two by two, in order,
+    # as many as that bound needs (no int64 pass: two primes ride in its bytes)
     used = [q for moduli in calls for q in moduli]
-    assert calls[0] == tuple(itertools.islice(_crt.primes(), 2)) and () not in calls
-    assert used == list(itertools.islice(_crt.primes(), len(used))) and 4 <= len(used) <= 5
+    assert calls[0] == () and calls[1] == tuple(itertools.islice(_crt.primes(), 2)) and () not in calls[1:]
+    assert used == list(itertools.islice(_crt.primes(), len(used)))
+    assert len(_crt.primes_for(1, count)) <= len(used) <= len(_crt.primes_for(1, 2 * count)) == 3
     calls.clear()
     with (
         device_route(),
@@ -559,24 +559,24 @@ def test_two_residues_a_pass_on_the_device_route_past_int64():
         mock.patch.object(counting, "contract_network", counted),
     ):
         assert nw.degeneracy(sg, memory_limit=2**28) == (E0, count)
-    assert calls[0] == () and all(len(m) == 1 for m in calls[1:])
+    assert calls[:2] == [(), ()] and all(len(m) == 1 for m in calls[2:])  # the float64 bound, int64, primes
 
 
 def test_the_counting_passes_are_profiled_round_by_round(caplog):
     """Issue 45 asks for the profile in the benchmark's JSON: every exact count past int64 logs its rounds
     (each round's passes: moduli, device; wall seconds) as a ``spread_profile``, one pass a round on one
     device, one pass per lane a round over several (the unit that scales over GPUs)."""
-    sg = nw.square_lattice(8, J="ferro")
+    sg = _free_rows(10, 7, seed=2)  # about 2^72 ground states: the float64 bound, the int64 pass, one prime
+    E0, count = transfer_matrix(sg, 10)
     with caplog.at_level("DEBUG", logger="lazykern"):
-        assert nw.degeneracy(sg) == (-112.0, 2)
+        assert nw.degeneracy(sg) == (E0, count)
     [profile] = [
         r.spread_profile for r in caplog.records if getattr(r, "spread_profile", {}).get("kind") == "counting rounds"
     ]
-    assert [[p["moduli"] for p in r["passes"]] for r in profile["rounds"]] == [
-        [[]], [list(itertools.islice(_crt.primes(), counting.RESIDUES_MAX))]
-    ]  # fmt: skip
-    assert profile["primes"] == counting.RESIDUES_MAX and profile["bound_bits"] == 65
-    assert all(r["seconds"] >= 0 for r in profile["rounds"])
+    primes = _crt.primes_for(2**64, 2 ** profile["bound_bits"])
+    assert [[p["moduli"] for p in r["passes"]] for r in profile["rounds"]] == [[[]], [primes]]
+    assert profile["primes"] == len(primes) and profile["bound_bits"] <= count.bit_length() + 1
+    assert all(r["seconds"] >= 0 for r in profile["rounds"]) and profile["bound_seconds"] > 0
 
     count = 2**140 + 12345  # a count the passes give modulo each of their moduli, on two lanes
 
@@ -591,5 +591,65 @@ def test_the_counting_passes_are_profiled_round_by_round(caplog):
         )  # fmt: skip
     assert int(got) == count
     [profile] = [r.spread_profile for r in caplog.records if hasattr(r, "spread_profile")]
-    assert all(len(r["passes"]) == 2 for r in profile["rounds"]) and len(profile["rounds"]) >= 2
+    # the bound 2^150 needs 5 primes: rounds of two passes of two primes, then the last prime alone
+    assert [[len(p["moduli"]) for p in r["passes"]] for r in profile["rounds"]] == [[2, 2], [1]]
     assert [p["device"] for p in profile["rounds"][0]["passes"]] == [0, 1]
+
+
+def _or_chain(k: int, isolated: int) -> nw.SpinGlass:
+    """A chain of OR gates over k inputs whose output is forced to 1, and ``isolated`` free spins:
+    exactly (2^k - 1) * 2^isolated ground states (every input assignment but all zeros)."""
+    from collections import defaultdict
+
+    quad: dict[tuple[int, int], int] = defaultdict(int)
+    lin: dict[int, int] = defaultdict(int)
+
+    def gate(a: int, b: int, y: int) -> None:  # y = a OR b as a QUBO penalty: 0 exactly when it holds
+        lin[a] += 1
+        lin[b] += 1
+        lin[y] += 1
+        quad[(a, b)] += 1
+        quad[(a, y)] -= 2
+        quad[(b, y)] -= 2
+
+    prev = 0
+    for i in range(1, k):
+        gate(prev, i, k + i - 1)
+        prev = k + i - 1
+    lin[prev] -= 1  # the last output forced to 1
+    n = 2 * k - 1 + isolated
+    edges, J, h = [], [], [0] * n
+    for (i, j), q in quad.items():
+        if q:
+            edges.append((i, j))
+            J.append(-q)
+            h[i] -= q
+            h[j] -= q
+    for i, c in lin.items():
+        h[i] -= 2 * c
+    return nw.SpinGlass(n, edges, J, h=h)
+
+
+@pytest.mark.parametrize(("k", "isolated"), [(31, 64), (31, 65), (20, 64), (3, 0), (5, 2)])
+def test_counts_that_repeat_their_residues_across_primes_are_exact(k, isolated):
+    """(2^31 - 1) * 2^64 ground states are 0 modulo 2^64 and modulo 2^64 * (2^31 - 1) alike: a stopping
+    rule "two successive reconstructions agree" answered 0. The float64 bound sets the primes instead."""
+    sg = _or_chain(k, isolated)
+    if sg.n <= 12:
+        from ._spin_oracles import brute_force
+
+        assert brute_force(sg)[1] == (2**k - 1) * 2**isolated
+    assert nw.degeneracy(sg)[1] == (2**k - 1) * 2**isolated
+
+
+def test_einsum_counts_past_int64_whatever_their_residues():
+    I64 = np.int64
+    cases = [
+        ([2**40], [2**55 - 2**24], 2**95 - 2**64),
+        ([2**63 - 1], [2**63 - 1], (2**63 - 1) ** 2),
+        ([-(2**63)], [2**63 - 1], -(2**63) * (2**63 - 1)),
+        ([2**32, 2**32], [2**63 - 2**32, 1], 2**95 - 2**64 + 2**32),
+    ]
+    for a, b, want in cases:
+        ops = [(np.zeros(len(a)), np.array(a, I64)), (np.zeros(len(b)), np.array(b, I64))]
+        assert int(counting.einsum("i,i->", *ops)[1]) == want

@@ -426,6 +426,7 @@ def contract_network(
     from ..launch._batch_split import split_batch
     from ..tn import counting
     from ..tn._contract import Algebra, Term
+    from ..tn.algebras import floatsum
     from ..tn.einsum import build_network
 
     if module not in ARRAY_MODULES:
@@ -442,7 +443,7 @@ def contract_network(
     ranges = [(a, b) for a, b in split_batch(plan.nslices, count) if b > a]
     [shipped] = client.scatter([(inputs, output, host, semiring, algebra)], broadcast=True)
 
-    def one_pass(moduli: tuple[int, ...]) -> Any:
+    def one_pass(moduli: tuple[int, ...], shipped: Any = shipped, net: Any = net) -> Any:
         """The whole contraction over the workers, counting modulo ``moduli`` (none: the algebra's own)."""
         futures = [
             client.submit(
@@ -466,9 +467,18 @@ def contract_network(
         assert total is not None  # a plan has at least one slice, so at least one group
         return here.finish(total)
 
+    def upper() -> int | None:
+        """A proven bound on every |count|: the float64 pass (:func:`lazykern.tn.counting.float_counts`) over
+        the workers, its rounding bounded."""
+        floats = counting.float_counts(net.be, host)
+        [mags] = client.scatter([(inputs, output, floats, semiring, algebra)], broadcast=True)
+        _, counts = one_pass((), mags, build_network(inputs, output, floats, semiring, algebra))
+        entries = sum(int(values.size) for values, _ in floats)
+        return floatsum.upper_bound(float(np.max(counts, initial=0.0)), plan.flops, 2 * entries, plan.nslices)
+
     if not _exact_counting(net, algebra):
         return one_pass(())
-    return counting.exact(net.be, [t.labels for t in net.leaves], output, host, net.sizes, one_pass)
+    return counting.exact(net.be, [t.labels for t in net.leaves], output, host, net.sizes, one_pass, upper=upper)
 
 
 def _exact_counting(net: Any, algebra: type[Any]) -> bool:

@@ -4,13 +4,15 @@ A count of a tropical contraction is a sum of products of integers chosen by the
 the same contraction in any ring Z/m gives the exact count modulo m. :func:`solve` runs such passes,
 modulo 2^64 (int64 arithmetic that wraps) and then modulo 31-bit primes taken down from 2^31 - 1
 (every residue fits int32, every product of two fits 64 bits), and combines them into Python ints
-in the symmetric range (-M/2, M/2] of the moduli's product M. It stops
+in the symmetric range (-M/2, M/2] of the moduli's product M. It stops when M > 2 * bound, for a
+proven ``bound`` on every |count|: the answer is then the only one possible.
 
-* when M > 2 * bound, for a proven ``bound`` on every |count| (a spin glass's 2^n states): the
-  answer is then the only one possible; or
-* when two successive reconstructions agree on every entry (the stopping rule of
-  GenericTensorNetworks.jl's ``big_integer_solve``): a count of M_k or more that looks
-  unchanged after prime p_k needs (count - x) to be a multiple of p_k, about one chance in 2^31.
+A stopping rule without a bound (GenericTensorNetworks.jl's ``big_integer_solve``: stop when two
+successive reconstructions agree) is not used: it is wrong whenever the count's residue modulo the
+moduli so far is also its residue after the next prime, which a count of 2^64 * (2^31 - 1) ground
+states is (count modulo 2^64 and modulo 2^64 * (2^31 - 1) are both 0: it answered 0). The callers
+prove a tight bound first instead (:func:`lazykern.tn.counting.count_network`: one float64 pass, its
+rounding bounded).
 
 >>> _, counts = solve(lambda ms: (np.zeros(()), [np.array(2**70 % p) for p in ms or (2**64,)]), bound=2**100)
 >>> int(counts)
@@ -19,7 +21,6 @@ in the symmetric range (-M/2, M/2] of the moduli's product M. It stops
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -29,7 +30,6 @@ from ..errors import ReconstructionError
 
 INT64_MODULUS = 1 << 64
 _INT64_SAFE = 1 << 63  # |count| below this: the int64 pass is the count itself
-_MAX_PRIMES = 80  # 80 primes and 2^64 cover counts of 2^2500: a network of more spins is not contractible
 
 # moduli (primes; (): 2^64 in int64) -> (values, one count array per modulus (the int64 counts for ())) on the host
 Pass = Callable[[tuple[int, ...]], tuple[Any, Sequence[Any]]]
@@ -80,20 +80,15 @@ def symmetric(x: Any, M: int) -> Any:
     return np.where(x > M // 2, x - M, x) if isinstance(x, np.ndarray) else (x - M if x > M // 2 else x)
 
 
-# A reconstruction of counts that are still far from settled is a residue spread over (-M/2, M/2]: one
-# with every |entry| below M / 2^_SETTLED_BITS is that by chance once in 2^(_SETTLED_BITS - 1) passes.
-_SETTLED_BITS = 6
-
-
-def _width(previous: Any, M: int, residues: int) -> int:
-    """Primes the next pass carries: one where the reconstruction (from a prime at least) looks settled
-    (every |count| well below the moduli's product: most likely the counts themselves, so one more prime is
-    all the stopping rule still needs), else ``residues``. A guess for speed only: a pass that does not
-    settle them is followed by more, and only :func:`solve`'s rules stop the search."""
-    if residues <= 1 or previous is None:
-        return max(residues, 1)
-    largest = int(max((abs(x) for x in np.asarray(previous, dtype=object).ravel()), default=0))
-    return 1 if largest.bit_length() + _SETTLED_BITS <= M.bit_length() - 1 else residues
+def primes_for(M: int, bound: int) -> list[int]:
+    """The primes (from 2^31 - 1 down) that take the moduli's product ``M`` past 2 * ``bound``, in order."""
+    out: list[int] = []
+    for p in primes():
+        if M > 2 * bound:
+            return out
+        out.append(p)
+        M *= p
+    raise ReconstructionError(f"no product of primes passes {2 * bound}")  # unreachable: primes are endless
 
 
 # Passes that run at once, one per lane (device): their results in the order of their moduli.
@@ -113,21 +108,18 @@ def solve(
     pair: PairedPasses | None = None,
     every_round: bool = True,
 ) -> tuple[Any, Any]:
-    """(values, exact counts) from passes ``run(moduli)``; ``bound``: no |count| exceeds it;
-    ``residues``: primes per pass after the first (int64) one (one once the counts look settled:
-    :func:`_width`); ``wide``: whether that int64 pass runs
-    (False: primes alone, where a pass of int64 counts would not fit the device, so ``bound`` must need
-    more than int64). The reconstruction grows one prime at a time, so a pass of several primes can
-    stop the search at any of them.
+    """(values, exact counts) from passes ``run(moduli)``; ``bound``: no |count| exceeds it (proven: it says
+    which primes the counts need, :func:`primes_for`); ``residues``: the most primes a pass carries after
+    the first (int64) one; ``wide``: whether that int64 pass runs (False: primes alone, where a pass of
+    int64 counts would not fit the device, so ``bound`` must need more than int64).
 
     ``together(moduli_groups)``: the results of ``run`` for each group, computed at once (``lanes`` of
     them: one per device). When ``bound`` needs primes, passes go out in rounds of ``lanes``: the first
     round the int64 pass (where it runs) beside prime passes of :data:`PAIRED_RESIDUES` primes (count
-    arrays as wide as the int64 pass's: they take as long), later rounds ``lanes`` passes of the width
-    :func:`_width` gives. A round may compute primes the stopping rule turns out not to need; the primes
-    are combined in their order and the search stops at the same prime as one pass after the other, so
-    the counts are the same. ``pair(int64, first)`` (without ``together``): the first round alone, the
-    int64 pass and one prime pass at once (one contraction in a paired algebra); later passes one by one.
+    arrays as wide as the int64 pass's: they take as long), later rounds up to ``lanes`` passes sharing
+    the primes still needed. The primes are combined in their order, so the counts are the same however
+    the passes ran. ``pair(int64, first)`` (without ``together``): the first round alone, the int64 pass
+    and one prime pass at once (one contraction in a paired algebra); later passes one by one.
     ``every_round=False``: ``together`` for the first round only (the int64 pass and the first primes,
     all needed), later passes one by one through ``run`` (which may spread a pass's slices itself).
 
@@ -145,13 +137,18 @@ def solve(
         def together(groups: Sequence[tuple[int, ...]]) -> Sequence[tuple[Any, Sequence[Any]]]:
             return list(paired(*groups))
 
-    left = itertools.islice(primes(), _MAX_PRIMES)
+    needed = primes_for(INT64_MODULUS if wide else 1, bound)
+    taken = 0
     ahead: list[tuple[tuple[int, ...], tuple[Any, Sequence[Any]]]] = []
     values: Any = None
-    previous: Any = None  # no reconstruction yet: the first prime alone never stops the search
     x: Any = 0
     M = 1
-    primed = False  # a prime is in M: counts modulo 2^64 alone are often 0 (a count of 2^70 ground states)
+
+    def take(width: int) -> tuple[int, ...]:
+        nonlocal taken
+        group = tuple(needed[taken : taken + width])
+        taken += len(group)
+        return group
 
     def round_of(groups: list[tuple[int, ...]]) -> list[tuple[tuple[int, ...], tuple[Any, Sequence[Any]]]]:
         results = together(groups) if together is not None and len(groups) > 1 else [run(g) for g in groups]
@@ -160,7 +157,7 @@ def solve(
     if wide:
         if first_lanes > 1 and bound >= _INT64_SAFE:
             width = max(min(residues, PAIRED_RESIDUES), 1)
-            primed_groups = [tuple(itertools.islice(left, width)) for _ in range(first_lanes - 1)]
+            primed_groups = [take(width) for _ in range(first_lanes - 1)]
             (_, (values, (counts,))), *ahead = round_of([(), *(g for g in primed_groups if g)])
         else:
             values, (counts,) = run(())
@@ -169,14 +166,10 @@ def solve(
             return values, counts
         x = counts.astype(object) % INT64_MODULUS  # the int64 bits as residues in [0, 2^64)
         M = INT64_MODULUS
-        previous = symmetric(x, M)
-    while True:
+    while M <= 2 * bound:
         if not ahead:
-            width = _width(previous, M, residues) if primed else max(residues, 1)
-            groups = [tuple(itertools.islice(left, width)) for _ in range(lanes)]
-            ahead = round_of([g for g in groups if g])
-            if not ahead:
-                break
+            width = max(1, min(residues, -(-(len(needed) - taken) // lanes)))
+            ahead = round_of([g for g in (take(width) for _ in range(lanes)) if g])
         moduli, (more, counts_mod) = ahead.pop(0)
         now_values, first_values = np.asarray(more), np.asarray(values)
         nan_aware = now_values.dtype.kind == "f" and first_values.dtype.kind == "f"  # not for Python ints (object)
@@ -189,9 +182,4 @@ def solve(
             )
         for p, r in zip(moduli, counts_mod, strict=True):
             x, M = combine(x, M, np.asarray(r).astype(np.int64).astype(object), p), M * p
-            primed = True
-            now = symmetric(x, M)
-            if M > 2 * bound or (previous is not None and bool(np.all(now == previous))):
-                return values, now
-            previous = now
-    raise ReconstructionError(f"counts did not settle after {_MAX_PRIMES} primes (a count above 2^{M.bit_length()})")
+    return values, symmetric(x, M)

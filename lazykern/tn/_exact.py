@@ -264,12 +264,7 @@ def fit(numbers: Numbers, dtype: Any, host: bool, floats_only: bool = False, obj
                 "pass module='numpy' (int64, then Python ints), or round the couplings yourself"
             )
         return _rounded(numbers, np.dtype(np.float64))
-    d = np.dtype(dtype)
-    allowed = [np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64)] + ([np.dtype(object)] if host else [])
-    if d not in allowed:
-        raise TypeError(
-            f"dtype must be float32, float64, int32 or int64{' (or object: Python ints)' if host else ''}, got {d}"
-        )
+    d = _given_dtype(dtype, host)
     if numbers.fits(d):
         return _exactly(numbers, d)
     if d.kind == "O" and numbers.big is not None:
@@ -286,6 +281,128 @@ def fit(numbers: Numbers, dtype: Any, host: bool, floats_only: bool = False, obj
         LazykernWarning,
     )
     return _rounded(numbers, d)
+
+
+def _given_dtype(dtype: Any, host: bool) -> np.dtype:
+    """``dtype`` as a network's values take it: float32, float64, int32, int64, or object on the host."""
+    d: np.dtype[Any] = np.dtype(dtype)
+    allowed = [np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64)] + ([np.dtype(object)] if host else [])
+    if d not in allowed:
+        raise TypeError(
+            f"dtype must be float32, float64, int32 or int64{' (or object: Python ints)' if host else ''}, got {d}"
+        )
+    return d
+
+
+def as_values(numbers: Numbers, dtype: Any, host: bool) -> tuple[np.dtype, tuple[np.ndarray, ...]]:
+    """(dtype, arrays) of the numbers themselves, not numerators of a unit (:func:`fit` gives those to
+    the solvers): for a network the caller contracts, exact wherever the dtype holds every number and
+    every partial sum of them (:func:`_holds`).
+
+    ``dtype`` None: the narrowest exact one of float32, float64 and, on the host, int64 and object
+    (Python ints, for integers past int64). Where none is: integers are a ValueError (they are never
+    rounded; on the host one always holds them); otherwise float64, with a LazykernWarning where an entry
+    is not its number (decimals such as 0.1, which no binary float holds, and fractions), silently where
+    only sums round (floats taken at their binary value, Gaussian couplings: each held as given). A given
+    ``dtype`` as :func:`fit` takes it (TypeError for others; object holds Python ints, or Fractions for
+    non-integers): one that cannot hold the numbers exactly is a ValueError for an integer dtype, integer
+    inputs or numbers past its range, else it rounds, with a LazykernWarning."""
+    narrowest = _narrowest(numbers, host)
+    if dtype is None and narrowest is not None:
+        return narrowest, _entries(numbers, narrowest)
+    exact = "pass dtype=object with module=numpy: exact Fractions and Python ints (slower)"
+    if dtype is None:
+        if numbers.unit == 1:
+            raise ValueError(
+                f"integer couplings and fields whose sums reach 2^{math.log2(max(numbers.bound, 1)):.1f}: past "
+                "float64's exact integers (2^53), and a device's network holds floats; pass module='numpy' (int64, "
+                "or Python ints past it)"
+            )
+        d = np.dtype(np.float64)
+        values = _entries(numbers, d)
+        if not _each_held(numbers, values):
+            warn_user(_rounds(d, exact), LazykernWarning)
+        return d, values
+    d = _given_dtype(dtype, host)
+    if _holds(numbers, d):
+        return d, _entries(numbers, d)
+    advice = f"leave dtype unset (it picks {narrowest})" if narrowest is not None else exact
+    if d.kind in "iu" or numbers.integral:
+        why = "they are not all integers" if numbers.unit != 1 else "their sums pass its range"
+        never = ", and integers are never rounded" if numbers.integral else ""
+        raise ValueError(f"dtype {d} cannot hold these couplings and fields exactly ({why}{never}): {advice}")
+    largest = float(np.finfo(d).max)
+    if not numbers.magnitude < largest:  # inf is no rounding
+        raise ValueError(
+            f"dtype {d} cannot hold these couplings and fields: the sum of their |values|, {numbers.magnitude:.6g}, "
+            f"passes its range ({largest:.6g}), so an entry or a sum would be inf: {advice}"
+        )
+    warn_user(_rounds(d, advice), LazykernWarning)
+    return d, _entries(numbers, d)
+
+
+def _narrowest(numbers: Numbers, host: bool) -> np.dtype | None:
+    """The first of float32, float64 and, on the host, int64 and object (for integers: Python ints) that
+    holds the numbers exactly (:func:`_holds`), else None."""
+    kinds: list[np.dtype[Any]] = [np.dtype(np.float32), np.dtype(np.float64)]
+    if host:
+        kinds += [np.dtype(np.int64)] + ([np.dtype(object)] if numbers.unit == 1 else [])
+    return next((d for d in kinds if _holds(numbers, d)), None)
+
+
+def _holds(numbers: Numbers, d: np.dtype) -> bool:
+    """Whether ``d`` holds every number (numerator times unit) and every partial sum of them exactly:
+    object always; an integer dtype integers whose |sum| stays below its extremes; a float dtype
+    multiples of a power-of-two unit whose numerators sum below 2^mantissa, within its range."""
+    if d.kind == "O":
+        return True
+    if not numbers.fits(d):
+        return False
+    unit = numbers.unit
+    if d.kind in "iu":
+        return unit == 1
+    info = np.finfo(d)
+    binary = unit.numerator == 1 and unit.denominator & (unit.denominator - 1) == 0
+    return (
+        binary
+        and unit >= Fraction(float(info.smallest_subnormal))
+        and numbers.bound * unit <= Fraction(float(info.max))
+    )
+
+
+def _entries(numbers: Numbers, d: np.dtype) -> tuple[np.ndarray, ...]:
+    """The numbers in ``d``: exact where :func:`_holds`, else each rounded."""
+    if d.kind == "O":
+        exact = numbers.numerators if numbers.exact else numbers.big
+        assert exact is not None
+        return tuple(_objects(a, numbers.unit) for a in exact)
+    if not numbers.exact:  # floats as given (float64)
+        return tuple(a.astype(d) for a in numbers.numerators)
+    if numbers.unit == 1:  # whole numbers: NumPy's conversion is exact where d holds them, else rounds
+        return tuple(a.astype(d) for a in numbers.numerators)
+    return tuple(_as_float(a, numbers.unit).astype(d) for a in numbers.numerators)
+
+
+def _each_held(numbers: Numbers, values: tuple[np.ndarray, ...]) -> bool:
+    """Whether every entry of ``values`` is its number exactly (only sums of them may round)."""
+    exact = numbers.numerators if numbers.exact else numbers.big
+    assert exact is not None
+    pairs = (zip(a.ravel().tolist(), b.ravel().tolist()) for a, b in zip(values, exact))
+    return all(Fraction(v) == int(k) * numbers.unit for each in pairs for v, k in each)
+
+
+def _objects(a: np.ndarray, unit: Fraction) -> np.ndarray:
+    """Numerators times ``unit`` as Python ints (a whole unit) or Fractions, in an object array."""
+    out = np.empty(a.shape, dtype=object)
+    out.ravel()[:] = [int(v) * unit if unit != 1 else int(v) for v in a.ravel().tolist()]
+    return out
+
+
+def _rounds(d: np.dtype, advice: str) -> str:
+    return (
+        f"the network's tensors in {d} round these couplings and fields (or their sums): their contraction is "
+        f"{d}'s rounding of max_s(-E), not the energy the solvers answer exactly; {advice}"
+    )
 
 
 def _exactly(numbers: Numbers, d: np.dtype) -> Fitted:

@@ -31,8 +31,9 @@ def check(
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """(n, edges (m, 2) int64, J (m,), h (n,), positions (n, d) float64 or None), copies; J and h are
     float64, or int64 (object arrays of Python ints past int64) where they were given as integers, so
-    they are solved exactly and answered as ints. ValueError naming the first thing wrong and what to
-    do about it."""
+    they are solved exactly and answered as ints; extended floats (np.longdouble) at their exact value.
+    ValueError naming the first thing wrong (a NaN or infinite coupling or field by its position) and
+    what to do about it; TypeError for a bool given as a coupling or field."""
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
         raise ValueError(f"n (the number of spins) must be an integer, got {n!r}")
     n = int(n)
@@ -123,8 +124,8 @@ def _edges(n: int, edges: Any) -> np.ndarray:
 def _reals(name: str, x: Any, shape: tuple[int, ...] | None, what: str, integers: bool = False) -> np.ndarray:
     """Real numbers as float64; with ``integers``, exactly as given: integers stay integers (int64, or an
     object array of Python ints past int64), and Python numbers that float64 would round (an int past
-    2^53 beside a float, a Fraction, a Decimal) stay an object array of those numbers (:mod:`._exact`
-    reads each exactly)."""
+    2^53 beside a float, a Fraction, a Decimal, an np.longdouble as an int or a Fraction) stay an object
+    array of those numbers (:mod:`._exact` reads each exactly). TypeError for bools."""
     if isinstance(x, np.ma.MaskedArray):
         raise ValueError(
             f"{name} is a masked array: its mask would be ignored; pass {name}.filled(value) or drop those entries"
@@ -134,8 +135,12 @@ def _reals(name: str, x: Any, shape: tuple[int, ...] | None, what: str, integers
         a = _python_numbers(name, a, x)
     elif integers and a.dtype.kind in "iu":
         a = _integers(a)
+    elif a.dtype.kind == "b":
+        raise TypeError(f"{name} is an array of bools, not numbers: write them as 1 and 0 (or +-1)")
     elif a.dtype.kind not in "iuf":
         raise ValueError(f"{name} must hold real numbers, got dtype {a.dtype}")
+    elif integers and a.dtype.itemsize > 8:
+        a = _wide_floats(a)
     else:
         a = a.astype(np.float64)
     if shape is not None and a.shape != shape:
@@ -152,17 +157,16 @@ _FLOAT64_WHOLE = 1 << 53  # ints up to this are exact as float64
 
 def _python_numbers(name: str, a: np.ndarray, given: Any) -> np.ndarray:
     """``a`` (NumPy's reading of ``given``: Python numbers, or an object array) exactly: every element
-    looked at, since NumPy turns [2**63 + 1000, -2**63] into rounded floats and [1, True] into ints."""
+    looked at, since NumPy turns [2**63 + 1000, -2**63] into rounded floats and [1, True] into ints, and
+    float() would round an np.longdouble."""
     o = np.array(given, dtype=object) if a.dtype.kind != "O" else a
     if a.dtype.kind not in "iufbO":
         raise ValueError(f"{name} must hold real numbers, got dtype {a.dtype}")
-    if a.dtype.kind == "b":
-        return a  # all bools: refused by the caller's dtype check below
-    flat = o.ravel().tolist()
+    flat = [_wide(v) if _is_wide(v) else v for v in o.ravel().tolist()]  # extended floats at their exact value
     ints = floats = exact = 0
     for k, v in enumerate(flat):
         if isinstance(v, (bool, np.bool_)):
-            raise ValueError(f"{name}[{k}] is {v!r}, a bool among numbers: write it as 1 or 0")
+            raise TypeError(f"{name}[{k}] is {v!r}, a bool, not a number: write it as 1 or 0")
         if isinstance(v, (int, np.integer)):
             ints += 1
         elif isinstance(v, (float, np.floating)):
@@ -172,14 +176,42 @@ def _python_numbers(name: str, a: np.ndarray, given: Any) -> np.ndarray:
         else:
             raise ValueError(f"{name}[{k}] is {v!r}: {name} must hold real numbers")
     if not flat or ints == len(flat):
-        return _integers(o) if flat else a.astype(np.float64)
+        return _integers(_reshaped(flat, o.shape)) if flat else a.astype(np.float64)
     big = any(isinstance(v, (int, np.integer)) and abs(int(v)) > _FLOAT64_WHOLE for v in flat)
     if exact or (big and floats):
-        out = np.empty(o.shape, dtype=object)
-        out.ravel()[:] = [int(v) if isinstance(v, np.integer) else float(v) if isinstance(v, np.floating) else v
-                          for v in flat]  # fmt: skip
-        return out
+        return _reshaped([int(v) if isinstance(v, np.integer) else float(v) if isinstance(v, np.floating) else v
+                          for v in flat], o.shape)  # fmt: skip
     return np.array(flat, dtype=np.float64).reshape(o.shape)  # floats, and ints float64 holds exactly
+
+
+def _is_wide(v: Any) -> bool:
+    """A NumPy float wider than float64 (np.longdouble where it has more bits): float(v) would round it."""
+    return isinstance(v, np.floating) and v.dtype.itemsize > 8
+
+
+def _wide(v: np.floating[Any]) -> int | Fraction | float:
+    """An extended float at its exact value: a Python int where it is whole, else a Fraction; NaN and inf as
+    Python floats, refused by name with the other non-finite numbers."""
+    if not np.isfinite(v):
+        return float(v)
+    numerator, denominator = v.as_integer_ratio()
+    return numerator if denominator == 1 else Fraction(numerator, denominator)
+
+
+def _wide_floats(a: np.ndarray) -> np.ndarray:
+    """An array of extended floats (np.longdouble) exactly: int64 (or Python ints past it) when every value is
+    whole, else an object array of Python ints and Fractions (:mod:`._exact` reads each exactly)."""
+    flat = [_wide(v) for v in a.ravel()]
+    if all(isinstance(v, int) for v in flat):
+        return _integers(_reshaped(flat, a.shape))
+    return _reshaped(flat, a.shape)
+
+
+def _reshaped(flat: list[Any], shape: tuple[int, ...]) -> np.ndarray:
+    """Python objects as an object array of ``shape``, each kept as it is (np.array would convert them)."""
+    out = np.empty(shape, dtype=object)
+    out.ravel()[:] = flat
+    return out
 
 
 def _integers(a: np.ndarray) -> np.ndarray:
@@ -200,13 +232,20 @@ def _not_finite(a: np.ndarray) -> tuple[int, ...] | None:
     if a.dtype.kind == "f":
         bad = ~np.isfinite(a)
     elif a.dtype.kind == "O":
-        bad = np.array([isinstance(v, float) and not math.isfinite(v) for v in a.ravel().tolist()], dtype=bool)
+        bad = np.array([not _finite(v) for v in a.ravel().tolist()], dtype=bool)
         bad = bad.reshape(a.shape)
     else:
         return None
     if not bad.any():
         return None
     return tuple(int(i) for i in np.argwhere(bad)[0])
+
+
+def _finite(v: Any) -> bool:
+    """Whether a number in an object array is finite (a float's or a Decimal's NaN and infinities are not)."""
+    if isinstance(v, Decimal):
+        return v.is_finite()
+    return not isinstance(v, float) or math.isfinite(v)
 
 
 def check_unchanged(n: int, edges: np.ndarray, J: np.ndarray, h: np.ndarray) -> None:
@@ -243,6 +282,14 @@ def fitted(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LazykernWarning)
         return _exact.fit(numbers, dtype, host, floats_only, objects)
+
+
+def values(J: np.ndarray, h: np.ndarray, dtype: Any, host: bool) -> tuple[np.dtype, tuple[np.ndarray, ...]]:
+    """(dtype, (J, h)) of the couplings and fields themselves, for a network the caller contracts
+    (:func:`._exact.as_values`: exact where ``dtype`` holds every number and partial sum); ValueError for
+    non-finite numbers and sums past float64's range, as :func:`fitted`."""
+    check_finite(J, h)
+    return _exact.as_values(_exact.classify(J, h), dtype, host)
 
 
 def value_dtype(J: np.ndarray, h: np.ndarray, dtype: Any, warn: bool = True) -> np.dtype:

@@ -14,8 +14,9 @@ The algebras then map (mask, size) to their numbers: the tropical value size (or
 Float weights written as short decimals (0.1, 2.75: any float whose shortest repr has at most
 :data:`._exact.DECIMAL_DIGITS` significant digits) are exact too: every objective becomes an integer
 numerator of one ``unit`` (1/10, 1/100, ...) before any sum, so 0.1 + 0.2 ties 0.3 as it does on paper
-(float64 would split the tie and count each side once). Other floats (1/3) are summed as floats, with a
-warning that ties within rounding may split.
+(float64 would split the tie and count each side once). Other floats (1/3), and decimals whose sums
+would need more units than the property holds exactly (1.0 beside 1e-300: 10^300 units of 1e-300), are
+summed as floats, with a warning that ties within rounding may split.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import bisect
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -97,8 +99,12 @@ class Tables:
         return config
 
 
-def build(problem: Any, fixed: Mapping[int, int]) -> Tables:
-    """The merged tables of ``problem`` with the variables of ``fixed`` set (checked here)."""
+def build(problem: Any, fixed: Mapping[int, int], exact_below: int | None = None) -> Tables:
+    """The merged tables of ``problem`` with the variables of ``fixed`` set (checked here).
+
+    ``exact_below``: the most units (exclusive) the caller's property sums exactly; float weights whose
+    exact numerators would reach it are summed as floats instead (:func:`_decimal_numerators`). None: no
+    limit (a property that reads no size)."""
     n, flavors = int(problem.num_variables), int(problem.num_flavors)
     fixed = _check_fixed(dict(fixed), n, flavors)
     integer = bool(problem.integer_weights)
@@ -115,7 +121,7 @@ def build(problem: Any, fixed: Mapping[int, int]) -> Tables:
     objectives = [_sliced(table, fixed, flavors, "objective") for table in problem.objectives()]
     unit, floats = Fraction(1), False
     if not integer:
-        decimals = _decimal_numerators([values for _, values in objectives])
+        decimals = _decimal_numerators([values for _, values in objectives], exact_below)
         if decimals is not None:
             numerators, unit = decimals
             objectives = [(labels, nums) for (labels, _), nums in zip(objectives, numerators)]
@@ -139,12 +145,13 @@ def build(problem: Any, fixed: Mapping[int, int]) -> Tables:
     return Tables(n, flavors, fixed, free, order, mask, size, integer, offset, feasible, unit=unit, floats=floats)
 
 
-def _decimal_numerators(tables: list[np.ndarray]) -> tuple[list[np.ndarray], Fraction] | None:
+def _decimal_numerators(tables: list[np.ndarray], exact_below: int | None) -> tuple[list[np.ndarray], Fraction] | None:
     """Float objective tables as integer numerators (object arrays) of one unit (each value the decimal it
-    was written as, :func:`._exact.classify`, else its exact binary value), when every number is exact as
-    meant (integers and short decimals: then sizes too large for a property are refused, as integers are) or
-    any sum of one entry per table stays below 2^53 units; None otherwise (floats at their binary value
-    mixed with huge ones), after a warning: the sizes are then float sums and may round."""
+    was written as, :func:`._exact.classify`, else its exact binary value), when any sum of one entry per
+    table stays below ``exact_below`` units (None: any sum) for numbers exact as meant (integers and short
+    decimals), below 2^53 units for floats at their binary value; None otherwise, after one warning: the
+    sizes are then float sums and may round (1e-300 beside 1.0 needs units of 1e-300, 10^300 of them: no
+    dtype holds that, and the float sum is what the weights can mean at that spread)."""
     try:
         numbers = _exact.classify(*tables)
     except (
@@ -154,9 +161,13 @@ def _decimal_numerators(tables: list[np.ndarray]) -> tuple[list[np.ndarray], Fra
     if numbers is not None and numbers.exact:
         nums = [np.asarray(a, dtype=object) for a in numbers.numerators]
         reach = sum(max((abs(int(x)) for x in a.ravel().tolist()), default=0) for a in nums)
-        if reach < _FLOAT64_EXACT or numbers.spread == 0:  # integers and decimals: exact, or refused as integers are
+        limit = _FLOAT64_EXACT if numbers.spread else exact_below
+        if limit is None or reach < limit:
             _exact.warn_binary_floats(numbers.spread, "sizes", "every count, k-best list and set of configurations")
             return nums, numbers.unit
+        if not numbers.spread:
+            _warn_past_exact(numbers, reach, limit)
+            return None
     off = "" if numbers is None else f", up to about {numbers.magnitude * 2.0**-52:.3g} here"
     warn_user(
         "weights that are not short decimals (like 1/3), mixed with weights so large that their exact sum "
@@ -166,6 +177,25 @@ def _decimal_numerators(tables: list[np.ndarray]) -> tuple[list[np.ndarray], Fra
         LazykernWarning,
     )
     return None
+
+
+def _warn_past_exact(numbers: _exact.Numbers, reach: int, limit: int) -> None:
+    """The one warning for decimal (or whole) float weights whose numerators reach ``limit`` units: they
+    are summed as floats instead."""
+    warn_user(
+        f"these float weights are exact as decimals (or whole numbers) in units of {figure(numbers.unit)}, "
+        f"but their sizes need sums of up to {figure(reach)} units, past what this property holds exactly "
+        f"(below 2^{limit.bit_length() - 1} units): sizes are summed in float64 instead and round at its "
+        f"precision, up to about {numbers.magnitude * 2.0**-52:.3g} here, so two sizes equal on paper may "
+        "differ and two that differ may tie",
+        LazykernWarning,
+    )
+
+
+def figure(x: int | float | Fraction) -> str:
+    """A finite number, exact or float, to 3 significant digits, past float64's range too (10^400)."""
+    q = Fraction(x)
+    return format(Decimal(q.numerator) / Decimal(q.denominator), ".3g")
 
 
 def _check_fixed(fixed: dict[int, int], n: int, flavors: int) -> dict[int, int]:

@@ -52,7 +52,8 @@ from . import _crt, _procs, _reference_einsum, _shared, _spread, _upload
 from ._backend import Backend
 from ._contract import Algebra
 from ._strided import BITS_MAX
-from .einsum import build_network, contract_network, parse
+from .algebras import floatsum
+from .einsum import ContractionPlan, build_network, contract_network, parse
 
 if TYPE_CHECKING:
     from ..store.cache import KernelCache
@@ -328,10 +329,39 @@ def count_network(
         )
         return out
 
+    value = net.be.dtype(net.leaves[0].parts[0]).itemsize
+
+    def upper() -> int | None:
+        """A proven bound on every |count|: one pass of float64 counts (:func:`float_counts`) of what a
+        prime pass runs (the shared steps' exact int64 results as leaves, :func:`_share`), or, where its
+        8-byte counts do not fit the memory, of the whole network by a plan of its own (sliced to fit)."""
+        how: tuple[Any, Any, Any] = (inputs, operands, plan)
+        if not _fits(net, plan, value + 8):
+            whole = build_network(inputs, output, float_counts(net.be, operands), semiring, CountingAlgebra)
+            how = (
+                inputs,
+                operands,
+                whole.plan("auto" if isinstance(optimize, ContractionPlan) else optimize, (), memory_limit, max_time),
+            )
+        elif devices is None:
+            if not shorter:
+                shorter.append(_share(net, plan, inputs, operands))
+            how = shorter[0]
+        floats = float_counts(net.be, how[1])
+        try:
+            _, counts = contract_network(
+                how[0], output, floats, semiring=semiring, optimize=how[2], algebra=CountingAlgebra, devices=devices
+            )
+        except DeviceMemoryError as exc:
+            log.warning("counting: no float64 pass to bound the counts (%s); the operands' bound sets the primes", exc)
+            return None
+        entries = sum(math.prod(int(n) for n in values.shape) for values, _ in floats)
+        # each leaf's int64 -> float64 conversion rounds once more: its entries counted twice over
+        return floatsum.upper_bound(float(_largest(net.be, counts)), how[2].flops, 2 * entries, how[2].nslices)
+
     labels = [t.labels for t in net.leaves]
     spread = _spread.resolve(devices, net.be)
     lanes = spread if spread is not None and len(spread) >= 2 and not net.be.on_host else None
-    value = net.be.dtype(net.leaves[0].parts[0]).itemsize
     host: list[Any] = []
 
     def remote(moduli: tuple[int, ...]) -> tuple[Any, ...]:
@@ -355,7 +385,23 @@ def count_network(
         remote,
         net.be.device_of(net.leaves[0].parts[0]) if lanes is not None else None,
         rounds=lanes is not None and plan.nslices < len(lanes),
+        upper=upper,
     )
+
+
+def float_counts(be: Backend, operands: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """``operands`` with float64 counts: each count's magnitude, 1 where an operand gives none. Their
+    contraction (the same values, so the same optimal terms) sums products of these magnitudes, at least
+    each exact |count| (the triangle inequality), in nonnegative float64 arithmetic whose rounding
+    :func:`.algebras.floatsum.upper_bound` bounds: a proven upper bound on every |count| from one pass."""
+    out: list[tuple[Any, Any]] = []
+    for op in operands:
+        if isinstance(op, tuple):
+            values, counts = op
+            out.append((values, be.xp.abs(_cast(be, counts, "float64"))))  # cast first: abs(-2^63) wraps in int64
+        else:
+            out.append((op, be.full(op, tuple(op.shape), 1.0, be.xp.float64)))
+    return out
 
 
 def _share(net: Any, plan: Any, inputs: Sequence[Any], operands: Sequence[Any]) -> tuple[Any, Any, Any]:
@@ -403,8 +449,7 @@ def _int64_first(net: Any, plan: Any, value: int) -> bool:
     """Whether a count past int64 starts with the int64 pass (counts modulo 2^64): where it fits, except on a
     GPU where two residues a pass fit as well. Two primes ride in the int64 pass's bytes (4 + 4 against 8 an
     entry) and give as many bits (62 against 64), the int64 kernels are the slower (80 registers against 64:
-    3.03 s against 2.71 s of a 32 x 32 pass's bit-addressed steps on an H100, 2026-11-28), and a count that
-    turns out small settles within the first pass (the int64 pass alone never stops the search)."""
+    3.03 s against 2.71 s of a 32 x 32 pass's bit-addressed steps on an H100, 2026-11-28)."""
     if not _fits(net, plan, value + 8):
         return False
     return net.be.on_host or residues_per_pass(net, plan) < 2
@@ -446,6 +491,7 @@ def exact(
     remote: Callable[[tuple[int, ...]], tuple[Any, ...]] | None = None,
     home: int | None = None,
     rounds: bool = True,
+    upper: Callable[[], int | None] | None = None,
 ) -> tuple[Any, Any]:
     """Exact integer counts from passes ``run(moduli)`` of one plan, each the finished contraction
     (values, counts...) in the algebra :func:`algebra` (*moduli) (``()``: int64 counts modulo 2^64),
@@ -457,12 +503,17 @@ def exact(
     for narrower residue passes (a 32 x 32 lattice's 2^32-entry boundary on an 80 GB GPU) is not
     sliced for it, the residues alone rebuild the counts.
 
+    The primes are those a proven bound on every |count| needs: :func:`count_bound` (the product of the
+    summed labels' sizes and the operands' largest counts: 2^n for n spins, far above most counts), or,
+    tighter, ``upper()`` where given (one pass of float64 counts, :func:`float_bound`), asked only when
+    :func:`count_bound` passes int64. A count that bound proves below 2^63 is then the int64 pass alone.
+
     ``lanes`` (two GPUs or more): passes run in rounds, one whole pass per device at once
     (``run(moduli, device)``, with that device current; :func:`._crt.solve`): the first round the int64
     pass beside prime passes, later rounds as many prime passes as there are lanes; the primes are
     combined in order, so the counts are the same. A pass of fewer slices than devices (a 32 x 32
-    lattice's sweep: one) cannot be split over them without running its steps twice, and the primes a
-    count needs are known only as they settle: a round is the unit that scales. ``rounds=False`` (a plan
+    lattice's sweep: one) cannot be split over them without running its steps twice: a round is the unit
+    that scales. ``rounds=False`` (a plan
     with slices enough for every device): rounds for the first passes only (all of them needed), later
     passes one after the other with their slices spread (no pass computed ahead in vain). With ``remote(moduli)`` (the
     arguments of :func:`lazykern.tn._proc_worker.counting_pass`) and GPU operands
@@ -471,6 +522,13 @@ def exact(
     """
     given = [op[1] for op in operands if isinstance(op, tuple)]  # the others count 1 per entry
     bound = count_bound(be, given, labels, output, sizes)
+    bounded = 0.0  # seconds of the float64 pass that bounds the counts
+    if bound >= 1 << 63 and upper is not None:
+        began = time.perf_counter()
+        tighter = upper()
+        bounded = time.perf_counter() - began
+        log.debug("counting: counts proven below %s (float64 pass), %s by the operands alone", tighter, bound)
+        bound = bound if tighter is None else min(bound, tighter)
     if bound < 1 << 63:
         values, counts = run(())  # exact in int64, left where the operands are
         return values, counts
@@ -520,7 +578,7 @@ def exact(
     try:
         return _crt.solve(on_host, bound, residues(), together, wide=wide(), lanes=len(lanes or ()), every_round=rounds)
     finally:
-        _log_rounds(profile, bound)
+        _log_rounds(profile, bound, bounded)
 
 
 def _round(moduli: list[tuple[int, ...]], devices: Sequence[int | None], seconds: float) -> dict[str, Any]:
@@ -528,9 +586,10 @@ def _round(moduli: list[tuple[int, ...]], devices: Sequence[int | None], seconds
     return {"passes": [{"moduli": list(m), "device": d} for m, d in zip(moduli, devices)], "seconds": round(seconds, 4)}
 
 
-def _log_rounds(rounds: list[dict[str, Any]], bound: int) -> None:
-    """The counting passes' profile, logged (``spread_profile``): rounds, their passes and wall seconds. A round
-    runs one whole pass per device at once, so the passes a count needs set its scaling over devices."""
+def _log_rounds(rounds: list[dict[str, Any]], bound: int, bound_seconds: float) -> None:
+    """The counting passes' profile, logged (``spread_profile``): rounds, their passes and wall seconds, and the
+    seconds of the float64 pass that bounded the counts before them (0: none ran). A round runs one whole pass
+    per device at once, so the passes a count needs set its scaling over devices."""
     if not rounds:
         return
     primes = sum(len(p["moduli"]) for r in rounds for p in r["passes"])
@@ -540,7 +599,7 @@ def _log_rounds(rounds: list[dict[str, Any]], bound: int) -> None:
         len(rounds),
         sum(r["seconds"] for r in rounds),
         extra={"spread_profile": {"kind": "counting rounds", "rounds": rounds, "primes": primes,
-                                  "bound_bits": bound.bit_length()}},
+                                  "bound_bits": bound.bit_length(), "bound_seconds": round(bound_seconds, 4)}},
     )  # fmt: skip
 
 

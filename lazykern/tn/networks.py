@@ -59,8 +59,9 @@ class SpinGlass:
     Any instance of one's own is built here (or with :meth:`from_edges` from a weighted edge
     list); the inputs are checked when it is made (and J, h again by each solver): spins numbered
     0..n-1, one integer pair per edge, no self loop, each pair once (sum duplicate couplings
-    first), finite couplings and fields of the right lengths. Anything else is a ValueError that
-    says what.
+    first), finite couplings and fields of the right lengths (each number read exactly, np.longdouble
+    included). Anything else is a ValueError that says what (a NaN or infinity by its position); a
+    bool given as a coupling or field is a TypeError.
 
     >>> sg = SpinGlass(3, [(0, 1), (1, 2)], [1.0, -1.0])
     >>> ground_state_energy(sg)
@@ -150,11 +151,13 @@ class SpinGlass:
     def energy(self, spins: Any) -> Any:
         """E(s) for spins (..., n) of +-1, exactly (:mod:`._exact`: the couplings' integer numerators times
         their unit, summed as int64 or Python ints), as the solvers answer it: an int when J and h are
-        integers, else the float nearest the exact energy; an array over the leading axes."""
+        integers, else the float nearest the exact energy; an array over the leading axes. ValueError for
+        spins of another length or with an entry other than +1 and -1 (:func:`_spins`)."""
+        s = _spins(self.n, spins)
         numbers = _exact.classify(self.J, self.h)
         Jn, hn = numbers.numerators if numbers.exact else numbers.big
         kind = np.int64 if Jn.dtype == np.int64 and hn.dtype == np.int64 else object
-        s = np.asarray(spins).astype(np.int64).astype(kind)
+        s = s.astype(kind)
         e = -(s[..., self.edges[:, 0]] * s[..., self.edges[:, 1]]) @ Jn.astype(kind) - s @ hn.astype(kind)
         unit = numbers.unit
 
@@ -169,8 +172,9 @@ class SpinGlass:
         return np.array([one(v) for v in np.ravel(e).tolist()], dtype=np.float64).reshape(np.shape(e))
 
     def frustrated(self, spins: Any) -> np.ndarray:
-        """Mask of the bonds a configuration leaves unsatisfied (J_ij s_i s_j < 0)."""
-        s = np.asarray(spins)
+        """Mask of the bonds a configuration (n,) of +-1 leaves unsatisfied (J_ij s_i s_j < 0); ValueError
+        for other spins, as :meth:`energy`."""
+        s = _spins(self.n, spins)
         mask: np.ndarray = self.J * s[self.edges[:, 0]] * s[self.edges[:, 1]] < 0
         return mask
 
@@ -179,11 +183,49 @@ class SpinGlass:
         return [(int(a), int(b)) for a, b in self.edges.tolist()] + [(i,) for i in range(self.n)]
 
     def network(self, dtype: Any = None, module: Any = np) -> tuple[list[tuple[int, ...]], list[Any]]:
-        """(labels per tensor, tensors) of the max-plus network; spin i is label i. ``module``:
-        numpy, cupy or torch, or its name (tensors made on its default device: torch gets
-        device="cuda"); ``dtype`` as for :func:`ground_state_energy`."""
-        module, dtype = self.resolve(module, dtype, warn=False)  # the solvers warned
-        return _tensors(self, self.J.astype(float), self.h.astype(float), dtype, module)
+        """(labels per tensor, tensors) of the max-plus network: spin i is label i (index 0 is s = +1), a
+        bond tensor J_ij s s' = [[J, -J], [-J, J]] per edge, then a field tensor h_i s = [h, -h] per spin.
+        Its max-plus contraction to a scalar is max_s (-E(s)) = -E_0.
+
+        The tensors hold the couplings and fields themselves (the solvers contract integer numerators of a
+        unit instead), exactly wherever ``dtype`` can (:func:`._exact.as_values`): ``dtype`` None picks the
+        narrowest of float32, float64 and, on the host, int64 and object (Python ints) that holds every
+        coupling, field and partial sum exactly. Where none does, decimals such as 0.1 and fractions
+        (no binary float holds 1/10) are float64's nearest, with a LazykernWarning; floats taken at their
+        binary value (Gaussian couplings) are float64, each as given, their sums rounding; integers are
+        never rounded (on a device past 2^53: ValueError). A given ``dtype`` (float32, float64, int32,
+        int64, or object on the host: Python ints or Fractions, exact) that cannot hold them is a
+        ValueError for an integer dtype, integer couplings or numbers past its range, else it rounds with
+        a LazykernWarning, as the solvers' ``dtype`` does. ``module``: numpy, cupy or torch, or its name
+        (tensors made on its default device: torch gets device="cuda").
+
+        >>> labels, tensors = SpinGlass(2, [(0, 1)], [2**53 + 1]).network()
+        >>> labels, tensors[0].dtype, int(tensors[0][0, 0])
+        ([(0, 1), (0,), (1,)], dtype('int64'), 9007199254740993)
+        """
+        _instance.check_unchanged(self.n, self.edges, self.J, self.h)
+        module = _instance.array_module(module)
+        host = getattr(module, "__name__", "") == "numpy"
+        dtype, (J, h) = _instance.values(self.J, self.h, dtype, host)
+        return _tensors(self, J, h, dtype, module)
+
+
+def _spins(n: int, spins: Any) -> np.ndarray:
+    """``spins`` (..., n) as int64, every entry +1 or -1 (not the label indices 0 and 1: s = 1 - 2 * index);
+    ValueError naming the first entry that is not, or the shape."""
+    s = np.asarray(spins)
+    if s.ndim == 0 or s.shape[-1] != n:
+        raise ValueError(f"spins must have shape (..., {n}), one +-1 per spin, got shape {s.shape}")
+    if s.dtype.kind not in "iuf":
+        raise ValueError(f"spins must be +1 or -1 (integers or floats), got dtype {s.dtype}")
+    bad = (s != 1) & (s != -1)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"spins[{', '.join(map(str, where))}] is {s[where].item()!r}: each spin is +1 or -1 (from label "
+            "indices 0/1, s = 1 - 2 * index)"
+        )
+    return s.astype(np.int64)
 
 
 def _tensors(sg: SpinGlass, J: np.ndarray, h: np.ndarray, dtype: np.dtype, module: Any) -> tuple[list[Any], list[Any]]:
@@ -823,9 +865,10 @@ def degeneracy(
 ) -> tuple[float, int | float]:
     """(E_0, number of ground states), from counting contractions. The count is an exact Python
     int (``count_dtype`` None or int64): counted modulo 2^64, which is the count itself for up to
-    63 spins, and for more also modulo 31-bit primes until the Chinese remainder theorem's
-    reconstructions settle (:mod:`lazykern.tn._crt`: usually one or two extra passes; a
-    +-J square lattice passes 2^63 ground states near L = 28). ``count_dtype=float64``: one pass
+    63 spins, and for more also modulo the 31-bit primes that a proven bound on the count needs
+    (one pass of float64 counts, its rounding bounded, :func:`lazykern.tn.counting.count_network`),
+    the Chinese remainder theorem giving the integer (:mod:`lazykern.tn._crt`; a +-J square lattice
+    passes 2^63 ground states near L = 28). ``count_dtype=float64``: one pass
     of float counts, a float that rounds past 2^53 (with a warning); any integer type (or object)
     means the exact int. ``dtype``, ``devices`` as
     for :func:`ground_state_energy`; the device's counting kernels add float values only, so an

@@ -31,7 +31,8 @@ configuration gives ``[]`` for the list properties, 0 for ``CountingAll``, ``-in
 ``SingleConfigMax/Min``.
 
 Open vertices: the answer is a NumPy array with one axis of ``num_flavors`` per open vertex (in the
-order of ``problem.openvertices``) whose entry is the answer with those vertices fixed to its index
+order of ``problem.openvertices``: as the user listed them, ascending variable index when given as a
+set) whose entry is the answer with those vertices fixed to its index
 (float64 for ``PartitionFunction``, else an object array holding the answers as they are).
 """
 
@@ -81,9 +82,11 @@ def solve(
     largest intermediate; default: what fits the device), ``devices`` as for :func:`lazykern.tn.einsum`.
 
     Raises TypeError for a ``prop`` that is not a property, ValueError for open vertices that are also
-    fixed or repeat, for a GraphPolynomial of non-integer sizes, for a Configs* property past its
-    limit (naming the count) and for a SingleConfig* of a problem with no feasible configuration (with
-    open vertices: None in each entry that has none)."""
+    fixed or repeat, for a GraphPolynomial of non-integer sizes, for a PartitionFunction whose log Z is
+    past float64's range, for integer sizes past what the property holds exactly, for a Configs* property
+    past its limit (naming the count) and for a SingleConfig* of a problem with no feasible configuration
+    (with open vertices: None in each entry that has none). Float weights whose exact decimal sums pass
+    what the property holds are summed as floats, with a LazykernWarning."""
     if not isinstance(prop, Q.Property) or type(prop) in (Q.Property,):
         raise TypeError(f"solve(problem, prop): prop must be a property of lazykern.tn.properties, got {prop!r}")
     memory_limit = _instance.check_memory_limit(memory_limit)
@@ -121,7 +124,7 @@ def _entry(problem: Any, prop: Q.Property, fixed: dict[int, int], ctx: _Context)
 
 
 def _solve(problem: Any, prop: Q.Property, fixed: dict[int, int], ctx: _Context) -> Any:
-    tab = _tables.build(problem, fixed)
+    tab = _tables.build(problem, fixed, exact_below=_exact_below(prop))
     if isinstance(prop, (Q.SizeMax, Q.SizeMin)):
         return sizes(tab, prop.k, prop.largest, ctx)
     if isinstance(prop, (Q.CountingMax, Q.CountingMin)):
@@ -137,6 +140,18 @@ def _solve(problem: Any, prop: Q.Property, fixed: dict[int, int], ctx: _Context)
     if isinstance(prop, (Q.ConfigsMax, Q.ConfigsAll)):
         return configs(problem, tab, prop, ctx)
     raise TypeError(f"solve does not know the property {type(prop).__name__}")
+
+
+def _exact_below(prop: Q.Property) -> int | None:
+    """The units below which ``prop`` sums sizes exactly (:func:`value_dtype`): int64's for one best size,
+    one configuration and the graph polynomial's tropical passes, float64's for every other property (the
+    partition function's exact offsets too); None for ``CountingAll``, which reads no size."""
+    if isinstance(prop, Q.CountingAll):
+        return None
+    one_best = isinstance(prop, (Q.SizeMax, Q.SizeMin)) and prop.k == 1
+    if one_best or isinstance(prop, (Q.SingleConfigMax, Q.SingleConfigMin, Q.GraphPolynomial)):
+        return INT64_EXACT
+    return FLOAT64_EXACT
 
 
 class _Context:
@@ -249,11 +264,16 @@ def value_dtype(tab: _tables.Tables, tropical_only: bool) -> np.dtype:
     if tropical_only and bound < INT64_EXACT:
         return np.dtype(np.int64)
     held = (
-        "2^62: one best size or configuration, in int64"
+        "one best size, configuration or graph polynomial: sums in int64, below 2^62 units"
         if tropical_only
-        else "2^53: k-best sizes, counts, polynomials and configuration sets, in float64"
+        else "k-best sizes, counts and configuration sets: sums in float64, below 2^53 units"
     )
-    raise ValueError(f"sizes reach {bound}, past what this property holds exactly ({held}); scale the weights down")
+    size = bound * tab.unit  # the problem's own units, not numerators (decimal weights count in 1/10s ...)
+    shown = str(size) if tab.unit == 1 and bound < 10**24 else _tables.figure(size)
+    units = "" if tab.unit == 1 else f" ({_tables.figure(bound)} units of {_tables.figure(tab.unit)})"
+    raise ValueError(
+        f"sizes reach {shown}{units}, past what this property holds exactly ({held}); scale the weights down"
+    )
 
 
 def _worst(dtype: np.dtype, largest: bool) -> Any:
@@ -295,10 +315,24 @@ def _item(x: Any) -> Any:
     return np.asarray(x)
 
 
+def _k_cap(tab: _tables.Tables, k: int) -> int:
+    """``k``, or fewer where fewer distinct sizes can occur (proven): no more than the configurations of
+    the free variables (flavors ** free), nor, for sizes of whole units (integers, decimal numerators),
+    than the whole numbers between the tables' bounds (:meth:`._tables.Tables.size_bounds`). A k-best
+    algebra costs O(k^2) an entry: SizeMax(100000) of a path of 3 vertices has 3 sizes to find."""
+    # flavors ** bit_length(k) > k for flavors >= 2: no need to raise flavors to every free variable
+    cap = min(k, int(tab.flavors ** min(len(tab.free), k.bit_length())))
+    if tab.integer:
+        low, high = tab.size_bounds()
+        cap = min(cap, int(high - low) + 1)
+    return max(cap, 1)
+
+
 def sizes(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[Any]:
     """The k best distinct sizes, best first."""
     if not tab.feasible:
         return []
+    k = _k_cap(tab, k)
     if k == 1:
         dtype = value_dtype(tab, tropical_only=True)
         tensors = ctx.put_all(_values(tab, dtype, largest))
@@ -319,6 +353,7 @@ def _count_operands(tab: _tables.Tables, dtype: np.dtype, largest: bool, ctx: _C
 
 def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[tuple[Any, int]]:
     """(size, exact count) at the k best sizes."""
+    k = _k_cap(tab, k)
     if not tab.feasible:
         return []
     dtype = value_dtype(tab, tropical_only=False)
@@ -345,11 +380,18 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
             break
         counts = ctx.put_all([m.astype(f"f{floats}") for m in tab.mask])
         alg = kbest.algebra(k, True, floats=floats)
-        parts = ctx.contract(tab, tab.labels, (), list(zip(values, counts)), "maxplus", alg)
+        float_ops = list(zip(values, counts))
+        parts = ctx.contract(tab, tab.labels, (), float_ops, "maxplus", alg)
         found = [(float(_item(v)), float(_item(c))) for v, c in zip(parts[:k], parts[k:])]
         found = [(v, c) for v, c in found if math.isfinite(v)]
         if all(c < kbest.FLOAT_EXACT[floats] for _, c in found):
             return [(_size(tab, sign * v), int(c)) for v, c in found]
+        if floats == 64:  # its rounding bounded: a proven bound on every count, which sets the primes below
+            plan = ctx.plan(tab, tab.labels, (), float_ops, "maxplus", alg)  # the pass's own (the same order)
+            entries = sum(int(m.size) for m in tab.mask)
+            # a k-best product sums up to k * k terms where max-plus has one: k * k times the additions
+            proven = floatsum.upper_bound(max(c for _, c in found), plan.flops * k * k, entries, plan.nslices)
+            bound = bound if proven is None else min(bound, proven)
     log.debug("CountingMax(%d): a count past what float counts hold exactly; counting in integer rings", k)
     ones = ctx.put_all([m.astype(np.int64) for m in tab.mask])
     operands = list(zip(values, ones))
@@ -418,7 +460,9 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
             "(scale the weights down, or ask CountingMax(k) for the top coefficients)"
         )
     mins = [int(s[m].min()) for m, s in zip(tab.mask, tab.size)]
-    exponents = [np.where(m, s - lo, 0).astype(np.int64) for m, s, lo in zip(tab.mask, tab.size, mins)]
+    # Python ints (object arrays), exact at any size: an entry past int64 no feasible configuration reaches
+    # still gets its power (:func:`.algebras.polynomial.powers_modulo` reduces it modulo p - 1)
+    exponents = [np.where(m, s - lo, 0) for m, s, lo in zip(tab.mask, tab.size, mins)]
     shift = smin - (sum(mins) + int(tab.offset))  # Q(x) = x^shift R(x), R of degree smax - smin
     points = smax - smin + 1
     xs = np.arange(1, points + 1, dtype=np.int64)
@@ -544,7 +588,7 @@ def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: _Contex
     sizes (and decimals, whole numbers of ``tab.unit``) below 2^53 run with exact offsets
     (:mod:`.algebras.scaledsum`): log Z to float64's precision of itself, whatever the sizes cancel.
     Float sizes run in log space (:mod:`.algebras.logsum`), with a warning where large sizes leave log Z
-    less precise than it looks."""
+    less precise than it looks. A log Z past float64's range is a ValueError, never +-inf."""
     if goal not in ("max", "min"):
         raise ValueError(f"the problem's goal must be 'max' or 'min', got {goal!r}")
     if not tab.feasible:
@@ -552,22 +596,53 @@ def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: _Contex
     scale = float(beta) if goal == "max" else -float(beta)
     if tab.integer and tab.magnitude() < FLOAT64_EXACT:
         return _scaled_partition_function(tab, scale, ctx)
-    unit = float(tab.unit)  # sizes are whole numbers of this (1 but for decimal weights)
-    with np.errstate(invalid="ignore"):
-        logs = [np.where(m, s.astype(np.float64) * unit * scale, -math.inf) for m, s in zip(tab.mask, tab.size)]
+    logs, offset = _log_weights(tab, scale)
     out = ctx.contract(tab, tab.labels, (), [ctx.put(t) for t in logs], "maxplus", logsum.LogSumAlgebra)
-    answer = float(_item(out).item()) + scale * float(tab.offset * tab.unit)
-    reach = abs(scale) * float(tab.magnitude()) * float(tab.unit)  # the largest |log weight| a step may hold
-    error = reach * len(logs) * 2.0**-52
-    if error > 1e-9 * max(1.0, abs(answer)):
+    answer = float(_item(out).item()) + offset
+    overflowed = math.isinf(offset) or any(bool(np.isinf(t[m]).any()) for t, m in zip(logs, tab.mask))
+    if math.isnan(answer) or answer == math.inf or (answer == -math.inf and overflowed):
+        raise _past_range(tab, scale)
+    size = Fraction(tab.magnitude()) * tab.unit  # exact: a figure past float64's range raises nothing
+    reach = abs(Fraction(scale)) * size  # the largest |log weight| a step may hold
+    error = reach * len(logs) / 2**52
+    if error > Fraction(1e-9) * max(Fraction(1), abs(Fraction(answer))):
         warn_user(
-            f"PartitionFunction: sizes up to {float(tab.magnitude()) * float(tab.unit):.3g} put log-weights of "
-            f"{reach:.3g} in the contraction, which float64 holds to about {error:.2g}: log Z = {answer!r} may "
+            f"PartitionFunction: sizes up to {_tables.figure(size)} put log-weights of {_tables.figure(reach)} in "
+            f"the contraction, which float64 holds to about {_tables.figure(error)}: log Z = {answer!r} may "
             "be off by that much (integer or short-decimal weights below 2^53 units are exact to float64's "
             "precision of log Z)",
             LazykernWarning,
         )
     return answer
+
+
+def _log_weights(tab: _tables.Tables, scale: float) -> tuple[list[np.ndarray], float]:
+    """Each tensor's log weights, ``scale`` * size in float64 (-inf where forbidden), and the offset's: a
+    product past float64's range is +-inf, not an OverflowError (exp(-inf) = 0 is the weight float64 has
+    for it; +inf makes log Z +inf, which the caller refuses). ``scale`` 0 weighs every configuration 1,
+    whatever its size (0 * inf would be NaN)."""
+    if scale == 0:
+        return [np.where(m, 0.0, -math.inf) for m in tab.mask], 0.0
+    factor = Fraction(scale) * tab.unit  # sizes are whole numbers of the unit (1 but for decimal weights)
+    logs = [np.where(m, _times(s, factor), -math.inf) for m, s in zip(tab.mask, tab.size)]
+    return logs, _float(tab.offset * factor)
+
+
+def _times(values: np.ndarray, factor: Fraction) -> np.ndarray:
+    """``values`` (floats, or Python ints of any size) times ``factor`` in float64, +-inf past its range."""
+    try:
+        with np.errstate(over="ignore"):
+            return values.astype(np.float64) * float(factor)
+    except OverflowError:  # a Python int past float64's range: the exact product, then rounded
+        return np.array([_float(x * factor) for x in values.ravel().tolist()], dtype=np.float64).reshape(values.shape)
+
+
+def _float(x: Any) -> float:
+    """The float nearest ``x`` (an int, Fraction or float), +-inf past float64's range."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
 
 
 def _scaled_partition_function(tab: _tables.Tables, scale: float, ctx: _Context) -> float:
@@ -583,7 +658,19 @@ def _scaled_partition_function(tab: _tables.Tables, scale: float, ctx: _Context)
     if best == -math.inf:
         return -math.inf
     whole = Fraction(int(best) + sign * int(tab.offset)) * tab.unit  # the exact best +-size, with the offset
-    return abs(scale) * float(whole) + float(log_weight)
+    answer = abs(scale) * float(whole) + float(log_weight)
+    if not math.isfinite(answer):  # beta times the best size passed float64's range
+        raise _past_range(tab, scale)
+    return answer
+
+
+def _past_range(tab: _tables.Tables, scale: float) -> ValueError:
+    """The refusal of a log Z past float64's range (never answered as +-inf or NaN)."""
+    size = _tables.figure(Fraction(tab.magnitude()) * tab.unit)
+    return ValueError(
+        f"PartitionFunction: log Z is past float64's range (1.8e308): sizes reach {size} and |beta| is "
+        f"{abs(scale)!r}; scale the weights or beta down"
+    )
 
 
 # ---------------------------------------------------------- configurations --
@@ -612,10 +699,20 @@ def _checked(problem: Any, tab: _tables.Tables, size: Any, config: np.ndarray) -
         raise ReconstructionError(f"the contraction chose an infeasible configuration {config.tolist()}; report it")
     own = problem.size(config)
     exact = tab.integer and not tab.floats  # the problem sums float weights as floats: 0.1 + 0.2 is not 0.3
-    same = own == size if exact else math.isclose(float(own), float(size), rel_tol=1e-9, abs_tol=1e-9)
+    slack = 1e-9 if tab.integer else max(1e-9, _float_slack(problem))  # float sums: their own rounding
+    same = own == size if exact else math.isclose(float(own), float(size), rel_tol=1e-9, abs_tol=slack)
     if not same:
         raise ReconstructionError(f"configuration {config.tolist()} has size {own}, the contraction said {size}")
     return size
+
+
+def _float_slack(problem: Any) -> float:
+    """How far two float64 sums of one configuration's objective entries, in any order and grouping, may
+    lie apart: each takes at most one addition per table, each rounding by half an ulp of a partial sum,
+    and no partial sum passes the sum of every table's largest |entry| (1.0 + 2^61 - 2^61 is 0.0)."""
+    tables = problem.objectives()
+    bound = math.fsum(float(np.max(np.abs(t.values.astype(np.float64)))) for t in tables if t.values.size)
+    return bound * len(tables) * 2.0**-52
 
 
 def configs(problem: Any, tab: _tables.Tables, prop: Any, ctx: _Context) -> Any:
@@ -632,7 +729,7 @@ def configs(problem: Any, tab: _tables.Tables, prop: Any, ctx: _Context) -> Any:
         k, sign = 1, 1
     else:
         wanted = dict(counting(tab, prop.k, prop.largest, ctx))
-        k, sign = prop.k, 1 if prop.largest else -1
+        k, sign = _k_cap(tab, prop.k), 1 if prop.largest else -1
     found = sum(wanted.values())
     if found > prop.limit:
         what = "feasible configurations" if everything else f"configurations at the {prop.k} best sizes"

@@ -8,8 +8,8 @@ coefficient exceeds the number of feasible configurations, bounded from above fi
 with its rounding bounded, :mod:`.floatsum`), so :func:`primes_needed` says how many. The D + 1 values
 at x = 1 .. D + 1 (D: the largest size less the smallest, both found exactly first by the tropical
 algebra, the largest in the same pass as that count) give the coefficients modulo p by Newton interpolation, and
-the Chinese remainder theorem the integers, once the primes' product passes that bound (or, as
-:mod:`lazykern.tn._crt` does for counts, when two successive reconstructions agree).
+the Chinese remainder theorem the integers, once the primes' product passes that bound (proven: two
+successive reconstructions that agree prove nothing, :mod:`lazykern.tn._crt`).
 """
 
 from __future__ import annotations
@@ -31,15 +31,38 @@ _MAX_PRIMES = 200  # 2^4000: far past any count a contractible network has
 
 def powers_modulo(exponents: np.ndarray, mask: np.ndarray, points: np.ndarray, moduli: Sequence[int]) -> np.ndarray:
     """float64 (len(moduli), len(points)) + exponents.shape: points ** exponents modulo each of ``moduli``,
-    0 where not ``mask`` (every prime at once: a network's few hundred tables times its primes)."""
-    p = np.array(moduli, dtype=np.int64).reshape(-1, 1)
-    top = int(exponents[mask].max()) if mask.any() else 0
-    table = np.ones((len(moduli), len(points), top + 1), dtype=np.int64)
-    base = points.reshape(1, -1) % p
-    for e in range(1, top + 1):
-        table[:, :, e] = table[:, :, e - 1] * base % p
-    safe = np.where(mask, exponents, 0).astype(np.int64)
-    out: np.ndarray = (table[:, :, safe] * mask).astype(np.float64)
+    0 where not ``mask`` (every prime at once: a network's few hundred tables times its primes).
+
+    ``exponents``: int64, or an object array of Python ints (sizes past int64), >= 0 where ``mask``. Each
+    distinct exponent is raised once, by square-and-multiply, after reducing it modulo p - 1
+    (:func:`_reduced`): the work and memory grow with the number of distinct exponents, never with their
+    size (an entry of exponent 2^45 that no feasible configuration reaches costs 45 squarings)."""
+    safe = np.where(mask, exponents, 0)
+    distinct, where = np.unique(safe.ravel(), return_inverse=True)
+    reduced = np.array([[_reduced(int(e), p) for e in distinct.tolist()] for p in moduli], dtype=np.int64)
+    table = _square_and_multiply(points, reduced, np.array(moduli, dtype=np.int64))
+    out: np.ndarray = (table[:, :, where.reshape(safe.shape)] * mask).astype(np.float64)
+    return out
+
+
+def _reduced(e: int, p: int) -> int:
+    """An exponent f in [0, p - 1] with x^f = x^e modulo the prime p for every x: e itself when 0, else
+    ((e - 1) mod (p - 1)) + 1 (Fermat: x^(p-1) = 1 for x not a multiple of p; a multiple stays 0 for
+    every exponent of at least 1)."""
+    return 0 if e == 0 else (e - 1) % (p - 1) + 1
+
+
+def _square_and_multiply(points: np.ndarray, exponents: np.ndarray, moduli: np.ndarray) -> np.ndarray:
+    """int64 (len(moduli), len(points), exponents.shape[1]): points ** exponents[i] modulo moduli[i], for
+    exponents (len(moduli), distinct) in [0, p - 1] (every product of two residues fits int64)."""
+    p = moduli.reshape(-1, 1, 1)
+    base = points.astype(np.int64).reshape(1, -1, 1) % p
+    e = exponents[:, None, :]
+    out = np.ones((len(moduli), len(points), exponents.shape[1]), dtype=np.int64)
+    while e.any():
+        out = np.where(e & 1, out * base % p, out)
+        base = base * base % p
+        e = e >> 1
     return out
 
 
@@ -81,7 +104,6 @@ def reconstruct(run: Pass, points: int, shift: int, bound: int, residues: int) -
     from passes ``run(moduli)`` evaluating Q at x = 1 .. points modulo each prime."""
     x: Any = np.zeros(points, dtype=object)
     M = 1
-    previous = None
     left = itertools.islice(_crt.primes(PRIME_BELOW - 1), _MAX_PRIMES)
     inverses = np.arange(1, points + 1)
     while moduli := tuple(itertools.islice(left, max(1, residues))):
@@ -90,7 +112,6 @@ def reconstruct(run: Pass, points: int, shift: int, bound: int, residues: int) -
             scale = [pow(int(v), -shift, p) for v in inverses]  # divide by x^shift: x is invertible mod p
             r = interpolate([int(v) * s % p for v, s in zip(values, scale)], p)
             x, M = _crt.combine(x, M, r.astype(object), p), M * p
-            if M > bound or (previous is not None and bool(np.all(x == previous))):
+            if M > bound:  # the only coefficients in [0, bound] with these residues
                 return [int(c) for c in x]
-            previous = x
     raise ReconstructionError(f"polynomial coefficients did not settle after {_MAX_PRIMES} primes")

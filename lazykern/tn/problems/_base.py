@@ -62,7 +62,8 @@ class Problem(abc.ABC):
 
     A subclass builds its tables from the user's input (checked: one ValueError naming the
     fault) and hands them to this constructor; ``openvertices`` / ``fixedvertices`` are given in the
-    user's names (:meth:`variable_names`) and kept as indices."""
+    user's names (:meth:`variable_names`) and kept as indices. ``openvertices`` in the order given (the
+    axes of a solve's answer), or as a set: then in ascending variable index, the same in every run."""
 
     goal: str
     num_flavors: int
@@ -162,9 +163,12 @@ class Problem(abc.ABC):
             raise ValueError(f"{what} names {name!r}, which is not a variable of this problem") from None
 
     def _indices(self, what: str, names: Any) -> list[int]:
+        """The variable indices of ``names``: in their order for a sequence, ascending for a set (whose
+        iteration order follows hashes, and for strings changes from run to run with PYTHONHASHSEED)."""
         if isinstance(names, (str, bytes)) or not isinstance(names, (Sequence, set, frozenset, np.ndarray)):
             raise ValueError(f"{what} must be a sequence of variable names, got {names!r}")
-        return [self._index(what, n) for n in names]
+        indices = [self._index(what, n) for n in names]
+        return sorted(indices) if isinstance(names, (set, frozenset)) else indices
 
     def _fixed(self, fixed: Any) -> dict[int, int]:
         if not isinstance(fixed, Mapping):
@@ -189,7 +193,13 @@ def _finish_objectives(
     arrays = [np.asarray(v) for _, v in objectives]
     floats = any(a.dtype.kind == "f" or any(isinstance(x, float) for x in a.reshape(-1).tolist()) for a in arrays)
     if floats:
-        as_float = [np.asarray(a, dtype=np.float64) for a in arrays]
+        try:
+            as_float = [np.asarray(a, dtype=np.float64) for a in arrays]
+        except OverflowError:
+            raise ValueError(
+                "an objective holds an int past float64's range (1.8e308) beside float values: give every "
+                "value as an int, or that one as a float"
+            ) from None
         try:
             bound = math.fsum(float(np.max(np.abs(a))) if a.size else 0.0 for a in as_float)
         except OverflowError:

@@ -3,7 +3,9 @@ that names the fault, never a KeyError deep in a contraction.
 
 A graph is a networkx graph (its nodes, in ``list(g.nodes)`` order, become indices 0..n-1) or
 ``(n, edges)`` with 0-based integer endpoints. Weights are a sequence (one per vertex or edge, in
-order) or a dict keyed by node or edge; Python and NumPy integers stay exact integers.
+order) or a dict keyed by node or edge; Python and NumPy integers stay exact integers. Where the order
+of edges, sets, clauses or weights names variables or pairs them with weights, a set (whose order
+follows hashes) is refused: :func:`refuse_set`.
 
 >>> g = graph((3, [(0, 1), (1, 2)]))
 >>> g.names, g.edges
@@ -51,10 +53,18 @@ def is_networkx(g: Any) -> bool:
     return hasattr(g, "nodes") and hasattr(g, "edges") and hasattr(g, "is_directed")
 
 
-def graph(g: Any, *, hyperedges: bool = False, self_loops: str = "refuse", duplicates: str = "refuse") -> Graph:
+def graph(
+    g: Any,
+    *,
+    hyperedges: bool = False,
+    self_loops: str = "refuse",
+    duplicates: str = "refuse",
+    edge_order: str | None = None,
+) -> Graph:
     """Check a networkx graph or ``(n, edges)``. ``hyperedges``: an edge may hold any number (>= 1)
     of distinct vertices; otherwise exactly two. ``self_loops`` / ``duplicates``: "refuse" (a
-    ValueError) or "drop" (a problem on which they change nothing)."""
+    ValueError) or "drop" (a problem on which they change nothing). ``edge_order``: why the order of
+    the edges means something (:func:`weights_in_order`), which refuses edges given as a set."""
     if is_networkx(g):
         if g.is_directed():
             raise ValueError("the graph is directed: give an undirected networkx graph (g.to_undirected())")
@@ -68,8 +78,25 @@ def graph(g: Any, *, hyperedges: bool = False, self_loops: str = "refuse", dupli
         if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"(n, edges): n must be a non-negative integer (the number of vertices), got {n!r}")
         names = list(range(int(n)))
+        if edge_order is not None:
+            refuse_set("edges", edge_list, edge_order)
         raw = [_edge(k, e, int(n), hyperedges) for k, e in enumerate(_items("edges", edge_list))]
     return Graph(names, _clean(raw, names, self_loops, duplicates, hyperedges))
+
+
+def refuse_set(what: str, items: Any, why: str) -> None:
+    """A ValueError for a set or frozenset where the order of ``items`` means something (``why``): a
+    set iterates in the order of its hashes, which for strings changes from run to run."""
+    if isinstance(items, (set, frozenset)):
+        raise ValueError(f"{what} is a set, but {why}: a set has no order; give a list")
+
+
+def weights_in_order(given: Any, what: str) -> str | None:
+    """Why the order of the ``what`` matters when ``given`` weights them: a sequence is read in their
+    order (a dict, or no weights, leaves any order alone: None)."""
+    if given is None or isinstance(given, Mapping):
+        return None
+    return f"the {what} weights are a sequence, read in the order of the {_plural(what)}"
 
 
 def _items(what: str, seq: Any) -> list[Any]:
@@ -127,6 +154,7 @@ def weights(given: Any, keys: Sequence[Hashable], what: str, *, unordered: bool 
     else:
         if isinstance(given, (str, bytes)) or not hasattr(given, "__len__"):
             raise TypeError(f"weights must be a sequence (one per {what}) or a dict, got {type(given).__name__}")
+        refuse_set("weights", given, f"they are read in the order of the {_plural(what)}")
         arr = np.asarray(given) if not isinstance(given, np.ndarray) else given
         if arr.ndim != 1:
             raise ValueError(f"weights must be one-dimensional (one per {what}), got shape {arr.shape}")
@@ -153,9 +181,21 @@ def numbers(values: Sequence[Any], what: str) -> list[Number]:
     if all(isinstance(x, int) for x in out):
         return out
     for k, x in enumerate(out):
-        if isinstance(x, int) and float(x) != x:
-            raise ValueError(f"weight {k} of the {_plural(what)}, {x}, has no exact float among float weights")
+        if isinstance(x, int) and not _exact_float(x):
+            shown = f"an int of {len(str(abs(x)))} digits" if abs(x) >= 10**30 else str(x)
+            raise ValueError(
+                f"weight {k} of the {_plural(what)}, {shown}, has no exact float64 value (past its 53 bits or its "
+                "range, 1.8e308) among float weights: give every weight as an int, or this one as a float"
+            )
     return [float(x) for x in out]
+
+
+def _exact_float(x: int) -> bool:
+    """Whether float64 holds the int ``x`` exactly (one past its range, 10**400, it does not hold at all)."""
+    try:
+        return float(x) == x
+    except OverflowError:
+        return False
 
 
 def _from_dict(given: Mapping[Any, Any], keys: Sequence[Hashable], what: str, unordered: bool) -> list[Any]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._base import Problem
+from ._inputs import refuse_set
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Sets:
 def check_sets(sets: Any) -> Sets:
     if isinstance(sets, (str, bytes, Mapping)) or not hasattr(sets, "__iter__"):
         raise ValueError(f"sets must be a sequence of sets (each a list of elements), got {type(sets).__name__}")
+    refuse_set("sets", sets, "set i is variable i, named by its index")
     out: list[tuple[Hashable, ...]] = []
     where: dict[Hashable, list[int]] = {}
     for i, s in enumerate(sets):

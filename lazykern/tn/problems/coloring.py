@@ -31,7 +31,7 @@ class Coloring(Problem):
             raise ValueError(f"Coloring: k (the number of colours) must be an integer, got {k!r}")
         if k < 1:
             raise ValueError(f"Coloring: k (the number of colours) must be at least 1, got {k}")
-        graph = _inputs.graph(g)
+        graph = _inputs.graph(g, edge_order=_inputs.weights_in_order(weights, "edge"))
         w = _inputs.weights(weights, graph.edge_names(), "edge", unordered=True)
         self.graph = graph
         self.weights = w

@@ -26,7 +26,7 @@ class Matching(Problem):
     goal = "max"
 
     def __init__(self, g: Any, weights: Any = None, openvertices: Any = (), fixedvertices: Any = None) -> None:
-        graph = _inputs.graph(g)
+        graph = _inputs.graph(g, edge_order="the variables are the edges, in order")
         w = _inputs.weights(weights, graph.edge_names(), "edge", unordered=True)
         self.graph = graph
         self.weights = w

@@ -24,7 +24,7 @@ class MaxCut(Problem):
     goal = "max"
 
     def __init__(self, g: Any, weights: Any = None, openvertices: Any = (), fixedvertices: Any = None) -> None:
-        graph = _inputs.graph(g)
+        graph = _inputs.graph(g, edge_order=_inputs.weights_in_order(weights, "edge"))
         w = _inputs.weights(weights, graph.edge_names(), "edge", unordered=True)
         self.graph = graph
         self.weights = w

@@ -15,6 +15,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from ._base import Problem
+from ._inputs import refuse_set
 from ._tables import objective
 
 
@@ -45,6 +46,7 @@ class PaintShop(Problem):
     def __init__(self, sequence: Any, openvertices: Any = (), fixedvertices: Any = None) -> None:
         if isinstance(sequence, (bytes, Mapping)) or not hasattr(sequence, "__iter__"):
             raise ValueError(f"sequence must be a sequence of cars, got {type(sequence).__name__}")
+        refuse_set("sequence", sequence, "the order of the occurrences is the paint shop")
         seq = list(sequence)
         index: dict[Hashable, int] = {}
         counts: list[int] = []

@@ -65,6 +65,9 @@ class Satisfiability(Problem):
     ) -> None:
         if isinstance(cnf, (str, bytes, Mapping)) or not hasattr(cnf, "__iter__"):
             raise ValueError(f"cnf must be a sequence of clauses (lists of nonzero ints), got {type(cnf).__name__}")
+        order = _inputs.weights_in_order(weights, "clause")
+        if order is not None:
+            _inputs.refuse_set("cnf", cnf, order)
         clauses = [_clause(k, c) for k, c in enumerate(cnf)]
         largest = max((abs(x) for c in clauses for x in c), default=0)
         if num_variables is None:

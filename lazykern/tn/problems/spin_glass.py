@@ -39,9 +39,9 @@ def _field(h: int | float) -> Any:
     return size
 
 
-def _graph(g: Any, h: Any) -> _inputs.Graph:
+def _graph(g: Any, h: Any, edge_order: str | None) -> _inputs.Graph:
     """A networkx graph, (n, edges), or a plain list of (hyper)edges (n: len(h), else the largest
-    index + 1)."""
+    index + 1); ``edge_order`` as :func:`._inputs.graph` takes it."""
     if _inputs.is_networkx(g):
         return _inputs.graph(g, hyperedges=True)
     plain = isinstance(g, (list, tuple)) and not (
@@ -55,7 +55,7 @@ def _graph(g: Any, h: Any) -> _inputs.Graph:
             ends = [v for e in edges if hasattr(e, "__iter__") for v in e if isinstance(v, (int, np.integer))]
             n = max(ends, default=-1) + 1
         return _inputs.graph((n, edges), hyperedges=True)
-    return _inputs.graph(g, hyperedges=True)
+    return _inputs.graph(g, hyperedges=True, edge_order=edge_order)
 
 
 class SpinGlass(Problem):
@@ -72,7 +72,7 @@ class SpinGlass(Problem):
     ) -> None:
         if J is None:
             raise ValueError("SpinGlass needs J, one coupling per edge")
-        graph = _graph(g_or_hyperedges, h)
+        graph = _graph(g_or_hyperedges, h, _inputs.weights_in_order(J, "edge"))
         couplings = _inputs.weights(J, graph.edge_names(), "edge", unordered=True)
         fields = [0] * graph.n if h is None else _inputs.weights(h, graph.names, "vertex")
         if any(isinstance(x, float) for x in [*couplings, *fields]):
