@@ -427,15 +427,18 @@ def contract_network(
     from ..tn import counting
     from ..tn._contract import Algebra, Term
     from ..tn.algebras import floatsum
-    from ..tn.einsum import build_network
+    from ..tn.einsum import build_network, plan_flops
 
     if module not in ARRAY_MODULES:
         raise ValueError(f"module must be one of {ARRAY_MODULES}, got {module!r}")
     algebra = Algebra if algebra is None else algebra
-    host = [tuple(np.asarray(p) for p in op) if isinstance(op, tuple) else np.asarray(op) for op in operands]
+    host: list[Any] = [tuple(np.asarray(p) for p in op) if isinstance(op, tuple) else np.asarray(op) for op in operands]
     inputs = [tuple(t) for t in inputs]
     output = tuple(output)
     net = build_network(inputs, output, host, semiring, algebra)
+    if getattr(algebra, "counting", False) and not getattr(algebra, "moduli", ()) and not _exact_counting(net, algebra):
+        host = counting.float_counts(net.be, host, magnitudes=False)  # float counts: every operand's in float64
+        net = build_network(inputs, output, host, semiring, algebra)
     plan = net.plan(optimize, slices, memory_limit, max_time)
     count = len(client.nthreads()) if groups is None else int(groups)
     if count < 1:
@@ -474,7 +477,8 @@ def contract_network(
         [mags] = client.scatter([(inputs, output, floats, semiring, algebra)], broadcast=True)
         _, counts = one_pass((), mags, build_network(inputs, output, floats, semiring, algebra))
         entries = sum(int(values.size) for values, _ in floats)
-        return floatsum.upper_bound(float(np.max(counts, initial=0.0)), plan.flops, 2 * entries, plan.nslices)
+        flops = plan_flops(inputs, output, net.sizes, plan)
+        return floatsum.upper_bound(float(np.max(counts, initial=0.0)), flops, 2 * entries, plan.nslices)
 
     if not _exact_counting(net, algebra):
         return one_pass(())

@@ -53,7 +53,7 @@ from ._backend import Backend
 from ._contract import Algebra
 from ._strided import BITS_MAX
 from .algebras import floatsum
-from .einsum import ContractionPlan, build_network, contract_network, parse
+from .einsum import ContractionPlan, build_network, contract_network, parse, plan_flops
 
 if TYPE_CHECKING:
     from ..store.cache import KernelCache
@@ -287,10 +287,17 @@ def count_network(
     net = build_network(inputs, output, operands, semiring, CountingAlgebra)
     _check_integer_values(net)
     if any(net.be.dtype(t.parts[1]).kind == "f" for t in net.leaves):  # weights: one pass of floats
+        wide = [c for c in (op[1] for op in operands if isinstance(op, tuple)) if net.be.dtype(c).kind in "iu"]
+        if any(_largest(net.be, c) >= 2**53 for c in wide):
+            warn_user(
+                "counting.einsum: int64 counts past 2^53 beside float64 counts round to float64: every count is "
+                "taken as float64 when any is; pass int64 counts everywhere for exact integers",
+                LazykernWarning,
+            )
         floats: tuple[Any, Any] = contract_network(
             inputs,
             output,
-            operands,
+            float_counts(net.be, operands, magnitudes=False),
             semiring=semiring,
             optimize=optimize,
             slices=slices,
@@ -357,7 +364,8 @@ def count_network(
             return None
         entries = sum(math.prod(int(n) for n in values.shape) for values, _ in floats)
         # each leaf's int64 -> float64 conversion rounds once more: its entries counted twice over
-        return floatsum.upper_bound(float(_largest(net.be, counts)), how[2].flops, 2 * entries, how[2].nslices)
+        flops = plan_flops(how[0], output, net.sizes, how[2])
+        return floatsum.upper_bound(float(_largest(net.be, counts)), flops, 2 * entries, how[2].nslices)
 
     labels = [t.labels for t in net.leaves]
     spread = _spread.resolve(devices, net.be)
@@ -389,16 +397,20 @@ def count_network(
     )
 
 
-def float_counts(be: Backend, operands: Sequence[Any]) -> list[tuple[Any, Any]]:
-    """``operands`` with float64 counts: each count's magnitude, 1 where an operand gives none. Their
-    contraction (the same values, so the same optimal terms) sums products of these magnitudes, at least
-    each exact |count| (the triangle inequality), in nonnegative float64 arithmetic whose rounding
-    :func:`.algebras.floatsum.upper_bound` bounds: a proven upper bound on every |count| from one pass."""
+def float_counts(be: Backend, operands: Sequence[Any], magnitudes: bool = True) -> list[tuple[Any, Any]]:
+    """``operands`` with float64 counts, 1 where an operand gives none; ``magnitudes``: each count's |count|.
+
+    With magnitudes, their contraction (the same values, so the same optimal terms) sums products of these
+    magnitudes, at least each exact |count| (the triangle inequality), in nonnegative float64 arithmetic
+    whose rounding :func:`.algebras.floatsum.upper_bound` bounds: a proven upper bound on every |count| from
+    one pass. Without, it is the float route's one pass (every operand's counts in one dtype: a product of
+    int64 and float64 counts is taken in neither)."""
     out: list[tuple[Any, Any]] = []
     for op in operands:
         if isinstance(op, tuple):
             values, counts = op
-            out.append((values, be.xp.abs(_cast(be, counts, "float64"))))  # cast first: abs(-2^63) wraps in int64
+            counts = _cast(be, counts, "float64")  # cast first: abs(-2^63) wraps in int64
+            out.append((values, be.xp.abs(counts) if magnitudes else counts))
         else:
             out.append((op, be.full(op, tuple(op.shape), 1.0, be.xp.float64)))
     return out

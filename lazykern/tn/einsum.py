@@ -798,6 +798,16 @@ def _walk(
         _count(uses, kept, 1)
 
 
+def plan_flops(
+    inputs: Sequence[Sequence[Label]], output: Collection[Label], sizes: dict[Label, int], plan: ContractionPlan
+) -> int:
+    """The multiply-adds of ``plan`` over every slice, priced on this network's own labels and sizes: the
+    figure a plan carries is the network's it was made for (one made for other sizes, or written by hand
+    with the default 0, carries another), and a rounding bound must not rest on it."""
+    steps = plan_steps(inputs, output, sizes, plan.path, dict(plan.sliced))
+    return sum(int(s.flops) for s in steps) * int(plan.nslices)
+
+
 def plan_steps(
     inputs: Sequence[Sequence[Label]],
     output: Collection[Label],

@@ -54,7 +54,7 @@ from ._backend import backend_of
 from ._contract import Algebra, Term
 from .algebras import floatsum, kbest, logsum, modular, polynomial, scaledsum
 from .counting import count_network
-from .einsum import ContractionPlan, build_network, contract_network, contraction_plan, network_argmax
+from .einsum import ContractionPlan, build_network, contract_network, contraction_plan, network_argmax, plan_flops
 
 log = logging.getLogger("lazykern")
 
@@ -315,6 +315,11 @@ def _item(x: Any) -> Any:
     return np.asarray(x)
 
 
+def _sizes_of(tab: _tables.Tables) -> dict[Any, int]:
+    """Every variable's size in ``tab``'s networks: its flavors."""
+    return dict.fromkeys((v for labels in tab.labels for v in labels), tab.flavors)
+
+
 def _k_cap(tab: _tables.Tables, k: int) -> int:
     """``k``, or fewer where fewer distinct sizes can occur (proven): no more than the configurations of
     the free variables (flavors ** free), nor, for sizes of whole units (integers, decimal numerators),
@@ -390,7 +395,8 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
             plan = ctx.plan(tab, tab.labels, (), float_ops, "maxplus", alg)  # the pass's own (the same order)
             entries = sum(int(m.size) for m in tab.mask)
             # a k-best product sums up to k * k terms where max-plus has one: k * k times the additions
-            proven = floatsum.upper_bound(max(c for _, c in found), plan.flops * k * k, entries, plan.nslices)
+            flops = plan_flops(tab.labels, (), _sizes_of(tab), plan) * k * k
+            proven = floatsum.upper_bound(max(c for _, c in found), flops, entries, plan.nslices)
             bound = bound if proven is None else min(bound, proven)
     log.debug("CountingMax(%d): a count past what float counts hold exactly; counting in integer rings", k)
     ones = ctx.put_all([m.astype(np.int64) for m in tab.mask])
@@ -561,7 +567,8 @@ def _largest_and_count_bound(tab: _tables.Tables, ctx: _Context) -> tuple[int, i
     if not _finite(largest, dtype):
         raise ReconstructionError("GraphPolynomial: no feasible configuration reached the largest size; report it")
     computed = float(_item(count).item())
-    bound = floatsum.upper_bound(computed, plan.flops, sum(int(m.size) for m in tab.mask), plan.nslices)
+    flops = plan_flops(tab.labels, (), _sizes_of(tab), plan)
+    bound = floatsum.upper_bound(computed, flops, sum(int(m.size) for m in tab.mask), plan.nslices)
     if bound is None:
         log.debug("GraphPolynomial: the float64 count overflowed (%r); counting by residues", computed)
         bound = _modular_count(tab, ctx)

@@ -43,7 +43,7 @@ ANSWERED: list[int] = []
 
 
 @given(operands(), st.sampled_from(SEMIRINGS), st.booleans(), st.booleans())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=600, deadline=None, derandomize=True)  # the same calls each run: the count below is stable
 def test_matmul_answers_or_refuses_clearly(ab, semiring, argmax, batched):
     a, b = ab
     fn, ref = (tropical.bmm, reference.bmm) if batched else (tropical.matmul, reference.matmul)
@@ -59,5 +59,6 @@ def test_matmul_answers_or_refuses_clearly(ab, semiring, argmax, batched):
 
 
 def test_the_generator_reaches_valid_calls_too():
+    ANSWERED.clear()
     test_matmul_answers_or_refuses_clearly()
     assert len(ANSWERED) >= 20, f"only {len(ANSWERED)} generated calls were valid: the property tested little"
