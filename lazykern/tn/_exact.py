@@ -197,19 +197,15 @@ def _all_ints(a: np.ndarray) -> bool:
     return a.dtype.kind == "O" and all(isinstance(v, (int, np.integer)) for v in a.ravel().tolist())
 
 
-def decimal_sum(floats: list[float]) -> float | None:
-    """The float nearest the exact sum of ``floats`` when each is a short decimal (at most
-    DECIMAL_DIGITS significant digits: 0.1 + 0.2 gives 0.3), else None (the caller sums floats)."""
-    total = Fraction(0)
-    for x in floats:
-        d = Decimal(repr(x))
-        if not d.is_finite() or len(d.normalize().as_tuple().digits) > DECIMAL_DIGITS:
-            return None
-        total += Fraction(d)
+def exact_sum(values: list[Any]) -> float:
+    """The float nearest the exact sum of ``values``, each read as :func:`classify` reads it (a short
+    decimal as that decimal, a whole float as its integer, another float at its binary value): 0.1 + 0.2
+    gives 0.3, and 2^52 + 1.0, 0.5 and -2^52 give 1.5 where float64's running sum gives 2.0."""
+    total = sum((_rational(x)[0] for x in values), Fraction(0))
     try:
-        return total.numerator / total.denominator
+        return total.numerator / total.denominator  # true division of ints: correctly rounded
     except OverflowError:  # past float64's range, as the float sum would be
-        return math.copysign(math.inf, total)
+        return math.inf if total > 0 else -math.inf
 
 
 def warn_binary_floats(spread: float, what: str, separated: str) -> None:

@@ -162,7 +162,7 @@ def _python_numbers(name: str, a: np.ndarray, given: Any) -> np.ndarray:
     o = np.array(given, dtype=object) if a.dtype.kind != "O" else a
     if a.dtype.kind not in "iufbO":
         raise ValueError(f"{name} must hold real numbers, got dtype {a.dtype}")
-    flat = [_wide(v) if _is_wide(v) else v for v in o.ravel().tolist()]  # extended floats at their exact value
+    flat = [wide(v) if is_wide(v) else v for v in o.ravel().tolist()]  # extended floats at their exact value
     ints = floats = exact = 0
     for k, v in enumerate(flat):
         if isinstance(v, (bool, np.bool_)):
@@ -184,12 +184,12 @@ def _python_numbers(name: str, a: np.ndarray, given: Any) -> np.ndarray:
     return np.array(flat, dtype=np.float64).reshape(o.shape)  # floats, and ints float64 holds exactly
 
 
-def _is_wide(v: Any) -> bool:
+def is_wide(v: Any) -> bool:
     """A NumPy float wider than float64 (np.longdouble where it has more bits): float(v) would round it."""
     return isinstance(v, np.floating) and v.dtype.itemsize > 8
 
 
-def _wide(v: np.floating[Any]) -> int | Fraction | float:
+def wide(v: np.floating[Any]) -> int | Fraction | float:
     """An extended float at its exact value: a Python int where it is whole, else a Fraction; NaN and inf as
     Python floats, refused by name with the other non-finite numbers."""
     if not np.isfinite(v):
@@ -201,7 +201,7 @@ def _wide(v: np.floating[Any]) -> int | Fraction | float:
 def _wide_floats(a: np.ndarray) -> np.ndarray:
     """An array of extended floats (np.longdouble) exactly: int64 (or Python ints past it) when every value is
     whole, else an object array of Python ints and Fractions (:mod:`._exact` reads each exactly)."""
-    flat = [_wide(v) for v in a.ravel()]
+    flat = [wide(v) for v in a.ravel()]
     if all(isinstance(v, int) for v in flat):
         return _integers(_reshaped(flat, a.shape))
     return _reshaped(flat, a.shape)

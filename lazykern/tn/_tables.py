@@ -46,7 +46,8 @@ class Tables:
     is integer, else float64; ``offset``: the constant size of the fixed variables' objectives;
     ``feasible``: False when a constraint over fixed variables alone forbids them. ``unit``: what one
     unit of ``size`` (and ``offset``) is worth; ``floats``: the weights were floats (decimals made
-    exact integers of ``unit``), so sizes are answered as floats."""
+    exact integers of ``unit``), so sizes are answered as floats; ``floated``: why float weights are
+    summed as floats instead (their exact sums pass what the property holds), "" where they are not."""
 
     num_variables: int
     flavors: int
@@ -61,6 +62,7 @@ class Tables:
     order: Any = None  # the contraction order every algebra's network of these tables takes (the solver's)
     unit: Fraction = Fraction(1)
     floats: bool = False
+    floated: str = ""  # why float weights are summed as floats (past the exact range), "" where they are not
 
     def answer(self, numerator: Any) -> Any:
         """A size of whole units (``offset`` not added) as the problem's size: an exact int for integer
@@ -103,29 +105,73 @@ def build(problem: Any, fixed: Mapping[int, int], exact_below: int | None = None
     """The merged tables of ``problem`` with the variables of ``fixed`` set (checked here).
 
     ``exact_below``: the most units (exclusive) the caller's property sums exactly; float weights whose
-    exact numerators would reach it are summed as floats instead (:func:`_decimal_numerators`). None: no
-    limit (a property that reads no size)."""
+    exact numerators would reach it (over the entries the constraints allow, fixed vertices sliced out)
+    are summed as floats instead, with a warning. None: no limit (a property that reads no size)."""
     n, flavors = int(problem.num_variables), int(problem.num_flavors)
     fixed = _check_fixed(dict(fixed), n, flavors)
     integer = bool(problem.integer_weights)
-    groups: dict[tuple[int, ...], list[Any]] = {}  # variables -> [mask, size]
-    offset: Any = 0
+    masks: dict[tuple[int, ...], Any] = {}
     feasible = True
     for table in problem.constraints():
         labels, values = _sliced(table, fixed, flavors, "constraint")
         if not labels:
             feasible = feasible and bool(values)
             continue
-        entry = groups.setdefault(labels, [None, None])
-        entry[0] = values.astype(bool) if entry[0] is None else entry[0] & values.astype(bool)
+        allowed = values.astype(bool)
+        masks[labels] = allowed if labels not in masks else masks[labels] & allowed
     objectives = [_sliced(table, fixed, flavors, "objective") for table in problem.objectives()]
-    unit, floats = Fraction(1), False
-    if not integer:
-        decimals = _decimal_numerators([values for _, values in objectives], exact_below)
-        if decimals is not None:
-            numerators, unit = decimals
-            objectives = [(labels, nums) for (labels, _), nums in zip(objectives, numerators)]
-            integer = floats = True
+    free = tuple(v for v in range(n) if v not in fixed)
+    if integer:
+        return _merged(n, flavors, fixed, free, masks, objectives, True, feasible)
+    numbers = _classified([values for _, values in objectives])
+    if numbers is None or not numbers.exact:
+        _warn_not_decimal(numbers)
+        return _merged(n, flavors, fixed, free, masks, objectives, False, feasible, _NOT_DECIMAL)
+    nums = [np.asarray(a, dtype=object) for a in numbers.numerators]
+    exact = [(labels, a) for (labels, _), a in zip(objectives, nums)]
+    tab = _merged(n, flavors, fixed, free, masks, exact, True, feasible, unit=numbers.unit, floats=True)
+    reach = int(tab.magnitude())  # over allowed entries only: a forbidden entry is never summed
+    limit = _FLOAT64_EXACT if numbers.spread else exact_below
+    binary = numbers.unit.numerator == 1 and numbers.unit.denominator & (numbers.unit.denominator - 1) == 0
+    if limit == _FLOAT64_EXACT and not binary:
+        # Sizes are answered as floats: below 2^52 units of 1/10 (any unit no power of two) float spacing
+        # is under one unit, so distinct exact sizes stay distinct floats; near 2^53, 9e13 + 0.01 and
+        # 9e13 + 0.02 are one float and a k-best list would show it twice.
+        limit = _FLOAT64_EXACT >> 1
+    if limit is None or reach < limit:
+        _exact.warn_binary_floats(numbers.spread, "sizes", "every count, k-best list and set of configurations")
+        return tab
+    if numbers.spread:
+        _warn_not_decimal(numbers)
+        return _merged(n, flavors, fixed, free, masks, objectives, False, feasible, _NOT_DECIMAL)
+    _warn_past_exact(numbers, reach, limit)
+    why = (
+        f"{'whole-number' if numbers.unit == 1 else 'decimal'} weights whose sums need up to {figure(reach)} "
+        f"units of {figure(numbers.unit)}, past what this property holds exactly (below 2^{limit.bit_length() - 1})"
+    )
+    return _merged(n, flavors, fixed, free, masks, objectives, False, feasible, why)
+
+
+_NOT_DECIMAL = "weights that are not short decimals (floats at their binary value) beside sums past 2^53 units"
+
+
+def _merged(
+    n: int,
+    flavors: int,
+    fixed: dict[int, int],
+    free: tuple[int, ...],
+    masks: Mapping[tuple[int, ...], np.ndarray],
+    objectives: list[tuple[tuple[int, ...], np.ndarray]],
+    integer: bool,
+    feasible: bool,
+    floated: str = "",
+    unit: Fraction = Fraction(1),
+    floats: bool = False,
+) -> Tables:
+    """Tables of the constraints' ``masks`` and the sliced ``objectives`` (exact integers when
+    ``integer``, else float64), merged and folded."""
+    groups: dict[tuple[int, ...], list[Any]] = {labels: [m, None] for labels, m in masks.items()}
+    offset: Any = 0
     for labels, values in objectives:
         values = _sizes(values, integer)
         if not labels:
@@ -133,7 +179,6 @@ def build(problem: Any, fixed: Mapping[int, int], exact_below: int | None = None
             continue
         entry = groups.setdefault(labels, [None, None])
         entry[1] = values if entry[1] is None else entry[1] + values
-    free = tuple(v for v in range(n) if v not in fixed)
     for v in set(free) - {x for labels in groups for x in labels}:
         groups[(v,)] = [None, None]
     merged = _fold(groups, flavors, integer)
@@ -142,41 +187,34 @@ def build(problem: Any, fixed: Mapping[int, int], exact_below: int | None = None
     order = sorted(merged, key=lambda t: (min(t, default=-1), t))
     mask = [merged[t][0] for t in order]
     size = [np.where(m, s, _zero(integer)) for m, s in ((merged[t][0], merged[t][1]) for t in order)]
-    return Tables(n, flavors, fixed, free, order, mask, size, integer, offset, feasible, unit=unit, floats=floats)
+    return Tables(
+        n, flavors, fixed, free, order, mask, size, integer, offset, feasible, unit=unit, floats=floats,
+        floated=floated,
+    )  # fmt: skip
 
 
-def _decimal_numerators(tables: list[np.ndarray], exact_below: int | None) -> tuple[list[np.ndarray], Fraction] | None:
-    """Float objective tables as integer numerators (object arrays) of one unit (each value the decimal it
-    was written as, :func:`._exact.classify`, else its exact binary value), when any sum of one entry per
-    table stays below ``exact_below`` units (None: any sum) for numbers exact as meant (integers and short
-    decimals), below 2^53 units for floats at their binary value; None otherwise, after one warning: the
-    sizes are then float sums and may round (1e-300 beside 1.0 needs units of 1e-300, 10^300 of them: no
-    dtype holds that, and the float sum is what the weights can mean at that spread)."""
+def _classified(tables: list[np.ndarray]) -> _exact.Numbers | None:
+    """Float objective tables as exact integer numerators of one unit (each value the decimal it was
+    written as, :func:`._exact.classify`, else its exact binary value; not ``exact`` for floats at their
+    binary value past 62 bits), or None where every entry summed passes float64's range (the problem
+    checked that no one size does)."""
     try:
-        numbers = _exact.classify(*tables)
-    except (
-        ValueError
-    ):  # every entry summed reaches float64's largest number (the problem checked that no size overflows)
-        numbers = None
-    if numbers is not None and numbers.exact:
-        nums = [np.asarray(a, dtype=object) for a in numbers.numerators]
-        reach = sum(max((abs(int(x)) for x in a.ravel().tolist()), default=0) for a in nums)
-        limit = _FLOAT64_EXACT if numbers.spread else exact_below
-        if limit is None or reach < limit:
-            _exact.warn_binary_floats(numbers.spread, "sizes", "every count, k-best list and set of configurations")
-            return nums, numbers.unit
-        if not numbers.spread:
-            _warn_past_exact(numbers, reach, limit)
-            return None
+        return _exact.classify(*tables)
+    except ValueError:
+        return None
+
+
+def _warn_not_decimal(numbers: _exact.Numbers | None) -> None:
+    """The one warning for floats at their binary value whose exact sums pass 2^53 units: summed as floats."""
     off = "" if numbers is None else f", up to about {numbers.magnitude * 2.0**-52:.3g} here"
     warn_user(
         "weights that are not short decimals (like 1/3), mixed with weights so large that their exact sum "
         f"passes 2^53 units, are summed as float64: sizes round at float64's precision{off}, so two sizes "
-        "equal on paper may differ and a size may be off. Give short decimals (0.25, 1.5) or integers for "
+        "equal on paper may differ, two that differ may tie (merged into one size, their counts and "
+        "configurations together) and a size may be off. Give short decimals (0.25, 1.5) or integers for "
         "exact sizes",
         LazykernWarning,
     )
-    return None
 
 
 def _warn_past_exact(numbers: _exact.Numbers, reach: int, limit: int) -> None:
@@ -187,7 +225,7 @@ def _warn_past_exact(numbers: _exact.Numbers, reach: int, limit: int) -> None:
         f"but their sizes need sums of up to {figure(reach)} units, past what this property holds exactly "
         f"(below 2^{limit.bit_length() - 1} units): sizes are summed in float64 instead and round at its "
         f"precision, up to about {numbers.magnitude * 2.0**-52:.3g} here, so two sizes equal on paper may "
-        "differ and two that differ may tie",
+        "differ and two that differ may tie (merged into one size, their counts and configurations together)",
         LazykernWarning,
     )
 

@@ -24,19 +24,58 @@ when the property is made.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 DEFAULT_LIMIT = 10**6  # configurations a Configs* property lists before it refuses
 
 
-def _check_k(name: str, k: object) -> None:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+def _integer(x: object) -> int | None:
+    """``x`` as a Python int where it is an integer (NumPy's too), not a bool; else None."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+        return None
+    return int(x)
+
+
+def _check_k(name: str, k: object) -> int:
+    value = _integer(k)
+    if value is None or value < 1:
         raise ValueError(f"{name}(k={k!r}): k is the number of best sizes wanted, an int of at least 1")
+    return value
 
 
-def _check_limit(name: str, limit: object) -> None:
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+def _check_limit(name: str, limit: object) -> int:
+    value = _integer(limit)
+    if value is None or value < 1:
         raise ValueError(f"{name}(limit={limit!r}): limit is the most configurations to list, an int of at least 1")
+    return value
+
+
+def _check_beta(beta: object) -> float | int:
+    """``beta`` as a Python float or int, exactly: a real number (NumPy's too) within float64's range."""
+    whole = _integer(beta)
+    if whole is not None:
+        try:
+            float(whole)
+        except OverflowError:
+            raise ValueError(
+                f"PartitionFunction(beta={_short(whole)}): beta is past float64's range (1.8e308); log Z is "
+                "given as a float64, which holds no beta times a size that large"
+            ) from None
+        return whole
+    if isinstance(beta, (float, np.floating)) and math.isfinite(float(beta)):
+        value = float(beta)
+        if np.longdouble(value) != beta:  # a longdouble finer than float64: rounding it changes Z
+            raise ValueError(f"PartitionFunction(beta={beta!r}): beta holds more digits than float64; give a float64")
+        return value
+    raise ValueError(f"PartitionFunction(beta={beta!r}): beta must be a finite real number (an int or a float)")
+
+
+def _short(x: int) -> str:
+    text = str(x)
+    return text if len(text) <= 24 else f"{text[:6]}...({len(text)} digits)"
 
 
 @dataclass(frozen=True)
@@ -50,7 +89,7 @@ class _Best(Property):
     largest = True  # sizes' order: "Max" properties look at the largest
 
     def __post_init__(self) -> None:
-        _check_k(type(self).__name__, self.k)
+        object.__setattr__(self, "k", _check_k(type(self).__name__, self.k))  # NumPy's ints as Python's
 
 
 @dataclass(frozen=True)
@@ -94,14 +133,14 @@ class GraphPolynomial(Property):
 @dataclass(frozen=True)
 class PartitionFunction(Property):
     """log Z, Z = sum over feasible configurations of exp(beta * size) (exp(-beta * size) when the
-    problem's goal is "min"); -inf when none is feasible."""
+    problem's goal is "min"); -inf when none is feasible. ``beta``: a real number, an int or a float
+    (NumPy's too, kept exactly as a Python int or float); a ValueError for a bool, NaN, inf, or an int
+    past float64's range."""
 
     beta: float = 1.0
 
     def __post_init__(self) -> None:
-        beta = self.beta
-        if isinstance(beta, bool) or not isinstance(beta, (int, float)) or beta != beta or abs(beta) == float("inf"):
-            raise ValueError(f"PartitionFunction(beta={beta!r}): beta must be a finite number")
+        object.__setattr__(self, "beta", _check_beta(self.beta))
 
 
 @dataclass(frozen=True)
@@ -127,7 +166,7 @@ class ConfigsMax(_Best):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_limit(type(self).__name__, self.limit)
+        object.__setattr__(self, "limit", _check_limit(type(self).__name__, self.limit))
 
 
 @dataclass(frozen=True)
@@ -144,7 +183,7 @@ class ConfigsAll(Property):
     limit: int = DEFAULT_LIMIT
 
     def __post_init__(self) -> None:
-        _check_limit("ConfigsAll", self.limit)
+        object.__setattr__(self, "limit", _check_limit("ConfigsAll", self.limit))
 
 
 __all__ = [

@@ -19,7 +19,7 @@ several devices) in that algebra:
                                 then int64, then mod 2^64 and a prime in one pass and CRT
 ``CountingAll``                 the counting algebra with every value equal: a sum of products
 ``GraphPolynomial``             evaluations modulo primes, interpolated (:mod:`.algebras.polynomial`)
-``PartitionFunction``           sum-product in log space (:mod:`.algebras.logsum`)
+``PartitionFunction``           sum-product with exact offsets (:mod:`.algebras.scaledsum`)
 ``SingleConfigMax/Min``         the tropical argmax, backtracked (:func:`.einsum.network_argmax`)
 ``ConfigsMax/Min``, ``All``     branching on variables with exact counts as the guide (:mod:`._configs`)
 ==============================  ======================================================================
@@ -52,7 +52,7 @@ from . import _configs, _crt, _instance, _procs, _tables, _upload
 from . import properties as Q
 from ._backend import backend_of
 from ._contract import Algebra, Term
-from .algebras import floatsum, kbest, logsum, modular, polynomial, scaledsum
+from .algebras import floatsum, kbest, modular, polynomial, scaledsum
 from .counting import count_network
 from .einsum import ContractionPlan, build_network, contract_network, contraction_plan, network_argmax, plan_flops
 
@@ -285,17 +285,24 @@ def _worst(dtype: np.dtype, largest: bool) -> Any:
 
 
 def _values(tab: _tables.Tables, dtype: np.dtype, largest: bool, sign: int = 1) -> list[np.ndarray]:
-    """Each tensor's sizes (times ``sign``) in ``dtype``, the semiring zero where it is forbidden."""
+    """Each tensor's sizes (times ``sign``) in ``dtype``, the semiring zero where it is forbidden. Float
+    sizes carry the offset in the first tensor: a contraction's value is then the size it reports, and
+    k best distinct values are k distinct sizes (added after, 1e300 + 1 and 1e300 + 0 were two values of
+    one size: SizeMax(2) repeated it and ConfigsMax(2) lost a configuration)."""
     worst = _worst(dtype, largest)
-    return [np.where(m, s * sign, worst).astype(dtype) for m, s in zip(tab.mask, tab.size)]
+    sizes = list(tab.size)
+    if not tab.integer and tab.offset:
+        sizes[0] = sizes[0] + float(tab.offset)
+    return [np.where(m, s * sign, worst).astype(dtype) for m, s in zip(tab.mask, sizes)]
 
 
 def _size(tab: _tables.Tables, v: Any) -> Any:
-    """A contraction's value as the problem's size (offset added; an exact int for integer weights, the
-    float nearest the exact value for decimal ones)."""
+    """A contraction's value as the problem's size: an exact int for integer weights (offset added), the
+    float nearest the exact value for decimal ones, the value itself for float sums (:func:`_values`
+    folded the offset in)."""
     if tab.integer:
         return tab.answer(v if isinstance(v, (int, np.integer)) else int(round(float(v))))
-    return float(v) + float(tab.offset)
+    return float(v) + 0.0  # a negated 0.0 (a minimum's) reads as 0.0
 
 
 def _finite(v: Any, dtype: np.dtype) -> bool:
@@ -321,16 +328,70 @@ def _sizes_of(tab: _tables.Tables) -> dict[Any, int]:
 
 
 def _k_cap(tab: _tables.Tables, k: int) -> int:
-    """``k``, or fewer where fewer distinct sizes can occur (proven): no more than the configurations of
-    the free variables (flavors ** free), nor, for sizes of whole units (integers, decimal numerators),
-    than the whole numbers between the tables' bounds (:meth:`._tables.Tables.size_bounds`). A k-best
-    algebra costs O(k^2) an entry: SizeMax(100000) of a path of 3 vertices has 3 sizes to find."""
+    """``k``, or fewer where fewer distinct sizes can occur (proven). A contraction sums one entry of each
+    table in one order whatever the configuration, so one combination of the tables' entries gives one
+    value, float sums included: there are no more values than the configurations of the free variables
+    (flavors ** free), than the products of each table's distinct allowed sizes, nor, where the
+    configurations are few, than the distinct combinations the feasible ones take. Sizes of whole units
+    (integers, decimal numerators) sum exactly: no more than the whole numbers between the tables' bounds
+    (:meth:`._tables.Tables.size_bounds`) nor the distinct sums of one entry per table. A k-best algebra
+    costs O(k^2) an entry: SizeMax(100000) of a path of 3 vertices has 3 sizes to find."""
     # flavors ** bit_length(k) > k for flavors >= 2: no need to raise flavors to every free variable
     cap = min(k, int(tab.flavors ** min(len(tab.free), k.bit_length())))
+    distinct = [np.unique(s[m]) for m, s in zip(tab.mask, tab.size)]
+    if any(len(d) == 0 for d in distinct):
+        return 1  # a table allows nothing: no size occurs
+    combinations = 1
+    for d in distinct:
+        combinations = min(combinations * len(d), cap)
+    cap = combinations
     if tab.integer:
         low, high = tab.size_bounds()
-        cap = min(cap, int(high - low) + 1)
+        cap = min(cap, int(high - low) + 1, _distinct_sums([d.tolist() for d in distinct], cap))
+    elif cap > 1 and tab.flavors ** len(tab.free) <= _ENUMERATED:
+        cap = min(cap, _feasible_combinations(tab))
     return max(cap, 1)
+
+
+_ENUMERATED = 1 << 14  # configurations few enough to enumerate on the host for a cap (milliseconds)
+_SUM_WORK = 10**6  # additions spent at most on counting distinct sums for a cap
+
+
+def _distinct_sums(values: list[list[Any]], cap: int) -> int:
+    """The number of distinct sums of one entry of each of ``values`` (exact numbers), or ``cap`` once
+    they reach it or counting them would take more than ``_SUM_WORK`` additions."""
+    sums = {0}
+    work = 0
+    for d in values:
+        if len(d) == 1:  # a constant moves every sum alike
+            continue
+        work += len(sums) * len(d)
+        if work > _SUM_WORK:
+            return cap
+        sums = {a + b for a in sums for b in d}
+        if len(sums) >= cap:
+            return cap
+    return len(sums)
+
+
+def _feasible_combinations(tab: _tables.Tables) -> int:
+    """The number of distinct combinations of the tables' allowed sizes that feasible configurations of
+    the free variables take (every configuration enumerated)."""
+    n = len(tab.free)
+    column = {v: i for i, v in enumerate(tab.free)}
+    configs = np.indices((tab.flavors,) * n).reshape(n, -1).T
+    feasible = np.ones(len(configs), dtype=bool)
+    ids = []
+    for labels, m, s in zip(tab.labels, tab.mask, tab.size):
+        entry = np.zeros(len(configs), dtype=np.int64)
+        for v in labels:  # C order: the last label varies fastest
+            entry = entry * tab.flavors + configs[:, column[v]]
+        feasible &= m.ravel()[entry]
+        _, which = np.unique(s.ravel(), return_inverse=True)
+        ids.append(which.ravel()[entry])
+    if not feasible.any():
+        return 1
+    return int(len(np.unique(np.stack(ids, axis=1)[feasible], axis=0)))
 
 
 def sizes(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[Any]:
@@ -442,7 +503,12 @@ def count_all(tab: _tables.Tables, ctx: _Context) -> int:
 def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
     """Exact coefficients of sum_s count(s) x^s (index s), or (lowest, coefficients) with ``laurent``."""
     if not tab.integer or tab.unit != 1:
-        raise ValueError("GraphPolynomial needs integer sizes; this problem's weights are not integers")
+        why = (
+            f"{tab.floated}: scale the weights down"
+            if tab.floated
+            else f"weights that are not whole numbers (sizes in units of {tab.unit}): give integer weights"
+        )
+        raise ValueError(f"GraphPolynomial needs integer sizes, summed exactly; this problem has {why}")
     proven = _uniform_lowest(tab)  # most problems' smallest size needs no contraction (see there)
     low = [proven] if proven is not None else sizes(tab, 1, False, ctx)
     if not low:
@@ -591,57 +657,141 @@ def _modular_count(tab: _tables.Tables, ctx: _Context) -> int:
 
 
 def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: _Context) -> float:
-    """log sum exp(+-beta * size) over feasible configurations (the sign: + for a "max" goal). Integer
-    sizes (and decimals, whole numbers of ``tab.unit``) below 2^53 run with exact offsets
-    (:mod:`.algebras.scaledsum`): log Z to float64's precision of itself, whatever the sizes cancel.
-    Float sizes run in log space (:mod:`.algebras.logsum`), with a warning where large sizes leave log Z
-    less precise than it looks. A log Z past float64's range is a ValueError, never +-inf."""
+    """log sum exp(+-beta * size) over feasible configurations (the sign: + for a "max" goal), by exact
+    offsets (:mod:`.algebras.scaledsum`): an entry holds its best t, +-size in units of a power of two
+    (:func:`_log_terms`), and its log weight relative to it, so no float ever holds beta times a size and
+    log Z = beta * best + l is summed exactly at the end. Sizes whose exact sums are integers of that unit
+    below 2^53 (integers and short decimals below 2^53 units, 1e22 beside -1e22) give log Z to float64's
+    precision of itself; other sizes (1/3 beside 2^60) ride as float64 sums, with a warning where beta
+    times their rounding is large against log Z. A log Z past float64's range is a ValueError, never
+    +-inf."""
     if goal not in ("max", "min"):
         raise ValueError(f"the problem's goal must be 'max' or 'min', got {goal!r}")
     if not tab.feasible:
         return -math.inf
-    scale = float(beta) if goal == "max" else -float(beta)
-    if tab.integer and tab.magnitude() < FLOAT64_EXACT:
-        return _scaled_partition_function(tab, scale, ctx)
-    logs, offset = _log_weights(tab, scale)
-    out = ctx.contract(tab, tab.labels, (), [ctx.put(t) for t in logs], "maxplus", logsum.LogSumAlgebra)
-    answer = float(_item(out).item()) + offset
-    overflowed = math.isinf(offset) or any(bool(np.isinf(t[m]).any()) for t, m in zip(logs, tab.mask))
-    if math.isnan(answer) or answer == math.inf or (answer == -math.inf and overflowed):
+    scale = Fraction(beta) if goal == "max" else -Fraction(beta)
+    terms, quantum, base, whole, rounding = _log_terms(tab, (scale > 0) - (scale < 0))
+    worth = abs(scale) * tab.unit * quantum  # the log weight of one unit of t
+    if whole:
+        # whole units: past 2^64 every entry below its best weighs exp(-2^64) = 0 as with the true worth
+        c = float(min(worth, Fraction(2**64)))
+    else:
+        c = _float(worth)
+        if c == math.inf:
+            raise ValueError(
+                f"PartitionFunction: |beta| = {_tables.figure(abs(scale))} times sizes of up to "
+                f"{_tables.figure(Fraction(tab.magnitude()) * tab.unit)} gives log-weights past what float64 holds "
+                "even relative to each other; scale the weights or beta down"
+            )
+    ones = [np.where(m, 0.0, -math.inf) for m in tab.mask]
+    operands = [(ctx.put(t), ctx.put(z)) for t, z in zip(terms, ones)]
+    s, logw = ctx.contract(tab, tab.labels, (), operands, "maxplus", scaledsum.algebra(c))
+    best, log_weight = float(_item(s).item()), float(_item(logw).item())
+    if best == -math.inf:  # no feasible configuration (t never overflows: its sums stay below 2^1000)
+        return -math.inf
+    if not math.isfinite(log_weight):
+        raise ReconstructionError(f"PartitionFunction: a feasible best size with log weight {log_weight}; report it")
+    exact = scale * tab.unit * (Fraction(tab.offset) + base) + worth * Fraction(best) + Fraction(log_weight)
+    answer = _float(exact)
+    if not math.isfinite(answer):
         raise _past_range(tab, scale)
-    size = Fraction(tab.magnitude()) * tab.unit  # exact: a figure past float64's range raises nothing
-    reach = abs(Fraction(scale)) * size  # the largest |log weight| a step may hold
-    error = reach * len(logs) / 2**52
-    if error > Fraction(1e-9) * max(Fraction(1), abs(Fraction(answer))):
+    # Each configuration's t and the best are off by up to ``rounding``, and the steps' differences of
+    # them round as much again: log Z by up to about 4 times that, times the worth of a unit.
+    error = 4 * rounding * worth
+    if error > Fraction(1e-9) * max(Fraction(1), abs(exact)):
+        size = _tables.figure(Fraction(tab.magnitude()) * tab.unit)
+        off = _tables.figure(rounding * quantum * tab.unit)
         warn_user(
-            f"PartitionFunction: sizes up to {_tables.figure(size)} put log-weights of {_tables.figure(reach)} in "
-            f"the contraction, which float64 holds to about {_tables.figure(error)}: log Z = {answer!r} may "
-            "be off by that much (integer or short-decimal weights below 2^53 units are exact to float64's "
-            "precision of log Z)",
+            f"PartitionFunction: sizes up to {size} are summed in float64, which rounds each sum by up to about "
+            f"{off}; |beta| = {_tables.figure(abs(scale))} times that leaves log Z = {answer!r} off by up to about "
+            f"{_tables.figure(error)}: it may be off by that much (integer or short-decimal weights whose sums "
+            "stay below 2^53 units give log Z to float64's precision)",
             LazykernWarning,
         )
     return answer
 
 
-def _log_weights(tab: _tables.Tables, scale: float) -> tuple[list[np.ndarray], float]:
-    """Each tensor's log weights, ``scale`` * size in float64 (-inf where forbidden), and the offset's: a
-    product past float64's range is +-inf, not an OverflowError (exp(-inf) = 0 is the weight float64 has
-    for it; +inf makes log Z +inf, which the caller refuses). ``scale`` 0 weighs every configuration 1,
-    whatever its size (0 * inf would be NaN)."""
-    if scale == 0:
-        return [np.where(m, 0.0, -math.inf) for m in tab.mask], 0.0
-    factor = Fraction(scale) * tab.unit  # sizes are whole numbers of the unit (1 but for decimal weights)
-    logs = [np.where(m, _times(s, factor), -math.inf) for m, s in zip(tab.mask, tab.size)]
-    return logs, _float(tab.offset * factor)
+def _log_terms(tab: _tables.Tables, sign: int) -> tuple[list[np.ndarray], Fraction, Fraction, bool, Fraction]:
+    """Each table's t = ``sign`` * (size - its best) / q in float64 (-inf where forbidden), q (in
+    ``tab.unit``) a power of two; the tables' best sizes summed (exact, moved out of the contraction:
+    log-weights of 10^400 and -10^400 that cancel leave t of 0); whether every t is a whole number; and
+    how far a configuration's float64 sum of t may lie from its exact value (in units of t). Where every
+    allowed t is a whole number of some power of two and the tables' largest |t| summed stays below 2^53
+    of it, q is that power: every t and partial sum is an integer below 2^53, exact. Else q keeps those
+    sums below 2^1000 (float64's range, whatever the contraction adds): each t rounds once (Python ints)
+    or not at all (floats), and each of a configuration's additions by up to 2^-53 of the sum. ``sign`` 0
+    (beta 0): every t is 0."""
+    sizes, base = [], Fraction(0)
+    for m, s in zip(tab.mask, tab.size):
+        moved, best = _less_best(s, m, sign) if sign else (s, Fraction(0))
+        sizes.append(moved)
+        base += best
+    allowed = [s[m] for m, s in zip(tab.mask, sizes)]
+    if sign == 0 or not any(bool(np.any(a != 0)) for a in allowed):
+        return [np.where(m, 0.0, -math.inf) for m in tab.mask], Fraction(1), base, True, Fraction(0)
+    reach = sum((_largest_abs(a) for a in allowed), Fraction(0))  # no sum of one entry per table passes it
+    low = min(_lowest_bit(a) for a in allowed if np.any(a != 0))
+    if reach / Fraction(2) ** low < 2**53:
+        terms = [np.where(m, _shifted(s, low) * sign, -math.inf) for m, s in zip(tab.mask, sizes)]
+        return terms, Fraction(2) ** low, base, True, Fraction(0)
+    shift = max(0, reach.numerator.bit_length() - reach.denominator.bit_length() + 1 - 1000)  # reach < 2^(1000 + it)
+    q = Fraction(2) ** shift
+    shifted = [_shifted(s, shift) for s in sizes]
+    rounding = (len(shifted) - 1) * reach / q / 2**53
+    for a, m, s in zip(shifted, tab.mask, sizes):
+        if s.dtype == object:  # each Python int rounded once: by this much at most
+            errors = (abs(Fraction(x) - Fraction(y) / q) for x, y in zip(a[m].tolist(), s[m].tolist()))
+            rounding += max(errors, default=Fraction(0))
+    terms = [np.where(m, a * sign, -math.inf) for a, m in zip(shifted, tab.mask)]
+    return terms, q, base, False, rounding
 
 
-def _times(values: np.ndarray, factor: Fraction) -> np.ndarray:
-    """``values`` (floats, or Python ints of any size) times ``factor`` in float64, +-inf past its range."""
-    try:
-        with np.errstate(over="ignore"):
-            return values.astype(np.float64) * float(factor)
-    except OverflowError:  # a Python int past float64's range: the exact product, then rounded
-        return np.array([_float(x * factor) for x in values.ravel().tolist()], dtype=np.float64).reshape(values.shape)
+def _less_best(size: np.ndarray, mask: np.ndarray, sign: int) -> tuple[np.ndarray, Fraction]:
+    """``size`` less its best allowed entry (the largest for ``sign`` 1, the smallest for -1), and that
+    entry; ``size`` itself and 0 where a float subtraction would round (the table then keeps its sizes)."""
+    allowed = size[mask]
+    if not allowed.size:
+        return size, Fraction(0)
+    best = allowed.max() if sign > 0 else allowed.min()
+    if size.dtype == object:
+        return np.asarray(size - best, dtype=object), Fraction(int(best))  # a 0-d array stays an array
+    with np.errstate(over="ignore", invalid="ignore"):
+        moved = np.asarray(size - best, dtype=np.float64)
+        back = moved - size  # TwoSum: the subtraction's rounding error, exactly (0: exact)
+        error = (size - (moved - back)) + (-best - back)
+    if not np.all(np.isfinite(moved[mask])) or np.any(error[mask] != 0):
+        return size, Fraction(0)
+    return moved, Fraction(float(best))
+
+
+def _largest_abs(values: np.ndarray) -> Fraction:
+    """The largest |x| of ``values`` (floats or Python ints), exact; 0 for none. NaN or inf is a ValueError."""
+    if not values.size:
+        return Fraction(0)
+    if values.dtype == object:
+        return Fraction(max(abs(int(x)) for x in values.ravel().tolist()))
+    if not np.all(np.isfinite(values)):
+        raise ValueError("PartitionFunction: a size is NaN or infinite; every weight must be a finite number")
+    return Fraction(float(np.abs(values).max()))
+
+
+def _lowest_bit(values: np.ndarray) -> int:
+    """The exponent of the lowest bit set in any nonzero entry of ``values`` (floats or Python ints)."""
+    if values.dtype == object:
+        return min((x & -x).bit_length() - 1 for x in (int(v) for v in values.ravel().tolist()) if x)
+    x = values[values != 0].astype(np.float64)
+    mantissa, exponent = np.frexp(x)  # x = mantissa * 2^exponent, mantissa of 53 bits at most
+    whole = np.abs(np.ldexp(mantissa, 53)).astype(np.int64)
+    _, lowest = np.frexp((whole & -whole).astype(np.float64))  # a power of two 2^j: frexp gives j + 1
+    return int((exponent - 53 + lowest - 1).min())
+
+
+def _shifted(values: np.ndarray, shift: int) -> np.ndarray:
+    """``values`` (floats or Python ints) times 2^-``shift`` in float64, correctly rounded."""
+    if values.dtype != object:
+        return np.ldexp(values.astype(np.float64), -shift)
+    scaled = (Fraction(int(x)) / Fraction(2) ** shift for x in values.ravel().tolist())
+    return np.array([x.numerator / x.denominator for x in scaled], dtype=np.float64).reshape(values.shape)
 
 
 def _float(x: Any) -> float:
@@ -652,31 +802,12 @@ def _float(x: Any) -> float:
         return math.inf if x > 0 else -math.inf
 
 
-def _scaled_partition_function(tab: _tables.Tables, scale: float, ctx: _Context) -> float:
-    """log Z by exact offsets: each entry a pair (best t, log weight relative to it), t = +-size."""
-    sign = -1 if scale < 0 else 1
-    c = abs(scale) * float(tab.unit)
-    operands = []
-    for m, s in zip(tab.mask, tab.size):
-        t = np.where(m, np.asarray(s).astype(np.float64) * sign, -math.inf)  # whole numbers below 2^53: exact
-        operands.append((ctx.put(t), ctx.put(np.where(m, 0.0, -math.inf))))
-    s, logw = ctx.contract(tab, tab.labels, (), operands, "maxplus", scaledsum.algebra(c))
-    best, log_weight = _item(s).item(), _item(logw).item()
-    if best == -math.inf:
-        return -math.inf
-    whole = Fraction(int(best) + sign * int(tab.offset)) * tab.unit  # the exact best +-size, with the offset
-    answer = abs(scale) * float(whole) + float(log_weight)
-    if not math.isfinite(answer):  # beta times the best size passed float64's range
-        raise _past_range(tab, scale)
-    return answer
-
-
-def _past_range(tab: _tables.Tables, scale: float) -> ValueError:
+def _past_range(tab: _tables.Tables, scale: Fraction, why: str = "") -> ValueError:
     """The refusal of a log Z past float64's range (never answered as +-inf or NaN)."""
     size = _tables.figure(Fraction(tab.magnitude()) * tab.unit)
     return ValueError(
         f"PartitionFunction: log Z is past float64's range (1.8e308): sizes reach {size} and |beta| is "
-        f"{abs(scale)!r}; scale the weights or beta down"
+        f"{_tables.figure(abs(scale))}{' ' + why if why else ''}; scale the weights or beta down"
     )
 
 
@@ -705,9 +836,11 @@ def _checked(problem: Any, tab: _tables.Tables, size: Any, config: np.ndarray) -
     if not problem.is_feasible(config):
         raise ReconstructionError(f"the contraction chose an infeasible configuration {config.tolist()}; report it")
     own = problem.size(config)
-    exact = tab.integer and not tab.floats  # the problem sums float weights as floats: 0.1 + 0.2 is not 0.3
-    slack = 1e-9 if tab.integer else max(1e-9, _float_slack(problem))  # float sums: their own rounding
-    same = own == size if exact else math.isclose(float(own), float(size), rel_tol=1e-9, abs_tol=slack)
+    if tab.integer:  # exact sums: the problem's too (the float nearest the exact sum for float weights)
+        same = own == size
+    else:  # the contraction's float sums round; the problem's is exact
+        slack = max(1e-9, _float_slack(problem))
+        same = math.isclose(float(own), float(size), rel_tol=1e-9, abs_tol=slack)
     if not same:
         raise ReconstructionError(f"configuration {config.tolist()} has size {own}, the contraction said {size}")
     return size

@@ -114,15 +114,15 @@ class Problem(abc.ABC):
 
     def size(self, config: Sequence[int] | np.ndarray) -> int | float:
         """The sum of the objectives at one configuration: a Python int for integer weights, else the
-        float nearest the exact sum of the weights as written when they are short decimals (0.1 + 0.2 is 0.3,
-        as ``solve`` says), else their float sum."""
+        float nearest the exact sum of the weights, each read as ``solve`` reads it (a short decimal as
+        that decimal, a whole float as its integer, another float at its binary value): 0.1 + 0.2 is 0.3,
+        and 2^52 + 1.0, 0.5 and -2^52 sum to 1.5, not float64's running sum 2.0. No order of summing
+        changes it."""
         c = self._check_config(config)
         if self._exact_ints():
             whole: int = sum((int(t.at(c)) for t in self._objectives), 0)
             return whole
-        terms = [float(t.at(c)) for t in self._objectives]
-        exact = _exact.decimal_sum(terms)
-        return sum(terms, 0.0) if exact is None else exact  # in table order, as before
+        return _exact.exact_sum([t.at(c) for t in self._objectives])
 
     def is_feasible(self, config: Sequence[int] | np.ndarray) -> bool:
         """Whether every constraint holds (fixed vertices restrict what a solve enumerates; they are

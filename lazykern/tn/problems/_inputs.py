@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import _instance
+
 Number = int | float
 
 
@@ -172,6 +174,8 @@ def numbers(values: Sequence[Any], what: str) -> list[Number]:
             raise TypeError(f"weight {k} of the {_plural(what)} is a bool ({w!r}): give a number")
         if isinstance(w, (int, np.integer)):
             out.append(int(w))
+        elif _instance.is_wide(w):
+            out.append(_long_double(k, w, what))
         elif isinstance(w, (float, np.floating)):
             if not math.isfinite(float(w)):
                 raise ValueError(f"weight {k} of the {_plural(what)} is {w!r}: weights must be finite")
@@ -188,6 +192,21 @@ def numbers(values: Sequence[Any], what: str) -> list[Number]:
                 "range, 1.8e308) among float weights: give every weight as an int, or this one as a float"
             )
     return [float(x) for x in out]
+
+
+def _long_double(k: int, w: Any, what: str) -> Number:
+    """An extended float (np.longdouble) at its exact value, which float(w) would round: a whole one as the
+    Python int it is, another as the float64 that holds it exactly; one that float64 cannot hold is refused
+    (no weight is rounded silently)."""
+    exact = _instance.wide(w)
+    if isinstance(exact, float):
+        raise ValueError(f"weight {k} of the {_plural(what)} is {w!r}: weights must be finite")
+    if isinstance(exact, int) or float(exact) == exact:
+        return exact if isinstance(exact, int) else float(exact)
+    raise ValueError(
+        f"weight {k} of the {_plural(what)} is the long double {w!r}, which float64 would round: give it as a "
+        "float (float(w), rounded), or scale the weights to integers"
+    )
 
 
 def _exact_float(x: int) -> bool:

@@ -11,6 +11,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ._base import Problem
 from ._inputs import refuse_set
 
@@ -53,6 +55,8 @@ class SetProblem(Problem):
     ``openvertices`` / ``fixedvertices``; :meth:`variable_names` gives the sets themselves."""
 
     def _index(self, what: str, name: Any) -> int:
-        if isinstance(name, bool) or not isinstance(name, int) or not 0 <= name < self.num_variables:
+        """A set's index (a Python or NumPy integer, not a bool) as a Python int."""
+        whole = isinstance(name, (int, np.integer)) and not isinstance(name, (bool, np.bool_))
+        if not whole or not 0 <= name < self.num_variables:
             raise ValueError(f"{what} names {name!r}: name a set by its index 0..{self.num_variables - 1} in sets")
-        return name
+        return int(name)

@@ -65,9 +65,8 @@ class Satisfiability(Problem):
     ) -> None:
         if isinstance(cnf, (str, bytes, Mapping)) or not hasattr(cnf, "__iter__"):
             raise ValueError(f"cnf must be a sequence of clauses (lists of nonzero ints), got {type(cnf).__name__}")
-        order = _inputs.weights_in_order(weights, "clause")
-        if order is not None:
-            _inputs.refuse_set("cnf", cnf, order)
+        if weights is not None:  # by index or in order, weights name clauses by their place in cnf
+            _inputs.refuse_set("cnf", cnf, "weights name each clause by its index in cnf")
         clauses = [_clause(k, c) for k, c in enumerate(cnf)]
         largest = max((abs(x) for c in clauses for x in c), default=0)
         if num_variables is None:
