@@ -301,3 +301,17 @@ def test_energy_refuses_anything_but_plus_minus_one():
     assert sg.energy([1, 1]) == sg.energy(np.array([-1.0, -1.0])) == E0 == -1
     assert sg.energy([[1, -1], [-1, 1]]).tolist() == [1, 1]
     assert sg.frustrated([1, -1]).tolist() == [True]
+
+
+def test_frustrated_masks_each_configuration_of_a_batch_as_one_by_one():
+    sg = nw.SpinGlass(3, [(0, 1), (1, 2), (0, 2)], [1, Fraction(1, 3), -0.5], h=[0.25, 0, 0])
+    spins = np.array(list(itertools.product([1, -1], repeat=3)))  # 8 configurations, 3 bonds
+    one_by_one = np.array([sg.frustrated(s) for s in spins])
+    assert one_by_one[[0, 2]].tolist() == [[False, False, True], [True, True, True]]
+    assert sg.frustrated(spins).shape == (8, 3)
+    assert sg.frustrated(spins).tolist() == one_by_one.tolist()
+    assert sg.frustrated(spins.reshape(2, 4, 3)).tolist() == one_by_one.reshape(2, 4, 3).tolist()
+    # as energy(): over the leading axes, the bonds' energies the unsatisfied ones raise
+    bonds = -(sg.J.astype(float) * spins[:, sg.edges[:, 0]] * spins[:, sg.edges[:, 1]])
+    assert np.array_equal(bonds > 0, sg.frustrated(spins))
+    assert nw.SpinGlass(2, np.zeros((0, 2), dtype=int), []).frustrated([[1, 1], [1, -1]]).shape == (2, 0)

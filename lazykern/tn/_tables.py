@@ -22,6 +22,7 @@ summed as floats, with a warning that ties within rounding may split.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -63,6 +64,7 @@ class Tables:
     unit: Fraction = Fraction(1)
     floats: bool = False
     floated: str = ""  # why float weights are summed as floats (past the exact range), "" where they are not
+    tolerance: Fraction = Fraction(0)  # how far a size may lie from the exact one (weights put on a grid)
 
     def answer(self, numerator: Any) -> Any:
         """A size of whole units (``offset`` not added) as the problem's size: an exact int for integer
@@ -101,12 +103,16 @@ class Tables:
         return config
 
 
-def build(problem: Any, fixed: Mapping[int, int], exact_below: int | None = None) -> Tables:
+def build(problem: Any, fixed: Mapping[int, int], exact_below: int | None = None, grid: bool = False) -> Tables:
     """The merged tables of ``problem`` with the variables of ``fixed`` set (checked here).
 
     ``exact_below``: the most units (exclusive) the caller's property sums exactly; float weights whose
     exact numerators would reach it (over the entries the constraints allow, fixed vertices sliced out)
-    are summed as floats instead, with a warning. None: no limit (a property that reads no size)."""
+    are summed as floats instead, with a warning. None: no limit (a property that reads no size).
+    ``grid``: instead of float sums, each merged table's entries are rounded to a grid of whole units
+    coarse enough to sum exactly (:func:`_on_grid`): sizes then lie within a stated tolerance of the exact
+    ones, ties closer than it may merge (the warning says so), and no property loses a size to a float sum
+    rounding two partial sums into one (a k-best list kept two, then had one: it skipped a real size)."""
     n, flavors = int(problem.num_variables), int(problem.num_flavors)
     fixed = _check_fixed(dict(fixed), n, flavors)
     integer = bool(problem.integer_weights)
@@ -132,8 +138,7 @@ def build(problem: Any, fixed: Mapping[int, int], exact_below: int | None = None
     tab = _merged(n, flavors, fixed, free, masks, exact, True, feasible, unit=numbers.unit, floats=True)
     reach = int(tab.magnitude())  # over allowed entries only: a forbidden entry is never summed
     limit = _FLOAT64_EXACT if numbers.spread else exact_below
-    binary = numbers.unit.numerator == 1 and numbers.unit.denominator & (numbers.unit.denominator - 1) == 0
-    if limit == _FLOAT64_EXACT and not binary:
+    if limit == _FLOAT64_EXACT and not _binary(numbers.unit):
         # Sizes are answered as floats: below 2^52 units of 1/10 (any unit no power of two) float spacing
         # is under one unit, so distinct exact sizes stay distinct floats; near 2^53, 9e13 + 0.01 and
         # 9e13 + 0.02 are one float and a k-best list would show it twice.
@@ -141,15 +146,55 @@ def build(problem: Any, fixed: Mapping[int, int], exact_below: int | None = None
     if limit is None or reach < limit:
         _exact.warn_binary_floats(numbers.spread, "sizes", "every count, k-best list and set of configurations")
         return tab
+    why = (
+        _NOT_DECIMAL
+        if numbers.spread
+        else f"{'whole-number' if numbers.unit == 1 else 'decimal'} weights whose sums need up to {figure(reach)} "
+        f"units of {figure(numbers.unit)}, past what this property holds exactly (below 2^{limit.bit_length() - 1})"
+    )
+    if grid:
+        return _on_grid(tab, limit, why)
     if numbers.spread:
         _warn_not_decimal(numbers)
         return _merged(n, flavors, fixed, free, masks, objectives, False, feasible, _NOT_DECIMAL)
     _warn_past_exact(numbers, reach, limit)
-    why = (
-        f"{'whole-number' if numbers.unit == 1 else 'decimal'} weights whose sums need up to {figure(reach)} "
-        f"units of {figure(numbers.unit)}, past what this property holds exactly (below 2^{limit.bit_length() - 1})"
-    )
     return _merged(n, flavors, fixed, free, masks, objectives, False, feasible, why)
+
+
+def _on_grid(tab: Tables, limit: int, why: str) -> Tables:
+    """``tab`` (exact numerators of ``tab.unit``) with every merged table's entries and the offset rounded
+    (half to even) to whole multiples of 2^s units, s the least for which every sum stays below ``limit``
+    units (half of it for a unit no power of two, whose multiples floats do not hold exactly): sums of the
+    rounded entries are exact, each within half a grid step a table of the exact one."""
+    rounded = len(tab.size) + 1  # the tables and the offset: each rounds by half a step at most
+    room = (limit if _binary(tab.unit) else limit >> 1) - 2 * rounded
+    s = max(0, (int(tab.magnitude()) // max(room, 1)).bit_length())
+    while int(tab.magnitude()) // (1 << s) + rounded >= room:
+        s += 1
+    size = [
+        np.array([_half_even(int(x), s) for x in a.ravel().tolist()], dtype=object).reshape(a.shape) for a in tab.size
+    ]
+    step = tab.unit * (1 << s)
+    tolerance = step * rounded / 2
+    warn_user(
+        f"{why}: every table's sizes are rounded to whole multiples of {figure(step)} so that they sum exactly; "
+        f"a size may lie up to {figure(tolerance)} from the exact one, and sizes closer than that may tie "
+        "(merged into one size, their counts and configurations together)",
+        LazykernWarning,
+    )
+    return dataclasses.replace(
+        tab, size=size, offset=_half_even(int(tab.offset), s), unit=step, floated=why, tolerance=tolerance
+    )
+
+
+def _half_even(x: int, s: int) -> int:
+    """x / 2^s rounded to the nearest integer, ties to even (exact, any size)."""
+    q, r = divmod(x, 1 << s)
+    return q + (2 * r > (1 << s) or (2 * r == (1 << s) and q % 2 == 1))
+
+
+def _binary(unit: Fraction) -> bool:
+    return unit.numerator == 1 and unit.denominator & (unit.denominator - 1) == 0
 
 
 _NOT_DECIMAL = "weights that are not short decimals (floats at their binary value) beside sums past 2^53 units"

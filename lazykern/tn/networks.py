@@ -172,10 +172,10 @@ class SpinGlass:
         return np.array([one(v) for v in np.ravel(e).tolist()], dtype=np.float64).reshape(np.shape(e))
 
     def frustrated(self, spins: Any) -> np.ndarray:
-        """Mask of the bonds a configuration (n,) of +-1 leaves unsatisfied (J_ij s_i s_j < 0); ValueError
-        for other spins, as :meth:`energy`."""
+        """Mask (..., m) of the bonds each configuration of spins (..., n) of +-1 leaves unsatisfied
+        (J_ij s_i s_j < 0), over the leading axes as :meth:`energy`; ValueError for other spins, as there."""
         s = _spins(self.n, spins)
-        mask: np.ndarray = self.J * s[self.edges[:, 0]] * s[self.edges[:, 1]] < 0
+        mask: np.ndarray = self.J * (s[..., self.edges[:, 0]] * s[..., self.edges[:, 1]]) < 0
         return mask
 
     def labels(self) -> list[tuple[int, ...]]:

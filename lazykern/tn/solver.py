@@ -124,7 +124,9 @@ def _entry(problem: Any, prop: Q.Property, fixed: dict[int, int], ctx: _Context)
 
 
 def _solve(problem: Any, prop: Q.Property, fixed: dict[int, int], ctx: _Context) -> Any:
-    tab = _tables.build(problem, fixed, exact_below=_exact_below(prop))
+    # k-best properties take float weights past their exact range on a grid, not as float sums: a list of k
+    # sizes kept two partial sums a later float addition made one, and skipped a real size (:func:`._tables.build`)
+    tab = _tables.build(problem, fixed, _exact_below(prop), grid=getattr(prop, "k", 1) > 1)
     if isinstance(prop, (Q.SizeMax, Q.SizeMin)):
         return sizes(tab, prop.k, prop.largest, ctx)
     if isinstance(prop, (Q.CountingMax, Q.CountingMin)):
@@ -145,8 +147,9 @@ def _solve(problem: Any, prop: Q.Property, fixed: dict[int, int], ctx: _Context)
 def _exact_below(prop: Q.Property) -> int | None:
     """The units below which ``prop`` sums sizes exactly (:func:`value_dtype`): int64's for one best size,
     one configuration and the graph polynomial's tropical passes, float64's for every other property (the
-    partition function's exact offsets too); None for ``CountingAll``, which reads no size."""
-    if isinstance(prop, Q.CountingAll):
+    partition function's exact offsets too); None for ``CountingAll`` and ``ConfigsAll``, which read no
+    size (every feasible entry counts alike), so no size range refuses or warns them."""
+    if isinstance(prop, (Q.CountingAll, Q.ConfigsAll)):
         return None
     one_best = isinstance(prop, (Q.SizeMax, Q.SizeMin)) and prop.k == 1
     if one_best or isinstance(prop, (Q.SingleConfigMax, Q.SingleConfigMin, Q.GraphPolynomial)):
@@ -836,8 +839,11 @@ def _checked(problem: Any, tab: _tables.Tables, size: Any, config: np.ndarray) -
     if not problem.is_feasible(config):
         raise ReconstructionError(f"the contraction chose an infeasible configuration {config.tolist()}; report it")
     own = problem.size(config)
-    if tab.integer:  # exact sums: the problem's too (the float nearest the exact sum for float weights)
+    if tab.integer and not tab.tolerance:  # exact sums: the problem's too (the float nearest the exact sum)
         same = own == size
+    elif tab.integer:  # sums of weights on a grid: within its tolerance of the exact sum, each then rounded
+        gap = abs(Fraction(float(own)) - Fraction(float(size)))
+        same = gap <= tab.tolerance + Fraction(math.ulp(float(own))) + Fraction(math.ulp(float(size)))
     else:  # the contraction's float sums round; the problem's is exact
         slack = max(1e-9, _float_slack(problem))
         same = math.isclose(float(own), float(size), rel_tol=1e-9, abs_tol=slack)
@@ -903,11 +909,10 @@ def config_size(problem: Any, tab: _tables.Tables, config: np.ndarray) -> Any:
 def _tree(tab: _tables.Tables, k: int, sign: int, everything: bool, ctx: _Context) -> _configs.Tree:
     """The max-plus contraction (k best values; every feasible entry worth 0 for ``everything``) with
     every step's values kept."""
-    dtype = value_dtype(tab, tropical_only=False)
-    if everything:
-        values = [np.where(m, 0.0, -math.inf).astype(dtype) for m in tab.mask]
+    if everything:  # sizes unread: 0 and -inf are exact in float32, whatever the weights reach
+        values = [np.where(m, 0.0, -math.inf).astype(np.float32) for m in tab.mask]
     else:
-        values = _values(tab, dtype, True, sign=sign)
+        values = _values(tab, value_dtype(tab, tropical_only=False), True, sign=sign)
     algebra = Algebra if k == 1 else kbest.algebra(k)
     arrays = [ctx.put(v) for v in values]
     plan = ctx.plan(tab, tab.labels, (), [(a,) if k > 1 else a for a in arrays], "maxplus", algebra)
