@@ -708,3 +708,14 @@ def test_float_counts_take_every_operand_in_float64():
     with pytest.warns(LazykernWarning, match="past 2\\^53 beside float64"):
         got = counting.einsum("i,j->", (z1, np.array([2**62])), (z1, np.array([4.0])))[1]
     assert float(got) == 2.0**64
+
+
+def test_counts_past_float64_range_are_exact_and_quiet():
+    """2^1030 ground states: the float64 bound pass overflows (no bound from it, the operands' bound sets
+    the primes), and NumPy's overflow stays inside (warnings made errors: none leaks)."""
+    import warnings
+
+    sg = nw.SpinGlass(1030, np.zeros((0, 2), int), [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        assert nw.degeneracy(sg) == (0, 2**1030)

@@ -143,17 +143,21 @@ def _over(node: _Node, at: dict[Label, int], summed: tuple[Label, ...], sizes: M
 
 
 def _ties(grids: list[list[np.ndarray]], target: Any, summed: tuple[Label, ...]) -> list[tuple[tuple[int, ...], Any]]:
-    """(assignment of ``summed``, one value per child) where the children's values add up to ``target``."""
+    """(assignment of ``summed``, one value per child) where the children's values add up to ``target``:
+    every choice of one of each child's k values at once, as one broadcast sum over (k,) * children +
+    the summed labels' shape (in the order one loop over the choices, then the assignments, would find them)."""
+    stacked = [np.stack(g) for g in grids]  # child c: (k_c, *summed shape)
+    total: Any = None
+    for c, values in enumerate(stacked):
+        shape = [1] * len(stacked) + list(values.shape[1:])
+        shape[c] = values.shape[0]
+        total = values.reshape(shape) if total is None else total + values.reshape(shape)  # children in order
+    with np.errstate(invalid="ignore"):
+        hits = np.argwhere(np.asarray(total == target))
     out = []
-    for picks in itertools.product(*(range(len(g)) for g in grids)):
-        total = grids[0][picks[0]]
-        for g, i in zip(grids[1:], picks[1:]):
-            total = total + g[i]
-        with np.errstate(invalid="ignore"):
-            hits = np.argwhere(np.asarray(total == target))
-        for hit in hits:
-            s = tuple(int(x) for x in hit)
-            values = tuple(g[i][s].item() for g, i in zip(grids, picks))
-            if all(math.isfinite(v) for v in values):
-                out.append((s, values))
+    for hit in hits:
+        picks, s = hit[: len(stacked)], tuple(int(x) for x in hit[len(stacked) :])
+        values = tuple(stacked[c][i][s].item() for c, i in enumerate(picks))
+        if all(math.isfinite(v) for v in values):
+            out.append((s, values))
     return out

@@ -356,9 +356,10 @@ def count_network(
             how = shorter[0]
         floats = float_counts(net.be, how[1])
         try:
-            _, counts = contract_network(
-                how[0], output, floats, semiring=semiring, optimize=how[2], algebra=CountingAlgebra, devices=devices
-            )
+            with np.errstate(over="ignore", invalid="ignore"):  # past 2^1024 the bound is inf: None, said below
+                _, counts = contract_network(
+                    how[0], output, floats, semiring=semiring, optimize=how[2], algebra=CountingAlgebra, devices=devices
+                )
         except DeviceMemoryError as exc:
             log.warning("counting: no float64 pass to bound the counts (%s); the operands' bound sets the primes", exc)
             return None
