@@ -233,3 +233,17 @@ def test_k_best_lists_of_float_weights_skip_no_size(weights):
     assert [s for s, _ in every][:2] == two  # the first two of the longer list: nothing skipped
     for s, _ in every:
         assert any(abs(float(Fraction(s) - e)) <= tol for e in exact)
+
+
+def test_binary_floats_past_int64_numerators_go_on_the_grid_too():
+    """1/3 and 2/3 beside 1e17 (exact numerators past int64): float sums lost configurations from k-best
+    lists (CountingMin(2) counted 2 of 5, CountingMin(3) 3 of 5 at the same size). On the grid the counts
+    do not change with k, the shorter lists are prefixes of the longer, and every configuration is counted."""
+    p = P.DominatingSet((6, [(1, 4), (3, 4)]), weights=[-1e17, 0.1, -1e17, -100.0, 2 / 3, -1e17])
+    feasible = len(_exact_sizes(p))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LazykernWarning)
+        lists = [solve(p, Q.CountingMin(k)) for k in (2, 3, 8)]
+        rows = sum(len(c) for _, c in solve(p, Q.ConfigsMin(8)))
+    assert all(sum(c for _, c in got) == feasible for got in lists) and rows == feasible
+    assert lists[0] == lists[1][: len(lists[0])] == lists[2][: len(lists[0])]

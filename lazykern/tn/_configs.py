@@ -148,10 +148,10 @@ def _ties(grids: list[list[np.ndarray]], target: Any, summed: tuple[Label, ...])
     the summed labels' shape (in the order one loop over the choices, then the assignments, would find them)."""
     stacked = [np.stack(g) for g in grids]  # child c: (k_c, *summed shape)
     total: Any = None
-    for c, values in enumerate(stacked):
-        shape = [1] * len(stacked) + list(values.shape[1:])
-        shape[c] = values.shape[0]
-        total = values.reshape(shape) if total is None else total + values.reshape(shape)  # children in order
+    for c, child in enumerate(stacked):
+        shape = [1] * len(stacked) + list(child.shape[1:])
+        shape[c] = child.shape[0]
+        total = child.reshape(shape) if total is None else total + child.reshape(shape)  # children in order
     with np.errstate(invalid="ignore"):
         hits = np.argwhere(np.asarray(total == target))
     out = []

@@ -130,10 +130,13 @@ def build(problem: Any, fixed: Mapping[int, int], exact_below: int | None = None
     if integer:
         return _merged(n, flavors, fixed, free, masks, objectives, True, feasible)
     numbers = _classified([values for _, values in objectives])
-    if numbers is None or not numbers.exact:
+    if numbers is None or not (
+        numbers.exact or grid
+    ):  # a grid takes the exact numerators (``big``) whatever they reach
         _warn_not_decimal(numbers)
         return _merged(n, flavors, fixed, free, masks, objectives, False, feasible, _NOT_DECIMAL)
-    nums = [np.asarray(a, dtype=object) for a in numbers.numerators]
+    exact_numerators = numbers.numerators if numbers.exact or numbers.big is None else numbers.big
+    nums = [np.asarray(a, dtype=object) for a in exact_numerators]
     exact = [(labels, a) for (labels, _), a in zip(objectives, nums)]
     tab = _merged(n, flavors, fixed, free, masks, exact, True, feasible, unit=numbers.unit, floats=True)
     reach = int(tab.magnitude())  # over allowed entries only: a forbidden entry is never summed
@@ -178,8 +181,9 @@ def _on_grid(tab: Tables, limit: int, why: str) -> Tables:
     tolerance = step * rounded / 2
     warn_user(
         f"{why}: every table's sizes are rounded to whole multiples of {figure(step)} so that they sum exactly; "
-        f"a size may lie up to {figure(tolerance)} from the exact one, and sizes closer than that may tie "
-        "(merged into one size, their counts and configurations together)",
+        f"a size may lie up to {figure(tolerance * 1001 / 1000)} from the exact one, and sizes up to "
+        f"{figure(step * len(tab.size) * 1001 / 1000)} apart may tie (merged into one size, their counts and "
+        "configurations together)",
         LazykernWarning,
     )
     return dataclasses.replace(
