@@ -342,19 +342,16 @@ def count_network(
         """A proven bound on every |count|: one pass of float64 counts (:func:`float_counts`) of what a
         prime pass runs (the shared steps' exact int64 results as leaves, :func:`_share`), or, where its
         8-byte counts do not fit the memory, of the whole network by a plan of its own (sliced to fit)."""
-        how: tuple[Any, Any, Any] = (inputs, operands, plan)
         if not _fits(net, plan, value + 8):
-            whole = build_network(inputs, output, float_counts(net.be, operands), semiring, CountingAlgebra)
-            how = (
-                inputs,
-                operands,
-                whole.plan("auto" if isinstance(optimize, ContractionPlan) else optimize, (), memory_limit, max_time),
-            )
-        elif devices is None:
-            if not shorter:
+            floats = float_counts(net.be, operands)
+            whole = build_network(inputs, output, floats, semiring, CountingAlgebra)
+            mine = whole.plan("auto" if isinstance(optimize, ContractionPlan) else optimize, (), memory_limit, max_time)
+            how: tuple[Any, Any, Any] = (inputs, operands, mine)
+        else:
+            if devices is None and not shorter:
                 shorter.append(_share(net, plan, inputs, operands))
-            how = shorter[0]
-        floats = float_counts(net.be, how[1])
+            how = shorter[0] if devices is None else (inputs, operands, plan)
+            floats = float_counts(net.be, how[1])
         try:
             with np.errstate(over="ignore", invalid="ignore"):  # past 2^1024 the bound is inf: None, said below
                 _, counts = contract_network(
