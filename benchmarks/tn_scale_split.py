@@ -166,6 +166,14 @@ if spec["kind"] == "degeneracy":
         save()
         return out
     counting.contract_network = one_pass
+    _proven = counting.proven
+    def proven(*a, **k):  # what the float64 pass proved: the bound's bits, the intervals' width, the roundings
+        out = _proven(*a, **k)
+        record["proven"] = None if out is None else {
+            "top_bits": out.top.bit_length(), "span_bits": out.span.bit_length(),
+            "intervals": out.lower is not None, "roundings": a[4]}
+        return out
+    counting.proven = proven
     from lazykern.tn import _shared
     _run_shared = _shared.run_shared
     def run_shared(*a, **k):  # the steps every pass shares, run once before the prime passes

@@ -426,8 +426,7 @@ def contract_network(
     from ..launch._batch_split import split_batch
     from ..tn import counting
     from ..tn._contract import Algebra, Term
-    from ..tn.algebras import floatsum
-    from ..tn.einsum import build_network, plan_flops
+    from ..tn.einsum import build_network
 
     if module not in ARRAY_MODULES:
         raise ValueError(f"module must be one of {ARRAY_MODULES}, got {module!r}")
@@ -470,15 +469,15 @@ def contract_network(
         assert total is not None  # a plan has at least one slice, so at least one group
         return here.finish(total)
 
-    def upper() -> int | None:
-        """A proven bound on every |count|: the float64 pass (:func:`lazykern.tn.counting.float_counts`) over
-        the workers, its rounding bounded."""
+    def upper() -> Any:
+        """What the float64 pass (:func:`lazykern.tn.counting.float_counts`) over the workers, the prime
+        passes' plan, proves about every count (:func:`lazykern.tn.counting.proven`)."""
         floats = counting.float_counts(net.be, host)
         [mags] = client.scatter([(inputs, output, floats, semiring, algebra)], broadcast=True)
-        _, counts = one_pass((), mags, build_network(inputs, output, floats, semiring, algebra))
-        entries = sum(int(values.size) for values, _ in floats)
-        flops = plan_flops(inputs, output, net.sizes, plan)
-        return floatsum.upper_bound(float(np.max(counts, initial=0.0)), flops, 2 * entries, plan.nslices)
+        values, counts = one_pass((), mags, build_network(inputs, output, floats, semiring, algebra))
+        return counting.proven(
+            net.be, host, values, counts, counting.plan_roundings(inputs, output, net.sizes, plan), True
+        )
 
     if not _exact_counting(net, algebra):
         return one_pass(())

@@ -22,7 +22,7 @@ rounding bounded).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -80,15 +80,43 @@ def symmetric(x: Any, M: int) -> Any:
     return np.where(x > M // 2, x - M, x) if isinstance(x, np.ndarray) else (x - M if x > M // 2 else x)
 
 
-def primes_for(M: int, bound: int) -> list[int]:
-    """The primes (from 2^31 - 1 down) that take the moduli's product ``M`` past 2 * ``bound``, in order."""
+def primes_for(M: int, bound: int, span: int | None = None) -> list[int]:
+    """The primes (from 2^31 - 1 down) that take the moduli's product ``M`` past 2 * ``bound`` (counts in
+    (-bound, bound]), or past ``span`` where given (counts each known to lie in an interval that wide:
+    :func:`in_interval`), in order."""
+    target = 2 * bound if span is None else span
     out: list[int] = []
     for p in primes():
-        if M > 2 * bound:
+        if M > target:
             return out
         out.append(p)
         M *= p
-    raise ReconstructionError(f"no product of primes passes {2 * bound}")  # unreachable: primes are endless
+    raise ReconstructionError(f"no product of primes passes {target}")  # unreachable: primes are endless
+
+
+def in_interval(x: Any, M: int, lower: Any) -> Any:
+    """The integers at least ``lower`` (entrywise) and below ``lower`` + M that are ``x`` modulo M: the counts,
+    where each is known to lie in [lower, lower + M)."""
+    return lower + (x - lower) % M
+
+
+class Known(NamedTuple):
+    """What one float64 pass proved about every count (:func:`lazykern.tn.counting.count_network`): none
+    exceeds ``top`` in magnitude; each lies in [lower, lower + span] where ``lower`` is given (Python ints,
+    entrywise: nonnegative counts of the plan the prime passes run); ``values`` and ``counts``: that pass's
+    results, where it left them (its counts are exact where ``span`` is 0)."""
+
+    top: int
+    lower: Any
+    span: int
+    values: Any
+    counts: Any
+
+
+def same_values(a: Any, b: Any) -> bool:
+    """Whether two passes found the same optimal values (NaN equal to NaN where both are floats)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind == "f" and b.dtype.kind == "f"))
 
 
 # Passes that run at once, one per lane (device): their results in the order of their moduli.
@@ -107,9 +135,13 @@ def solve(
     lanes: int = 2,
     pair: PairedPasses | None = None,
     every_round: bool = True,
+    lower: Any = None,
+    span: int = 0,
 ) -> tuple[Any, Any]:
     """(values, exact counts) from passes ``run(moduli)``; ``bound``: no |count| exceeds it (proven: it says
-    which primes the counts need, :func:`primes_for`); ``residues``: the most primes a pass carries after
+    which primes the counts need, :func:`primes_for`); ``lower`` (Python ints, entrywise, where known) and
+    ``span``: every count lies in [lower, lower + span] (proven), so moduli past ``span`` rebuild it
+    (:func:`in_interval`), fewer than 2 * ``bound`` needs; ``residues``: the most primes a pass carries after
     the first (int64) one; ``wide``: whether that int64 pass runs (False: primes alone, where a pass of
     int64 counts would not fit the device, so ``bound`` must need more than int64).
 
@@ -137,7 +169,8 @@ def solve(
         def together(groups: Sequence[tuple[int, ...]]) -> Sequence[tuple[Any, Sequence[Any]]]:
             return list(paired(*groups))
 
-    needed = primes_for(INT64_MODULUS if wide else 1, bound)
+    target = 2 * bound if lower is None else span  # the moduli's product must pass it
+    needed = primes_for(INT64_MODULUS if wide else 1, bound, None if lower is None else span)
     taken = 0
     ahead: list[tuple[tuple[int, ...], tuple[Any, Sequence[Any]]]] = []
     values: Any = None
@@ -166,20 +199,18 @@ def solve(
             return values, counts
         x = counts.astype(object) % INT64_MODULUS  # the int64 bits as residues in [0, 2^64)
         M = INT64_MODULUS
-    while M <= 2 * bound:
+    while M <= target:
         if not ahead:
             width = max(1, min(residues, -(-(len(needed) - taken) // lanes)))
             ahead = round_of([g for g in (take(width) for _ in range(lanes)) if g])
         moduli, (more, counts_mod) = ahead.pop(0)
-        now_values, first_values = np.asarray(more), np.asarray(values)
-        nan_aware = now_values.dtype.kind == "f" and first_values.dtype.kind == "f"  # not for Python ints (object)
         if values is None:
             values = more
-        elif not np.array_equal(now_values, first_values, equal_nan=nan_aware):
+        elif not same_values(more, values):
             raise ReconstructionError(
                 f"the counting pass modulo {moduli} found other optimal values than the pass modulo 2^64: the "
                 "contraction is not deterministic; report it with the network"
             )
         for p, r in zip(moduli, counts_mod, strict=True):
             x, M = combine(x, M, np.asarray(r).astype(np.int64).astype(object), p), M * p
-    return values, symmetric(x, M)
+    return values, symmetric(x, M) if lower is None else in_interval(x, M, lower)

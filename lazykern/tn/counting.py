@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import DeviceMemoryError, LazykernWarning, warn_user
+from ..errors import DeviceMemoryError, LazykernWarning, ReconstructionError, warn_user
 from ..families.family import KernelFamily
 from ..launch import _device
 from ..launch._threads import run_each
@@ -53,7 +53,7 @@ from ._backend import Backend
 from ._contract import Algebra
 from ._strided import BITS_MAX
 from .algebras import floatsum
-from .einsum import ContractionPlan, build_network, contract_network, parse, plan_flops
+from .einsum import ContractionPlan, build_network, contract_network, parse, plan_steps
 
 if TYPE_CHECKING:
     from ..store.cache import KernelCache
@@ -77,6 +77,7 @@ ROWS_SIGNATURE = ["ptr"] * 15 + ["int64", "int64", "int32", "int32"] + ["int64"]
 # 61, 48, 38; four: 128 with a spill, 86, 60) let more threads of a memory-bound step wait on loads.
 ROWS_KMAX = {"rows": 8, "rows4": 4, "rows2": 2}
 RESIDUES_MAX = 4  # residues one pass can carry (the row kernel's count pointers)
+INTERVAL_ENTRIES_MAX = 1 << 20  # past this, a float64 pass reads its largest count alone (not each count's interval)
 # the bit-addressed kernel: values and 4 count pointers of X, Y and C, the rows, batch bits, the bit
 # masks and positions, 4 moduli
 BITS_SIGNATURE = ["ptr"] * 15 + ["int64", "int32"] + ["uint64"] * 10
@@ -338,11 +339,14 @@ def count_network(
 
     value = net.be.dtype(net.leaves[0].parts[0]).itemsize
 
-    def upper() -> int | None:
-        """A proven bound on every |count|: one pass of float64 counts (:func:`float_counts`) of what a
-        prime pass runs (the shared steps' exact int64 results as leaves, :func:`_share`), or, where its
-        8-byte counts do not fit the memory, of the whole network by a plan of its own (sliced to fit)."""
-        if not _fits(net, plan, value + 8):
+    def upper() -> _crt.Known | None:
+        """What one pass of float64 counts (:func:`float_counts`) proves about every count: of what a prime
+        pass runs (the shared steps' exact int64 results as leaves, :func:`_share`), each count's interval
+        (:func:`.algebras.floatsum.interval`; its lower end where every count is nonnegative), or, where
+        its 8-byte counts do not fit the memory, of the whole network by a plan of its own (sliced to fit:
+        other steps, so a bound on every |count| alone)."""
+        same = _fits(net, plan, value + 8)  # the plan the prime passes run
+        if not same:
             floats = float_counts(net.be, operands)
             whole = build_network(inputs, output, floats, semiring, CountingAlgebra)
             mine = whole.plan("auto" if isinstance(optimize, ContractionPlan) else optimize, (), memory_limit, max_time)
@@ -354,16 +358,13 @@ def count_network(
             floats = float_counts(net.be, how[1])
         try:
             with np.errstate(over="ignore", invalid="ignore"):  # past 2^1024 the bound is inf: None, said below
-                _, counts = contract_network(
+                values, counts = contract_network(
                     how[0], output, floats, semiring=semiring, optimize=how[2], algebra=CountingAlgebra, devices=devices
                 )
         except DeviceMemoryError as exc:
             log.warning("counting: no float64 pass to bound the counts (%s); the operands' bound sets the primes", exc)
             return None
-        entries = sum(math.prod(int(n) for n in values.shape) for values, _ in floats)
-        # each leaf's int64 -> float64 conversion rounds once more: its entries counted twice over
-        flops = plan_flops(how[0], output, net.sizes, how[2])
-        return floatsum.upper_bound(float(_largest(net.be, counts)), flops, 2 * entries, how[2].nslices)
+        return proven(net.be, operands, values, counts, plan_roundings(how[0], output, net.sizes, how[2]), same)
 
     labels = [t.labels for t in net.leaves]
     spread = _spread.resolve(devices, net.be)
@@ -393,6 +394,39 @@ def count_network(
         rounds=lanes is not None and plan.nslices < len(lanes),
         upper=upper,
     )
+
+
+def proven(
+    be: Backend, operands: Sequence[Any], values: Any, counts: Any, roundings: int, same: bool
+) -> _crt.Known | None:
+    """What a float64 pass (``values``, ``counts``: its results, ``roundings``: :func:`plan_roundings` of its
+    plan) of ``operands`` (their counts' magnitudes, :func:`float_counts`) proves about the exact counts:
+    every |count| at most the top of its interval (:func:`.algebras.floatsum.interval`), and, where every
+    operand's counts are nonnegative and the pass ran the prime passes' plan (``same``), each count's own
+    interval (read for up to INTERVAL_ENTRIES_MAX entries; past that, the largest count's alone)."""
+    whole = same and math.prod(int(n) for n in counts.shape) <= INTERVAL_ENTRIES_MAX
+    computed = _host(be, counts) if whole else np.asarray(float(_largest(be, counts)))
+    found = floatsum.interval(computed, roundings)
+    if found is None:
+        return None
+    lower, span = found
+    top = int(max(lower.ravel().tolist(), default=0)) + span
+    signed = any(_least(be, op[1]) < 0 for op in operands if isinstance(op, tuple))
+    known = whole and not signed
+    return _crt.Known(top, (lower if lower.ndim else lower[()]) if known else None, span, values, counts)
+
+
+def plan_roundings(inputs: Sequence[Sequence[Any]], output: Sequence[Any], sizes: dict[Any, int], plan: Any) -> int:
+    """:func:`.algebras.floatsum.path_roundings` of ``plan`` priced on this network's own labels and sizes (as
+    :func:`~lazykern.tn.einsum.plan_flops`: a plan's own figures may be another network's): each step's sum
+    length is its multiply-adds per result entry, the product of the labels it sums out; a plan of no steps
+    sums the labels that are not in ``output`` at once."""
+    steps = plan_steps(inputs, output, sizes, plan.path, dict(plan.sliced))
+    sums = [-(-int(s.flops) // max(int(s.result), 1)) for s in steps]
+    if not steps:
+        sums = [math.prod(sizes[x] for x in {x for t in inputs for x in t} - set(output))]
+    operands = [len(s.operands) for s in steps] or [len(inputs)]
+    return floatsum.path_roundings(sums, operands, len(inputs), plan.nslices)
 
 
 def float_counts(be: Backend, operands: Sequence[Any], magnitudes: bool = True) -> list[tuple[Any, Any]]:
@@ -501,7 +535,7 @@ def exact(
     remote: Callable[[tuple[int, ...]], tuple[Any, ...]] | None = None,
     home: int | None = None,
     rounds: bool = True,
-    upper: Callable[[], int | None] | None = None,
+    upper: Callable[[], _crt.Known | None] | None = None,
 ) -> tuple[Any, Any]:
     """Exact integer counts from passes ``run(moduli)`` of one plan, each the finished contraction
     (values, counts...) in the algebra :func:`algebra` (*moduli) (``()``: int64 counts modulo 2^64),
@@ -533,12 +567,15 @@ def exact(
     given = [op[1] for op in operands if isinstance(op, tuple)]  # the others count 1 per entry
     bound = count_bound(be, given, labels, output, sizes)
     bounded = 0.0  # seconds of the float64 pass that bounds the counts
+    known: _crt.Known | None = None
     if bound >= 1 << 63 and upper is not None:
         began = time.perf_counter()
-        tighter = upper()
+        known = upper()
         bounded = time.perf_counter() - began
-        log.debug("counting: counts proven below %s (float64 pass), %s by the operands alone", tighter, bound)
-        bound = bound if tighter is None else min(bound, tighter)
+        log.debug("counting: counts proven below %s (float64 pass), %s by the operands alone", known, bound)
+        bound = bound if known is None else min(bound, known.top)
+        if known is not None and known.lower is not None and known.span == 0 and bound < 1 << 63:
+            return known.values, _cast(be, known.counts, "int64")  # every count exact in that pass alone
     if bound < 1 << 63:
         values, counts = run(())  # exact in int64, left where the operands are
         return values, counts
@@ -585,10 +622,27 @@ def exact(
             finally:
                 profile.append(_round(list(groups), devices[: len(groups)], time.perf_counter() - began))
 
+    lower, span = (None, 0) if known is None else (known.lower, known.span)
     try:
-        return _crt.solve(on_host, bound, residues(), together, wide=wide(), lanes=len(lanes or ()), every_round=rounds)
+        values, counts = _crt.solve(
+            on_host,
+            bound,
+            residues(),
+            together,
+            wide=wide(),
+            lanes=len(lanes or ()),
+            every_round=rounds,
+            lower=lower,
+            span=span,
+        )
+        if lower is not None and not _crt.same_values(values, _host(be, known.values)):
+            raise ReconstructionError(
+                "the counting passes found other optimal values than the float64 pass that bounded their counts: "
+                "the contraction is not deterministic; report it with the network"
+            )
+        return values, counts
     finally:
-        _log_rounds(profile, bound, bounded)
+        _log_rounds(profile, bound, bounded, None if lower is None else span)
 
 
 def _round(moduli: list[tuple[int, ...]], devices: Sequence[int | None], seconds: float) -> dict[str, Any]:
@@ -596,10 +650,12 @@ def _round(moduli: list[tuple[int, ...]], devices: Sequence[int | None], seconds
     return {"passes": [{"moduli": list(m), "device": d} for m, d in zip(moduli, devices)], "seconds": round(seconds, 4)}
 
 
-def _log_rounds(rounds: list[dict[str, Any]], bound: int, bound_seconds: float) -> None:
+def _log_rounds(rounds: list[dict[str, Any]], bound: int, bound_seconds: float, span: int | None = None) -> None:
     """The counting passes' profile, logged (``spread_profile``): rounds, their passes and wall seconds, and the
-    seconds of the float64 pass that bounded the counts before them (0: none ran). A round runs one whole pass
-    per device at once, so the passes a count needs set its scaling over devices."""
+    seconds of the float64 pass that bounded the counts before them (0: none ran), with the bits of that bound
+    and, where the pass gave each count's interval, of the interval's width (``span_bits``: the moduli pass
+    it). A round runs one whole pass per device at once, so the passes a count needs set its scaling over
+    devices."""
     if not rounds:
         return
     primes = sum(len(p["moduli"]) for r in rounds for p in r["passes"])
@@ -609,7 +665,8 @@ def _log_rounds(rounds: list[dict[str, Any]], bound: int, bound_seconds: float) 
         len(rounds),
         sum(r["seconds"] for r in rounds),
         extra={"spread_profile": {"kind": "counting rounds", "rounds": rounds, "primes": primes,
-                                  "bound_bits": bound.bit_length(), "bound_seconds": round(bound_seconds, 4)}},
+                                  "bound_bits": bound.bit_length(), "bound_seconds": round(bound_seconds, 4),
+                                  "span_bits": None if span is None else span.bit_length()}},
     )  # fmt: skip
 
 
@@ -662,6 +719,16 @@ def _largest(be: Backend, x: Any) -> int | float:
     big, small = be.item(x.max()), be.item(x.min())
     largest: int | float = max(abs(big), abs(small))
     return largest
+
+
+def _least(be: Backend, x: Any) -> int | float:
+    """min(x) (0 for an empty array), read as :func:`_largest` reads."""
+    if math.prod(int(n) for n in x.shape) == 0:
+        return 0
+    if hasattr(x, "copy_to_host"):
+        x, be = x.copy_to_host(), Backend("numpy", np)
+    least: int | float = be.item(x.min())
+    return least
 
 
 def _host(be: Backend, x: Any) -> np.ndarray:

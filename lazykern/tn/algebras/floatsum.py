@@ -24,8 +24,11 @@ of hundreds of small steps is bound by each pass's launches and bookkeeping, not
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
+
+import numpy as np
 
 from .._contract import Algebra
 
@@ -91,3 +94,47 @@ def upper_bound(computed: float, flops: int, leaf_entries: int, nslices: int) ->
         return None
     bound = Fraction(computed) * (1 + 4 * roundings * UNIT_ROUNDOFF)
     return math.floor(bound) + 1
+
+
+def path_roundings(sums: Sequence[int], operands: Sequence[int], leaves: int, nslices: int) -> int:
+    """How many roundings can reach one result entry of a float64 sum-product of nonnegative numbers,
+    compounded (their relative errors multiply), for a plan whose steps sum ``sums`` terms an entry
+    (multiply-adds per result entry: the summed labels' sizes) over ``operands`` operands each.
+
+    A step's entry is a sum of at most K nonnegative products: each product rounds once and reaches the
+    sum through fewer than K additions, whatever order (tiles, parts, a tree) the kernel adds them in, so
+    each term carries at most K roundings of its own, besides its operands' entries' errors; a sum of
+    nonnegative terms whose ratios to their exact values all lie in [a, b] has its ratio in [a, b] too.
+    The errors of a step's operands compound with its own: over the plan, every step's K once and each
+    leaf's conversion once (one more a step per operand past two, for a step taken pairwise), and one
+    addition per slice summed, plus a margin."""
+    steps = sum(int(k) + max(int(n) - 1, 1) for k, n in zip(sums, operands, strict=True))
+    return steps + int(leaves) + int(nslices) + 64
+
+
+def interval(computed: Any, roundings: int) -> tuple[Any, int] | None:
+    """Where each exact value lies, from ``computed`` (a host float64 array of nonnegative sum-products of
+    integers, ``roundings`` of :func:`path_roundings` compounded on each entry): (lower, span), every exact
+    value in [lower, lower + span] (``lower``: Python ints, an object array of ``computed``'s shape), or
+    None where an entry overflowed or the rounding bound does not hold.
+
+    Each rounding multiplies by a factor within [1 - 2u, 1 + 2u] (u = 2^-53; 2u for a library that rounds
+    faithfully), so computed / exact lies in [(1 - 2u)^d, (1 + 2u)^d] and, for d u <= 1/16, the exact value
+    in [computed (1 - 2 d u), computed (1 + 4 d u)] (Bernoulli's inequality). Every float64 sum-product of
+    integers is itself an integer (the floats past 2^53 all are), and so is the exact value: its interval
+    is [c - floor(2 c d u), c + floor(4 c d u)] for c = computed.
+
+    >>> lower, span = interval(np.array([3.0, 2.0**60]), 1000)
+    >>> list(lower), span
+    ([3, 1152921504606590976], 768000)
+    """
+    d = int(roundings)
+    if d > ROUNDINGS_MAX:
+        return None
+    flat = np.asarray(computed, dtype=np.float64).ravel()
+    if flat.size and not (np.isfinite(flat).all() and flat.min() >= 0 and (flat == np.floor(flat)).all()):
+        return None
+    c = np.array([int(v) for v in flat.tolist()], dtype=object)
+    below, above = (c * (2 * d)) >> 53, (c * (4 * d)) >> 53  # floor(2 c d u), floor(4 c d u)
+    span = int(max((below + above).tolist(), default=0))
+    return (c - below).reshape(np.shape(computed)), span
