@@ -4,8 +4,11 @@ needs no second pass, and a larger one needs moduli past the interval's width, n
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+from collections.abc import Iterator
+from typing import Any
 from unittest import mock
 
 import numpy as np
@@ -35,6 +38,20 @@ def test_path_roundings_compound_each_steps_sum_once():
     # a step over three operands (taken pairwise) one more; a reduction of one operand as a pair's
     assert floatsum.path_roundings([4], [3], 3, 1) == floatsum.path_roundings([4], [2], 3, 1) + 1
     assert floatsum.path_roundings([4], [1], 1, 1) == floatsum.path_roundings([4], [2], 1, 1)
+
+
+@contextlib.contextmanager
+def _proofs() -> Iterator[list[Any]]:
+    """What each float64 pass proved (:func:`lazykern.tn.counting.proven`), in a list, while inside."""
+    seen: list[Any] = []
+    real = counting.proven
+
+    def kept(*a: Any, **kw: Any) -> Any:
+        seen.append(real(*a, **kw))
+        return seen[-1]
+
+    with mock.patch.object(counting, "proven", kept):
+        yield seen
 
 
 def _brute(inputs, output, operands, sizes):
@@ -72,14 +89,7 @@ def test_every_interval_holds_the_exact_count_and_the_counts_are_exact(seed):
         shape = tuple(sizes[x] for x in t)
         values = rng.integers(0, 2, shape).astype(np.float32)  # many ties
         operands.append((values, rng.integers(2**50, 2**62, shape)))
-    seen = []
-    real = counting.proven
-
-    def kept(*a, **kw):
-        seen.append(real(*a, **kw))
-        return seen[-1]
-
-    with mock.patch.object(counting, "proven", kept):
+    with _proofs() as seen:
         values, counts = counting.count_network(inputs, output, operands)
     truth = _brute(inputs, output, operands, sizes)
     got_counts = np.asarray(counts, dtype=object).reshape(-1)
@@ -121,14 +131,7 @@ def test_signed_counts_get_a_bound_alone_and_stay_exact():
     rng = np.random.default_rng(5)
     A = (np.zeros((3, 4), np.float32), rng.integers(-(2**62), 2**62, (3, 4)))
     B = (np.zeros((4, 5), np.float32), rng.integers(-(2**62), 2**62, (4, 5)))
-    seen = []
-    real = counting.proven
-
-    def kept(*a, **kw):
-        seen.append(real(*a, **kw))
-        return seen[-1]
-
-    with mock.patch.object(counting, "proven", kept):
+    with _proofs() as seen:
         _, counts = counting.einsum("ij,jk->ik", A, B)
     exact = [[sum(int(A[1][i, j]) * int(B[1][j, k]) for j in range(4)) for k in range(5)] for i in range(3)]
     assert [[int(x) for x in row] for row in counts] == exact
@@ -158,3 +161,22 @@ def test_the_interval_rebuild_picks_the_one_integer_in_range():
     for p in moduli:
         x, M = _crt.combine(x, M, count % p, p), M * p
     assert _crt.in_interval(x, M, lower) == count
+
+
+@pytest.mark.gpu
+def test_the_gpu_counts_through_intervals():
+    """On the device (CuPy): a 14 x 14 lattice's count pinned by the float64 pass alone, and a 14 x 14
+    lattice with 5 free rows (2^70 times the rest: past int64) rebuilt from moduli past its interval's
+    width, both the transfer matrix's."""
+    pytest.importorskip("cupy")
+    from ._spin_oracles import transfer_matrix
+
+    sg = nw.square_lattice(14, seed=4)
+    J = np.where((sg.edges < 5 * 14).any(axis=1), 0.0, sg.J)
+    free = nw.SpinGlass(sg.n, sg.edges, J)
+    for instance in (sg, free):
+        with _proofs() as seen:
+            got = nw.degeneracy(instance, module="cupy")
+        assert got == transfer_matrix(instance, 14) and type(got[1]) is int
+        [known] = seen
+        assert known.lower is not None and (known.span == 0) == (instance is sg)
