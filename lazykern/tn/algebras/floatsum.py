@@ -122,9 +122,12 @@ def interval(computed: Any, roundings: int) -> tuple[Any, int] | None:
     faithfully), so computed / exact lies in [(1 - 2u)^d, (1 + 2u)^d] and, for d u <= 1/16, the exact value
     in [computed (1 - 2 d u), computed (1 + 4 d u)] (Bernoulli's inequality). Every float64 sum-product of
     integers is itself an integer (the floats past 2^53 all are), and so is the exact value: its interval
-    is [c - floor(2 c d u), c + floor(4 c d u)] for c = computed.
+    is [c - floor(2 c d u), c + floor(4 c d u)] for c = computed. A computed value below 2^53 is exact: each
+    term it sums is a product of nonzero counts (each at least 1) and rounding is monotone, so no number
+    that reached it, leaf or partial sum, passed 2^53 (exactly or as computed), where every integer is a
+    float64 and nothing rounds.
 
-    >>> lower, span = interval(np.array([3.0, 2.0**60]), 1000)
+    >>> lower, span = interval(np.array([3.0, 2.0**60]), 1000)  # 3 exact; 2^60 within 2^-41 of it
     >>> list(lower), span
     ([3, 1152921504606590976], 768000)
     """
@@ -135,6 +138,8 @@ def interval(computed: Any, roundings: int) -> tuple[Any, int] | None:
     if flat.size and not (np.isfinite(flat).all() and flat.min() >= 0 and (flat == np.floor(flat)).all()):
         return None
     c = np.array([int(v) for v in flat.tolist()], dtype=object)
-    below, above = (c * (2 * d)) >> 53, (c * (4 * d)) >> 53  # floor(2 c d u), floor(4 c d u)
+    rounded = flat >= 2.0**53  # below it, exact
+    below = np.where(rounded, (c * (2 * d)) >> 53, 0)  # floor(2 c d u)
+    above = np.where(rounded, (c * (4 * d)) >> 53, 0)  # floor(4 c d u)
     span = int(max((below + above).tolist(), default=0))
     return (c - below).reshape(np.shape(computed)), span
