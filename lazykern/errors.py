@@ -143,6 +143,11 @@ class DeviceMemoryError(LazykernError, MemoryError):
     """A computation needs more device memory than the device has free; the message names both."""
 
 
+class NumberTypeError(LazykernError, TypeError, ValueError):
+    """Something other than a number where a number belongs (a bool given as a coupling or a weight): a
+    TypeError by its kind, and a ValueError as every other bad number (NaN, inf) is."""
+
+
 class SlicingError(LazykernError, ValueError):
     """A contraction plan sliced so deep (a tiny ``memory_limit``, or by hand) that its steps would rerun
     millions of times; refused before it runs, with the predicted cost."""

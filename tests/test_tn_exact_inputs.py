@@ -62,7 +62,7 @@ def test_mixed_python_numbers_are_read_exactly(J, h):
 
 
 def test_a_bool_among_numbers_is_refused():
-    with pytest.raises(TypeError, match=r"J\[1\] is True, a bool"):
+    with pytest.raises(TypeError, match=r"J\[1\] is True, a bool"):  # a ValueError too (NumberTypeError)
         nw.SpinGlass(3, [(0, 1), (1, 2)], [1, True])  # NumPy reads [1, True] as the ints [1, 1]
     with pytest.raises(ValueError, match="masked array"):
         nw.SpinGlass(2, [(0, 1)], np.ma.masked_array([1.0], mask=[True]))
@@ -271,8 +271,9 @@ def test_complex_numbers_are_refused():
     ],
 )
 def test_nan_infinities_and_bools_are_refused_when_the_instance_is_made(J, h, error, match):
-    with pytest.raises(error, match=match):
+    with pytest.raises(ValueError, match=match) as raised:  # a bool: a TypeError and a ValueError alike
         nw.SpinGlass(3, TRIANGLE, J, h)
+    assert isinstance(raised.value, error)
 
 
 def test_decimals_made_nan_after_the_instance_are_refused_at_solve_time():
@@ -315,3 +316,38 @@ def test_frustrated_masks_each_configuration_of_a_batch_as_one_by_one():
     bonds = -(sg.J.astype(float) * spins[:, sg.edges[:, 0]] * spins[:, sg.edges[:, 1]])
     assert np.array_equal(bonds > 0, sg.frustrated(spins))
     assert nw.SpinGlass(2, np.zeros((0, 2), dtype=int), []).frustrated([[1, 1], [1, -1]]).shape == (2, 0)
+
+
+def test_integers_past_float64s_range_are_python_ints_and_exact():
+    """Hostile round 5: 2^1100 couplings were refused as an overflow to inf; integers never round, so on the
+    host they are Python ints of any size (floats past that range are still refused: their energy would be
+    inf)."""
+    J = [2**1100, -(2**1100) + 1]
+    sg = nw.SpinGlass(3, [(0, 1), (1, 2)], J)
+    energies = [-J[0] * s[0] * s[1] - J[1] * s[1] * s[2] for s in itertools.product([1, -1], repeat=3)]
+    E0 = min(energies)
+    assert nw.ground_state_energy(sg) == E0 and nw.degeneracy(sg) == (E0, energies.count(E0))
+    E, spins = nw.ground_state(sg)
+    assert E == E0 == sg.energy(spins) and type(E) is int
+    with pytest.raises(ValueError, match="module='numpy'"):  # a device holds floats only
+        _exact.fit(_exact.classify(np.array(J, dtype=object), np.zeros(3, dtype=object)), None, host=False,
+                   floats_only=True)  # fmt: skip
+    for floats in ([1e308, 1e308], [Fraction(10**400, 3), 1]):
+        with pytest.raises(ValueError, match="past float64's range"):
+            nw.degeneracy(nw.SpinGlass(3, [(0, 1), (1, 2)], floats))
+
+
+def test_every_solver_warns_where_the_couplings_were_rounded():
+    """Hostile round 5: past 100 spins (host Python ints no longer) binary floats beside 2^70 are rounded;
+    degeneracy warned, ground_state_energy and ground_state said nothing while ground_state returned a state
+    200,000 above the optimum (within the rounding's stated tolerance)."""
+    sg = nw.SpinGlass(101, [(0, 1)], [2**70], h=[1 / 3, -100000] + [0] * 99)
+    for solve in (nw.ground_state_energy, nw.ground_state, nw.degeneracy):
+        with pytest.warns(LazykernWarning, match=rf"{solve.__name__}: these couplings are not exact.*States within"):
+            solve(sg)
+    small = nw.SpinGlass(100, [(0, 1)], [2**70], h=[1 / 3, -100000] + [0] * 98)  # Python ints: exact, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LazykernWarning)
+        warnings.filterwarnings("ignore", "some of these numbers are floats", LazykernWarning)
+        E, spins = nw.ground_state(small)
+    assert spins[:2].tolist() == [-1, -1] and E == small.energy(spins)

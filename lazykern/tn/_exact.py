@@ -109,12 +109,13 @@ class Fitted:
 def classify(*arrays: np.ndarray) -> Numbers:
     """The numbers of ``arrays`` (float64, integer, or object arrays of Python numbers: ints, floats,
     Fractions, Decimals; finite) as integer numerators and one unit, exactly; ValueError when the sum of
-    |numbers| reaches float64's range (a partial sum could overflow to inf)."""
+    |numbers| reaches float64's range (a partial sum could overflow to inf), unless every number is an
+    integer (Python ints hold any sum: the solvers answer ints)."""
     count = sum(int(a.size) for a in arrays)
     flat = [a.ravel() for a in arrays]
     magnitude = _magnitude(flat)
-    if not magnitude < _FLOAT_LIMIT:
-        raise ValueError(_overflow(magnitude))
+    if not magnitude < _FLOAT_LIMIT and not all(a.dtype.kind in "iu" or _all_ints(a) for a in flat):
+        raise ValueError(_overflow(magnitude))  # integers of any size stay Python ints: no float to overflow
     if all(a.dtype.kind in "iu" for a in flat) and magnitude < 2.0 ** (_INT64_BITS - 1):
         whole = [a.astype(np.int64) for a in flat]  # the common case (+-J, small integers): no Python loop
         bound = sum(int(np.abs(a).sum()) for a in whole)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import LazykernWarning
+from ..errors import LazykernWarning, NumberTypeError
 from . import _exact
 
 MODULES = ("numpy", "cupy", "torch")
@@ -136,7 +136,7 @@ def _reals(name: str, x: Any, shape: tuple[int, ...] | None, what: str, integers
     elif integers and a.dtype.kind in "iu":
         a = _integers(a)
     elif a.dtype.kind == "b":
-        raise TypeError(f"{name} is an array of bools, not numbers: write them as 1 and 0 (or +-1)")
+        raise NumberTypeError(f"{name} is an array of bools, not numbers: write them as 1 and 0 (or +-1)")
     elif a.dtype.kind not in "iuf":
         raise ValueError(f"{name} must hold real numbers, got dtype {a.dtype}")
     elif integers and a.dtype.itemsize > 8:
@@ -166,7 +166,7 @@ def _python_numbers(name: str, a: np.ndarray, given: Any) -> np.ndarray:
     ints = floats = exact = 0
     for k, v in enumerate(flat):
         if isinstance(v, (bool, np.bool_)):
-            raise TypeError(f"{name}[{k}] is {v!r}, a bool, not a number: write it as 1 or 0")
+            raise NumberTypeError(f"{name}[{k}] is {v!r}, a bool, not a number: write it as 1 or 0")
         if isinstance(v, (int, np.integer)):
             ints += 1
         elif isinstance(v, (float, np.floating)):

@@ -742,6 +742,7 @@ def ground_state_energy(
     module = _instance.array_module(module)
     fit = sg.fitted(module, dtype)
     dtype = fit.dtype
+    _warn_rounded(fit, "ground_state_energy", "may tie with it: E_0 is the rounded couplings' optimum")
     if _tiny(sg, fit, optimize, slices, devices, memory_limit):
         log.info("%s: contracting on the host (NumPy) by vertex elimination", sg.name or f"{sg.n} spins")
         labels, tensors = _network(sg, fit, np)
@@ -760,6 +761,18 @@ def ground_state_energy(
     labels, tensors, how = _host_first(sg, fit, module, how)
     out = contract_network(labels, (), tensors, optimize=how, slices=slices, memory_limit=memory_limit, devices=devices)
     return fit.answer(-_item(out))
+
+
+def _warn_rounded(fit: _exact.Fitted, solver: str, effect: str) -> None:
+    """A LazykernWarning where the couplings were rounded (floats at their binary value whose exact numerators
+    pass 62 bits): which rounding, and what states within its tolerance of E_0 do to ``solver``'s answer."""
+    if not fit.exact:
+        warn_user(
+            f"{solver}: these couplings are not exact in {fit.dtype} (their exact integer numerators need more "
+            f"than 62 bits): each was rounded to a multiple of 2^{math.log2(fit.unit):.0f} and ties decided "
+            f"between the rounded energies. States within {fit.tolerance:.3g} of E_0 {effect}",
+            LazykernWarning,
+        )
 
 
 @_procs.scoped
@@ -794,6 +807,7 @@ def ground_state(
     module = _instance.array_module(module)
     fit = sg.fitted(module, dtype)
     dtype = fit.dtype
+    _warn_rounded(fit, "ground_state", "may be returned in its place: the state is the rounded couplings' optimum")
     if method not in ("backtrack", "autograd"):
         raise ValueError(f"method must be 'backtrack' or 'autograd', got {method!r}")
     if method == "backtrack":  # autograd differentiates torch tensors: it stays on the device
@@ -888,14 +902,7 @@ def degeneracy(
             "dtype unset "
             "(the narrowest exact one is chosen)"
         )
-    if not fit.exact:
-        warn_user(
-            f"degeneracy: these couplings are not exact in {dtype} (their exact integer numerators need more "
-            f"than 62 bits): each was rounded to a multiple of 2^{math.log2(fit.unit):.0f} and ties decided "
-            f"between the rounded energies. States within {fit.tolerance:.3g} of E_0 may be counted in or "
-            "out: the count is exact for the rounded couplings only",
-            LazykernWarning,
-        )
+    _warn_rounded(fit, "degeneracy", "may be counted in or out: the count is exact for the rounded couplings only")
     if fit.exact:
         _exact.warn_binary_floats(fit.spread, "energies", "the count")
     exact = count_dtype is None or count_dtype is int or np.dtype(count_dtype).kind in "iuO"

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import NumberTypeError
 from .. import _instance
 
 Number = int | float
@@ -171,7 +172,7 @@ def numbers(values: Sequence[Any], what: str) -> list[Number]:
     out: list[Number] = []
     for k, w in enumerate(values):
         if isinstance(w, (bool, np.bool_)):
-            raise TypeError(f"weight {k} of the {_plural(what)} is a bool ({w!r}): give a number")
+            raise NumberTypeError(f"weight {k} of the {_plural(what)} is a bool ({w!r}): give a number")
         if isinstance(w, (int, np.integer)):
             out.append(int(w))
         elif _instance.is_wide(w):
