@@ -5,6 +5,7 @@ Expected values come from a brute force over every configuration with exact Frac
 from __future__ import annotations
 
 import itertools
+import re
 import warnings
 from fractions import Fraction
 from typing import Any
@@ -247,3 +248,17 @@ def test_binary_floats_past_int64_numerators_go_on_the_grid_too():
         rows = sum(len(c) for _, c in solve(p, Q.ConfigsMin(8)))
     assert all(sum(c for _, c in got) == feasible for got in lists) and rows == feasible
     assert lists[0] == lists[1][: len(lists[0])] == lists[2][: len(lists[0])]
+
+
+def test_the_grid_warning_says_equal_sizes_may_come_out_apart():
+    """Hostile round 5: weights -1/3, -2/3, -1/3 (floats at their binary value) on hyperedges: each merged
+    table rounded to the grid, two configurations of one exact size -2/3 came out one step apart (two sizes
+    of count 1, and 4/3 dropped from SizeMin(5)). The warning said only that near sizes may merge; it now
+    says equal ones may come out apart, and by how much at most."""
+    p = P.SpinGlass((3, [(1, 2), (2,), (0,)]), J=[-1 / 3, -2 / 3, -1 / 3])
+    with pytest.warns(LazykernWarning, match=r"sizes that are equal may come out up to (\S+) apart") as record:
+        sizes = solve(p, Q.SizeMin(5))
+    apart = float(re.search(r"come out up to (\S+) apart", str(record[0].message)).group(1))
+    exact = [-4 / 3, -2 / 3, 0.0, 2 / 3, 4 / 3]
+    # every size listed lies within the stated distance of an exact one, in order
+    assert sizes == sorted(sizes) and all(min(abs(s - e) for e in exact) <= apart for s in sizes)

@@ -183,7 +183,9 @@ def _on_grid(tab: Tables, limit: int, why: str) -> Tables:
         f"{why}: every table's sizes are rounded to whole multiples of {figure(step)} so that they sum exactly; "
         f"a size may lie up to {figure(tolerance * 1001 / 1000)} from the exact one, and sizes up to "
         f"{figure(step * len(tab.size) * 1001 / 1000)} apart may tie (merged into one size, their counts and "
-        "configurations together)",
+        f"configurations together), and sizes that are equal may come out up to {figure(step * rounded)} apart "
+        "(two sizes in a k-best list, each with its own counts and configurations). Give integers or short "
+        "decimals (0.25, 1.5) for exact sizes",
         LazykernWarning,
     )
     return dataclasses.replace(
