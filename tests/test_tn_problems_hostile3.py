@@ -262,3 +262,18 @@ def test_the_grid_warning_says_equal_sizes_may_come_out_apart():
     exact = [-4 / 3, -2 / 3, 0.0, 2 / 3, 4 / 3]
     # every size listed lies within the stated distance of an exact one, in order
     assert sizes == sorted(sizes) and all(min(abs(s - e) for e in exact) <= apart for s in sizes)
+
+
+def test_an_entry_another_table_forbids_sets_no_offset_or_range():
+    """Hostile round 6: set 0 carries -(2^55 - 2), but the fixed set 2 excludes it. Its table still allowed
+    it, so it was that table's best size: log Z came out ln 2 - 2 for beta = -1 (the offset's float64
+    rounding), and CountingMax refused sizes past 2^53 where every feasible size is 0. A flavor some
+    table allows nowhere is now struck from every table (unary consistency)."""
+    W = -(2**55 - 2)
+    p = P.SetPacking([(1, 2), (2,), (2,), (1,)], weights=[W, 0, 0, 0], fixedvertices={2: 1})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LazykernWarning)  # nothing past the exact range any more
+        for beta in (-1.0, -0.5, 1.0, 2.0):
+            assert solve(p, Q.PartitionFunction(beta)) == pytest.approx(np.log(2), rel=1e-12)
+        assert solve(p, Q.CountingMax(2)) == [(0, 2)] and solve(p, Q.SizeMin(3)) == [0]
+    assert solve(p, Q.ConfigsAll()).tolist() == [[0, 0, 1, 0], [0, 0, 1, 1]]

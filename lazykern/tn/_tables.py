@@ -236,12 +236,40 @@ def _merged(
     if not merged:  # every variable fixed: one scalar tensor of size 0 carries the (empty) network
         merged[()] = [np.ones((), dtype=bool), np.zeros((), dtype=object if integer else np.float64)]
     order = sorted(merged, key=lambda t: (min(t, default=-1), t))
-    mask = [merged[t][0] for t in order]
+    mask = _consistent(order, [merged[t][0] for t in order], flavors)
     size = [np.where(m, s, _zero(integer)) for m, s in ((merged[t][0], merged[t][1]) for t in order)]
     return Tables(
         n, flavors, fixed, free, order, mask, size, integer, offset, feasible, unit=unit, floats=floats,
         floated=floated,
     )  # fmt: skip
+
+
+def _consistent(labels: list[tuple[int, ...]], masks: list[np.ndarray], flavors: int) -> list[np.ndarray]:
+    """``masks`` with every flavor of a variable that some table allows in no entry struck from every table
+    holding that variable, until none is (unary consistency). Only configurations no table allows are
+    struck, so no answer changes; but an entry one table allows and another forbids would otherwise stand
+    in a table's sizes: its best size (a partition function's offset, a range that refuses or warns) could
+    be a size no feasible configuration has (hostile round 6: a weight of -(2^55 - 2) on a set that a fixed
+    set excludes made log Z off by 2 and CountingMax refuse sizes past 2^53 where every size was 0)."""
+    masks = [np.asarray(m, dtype=bool) for m in masks]
+    while True:
+        possible: dict[int, np.ndarray] = {}
+        for t, m in zip(labels, masks):
+            for axis, v in enumerate(t):
+                here = np.asarray(m.any(axis=tuple(a for a in range(m.ndim) if a != axis)))
+                possible[v] = here if v not in possible else possible[v] & here
+        struck = False
+        for i, (t, m) in enumerate(zip(labels, masks)):
+            for axis, v in enumerate(t):
+                if not possible[v].all():
+                    shape = [1] * m.ndim
+                    shape[axis] = flavors
+                    kept = m & possible[v].reshape(shape)
+                    struck = struck or not np.array_equal(kept, m)
+                    m = kept
+            masks[i] = m
+        if not struck:
+            return masks
 
 
 def _classified(tables: list[np.ndarray]) -> _exact.Numbers | None:
