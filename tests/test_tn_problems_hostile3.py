@@ -5,6 +5,7 @@ Expected values come from a brute force over every configuration with exact Frac
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import warnings
 from fractions import Fraction
@@ -277,3 +278,14 @@ def test_an_entry_another_table_forbids_sets_no_offset_or_range():
             assert solve(p, Q.PartitionFunction(beta)) == pytest.approx(np.log(2), rel=1e-12)
         assert solve(p, Q.CountingMax(2)) == [(0, 2)] and solve(p, Q.SizeMin(3)) == [0]
     assert solve(p, Q.ConfigsAll()).tolist() == [[0, 0, 1, 0], [0, 0, 1, 1]]
+
+
+def test_float_passes_past_their_range_leak_no_numpy_warning():
+    """Hostile round 6: counts past 2^128 (float32 k-best pass) or 2^1024 (the float64 bound pass) gave
+    NumPy's overflow RuntimeWarnings, a FloatingPointError under np.seterr(all="raise"); those passes'
+    inf is read as "count again exactly", which they are."""
+    with np.errstate(all="raise"), warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        assert solve(P.MaxCut((129, [(0, 1)])), Q.CountingMax(2)) == [(1, 2**128), (0, 2**128)]
+        poly = solve(P.IndependentSet((1100, [])), Q.GraphPolynomial())
+    assert len(poly) == 1101 and poly[550] == math.comb(1100, 550)

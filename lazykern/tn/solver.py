@@ -450,7 +450,8 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: _Context) -> list[
         counts = ctx.put_all([m.astype(f"f{floats}") for m in tab.mask])
         alg = kbest.algebra(k, True, floats=floats)
         float_ops = list(zip(values, counts))
-        parts = ctx.contract(tab, tab.labels, (), float_ops, "maxplus", alg)
+        with np.errstate(over="ignore", invalid="ignore"):  # a count past the floats' range: inf, counted again
+            parts = ctx.contract(tab, tab.labels, (), float_ops, "maxplus", alg)
         found = [(float(_item(v)), float(_item(c))) for v, c in zip(parts[:k], parts[k:])]
         found = [(v, c) for v, c in found if math.isfinite(v)]
         if all(c < kbest.FLOAT_EXACT[floats] for _, c in found):
@@ -631,7 +632,8 @@ def _largest_and_count_bound(tab: _tables.Tables, ctx: _Context) -> tuple[int, i
     operands = list(zip(values, masks))
     alg = floatsum.SizeAndCountAlgebra
     plan = ctx.plan(tab, tab.labels, (), operands, "maxplus", alg)
-    top, count = ctx.contract(tab, tab.labels, (), operands, "maxplus", alg, plan)
+    with np.errstate(over="ignore", invalid="ignore"):  # counts past 2^1024: inf or NaN, no bound (upper_bound)
+        top, count = ctx.contract(tab, tab.labels, (), operands, "maxplus", alg, plan)
     largest = _item(top).item()
     if not _finite(largest, dtype):
         raise ReconstructionError("GraphPolynomial: no feasible configuration reached the largest size; report it")
