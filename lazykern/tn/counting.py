@@ -572,7 +572,12 @@ def exact(
         began = time.perf_counter()
         known = upper()
         bounded = time.perf_counter() - began
-        log.debug("counting: counts proven below %s (float64 pass), %s by the operands alone", known, bound)
+        log.debug(
+            "counting: counts proven at most %s, within intervals %s wide (float64 pass), %s by the operands alone",
+            None if known is None else known.top,
+            None if known is None or known.lower is None else known.span,
+            bound,
+        )
         bound = bound if known is None else min(bound, known.top)
         if known is not None and known.lower is not None and known.span == 0 and bound < 1 << 63:
             return known.values, _cast(be, known.counts, "int64")  # every count exact in that pass alone
