@@ -114,3 +114,34 @@ def test_weights_past_float64_range_are_refused():
         assert solve(P.IndependentSet((2, [(0, 1)]), weights=[1.5e308, 0.5]), Q.SizeMin()) == [0.0]
     with pytest.warns(LazykernWarning, match="round at float64's precision"):  # binary floats: summed as floats
         assert solve(P.IndependentSet((2, [(0, 1)]), weights=[1.5e308, 1 / 3]), Q.SizeMax()) == [1.5e308]
+
+
+# -- Fractions and Decimals: exact where a float names them, refused where none does ------------------------
+def test_short_fractions_and_decimals_are_the_decimals_they_name():
+    g = nx.petersen_graph()
+    as_floats = P.IndependentSet(g, weights=[0.1, 0.25] * 5)
+    for given in ([Decimal("0.1"), Fraction(1, 4)] * 5, [Fraction(1, 10), Decimal("0.25")] * 5):
+        p = P.IndependentSet(g, weights=given)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", LazykernWarning)
+            assert solve(p, Q.CountingMax(2)) == solve(as_floats, Q.CountingMax(2))
+    whole = P.IndependentSet(g, weights=[Fraction(3), Decimal("2")] * 5)
+    assert solve(whole, Q.SizeMax()) == solve(P.IndependentSet(g, weights=[3, 2] * 5), Q.SizeMax())
+    assert all(isinstance(x, int) for x in solve(whole, Q.SizeMax(2)))
+
+
+@pytest.mark.parametrize(
+    "w",
+    [Fraction(1, 3), Decimal("0.1234567891"), Fraction(2**60 + 1, 2), Fraction(10**400, 3)],
+    ids=["third", "ten-digits", "past-53-bits", "past-float-range"],
+)
+def test_a_fraction_no_float_names_is_refused_not_rounded(w):
+    with pytest.raises(ValueError, match="no float the solver reads exactly") as err:
+        P.IndependentSet((2, []), weights=[w, 1])
+    assert len(str(err.value)) < 400
+
+
+@pytest.mark.parametrize("w", [Decimal("NaN"), Decimal("-Infinity"), Decimal("sNaN")])
+def test_decimals_that_are_not_finite_are_refused(w):
+    with pytest.raises(ValueError, match="finite"):
+        P.IndependentSet((2, []), weights=[w, 1])

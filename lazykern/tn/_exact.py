@@ -153,6 +153,13 @@ def _rational(x: Any) -> tuple[Fraction, float]:
     return Fraction(f), math.ulp(f)
 
 
+def rational(x: Any) -> Fraction | None:
+    """The exact number a solve reads ``x`` (an int, a float, a Fraction or a Decimal) as, or None for a float
+    taken at its binary value (not a short decimal: it warns where that may split a tie)."""
+    q, ulp = _rational(x)
+    return None if ulp else q
+
+
 def _magnitude(flat: list[np.ndarray]) -> float:
     """The sum of |numbers| as a float (inf past float64's range)."""
     total = 0.0

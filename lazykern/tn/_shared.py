@@ -191,17 +191,23 @@ def run_values(
     """The shared steps of a network of plain values (NumPy ``tensors``, no label twice in one) in
     ``semiring`` ("maxplus" or "minplus"), run here in ``path``'s order; the shorter plan's leaves (their
     labels and arrays), as :func:`run_shared` gives them."""
+    new, leaves = walk(cut, path, labels, [(t,) for t in tensors], output, values_product(semiring))
+    return new, [p[0] for p in leaves]
+
+
+def values_product(semiring: str) -> Product:
+    """One step of plain values in ``semiring`` ("maxplus" or "minplus") for :func:`walk`: the operands
+    added over the union of their labels, the labels not kept reduced by the semiring's sum."""
     reduce = _REDUCE[semiring]
 
     def product(
         operands: list[tuple[np.ndarray, ...]], at: list[tuple[Label, ...]], union: list[Label], kept: tuple[Label, ...]
     ) -> tuple[np.ndarray, ...]:
-        board = _board([p[0] for p in operands], at, union, np.add)
+        sums = board([p[0] for p in operands], at, union, np.add)
         summed = tuple(k for k, x in enumerate(union) if x not in kept)
-        return (np.array(reduce(board, axis=summed) if summed else board, order="C"),)
+        return (np.array(reduce(sums, axis=summed) if summed else sums, order="C"),)
 
-    new, leaves = _walk(cut, path, labels, [(t,) for t in tensors], output, product)
-    return new, [p[0] for p in leaves]
+    return product
 
 
 def run_counts(
@@ -221,8 +227,8 @@ def run_counts(
     def product(
         operands: list[tuple[np.ndarray, ...]], at: list[tuple[Label, ...]], union: list[Label], kept: tuple[Label, ...]
     ) -> tuple[np.ndarray, ...]:
-        values = _board([p[0] for p in operands], at, union, np.add)
-        counts = _board([p[1] for p in operands], at, union, np.multiply)
+        values = board([p[0] for p in operands], at, union, np.add)
+        counts = board([p[1] for p in operands], at, union, np.multiply)
         shape = np.broadcast_shapes(values.shape, counts.shape)
         values, counts = np.broadcast_to(values, shape), np.broadcast_to(counts, shape)
         summed = tuple(k for k, x in enumerate(union) if x not in kept)
@@ -232,7 +238,7 @@ def run_counts(
         hits = np.where(values == best, counts, 0).sum(axis=summed, dtype=np.int64)
         return np.array(best.reshape(hits.shape), order="C"), np.array(hits, order="C")
 
-    new, done = _walk(cut, path, labels, leaves, output, product)
+    new, done = walk(cut, path, labels, leaves, output, product)
     return new, [(p[0], p[1]) for p in done]
 
 
@@ -241,7 +247,7 @@ Product = Callable[
 ]
 
 
-def _walk(
+def walk(
     cut: Split,
     path: Sequence[Sequence[int]],
     labels: Sequence[Sequence[Label]],
@@ -276,15 +282,13 @@ def _walk(
     return [t for t, _ in found], [p for _, p in found]
 
 
-def _board(
-    arrays: Sequence[np.ndarray], labels: Sequence[tuple[Label, ...]], union: list[Label], op: Any
-) -> np.ndarray:
+def board(arrays: Sequence[np.ndarray], labels: Sequence[tuple[Label, ...]], union: list[Label], op: Any) -> np.ndarray:
     """``arrays`` combined by ``op`` (np.add, np.multiply) over the axes ``union``, each broadcast along the
     axes it lacks."""
-    board = aligned(arrays[0], labels[0], union)
+    out = aligned(arrays[0], labels[0], union)
     for arr, t in zip(arrays[1:], labels[1:]):
-        board = op(board, aligned(arr, t, union))
-    return board
+        out = op(out, aligned(arr, t, union))
+    return out
 
 
 _REDUCE: dict[str, Callable[..., np.ndarray]] = {"maxplus": np.max, "minplus": np.min}

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LazykernWarning, warn_user
-from . import _arena, _cost, _eliminate, _exact, _instance, _plan_store, _procs, _shared, _upload, orders
+from . import _arena, _cost, _eliminate, _exact, _instance, _kit, _plan_store, _procs, _shared, _upload, orders
 from ._backend import DEFAULT_HOST_LIMIT, backend_of
 from ._planner import DEFAULT_MAX_TIME
 from .counting import CountingAlgebra, count_network
@@ -748,18 +748,24 @@ def ground_state_energy(
         labels, tensors = _network(sg, fit, np)
         return fit.answer(-_eliminate.sweep_max(labels, tensors, _order(sg)))
     module, optimize = _route(sg, module, dtype, optimize, slices, devices, memory_limit, dtype.itemsize)
-    how = _planned(
-        sg,
-        optimize,
-        slices,
-        module=module,
-        dtype=dtype,
-        memory_limit=memory_limit,
-        max_time=max_time,
-        arena=True,  # an unsliced plan runs on the operands' device whatever devices= says (contract_network)
-    )
-    labels, tensors, how = _host_first(sg, fit, module, how)
-    out = contract_network(labels, (), tensors, optimize=how, slices=slices, memory_limit=memory_limit, devices=devices)
+    building = _kit.start(module, dtype, "maxplus")  # beside the planning: the steps' kernels (empty store)
+    try:
+        how = _planned(
+            sg,
+            optimize,
+            slices,
+            module=module,
+            dtype=dtype,
+            memory_limit=memory_limit,
+            max_time=max_time,
+            arena=True,  # an unsliced plan runs on the operands' device whatever devices= says (contract_network)
+        )
+        labels, tensors, how = _host_first(sg, fit, module, how)
+        out = contract_network(
+            labels, (), tensors, optimize=how, slices=slices, memory_limit=memory_limit, devices=devices
+        )
+    finally:
+        _kit.join(building)
     return fit.answer(-_item(out))
 
 

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LazykernWarning, ReconstructionError, warn_user
-from . import _configs, _crt, _instance, _procs, _tables, _upload
+from . import _configs, _crt, _host_steps, _instance, _procs, _tables, _upload
 from . import properties as Q
 from ._backend import backend_of
 from ._contract import Algebra, Term
@@ -166,6 +166,9 @@ class _Context:
         self.memory_limit = memory_limit
         self.max_time = max_time
         self.devices = devices
+        # The host array each device array put here came from (by id, the device array kept beside it so
+        # that the id is not reused): a contraction's small steps over them run on the host (_host_steps).
+        self._hosts: dict[int, tuple[Any, np.ndarray]] = {}
 
     def planning(self, tab: _tables.Tables, **semiring: str) -> dict[str, Any]:
         """The keyword arguments every network of ``tab`` is contracted with: its order, the caller's
@@ -188,7 +191,26 @@ class _Context:
         """Host arrays on the caller's device, each dtype's in one transfer (:mod:`._upload`)."""
         if self.xp.__name__ == "numpy":
             return list(arrays)
-        return _upload.upload(arrays, self.put)
+        out = _upload.upload(arrays, self.put)
+        for dev, host in zip(out, arrays):
+            self._hosts[id(dev)] = (dev, host)
+        return out
+
+    def _host_copies(self, operands: Sequence[Any]) -> list[Any] | None:
+        """The host arrays ``operands`` (device arrays, or tuples of them) were put from, or None where one
+        was not put by :meth:`put_all`."""
+
+        def host(x: Any) -> np.ndarray | None:
+            found = self._hosts.get(id(x))
+            return found[1] if found is not None and found[0] is x else None
+
+        out: list[Any] = []
+        for op in operands:
+            mapped = tuple(host(x) for x in op) if isinstance(op, tuple) else host(op)
+            if mapped is None or (isinstance(mapped, tuple) and any(m is None for m in mapped)):
+                return None
+            out.append(mapped)
+        return out
 
     def order(self, tab: _tables.Tables) -> Any:
         """What ``optimize=`` every network of ``tab`` takes: one order, searched (or read from the
@@ -219,13 +241,21 @@ class _Context:
         algebra: Any,
         plan: ContractionPlan | None = None,
     ) -> Any:
-        """The contraction of one network of ``tab`` (``plan``: one made by :meth:`plan` for it)."""
+        """The contraction of one network of ``tab`` (``plan``: one made by :meth:`plan` for it). On a GPU,
+        with the order's path, the small steps over the tables run on the host first (:mod:`._host_steps`)."""
+        optimize = self.order(tab) if plan is None else plan
+        if plan is None and isinstance(optimize, list) and self.devices is None and self.xp.__name__ != "numpy":
+            host = self._host_copies(operands)
+            if host is not None:
+                shorter = _host_steps.first(labels, output, host, semiring, algebra, optimize, operands, self.put)
+                if shorter is not None:
+                    labels, operands, optimize = shorter
         return contract_network(
             labels,
             output,
             operands,
             semiring=semiring,
-            optimize=self.order(tab) if plan is None else plan,
+            optimize=optimize,
             memory_limit=self.memory_limit if plan is None else None,
             max_time=self.max_time,
             algebra=algebra,

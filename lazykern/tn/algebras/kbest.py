@@ -63,8 +63,12 @@ class KBestAlgebra(Algebra):
 
     @classmethod
     def prepare(cls, be: Backend, parts: tuple[Any, ...], position: int) -> tuple[Any, ...]:
-        """A plain operand (values, and counts when counting) as k-best parts: its one value first."""
+        """A plain operand (values, and counts when counting) as k-best parts: its one value first. An
+        operand of all ``nparts`` parts is one already (a step's result computed on the host,
+        :mod:`lazykern.tn._host_steps`: k values, then k counts in [0, modulus)), taken as it is."""
         want = 2 if cls.counts else 1
+        if len(parts) == cls.nparts and len(parts) != want:
+            return tuple(parts)
         if len(parts) != want:
             what = "values and counts" if cls.counts else "values"
             raise ValueError(f"k-best operand {position} must be {want} array(s): {what}")

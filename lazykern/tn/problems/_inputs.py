@@ -19,12 +19,14 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from ...errors import NumberTypeError
-from .. import _instance
+from .. import _exact, _instance
 
 Number = int | float
 
@@ -168,7 +170,8 @@ def weights(given: Any, keys: Sequence[Hashable], what: str, *, unordered: bool 
 
 
 def numbers(values: Sequence[Any], what: str) -> list[Number]:
-    """Check numbers: exact Python ints when all are integers, else floats (finite, real)."""
+    """Check numbers: exact Python ints when all are integers, else floats (finite, real). A Fraction or
+    Decimal is taken where it is whole or a float stands for it exactly (:func:`_exact_number`)."""
     out: list[Number] = []
     for k, w in enumerate(values):
         if isinstance(w, (bool, np.bool_)):
@@ -181,6 +184,8 @@ def numbers(values: Sequence[Any], what: str) -> list[Number]:
             if not math.isfinite(float(w)):
                 raise ValueError(f"weight {k} of the {_plural(what)} is {w!r}: weights must be finite")
             out.append(float(w))
+        elif isinstance(w, (Fraction, Decimal)):
+            out.append(_exact_number(k, w, what))
         else:
             raise TypeError(f"weight {k} of the {_plural(what)} is {w!r} ({type(w).__name__}): give a real number")
     if all(isinstance(x, int) for x in out):
@@ -193,6 +198,29 @@ def numbers(values: Sequence[Any], what: str) -> list[Number]:
                 "range, 1.8e308) among float weights: give every weight as an int, or this one as a float"
             )
     return [float(x) for x in out]
+
+
+def _exact_number(k: int, w: Fraction | Decimal, what: str) -> Number:
+    """A Fraction or Decimal as the int it is, or as the float that a solve reads back as exactly this
+    number (a short decimal: Decimal("0.1"), Fraction(1, 4)); any other (1/3, a decimal of more than
+    9 significant digits) is refused, not rounded."""
+    if isinstance(w, Decimal) and not w.is_finite():
+        raise ValueError(f"weight {k} of the {_plural(what)} is {w!r}: weights must be finite")
+    q = Fraction(w)
+    if q.denominator == 1:
+        return int(q)
+    try:
+        f = float(q)
+    except OverflowError:  # past float64's range: no float holds it
+        f = math.inf
+    if math.isfinite(f) and _exact.rational(f) == q:
+        return f
+    shown = repr(w) if len(repr(w)) <= 60 else f"a {type(w).__name__} of {len(str(abs(q.numerator)))} digits"
+    raise ValueError(
+        f"weight {k} of the {_plural(what)} is {shown}, which no float the solver reads exactly stands for (it "
+        f"reads floats as decimals of up to {_exact.DECIMAL_DIGITS} significant digits): scale the weights to "
+        "integers (the optima do not move), or give floats to have them rounded"
+    )
 
 
 def _long_double(k: int, w: Any, what: str) -> Number:

@@ -1,0 +1,226 @@
+"""A problem's small steps over its tables run on the host before a GPU contraction: max-plus values and k-best.
+
+A :mod:`lazykern.tn.solve` network on a GPU is its tables (hundreds of arrays of 2 to 8 entries) and a
+plan whose steps over them are small: a 3-regular graph of 200 vertices has 274 of its 299 steps with
+operands and result under 2^12 entries (:func:`._shared.split`). On the device each is a launch or two and
+the executor's Python around them (0.2 ms a max-plus step, 0.47 ms a k-best step with counts on an H200
+machine, session 65), the device idle meanwhile; here each is a few broadcast NumPy operations on arrays
+the host already holds. Their results go to the device in one copy per dtype (:mod:`._upload`) and
+become leaves of a shorter plan, the plan's own remaining steps (as the energies' do, :mod:`._shared`).
+
+The numbers are the device's: max-plus values are exact in any order wherever they are exact at all
+(the solver's dtypes keep every partial sum exact); k-best values likewise, and their counts are
+integers modulo 2^64 (int64), modulo a prime, or floats exact below the line the caller checks
+(:mod:`.algebras.kbest`: a float count below it was reached through exact operations only, in any order).
+Other algebras run every step where the contraction runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _shared, _upload
+from ._contract import Algebra
+from ._eliminate import aligned
+from .algebras import kbest
+from .einsum import build_network
+
+Label = Hashable
+
+
+def first(
+    labels: Sequence[Sequence[Label]],
+    output: Sequence[Label],
+    host: Sequence[Any],
+    semiring: str,
+    algebra: type[Algebra],
+    path: Sequence[Sequence[int]],
+    operands: Sequence[Any],
+    put: Callable[[np.ndarray], Any],
+) -> tuple[list[tuple[Label, ...]], list[Any], list[tuple[int, ...]]] | None:
+    """(labels, operands, path) of the shorter network: ``path``'s small steps over leaves run here on the
+    host arrays ``host`` (NumPy, each operand's as given: an array, or a tuple of arrays), their results
+    copied to the device by ``put``; the other leaves are ``operands`` as they are. None where no step is
+    shared, or the algebra is not one this runs (:func:`runs`)."""
+    if not runs(algebra, semiring):
+        return None
+    found = _leaves(labels, output, host, semiring, algebra)
+    if found is None:
+        return None
+    leaf_labels, leaves, sizes = found
+    cut = _split(leaf_labels, tuple(output), sizes, path)
+    if cut is None:
+        return None
+    if algebra is Algebra:
+        new_labels, done = _shared.walk(cut, path, leaf_labels, leaves, output, _shared.values_product(semiring))
+    else:  # each term's k values (and k counts) stacked on a last axis while the steps run: 2 arrays, not 2k
+        k = int(algebra.k)  # type: ignore[attr-defined]
+        new_labels, done = _shared.walk(cut, path, leaf_labels, leaves, output, _kbest_product(algebra))
+        done = [tuple(x[..., i] for x in parts for i in range(k)) for parts in done]
+    at = [j for j, (kind, _) in enumerate(cut.sources) if kind == "step"]
+    copied = iter(_upload.upload([np.asarray(p, order="C") for j in at for p in done[j]], put))  # 0-d stays 0-d
+    new_operands: list[Any] = []
+    for j, (kind, i) in enumerate(cut.sources):
+        if kind == "leaf":
+            new_labels[j] = tuple(labels[i])
+            new_operands.append(operands[i])
+        else:
+            parts = tuple(next(copied) for _ in done[j])
+            new_operands.append(parts[0] if algebra.nparts == 1 else parts)
+    return new_labels, new_operands, [tuple(s) for s in cut.path]
+
+
+def _leaves(
+    labels: Sequence[Sequence[Label]],
+    output: Sequence[Label],
+    host: Sequence[Any],
+    semiring: str,
+    algebra: type[Algebra],
+) -> tuple[list[tuple[Label, ...]], list[tuple[np.ndarray, ...]], dict[Label, int]] | None:
+    """(labels, parts, label sizes) of the network's leaves as the walk takes them: a value array each, or
+    a k-best leaf's k values and k counts stacked on a last axis (:func:`_stacked`), as the algebra's
+    ``prepare`` makes its parts. An operand naming a label twice takes the network's own build (its
+    diagonal); None where the operands are not what the algebra takes (the contraction says why)."""
+    leaf_labels = [tuple(t) for t in labels]
+    if any(len(set(t)) != len(t) for t in leaf_labels):
+        try:
+            net = build_network(labels, output, host, semiring, algebra)
+        except (TypeError, ValueError):
+            return None
+        parts = [t.parts if algebra is Algebra else _stacked(t.parts, int(algebra.k)) for t in net.leaves]  # type: ignore[attr-defined]
+        return [t.labels for t in net.leaves], parts, dict(net.sizes)
+    sizes: dict[Label, int] = {}
+    leaves: list[tuple[np.ndarray, ...]] = []
+    for t, op in zip(leaf_labels, host):
+        arrays = op if isinstance(op, tuple) else (op,)
+        if not all(isinstance(a, np.ndarray) and a.ndim == len(t) for a in arrays):
+            return None
+        for x, n in zip(t, arrays[0].shape):
+            if sizes.setdefault(x, int(n)) != n:
+                return None
+        leaves.append(arrays if algebra is Algebra else _padded(algebra, arrays))
+    if any(p is None for p in leaves):
+        return None
+    return leaf_labels, leaves, sizes
+
+
+def _padded(algebra: Any, arrays: tuple[np.ndarray, ...]) -> Any:
+    """A plain k-best operand (values[, counts]) stacked as :meth:`.algebras.kbest.KBestAlgebra.prepare`
+    pads it: its value, then -inf (counts: its count, reduced modulo the prime unless ``reduced``, then 0).
+    None for an operand that is not one (the contraction raises there)."""
+    k, counting = int(algebra.k), bool(algebra.counts)
+    if len(arrays) != (2 if counting else 1):
+        return None
+    v = arrays[0]
+    values = np.full(v.shape + (k,), -math.inf, dtype=v.dtype)
+    values[..., 0] = v
+    if not counting:
+        return (values,)
+    c = arrays[1]
+    if algebra.floats and c.dtype != np.dtype(f"f{algebra.floats}"):
+        return None
+    counts = np.zeros(c.shape + (k,), dtype=c.dtype)
+    counts[..., 0] = c % algebra.modulus if algebra.modulus and not algebra.reduced else c
+    return (values, counts)
+
+
+def _split(
+    labels: list[tuple[Label, ...]], output: tuple[Label, ...], sizes: dict[Label, int], path: Sequence[Sequence[int]]
+) -> _shared.Split | None:
+    """:func:`._shared.split` of the leaves, kept for the last few networks: a count contracts one network
+    in several algebras (float passes, integer rings), each with the same order."""
+    key = (tuple(labels), output, tuple(sorted(sizes.items(), key=repr)), tuple(map(tuple, path)))
+    if key in _splits:
+        return _splits[key]
+    cut = _shared.split(labels, output, sizes, path, [1] * len(labels))
+    if len(_splits) >= _SPLITS_KEPT:
+        _splits.pop(next(iter(_splits)))  # the oldest
+    _splits[key] = cut
+    return cut
+
+
+_splits: dict[tuple[Any, ...], _shared.Split | None] = {}
+_SPLITS_KEPT = 8
+
+
+def runs(algebra: type[Algebra], semiring: str) -> bool:
+    """Whether :func:`first` runs ``algebra``'s steps: plain max-plus and min-plus values, and the k-best
+    algebras (values, int64, prime or float counts; not the paired one)."""
+    if algebra is Algebra:
+        return semiring in ("maxplus", "minplus")
+    return (
+        isinstance(algebra, type)
+        and issubclass(algebra, kbest.KBestAlgebra)
+        and not issubclass(algebra, kbest.PairedKBestAlgebra)
+        and semiring == "maxplus"
+    )
+
+
+def _stacked(parts: Sequence[np.ndarray], k: int) -> tuple[np.ndarray, ...]:
+    """A k-best term's parts as (values, counts), each its k arrays stacked on a last axis."""
+    return tuple(np.stack(parts[i : i + k], axis=-1) for i in range(0, len(parts), k))
+
+
+def _kbest_product(algebra: type[Algebra]) -> _shared.Product:
+    """One k-best step as :class:`.algebras.kbest.KBestAlgebra` computes it, over terms held stacked
+    (:func:`_stacked`): every pair of the operands' k values summed (counts multiplied) over the union of
+    their labels, then the k largest distinct sums over the summed labels and pairs, the counts reaching
+    each added."""
+    alg: Any = algebra
+    k, counting, modulus = int(alg.k), bool(alg.counts), int(alg.modulus)
+
+    def product(
+        operands: list[tuple[np.ndarray, ...]], at: list[tuple[Label, ...]], union: list[Label], kept: tuple[Label, ...]
+    ) -> tuple[np.ndarray, ...]:
+        axes = [*union, _K]
+        values = _pairs([aligned(p[0], (*t, _K), axes) for p, t in zip(operands, at)], np.add)
+        counts = (
+            _pairs([aligned(p[1], (*t, _K), axes) for p, t in zip(operands, at)], np.multiply) if counting else None
+        )
+        if counts is not None and modulus:
+            counts %= modulus
+        pairs = values.ndim - len(union)
+        full = np.broadcast_shapes(values.shape, *(() if counts is None else (counts.shape,)))
+        keep = [i for i, x in enumerate(union) if x in kept]
+        order = keep + [i for i, x in enumerate(union) if x not in kept] + list(range(len(union), len(union) + pairs))
+        shape = tuple(full[i] for i in keep) + (-1,)
+        values = np.broadcast_to(values, full).transpose(order).reshape(shape)
+        if counts is not None:
+            counts = np.broadcast_to(counts, full).transpose(order).reshape(shape)
+        return _best(values, counts, k, modulus)
+
+    return product
+
+
+_K = object()  # the label of a stacked term's last axis (its k values or counts)
+
+
+def _pairs(arrays: list[np.ndarray], op: Any) -> np.ndarray:
+    """Each array's last axis crossed with the others' (``op`` of every combination): union + (k,) * n."""
+    out = arrays[0]
+    for arr in arrays[1:]:
+        out = op(out[..., None], arr.reshape(arr.shape[:-1] + (1,) * (out.ndim - arr.ndim + 1) + arr.shape[-1:]))
+    return out
+
+
+def _best(values: np.ndarray, counts: np.ndarray | None, k: int, modulus: int) -> tuple[np.ndarray, ...]:
+    """:meth:`.algebras.kbest.KBestAlgebra.best` in NumPy: the k largest distinct values along the last
+    axis (-inf where fewer), and the counts reaching each summed (0 at -inf), each stacked on a last axis."""
+    vals, cnts = [], []
+    left = values
+    for n in range(k):
+        top = left.max(axis=-1)
+        vals.append(top)
+        at = left == top[..., None]  # the entries of this value (every larger one is out of ``left`` already)
+        if counts is not None:
+            total = np.where(at, counts, 0).sum(axis=-1, dtype=counts.dtype)
+            total = total % modulus if modulus else total
+            cnts.append(np.where(top == -math.inf, 0, total).astype(counts.dtype, copy=False))
+        if n + 1 < k:
+            left = np.where(at, -math.inf, left).astype(values.dtype, copy=False)
+    best = np.stack(vals, axis=-1)
+    return (best,) if counts is None else (best, np.stack(cnts, axis=-1))

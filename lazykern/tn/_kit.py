@@ -1,0 +1,72 @@
+"""The kernels an energy's contraction on a GPU launches besides its bit-addressed steps, built ahead in threads.
+
+A contraction's first launch of each kernel waits for its build. The bit-addressed kernels of a plan
+are named by the plan and built beside each other once it is made (``_Network.prefetch``); the others
+(the permutation copies that arrange operands, the row kernels of strided steps and the batched products
+of the small steps) are the same few for every large max-plus network of one dtype. With an empty store
+a 32 x 32 energy built those six one after another at their first launches: 1.7 s of its 4.2 s on an
+H200 (benchmarks/results/s65-h200, call 7). :func:`start` builds them at once, beside the planning that
+comes before the first step. A kernel the run then does not launch stays built and stored, unused.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..tropical import plan as tplan
+from ..tropical.fragments import NUMPY_DTYPES
+from . import _permute
+from ._backend import backend_of
+
+_CODES = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
+# The product tiles of a sweep's steps (tropical.plan.choose_tile): rows of K, N <= 4 and <= 8 (strided
+# steps), tall products (N <= 16) and small ones (batched); "" and "splitk" are built when first launched.
+ROW_TILES = ("r4", "r")
+BATCHED_TILES = ("t", "s")
+
+
+def names(semiring: str, dtype: Any) -> tuple[list[str], list[str]]:
+    """(permutation-copy kernels, tropical kernels) of a max-plus or min-plus run over values of ``dtype``.
+
+    >>> copies, products = names("maxplus", np.float32)
+    >>> copies
+    ['permute_bits_4', 'permute_tiled_4']
+    >>> products
+    ['maxplus_f32_r4', 'maxplus_f32_r', 'bmm_maxplus_f32_t', 'bmm_maxplus_f32_s']
+    """
+    dt = np.dtype(dtype)
+    code = _CODES[dt]
+    copies = [_permute.kernel_name(dt.itemsize), _permute.kernel_name(dt.itemsize, tiled=True)]
+    products = [s.name for t in ROW_TILES for s in tplan.kernel_specs(semiring, code, False, "nn", False, t)]
+    products += [s.name for t in BATCHED_TILES for s in tplan.kernel_specs(semiring, code, False, "nn", True, t)]
+    return copies, products
+
+
+def start(module: Any, dtype: Any, semiring: str) -> list[threading.Thread]:
+    """Start building :func:`names` for the current device of ``module`` (cupy or torch; numpy: nothing)
+    and return the threads, for the caller to join before it returns. Values of a dtype the tropical
+    family has no kernels for (object, int8) start nothing."""
+    dt = np.dtype(dtype)
+    if getattr(module, "__name__", "") == "numpy" or dt not in _CODES:
+        return []
+    if module.__name__ == "torch":
+        like = module.empty((0,), dtype=getattr(module, dt.name), device="cuda")
+    else:
+        like = module.empty(0, dt)
+    be, like = backend_of(like)
+    if be.on_host or be.xp is np:
+        return []
+    from ..launch import _device
+    from ..tropical._family import family
+
+    arch = _device.arch(be.device_of(like) or 0)
+    copies, products = names(semiring, dt)
+    return _permute.family().prefetch(copies, arch=arch) + family.prefetch(products, arch=arch)
+
+
+def join(threads: list[threading.Thread]) -> None:
+    for thread in threads:
+        thread.join()

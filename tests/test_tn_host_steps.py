@@ -1,0 +1,133 @@
+"""lazykern.tn._host_steps: a problem's small steps run on the host give the contraction's own numbers.
+
+Each case contracts one network twice in NumPy: as given, and as the shorter network whose leaves include
+the host's results (what a GPU solve contracts), in every algebra :func:`_host_steps.runs` takes."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from lazykern.tn import _host_steps, _tables
+from lazykern.tn import problems as P
+from lazykern.tn import solver as S
+from lazykern.tn._contract import Algebra
+from lazykern.tn.algebras import kbest, modular
+from lazykern.tn.einsum import contract_network, contraction_plan
+
+
+def _network(problem):
+    tab = _tables.build(problem, {})
+    sizes = {x: tab.flavors for t in tab.labels for x in t}
+    plan = contraction_plan(tab.labels, (), sizes, optimize="greedy", memory_limit=2**40, store=False)
+    return tab, [tuple(p) for p in plan.path]
+
+
+def _numbers(out):
+    return [np.asarray(x).item() for x in (out if isinstance(out, tuple) else (out,))]
+
+
+def _both(tab, path, operands, semiring, algebra):
+    shorter = _host_steps.first(tab.labels, (), operands, semiring, algebra, path, operands, np.asarray)
+    assert shorter is not None, "the plan has small steps over leaves: they run on the host"
+    labels, ops, short_path = shorter
+    assert len(ops) < len(operands) and len(short_path) < len(path)
+    full = contract_network(tab.labels, (), operands, semiring=semiring, optimize=path, algebra=algebra)
+    short = contract_network(labels, (), ops, semiring=semiring, optimize=short_path, algebra=algebra)
+    return _numbers(full), _numbers(short)
+
+
+PROBLEMS = {
+    "independent set": lambda: P.IndependentSet(nx.random_regular_graph(3, 80, seed=1)),
+    "weighted IS": lambda: P.IndependentSet(
+        nx.random_regular_graph(3, 80, seed=2), weights=[(i % 5) + 1 for i in range(80)]
+    ),
+    "max cut": lambda: P.MaxCut(
+        nx.random_regular_graph(3, 70, seed=3), weights=[(-1) ** i * (i % 3 + 1) for i in range(105)]
+    ),
+    "coloring": lambda: P.Coloring(nx.random_regular_graph(3, 40, seed=4), 3),
+    # a component the host contracts whole: its result is a scalar (0-d) leaf of the shorter network
+    "two components": lambda: P.IndependentSet(
+        nx.disjoint_union(nx.random_regular_graph(3, 80, seed=5), nx.cycle_graph(5))
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+@pytest.mark.parametrize("largest", [True, False])
+def test_values_max_and_min_plus(name, largest):
+    tab, path = _network(PROBLEMS[name]())
+    values = S._values(tab, S.value_dtype(tab, tropical_only=True), largest)
+    full, short = _both(tab, path, values, "maxplus" if largest else "minplus", Algebra)
+    assert full == short
+
+
+def _kbest_cases(tab):
+    values = S._values(tab, S.value_dtype(tab, tropical_only=False), True)
+    masks = tab.mask
+    return {
+        "k=2 values": ([(v,) for v in values], kbest.algebra(2)),
+        "k=3 values": ([(v,) for v in values], kbest.algebra(3)),
+        "k=2 float32 counts": ([(v, m.astype("f4")) for v, m in zip(values, masks)], kbest.algebra(2, True, floats=4)),
+        "k=2 float64 counts": ([(v, m.astype("f8")) for v, m in zip(values, masks)], kbest.algebra(2, True, floats=8)),
+        "k=3 int64 counts": ([(v, m.astype("i8")) for v, m in zip(values, masks)], kbest.algebra(3, True)),
+        "k=2 prime counts": ([(v, m.astype("i8")) for v, m in zip(values, masks)], kbest.algebra(2, True, 65521)),
+        "k=2 prime, reduced": (
+            [(v, m.astype("i8")) for v, m in zip(values, masks)],
+            kbest.algebra(2, True, 65521, reduced=True),
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+@pytest.mark.parametrize("case", ["k=2 values", "k=3 values", "k=2 float32 counts", "k=2 float64 counts",
+                                  "k=3 int64 counts", "k=2 prime counts", "k=2 prime, reduced"])  # fmt: skip
+def test_kbest_values_and_counts(name, case):
+    tab, path = _network(PROBLEMS[name]())
+    operands, algebra = _kbest_cases(tab)[case]
+    full, short = _both(tab, path, operands, "maxplus", algebra)
+    assert full == short
+    assert any(np.isfinite(v) for v in full[: algebra.k])
+
+
+def test_counts_past_a_prime_are_reduced_as_the_device_reduces_them():
+    tab, path = _network(PROBLEMS["independent set"]())
+    values = S._values(tab, S.value_dtype(tab, tropical_only=False), True)
+    counts = [np.where(m, 7, 0).astype(np.int64) for m in tab.mask]  # each leaf counts 7: past the prime 5
+    full, short = _both(tab, path, list(zip(values, counts)), "maxplus", kbest.algebra(2, True, 5))
+    assert full == short
+
+
+def test_algebras_it_does_not_run_are_left_to_the_contraction():
+    tab, path = _network(PROBLEMS["independent set"]())
+    values = S._values(tab, S.value_dtype(tab, tropical_only=False), True)
+    paired = kbest.paired_algebra(2, 65521)
+    operands = [(v, m.astype("i8")) for v, m in zip(values, tab.mask)]
+    assert _host_steps.first(tab.labels, (), operands, "maxplus", paired, path, operands, np.asarray) is None
+    mod = modular.algebra(65521)
+    assert _host_steps.first(tab.labels, (), values, "maxplus", mod, path, values, np.asarray) is None
+    assert not _host_steps.runs(Algebra, "maxmul")
+
+
+def test_a_label_twice_in_one_operand_takes_its_diagonal():
+    rng = np.random.default_rng(5)
+    n = 90
+    g = nx.random_regular_graph(3, n, seed=6)
+    labels = [(a, b) for a, b in g.edges] + [(v, v) for v in range(n)]  # each vertex tensor read on its diagonal
+    operands = [rng.integers(-3, 4, (2, 2)).astype(np.float64) for _ in labels]
+    sizes = dict.fromkeys(range(n), 2)
+    distinct = [tuple(dict.fromkeys(t)) for t in labels]
+    path = [tuple(p) for p in contraction_plan(distinct, (), sizes, optimize="greedy", store=False).path]
+    shorter = _host_steps.first(labels, (), operands, "maxplus", Algebra, path, operands, np.asarray)
+    assert shorter is not None
+    full = contract_network(labels, (), operands, semiring="maxplus", optimize=path)
+    new_labels, ops, short_path = shorter
+    assert len(ops) < len(operands)
+    assert contract_network(new_labels, (), ops, semiring="maxplus", optimize=short_path) == full
+
+
+def test_a_plan_of_only_small_steps_is_left_whole():
+    tab, path = _network(P.IndependentSet(nx.petersen_graph()))
+    values = S._values(tab, S.value_dtype(tab, tropical_only=True), True)
+    assert _host_steps.first(tab.labels, (), values, "maxplus", Algebra, path, values, np.asarray) is None
