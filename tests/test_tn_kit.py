@@ -29,9 +29,16 @@ def test_an_energy_on_the_gpu_builds_the_kit_and_leaves_no_thread():
     import threading
 
     cupy = pytest.importorskip("cupy")
+    from lazykern.launch import _device
     from lazykern.tn import networks
     from lazykern.tropical._family import family
 
+    for name in _kit.names("minplus", np.float64)[1]:  # started on a fresh name set: they run in threads
+        family._kernels.pop((name, _device.arch(0)), None)
+    threads = _kit.start(cupy, np.float64, "minplus")
+    assert threads and all(t.name == "lazykern-prefetch" for t in threads)
+    _kit.join(threads)
+    assert set(_kit.names("minplus", np.float64)[1]) <= set(family.compiled())
     sg = networks.square_lattice(20, seed=3)
     before = {t for t in threading.enumerate() if t.name == "lazykern-prefetch"}
     e = networks.ground_state_energy(sg, module=cupy)

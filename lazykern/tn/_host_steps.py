@@ -11,8 +11,10 @@ become leaves of a shorter plan, the plan's own remaining steps (as the energies
 The numbers are the device's: max-plus values are exact in any order wherever they are exact at all
 (the solver's dtypes keep every partial sum exact); k-best values likewise, and their counts are
 integers modulo 2^64 (int64), modulo a prime, or floats exact below the line the caller checks
-(:mod:`.algebras.kbest`: a float count below it was reached through exact operations only, in any order).
-Other algebras run every step where the contraction runs.
+(:mod:`.algebras.kbest`: a float count below it was reached through exact operations only, in any order);
+residues modulo primes (a polynomial's evaluations, :mod:`.algebras.modular`) are exact integers here in
+int64; a float64 count of configurations (:mod:`.algebras.floatsum`) rounds within the bound its plan's
+multiply-adds set, in any order. Other algebras run every step where the contraction runs.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 from . import _shared, _upload
 from ._contract import Algebra
 from ._eliminate import aligned
-from .algebras import kbest
+from .algebras import floatsum, kbest, modular
 from .einsum import build_network
 
 Label = Hashable
@@ -57,8 +59,14 @@ def first(
         return None
     if algebra is Algebra:
         new_labels, done = _shared.walk(cut, path, leaf_labels, leaves, output, _shared.values_product(semiring))
+    elif algebra is floatsum.SizeAndCountAlgebra:
+        new_labels, done = _shared.walk(cut, path, leaf_labels, leaves, output, _size_and_count)
+    elif issubclass(algebra, modular.ModularAlgebra):  # residues stacked on a last axis, one per prime, in int64
+        r = len(algebra.moduli)
+        new_labels, done = _shared.walk(cut, path, leaf_labels, leaves, output, _modular_product(algebra.moduli))
+        done = [tuple(x[..., i].astype(np.float64) for x in parts for i in range(r)) for parts in done]
     else:  # each term's k values (and k counts) stacked on a last axis while the steps run: 2 arrays, not 2k
-        k = int(algebra.k)  # type: ignore[attr-defined]
+        k = _k(algebra)
         new_labels, done = _shared.walk(cut, path, leaf_labels, leaves, output, _kbest_product(algebra))
         done = [tuple(x[..., i] for x in parts for i in range(k)) for parts in done]
     at = [j for j, (kind, _) in enumerate(cut.sources) if kind == "step"]
@@ -91,7 +99,12 @@ def _leaves(
             net = build_network(labels, output, host, semiring, algebra)
         except (TypeError, ValueError):
             return None
-        parts = [t.parts if algebra is Algebra else _stacked(t.parts, int(algebra.k)) for t in net.leaves]  # type: ignore[attr-defined]
+        if algebra is Algebra or algebra is floatsum.SizeAndCountAlgebra:
+            parts = [t.parts for t in net.leaves]
+        elif issubclass(algebra, modular.ModularAlgebra):
+            parts = [_residues(algebra.moduli, t.parts) for t in net.leaves]
+        else:
+            parts = [_stacked(t.parts, _k(algebra)) for t in net.leaves]
         return [t.labels for t in net.leaves], parts, dict(net.sizes)
     sizes: dict[Label, int] = {}
     leaves: list[tuple[np.ndarray, ...]] = []
@@ -102,7 +115,12 @@ def _leaves(
         for x, n in zip(t, arrays[0].shape):
             if sizes.setdefault(x, int(n)) != n:
                 return None
-        leaves.append(arrays if algebra is Algebra else _padded(algebra, arrays))
+        if algebra is Algebra or algebra is floatsum.SizeAndCountAlgebra:
+            leaves.append(arrays)
+        elif issubclass(algebra, modular.ModularAlgebra):
+            leaves.append(_residues(algebra.moduli, arrays))
+        else:
+            leaves.append(_padded(algebra, arrays))
     if any(p is None for p in leaves):
         return None
     return leaf_labels, leaves, sizes
@@ -148,16 +166,26 @@ _SPLITS_KEPT = 8
 
 
 def runs(algebra: type[Algebra], semiring: str) -> bool:
-    """Whether :func:`first` runs ``algebra``'s steps: plain max-plus and min-plus values, and the k-best
-    algebras (values, int64, prime or float counts; not the paired one)."""
+    """Whether :func:`first` runs ``algebra``'s steps: plain max-plus and min-plus values, the k-best
+    algebras (values, int64, prime or float counts; not the paired one) and sums of products modulo primes
+    (:mod:`.algebras.modular`)."""
     if algebra is Algebra:
         return semiring in ("maxplus", "minplus")
+    if isinstance(algebra, type) and issubclass(algebra, modular.ModularAlgebra):
+        return True
+    if algebra is floatsum.SizeAndCountAlgebra:
+        return semiring == "maxplus"
     return (
         isinstance(algebra, type)
         and issubclass(algebra, kbest.KBestAlgebra)
         and not issubclass(algebra, kbest.PairedKBestAlgebra)
         and semiring == "maxplus"
     )
+
+
+def _k(algebra: Any) -> int:
+    """The k of a k-best algebra class (the base class declares it; the executor's ``Algebra`` has none)."""
+    return int(algebra.k)
 
 
 def _stacked(parts: Sequence[np.ndarray], k: int) -> tuple[np.ndarray, ...]:
@@ -192,6 +220,51 @@ def _kbest_product(algebra: type[Algebra]) -> _shared.Product:
         if counts is not None:
             counts = np.broadcast_to(counts, full).transpose(order).reshape(shape)
         return _best(values, counts, k, modulus)
+
+    return product
+
+
+def _size_and_count(
+    operands: list[tuple[np.ndarray, ...]], at: list[tuple[Label, ...]], union: list[Label], kept: tuple[Label, ...]
+) -> tuple[np.ndarray, ...]:
+    """One step of :class:`.algebras.floatsum.SizeAndCountAlgebra`: the largest size (max-plus) and the
+    float64 sum-product of the counts, each over the labels not kept. The same multiply-adds as the
+    device's matrix product, in another order: the rounding bound (:func:`.algebras.floatsum.upper_bound`,
+    from the plan's multiply-adds) holds for any order."""
+    values = _shared.board([p[0] for p in operands], at, union, np.add)
+    counts = _shared.board([p[1] for p in operands], at, union, np.multiply)
+    summed = tuple(i for i, x in enumerate(union) if x not in kept)
+    if not summed:
+        return np.array(values, order="C"), np.array(counts, order="C")
+    return np.array(values.max(axis=summed), order="C"), np.array(counts.sum(axis=summed), order="C")
+
+
+def _residues(moduli: tuple[int, ...], arrays: Sequence[np.ndarray]) -> Any:
+    """A modular operand (one float64 residue array per prime) as int64 residues stacked on a last axis;
+    None for one that is not (the contraction says why)."""
+    if len(arrays) != len(moduli) or any(a.dtype != np.float64 for a in arrays):
+        return None
+    return (np.stack(arrays, axis=-1).astype(np.int64),)
+
+
+def _modular_product(moduli: tuple[int, ...]) -> _shared.Product:
+    """One step of :class:`.algebras.modular.ModularAlgebra` over terms held as int64 residues stacked on
+    a last axis (one per prime): the operands multiplied (each product of two residues below 2^42) and
+    reduced, summed over the labels not kept (below 2^12 x 2^42 = 2^54: :func:`._shared.split` shares
+    steps under 2^12 entries), reduced again. Exact in int64, as the device's float64 chunks are."""
+    column = np.array(moduli, dtype=np.int64)
+
+    def product(
+        operands: list[tuple[np.ndarray, ...]], at: list[tuple[Label, ...]], union: list[Label], kept: tuple[Label, ...]
+    ) -> tuple[np.ndarray, ...]:
+        axes = [*union, _K]
+        out = aligned(operands[0][0], (*at[0], _K), axes)
+        for p, t in zip(operands[1:], at[1:]):
+            out = np.multiply(out, aligned(p[0], (*t, _K), axes)) % column
+        summed = tuple(i for i, x in enumerate(union) if x not in kept)
+        if summed:
+            out = out.sum(axis=summed, dtype=np.int64) % column
+        return (np.ascontiguousarray(out),)
 
     return product
 

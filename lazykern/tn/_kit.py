@@ -11,6 +11,7 @@ comes before the first step. A kernel the run then does not launch stays built a
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -21,6 +22,7 @@ from ..tropical.fragments import NUMPY_DTYPES
 from . import _permute
 from ._backend import backend_of
 
+log = logging.getLogger("lazykern")
 _CODES = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
 # The product tiles of a sweep's steps (tropical.plan.choose_tile): rows of K, N <= 4 and <= 8 (strided
 # steps), tall products (N <= 16) and small ones (batched); "" and "splitk" are built when first launched.
@@ -64,7 +66,9 @@ def start(module: Any, dtype: Any, semiring: str) -> list[threading.Thread]:
 
     arch = _device.arch(be.device_of(like) or 0)
     copies, products = names(semiring, dt)
-    return _permute.family().prefetch(copies, arch=arch) + family.prefetch(products, arch=arch)
+    threads = _permute.family().prefetch(copies, arch=arch) + family.prefetch(products, arch=arch)
+    log.debug("tn kit: building %d of %s for %s ahead", len(threads), copies + products, arch)
+    return threads
 
 
 def join(threads: list[threading.Thread]) -> None:

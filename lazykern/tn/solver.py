@@ -38,6 +38,7 @@ set) whose entry is the answer with those vertices fixed to its index
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import math
@@ -242,14 +243,17 @@ class _Context:
         plan: ContractionPlan | None = None,
     ) -> Any:
         """The contraction of one network of ``tab`` (``plan``: one made by :meth:`plan` for it). On a GPU,
-        with the order's path, the small steps over the tables run on the host first (:mod:`._host_steps`)."""
+        with the order's path or an unsliced plan, the small steps over the tables run on the host first
+        (:mod:`._host_steps`); the rest of the plan, its own steps, on the device."""
         optimize = self.order(tab) if plan is None else plan
-        if plan is None and isinstance(optimize, list) and self.devices is None and self.xp.__name__ != "numpy":
+        path = optimize if isinstance(optimize, list) else plan.path if plan is not None and plan.nslices == 1 else None
+        if path is not None and self.devices is None and self.xp.__name__ != "numpy":
             host = self._host_copies(operands)
             if host is not None:
-                shorter = _host_steps.first(labels, output, host, semiring, algebra, optimize, operands, self.put)
+                shorter = _host_steps.first(labels, output, host, semiring, algebra, path, operands, self.put)
                 if shorter is not None:
-                    labels, operands, optimize = shorter
+                    labels, operands, short = shorter
+                    optimize = short if plan is None else dataclasses.replace(plan, path=tuple(short))
         return contract_network(
             labels,
             output,
