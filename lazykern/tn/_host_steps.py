@@ -57,18 +57,21 @@ def first(
     cut = _split(leaf_labels, tuple(output), sizes, path)
     if cut is None:
         return None
+    product: _shared.Product
     if algebra is Algebra:
-        new_labels, done = _shared.walk(cut, path, leaf_labels, leaves, output, _shared.values_product(semiring))
+        product = _shared.values_product(semiring)
     elif algebra is floatsum.SizeAndCountAlgebra:
-        new_labels, done = _shared.walk(cut, path, leaf_labels, leaves, output, _size_and_count)
+        product = _size_and_count
     elif issubclass(algebra, modular.ModularAlgebra):  # residues stacked on a last axis, one per prime, in int64
-        r = len(algebra.moduli)
-        new_labels, done = _shared.walk(cut, path, leaf_labels, leaves, output, _modular_product(algebra.moduli))
-        done = [tuple(x[..., i].astype(np.float64) for x in parts for i in range(r)) for parts in done]
+        product = _modular_product(algebra.moduli)
     else:  # each term's k values (and k counts) stacked on a last axis while the steps run: 2 arrays, not 2k
-        k = _k(algebra)
-        new_labels, done = _shared.walk(cut, path, leaf_labels, leaves, output, _kbest_product(algebra))
-        done = [tuple(x[..., i] for x in parts for i in range(k)) for parts in done]
+        product = _kbest_product(algebra)
+    new_labels, done = _shared.walk(cut, path, leaf_labels, leaves, output, product)
+    if issubclass(algebra, modular.ModularAlgebra):  # each prime's residues as float64, the algebra's parts
+        r = len(algebra.moduli)
+        done = [tuple(x[..., i].astype(np.float64) for x in parts for i in range(r)) for parts in done]
+    elif algebra is not Algebra and algebra is not floatsum.SizeAndCountAlgebra:  # k values, then k counts
+        done = [tuple(x[..., i] for x in parts for i in range(_k(algebra))) for parts in done]
     at = [j for j, (kind, _) in enumerate(cut.sources) if kind == "step"]
     copied = iter(_upload.upload([np.asarray(p, order="C") for j in at for p in done[j]], put))  # 0-d stays 0-d
     new_operands: list[Any] = []
@@ -210,7 +213,7 @@ def _kbest_product(algebra: type[Algebra]) -> _shared.Product:
             _pairs([aligned(p[1], (*t, _K), axes) for p, t in zip(operands, at)], np.multiply) if counting else None
         )
         if counts is not None and modulus:
-            counts %= modulus
+            counts = counts % modulus  # not in place: one operand's counts may be a view of its own
         pairs = values.ndim - len(union)
         full = np.broadcast_shapes(values.shape, *(() if counts is None else (counts.shape,)))
         keep = [i for i, x in enumerate(union) if x in kept]
