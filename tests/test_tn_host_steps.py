@@ -176,3 +176,30 @@ def test_largest_size_beside_the_float_count_of_configurations(name):
     full, short = _both(tab, path, operands, "maxplus", floatsum.SizeAndCountAlgebra)
     assert full[0] == short[0] and full[1] >= 1
     assert full[1] == short[1] if full[1] < 2**53 else short[1] == pytest.approx(full[1], rel=1e-12)
+
+
+def test_steps_of_one_form_run_together_and_scalars_stay_arrays(monkeypatch):
+    """Ten triangles beside a larger graph: their steps share forms (one product a wave, far fewer products
+    than steps), and a component's whole contraction, a scalar, comes back as a 0-d array like any other."""
+    from lazykern.tn import _shared
+
+    g = nx.random_regular_graph(3, 80, seed=9)
+    for _ in range(10):
+        g = nx.disjoint_union(g, nx.cycle_graph(3))
+    tab, path = _network(P.IndependentSet(g))
+    values = S._values(tab, S.value_dtype(tab, tropical_only=True), True)
+    calls = []
+    made = _shared.values_product
+
+    def counted(semiring):
+        product = made(semiring)
+        return lambda *a: calls.append(1) or product(*a)
+
+    monkeypatch.setattr(_shared, "values_product", counted)
+    labels, ops, short_path = _host_steps.first(tab.labels, (), values, "maxplus", Algebra, path, values, np.asarray)
+    shared = len(path) - len(short_path)
+    assert 0 < len(calls) < shared / 2
+    scalars = [op for op, t in zip(ops, labels) if not t]
+    assert scalars and all(isinstance(op, np.ndarray) and op.shape == () for op in scalars)
+    full = contract_network(tab.labels, (), values, semiring="maxplus", optimize=path)
+    assert contract_network(labels, (), ops, semiring="maxplus", optimize=short_path) == full

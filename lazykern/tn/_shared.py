@@ -308,7 +308,7 @@ def walk(
         union_c: list[Label] = [_BATCH, *range(len(form[0]))]
         result = product(stacked, [(_BATCH, *p) for p in places], union_c, (_BATCH, *keep))
         for b, (n, _, _, _) in enumerate(group):
-            values[("step", n)] = tuple(r[b] for r in result)
+            values[("step", n)] = tuple(r[b, ...] for r in result)  # a 0-d result stays an array
     return [named[key] for key in cut.sources], [values[key] for key in cut.sources]
 
 
