@@ -82,11 +82,28 @@ def graph(
         n, edge_list = g
         if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"(n, edges): n must be a non-negative integer (the number of vertices), got {n!r}")
+        check_variables(int(n), "(n, edges): n")
         names = list(range(int(n)))
         if edge_order is not None:
             refuse_set("edges", edge_list, edge_order)
         raw = [_edge(k, e, int(n), hyperedges) for k, e in enumerate(_items("edges", edge_list))]
     return Graph(names, _clean(raw, names, self_loops, duplicates, hyperedges))
+
+
+# Variables a problem may have: each is an entry of every configuration and a label of the network (with a
+# table of its own where nothing else holds it). 2^26 is a configuration of 512 MB; a problem past it is
+# refused when it is made, not after an hour of building tables or a Python OverflowError.
+VARIABLES_MAX = 1 << 26
+
+
+def check_variables(n: int, what: str) -> None:
+    """A ValueError naming ``what`` where ``n`` variables pass VARIABLES_MAX."""
+    if n > VARIABLES_MAX:
+        shown = str(n) if n < 10**12 else f"an int of {len(str(n))} digits"
+        raise ValueError(
+            f"{what} is {shown}: that many variables is past the {VARIABLES_MAX} (2^26) a problem may have here "
+            "(each is an entry of every configuration); number the variables from 1 (or 0) without gaps"
+        )
 
 
 def refuse_set(what: str, items: Any, why: str) -> None:

@@ -17,11 +17,26 @@ import numpy as np
 from ._base import Table
 
 Local = tuple[int, ...]
+# Entries of one local table, past which a problem is refused when it is made: each entry is computed here
+# one by one (a Python call), and the network holds the table whole. 2^24 is an edge of 4096 colours, a
+# clause or hyperedge of 24 binary variables.
+TABLE_ENTRIES_MAX = 1 << 24
+
+
+def _shape(variables: Sequence[int], num_flavors: int) -> tuple[int, ...]:
+    """The table's shape, or a ValueError naming it where it would pass TABLE_ENTRIES_MAX entries."""
+    if num_flavors ** len(variables) > TABLE_ENTRIES_MAX:
+        raise ValueError(
+            f"a table over {len(variables)} variables of {num_flavors} flavors would hold "
+            f"{num_flavors}^{len(variables)} entries, past the {TABLE_ENTRIES_MAX} (2^24) one table may hold here: "
+            "use fewer flavors (colours) or split the clause, set or hyperedge"
+        )
+    return (num_flavors,) * len(variables)
 
 
 def constraint(variables: Sequence[int], num_flavors: int, allowed: Callable[[Local], bool]) -> Table:
     """A bool table: ``allowed(c)`` for each local configuration ``c`` (flavors of ``variables``)."""
-    shape = (num_flavors,) * len(variables)
+    shape = _shape(variables, num_flavors)
     values = np.zeros(shape, dtype=bool)
     for c in np.ndindex(*shape):
         values[c] = bool(allowed(tuple(int(x) for x in c)))
@@ -33,7 +48,7 @@ def objective(
 ) -> tuple[tuple[int, ...], np.ndarray]:
     """(variables, values): ``size(c)`` per local configuration, kept as Python numbers (exact)
     until the problem picks the dtype (:func:`._base._finish_objectives`)."""
-    shape = (num_flavors,) * len(variables)
+    shape = _shape(variables, num_flavors)
     values = np.empty(shape, dtype=object)
     for c in np.ndindex(*shape):
         values[c] = size(tuple(int(x) for x in c))

@@ -69,6 +69,7 @@ class Satisfiability(Problem):
             _inputs.refuse_set("cnf", cnf, "weights name each clause by its index in cnf")
         clauses = [_clause(k, c) for k, c in enumerate(cnf)]
         largest = max((abs(x) for c in clauses for x in c), default=0)
+        _inputs.check_variables(largest, "the largest variable a clause names")
         if num_variables is None:
             n = largest
         elif isinstance(num_variables, bool) or not isinstance(num_variables, (int, np.integer)):
@@ -77,6 +78,7 @@ class Satisfiability(Problem):
             raise ValueError(f"num_variables = {num_variables}, but a clause names variable {largest}")
         else:
             n = int(num_variables)
+            _inputs.check_variables(n, "num_variables")
         w = _inputs.weights(weights, list(range(len(clauses))), "clause")
         self.clauses, self.weights = clauses, w
         objs = []
