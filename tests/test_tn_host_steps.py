@@ -203,3 +203,25 @@ def test_steps_of_one_form_run_together_and_scalars_stay_arrays(monkeypatch):
     assert scalars and all(isinstance(op, np.ndarray) and op.shape == () for op in scalars)
     full = contract_network(tab.labels, (), values, semiring="maxplus", optimize=path)
     assert contract_network(labels, (), ops, semiring="maxplus", optimize=short_path) == full
+
+
+def test_a_long_sum_modulo_a_prime_stays_exact():
+    """Two operands of 2^11 entries with no label in common, every label summed: one shared step sums 2^22
+    products of residues near the prime (2^21), which int64 holds only if each product is reduced first."""
+    p = modular.PRIME_BELOW - 9  # 2097143, the largest prime below 2^21
+    rng = np.random.default_rng(3)
+    a_labels, b_labels = tuple(range(11)), tuple(range(11, 22))
+    big = tuple(range(22, 35))
+    labels = [a_labels, b_labels, big]
+    arrays = [rng.integers(p - 50, p, (2,) * len(t)).astype(np.float64) for t in labels]
+    path = [(0, 1), (0, 1)]
+    alg = modular.algebra(p)
+    shorter = _host_steps.first(labels, big, arrays, "maxplus", alg, path, arrays, np.asarray)
+    assert shorter is not None
+    new_labels, ops, short_path = shorter
+    assert len(ops) == 2 and () in new_labels
+    full = contract_network(labels, big, arrays, semiring="maxplus", optimize=path, algebra=alg)
+    short = contract_network(new_labels, big, ops, semiring="maxplus", optimize=short_path, algebra=alg)
+    assert np.array_equal(np.asarray(full), np.asarray(short))
+    a, b = (int(x) for x in (arrays[0].astype(np.int64).sum() % p, arrays[1].astype(np.int64).sum() % p))
+    assert int(np.asarray(ops[new_labels.index(())])) == a * b % p

@@ -1,4 +1,4 @@
-"""A problem's small steps over its tables run on the host before a GPU contraction: max-plus values and k-best.
+"""A problem's small steps over its tables run on the host before a GPU contraction, in the algebras that allow it.
 
 A :mod:`lazykern.tn.solve` network on a GPU is its tables (hundreds of arrays of 2 to 8 entries) and a
 plan whose steps over them are small: a 3-regular graph of 200 vertices has 274 of its 299 steps with
@@ -19,9 +19,10 @@ multiply-adds set, in any order. Other algebras run every step where the contrac
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -48,30 +49,18 @@ def first(
     host arrays ``host`` (NumPy, each operand's as given: an array, or a tuple of arrays), their results
     copied to the device by ``put``; the other leaves are ``operands`` as they are. None where no step is
     shared, or the algebra is not one this runs (:func:`runs`)."""
-    if not runs(algebra, semiring):
+    form = _form(algebra, semiring)
+    if form is None:
         return None
-    found = _leaves(labels, output, host, semiring, algebra)
+    found = _leaves(labels, output, host, semiring, algebra, form)
     if found is None:
         return None
     leaf_labels, leaves, sizes = found
     cut = _split(leaf_labels, tuple(output), sizes, path)
     if cut is None:
         return None
-    product: _shared.Product
-    if algebra is Algebra:
-        product = _shared.values_product(semiring)
-    elif algebra is floatsum.SizeAndCountAlgebra:
-        product = _size_and_count
-    elif issubclass(algebra, modular.ModularAlgebra):  # residues stacked on a last axis, one per prime, in int64
-        product = _modular_product(algebra.moduli)
-    else:  # each term's k values (and k counts) stacked on a last axis while the steps run: 2 arrays, not 2k
-        product = _kbest_product(algebra)
-    new_labels, done = _shared.walk(cut, path, leaf_labels, leaves, output, product)
-    if issubclass(algebra, modular.ModularAlgebra):  # each prime's residues as float64, the algebra's parts
-        r = len(algebra.moduli)
-        done = [tuple(x[..., i].astype(np.float64) for x in parts for i in range(r)) for parts in done]
-    elif algebra is not Algebra and algebra is not floatsum.SizeAndCountAlgebra:  # k values, then k counts
-        done = [tuple(x[..., i] for x in parts for i in range(_k(algebra))) for parts in done]
+    new_labels, done = _shared.walk(cut, path, leaf_labels, leaves, output, form.product)
+    done = [form.parts(d) for d in done]
     at = [j for j, (kind, _) in enumerate(cut.sources) if kind == "step"]
     copied = iter(_upload.upload([np.asarray(p, order="C") for j in at for p in done[j]], put))  # 0-d stays 0-d
     new_operands: list[Any] = []
@@ -91,6 +80,7 @@ def _leaves(
     host: Sequence[Any],
     semiring: str,
     algebra: type[Algebra],
+    form: _Form,
 ) -> tuple[list[tuple[Label, ...]], list[tuple[np.ndarray, ...]], dict[Label, int]] | None:
     """(labels, parts, label sizes) of the network's leaves as the walk takes them: a value array each, or
     a k-best leaf's k values and k counts stacked on a last axis (:func:`_stacked`), as the algebra's
@@ -102,12 +92,7 @@ def _leaves(
             net = build_network(labels, output, host, semiring, algebra)
         except (TypeError, ValueError):
             return None
-        if algebra is Algebra or algebra is floatsum.SizeAndCountAlgebra:
-            parts = [t.parts for t in net.leaves]
-        elif issubclass(algebra, modular.ModularAlgebra):
-            parts = [_residues(algebra.moduli, t.parts) for t in net.leaves]
-        else:
-            parts = [_stacked(t.parts, _k(algebra)) for t in net.leaves]
+        parts = [form.prepared(t.parts) for t in net.leaves]
         return [t.labels for t in net.leaves], parts, dict(net.sizes)
     sizes: dict[Label, int] = {}
     leaves: list[tuple[np.ndarray, ...]] = []
@@ -118,14 +103,10 @@ def _leaves(
         for x, n in zip(t, arrays[0].shape):
             if sizes.setdefault(x, int(n)) != n:
                 return None
-        if algebra is Algebra or algebra is floatsum.SizeAndCountAlgebra:
-            leaves.append(arrays)
-        elif issubclass(algebra, modular.ModularAlgebra):
-            leaves.append(_residues(algebra.moduli, arrays))
-        else:
-            leaves.append(_padded(algebra, arrays))
-    if any(p is None for p in leaves):
-        return None
+        leaf = form.leaf(arrays)
+        if leaf is None:
+            return None
+        leaves.append(leaf)
     return leaf_labels, leaves, sizes
 
 
@@ -168,22 +149,59 @@ _splits: dict[tuple[Any, ...], _shared.Split | None] = {}
 _SPLITS_KEPT = 8
 
 
-def runs(algebra: type[Algebra], semiring: str) -> bool:
-    """Whether :func:`first` runs ``algebra``'s steps: plain max-plus and min-plus values, the k-best
-    algebras (values, int64, prime or float counts; not the paired one) and sums of products modulo primes
-    (:mod:`.algebras.modular`)."""
+class _Form(NamedTuple):
+    """How :func:`first` holds one algebra's terms: ``leaf`` makes a plain operand's arrays a term (None for
+    one the algebra does not take), ``prepared`` does the same for the algebra's own parts (a leaf its
+    ``prepare`` made), ``product`` is one step, ``parts`` turns a term back into the algebra's parts."""
+
+    leaf: Callable[[tuple[np.ndarray, ...]], Any]
+    prepared: Callable[[tuple[np.ndarray, ...]], Any]
+    product: _shared.Product
+    parts: Callable[[tuple[np.ndarray, ...]], tuple[np.ndarray, ...]]
+
+
+def _form(algebra: type[Algebra], semiring: str) -> _Form | None:
+    """The form of ``algebra``'s terms here, or None for an algebra whose steps stay where the contraction
+    runs: plain max-plus and min-plus values, GraphPolynomial's size-and-count pass (maxplus), sums of
+    products modulo primes, and the k-best algebras (values, int64, prime or float counts; not the
+    paired one)."""
     if algebra is Algebra:
-        return semiring in ("maxplus", "minplus")
-    if isinstance(algebra, type) and issubclass(algebra, modular.ModularAlgebra):
-        return True
+        return _Form(_same, _same, _shared.values_product(semiring), _same) if semiring in _TROPICAL else None
+    if not isinstance(algebra, type):
+        return None
     if algebra is floatsum.SizeAndCountAlgebra:
-        return semiring == "maxplus"
-    return (
-        isinstance(algebra, type)
-        and issubclass(algebra, kbest.KBestAlgebra)
-        and not issubclass(algebra, kbest.PairedKBestAlgebra)
-        and semiring == "maxplus"
-    )
+        return _Form(_same, _same, _size_and_count, _same) if semiring == "maxplus" else None
+    if issubclass(algebra, modular.ModularAlgebra):
+        stack = functools.partial(_residues, algebra.moduli)
+        return _Form(stack, stack, _modular_product(algebra.moduli), functools.partial(_primes, len(algebra.moduli)))
+    if issubclass(algebra, kbest.KBestAlgebra) and not issubclass(algebra, kbest.PairedKBestAlgebra):
+        k = _k(algebra)
+        padded, stacked = functools.partial(_padded, algebra), functools.partial(_stacked, k=k)
+        unstacked = functools.partial(_unstacked, k)
+        return _Form(padded, stacked, _kbest_product(algebra), unstacked) if semiring == "maxplus" else None
+    return None
+
+
+_TROPICAL = ("maxplus", "minplus")
+
+
+def _same(arrays: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    return arrays
+
+
+def _primes(r: int, term: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """A modular term (int64 residues stacked on a last axis) as the algebra's parts: each prime's, float64."""
+    return tuple(term[0][..., i].astype(np.float64) for i in range(r))
+
+
+def _unstacked(k: int, term: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """A k-best term (values, counts stacked on a last axis) as the algebra's parts: k values, then k counts."""
+    return tuple(x[..., i] for x in term for i in range(k))
+
+
+def runs(algebra: type[Algebra], semiring: str) -> bool:
+    """Whether :func:`first` runs ``algebra``'s steps (:func:`_form`)."""
+    return _form(algebra, semiring) is not None
 
 
 def _k(algebra: Any) -> int:
@@ -252,9 +270,10 @@ def _residues(moduli: tuple[int, ...], arrays: Sequence[np.ndarray]) -> Any:
 
 def _modular_product(moduli: tuple[int, ...]) -> _shared.Product:
     """One step of :class:`.algebras.modular.ModularAlgebra` over terms held as int64 residues stacked on
-    a last axis (one per prime): the operands multiplied (each product of two residues below 2^42) and
-    reduced, summed over the labels not kept (below 2^12 x 2^42 = 2^54: :func:`._shared.split` shares
-    steps under 2^12 entries), reduced again. Exact in int64, as the device's float64 chunks are."""
+    a last axis (one per prime): the operands multiplied, each product of two residues (below 2^42) reduced
+    below its prime (2^21), then summed over the labels not kept: at most 2^24 terms (the union of two
+    operands under 2^12 entries each, :func:`._shared.split`), below 2^45, and reduced again. Exact in
+    int64, as the device's float64 chunks are."""
     column = np.array(moduli, dtype=np.int64)
 
     def product(
