@@ -219,8 +219,8 @@ def _kbest_product(algebra: type[Algebra]) -> _shared.Product:
     (:func:`_stacked`): every pair of the operands' k values summed (counts multiplied) over the union of
     their labels, then the k largest distinct sums over the summed labels and pairs, the counts reaching
     each added."""
-    alg: Any = algebra
-    k, counting, modulus = int(alg.k), bool(alg.counts), int(alg.modulus)
+    kind: Any = algebra  # a k-best class (its k, counts, modulus)
+    counting, modulus = bool(kind.counts), int(kind.modulus)
 
     def product(
         operands: list[tuple[np.ndarray, ...]], at: list[tuple[Label, ...]], union: list[Label], kept: tuple[Label, ...]
@@ -240,7 +240,8 @@ def _kbest_product(algebra: type[Algebra]) -> _shared.Product:
         values = np.broadcast_to(values, full).transpose(order).reshape(shape)
         if counts is not None:
             counts = np.broadcast_to(counts, full).transpose(order).reshape(shape)
-        return _best(values, counts, k, modulus)
+        best, totals = kbest.best_on_host(kind, values, counts)
+        return (best,) if totals is None else (best, totals)
 
     return product
 
@@ -300,22 +301,3 @@ def _pairs(arrays: list[np.ndarray], op: Any) -> np.ndarray:
     for arr in arrays[1:]:
         out = op(out[..., None], arr.reshape(arr.shape[:-1] + (1,) * (out.ndim - arr.ndim + 1) + arr.shape[-1:]))
     return out
-
-
-def _best(values: np.ndarray, counts: np.ndarray | None, k: int, modulus: int) -> tuple[np.ndarray, ...]:
-    """:meth:`.algebras.kbest.KBestAlgebra.best` in NumPy: the k largest distinct values along the last
-    axis (-inf where fewer), and the counts reaching each summed (0 at -inf), each stacked on a last axis."""
-    vals, cnts = [], []
-    left = values
-    for n in range(k):
-        top = left.max(axis=-1)
-        vals.append(top)
-        at = left == top[..., None]  # the entries of this value (every larger one is out of ``left`` already)
-        if counts is not None:
-            total = np.where(at, counts, 0).sum(axis=-1, dtype=counts.dtype)
-            total = total % modulus if modulus else total
-            cnts.append(np.where(top == -math.inf, 0, total).astype(counts.dtype, copy=False))
-        if n + 1 < k:
-            left = np.where(at, -math.inf, left).astype(values.dtype, copy=False)
-    best = np.stack(vals, axis=-1)
-    return (best,) if counts is None else (best, np.stack(cnts, axis=-1))

@@ -253,6 +253,19 @@ class PairedKBestAlgebra(KBestAlgebra):
         return wide.add(x1, y1) + narrow.add(x2, y2)[self.k :]
 
 
+def best_on_host(algebra: type[KBestAlgebra], values: np.ndarray, counts: np.ndarray | None) -> tuple[Any, Any]:
+    """:meth:`KBestAlgebra.best` of ``algebra`` over NumPy arrays (k best distinct values along the last axis,
+    counts summed): the host's steps of a GPU solve (:mod:`lazykern.tn._host_steps`)."""
+    found = _on_host.get(algebra)
+    if found is None:
+        found = _on_host[algebra] = algebra("maxplus", _HOST)
+    return found.best(_Ops(_HOST), values, counts)
+
+
+_HOST = Backend("numpy", np)
+_on_host: dict[type[KBestAlgebra], KBestAlgebra] = {}  # one instance per class (a few: k, counts, ring)
+
+
 def tiling(batch: int, M: int, N: int, K: int) -> str:
     """The tile shape of the GPU kernel a (batch, M, K) x (batch, K, N) k-best step takes ("": one thread
     per output)."""
