@@ -449,3 +449,31 @@ def test_modular_primes_as_one_product_on_the_gpu_equal_the_host():
     reduced, _ = alg.bmm(A, alg.unit(A, (1, 3000, 1)), False)
     for got, p in zip(reduced, primes):
         assert np.array_equal(cupy.asnumpy(got)[..., 0].astype(np.int64), (exact_a.sum(axis=2) % p).astype(np.int64))
+
+
+def test_modular_chunks_of_a_small_result_run_as_one_product(monkeypatch):
+    """A long sum into a small result (a network's last steps: 2^26 entries into one) multiplies its
+    K_CHUNK chunks as one product over an axis of them, not one product each; every residue stays exact:
+    each chunk's sums below 2^52, then up to GROUPED_ENTRIES / result chunks' residues summed."""
+    rng = np.random.default_rng(23)
+    primes = (2097143, 2097133, 1048573)
+    alg = modular.algebra(*primes)("maxplus", HOST)
+    K = 5 * modular.K_CHUNK + 77  # five whole chunks and a tail
+    exact_a = rng.integers(0, 2**40, (2, 1, K)).astype(object)
+    exact_b = rng.integers(0, 2**40, (2, K, 3)).astype(object)
+    exact = np.matmul(exact_a, exact_b)
+    A = tuple(np.stack([(exact_a % p).astype(np.float64) for p in primes]))
+    B = tuple(np.stack([(exact_b % p).astype(np.float64) for p in primes]))
+    calls: list[tuple[int, ...]] = []
+    real = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda a, b, **kw: calls.append(a.shape) or real(a, b, **kw))
+    out, _ = alg.bmm(A, B, False)
+    for got, p in zip(out, primes):
+        assert np.array_equal(got.astype(np.int64), (exact % p).astype(np.int64))
+    assert calls == [(3, 2, 5, 1, modular.K_CHUNK), (3, 2, 1, 77)]  # the five chunks as one, then the tail
+    assert modular.grouped((3, 2, 1, K), (3, 2, K, 3), K) == 6
+    monkeypatch.setattr(modular, "GROUPED_ENTRIES", 2 * 3 * 2)  # one prime: room for two chunks' results
+    calls.clear()
+    (single,), _ = modular.algebra(primes[0])("maxplus", HOST).bmm((A[0],), (B[0],), False)
+    assert np.array_equal(single.astype(np.int64), (exact % primes[0]).astype(np.int64))
+    assert calls == [(2, 2, 1, modular.K_CHUNK)] * 2 + [(2, 1, modular.K_CHUNK), (2, 1, 77)]

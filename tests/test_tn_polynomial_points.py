@@ -54,3 +54,35 @@ def test_points_per_pass_is_the_limit_over_the_largest_intermediate():
     assert S._points_per_pass(ctx, 1, 8, 91) == 91
     ctx = S._Context(np, "greedy", None, None, None)  # the host's default target
     assert 1 <= S._points_per_pass(ctx, 2**10, 40, 91) <= 91
+
+
+def test_points_in_one_sliced_plan_of_their_own_give_the_same_exact_polynomial(passes, monkeypatch):
+    """Where a plan of the polynomial network with every point in it, sliced to the memory, is predicted
+    quicker than the shared order run per group of points (a GPU's 3-regular 200-vertex graph: 90
+    passes of one point), one contraction carries every point, and the polynomial is the same."""
+    g = nx.random_regular_graph(3, 30, seed=3)
+    p = P.IndependentSet(g)
+    want = solve(p, Q.GraphPolynomial())
+    passes.clear()
+    assert solve(p, Q.GraphPolynomial(), memory_limit=2**8, max_time=1) == want
+    assert len(passes) > 1 and max(passes) < len(want)  # groups: on the host, slicing is predicted slower
+    # the prediction's verdict reversed (seconds falling with slices): the plan of its own is taken
+    monkeypatch.setattr(S, "_REPLAN_SECONDS", 0.0)
+    monkeypatch.setattr(S._cost, "seconds", lambda steps, nslices, itemsize, rates: 1.0 / nslices)
+    chosen = []
+    real = S._points_plan
+    monkeypatch.setattr(S, "_points_plan", lambda *a: chosen.append(real(*a)) or chosen[-1])
+    passes.clear()
+    assert solve(p, Q.GraphPolynomial(), memory_limit=2**8, max_time=1) == want
+    (plan,) = chosen
+    assert passes == [len(want)] and plan.nslices > 1 and plan.largest <= 2**8
+
+
+def test_a_callers_own_order_is_never_replanned(monkeypatch):
+    p = P.IndependentSet(nx.random_regular_graph(3, 12, seed=4))
+    tab = S._tables.build(p, {})
+    path = [tuple(x) for x in S.contraction_plan(tab.labels, (), S._sizes_of(tab), optimize="greedy").path]
+    monkeypatch.setattr(S, "_REPLAN_SECONDS", 0.0)
+    labels = [(S.polynomial.POINTS, *lab) for lab in tab.labels]
+    ctx = S._Context(np, path, 2**4, None, None)
+    assert S._points_plan(tab, labels, 7, 1, 8, ctx) is None

@@ -49,13 +49,21 @@ from typing import Any
 import numpy as np
 
 from ..errors import LazykernWarning, ReconstructionError, warn_user
-from . import _configs, _crt, _host_steps, _instance, _procs, _tables, _upload
+from . import _configs, _cost, _crt, _host_steps, _instance, _procs, _tables, _upload
 from . import properties as Q
 from ._backend import backend_of
 from ._contract import Algebra, Term
 from .algebras import floatsum, kbest, modular, polynomial, scaledsum
 from .counting import count_network
-from .einsum import ContractionPlan, build_network, contract_network, contraction_plan, network_argmax, plan_flops
+from .einsum import (
+    ContractionPlan,
+    build_network,
+    contract_network,
+    contraction_plan,
+    network_argmax,
+    plan_flops,
+    plan_steps,
+)
 
 log = logging.getLogger("lazykern")
 
@@ -582,16 +590,20 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
 
     def run(moduli: tuple[int, ...]) -> np.ndarray:
         """One pass: the evaluations at every point modulo each of ``moduli`` (one part per prime), the
-        points taken in as few groups as the memory holds without slicing (:func:`_points_per_pass`)."""
+        points taken in as few groups as the memory holds without slicing (:func:`_points_per_pass`), or
+        all at once by a plan of their own where that is predicted quicker (:func:`_points_plan`)."""
         r = len(moduli)
-        groups = -(-points // _points_per_pass(ctx, largest, 8 * r, points))
+        per_pass = _points_per_pass(ctx, largest, 8 * r, points)
+        plan = _points_plan(tab, labels, points, per_pass, 8 * r, ctx) if per_pass < points else None
+        groups = 1 if plan is not None else -(-points // per_pass)
         out = []
         for chunk in np.array_split(xs, groups):
             tables = [t for e, m in zip(exponents, tab.mask) for t in polynomial.powers_modulo(e, m, chunk, moduli)]
             put = ctx.put_all(tables)  # one transfer, not one per table and prime
             ops = [tuple(put[i : i + r]) for i in range(0, len(put), r)]
             operands = [op[0] for op in ops] if r == 1 else ops  # one part: the array itself
-            parts = ctx.contract(tab, labels, (polynomial.POINTS,), operands, "maxplus", modular.algebra(*moduli))
+            alg = modular.algebra(*moduli)
+            parts = ctx.contract(tab, labels, (polynomial.POINTS,), operands, "maxplus", alg, plan)
             parts = parts if isinstance(parts, tuple) else (parts,)  # one part comes back as the array itself
             out.append(np.array([_item(p) for p in parts], dtype=np.int64).reshape(r, len(chunk)))
         return np.concatenate(out, axis=1)
@@ -627,11 +639,52 @@ def _points_per_pass(ctx: _Context, largest: int, entry_bytes: int, points: int)
     has intermediates of 2^29 entries: with its 91 points and 6 primes one such array is 2.3 TB, 16
     times an H200's memory, and slicing that far re-runs much of the network per slice (no answer in
     40 s, session 59); groups of points cost only their own work."""
-    limit = ctx.memory_limit
-    if limit is None:
-        be, _ = backend_of(ctx.put(np.zeros(1, np.float64)))
-        limit = be.memory_limit(entry_bytes)
+    limit = ctx.memory_limit if ctx.memory_limit is not None else _device_limit(ctx, entry_bytes)
     return max(1, min(points, int(limit) // max(largest, 1)))
+
+
+def _device_limit(ctx: _Context, entry_bytes: int) -> int:
+    """The slicing target the free memory of the caller's device sets for entries of ``entry_bytes``."""
+    be, _ = backend_of(ctx.put(np.zeros(1, np.float64)))
+    return int(be.memory_limit(entry_bytes))
+
+
+# Predicted seconds of the polynomial's groups of points below which no plan of its own is searched for
+# (a search takes up to max_time, 5 s by default, the first time a network is seen).
+_REPLAN_SECONDS = 2.0
+
+
+def _points_plan(
+    tab: _tables.Tables, labels: list[Any], points: int, per_pass: int, entry_bytes: int, ctx: _Context
+) -> ContractionPlan | None:
+    """A plan of the polynomial network with every point in it, sliced to the memory target, where it is
+    predicted quicker than the shared order run once per group of ``per_pass`` points; else None. The
+    shared order is the tropical network's quickest, whose largest intermediates a GPU holds once:
+    every evaluation tensor holds them once per point and prime, and its steps stream them through
+    memory (a 3-regular graph of 200 vertices: intermediates of 2^29 entries, one point per pass, 90
+    passes of 0.5 s each on an H200, session 67). An order of smaller intermediates, sliced, streams
+    less in all. Only a searched order is replanned (a caller's own plan or path is followed)."""
+    order = ctx.order(tab)
+    if not isinstance(optimize := ctx.optimize, str) or not isinstance(order, list):
+        return None
+    sizes = {**_sizes_of(tab), polynomial.POINTS: points}
+    rates = _cost.rates_for(ctx.xp.__name__ == "numpy", 8)
+    output = (polynomial.POINTS,)
+    group = {**sizes, polynomial.POINTS: per_pass}
+    groups = -(-points // per_pass)
+    shared = groups * _cost.seconds(plan_steps(labels, output, group, order, {}), 1, entry_bytes, rates)
+    if shared < _REPLAN_SECONDS:  # a search could cost more than it saves
+        return None
+    limit = ctx.memory_limit if ctx.memory_limit is not None else _device_limit(ctx, entry_bytes)
+    plan = contraction_plan(
+        labels, output, sizes, optimize=optimize, memory_limit=limit, max_time=ctx.max_time, initial=order,
+        rank="seconds",
+    )  # fmt: skip
+    steps = plan_steps(labels, output, sizes, plan.path, dict(plan.sliced))
+    mine = _cost.seconds(steps, plan.nslices, entry_bytes, rates)
+    log.debug("GraphPolynomial: %d points in one plan of %d slices %.3g s, in %d groups %.3g s (predicted)",
+              points, plan.nslices, mine, groups, shared)  # fmt: skip
+    return plan if mine < shared else None
 
 
 def _uniform_lowest(tab: _tables.Tables) -> int | None:

@@ -25,6 +25,8 @@ from .._contract import Algebra
 
 PRIME_BELOW = 1 << 21  # residues below this: products below 2^42
 K_CHUNK = 1 << 10  # products summed before a reduction: below 2^52, exact in float64
+# Entries of the chunks' results up to which a product's chunks run as one (grouped): 256 MiB of float64.
+GROUPED_ENTRIES = 1 << 25
 # Entries of a step's results (all primes) up to which its primes run as one product: a larger step is
 # bound by its arithmetic, and its primes one by one hold one prime's temporaries at a time.
 STACKED_ENTRIES = 1 << 24
@@ -63,13 +65,22 @@ class ModularAlgebra(Algebra):
 
     def _product(self, a: Any, b: Any, p: Any) -> Any:
         """(a @ b) mod p, by chunks of K_CHUNK products, each reduced before the next is added; ``p`` a
-        prime or a column of primes against a leading prime axis of ``a`` and ``b``."""
+        prime or a column of primes against a leading prime axis of ``a`` and ``b``. Where the result is
+        small, ``g`` chunks run as one product over an axis of them (:func:`grouped`): a step that sums
+        2^26 entries into a few (a network's last) took 65536 products of one chunk each, launch-bound."""
         xp = self.be.xp
         K = int(a.shape[-1])
+        g = grouped(a.shape, b.shape, K)
         acc = None
-        for k0 in range(0, max(K, 1), K_CHUNK):
-            part = xp.matmul(a[..., k0 : k0 + K_CHUNK], b[..., k0 : k0 + K_CHUNK, :])
-            part = _remainder(xp, part, p)
+        k0 = 0
+        while k0 < max(K, 1):
+            if g > 1 and K - k0 >= 2 * K_CHUNK:
+                n = min(g, (K - k0) // K_CHUNK)
+                part = _chunks_product(xp, a[..., k0 : k0 + n * K_CHUNK], b[..., k0 : k0 + n * K_CHUNK, :], n, p)
+                k0 += n * K_CHUNK
+            else:
+                part = _remainder(xp, xp.matmul(a[..., k0 : k0 + K_CHUNK], b[..., k0 : k0 + K_CHUNK, :]), p)
+                k0 += K_CHUNK
             acc = part if acc is None else _remainder(xp, _added(xp, acc, part), p)
         return acc
 
@@ -85,6 +96,28 @@ class ModularAlgebra(Algebra):
 
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
         return tuple((x + y) % p for x, y, p in zip(X, Y, self.moduli))
+
+
+def grouped(a_shape: tuple[int, ...], b_shape: tuple[int, ...], K: int) -> int:
+    """How many K_CHUNK chunks of a product of ``a_shape`` (..., M, K) by ``b_shape`` (..., K, N) run
+    as one: as many as keep the chunks' results (one per chunk) within GROUPED_ENTRIES, 1 for a result
+    that large alone (its chunks' products are large enough to run one by one)."""
+    lead = np.broadcast_shapes(tuple(a_shape[:-2]), tuple(b_shape[:-2]))
+    result = int(np.prod(lead, dtype=np.int64)) * int(a_shape[-2]) * int(b_shape[-1])
+    return max(1, min(-(-K // K_CHUNK), GROUPED_ENTRIES // max(result, 1)))
+
+
+def _chunks_product(xp: Any, a: Any, b: Any, n: int, p: Any) -> Any:
+    """(a @ b) mod p for a K of ``n`` chunks: one product over an axis of the chunks (each chunk's sums
+    below 2^52, exact), each reduced, then summed over that axis (n residues: below 2^53 while n < 2^32,
+    exact) and reduced once more."""
+    lead, M, N = a.shape[:-2], a.shape[-2], b.shape[-1]
+    ac = xp.moveaxis(a.reshape(*lead, M, n, K_CHUNK), -2, -3)  # (..., n, M, K_CHUNK)
+    bc = b.reshape(*b.shape[:-2], n, K_CHUNK, N)  # (..., n, K_CHUNK, N)
+    column = getattr(p, "shape", ())  # a column of primes against the leading prime axis: one more axis
+    q = p.reshape(*column[:1], *([1] * (ac.ndim - 1))) if column != () else p
+    parts = _remainder(xp, xp.matmul(ac, bc), q)
+    return _remainder(xp, parts.sum(axis=-3), p)
 
 
 def _remainder(xp: Any, x: Any, p: Any) -> Any:
