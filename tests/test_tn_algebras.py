@@ -477,3 +477,18 @@ def test_modular_chunks_of_a_small_result_run_as_one_product(monkeypatch):
     (single,), _ = modular.algebra(primes[0])("maxplus", HOST).bmm((A[0],), (B[0],), False)
     assert np.array_equal(single.astype(np.int64), (exact % primes[0]).astype(np.int64))
     assert calls == [(2, 2, 1, modular.K_CHUNK)] * 2 + [(2, 1, modular.K_CHUNK), (2, 1, 77)]
+
+
+def test_modular_product_is_exact_at_the_largest_residues(monkeypatch):
+    """Every residue p - 1 and whole chunks: each chunk's sums reach (p - 1)^2 K_CHUNK, just below 2^52,
+    and are added to the residues so far unreduced (below 2^53: exact), chunk by chunk or grouped."""
+    p = max(q for q in (2097143, 2097133))
+    K = 3 * modular.K_CHUNK
+    a = np.full((1, 2, K), p - 1.0)
+    b = np.full((1, K, 2), p - 1.0)
+    want = (p - 1) ** 2 * K % p
+    alg = modular.algebra(p)("maxplus", HOST)
+    for room in (1, modular.GROUPED_ENTRIES):  # one chunk at a time, then grouped
+        monkeypatch.setattr(modular, "GROUPED_ENTRIES", room)
+        (out,), _ = alg.bmm((a,), (b,), False)
+        assert out.astype(np.int64).ravel().tolist() == [want] * 4

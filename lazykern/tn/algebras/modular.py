@@ -78,10 +78,10 @@ class ModularAlgebra(Algebra):
                 n = min(g, (K - k0) // K_CHUNK)
                 part = _chunks_product(xp, a[..., k0 : k0 + n * K_CHUNK], b[..., k0 : k0 + n * K_CHUNK, :], n, p)
                 k0 += n * K_CHUNK
-            else:
-                part = _remainder(xp, xp.matmul(a[..., k0 : k0 + K_CHUNK], b[..., k0 : k0 + K_CHUNK, :]), p)
+            else:  # a chunk's sums (below 2^52) plus residues (below 2^21) stay below 2^53: reduced once, after
+                part = xp.matmul(a[..., k0 : k0 + K_CHUNK], b[..., k0 : k0 + K_CHUNK, :])
                 k0 += K_CHUNK
-            acc = part if acc is None else _remainder(xp, _added(xp, acc, part), p)
+            acc = _remainder(xp, part if acc is None else _added(xp, acc, part), p)
         return acc
 
     def _column(self) -> Any:
