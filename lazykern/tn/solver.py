@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LazykernWarning, ReconstructionError, warn_user
-from . import _configs, _cost, _crt, _host_steps, _instance, _procs, _tables, _upload
+from . import _components, _configs, _cost, _crt, _host_steps, _instance, _procs, _tables, _upload
 from . import properties as Q
 from ._backend import backend_of
 from ._contract import Algebra, Term
@@ -136,6 +136,9 @@ def _solve(problem: Any, prop: Q.Property, fixed: dict[int, int], ctx: _Context)
     # k-best properties take float weights past their exact range on a grid, not as float sums: a list of k
     # sizes kept two partial sums a later float addition made one, and skipped a real size (:func:`._tables.build`)
     tab = _tables.build(problem, fixed, _exact_below(prop), grid=getattr(prop, "k", 1) > 1)
+    apart = _apart(tab, prop, ctx)
+    if apart is not None:
+        return apart
     if isinstance(prop, (Q.SizeMax, Q.SizeMin)):
         return sizes(tab, prop.k, prop.largest, ctx)
     if isinstance(prop, (Q.CountingMax, Q.CountingMin)):
@@ -561,22 +564,7 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
         return (0, []) if laurent else []
     smax, bound = _largest_and_count_bound(tab, ctx)
     smin = int(low[0])
-    if smin < 0 and not laurent:
-        raise ValueError(
-            f"sizes go down to {smin}: a polynomial in x has no negative powers; pass "
-            "GraphPolynomial(laurent=True) for (lowest size, coefficients)"
-        )
-    if smin >= polynomial.DEGREE_MAX and not laurent:
-        raise ValueError(
-            f"sizes start at {smin}: the coefficient list would open with {smin} zeros; pass "
-            "GraphPolynomial(laurent=True) for (lowest size, coefficients)"
-        )
-    if smax - smin >= polynomial.DEGREE_MAX:
-        raise ValueError(
-            f"GraphPolynomial: sizes span {smin}..{smax}, a polynomial of degree {smax - smin}; this solver "
-            f"evaluates it at every degree + 1 points and stops at degree {polynomial.DEGREE_MAX - 1} "
-            "(scale the weights down, or ask CountingMax(k) for the top coefficients)"
-        )
+    _polynomial_checks(smin, smax, laurent)
     mins = [int(s[m].min()) for m, s in zip(tab.mask, tab.size)]
     # Python ints (object arrays), exact at any size: an entry past int64 no feasible configuration reaches
     # still gets its power (:func:`.algebras.polynomial.powers_modulo` reduces it modulo p - 1)
@@ -617,6 +605,69 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: _Context) -> Any:
     if laurent:
         return smin, coefficients
     return [0] * smin + coefficients
+
+
+def _polynomial_checks(smin: int, smax: int, laurent: bool) -> None:
+    """Refuse a polynomial of sizes ``smin``..``smax`` this solver does not give (with the reason)."""
+    if smin < 0 and not laurent:
+        raise ValueError(
+            f"sizes go down to {smin}: a polynomial in x has no negative powers; pass "
+            "GraphPolynomial(laurent=True) for (lowest size, coefficients)"
+        )
+    if smin >= polynomial.DEGREE_MAX and not laurent:
+        raise ValueError(
+            f"sizes start at {smin}: the coefficient list would open with {smin} zeros; pass "
+            "GraphPolynomial(laurent=True) for (lowest size, coefficients)"
+        )
+    if smax - smin >= polynomial.DEGREE_MAX:
+        raise ValueError(
+            f"GraphPolynomial: sizes span {smin}..{smax}, a polynomial of degree {smax - smin}; this solver "
+            f"evaluates it at every degree + 1 points and stops at degree {polynomial.DEGREE_MAX - 1} "
+            "(scale the weights down, or ask CountingMax(k) for the top coefficients)"
+        )
+
+
+def _apart(tab: _tables.Tables, prop: Q.Property, ctx: _Context) -> Any:
+    """A size or counting property of ``tab`` with its small independent components counted on the host
+    (:mod:`._components`) and the rest contracted; None where ``tab`` has none to set apart (and for
+    the other properties: configurations and partition functions are one network)."""
+    if isinstance(prop, Q.CountingAll):
+        parts = _components.split(tab, _components.keeper(0, True))
+        if parts is None:
+            return None
+        return (1 if parts.rest is None else count_all(parts.rest, ctx)) * sum(parts.histogram.values())
+    if isinstance(prop, (Q.SizeMax, Q.SizeMin, Q.CountingMax, Q.CountingMin)):
+        counted = isinstance(prop, (Q.CountingMax, Q.CountingMin))
+        keep = _components.keeper(prop.k, prop.largest)
+        parts = _components.split(tab, keep)
+        if parts is None:
+            return None
+        found = parts.histogram
+        if parts.rest is not None:
+            rest = (
+                dict(counting(parts.rest, prop.k, prop.largest, ctx))
+                if counted
+                else dict.fromkeys(sizes(parts.rest, prop.k, prop.largest, ctx), 1)
+            )
+            found = _components.merge(found, rest, keep)
+        best = sorted(found, reverse=prop.largest)
+        return [(tab.answer(v), found[v]) for v in best] if counted else [tab.answer(v) for v in best]
+    if isinstance(prop, Q.GraphPolynomial) and tab.unit == 1:
+        keep = _components.keeper(None, True)
+        parts = _components.split(tab, keep, span=polynomial.DEGREE_MAX)
+        if parts is None:
+            return None
+        found = parts.histogram
+        if parts.rest is not None:
+            low, coefficients = graph_polynomial(parts.rest, True, ctx)
+            found = _components.merge(found, {low + i: c for i, c in enumerate(coefficients) if c}, keep)
+        if not found:
+            return (0, []) if prop.laurent else []
+        smin, smax = min(found) + int(tab.offset), max(found) + int(tab.offset)
+        _polynomial_checks(smin, smax, prop.laurent)
+        coefficients = [found.get(v, 0) for v in range(min(found), max(found) + 1)]
+        return (smin, coefficients) if prop.laurent else [0] * smin + coefficients
+    return None
 
 
 def _largest_intermediate(tab: _tables.Tables, ctx: _Context) -> int:

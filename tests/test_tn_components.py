@@ -1,0 +1,134 @@
+"""Small independent components counted on the host, exactly (lazykern/tn/_components.py).
+
+Counting properties of problems with isolated vertices, idle SAT variables and small components beside
+a larger one, weighted, fixed and open, against brute force; and a problem of thousands of idle
+variables, which as one network took a pass per prime over every leaf (minutes), answered at once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from fractions import Fraction
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from lazykern.errors import LazykernWarning
+from lazykern.tn import problems as P
+from lazykern.tn import properties as Q
+from lazykern.tn import solve
+
+from ._gtn_brute import Brute
+
+C = importlib.import_module("lazykern.tn._components")
+S = importlib.import_module("lazykern.tn.solver")
+
+
+def _graph(seed: int) -> nx.Graph:
+    """A 7-vertex random graph (one larger component, often), a triangle, a lone edge and isolated vertices."""
+    rng = np.random.default_rng(seed)
+    g = nx.disjoint_union_all([nx.gnp_random_graph(7, 0.5, seed=seed), nx.complete_graph(3), nx.path_graph(2)])
+    g.add_nodes_from(range(12, 12 + int(rng.integers(1, 4))))
+    return g
+
+
+def _problems(seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    g = _graph(seed)
+    n = g.number_of_nodes()
+    weights = [int(w) for w in rng.integers(-2, 4, n)]
+    spins = list(g.edges())
+    return [
+        P.IndependentSet(g),
+        P.IndependentSet(g, weights=weights),
+        P.DominatingSet(g),
+        P.MaxCut(g),
+        P.Coloring(nx.disjoint_union_all([nx.cycle_graph(4), nx.complete_graph(3), nx.empty_graph(2)]), 3),
+        P.SpinGlass((n, spins), J=rng.integers(-2, 3, len(spins)).tolist(), h=rng.integers(-1, 2, n).tolist()),
+        P.Satisfiability([[1, -2], [2, 3], [-5], [9, -9]]),
+        P.IndependentSet(g, fixedvertices={0: 1, n - 1: 0}),
+    ]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_counts_with_small_components_equal_brute_force(seed):
+    for p in _problems(seed):
+        b = Brute(p)
+        for k in (1, 2, 3):
+            assert solve(p, Q.SizeMax(k)) == b.size_max(k), (p, k)
+            assert solve(p, Q.SizeMin(k)) == b.size_min(k), (p, k)
+            assert solve(p, Q.CountingMax(k)) == b.counting_max(k), (p, k)
+            assert solve(p, Q.CountingMin(k)) == b.counting_min(k), (p, k)
+        assert solve(p, Q.CountingAll()) == b.counting_all()
+        assert solve(p, Q.GraphPolynomial(laurent=True)) == b.laurent()
+        if b.laurent()[0] >= 0:
+            assert solve(p, Q.GraphPolynomial()) == b.polynomial()
+
+
+def test_components_are_set_apart_only_where_small_and_exact():
+    g = _graph(1)
+    tab = S._tables.build(P.IndependentSet(g), {})
+    parts = C.split(tab, C.keeper(None, True))
+    assert parts is not None and parts.rest is not None
+    small_vertices = set(range(7, g.number_of_nodes()))  # the triangle, the edge, the isolated vertices
+    assert set(parts.rest.free) == set(range(7)) - (set(nx.isolates(g.subgraph(range(7)))))
+    assert sum(parts.histogram.values()) == Brute(P.IndependentSet(g.subgraph(small_vertices).copy())).counting_all()
+    assert C.split(S._tables.build(P.IndependentSet(nx.petersen_graph()), {}), C.keeper(None, True)) is None
+    one = S._tables.build(P.IndependentSet(nx.path_graph(3)), {})
+    assert C.split(one, C.keeper(None, True)) is None  # one component: the network, as always
+    with pytest.warns(LazykernWarning, match="summed as float64"):
+        floats = S._tables.build(P.IndependentSet((3, []), weights=[1 / 3, 0.5, 2.0**60]), {})
+    assert not floats.integer and C.split(floats, C.keeper(None, True)) is None
+
+
+def test_identical_components_are_raised_to_their_number():
+    h = {0: 1, 2: 1}
+    keep = C.keeper(None, True)
+    assert C.power(h, 5, keep) == C.merge(C.merge(C.merge(C.merge(h, h, keep), h, keep), h, keep), h, keep)
+    assert C.power(h, 0, keep) == {0: 1}
+    assert C.keeper(2, False)({3: 1, 1: 4, 2: 2}) == {1: 4, 2: 2}
+    assert C.keeper(0, True)({3: 1, 1: 4}) == {0: 5}
+    wide = {i: i + 1 for i in range(200)}
+    assert C.merge(wide, wide, keep) == {
+        s: sum((i + 1) * (s - i + 1) for i in range(max(0, s - 199), min(s, 199) + 1)) for s in range(399)
+    }
+
+
+def test_thousands_of_idle_variables_are_counted_at_once():
+    n = 3000
+    p = P.Satisfiability([[n]])  # n - 1 variables in no clause
+    t = time.perf_counter()
+    assert solve(p, Q.CountingAll()) == 2**n  # every configuration is feasible, one clause satisfied or not
+    assert solve(p, Q.CountingMax()) == [(1, 2 ** (n - 1))]
+    assert solve(p, Q.CountingMin(2)) == [(0, 2 ** (n - 1)), (1, 2 ** (n - 1))]
+    assert solve(p, Q.GraphPolynomial()) == [2 ** (n - 1), 2 ** (n - 1)]
+    assert solve(p, Q.SizeMax(3)) == [1, 0] and solve(p, Q.SizeMin()) == [0]
+    weighted = P.IndependentSet((n, []), weights=[1 + (v % 3) for v in range(n)])
+    poly = solve(weighted, Q.GraphPolynomial())
+    assert len(poly) == 2 * n + 1 and poly[0] == 1 and poly[-1] == 1 and sum(poly) == 2**n
+    assert time.perf_counter() - t < 60  # as one network: minutes (a pass per prime over n leaves)
+
+
+def test_decimal_weights_and_a_degree_past_the_limit():
+    p = P.IndependentSet((4, [(0, 1)]), weights=[0.5, 0.25, 1.5, 0.1])
+    b = Brute(p)
+    assert solve(p, Q.CountingMax(3)) == b.counting_max(3)
+    assert all(isinstance(v, float) for v, _ in solve(p, Q.CountingMin(2)))
+    with pytest.raises(ValueError, match="integer sizes"):
+        solve(p, Q.GraphPolynomial())
+    heavy = P.IndependentSet((3, []), weights=[1, 2, S.polynomial.DEGREE_MAX])
+    with pytest.raises(ValueError, match="degree"):
+        solve(heavy, Q.GraphPolynomial())
+    assert solve(heavy, Q.CountingAll()) == 8
+    assert Fraction(solve(heavy, Q.CountingMax())[0][0]) == 3 + S.polynomial.DEGREE_MAX
+
+
+def test_open_vertices_with_components():
+    g = _graph(2)
+    p = P.IndependentSet(g, openvertices=(0, 12))
+    got = solve(p, Q.CountingAll())
+    b = Brute(p)
+    want = b.tensor(lambda r: r.counting_all())
+    assert got.shape == (2, 2) and got.tolist() == want.tolist()
