@@ -62,6 +62,11 @@ def test_counts_with_small_components_equal_brute_force(seed):
             assert solve(p, Q.CountingMax(k)) == b.counting_max(k), (p, k)
             assert solve(p, Q.CountingMin(k)) == b.counting_min(k), (p, k)
         assert solve(p, Q.CountingAll()) == b.counting_all()
+        for beta in (0.0, 0.7, 3.0):
+            assert solve(p, Q.PartitionFunction(beta)) == pytest.approx(b.log_partition(beta), rel=1e-12, abs=1e-12)
+        for prop, best in ((Q.SingleConfigMax(), b.size_max()), (Q.SingleConfigMin(), b.size_min())):
+            size, config = solve(p, prop)
+            assert [size] == best and p.is_feasible(config) and p.size(config) == size
         assert solve(p, Q.GraphPolynomial(laurent=True)) == b.laurent()
         if b.laurent()[0] >= 0:
             assert solve(p, Q.GraphPolynomial()) == b.polynomial()
@@ -70,17 +75,17 @@ def test_counts_with_small_components_equal_brute_force(seed):
 def test_components_are_set_apart_only_where_small_and_exact():
     g = _graph(1)
     tab = S._tables.build(P.IndependentSet(g), {})
-    parts = C.split(tab, C.keeper(None, True))
+    parts = C.split(tab)
     assert parts is not None and parts.rest is not None
     small_vertices = set(range(7, g.number_of_nodes()))  # the triangle, the edge, the isolated vertices
     assert set(parts.rest.free) == set(range(7)) - (set(nx.isolates(g.subgraph(range(7)))))
-    assert sum(parts.histogram.values()) == Brute(P.IndependentSet(g.subgraph(small_vertices).copy())).counting_all()
-    assert C.split(S._tables.build(P.IndependentSet(nx.petersen_graph()), {}), C.keeper(None, True)) is None
+    assert sum(parts.histogram(C.keeper(None, True)).values()) == Brute(P.IndependentSet(g.subgraph(small_vertices).copy())).counting_all()
+    assert C.split(S._tables.build(P.IndependentSet(nx.petersen_graph()), {})) is None
     one = S._tables.build(P.IndependentSet(nx.path_graph(3)), {})
-    assert C.split(one, C.keeper(None, True)) is None  # one component: the network, as always
+    assert C.split(one) is None  # one component: the network, as always
     with pytest.warns(LazykernWarning, match="summed as float64"):
         floats = S._tables.build(P.IndependentSet((3, []), weights=[1 / 3, 0.5, 2.0**60]), {})
-    assert not floats.integer and C.split(floats, C.keeper(None, True)) is None
+    assert not floats.integer and C.split(floats) is None
 
 
 def test_identical_components_are_raised_to_their_number():
@@ -105,6 +110,9 @@ def test_thousands_of_idle_variables_are_counted_at_once():
     assert solve(p, Q.CountingMin(2)) == [(0, 2 ** (n - 1)), (1, 2 ** (n - 1))]
     assert solve(p, Q.GraphPolynomial()) == [2 ** (n - 1), 2 ** (n - 1)]
     assert solve(p, Q.SizeMax(3)) == [1, 0] and solve(p, Q.SizeMin()) == [0]
+    size, config = solve(p, Q.SingleConfigMax())
+    assert size == 1 and config[n - 1] == 1 and config.shape == (n,)
+    assert solve(p, Q.PartitionFunction(1.0)) == pytest.approx((n - 1) * np.log(2) + np.log1p(np.e))
     weighted = P.IndependentSet((n, []), weights=[1 + (v % 3) for v in range(n)])
     poly = solve(weighted, Q.GraphPolynomial())
     assert len(poly) == 2 * n + 1 and poly[0] == 1 and poly[-1] == 1 and sum(poly) == 2**n

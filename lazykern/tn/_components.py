@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -31,13 +33,39 @@ Keep = Callable[[Histogram], Histogram]
 
 
 @dataclasses.dataclass
+class Alike:
+    """Identical small components (table indices of each, variables in the same order) and one's table
+    of configurations: ``grid`` (a column per configuration, a row per variable), which are ``allowed``,
+    and their sizes (numerators, Python ints)."""
+
+    components: list[list[int]]
+    grid: np.ndarray
+    allowed: np.ndarray
+    sizes: np.ndarray
+
+    def histogram(self) -> Histogram:
+        """One component's allowed sizes, counted."""
+        out: Histogram = {}
+        for s in self.sizes[self.allowed].tolist():
+            out[int(s)] = out.get(int(s), 0) + 1
+        return out
+
+
+@dataclasses.dataclass
 class Split:
     """``tab`` in two independent parts: ``rest``, the components too large to enumerate (one Tables
     whose answers are its size numerators: no offset, no float conversion), or None where there are
-    none; ``histogram``, the small components' sizes counted (what the property keeps of it)."""
+    none; ``small``, the small components, identical ones together."""
 
     rest: Tables | None
-    histogram: Histogram
+    small: list[Alike]
+
+    def histogram(self, keep: Keep) -> Histogram:
+        """Every small component's sizes counted together (what ``keep`` keeps of them)."""
+        out: Histogram = {0: 1}
+        for group in self.small:
+            out = merge(out, power(group.histogram(), len(group.components), keep), keep)
+        return out
 
 
 def keeper(k: int | None, largest: bool) -> Keep:
@@ -50,7 +78,7 @@ def keeper(k: int | None, largest: bool) -> Keep:
     return lambda h: {v: h[v] for v in sorted(h, reverse=largest)[:k]}
 
 
-def split(tab: Tables, keep: Keep, span: int | None = None) -> Split | None:
+def split(tab: Tables, span: int | None = None) -> Split | None:
     """``tab``'s small components counted on the host and the rest as one Tables; None where ``tab``
     is one component, has no small one, or is not of exact integer sizes (float sums stay one network),
     and where the small components' sizes may spread over ``span`` or more (a polynomial of that degree)."""
@@ -64,19 +92,40 @@ def split(tab: Tables, keep: Keep, span: int | None = None) -> Split | None:
         return None
     if span is not None and sum(_spread(tab, c) for c in small) >= span:
         return None
-    alike: dict[Any, list[int]] = {}
+    alike: dict[Any, list[list[int]]] = {}
     for c in small:
-        alike.setdefault(_signature(tab, c), c)
-    counts: dict[Any, int] = {}
-    for c in small:
-        key = _signature(tab, c)
-        counts[key] = counts.get(key, 0) + 1
-    histogram: Histogram = {0: 1}
-    for key, c in alike.items():
-        histogram = merge(histogram, power(_enumerated(tab, c), counts[key], keep), keep)
+        alike.setdefault(_signature(tab, c), []).append(c)
+    groups = [Alike(cs, *_enumerated(tab, cs[0])) for cs in alike.values()]
     taken = {t for c in small for t in c}
     rest = [t for t in range(len(tab.labels)) if t not in taken]
-    return Split(_subtables(tab, rest) if rest else None, histogram)
+    return Split(_subtables(tab, rest) if rest else None, groups)
+
+
+def best_assignment(tab: Tables, part: Split, largest: bool) -> tuple[int, dict[int, int]] | None:
+    """The small components' best size (a numerator) and one assignment of their variables reaching it
+    (each component's first best configuration); None where one has no allowed configuration."""
+    total = 0
+    assignment: dict[int, int] = {}
+    for group in part.small:
+        if not group.allowed.any():
+            return None
+        allowed = [(s, i) for i, (s, ok) in enumerate(zip(group.sizes.tolist(), group.allowed.tolist())) if ok]
+        best, column = (max if largest else min)(allowed, key=lambda x: x[0])  # the first best
+        for c in group.components:
+            total += int(best)
+            assignment.update(zip(_variables(tab, c), (int(f) for f in group.grid[:, column])))
+    return total, assignment
+
+
+def log_sum(h: Histogram, worth: Fraction) -> Fraction | float:
+    """log of sum over sizes s of count(s) exp(worth * s): the largest exponent, exact, plus the float64
+    log of the terms relative to it; -inf for an empty histogram."""
+    if not h:
+        return -math.inf
+    top = max(worth * s for s in h)
+    # a term below exp(-800) of the largest is 0 in float64 (and its exponent may be past float64's range)
+    rest = math.fsum(c * math.exp(float(worth * s - top)) for s, c in h.items() if worth * s - top > -800)
+    return top + Fraction(math.log(rest))
 
 
 def merge(a: Histogram, b: Histogram, keep: Keep) -> Histogram:
@@ -157,8 +206,9 @@ def _signature(tab: Tables, component: list[int]) -> Any:
     )
 
 
-def _enumerated(tab: Tables, component: list[int]) -> Histogram:
-    """Every configuration of the component's variables: its size (a numerator) counted where allowed."""
+def _enumerated(tab: Tables, component: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every configuration of the component's variables (columns of a grid, a row per variable in
+    order), whether it is allowed, and its size (a numerator)."""
     variables = _variables(tab, component)
     place = {v: i for i, v in enumerate(variables)}
     grid = np.indices((tab.flavors,) * len(variables)).reshape(len(variables), -1)  # a column a configuration
@@ -170,10 +220,7 @@ def _enumerated(tab: Tables, component: list[int]) -> Histogram:
         at = tuple(grid[place[v]] for v in tab.labels[t])
         allowed &= tab.mask[t][at] if at else bool(tab.mask[t])
         sizes = sizes + (tab.size[t][at] if at else tab.size[t].item())
-    out: Histogram = {}
-    for s in sizes[allowed].tolist():
-        out[int(s)] = out.get(int(s), 0) + 1
-    return out
+    return grid, allowed, sizes
 
 
 def _subtables(tab: Tables, tables: list[int]) -> Tables:

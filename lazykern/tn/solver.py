@@ -136,7 +136,7 @@ def _solve(problem: Any, prop: Q.Property, fixed: dict[int, int], ctx: _Context)
     # k-best properties take float weights past their exact range on a grid, not as float sums: a list of k
     # sizes kept two partial sums a later float addition made one, and skipped a real size (:func:`._tables.build`)
     tab = _tables.build(problem, fixed, _exact_below(prop), grid=getattr(prop, "k", 1) > 1)
-    apart = _apart(tab, prop, ctx)
+    apart = _apart(tab, prop, problem.goal, ctx)
     if apart is not None:
         return apart
     if isinstance(prop, (Q.SizeMax, Q.SizeMin)):
@@ -627,22 +627,23 @@ def _polynomial_checks(smin: int, smax: int, laurent: bool) -> None:
         )
 
 
-def _apart(tab: _tables.Tables, prop: Q.Property, ctx: _Context) -> Any:
-    """A size or counting property of ``tab`` with its small independent components counted on the host
-    (:mod:`._components`) and the rest contracted; None where ``tab`` has none to set apart (and for
-    the other properties: configurations and partition functions are one network)."""
+def _apart(tab: _tables.Tables, prop: Q.Property, goal: str, ctx: _Context) -> Any:
+    """A size, counting or partition-function property of ``tab`` with its small independent components
+    counted on the host (:mod:`._components`) and the rest contracted; None where ``tab`` has none to set
+    apart (and for configuration sets, one network; one configuration: :func:`single_config`)."""
     if isinstance(prop, Q.CountingAll):
-        parts = _components.split(tab, _components.keeper(0, True))
+        parts = _components.split(tab)
         if parts is None:
             return None
-        return (1 if parts.rest is None else count_all(parts.rest, ctx)) * sum(parts.histogram.values())
+        total = sum(parts.histogram(_components.keeper(0, True)).values())
+        return (1 if parts.rest is None else count_all(parts.rest, ctx)) * total
     if isinstance(prop, (Q.SizeMax, Q.SizeMin, Q.CountingMax, Q.CountingMin)):
         counted = isinstance(prop, (Q.CountingMax, Q.CountingMin))
         keep = _components.keeper(prop.k, prop.largest)
-        parts = _components.split(tab, keep)
+        parts = _components.split(tab)
         if parts is None:
             return None
-        found = parts.histogram
+        found = parts.histogram(keep)
         if parts.rest is not None:
             rest = (
                 dict(counting(parts.rest, prop.k, prop.largest, ctx))
@@ -654,10 +655,10 @@ def _apart(tab: _tables.Tables, prop: Q.Property, ctx: _Context) -> Any:
         return [(tab.answer(v), found[v]) for v in best] if counted else [tab.answer(v) for v in best]
     if isinstance(prop, Q.GraphPolynomial) and tab.unit == 1:
         keep = _components.keeper(None, True)
-        parts = _components.split(tab, keep, span=polynomial.DEGREE_MAX)
+        parts = _components.split(tab, span=polynomial.DEGREE_MAX)
         if parts is None:
             return None
-        found = parts.histogram
+        found = parts.histogram(keep)
         if parts.rest is not None:
             low, coefficients = graph_polynomial(parts.rest, True, ctx)
             found = _components.merge(found, {low + i: c for i, c in enumerate(coefficients) if c}, keep)
@@ -667,6 +668,22 @@ def _apart(tab: _tables.Tables, prop: Q.Property, ctx: _Context) -> Any:
         _polynomial_checks(smin, smax, prop.laurent)
         coefficients = [found.get(v, 0) for v in range(min(found), max(found) + 1)]
         return (smin, coefficients) if prop.laurent else [0] * smin + coefficients
+    if isinstance(prop, Q.PartitionFunction) and goal in ("max", "min"):
+        parts = _components.split(tab)
+        if parts is None:
+            return None
+        # each part's log Z as an exact best term and a float log weight beside it, summed exactly
+        scale = Fraction(prop.beta) if goal == "max" else -Fraction(prop.beta)
+        terms = [] if parts.rest is None else [partition_function(parts.rest, prop.beta, goal, ctx, exact=True)]
+        terms += [_components.log_sum(g.histogram(), scale * tab.unit) for g in parts.small]
+        if any(t == -math.inf for t in terms):
+            return -math.inf  # a part with no feasible configuration
+        counts = [1] * (parts.rest is not None) + [len(g.components) for g in parts.small]
+        total = scale * tab.unit * Fraction(tab.offset) + sum(t * n for t, n in zip(terms, counts))
+        answer = _float(total)
+        if not math.isfinite(answer):
+            raise _past_range(tab, scale)
+        return answer
     return None
 
 
@@ -799,7 +816,7 @@ def _modular_count(tab: _tables.Tables, ctx: _Context) -> int:
     return int(x)
 
 
-def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: _Context) -> float:
+def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: _Context, exact: bool = False) -> Any:
     """log sum exp(+-beta * size) over feasible configurations (the sign: + for a "max" goal), by exact
     offsets (:mod:`.algebras.scaledsum`): an entry holds its best t, +-size in units of a power of two
     (:func:`_log_terms`), and its log weight relative to it, so no float ever holds beta times a size and
@@ -807,7 +824,8 @@ def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: _Contex
     below 2^53 (integers and short decimals below 2^53 units, 1e22 beside -1e22) give log Z to float64's
     precision of itself; other sizes (1/3 beside 2^60) ride as float64 sums, with a warning where beta
     times their rounding is large against log Z. A log Z past float64's range is a ValueError, never
-    +-inf."""
+    +-inf. With ``exact``: log Z as the exact Fraction of those parts (-inf where nothing is feasible),
+    unrounded and unchecked, for a sum with other independent parts' (:func:`_apart`)."""
     if goal not in ("max", "min"):
         raise ValueError(f"the problem's goal must be 'max' or 'min', got {goal!r}")
     if not tab.feasible:
@@ -834,14 +852,16 @@ def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: _Contex
         return -math.inf
     if not math.isfinite(log_weight):
         raise ReconstructionError(f"PartitionFunction: a feasible best size with log weight {log_weight}; report it")
-    exact = scale * tab.unit * (Fraction(tab.offset) + base) + worth * Fraction(best) + Fraction(log_weight)
-    answer = _float(exact)
+    whole_sum = scale * tab.unit * (Fraction(tab.offset) + base) + worth * Fraction(best) + Fraction(log_weight)
+    if exact:
+        return whole_sum
+    answer = _float(whole_sum)
     if not math.isfinite(answer):
         raise _past_range(tab, scale)
     # Each configuration's t and the best are off by up to ``rounding``, and the steps' differences of
     # them round as much again: log Z by up to about 4 times that, times the worth of a unit.
     error = 4 * rounding * worth
-    if error > Fraction(1e-9) * max(Fraction(1), abs(exact)):
+    if error > Fraction(1e-9) * max(Fraction(1), abs(whole_sum)):
         size = _tables.figure(Fraction(tab.magnitude()) * tab.unit)
         off = _tables.figure(rounding * quantum * tab.unit)
         warn_user(
@@ -957,9 +977,28 @@ def _past_range(tab: _tables.Tables, scale: Fraction, why: str = "") -> ValueErr
 # ---------------------------------------------------------- configurations --
 def single_config(problem: Any, tab: _tables.Tables, largest: bool, ctx: _Context) -> tuple[Any, np.ndarray]:
     """(best size, one configuration reaching it), checked against the problem's own size."""
-    dtype = value_dtype(tab, tropical_only=True)
     if not tab.feasible:
         raise _Infeasible("the problem has no feasible configuration (its fixed vertices violate a constraint)")
+    parts = _components.split(tab)  # small independent components: each one's best, enumerated
+    if parts is not None:
+        small = _components.best_assignment(tab, parts, largest)
+        if small is None:
+            raise _Infeasible("the problem has no feasible configuration")
+        numerator, assignment = small
+        if parts.rest is not None:
+            best, more = _best_assignment(parts.rest, largest, ctx)
+            numerator += _size(parts.rest, best)  # the rest's answers are its numerators
+            assignment.update(more)
+        config = tab.configuration(assignment)
+        return _checked(problem, tab, tab.answer(numerator), config), config
+    best, assignment = _best_assignment(tab, largest, ctx)
+    config = tab.configuration(assignment)
+    return _checked(problem, tab, _size(tab, best), config), config
+
+
+def _best_assignment(tab: _tables.Tables, largest: bool, ctx: _Context) -> tuple[Any, dict[int, int]]:
+    """The contraction's best value and one assignment of ``tab``'s free variables reaching it."""
+    dtype = value_dtype(tab, tropical_only=True)
     tensors = [ctx.put(t) for t in _values(tab, dtype, largest)]
     best, assignment = network_argmax(
         tab.labels,
@@ -970,8 +1009,7 @@ def single_config(problem: Any, tab: _tables.Tables, largest: bool, ctx: _Contex
     best = _item(best).item()
     if not _finite(best, dtype):
         raise _Infeasible("the problem has no feasible configuration")
-    config = tab.configuration({int(v): int(f) for v, f in assignment.items() if isinstance(v, (int, np.integer))})
-    return _checked(problem, tab, _size(tab, best), config), config
+    return best, {int(v): int(f) for v, f in assignment.items() if isinstance(v, (int, np.integer))}
 
 
 def _checked(problem: Any, tab: _tables.Tables, size: Any, config: np.ndarray) -> Any:
