@@ -1,16 +1,18 @@
 """A problem's independent parts counted apart: small components enumerated on the host, exactly.
 
 Variables that share no table, directly or through others, are independent: the counts of their
-configurations multiply and their sizes add. A component of few configurations (at most
-:data:`SMALL`: an isolated vertex, an idle SAT variable, a lone edge) is enumerated on the host into an
-exact histogram (size numerator -> number of configurations, Python ints), identical components once
-and raised to their multiplicity by squaring; the larger components stay one network, contracted as
-before. Counting properties then combine the two by one exact convolution, keeping only what the
-property reads (:func:`keeper`): the k best sizes, every size, or only the total.
+configurations multiply, their sizes add, their best configurations join and their log Z add. A
+component of few configurations (at most :data:`SMALL`: an isolated vertex, an idle SAT variable, a
+lone edge) is enumerated on the host (:class:`Alike`: identical components once); the larger components
+stay one network, contracted as before. Sizes and counts combine the two by exact convolutions of
+histograms (size numerator -> count, Python ints), keeping only what the property reads
+(:func:`keeper`: the k best sizes, every size, or only the total) and raising identical components to
+their number by squaring; one configuration joins each part's best; log Z sums each part's exact best
+term and float64 log weight.
 
 Why: ``Satisfiability([[2000]])`` has 1999 variables in no clause. As leaves of one network its count,
-2^1999, took 100 primes, each prime a pass over 2000 leaves (23 s, quadratic in the variables);
-here it is 2 ** 1999 at once.
+2^1999, took 100 primes, each prime a pass over 2000 leaves (23 s, quadratic in the variables), and
+``[[10**5]]`` planned a network of 10^5 leaves for minutes; here each takes seconds.
 """
 
 from __future__ import annotations
