@@ -20,7 +20,7 @@ from lazykern.tn import problems as P
 from lazykern.tn import properties as Q
 from lazykern.tn import solve
 
-from ._gtn_brute import Brute
+from ._gtn_brute import Brute, sorted_rows
 
 C = importlib.import_module("lazykern.tn._components")
 S = importlib.import_module("lazykern.tn.solver")
@@ -68,6 +68,9 @@ def test_counts_with_small_components_equal_brute_force(seed):
             size, config = solve(p, prop)
             assert [size] == best and p.is_feasible(config) and p.size(config) == size
         assert solve(p, Q.GraphPolynomial(laurent=True)) == b.laurent()
+        for (size, rows), (want_size, want_rows) in zip(solve(p, Q.ConfigsMax(2)), b.configs_max(2), strict=True):
+            assert size == want_size and np.array_equal(sorted_rows(rows), sorted_rows(want_rows))
+        assert np.array_equal(sorted_rows(solve(p, Q.ConfigsAll())), sorted_rows(b.configs_all()))
         if b.laurent()[0] >= 0:
             assert solve(p, Q.GraphPolynomial()) == b.polynomial()
 
@@ -79,7 +82,8 @@ def test_components_are_set_apart_only_where_small_and_exact():
     assert parts is not None and parts.rest is not None
     small_vertices = set(range(7, g.number_of_nodes()))  # the triangle, the edge, the isolated vertices
     assert set(parts.rest.free) == set(range(7)) - (set(nx.isolates(g.subgraph(range(7)))))
-    assert sum(parts.histogram(C.keeper(None, True)).values()) == Brute(P.IndependentSet(g.subgraph(small_vertices).copy())).counting_all()
+    small = Brute(P.IndependentSet(g.subgraph(small_vertices).copy())).counting_all()
+    assert sum(parts.histogram(C.keeper(None, True)).values()) == small
     assert C.split(S._tables.build(P.IndependentSet(nx.petersen_graph()), {})) is None
     one = S._tables.build(P.IndependentSet(nx.path_graph(3)), {})
     assert C.split(one) is None  # one component: the network, as always
@@ -112,6 +116,11 @@ def test_thousands_of_idle_variables_are_counted_at_once():
     assert solve(p, Q.SizeMax(3)) == [1, 0] and solve(p, Q.SizeMin()) == [0]
     size, config = solve(p, Q.SingleConfigMax())
     assert size == 1 and config[n - 1] == 1 and config.shape == (n,)
+    # counted apart, a configuration set past its limit is refused at once, its count named by its size
+    with pytest.raises(ValueError, match=r"ConfigsAll: the problem has about 2\^3000\.0 feasible configurations"):
+        solve(p, Q.ConfigsAll())
+    with pytest.raises(ValueError, match=r"ConfigsMax: the problem has about 2\^2999\.0 configurations"):
+        solve(p, Q.ConfigsMax(1))
     assert solve(p, Q.PartitionFunction(1.0)) == pytest.approx((n - 1) * np.log(2) + np.log1p(np.e))
     weighted = P.IndependentSet((n, []), weights=[1 + (v % 3) for v in range(n)])
     poly = solve(weighted, Q.GraphPolynomial())

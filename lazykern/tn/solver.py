@@ -1047,17 +1047,22 @@ def configs(problem: Any, tab: _tables.Tables, prop: Any, ctx: _Context) -> Any:
     n = tab.num_variables
     if not tab.feasible:
         return np.zeros((0, n), dtype=np.int64) if everything else []
+    # counted with small independent components apart (:func:`_apart`): a refusal past the limit is quick
     if everything:
-        total = count_all(tab, ctx)
+        total = _apart(tab, Q.CountingAll(), problem.goal, ctx)
+        total = count_all(tab, ctx) if total is None else total
         wanted = {0: total} if total else {}
         k, sign = 1, 1
     else:
-        wanted = dict(counting(tab, prop.k, prop.largest, ctx))
+        asked = Q.CountingMax(prop.k) if prop.largest else Q.CountingMin(prop.k)
+        found = _apart(tab, asked, problem.goal, ctx)
+        wanted = dict(counting(tab, prop.k, prop.largest, ctx) if found is None else found)
         k, sign = _k_cap(tab, prop.k), 1 if prop.largest else -1
     found = sum(wanted.values())
     if found > prop.limit:
         what = "feasible configurations" if everything else f"configurations at the {prop.k} best sizes"
-        raise ValueError(f"{type(prop).__name__}: the problem has {found} {what}, past limit={prop.limit}")
+        many = found if found < 10**30 else f"about 2^{math.log2(found):.1f}"  # str() of an int stops at 4300 digits
+        raise ValueError(f"{type(prop).__name__}: the problem has {many} {what}, past limit={prop.limit}")
     tree = _tree(tab, k, sign, everything, ctx)
     sizes: dict[Hashable, int] = dict.fromkeys(tab.free, tab.flavors)
     listed: dict[Any, np.ndarray] = {}
