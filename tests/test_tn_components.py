@@ -149,3 +149,19 @@ def test_open_vertices_with_components():
     b = Brute(p)
     want = b.tensor(lambda r: r.counting_all())
     assert got.shape == (2, 2) and got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("laurent", [False, True])
+def test_a_degree_past_the_limit_from_small_components_is_refused_at_once(laurent):
+    """Sizes add over independent components: 20000 isolated vertices of weight 1 (beside a 7-vertex path,
+    contracted) make a polynomial of degree past what this solver gives; refused naming the whole span,
+    unmerged."""
+    n = 20000
+    t = time.perf_counter()
+    with pytest.raises(ValueError, match=r"sizes span 0\.\.20000, a polynomial of degree 20000"):
+        solve(P.IndependentSet((n, [])), Q.GraphPolynomial(laurent=laurent))
+    path = [(n + i, n + i + 1) for i in range(6)]  # 7 vertices, 128 configurations: contracted, at most 4 of them
+    with pytest.raises(ValueError, match=r"sizes span 0\.\.20004, a polynomial of degree 20004"):
+        solve(P.IndependentSet((n + 7, path)), Q.GraphPolynomial(laurent=laurent))
+    assert time.perf_counter() - t < 30
+

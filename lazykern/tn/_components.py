@@ -62,6 +62,17 @@ class Split:
     rest: Tables | None
     small: list[Alike]
 
+    def extremes(self) -> tuple[int, int] | None:
+        """The small components' smallest and largest sizes together (each one's, summed: they are
+        independent), without merging; None where one has no allowed configuration."""
+        low = high = 0
+        for group in self.small:
+            sizes = [int(s) for s in group.sizes[group.allowed].tolist()]
+            if not sizes:
+                return None
+            low, high = low + min(sizes) * len(group.components), high + max(sizes) * len(group.components)
+        return low, high
+
     def histogram(self, keep: Keep) -> Histogram:
         """Every small component's sizes counted together (what ``keep`` keeps of them)."""
         out: Histogram = {0: 1}
@@ -80,10 +91,9 @@ def keeper(k: int | None, largest: bool) -> Keep:
     return lambda h: {v: h[v] for v in sorted(h, reverse=largest)[:k]}
 
 
-def split(tab: Tables, span: int | None = None) -> Split | None:
-    """``tab``'s small components counted on the host and the rest as one Tables; None where ``tab``
-    is one component, has no small one, or is not of exact integer sizes (float sums stay one network),
-    and where the small components' sizes may spread over ``span`` or more (a polynomial of that degree)."""
+def split(tab: Tables) -> Split | None:
+    """``tab``'s small components enumerated on the host and the rest as one Tables; None where ``tab``
+    is one component, has no small one, or is not of exact integer sizes (float sums stay one network)."""
     if not tab.feasible or not tab.integer or tab.tolerance:
         return None
     components = _components(tab.labels)
@@ -91,8 +101,6 @@ def split(tab: Tables, span: int | None = None) -> Split | None:
         return None
     small = [c for c in components if tab.flavors ** len(_variables(tab, c)) <= SMALL]
     if not small:
-        return None
-    if span is not None and sum(_spread(tab, c) for c in small) >= span:
         return None
     alike: dict[Any, list[list[int]]] = {}
     for c in small:
@@ -188,15 +196,6 @@ def _components(labels: list[tuple[int, ...]]) -> list[list[int]]:
 
 def _variables(tab: Tables, component: list[int]) -> list[int]:
     return sorted({v for t in component for v in tab.labels[t]})
-
-
-def _spread(tab: Tables, component: list[int]) -> int:
-    """How far the component's sizes can spread: each table's largest allowed size less its smallest, summed."""
-    total = 0
-    for t in component:
-        allowed = tab.size[t][tab.mask[t]]
-        total += int(max(allowed.tolist(), default=0)) - int(min(allowed.tolist(), default=0))
-    return total
 
 
 def _signature(tab: Tables, component: list[int]) -> Any:

@@ -655,9 +655,20 @@ def _apart(tab: _tables.Tables, prop: Q.Property, goal: str, ctx: _Context) -> A
         return [(tab.answer(v), found[v]) for v in best] if counted else [tab.answer(v) for v in best]
     if isinstance(prop, Q.GraphPolynomial) and tab.unit == 1:
         keep = _components.keeper(None, True)
-        parts = _components.split(tab, span=polynomial.DEGREE_MAX)
+        parts = _components.split(tab)
         if parts is None:
             return None
+        ends = parts.extremes()
+        if ends is None:
+            return (0, []) if prop.laurent else []
+        if ends[1] - ends[0] >= polynomial.DEGREE_MAX:  # the degree alone is past the limit: refused unmerged
+            low, high = ends
+            if parts.rest is not None:  # the whole span, for the message: the rest's by its best two sizes
+                top, bottom = sizes(parts.rest, 1, True, ctx), sizes(parts.rest, 1, False, ctx)
+                if not top:
+                    return (0, []) if prop.laurent else []
+                low, high = low + bottom[0], high + top[0]
+            _polynomial_checks(low + int(tab.offset), high + int(tab.offset), prop.laurent)
         found = parts.histogram(keep)
         if parts.rest is not None:
             low, coefficients = graph_polynomial(parts.rest, True, ctx)
