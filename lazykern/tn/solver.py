@@ -631,18 +631,22 @@ def _apart(tab: _tables.Tables, prop: Q.Property, goal: str, ctx: _Context) -> A
     """A size, counting or partition-function property of ``tab`` with its small independent components
     counted on the host (:mod:`._components`) and the rest contracted; None where ``tab`` has none to set
     apart (and for configuration sets, one network; one configuration: :func:`single_config`)."""
+    served = (Q.CountingAll, Q.SizeMax, Q.SizeMin, Q.CountingMax, Q.CountingMin, Q.GraphPolynomial, Q.PartitionFunction)
+    if (
+        not isinstance(prop, served)
+        or (isinstance(prop, Q.GraphPolynomial) and tab.unit != 1)  # refused by graph_polynomial, as one network
+        or (isinstance(prop, Q.PartitionFunction) and goal not in ("max", "min"))
+    ):
+        return None
+    parts = _components.split(tab)
+    if parts is None:
+        return None
     if isinstance(prop, Q.CountingAll):
-        parts = _components.split(tab)
-        if parts is None:
-            return None
         total = sum(parts.histogram(_components.keeper(0, True)).values())
         return (1 if parts.rest is None else count_all(parts.rest, ctx)) * total
     if isinstance(prop, (Q.SizeMax, Q.SizeMin, Q.CountingMax, Q.CountingMin)):
         counted = isinstance(prop, (Q.CountingMax, Q.CountingMin))
         keep = _components.keeper(prop.k, prop.largest)
-        parts = _components.split(tab)
-        if parts is None:
-            return None
         found = parts.histogram(keep)
         if parts.rest is not None:
             rest = (
@@ -653,11 +657,8 @@ def _apart(tab: _tables.Tables, prop: Q.Property, goal: str, ctx: _Context) -> A
             found = _components.merge(found, rest, keep)
         best = sorted(found, reverse=prop.largest)
         return [(tab.answer(v), found[v]) for v in best] if counted else [tab.answer(v) for v in best]
-    if isinstance(prop, Q.GraphPolynomial) and tab.unit == 1:
+    if isinstance(prop, Q.GraphPolynomial):
         keep = _components.keeper(None, True)
-        parts = _components.split(tab)
-        if parts is None:
-            return None
         ends = parts.extremes()
         if ends is None:
             return (0, []) if prop.laurent else []
@@ -679,10 +680,7 @@ def _apart(tab: _tables.Tables, prop: Q.Property, goal: str, ctx: _Context) -> A
         _polynomial_checks(smin, smax, prop.laurent)
         coefficients = [found.get(v, 0) for v in range(min(found), max(found) + 1)]
         return (smin, coefficients) if prop.laurent else [0] * smin + coefficients
-    if isinstance(prop, Q.PartitionFunction) and goal in ("max", "min"):
-        parts = _components.split(tab)
-        if parts is None:
-            return None
+    if isinstance(prop, Q.PartitionFunction):
         # each part's log Z as an exact best term and a float log weight beside it, summed exactly
         scale = Fraction(prop.beta) if goal == "max" else -Fraction(prop.beta)
         terms = [] if parts.rest is None else [partition_function(parts.rest, prop.beta, goal, ctx, exact=True)]
