@@ -47,3 +47,37 @@ def test_an_energy_on_the_gpu_builds_the_kit_and_leaves_no_thread():
     assert set(products) <= set(family.compiled())
     assert set(copies) <= set(_permute.family().compiled())
     assert {t for t in threading.enumerate() if t.name == "lazykern-prefetch"} <= before
+
+
+def test_the_kit_starts_before_the_route_only_where_the_route_keeps_the_gpu():
+    """_stays_on_device (the kit built beside the route's sweep search) never claims a network that
+    _route sends to the host: lattices and chimeras across the crossover, with a GPU-like module."""
+    import types
+
+    from lazykern.tn import networks as nw
+
+    gpu = types.SimpleNamespace(__name__="cupy")
+    graphs = [nw.square_lattice(L, seed=L) for L in (8, 16, 18, 20, 24, 32)]
+    graphs += [nw.chimera(m, m, 4, seed=1) for m in (3, 4, 5)]
+    early = []
+    for sg in graphs:
+        kept = nw._route(sg, gpu, np.dtype(np.float32), "auto", (), None, None, 4)[0] is gpu
+        if nw._stays_on_device(sg, gpu, "auto", (), None):
+            assert kept, sg.n
+            early.append(sg.n)
+    assert 1024 in early and 64 not in early  # the 32 x 32 starts early, the 8 x 8 does not
+    sg = graphs[0]
+    assert not nw._stays_on_device(sg, np, "auto", (), None)  # numpy builds nothing
+    assert nw._stays_on_device(sg, gpu, "greedy", (), None)  # the caller's own order: the route keeps the GPU
+    assert nw._stays_on_device(sg, gpu, "auto", (), [0])
+
+
+def test_the_arena_kernels_built_early_are_the_sweeps_bit_addressed_tiles():
+    """A 32 x 32 lattice's sweep takes the arena (its largest step is past ARENA_FASTER): its three tiles
+    build beside the planning; a 20 x 20's does not, so nothing builds early; the host builds nothing."""
+    from lazykern.tn import networks as nw
+
+    f32 = np.dtype(np.float32)
+    assert nw._arena_tiles(nw.square_lattice(32, seed=1), f32) == [(2, 3), (3, 3), (4, 3)]
+    assert nw._arena_tiles(nw.square_lattice(20, seed=1), f32) == []
+    assert _kit.start_arena(np, f32, "maxplus", [(3, 3)]) == []

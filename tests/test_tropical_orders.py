@@ -150,3 +150,78 @@ def test_a_shuffled_lattice_gives_exact_answers_through_its_derived_order():
     assert nw.degeneracy(copy) == (pytest.approx(E0, abs=1e-9), count)
     E, spins = nw.ground_state(copy)
     assert E == pytest.approx(E0, abs=1e-9) and copy.energy(spins) == pytest.approx(E0, abs=1e-9)
+
+
+def _tighten_by_recount(adjacent, order, window):
+    """tighten's definition, each candidate's closes and opens recounted at each step."""
+    left = {v: len(adjacent[v]) for v in order}
+    pending, done, out = list(order), set(), []
+    while pending:
+        keys = []
+        for k, v in enumerate(pending[:window]):
+            closes = sum(1 for u in adjacent[v] if u in done and left[u] == 1)
+            opens = 1 if any(u not in done for u in adjacent[v]) else 0
+            keys.append((opens - closes, k))
+        v = pending.pop(min(keys)[1])
+        done.add(v)
+        out.append(v)
+        for u in adjacent[v]:
+            left[u] -= 1
+    return out
+
+
+def _part_orders_by_sorting(adjacent, part, anchors):
+    """The coordinate sweeps' definition: Python's stable sort by tuples of anchor distances."""
+    vertices = sorted(part)
+    dists = [orders._distances(adjacent, a) for a in anchors]
+    for i, di in enumerate(dists):
+        for j, dj in enumerate(dists):
+            if i != j:
+                rest = [d for k, d in enumerate(dists) if k not in (i, j)]
+                yield sorted(vertices, key=lambda v: (di[v] - dj[v], di[v] + dj[v], *(d[v] for d in rest)))
+                yield sorted(vertices, key=lambda v: (di[v] + dj[v], di[v] - dj[v], *(d[v] for d in rest)))
+                yield sorted(vertices, key=lambda v: (di[v], dj[v], *(d[v] for d in rest)))
+
+
+def _graphs():
+    rng = np.random.default_rng(5)
+    lattices = (nw.square_lattice(5, seed=5), nw.square_lattice(12, seed=12), nw.chimera(3, 3, 4, seed=1))
+    out = [(sg.n, sg.edges) for sg in lattices]
+    for n in (7, 30, 90):
+        for p in (0.05, 0.2):
+            e = np.argwhere(np.triu(rng.random((n, n)) < p, 1))
+            out.append((n, rng.permutation(n)[e].reshape(-1, 2)))
+    doubled = np.concatenate([out[0][1], out[0][1][:9]])  # repeated edges count twice, as in the network
+    return out + [(25, doubled)]
+
+
+@pytest.mark.parametrize("index", range(10))
+def test_tighten_and_the_coordinate_sweeps_equal_their_definitions(index):
+    """The incremental tighten (closes and opens kept up to date) and the array sorts of the coordinate
+    sweeps give exactly the orders of their definitions, ties included: random graphs, lattices, a
+    chimera and repeated edges."""
+    n, edges = _graphs()[index]
+    adjacent = orders._adjacency(n, edges)
+    rng = np.random.default_rng(index)
+    for order in (list(range(n)), rng.permutation(n).tolist()):
+        for window in (1, 4, 16):
+            assert orders.tighten(adjacent, order, window) == _tighten_by_recount(adjacent, order, window)
+    part = orders._distances(adjacent, 0)
+    made = list(orders._part_orders(adjacent, part))
+    if len(part) > 2:
+        anchors = _anchors_by_definition(adjacent, part)
+        assert made == list(_part_orders_by_sorting(adjacent, part, anchors))
+
+
+def _anchors_by_definition(adjacent, part):
+    vertices = sorted(part)
+    u = max(part, key=lambda v: (part[v], -len(adjacent[v]), -v))
+    anchors, dists = [u], [orders._distances(adjacent, u)]
+    while len(anchors) < orders._ANCHORS:
+        gap = {v: min(d[v] for d in dists) for v in vertices}
+        far = max(vertices, key=lambda v: (gap[v], -len(adjacent[v]), -v))
+        if gap[far] == 0:
+            break
+        anchors.append(far)
+        dists.append(orders._distances(adjacent, far))
+    return anchors

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..tropical import plan as tplan
 from ..tropical.fragments import NUMPY_DTYPES
-from . import _permute
+from . import _arena, _permute
 from ._backend import backend_of
 
 log = logging.getLogger("lazykern")
@@ -51,24 +51,42 @@ def start(module: Any, dtype: Any, semiring: str) -> list[threading.Thread]:
     """Start building :func:`names` for the current device of ``module`` (cupy or torch; numpy: nothing)
     and return the threads, for the caller to join before it returns. Values of a dtype the tropical
     family has no kernels for (object, int8) start nothing."""
+    found = _device_like(module, dtype)
+    if found is None:
+        return []
+    be, like = found
+    from ..launch import _device
+    from ..tropical._family import family
+
+    arch = _device.arch(be.device_of(like) or 0)
+    copies, products = names(semiring, dtype)
+    threads = _permute.family().prefetch(copies, arch=arch) + family.prefetch(products, arch=arch)
+    log.debug("tn kit: building %d of %s for %s ahead", len(threads), copies + products, arch)
+    return threads
+
+
+def start_arena(module: Any, dtype: Any, semiring: str, tiles: list[tuple[int, int]]) -> list[threading.Thread]:
+    """Start building the arena's kernels of steps ``tiles`` (spins out, spins in: a sweep's bit-addressed
+    steps, :mod:`._arena`) where the arena can run (CuPy, its dtypes): the threads, to join. The run's own
+    prefetch, once its network is built and its plan priced, finds them built or building."""
+    found = _device_like(module, dtype)
+    if found is None or not tiles or not _arena.capable(semiring, np.dtype(dtype), found[0]):
+        return []
+    return _arena.prefetch(found[0], found[1], semiring, tiles)
+
+
+def _device_like(module: Any, dtype: Any) -> tuple[Any, Any] | None:
+    """(backend, an empty array) of ``dtype`` on ``module``'s current GPU; None on the host or for a
+    dtype the tropical family has no kernels for."""
     dt = np.dtype(dtype)
     if getattr(module, "__name__", "") == "numpy" or dt not in _CODES:
-        return []
+        return None
     if module.__name__ == "torch":
         like = module.empty((0,), dtype=getattr(module, dt.name), device="cuda")
     else:
         like = module.empty(0, dt)
     be, like = backend_of(like)
-    if be.on_host or be.xp is np:
-        return []
-    from ..launch import _device
-    from ..tropical._family import family
-
-    arch = _device.arch(be.device_of(like) or 0)
-    copies, products = names(semiring, dt)
-    threads = _permute.family().prefetch(copies, arch=arch) + family.prefetch(products, arch=arch)
-    log.debug("tn kit: building %d of %s for %s ahead", len(threads), copies + products, arch)
-    return threads
+    return None if be.on_host or be.xp is np else (be, like)
 
 
 def join(threads: list[threading.Thread]) -> None:

@@ -32,6 +32,7 @@ from ._backend import DEFAULT_HOST_LIMIT, backend_of
 from ._planner import DEFAULT_MAX_TIME
 from .counting import CountingAlgebra, count_network
 from .einsum import (
+    ARENA_FASTER,
     ContractionPlan,
     contract_network,
     contraction_plan,
@@ -660,6 +661,33 @@ SWEEP_STORED_FROM = 1000
 SWEEP_FORMAT = 1  # bump when orders.graph_order or the groupings change: stored sweeps then miss
 
 
+# log2 of a sweep's boundary entries summed past which the host is never predicted sooner than a GPU
+# (:func:`_route`: a 20 x 20 lattice's 26.2 already goes to the device; a 32 x 32's is 38.9).
+DEVICE_SWEEP = 28.0
+
+
+def _stays_on_device(sg: SpinGlass, module: Any, optimize: Any, slices: Sequence[int], devices: Any) -> bool:
+    """Whether :func:`_route` keeps a GPU ``module`` whatever its search finds: the caller fixed the
+    plan, or the network's sweep is far past what the host contracts sooner. Only speed rests on it:
+    kernels built ahead for a network the route sends to the host are built and stored, unused."""
+    if module is np:
+        return False
+    if optimize != "auto" or slices or devices is not None:
+        return True
+    return orders.sweep_score(sg.n, sg.edges, _order(sg)) > DEVICE_SWEEP
+
+
+def _arena_tiles(sg: SpinGlass, dtype: np.dtype) -> list[tuple[int, int]]:
+    """The tiles (spins out, spins in) of the bit-addressed steps of the sweep :func:`_route` priced for
+    ``sg`` (kept for the process), where its largest step is one the arena takes (ARENA_FASTER entries):
+    their kernels can build before the run prices its plan. A guess that only decides what builds early."""
+    sizes = dict.fromkeys(range(sg.n), 2)
+    sweep, steps = _sweep(sg, sg.labels(), sizes, _cost.rates_for(False, dtype.itemsize), dtype.itemsize)
+    if sweep.largest < ARENA_FASTER:
+        return []
+    return sorted({s.tile for s in steps if s.bits})
+
+
 def _route(
     sg: SpinGlass,
     module: Any,
@@ -747,9 +775,16 @@ def ground_state_energy(
         log.info("%s: contracting on the host (NumPy) by vertex elimination", sg.name or f"{sg.n} spins")
         labels, tensors = _network(sg, fit, np)
         return fit.answer(-_eliminate.sweep_max(labels, tensors, _order(sg)))
-    module, optimize = _route(sg, module, dtype, optimize, slices, devices, memory_limit, dtype.itemsize)
-    building = _kit.start(module, dtype, "maxplus")  # beside the planning: the steps' kernels (empty store)
+    # The steps' kernels (an empty store's compiles) build beside the planning: beside the route's sweep
+    # search too where the device is sure to be kept.
+    early = _stays_on_device(sg, module, optimize, slices, devices)
+    building = _kit.start(module, dtype, "maxplus") if early else []
     try:
+        module, optimize = _route(sg, module, dtype, optimize, slices, devices, memory_limit, dtype.itemsize)
+        if not early:
+            building = _kit.start(module, dtype, "maxplus")
+        if module is not np and optimize == "auto" and not slices and devices is None:
+            building += _kit.start_arena(module, dtype, "maxplus", _arena_tiles(sg, dtype))
         how = _planned(
             sg,
             optimize,

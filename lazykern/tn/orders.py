@@ -234,46 +234,63 @@ def _part_orders(adjacent: list[list[int]], part: dict[int, int]) -> Iterator[li
         return
     # Anchors: the far end of a breadth-first search, then each vertex farthest from those so far.
     # Ties go to the vertex of fewest neighbours (a lattice's corner, not the middle of its side).
+    verts = np.asarray(vertices, dtype=np.int64)
+    degree = np.asarray([len(adjacent[v]) for v in vertices], dtype=np.int64)
     u = max(part, key=lambda v: (part[v], -len(adjacent[v]), -v))
-    anchors = [u]
-    dists = [_distances(adjacent, u)]
-    while len(anchors) < _ANCHORS:
-        gap = {v: min(d[v] for d in dists) for v in vertices}
-        far = max(vertices, key=lambda v: (gap[v], -len(adjacent[v]), -v))
+    dists = [_at(_distances(adjacent, u), vertices)]
+    while len(dists) < _ANCHORS:
+        gap = np.minimum.reduce(dists)
+        far = int(np.lexsort((verts, degree, -gap))[0])  # the largest gap, then fewest neighbours, lowest number
         if gap[far] == 0:
             break
-        anchors.append(far)
-        dists.append(_distances(adjacent, far))
+        dists.append(_at(_distances(adjacent, vertices[far]), vertices))
+    # Each sort is stable over the vertices in increasing order (np.lexsort: the last key is the primary one).
     for i, di in enumerate(dists):
         for j, dj in enumerate(dists):
             if i == j:
                 continue
             rest = [d for k, d in enumerate(dists) if k not in (i, j)]  # ties along a level: the other anchors
-            yield sorted(vertices, key=lambda v: (di[v] - dj[v], di[v] + dj[v], *(d[v] for d in rest)))
-            yield sorted(vertices, key=lambda v: (di[v] + dj[v], di[v] - dj[v], *(d[v] for d in rest)))
-            yield sorted(vertices, key=lambda v: (di[v], dj[v], *(d[v] for d in rest)))
+            ties = rest[::-1]
+            yield verts[np.lexsort((*ties, di + dj, di - dj))].tolist()
+            yield verts[np.lexsort((*ties, di - dj, di + dj))].tolist()
+            yield verts[np.lexsort((*ties, dj, di))].tolist()
+
+
+def _at(dist: dict[int, int], vertices: list[int]) -> np.ndarray:
+    """A part's distances as an array over its ``vertices``."""
+    return np.asarray([dist[v] for v in vertices], dtype=np.int64)
 
 
 def tighten(adjacent: list[list[int]], order: Sequence[int], window: int) -> list[int]:
     """``order`` re-sequenced greedily: each next vertex is, among the first ``window`` not yet
     swept, the one that leaves the smallest boundary (most spins closed, fewest opened; ties:
     earliest in ``order``). Keeps the order's direction and fixes its local steps (within a
-    chimera cell, which of eight spins goes first decides whether four stay open)."""
+    chimera cell, which of eight spins goes first decides whether four stay open).
+
+    A candidate opens a spin when it has a neighbour not yet swept, and closes each swept neighbour
+    whose last unswept neighbour it is: both are kept up to date as vertices are swept (``closing``),
+    not recounted over each candidate's neighbours at each step."""
     left = {v: len(adjacent[v]) for v in order}  # neighbours not yet swept
+    closing = dict.fromkeys(order, 0)  # neighbours swept with one neighbour left: sweeping it closes them
     pending = list(order)
     done: set[int] = set()
     out: list[int] = []
     while pending:
-        best, best_key = 0, None
+        best, best_score = 0, None
         for k, v in enumerate(pending[:window]):
-            closes = sum(1 for u in adjacent[v] if u in done and left[u] == 1)
-            opens = 1 if any(u not in done for u in adjacent[v]) else 0
-            key = (opens - closes, k)
-            if best_key is None or key < best_key:
-                best, best_key = k, key
+            score = (1 if left[v] else 0) - closing[v]
+            if best_score is None or score < best_score:
+                best, best_score = k, score
         v = pending.pop(best)
         done.add(v)
         out.append(v)
+        if left[v] == 1:  # swept with one neighbour left: that neighbour would close it
+            for w in adjacent[v]:
+                closing[w] += 1
         for u in adjacent[v]:
             left[u] -= 1
+            if u in done and left[u] <= 1:  # a swept neighbour now closable (1) or closed (0)
+                change = 1 if left[u] == 1 else -1
+                for w in adjacent[u]:
+                    closing[w] += change
     return out
