@@ -446,3 +446,27 @@ def test_the_tropical_api_orders_its_first_calls_as_its_hot_path():
         src = inspect.getsource(fn)
         assert "_device.on(" in src
         assert all("order=" in line for line in src.splitlines() if "_device.on(" in line), fn.__name__
+
+
+def test_arch_asks_the_driver_and_leaves_numba_cuda_unimported(monkeypatch):
+    """A fresh process's first compile names its arch before numba.cuda is imported (half a second):
+    the driver answers; numba decides where it is imported already or its simulator may be on, and where
+    the driver gives no answer."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from lazykern.launch import _device as d; d._driver_capability = lambda i: (9, 0); "
+        "print(d.arch(0), 'numba.cuda' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["sm_90", "False"]
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")  # the simulator may be on: numba decides
+    assert _device._numba_decides()
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM")
+    monkeypatch.delitem(sys.modules, "numba.cuda", raising=False)
+    assert not _device._numba_decides()
+    monkeypatch.setitem(sys.modules, "numba.cuda", types.ModuleType("numba.cuda"))  # imported: its answer is free
+    assert _device._numba_decides()

@@ -549,7 +549,43 @@ def resolve_or_current(device: int | None) -> int:
 
 @functools.cache
 def arch(device: int) -> str:
-    """``sm_XY`` of a device."""
-    from numba import cuda
+    """``sm_XY`` of a device, asked of the CUDA driver, not of numba.cuda: importing that takes about half
+    a second, which a fresh process's first compiles (their arch is part of their key) would wait for.
+    Numba's answer where it is imported already, under its simulator, or where the driver gives none."""
+    capability = None if _numba_decides() else _driver_capability(device)
+    if capability is None:
+        from numba import cuda
 
-    return arch_of(cuda.gpus[device].compute_capability)
+        capability = tuple(cuda.gpus[device].compute_capability)
+    return arch_of(capability)
+
+
+def _numba_decides() -> bool:
+    """numba.cuda is imported (asking it costs nothing) or its simulator may be switched on."""
+    import sys
+
+    return "numba.cuda" in sys.modules or bool(os.environ.get("NUMBA_ENABLE_CUDASIM"))
+
+
+def _driver_capability(device: int) -> tuple[int, int] | None:
+    """(major, minor) of driver device ``device``: the ordinal numba.cuda.gpus and CuPy number by."""
+    attribute = _cu.CUdevice_attribute
+    try:
+        (err,) = _cu.cuInit(0)
+        if int(err) != 0:
+            return None
+        err, dev = _cu.cuDeviceGet(device)
+        if int(err) != 0:
+            return None
+        found = []
+        for which in (
+            attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+            attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+        ):
+            err, value = _cu.cuDeviceGetAttribute(which, dev)
+            if int(err) != 0:
+                return None
+            found.append(int(value))
+    except Exception:  # no libcuda: numba's answer (or its error) decides
+        return None
+    return found[0], found[1]
