@@ -56,14 +56,20 @@ else:
 import lazykern
 from lazykern.tn import networks as nw
 import spin_glass as bench
-E = importlib.import_module("lazykern.tn.einsum")
+try:
+    N = importlib.import_module("lazykern.tn.contraction.network").Network
+    X = importlib.import_module("lazykern.tn.contraction.executor")  # the steps a run and a segment contract
+    A = importlib.import_module("lazykern.tn.contraction.argmax")  # the backtracking
+except ModuleNotFoundError:  # a tree from before lazykern/tn/contraction/: all of it in einsum.py
+    X = A = importlib.import_module("lazykern.tn.einsum")
+    N = X._Network
 sg = bench.edge_list_instance(spec["graph"], shuffle=True, positions=False)
 record = {"tree": spec["tree"], "lazykern": lazykern.__file__, "mode": spec["mode"]}
 module = spec["module"]
 
 if spec["mode"] == "profile":
     prof = {"segments": [], "reads": [0, 0.0]}
-    _bt = E._Network.backtracking
+    _bt = N.backtracking
     def backtracking(self, plan, free):
         t = time.perf_counter()
         keep, save, budget = _bt(self, plan, free)
@@ -80,14 +86,14 @@ if spec["mode"] == "profile":
             "predicted_recomputed_runs": round(flops / max(sum(s.flops for s in steps), 1), 3),
             "predicted_steps_redone": runs, "free_bytes": free, "run_steps": len(steps)}
         return keep, save, budget
-    E._Network.backtracking = backtracking
-    _run = E._Network.run
+    N.backtracking = backtracking
+    _run = N.run
     def run(self, *a, **k):
         sync(); t = time.perf_counter()
         out = _run(self, *a, **k)
         sync(); prof["forward_seconds"] = round(time.perf_counter() - t, 3)
         return out
-    E._Network.run = run
+    N.run = run
     calls = []  # (host seconds, start event, end event) of each step a segment runs
     def timed(fn):
         def wrapper(*a, **k):
@@ -96,36 +102,36 @@ if spec["mode"] == "profile":
             calls.append((time.perf_counter() - t, e0, event()))
             return out
         return wrapper
-    _contract, _reduce = E.contract, E.reduce
-    _recompute = E._Network.recompute
+    _contract, _reduce = X.contract, X.reduce
+    _recompute = N.recompute
     def recompute(self, top, values, found, budget):
-        E.contract, E.reduce = timed(_contract), timed(_reduce)
+        X.contract, X.reduce = timed(_contract), timed(_reduce)
         calls.clear()
         sync(); t = time.perf_counter()
         try:
             _recompute(self, top, values, found, budget)
         finally:
-            E.contract, E.reduce = _contract, _reduce
+            X.contract, X.reduce = _contract, _reduce
         sync()
         wall = time.perf_counter() - t
         prof["segments"].append({"top": top, "steps": len(calls), "seconds": round(wall, 4),
                                  "host_seconds": round(sum(c[0] for c in calls), 4),
                                  "gpu_seconds": round(sum(span(c[1], c[2]) for c in calls), 4),
                                  "found": len(found)})
-    E._Network.recompute = recompute
-    _unravel = E.unravel
+    N.recompute = recompute
+    _unravel = A.unravel
     def unravel(*a, **k):
         t = time.perf_counter()
         out = _unravel(*a, **k)
         prof["reads"][0] += 1; prof["reads"][1] += time.perf_counter() - t
         return out
-    E.unravel = unravel
-    _back = E._backtrack
+    A.unravel = unravel
+    _back = A._backtrack
     def backtrack(*a, **k):
         sync(); t = time.perf_counter()
         _back(*a, **k)
         sync(); prof["backtrack_seconds"] = round(time.perf_counter() - t, 3)
-    E._backtrack = backtrack
+    A._backtrack = backtrack
 
 def timed_call(fn):
     sync(); t = time.perf_counter()

@@ -1,7 +1,7 @@
 """The 32 x 32 energy with its boundary in one buffer (the arena's bit-addressed steps) against the row
 kernel's sweep (its steps copy the boundary to the layout each needs), alternating in one process.
 
-``lazykern.tn.einsum.ARENA_FASTER`` sets the line: "arena" runs with the library's value, "rows" with a
+``lazykern.tn.contraction.network.ARENA_FASTER`` sets the line: "arena" runs with the library's value, "rows" with a
 line no network reaches. Each mode: a first call (its kernels compiled, or read from the store) and
 ``--repeats`` warm calls; the modes alternate ``--rounds`` times. The instance is built the way users
 build one (``spin_glass.edge_list_instance``: spins renumbered at random, no positions), ``module=cupy``,
@@ -37,7 +37,7 @@ def main() -> int:
 
     from lazykern.tn import networks as nw
 
-    E = importlib.import_module("lazykern.tn.einsum")  # the package's einsum is the function
+    E = importlib.import_module("lazykern.tn.contraction.network")  # where Network.use_arena reads the line
     line = E.ARENA_FASTER
     xp.zeros(1) + 1
     kind, *dims = args.graph

@@ -171,7 +171,8 @@ def record_steps(run: Any) -> tuple[list[dict[str, Any]], float]:
     from lazykern.tn import counting
     from lazykern.tn.algebras import kbest, logsum, modular
 
-    E = importlib.import_module("lazykern.tn.einsum")  # the module (lazykern.tn.einsum is also the function)
+    E = importlib.import_module("lazykern.tn._contract")  # Algebra, Term
+    BE = importlib.import_module("lazykern.tn._backend")
     steps: list[dict[str, Any]] = []
     current: dict[str, Any] = {}
     patched: list[tuple[Any, str, Any]] = []
@@ -248,7 +249,7 @@ def record_steps(run: Any) -> tuple[list[dict[str, Any]], float]:
     for cls in (*classes, logsum.LogSumAlgebra, modular.ModularAlgebra):
         for kind in ("bmm", "rows", "bits"):
             patch(cls, kind, method(kind))
-    patch(E.Backend, "contiguous", copies)
+    patch(BE.Backend, "contiguous", copies)
     try:
         t = time.perf_counter()
         run()

@@ -33,7 +33,8 @@ def row(prop_name: str, n: int, reps: int) -> dict[str, Any]:
 
     B = importlib.import_module("lazykern.tn._backend")
     C = importlib.import_module("lazykern.tn._contract")
-    E = importlib.import_module("lazykern.tn.einsum")
+    OP = importlib.import_module("lazykern.tn.contraction.operands")  # wraps a network's operands
+    E = importlib.import_module("lazykern.tn.contraction.executor")  # runs its steps
     S = importlib.import_module("lazykern.tn.solver")
     K = importlib.import_module("lazykern.tn.algebras.kbest")
     M = importlib.import_module("lazykern.tn._permute")
@@ -80,7 +81,7 @@ def row(prop_name: str, n: int, reps: int) -> dict[str, Any]:
 
         return call
 
-    patch(E, "backend_of", stand_in)
+    patch(OP, "backend_of", stand_in)
     patch(S, "backend_of", stand_in)
     patch(E, "contract", counted("steps"))
     patch(C, "_arrange", counted("_arrange", timed=True))

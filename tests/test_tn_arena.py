@@ -16,6 +16,8 @@ import pytest
 from lazykern.errors import DeviceMemoryError
 from lazykern.tn import _arena, _arena_kernels, _backend, _contract, _cost, _reference_einsum, _spread, orders
 from lazykern.tn import networks as nw
+from lazykern.tn.contraction import network
+from lazykern.tn.contraction.network import Network
 
 from .test_tropical_einsum import device_route  # the GPU route on the host
 
@@ -131,7 +133,7 @@ def _sweep_run(sg, group, free=10**12):
         mock.patch.object(_backend.Backend, "free_bytes", lambda self: free),
         mock.patch.object(_backend.Backend, "out_of_memory", lambda self, exc: False),
         mock.patch.object(_backend.Backend, "release_cached", lambda self: None),
-        mock.patch.object(E._Network, "fits", lambda *a, **kw: False),
+        mock.patch.object(Network, "fits", lambda *a, **kw: False),
         mock.patch.object(_arena, "launch", launch),
     ):
         got = float(E.contract_network(labels, (), [t.copy() for t in tensors], optimize=plan))
@@ -238,7 +240,7 @@ def _arena_taken(labels, tensors, plan, line):
     with (
         device_route(),
         mock.patch.object(_backend.Backend, "free_bytes", lambda self: 80 * 2**30),
-        mock.patch.object(E, "ARENA_FASTER", line),
+        mock.patch.object(network, "ARENA_FASTER", line),
     ):
         net = E.build_network(labels, (), tensors, "maxplus", _contract.Algebra)
         net.use_arena(net.plan(plan, (), None, None) if plan == "auto" else plan)
@@ -295,7 +297,7 @@ def test_an_energy_in_the_arena_on_the_gpu_is_the_hosts():
     labels, tensors = nw._network(sg, sg.fitted(np, np.float32), np)
     plan = nw.plan(sg, dtype=np.float32)
     want = float(E.contract_network(labels, (), tensors, optimize=plan))
-    with mock.patch.object(E._Network, "fits", lambda *a, **kw: False), _launches() as used:
+    with mock.patch.object(Network, "fits", lambda *a, **kw: False), _launches() as used:
         got = E.contract_network(labels, (), [cupy.asarray(t) for t in tensors], optimize=plan)
     assert used and float(got) == want
 
@@ -316,7 +318,7 @@ def test_an_energys_host_steps_then_its_arena_give_the_energy_on_the_gpu_route()
         plan = nw._plan(sg, module=np, dtype=fit.dtype, arena=True)
         labels, tensors, how = nw._host_first(sg, fit, fake, plan)
     assert len(how.path) < len(plan.path)
-    with device_route(), free, mock.patch.object(E, "ARENA_FASTER", 1 << 13), _launches() as launched:
+    with device_route(), free, mock.patch.object(network, "ARENA_FASTER", 1 << 13), _launches() as launched:
         got = E.contract_network(labels, (), tensors, optimize=how)
     assert launched and fit.answer(-got.item()) == nw.ground_state_energy(sg)
 
@@ -331,7 +333,7 @@ def test_the_defaults_take_the_arena_from_its_line_and_give_the_hosts_energy():
     base = nw.square_lattice(20, seed=5)
     sg = nw.SpinGlass(base.n, base.edges, rng.integers(-9, 10, len(base.edges)), rng.integers(-3, 4, base.n))
     want = nw.ground_state_energy(sg)
-    with mock.patch.object(E, "ARENA_FASTER", 1 << 13), _launches() as used:
+    with mock.patch.object(network, "ARENA_FASTER", 1 << 13), _launches() as used:
         got = nw.ground_state_energy(sg, module=cupy)
     assert used and got == want
 
@@ -364,14 +366,14 @@ def test_an_energy_in_the_arena_with_devices_all_is_the_hosts():
     base = nw.chimera(4, 4, 4, seed=4)
     sg = nw.SpinGlass(base.n, base.edges, rng.integers(-9, 10, len(base.edges)), rng.integers(-3, 4, base.n))
     want = nw.ground_state_energy(sg)
-    with mock.patch.object(E._Network, "fits", lambda *a, **kw: False), _launches() as used:
+    with mock.patch.object(Network, "fits", lambda *a, **kw: False), _launches() as used:
         got = nw.ground_state_energy(sg, module="cupy", devices="all")
     assert used and got == want
 
 
 @pytest.mark.parametrize("group", [1, 2, 3])
 def test_the_kernels_prefetched_are_those_the_arena_launches(group):
-    """The plan names the arena's kernels before the run (einsum._Network.prefetch): the tiles (spins out,
+    """The plan names the arena's kernels before the run (contraction.network.Network.prefetch): the tiles (spins out,
     spins in) it asks for are exactly those of the steps the arena then launches, on a chimera sweep of
     1 to 3 spins a step."""
     sg = nw.chimera(2, 2, 4, seed=2)

@@ -3,7 +3,6 @@ figures before anything is allocated), and a memory_limit no sane plan meets is 
 
 from __future__ import annotations
 
-import sys
 import time
 import weakref
 from unittest import mock
@@ -16,9 +15,9 @@ from lazykern.errors import SlicingError
 from lazykern.tn import _backend, _contract, _cost, counting
 from lazykern.tn import networks as nw
 from lazykern.tn._contract import Algebra
-from lazykern.tn.einsum import build_network, contract_network, contraction_plan
-
-einsum_module = sys.modules["lazykern.tn.einsum"]  # the package exports the function under that name
+from lazykern.tn.contraction import network, operands
+from lazykern.tn.contraction.network import Network
+from lazykern.tn.einsum import build_network, contract_network, contraction_plan, network_argmax
 
 
 def _tutte_chain(K: int | None = None):
@@ -225,15 +224,15 @@ def test_an_argmax_run_asks_for_its_large_arrays_whole_and_the_hosts_gpu_route_a
     """network_argmax sets :attr:`Backend.large_whole` on its network's backend; on NumPy (and the GPU route
     run on the host with NumPy arrays) it changes nothing: no ``out=`` for a product, plain arrays."""
     seen = []
-    build = einsum_module._Network.build
+    build = Network.build
 
     def spy(*args, **kwargs):
         net = build(*args, **kwargs)
         seen.append(net)
         return net
 
-    with mock.patch.object(einsum_module._Network, "build", spy):
-        best, _ = einsum_module.network_argmax([("a", "b"), ("b", "c")], (), [np.ones((2, 2)), np.ones((2, 2))])
+    with mock.patch.object(Network, "build", spy):
+        best, _ = network_argmax([("a", "b"), ("b", "c")], (), [np.ones((2, 2)), np.ones((2, 2))])
     assert best == 2 and seen[0].be.large_whole
     route = _backend.Backend("cupy", np)
     route.large_whole = True
@@ -275,7 +274,7 @@ def _square_count_network(L, moduli, be):
     sg = nw.square_lattice(L, seed=3)
     fit = sg.fitted(np, np.float32, count=True)
     labels, tensors = nw._network(sg, fit, np)
-    with mock.patch.object(einsum_module, "backend_of", lambda x: (be, np.asarray(x))):
+    with mock.patch.object(operands, "backend_of", lambda x: (be, np.asarray(x))):
         net = build_network(labels, (), tensors, "maxplus", counting.algebra(*moduli))
     return labels, tensors, net
 
@@ -290,10 +289,10 @@ def test_in_place_counting_on_cupy_plans_with_the_small_margin_only_where_every_
     other = max(max(s.result, *s.operands) for s in steps if not s.bits) * net.entry_bytes  # the pool's largest
     assert other < max(s.result for s in steps) * net.entry_bytes  # the sweep's boundaries are larger
     sliced = contraction_plan(sg.labels(), (), dict.fromkeys(range(sg.n), 2), optimize=list(plan.path), slices=[0])
-    with mock.patch.object(einsum_module, "WHOLE_BYTES", other + 1):  # only bit-addressed steps' arrays are large
+    with mock.patch.object(network, "WHOLE_BYTES", other + 1):  # only bit-addressed steps' arrays are large
         assert net.margin(plan) == _cost.WHOLE_MARGIN
         assert sliced.nslices == 2 and net.margin(sliced) == _cost.POOL_MARGIN  # its kept results: the pool's
-    with mock.patch.object(einsum_module, "WHOLE_BYTES", other):  # a product of any shape's array is large too
+    with mock.patch.object(network, "WHOLE_BYTES", other):  # a product of any shape's array is large too
         assert net.margin(plan) == _cost.POOL_MARGIN
     torch_net = _square_count_network(14, (2147483647,), _backend.Backend("torch", np))[2]
     assert torch_net.margin(plan) == _cost.POOL_MARGIN
@@ -309,9 +308,9 @@ def test_a_pass_carries_two_residues_where_they_fit_by_the_whole_arrays_margin()
     free = int(net.peak(plan, entry_bytes=12) * 1.05)
     other = max(max(s.result, *s.operands) for s in net.priced(plan)[0] if not s.bits) * 12
     with mock.patch.object(be, "budget_bytes", lambda: free):
-        with mock.patch.object(einsum_module, "WHOLE_BYTES", other + 1):
+        with mock.patch.object(network, "WHOLE_BYTES", other + 1):
             assert counting.residues_per_pass(net, plan) == 2
-        with mock.patch.object(einsum_module, "WHOLE_BYTES", other):  # a product's large array in the pool
+        with mock.patch.object(network, "WHOLE_BYTES", other):  # a product's large array in the pool
             assert counting.residues_per_pass(net, plan) == 1
 
 
@@ -369,7 +368,7 @@ def test_the_predicted_peak_of_a_counting_pass_is_what_its_arrays_hold(moduli):
     sg = nw.square_lattice(10, seed=3)
     with mock.patch.object(_contract, "STRIDED_MIN", 0):
         plan, steps = nw._sweep(sg, sg.labels(), dict.fromkeys(range(sg.n), 2), _cost.H100_F32, 4)
-        real_run = einsum_module._Network.run
+        real_run = Network.run
 
         def run(self, *a, **k):  # the leaves are the caller's: only the run's own arrays are counted
             be.on = True
@@ -378,8 +377,8 @@ def test_the_predicted_peak_of_a_counting_pass_is_what_its_arrays_hold(moduli):
             finally:
                 be.on = False
 
-        with mock.patch.object(einsum_module, "backend_of", lambda x: (be, np.asarray(x))):
-            with mock.patch.object(einsum_module._Network, "run", run):
+        with mock.patch.object(operands, "backend_of", lambda x: (be, np.asarray(x))):
+            with mock.patch.object(Network, "run", run):
                 contract_network(labels, (), tensors, optimize=plan, algebra=counting.algebra(*moduli))
     predicted = _cost.peak_bytes(steps, 0, net.entry_bytes, 0, inplace=True) - 2 * 512  # no leaves
     parts = 1 + max(len(moduli), 1)

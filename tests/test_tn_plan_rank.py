@@ -1,7 +1,7 @@
 """Plans for a GPU are ranked by predicted seconds, not by multiply-adds (issue 47: the fewest
 multiply-adds of a 3-regular n = 200 network ran its large steps at 1.7% of the GEMM rate).
 
-* the lean walk that ranks candidates (``einsum._gpu_seconds``) prices a path as the cost model does
+* the lean walk that ranks candidates (``contraction.search._gpu_seconds``) prices a path as the cost model does
   (``_cost.seconds`` over ``plan_steps``), sliced or not;
 * the search's workers minimize each objective they are given, and hand back each one's best;
 * ``rank="seconds"`` takes the quickest predicted candidate where "flops" takes the fewest multiply-adds,
@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 
 from lazykern.tn import _cost, _plan_store, _planner
+from lazykern.tn.contraction import network
+from lazykern.tn.contraction import search as S
 
 E = importlib.import_module("lazykern.tn.einsum")
 pytest.importorskip("cotengra")
@@ -33,11 +35,11 @@ def _regular(n: int, seed: int) -> tuple[list[tuple[int, ...]], dict[int, int]]:
 def test_the_lean_walk_prices_a_path_as_the_cost_model(seed):
     inputs, sizes = _regular(24, seed)
     rng = np.random.default_rng(seed)
-    path = E._search(inputs, (), sizes, "greedy")[0]
+    path = S.search_path(inputs, (), sizes, "greedy")[0]
     sliced = {} if seed % 2 else {int(v): 2 for v in rng.choice(24, 2, replace=False)}
     steps = E.plan_steps(inputs, (), sizes, path, sliced)
     model = _cost.seconds(steps, math.prod(sliced.values()), 4, _cost.rates_for(False, 4))
-    assert E._gpu_seconds(inputs, (), sizes, path, sliced) == pytest.approx(model, rel=1e-9)
+    assert S._gpu_seconds(inputs, (), sizes, path, sliced) == pytest.approx(model, rel=1e-9)
 
 
 def test_workers_hand_back_each_objectives_best():
@@ -57,9 +59,9 @@ def test_workers_hand_back_each_objectives_best():
 
 def test_seconds_rank_takes_the_quickest_predicted_order(monkeypatch):
     inputs, sizes = _regular(30, 2)
-    greedy = E._search(inputs, (), sizes, "greedy")[0]
-    other = E._search(inputs, (), sizes, "random-greedy")[0]
-    flops = {tuple(p): E._costs(inputs, (), sizes, p, {})[1] for p in (greedy, other)}
+    greedy = S.search_path(inputs, (), sizes, "greedy")[0]
+    other = S.search_path(inputs, (), sizes, "random-greedy")[0]
+    flops = {tuple(p): S.costs(inputs, (), sizes, p, {})[1] for p in (greedy, other)}
     if flops[tuple(greedy)] == flops[tuple(other)]:
         pytest.skip("the two orders cost alike")
     few, many = sorted((greedy, other), key=lambda p: flops[tuple(p)])
@@ -67,17 +69,17 @@ def test_seconds_rank_takes_the_quickest_predicted_order(monkeypatch):
 
     def search(*args, objectives=("flops",), **kw):
         asked.append(tuple(objectives))
-        symbols = {lab: E._symbol(i) for i, lab in enumerate(sizes)}
+        symbols = {lab: S._symbol(i) for i, lab in enumerate(sizes)}
         return [(list(p), []) for p in (few, many)] if symbols else []
 
     # the model says the order of more multiply-adds is the quicker one (as it does where the fewest stream)
-    monkeypatch.setattr(E, "_gpu_seconds", lambda i, o, s, path, sl: -E._costs(i, o, s, path, sl)[1])
-    monkeypatch.setattr(E._planner, "search", search)
-    by_flops = E._search_cotengra(inputs, (), sizes, 2**40, 1.0, None, "flops")[0]
-    by_seconds = E._search_cotengra(inputs, (), sizes, 2**40, 1.0, None, "seconds")[0]
-    assert E._costs(inputs, (), sizes, by_flops, {})[1] <= flops[tuple(few)]
-    assert E._costs(inputs, (), sizes, by_seconds, {})[1] == flops[tuple(many)]
-    assert asked == [("flops",), ("flops", E.COMBO)]
+    monkeypatch.setattr(S, "_gpu_seconds", lambda i, o, s, path, sl: -S.costs(i, o, s, path, sl)[1])
+    monkeypatch.setattr(_planner, "search", search)
+    by_flops = S._search_cotengra(inputs, (), sizes, 2**40, 1.0, None, "flops")[0]
+    by_seconds = S._search_cotengra(inputs, (), sizes, 2**40, 1.0, None, "seconds")[0]
+    assert S.costs(inputs, (), sizes, by_flops, {})[1] <= flops[tuple(few)]
+    assert S.costs(inputs, (), sizes, by_seconds, {})[1] == flops[tuple(many)]
+    assert asked == [("flops",), ("flops", S.COMBO)]
 
 
 def test_the_rankings_are_stored_apart():
@@ -98,7 +100,7 @@ def test_the_executor_ranks_by_seconds_on_a_gpu_and_by_flops_on_the_host(monkeyp
         ranks.append(rank)
         return real(*args, rank=rank, **kw)
 
-    monkeypatch.setattr(E, "contraction_plan", spy)
+    monkeypatch.setattr(network, "contraction_plan", spy)  # where Network.plan looks it up
     ops = [np.zeros((2,) * len(t), np.float32) for t in inputs]
     net = E.build_network(inputs, (), ops, "maxplus", E.Algebra)
     net.plan("greedy", (), None, None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import itertools
 from dataclasses import replace
 from unittest import mock
@@ -250,7 +249,7 @@ def test_run_counts_is_the_general_executors_shared_run(semiring):
 
 
 def test_the_counting_kernels_prefetched_are_those_the_passes_launch():
-    """Each counting pass names its bit-addressed kernels before it runs (einsum._Network.prefetch): the
+    """Each counting pass names its bit-addressed kernels before it runs (contraction.network.Network.prefetch): the
     tiles asked for are exactly those the pass's bits steps launch (the GPU route on the host)."""
     sg = _free_rows(10, 7, seed=2)
     asked, launched = [], []
@@ -298,15 +297,17 @@ def test_a_run_joins_the_builds_it_started_before_it_returns():
         joined.append(self)
         return real_join(self, timeout)
 
-    E = importlib.import_module("lazykern.tn.einsum")
+    from lazykern.tn.contraction import contract
+    from lazykern.tn.contraction.network import Network
+
     with (
         device_route(),
-        mock.patch.object(E._Network, "prefetch", prefetch),
+        mock.patch.object(Network, "prefetch", prefetch),
         mock.patch.object(threading.Thread, "join", join),
         mock.patch.object(_backend.Backend, "out_of_memory", lambda self, exc: False),
     ):
         contract_network(labels, (), tensors)
-        with mock.patch.object(E, "contract_slices", mock.Mock(side_effect=RuntimeError("boom"))):
+        with mock.patch.object(contract, "contract_slices", mock.Mock(side_effect=RuntimeError("boom"))):
             with pytest.raises(RuntimeError, match="boom"):
                 contract_network(labels, (), tensors)
     assert len(started) == 2 and all(t in joined for t in started)

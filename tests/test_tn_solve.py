@@ -460,18 +460,19 @@ def test_counting_max_builds_one_network_per_pass(monkeypatch):
 
     from lazykern.tn import problems as P
     from lazykern.tn import solver
+    from lazykern.tn.contraction.network import Network
 
     E = importlib.import_module("lazykern.tn.einsum")
     graph = nx.random_regular_graph(3, 12, seed=6)
     solve(P.IndependentSet(graph), Q.SizeMax(), optimize="greedy")  # the order, planned once
     builds, passes = [], []
-    real_build, real_contract = E._Network.build.__func__, E.contract_network
+    real_build, real_contract = Network.build.__func__, E.contract_network
 
     def build(cls, *args, **kwargs):
         builds.append(1)
         return real_build(cls, *args, **kwargs)
 
-    monkeypatch.setattr(E._Network, "build", classmethod(build))
+    monkeypatch.setattr(Network, "build", classmethod(build))
     monkeypatch.setattr(solver, "contract_network", lambda *a, **k: passes.append(1) or real_contract(*a, **k))
     got = solve(P.IndependentSet(graph), Q.CountingMax(2), optimize="greedy")
     assert got == brute_answers(independent_set(12, list(graph.edges())), k=2)["cmax"]

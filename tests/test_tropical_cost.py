@@ -11,6 +11,7 @@ from lazykern.errors import DeviceMemoryError
 from lazykern.tn import _cost
 from lazykern.tn import networks as nw
 from lazykern.tn._backend import Backend
+from lazykern.tn.contraction import executor
 from lazykern.tn.einsum import (
     Algebra,
     ContractionPlan,
@@ -173,9 +174,8 @@ def test_measured_peak_is_under_the_predicted_one():
 def test_a_long_contraction_logs_its_progress(monkeypatch, caplog):
     """Progress goes to the lazykern logger at INFO (slices, steps, time left), never to stdout."""
     import logging
-    import sys
 
-    monkeypatch.setattr(sys.modules["lazykern.tn.einsum"], "PROGRESS_EVERY", 0.0)  # every step counts as long here
+    monkeypatch.setattr(executor, "PROGRESS_EVERY", 0.0)  # every step counts as long here
     sg = nw.square_lattice(4, seed=1)
     labels, tensors = sg.network()
     with caplog.at_level(logging.INFO, logger="lazykern"):

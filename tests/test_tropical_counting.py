@@ -508,7 +508,7 @@ def test_residues_per_pass_follow_the_predicted_peak():
     def net(free):
         be = SimpleNamespace(budget_bytes=lambda: free, dtype=lambda x: x.dtype)
         leaf = SimpleNamespace(parts=(np.zeros(1, np.float32),))
-        margin = _cost.POOL_MARGIN  # the network's (the pool's here; _Network.margin)
+        margin = _cost.POOL_MARGIN  # the network's (the pool's here; Network.margin)
         return SimpleNamespace(
             be=be, leaves=[leaf], peak=lambda plan, entry_bytes: 1000 * entry_bytes, margin=lambda plan, width: margin
         )

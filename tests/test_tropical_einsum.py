@@ -185,14 +185,14 @@ def test_every_opt_einsum_symbol_is_a_label():
 
 
 def test_slices_reuse_the_steps_no_sliced_label_reaches(monkeypatch):
-    from lazykern.tn.einsum import _Network
+    from lazykern.tn.contraction.network import Network
 
     rng = np.random.default_rng(4)
     ops = [rng.integers(-5, 5, (2, 2)).astype(float) for _ in range(6)]
     eq = "ab,bc,cd,de,ef,fa->"
     want = _reference_einsum.einsum_brute(eq[:-2].split(","), "", ops)
     calls, per_slice = [], []
-    real_bmm, real_run = _reference_einsum.bmm, _Network.run
+    real_bmm, real_run = _reference_einsum.bmm, Network.run
     monkeypatch.setattr(_reference_einsum, "bmm", lambda *a, **k: calls.append(1) or real_bmm(*a, **k))
 
     def run(self, *a, **k):
@@ -201,7 +201,7 @@ def test_slices_reuse_the_steps_no_sliced_label_reaches(monkeypatch):
         per_slice.append(len(calls) - before)
         return out
 
-    monkeypatch.setattr(_Network, "run", run)
+    monkeypatch.setattr(Network, "run", run)
     # cd,de -> ce and ef,ce -> cf carry no "a": contracted in the first slice only
     assert einsum(eq, *ops, optimize=[(2, 3), (2, 4), (0, 1), (0, 1), (0, 1)], slices="a") == want
     assert per_slice == [per_slice[0], per_slice[0] - 2]
@@ -231,18 +231,18 @@ def test_slices_queue_without_reading_back_or_planning_again(monkeypatch):
     """With a plan, no slice searches an order again, and no value is read back (a read waits
     for the GPU) before every slice is queued."""
     from lazykern.tn import _backend
-    from lazykern.tn.einsum import _Network
+    from lazykern.tn.contraction import plan as plan_module
+    from lazykern.tn.contraction.network import Network
 
-    einsum_module = sys.modules["lazykern.tn.einsum"]
     rng = np.random.default_rng(6)
     ops = [rng.integers(-5, 5, (2, 2)).astype(float) for _ in range(6)]
     inputs = ["ab", "bc", "cd", "de", "ef", "fa"]
     plan = tropical.contraction_plan(inputs, "", dict.fromkeys("abcdef", 2), optimize="greedy", slices="ac")
     events: list[str] = []
-    real_item, real_run = _backend.Backend.item, _Network.run
+    real_item, real_run = _backend.Backend.item, Network.run
     monkeypatch.setattr(_backend.Backend, "item", lambda *a: events.append("read") or real_item(*a))
-    monkeypatch.setattr(_Network, "run", lambda *a, **k: events.append("run") or real_run(*a, **k))
-    monkeypatch.setattr(einsum_module, "_search", lambda *a: pytest.fail("searched an order again"))
+    monkeypatch.setattr(Network, "run", lambda *a, **k: events.append("run") or real_run(*a, **k))
+    monkeypatch.setattr(plan_module, "search_path", lambda *a: pytest.fail("searched an order again"))
     want = _reference_einsum.einsum_brute(inputs, "", ops)
     assert einsum(",".join(inputs) + "->", *ops, optimize=plan) == want
     assert events == ["run"] * 4
@@ -257,9 +257,13 @@ def device_route():
     layout rule on the host too, and argmax pairs) run on the host: a backend that is not
     NumPy's, over NumPy arrays, so tropical.bmm computes with its reference."""
     from lazykern.tn import _backend
+    from lazykern.tn.contraction import operands, ship
 
-    einsum_module = sys.modules["lazykern.tn.einsum"]  # the package exports the function under that name
-    with mock.patch.object(einsum_module, "backend_of", lambda x: (_backend.Backend("cupy", np), np.asarray(x))):
+    def stand_in(x):
+        return _backend.Backend("cupy", np), np.asarray(x)
+
+    # where a network's operands are wrapped: built here, or rebuilt from a shipped one
+    with mock.patch.object(operands, "backend_of", stand_in), mock.patch.object(ship, "backend_of", stand_in):
         yield
 
 
@@ -301,6 +305,8 @@ def test_slice_ranges_add_up_to_the_whole():
     import importlib
 
     from lazykern.tn import networks as nw
+    from lazykern.tn._contract import Term
+    from lazykern.tn.contraction.network import Network
 
     einsum_module = importlib.import_module("lazykern.tn.einsum")
     sg = nw.square_lattice(4, seed=4)
@@ -308,12 +314,12 @@ def test_slice_ranges_add_up_to_the_whole():
     plan = einsum_module.contraction_plan(
         labels, (), dict.fromkeys(range(sg.n), 2), optimize="greedy", slices=(1, 6, 9)
     )
-    net = einsum_module._Network.build(labels, (), tensors, "maxplus", einsum_module.Algebra)
+    net = Network.build(labels, (), tensors, "maxplus", einsum_module.Algebra)
     whole = net.finish(einsum_module.contract_slices(net, plan, 0, plan.nslices, {}))
     parts = [einsum_module.contract_slices(net, plan, a, b, None) for a, b in ((0, 3), (3, 4), (4, 8))]
     total = parts[0]
     for p in parts[1:]:
-        total = einsum_module.Term(net.alg.add(total.parts, p.parts), p.labels)
+        total = Term(net.alg.add(total.parts, p.parts), p.labels)
     assert net.finish(total) == whole == -nw.ground_state_energy(sg)
     with pytest.raises(ValueError, match="hold none"):
         einsum_module.contract_slices(net, plan, 8, 8, None)
@@ -321,18 +327,19 @@ def test_slice_ranges_add_up_to_the_whole():
 
 def _recounted(monkeypatch) -> list[int]:
     """[steps run by the forward contraction, steps the backtracking recomputed]."""
-    einsum_module = importlib.import_module("lazykern.tn.einsum")  # the attribute is the function
+    from lazykern.tn.contraction import argmax, executor
+
     counts = [0, 0]
     phase = [0]
-    for name in ("contract", "reduce"):
-        real = getattr(einsum_module, name)
+    for name in ("contract", "reduce"):  # the run's steps and the backtracking's recomputed ones
+        real = getattr(executor, name)
 
         def counted(*args, real=real):
             counts[phase[0]] += 1
             return real(*args)
 
-        monkeypatch.setattr(einsum_module, name, counted)
-    backtrack = einsum_module._backtrack
+        monkeypatch.setattr(executor, name, counted)
+    backtrack = argmax._backtrack
 
     def marked(*args):
         phase[0] = 1
@@ -341,7 +348,7 @@ def _recounted(monkeypatch) -> list[int]:
         finally:
             phase[0] = 0
 
-    monkeypatch.setattr(einsum_module, "_backtrack", marked)
+    monkeypatch.setattr(argmax, "_backtrack", marked)
     return counts
 
 
@@ -350,10 +357,11 @@ def _recounted(monkeypatch) -> list[int]:
 def test_backtracking_by_segments_reaches_the_ground_state_with_any_budget(monkeypatch, budget, checkpoints):
     """Segments bounded by a few bytes (one step each) or by nothing, with and without checkpoints:
     the configuration's energy is the transfer matrix's, and each step is recomputed about once."""
-    einsum_module = importlib.import_module("lazykern.tn.einsum")
-    monkeypatch.setattr(einsum_module._Network, "segment_bytes", lambda self, *args: budget)
+    from lazykern.tn.contraction.network import Network
+
+    monkeypatch.setattr(Network, "segment_bytes", lambda self, *args: budget)
     if not checkpoints:
-        monkeypatch.setattr(einsum_module._Network, "checkpoints", lambda self, *args: frozenset())
+        monkeypatch.setattr(Network, "checkpoints", lambda self, *args: frozenset())
     counts = _recounted(monkeypatch)
     for L, J, field in ((8, "gaussian", 0.3), (9, "pm1", 0.0)):
         sg = nw.square_lattice(L, seed=L, J=J, field=field)
@@ -404,13 +412,14 @@ def test_the_one_chunk_product_without_argmax_gives_the_chunked_walks_values(sem
 def test_an_explicit_path_is_costed_once(monkeypatch):
     """contraction_plan keeps the plan of an explicit path: the same call gives the same plan without
     walking the path again; another memory limit or path is planned afresh, and equals a fresh plan."""
-    module = sys.modules["lazykern.tn.einsum"]  # the package exports the function under that name
+    from lazykern.tn.contraction import plan as module  # where contraction_plan looks its helpers up
+
     sizes = dict(a=2, b=3, c=4, d=5)
     inputs, path = ["ab", "bc", "cd"], [(1, 2), (0, 1)]
     first = module.contraction_plan(inputs, "", sizes, optimize=path)
     walks = []
-    real = module._costs
-    monkeypatch.setattr(module, "_costs", lambda *a: walks.append(1) or real(*a))
+    real = module.costs
+    monkeypatch.setattr(module, "costs", lambda *a: walks.append(1) or real(*a))
     assert module.contraction_plan(inputs, "", sizes, optimize=list(path)) is first and walks == []
     sliced = module.contraction_plan(inputs, "", sizes, optimize=path, memory_limit=2)
     assert walks and sliced.sliced and sliced is not first

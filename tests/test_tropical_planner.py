@@ -233,13 +233,12 @@ def test_a_costly_network_gets_a_second_search_where_the_first_leaves_it_costly(
     (5 s left 3-regular n = 200 at 2^38 or 2^34 by process), a second search of (LONG_SEARCH_TIMES - 1)
     times the default refines the best with other seeds; a cheap network, one whose first search found a
     cheap order, or a caller's max_time gets one search."""
-    import importlib
-
     import networkx as nx
 
     from lazykern.tn import _planner
+    from lazykern.tn.contraction import plan as P
+    from lazykern.tn.contraction import search as S
 
-    E = importlib.import_module("lazykern.tn.einsum")  # the module (lazykern.tn.einsum is also the function)
     searches = []
     cheap_order: list = []
 
@@ -251,13 +250,13 @@ def test_a_costly_network_gets_a_second_search_where_the_first_leaves_it_costly(
     g = nx.random_regular_graph(3, 200, seed=200)
     edges = [tuple(e) for e in g.edges]
     sizes = dict.fromkeys(g.nodes, 2)
-    greedy = E._search(edges, (), sizes, "greedy")[0]
-    assert E._costs(edges, (), sizes, greedy, {})[1] >= E.LONG_SEARCH_FLOPS  # the costly kind
+    greedy = S.search_path(edges, (), sizes, "greedy")[0]
+    assert S.costs(edges, (), sizes, greedy, {})[1] >= S.LONG_SEARCH_FLOPS  # the costly kind
     contraction_plan(edges, (), sizes, optimize="cotengra", memory_limit=2**40, max_time=given, store=False)
     base = round(_planner.DEFAULT_MAX_TIME if given is None else given)
     if given is None:  # nothing better than greedy: refined in a second search, other seeds
-        rest = round(_planner.DEFAULT_MAX_TIME * (E.LONG_SEARCH_TIMES - 1))
-        assert searches == [(base, 0, False), (rest, E._SECOND_SEED, True)]
+        rest = round(_planner.DEFAULT_MAX_TIME * (S.LONG_SEARCH_TIMES - 1))
+        assert searches == [(base, 0, False), (rest, S._SECOND_SEED, True)]
     else:
         assert searches == [(base, 0, False)]
     searches.clear()
@@ -268,7 +267,8 @@ def test_a_costly_network_gets_a_second_search_where_the_first_leaves_it_costly(
         searches.clear()
         path = [(0, 1)] * (len(edges) - 1)  # what the workers found, priced cheap below (greedy: costly)
         cheap_order.append((path, []))
-        monkeypatch.setattr(E, "_costs", lambda *a: (2, 4) if a[3] == path else (2, 2**40))
+        for module in (S, P):  # the search's candidates, and the plan's own figures
+            monkeypatch.setattr(module, "costs", lambda *a: (2, 4) if a[3] == path else (2, 2**40))
         contraction_plan(edges, (), sizes, optimize="cotengra", memory_limit=2**40, store=False)
         assert searches == [(base, 0, False)]
 

@@ -14,6 +14,8 @@ from lazykern.errors import DeviceMemoryError
 from lazykern.tn import _cost, _recompute
 from lazykern.tn import networks as nw
 from lazykern.tn._backend import Backend
+from lazykern.tn.contraction import argmax
+from lazykern.tn.contraction.network import Network
 
 from ._spin_oracles import transfer_matrix
 
@@ -91,7 +93,7 @@ def test_a_32x32_configuration_is_planned_to_fit_an_h100_and_redo_about_one_cont
 
 
 def _walked(tree: _recompute.Tree, keep: float, save: frozenset[int], budget: float, entry_bytes: int) -> tuple:
-    """The backtracking's walk step by step (as :func:`lazykern.tn.einsum._backtrack` runs it): every step
+    """The backtracking's walk step by step (as :func:`lazykern.tn.contraction.argmax._backtrack` runs it): every step
     of a segment visited, the labels chosen so far fixed; the oracle of Tree.redone's grouped walk."""
     steps, entries, result = tree.steps, tree.entries, tree.result
     chosen: set = set()
@@ -212,7 +214,7 @@ def test_a_split_the_device_refuses_is_planned_once_more_with_a_largest_intermed
     free = int(net.peak(plan, -1) * _cost.POOL_MARGIN * 3)
     monkeypatch.setattr(Backend, "free_bytes", lambda self: free)
     planned, runs = [], []
-    split, run = einsum_module._Network.backtracking, einsum_module._argmax_run
+    split, run = Network.backtracking, argmax._argmax_run
 
     def backtracking(self, plan, room):
         planned.append(room)
@@ -224,14 +226,14 @@ def test_a_split_the_device_refuses_is_planned_once_more_with_a_largest_intermed
             raise DeviceMemoryError("the device refused an allocation (a test's)")
         return run(*args, **kwargs)
 
-    monkeypatch.setattr(einsum_module._Network, "backtracking", backtracking)
-    monkeypatch.setattr(einsum_module, "_argmax_run", refused_once)
+    monkeypatch.setattr(Network, "backtracking", backtracking)
+    monkeypatch.setattr(argmax, "_argmax_run", refused_once)
     with caplog.at_level(logging.WARNING, logger="lazykern"):
         E, spins = nw.ground_state(sg, optimize=plan)
     assert planned == [free, free - plan.largest * net.entry_bytes] and runs == [0, 1]
     assert "refused the split" in caplog.text
     assert E == pytest.approx(E0, abs=1e-9) and sg.energy(spins) == pytest.approx(E0, abs=1e-9)
-    monkeypatch.setattr(einsum_module, "_argmax_run", lambda *a, **k: (_ for _ in ()).throw(DeviceMemoryError("no")))
+    monkeypatch.setattr(argmax, "_argmax_run", lambda *a, **k: (_ for _ in ()).throw(DeviceMemoryError("no")))
     with pytest.raises(DeviceMemoryError):  # refused twice: the error, not a third try
         nw.ground_state(sg, optimize=plan)
 

@@ -52,7 +52,7 @@ class Algebra:
     counting = False
     strided = True  # has a row kernel for :mod:`._strided` steps (``rows``); False: every step is ``bmm``
     # The buffer an energy's run keeps its boundary in (:mod:`._arena`), set for one run by the executor
-    # when the run fits the device only so (:meth:`lazykern.tn.einsum._Network.use_arena`).
+    # when the run fits the device only so (:meth:`lazykern.tn.contraction.network.Network.use_arena`).
     arena: _arena.Arena | None = None
 
     def __init__(self, semiring: str, backend: Backend, grad: bool = False) -> None:

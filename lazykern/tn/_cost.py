@@ -6,7 +6,7 @@ while opt_einsum's greedy order, with ten times the multiply-adds, ran at 86%. S
 larger of its multiply-adds at the GEMM rate and its bytes at the copy bandwidth, plus a fixed cost
 per launch; the rates are measured figures, kept here and nowhere else.
 
-The peak is the largest set of arrays alive at once as :meth:`lazykern.tn.einsum._Network.run`
+The peak is the largest set of arrays alive at once as :meth:`lazykern.tn.contraction.executor.Executor.run`
 executes the plan: every live intermediate, plus during a step its operands' layout copies and its
 result, plus the argmax of every step whose choice is kept for backtracking (int32 per entry, and
 the value beside it: a product allocates both in one buffer, which a kept index view holds).

@@ -1,7 +1,7 @@
 """The kernels an energy's contraction on a GPU launches besides its bit-addressed steps, built ahead in threads.
 
 A contraction's first launch of each kernel waits for its build. The bit-addressed kernels of a plan
-are named by the plan and built beside each other once it is made (``_Network.prefetch``); the others
+are named by the plan and built beside each other once it is made (``Network.prefetch``); the others
 (the permutation copies that arrange operands, the row kernels of strided steps and the batched products
 of the small steps) are the same few for every large max-plus network of one dtype. With an empty store
 a 32 x 32 energy built those six one after another at their first launches: 1.7 s of its 4.2 s on an

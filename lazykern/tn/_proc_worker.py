@@ -77,7 +77,7 @@ def _to_module(x: np.ndarray, module: str) -> Any:
 
 
 def slices(shipped: dict[str, Any], module: str, plan: Any, start: int, stop: int) -> dict[str, Any]:
-    """Slices ``start`` to ``stop`` of the network :func:`lazykern.tn.einsum.ship` described, contracted
+    """Slices ``start`` to ``stop`` of the network :func:`lazykern.tn.contraction.ship.ship` described, contracted
     along ``plan`` with ``module``'s arrays on this process's device (under that device's memory guard):
     ``value`` is the partial's arrays on the host and its labels (see :func:`_timed`)."""
     from .einsum import contract_range

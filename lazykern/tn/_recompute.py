@@ -2,7 +2,7 @@
 
 A configuration needs each step's choice at the position the steps above it chose. The choices of
 the steps with at most ``keep`` result entries are kept by the run; every other step is recomputed
-by :func:`lazykern.tn.einsum._backtrack` in segments: the subtree under the first step without a
+by :func:`lazykern.tn.contraction.argmax._backtrack` in segments: the subtree under the first step without a
 choice, down to the checkpoints (steps whose values the run kept), with the labels chosen so far
 fixed, keeping the smallest of the segment's choices within ``budget`` bytes. This module walks the
 same way over the plan's labels, so that memory can be split between kept choices, checkpoints
@@ -14,7 +14,7 @@ product over its free bits. A segment's walk meets every step below its top down
 thousands on a sweep, though only the steps without a kept choice (the boundary's) can be a
 checkpoint or a choice the segment keeps: the steps between two of those are summed once per plan,
 and a group is walked step by step only where a chosen label reaches it (near the segment's top).
-So one pricing takes milliseconds, and :meth:`lazykern.tn.einsum._Network.checkpoints` can compare
+So one pricing takes milliseconds, and :meth:`lazykern.tn.contraction.checkpoints.Checkpoints.checkpoints` can compare
 many sets of checkpoints.
 
 >>> inputs = [(0, 1), (1, 2), (2, 3)]

@@ -141,7 +141,8 @@ def run_shared(
     """Run the shared steps of ``net`` (:func:`lazykern.tn.einsum.build_network`'s, in int64 counts) in
     ``plan``'s order; the shorter plan's leaves: their labels, and their operands (a leaf's own of
     ``operands`` and ``labels``, a shared result's (values, int64 counts)). Each step keeps the labels its
-    operands share with a term not yet contracted, or the output, as :meth:`_Network.run` decides them."""
+    operands share with a term not yet contracted, or the output, as
+    :meth:`.contraction.executor.Executor.run` decides them."""
     live: list[tuple[tuple[str, int], Any]] = [(("leaf", i), t) for i, t in enumerate(net.leaves)]
     uses: Counter[Label] = Counter(x for _, t in live for x in t.labels)
     output = set(net.output)
@@ -258,7 +259,7 @@ def walk(
     """The shared steps run here, each ``product(operands, their labels, the union of their labels, the
     labels kept)``; the shorter plan's leaves (labels and parts), :attr:`Split.sources`' order. Each step
     keeps the labels its operands share with a term not yet contracted, or the output, as
-    :meth:`lazykern.tn.einsum._Network.run` decides them (read in ``path``'s order).
+    :meth:`lazykern.tn.contraction.executor.Executor.run` decides them (read in ``path``'s order).
 
     Steps that do not depend on each other and have one form run as one product: the steps in waves (a
     step's wave is one past its operands' latest), each wave's steps grouped by their form (the union's

@@ -9,7 +9,7 @@ host: their groups are host threads (NumPy's kernels release the GIL).
 
 GPU operands spread over processes instead (:mod:`._procs`): the group on the operands' device runs in this
 process, each other group in a worker process of its device (ended with the call that started it;
-``keep_workers()`` keeps it), sent the network as host arrays (:func:`lazykern.tn.einsum.ship`) and the plan
+``keep_workers()`` keeps it), sent the network as host arrays (:func:`lazykern.tn.contraction.ship.ship`) and the plan
 (no search in a worker); its partial comes back as host arrays and is added as a thread's would be, in group
 order. One interpreter driving every device takes turns on the GIL between their host work (a spread's steps
 are hundreds of small launches); a process per device does not. ``LAZYKERN_SPREAD`` (``threads`` /
@@ -48,7 +48,7 @@ Activate = Callable[[int | None], AbstractContextManager[Any]]
 
 
 class SlicedNetwork(Protocol):
-    """What this module needs of a network (:class:`lazykern.tn.einsum._Network`)."""
+    """What this module needs of a network (:class:`lazykern.tn.contraction.network.Network`)."""
 
     be: Backend
     alg: Algebra

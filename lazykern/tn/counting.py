@@ -514,7 +514,7 @@ def residues_per_pass(net: Any, plan: Any) -> int:
 
 def _fits(net: Any, plan: Any, entry_bytes: int) -> bool:
     """Whether a pass of ``plan`` with ``entry_bytes`` an entry fits the free device memory (the host: its
-    available RAM; yes where unknown), by the network's margin (:meth:`~lazykern.tn.einsum._Network.margin`:
+    available RAM; yes where unknown), by the network's margin (:meth:`~lazykern.tn.contraction.network.Network.margin`:
     on CuPy a sweep's boundaries are allocations of their own, outside the pool). Under the pool's margin
     alone (1.05) the H100's 32 x 32 passes of 12 bytes an entry ran out of memory with 77.3 GB in use, their
     predicted peak, the pool holding the freed 2^31-entry boundary's blocks cut up (2026-11-28)."""
