@@ -35,7 +35,8 @@ def row(prop_name: str, n: int, reps: int) -> dict[str, Any]:
     C = importlib.import_module("lazykern.tn._contract")
     OP = importlib.import_module("lazykern.tn.contraction.operands")  # wraps a network's operands
     E = importlib.import_module("lazykern.tn.contraction.executor")  # runs its steps
-    S = importlib.import_module("lazykern.tn.solver")
+    # the solver modules that read the backend of a device array (configurations, the polynomial's memory)
+    S = [importlib.import_module(f"lazykern.tn.solving.{m}") for m in ("configurations", "graph_poly")]
     K = importlib.import_module("lazykern.tn.algebras.kbest")
     M = importlib.import_module("lazykern.tn._permute")
     prop = {"sizemax": Q.SizeMax(), "countingmax2": Q.CountingMax(2), "sizemax2": Q.SizeMax(2)}[prop_name]
@@ -82,7 +83,8 @@ def row(prop_name: str, n: int, reps: int) -> dict[str, Any]:
         return call
 
     patch(OP, "backend_of", stand_in)
-    patch(S, "backend_of", stand_in)
+    for module in S:
+        patch(module, "backend_of", stand_in)
     patch(E, "contract", counted("steps"))
     patch(C, "_arrange", counted("_arrange", timed=True))
     patch(B.Backend, "strides", counted("strides"))

@@ -1,4 +1,4 @@
-"""CountingMax / CountingMin (k > 1), lazykern/tn/solver.py's ``counting``: a pass of float32 counts
+"""CountingMax / CountingMin (k > 1), lazykern/tn/solving/sizes.py's ``counting``: a pass of float32 counts
 answers whenever the k best counts are below 2^24, then one of float64 counts below 2^53
 (kbest.FLOAT_EXACT); a count past both is counted again by the integer rings (int64, or residues past
 2^63). Checked against exact counts of disjoint
@@ -13,17 +13,20 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from lazykern.tn import _components, solve
 from lazykern.tn import problems as P
 from lazykern.tn import properties as Q
-from lazykern.tn import solve, solver
 from lazykern.tn.algebras import kbest
+from lazykern.tn.solving import configurations
+from lazykern.tn.solving import sizes as solving_sizes
+from lazykern.tn.solving.context import Context
 
 
 @pytest.fixture(autouse=True)
 def one_network(monkeypatch):
     """These problems are unions of small components, built to make counts past 2^53 and 2^63: each is
     contracted as one network here (the passes under test), not counted apart (tests/test_tn_components.py)."""
-    monkeypatch.setattr(solver._components, "SMALL", 0)
+    monkeypatch.setattr(_components, "SMALL", 0)
 
 
 def _component_polynomial(g: nx.Graph, weights: list[int]) -> dict[int, int]:
@@ -60,13 +63,13 @@ def _union(parts: list[tuple[nx.Graph, list[int]]]) -> tuple[P.IndependentSet, d
 def _passes(monkeypatch) -> list[str]:
     """The algebra of every contraction ``solve`` runs, by name."""
     seen: list[str] = []
-    real = solver._Context.contract
+    real = Context.contract
 
     def contract(self, tab, labels, output, operands, semiring, algebra, plan=None):
         seen.append(algebra.__name__)
         return real(self, tab, labels, output, operands, semiring, algebra, plan)
 
-    monkeypatch.setattr(solver._Context, "contract", contract)
+    monkeypatch.setattr(Context, "contract", contract)
     return seen
 
 
@@ -119,8 +122,9 @@ def test_small_best_counts_take_one_float_pass(monkeypatch):
 def test_counts_past_2_53_are_counted_again(monkeypatch, n, want, passes):
     """Every configuration at one size (all weights 0: 5 * 2^(n - 3) independent sets of a path of 3
     and n - 3 isolated vertices): the float pass, then the integer rings the bound asks for."""
-    # one size occurs: solve would cap k at 1 (solver._k_cap); these are the k-best passes' checks
-    monkeypatch.setattr(solver, "_k_cap", lambda tab, k: k)
+    # one size occurs: solve would cap k at 1 (values.k_cap); these are the k-best passes' checks
+    for where in (solving_sizes, configurations):  # every module that calls k_cap
+        monkeypatch.setattr(where, "k_cap", lambda tab, k: k)
     seen = _passes(monkeypatch)
     p = P.IndependentSet((n, [(0, 1), (1, 2)]), weights=[0] * n)
     assert solve(p, Q.CountingMax(2)) == [(0, want)]

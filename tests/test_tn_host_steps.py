@@ -11,10 +11,10 @@ import pytest
 
 from lazykern.tn import _host_steps, _tables
 from lazykern.tn import problems as P
-from lazykern.tn import solver as S
 from lazykern.tn._contract import Algebra
 from lazykern.tn.algebras import kbest, modular
 from lazykern.tn.einsum import contract_network, contraction_plan
+from lazykern.tn.solving import values as V
 
 
 def _network(problem):
@@ -58,13 +58,13 @@ PROBLEMS = {
 @pytest.mark.parametrize("largest", [True, False])
 def test_values_max_and_min_plus(name, largest):
     tab, path = _network(PROBLEMS[name]())
-    values = S._values(tab, S.value_dtype(tab, tropical_only=True), largest)
+    values = V.size_values(tab, V.value_dtype(tab, tropical_only=True), largest)
     full, short = _both(tab, path, values, "maxplus" if largest else "minplus", Algebra)
     assert full == short
 
 
 def _kbest_cases(tab):
-    values = S._values(tab, S.value_dtype(tab, tropical_only=False), True)
+    values = V.size_values(tab, V.value_dtype(tab, tropical_only=False), True)
     masks = tab.mask
     return {
         "k=2 values": ([(v,) for v in values], kbest.algebra(2)),
@@ -93,7 +93,7 @@ def test_kbest_values_and_counts(name, case):
 
 def test_counts_past_a_prime_are_reduced_as_the_device_reduces_them():
     tab, path = _network(PROBLEMS["independent set"]())
-    values = S._values(tab, S.value_dtype(tab, tropical_only=False), True)
+    values = V.size_values(tab, V.value_dtype(tab, tropical_only=False), True)
     counts = [np.where(m, 7, 0).astype(np.int64) for m in tab.mask]  # each leaf counts 7: past the prime 5
     full, short = _both(tab, path, list(zip(values, counts)), "maxplus", kbest.algebra(2, True, 5))
     assert full == short
@@ -101,7 +101,7 @@ def test_counts_past_a_prime_are_reduced_as_the_device_reduces_them():
 
 def test_algebras_it_does_not_run_are_left_to_the_contraction():
     tab, path = _network(PROBLEMS["independent set"]())
-    values = S._values(tab, S.value_dtype(tab, tropical_only=False), True)
+    values = V.size_values(tab, V.value_dtype(tab, tropical_only=False), True)
     paired = kbest.paired_algebra(2, 65521)
     operands = [(v, m.astype("i8")) for v, m in zip(values, tab.mask)]
     assert _host_steps.first(tab.labels, (), operands, "maxplus", paired, path, operands, np.asarray) is None
@@ -127,7 +127,7 @@ def test_a_label_twice_in_one_operand_takes_its_diagonal():
 
 def test_a_plan_of_only_small_steps_is_left_whole():
     tab, path = _network(P.IndependentSet(nx.petersen_graph()))
-    values = S._values(tab, S.value_dtype(tab, tropical_only=True), True)
+    values = V.size_values(tab, V.value_dtype(tab, tropical_only=True), True)
     assert _host_steps.first(tab.labels, (), values, "maxplus", Algebra, path, values, np.asarray) is None
 
 
@@ -171,7 +171,7 @@ def test_largest_size_beside_the_float_count_of_configurations(name):
     from lazykern.tn.algebras import floatsum
 
     tab, path = _network(PROBLEMS[name]())
-    values = S._values(tab, S.value_dtype(tab, tropical_only=True), True)
+    values = V.size_values(tab, V.value_dtype(tab, tropical_only=True), True)
     operands = [(v, m.astype(np.float64)) for v, m in zip(values, tab.mask)]
     full, short = _both(tab, path, operands, "maxplus", floatsum.SizeAndCountAlgebra)
     assert full[0] == short[0] and full[1] >= 1
@@ -187,7 +187,7 @@ def test_steps_of_one_form_run_together_and_scalars_stay_arrays(monkeypatch):
     for _ in range(10):
         g = nx.disjoint_union(g, nx.cycle_graph(3))
     tab, path = _network(P.IndependentSet(g))
-    values = S._values(tab, S.value_dtype(tab, tropical_only=True), True)
+    values = V.size_values(tab, V.value_dtype(tab, tropical_only=True), True)
     calls = []
     made = _shared.values_product
 

@@ -1,4 +1,4 @@
-"""GraphPolynomial carries its evaluation points in groups the memory holds (lazykern/tn/solver.py)."""
+"""GraphPolynomial carries its evaluation points in groups the memory holds (lazykern/tn/solving/graph_poly.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from lazykern.tn import solve
 
 from ._gtn_brute import Brute
 
-S = importlib.import_module("lazykern.tn.solver")
+S = importlib.import_module("lazykern.tn.solving.graph_poly")
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def passes(monkeypatch):
     """The point count of each polynomial contraction (the networks whose output is the points: the
     points are every operand's first axis)."""
     seen: list[int] = []
-    real = S._Context.contract
+    real = S.Context.contract
 
     def spy(self, tab, labels, output, operands, *rest, **kw):
         if output == (S.polynomial.POINTS,):
@@ -30,7 +30,7 @@ def passes(monkeypatch):
             seen.append(int(first.shape[0]))
         return real(self, tab, labels, output, operands, *rest, **kw)
 
-    monkeypatch.setattr(S._Context, "contract", spy)
+    monkeypatch.setattr(S.Context, "contract", spy)
     return seen
 
 
@@ -41,18 +41,18 @@ def test_points_in_groups_give_the_same_exact_polynomial(passes):
     assert solve(p, Q.GraphPolynomial()) == want
     whole = set(passes)
     passes.clear()
-    ctx = S._Context(np, "auto", None, None, None)
+    ctx = S.Context(np, "auto", None, None, None)
     largest = S._largest_intermediate(S._tables.build(p, {}), ctx)
     assert solve(p, Q.GraphPolynomial(), memory_limit=2 * largest) == want
     assert whole == {len(want)} and max(passes) <= 2 and sum(passes) % len(want) == 0
 
 
 def test_points_per_pass_is_the_limit_over_the_largest_intermediate():
-    ctx = S._Context(np, "greedy", 2**20, None, None)
+    ctx = S.Context(np, "greedy", 2**20, None, None)
     assert S._points_per_pass(ctx, 2**16, 8, 91) == 16
     assert S._points_per_pass(ctx, 2**21, 8, 91) == 1  # past the limit alone: one point, sliced
     assert S._points_per_pass(ctx, 1, 8, 91) == 91
-    ctx = S._Context(np, "greedy", None, None, None)  # the host's default target
+    ctx = S.Context(np, "greedy", None, None, None)  # the host's default target
     assert 1 <= S._points_per_pass(ctx, 2**10, 40, 91) <= 91
 
 
@@ -81,8 +81,8 @@ def test_points_in_one_sliced_plan_of_their_own_give_the_same_exact_polynomial(p
 def test_a_callers_own_order_is_never_replanned(monkeypatch):
     p = P.IndependentSet(nx.random_regular_graph(3, 12, seed=4))
     tab = S._tables.build(p, {})
-    path = [tuple(x) for x in S.contraction_plan(tab.labels, (), S._sizes_of(tab), optimize="greedy").path]
+    path = [tuple(x) for x in S.contraction_plan(tab.labels, (), S.label_sizes(tab), optimize="greedy").path]
     monkeypatch.setattr(S, "_REPLAN_SECONDS", 0.0)
     labels = [(S.polynomial.POINTS, *lab) for lab in tab.labels]
-    ctx = S._Context(np, path, 2**4, None, None)
+    ctx = S.Context(np, path, 2**4, None, None)
     assert S._points_plan(tab, labels, 7, 1, 8, ctx) is None

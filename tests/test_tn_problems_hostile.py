@@ -19,6 +19,7 @@ from lazykern.tn import problems as P
 from lazykern.tn import properties as Q
 from lazykern.tn import solve, solver
 from lazykern.tn.algebras import polynomial
+from lazykern.tn.solving.values import k_cap
 from tests._gtn_brute import Brute
 
 B = 2**45
@@ -71,16 +72,16 @@ def test_k_past_the_sizes_that_occur_costs_nothing():
 
 def test_k_is_capped_by_configurations_and_by_the_size_range():
     path = solver._tables.build(P.IndependentSet((3, [(0, 1), (1, 2)])), {})
-    assert solver._k_cap(path, 100000) == 3 and solver._k_cap(path, 2) == 2  # sizes 0..2
+    assert k_cap(path, 100000) == 3 and k_cap(path, 2) == 2  # sizes 0..2
     heavy = solver._tables.build(P.IndependentSet((2, []), weights=[10**6, 1]), {})
-    assert solver._k_cap(heavy, 100000) == 4  # 2^2 configurations, a range of 10^6 + 2
+    assert k_cap(heavy, 100000) == 4  # 2^2 configurations, a range of 10^6 + 2
     with pytest.warns(LazykernWarning, match="not short decimals"):
         thirds = solver._tables.build(P.IndependentSet((3, []), weights=[1 / 3, 1 / 7, 1 / 9]), {})
-    assert solver._k_cap(thirds, 100000) == 8  # floats: the configurations alone
+    assert k_cap(thirds, 100000) == 8  # floats: the configurations alone
     decimals = solver._tables.build(P.IndependentSet((3, []), weights=[0.1, 0.2, 0.3]), {})
-    assert solver._k_cap(decimals, 100000) == 7  # numerators 0..6 of 1/10
+    assert k_cap(decimals, 100000) == 7  # numerators 0..6 of 1/10
     many = solver._tables.build(P.IndependentSet((300, [])), {})
-    assert solver._k_cap(many, 10**9) == 301
+    assert k_cap(many, 10**9) == 301
 
 
 def test_k_best_sizes_of_weighted_problems_are_unchanged_by_the_cap():

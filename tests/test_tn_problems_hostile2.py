@@ -17,6 +17,9 @@ from lazykern.errors import LazykernWarning
 from lazykern.tn import problems as P
 from lazykern.tn import properties as Q
 from lazykern.tn import solve, solver
+from lazykern.tn.solving import configurations
+from lazykern.tn.solving import sizes as solving_sizes
+from lazykern.tn.solving.values import k_cap
 
 mpmath = pytest.importorskip("mpmath")
 
@@ -158,7 +161,7 @@ def test_k_best_of_float_sizes_is_capped_by_the_combinations_that_occur():
         warnings.simplefilter("ignore", LazykernWarning)
         p = P.IndependentSet((9, [(i, i + 1) for i in range(8)]), weights=[1 / 3] * 9)
         tab = solver._tables.build(p, {})
-        assert solver._k_cap(tab, 10**9) <= 89  # the path's independent sets, not 2^9
+        assert k_cap(tab, 10**9) <= 89  # the path's independent sets, not 2^9
         got = solve(p, Q.SizeMax(10**9))
     assert [Fraction(x).limit_denominator(10) for x in got] == [Fraction(j, 3) for j in (5, 4, 3, 2, 1, 0)]
     assert len(set(got)) == len(got)
@@ -169,16 +172,17 @@ def test_the_float_cap_leaves_every_k_best_answer_unchanged(monkeypatch):
         warnings.simplefilter("ignore", LazykernWarning)
         p = P.IndependentSet((6, [(0, 1), (1, 2), (3, 4)]), weights=[1 / 3, 1 / 7, 1 / 3, 0.1 + 1 / 9, 1 / 3, 2 / 3])
         capped = [solve(p, prop(k)) for prop in (Q.SizeMax, Q.SizeMin, Q.CountingMax) for k in (3, 100, 10**6)]
-        monkeypatch.setattr(solver, "_k_cap", lambda tab, k: min(k, 64))  # every configuration's own value
+        for where in (solving_sizes, configurations):  # every module that calls k_cap
+            monkeypatch.setattr(where, "k_cap", lambda tab, k: min(k, 64))  # every configuration's own value
         full = [solve(p, prop(k)) for prop in (Q.SizeMax, Q.SizeMin, Q.CountingMax) for k in (3, 100, 10**6)]
     assert capped == full
 
 
 def test_the_integer_cap_counts_distinct_sums():
     tab = solver._tables.build(P.IndependentSet((4, []), weights=[1, 10, 100, 1000]), {})
-    assert solver._k_cap(tab, 10**9) == 16
+    assert k_cap(tab, 10**9) == 16
     tab = solver._tables.build(P.IndependentSet((12, []), weights=[10**6] * 12), {})
-    assert solver._k_cap(tab, 10**9) == 13  # 0, 10^6, ..., 12 * 10^6: not the range of 1.2e7
+    assert k_cap(tab, 10**9) == 13  # 0, 10^6, ..., 12 * 10^6: not the range of 1.2e7
     p = P.IndependentSet((12, []), weights=[10**6] * 12)
     assert solve(p, Q.SizeMin(10**9)) == [j * 10**6 for j in range(13)]
 

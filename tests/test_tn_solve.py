@@ -410,23 +410,23 @@ def test_a_repeated_solve_plans_its_order_once(monkeypatch):
     """The second solve of one problem structure (another problem object, another property) takes
     the order the first found in this process: no planning, the same answer."""
     from lazykern.tn import problems as P
-    from lazykern.tn import solver
     from lazykern.tn._contract import Algebra
+    from lazykern.tn.solving import context
 
     graph = nx.random_regular_graph(3, 14, seed=4)
     first = solve(P.IndependentSet(graph), Q.SizeMax(), optimize="greedy")
     orders = []  # the tropical network of zeros that ctx.order plans (the passes plan other algebras)
-    real = solver.build_network
+    real = context.build_network
 
     def counted(*args, **kwargs):
         orders.extend([1] if args[4] is Algebra else [])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(solver, "build_network", counted)
+    monkeypatch.setattr(context, "build_network", counted)
     assert solve(P.IndependentSet(graph), Q.SizeMax(), optimize="greedy") == first
     assert solve(P.IndependentSet(graph), Q.CountingMax(2), optimize="greedy")[0][0] == first[0]
     assert orders == []
-    monkeypatch.setattr(solver, "_orders", {})
+    monkeypatch.setattr(context, "_orders", {})
     assert solve(P.IndependentSet(graph), Q.SizeMax(), optimize="greedy") == first
     assert orders == [1]  # forgotten: planned again
 
@@ -436,11 +436,11 @@ def test_put_all_copies_each_dtype_once_into_aligned_views():
     own entries and shape, starting on a 256-byte boundary."""
     import types
 
-    from lazykern.tn import solver
+    from lazykern.tn.solving.context import Context
 
     copies = []
     fake = types.SimpleNamespace(__name__="fakecupy", asarray=lambda x: copies.append(x.dtype) or np.array(x))
-    ctx = solver._Context(fake, "greedy", None, None, None)
+    ctx = Context(fake, "greedy", None, None, None)
     rng = np.random.default_rng(2)
     arrays = [rng.standard_normal(s).astype(np.float32) for s in [(2, 2), (), (3,), (0,), (2, 2, 2)]]
     arrays.insert(2, np.arange(5, dtype=np.int64))
@@ -459,8 +459,8 @@ def test_counting_max_builds_one_network_per_pass(monkeypatch):
     import importlib
 
     from lazykern.tn import problems as P
-    from lazykern.tn import solver
     from lazykern.tn.contraction.network import Network
+    from lazykern.tn.solving import context
 
     E = importlib.import_module("lazykern.tn.einsum")
     graph = nx.random_regular_graph(3, 12, seed=6)
@@ -473,7 +473,7 @@ def test_counting_max_builds_one_network_per_pass(monkeypatch):
         return real_build(cls, *args, **kwargs)
 
     monkeypatch.setattr(Network, "build", classmethod(build))
-    monkeypatch.setattr(solver, "contract_network", lambda *a, **k: passes.append(1) or real_contract(*a, **k))
+    monkeypatch.setattr(context, "contract_network", lambda *a, **k: passes.append(1) or real_contract(*a, **k))
     got = solve(P.IndependentSet(graph), Q.CountingMax(2), optimize="greedy")
     assert got == brute_answers(independent_set(12, list(graph.edges())), k=2)["cmax"]
     assert passes and len(builds) == len(passes)
@@ -486,14 +486,14 @@ def test_polynomial_primes_come_from_a_float_count_bound(petersen, monkeypatch):
     import networkx as nx
 
     from lazykern.tn import problems as P
-    from lazykern.tn import solver
     from lazykern.tn.algebras import floatsum
+    from lazykern.tn.solving import graph_poly
 
     counted, found = [], []
-    real, real_pass = solver._modular_count, solver._largest_and_count_bound
-    monkeypatch.setattr(solver, "_modular_count", lambda tab, ctx: counted.append(1) or real(tab, ctx))
+    real, real_pass = graph_poly._modular_count, graph_poly._largest_and_count_bound
+    monkeypatch.setattr(graph_poly, "_modular_count", lambda tab, ctx: counted.append(1) or real(tab, ctx))
     monkeypatch.setattr(
-        solver, "_largest_and_count_bound", lambda tab, ctx: found.append(real_pass(tab, ctx)) or found[-1]
+        graph_poly, "_largest_and_count_bound", lambda tab, ctx: found.append(real_pass(tab, ctx)) or found[-1]
     )
     assert solve(petersen, Q.GraphPolynomial()) == [1, 10, 30, 30, 5] and counted == []
     assert found[-1][0] == 4 and 76 <= found[-1][1] <= 77  # 76 independent sets; the margin adds at most 1
@@ -514,16 +514,18 @@ def test_polynomial_lowest_size_is_proven_by_a_uniform_configuration(monkeypatch
     configuration is infeasible and all-in is above the bound: contracted."""
     from lazykern.tn import problems as P
     from lazykern.tn import solver
+    from lazykern.tn.solving import apart, graph_poly
     from tests import _gtn_instances as I
 
     asked = []
     real = solver.sizes
-    monkeypatch.setattr(solver, "sizes", lambda tab, k, big, ctx: asked.append(big) or real(tab, k, big, ctx))
+    for where in (solver, apart, graph_poly):  # every module that calls sizes
+        monkeypatch.setattr(where, "sizes", lambda tab, k, big, ctx: asked.append(big) or real(tab, k, big, ctx))
     weighted = P.IndependentSet(I.PETERSEN, weights=list(range(1, 11)))
-    assert solver._uniform_lowest(solver._tables.build(weighted, weighted.fixedvertices)) == 0
+    assert graph_poly._uniform_lowest(solver._tables.build(weighted, weighted.fixedvertices)) == 0
     assert solve(weighted, Q.GraphPolynomial(laurent=True))[0] == 0 and asked == []
     asked.clear()
     dominating = P.DominatingSet(I.SEVEN)
-    assert solver._uniform_lowest(solver._tables.build(dominating, dominating.fixedvertices)) is None
+    assert graph_poly._uniform_lowest(solver._tables.build(dominating, dominating.fixedvertices)) is None
     low, coefficients = solve(dominating, Q.GraphPolynomial(laurent=True))
     assert asked == [False] and low > 0 and coefficients[0] > 0

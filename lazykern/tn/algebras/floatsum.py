@@ -2,7 +2,7 @@
 
 A count of feasible configurations bounds every coefficient of a graph polynomial, so it says how
 many primes the polynomial's exact reconstruction needs (:mod:`.polynomial`). Counting exactly
-costs a pass of residues (:func:`lazykern.tn.solver._modular_count`: several primes, several
+costs a pass of residues (:func:`lazykern.tn.solving.graph_poly._modular_count`: several primes, several
 launches a step); here the same network runs as one float64 matrix product a step (BLAS, cuBLAS),
 and the rounding is bounded instead of avoided. Every entry is a nonnegative integer (the tables
 are 0/1 masks), so nothing underflows or cancels: each addition or multiplication rounds its

@@ -48,7 +48,7 @@ SPLIT_OUTPUTS = 1 << 12
 SPLIT_MIN_K = 1 << 16
 SPLIT_CHUNK = 1 << 12
 FLOAT_EXACT = {8: 1 << 53, 4: 1 << 24}  # float counts (by bytes) below these are exact (module docstring)
-FLOAT_PASSES = (4, 8)  # CountingMax(k > 1)'s first passes (solver.counting), before the integer rings
+FLOAT_PASSES = (4, 8)  # CountingMax(k > 1)'s first passes (solving.sizes.counting), before the integer rings
 
 
 class KBestAlgebra(Algebra):
