@@ -27,9 +27,10 @@ PRIMES = (2147483647, 2147483629, 2147483587, 2147483579)
 def _kernels(old: str | None, residues: int) -> dict[str, object]:
     from lazykern.families.family import KernelFamily
     from lazykern.tn import counting
+    from lazykern.tn.counts import kernels as count_kernels
 
     name = counting.kernel_name("maxplus", np.dtype("float32"), np.dtype("int32"), rows="bits33", residues=residues)
-    code, signature = counting._bits_fragment(name)
+    code, signature = count_kernels._bits_fragment(name)
     sources = {"new": resources.files("lazykern.tn").joinpath("counting.cu").read_text(encoding="utf-8")}
     if old:
         sources["old"] = Path(old).read_text(encoding="utf-8")

@@ -4,7 +4,7 @@
 
 Each row is a fresh process on one store (``LAZYKERN_CACHE_DIR``): first a warm-up count (compiles the
 counting kernels), then the count again with per-pass wall seconds and, per pass, the host seconds of
-``counting._launch_bits`` / ``count_bmm`` / ``Backend._whole`` / ``KernelFamily.get`` / every lazykern
+``counts.algebra.launch_bits`` / ``count_bmm`` / ``Backend._whole`` / ``KernelFamily.get`` / every lazykern
 launch (first call of each kernel name apart, with the kernel's local memory and registers), and one more
 count under cProfile (top functions by total and by cumulative time). Options pick the rows.
 """
@@ -30,6 +30,7 @@ import cupy as cp
 from lazykern.families import family as famod
 from lazykern.launch import _launch
 from lazykern.tn import networks as nw, counting, _backend
+from lazykern.tn.counts import algebra as counts_algebra, launch as counts_launch
 import spin_glass as bench
 
 record = {"row": spec["row"]}
@@ -54,12 +55,12 @@ def wrap(owner, attr, what, name_of):
     setattr(owner, attr, wrapper)
 
 if spec.get("split"):
-    wrap(counting, "_launch_bits", "launch_bits",
+    wrap(counts_algebra, "launch_bits", "launch_bits",
          lambda a, k, o: f"bits{len(a[4]['con'])}{len(a[4]['right_pos'])}x{len(a[1]) - 1}")
-    wrap(counting, "count_bmm", "count_bmm", lambda a, k, o: "bmm")
+    wrap(counts_algebra, "count_bmm", "count_bmm", lambda a, k, o: "bmm")
     from lazykern.tn import _shared
     wrap(_shared, "run_shared", "run_shared", lambda a, k, o: f"{sum(a[2].shared)} steps")
-    wrap(counting, "_launch", "bmm_launch", lambda a, k, o: "bmm")
+    wrap(counts_launch, "launch_product", "bmm_launch", lambda a, k, o: "bmm")
     wrap(_backend.Backend, "_whole", "whole", lambda a, k, o: f"2^{int(math.log2(a[3]))}B")
     wrap(famod.KernelFamily, "get", "family_get", lambda a, k, o: o.name)
     orig_call = _launch.Launcher.__call__

@@ -60,6 +60,7 @@ from lazykern.families import family as famod
 import importlib
 from lazykern.tn import networks as nw, counting, _contract, _cost
 N = importlib.import_module("lazykern.tn.contraction.network").Network
+from lazykern.tn.counts import bounds as counts_bounds
 from lazykern.tn.einsum import plan_steps
 import spin_glass as bench
 record = {"imports_seconds": round(time.perf_counter() - t_import, 3)}
@@ -166,14 +167,14 @@ if spec["kind"] == "degeneracy":
         save()
         return out
     counting.contract_network = one_pass
-    _proven = counting.proven
+    _proven = counts_bounds.proven
     def proven(*a, **k):  # what the float64 pass proved: the bound's bits, the intervals' width, the roundings
         out = _proven(*a, **k)
         record["proven"] = None if out is None else {
             "top_bits": out.top.bit_length(), "span_bits": out.span.bit_length(),
             "intervals": out.lower is not None, "roundings": a[4]}
         return out
-    counting.proven = proven
+    counts_bounds.proven = proven  # where count_network looks it up
     from lazykern.tn import _shared
     _run_shared = _shared.run_shared
     def run_shared(*a, **k):  # the steps every pass shares, run once before the prime passes

@@ -12,6 +12,7 @@ import pytest
 
 from lazykern.tn import _backend, _contract, _cost, _crt, _strided, counting
 from lazykern.tn import networks as nw
+from lazykern.tn.counts import kernels
 
 from ._spin_oracles import transfer_matrix
 from .test_tropical_einsum import device_route  # the GPU route on the host
@@ -351,7 +352,7 @@ def test_bit_addressed_kernels_compile_for_sm_90_with_counts_and_without(cache):
     fam = counting.make_family(cache=cache)
     for name in ("count_bits33_max_f32_m32x2", "count_bits23_min_f32_i64"):
         assert fam.warm([name], arch="sm_90")[0].meta["kernel"] == name
-    code, signature = counting._bits_fragment("count_bits33_max_f32_m32")
+    code, signature = kernels._bits_fragment("count_bits33_max_f32_m32")
     values = code.replace("count_bits33_max_f32_m32", "values_bits33_max_f32").replace(", 1>(xv", ", 0>(xv")
     assert ", 0>(xv" in values
     preamble = resources.files("lazykern.tn").joinpath("counting.cu").read_text(encoding="utf-8")

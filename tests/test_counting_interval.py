@@ -18,6 +18,7 @@ from lazykern.errors import ReconstructionError
 from lazykern.tn import _crt, counting
 from lazykern.tn import networks as nw
 from lazykern.tn.algebras import floatsum
+from lazykern.tn.counts import bounds
 
 
 def test_interval_is_integer_arithmetic_on_the_computed_counts():
@@ -44,15 +45,15 @@ def test_path_roundings_compound_each_steps_sum_once():
 
 @contextlib.contextmanager
 def _proofs() -> Iterator[list[Any]]:
-    """What each float64 pass proved (:func:`lazykern.tn.counting.proven`), in a list, while inside."""
+    """What each float64 pass proved (:func:`lazykern.tn.counts.bounds.proven`), in a list, while inside."""
     seen: list[Any] = []
-    real = counting.proven
+    real = bounds.proven
 
     def kept(*a: Any, **kw: Any) -> Any:
         seen.append(real(*a, **kw))
         return seen[-1]
 
-    with mock.patch.object(counting, "proven", kept):
+    with mock.patch.object(bounds, "proven", kept):
         yield seen
 
 

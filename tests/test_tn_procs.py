@@ -21,6 +21,7 @@ import pytest
 from lazykern.errors import DeviceMemoryError
 from lazykern.tn import _crt, _procs, counting
 from lazykern.tn import networks as nw
+from lazykern.tn.counts import exact as counts_exact
 from lazykern.tropical import einsum
 
 from ._processes import gone
@@ -273,10 +274,10 @@ def test_a_round_that_does_not_fit_runs_again_one_residue_a_pass(processes, monk
 
     monkeypatch.setattr(_procs, "run", no_room)
     primes = tuple(itertools.islice(_crt.primes(), 4))
-    out = counting._in_processes([(primes[:2], 0), (primes[2:], 1)], on_host, lambda m: (), 0)
+    out = counts_exact._in_processes([(primes[:2], 0), (primes[2:], 1)], on_host, lambda m: (), 0)
     assert calls == [(primes[:2], 0), (primes[2:], 1)] and len(out) == 2
     with pytest.raises(DeviceMemoryError):  # one residue a pass already: nothing narrower to try
-        counting._in_processes([(primes[:1], 0), (primes[1:2], 1)], on_host, lambda m: (), 0)
+        counts_exact._in_processes([(primes[:1], 0), (primes[1:2], 1)], on_host, lambda m: (), 0)
 
 
 def test_algebras_a_worker_can_name_are_shipped_others_keep_their_threads(processes, caplog):

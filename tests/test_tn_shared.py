@@ -11,6 +11,7 @@ import pytest
 
 from lazykern.tn import _backend, _contract, _crt, _shared, counting
 from lazykern.tn import networks as nw
+from lazykern.tn.counts import passes
 from lazykern.tn.einsum import contract_network
 
 from ._spin_oracles import transfer_matrix
@@ -41,7 +42,7 @@ def test_prime_passes_run_the_shared_steps_once_and_count_exactly(small):
         device_route(),
         mock.patch.object(_contract, "STRIDED_MIN", 0),
         mock.patch.object(_backend.Backend, "memory_limit", lambda self, b: 2**28),
-        mock.patch.object(counting, "residues_per_pass", lambda net, plan: 2),
+        mock.patch.object(passes, "residues_per_pass", lambda net, plan: 2),
         mock.patch.object(_shared, "SMALL", small),
         patch,
     ):
@@ -70,7 +71,7 @@ def test_shared_steps_match_the_full_plan_on_random_networks():
             mock.patch.object(_shared, "SMALL", 32),
         ):
             shared = nw.degeneracy(sg, memory_limit=2**28)
-            with mock.patch.object(counting, "_share", lambda net, plan, inputs, operands: (inputs, operands, plan)):
+            with mock.patch.object(passes, "share", lambda net, plan, inputs, operands: (inputs, operands, plan)):
                 full = nw.degeneracy(sg, memory_limit=2**28)
         assert shared == full == (E0, count), trial
 
@@ -129,7 +130,7 @@ def test_shared_steps_keep_the_crt_primes_in_order():
         device_route(),
         mock.patch.object(_contract, "STRIDED_MIN", 0),
         mock.patch.object(_backend.Backend, "memory_limit", lambda self, b: 2**28),
-        mock.patch.object(counting, "residues_per_pass", lambda net, plan: 2),
+        mock.patch.object(passes, "residues_per_pass", lambda net, plan: 2),
         patch,
     ):
         nw.degeneracy(sg, memory_limit=2**28)

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from lazykern.errors import LazykernWarning
+from lazykern.launch import _device
 from lazykern.tn import _crt, _reference_einsum, counting
 from lazykern.tn import networks as nw
+from lazykern.tn.counts import launch, passes
 
 from ._spin_oracles import transfer_matrix
 from .test_tropical_einsum import device_route  # the GPU route on the host
@@ -145,7 +147,7 @@ def test_degeneracy_sweeps_the_boundary_in_place(L):
         mock.patch.object(_backend.Backend, "memory_limit", lambda self, b: 2**28),
         mock.patch.object(counting.CountingAlgebra, "bits", recorded),
         # every step in the passes: none run once on the host beforehand (lazykern/tn/_shared.py)
-        mock.patch.object(counting, "_share", lambda net, plan, inputs, operands: (inputs, operands, plan)),
+        mock.patch.object(passes, "share", lambda net, plan, inputs, operands: (inputs, operands, plan)),
     ):
         got = nw.degeneracy(sg, memory_limit=2**28)
     assert got == transfer_matrix(sg, L)
@@ -396,7 +398,7 @@ def _rows_want(X, Y, p, semiring):
     ("residues", "K", "N", "tile"), [(1, 4, 3, "rows4"), (4, 4, 3, "rows4"), (2, 2, 2, "rows2"), (3, 8, 5, "rows")]
 )
 def test_row_launch_passes_what_the_kernel_signature_reads(residues, K, N, tile):
-    """The row kernel's launch (counting._launch_rows) on host arrays, its kernel replaced by a
+    """The row kernel's launch (counts.launch.launch_rows) on host arrays, its kernel replaced by a
     stand-in that reads its arguments in the order of the C signature (the lk_count_rows fragment)
     through the given strides: every residue of the step comes out of one launch, equal to the
     reference product."""
@@ -427,7 +429,7 @@ def test_row_launch_passes_what_the_kernel_signature_reads(residues, K, N, tile)
             ac, bc, cc = (ptrs[4 * j : 4 * j + R] for j in range(3))
             for q in range(R):
                 view = [
-                    counting._strided(arrays[ptr], shape, st)
+                    launch.strided(arrays[ptr], shape, st)
                     for ptr, shape, st in (
                         (av, (batch, M, K), (sa, ars, acs)),
                         (ac[q], (batch, M, K), (sa, ars, acs)),
@@ -436,8 +438,8 @@ def test_row_launch_passes_what_the_kernel_signature_reads(residues, K, N, tile)
                     )
                 ]
                 v, c = _reference_einsum.count_bmm(*(np.ascontiguousarray(x) for x in view), semiring, int(mods[q]))
-                counting._strided(arrays[cv], (batch, M, N), (sc, ldc, 1), True)[...] = v
-                counting._strided(arrays[cc[q]], (batch, M, N), (sc, ldc, 1), True)[...] = c
+                launch.strided(arrays[cv], (batch, M, N), (sc, ldc, 1), True)[...] = v
+                launch.strided(arrays[cc[q]], (batch, M, N), (sc, ldc, 1), True)[...] = c
 
         return mock.MagicMock(__getitem__=lambda self, grid: kernel)
 
@@ -447,10 +449,10 @@ def test_row_launch_passes_what_the_kernel_signature_reads(residues, K, N, tile)
         with (
             mock.patch.object(_arrays, "as_operand", operand),
             mock.patch.object(counting.family, "get", fake),
-            mock.patch.object(counting._device, "on", lambda d: contextlib.nullcontext()),
-            mock.patch.object(counting._device, "arch", lambda d: "sm_90"),
+            mock.patch.object(_device, "on", lambda d: contextlib.nullcontext()),
+            mock.patch.object(_device, "arch", lambda d: "sm_90"),
         ):
-            counting._launch_rows(_backend.Backend("cupy", np), X, Y, out, lay["dims"], strides, semiring, p)
+            launch.launch_rows(_backend.Backend("cupy", np), X, Y, out, lay["dims"], strides, semiring, p)
         want_v, want_c = _rows_want(X, Y, p, semiring)
         np.testing.assert_array_equal(out[0], want_v)
         assert len(out) == 1 + residues
@@ -543,7 +545,7 @@ def test_two_residues_a_pass_on_the_device_route_past_int64():
         device_route(),
         mock.patch.object(_contract, "STRIDED_MIN", 0),
         mock.patch.object(_backend.Backend, "memory_limit", lambda self, b: 2**28),
-        mock.patch.object(counting, "residues_per_pass", lambda net, plan: 2),  # as on an 80 GB GPU at 32 x 32
+        mock.patch.object(passes, "residues_per_pass", lambda net, plan: 2),  # as on an 80 GB GPU at 32 x 32
         mock.patch.object(counting, "contract_network", counted),
     ):
         assert nw.degeneracy(sg, memory_limit=2**28) == (E0, count)
@@ -559,7 +561,7 @@ def test_two_residues_a_pass_on_the_device_route_past_int64():
         device_route(),
         mock.patch.object(_contract, "STRIDED_MIN", 0),
         mock.patch.object(_backend.Backend, "memory_limit", lambda self, b: 2**28),
-        mock.patch.object(counting, "residues_per_pass", lambda net, plan: 1),
+        mock.patch.object(passes, "residues_per_pass", lambda net, plan: 1),
         mock.patch.object(counting, "contract_network", counted),
     ):
         assert nw.degeneracy(sg, memory_limit=2**28) == (E0, count)
