@@ -157,6 +157,11 @@ class ReconstructionError(LazykernError, ArithmeticError):
     """The passes of one exact count disagree (their optimal values differ) or never settle."""
 
 
+class InfeasibleError(LazykernError, ValueError):
+    """No configuration of a problem is feasible (its fixed vertices violate a constraint, or its
+    constraints exclude every assignment): a ``SingleConfigMax/Min`` has nothing to return."""
+
+
 class WorkerError(LazykernError, RuntimeError):
     """A worker process died (or could not be started) before it answered: its exit status and last words."""
 

@@ -48,10 +48,11 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InfeasibleError
 from . import _instance, _procs, _tables
 from . import properties as Q
 from .solving.apart import apart
-from .solving.configurations import Infeasible, config_size, configs, single_config
+from .solving.configurations import config_size, configs, single_config
 from .solving.context import Context
 from .solving.graph_poly import graph_polynomial
 from .solving.partition import partition_function
@@ -116,7 +117,7 @@ def _entry(problem: Any, prop: Q.Property, fixed: dict[int, int], ctx: Context) 
     None there (the other properties answer [], 0 or -inf), not an error for the whole tensor."""
     try:
         return _solve(problem, prop, fixed, ctx)
-    except Infeasible:
+    except InfeasibleError:
         return None
 
 

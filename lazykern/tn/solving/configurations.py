@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ReconstructionError
+from ...errors import InfeasibleError, ReconstructionError
 from .. import _components, _configs, _tables
 from .. import properties as Q
 from .._backend import backend_of
@@ -25,19 +25,15 @@ from .sizes import count_all, counting
 from .values import as_size, finite, k_cap, size_values, to_host, value_dtype
 
 
-class Infeasible(ValueError):
-    """No configuration is feasible: a SingleConfig* has nothing to return."""
-
-
 def single_config(problem: Any, tab: _tables.Tables, largest: bool, ctx: Context) -> tuple[Any, np.ndarray]:
     """(best size, one configuration reaching it), checked against the problem's own size."""
     if not tab.feasible:
-        raise Infeasible("the problem has no feasible configuration (its fixed vertices violate a constraint)")
+        raise InfeasibleError("the problem has no feasible configuration (its fixed vertices violate a constraint)")
     parts = _components.split(tab)  # small independent components: each one's best, enumerated
     if parts is not None:
         small = _components.best_assignment(tab, parts, largest)
         if small is None:
-            raise Infeasible("the problem has no feasible configuration")
+            raise InfeasibleError("the problem has no feasible configuration")
         numerator, assignment = small
         if parts.rest is not None:
             best, more = _best_assignment(parts.rest, largest, ctx)
@@ -62,7 +58,7 @@ def _best_assignment(tab: _tables.Tables, largest: bool, ctx: Context) -> tuple[
     )
     best = to_host(best).item()
     if not finite(best, dtype):
-        raise Infeasible("the problem has no feasible configuration")
+        raise InfeasibleError("the problem has no feasible configuration")
     return best, {int(v): int(f) for v, f in assignment.items() if isinstance(v, (int, np.integer))}
 
 
