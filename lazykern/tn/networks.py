@@ -29,7 +29,6 @@ import numpy as np
 from ..errors import LazykernWarning, warn_user
 from . import _arena, _cost, _eliminate, _exact, _instance, _kit, _plan_store, _procs, _shared, _upload, orders
 from ._backend import DEFAULT_HOST_LIMIT, backend_of
-from ._host_argmax import complete_argmax
 from ._planner import DEFAULT_MAX_TIME
 from .counting import CountingAlgebra, count_network
 from .einsum import (
@@ -247,15 +246,12 @@ def _network(sg: SpinGlass, fit: _exact.Fitted, module: Any) -> tuple[list[Any],
     return _tensors(sg, fit.values[0], fit.values[1], fit.dtype, module)
 
 
-def _host_first(
-    sg: SpinGlass, fit: _exact.Fitted, module: Any, how: Any, host: tuple[list[Any], list[Any]] | None = None
-) -> tuple[list[Any], list[Any], Any]:
-    """(labels, tensors on ``module``'s device, plan) of an energy or a ground state: where ``how`` is an
-    unsliced plan for a GPU, its small steps over leaves (:func:`._shared.split`: each spin's field and
-    couplings summed into the piece a boundary step absorbs, 2687 of a 32 x 32 sweep's 3007 steps) run on
-    the host first (:func:`._shared.run_values`), and the device gets their results in one copy and the
-    plan's other steps. ``host``: the network on the host (:func:`_network` with NumPy), where made already."""
-    labels, tensors = _network(sg, fit, np) if host is None else host
+def _host_first(sg: SpinGlass, fit: _exact.Fitted, module: Any, how: Any) -> tuple[list[Any], list[Any], Any]:
+    """(labels, tensors on ``module``'s device, plan) of an energy: where ``how`` is an unsliced plan for a
+    GPU, its small steps over leaves (:func:`._shared.split`: each spin's field and couplings summed into
+    the piece a boundary step absorbs, 2687 of a 32 x 32 sweep's 3007 steps) run on the host first
+    (:func:`._shared.run_values`), and the device gets their results in one copy and the plan's other steps."""
+    labels, tensors = _network(sg, fit, np)
     if getattr(module, "__name__", "") == "numpy":
         return labels, tensors, how
     if isinstance(how, ContractionPlan) and how.nslices == 1 and fit.dtype != object:
@@ -857,9 +853,9 @@ def ground_state(
         raise ValueError(f"method must be 'backtrack' or 'autograd', got {method!r}")
     if method == "backtrack":  # autograd differentiates torch tensors: it stays on the device
         module, optimize = _route(sg, module, dtype, optimize, slices, devices, memory_limit, dtype.itemsize)
+    labels, tensors = _network(sg, fit, module)
     how = _planned(sg, optimize, slices, module=module, dtype=dtype, memory_limit=memory_limit, max_time=max_time)
     if method == "autograd":
-        labels, tensors = _network(sg, fit, module)
         if devices is not None:
             raise ValueError(
                 "devices= spreads slices over threads and worker processes, which autograd does not follow: "
@@ -867,10 +863,6 @@ def ground_state(
             )
         best, spins = _ground_state_autograd(sg, labels, tensors, how, slices, memory_limit)
         return _energy_of(sg, fit, best, spins), spins
-    # The plan's small steps run on the host, as an energy's do (2687 of a 32 x 32 sweep's 3007 steps, each a
-    # launch and the executor's Python on the device); the spins they sum away are set after the device's argmax.
-    host = _network(sg, fit, np)
-    labels, tensors, how = _host_first(sg, fit, module, how, host)
     best, assignment = network_argmax(
         labels,
         (),
@@ -881,8 +873,6 @@ def ground_state(
         memory_limit=memory_limit,
         devices=devices,
     )
-    if len(assignment) < sg.n:
-        assignment = complete_argmax(*host, assignment)
     spins = np.array([1 - 2 * assignment[i] for i in range(sg.n)], dtype=np.int8)
     return _energy_of(sg, fit, best, spins), spins
 
