@@ -165,4 +165,3 @@ def test_a_degree_past_the_limit_from_small_components_is_refused_at_once(lauren
     with pytest.raises(ValueError, match=r"sizes span 0\.\.20004, a polynomial of degree 20004"):
         solve(P.IndependentSet((n + 7, path)), Q.GraphPolynomial(laurent=laurent))
     assert time.perf_counter() - t < 30
-
