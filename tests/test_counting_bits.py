@@ -13,6 +13,7 @@ import pytest
 from lazykern.tn import _backend, _contract, _cost, _crt, _strided, counting
 from lazykern.tn import networks as nw
 from lazykern.tn.counts import kernels
+from lazykern.tn.spinglass import planning
 
 from ._spin_oracles import transfer_matrix
 from .test_tropical_einsum import device_route  # the GPU route on the host
@@ -254,7 +255,7 @@ def test_a_count_past_int64_plans_for_one_residue_when_int64_would_slice():
 
     with (
         device_route(),
-        mock.patch.object(nw, "backend_of", lambda x: (_backend.Backend("cupy", np), np.asarray(x))),
+        mock.patch.object(planning, "backend_of", lambda x: (_backend.Backend("cupy", np), np.asarray(x))),
         mock.patch.object(_contract, "STRIDED_MIN", 0),
         mock.patch.object(_backend.Backend, "free_bytes", lambda self: free),
         mock.patch.object(counting, "contract_network", counted),

@@ -18,6 +18,7 @@ from lazykern.tn import _arena, _arena_kernels, _backend, _contract, _cost, _ref
 from lazykern.tn import networks as nw
 from lazykern.tn.contraction import network
 from lazykern.tn.contraction.network import Network
+from lazykern.tn.spinglass import planning
 
 from .test_tropical_einsum import device_route  # the GPU route on the host
 
@@ -187,7 +188,7 @@ def test_the_planner_holds_chimera_8x8x4_in_one_boundary_on_an_80_gb_gpu():
     sg = bench.edge_list_instance(["chimera", 8, 8, 4], shuffle=True, positions=False)
     free = int(78.5 * 2**30)
     with (
-        mock.patch.object(nw, "backend_of", lambda x: (ROUTE, x)),
+        mock.patch.object(planning, "backend_of", lambda x: (ROUTE, x)),
         mock.patch.object(_backend.Backend, "free_bytes", lambda self: free),
     ):
         plan = nw._plan(sg, module=np, dtype=np.float32, arena=True)
@@ -203,7 +204,7 @@ def test_the_planner_holds_chimera_8x8x4_in_one_boundary_on_an_80_gb_gpu():
 def test_where_two_boundaries_fit_the_plan_and_run_are_unchanged():
     sg = nw.square_lattice(14, seed=1)
     with (
-        mock.patch.object(nw, "backend_of", lambda x: (ROUTE, x)),
+        mock.patch.object(planning, "backend_of", lambda x: (ROUTE, x)),
         mock.patch.object(_backend.Backend, "free_bytes", lambda self: 80 * 2**30),
     ):
         assert nw._plan(sg, module=np, dtype=np.float32, arena=True) == nw.plan(sg, module=np, dtype=np.float32)
@@ -314,7 +315,7 @@ def test_an_energys_host_steps_then_its_arena_give_the_energy_on_the_gpu_route()
     fit = sg.fitted(np, None)
     fake = types.SimpleNamespace(__name__="fakegpu", asarray=np.asarray)
     free = mock.patch.object(_backend.Backend, "free_bytes", lambda self: 140 * 2**30)
-    with mock.patch.object(nw, "backend_of", lambda x: (ROUTE, x)), free:
+    with mock.patch.object(planning, "backend_of", lambda x: (ROUTE, x)), free:
         plan = nw._plan(sg, module=np, dtype=fit.dtype, arena=True)
         labels, tensors, how = nw._host_first(sg, fit, fake, plan)
     assert len(how.path) < len(plan.path)

@@ -12,6 +12,7 @@ from lazykern.launch import _device
 from lazykern.tn import _crt, _reference_einsum, counting
 from lazykern.tn import networks as nw
 from lazykern.tn.counts import launch, passes
+from lazykern.tn.spinglass import counts as spin_counts
 
 from ._spin_oracles import transfer_matrix
 from .test_tropical_einsum import device_route  # the GPU route on the host
@@ -306,7 +307,7 @@ def test_exact_degeneracy_on_the_gpu(lib, monkeypatch):
     """Counts past 2^63 on the GPU (int64 pass, then int32 residues modulo primes): 12 x 12 with
     72 free spins, 8 x 8 with J = 0 (2^64), 16 x 16 +-J against the big-integer transfer method."""
     # The device path itself is under test: no routing of these small networks to the host.
-    monkeypatch.setattr(nw, "_route", lambda sg, module, dtype, optimize, *rest: (module, optimize))
+    monkeypatch.setattr(spin_counts, "route", lambda sg, module, dtype, optimize, *rest: (module, optimize))
     module = pytest.importorskip(lib)
     sg = _free_rows(12, 6, seed=3)
     assert nw.degeneracy(sg, module=module) == transfer_matrix(sg, 12)

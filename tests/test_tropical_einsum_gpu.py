@@ -9,6 +9,7 @@ from lazykern import tropical
 from lazykern.tn import counting
 from lazykern.tn import networks as nw
 from lazykern.tn.einsum import argmax_einsum, einsum
+from lazykern.tn.spinglass import configuration, counts, energy
 from lazykern.tropical import reference
 
 from ._spin_oracles import transfer_matrix
@@ -92,7 +93,8 @@ def test_counting_kernels_match_numpy(lib, value, count, semiring):
 @pytest.mark.parametrize("lib", ["cupy", "torch"])
 def test_ground_state_and_degeneracy_l16(lib, monkeypatch):
     # The device path itself is under test: no routing of these small networks to the host.
-    monkeypatch.setattr(nw, "_route", lambda sg, module, dtype, optimize, *rest: (module, optimize))
+    for solver in (energy, configuration, counts):  # where each solver looks the route up
+        monkeypatch.setattr(solver, "route", lambda sg, module, dtype, optimize, *rest: (module, optimize))
     module = _module(lib)
     sg = nw.square_lattice(16, seed=16)
     E0, count = transfer_matrix(sg, 16)
@@ -111,7 +113,8 @@ def test_lattices_up_to_18_against_the_transfer_matrix(lib, monkeypatch):
     """The geometry sweep on the GPU (3 spins a step, row-kernel products), float32, against the
     transfer matrix: energy, degeneracy, and a configuration with that energy."""
     # The device path itself is under test: no routing of these small networks to the host.
-    monkeypatch.setattr(nw, "_route", lambda sg, module, dtype, optimize, *rest: (module, optimize))
+    for solver in (energy, configuration, counts):  # where each solver looks the route up
+        monkeypatch.setattr(solver, "route", lambda sg, module, dtype, optimize, *rest: (module, optimize))
     module = _module(lib)
     for L in (12, 18):
         sg = nw.square_lattice(L, seed=L, field=0.0)

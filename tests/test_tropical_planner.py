@@ -287,6 +287,7 @@ def test_a_large_sweep_is_kept_in_the_store_and_replayed_without_a_search(store,
     replays it (no order found, no grouping priced) and gets the very plan and steps; another instance of
     the same structure with positions is another key."""
     from lazykern.tn import orders
+    from lazykern.tn.spinglass import sweeps
 
     sg = networks.square_lattice(20, seed=1)  # 1160 tensors
     assert len(sg.labels()) >= networks.SWEEP_STORED_FROM
@@ -298,7 +299,7 @@ def test_a_large_sweep_is_kept_in_the_store_and_replayed_without_a_search(store,
         raise AssertionError("the stored sweep should have been replayed")
 
     monkeypatch.setattr(orders, "sweep_path", no_search)
-    monkeypatch.setattr(networks, "_order", no_search)
+    monkeypatch.setattr(sweeps, "vertex_order", no_search)
     again, again_steps = _fresh_sweep(networks.square_lattice(20, seed=7))  # other couplings, same graph
     assert again == plan and again_steps == steps
     moved = networks.SpinGlass(sg.n, sg.edges, sg.J, sg.h, sg.positions * 2.0)  # positions feed the order
