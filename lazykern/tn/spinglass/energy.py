@@ -21,9 +21,9 @@ log = logging.getLogger("lazykern")
 
 def host_first(sg: SpinGlass, fit: _exact.Fitted, module: Any, how: Any) -> tuple[list[Any], list[Any], Any]:
     """(labels, tensors on ``module``'s device, plan) of an energy: where ``how`` is an unsliced plan for a
-    GPU, its small steps over leaves (:func:`._shared.split`: each spin's field and couplings summed into
+    GPU, its small steps over leaves (:func:`.._shared.split`: each spin's field and couplings summed into
     the piece a boundary step absorbs, 2687 of a 32 x 32 sweep's 3007 steps) run on the host first
-    (:func:`._shared.run_values`), and the device gets their results in one copy and the plan's other steps."""
+    (:func:`.._shared.run_values`), and the device gets their results in one copy and the plan's other steps."""
     labels, tensors = fitted_network(sg, fit, np)
     if getattr(module, "__name__", "") == "numpy":
         return labels, tensors, how
@@ -55,12 +55,12 @@ def ground_state_energy(
     is exact in it (+-J and small-integer couplings: integer energies far below 2^24), float64
     otherwise; an integer dtype that would truncate is a ValueError, a float32 that rounds warns.
     ``module`` may also be named ("numpy", "cupy", "torch"); with the defaults a network the host is
-    predicted to contract sooner (:mod:`._cost`: an 8 x 8 lattice, not a 20 x 20) runs in NumPy
+    predicted to contract sooner (:mod:`.._cost`: an 8 x 8 lattice, not a 20 x 20) runs in NumPy
     whatever ``module`` is, with the same dtype and result (logged at INFO). ``devices`` (``"all"`` or GPU
     ordinals) spreads the plan's slices over several GPUs, as for :func:`lazykern.tn.einsum`;
     a plan with no slices runs on the operands' GPU alone. On a CuPy GPU (``devices`` or not), where the
     sweep's steps would hold two boundaries that do not fit its free memory, the default plan is an unsliced sweep whose
-    boundary is held in one buffer and written over in place (:mod:`._arena`: chimera 8 x 8 x 4's
+    boundary is held in one buffer and written over in place (:mod:`.._arena`: chimera 8 x 8 x 4's
     2^34 float32 entries, 64 GiB, on an 80 GB GPU), not a sweep sliced thousands of times.
 
     Exact (:mod:`lazykern.tn._exact`): the couplings are contracted as integer numerators of one unit

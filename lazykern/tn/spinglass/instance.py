@@ -101,14 +101,14 @@ class SpinGlass:
     def resolve(self, module: Any, dtype: Any, warn: bool = True) -> tuple[Any, np.dtype]:
         """(array module, value dtype) for solving this instance: ``module`` may be a name; ``dtype``
         None picks the narrowest of float32, float64 and (on the host) int64 in which every partial
-        sum of the couplings' exact integer numerators is exact (:mod:`._exact`: integers, decimals
+        sum of the couplings' exact integer numerators is exact (:mod:`.._exact`: integers, decimals
         such as 0.1 scaled by a power of ten); an integer dtype that would truncate is a ValueError,
         a float32 that rounds warns (``warn``)."""
         module = _instance.array_module(module)
         return module, self.fitted(module, dtype, warn=warn).dtype
 
     def fitted(self, module: Any, dtype: Any, count: bool = False, warn: bool = True) -> _exact.Fitted:
-        """The values the solvers contract (:func:`._instance.fitted`): on a GPU only float values
+        """The values the solvers contract (:func:`.._instance.fitted`): on a GPU only float values
         (its kernels add floats; its counting kernels hold no int64 values); on the host, floats whose
         exact numerators pass 62 bits are summed as Python ints up to _EXACT_OBJECT_SPINS spins (as fast as
         float64 there: each step's Python costs more than its arithmetic), rounded past that."""
@@ -118,7 +118,7 @@ class SpinGlass:
         return _instance.fitted(self.J, self.h, dtype, host, floats_only=not host, warn=warn, objects=objects)
 
     def energy(self, spins: Any) -> Any:
-        """E(s) for spins (..., n) of +-1, exactly (:mod:`._exact`: the couplings' integer numerators times
+        """E(s) for spins (..., n) of +-1, exactly (:mod:`.._exact`: the couplings' integer numerators times
         their unit, summed as int64 or Python ints), as the solvers answer it: an int when J and h are
         integers, else the float nearest the exact energy; an array over the leading axes. ValueError for
         spins of another length or with an entry other than +1 and -1 (:func:`_spins`)."""
@@ -157,7 +157,7 @@ class SpinGlass:
         Its max-plus contraction to a scalar is max_s (-E(s)) = -E_0.
 
         The tensors hold the couplings and fields themselves (the solvers contract integer numerators of a
-        unit instead), exactly wherever ``dtype`` can (:func:`._exact.as_values`): ``dtype`` None picks the
+        unit instead), exactly wherever ``dtype`` can (:func:`.._exact.as_values`): ``dtype`` None picks the
         narrowest of float32, float64 and, on the host, int64 and object (Python ints) that holds every
         coupling, field and partial sum exactly. Where none does, decimals such as 0.1 and fractions
         (no binary float holds 1/10) are float64's nearest, with a LazykernWarning; floats taken at their

@@ -68,7 +68,7 @@ def make_plan(
     arena: bool = False,
 ) -> ContractionPlan:
     """:func:`plan`; ``arena``: for :func:`ground_state_energy`, whose executor can hold the boundary
-    in one buffer (:mod:`._arena`): where the unsliced sweep's run holding two boundaries at a step
+    in one buffer (:mod:`.._arena`): where the unsliced sweep's run holding two boundaries at a step
     would not fit, an unsliced sweep that fits so is taken (:func:`arena_sweep`), not a sliced one."""
     start = time.monotonic()
     module, dtype = sg.resolve(module, dtype, warn=False)  # the solvers warned

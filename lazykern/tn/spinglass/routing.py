@@ -23,10 +23,10 @@ log = logging.getLogger("lazykern")
 def tiny(
     sg: SpinGlass, fit: _exact.Fitted, optimize: Any, slices: Sequence[int], devices: Any, memory_limit: int | None
 ) -> bool:
-    """Whether the defaults solve ``sg``'s energy by vertex elimination on the host (:mod:`._eliminate`):
+    """Whether the defaults solve ``sg``'s energy by vertex elimination on the host (:mod:`.._eliminate`):
     a sweep whose boundaries hold at most 2^TINY_SWEEP entries in all, a few milliseconds of NumPy,
     where the general executor's per-step Python alone costs tens (and a GPU's launches more). The
-    fitted values are whole numbers whose every partial sum is exact in their dtype (:mod:`._exact`), so
+    fitted values are whole numbers whose every partial sum is exact in their dtype (:mod:`.._exact`), so
     adding them in another order than the contraction's gives the very same energy; Python ints (an
     object dtype) keep the general executor."""
     if optimize != "auto" or slices or devices is not None or fit.dtype == object or sg.n == 0:

@@ -18,9 +18,9 @@ def boundary_sweep(
     sg: SpinGlass, labels: list[tuple[int, ...]], sizes: dict[int, int], rates: _cost.Rates, itemsize: int
 ) -> tuple[ContractionPlan, list[_cost.Step]]:
     """The boundary sweep along :func:`lazykern.tn.orders.graph_order` absorbing 1 to 3 spins a
-    step, whichever :mod:`._cost` predicts quickest on the device: 3 spins a step costs a third more
+    step, whichever :mod:`.._cost` predicts quickest on the device: 3 spins a step costs a third more
     multiply-adds on a square lattice but passes over the boundary a third as often as 1 (and K, N <= 8
-    keeps tropical.bmm's row kernel). Returned with its steps as :mod:`._cost` prices them. Kept per
+    keeps tropical.bmm's row kernel). Returned with its steps as :mod:`.._cost` prices them. Kept per
     graph for the process (a script solving many couplings of one lattice sweeps it once), and from
     SWEEP_STORED_FROM tensors in the lazykern store (the next process replays it, costs checked)."""
     positions = getattr(sg, "positions", None)
@@ -76,8 +76,8 @@ def arena_sweep(
     leaves: int,
     free: int,
 ) -> ContractionPlan | None:
-    """The quickest (by :mod:`._cost`) unsliced sweep (1 to 3 spins a step) whose run with its
-    boundary in one buffer (:func:`._cost.arena_peak`) fits ``free`` bytes with the pool's margin; None
+    """The quickest (by :mod:`.._cost`) unsliced sweep (1 to 3 spins a step) whose run with its
+    boundary in one buffer (:func:`.._cost.arena_peak`) fits ``free`` bytes with the pool's margin; None
     when none does. The groupings differ here: a sweep of 3 spins a step has steps the bit-addressed
     kernel cannot take (more than 8 batch spins), which hold two boundaries (chimera 8 x 8 x 4 from an
     edge list: 2 spins a step fits an 80 GB GPU, 3 do not, 1 grows a 2^35 boundary)."""
