@@ -111,8 +111,8 @@ def timed(cls, name):
         return out
     setattr(cls, name, wrapper)
 for cls in (_contract.Algebra, counting.CountingAlgebra):
-    for name in ("bmm", "rows", "bits", "add"):
-        if name in cls.__dict__:
+    for name in ("bmm", "rows", "bits", "add") + (("arena_step",) if cls is counting.CountingAlgebra else ()):
+        if name in cls.__dict__:  # a count's steps over a boundary held in one buffer: arena_step
             timed(cls, name)
 from lazykern.tn import _arena
 timed(_arena, "launch")  # the energy's steps over a boundary held in one buffer
@@ -123,6 +123,7 @@ _use_arena = N.use_arena
 def use_arena(self, plan):
     _use_arena(self, plan)
     record["arena_bits"] = None if self.alg.arena is None else self.alg.arena.bits
+    record.setdefault("arena_bits_by_run", []).append(record["arena_bits"])  # a count: each pass's run
     save()
 N.use_arena = use_arena
 

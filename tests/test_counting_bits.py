@@ -3,6 +3,7 @@ sweep, written over in place; the plans and passes that follow from holding one 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from unittest import mock
@@ -12,6 +13,7 @@ import pytest
 
 from lazykern.tn import _backend, _contract, _cost, _crt, _strided, counting
 from lazykern.tn import networks as nw
+from lazykern.tn.contraction.network import Network
 from lazykern.tn.counts import kernels
 from lazykern.tn.spinglass import planning
 
@@ -234,7 +236,9 @@ def test_a_pass_of_several_residues_that_does_not_fit_is_run_one_residue_at_a_ti
 
 def test_a_count_past_int64_plans_for_one_residue_when_int64_would_slice():
     """As on an 80 GB GPU with a 32 x 32 lattice: the int64 pass's peak needs a slice, one residue a
-    pass does not. The plan is then unsliced, the passes are primes alone, and the count exact."""
+    pass does not. The plan is then unsliced, the passes are primes alone, and the count exact. Where the
+    boundary may be held in one buffer (:mod:`lazykern.tn._arena`) the float64 pass fits it on the same
+    plan, and its intervals alone prove this count: no prime pass."""
     sg = nw.square_lattice(10, seed=4)
     labels, sizes = sg.labels(), dict.fromkeys(range(sg.n), 2)
     with mock.patch.object(_contract, "STRIDED_MIN", 0):
@@ -253,20 +257,25 @@ def test_a_count_past_int64_plans_for_one_residue_when_int64_would_slice():
         calls.append(kw["algebra"].moduli)
         return real(*a, **kw)
 
-    with (
-        device_route(),
-        mock.patch.object(planning, "backend_of", lambda x: (_backend.Backend("cupy", np), np.asarray(x))),
-        mock.patch.object(_contract, "STRIDED_MIN", 0),
-        mock.patch.object(_backend.Backend, "free_bytes", lambda self: free),
-        mock.patch.object(counting, "contract_network", counted),
-    ):
-        plan = nw.plan(sg, module=np, dtype=np.float32, count_dtype=np.int64)
-        got = nw.degeneracy(sg, optimize=plan)
-    assert plan.nslices == 1
-    assert got == transfer_matrix(sg, 10)
-    # the float64 pass that bounds the counts (by a plan of its own, sliced to fit its 8-byte counts), then
-    # one residue a pass, no int64 pass
-    assert calls[0] == () and calls[1:] and all(len(m) == 1 for m in calls[1:])
+    for arena in (False, True):
+        calls.clear()
+        with (
+            device_route(),
+            mock.patch.object(planning, "backend_of", lambda x: (_backend.Backend("cupy", np), np.asarray(x))),
+            mock.patch.object(_contract, "STRIDED_MIN", 0),
+            mock.patch.object(_backend.Backend, "free_bytes", lambda self: free),
+            mock.patch.object(counting, "contract_network", counted),
+            contextlib.nullcontext() if arena else mock.patch.object(Network, "arena_run", lambda *a: None),
+        ):
+            plan = nw.plan(sg, module=np, dtype=np.float32, count_dtype=np.int64)
+            got = nw.degeneracy(sg, optimize=plan)
+        assert plan.nslices == 1
+        assert got == transfer_matrix(sg, 10)
+        if arena:  # the float64 pass in one buffer on the plan: each count's interval is one integer
+            assert calls == [()]
+        else:  # the float64 pass that bounds the counts (by a plan of its own, sliced to fit its 8-byte
+            # counts), then one residue a pass, no int64 pass
+            assert calls[0] == () and calls[1:] and all(len(m) == 1 for m in calls[1:])
 
 
 @pytest.mark.gpu
@@ -354,8 +363,10 @@ def test_bit_addressed_kernels_compile_for_sm_90_with_counts_and_without(cache):
     for name in ("count_bits33_max_f32_m32x2", "count_bits23_min_f32_i64"):
         assert fam.warm([name], arch="sm_90")[0].meta["kernel"] == name
     code, signature = kernels._bits_fragment("count_bits33_max_f32_m32")
-    values = code.replace("count_bits33_max_f32_m32", "values_bits33_max_f32").replace(", 1>(xv", ", 0>(xv")
-    assert ", 0>(xv" in values
+    values = code.replace("count_bits33_max_f32_m32", "values_bits33_max_f32").replace(
+        ", 1, false>(xv", ", 0, false>(xv"
+    )
+    assert ", 0, false>(xv" in values
     preamble = resources.files("lazykern.tn").joinpath("counting.cu").read_text(encoding="utf-8")
     only = KernelFamily("tropical_values_bits", preamble, options=("-std=c++17",), cache=cache)
     only.add("values_bits33_max_f32", values, signature=signature)

@@ -57,7 +57,7 @@ def _step(xp, be, n, con, batch, right, semiring, inside, seed=0):
     arena = _arena.Arena(bits)
     if inside:
         where = [int(p) for p in rng.choice(bits, size=n, replace=False)]
-        X = arena.view(be, xp.asarray(xv), where)
+        (X,) = arena.view(be, (xp.asarray(xv),), where)
         X[...] = xp.asarray(xv)
         arena.held = True
     else:

@@ -81,7 +81,7 @@ def test_kernels_are_lazy_and_compile_for_sm90(cache):
     fam = counting.make_family(cache)
     # 2 semirings x 2 value types x (3 count types' products; row kernels of 3 tiles, for 3 count
     # types and 2-4 residues; bit-addressed steps of 0-4 spins out and in, for the same count rings)
-    assert len(fam.names()) == 84 + 2 * 2 * 6 * 25 and fam.compiled() == []
+    assert len(fam.names()) == 84 + 2 * 2 * 6 * 2 * 25 and fam.compiled() == []  # bits and arena kernels
     names = ["count_max_f32_i64", "count_max_f32_m32", "count_min_f64_f64"]
     kernels = fam.warm(names, arch="sm_90")
     assert [k.name for k in kernels] == names
@@ -513,7 +513,11 @@ def test_residues_per_pass_follow_the_predicted_peak():
         leaf = SimpleNamespace(parts=(np.zeros(1, np.float32),))
         margin = _cost.POOL_MARGIN  # the network's (the pool's here; Network.margin)
         return SimpleNamespace(
-            be=be, leaves=[leaf], peak=lambda plan, entry_bytes: 1000 * entry_bytes, margin=lambda plan, width: margin
+            be=be,
+            leaves=[leaf],
+            peak=lambda plan, entry_bytes: 1000 * entry_bytes,
+            margin=lambda plan, width: margin,
+            arena_run=lambda plan, entry_bytes: None,  # no arena takes the run (tests/test_tn_count_arena.py)
         )
 
     margin = _cost.POOL_MARGIN

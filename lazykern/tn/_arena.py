@@ -33,7 +33,8 @@ VALUE_DTYPES = (np.dtype("float32"), np.dtype("float64"))
 
 
 class Arena:
-    """The buffer of one run (allocated at its first use) and whether a live term is held in it.
+    """The buffers of one run (one per part of a term: values, and each count array of a counting pass;
+    allocated at their first use) and whether a live term is held in them.
 
     Only a run whose every intermediate is its own (an unsliced energy: no slice cache, no
     checkpoint, one thread) uses an arena, so a term read by a step is dead after it: the step that
@@ -42,11 +43,17 @@ class Arena:
     def __init__(self, bits: int, resident: frozenset[int] = frozenset()) -> None:
         self.bits = bits
         self.resident = resident  # the plan's steps the arena's rules let into it (_cost.arena_run)
-        self.buffer: Any = None
+        self.buffers: tuple[Any, ...] = ()
         self.held = False
 
+    @property
+    def buffer(self) -> Any:
+        """The values' buffer (None before the first use)."""
+        return self.buffers[0] if self.buffers else None
+
     def holds(self, be: Backend, x: Any) -> bool:
-        """Whether ``x`` is the term held in the arena (its views start at the buffer's first entry)."""
+        """Whether ``x`` (a term's values) is the term held in the arena (its views start at the buffer's
+        first entry)."""
         return self.held and self.buffer is not None and _address(be, x) == _address(be, self.buffer)
 
     def consumed(self, be: Backend, *read: Any) -> None:
@@ -54,14 +61,17 @@ class Arena:
         if any(self.holds(be, x) for x in read):
             self.held = False
 
-    def view(self, be: Backend, like: Any, positions: Sequence[int]) -> Any:
-        """The arena's entries as an array of one axis of 2 per bit of ``positions`` (allocated at the
-        first call, of ``like``'s dtype and device)."""
-        if self.buffer is None:
-            self.buffer = be.empty(like, (1 << self.bits,))
-        item = self.buffer.itemsize
-        strides = tuple(item << p for p in positions)
-        return be.xp.lib.stride_tricks.as_strided(self.buffer, shape=(2,) * len(positions), strides=strides)
+    def view(self, be: Backend, like: tuple[Any, ...], positions: Sequence[int]) -> tuple[Any, ...]:
+        """The arena's entries as arrays (one a part of ``like``) of one axis of 2 per bit of ``positions``
+        (allocated at the first call, of ``like``'s dtypes and device)."""
+        if not self.buffers:
+            self.buffers = tuple(be.empty(part, (1 << self.bits,)) for part in like)
+        return tuple(
+            be.xp.lib.stride_tricks.as_strided(
+                b, shape=(2,) * len(positions), strides=tuple(b.itemsize << p for p in positions)
+            )
+            for b in self.buffers
+        )
 
 
 def _address(be: Backend, x: Any) -> int:
@@ -70,8 +80,9 @@ def _address(be: Backend, x: Any) -> int:
 
 
 def capable(semiring: str, dtype: np.dtype, be: Backend) -> bool:
-    """Whether an energy of ``semiring`` and value ``dtype`` on ``be`` can run its steps in an arena:
-    CuPy arrays (or NumPy's GPU route on the host, the tests' stand-in), float values, max-plus or min-plus."""
+    """Whether a contraction (an energy, or a count whose counts ride beside) of ``semiring`` and value
+    ``dtype`` on ``be`` can run its steps in an arena: CuPy arrays (or NumPy's GPU route on the host, the
+    tests' stand-in), float values, max-plus or min-plus."""
     return be.name == "cupy" and semiring in SEMIRINGS and np.dtype(dtype) in VALUE_DTYPES
 
 

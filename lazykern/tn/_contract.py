@@ -51,8 +51,8 @@ class Algebra:
     nparts = 1
     counting = False
     strided = True  # has a row kernel for :mod:`._strided` steps (``rows``); False: every step is ``bmm``
-    # The buffer an energy's run keeps its boundary in (:mod:`._arena`), set for one run by the executor
-    # when the run fits the device only so (:meth:`lazykern.tn.contraction.network.Network.use_arena`).
+    # The buffer a run keeps its boundary in (:mod:`._arena`), set for one run by the executor where that
+    # pays or the run fits the device only so (:meth:`lazykern.tn.contraction.network.Network.use_arena`).
     arena: _arena.Arena | None = None
 
     def __init__(self, semiring: str, backend: Backend, grad: bool = False) -> None:
@@ -94,6 +94,15 @@ class Algebra:
         about to launch, operands like ``like``: an algebra with such steps (``bits``) names them. The
         threads building them, for the run to join."""
         return []
+
+    def arena_step(self, X: tuple[Any, ...], Y: tuple[Any, ...], out: tuple[Any, ...], lay: dict[str, Any]) -> None:
+        """An arena's step (:func:`._arena.layout`): X's parts read where they lie, Y's contiguous (batch,
+        con, right), the result written at ``out``'s addresses (views of the arena, maybe X's own)."""
+        _arena.launch(self.be, X[0], Y[0], out[0], lay, self.semiring)
+
+    def prefetch_arena(self, like: tuple[Any, ...], tiles: Sequence[tuple[int, int]]) -> list[threading.Thread]:
+        """:meth:`prefetch` for the arena's steps ``tiles``."""
+        return _arena.prefetch(self.be, like[0], self.semiring, tiles)
 
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
         """Elementwise semiring sum (slices of a sliced contraction)."""
@@ -328,7 +337,7 @@ def _arena_step(
     if (inside and not mine) or (arena.held and not inside):
         return None
     x_pos = _arena.positions(be, X.parts[0])
-    if x_pos is None:
+    if x_pos is None or any(be.strides(p) != be.strides(X.parts[0]) for p in X.parts[1:]):
         return None
     rank = alg.rank or {}
     y_labels = sorted(Y.labels, key=lambda lab: rank.get(lab, -1))
@@ -336,12 +345,12 @@ def _arena_step(
     if lay is None:
         return None
     perm = tuple(Y.labels.index(lab) for lab in lay["batch_labels"] + lay["con_labels"] + lay["right"])
-    y = be.contiguous(be.permute(Y.parts[0], perm))
-    out = arena.view(be, X.parts[0], lay["out_pos"])
-    _arena.launch(be, X.parts[0], y, out, lay, alg.semiring)
+    y = map_parts(lambda p: be.contiguous(be.permute(p, perm)), Y.parts)
+    out = arena.view(be, X.parts, lay["out_pos"])
+    alg.arena_step(X.parts, y, out, lay)
     arena.held = True
     con = tuple(lay["con_labels"])
-    return Term((out,), tuple(lay["out"])), Choice(con, (2,) * len(con), None)
+    return Term(out, tuple(lay["out"])), Choice(con, (2,) * len(con), None)
 
 
 def _layout(be: Backend, X: Term, y_labels: list[Label], y_shape: list[int], keep: set[Label]) -> dict[str, Any] | None:

@@ -292,7 +292,9 @@ __device__ __forceinline__ long long lk_tile_rows(long long entries, long long p
 // KB == NB and the new spins at the summed-out ones' bits (``mirror``), results go over the entries
 // just read in shared memory, and the tile is written back where it was read (in place when C is X:
 // each block writes only the addresses it read); otherwise they go to a second region of C's tile.
-template <typename V, typename C, bool MAX, int RING, int KB, int NB, int R>
+// DIRECT: every row read where it lies, no tile (an arena's step, tn/_arena.py: its steps grow and shrink
+// the boundary over entries that other blocks' tiles would read).
+template <typename V, typename C, bool MAX, int RING, int KB, int NB, int R, bool DIRECT = false>
 __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[4], const V *__restrict__ yv,
                                               const C *const (&yc)[4], V *cv, C *const (&cc)[4], long long rows,
                                               int nb, unsigned long long holes_in, unsigned long long holes_out,
@@ -301,7 +303,8 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
                                               const unsigned long long (&mod)[4]) {
     constexpr int K = 1 << KB, N = 1 << NB, RC = R > 0 ? R : 1;
     using Tile = lk_bits_tile<V, C, R>;
-    __shared__ __align__(16) unsigned char lk_smem[Tile::PADDED * Tile::ENTRY > 0 ? Tile::PADDED * Tile::ENTRY : 1];
+    constexpr int SMEM = Tile::PADDED * Tile::ENTRY > 0 && !DIRECT ? Tile::PADDED * Tile::ENTRY : 1;
+    __shared__ __align__(16) unsigned char lk_smem[SMEM];
     __shared__ long long lk_hi[2][32];
     __shared__ int lk_off[2][16];
     unsigned long long mu[4] = {0, 0, 0, 0};
@@ -313,7 +316,7 @@ __device__ __forceinline__ void lk_count_bits(const V *xv, const C *const (&xc)[
     // steps grow and shrink the boundary over the entries other blocks' tiles read, and hold free bits
     // that are no row's: a tile's write-back there gave wrong values on the H100 (2026-11-28).
     const long long T =
-        pow2 && R > 0 ? lk_tile_rows(Tile::ENTRIES, (long long)(mirror ? K : K + N) << nb, rows) : 0;
+        pow2 && R > 0 && !DIRECT ? lk_tile_rows(Tile::ENTRIES, (long long)(mirror ? K : K + N) << nb, rows) : 0;
     const int B = 1 << nb;
     const bool ones = lk_counts_all_one<C, R>(yc, (long long)B * K * N);
     if (T == 0) {  // one row's entries exceed the tile: each thread reads its rows where they lie

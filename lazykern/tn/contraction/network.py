@@ -103,35 +103,52 @@ class Network(Executor, Checkpoints):
             return _cost.arena_peak(steps, leaves, width, 1 << self.alg.arena.bits)
         return _cost.peak_bytes(steps, leaves, width, keep, save, self.inplace, host=self.be.host_ram)
 
+    def arena_run(
+        self, plan: ContractionPlan, entry_bytes: int | None = None
+    ) -> tuple[int, int, frozenset[int]] | None:
+        """(address bits, predicted peak, steps it holds) of ``plan``'s run with its boundary in one buffer
+        (:func:`.._cost.arena_run`; ``entry_bytes``: another width than the leaves'), or None where no arena
+        can take the run: a sliced plan, another algebra than the energy's or the counts', autograd, values
+        that no arena kernel adds, or no figure for the free memory."""
+        alg = self.alg
+        if plan.nslices > 1 or (alg.nparts != 1 and not alg.counting) or alg.grad or not alg.strided:
+            return None
+        if not _arena.capable(alg.semiring, self.be.dtype(self.leaves[0].parts[0]), self.be):
+            return None
+        if self.be.budget_bytes() is None:
+            return None
+        steps, _ = self.priced(plan)
+        largest = max((s.result for s in steps), default=1)
+        leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
+        width = self.entry_bytes if entry_bytes is None else entry_bytes
+        need, resident = _cost.arena_run(steps, leaves, width, 1 << (largest.bit_length() - 1))
+        return largest.bit_length() - 1, need, resident
+
     def use_arena(self, plan: ContractionPlan) -> None:
         """Keep the boundary of ``plan``'s run in one buffer (:mod:`.._arena`): an unsliced max-plus / min-plus
-        contraction of float values on CuPy whose predicted peak (two boundaries at a step) does not fit the
-        free device memory, while :func:`.._cost.arena_peak` does; or, where it fits, whose largest
+        contraction of float values on CuPy (an energy, or a count: its count arrays held beside the values,
+        :meth:`arena_run`) whose predicted peak (two boundaries at a step) does not fit the free device memory,
+        while :func:`.._cost.arena_peak` does; or, for an energy where it fits, whose largest
         intermediate has ARENA_FASTER entries or more, every label binary, and every step of that size one the
         arena takes by its rules (:func:`.._cost.arena_run`: a boundary sweep's, whose row steps would copy
-        the boundary to each one's layout; not a greedy order's wide products, which stay batched). Only
-        for a run on one thread with no slice cache and no kept argmax (:func:`contract_network`), whose
+        the boundary to each one's layout; not a greedy order's wide products, which stay batched). A count
+        that fits keeps its tiled bit-addressed steps, written over their operands where they keep its size.
+        Only for a run on one thread with no slice cache and no kept argmax (:func:`contract_network`), whose
         every intermediate is its own: the arena's rules free a term the step after it is read."""
         alg = self.alg
         alg.arena = None
-        if plan.nslices > 1 or alg.counting or alg.nparts != 1 or alg.grad or not alg.strided:
+        found = self.arena_run(plan)
+        if found is None:
             return
-        if not _arena.capable(alg.semiring, self.be.dtype(self.leaves[0].parts[0]), self.be):
-            return
-        free = self.be.budget_bytes()
-        if free is None:
-            return
+        bits, need, resident = found
         steps, _ = self.priced(plan)
-        largest = max((s.result for s in steps), default=1)
-        bits = largest.bit_length() - 1
-        leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
         fits = self.fits(plan, 0, cached=False)
-        if fits and (largest < ARENA_FASTER or any(n != 2 for n in self.sizes.values())):
+        largest = max((s.result for s in steps), default=1)
+        if fits and (alg.counting or largest < ARENA_FASTER or any(n != 2 for n in self.sizes.values())):
             return
-        need, resident = _cost.arena_run(steps, leaves, self.entry_bytes, 1 << bits)
         if fits and not all(n in resident for n, s in enumerate(steps) if s.result >= ARENA_FASTER):
             return  # its large steps are products the arena cannot take (a greedy order's): they stay batched
-        if need * _cost.POOL_MARGIN <= free:
+        if need * _cost.POOL_MARGIN <= (self.be.budget_bytes() or 0):
             log.info("contraction: the boundary held in one buffer of 2^%d entries (peak %.2f GiB)", bits, need / 2**30)
             alg.arena = _arena.Arena(bits, resident)
 
@@ -152,7 +169,7 @@ class Network(Executor, Checkpoints):
             return []
         like = self.leaves[0].parts
         if arena is not None:
-            return _arena.prefetch(self.be, like[0], self.alg.semiring, tiles)
+            return self.alg.prefetch_arena(like, tiles)
         return self.alg.prefetch(like, tiles)
 
     @contextlib.contextmanager

@@ -16,7 +16,7 @@ from .._backend import Backend
 from .._contract import Algebra
 from .arrays import to_dtype
 from .kernels import RESIDUES_MAX, VALUE_DTYPES, family, kernel_name
-from .launch import count_bmm, launch_bits, launch_product, launch_rows
+from .launch import count_bmm, launch_arena, launch_bits, launch_product, launch_rows
 from .reference import bits_reference
 
 
@@ -100,14 +100,30 @@ class CountingAlgebra(Algebra):
             launch_bits(self.be, X, Y, out, lay, self.semiring, self.moduli)
         return out
 
-    def prefetch(self, like: tuple[Any, ...], tiles: Sequence[tuple[int, int]]) -> list[threading.Thread]:
+    def arena_step(self, X: tuple[Any, ...], Y: tuple[Any, ...], out: tuple[Any, ...], lay: dict[str, Any]) -> None:
+        """An arena's step (:func:`lazykern.tn._arena.layout`): values and every residue in one launch of the
+        direct kernel, the result at ``out``'s addresses (views of the arena's buffers, maybe X's own)."""
+        if self.be.xp is np:  # the GPU route on the host (tests): the kernel's addressing in NumPy
+            bits_reference(X, Y, out, lay, self.semiring, self.moduli, (lay["holes_in"], lay["holes_out"]))
+        else:
+            launch_arena(self.be, X, Y, out, lay, self.semiring, self.moduli)
+
+    def prefetch(
+        self, like: tuple[Any, ...], tiles: Sequence[tuple[int, int]], kind: str = "bits"
+    ) -> list[threading.Thread]:
         """The bit-addressed kernels of ``tiles`` for operands like ``like`` (values, then one count array
-        per residue), built in threads at once (:meth:`KernelFamily.prefetch`): the threads, to join."""
+        per residue), built in threads at once (:meth:`KernelFamily.prefetch`): the threads, to join.
+        ``kind``: ``arena`` for an arena's direct kernels."""
         if self.be.on_host or self.be.xp is np:  # the GPU route on the host (tests) runs the reference
             return []
         value, count, residues = self.be.dtype(like[0]), self.be.dtype(like[1]), len(like) - 1
-        names = [kernel_name(self.semiring, value, count, rows=f"bits{kb}{nb}", residues=residues) for kb, nb in tiles]
+        names = [
+            kernel_name(self.semiring, value, count, rows=f"{kind}{kb}{nb}", residues=residues) for kb, nb in tiles
+        ]
         return family.prefetch(names, arch=_device.arch(self.be.device_of(like[0]) or 0))
+
+    def prefetch_arena(self, like: tuple[Any, ...], tiles: Sequence[tuple[int, int]]) -> list[threading.Thread]:
+        return self.prefetch(like, tiles, "arena")
 
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
         """Combine two slices: the better value, counts added where both reach it."""

@@ -44,8 +44,9 @@ BITS_SIGNATURE = ["ptr"] * 15 + ["int64", "int32"] + ["uint64"] * 10
 def kernel_name(semiring: str, value: np.dtype, count: np.dtype, rows: str = "", residues: int = 1) -> str:
     """``count[_rows|_rows4|_bitsKN]_{max|min}_{f32|f64}_{i64|f64|m32}[x R]``; int32 counts are residues
     modulo a prime, R of them (R > 1: a row kernel carrying one count array per prime); ``rows``: a row
-    kernel's tile (ROWS_KMAX) or ``bitsKN`` (the bit-addressed step summing out K spins and bringing in
-    N, 0 to 4 each), "" for the product of any shape."""
+    kernel's tile (ROWS_KMAX), ``bitsKN`` (the bit-addressed step summing out K spins and bringing in
+    N, 0 to 4 each) or ``arenaKN`` (the same step reading every row where it lies, no tile: an arena's,
+    :mod:`lazykern.tn._arena`), "" for the product of any shape."""
     v = next(k for k, (_, d) in VALUE_DTYPES.items() if d == value)
     c = next(k for k, (_, d, _) in COUNT_DTYPES.items() if d == count)
     more = f"x{residues}" if residues > 1 else ""
@@ -120,18 +121,20 @@ def _count_arrays(ct: str, a: str, b: str) -> tuple[str, str]:
 
 
 def _bits_names() -> list[str]:
-    """Every bit-addressed step's kernel (``lk_count_bits``): K, N spins 0 to BITS_MAX, each count ring."""
+    """Every bit-addressed step's kernel (``lk_count_bits``): K, N spins 0 to BITS_MAX, each count ring,
+    tiled (``bits``) or direct (``arena``)."""
     names = []
     for semiring in ("maxplus", "minplus"):
         for _, vd in VALUE_DTYPES.values():
             for _, cd, ring in COUNT_DTYPES.values():
                 for residues in range(1, (RESIDUES_MAX if ring == 2 else 1) + 1):
-                    for kb, nb in itertools.product(range(BITS_MAX + 1), repeat=2):
-                        names.append(kernel_name(semiring, vd, cd, rows=f"bits{kb}{nb}", residues=residues))
+                    for kind in ("bits", "arena"):
+                        for kb, nb in itertools.product(range(BITS_MAX + 1), repeat=2):
+                            names.append(kernel_name(semiring, vd, cd, rows=f"{kind}{kb}{nb}", residues=residues))
     return names
 
 
-_BITS_NAME = re.compile(r"count_bits(\d)(\d)_(max|min)_(f32|f64)_(i64|f64|m32)(?:x(\d))?")
+_BITS_NAME = re.compile(r"count_(bits|arena)(\d)(\d)_(max|min)_(f32|f64)_(i64|f64|m32)(?:x(\d))?")
 
 
 def _bits_fragment(name: str) -> tuple[str, list[str]] | None:
@@ -139,7 +142,7 @@ def _bits_fragment(name: str) -> tuple[str, list[str]] | None:
     found = _BITS_NAME.fullmatch(name)
     if found is None:
         return None
-    kb, nb, semiring, v, c, more = found.groups()
+    kind, kb, nb, semiring, v, c, more = found.groups()
     vt, ct, ring = VALUE_DTYPES[v][0], COUNT_DTYPES[c][0], COUNT_DTYPES[c][2]
     residues = int(more or 1)
     if (
@@ -158,8 +161,8 @@ def _bits_fragment(name: str) -> tuple[str, list[str]] | None:
         f"{arrays}"
         "    const unsigned long long mod[4] = {m0, m1, m2, m3};\n"
         f"    lk_count_bits<{vt}, {ct}, {'true' if semiring == 'max' else 'false'}, {ring}, {kb}, {nb}, "
-        f"{residues}>(xv, xc, yv, yc, cv, cc, rows, nb, holes_in, holes_out, conpos, batch_in, batch_out, "
-        "rightpos, mod);\n"
+        f"{residues}, {'true' if kind == 'arena' else 'false'}>(xv, xc, yv, yc, cv, cc, rows, nb, holes_in, "
+        "holes_out, conpos, batch_in, batch_out, rightpos, mod);\n"
         "}\n"
     )
     return code, list(BITS_SIGNATURE)

@@ -138,6 +138,25 @@ def launch_bits(
     be: Backend, X: tuple[Any, ...], Y: tuple[Any, ...], C: tuple[Any, ...], lay: dict[str, Any], semiring: str,
     moduli: tuple[int, ...],
 ) -> None:  # fmt: skip
+    """A bit-addressed step (:func:`lazykern.tn._strided.bits_layout`): the tiled kernel, a row's holes its
+    summed-out and batch bits."""
+    holes = (lay["con"] + lay["batch_in"], lay["batch_out"] + lay["right_pos"])
+    _launch(be, X, Y, C, lay, semiring, moduli, "bits", holes)
+
+
+def launch_arena(
+    be: Backend, X: tuple[Any, ...], Y: tuple[Any, ...], C: tuple[Any, ...], lay: dict[str, Any], semiring: str,
+    moduli: tuple[int, ...],
+) -> None:  # fmt: skip
+    """An arena's step (:func:`lazykern.tn._arena.layout`, ``C`` views of the arena, maybe X's own): the
+    direct kernel, every row read where it lies, a row's holes every bit below the top that is no row bit."""
+    _launch(be, X, Y, C, lay, semiring, moduli, "arena", (lay["holes_in"], lay["holes_out"]))
+
+
+def _launch(
+    be: Backend, X: tuple[Any, ...], Y: tuple[Any, ...], C: tuple[Any, ...], lay: dict[str, Any], semiring: str,
+    moduli: tuple[int, ...], kind: str, holes: tuple[list[int], list[int]],
+) -> None:  # fmt: skip
     from ...tropical import _arrays
 
     residues = len(X) - 1
@@ -154,7 +173,7 @@ def launch_bits(
     def mask(positions: list[int]) -> Any:  # np.uint64
         return np.uint64(sum(1 << int(p) for p in positions))
 
-    tile = f"bits{len(lay['con'])}{len(lay['right_pos'])}"
+    tile = f"{kind}{len(lay['con'])}{len(lay['right_pos'])}"
     name = kernel_name(semiring, be.dtype(X[0]), be.dtype(X[1]), rows=tile, residues=residues)
     device = _device.resolve_or_current(_device.common([(n, o.device) for n, o in zip(names, ops)]))
     blocks = max(min(-(-lay["rows"] // THREADS), MAX_BLOCKS), 1)
@@ -169,8 +188,8 @@ def launch_bits(
             *padded[2],
             lay["rows"],
             len(lay["batch_in"]),
-            mask(lay["con"] + lay["batch_in"]),
-            mask(lay["batch_out"] + lay["right_pos"]),
+            mask(holes[0]),
+            mask(holes[1]),
             packed(lay["con"]),
             packed(lay["batch_in"]),
             packed(lay["batch_out"]),

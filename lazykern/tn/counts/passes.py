@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _shared, _upload
+from .. import _cost, _shared, _upload
 from ..einsum import build_network
 from .algebra import CountingAlgebra
 from .arrays import to_host
@@ -88,8 +88,14 @@ def residues_per_pass(net: Any, plan: Any) -> int:
 def fits_memory(net: Any, plan: Any, entry_bytes: int) -> bool:
     """Whether a pass of ``plan`` with ``entry_bytes`` an entry fits the free device memory (the host: its
     available RAM; yes where unknown), by the network's margin (:meth:`~lazykern.tn.contraction.network.Network.margin`:
-    on CuPy a sweep's boundaries are allocations of their own, outside the pool). Under the pool's margin
-    alone (1.05) the H100's 32 x 32 passes of 12 bytes an entry ran out of memory with 77.3 GB in use, their
-    predicted peak, the pool holding the freed 2^31-entry boundary's blocks cut up (2026-11-28)."""
+    on CuPy a sweep's boundaries are allocations of their own, outside the pool), or with its boundary held in
+    one buffer (:meth:`~lazykern.tn.contraction.network.Network.arena_run`, which the pass then takes). Under
+    the pool's margin alone (1.05) the H100's 32 x 32 passes of 12 bytes an entry ran out of memory with 77.3 GB
+    in use, their predicted peak, the pool holding the freed 2^31-entry boundary's blocks cut up (2026-11-28).
+    In one buffer an 80 GB H100 holds the 32 x 32 boundary with three residues (16 bytes an entry, 64 GiB),
+    where two boundaries at a step (96 GiB) do not fit."""
     free = net.be.budget_bytes()
-    return free is None or net.peak(plan, entry_bytes=entry_bytes) * net.margin(plan, entry_bytes) <= free
+    if free is None or net.peak(plan, entry_bytes=entry_bytes) * net.margin(plan, entry_bytes) <= free:
+        return True
+    arena = net.arena_run(plan, entry_bytes)
+    return arena is not None and arena[1] * _cost.POOL_MARGIN <= free
