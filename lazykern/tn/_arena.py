@@ -1,4 +1,4 @@
-"""One boundary in one buffer: the energy's bit-addressed steps written over the entries they read.
+"""One boundary in one buffer: the energy's (or a count's) bit-addressed steps written over the entries they read.
 
 A boundary sweep's steps read the boundary X and write the next one. The row kernel (:mod:`._strided`)
 writes a new array, so a step holds two boundaries: a chimera 8 x 8 x 4 sweep's 2^34 float32 entries
@@ -12,6 +12,12 @@ spins taking the summed-out spins' bits first, then bits no label owns. Threads 
 addresses and each reads before it writes, so a step that grows the boundary, shrinks it or keeps its
 size writes over it: the boundary never moves and no second copy is held. The planner prices it with
 :func:`lazykern.tn._cost.arena_peak`, which follows the same rules as :class:`Arena`.
+
+A count (:mod:`lazykern.tn.counts`) holds its values and each count array (int64, float64, or one int32
+residue per prime) in buffers of their own with the same bits, written by the same step with its count
+arrays (``count_arenaKN``: ``lk_count_bits`` with DIRECT, every row read where it lies, no tile), where
+its two boundaries at a step do not fit: a 32 x 32 pass of three residues (16 bytes an entry) holds
+64 GiB so, 96 GiB otherwise, and an 80 GB GPU then counts in two passes, not three.
 """
 
 from __future__ import annotations
