@@ -186,6 +186,33 @@ if spec["kind"] == "degeneracy":
                             "seconds": round(time.perf_counter() - t, 3)}
         return out
     _shared.run_shared = run_shared
+    # the count's wall outside its passes, by phase (each synchronized; nested phases overlap: the passes
+    # run inside count_network, the float64 pass inside upper)
+    import importlib as _il
+    phases = record.setdefault("phases", {})
+    def phase(module, name, label):
+        orig = getattr(module, name)
+        def wrapper(*a, **k):
+            t = time.perf_counter()
+            try:
+                return orig(*a, **k)
+            finally:
+                cp.cuda.Device().synchronize()
+                row = phases.setdefault(label, {"calls": 0, "seconds": 0.0})
+                row["calls"] += 1
+                row["seconds"] = round(row["seconds"] + time.perf_counter() - t, 4)
+        setattr(module, name, wrapper)
+    _sc = _il.import_module("lazykern.tn.spinglass.counts")
+    _ps = _il.import_module("lazykern.tn.counts.passes")
+    _ex = _il.import_module("lazykern.tn.counts.exact")
+    _cr = _il.import_module("lazykern.tn._crt")
+    for module, name, label in ((_sc, "route", "route"), (_sc, "fitted_network", "fitted_network"),
+                                (_sc, "planned", "planned"), (_sc, "count_network", "count_network"),
+                                (counting, "build_network", "build_network"), (_ps, "share", "share"),
+                                (_ps, "residues_per_pass", "residues_per_pass"), (_ps, "int64_first", "int64_first"),
+                                (counts_bounds, "float_counts", "float_counts"), (_ex, "count_bound", "count_bound"),
+                                (_cr, "solve", "crt_solve")):
+        phase(module, name, label)
 else:
     _run = N.run
     def run(self, *a, **k):
