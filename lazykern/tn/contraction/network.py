@@ -128,11 +128,12 @@ class Network(Executor, Checkpoints):
         """Keep the boundary of ``plan``'s run in one buffer (:mod:`.._arena`): an unsliced max-plus / min-plus
         contraction of float values on CuPy (an energy, or a count: its count arrays held beside the values,
         :meth:`arena_run`) whose predicted peak (two boundaries at a step) does not fit the free device memory,
-        while :func:`.._cost.arena_peak` does; or, for an energy where it fits, whose largest
+        while :func:`.._cost.arena_peak` does; or, where it fits, whose largest
         intermediate has ARENA_FASTER entries or more, every label binary, and every step of that size one the
         arena takes by its rules (:func:`.._cost.arena_run`: a boundary sweep's, whose row steps would copy
         the boundary to each one's layout; not a greedy order's wide products, which stay batched). A count
-        that fits keeps its tiled bit-addressed steps, written over their operands where they keep its size.
+        takes it by the same rules: its direct steps were quicker than the tiled ones written over their
+        operands, a 32 x 32 count 5.95 s against 6.78 s (one process, H200, benchmarks/results/s70-h200).
         Only for a run on one thread with no slice cache and no kept argmax (:func:`contract_network`), whose
         every intermediate is its own: the arena's rules free a term the step after it is read."""
         alg = self.alg
@@ -144,7 +145,7 @@ class Network(Executor, Checkpoints):
         steps, _ = self.priced(plan)
         fits = self.fits(plan, 0, cached=False)
         largest = max((s.result for s in steps), default=1)
-        if fits and (alg.counting or largest < ARENA_FASTER or any(n != 2 for n in self.sizes.values())):
+        if fits and (largest < ARENA_FASTER or any(n != 2 for n in self.sizes.values())):
             return
         if fits and not all(n in resident for n, s in enumerate(steps) if s.result >= ARENA_FASTER):
             return  # its large steps are products the arena cannot take (a greedy order's): they stay batched
