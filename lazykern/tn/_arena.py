@@ -69,9 +69,13 @@ class Arena:
 
     def view(self, be: Backend, like: tuple[Any, ...], positions: Sequence[int]) -> tuple[Any, ...]:
         """The arena's entries as arrays (one a part of ``like``) of one axis of 2 per bit of ``positions``
-        (allocated at the first call, of ``like``'s dtypes and device)."""
+        (allocated at the first call, of ``like``'s dtypes and device). Each buffer is a device allocation
+        of its own, outside CuPy's pool (``whole``): a pool keeps a freed buffer and cuts the next run's
+        small arrays out of it, which then pin all of it. An 80 GB run of a count's passes found its
+        float64 pass's 32 GiB count buffer held so by the next pass's operands, and that pass of three
+        residues refused (H200 with 60.6 GiB held by another process, benchmarks/results/s70-h200)."""
         if not self.buffers:
-            self.buffers = tuple(be.empty(part, (1 << self.bits,)) for part in like)
+            self.buffers = tuple(be.empty(part, (1 << self.bits,), whole=True) for part in like)
         return tuple(
             be.xp.lib.stride_tricks.as_strided(
                 b, shape=(2,) * len(positions), strides=tuple(b.itemsize << p for p in positions)

@@ -70,7 +70,40 @@ def split(
     """The steps of ``path`` that run once: pairs of leaves or shared results, every operand and the result
     under ``small`` entries, whose counts a bound proves below 2^63 (``bounds``: each leaf's largest
     count; a step's bound is the product of its operands' and of the sizes it sums out). None where no
-    step is shared, or every step is (nothing left to share it with)."""
+    step is shared, or every step is (nothing left to share it with).
+
+    The last few answers are kept (read only by their callers): an energy and then a count of one network in
+    one process split the same plan (a 32 x 32 sweep's 3007 steps: 0.1-0.2 s of Python on an H200 machine),
+    and each of a count's networks asks again."""
+    key = (
+        tuple(tuple(t) for t in labels),
+        tuple(output),
+        frozenset(sizes.items()),
+        tuple(tuple(s) for s in path),
+        tuple(int(b) for b in bounds),
+        small,
+    )
+    if key in _splits:
+        return _splits[key]
+    found = _split(labels, output, sizes, path, bounds, small)
+    _splits[key] = found
+    while len(_splits) > SPLITS_KEPT:
+        del _splits[next(iter(_splits))]
+    return found
+
+
+SPLITS_KEPT = 4
+_splits: dict[tuple[Any, ...], Split | None] = {}
+
+
+def _split(
+    labels: Sequence[Sequence[Label]],
+    output: Sequence[Label],
+    sizes: dict[Label, int],
+    path: Sequence[Sequence[int]],
+    bounds: Sequence[int],
+    small: int,
+) -> Split | None:
     out = set(output)
     live: list[tuple[str, int]] = [("leaf", i) for i in range(len(labels))]
     info: dict[tuple[str, int], tuple[frozenset[Label], bool, int]] = {

@@ -1,4 +1,4 @@
-"""Many small host arrays on a device in one copy per dtype.
+"""Many small host arrays on a device in one copy per dtype, and back (:func:`download`).
 
 A network's hundreds of small tables (or a host prefix's results, :mod:`._prefix`) otherwise cost a
 copy each. Each dtype's arrays are packed into one host buffer, copied once, and handed back as views
@@ -35,4 +35,36 @@ def upload(arrays: Sequence[np.ndarray], put: Callable[[np.ndarray], Any]) -> li
         flat = put(host)
         for i, start in zip(at, starts):
             out[i] = flat[start : start + arrays[i].size].reshape(arrays[i].shape)
+    return out
+
+
+def download(arrays: Sequence[Any], get: Callable[[Any], np.ndarray]) -> list[np.ndarray]:
+    """``arrays`` (CuPy arrays, or any that ``get`` copies to the host) on the host: those that are
+    C-contiguous views of one contiguous device buffer (an :func:`upload`'s) in one copy of that buffer,
+    the others one copy each (a 32 x 32 count's 3008 leaves: 0.05 s of copies on an H200 machine)."""
+    out: list[Any] = [None] * len(arrays)
+    groups: dict[int, list[int]] = {}
+    for i, a in enumerate(arrays):
+        base = getattr(a, "base", None)
+        data = getattr(a, "data", None)
+        if (
+            base is not None
+            and hasattr(data, "ptr")
+            and a.flags.c_contiguous
+            and base.flags.c_contiguous
+            and base.dtype == a.dtype
+        ):
+            groups.setdefault(id(base), []).append(i)
+        else:
+            out[i] = get(a)
+    for at in groups.values():
+        base = arrays[at[0]].base
+        if len(at) == 1:
+            out[at[0]] = get(arrays[at[0]])
+            continue
+        host = get(base).reshape(-1)
+        for i in at:
+            a = arrays[i]
+            start = (a.data.ptr - base.data.ptr) // a.itemsize
+            out[i] = host[start : start + a.size].reshape(a.shape)
     return out

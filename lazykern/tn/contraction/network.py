@@ -95,13 +95,20 @@ class Network(Executor, Checkpoints):
         """Predicted bytes at the worst moment of ``plan``'s run on this network (:func:`.._cost.peak_bytes`);
         ``entry_bytes``: another width than the leaves' (a counting pass carrying more residues)."""
         steps, _ = self.priced(plan)
-        leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
-        if not cached:  # a run without the slices' cache keeps nothing beyond a step's use
-            steps = [s._replace(pinned=0) for s in steps]
         width = self.entry_bytes if entry_bytes is None else entry_bytes
-        if self.alg.arena is not None:  # an energy's run holding its boundary in one buffer
-            return _cost.arena_peak(steps, leaves, width, 1 << self.alg.arena.bits)
-        return _cost.peak_bytes(steps, leaves, width, keep, save, self.inplace, host=self.be.host_ram)
+        arena = self.alg.arena
+        key = ("peak", keep, cached, save, width, None if arena is None else arena.bits)
+        if key not in self.peaks:
+            leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
+            if not cached:  # a run without the slices' cache keeps nothing beyond a step's use
+                steps = [s._replace(pinned=0) for s in steps]
+            if arena is not None:  # a run holding its boundary in one buffer
+                self.peaks[key] = _cost.arena_peak(steps, leaves, width, 1 << arena.bits)
+            else:
+                self.peaks[key] = _cost.peak_bytes(
+                    steps, leaves, width, keep, save, self.inplace, host=self.be.host_ram
+                )
+        return int(self.peaks[key])
 
     def arena_run(
         self, plan: ContractionPlan, entry_bytes: int | None = None
@@ -118,11 +125,14 @@ class Network(Executor, Checkpoints):
         if self.be.budget_bytes() is None:
             return None
         steps, _ = self.priced(plan)
-        largest = max((s.result for s in steps), default=1)
-        leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
         width = self.entry_bytes if entry_bytes is None else entry_bytes
-        need, resident = _cost.arena_run(steps, leaves, width, 1 << (largest.bit_length() - 1))
-        return largest.bit_length() - 1, need, resident
+        key = ("arena", width)
+        if key not in self.peaks:
+            bits = max((s.result for s in steps), default=1).bit_length() - 1
+            leaves = sum(math.prod(int(n) for n in t.parts[0].shape) for t in self.leaves)
+            self.peaks[key] = (bits, *_cost.arena_run(steps, leaves, width, 1 << bits))
+        found: tuple[int, int, frozenset[int]] = self.peaks[key]
+        return found
 
     def use_arena(self, plan: ContractionPlan) -> None:
         """Keep the boundary of ``plan``'s run in one buffer (:mod:`.._arena`): an unsliced max-plus / min-plus
@@ -217,7 +227,7 @@ class Network(Executor, Checkpoints):
         """This network with its operands on GPU ``device`` and no recorded run (host: a copy that
         shares the operands); one per thread, since :meth:`run` records its steps on the network."""
         leaves = [Term(tuple(self.be.to_device(p, device) for p in t.parts), t.labels) for t in self.leaves]
-        return replace(self, leaves=leaves, nodes={}, root=0, saved={}, memo=None, bare=None)
+        return replace(self, leaves=leaves, nodes={}, root=0, saved={}, memo=None, bare=None, peaks={})
 
     def finish(self, root: Term) -> Any:
         perm = tuple(root.labels.index(x) for x in self.output)

@@ -48,6 +48,8 @@ class Operands:
     memo: tuple[ContractionPlan, list[_cost.Step], _recompute.Tree] | None = field(default=None, repr=False)
     # The last plan's peak profile keeping no argmax (:class:`.._cost.ArgmaxPeak`), with the leaves' entries.
     bare: tuple[ContractionPlan, int, tuple[list[int], list[int]]] | None = field(default=None, repr=False)
+    # The last plan's predicted peaks by their arguments (a count asks for each width a pass might carry).
+    peaks: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(
@@ -114,4 +116,5 @@ class Operands:
             steps = plan_steps(inputs, self.output, self.sizes, plan.path, plan.sliced)
             sized = {x: (1 if x in plan.sliced else n) for x, n in self.sizes.items()}
             self.memo = (plan, steps, _recompute.Tree(inputs, sized, plan.path))
+            self.peaks = {}
         return self.memo[1], self.memo[2]

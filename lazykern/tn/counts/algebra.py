@@ -14,7 +14,7 @@ import numpy as np
 from ...launch import _device
 from .._backend import Backend
 from .._contract import Algebra
-from .arrays import to_dtype
+from .arrays import ones_like, to_dtype
 from .kernels import RESIDUES_MAX, VALUE_DTYPES, family, kernel_name
 from .launch import count_bmm, launch_arena, launch_bits, launch_product, launch_rows
 from .reference import bits_reference
@@ -33,7 +33,8 @@ class CountingAlgebra(Algebra):
     def prepare(cls, be: Backend, parts: tuple[Any, ...], position: int) -> tuple[Any, ...]:
         ones = len(parts) == 1
         if ones:  # every entry counts once (made in the pass's count type: modulo p, int32 residues)
-            parts = (parts[0], be.full(parts[0], tuple(parts[0].shape), 1, be.xp.int32 if cls.moduli else _int64(be)))
+            made = be.xp.int32 if cls.moduli else _int64(be)
+            parts = (parts[0], ones_like(be, parts[0], tuple(parts[0].shape), made))
         if len(parts) != 2:
             raise ValueError(f"counting operand {position} must be an array or a (values, counts) pair")
         value, count = be.dtype(parts[0]), be.dtype(parts[1])

@@ -38,7 +38,7 @@ def share(net: Any, plan: Any, inputs: Sequence[Any], operands: Sequence[Any]) -
     if cut is None:
         return inputs, operands, plan
     on_host = build_network(
-        inputs, net.output, [to_host(net.be, op) for op in operands], net.alg.semiring, CountingAlgebra
+        inputs, net.output, _upload.download(operands, lambda x: to_host(net.be, x)), net.alg.semiring, CountingAlgebra
     )
     leaves = [t.parts for t in on_host.leaves]
     if all(len(t.labels) == len(set(t.labels)) for t in on_host.leaves) and all(
