@@ -48,6 +48,15 @@ def test_views_of_one_buffer_come_back_in_one_copy():
     assert sorted(copies) == sorted([float_buffer, 3, 5])  # the float32 views in one copy; one int32 alone
 
 
+def test_a_few_views_of_a_large_buffer_are_copied_alone():
+    big = _Device(np.arange(1 << 16, dtype=np.float64))
+    views = [_Device(big.host[k : k + 4], big, k * 8) for k in (0, 100)]
+    copies: list[int] = []
+    got = _upload.download(views, lambda x: copies.append(x.size) or x.host)
+    assert copies == [4, 4]
+    np.testing.assert_array_equal(got[1], np.arange(100.0, 104.0))
+
+
 @pytest.mark.gpu
 def test_download_on_the_gpu():
     cupy = pytest.importorskip("cupy")
