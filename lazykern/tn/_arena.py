@@ -237,9 +237,20 @@ def _spread(r: np.ndarray, holes: Sequence[int]) -> np.ndarray:
     return r
 
 
-def _flat(a: np.ndarray, entries: int) -> np.ndarray:
-    """``entries`` entries from ``a``'s first one, as one axis (its bits' address space)."""
+def flat(a: np.ndarray, entries: int) -> np.ndarray:
+    """``entries`` entries from ``a``'s first one, as one axis (its bits' address space: ``a`` may be a
+    strided view of an arena, which a reshape would copy)."""
     return np.lib.stride_tricks.as_strided(a, shape=(entries,), strides=(a.itemsize,), writeable=True)
+
+
+def addresses(lay: dict[str, Any], holes_in: Sequence[int], holes_out: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Where the bit-addressed kernel (``lk_count_bits``) reads X, (batch, rows, K), and writes the result,
+    (batch, rows, N), for a step's layout ``lay``: a row's number spread over every bit but ``holes_in`` /
+    ``holes_out``, then each batch, summed-out and new assignment at its bits."""
+    rows = np.arange(lay["rows"], dtype=np.int64)
+    a0 = _spread(rows, holes_in)[None, :, None] + _offsets(lay["batch_in"])[:, None, None]
+    c0 = _spread(rows, holes_out)[None, :, None] + _offsets(lay["batch_out"])[:, None, None]
+    return a0 + _offsets(lay["con"])[None, None, :], c0 + _offsets(lay["right_pos"])[None, None, :]
 
 
 def reference(x: np.ndarray, y: np.ndarray, c: np.ndarray, lay: dict[str, Any], semiring: str) -> None:
@@ -247,12 +258,8 @@ def reference(x: np.ndarray, y: np.ndarray, c: np.ndarray, lay: dict[str, Any], 
     is written: ``c`` may share ``x``'s entries)."""
     from ._reference_einsum import bmm
 
-    rows = np.arange(lay["rows"], dtype=np.int64)
     batch, K, N = (len(lay[k]) for k in ("batch_in", "con", "right_pos"))
-    a0 = _spread(rows, lay["holes_in"])[None, :, None] + _offsets(lay["batch_in"])[:, None, None]
-    c0 = _spread(rows, lay["holes_out"])[None, :, None] + _offsets(lay["batch_out"])[:, None, None]
-    read = a0 + _offsets(lay["con"])[None, None, :]  # (batch, rows, K)
-    write = c0 + _offsets(lay["right_pos"])[None, None, :]  # (batch, rows, N)
-    values = _flat(x, int(read.max()) + 1)[read]
+    read, write = addresses(lay, lay["holes_in"], lay["holes_out"])
+    values = flat(x, int(read.max()) + 1)[read]
     result = bmm(values, np.ascontiguousarray(y).reshape(1 << batch, 1 << K, 1 << N), semiring, False)
-    _flat(c, int(write.max()) + 1)[write] = result
+    flat(c, int(write.max()) + 1)[write] = result
