@@ -127,7 +127,11 @@ def test_a_count_in_the_arena_is_the_transfer_matrixs():
     sg = _free_rows(10, 7, seed=2)
     E0, count = transfer_matrix(sg, 10)
     assert count > 2**70
-    with _forced() as used, mock.patch.object(passes, "residues_per_pass", lambda net, plan: 3):
+    with (
+        _forced() as used,
+        mock.patch.object(passes, "residues_per_pass", lambda net, plan: 3),
+        mock.patch.object(counting, "WIDE_PASS", False),  # the primes' passes (tests/test_tn_count_wide.py: one)
+    ):
         assert nw.degeneracy(sg, memory_limit=2**28) == (E0, count)
     assert () in used and any(len(m) == 2 for m in used)  # the float64 bound's pass and the primes' (2 needed)
 
@@ -235,6 +239,7 @@ def test_a_count_in_the_arena_on_the_gpu_is_the_transfer_matrixs(monkeypatch):
 
     monkeypatch.setattr(Network, "fits", lambda *a, **kw: False)
     monkeypatch.setattr(counting.CountingAlgebra, "arena_step", arena_step)
+    monkeypatch.setattr(counting, "WIDE_PASS", False)  # the primes' passes (tests/test_tn_count_wide.py: one)
     sg = nw.square_lattice(16, seed=16)
     assert nw.degeneracy(sg, module=cupy) == transfer_matrix(sg, 16)
     sg = _free_rows(12, 6, seed=3)

@@ -44,6 +44,7 @@ def test_prime_passes_run_the_shared_steps_once_and_count_exactly(small):
         mock.patch.object(_backend.Backend, "memory_limit", lambda self, b: 2**28),
         mock.patch.object(passes, "residues_per_pass", lambda net, plan: 2),
         mock.patch.object(_shared, "SMALL", small),
+        mock.patch.object(counting, "WIDE_PASS", False),  # the primes' passes (the 128-bit one: below)
         patch,
     ):
         assert nw.degeneracy(sg, memory_limit=2**28) == (E0, count)

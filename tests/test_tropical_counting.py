@@ -79,9 +79,9 @@ def test_float_counts_and_input_errors():
 
 def test_kernels_are_lazy_and_compile_for_sm90(cache):
     fam = counting.make_family(cache)
-    # 2 semirings x 2 value types x (3 count types' products; row kernels of 3 tiles, for 3 count
+    # 2 semirings x 2 value types x (4 count types' products; row kernels of 3 tiles, for 4 count
     # types and 2-4 residues; bit-addressed steps of 0-4 spins out and in, for the same count rings)
-    assert len(fam.names()) == 84 + 2 * 2 * 6 * 2 * 25 and fam.compiled() == []  # bits and arena kernels
+    assert len(fam.names()) == 100 + 2 * 2 * 7 * 2 * 25 and fam.compiled() == []  # bits and arena kernels
     names = ["count_max_f32_i64", "count_max_f32_m32", "count_min_f64_f64"]
     kernels = fam.warm(names, arch="sm_90")
     assert [k.name for k in kernels] == names
@@ -415,9 +415,9 @@ def test_row_launch_passes_what_the_kernel_signature_reads(residues, K, N, tile)
     real = _arrays.as_operand
     launches = []
 
-    def operand(x, name):  # a host array stands for device memory: its pointer names it
+    def operand(x, name, also=()):  # a host array stands for device memory: its pointer names it
         arrays[id(x)] = x
-        return dataclasses.replace(real(x, name), ptr=id(x), device=0)
+        return dataclasses.replace(real(x, name, also), ptr=id(x), device=0)
 
     def fake(name, arch):
         R = int(name.rsplit("x", 1)[1]) if "_m32x" in name else 1
@@ -552,6 +552,7 @@ def test_two_residues_a_pass_on_the_device_route_past_int64():
         mock.patch.object(_backend.Backend, "memory_limit", lambda self, b: 2**28),
         mock.patch.object(passes, "residues_per_pass", lambda net, plan: 2),  # as on an 80 GB GPU at 32 x 32
         mock.patch.object(counting, "contract_network", counted),
+        mock.patch.object(counting, "WIDE_PASS", False),  # the primes' passes (tests/test_tn_count_wide.py: one)
     ):
         assert nw.degeneracy(sg, memory_limit=2**28) == (E0, count)
     # about 2^72: the float64 pass first (each count's interval sets the primes), then the primes two by
@@ -568,6 +569,7 @@ def test_two_residues_a_pass_on_the_device_route_past_int64():
         mock.patch.object(_backend.Backend, "memory_limit", lambda self, b: 2**28),
         mock.patch.object(passes, "residues_per_pass", lambda net, plan: 1),
         mock.patch.object(counting, "contract_network", counted),
+        mock.patch.object(counting, "WIDE_PASS", False),
     ):
         assert nw.degeneracy(sg, memory_limit=2**28) == (E0, count)
     assert calls[:2] == [(), ()] and all(len(m) == 1 for m in calls[2:])  # the float64 bound, int64, primes

@@ -13,7 +13,8 @@
 // bits and reduced. Either way the result is the exact count modulo that number; the host rebuilds
 // the integer from several such passes (Chinese remainder theorem). Float counts add and multiply
 // as floats.
-// RING: 0 float counts, 1 int64 counts modulo 2^64, 2 32-bit residues modulo ``mod``.
+// RING: 0 float counts, 1 int64 counts modulo 2^64, 2 32-bit residues modulo ``mod``, 3 unsigned 128-bit
+// counts that saturate (``lk_u128``, below).
 //
 // Residues avoid the 64-bit division (a long software routine on the GPU): x, y < p < 2^31, so a
 // sum is below 2^32 and needs at most one subtraction of p, and a product (below 2^62) is reduced
@@ -24,9 +25,39 @@ __device__ __forceinline__ unsigned long long lk_barrett(unsigned long long mod)
     return mod > 1 ? ~0ULL / mod : 0;  // floor((2^64 - 1) / p) == floor(2^64 / p) for p odd
 }
 
+// RING 3: an unsigned 128-bit count that saturates. Its largest value, 2^128 - 1 (SAT), stands for "2^128 - 1
+// or more": a sum or product whose exact value reaches it gives SAT, SAT plus anything is SAT, SAT times a
+// nonzero count is SAT, and anything times 0 is 0 (exact). So a count below SAT is exact, whatever
+// saturated elsewhere: a saturated term reaching it would have made it SAT. One pass of 16-byte counts is
+// exact wherever no count read back is SAT, with no bound known beforehand (lazykern/tn/counts/wide.py).
+struct __align__(16) lk_u128 {
+    unsigned long long lo, hi;
+    lk_u128() = default;
+    __host__ __device__ constexpr lk_u128(int v) : lo((unsigned long long)(long long)v), hi(0) {}
+    __host__ __device__ constexpr lk_u128(unsigned long long l, unsigned long long h) : lo(l), hi(h) {}
+    __host__ __device__ bool operator==(const lk_u128 &o) const { return lo == o.lo && hi == o.hi; }
+};
+
+__device__ __forceinline__ lk_u128 lk_u128_add(lk_u128 x, lk_u128 y) {
+    const unsigned long long lo = x.lo + y.lo, carry = lo < x.lo;
+    const unsigned long long h = x.hi + y.hi, hi = h + carry;
+    return h < x.hi || hi < h ? lk_u128(~0ULL, ~0ULL) : lk_u128(lo, hi);
+}
+
+__device__ __forceinline__ lk_u128 lk_u128_mul(lk_u128 x, lk_u128 y) {
+    if ((x.lo | x.hi) == 0 || (y.lo | y.hi) == 0) return lk_u128(0ULL, 0ULL);
+    if (x.hi != 0 && y.hi != 0) return lk_u128(~0ULL, ~0ULL);
+    // at most one high word is nonzero: x.hi y.lo + x.lo y.hi is one of them, which must fit 64 bits
+    const unsigned long long big = x.hi != 0 ? x.hi : y.hi, by = x.hi != 0 ? y.lo : x.lo;
+    const unsigned long long cross = big * by, lo = x.lo * y.lo, hi = __umul64hi(x.lo, y.lo) + cross;
+    return __umul64hi(big, by) != 0 || hi < cross ? lk_u128(~0ULL, ~0ULL) : lk_u128(lo, hi);
+}
+
 template <int RING, typename C>
 __device__ __forceinline__ C lk_count_mul(C x, C y, unsigned long long mod, unsigned long long mu) {
-    if constexpr (RING == 1) {
+    if constexpr (RING == 3) {
+        return lk_u128_mul(x, y);
+    } else if constexpr (RING == 1) {
         return (C)((unsigned long long)x * (unsigned long long)y);
     } else if constexpr (RING == 2) {
         const unsigned long long xy = (unsigned long long)(unsigned)x * (unsigned)y;
@@ -39,7 +70,9 @@ __device__ __forceinline__ C lk_count_mul(C x, C y, unsigned long long mod, unsi
 
 template <int RING, typename C>
 __device__ __forceinline__ C lk_count_add(C x, C y, unsigned long long mod) {
-    if constexpr (RING == 1) {
+    if constexpr (RING == 3) {
+        return lk_u128_add(x, y);
+    } else if constexpr (RING == 1) {
         return (C)((unsigned long long)x + (unsigned long long)y);
     } else if constexpr (RING == 2) {
         const unsigned s = (unsigned)x + (unsigned)y;
@@ -272,6 +305,7 @@ struct lk_bits_tile {
     }
     static constexpr int ENTRIES = fit(8192);
     static constexpr int PADDED = ENTRIES + ENTRIES / 32;
+    static_assert(R == 0 || PADDED * sizeof(V) % alignof(C) == 0, "the tile's counts start aligned");
 };
 
 __device__ __forceinline__ int lk_padded(int i) { return i + (i >> 5); }  // a bank conflict-free stride

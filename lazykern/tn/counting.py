@@ -43,7 +43,7 @@ import numpy as np
 from ..errors import DeviceMemoryError, LazykernWarning, warn_user
 from . import _crt, _procs, _spread
 from .counts import arrays, bounds, passes
-from .counts.algebra import CountingAlgebra, algebra
+from .counts.algebra import CountingAlgebra, SaturatingCounting, algebra
 from .counts.bounds import INTERVAL_ENTRIES_MAX, count_bound, float_counts, plan_roundings, proven
 from .counts.exact import exact
 from .counts.kernels import (
@@ -61,6 +61,7 @@ from .counts.kernels import (
 )
 from .counts.launch import count_bmm
 from .counts.passes import residues_per_pass
+from .counts.wide import exact_or_none
 from .einsum import ContractionPlan, build_network, contract_network, parse
 
 __all__ = [
@@ -71,6 +72,9 @@ __all__ = [
 ]  # fmt: skip
 
 log = logging.getLogger("lazykern")
+# A count past int64 on a GPU is first one pass of 128-bit counts that saturate (:mod:`.counts.wide`), where
+# it may run; False: the float64 pass and the primes only (what a count past 2^128 - 1 takes)
+WIDE_PASS = True
 
 
 def einsum(
@@ -231,6 +235,40 @@ def count_network(
             net.be, operands, values, counts, bounds.plan_roundings(how[0], output, net.sizes, how[2]), same
         )
 
+    def saturating() -> tuple[Any, Any] | None:
+        """One pass of 128-bit counts (:mod:`.counts.wide`) of what a prime pass runs, where it may: a CuPy
+        pass on one device, unsliced, every count given a nonnegative integer, its 16-byte counts fitting
+        the memory. Its answer where no count saturated (values and counts on the host, as the passes
+        modulo primes give them); None otherwise, said in the log."""
+        given = [op[1] for op in operands if isinstance(op, tuple)]
+        why = (
+            "off" if not WIDE_PASS
+            else f"{net.be.name} arrays" if net.be.name != "cupy"
+            else f"devices={devices!r}" if devices is not None
+            else f"{plan.nslices} slices" if plan.nslices > 1
+            else "negative counts given" if any(arrays.min_value(net.be, c) < 0 for c in given)
+            else "16-byte counts do not fit the memory" if not passes.fits_memory(net, plan, value + 16)
+            else None
+        )  # fmt: skip
+        if why is not None:
+            log.debug("counting: no pass of 128-bit counts (%s)", why)
+            return None
+        if not shorter:
+            shorter.append(passes.share(net, plan, inputs, operands))
+        how = shorter[0]
+        try:
+            values, counts = contract_network(
+                how[0], output, how[1], semiring=semiring, optimize=how[2], algebra=SaturatingCounting
+            )
+        except DeviceMemoryError as exc:
+            log.warning("counting: no pass of 128-bit counts (%s); counting modulo primes", exc)
+            return None
+        held = exact_or_none(arrays.to_host(net.be, counts))
+        if held is None:
+            log.info("counting: a 128-bit count saturated; counting modulo primes")
+            return None
+        return arrays.to_host(net.be, values), held[()] if held.ndim == 0 else held
+
     labels = [t.labels for t in net.leaves]
     spread = _spread.resolve(devices, net.be)
     lanes = spread if spread is not None and len(spread) >= 2 and not net.be.on_host else None
@@ -259,4 +297,5 @@ def count_network(
         net.be.device_of(net.leaves[0].parts[0]) if lanes is not None else None,
         rounds=lanes is not None and plan.nslices < len(lanes),
         upper=upper,
+        saturating=saturating,
     )

@@ -63,10 +63,11 @@ def _torch_dtypes() -> dict[Any, np.dtype]:
     }
 
 
-def as_operand(x: Any, name: str) -> Operand:
-    """Describe ``x``; raises TypeError naming ``name`` for anything that is not an array."""
+def as_operand(x: Any, name: str, also: tuple[np.dtype, ...] = ()) -> Operand:
+    """Describe ``x``; raises TypeError naming ``name`` for anything that is not an array. ``also``: dtypes
+    accepted beside the products' own (a kernel that only moves their items, as 128-bit counts)."""
     if isinstance(x, np.ndarray):
-        dtype = check_dtype(x.dtype, name)
+        dtype = x.dtype if x.dtype in also else check_dtype(x.dtype, name)
         strides = tuple(s // x.itemsize for s in x.strides)
         return Operand(x, "numpy", 0, x.shape, strides, dtype, None, None)
     if type(x).__module__.startswith("torch") and hasattr(x, "is_cuda"):
@@ -77,7 +78,8 @@ def as_operand(x: Any, name: str) -> Operand:
             f"{name} must be a NumPy array, a PyTorch tensor, a CuPy array, a Numba device array "
             f"or another object with __cuda_array_interface__; got {type(x).__name__}"
         )
-    dtype = check_dtype(np.dtype(cai["typestr"]), name)
+    dtype = np.dtype(cai["typestr"])
+    dtype = dtype if dtype in also else check_dtype(dtype, name)
     shape = tuple(int(s) for s in cai["shape"])
     if cai.get("strides") is None:
         strides = _contiguous_strides(shape)

@@ -14,6 +14,7 @@ import numpy as np
 from ...launch import _device
 from .._backend import Backend
 from .._contract import Algebra
+from . import wide
 from .arrays import ones_like, to_dtype
 from .kernels import RESIDUES_MAX, VALUE_DTYPES, family, kernel_name
 from .launch import count_bmm, launch_arena, launch_bits, launch_product, launch_rows
@@ -140,6 +141,31 @@ class CountingAlgebra(Algebra):
                 with np.errstate(over="ignore"):  # int64 counts are counted modulo 2^64
                     counts.append(x + y)
         return (v, *counts)
+
+
+class SaturatingCounting(CountingAlgebra):
+    """(value, unsigned 128-bit count) arrays whose sums and products saturate at 2^128 - 1 (:mod:`.wide`):
+    one pass of them gives every count exactly that reads back below it. Counts given must be nonnegative
+    integers (:func:`lazykern.tn.counting.count_network` runs this pass only then); a pass of one device
+    and no slices (two slices' counts are not added here)."""
+
+    @classmethod
+    def prepare(cls, be: Backend, parts: tuple[Any, ...], position: int) -> tuple[Any, ...]:
+        if len(parts) == 1:  # every entry counts once
+            with be.on_device(be.device_of(parts[0]) if be.xp is not np else None):
+                return (parts[0], wide.ones(be, tuple(parts[0].shape)))
+        if len(parts) == 2 and be.dtype(parts[1]) == wide.U128:
+            return parts
+        values, counts = super().prepare(be, parts, position)
+        if be.dtype(counts).kind != "i":
+            raise TypeError(f"counting operand {position}: 128-bit counts are made of integers, got {counts.dtype}")
+        return (values, wide.words(be.xp, counts))
+
+    def unit(self, like: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...]:
+        return (self.be.full(like[0], shape, 0), wide.ones(self.be, shape))
+
+    def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
+        raise NotImplementedError("128-bit counts run unsliced on one device: slices' counts are not added")
 
 
 _algebras: dict[tuple[int, ...], type[CountingAlgebra]] = {(): CountingAlgebra}

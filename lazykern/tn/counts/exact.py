@@ -36,6 +36,7 @@ def exact(
     home: int | None = None,
     rounds: bool = True,
     upper: Callable[[], _crt.Known | None] | None = None,
+    saturating: Callable[[], tuple[Any, Any] | None] | None = None,
 ) -> tuple[Any, Any]:
     """Exact integer counts from passes ``run(moduli)`` of one plan, each the finished contraction
     (values, counts...) in the algebra :func:`.algebra.algebra` (*moduli) (``()``: int64 counts modulo 2^64),
@@ -51,6 +52,9 @@ def exact(
     summed labels' sizes and the operands' largest counts: 2^n for n spins, far above most counts), or,
     tighter, ``upper()`` where given (one pass of float64 counts, :func:`float_bound`), asked only when
     :func:`count_bound` passes int64. A count that bound proves below 2^63 is then the int64 pass alone.
+    Before either, ``saturating()`` where given: one pass of 128-bit counts (:mod:`.wide`), its answer
+    where no count saturated (None: it did not run, or some count reached 2^128 - 1, and the passes above
+    follow).
 
     ``lanes`` (two GPUs or more): passes run in rounds, one whole pass per device at once
     (``run(moduli, device)``, with that device current; :func:`.._crt.solve`): the first round the int64
@@ -68,6 +72,10 @@ def exact(
     bound = count_bound(be, given, labels, output, sizes)
     bounded = 0.0  # seconds of the float64 pass that bounds the counts
     known: _crt.Known | None = None
+    if bound >= 1 << 63 and saturating is not None:
+        answer = saturating()
+        if answer is not None:
+            return answer
     if bound >= 1 << 63 and upper is not None:
         began = time.perf_counter()
         known = upper()

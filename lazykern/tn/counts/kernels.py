@@ -15,16 +15,19 @@ import numpy as np
 
 from ...families.family import KernelFamily
 from .._strided import BITS_MAX
+from . import wide
 
 if TYPE_CHECKING:
     from ...store.cache import KernelCache
 
 VALUE_DTYPES = {"f32": ("float", np.dtype("float32")), "f64": ("double", np.dtype("float64"))}
-# counts: (C type, dtype, ring of counting.cu): float64 floats, int64 modulo 2^64, int32 residues modulo p
+# counts: (C type, dtype, ring of counting.cu): float64 floats, int64 modulo 2^64, int32 residues modulo p,
+# unsigned 128-bit counts that saturate (held in 16-byte items, :mod:`.wide`)
 COUNT_DTYPES = {
     "i64": ("long long", np.dtype("int64"), 1),
     "f64": ("double", np.dtype("float64"), 0),
     "m32": ("int", np.dtype("int32"), 2),
+    "u128": ("lk_u128", wide.U128, 3),
 }
 THREADS = 256
 MAX_BLOCKS = 132 * 32
@@ -42,7 +45,7 @@ BITS_SIGNATURE = ["ptr"] * 15 + ["int64", "int32"] + ["uint64"] * 10
 
 
 def kernel_name(semiring: str, value: np.dtype, count: np.dtype, rows: str = "", residues: int = 1) -> str:
-    """``count[_rows|_rows4|_bitsKN]_{max|min}_{f32|f64}_{i64|f64|m32}[x R]``; int32 counts are residues
+    """``count[_rows|_rows4|_bitsKN]_{max|min}_{f32|f64}_{i64|f64|m32|u128}[x R]``; int32 counts are residues
     modulo a prime, R of them (R > 1: a row kernel carrying one count array per prime); ``rows``: a row
     kernel's tile (ROWS_KMAX), ``bitsKN`` (the bit-addressed step summing out K spins and bringing in
     N, 0 to 4 each) or ``arenaKN`` (the same step reading every row where it lies, no tile: an arena's,
@@ -134,7 +137,7 @@ def _bits_names() -> list[str]:
     return names
 
 
-_BITS_NAME = re.compile(r"count_(bits|arena)(\d)(\d)_(max|min)_(f32|f64)_(i64|f64|m32)(?:x(\d))?")
+_BITS_NAME = re.compile(r"count_(bits|arena)(\d)(\d)_(max|min)_(f32|f64)_(i64|f64|m32|u128)(?:x(\d))?")
 
 
 def _bits_fragment(name: str) -> tuple[str, list[str]] | None:

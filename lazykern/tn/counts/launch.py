@@ -11,9 +11,11 @@ from typing import Any
 import numpy as np
 
 from ...launch import _device
-from .. import _reference_einsum
 from .._backend import Backend
+from . import wide
 from .kernels import MAX_BLOCKS, ROWS_KMAX, THREADS, family, kernel_name
+
+OPAQUE = (wide.U128,)  # 128-bit counts: the kernels' own items, not a product's dtype
 
 
 def count_bmm(
@@ -32,7 +34,7 @@ def count_bmm(
     ``values``: on a device, the (batch, M, N) array the values go to (another residue's product of the
     same operands wrote the same values there), so no second values array is held."""
     if be.on_host:
-        return _reference_einsum.count_bmm(Av, Ac, Bv, Bc, semiring, modulus)
+        return wide.count_bmm(Av, Ac, Bv, Bc, semiring, modulus)
     if be.dtype(Av) != be.dtype(Bv) or be.dtype(Ac) != be.dtype(Bc):
         raise TypeError(f"counting operands differ in dtype: {be.dtype(Av)}/{be.dtype(Bv)} values")
     (Av, Ac), (Bv, Bc) = _alike(be, Av, Ac), _alike(be, Bv, Bc)
@@ -71,14 +73,14 @@ def launch_product(
                 (B[1], (batch, K, N), (sb, brs, bcs)),
             )
         ]
-        v, c = _reference_einsum.count_bmm(*(np.ascontiguousarray(x) for x in views), semiring, modulus)
+        v, c = wide.count_bmm(*(np.ascontiguousarray(x) for x in views), semiring, modulus)
         strided(C[0], (batch, M, N), (sc, ldc, 1), True)[...] = v
         strided(C[1], (batch, M, N), (sc, ldc, 1), True)[...] = c
         return
     from ...tropical import _arrays
 
     names = ("Av", "Ac", "Bv", "Bc", "Cv", "Cc")
-    ops = [_arrays.as_operand(x, name) for x, name in zip((*A, *B, *C), names)]
+    ops = [_arrays.as_operand(x, name, OPAQUE) for x, name in zip((*A, *B, *C), names)]
     name = kernel_name(semiring, be.dtype(A[0]), be.dtype(A[1]))
     device = _device.resolve_or_current(_device.common([(n, o.device) for n, o in zip(names, ops)]))
     total = batch * M * N
@@ -101,7 +103,7 @@ def launch_rows(
     (sa, ars, acs), (sb, _, _), (sc, ldc) = strides
     names = ["Av", "Bv", "Cv"] + [f"{x}c{q}" for x in "ABC" for q in range(len(A) - 1)]
     arrays = [A[0], B[0], C[0], *A[1:], *B[1:], *C[1:]]
-    ops = [_arrays.as_operand(x, name) for x, name in zip(arrays, names)]
+    ops = [_arrays.as_operand(x, name, OPAQUE) for x, name in zip(arrays, names)]
     residues = len(A) - 1
     counts = [[o.ptr for o in ops[3 + q * residues : 3 + (q + 1) * residues]] for q in range(3)]
     padded = [c + [c[0]] * (4 - residues) for c in counts]  # the kernel reads only the first R
@@ -162,7 +164,7 @@ def _launch(
     residues = len(X) - 1
     names = ["Xv", "Yv", "Cv"] + [f"{x}c{q}" for x in "XYC" for q in range(residues)]
     arrays = [X[0], Y[0], C[0], *X[1:], *Y[1:], *C[1:]]
-    ops = [_arrays.as_operand(x, name) for x, name in zip(arrays, names)]
+    ops = [_arrays.as_operand(x, name, OPAQUE) for x, name in zip(arrays, names)]
     counts = [[o.ptr for o in ops[3 + q * residues : 3 + (q + 1) * residues]] for q in range(3)]
     padded = [c + [c[0]] * (4 - residues) for c in counts]  # the kernel reads only the first R
     mods = [*moduli, *[0] * (4 - len(moduli))]

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import _reference_einsum
 from .._arena import addresses, flat
+from . import wide
 
 
 def bits_reference(
@@ -33,7 +33,7 @@ def bits_reference(
         p = moduli[q] if moduli else 0
         yv, yc = (np.ascontiguousarray(y).reshape(1 << batch, 1 << K, 1 << N) for y in (Y[0], Y[1 + q]))
         xv, xc = flat(X[0], reads)[read], flat(X[1 + q], reads)[read]
-        results.append(_reference_einsum.count_bmm(xv, xc, yv, yc, semiring, p))
+        results.append(wide.count_bmm(xv, xc, yv, yc, semiring, p))
     for q, (v, c) in enumerate(results):  # every result formed before any is written (X may be ``out``)
         flat(out[1 + q], writes)[write] = c
         flat(out[0], writes)[write] = v
