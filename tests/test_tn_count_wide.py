@@ -79,11 +79,17 @@ def test_the_saturating_product_is_the_exact_one_below_2_128(semiring):
     assert any(x == wide.SAT for x in wc.reshape(-1)) and any(0 < x < wide.SAT and x >= 1 << 64 for x in wc.reshape(-1))
 
 
-def _wide_step(xp, be, n, con, batch, right, semiring, inside, seed=0):
-    """One arena step with 128-bit counts (as tests/test_tn_count_arena.py's), against the exact product."""
+def _wide_step(xp, be, n, con, batch, right, semiring, inside, seed=0, short=False):
+    """One arena step with 128-bit counts (as tests/test_tn_count_arena.py's), against the exact product;
+    ``short``: int16 values, some of them the semiring's zero (+-infinity)."""
     rng, x_labels, y_labels, keep, xv, yv = _case(n, con, batch, right, seed)
+    if short:
+        zero = -np.inf if semiring == "maxplus" else np.inf
+        xv = np.where(rng.random(xv.shape) < 0.2, zero, xv).astype(np.float32)
+        yv = np.where(rng.random(yv.shape) < 0.2, zero, yv).astype(np.float32)
     xc, yc = _big(rng, xv.shape), _big(rng, yv.shape)
-    x_parts, y_parts = (xv, wide.words(np, xc)), (yv, wide.words(np, yc))
+    cast = wide.to_short if short else (lambda v: v)
+    x_parts, y_parts = (cast(xv), wide.words(np, xc)), (cast(yv), wide.words(np, yc))
     arena = _arena.Arena(n + right + 2)
     if inside:
         where = [int(p) for p in rng.choice(arena.bits, size=n, replace=False)]
@@ -112,15 +118,33 @@ def _wide_step(xp, be, n, con, batch, right, semiring, inside, seed=0):
     perm = [want.labels.index(x) for x in term.labels]
     wv, wc = (np.transpose(p, perm) for p in want.parts)
     got = [np.asarray(p.get() if hasattr(p, "get") else p) for p in term.parts]
-    np.testing.assert_array_equal(got[0], wv)
+    np.testing.assert_array_equal(wide.from_short(got[0], wv.dtype) if short else got[0], wv)
+    assert got[0].dtype == (wide.SHORT if short else np.float32)
     assert wide.integers(got[1]).tolist() == np.minimum(wc, wide.SAT).tolist()
 
 
 @pytest.mark.parametrize(("n", "con", "batch", "right"), CASES)
 @pytest.mark.parametrize("inside", [True, False])
-def test_a_128_bit_arena_step_is_the_exact_product(n, con, batch, right, inside):
-    _wide_step(np, ROUTE, n, con, batch, right, "maxplus", inside, seed=n + con)
-    _wide_step(np, ROUTE, n, con, batch, right, "minplus", inside, seed=n + right)
+@pytest.mark.parametrize("short", [False, True])
+def test_a_128_bit_arena_step_is_the_exact_product(n, con, batch, right, inside, short):
+    _wide_step(np, ROUTE, n, con, batch, right, "maxplus", inside, seed=n + con, short=short)
+    _wide_step(np, ROUTE, n, con, batch, right, "minplus", inside, seed=n + right, short=short)
+
+
+def test_values_ride_as_int16_only_where_every_sum_fits():
+    """Integer values whose operands' largest |value|s sum to at most 32766, infinities only of the semiring's
+    zero, no NaN; +-32767 stands for +-infinity both ways."""
+    a, b = np.array([1.0, -3.0, -np.inf], np.float32), np.full(4, 16000.0, np.float32)
+    assert wide.short_fits([a, b], "maxplus") and not wide.short_fits([a, b], "minplus")
+    c = np.full(2, 17000.0)
+    assert wide.short_fits([b, -b], "maxplus") and not wide.short_fits([c, -c], "maxplus")  # 32000; 34000
+    assert not wide.short_fits([np.array([0.5])], "maxplus") and not wide.short_fits([np.array([np.nan])], "maxplus")
+    assert not wide.short_fits([np.array([1], np.int64)], "maxplus")
+    assert wide.short_fits([np.array([32766.0]), np.array([-np.inf])], "maxplus")
+    assert wide.to_short(a).tolist() == [1, -3, -32767] and wide.to_short(np.array([np.inf])).tolist() == [32767]
+    back = wide.from_short(wide.to_short(a), np.dtype(np.float32))
+    assert back.dtype == np.float32 and back.tolist() == a.tolist()
+    assert wide.from_short(np.array(-32767, np.int16), np.dtype(np.float64)) == -np.inf
 
 
 @contextlib.contextmanager
@@ -150,6 +174,32 @@ def test_a_count_past_2_63_is_one_pass_of_128_bit_counts():
         assert [s for s in seen if s != "CountingAlgebra"] == ["SaturatingCounting"], seen
 
 
+def test_the_128_bit_pass_takes_int16_values_where_they_fit():
+    """+-J couplings (sums within +-32766): the pass's values are int16 (18 bytes an entry); decimal ones are
+    scaled to integers first (int16 too); couplings of 1 and 4001, whose sums could pass int16: float32 values
+    (20 bytes). Every count exact."""
+    taken = []
+    real = counts_algebra.SaturatingCounting.prepare.__func__
+
+    def prepare(cls, be, parts, position):
+        taken.append(np.dtype(parts[0].dtype))
+        return real(cls, be, parts, position)
+
+    pm = _free_rows(10, 7, seed=2)
+    decimal = nw.SpinGlass(pm.n, pm.edges, pm.J * 1.25)  # scaled to integers (5 and -5)
+    big = nw.SpinGlass(pm.n, pm.edges, pm.J * np.where(np.arange(len(pm.J)) % 2, 4001.0, 1.0))
+    for sg, want in ((pm, wide.SHORT), (decimal, wide.SHORT), (big, np.float32)):
+        taken.clear()
+        with (
+            device_route(),
+            mock.patch.object(counts_algebra.SaturatingCounting, "prepare", classmethod(prepare)),
+            _passes() as seen,
+        ):
+            got = nw.degeneracy(sg, memory_limit=2**28)
+        assert got == transfer_matrix(sg, 10)
+        assert "SaturatingCounting" in seen and set(taken) == {np.dtype(want)}, (seen, set(taken))
+
+
 def test_a_count_past_2_128_saturates_and_is_counted_modulo_primes():
     """12 x 12 with every coupling 0: 2^144 ground states. The 128-bit pass saturates; the float64 pass and
     the primes give the count."""
@@ -175,13 +225,19 @@ def test_the_128_bit_pass_runs_only_where_it_is_exact_and_fits():
         )
     assert "SaturatingCounting" not in seen
     real = counting.passes.fits_memory
-    with (
-        device_route(),
-        mock.patch.object(counting.passes, "fits_memory", lambda net, plan, b: b < 20 and real(net, plan, b)),
-        _passes() as seen,
-    ):
-        assert nw.degeneracy(sg, memory_limit=2**28) == want
-    assert "SaturatingCounting" not in seen and "CountingAlgebra" in seen
+    big = nw.SpinGlass(sg.n, sg.edges, sg.J * np.where(np.arange(len(sg.J)) % 2, 4001.0, 1.0))  # float32 values
+    for most, instance, runs in ((17, sg, False), (19, sg, True), (19, big, False), (20, big, True)):
+
+        def fits(net, plan, b, most=most):  # entries of ``most`` bytes fit, no wider
+            return b <= most and real(net, plan, b)
+
+        with (
+            device_route(),
+            mock.patch.object(counting.passes, "fits_memory", fits),
+            _passes() as seen,
+        ):
+            assert nw.degeneracy(instance, memory_limit=2**28) == transfer_matrix(instance, 10)
+        assert ("SaturatingCounting" in seen) == runs and ("CountingAlgebra" in seen) != runs, (most, seen)
     rng = np.random.default_rng(0)
     a, b = rng.integers(-1, 2, (4, 8)).astype(np.float32), rng.integers(-1, 2, (8, 3)).astype(np.float32)
     ac, bc = np.full(a.shape, -(2**40), np.int64), np.full(b.shape, 2**40, np.int64)
@@ -228,11 +284,12 @@ def test_the_128_bit_product_on_the_gpu(semiring):
 @pytest.mark.gpu
 @pytest.mark.parametrize(("n", "con", "batch", "right"), CASES)
 @pytest.mark.parametrize("inside", [True, False])
-def test_128_bit_arena_steps_on_the_gpu(n, con, batch, right, inside):
+@pytest.mark.parametrize("short", [False, True])
+def test_128_bit_arena_steps_on_the_gpu(n, con, batch, right, inside, short):
     cupy = pytest.importorskip("cupy")
     be = _backend.Backend("cupy", cupy)
-    _wide_step(cupy, be, n, con, batch, right, "maxplus", inside, seed=n + con)
-    _wide_step(cupy, be, n, con, batch, right, "minplus", inside, seed=n + right)
+    _wide_step(cupy, be, n, con, batch, right, "maxplus", inside, seed=n + con, short=short)
+    _wide_step(cupy, be, n, con, batch, right, "minplus", inside, seed=n + right, short=short)
 
 
 @pytest.mark.gpu

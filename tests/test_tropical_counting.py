@@ -81,7 +81,7 @@ def test_kernels_are_lazy_and_compile_for_sm90(cache):
     fam = counting.make_family(cache)
     # 2 semirings x 2 value types x (4 count types' products; row kernels of 3 tiles, for 4 count
     # types and 2-4 residues; bit-addressed steps of 0-4 spins out and in, for the same count rings)
-    assert len(fam.names()) == 100 + 2 * 2 * 7 * 2 * 25 and fam.compiled() == []  # bits and arena kernels
+    assert len(fam.names()) == 108 + 2 * 2 * 7 * 2 * 25 + 2 * 2 * 25 and fam.compiled() == []  # + int16 / u128
     names = ["count_max_f32_i64", "count_max_f32_m32", "count_min_f64_f64"]
     kernels = fam.warm(names, arch="sm_90")
     assert [k.name for k in kernels] == names

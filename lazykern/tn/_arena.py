@@ -89,11 +89,12 @@ def _address(be: Backend, x: Any) -> int:
     return int(x.ctypes.data) if be.xp is np else be.pointer(x)
 
 
-def capable(semiring: str, dtype: np.dtype, be: Backend) -> bool:
+def capable(semiring: str, dtype: np.dtype, be: Backend, counting: bool = False) -> bool:
     """Whether a contraction (an energy, or a count whose counts ride beside) of ``semiring`` and value
     ``dtype`` on ``be`` can run its steps in an arena: CuPy arrays (or NumPy's GPU route on the host, the
-    tests' stand-in), float values, max-plus or min-plus."""
-    return be.name == "cupy" and semiring in SEMIRINGS and np.dtype(dtype) in VALUE_DTYPES
+    tests' stand-in), float values (or a count's 16-bit ones, :mod:`.counts.wide`), max-plus or min-plus."""
+    values = VALUE_DTYPES + ((np.dtype("int16"),) if counting else ())
+    return be.name == "cupy" and semiring in SEMIRINGS and np.dtype(dtype) in values
 
 
 def positions(be: Backend, x: Any) -> list[int] | None:

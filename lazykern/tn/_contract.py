@@ -50,6 +50,7 @@ class Algebra:
 
     nparts = 1
     counting = False
+    values_also: tuple[np.dtype, ...] = ()  # value dtypes beside the products' own (a 128-bit count's int16)
     strided = True  # has a row kernel for :mod:`._strided` steps (``rows``); False: every step is ``bmm``
     # The buffer a run keeps its boundary in (:mod:`._arena`), set for one run by the executor where that
     # pays or the run fits the device only so (:meth:`lazykern.tn.contraction.network.Network.use_arena`).

@@ -82,6 +82,26 @@ __device__ __forceinline__ C lk_count_add(C x, C y, unsigned long long mod) {
     }
 }
 
+// Values: float or double, or 16-bit integers (short) whose sums provably stay within +-32766 (a 128-bit
+// count's pass of small integer values, lazykern/tn/counts/wide.py: 18 bytes an entry, not 20). A short
+// value of +-32767 is +-infinity: it absorbs every sum (-inf first), as the floats' infinities do.
+template <typename V>
+__device__ __forceinline__ V lk_inf() {
+    return (V)__longlong_as_double(0x7ff0000000000000LL);
+}
+template <>
+__device__ __forceinline__ short lk_inf<short>() {
+    return 32767;
+}
+template <typename V>
+__device__ __forceinline__ V lk_vadd(V a, V b) {
+    return a + b;
+}
+template <>
+__device__ __forceinline__ short lk_vadd<short>(short a, short b) {
+    return a == -32767 || b == -32767 ? (short)-32767 : a == 32767 || b == 32767 ? (short)32767 : (short)(a + b);
+}
+
 template <typename V, typename C, bool MAX, int RING>
 __device__ __forceinline__ void lk_count_bmm(const V *__restrict__ av, const C *__restrict__ ac,
                                              const V *__restrict__ bv, const C *__restrict__ bc,
@@ -89,7 +109,7 @@ __device__ __forceinline__ void lk_count_bmm(const V *__restrict__ av, const C *
                                              int N, int K, long long sa, long long ars, long long acs,
                                              long long sb, long long brs, long long bcs, long long sc,
                                              long long ldc, unsigned long long mod) {
-    const V inf = (V)__longlong_as_double(0x7ff0000000000000LL);
+    const V inf = lk_inf<V>();
     const V zero = MAX ? -inf : inf;
     const unsigned long long mu = RING == 2 ? lk_barrett(mod) : 0;
     for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
@@ -100,7 +120,7 @@ __device__ __forceinline__ void lk_count_bmm(const V *__restrict__ av, const C *
         V acc = zero;
         C cnt = 0;
         for (int k = 0; k < K; ++k) {
-            V p = av[a0 + k * acs] + bv[b0 + k * brs];
+            V p = lk_vadd(av[a0 + k * acs], bv[b0 + k * brs]);
             C q = lk_count_mul<RING>(ac[a0 + k * acs], bc[b0 + k * brs], mod, mu);
             if (MAX ? p > acc : p < acc) {
                 acc = p;
@@ -128,7 +148,7 @@ __device__ __forceinline__ void lk_count_rows(const V *__restrict__ av, const C 
                                               int N, int K, long long sa, long long ars, long long acs,
                                               long long sb, long long sc, long long ldc,
                                               const unsigned long long (&mod)[4]) {
-    const V inf = (V)__longlong_as_double(0x7ff0000000000000LL);
+    const V inf = lk_inf<V>();
     const V zero = MAX ? -inf : inf;
     unsigned long long mu[R];
 #pragma unroll
@@ -160,7 +180,7 @@ __device__ __forceinline__ void lk_count_rows(const V *__restrict__ av, const C 
             for (int j = 0; j < KMAX; ++j) {
                 if (j >= N) break;
                 const long long e = b0 + (long long)k * N + j;
-                const V p = a[k] + bv[e];
+                const V p = lk_vadd(a[k], bv[e]);
                 if (MAX ? p > acc[j] : p < acc[j]) {
                     acc[j] = p;
 #pragma unroll
@@ -248,7 +268,7 @@ __device__ __forceinline__ void lk_bits_row(V (&acc)[1 << NB], C (&cnt)[R > 0 ? 
                                             Cnt cnts, const V *__restrict__ yv, const C *const (&yc)[4], long long y0,
                                             const unsigned long long (&mod)[4], const unsigned long long (&mu)[4]) {
     constexpr int K = 1 << KB, N = 1 << NB;
-    const V inf = (V)__longlong_as_double(0x7ff0000000000000LL);
+    const V inf = lk_inf<V>();
 #pragma unroll
     for (int j = 0; j < N; ++j) {
         acc[j] = MAX ? -inf : inf;
@@ -267,7 +287,7 @@ __device__ __forceinline__ void lk_bits_row(V (&acc)[1 << NB], C (&cnt)[R > 0 ? 
 #pragma unroll
         for (int j = 0; j < N; ++j) {
             const long long e = y0 + k * N + j;
-            const V p = a + yv[e];
+            const V p = lk_vadd(a, yv[e]);
             if (MAX ? p > acc[j] : p < acc[j]) {
                 acc[j] = p;
 #pragma unroll

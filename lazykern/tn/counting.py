@@ -61,7 +61,7 @@ from .counts.kernels import (
 )
 from .counts.launch import count_bmm
 from .counts.passes import residues_per_pass
-from .counts.wide import exact_or_none
+from .counts.wide import exact_or_none, from_short
 from .einsum import ContractionPlan, build_network, contract_network, parse
 
 __all__ = [
@@ -238,8 +238,9 @@ def count_network(
     def saturating() -> tuple[Any, Any] | None:
         """One pass of 128-bit counts (:mod:`.counts.wide`) of what a prime pass runs, where it may: a CuPy
         pass on one device, unsliced, every count given a nonnegative integer, its 16-byte counts fitting
-        the memory. Its answer where no count saturated (values and counts on the host, as the passes
-        modulo primes give them); None otherwise, said in the log."""
+        the memory beside the values, int16 ones where every sum provably fits them (18 bytes an entry, not
+        20). Its answer where no count saturated (values and counts on the host, as the passes modulo primes
+        give them); None otherwise, said in the log."""
         given = [op[1] for op in operands if isinstance(op, tuple)]
         why = (
             "off" if not WIDE_PASS
@@ -247,19 +248,25 @@ def count_network(
             else f"devices={devices!r}" if devices is not None
             else f"{plan.nslices} slices" if plan.nslices > 1
             else "negative counts given" if any(arrays.min_value(net.be, c) < 0 for c in given)
-            else "16-byte counts do not fit the memory" if not passes.fits_memory(net, plan, value + 16)
             else None
         )  # fmt: skip
+        if why is None and not passes.fits_memory(net, plan, 2 + 16):
+            why = "16-byte counts do not fit the memory"
         if why is not None:
             log.debug("counting: no pass of 128-bit counts (%s)", why)
             return None
         if not shorter:
             shorter.append(passes.share(net, plan, inputs, operands))
         how = shorter[0]
+        short = passes.short_values(net.be, how[1], semiring)
+        if short is None and not passes.fits_memory(net, plan, value + 16):
+            log.debug("counting: no pass of 128-bit counts (values need %d bytes, which do not fit)", value)
+            return None
         try:
             values, counts = contract_network(
-                how[0], output, how[1], semiring=semiring, optimize=how[2], algebra=SaturatingCounting
-            )
+                how[0], output, how[1] if short is None else short, semiring=semiring, optimize=how[2],
+                algebra=SaturatingCounting,
+            )  # fmt: skip
         except DeviceMemoryError as exc:
             log.warning("counting: no pass of 128-bit counts (%s); counting modulo primes", exc)
             return None
@@ -267,7 +274,10 @@ def count_network(
         if held is None:
             log.info("counting: a 128-bit count saturated; counting modulo primes")
             return None
-        return arrays.to_host(net.be, values), held[()] if held.ndim == 0 else held
+        values = arrays.to_host(net.be, values)
+        if short is not None:
+            values = from_short(values, net.be.dtype(net.leaves[0].parts[0]))
+        return values, held[()] if held.ndim == 0 else held
 
     labels = [t.labels for t in net.leaves]
     spread = _spread.resolve(devices, net.be)

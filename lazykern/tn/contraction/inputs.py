@@ -7,6 +7,8 @@ from __future__ import annotations
 import numbers
 from collections.abc import Hashable, Sequence
 
+import numpy as np
+
 from ...tropical import reference
 from .._backend import Backend
 from .._contract import Algebra, Term
@@ -72,10 +74,13 @@ def check_semiring(semiring: str, algebra: type[Algebra]) -> str:
     return reference.check_semiring(semiring)
 
 
-def check_dtypes(be: Backend, leaves: list[Term]) -> None:
+def check_dtypes(be: Backend, leaves: list[Term], also: tuple[np.dtype, ...] = ()) -> None:
+    """One value dtype, the products' own (or Python ints on the host, or one of the algebra's ``also``)."""
     dtypes = {be.dtype(t.parts[0]) for t in leaves}
     if len(dtypes) > 1:
         raise TypeError(f"operands have dtypes {sorted(map(str, dtypes))}; convert them to one dtype")
     if be.on_host and any(d.kind == "O" for d in dtypes):  # Python ints: exact sums past int64 (tn/_exact.py)
+        return
+    if dtypes <= set(also):
         return
     reference.check_dtype(dtypes.pop(), "operands")

@@ -120,7 +120,7 @@ class Network(Executor, Checkpoints):
         alg = self.alg
         if plan.nslices > 1 or (alg.nparts != 1 and not alg.counting) or alg.grad or not alg.strided:
             return None
-        if not _arena.capable(alg.semiring, self.be.dtype(self.leaves[0].parts[0]), self.be):
+        if not _arena.capable(alg.semiring, self.be.dtype(self.leaves[0].parts[0]), self.be, alg.counting):
             return None
         if self.be.budget_bytes() is None:
             return None

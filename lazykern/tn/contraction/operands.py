@@ -85,7 +85,7 @@ class Operands:
                 if sizes.setdefault(lab, n) != n:
                     raise ValueError(f"label {lab!r} has size {sizes[lab]} in one operand and {n} in operand {i}")
             leaves.append(Term(algebra.prepare(be, tuple(wrapped), i), labels))
-        check_dtypes(be, leaves)
+        check_dtypes(be, leaves, algebra.values_also)
         missing = set(output) - set(sizes)
         if missing:
             raise ValueError(f"output labels {sorted(map(str, missing))} are in no operand")

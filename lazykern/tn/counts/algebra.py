@@ -147,19 +147,21 @@ class SaturatingCounting(CountingAlgebra):
     """(value, unsigned 128-bit count) arrays whose sums and products saturate at 2^128 - 1 (:mod:`.wide`):
     one pass of them gives every count exactly that reads back below it. Counts given must be nonnegative
     integers (:func:`lazykern.tn.counting.count_network` runs this pass only then); a pass of one device
-    and no slices (two slices' counts are not added here)."""
+    and no slices (two slices' counts are not added here). Values may be int16 (:func:`.wide.short_fits`)."""
+
+    values_also = (wide.SHORT,)
 
     @classmethod
     def prepare(cls, be: Backend, parts: tuple[Any, ...], position: int) -> tuple[Any, ...]:
+        if len(parts) not in (1, 2) or be.dtype(parts[0]) not in (*(d for _, d in VALUE_DTYPES.values()), wide.SHORT):
+            raise TypeError(f"counting operand {position}: float32/float64 or int16 values, and integer counts")
         if len(parts) == 1:  # every entry counts once
             with be.on_device(be.device_of(parts[0]) if be.xp is not np else None):
                 return (parts[0], wide.ones(be, tuple(parts[0].shape)))
-        if len(parts) == 2 and be.dtype(parts[1]) == wide.U128:
-            return parts
-        values, counts = super().prepare(be, parts, position)
-        if be.dtype(counts).kind != "i":
-            raise TypeError(f"counting operand {position}: 128-bit counts are made of integers, got {counts.dtype}")
-        return (values, wide.words(be.xp, counts))
+        values, counts = parts
+        if tuple(values.shape) != tuple(counts.shape) or be.dtype(counts) not in (np.int64, wide.U128):
+            raise TypeError(f"counting operand {position}: int64 counts shaped as the values, got {counts.dtype}")
+        return parts if be.dtype(counts) == wide.U128 else (values, wide.words(be.xp, counts))
 
     def unit(self, like: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...]:
         return (self.be.full(like[0], shape, 0), wide.ones(self.be, shape))

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from ...store.cache import KernelCache
 
 VALUE_DTYPES = {"f32": ("float", np.dtype("float32")), "f64": ("double", np.dtype("float64"))}
+# values of 16-bit integers beside 128-bit counts only (:mod:`.wide`: sums proven within +-32766, +-32767 the
+# infinities), never an operand's own
+SHORT_VALUES = {"i16": ("short", np.dtype("int16"))}
 # counts: (C type, dtype, ring of counting.cu): float64 floats, int64 modulo 2^64, int32 residues modulo p,
 # unsigned 128-bit counts that saturate (held in 16-byte items, :mod:`.wide`)
 COUNT_DTYPES = {
@@ -45,12 +48,12 @@ BITS_SIGNATURE = ["ptr"] * 15 + ["int64", "int32"] + ["uint64"] * 10
 
 
 def kernel_name(semiring: str, value: np.dtype, count: np.dtype, rows: str = "", residues: int = 1) -> str:
-    """``count[_rows|_rows4|_bitsKN]_{max|min}_{f32|f64}_{i64|f64|m32|u128}[x R]``; int32 counts are residues
+    """``count[_rows|_rows4|_bitsKN]_{max|min}_{f32|f64|i16}_{i64|f64|m32|u128}[x R]``; int32 counts are residues
     modulo a prime, R of them (R > 1: a row kernel carrying one count array per prime); ``rows``: a row
     kernel's tile (ROWS_KMAX), ``bitsKN`` (the bit-addressed step summing out K spins and bringing in
     N, 0 to 4 each) or ``arenaKN`` (the same step reading every row where it lies, no tile: an arena's,
     :mod:`lazykern.tn._arena`), "" for the product of any shape."""
-    v = next(k for k, (_, d) in VALUE_DTYPES.items() if d == value)
+    v = next(k for k, (_, d) in (VALUE_DTYPES | SHORT_VALUES).items() if d == value)
     c = next(k for k, (_, d, _) in COUNT_DTYPES.items() if d == count)
     more = f"x{residues}" if residues > 1 else ""
     return f"count{'_' + rows if rows else ''}_{'max' if semiring == 'maxplus' else 'min'}_{v}_{c}{more}"
@@ -62,14 +65,21 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
     preamble = resources.files("lazykern.tn").joinpath("counting.cu").read_text(encoding="utf-8")
     fam = KernelFamily("tropical_counting", preamble, options=("-std=c++17",), cache=cache)
     for semiring in ("maxplus", "minplus"):
-        for vt, vd in VALUE_DTYPES.values():
-            for ct, cd, ring in COUNT_DTYPES.values():
-                _add_products(fam, semiring, vt, vd, ct, cd, ring)
-                for residues in range(1, (RESIDUES_MAX if ring == 2 else 1) + 1):
-                    for tile in ROWS_KMAX:
-                        _add_rows(fam, semiring, vt, vd, ct, cd, ring, residues, tile)
+        for vt, vd, ct, cd, ring in _pairs():
+            _add_products(fam, semiring, vt, vd, ct, cd, ring)
+            for residues in range(1, (RESIDUES_MAX if ring == 2 else 1) + 1):
+                for tile in ROWS_KMAX:
+                    _add_rows(fam, semiring, vt, vd, ct, cd, ring, residues, tile)
     fam.add_generator(_bits_fragment, _bits_names)  # hundreds of them: each made when first asked for
     return fam
+
+
+def _pairs() -> list[tuple[str, np.dtype, str, np.dtype, int]]:
+    """(value C type, dtype, count C type, dtype, ring) of every kernel: each value dtype with each count
+    dtype, and 16-bit values with 128-bit counts."""
+    pairs = [(vt, vd, ct, cd, ring) for vt, vd in VALUE_DTYPES.values() for ct, cd, ring in COUNT_DTYPES.values()]
+    ct, cd, ring = COUNT_DTYPES["u128"]
+    return pairs + [(vt, vd, ct, cd, ring) for vt, vd in SHORT_VALUES.values()]
 
 
 def _add_products(fam: KernelFamily, semiring: str, vt: str, vd: np.dtype, ct: str, cd: np.dtype, ring: int) -> None:
@@ -128,16 +138,15 @@ def _bits_names() -> list[str]:
     tiled (``bits``) or direct (``arena``)."""
     names = []
     for semiring in ("maxplus", "minplus"):
-        for _, vd in VALUE_DTYPES.values():
-            for _, cd, ring in COUNT_DTYPES.values():
-                for residues in range(1, (RESIDUES_MAX if ring == 2 else 1) + 1):
-                    for kind in ("bits", "arena"):
-                        for kb, nb in itertools.product(range(BITS_MAX + 1), repeat=2):
-                            names.append(kernel_name(semiring, vd, cd, rows=f"{kind}{kb}{nb}", residues=residues))
+        for _, vd, _, cd, ring in _pairs():
+            for residues in range(1, (RESIDUES_MAX if ring == 2 else 1) + 1):
+                for kind in ("bits", "arena"):
+                    for kb, nb in itertools.product(range(BITS_MAX + 1), repeat=2):
+                        names.append(kernel_name(semiring, vd, cd, rows=f"{kind}{kb}{nb}", residues=residues))
     return names
 
 
-_BITS_NAME = re.compile(r"count_(bits|arena)(\d)(\d)_(max|min)_(f32|f64)_(i64|f64|m32|u128)(?:x(\d))?")
+_BITS_NAME = re.compile(r"count_(bits|arena)(\d)(\d)_(max|min)_(f32|f64|i16)_(i64|f64|m32|u128)(?:x(\d))?")
 
 
 def _bits_fragment(name: str) -> tuple[str, list[str]] | None:
@@ -146,10 +155,11 @@ def _bits_fragment(name: str) -> tuple[str, list[str]] | None:
     if found is None:
         return None
     kind, kb, nb, semiring, v, c, more = found.groups()
-    vt, ct, ring = VALUE_DTYPES[v][0], COUNT_DTYPES[c][0], COUNT_DTYPES[c][2]
+    vt, ct, ring = (VALUE_DTYPES | SHORT_VALUES)[v][0], COUNT_DTYPES[c][0], COUNT_DTYPES[c][2]
     residues = int(more or 1)
     if (
-        max(int(kb), int(nb)) > BITS_MAX
+        (v in SHORT_VALUES and c != "u128")
+        or max(int(kb), int(nb)) > BITS_MAX
         or not 1 <= residues <= (RESIDUES_MAX if ring == 2 else 1)
         or (more and residues == 1)
     ):

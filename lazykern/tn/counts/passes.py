@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import _cost, _shared, _upload
 from ..einsum import build_network
+from . import wide
 from .algebra import CountingAlgebra
 from .arrays import to_host
 from .kernels import RESIDUES_MAX
@@ -60,6 +61,22 @@ def share(net: Any, plan: Any, inputs: Sequence[Any], operands: Sequence[Any]) -
         new_operands[k] = (copied[2 * j], copied[2 * j + 1])
     log.info("counting: %d of %d steps run once for every pass", sum(cut.shared), len(plan.path))
     return new_labels, new_operands, replace(plan, path=cut.path)
+
+
+def short_values(be: Any, operands: Sequence[Any], semiring: str) -> list[Any] | None:
+    """``operands`` (arrays, or (values, counts) pairs) with their values as int16 where every sum provably
+    stays within +-32766 (:func:`.wide.short_fits`), for a pass of 128-bit counts at 18 bytes an entry, not
+    20; None where not. The values are read on the host (one copy per device buffer) and put back in one
+    copy per dtype."""
+    values = [op[0] if isinstance(op, tuple) else op for op in operands]
+    host = _upload.download(values, lambda x: to_host(be, x))
+    if not wide.short_fits(host, semiring):
+        return None
+    first = values[0] if values else None
+    home = None if first is None or isinstance(first, np.ndarray) else be.device_of(first)
+    with be.on_device(home):
+        short = _upload.upload([wide.to_short(h) for h in host], be.from_host)
+    return [(s, *op[1:]) if isinstance(op, tuple) else s for s, op in zip(short, operands)]
 
 
 def int64_first(net: Any, plan: Any, value: int) -> bool:
