@@ -355,3 +355,21 @@ def test_the_launches_pass_128_bit_counts_to_their_kernels():
     ]  # fmt: skip
     with pytest.raises(TypeError, match="complex128"):
         _arrays.as_operand(c, "Ac")
+
+
+def test_a_counting_einsum_past_2_63_with_an_output_is_one_128_bit_pass():
+    """Counts given past 2^40 (their products past 2^63): on the GPU route one pass of 128-bit counts whose
+    object array of Python ints is the host's, values and -inf included."""
+    rng = np.random.default_rng(4)
+    a = rng.integers(-1, 2, (4, 8)).astype(np.float32)
+    a[0] = -np.inf  # a row no assignment reaches
+    b = rng.integers(-1, 2, (8, 3)).astype(np.float32)
+    ac = rng.integers(1, 2**45, a.shape).astype(np.int64)
+    bc = rng.integers(1, 2**45, b.shape).astype(np.int64)
+    with device_route(), _passes() as seen:
+        v, c = counting.einsum("ij,jk->ik", (a, ac), (b, bc))
+    assert seen == ["SaturatingCounting"]
+    hv, hc = counting.einsum("ij,jk->ik", (a, ac), (b, bc))  # on the host: int64, then primes
+    np.testing.assert_array_equal(v, hv)
+    assert c.dtype == object and c.shape == (4, 3) and c.tolist() == np.asarray(hc).tolist()
+    assert max(int(x) for x in c.reshape(-1)) > 2**63
