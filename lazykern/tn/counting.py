@@ -3,13 +3,13 @@ how many assignments reach it (a spin glass's ground-state energy and degeneracy
 
 (a, m) (+) (b, n) is the better value with its count, or (a, m + n) on a tie;
 (a, m) (x) (b, n) = (a + b, m * n). Values are float32/float64 (max-plus or min-plus).
-Integer counts are exact, never wrapped: :func:`einsum` counts modulo 2^64 and, when a count may
-not fit in int64, on a GPU first in one pass of 128-bit counts that saturate (:mod:`.counts.wide`: exact
-wherever a count reads back below 2^128 - 1), else (or past that) modulo 31-bit primes, and rebuilds every count by the Chinese remainder
-theorem (:mod:`._crt`). A prime pass carries several residues (value, count mod p_1, ..., count
-mod p_R): the values are read and computed once for R residues, and R is as large as the plan's
-predicted peak lets it be (:func:`residues_per_pass`); where even the int64 pass would not fit the
-plan (a 32 x 32 lattice's 2^32-entry boundary on an 80 GB GPU), the primes alone rebuild the counts.
+Integer counts are exact, never wrapped: :func:`einsum` counts modulo 2^64 and, when a count may not fit in
+int64, on a GPU first in one pass of 128-bit counts that saturate (:mod:`.counts.wide`: exact wherever a
+count reads back below 2^128 - 1), else (or past that) modulo 31-bit primes, and rebuilds every count by the
+Chinese remainder theorem (:mod:`._crt`). A prime pass carries several residues (value, count mod p_1, ...,
+count mod p_R): the values are read and computed once for R residues, and R is as large as the plan's
+predicted peak lets it be (:func:`residues_per_pass`); where even the int64 pass would not fit the plan (a
+32 x 32 lattice's 2^32-entry boundary on an 80 GB GPU), the primes alone rebuild the counts.
 float64 counts (weights) add and multiply as floats.
 
 >>> import numpy as np
