@@ -323,10 +323,7 @@ def test_counts_past_2_63_and_past_2_128_on_the_gpu(caplog, monkeypatch, arena):
 def test_the_launches_pass_128_bit_counts_to_their_kernels():
     """Each launch (the product, the row kernel, the tiled and the arena's step) describes 16-byte count
     arrays as the kernel's own items and names the u128 kernel (a host array stands for device memory)."""
-    import dataclasses
 
-    from lazykern.launch import _device
-    from lazykern.tn.counts import launch
     from lazykern.tropical import _arrays
 
     real = _arrays.as_operand
@@ -336,7 +333,25 @@ def test_the_launches_pass_128_bit_counts_to_their_kernels():
         return mock.MagicMock(__getitem__=lambda self, grid: lambda *args: launched.append((name, len(args))))
 
     be = ROUTE
-    v, c = np.zeros((2, 2, 2), np.float32), wide.words(np, np.ones((2, 2, 2), np.int64))
+    c = wide.words(np, np.ones((2, 2, 2), np.int64))
+    for v in (np.zeros((2, 2, 2), np.float32), np.zeros((2, 2, 2), wide.SHORT)):
+        _launch_all(be, v, c, fake, real)
+    v = "f32", "i16"
+    assert [name for name, _ in launched] == [
+        f"count_{kind}_{'max' if kind != 'bits11' else 'min'}_{t}_u128"
+        for t in v for kind in ("arena11", "bits11", "rows2")
+    ]  # fmt: skip
+    with pytest.raises(TypeError, match="complex128"):
+        _arrays.as_operand(c, "Ac")
+
+
+def _launch_all(be, v, c, fake, real):
+    import dataclasses
+
+    from lazykern.launch import _device
+    from lazykern.tn.counts import launch
+    from lazykern.tropical import _arrays
+
     with (
         mock.patch.object(_arrays, "as_operand", lambda x, n, also=(): dataclasses.replace(real(x, n, also), device=0)),
         mock.patch.object(kernels.family, "get", fake),
@@ -350,11 +365,6 @@ def test_the_launches_pass_128_bit_counts_to_their_kernels():
         launch.launch_bits(be, (v, c), (v, c), (v, c), lay, "minplus", ())
         strides = ((4, 2, 1), (4, 2, 1), (4, 2))
         launch.launch_rows(be, (v, c), (v, c), (v, c), (2, 2, 2, 2), strides, "maxplus", ())
-    assert [name for name, _ in launched] == [
-        "count_arena11_max_f32_u128", "count_bits11_min_f32_u128", "count_rows2_max_f32_u128"
-    ]  # fmt: skip
-    with pytest.raises(TypeError, match="complex128"):
-        _arrays.as_operand(c, "Ac")
 
 
 def test_a_counting_einsum_past_2_63_with_an_output_is_one_128_bit_pass():

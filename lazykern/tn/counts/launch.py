@@ -15,7 +15,7 @@ from .._backend import Backend
 from . import wide
 from .kernels import MAX_BLOCKS, ROWS_KMAX, THREADS, family, kernel_name
 
-OPAQUE = (wide.U128,)  # 128-bit counts: the kernels' own items, not a product's dtype
+OPAQUE = (wide.U128, wide.SHORT)  # 128-bit counts and their int16 values: the kernels' own items
 
 
 def count_bmm(
