@@ -13,7 +13,7 @@ import pytest
 from lazykern.tn import _arena, _backend, _contract, counting
 from lazykern.tn import networks as nw
 from lazykern.tn.counts import algebra as counts_algebra
-from lazykern.tn.counts import kernels, wide
+from lazykern.tn.counts import kernels, passes, wide
 
 from ._spin_oracles import transfer_matrix
 from .test_tn_arena import CASES, _case
@@ -22,6 +22,14 @@ from .test_tropical_counting import _free_rows
 from .test_tropical_einsum import device_route
 
 ROUTE = _backend.Backend("cupy", np)
+
+
+@pytest.fixture
+def short_on(monkeypatch):
+    """int16 values beside 128-bit counts where they fit (off by default until their GPU tests pass)."""
+    monkeypatch.setattr(passes, "SHORT_VALUES", True)
+
+
 HOST = _backend.Backend("numpy", np)
 EDGES = [0, 1, 2, 3, (1 << 64) - 1, 1 << 64, (1 << 64) + 1, 3 << 100, (1 << 127) + 5, wide.SAT - 1, wide.SAT]
 
@@ -174,7 +182,22 @@ def test_a_count_past_2_63_is_one_pass_of_128_bit_counts():
         assert [s for s in seen if s != "CountingAlgebra"] == ["SaturatingCounting"], seen
 
 
-def test_the_128_bit_pass_takes_int16_values_where_they_fit():
+def test_the_128_bit_pass_takes_float_values_while_int16_ones_are_off():
+    sg = _free_rows(10, 7, seed=2)
+    taken = []
+    real = counts_algebra.SaturatingCounting.prepare.__func__
+
+    def prepare(cls, be, parts, position):
+        taken.append(np.dtype(parts[0].dtype))
+        return real(cls, be, parts, position)
+
+    assert passes.SHORT_VALUES is False
+    with device_route(), mock.patch.object(counts_algebra.SaturatingCounting, "prepare", classmethod(prepare)):
+        assert nw.degeneracy(sg, memory_limit=2**28) == transfer_matrix(sg, 10)
+    assert set(taken) == {np.dtype(np.float32)}
+
+
+def test_the_128_bit_pass_takes_int16_values_where_they_fit(short_on):
     """+-J couplings (sums within +-32766): the pass's values are int16 (18 bytes an entry); decimal ones are
     scaled to integers first (int16 too); couplings of 1 and 4001, whose sums could pass int16: float32 values
     (20 bytes). Every count exact."""
@@ -211,7 +234,7 @@ def test_a_count_past_2_128_saturates_and_is_counted_modulo_primes():
     assert seen[0] == "SaturatingCounting" and any(s.startswith("CountingModulo") for s in seen), seen
 
 
-def test_the_128_bit_pass_runs_only_where_it_is_exact_and_fits():
+def test_the_128_bit_pass_runs_only_where_it_is_exact_and_fits(short_on):
     """Not on the host (its int64 or object counts are exact already), not for a count int64 holds, not
     where 16-byte counts do not fit the memory; negative counts given are counted modulo primes."""
     sg = _free_rows(10, 7, seed=2)
@@ -294,7 +317,8 @@ def test_128_bit_arena_steps_on_the_gpu(n, con, batch, right, inside, short):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("arena", [False, True])
-def test_counts_past_2_63_and_past_2_128_on_the_gpu(caplog, monkeypatch, arena):
+@pytest.mark.parametrize("short", [False, True])
+def test_counts_past_2_63_and_past_2_128_on_the_gpu(caplog, monkeypatch, arena, short):
     """The 128-bit pass on the GPU (not routed to the host), its steps as planned or every boundary in the
     arena: a 16 x 16 lattice with 96 free spins (one pass, the transfer matrix's count), and 12 x 12 all free
     (2^144: it saturates, the primes count)."""
@@ -303,6 +327,7 @@ def test_counts_past_2_63_and_past_2_128_on_the_gpu(caplog, monkeypatch, arena):
     from lazykern.tn.spinglass import counts as spin_counts
 
     monkeypatch.setattr(spin_counts, "route", lambda sg, module, dtype, optimize, *rest: (module, optimize))
+    monkeypatch.setattr(passes, "SHORT_VALUES", short)
     if arena:
         monkeypatch.setattr(Network, "fits", lambda *a, **kw: False)
     for L, rows, one in ((16, 6, True), (12, 12, False), (16, 0, True)):
@@ -367,9 +392,11 @@ def _launch_all(be, v, c, fake, real):
         launch.launch_rows(be, (v, c), (v, c), (v, c), (2, 2, 2, 2), strides, "maxplus", ())
 
 
-def test_a_counting_einsum_past_2_63_with_an_output_is_one_128_bit_pass():
+@pytest.mark.parametrize("short", [False, True])
+def test_a_counting_einsum_past_2_63_with_an_output_is_one_128_bit_pass(monkeypatch, short):
     """Counts given past 2^40 (their products past 2^63): on the GPU route one pass of 128-bit counts whose
     object array of Python ints is the host's, values and -inf included."""
+    monkeypatch.setattr(passes, "SHORT_VALUES", short)
     rng = np.random.default_rng(4)
     a = rng.integers(-1, 2, (4, 8)).astype(np.float32)
     a[0] = -np.inf  # a row no assignment reaches

@@ -251,7 +251,7 @@ def count_network(
             else "negative counts given" if any(arrays.min_value(net.be, c) < 0 for c in given)
             else None
         )  # fmt: skip
-        if why is None and not passes.fits_memory(net, plan, 2 + 16):
+        if why is None and not passes.fits_memory(net, plan, (2 if passes.SHORT_VALUES else value) + 16):
             why = "16-byte counts do not fit the memory"
         if why is not None:
             log.debug("counting: no pass of 128-bit counts (%s)", why)
