@@ -156,15 +156,14 @@ class SaturatingCounting(CountingAlgebra):
         if len(parts) not in (1, 2) or be.dtype(parts[0]) not in (*(d for _, d in VALUE_DTYPES.values()), wide.SHORT):
             raise TypeError(f"counting operand {position}: float32/float64 or int16 values, and integer counts")
         if len(parts) == 1:  # every entry counts once
-            with be.on_device(be.device_of(parts[0]) if be.xp is not np else None):
-                return (parts[0], wide.ones(be, tuple(parts[0].shape)))
+            return (parts[0], ones_like(be, parts[0], tuple(parts[0].shape), wide.U128, wide.ones))
         values, counts = parts
         if tuple(values.shape) != tuple(counts.shape) or be.dtype(counts) not in (np.int64, wide.U128):
             raise TypeError(f"counting operand {position}: int64 counts shaped as the values, got {counts.dtype}")
         return parts if be.dtype(counts) == wide.U128 else (values, wide.words(be.xp, counts))
 
     def unit(self, like: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...]:
-        return (self.be.full(like[0], shape, 0), wide.ones(self.be, shape))
+        return (self.be.full(like[0], shape, 0), ones_like(self.be, like[0], shape, wide.U128, wide.ones))
 
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
         raise NotImplementedError("128-bit counts run unsliced on one device: slices' counts are not added")

@@ -5,6 +5,7 @@ dtype cast, an array on the host, and the exact largest |x| and least x (integer
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -15,19 +16,22 @@ ONES_CACHED = 1 << 16  # entries: counts of 1 up to this many are views of one b
 _ones: dict[tuple[int, str], Any] = {}
 
 
-def ones_like(be: Backend, like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+def ones_like(
+    be: Backend, like: Any, shape: tuple[int, ...], dtype: Any, make: Callable[[Any, int], Any] | None = None
+) -> Any:
     """Counts of 1 shaped ``shape`` beside values ``like``. On CuPy a small one is a view of one block per
     device and dtype, not an allocation and a fill of its own (a 32 x 32 lattice's 3007 leaves: about 0.1 s
     of launches on an H200 machine); a count array of a leaf is only read (the executor writes over
     intermediates it owns, never over a leaf), as :meth:`.algebra.CountingAlgebra.prepare` already lets the
-    residues of a pass share one array of ones."""
+    residues of a pass share one array of ones. ``make(xp, n)``: n ones of ``dtype`` where a fill of 1 is not
+    them (128-bit counts' items, :func:`.wide.words`)."""
     n = math.prod(int(k) for k in shape)
     if be.name != "cupy" or be.xp is np or n > ONES_CACHED:
-        return be.full(like, shape, 1, dtype)
+        return be.full(like, shape, 1, dtype) if make is None else make(be.xp, n).reshape(shape)
     key = (int(be.xp.cuda.runtime.getDevice()), np.dtype(dtype).str)
     block = _ones.get(key)
     if block is None:
-        block = _ones[key] = be.xp.ones(ONES_CACHED, dtype=dtype)
+        block = _ones[key] = be.xp.ones(ONES_CACHED, dtype=dtype) if make is None else make(be.xp, ONES_CACHED)
     return block[:n].reshape(shape)
 
 

@@ -19,13 +19,11 @@ is the count's low 64-bit word, then its high one.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from .. import _reference_einsum
-from .._backend import Backend
 
 U128 = np.dtype("complex128")
 SAT = (1 << 128) - 1
@@ -33,8 +31,6 @@ SHORT = np.dtype("int16")  # values beside the counts where every sum provably s
 SHORT_INF = 32767  # +-SHORT_INF: +-infinity (counting.cu's lk_vadd)
 REACH = SHORT_INF - 1
 _WORD = (1 << 64) - 1
-ONES_CACHED = 1 << 16  # entries: counts of 1 up to this many are views of one block per device
-_ones: dict[int, Any] = {}
 
 
 def words(xp: Any, x: Any) -> Any:
@@ -43,38 +39,25 @@ def words(xp: Any, x: Any) -> Any:
     x = xp.asarray(x)
     out = xp.zeros((*x.shape, 2), dtype=np.uint64)
     if x.dtype == object:
-        flat = [int(v) for v in x.reshape(-1)]
-        if any(v < 0 or v > SAT for v in flat):
+        if x.size and (bool((x < 0).any()) or bool((x > SAT).any())):
             raise ValueError("128-bit counts are integers from 0 to 2^128 - 1")
-        out[..., 0] = np.array([v & _WORD for v in flat], dtype=np.uint64).reshape(x.shape)
-        out[..., 1] = np.array([v >> 64 for v in flat], dtype=np.uint64).reshape(x.shape)
+        out[..., 0] = (x & _WORD).astype(np.uint64)
+        out[..., 1] = (x >> 64).astype(np.uint64)
     else:
         out[..., 0] = x.astype(np.uint64)
     return out.view(U128)[..., 0]
 
 
+def ones(xp: Any, n: int) -> Any:
+    """n counts of 1, as items (the block :func:`.arrays.ones_like` keeps)."""
+    return words(xp, xp.ones(n, dtype=np.int64))
+
+
 def integers(x: np.ndarray) -> np.ndarray:
     """The counts held in ``x`` (16-byte items on the host) as an object array of Python ints (SAT where
     saturated)."""
-    w = np.ascontiguousarray(x).view(np.uint64).reshape(*x.shape, 2)
-    out = np.empty(x.shape, dtype=object)
-    flat = out.reshape(-1)
-    for i, (lo, hi) in enumerate(w.reshape(-1, 2).tolist()):
-        flat[i] = hi << 64 | lo
-    return out
-
-
-def ones(be: Backend, shape: tuple[int, ...]) -> Any:
-    """Counts of 1 shaped ``shape`` on ``be``'s current device (a small one a view of one block per device,
-    as :func:`.arrays.ones_like`)."""
-    n = math.prod(int(k) for k in shape)
-    if be.xp is np or n > ONES_CACHED:
-        return words(be.xp, be.xp.ones(shape, dtype=np.int64))
-    key = int(be.xp.cuda.runtime.getDevice())
-    block = _ones.get(key)
-    if block is None:
-        block = _ones[key] = words(be.xp, be.xp.ones(ONES_CACHED, dtype=np.int64))
-    return block[:n].reshape(shape)
+    w = np.ascontiguousarray(x).view(np.uint64).reshape(*x.shape, 2).astype(object)
+    return np.asarray(w[..., 1] << 64 | w[..., 0], dtype=object)  # a 0-d array, not a bare int, for one count
 
 
 def short_fits(values: list[np.ndarray], semiring: str) -> bool:
@@ -129,4 +112,4 @@ def count_bmm(
 def exact_or_none(x: np.ndarray) -> np.ndarray | None:
     """The exact counts held in ``x`` (host 16-byte items), or None where any saturated."""
     counts = integers(x)
-    return None if any(int(v) == SAT for v in counts.reshape(-1)) else counts
+    return None if bool((counts == SAT).any()) else counts
