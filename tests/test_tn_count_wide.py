@@ -26,7 +26,7 @@ ROUTE = _backend.Backend("cupy", np)
 
 @pytest.fixture
 def short_on(monkeypatch):
-    """int16 values beside 128-bit counts where they fit (off by default until their GPU tests pass)."""
+    """int16 values beside 128-bit counts where they fit (the default; explicit where a test needs them)."""
     monkeypatch.setattr(passes, "SHORT_VALUES", True)
 
 
@@ -182,7 +182,7 @@ def test_a_count_past_2_63_is_one_pass_of_128_bit_counts():
         assert [s for s in seen if s != "CountingAlgebra"] == ["SaturatingCounting"], seen
 
 
-def test_the_128_bit_pass_takes_float_values_while_int16_ones_are_off():
+def test_the_128_bit_pass_takes_float_values_while_int16_ones_are_off(monkeypatch):
     sg = _free_rows(10, 7, seed=2)
     taken = []
     real = counts_algebra.SaturatingCounting.prepare.__func__
@@ -191,7 +191,7 @@ def test_the_128_bit_pass_takes_float_values_while_int16_ones_are_off():
         taken.append(np.dtype(parts[0].dtype))
         return real(cls, be, parts, position)
 
-    assert passes.SHORT_VALUES is False
+    monkeypatch.setattr(passes, "SHORT_VALUES", False)
     with device_route(), mock.patch.object(counts_algebra.SaturatingCounting, "prepare", classmethod(prepare)):
         assert nw.degeneracy(sg, memory_limit=2**28) == transfer_matrix(sg, 10)
     assert set(taken) == {np.dtype(np.float32)}

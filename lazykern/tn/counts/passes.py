@@ -63,16 +63,15 @@ def share(net: Any, plan: Any, inputs: Sequence[Any], operands: Sequence[Any]) -
     return new_labels, new_operands, replace(plan, path=cut.path)
 
 
-# int16 values beside 128-bit counts (:func:`short_values`). Off until the int16 kernels have passed their GPU
-# tests (tests/test_tn_count_wide.py): session 71 built and CPU-tested them, and its one GPU run of them found
-# the launches refusing int16 arrays (fixed since, on the CPU only: no device could be started again).
-SHORT_VALUES = False
+# int16 values beside 128-bit counts (:func:`short_values`): on since their GPU tests passed (session 72,
+# benchmarks/results/s72-h200); False sends every 128-bit pass float32 values (20 bytes an entry, not 18).
+SHORT_VALUES = True
 
 
 def short_values(be: Any, operands: Sequence[Any], semiring: str) -> list[Any] | None:
     """``operands`` (arrays, or (values, counts) pairs) with their values as int16 where every sum provably
     stays within +-32766 (:func:`.wide.short_fits`), for a pass of 128-bit counts at 18 bytes an entry, not
-    20; None where not (or :data:`SHORT_VALUES` is off). The values are read on the host (one copy per device
+    20; None where not (or where :data:`SHORT_VALUES` is off). The values are read on the host (one copy per device
     buffer) and put back in one copy per dtype."""
     if not SHORT_VALUES:
         return None
