@@ -15,13 +15,13 @@ import dataclasses
 import json
 import os
 import sys
-import time
 
 from lazykern import KernelCache, KernelFamily
 from lazykern.compile import _manifest, compiler
 from lazykern.errors import CompileError
 from lazykern.tropical import _family as tropical_family
 from lazykern.tropical import fragments
+from tests._file_clock import step_past
 
 ARCH = "sm_80"
 
@@ -345,7 +345,7 @@ def main(root: str, blind: bool = False, only: str = "") -> None:
         cases = [c for c in cases if c.name in only.split(",")]
     for case in cases:
         for kind, options, apply, undo in _mutants(case):
-            time.sleep(0.006)  # past the clock tick of the last write: the warm entry is persisted
+            step_past()  # past the clock tick of the last write: the warm entry is persisted
             lookup(case, store, case.options)  # the store holds the entry of the unmutated inputs
             apply()
             try:

@@ -25,6 +25,8 @@ from lazykern.compile import _manifest
 from lazykern.compile.compiler import compile_source, system_include_dirs
 from lazykern.errors import CompileError
 
+from ._file_clock import step_past
+
 EXAMPLES = int(os.environ.get("LAZYKERN_FUZZ_EXAMPLES", "6"))
 KERNEL = 'extern "C" __global__ void k(int *a) { *a = 1; }\n'
 
@@ -297,7 +299,7 @@ def test_linked_cuda_source_headers_are_checked_on_load_not_lexed_for_the_key(tr
     cu = tree / "quad.cu"
     cu.write_text('#include "quad.h"\nextern "C" __device__ int quad(float *r, float x) { *r = FACTOR * x; return 0; }')
     quad = cuda.declare_device("quad", "float32(float32)", link=[str(cu)])
-    time.sleep(0.05)  # files whose ctime falls within a clock tick of the compile's start are never stored
+    step_past()  # files whose ctime falls within a clock tick of the compile's start are never stored
 
     def kern(x):
         x[0] = quad(x[0])
@@ -494,7 +496,7 @@ def test_a_linked_header_changed_before_its_record_keeps_the_kernel_in_memory(tr
         '#include "hdr/quad.h"\nextern "C" __device__ int quad(float *r, float x) { *r = FACTOR * x; return 0; }'
     )
     quad = cuda.declare_device("quad", "float32(float32)", link=[str(cu)])
-    time.sleep(0.05)
+    step_past()
 
     def kern(x):
         x[0] = quad(x[0])
@@ -514,6 +516,6 @@ def test_a_linked_header_changed_before_its_record_keeps_the_kernel_in_memory(tr
     first, compiled = lazy_kernel(kern, cache=cache)._entry((float32[::1],), "sm_80", relax=False)
     monkeypatch.setattr(_manifest, "record", real)
     assert compiled and "changed while it was compiled" in first.meta.get("memory_only", ""), first.meta
-    time.sleep(0.05)
+    step_past()
     again, compiled = lazy_kernel(kern, cache=cache)._entry((float32[::1],), "sm_80", relax=False)
     assert compiled and struct.pack("<f", 5.25) in again.code  # what is there now, never the old binary

@@ -9,7 +9,6 @@ compared with a fresh compile where it matters.
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
@@ -17,7 +16,7 @@ from lazykern import KernelCache, KernelFamily
 from lazykern.compile import _manifest, compiler
 from lazykern.store import _later
 
-from ._file_clock import settled
+from ._file_clock import settled, step_past
 
 KERNEL = 'extern "C" __global__ void k(int *a) { *a = VAL; }\n'
 
@@ -36,13 +35,12 @@ def _write(path, text: str) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as fh:
         fh.write(text)
-    # A header written in the compile's clock tick is not trusted (it may be changing): step past it.
-    time.sleep(0.012)
+    step_past()  # a header written in the compile's clock tick is not trusted (it may be changing)
 
 
 def _remove(path) -> None:
     os.remove(path)
-    time.sleep(0.012)  # its directory changed: a compile in the same clock tick is not stored
+    step_past()  # its directory changed: a compile in the same clock tick is not stored
 
 
 def _get(cache: KernelCache, source: str, options: list[str]) -> tuple[KernelFamily, bytes]:
@@ -83,7 +81,7 @@ def test_touched_header_with_same_content_is_served_after_one_rehash(tree, cache
     reads = []
     real = _manifest._read
     monkeypatch.setattr(_manifest, "_read", lambda p: reads.append(p) or real(p))
-    time.sleep(0.012)  # a header touched in the lookup's own clock tick is not trusted yet
+    step_past()  # a header touched in the lookup's own clock tick is not trusted yet
     for _ in range(3):
         fam, _ = _get(cache, src, [f"-I{tree}/inc"])
         assert fam.compile_calls == 0
@@ -291,7 +289,7 @@ def test_a_dangling_link_whose_target_appears_is_a_new_header(tree, cache):
     _write(tree / "b" / "v.h", "#define VAL 1\n")
     (tree / "a").mkdir()
     os.symlink(tree / "elsewhere" / "v.h", tree / "a" / "v.h")
-    time.sleep(0.012)  # a directory changed in the compile's clock tick is not trusted: step past it
+    step_past()  # a directory changed in the compile's clock tick is not trusted
     src, opts = "#include <v.h>\n" + KERNEL, [f"-I{tree}/a", f"-I{tree}/b"]
     _check(cache, src, opts, lambda: _write(tree / "elsewhere" / "v.h", "#define VAL 2\n"), served_after=False)
 

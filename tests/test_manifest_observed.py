@@ -10,7 +10,6 @@ before its compile (a hook), or in this process just before the record is taken.
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
@@ -19,10 +18,9 @@ from lazykern.compile import _manifest, _tracer, compiler
 from lazykern.store import _later
 
 from . import _servers
-from ._file_clock import settled
+from ._file_clock import settled, step_past
 
 KERNEL = 'extern "C" __global__ void k(int *a) { *a = VAL; }\n'
-TICK = 0.012  # a file or directory changed in the compile's clock tick is not trusted: step past it
 
 
 @pytest.fixture
@@ -39,7 +37,7 @@ def _write(path, text: str) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as fh:
         fh.write(text)
-    time.sleep(TICK)
+    step_past()  # a change in the compile's clock tick is not trusted
 
 
 def _get(store, source: str, options: list[str]) -> tuple[KernelFamily, bytes]:
@@ -107,7 +105,7 @@ def test_a_trigraph_under_cxx14_cannot_hide_a_probe(tree):
     read a comment there. flag.h appearing later must not serve the old binary."""
     store, opts = tree / "store", [f"-I{tree}/inc", "-std=c++14"]
     (tree / "inc").mkdir()
-    time.sleep(TICK)
+    step_past()  # a change in the compile's clock tick is not trusted
     assert not _served_right(store, TRIGRAPH, opts)
     assert f"{tree}/inc/flag.h" in _places(_entry(store, TRIGRAPH, opts)["headers"])
     assert _served_right(store, TRIGRAPH, opts)
@@ -126,7 +124,7 @@ def test_a_probe_inside_a_toolkit_header_is_recorded(tree):
     created there later is a different compile."""
     store, opts = tree / "store", [f"-I{tree}/inc"]
     (tree / "inc").mkdir()
-    time.sleep(TICK)
+    step_past()  # a change in the compile's clock tick is not trusted
     _get(store, CCCL, opts)
     assert f"{tree}/inc/version" in _places(_entry(store, CCCL, opts)["headers"])
     assert _served_right(store, CCCL, opts)
@@ -154,7 +152,7 @@ def _window_tree(tree, kind: str) -> None:
         _write(tree / "v2.h", "#define VAL 2\n")
         (tree / "inc").mkdir()
         os.symlink(tree / "v1.h", tree / "inc" / "v.h")
-        time.sleep(TICK)
+        step_past()  # a change in the compile's clock tick is not trusted
 
 
 @pytest.mark.parametrize("kind", ["swap", "retarget"])
@@ -174,7 +172,7 @@ def test_a_change_after_the_compile_before_the_record_is_not_stored(tree, monkey
     _get(store, src, opts)
     monkeypatch.setattr(_manifest, "record", real)
     assert "changed while it was compiled" in _entry(store, src, opts)["memory_only"]
-    time.sleep(TICK)
+    step_past()  # a change in the compile's clock tick is not trusted
     assert not _served_right(store, src, opts)
     assert _served_right(store, src, opts)
 
@@ -202,5 +200,5 @@ def test_a_change_before_the_observed_compile_never_pairs_two_moments(tree, kind
     assert served == _fresh(src.replace("#include <v.h>\n", "#define VAL 1\n"), [])  # the old header's
     row = _entry(store, src, opts)
     assert row.get("memory_only") or row["bytes"] > 0
-    time.sleep(TICK)
+    step_past()  # a change in the compile's clock tick is not trusted
     _served_right(store, src, opts)  # asserts no stale binary, stored or not

@@ -7,7 +7,6 @@ import base64
 import os
 import subprocess
 import sys
-import time
 import warnings
 
 import pytest
@@ -16,6 +15,7 @@ from lazykern.compile import _tracer, compiler
 from lazykern.errors import LazykernWarning
 
 from . import _servers
+from ._file_clock import step_past
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = 'extern "C" __global__ void k(int *a) { *a = VAL; }\n'
@@ -127,7 +127,7 @@ def test_the_server_searches_the_callers_working_directory_of_now(tmp_path, serv
     """The server outlives a chdir of its parent: each request carries the working directory."""
     compiler.compile_source("#define VAL 1\n" + KERNEL, name="k", arch="sm_80")  # the server starts here
     (tmp_path / "h.h").write_text("#define VAL 2\n")
-    time.sleep(0.012)  # a header written in the compile's clock tick is not trusted: step past it
+    step_past()  # a header written in the compile's clock tick is not trusted
     servers.chdir(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("error", LazykernWarning)
