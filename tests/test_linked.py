@@ -519,3 +519,37 @@ def test_a_linked_header_changed_before_its_record_keeps_the_kernel_in_memory(tr
     step_past()
     again, compiled = lazy_kernel(kern, cache=cache)._entry((float32[::1],), "sm_80", relax=False)
     assert compiled and struct.pack("<f", 5.25) in again.code  # what is there now, never the old binary
+
+
+def test_a_file_added_above_the_working_directory_during_a_linked_compile_is_let_be(tree, cache, monkeypatch):
+    """Anyone may add a file beside the directories above a linked compile's working directory
+    (another pytest's run in ``/tmp/pytest-of-root``): the entry is stored, and served to the next
+    process. Only their replacement (the swap above) keeps a kernel in memory."""
+    from numba import cuda, float32
+
+    from lazykern import KernelCache, lazy_kernel
+
+    (tree / "work" / "quad.h").write_text("#define FACTOR 4.25f\n")
+    cu = tree / "quad.cu"
+    cu.write_text('#include "quad.h"\nextern "C" __device__ int quad(float *r, float x) { *r = FACTOR * x; return 0; }')
+    quad = cuda.declare_device("quad", "float32(float32)", link=[str(cu)])
+    step_past()
+
+    def kern(x):
+        x[0] = quad(x[0])
+
+    real = _manifest.record
+
+    def add_then_record(*args, **kwargs):
+        (tree / "neighbour").write_text("another run's file\n")  # tree/ is above the working directory
+        (tree.parent / f"{tree.name}-sibling").mkdir()  # and so is its parent
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_manifest, "record", add_then_record)
+    first, compiled = lazy_kernel(kern, cache=cache)._entry((float32[::1],), "sm_80", relax=False)
+    monkeypatch.setattr(_manifest, "record", real)
+    assert compiled and "memory_only" not in first.meta, first.meta
+    again, compiled = lazy_kernel(kern, cache=KernelCache(cache.directory))._entry(
+        (float32[::1],), "sm_80", relax=False
+    )
+    assert not compiled and again.code == first.code

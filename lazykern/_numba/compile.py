@@ -68,6 +68,7 @@ def compile_kernel(
     cc = arch_to_cc(arch)
     start = time.perf_counter()
     started = start_ns()  # a linked file's header changed after this is not trusted
+    at_start = linked.anchors()  # the directories above its search path: replaced, not merely touched
     internals.forget_file_reads()  # linked files are read as they are now, as the key read them
     debug = bool(options["debug"])
     with _compile_errors(name, argtypes, arch, options):
@@ -84,7 +85,7 @@ def compile_kernel(
             arch=arch,
         )
     code = bytes(getattr(cubin, "code", cubin))
-    manifest["linked"], why = linked.record(linked.cuda_sources(key.linked_items(pyfunc, link)), started)
+    manifest["linked"], why = linked.record(linked.cuda_sources(key.linked_items(pyfunc, link)), started, at_start)
     if why and not manifest.get("memory_only"):
         manifest["memory_only"] = why
     meta = {

@@ -81,11 +81,21 @@ def read_regular(path: str) -> bytes | None:
         os.close(fd)
 
 
-def record(sources: Iterable[tuple[str, bytes, str | None]], started: int) -> tuple[list[list[Any]], str]:
+def anchors() -> dict[str, tuple[int, int]]:
+    """The directories above a linked compile's search directories and the working directory, each
+    one's identity, taken at the compile's start (:func:`lazykern.compile._manifest.anchors`): anyone
+    may add a file beside them (``/tmp/pytest-of-root``), but none may be replaced."""
+    return _manifest.anchors(search_dirs()[0], os.getcwd())
+
+
+def record(
+    sources: Iterable[tuple[str, bytes, str | None]], started: int, at_start: dict[str, tuple[int, int]] | None = None
+) -> tuple[list[list[Any]], str]:
     """``([[program name, header manifest], ...], "")``, or ``([], why the binary must stay in memory)``.
 
     ``started``: :func:`lazykern.compile._manifest.start_ns` taken before the compile (a header
-    changed since then is not trusted).
+    changed since then is not trusted); ``at_start``: :func:`anchors` taken then (None: every
+    directory on a path is held to that rule, its timestamps too).
     """
     dirs, pinned = search_dirs()
     out: list[list[Any]] = []
@@ -101,6 +111,7 @@ def record(sources: Iterable[tuple[str, bytes, str | None]], started: int) -> tu
             started=started,
             pinned_dirs=pinned,
             follow_pinned=True,
+            anchors=at_start,
         )
         if manifest is None:
             return [], f"linked CUDA C++ {path or name!r}: {why}"
