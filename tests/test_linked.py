@@ -480,7 +480,7 @@ def test_a_linked_header_changed_before_its_record_keeps_the_kernel_in_memory(tr
     """``mv`` of the header's directory or ``ln -sfn`` of the header between numba-cuda's compile and
     the record: the record would read other bytes than NVRTC did. The kernel stays in memory, with
     the reason, and the next process compiles what is there now."""
-    from numba import cuda, float32
+    from numba import float32
 
     from lazykern import lazy_kernel
 
@@ -491,16 +491,7 @@ def test_a_linked_header_changed_before_its_record_keeps_the_kernel_in_memory(tr
     os.symlink(tree / "targets" / "a.h", tree / "work" / "hdr" / "quad.h")
     (tree / "other").mkdir()
     (tree / "other" / "quad.h").write_text("#define FACTOR 5.25f\n")
-    cu = tree / "quad.cu"
-    cu.write_text(
-        '#include "hdr/quad.h"\nextern "C" __device__ int quad(float *r, float x) { *r = FACTOR * x; return 0; }'
-    )
-    quad = cuda.declare_device("quad", "float32(float32)", link=[str(cu)])
-    step_past()
-
-    def kern(x):
-        x[0] = quad(x[0])
-
+    kern = _quad_kernel(tree, "hdr/quad.h")
     real = _manifest.record
 
     def change_then_record(*args, **kwargs):
@@ -521,23 +512,33 @@ def test_a_linked_header_changed_before_its_record_keeps_the_kernel_in_memory(tr
     assert compiled and struct.pack("<f", 5.25) in again.code  # what is there now, never the old binary
 
 
-def test_a_file_added_above_the_working_directory_during_a_linked_compile_is_let_be(tree, cache, monkeypatch):
-    """Anyone may add a file beside the directories above a linked compile's working directory
-    (another pytest's run in ``/tmp/pytest-of-root``): the entry is stored, and served to the next
-    process. Only their replacement (the swap above) keeps a kernel in memory."""
-    from numba import cuda, float32
+def _quad_kernel(tree, header: str):
+    """A kernel calling ``quad``, linked from ``tree/quad.cu``, which includes ``header`` (FACTOR)."""
+    from numba import cuda
 
-    from lazykern import KernelCache, lazy_kernel
-
-    (tree / "work" / "quad.h").write_text("#define FACTOR 4.25f\n")
     cu = tree / "quad.cu"
-    cu.write_text('#include "quad.h"\nextern "C" __device__ int quad(float *r, float x) { *r = FACTOR * x; return 0; }')
+    cu.write_text(
+        f'#include "{header}"\nextern "C" __device__ int quad(float *r, float x) {{ *r = FACTOR * x; return 0; }}'
+    )
     quad = cuda.declare_device("quad", "float32(float32)", link=[str(cu)])
     step_past()
 
     def kern(x):
         x[0] = quad(x[0])
 
+    return kern
+
+
+def test_a_file_added_above_the_working_directory_during_a_linked_compile_is_let_be(tree, cache, monkeypatch):
+    """Anyone may add a file beside the directories above a linked compile's working directory
+    (another pytest's run in ``/tmp/pytest-of-root``): the entry is stored, and served to the next
+    process. Only their replacement (the swap above) keeps a kernel in memory."""
+    from numba import float32
+
+    from lazykern import KernelCache, lazy_kernel
+
+    (tree / "work" / "quad.h").write_text("#define FACTOR 4.25f\n")
+    kern = _quad_kernel(tree, "quad.h")
     real = _manifest.record
 
     def add_then_record(*args, **kwargs):
