@@ -25,6 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SHAPES = [(256, 4096, 16, 128), (256, 128, 2048, 8), (4, 8192, 64, 1024), (2, 16384, 8, 2048), (2, 8192, 8, 128)]
 # session 62's largest step of CountingMax(2), n = 200 (128, 32768, 64, 128), its batch cut to 16
 SHAPES.append((16, 32768, 64, 128))
+# session 72's largest k-best steps of CountingMax(2), n = 200 (benchmarks/results/s72-h200, call 3): 44.5,
+# 28.6, 8.7 and 3.8 ms of its 104 ms of steps
+CURRENT = [(128, 32768, 64, 128), (64, 2048, 4096, 16), (512, 16384, 16, 32), (64, 512, 16, 4096)]
 P = 2147483647
 
 
@@ -55,11 +58,13 @@ def measure(fn: Any, cupy: Any, reps: int) -> float:
     return (time.perf_counter() - start) / reps
 
 
-def compare(alg: Any, A: tuple[Any, ...], B: tuple[Any, ...], reps: int = 3) -> dict[str, Any]:
-    """The step alone through the tiled kernel and through one thread per output: seconds, equal results."""
+def compare(alg: Any, A: tuple[Any, ...], B: tuple[Any, ...], reps: int = 3, tiles: str = "") -> dict[str, Any]:
+    """The step alone through the tiled kernel and through one thread per output: seconds, equal results;
+    with ``tiles`` (comma-separated names of ``_kbest_kernels.TILES``), each of those forced in turn too
+    (``tile_<name>_s``, ``tile_<name>_equal``)."""
     import cupy
 
-    from lazykern.tn.algebras import kbest
+    from lazykern.tn.algebras import _kbest_kernels, kbest
 
     batch, M, K = (int(x) for x in A[0].shape)
     row: dict[str, Any] = {"tile": kbest.tiling(batch, M, int(B[0].shape[2]), K)}
@@ -73,6 +78,16 @@ def compare(alg: Any, A: tuple[Any, ...], B: tuple[Any, ...], reps: int = 3) -> 
         kbest.TILED = True
     row["equal"] = all(bool(cupy.array_equal(t, u)) for t, u in zip(tiled, untiled, strict=True))
     row["speedup"] = round(row["untiled_s"] / row["tiled_s"], 2)
+    chosen = _kbest_kernels.tiling
+    for name in [t for t in tiles.split(",") if t]:
+        _kbest_kernels.tiling = lambda *shape, _n=name: _n  # type: ignore[assignment]
+        try:
+            forced, _ = alg.bmm(A, B, False)
+            row[f"tile_{name}_s"] = measure(lambda: alg.bmm(A, B, False), cupy, reps)
+        finally:
+            _kbest_kernels.tiling = chosen  # type: ignore[assignment]
+        row[f"tile_{name}_equal"] = all(bool(cupy.array_equal(t, u)) for t, u in zip(forced, untiled, strict=True))
+        del forced
     return row
 
 
@@ -81,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--rings", default="p,i64", help="comma-separated: p (paired), i64, m, f8, f4 (floats), v")
+    parser.add_argument("--tiles", default="", help="comma-separated tile names each shape is also forced through")
+    parser.add_argument("--current", action="store_true", help="session 72's largest steps, not the earlier list")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     import cupy
@@ -105,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             floats = int(ring[1]) if ring[0] == "f" else 0
             alg = kbest.algebra(k, ring != "v", P if ring == "m" else 0, floats=floats)("maxplus", be)
-        for batch, M, K, N in SHAPES:
+        for batch, M, K, N in CURRENT if args.current else SHAPES:
             A, B = operand(cupy, (batch, M, K), k, ring, 1), operand(cupy, (batch, K, N), k, ring, 2)
-            row = compare(alg, A, B, args.reps)
+            row = compare(alg, A, B, args.reps, args.tiles)
             del A, B
             row = {"ring": ring, "k": k, "shape": [batch, M, K, N], "macs": batch * M * N * K} | row
             for key in ("tiled", "untiled"):
@@ -118,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             record["rows"].append(row)
             print(json.dumps(row), flush=True)
             Path(args.out).write_text(json.dumps(record, indent=1, default=str))
-    return 0 if all(r["equal"] for r in record["rows"]) else 1
+    return 0 if all(v for r in record["rows"] for key, v in r.items() if key.endswith("equal")) else 1
 
 
 if __name__ == "__main__":

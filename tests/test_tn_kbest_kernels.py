@@ -29,6 +29,10 @@ CASES = [
     (2, "float32", "p", ""),
     (2, "float64", "q", ""),
     (3, "float32", "m", ""),
+    (2, "float32", "p", "n"),
+    (2, "float32", "q", "n"),
+    (3, "float64", "m", "n"),
+    (4, "float64", "i64", "n"),
 ]
 # float64 / float32 counts ("f8", "f4"), checked against exact Python integers (test_float_counts_are_exact...)
 FLOATS = [
@@ -38,8 +42,13 @@ FLOATS = [
     (3, "float64", "f8", "s"),
     (3, "float32", "f4", "s"),
     (4, "float32", "f8", ""),
+    (2, "float32", "f4", "n"),
 ]
-SHAPES = {"s": ((2, 37, 19), (2, 19, 45)), "": ((2, 5, 7), (1, 7, 4))}
+SHAPES = {
+    "s": ((2, 37, 19), (2, 19, 45)),
+    "n": ((2, 70, 19), (2, 19, 21)),
+    "": ((2, 5, 7), (1, 7, 4)),
+}
 MODULUS = {"m": P, "q": Q, "p": P}
 
 
@@ -92,7 +101,7 @@ def test_kernel_source_equals_the_array_product(lib, k, dtype, ring, tile, layou
     """The kernel, built from its CUDA source and run on the CPU, gives the NumPy product's values and
     counts exactly: tiles that overhang the matrix on every side, a K that is not a multiple of the
     tile's, a broadcast batch, operands read along either axis."""
-    monkeypatch.setattr(_kbest_kernels, "TILED_MIN_MACS", 0)
+    monkeypatch.setattr(_kbest_kernels, "tiling", lambda *shape: tile)  # the kernel under test (see below)
     rng = np.random.default_rng(k * 7 + len(tile))
     (sa, sb) = SHAPES[tile]
     A = _operand(rng, sa, k, dtype, ring, transposed=layout == "columns")
@@ -113,13 +122,16 @@ def test_kernel_source_equals_the_array_product(lib, k, dtype, ring, tile, layou
 def test_large_steps_take_the_tiled_kernels():
     assert _kbest_kernels.tiling(1024, 4096, 128, 16) == "s"
     assert _kbest_kernels.tiling(2048, 128, 8, 2048) == ""  # 8 columns: the narrow tile was slower
+    assert _kbest_kernels.tiling(64, 2048, 16, 4096) == "n"  # 16 to 31 columns: 64 x 16 tiles
+    assert _kbest_kernels.tiling(64, 2048, 31, 4096) == "n" and _kbest_kernels.tiling(64, 48, 16, 4096) == ""
     assert _kbest_kernels.tiling(1, 8, 4096, 4096) == ""  # rows of a 32-row tile mostly empty
     assert _kbest_kernels.tiling(1, 64, 64, 4) == ""  # a small step: one launch's latency either way
 
 
 def test_tiled_kernels_are_in_the_family_and_compile_for_sm90(cache):
     fam = _kbest_kernels.make_family(cache)
-    names = ["kbest2_f32_p_ts", "kbest3_f64_m_ts"]
+    # "n"'s largest instantiation (k = 4, float64 values and int64 counts) within 48 KB of shared memory
+    names = ["kbest2_f32_p_ts", "kbest3_f64_m_ts", "kbest4_f64_i64_tn", "kbest2_f32_p_tn"]
     assert set(names) <= set(fam.names()) and fam.compiled() == []
     assert [kern.name for kern in fam.warm(names, arch="sm_90")] == names
 
@@ -166,7 +178,7 @@ def test_float_counts_are_exact_below_their_line(lib, k, dtype, ring, tile, layo
     """Float64 / float32 counts: the kernel's and the array product's count is the exact count wherever
     that is below 2^53 / 2^24 and at least that elsewhere (against exact Python integers); values the
     exact k best."""
-    monkeypatch.setattr(_kbest_kernels, "TILED_MIN_MACS", 0)
+    monkeypatch.setattr(_kbest_kernels, "tiling", lambda *shape: tile)  # the kernel under test (see below)
     rng = np.random.default_rng(17 * k + len(tile))
     sa, sb = SHAPES[tile]
     floats = _floats(ring)

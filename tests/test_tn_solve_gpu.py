@@ -172,7 +172,7 @@ def test_paired_kbest_kernel_equals_the_two_rings(dtype):
 
 
 @pytest.mark.parametrize("k,ring", [(2, "p"), (2, "i64"), (3, "m"), (2, "v")])
-@pytest.mark.parametrize("tile", ["s"])
+@pytest.mark.parametrize("tile", ["s", "n"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_tiled_kbest_kernel_equals_the_array_product(k, ring, tile, dtype, monkeypatch):
     """The tiled k-best kernels on the device against the array product and the
@@ -185,7 +185,7 @@ def test_tiled_kbest_kernel_equals_the_array_product(k, ring, tile, dtype, monke
     p = 2147483647
     rng = np.random.default_rng(k + len(ring))
     be = Backend("cupy", cupy)
-    shapes = {"s": ((3, 45, 21), (1, 21, 70))}[tile]
+    shapes = {"s": ((3, 45, 21), (1, 21, 70)), "n": ((3, 70, 21), (1, 21, 20))}[tile]
 
     def operand(shape, transposed):
         values = np.full((k, *shape), -np.inf, dtype=dtype)

@@ -48,7 +48,12 @@ SIGNATURE = ["ptr"] * (6 * KB_MAX) + ["int64", "int32", "int32", "int32"] + ["in
 # tile shapes of lk_kbest_tiled: name -> (TX, TY, TM, TN, BK), TX * TY == THREADS; a block computes
 # BM = TY * TM rows by BN = TX * TN columns. "s": square 32 x 32. (A narrow 64 x 8 tile for steps of 8
 # columns ran at 0.66-0.85x the one-thread-per-output kernel on the H100: such steps keep that one.)
-TILES: dict[str, tuple[int, int, int, int, int]] = {"s": (16, 16, 2, 2, 8)}
+# "n": 64 rows by 16 columns, for steps of 16 to 31 columns (CountingMax(2) of a 3-regular 200-vertex graph
+# has one, 2048 x 4096 x 16: 14.6 ms one thread per output, 10.1 ms with "n", 20.7 ms with "s" on the H200,
+# session 72; its K tile keeps k = 4 with float64 values and int64 counts within 48 KB of shared memory).
+# A 64 x 64 tile of 4 x 4 outputs a thread was no quicker than "s" on the largest steps (41.7 ms against
+# 40.8) and slower on the others: the k-best merge's instructions bound these kernels, not shared memory.
+TILES: dict[str, tuple[int, int, int, int, int]] = {"s": (16, 16, 2, 2, 8), "n": (16, 16, 4, 1, 8)}
 TILED_MIN_MACS = 1 << 16  # below this a step is one launch's latency whichever kernel runs it
 
 
@@ -66,10 +71,13 @@ def kernel_name(
 def tiling(batch: int, M: int, N: int, K: int) -> str:
     """The tile shape for a (batch, M, K) x (batch, K, N) step, "" for one thread per output: a tile
     whose rows or columns would be mostly outside the matrix wastes its threads, and a small step
-    gains nothing from staging."""
+    gains nothing from staging: "s" from 32 rows and 32 columns, "n" (64 x 16) from 64 rows and 16
+    columns, one thread per output below (8 columns: see :data:`TILES`)."""
     if batch * M * N * K < TILED_MIN_MACS:
         return ""
-    return "s" if M >= 32 and N >= 32 else ""
+    if M >= 32 and N >= 32:
+        return "s"
+    return "n" if M >= 64 and N >= 16 else ""
 
 
 def preamble() -> str:
