@@ -160,7 +160,10 @@ def test_a_32x32_search_keeps_its_budget_and_never_loses_the_sweep(store):
     sg = networks.square_lattice(32, seed=1)
     start = time.monotonic()
     plan = networks.plan(sg, optimize="cotengra", memory_limit=2**32, max_time=2)
-    assert time.monotonic() - start < 2 + 2  # T + 1 s on an idle machine; CI is slower
+    # T + 1 s on an idle machine. The bound catches a search that ignores its budget (the sweep, greedy
+    # fallback or costing run on past it: tens of seconds), not a loaded machine's seconds (6.0 s in a CI
+    # run beside other jobs on 2 cores): speed is the benchmarks' to judge, not a unit test's.
+    assert time.monotonic() - start < 2 + 8
     sweep = networks.plan(sg, memory_limit=2**32)
     assert plan.largest <= 2**32 and plan.flops <= sweep.flops
 
