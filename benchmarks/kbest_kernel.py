@@ -61,10 +61,10 @@ def measure(fn: Any, cupy: Any, reps: int) -> float:
 def compare(alg: Any, A: tuple[Any, ...], B: tuple[Any, ...], reps: int = 3, tiles: str = "") -> dict[str, Any]:
     """The step alone through the tiled kernel and through one thread per output: seconds, equal results;
     with ``tiles`` (comma-separated names of ``_kbest_kernels.TILES``), each of those forced in turn too
-    (``tile_<name>_s``, ``tile_<name>_equal``)."""
+    (``tile_<name>_s``, ``tile_<name>_equal``; ``kbest.TILED`` set to it)."""
     import cupy
 
-    from lazykern.tn.algebras import _kbest_kernels, kbest
+    from lazykern.tn.algebras import kbest
 
     batch, M, K = (int(x) for x in A[0].shape)
     row: dict[str, Any] = {"tile": kbest.tiling(batch, M, int(B[0].shape[2]), K)}
@@ -78,14 +78,13 @@ def compare(alg: Any, A: tuple[Any, ...], B: tuple[Any, ...], reps: int = 3, til
         kbest.TILED = True
     row["equal"] = all(bool(cupy.array_equal(t, u)) for t, u in zip(tiled, untiled, strict=True))
     row["speedup"] = round(row["untiled_s"] / row["tiled_s"], 2)
-    chosen = _kbest_kernels.tiling
     for name in [t for t in tiles.split(",") if t]:
-        _kbest_kernels.tiling = lambda *shape, _n=name: _n  # type: ignore[assignment]
+        kbest.TILED = name  # every step through that tile
         try:
             forced, _ = alg.bmm(A, B, False)
             row[f"tile_{name}_s"] = measure(lambda: alg.bmm(A, B, False), cupy, reps)
         finally:
-            _kbest_kernels.tiling = chosen  # type: ignore[assignment]
+            kbest.TILED = True
         row[f"tile_{name}_equal"] = all(bool(cupy.array_equal(t, u)) for t, u in zip(forced, untiled, strict=True))
         del forced
     return row

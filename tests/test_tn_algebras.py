@@ -226,8 +226,8 @@ def test_kbest_kernels_are_lazy_and_compile_for_sm90(cache):
     from lazykern.tn.algebras import _kbest_kernels
 
     fam = _kbest_kernels.make_family(cache)
-    # 2 value types x (k = 2..4 x 5 count kinds + paired k = 2), each untiled and tiled
-    assert len(fam.names()) == 64 and fam.compiled() == []
+    # 2 value types x (k = 2..4 x 5 count kinds + paired k = 2), each untiled and in 2 tiles ("s", "n")
+    assert len(fam.names()) == 96 and fam.compiled() == []
     names = ["kbest2_f32_i64", "kbest3_f64_m", "kbest4_f32_v", "kbest2_f32_p", "kbest2_f32_f8_ts", "kbest2_f64_f4_ts"]
     assert [k.name for k in fam.warm(names, arch="sm_90")] == names
     assert sorted(fam.compiled()) == sorted(names)

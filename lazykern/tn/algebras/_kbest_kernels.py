@@ -151,12 +151,13 @@ def launch(
     counts: bool,
     modulus: int,
     paired: bool = False,
-    tiled: bool = True,
+    tiled: bool | str = True,
     floats: int = 0,
 ) -> tuple[Any, ...]:
     """The k-best product of device operands: parts (k values [, k counts [, k residues modulo ``modulus``
     when ``paired``]]) of (b|1, M, K) and (b|1, K, N), each operand's parts read through one set of
-    strides (copied to contiguous where they differ); ``tiled``: a large step takes the tiled kernel;
+    strides (copied to contiguous where they differ); ``tiled``: a large step takes a tiled kernel (a
+    tile name of :data:`TILES`: every step takes that one);
     ``floats``: float counts of that many bytes (8 or 4; ``modulus`` 0)."""
     from ...tropical import _arrays
 
@@ -180,7 +181,7 @@ def arguments(
     counts: bool,
     modulus: int,
     paired: bool = False,
-    tiled: bool = True,
+    tiled: bool | str = True,
     floats: int = 0,
 ) -> tuple[tuple[Any, ...], tuple[str, int, tuple[Any, ...]] | None]:
     """The result's parts (allocated through ``be``) and the launch that fills them: (kernel name, blocks,
@@ -207,7 +208,7 @@ def arguments(
     for parts, name in ((A, "A"), (B, "B"), (out, "C")):
         groups.append(pointers(parts[:k], f"{name}v", value))
         groups.append(pointers(parts[k:], f"{name}c", count_dtype) if counts else groups[-1])
-    tile = tiling(batch, M, N, K) if tiled else ""
+    tile = tiling(batch, M, N, K) if tiled is True else tiled or ""  # a name: that tile, whatever the shape
     if tile:  # the kernel's first size is the batch; a block per output tile
         tx, ty, tm, tn, _ = TILES[tile]
         first_size = batch

@@ -38,7 +38,10 @@ from .._contract import Algebra
 from . import _kbest_kernels
 
 USE_KERNEL = True  # GPU operands take the tn_kbest kernel (k <= 4); False: the array-operation product
-TILED = True  # large GPU steps take the tiled kernel (see tiling); False: every step one thread per output
+# True: large GPU steps take a tiled kernel, its tile chosen by the step's shape (see tiling); False: every
+# step one thread per output; a tile name of _kbest_kernels.TILES ("s", "n"): that tile for every step
+# (what benchmarks/kbest_kernel.py measures each tile with)
+TILED: bool | str = True
 CHUNK_ELEMENTS = 1 << 22  # pairwise sums materialized at once (host); a device takes DEVICE_CHUNK
 DEVICE_CHUNK = 1 << 26
 # A GPU step with few outputs and a long sum (a network's last steps: 2^26 terms into one entry took 6.0 s
@@ -54,6 +57,11 @@ FLOAT_PASSES = (4, 8)  # CountingMax(k > 1)'s first passes (solving.sizes.counti
 class KBestAlgebra(Algebra):
     """k best distinct values per entry (parts: k value arrays, then k count arrays when ``counts``)."""
 
+    # Its products run at 4-6% of the max-plus GEMM rate whatever their shape (the merge's instructions
+    # bind them): the fewest multiply-adds is the quickest order. CountingMax(2) of a 3-regular 200-vertex
+    # graph took 0.144 s on the SizeMax order (2^35.5, ranked by GEMM seconds), 0.074 s on one of 2^34.4
+    # (H200, session 72, benchmarks/results/s72-h200 call 6).
+    plan_rank = "flops"
     k = 1
     counts = False
     modulus = 0  # counts modulo this prime; 0: int64 arithmetic (modulo 2^64)
@@ -269,7 +277,7 @@ _on_host: dict[type[KBestAlgebra], KBestAlgebra] = {}  # one instance per class 
 def tiling(batch: int, M: int, N: int, K: int) -> str:
     """The tile shape of the GPU kernel a (batch, M, K) x (batch, K, N) k-best step takes ("": one thread
     per output)."""
-    return _kbest_kernels.tiling(batch, M, N, K) if TILED else ""
+    return _kbest_kernels.tiling(batch, M, N, K) if TILED is True else TILED or ""
 
 
 def _constant(be: Backend, like: Any, shape: tuple[int, ...], value: float) -> Any:

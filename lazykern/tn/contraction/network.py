@@ -45,7 +45,7 @@ class Network(Executor, Checkpoints):
                     slices=slices,
                     memory_limit=limit,
                     max_time=max_time,
-                    rank="flops" if self.be.on_host else "seconds",
+                    rank="flops" if self.be.on_host else self.alg.plan_rank,
                 )
 
             if memory_limit is not None:
