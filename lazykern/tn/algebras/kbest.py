@@ -57,11 +57,6 @@ FLOAT_PASSES = (4, 8)  # CountingMax(k > 1)'s first passes (solving.sizes.counti
 class KBestAlgebra(Algebra):
     """k best distinct values per entry (parts: k value arrays, then k count arrays when ``counts``)."""
 
-    # Its products run at 4-6% of the max-plus GEMM rate whatever their shape (the merge's instructions
-    # bind them): the fewest multiply-adds is the quickest order. CountingMax(2) of a 3-regular 200-vertex
-    # graph took 0.144 s on the SizeMax order (2^35.5, ranked by GEMM seconds), 0.074 s on one of 2^34.4
-    # (H200, session 72, benchmarks/results/s72-h200 call 6).
-    plan_rank = "flops"
     k = 1
     counts = False
     modulus = 0  # counts modulo this prime; 0: int64 arithmetic (modulo 2^64)

@@ -71,45 +71,24 @@ class Context:
             out.append(mapped)
         return out
 
-    def order(
-        self, tab: _tables.Tables, algebra: type[Algebra] = Algebra, operands: Sequence[Any] = (), semiring: str = ""
-    ) -> Any:
+    def order(self, tab: _tables.Tables) -> Any:
         """What ``optimize=`` every network of ``tab`` takes: one order, searched (or read from the
         store) once for the tropical network, then given as a path to the others, which slice it to
-        their own entry size. Only the caller's own plan, path or optimizer object is passed as it is.
-        On a GPU an ``algebra`` that ranks orders by another measure (``plan_rank``: the k-best products,
-        by multiply-adds) gets an order of its own, searched on its network of ``operands``."""
+        their own entry size. Only the caller's own plan, path or optimizer object is passed as it is."""
         if not isinstance(self.optimize, str):
             return self.optimize
-        rank = algebra.plan_rank if self.xp.__name__ != "numpy" else Algebra.plan_rank
-        if rank != Algebra.plan_rank and operands:
-            if rank not in tab.ranked:
-                # seeded with the tropical order, which the search keeps where it finds nothing better: a
-                # search's luck (5 s found 2^34.4 to 2^35.3 multiply-adds at n = 200) never costs more
-                tab.ranked[rank] = self._searched(tab, rank, lambda: build_network(
-                    tab.labels, (), operands, semiring or "maxplus", algebra), self.order(tab))  # fmt: skip
-            return list(tab.ranked[rank])
         if tab.order is None:
-            zeros = [np.zeros(m.shape, np.float32) for m in tab.mask]  # the tropical network's entries
-            tab.order = self._searched(tab, Algebra.plan_rank, lambda: build_network(
-                tab.labels, (), [self.put(z) for z in zeros], "maxplus", Algebra))  # fmt: skip
+            key = (self.xp.__name__, self.optimize, self.memory_limit, self.max_time, tuple(map(tuple, tab.labels)),
+                   tuple(m.shape for m in tab.mask))  # fmt: skip
+            tab.order = _orders.get(key)
+            if tab.order is None:
+                zeros = [self.put(np.zeros(m.shape, np.float32)) for m in tab.mask]
+                net = build_network(tab.labels, (), zeros, "maxplus", Algebra)
+                tab.order = [tuple(p) for p in net.plan(self.optimize, (), self.memory_limit, self.max_time).path]
+                if len(_orders) >= _ORDERS_KEPT:
+                    _orders.pop(next(iter(_orders)))  # the oldest
+                _orders[key] = tab.order
         return list(tab.order)
-
-    def _searched(
-        self, tab: _tables.Tables, rank: str, network: Any, initial: list[tuple[int, ...]] | None = None
-    ) -> list[tuple[int, ...]]:
-        """The order of ``tab`` for ``rank``: the process's (one per network structure), else searched
-        (or read from the store) on ``network()``, from ``initial`` where given."""
-        key = (self.xp.__name__, self.optimize, self.memory_limit, self.max_time, tuple(map(tuple, tab.labels)),
-               tuple(m.shape for m in tab.mask), rank)  # fmt: skip
-        found = _orders.get(key)
-        if found is None:
-            plan = network().plan(self.optimize, (), self.memory_limit, self.max_time, initial)
-            found = [tuple(p) for p in plan.path]
-            if len(_orders) >= _ORDERS_KEPT:
-                _orders.pop(next(iter(_orders)))  # the oldest
-            _orders[key] = found
-        return found
 
     def contract(
         self,
@@ -124,7 +103,7 @@ class Context:
         """The contraction of one network of ``tab`` (``plan``: one made by :meth:`plan` for it). On a GPU,
         with the order's path or an unsliced plan, the small steps over the tables run on the host first
         (:mod:`.._host_steps`); the rest of the plan, its own steps, on the device."""
-        optimize = self.order(tab, algebra, operands, semiring) if plan is None else plan
+        optimize = self.order(tab) if plan is None else plan
         path = optimize if isinstance(optimize, list) else plan.path if plan is not None and plan.nslices == 1 else None
         if path is not None and self.devices is None and self.xp.__name__ != "numpy":
             host = self._host_copies(operands)
@@ -150,7 +129,7 @@ class Context:
     ) -> ContractionPlan:
         """The plan of a network contracted several times (residue passes, restricted counts)."""
         net = build_network(labels, output, operands, semiring, algebra)
-        return net.plan(self.order(tab, algebra, operands, semiring), (), self.memory_limit, self.max_time)
+        return net.plan(self.order(tab), (), self.memory_limit, self.max_time)
 
 
 # The order of each network structure this process solved (by array module and planning options): a
