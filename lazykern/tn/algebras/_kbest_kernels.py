@@ -80,6 +80,11 @@ def tiling(batch: int, M: int, N: int, K: int) -> str:
     return "n" if M >= 64 and N >= 16 else ""
 
 
+def chosen(tiled: bool | str, batch: int, M: int, N: int, K: int) -> str:
+    """The tile a step takes: by its shape (:func:`tiling`) for True, none for False, else the one named."""
+    return tiling(batch, M, N, K) if tiled is True else tiled or ""
+
+
 def preamble() -> str:
     """The family's preamble: ``counting.cu``'s ring helpers, then ``kbest.cu``."""
     counting = resources.files("lazykern.tn").joinpath("counting.cu").read_text(encoding="utf-8")
@@ -208,7 +213,7 @@ def arguments(
     for parts, name in ((A, "A"), (B, "B"), (out, "C")):
         groups.append(pointers(parts[:k], f"{name}v", value))
         groups.append(pointers(parts[k:], f"{name}c", count_dtype) if counts else groups[-1])
-    tile = tiling(batch, M, N, K) if tiled is True else tiled or ""  # a name: that tile, whatever the shape
+    tile = chosen(tiled, batch, M, N, K)
     if tile:  # the kernel's first size is the batch; a block per output tile
         tx, ty, tm, tn, _ = TILES[tile]
         first_size = batch

@@ -272,7 +272,7 @@ _on_host: dict[type[KBestAlgebra], KBestAlgebra] = {}  # one instance per class 
 def tiling(batch: int, M: int, N: int, K: int) -> str:
     """The tile shape of the GPU kernel a (batch, M, K) x (batch, K, N) k-best step takes ("": one thread
     per output)."""
-    return _kbest_kernels.tiling(batch, M, N, K) if TILED is True else TILED or ""
+    return _kbest_kernels.chosen(TILED, batch, M, N, K)
 
 
 def _constant(be: Backend, like: Any, shape: tuple[int, ...], value: float) -> Any:
