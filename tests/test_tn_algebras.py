@@ -226,9 +226,10 @@ def test_kbest_kernels_are_lazy_and_compile_for_sm90(cache):
     from lazykern.tn.algebras import _kbest_kernels
 
     fam = _kbest_kernels.make_family(cache)
-    # 2 value types x (k = 2..4 x 5 count kinds + paired k = 2), each untiled and in 2 tiles ("s", "n")
-    assert len(fam.names()) == 96 and fam.compiled() == []
+    # 2 value types x (k = 1..4 x 5 count kinds + paired k = 1, 2), each untiled and in 2 tiles ("s", "n")
+    assert len(fam.names()) == 132 and fam.compiled() == []
     names = ["kbest2_f32_i64", "kbest3_f64_m", "kbest4_f32_v", "kbest2_f32_p", "kbest2_f32_f8_ts", "kbest2_f64_f4_ts"]
+    names += ["kbest1_f32_f4", "kbest1_f32_f4_tn", "kbest1_f64_p_ts", "kbest1_f32_m"]
     assert [k.name for k in fam.warm(names, arch="sm_90")] == names
     assert sorted(fam.compiled()) == sorted(names)
     assert _kbest_kernels.kernel_name(2, np.dtype("float64"), True, 7) == "kbest2_f64_m"
@@ -281,13 +282,22 @@ def test_reduced_counts_take_no_modulo_in_prepare(paired, monkeypatch):
 
 
 @pytest.mark.parametrize("paired", [False, True])
+@pytest.mark.parametrize("group", [2, 64])
 @pytest.mark.parametrize(("M", "K", "N", "chunk"), [(1, 96, 1, 8), (2, 60, 3, 7), (1, 64, 2, 16)])
-def test_a_long_sum_into_few_outputs_is_cut_and_merged_exactly(paired, M, K, N, chunk, monkeypatch):
-    """A step with few outputs and a long sum (a network's last steps) is computed in chunks of the sum
-    and merged pairwise (12, 8 or 4 chunks: odd halves too): the same k best values and counts, int64 and
-    modulo a prime, as the one product (the host's here; the GPU takes this path for its kernels)."""
+def test_a_long_sum_into_few_outputs_is_cut_and_merged_exactly(paired, group, M, K, N, chunk, monkeypatch):
+    """A step with few threads and a long sum (a network's last steps) is computed in chunks of the sum
+    (12, 6 or 4 chunks) and merged by products with a unit column, in groups of 2 (levels, a chunk
+    count with no small divisor merged at once) or all at once: the same k best values and counts,
+    int64 and modulo a prime, as the one product (the host's here; the GPU takes this path for its
+    kernels)."""
     monkeypatch.setattr(kbest, "SPLIT_MIN_K", 16)
     monkeypatch.setattr(kbest, "SPLIT_CHUNK", chunk)
+    monkeypatch.setattr(kbest, "MERGE_GROUP", group)
+    merges = []
+    real = kbest.KBestAlgebra._unit_column
+    monkeypatch.setattr(
+        kbest.KBestAlgebra, "_unit_column", lambda self, like, n: merges.append(n) or real(self, like, n)
+    )
     k, p = 2, 7
     rng = np.random.default_rng(M * 100 + K + N)
     av, ac = _kbest_parts(rng, (M, K), k)
@@ -309,25 +319,38 @@ def test_a_long_sum_into_few_outputs_is_cut_and_merged_exactly(paired, M, K, N, 
     want_v, want_c = _brute_product(av, ac, bv, bc, k)
     assert np.array_equal(np.stack([o[0] for o in cut[:k]]), want_v)
     assert np.array_equal(np.stack([o[0] for o in cut[-k:]]), want_c % p)
-    many = tuple(np.zeros((1, 80, 80)) for _ in A)  # 6400 outputs: the one product
-    assert alg._split_sum(many, tuple(np.zeros((1, 80, 80)) for _ in B)) is None
+    chunks = K // next(d for d in range(chunk, K + 1) if K % d == 0)
+    assert np.prod(merges) == chunks and (group == 64 or len(merges) > 1)
+    many = tuple(np.zeros((1, 600, 16)) for _ in A)  # its tiled kernel runs 92416 threads: the one product
+    assert alg._split_sum(many, tuple(np.zeros((1, 16, 600)) for _ in B)) is None
+    short = tuple(np.zeros((1, 1, 15)) for _ in A)  # a sum below SPLIT_MIN_K: the one product
+    assert alg._split_sum(short, tuple(np.zeros((1, 15, 1)) for _ in B)) is None
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("paired", [False, True])
-def test_a_long_sum_on_the_gpu_is_cut_and_equals_the_host(paired):
-    """2^17 terms into 2 outputs (the GPU kernels' split path: one thread summed them all) against the host."""
+@pytest.mark.parametrize("paired", [False, True, "floats"])
+@pytest.mark.parametrize(("M", "K", "N"), [(1, 1 << 17, 2), (64, 3 << 11, 48), (1, 1 << 12, 1)])
+def test_a_long_sum_on_the_gpu_is_cut_and_equals_the_host(paired, M, K, N):
+    """Long sums into few outputs (2^17 terms into 2, one thread summed them all; a tiled step of 4
+    blocks; 2^12 terms into one) through the GPU kernels' split path, against the host's one product:
+    int64, paired and float32 counts."""
     cupy = pytest.importorskip("cupy")
-    k, p, K = 2, 2147483647, 1 << 17
+    k, p = 2, 2147483647
     rng = np.random.default_rng(3)
+    assert kbest._threads(1, M, N, K) < kbest.SPLIT_THREADS and K >= kbest.SPLIT_MIN_K
 
     def distinct(shape):  # k best values per entry: distinct, best first (ties between entries abound)
         top = rng.integers(-3, 4, shape).astype(np.float32)
         return np.stack([top, top - rng.integers(1, 3, shape)])
 
-    av, bv = distinct((1, K)), distinct((K, 2))
-    ac, bc = rng.integers(1, 1 << 20, (k, 1, K)), rng.integers(1, 1 << 20, (k, K, 2))
-    if paired:
+    av, bv = distinct((M, K)), distinct((K, N))
+    ac, bc = rng.integers(1, 1 << 20, (k, M, K)), rng.integers(1, 1 << 20, (k, K, N))
+    if paired == "floats":  # counts of 0 / 1 keep every float32 sum exact (below 2^24)
+        make = kbest.algebra(k, counts=True, floats=4)
+        ac, bc = (ac % 2).astype(np.float32), (bc % 2).astype(np.float32)
+        A = tuple(x[None] for x in (*av, *ac))
+        B = tuple(x[None] for x in (*bv, *bc))
+    elif paired:
         make = kbest.paired_algebra(k, p)
         A = tuple(x[None] for x in (*av, *ac, *(ac % p)))
         B = tuple(x[None] for x in (*bv, *bc, *(bc % p)))

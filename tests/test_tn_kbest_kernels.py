@@ -16,6 +16,9 @@ NUMPY = Backend("numpy", np)
 P, Q = 2147483647, 2147483629  # 2^31 - 1 (its own reduction in the tiled kernel) and the next prime (Barrett's)
 # (k, value dtype, ring: "v" values / "i64" / "m" modulo P / "q" modulo Q / "p" paired with P, tile)
 CASES = [
+    (1, "float32", "m", "s"),
+    (1, "float64", "p", ""),
+    (1, "float32", "i64", "n"),
     (2, "float32", "p", "s"),
     (2, "float32", "i64", "s"),
     (2, "float64", "m", "s"),
@@ -36,6 +39,9 @@ CASES = [
 ]
 # float64 / float32 counts ("f8", "f4"), checked against exact Python integers (test_float_counts_are_exact...)
 FLOATS = [
+    (1, "float32", "f4", "s"),
+    (1, "float32", "f4", ""),
+    (1, "float64", "f8", "n"),
     (2, "float32", "f8", "s"),
     (2, "float32", "f4", "s"),
     (2, "float64", "f4", ""),

@@ -42,6 +42,29 @@ def test_the_lean_walk_prices_a_path_as_the_cost_model(seed):
     assert S._gpu_seconds(inputs, (), sizes, path, sliced) == pytest.approx(model, rel=1e-9)
 
 
+def test_a_kbest_step_is_priced_by_the_kernel_its_shape_takes():
+    """k-best orders are ranked at the k-best kernels' rates (``rank="kbest"``): a step of 32 x 32 tiles
+    at the tiled kernel's, a thin one (K * min(M, N) < 64) at a tenth of it, a long sum into few outputs
+    as the split one-thread-per-output kernels, a memory-bound step by its bytes; the lean walk sums them."""
+    macs, step = _cost.KBEST_MACS, _cost.KBEST_STEP
+    assert _cost.kbest_step_seconds(4, 256, 512, 256, 0, False) == pytest.approx(4 * 256**2 * 512 / macs["s"] + step)
+    assert _cost.kbest_step_seconds(4, 256, 512, 256, 0, True) == pytest.approx(4 * 256**2 * 512 / macs[""] + step)
+    assert _cost.kbest_step_seconds(1, 1 << 20, 2, 4, 0, False) == pytest.approx(8 * (1 << 20) / macs["thin"] + step)
+    bound = _cost.kbest_step_seconds(1, 1 << 20, 1, 1, 1 << 30, False)
+    assert bound == pytest.approx((1 << 30) * _cost.KBEST_ENTRY / _cost.KBEST_BYTES + step)
+    # ab,bc (a: 256, b: 512, c: 256): one step, (256, 512) x (512, 256) in 64 tiles of 32 x 32
+    sizes = {"a": 256, "b": 512, "c": 256}
+    walked = S._gpu_seconds([("a", "b"), ("b", "c")], ("a", "c"), sizes, [(0, 1)], {}, kbest=True)
+    assert walked == pytest.approx(_cost.kbest_step_seconds(1, 256, 512, 256, 3 * 256 * 512, False))
+    # b: 4096 and a, c: 64: 4 tiles (1024 threads) over sums of 4096 terms: cut along the sum
+    sizes = {"a": 64, "b": 4096, "c": 64}
+    walked = S._gpu_seconds([("a", "b"), ("b", "c")], ("a", "c"), sizes, [(0, 1)], {}, kbest=True)
+    assert walked == pytest.approx(_cost.kbest_step_seconds(1, 64, 4096, 64, 2 * 64 * 4096 + 64 * 64, True))
+    # into one entry: few threads over a long sum, so the algebra cuts it (priced as its split kernels)
+    one = S._gpu_seconds([("b",), ("b",)], (), {"b": 1 << 20}, [(0, 1)], {}, kbest=True)
+    assert one == pytest.approx(_cost.kbest_step_seconds(1, 1, 1 << 20, 1, (2 << 20) + 1, True))
+
+
 def test_workers_hand_back_each_objectives_best():
     inputs, sizes = _regular(40, 1)
     symbol = {v: chr(0x4E00 + v) for v in sizes}

@@ -529,3 +529,52 @@ def test_polynomial_lowest_size_is_proven_by_a_uniform_configuration(monkeypatch
     assert graph_poly._uniform_lowest(solver._tables.build(dominating, dominating.fixedvertices)) is None
     low, coefficients = solve(dominating, Q.GraphPolynomial(laurent=True))
     assert asked == [False] and low > 0 and coefficients[0] > 0
+
+
+def test_kbest_passes_on_a_gpu_search_an_order_ranked_by_their_kernels(monkeypatch):
+    """On a GPU the tropical network's order is ranked by predicted seconds (large GEMMs are quick); the
+    k-best products run at 1-6% of the GEMM rate, by the kernel a step's shape takes, so their networks
+    search an order of their own ranked by those kernels' rates (``Algebra.plan_rank``), once per
+    process and structure. On the host both rank by multiply-adds: one order."""
+    import types
+
+    from lazykern.tn import _tables
+    from lazykern.tn import problems as P
+    from lazykern.tn._contract import Algebra
+    from lazykern.tn.algebras import kbest
+    from lazykern.tn.solving import context
+    from lazykern.tn.solving.sizes import counting, sizes
+
+    problem = P.IndependentSet(nx.random_regular_graph(3, 16, seed=7))
+    want = solve(problem, Q.CountingMax(2))
+    searched, seeds = [], []
+    real = context.build_network
+
+    def recorded(*args, **kwargs):
+        net = real(*args, **kwargs)
+        real_plan = net.plan
+        net.plan = lambda *a: searched.append((args[4], net.alg.plan_rank)) or seeds.append(a[2:]) or real_plan(*a)
+        return net
+
+    monkeypatch.setattr(context, "build_network", recorded)
+    monkeypatch.setattr(context, "_orders", {})
+    gpu = types.SimpleNamespace(__name__="fakecupy", asarray=np.array)  # a device module, host arrays
+    ctx = context.Context(gpu, "greedy", None, None, None)
+    tab = _tables.build(problem, {})
+    assert counting(tab, 2, True, ctx) == want
+    # the tropical network's order first: the k-best search starts from it (and keeps it if nothing is better)
+    assert searched[0] == (Algebra, "seconds") and [rank for _, rank in searched] == ["seconds", "kbest"]
+    assert issubclass(searched[1][0], kbest.KBestAlgebra) and list(tab.ranked) == ["kbest"]
+    # the k-best search starts from the tropical order, for intermediates of 2^28 entries (a k-best order's
+    # search within the free memory found orders of 2^1.8 more multiply-adds)
+    assert seeds == [(None, None, None), (context.SEARCH_ENTRIES, None, tab.order)]
+    assert sizes(tab, 1, True, ctx) == [want[0][0]]  # SizeMax: the tropical network's order, no search
+    assert len(searched) == 2
+    again = _tables.build(problem, {})
+    assert counting(again, 2, True, ctx) == want and sizes(again, 3, True, ctx)[0] == want[0][0]
+    assert len(searched) == 2  # both orders kept in the process: no search
+    host = context.Context(np, "greedy", None, None, None)
+    searched.clear()
+    tab = _tables.build(problem, {})
+    assert counting(tab, 2, True, host) == want and sizes(tab, 1, True, host) == [want[0][0]]
+    assert searched == [(Algebra, "seconds")] and tab.ranked == {}  # on the host: one order (ranked by flops)

@@ -52,6 +52,10 @@ class Algebra:
     counting = False
     values_also: tuple[np.dtype, ...] = ()  # value dtypes beside the products' own (a 128-bit count's int16)
     strided = True  # has a row kernel for :mod:`._strided` steps (``rows``); False: every step is ``bmm``
+    # How a search on a GPU ranks orders for this algebra's networks (a rank of contraction.search.RANKS):
+    # "seconds" (predicted at the max-plus GEMM's rates, which favor large GEMMs) or "kbest" (predicted
+    # at the k-best kernels' rates: the merge's instructions bind them, at 1-6% of the GEMM rate).
+    plan_rank = "seconds"
     # The buffer a run keeps its boundary in (:mod:`._arena`), set for one run by the executor where that
     # pays or the run fits the device only so (:meth:`lazykern.tn.contraction.network.Network.use_arena`).
     arena: _arena.Arena | None = None

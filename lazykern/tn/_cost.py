@@ -68,6 +68,34 @@ POOL_MARGIN = 1.2
 WHOLE_MARGIN = 1.02
 
 
+# k-best products (CountingMax(k > 1)) on the H200, k = 2 with float32 values and counts (16 bytes an entry):
+# multiply-adds a second by the kernel a step takes (:mod:`.algebras._kbest_kernels`): the 32 x 32 tile,
+# the 64 x 16 one, one thread per output (K * N of 64 or more), one thread per output of a thin step;
+# fitted to 300 steps of 13 orders of 3-regular graphs (100 to 200 vertices) and King's 12 x 12 timed
+# alone (benchmarks/results/s73-h200, call 2). The merge's instructions bind them: bytes seldom do.
+KBEST_MACS = {"s": 0.76e12, "n": 0.49e12, "": 0.37e12, "thin": 0.12e12}
+KBEST_BYTES = 4.4e12
+KBEST_ENTRY = 16
+KBEST_STEP = 1.5e-4  # a k-best step's launch and Python through the executor (session 65: 0.47 ms with counts)
+
+
+def kbest_step_seconds(batch: int, M: int, K: int, N: int, moved: int, split: bool) -> float:
+    """Predicted seconds of a k-best step (batch, M, K) x (batch, K, N) moving ``moved`` entries: its
+    multiply-adds at the rate of the kernel its shape takes (either operand first: the better), or its
+    bytes, plus a step's fixed cost; ``split``: the step is cut along its sum (few threads, long sums:
+    :meth:`.algebras.kbest.KBestAlgebra._split_sum`), its chunks one thread per output."""
+    from .algebras import _kbest_kernels
+
+    flops = batch * M * K * N
+    if split:
+        rate = KBEST_MACS[""]
+    else:
+        tiles = {_kbest_kernels.tiling(batch, M, N, K), _kbest_kernels.tiling(batch, N, M, K)}
+        thin = "thin" if K * min(M, N) < 64 else ""
+        rate = max(KBEST_MACS[t or thin] for t in tiles)
+    return max(flops / rate, moved * KBEST_ENTRY / KBEST_BYTES) + KBEST_STEP
+
+
 def rates_for(on_host: bool, itemsize: int) -> Rates:
     """The figures for a device kind and an entry size (bytes of the value part)."""
     if on_host:

@@ -61,6 +61,8 @@ class Tables:
     offset: Any = 0
     feasible: bool = True
     order: Any = None  # the contraction order every algebra's network of these tables takes (the solver's)
+    # the orders of algebras that rank orders otherwise on a GPU (Algebra.plan_rank: the k-best ones), by rank
+    ranked: dict[str, Any] = dataclasses.field(default_factory=dict)
     unit: Fraction = Fraction(1)
     floats: bool = False
     floated: str = ""  # why float weights are summed as floats (past the exact range), "" where they are not

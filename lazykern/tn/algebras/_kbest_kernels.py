@@ -4,7 +4,7 @@
 per output entry, its k best values and counts in registers, and ``lk_kbest_tiled``, which stages tiles
 of A and B in shared memory (as the tropical GEMM does) for a block of threads that each keep a few
 outputs' k best in registers: every staged entry serves a whole tile row or column, not one output.
-A fragment fixes the value dtype, k (2 to ``KB_MAX``), the counts (none, modulo 2^64, or residues modulo
+A fragment fixes the value dtype, k (1 to ``KB_MAX``), the counts (none, modulo 2^64, or residues modulo
 a prime) and the tiling (none, or a tile shape of :data:`TILES`); a user compiles only those asked for.
 :func:`launch` runs one on device arrays (:func:`tiling` picks which); :mod:`.kbest` calls it for GPU
 operands.
@@ -125,7 +125,7 @@ def source(
 def make_family(cache: KernelCache | None = None) -> KernelFamily:
     fam = KernelFamily("tn_kbest", preamble(), options=("-std=c++17",), cache=cache)
     for vt, vd in VALUES.values():
-        for k in range(2, KB_MAX + 1):
+        for k in range(1, KB_MAX + 1):
             rings = list(RINGS.items()) + ([("p", (1, True, "long long"))] if k <= PAIRED_KMAX else [])
             for rname, (ring, counts, ctype) in rings:
                 paired = rname == "p"

@@ -45,17 +45,24 @@ TILED: bool | str = True
 CHUNK_ELEMENTS = 1 << 22  # pairwise sums materialized at once (host); a device takes DEVICE_CHUNK
 DEVICE_CHUNK = 1 << 26
 # A GPU step with few outputs and a long sum (a network's last steps: 2^26 terms into one entry took 6.0 s
-# on an H100, one thread summing them all) is cut along the sum into chunks of SPLIT_CHUNK terms, computed
-# as a batch of products and merged pairwise (add): SPLIT_OUTPUTS outputs or fewer, SPLIT_MIN_K terms or more.
-SPLIT_OUTPUTS = 1 << 12
-SPLIT_MIN_K = 1 << 16
-SPLIT_CHUNK = 1 << 12
+# on an H100, one thread summing them all; 2^15 terms into one took 3.1 ms on the H200, session 73) is cut
+# along the sum: where its kernel would run fewer than SPLIT_THREADS threads and each sum has SPLIT_MIN_K
+# terms or more, into chunks of at least SPLIT_CHUNK terms computed as a batch of products, whose partial
+# results are merged by products with a unit column of up to MERGE_GROUP entries (a launch a level).
+SPLIT_THREADS = 1 << 16
+SPLIT_MIN_K = 1 << 11
+SPLIT_CHUNK = 1 << 6
+MERGE_GROUP = 64
 FLOAT_EXACT = {8: 1 << 53, 4: 1 << 24}  # float counts (by bytes) below these are exact (module docstring)
 FLOAT_PASSES = (4, 8)  # CountingMax(k > 1)'s first passes (solving.sizes.counting), before the integer rings
 
 
 class KBestAlgebra(Algebra):
     """k best distinct values per entry (parts: k value arrays, then k count arrays when ``counts``)."""
+
+    # Its products run at 1-6% of the max-plus GEMM rate, by the kernel a step's shape takes: on a GPU its
+    # networks take an order of their own, ranked by :func:`lazykern.tn._cost.kbest_step_seconds`.
+    plan_rank = "kbest"
 
     k = 1
     counts = False
@@ -99,7 +106,7 @@ class KBestAlgebra(Algebra):
         if argmax:
             raise ValueError("k-best contractions keep no argmax; a configuration comes from the tropical algebra")
         k = self.k
-        if USE_KERNEL and not self.be.on_host and self.be.xp is not np and 2 <= k <= _kbest_kernels.KB_MAX:
+        if USE_KERNEL and not self.be.on_host and self.be.xp is not np and 1 <= k <= _kbest_kernels.KB_MAX:
             split = self._split_sum(A, B)
             if split is not None:
                 return split, None
@@ -142,37 +149,50 @@ class KBestAlgebra(Algebra):
         return tuple(out), None
 
     def _split_sum(self, A: tuple[Any, ...], B: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """The product of a step with at most SPLIT_OUTPUTS outputs and at least SPLIT_MIN_K terms in each
-        sum, cut along the sum: C chunks as a batch of C products (of this algebra's own bmm), then the C
-        partial results merged pairwise by :meth:`add` (the k best of both, counts of equal values summed:
-        the same numbers as one sum, in another order of exact additions). None for any other step."""
+        """The product of a step whose kernel would run few threads (:func:`_threads`) over long sums, cut
+        along the sum: C chunks as a batch of C products (this algebra's own bmm), then the C partial
+        results merged by products with a unit column (:meth:`_merged`): the k best of all, counts of equal
+        values summed, the same numbers as one sum in another order of exact additions. None for any other
+        step (one whose operands' batches differ, too: a broadcast operand is not cut)."""
         a0, b0 = A[0], B[0]
         batch, M, K, N = int(a0.shape[0]), int(a0.shape[1]), int(a0.shape[2]), int(b0.shape[2])
-        if int(b0.shape[0]) != batch or batch * M * N > SPLIT_OUTPUTS or K < SPLIT_MIN_K:
+        if int(b0.shape[0]) != batch or not splits(batch, M, N, K):
             return None
-        chunks = K // SPLIT_CHUNK
-        while chunks > 1 and K % chunks:
-            chunks -= 1
+        chunks = _divisor(K, min(K // SPLIT_CHUNK, -(-SPLIT_THREADS // _threads(batch, M, N, K))))
         if chunks < 2:
             return None
         L = K // chunks
-        xp = self.be.xp
+        ops = _Ops(self.be)
         a = tuple(
-            xp.ascontiguousarray(x.reshape(batch, M, chunks, L).transpose(0, 2, 1, 3)).reshape(-1, M, L) for x in A
+            ops.contiguous(ops.swap(x.reshape(batch, M, chunks, L), 1, 2)).reshape(batch * chunks, M, L) for x in A
         )
         b = tuple(x.reshape(batch * chunks, L, N) for x in B)
-        parts, _ = self.bmm(a, b, False)  # (batch * chunks, M, N) each: no step of it is split again
-        parts = tuple(x.reshape(batch, chunks, M, N) for x in parts)
+        parts, _ = self.bmm(a, b, False)  # (batch * chunks, M, N) each (cut again only where still few threads)
+        return self._merged(parts, batch, chunks, M, N)
+
+    def _merged(self, parts: tuple[Any, ...], batch: int, chunks: int, M: int, N: int) -> tuple[Any, ...]:
+        """Parts (batch * chunks, M, N) merged over the chunks into (batch, M, N): levels of products of
+        groups of up to MERGE_GROUP chunks with a unit column (the chunks as the sum of a step whose rows
+        are the M * N entries: a strided view, no copy), each level one launch of the kernels."""
+        ops = _Ops(self.be)
+        MN = M * N
         while chunks > 1:
-            half = chunks // 2
-            low = tuple(x[:, :half] for x in parts)
-            high = tuple(x[:, half : 2 * half] for x in parts)
-            merged = self.add(low, high)
-            if chunks % 2:  # the odd one out joins the first
-                first = self.add(tuple(x[:, :1] for x in merged), tuple(x[:, -1:] for x in parts))
-                merged = tuple(xp.concatenate([f, m[:, 1:]], axis=1) for f, m in zip(first, merged))
-            parts, chunks = merged, half
-        return tuple(xp.ascontiguousarray(x.reshape(batch, M, N)) for x in parts)
+            group = _divisor(chunks, MERGE_GROUP)
+            group = chunks if group < 2 else group  # no small divisor: the rest in one level
+            rest = chunks // group
+            a = tuple(ops.swap(ops.contiguous(x).reshape(batch * rest, group, MN), 1, 2) for x in parts)
+            parts, _ = self.bmm(a, self._unit_column(parts, group), False)  # (batch * rest, MN, 1)
+            chunks = rest
+        return tuple(ops.contiguous(x).reshape(batch, M, N) for x in parts)
+
+    def _unit_column(self, like: tuple[Any, ...], n: int) -> tuple[Any, ...]:
+        """The unit of this algebra as (1, n, 1) parts (value 0 then -inf, count 1 then 0, for every kind
+        of count the parts hold), kept per shape and dtype (:func:`_constant`)."""
+        k, shape = self.k, (1, n, 1)
+        out = [_constant(self.be, like[0], shape, 0.0)] + [_constant(self.be, like[0], shape, -math.inf)] * (k - 1)
+        for first in range(k, len(like), k):  # counts (and a paired algebra's residues)
+            out += [_constant(self.be, like[first], shape, 1)] + [_constant(self.be, like[first], shape, 0)] * (k - 1)
+        return tuple(out)
 
     def best(self, ops: _Ops, values: Any, counts: Any) -> tuple[Any, Any]:
         """The k largest distinct values along the last axis, with the counts of each summed: k passes,
@@ -239,7 +259,7 @@ class PairedKBestAlgebra(KBestAlgebra):
         if argmax:
             raise ValueError("k-best contractions keep no argmax; a configuration comes from the tropical algebra")
         k = self.k
-        if USE_KERNEL and not self.be.on_host and self.be.xp is not np and 2 <= k <= PAIRED_KMAX:
+        if USE_KERNEL and not self.be.on_host and self.be.xp is not np and 1 <= k <= PAIRED_KMAX:
             split = self._split_sum(A, B)
             if split is not None:
                 return split, None
@@ -273,6 +293,35 @@ def tiling(batch: int, M: int, N: int, K: int) -> str:
     """The tile shape of the GPU kernel a (batch, M, K) x (batch, K, N) k-best step takes ("": one thread
     per output)."""
     return _kbest_kernels.chosen(TILED, batch, M, N, K)
+
+
+def splits(batch: int, M: int, N: int, K: int) -> bool:
+    """Whether a GPU step (batch, M, K) x (batch, K, N) is cut along its sum (:meth:`KBestAlgebra._split_sum`):
+    its kernel would run fewer than SPLIT_THREADS threads, each over SPLIT_MIN_K terms or more."""
+    return K >= SPLIT_MIN_K and _threads(batch, M, N, K) < SPLIT_THREADS
+
+
+def _threads(batch: int, M: int, N: int, K: int) -> int:
+    """The threads the GPU kernel of a (batch, M, K) x (batch, K, N) step runs: one per output, or a
+    block per output tile of its tiled kernel (:func:`tiling`)."""
+    tile = tiling(batch, M, N, K)
+    if not tile:
+        return batch * M * N
+    tx, ty, tm, tn, _ = _kbest_kernels.TILES[tile]
+    return batch * -(-M // (ty * tm)) * -(-N // (tx * tn)) * tx * ty
+
+
+def _divisor(n: int, most: int) -> int:
+    """The largest divisor of ``n`` (a product of label extents: small primes) that is at most ``most``,
+    1 at least: the divisors of its small prime factors (and of what is left) pruned at ``most``."""
+    found, left = [1], n
+    for p in (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61):
+        while left % p == 0:
+            left //= p
+            found = sorted({d for f in found for d in (f, f * p) if d <= most})
+    if left > 1:
+        found += [f * left for f in found if f * left <= most]
+    return max(found)
 
 
 def _constant(be: Backend, like: Any, shape: tuple[int, ...], value: float) -> Any:
@@ -381,3 +430,7 @@ class _Ops:
 
     def contiguous(self, x: Any) -> Any:
         return self.be.contiguous(x)
+
+    def swap(self, x: Any, i: int, j: int) -> Any:
+        """A view of ``x`` with axes ``i`` and ``j`` swapped."""
+        return x.transpose(i, j) if self.torch else self.xp.swapaxes(x, i, j)

@@ -31,8 +31,15 @@ class Network(Executor, Checkpoints):
     :meth:`.operands.Operands.build`)."""
 
     def plan(
-        self, optimize: Any, slices: Sequence[Label], memory_limit: int | None, max_time: float | None
+        self,
+        optimize: Any,
+        slices: Sequence[Label],
+        memory_limit: int | None,
+        max_time: float | None,
+        initial: Sequence[Sequence[int]] | None = None,
     ) -> ContractionPlan:
+        """The plan ``optimize`` makes of this network, fitted to ``memory_limit`` (else the free memory);
+        ``initial``: a path a search starts from and keeps when it finds nothing better."""
         if not isinstance(optimize, ContractionPlan):
             inputs = [t.labels for t in self.leaves]
 
@@ -45,7 +52,8 @@ class Network(Executor, Checkpoints):
                     slices=slices,
                     memory_limit=limit,
                     max_time=max_time,
-                    rank="flops" if self.be.on_host else "seconds",
+                    rank="flops" if self.be.on_host else self.alg.plan_rank,
+                    initial=initial,
                 )
 
             if memory_limit is not None:

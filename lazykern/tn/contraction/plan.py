@@ -74,7 +74,8 @@ def contraction_plan(
     ``optimize="cotengra"`` picks among the orders found: "flops" (the fewest multiply-adds) or
     "seconds" (the quickest predicted on a GPU, :func:`lazykern.tn._cost.seconds`: a step costs its
     multiply-adds or the bytes it streams, whichever binds; half the search's workers then minimize
-    cotengra's "combo" of multiply-adds and writes). The executor plans for a GPU by "seconds".
+    cotengra's "combo" of multiply-adds and writes), or "kbest" (the same for a k-best network's products,
+    :func:`lazykern.tn._cost.kbest_step_seconds`). The executor plans for a GPU by its algebra's rank.
 
     >>> plan = contraction_plan(["ab", "bc", "cd"], "", dict(a=2, b=3, c=4, d=5), optimize="greedy")
     >>> plan.path, plan.largest, plan.flops

@@ -89,11 +89,13 @@ def _search_cotengra(
     of 2^38 ran their large steps as GEMMs at 44-63%)."""
     budget = _budget(max_time)
     start = time.monotonic()
-    objectives = ("flops", COMBO) if rank == "seconds" else ("flops",)
+    objectives = ("flops", COMBO) if rank != "flops" else ("flops",)
 
     def cost(path: list[tuple[int, ...]], more: list[Label]) -> tuple[int, int, float]:
         largest, flops = costs(inputs, output, sizes, path, sub(sizes, more))
-        if rank == "seconds":
+        if rank == "kbest":  # predicted seconds at the k-best kernels' rates
+            return largest, flops, _gpu_seconds(inputs, output, sizes, path, sub(sizes, more), kbest=True)
+        if rank == "seconds":  # at the max-plus GEMM's
             return largest, flops, _gpu_seconds(inputs, output, sizes, path, sub(sizes, more))
         return largest, flops, flops
 
@@ -147,7 +149,7 @@ def _search_cotengra(
     return path, more
 
 
-RANKS = ("flops", "seconds")
+RANKS = ("flops", "seconds", "kbest")
 COMBO = "combo-64"  # cotengra's objective for the "seconds" workers: a write costs 64 multiply-adds (its default)
 
 
@@ -157,18 +159,39 @@ def _gpu_seconds(
     sizes: dict[Label, int],
     path: Sequence[tuple[int, ...]],
     sliced: dict[Label, int],
+    kbest: bool = False,
 ) -> float:
     """Predicted GPU seconds of ``path`` (float32 rates, :func:`.._cost.step_seconds`: each step its
-    multiply-adds or the entries it reads and writes, whichever binds), in one lean walk as :func:`costs`."""
+    multiply-adds or the entries it reads and writes, whichever binds), in one lean walk as :func:`costs`;
+    ``kbest``: of a k-best network (:func:`_kbest_step`)."""
     size = {k: (1 if k in sliced else v) for k, v in sizes.items()}
     nslices = math.prod(sliced.values())
     rates = _cost.rates_for(False, 4)
     total = 0.0
     for picked, union, kept, depends in walk(inputs, output, sliced, path):
-        operands = tuple(math.prod(size[x] for x in t) for t in picked)
-        one = _cost.Step(math.prod(size[x] for x in union), operands, math.prod(size[x] for x in kept), depends)
-        total += _cost.step_seconds(one, 4, rates) * (nslices if depends else 1)
+        if kbest:
+            seconds = _kbest_step(picked, kept, size)
+        else:
+            operands = tuple(math.prod(size[x] for x in t) for t in picked)
+            one = _cost.Step(math.prod(size[x] for x in union), operands, math.prod(size[x] for x in kept), depends)
+            seconds = _cost.step_seconds(one, 4, rates)
+        total += seconds * (nslices if depends else 1)
     return total
+
+
+def _kbest_step(picked: Sequence[Sequence[Label]], kept: Sequence[Label], size: dict[Label, int]) -> float:
+    """Predicted seconds of a k-best step (:func:`.._cost.kbest_step_seconds`): a pair as the product its
+    kernels run, batch x (M, K) x (K, N), at the rate of the kernel its shape takes, cut along a long sum
+    where it would run few threads, as the algebra does; one operand reduced: its bytes."""
+    from ..algebras import kbest
+
+    moved = sum(math.prod(size[x] for x in t) for t in picked) + math.prod(size[x] for x in kept)
+    if len(picked) != 2:
+        return moved * _cost.KBEST_ENTRY / _cost.KBEST_BYTES + _cost.KBEST_STEP
+    a, b, keep = set(picked[0]), set(picked[1]), set(kept)
+    batch, M, N, K = (math.prod(size[x] for x in group) for group in (a & b & keep, (a - b) & keep,
+                      (b - a) & keep, (a & b) - keep))  # fmt: skip
+    return _cost.kbest_step_seconds(batch, M, K, N, moved, kbest.splits(batch, M, N, K))
 
 
 CHEAP_FLOPS = 2**30  # multiply-adds under which an order is not worth searching for (~0.1 ms of GPU, ~1 s of CPU)

@@ -13,7 +13,9 @@ import numpy as np
 
 from .. import _host_steps, _tables, _upload
 from .._contract import Algebra
+from ..contraction.paths import costs
 from ..einsum import ContractionPlan, build_network, contract_network
+from .values import label_sizes
 
 
 class Context:
@@ -71,24 +73,63 @@ class Context:
             out.append(mapped)
         return out
 
-    def order(self, tab: _tables.Tables) -> Any:
+    def order(
+        self, tab: _tables.Tables, algebra: type[Algebra] = Algebra, operands: Sequence[Any] = (), semiring: str = ""
+    ) -> Any:
         """What ``optimize=`` every network of ``tab`` takes: one order, searched (or read from the
         store) once for the tropical network, then given as a path to the others, which slice it to
-        their own entry size. Only the caller's own plan, path or optimizer object is passed as it is."""
+        their own entry size. Only the caller's own plan, path or optimizer object is passed as it is.
+        On a GPU an ``algebra`` that ranks orders by another measure (``plan_rank``: the k-best products,
+        by their kernels' predicted seconds) gets an order of its own, searched on its network of
+        ``operands``."""
         if not isinstance(self.optimize, str):
             return self.optimize
+        rank = algebra.plan_rank if self.xp.__name__ != "numpy" else Algebra.plan_rank
+        if rank != Algebra.plan_rank and operands:
+            if rank not in tab.ranked:
+                # seeded with the tropical order, which the search keeps where it finds nothing better: a
+                # search's luck (5 s found 2^34.4 to 2^35.3 multiply-adds at n = 200) never costs more
+                tropical = self.order(tab)
+                tab.ranked[rank] = self._searched(tab, rank, lambda: build_network(
+                    tab.labels, (), operands, semiring or "maxplus", algebra), tropical,
+                    self._search_limit(tab, tropical))  # fmt: skip
+            return list(tab.ranked[rank])
         if tab.order is None:
-            key = (self.xp.__name__, self.optimize, self.memory_limit, self.max_time, tuple(map(tuple, tab.labels)),
-                   tuple(m.shape for m in tab.mask))  # fmt: skip
-            tab.order = _orders.get(key)
-            if tab.order is None:
-                zeros = [self.put(np.zeros(m.shape, np.float32)) for m in tab.mask]
-                net = build_network(tab.labels, (), zeros, "maxplus", Algebra)
-                tab.order = [tuple(p) for p in net.plan(self.optimize, (), self.memory_limit, self.max_time).path]
-                if len(_orders) >= _ORDERS_KEPT:
-                    _orders.pop(next(iter(_orders)))  # the oldest
-                _orders[key] = tab.order
+            zeros = [np.zeros(m.shape, np.float32) for m in tab.mask]  # the tropical network's entries
+            tab.order = self._searched(tab, Algebra.plan_rank, lambda: build_network(
+                tab.labels, (), [self.put(z) for z in zeros], "maxplus", Algebra))  # fmt: skip
         return list(tab.order)
+
+    def _searched(
+        self,
+        tab: _tables.Tables,
+        rank: str,
+        network: Any,
+        initial: list[tuple[int, ...]] | None = None,
+        limit: int | None = None,
+    ) -> list[tuple[int, ...]]:
+        """The order of ``tab`` for ``rank``: the process's (one per network structure), else searched
+        (or read from the store) on ``network()``, from ``initial`` where given, for intermediates of
+        ``limit`` entries (else the caller's memory limit: the free memory)."""
+        key = (self.xp.__name__, self.optimize, self.memory_limit, self.max_time, tuple(map(tuple, tab.labels)),
+               tuple(m.shape for m in tab.mask), rank)  # fmt: skip
+        found = _orders.get(key)
+        if found is None:
+            limit = self.memory_limit if limit is None else limit
+            plan = network().plan(self.optimize, (), limit, self.max_time, initial)
+            found = [tuple(p) for p in plan.path]
+            if len(_orders) >= _ORDERS_KEPT:
+                _orders.pop(next(iter(_orders)))  # the oldest
+            _orders[key] = found
+        return found
+
+    def _search_limit(self, tab: _tables.Tables, tropical: list[tuple[int, ...]]) -> int:
+        """The largest intermediate a k-best order is searched for: SEARCH_ENTRIES, or the tropical order's
+        largest where that is more (the search's seed must fit), within the caller's memory limit. The
+        path is what is kept: each contraction slices it to its own memory."""
+        largest = costs(tab.labels, (), label_sizes(tab), tropical, {})[0]
+        limit = max(SEARCH_ENTRIES, largest)
+        return limit if self.memory_limit is None else min(limit, self.memory_limit)
 
     def contract(
         self,
@@ -103,7 +144,7 @@ class Context:
         """The contraction of one network of ``tab`` (``plan``: one made by :meth:`plan` for it). On a GPU,
         with the order's path or an unsliced plan, the small steps over the tables run on the host first
         (:mod:`.._host_steps`); the rest of the plan, its own steps, on the device."""
-        optimize = self.order(tab) if plan is None else plan
+        optimize = self.order(tab, algebra, operands, semiring) if plan is None else plan
         path = optimize if isinstance(optimize, list) else plan.path if plan is not None and plan.nslices == 1 else None
         if path is not None and self.devices is None and self.xp.__name__ != "numpy":
             host = self._host_copies(operands)
@@ -129,8 +170,13 @@ class Context:
     ) -> ContractionPlan:
         """The plan of a network contracted several times (residue passes, restricted counts)."""
         net = build_network(labels, output, operands, semiring, algebra)
-        return net.plan(self.order(tab), (), self.memory_limit, self.max_time)
+        return net.plan(self.order(tab, algebra, operands, semiring), (), self.memory_limit, self.max_time)
 
+
+# Intermediates a k-best order is searched for (entries): on the H200 the free memory (2^33 and more) left a
+# 3-regular 200-vertex graph's searches at 2^35.5 multiply-adds, where 2^28 to 2^29 found 2^33.7 (4 of 5
+# searches, 6 to 25 s on 2 cores) and CountingMax(2) ran 0.094 s against 0.116 (session 73, call 5).
+SEARCH_ENTRIES = 1 << 28
 
 # The order of each network structure this process solved (by array module and planning options): a
 # repeated solve skips the greedy order, the store's key and load, and the replay of the stored path
