@@ -544,11 +544,6 @@ def _log_z(sizes: list[int], scale: Fraction) -> float:
     return float(top) + math.log(math.fsum(math.exp(float(t - top)) for t in terms))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: solving/apart.py takes the network's log Z from partition_function(exact=True), which returns "
-    "before its precision warning; a small component beside the network silences the warning",
-)
 def test_log_z_of_float64_sums_warns_with_a_small_component_beside_the_network_too():
     """Sizes up to 2^54 ride as float64 sums (rounded by up to about 14): log Z of the 7 connected sets is off
     by 5.6e-4, and says so. The same sets beside an empty one (a component of its own, solved on the host)

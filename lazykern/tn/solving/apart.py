@@ -71,15 +71,19 @@ def apart(tab: _tables.Tables, prop: Q.Property, goal: str, ctx: Context) -> Any
         coefficients = [found.get(v, 0) for v in range(min(found), max(found) + 1)]
         return (smin, coefficients) if prop.laurent else [0] * smin + coefficients
     if isinstance(prop, Q.PartitionFunction):
-        # each part's log Z as an exact best term and a float log weight beside it, summed exactly
+        # the small parts' log Z exactly (an exact best term and a float log weight beside it), added to the
+        # rest's before it rounds, checks its range and warns of float64 sums (partition_function's plus=)
         scale = Fraction(prop.beta) if goal == "max" else -Fraction(prop.beta)
-        terms = [] if parts.rest is None else [partition_function(parts.rest, prop.beta, goal, ctx, exact=True)]
-        terms += [_components.log_sum(g.histogram(), scale * tab.unit) for g in parts.small]
+        terms = [_components.log_sum(g.histogram(), scale * tab.unit) for g in parts.small]
         if any(t == -math.inf for t in terms):
             return -math.inf  # a part with no feasible configuration
-        counts = [1] * (parts.rest is not None) + [len(g.components) for g in parts.small]
-        total = scale * tab.unit * Fraction(tab.offset) + sum(t * n for t, n in zip(terms, counts))
-        answer = nearest_float(total)
+        counts = [len(g.components) for g in parts.small]
+        small = scale * tab.unit * Fraction(tab.offset) + sum(
+            (Fraction(t) * n for t, n in zip(terms, counts)), Fraction(0)
+        )
+        if parts.rest is not None:
+            return partition_function(parts.rest, prop.beta, goal, ctx, plus=small)
+        answer = nearest_float(small)
         if not math.isfinite(answer):
             raise past_range(tab, scale)
         return answer

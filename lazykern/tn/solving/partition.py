@@ -17,7 +17,7 @@ from .context import Context
 from .values import to_host
 
 
-def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: Context, exact: bool = False) -> Any:
+def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: Context, plus: Fraction = Fraction(0)) -> Any:
     """log sum exp(+-beta * size) over feasible configurations (the sign: + for a "max" goal), by exact
     offsets (:mod:`..algebras.scaledsum`): an entry holds its best t, +-size in units of a power of two
     (:func:`_log_terms`), and its log weight relative to it, so no float ever holds beta times a size and
@@ -25,8 +25,8 @@ def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: Context
     below 2^53 (integers and short decimals below 2^53 units, 1e22 beside -1e22) give log Z to float64's
     precision of itself; other sizes (1/3 beside 2^60) ride as float64 sums, with a warning where beta
     times their rounding is large against log Z. A log Z past float64's range is a ValueError, never
-    +-inf. With ``exact``: log Z as the exact Fraction of those parts (-inf where nothing is feasible),
-    unrounded and unchecked, for a sum with other independent parts' (:func:`.apart.apart`)."""
+    +-inf. ``plus``: the exact log Z of other independent parts, added before the rounding, the range
+    check and the warning (:func:`.apart.apart`: small components solved on the host)."""
     if goal not in ("max", "min"):
         raise ValueError(f"the problem's goal must be 'max' or 'min', got {goal!r}")
     if not tab.feasible:
@@ -54,8 +54,7 @@ def partition_function(tab: _tables.Tables, beta: float, goal: str, ctx: Context
     if not math.isfinite(log_weight):
         raise ReconstructionError(f"PartitionFunction: a feasible best size with log weight {log_weight}; report it")
     whole_sum = scale * tab.unit * (Fraction(tab.offset) + base) + worth * Fraction(best) + Fraction(log_weight)
-    if exact:
-        return whole_sum
+    whole_sum += plus
     answer = nearest_float(whole_sum)
     if not math.isfinite(answer):
         raise past_range(tab, scale)
