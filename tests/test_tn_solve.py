@@ -578,3 +578,39 @@ def test_kbest_passes_on_a_gpu_search_an_order_ranked_by_their_kernels(monkeypat
     tab = _tables.build(problem, {})
     assert counting(tab, 2, True, host) == want and sizes(tab, 1, True, host) == [want[0][0]]
     assert searched == [(Algebra, "seconds")] and tab.ranked == {}  # on the host: one order (ranked by flops)
+
+
+def test_counting_max_one_on_a_gpu_tries_one_float32_pass_first(monkeypatch):
+    """CountingMax(1) on a GPU: one float32 k-best pass (k = 1) answers where its count is below 2^24; past
+    it (25 disjoint edges: 2^25 best sets) the counting algebra counts again; a network whose largest
+    intermediate passes ONE_FLOAT_ENTRIES goes to the counting algebra at once. The host: the counting
+    algebra alone. (A device module over host arrays runs the GPU route's logic here.)"""
+    import types
+
+    from lazykern.tn import _tables
+    from lazykern.tn import problems as P
+    from lazykern.tn.algebras import kbest
+    from lazykern.tn.solving import context, sizes
+
+    exact, passes = [], []
+    real_exact, real_contract = sizes._count_exactly, context.Context.contract
+    monkeypatch.setattr(sizes, "_count_exactly", lambda *a: exact.append(1) or real_exact(*a))
+
+    def contract(self, tab, labels, output, operands, semiring, algebra, plan=None):
+        passes.append(getattr(algebra, "floats", None))
+        return real_contract(self, tab, labels, output, operands, semiring, algebra, plan)
+
+    monkeypatch.setattr(context.Context, "contract", contract)
+    gpu = context.Context(types.SimpleNamespace(__name__="fakecupy", asarray=np.array), "greedy", None, None, None)
+    host = context.Context(np, "greedy", None, None, None)
+    small = P.IndependentSet(nx.random_regular_graph(3, 16, seed=7))
+    want = sizes.counting(_tables.build(small, {}), 1, True, host)
+    assert exact == [1] and passes == []  # the host: count_network, not the k-best pass
+    exact.clear()
+    assert sizes.counting(_tables.build(small, {}), 1, True, gpu) == want and exact == [] and passes == [4]
+    assert issubclass(kbest.algebra(1, True, floats=4), kbest.KBestAlgebra)
+    pairs = P.IndependentSet((50, [(2 * i, 2 * i + 1) for i in range(25)]))
+    assert sizes.counting(_tables.build(pairs, {}), 1, True, gpu) == [(25, 2**25)] and exact == [1]
+    monkeypatch.setattr(sizes, "ONE_FLOAT_ENTRIES", 1)
+    passes.clear()
+    assert sizes.counting(_tables.build(small, {}), 1, True, gpu) == want and exact == [1, 1] and passes == []

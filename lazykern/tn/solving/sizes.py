@@ -13,6 +13,7 @@ import numpy as np
 from .. import _crt, _tables
 from .._contract import Algebra
 from ..algebras import floatsum, kbest
+from ..contraction.paths import costs
 from ..counting import count_network
 from ..einsum import plan_flops
 from .context import Context
@@ -44,6 +45,15 @@ def _count_operands(tab: _tables.Tables, dtype: np.dtype, largest: bool, ctx: Co
     return list(zip(ctx.put_all(values), ctx.put_all([m.astype(np.int64) for m in tab.mask])))
 
 
+ONE_FLOAT_ENTRIES = 1 << 30  # intermediates (entries) up to which CountingMax(1) on a GPU tries a float32 pass
+
+
+def _largest(tab: _tables.Tables, ctx: Context) -> int:
+    """Entries of the largest intermediate of ``tab``'s network on the order its contractions take."""
+    order = ctx.order(tab)
+    return costs(tab.labels, (), label_sizes(tab), order, {})[0] if isinstance(order, list) else ONE_FLOAT_ENTRIES
+
+
 def _count_exactly(tab: _tables.Tables, dtype: np.dtype, largest: bool, ctx: Context) -> list[tuple[Any, int]]:
     """(size, exact count) at the best size, by the counting algebra (:func:`..counting.count_network`)."""
     ops = _count_operands(tab, dtype, largest, ctx)
@@ -62,8 +72,11 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: Context) -> list[t
     # k = 1 on a GPU: a float32 pass of the k-best kernels first (one value and count an entry, 8 bytes),
     # then, where a count passes 2^24, the counting algebra's exact passes (count_network: its own float64
     # bound, 128-bit counts, primes). A 3-regular graph of 200 vertices took 0.96 s in count_network on
-    # the H200, where the one float32 pass answers (session 73). On the host: count_network alone.
-    one_float = k == 1 and ctx.xp.__name__ != "numpy" and kbest.USE_KERNEL
+    # the H200, where the one float32 pass answers (session 73). On the host, and for networks whose
+    # intermediates pass ONE_FLOAT_ENTRIES (a lattice's boundary, its counts past 2^100: a pass wasted
+    # there costs seconds), count_network alone.
+    gpu = ctx.xp.__name__ != "numpy" and kbest.USE_KERNEL
+    one_float = k == 1 and gpu and _largest(tab, ctx) <= ONE_FLOAT_ENTRIES
     if k == 1 and not one_float:
         return _count_exactly(tab, dtype, largest, ctx)
     sign = 1 if largest else -1
