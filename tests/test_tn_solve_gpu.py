@@ -301,8 +301,10 @@ def test_counting_max_past_2_53_on_the_device(module, monkeypatch):
 @pytest.mark.parametrize("module", ["cupy", "torch"])
 def test_counting_max_one_takes_a_float_pass_and_the_exact_one_past_it(module, monkeypatch):
     """CountingMax() on a GPU: one float32 pass of the k-best kernels (k = 1) answers where the count is
-    below 2^24; past it (25 disjoint edges: 2^25 largest independent sets; a min: CountingMin of a spin
-    glass with every coupling 0, 2^26 states of energy 0) the counting algebra counts again, exactly."""
+    below 2^24; past it (25 edges and a hub joined to all their ends: 2^25 largest independent sets, one
+    network; a min: CountingMin of a chain of 26 spins with every coupling 0, 2^26 states of energy 0) the
+    counting algebra counts again, exactly. (25 disjoint edges would be 25 small components, counted on
+    the host.)"""
     pytest.importorskip(module)
     P = pytest.importorskip("lazykern.tn.problems")
     from lazykern.tn.solving import sizes
@@ -314,7 +316,7 @@ def test_counting_max_one_takes_a_float_pass_and_the_exact_one_past_it(module, m
     want = solve(small, Q.CountingMax())  # the host's: the counting algebra
     exact.clear()
     assert solve(small, Q.CountingMax(), module=module) == want and exact == []
-    pairs = P.IndependentSet((50, [(2 * i, 2 * i + 1) for i in range(25)]))
+    pairs = P.IndependentSet((51, [(2 * i, 2 * i + 1) for i in range(25)] + [(v, 50) for v in range(50)]))
     assert solve(pairs, Q.CountingMax(), module=module) == [(25, 2**25)] and exact == [1]
     flat = P.SpinGlass((26, [(i, i + 1) for i in range(25)]), J=[0] * 25)
     assert solve(flat, Q.CountingMin(), module=module) == [(0, 2**26)] and exact == [1, 1]
