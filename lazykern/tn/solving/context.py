@@ -6,7 +6,7 @@ the host first."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -92,7 +92,7 @@ class Context:
                 tropical = self.order(tab)
                 tab.ranked[rank] = self._searched(tab, rank, lambda: build_network(
                     tab.labels, (), operands, semiring or "maxplus", algebra), tropical,
-                    self._search_limit(tab, tropical))  # fmt: skip
+                    lambda: self._search_limit(tab, tropical))  # fmt: skip
             return list(tab.ranked[rank])
         if tab.order is None:
             zeros = [np.zeros(m.shape, np.float32) for m in tab.mask]  # the tropical network's entries
@@ -106,17 +106,17 @@ class Context:
         rank: str,
         network: Any,
         initial: list[tuple[int, ...]] | None = None,
-        limit: int | None = None,
+        limit: Callable[[], int] | None = None,
     ) -> list[tuple[int, ...]]:
         """The order of ``tab`` for ``rank``: the process's (one per network structure), else searched
         (or read from the store) on ``network()``, from ``initial`` where given, for intermediates of
-        ``limit`` entries (else the caller's memory limit: the free memory)."""
+        ``limit()`` entries (else the caller's memory limit: the free memory), asked only for a search."""
         key = (self.xp.__name__, self.optimize, self.memory_limit, self.max_time, tuple(map(tuple, tab.labels)),
                tuple(m.shape for m in tab.mask), rank)  # fmt: skip
         found = _orders.get(key)
         if found is None:
-            limit = self.memory_limit if limit is None else limit
-            plan = network().plan(self.optimize, (), limit, self.max_time, initial)
+            entries = self.memory_limit if limit is None else limit()
+            plan = network().plan(self.optimize, (), entries, self.max_time, initial)
             found = [tuple(p) for p in plan.path]
             if len(_orders) >= _ORDERS_KEPT:
                 _orders.pop(next(iter(_orders)))  # the oldest

@@ -49,9 +49,21 @@ ONE_FLOAT_ENTRIES = 1 << 30  # intermediates (entries) up to which CountingMax(1
 
 
 def _largest(tab: _tables.Tables, ctx: Context) -> int:
-    """Entries of the largest intermediate of ``tab``'s network on the order its contractions take."""
+    """Entries of the largest intermediate of ``tab``'s network on the order its contractions take (kept
+    per structure and order: the walk over a 300-step path is milliseconds a call)."""
     order = ctx.order(tab)
-    return costs(tab.labels, (), label_sizes(tab), order, {})[0] if isinstance(order, list) else ONE_FLOAT_ENTRIES
+    if not isinstance(order, list):
+        return ONE_FLOAT_ENTRIES
+    key = (tuple(map(tuple, tab.labels)), tab.flavors, tuple(map(tuple, order)))
+    found = _largests.get(key)
+    if found is None:
+        if len(_largests) >= 32:
+            _largests.pop(next(iter(_largests)))  # the oldest
+        found = _largests[key] = costs(tab.labels, (), label_sizes(tab), order, {})[0]
+    return found
+
+
+_largests: dict[tuple[Any, ...], int] = {}
 
 
 def _count_exactly(tab: _tables.Tables, dtype: np.dtype, largest: bool, ctx: Context) -> list[tuple[Any, int]]:
