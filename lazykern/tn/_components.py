@@ -225,9 +225,11 @@ def _enumerated(tab: Tables, component: list[int]) -> tuple[np.ndarray, np.ndarr
 
 
 def _subtables(tab: Tables, tables: list[int]) -> Tables:
-    """The tables ``tables`` of ``tab`` as Tables of their own, answering size numerators."""
+    """The tables ``tables`` of ``tab`` as Tables of their own, answering size numerators, with orders of
+    their own (``ranked`` shared with ``tab`` gave the whole network the k-best order a GPU searched for
+    these: ConfigsMax(2) beside a small component failed, "the path leaves 2 operands")."""
     free = tuple(sorted({v for t in tables for v in tab.labels[t]}))
     return dataclasses.replace(
         tab, free=free, labels=[tab.labels[t] for t in tables], mask=[tab.mask[t] for t in tables],
-        size=[tab.size[t] for t in tables], offset=0, floats=False, order=None,
+        size=[tab.size[t] for t in tables], offset=0, floats=False, order=None, ranked={},
     )  # fmt: skip

@@ -253,7 +253,7 @@ def _size_and_count(
     float64 sum-product of the counts, each over the labels not kept. The same multiply-adds as the
     device's matrix product, in another order: the rounding bound (:func:`.algebras.floatsum.upper_bound`,
     from the plan's multiply-adds) holds for any order."""
-    values = _shared.board([p[0] for p in operands], at, union, np.add)
+    values = _shared.board([p[0] for p in operands], at, union, _shared.adder("maxplus"))  # int64 sizes: saturated
     counts = _shared.board([p[1] for p in operands], at, union, np.multiply)
     summed = tuple(i for i, x in enumerate(union) if x not in kept)
     if not summed:

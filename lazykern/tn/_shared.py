@@ -33,6 +33,7 @@ are the device's.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
@@ -40,6 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..tropical.reference import product as tropical_product
 from ._eliminate import aligned
 from .einsum import ContractionPlan
 
@@ -237,11 +239,19 @@ def values_product(semiring: str) -> Product:
     def product(
         operands: list[tuple[np.ndarray, ...]], at: list[tuple[Label, ...]], union: list[Label], kept: tuple[Label, ...]
     ) -> tuple[np.ndarray, ...]:
-        sums = board([p[0] for p in operands], at, union, np.add)
+        sums = board([p[0] for p in operands], at, union, adder(semiring))
         summed = tuple(k for k, x in enumerate(union) if x not in kept)
         return (np.array(reduce(sums, axis=summed) if summed else sums, order="C"),)
 
     return product
+
+
+def adder(semiring: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """Two operands' values added as the device adds them in ``semiring``: floats as they are; integers by
+    the tropical kernels' rule (:func:`lazykern.tropical.reference.product`: the dtype's bounds stand for
+    -inf/+inf and absorb). NumPy's addition wraps: int64's MIN, a forbidden entry, plus a negative size was
+    a large positive value, and a GPU solve of sizes past 2^53 answered [] for a feasible problem."""
+    return functools.partial(tropical_product, semiring)
 
 
 def run_counts(
