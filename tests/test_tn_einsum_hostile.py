@@ -205,6 +205,20 @@ def test_spin_glasses_match_every_state() -> None:
         assert N.degeneracy(pairs)[1] == 2**66
 
 
+def test_counts_of_plain_arrays_past_2_63_sliced_and_float_ties_exact() -> None:
+    labels = [f"s{i}" for i in range(70)]
+    chain = [[labels[i], labels[i + 1]] for i in range(69)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        value, count = counting.count_network(chain, [], [np.zeros((2, 2))] * 69, memory_limit=4, slices=["s10"])
+        assert float(value) == 0.0 and count == 2**70 and type(count) is int
+        threes = [(np.zeros((2, 2)), np.full((2, 2), 3, dtype=np.int64))] * 69
+        _, counts = counting.count_network(chain, ["s5"], threes, memory_limit=4)
+        assert counts.tolist() == [3**69 * 2**69] * 2
+        # -1 - 2^-60 and -1 + 2^-60 are both -1.0 as floats: two ground states, not four
+        assert N.degeneracy(N.SpinGlass(3, [(0, 1), (1, 2)], [1.0, 2.0**-60])) == (-1.0, 2)
+
+
 @pytest.mark.xfail(strict=True, reason="max-times: -inf (the zero) times -inf is +inf; no assignment has a value")
 def test_maxmul_two_empty_summed_labels_give_the_zero() -> None:
     assert einsum("ab,cd->", np.zeros((2, 0)), np.zeros((3, 0)), semiring="maxmul") == -np.inf
