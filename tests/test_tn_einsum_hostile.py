@@ -228,3 +228,12 @@ def test_maxmul_two_empty_summed_labels_give_the_zero() -> None:
 def test_maxmul_nan_operands_never_give_a_number() -> None:
     nan = np.array([np.nan])
     assert einsum("a,b->", nan, nan, semiring="maxmul") == -np.inf
+
+
+@pytest.mark.xfail(strict=True, reason="max-times: a label summed alone first (max(inf, 0) = inf) then inf * 0 = NaN")
+def test_maxmul_inf_and_zero_do_not_depend_on_the_order() -> None:
+    """Every entry is nonnegative; the assignment a = 1 reaches 0 * 0 = 0 (a = 0's inf * 0 is NaN and
+    never wins), as ``a,a->`` over the same numbers answers; summing ``a`` out of ``ca`` first loses it."""
+    ca = np.array([[np.inf, 0.0], [2.0, 3.0]])
+    assert einsum("a,a->", ca[0], np.zeros(2), semiring="maxmul") == 0.0
+    assert einsum("ca,b->bc", ca, np.zeros(1), semiring="maxmul").tolist() == [[0.0, 0.0]]
