@@ -6,7 +6,9 @@ ints, spin-glass energies as Fractions over all 2^n states.
 One bug it found, kept as strict xfails (the fix is in the products' kernels, GPU included): under
 max-times the float zero -inf is not absorbing, so two zeros multiplied give +inf: a contraction with
 two empty summed labels, or with two operands whose every product is NaN (which never wins), answers
-+inf where no assignment has a value."""
++inf where no assignment has a value. And, kept the same way, max-times over nonnegative entries that
+include inf and 0 depends on the order: a label summed out alone first (max(inf, 0) = inf) then meets
+a 0 (inf * 0 = NaN, which never wins), so an assignment reaching 0 * 0 = 0 is lost."""
 
 from __future__ import annotations
 
