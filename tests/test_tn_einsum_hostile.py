@@ -239,3 +239,12 @@ def test_maxmul_inf_and_zero_do_not_depend_on_the_order() -> None:
     ca = np.array([[np.inf, 0.0], [2.0, 3.0]])
     assert einsum("a,a->", ca[0], np.zeros(2), semiring="maxmul") == 0.0
     assert einsum("ca,b->bc", ca, np.zeros(1), semiring="maxmul").tolist() == [[0.0, 0.0]]
+
+
+def test_argmax_of_a_network_with_an_empty_label_is_a_clear_error() -> None:
+    """A label of size 0 leaves no assignment: argmax_einsum says so (it raised numpy's "index -1 is out of
+    bounds for array with size 0" from its backtracking); the einsum's value is the semiring zero."""
+    a, b = np.zeros((2, 0)), np.zeros((0,))
+    assert einsum("ab,b->", a, b) == -np.inf
+    with pytest.raises(ValueError, match=r"labels \['b'\] hold no values"):
+        argmax_einsum("ab,b->", a, b)

@@ -44,6 +44,9 @@ def network_argmax(
             raise ValueError(f"the output has labels {output}: pass at= with one position per output label")
         fixed = dict(zip(output, (int(v) for v in at)))
     net = Network.build(inputs, (), operands, semiring, Algebra, fixed=fixed)
+    empty = [x for x, n in net.sizes.items() if n == 0]
+    if empty:
+        raise ValueError(f"argmax_einsum: labels {empty} hold no values (size 0): no assignment exists to return")
     if net.alg.grad:
         raise ValueError("argmax_einsum backtracks through argmax: pass tensors that do not require grad")
     net.be.large_whole = True  # its long-lived arrays beside steps of every size (Backend.large_whole)
