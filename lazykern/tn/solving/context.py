@@ -89,10 +89,9 @@ class Context:
             if rank not in tab.ranked:
                 # seeded with the tropical order, which the search keeps where it finds nothing better: a
                 # search's luck (5 s found 2^34.4 to 2^35.3 multiply-adds at n = 200) never costs more
-                tropical = self.order(tab)
                 tab.ranked[rank] = self._searched(tab, rank, lambda: build_network(
-                    tab.labels, (), operands, semiring or "maxplus", algebra), tropical,
-                    lambda: self._search_limit(tab, tropical))  # fmt: skip
+                    tab.labels, (), operands, semiring or "maxplus", algebra), self.order(tab),
+                    lambda: self._search_limit(tab))  # fmt: skip
             return list(tab.ranked[rank])
         if tab.order is None:
             zeros = [np.zeros(m.shape, np.float32) for m in tab.mask]  # the tropical network's entries
@@ -123,13 +122,27 @@ class Context:
             _orders[key] = found
         return found
 
-    def _search_limit(self, tab: _tables.Tables, tropical: list[tuple[int, ...]]) -> int:
+    def _search_limit(self, tab: _tables.Tables) -> int:
         """The largest intermediate a k-best order is searched for: SEARCH_ENTRIES, or the tropical order's
         largest where that is more (the search's seed must fit), within the caller's memory limit. The
         path is what is kept: each contraction slices it to its own memory."""
-        largest = costs(tab.labels, (), label_sizes(tab), tropical, {})[0]
-        limit = max(SEARCH_ENTRIES, largest)
+        limit = max(SEARCH_ENTRIES, self.largest(tab) or 0)
         return limit if self.memory_limit is None else min(limit, self.memory_limit)
+
+    def largest(self, tab: _tables.Tables) -> int | None:
+        """Entries of the largest intermediate of ``tab``'s network on the order its contractions take
+        (kept per structure and order: the walk over a 300-step path is milliseconds a call); None for the
+        caller's own plan or optimizer object."""
+        order = self.order(tab)
+        if not isinstance(order, list):
+            return None
+        key = (tuple(map(tuple, tab.labels)), tab.flavors, tuple(map(tuple, order)))
+        found = _largests.get(key)
+        if found is None:
+            if len(_largests) >= _ORDERS_KEPT:
+                _largests.pop(next(iter(_largests)))  # the oldest
+            found = _largests[key] = costs(tab.labels, (), label_sizes(tab), order, {})[0]
+        return found
 
     def contract(
         self,
@@ -184,6 +197,7 @@ SEARCH_ENTRIES = 1 << 28
 # memory: each contraction slices it to its own entry size and the free memory of its call.
 _orders: dict[tuple[Any, ...], list[tuple[int, ...]]] = {}
 _ORDERS_KEPT = 32
+_largests: dict[tuple[Any, ...], int] = {}  # Context.largest's, by structure and order (as many as the orders)
 
 
 def _default_optimize() -> str:

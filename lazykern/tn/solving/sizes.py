@@ -13,7 +13,6 @@ import numpy as np
 from .. import _crt, _tables
 from .._contract import Algebra
 from ..algebras import floatsum, kbest
-from ..contraction.paths import costs
 from ..counting import count_network
 from ..einsum import plan_flops
 from .context import Context
@@ -48,24 +47,6 @@ def _count_operands(tab: _tables.Tables, dtype: np.dtype, largest: bool, ctx: Co
 ONE_FLOAT_ENTRIES = 1 << 30  # intermediates (entries) up to which CountingMax(1) on a GPU tries a float32 pass
 
 
-def _largest(tab: _tables.Tables, ctx: Context) -> int:
-    """Entries of the largest intermediate of ``tab``'s network on the order its contractions take (kept
-    per structure and order: the walk over a 300-step path is milliseconds a call)."""
-    order = ctx.order(tab)
-    if not isinstance(order, list):
-        return ONE_FLOAT_ENTRIES
-    key = (tuple(map(tuple, tab.labels)), tab.flavors, tuple(map(tuple, order)))
-    found = _largests.get(key)
-    if found is None:
-        if len(_largests) >= 32:
-            _largests.pop(next(iter(_largests)))  # the oldest
-        found = _largests[key] = costs(tab.labels, (), label_sizes(tab), order, {})[0]
-    return found
-
-
-_largests: dict[tuple[Any, ...], int] = {}
-
-
 def _count_exactly(tab: _tables.Tables, dtype: np.dtype, largest: bool, ctx: Context) -> list[tuple[Any, int]]:
     """(size, exact count) at the best size, by the counting algebra (:func:`..counting.count_network`)."""
     ops = _count_operands(tab, dtype, largest, ctx)
@@ -88,7 +69,7 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: Context) -> list[t
     # intermediates pass ONE_FLOAT_ENTRIES (a lattice's boundary, its counts past 2^100: a pass wasted
     # there costs seconds), count_network alone.
     gpu = ctx.xp.__name__ != "numpy" and kbest.USE_KERNEL
-    one_float = k == 1 and gpu and _largest(tab, ctx) <= ONE_FLOAT_ENTRIES
+    one_float = k == 1 and gpu and (ctx.largest(tab) or 0) <= ONE_FLOAT_ENTRIES
     if k == 1 and not one_float:
         return _count_exactly(tab, dtype, largest, ctx)
     sign = 1 if largest else -1
