@@ -2,7 +2,7 @@
 std::barrier for ``__syncthreads``, blocks one after another (so ``__shared__`` becomes a static).
 
 Good for kernels whose only CUDA are thread and block indices, shared memory, block barriers (with
-``__syncthreads_and``) and a few intrinsics given stand-ins below (the tiled bit-permutation copy, the
+``__syncthreads_and`` / ``_or``) and a few intrinsics given stand-ins below (the tiled bit-permutation copy, the
 tropical GEMM kernels: ``tests/_tropical_emulator.py``): it checks the kernel's own indexing and
 synchronization on a machine with no GPU. Not a model of warps, timing or the memory model beyond the
 barrier.
@@ -28,9 +28,14 @@ HEAD = r"""
 struct lk_dim3 { unsigned x = 0, y = 0, z = 0; };
 thread_local lk_dim3 threadIdx, blockIdx;
 lk_dim3 blockDim, gridDim;
-std::atomic<int> lk_fail{0};
-int lk_and_result = 1;
-struct LkDone { void operator()() noexcept { lk_and_result = lk_fail.load() == 0; lk_fail.store(0); } };
+std::atomic<int> lk_fail{0}, lk_some{0};
+int lk_and_result = 1, lk_or_result = 0;
+struct LkDone {
+    void operator()() noexcept {
+        lk_and_result = lk_fail.load() == 0, lk_or_result = lk_some.load() != 0;
+        lk_fail.store(0), lk_some.store(0);
+    }
+};
 std::barrier<LkDone> *lk_barrier;
 #define __device__
 #define __host__
@@ -45,6 +50,11 @@ static inline int __syncthreads_and(int p) {
     if (!p) lk_fail.fetch_add(1);
     lk_barrier->arrive_and_wait();
     return lk_and_result;
+}
+static inline int __syncthreads_or(int p) {
+    if (p) lk_some.fetch_add(1);
+    lk_barrier->arrive_and_wait();
+    return lk_or_result;
 }
 struct __attribute__((aligned(8))) uint2 { unsigned x, y; };
 struct __attribute__((aligned(16))) uint4 { unsigned x, y, z, w; };

@@ -3,12 +3,12 @@ each checked against a brute force written here: every assignment of every label
 computed exactly (Python ints, saturated to the dtype's range as the kernels document), counts as Python
 ints, spin-glass energies as Fractions over all 2^n states.
 
-One bug it found, kept as strict xfails (the fix is in the products' kernels, GPU included): under
-max-times the float zero -inf is not absorbing, so two zeros multiplied give +inf: a contraction with
-two empty summed labels, or with two operands whose every product is NaN (which never wins), answers
-+inf where no assignment has a value. And, kept the same way, max-times over nonnegative entries that
-include inf and 0 depends on the order: a label summed out alone first (max(inf, 0) = inf) then meets
-a 0 (inf * 0 = NaN, which never wins), so an assignment reaching 0 * 0 = 0 is lost."""
+One bug it found, fixed in session 74 (the products' kernels and the reference): under float max-times
+the zero -inf was not absorbing, so two zeros multiplied gave +inf: a contraction with two empty summed
+labels, or with two operands whose every product is NaN (which never wins), answered +inf where no
+assignment has a value. And max-times over nonnegative entries that include inf and 0 depended on the
+order: a label summed out alone first (max(inf, 0) = inf) then met a 0 (inf * 0 = NaN, which never
+wins), so an assignment reaching 0 * 0 = 0 was lost. The product now absorbs -inf and takes 0 * inf = 0."""
 
 from __future__ import annotations
 
@@ -28,7 +28,14 @@ from lazykern.tn import networks as N
 def _product(values: list[object], semiring: str, dtype: np.dtype) -> object:
     """One assignment's product, by the kernels' rules: integers saturate, their bounds absorb."""
     if dtype.kind == "f":
-        return math.prod(values) if semiring == "maxmul" else sum(values)  # type: ignore[arg-type]
+        if semiring != "maxmul":
+            return sum(values)  # type: ignore[arg-type]
+        floats = [float(v) for v in values]  # type: ignore[arg-type]
+        if -math.inf in floats:  # the zero absorbs
+            return -math.inf
+        if any(math.isnan(v) for v in floats):
+            return math.nan
+        return 0.0 if 0.0 in floats else math.prod(floats)  # 0 * inf = 0
     lo, hi = int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)
     ints = [int(v) for v in values]  # type: ignore[call-overload]
     if semiring == "minplus":
@@ -45,6 +52,8 @@ def _brute(ins: list[str], out: str, sizes: dict[str, int], ops: list[np.ndarray
     for assign in itertools.product(*(range(sizes[x]) for x in used)):
         a = dict(zip(used, assign))
         p = _product([op[tuple(a[x] for x in s)].item() for s, op in zip(ins, ops)], semiring, ops[0].dtype)
+        if p != p:  # a NaN product never wins: as the zero
+            p = math.inf if semiring == "minplus" else -math.inf
         key = tuple(a[x] for x in out)
         if key not in best:
             best[key] = (p, 1)
@@ -221,18 +230,41 @@ def test_counts_of_plain_arrays_past_2_63_sliced_and_float_ties_exact() -> None:
         assert N.degeneracy(N.SpinGlass(3, [(0, 1), (1, 2)], [1.0, 2.0**-60])) == (-1.0, 2)
 
 
-@pytest.mark.xfail(strict=True, reason="max-times: -inf (the zero) times -inf is +inf; no assignment has a value")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_maxmul_with_infinities_zeros_and_nan_matches_a_brute_force(dtype: type) -> None:
+    """Nonnegative values with inf, 0, -inf (the zero) and NaN (never wins): max-times distributes, so every
+    order, slicing and the argmax agree with the brute force over assignments (a NaN product never wins,
+    an output entry of no summed label may say NaN or -inf: either is no value)."""
+    rng = random.Random(f"maxmul-inf{np.dtype(dtype)}")
+    pool = [0.0, 0.5, 1.0, 2.0, 3.0, math.inf, -math.inf, math.nan]
+    for _ in range(80):
+        ins, out, sizes, ops = _network(rng, pool, dtype)
+        eq = ",".join(ins) + "->" + out
+        want, _ = _brute(ins, out, sizes, ops, "maxmul")
+        kw = {"optimize": rng.choice(["auto", "greedy", "optimal"])}
+        if rng.random() < 0.3:
+            kw["memory_limit"] = rng.randint(1, 4)
+        got = np.asarray(einsum(eq, *ops, semiring="maxmul", **kw))
+        none = np.where(np.isnan(want.astype(dtype)), -np.inf, want.astype(dtype))  # NaN: no value, as -inf
+        assert got.dtype == np.dtype(dtype) and np.where(np.isnan(got), -np.inf, got).tolist() == none.tolist(), eq
+        at = tuple(rng.randrange(sizes[x]) for x in out) if out else None
+        if math.isnan(want[at or ()]) or want[at or ()] == -math.inf:
+            continue  # no assignment has a value there (or only NaN): nothing to reach
+        value, assignment = argmax_einsum(eq, *ops, semiring="maxmul", at=at, **kw)
+        assert value == want[at or ()], eq
+        reached = _product([op[tuple(assignment[x] for x in s)].item() for s, op in zip(ins, ops)], "maxmul", got.dtype)
+        assert reached == want[at or ()], eq
+
+
 def test_maxmul_two_empty_summed_labels_give_the_zero() -> None:
     assert einsum("ab,cd->", np.zeros((2, 0)), np.zeros((3, 0)), semiring="maxmul") == -np.inf
 
 
-@pytest.mark.xfail(strict=True, reason="max-times: two all-NaN operands (NaN never wins) multiply to +inf")
 def test_maxmul_nan_operands_never_give_a_number() -> None:
     nan = np.array([np.nan])
     assert einsum("a,b->", nan, nan, semiring="maxmul") == -np.inf
 
 
-@pytest.mark.xfail(strict=True, reason="max-times: a label summed alone first (max(inf, 0) = inf) then inf * 0 = NaN")
 def test_maxmul_inf_and_zero_do_not_depend_on_the_order() -> None:
     """Every entry is nonnegative; the assignment a = 1 reaches 0 * 0 = 0 (a = 0's inf * 0 is NaN and
     never wins), as ``a,a->`` over the same numbers answers; summing ``a`` out of ``ca`` first loses it."""

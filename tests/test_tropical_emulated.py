@@ -56,3 +56,29 @@ def test_a_kernel_equals_the_reference_on_hostile_inputs(emulator, semiring, dty
     assert C.dtype == values.dtype and np.array_equal(C, values, equal_nan=True), plan.name
     if argmax:
         assert np.array_equal(index, want[1]), plan.name
+
+
+@pytest.mark.parametrize(
+    "dtype, argmax, tile, M, N, K",
+    [
+        (np.float32, False, "s", 70, 40, 37),
+        (np.float32, True, "s", 70, 9, 20),
+        (np.float64, False, None, 20, 70, 33),
+        (np.float32, False, "splitk", 3, 5, 600),
+    ],
+)
+def test_float_maxmul_blocks_with_an_infinity_take_the_exact_product(emulator, dtype, argmax, tile, M, N, K):
+    """Nonnegative operands, an infinity in some blocks only: those blocks leave the plain IEEE product
+    (-inf * -inf = +inf, 0 * inf = NaN) for the exact one, the others keep it; all equal the reference."""
+    rng = np.random.default_rng(M + N + K)
+    A, B = rng.integers(0, 4, (M, K)).astype(dtype), rng.integers(0, 4, (K, N)).astype(dtype)
+    A[1, 5], B[5, :] = np.inf, 0.0  # row 1 reaches 0 * inf = 0 at k = 5
+    A[2, :], B[:, 3] = -np.inf, -np.inf  # row 2, column 3: only the zero times the zero
+    A[M - 1, K - 1] = np.nan
+    plan, C, index = emulator.product("maxmul", A, B, argmax, tile=tile)
+    want = reference.matmul(A, B, "maxmul", argmax=argmax)
+    values = want[0] if argmax else want
+    assert np.array_equal(C, values, equal_nan=True), plan.name
+    assert C[2, 0] == -np.inf and C[0, 3] == -np.inf and not np.isnan(C).any()
+    if argmax:
+        assert np.array_equal(index, want[1]), plan.name

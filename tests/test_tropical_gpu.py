@@ -665,3 +665,37 @@ def test_integer_maxmul_mixed_blocks_adversarial(dtype):
         check(A, B, "maxmul", argmax, batched=True)
         check(A[0], B[0], "maxmul", argmax)
         check(A[1], B[1], "maxmul", argmax)
+
+
+@pytest.mark.parametrize("tile", ["", "s", "t", "splitk"], indirect=True)
+@pytest.mark.parametrize("layout", ["nn", "tt"])
+@pytest.mark.parametrize("argmax", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_maxmul_absorbs_its_zero_and_takes_zero_times_inf_as_zero(dtype, argmax, layout, tile):
+    """Nonnegative operands with infinities in some row blocks only: a block holding one leaves the plain
+    IEEE product (-inf * -inf = +inf, 0 * inf = NaN) for the exact one, the others keep it; rows 128..
+    repeat rows 0.. without the infinities, and every entry equals the reference (argmax included)."""
+    rng = np.random.default_rng(74)
+    M, K, N = 300, 700, 130
+    A = rng.integers(0, 4, (M, K)).astype(dtype)
+    B = rng.integers(0, 4, (K, N)).astype(dtype)
+    A[1, 5], B[5, 7] = np.inf, 0.0  # C[1, 7] may reach 0 * inf = 0
+    A[2, :] = -np.inf
+    B[:, 3] = -np.inf  # column 3 and row 2: the zero times the zero is the zero, never +inf
+    A[4, 600:] = np.inf  # +inf in late K tiles only (a late switch to the exact product)
+    A[5, :], B[:, 9] = 0.0, np.inf  # C[5, 9]: every product 0 * inf = 0
+    A[6, 10] = np.nan
+    A[128:256] = A[:128]
+    A[128:136] = rng.integers(0, 4, (8, K)).astype(dtype)  # the copies lose their infinities
+    ops = [to_dev(A) if layout[0] == "n" else transposed_view(A), to_dev(B) if layout[1] == "n" else transposed_view(B)]
+    res = tropical.matmul(*ops, "maxmul", argmax=argmax)
+    got = tuple(r.copy_to_host() for r in res) if argmax else (res.copy_to_host(),)
+    want = reference.matmul(A, B, "maxmul", argmax=argmax)
+    want = want if argmax else (want,)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[0][2].tolist() == [-np.inf] * N and got[0][5, 9] == 0.0 and not np.isnan(got[0]).any()
+    if argmax:
+        np.testing.assert_array_equal(got[1], want[1])
+    Ab, Bb = np.stack([A[:64], A[64:128]]), np.stack([B, B[:, ::-1].copy()])
+    np.testing.assert_array_equal(tropical.bmm(to_dev(Ab), to_dev(Bb), "maxmul").copy_to_host(),
+                                  reference.bmm(Ab, Bb, "maxmul"))  # fmt: skip

@@ -18,8 +18,18 @@ DTYPES = ["float32", "float64", "int32", "int64"]
 def brute_product(semiring: str, a, b, dtype: np.dtype):
     """One scalar product, straight from the documented rules (Python ints / floats)."""
     if dtype.kind == "f":
-        with np.errstate(invalid="ignore", over="ignore"):
-            return dtype.type(a) * dtype.type(b) if semiring == "maxmul" else dtype.type(a) + dtype.type(b)
+        a, b = dtype.type(a), dtype.type(b)
+        if semiring != "maxmul":
+            with np.errstate(invalid="ignore", over="ignore"):
+                return a + b
+        if -np.inf in (a, b):  # max-times: the zero absorbs
+            return dtype.type(-np.inf)
+        if math.isnan(a) or math.isnan(b):
+            return dtype.type(np.nan)
+        if 0 in (a, b):  # 0 * inf = 0
+            return dtype.type(0)
+        with np.errstate(over="ignore"):
+            return a * b
     lo, hi = int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)
     a, b = int(a), int(b)
     if semiring == "maxplus":

@@ -19,8 +19,11 @@ maxmul      max_k A[i,k]*B[k,j]   -inf / dtype min        a==MIN|b==MIN -> MIN;
                                                           is > 0 else MIN; else sat(a*b)
 ==========  ====================  ======================  ==========================
 
-* Floats: IEEE products (so -inf + inf and 0 * inf are NaN); a NaN product never
-  wins, the way fmaxf/fminf ignore NaN; all-NaN gives the zero.
+* Floats: IEEE sums (so -inf + inf is NaN); a NaN product never wins, the way
+  fmaxf/fminf ignore NaN; all-NaN gives the zero. max-times products are IEEE
+  products but for two rules that make max distribute over them on nonnegative
+  values with infinities: the zero -inf absorbs (-inf * x = -inf for every x,
+  -inf * -inf included) and 0 * +inf = 0.
 * Integers: MIN/MAX are the dtype's bounds and stand for -inf/+inf; the semiring
   zero absorbs first (MIN + MAX = MIN in maxplus, MAX in minplus), finite results
   saturate at the bounds (no wrap-around). An integer max-times product with a

@@ -6,6 +6,8 @@
 // Semantics (the contract of lazykern.tropical.reference):
 //   maxplus C = max_k A+B, minplus C = min_k A+B, maxmul C = max_k A*B.
 //   Floats: zero -inf (maxplus, maxmul) / +inf (minplus); a NaN product never wins.
+//     maxmul   a==-inf|b==-inf -> -inf; 0 * +-inf -> 0; else a*b (FloatMulRing; a block
+//              without an infinite operand runs the plain product, which equals it there)
 //   Integers: lo/hi (dtype min/max) act as -inf/+inf. The semiring zero absorbs
 //   first, the other infinity next, finite results saturate:
 //     maxplus  a==lo|b==lo -> lo; a==hi|b==hi -> hi; else sat(a+b)
@@ -125,10 +127,14 @@ template <> __device__ __forceinline__ float tmin<float>(float acc, float p) { r
 template <int S, typename T> struct FloatRing {
     static constexpr bool packed = false;
     static constexpr bool fast = false;
+    // max-times: the plain IEEE product, exact only on operands without an infinity (-inf * -inf
+    // is +inf, 0 * inf is NaN), so it serves as the fast ring of a block that has none: each tile
+    // is looked at in shared memory (see mainloop), and a block that meets one runs FloatMulRing.
+    static constexpr bool guard = S == MAXMUL;
     static constexpr bool unroll_k = true;
     static constexpr bool tile_arg = LK_ARG_TILED != 0;
     __device__ __forceinline__ static T zero() { return S == MINPLUS ? Num<T>::pinf() : Num<T>::ninf(); }
-    // max-times: -inf * -inf = +inf, so pad with NaN, which never wins.
+    // max-times pads with NaN, which never wins (a pad's product must lose to every product).
     __device__ __forceinline__ static T pad() { return S == MAXMUL ? Num<T>::nan() : zero(); }
     __device__ __forceinline__ static T fill_a() { return pad(); }
     __device__ __forceinline__ static T fill_b() { return pad(); }
@@ -144,20 +150,48 @@ template <int S, typename T> struct FloatRing {
     }
 };
 
-// Exact integer semiring: infinities checked per product, saturating arithmetic.
-template <int S, typename T> struct IntExactRing {
+// What the exact rings (a block's fallback) share: operands as they are, no check, per-k argmax.
+template <typename T> struct ExactFallback {
     static constexpr bool packed = false;
     static constexpr bool fast = false;
+    static constexpr bool guard = false;
     static constexpr bool unroll_k = false;  // the fallback: keep its code (and compile time) small
     static constexpr bool tile_arg = false;
+    __device__ __forceinline__ static T enc(T v) { return v; }
+    __device__ __forceinline__ static bool safe(T) { return true; }
+    __device__ __forceinline__ static T dec(T v) { return v; }
+    __device__ __forceinline__ static T settle(T v) { return v; }
+};
+
+// Exact float max-times: the zero, -inf, absorbs (-inf * x = -inf for every x: the IEEE product
+// gives +inf for x <= -0 or NaN for 0, and two empty or all-NaN reductions multiplied answered
+// +inf), and 0 * +inf = 0, so that max distributes over the product on nonnegative operands with
+// infinities (max(inf, 0) * 0 = 0 = max(inf * 0, 0 * 0): the IEEE NaN made the answer depend on the
+// contraction order). A NaN operand still gives a NaN product, which never wins. A few compares
+// and selects per product: a block runs it only when one of its operands is infinite.
+template <typename T> struct FloatMulRing : ExactFallback<T> {
+    __device__ __forceinline__ static T zero() { return Num<T>::ninf(); }
+    __device__ __forceinline__ static T pad() { return Num<T>::nan(); }
+    __device__ __forceinline__ static T fill_a() { return pad(); }
+    __device__ __forceinline__ static T fill_b() { return pad(); }
+    __device__ __forceinline__ static T mul(T a, T b, int = 0) {
+        const T ninf = Num<T>::ninf();
+        if (a == ninf || b == ninf) return ninf;
+        const T p = a * b;
+        return p != p && a == a && b == b ? T(0) : p;  // NaN from non-NaN operands: 0 * +-inf
+    }
+    __device__ __forceinline__ static T mul_arg(T a, T b) { return mul(a, b); }
+    __device__ __forceinline__ static bool better(T p, T acc) { return p > acc; }
+    __device__ __forceinline__ static T comb(T acc, T p) { return tmax<T>(acc, p); }
+};
+
+// Exact integer semiring: infinities checked per product, saturating arithmetic.
+template <int S, typename T> struct IntExactRing : ExactFallback<T> {
     static constexpr T lo = Num<T>::lo, hi = Num<T>::hi;
     __device__ __forceinline__ static T zero() { return S == MINPLUS ? hi : lo; }
     __device__ __forceinline__ static T pad() { return zero(); }
     __device__ __forceinline__ static T fill_a() { return pad(); }
     __device__ __forceinline__ static T fill_b() { return pad(); }
-    __device__ __forceinline__ static T enc(T v) { return v; }
-    __device__ __forceinline__ static bool safe(T) { return true; }
-    __device__ __forceinline__ static T dec(T v) { return v; }
     __device__ __forceinline__ static T mul(T a, T b, int = 0) {
         if (S == MAXPLUS) {
             if (a == lo || b == lo) return lo;
@@ -174,7 +208,6 @@ template <int S, typename T> struct IntExactRing {
         }
     }
     __device__ __forceinline__ static T mul_arg(T a, T b) { return mul(a, b); }
-    __device__ __forceinline__ static T settle(T v) { return v; }
     __device__ __forceinline__ static bool better(T p, T acc) { return S == MINPLUS ? p < acc : p > acc; }
     __device__ __forceinline__ static T comb(T acc, T p) { return S == MINPLUS ? tmin<T>(acc, p) : tmax<T>(acc, p); }
 };
@@ -199,6 +232,7 @@ template <int S, typename T> struct IntExactRing {
 template <int S, typename T> struct IntFastRing {
     static constexpr bool packed = false;
     static constexpr bool fast = true;
+    static constexpr bool guard = false;
     static constexpr bool unroll_k = true;
     static constexpr bool tile_arg = LK_ARG_TILED != 0;
     static constexpr T lo = Num<T>::lo, hi = Num<T>::hi, u = Num<T>::unit;
@@ -247,6 +281,7 @@ template <int S, typename T> struct IntFastRing {
 template <typename T> struct IntMulFastRing {
     static constexpr bool packed = false;
     static constexpr bool fast = true;
+    static constexpr bool guard = false;
     static constexpr bool unroll_k = true;
     static constexpr bool tile_arg = LK_ARG_TILED != 0;
     static constexpr T lo = Num<T>::lo, w = Num<T>::mul_unit;
@@ -297,6 +332,7 @@ template <int S, int BK, int SPAN> struct IntPackRing {
     static_assert(!IS_MUL || ST == 1, "max-times adds its code in the product: one K tile per span");
     static constexpr bool packed = true;
     static constexpr bool fast = true;  // operands are checked (safe) and encoded at the store
+    static constexpr bool guard = false;
     static constexpr bool unroll_k = true;
     static constexpr bool tile_arg = false;
     static constexpr int KS = BK * ST;
@@ -331,6 +367,11 @@ template <int S, typename T, bool IS_INT = Num<T>::is_int> struct Rings {
     typedef FloatRing<S, T> exact;
     static constexpr bool has_fast = false;
     typedef FloatRing<S, T> fast;
+};
+template <typename T> struct Rings<MAXMUL, T, false> {
+    typedef FloatMulRing<T> exact;
+    static constexpr bool has_fast = true;
+    typedef FloatRing<MAXMUL, T> fast;  // guarded: gives up on a block with an infinite operand
 };
 template <int S, typename T> struct Rings<S, T, true> {
     typedef IntExactRing<S, T> exact;
@@ -509,8 +550,40 @@ template <typename T, class Cfg> struct Smem {
     T b[STAGES][Cfg::BK * SB];
 };
 
+// A guarded ring's look at one K tile in shared memory, once it has landed: the largest |x| of
+// this thread's share of it (16-byte runs of a row's BM or BN stored elements, never the padding)
+// and of ``largest``; infinite iff an infinity is there (fmax drops NaN). Each element is looked
+// at by one thread: (BM + BN) * BK / NT of them per thread and tile, one max each, against
+// TM * TN * BK products (16 and 1,024 for the 128 x 128 x 16 f32 tile).
+template <typename T, class Cfg>
+__device__ __forceinline__ T tile_largest(const T* As, const T* Bs, int tid, T largest) {
+    constexpr int V = 16 / (int)sizeof(T), BK = Cfg::BK, NT = Cfg::NT;
+    constexpr int RA = Cfg::BM / V, RB = Cfg::BN / V;  // runs per row
+    constexpr int SA = Smem<T, Cfg>::SA, SB = Smem<T, Cfg>::SB;
+    static_assert(Cfg::BM % V == 0 && Cfg::BN % V == 0, "rows of whole 16-byte runs");
+#pragma unroll
+    for (int q = 0; q < (BK * (RA + RB) + NT - 1) / NT; ++q) {
+        const int e = q * NT + tid;
+        if (e >= BK * (RA + RB)) break;
+        const int f = e - BK * RA;  // B's run, when e is past A's
+        const T* src = f < 0 ? As + (e / RA) * SA + (e % RA) * V : Bs + (f / RB) * SB + (f % RB) * V;
+        T v[V];
+        VecIO<T, V>::load(v, src);
+#pragma unroll
+        for (int x = 0; x < V; ++x) v[x] = fabs(v[x]);
+#pragma unroll
+        for (int w = V / 2; w > 0; w /= 2)  // a tree, not a chain of V dependent maxima
+#pragma unroll
+            for (int x = 0; x < w; ++x) v[x] = fmax(v[x], v[x + w]);
+        largest = fmax(largest, v[0]);
+    }
+    return largest;
+}
+
 // One pass over K with ring R. Returns false (uniformly across the block) as
-// soon as a fast ring meets an operand outside its safe range. With a ring whose
+// soon as a fast ring meets an operand outside its safe range; a guarded ring
+// looks at every tile it used and says at its end (one vote) whether any held an
+// infinity, and returns false then. With a ring whose
 // tile_arg is set, idx holds the winning K tile (-1: none), see fix_argmax.
 template <class R, typename T, class Cfg, bool ARG, bool TA, bool TB>
 __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __restrict__ B, const Dims& d, int m0,
@@ -566,6 +639,7 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
     const int ntiles = (d.K + BK - 1) / BK;
     if (ntiles == 0) return true;
     bool ok = true;
+    T largest = 0;  // a guarded ring's largest |operand| seen: infinite, or not
 #if LK_CP_ASYNC
     if (ASYNC) {
 #pragma unroll
@@ -685,6 +759,9 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
                     acc[i][j] = w ? v : acc[i][j];
                 }
         }
+        // At the tile's end, not its start: the look's loads then overlap the last products
+        // instead of delaying the first fragments (the tile stays put until the next barrier).
+        if constexpr (R::guard) largest = tile_largest<T, Cfg>(As, Bs, tid, largest);
         if (ASYNC) continue;
         if (more) {
             ok = la.template store<R, false>(sm.a[buf ^ 1], SA, tid, (t + 1) * BK);
@@ -696,7 +773,9 @@ __device__ __forceinline__ bool mainloop(const T* __restrict__ A, const T* __res
             __syncthreads();
         }
     }
-    if (ASYNC) __syncthreads();  // the next batch entry's first issue refills stages read here
+    // The next batch entry's (or the exact pass's) first issue refills stages read here.
+    if constexpr (R::guard) return !__syncthreads_or(largest == Num<T>::pinf());
+    if (ASYNC) __syncthreads();
     return true;
 }
 

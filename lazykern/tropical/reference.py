@@ -48,7 +48,9 @@ def product(semiring: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if dtype.kind in "fO":  # floats, or Python ints (no range to saturate at)
         with np.errstate(invalid="ignore", over="ignore"):
             out: np.ndarray = a * b if semiring == "maxmul" else a + b
-            return out
+        if semiring == "maxmul" and dtype.kind == "f":
+            out = _float_times(a, b, out)
+        return out
     info = np.iinfo(dtype)
     lo, hi = dtype.type(info.min), dtype.type(info.max)
     a, b = np.broadcast_arrays(np.asarray(a, dtype), np.asarray(b, dtype))
@@ -62,6 +64,19 @@ def product(semiring: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     absorb, other_inf = (hi, lo) if semiring == "minplus" else (lo, hi)
     out = np.where((a == other_inf) | (b == other_inf), other_inf, exact)
     return np.where((a == absorb) | (b == absorb), absorb, out).astype(dtype)
+
+
+def _float_times(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Float max-times' product ``out = a * b`` made a semiring's: the zero -inf absorbs (IEEE gives
+    -inf * -inf = +inf, -inf * 0 = NaN) and 0 * +inf = 0 (IEEE: NaN), so that max distributes over it
+    on nonnegative values with infinities; a NaN operand keeps its NaN (it never wins)."""
+    a, b = np.asarray(a), np.asarray(b)
+    unset = np.isnan(out) & ~np.isnan(a) & ~np.isnan(b)  # 0 * inf
+    absorbed = (a == -np.inf) | (b == -np.inf)
+    if not (unset.any() or absorbed.any()):
+        return out
+    fixed = np.where(unset, out.dtype.type(0), out)
+    return np.where(absorbed, out.dtype.type(-np.inf), fixed).astype(out.dtype, copy=False)
 
 
 def _int_exact(a: np.ndarray, b: np.ndarray, op: Callable[[Any, Any], Any], dtype: np.dtype[Any]) -> np.ndarray:
