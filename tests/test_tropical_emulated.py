@@ -75,10 +75,13 @@ def test_float_maxmul_blocks_with_an_infinity_take_the_exact_product(emulator, d
     A[1, 5], B[5, :] = np.inf, 0.0  # row 1 reaches 0 * inf = 0 at k = 5
     A[2, :], B[:, 3] = -np.inf, -np.inf  # row 2, column 3: only the zero times the zero
     A[M - 1, K - 1] = np.nan
+    if M > 9:
+        A[3, :], A[3, 0], B[0, 4] = 0.0, np.inf, 0.0  # C[3, 4] = 0, reached first at k = 0 (argmax 0)
+        A[M - 9 :] = -A[M - 9 :]  # negative results without an infinity (M = 70: a block of its own on "s")
     plan, C, index = emulator.product("maxmul", A, B, argmax, tile=tile)
     want = reference.matmul(A, B, "maxmul", argmax=argmax)
     values = want[0] if argmax else want
     assert np.array_equal(C, values, equal_nan=True), plan.name
-    assert C[2, 0] == -np.inf and C[0, 3] == -np.inf and not np.isnan(C).any()
+    assert C[2, 0] == -np.inf and C[0, 3] == -np.inf and (M < 10 or C[3, 4] == 0.0) and not np.isnan(C).any()
     if argmax:
         assert np.array_equal(index, want[1]), plan.name

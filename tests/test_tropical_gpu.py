@@ -685,6 +685,8 @@ def test_float_maxmul_absorbs_its_zero_and_takes_zero_times_inf_as_zero(dtype, a
     A[4, 600:] = np.inf  # +inf in late K tiles only (a late switch to the exact product)
     A[5, :], B[:, 9] = 0.0, np.inf  # C[5, 9]: every product 0 * inf = 0
     A[6, 10] = np.nan
+    A[8, :], A[8, 0], B[0, 11] = 0.0, np.inf, 0.0  # C[8, 11] = 0 from k = 0 on (0 * inf = 0 first: argmax 0)
+    A[256:] = -A[256:]  # negative results, no infinity: looked at, kept
     A[128:256] = A[:128]
     A[128:136] = rng.integers(0, 4, (8, K)).astype(dtype)  # the copies lose their infinities
     ops = [to_dev(A) if layout[0] == "n" else transposed_view(A), to_dev(B) if layout[1] == "n" else transposed_view(B)]
@@ -693,7 +695,7 @@ def test_float_maxmul_absorbs_its_zero_and_takes_zero_times_inf_as_zero(dtype, a
     want = reference.matmul(A, B, "maxmul", argmax=argmax)
     want = want if argmax else (want,)
     np.testing.assert_array_equal(got[0], want[0])
-    assert got[0][2].tolist() == [-np.inf] * N and got[0][5, 9] == 0.0 and not np.isnan(got[0]).any()
+    assert got[0][2].tolist() == [-np.inf] * N and got[0][5, 9] == got[0][8, 11] == 0.0 and not np.isnan(got[0]).any()
     if argmax:
         np.testing.assert_array_equal(got[1], want[1])
     Ab, Bb = np.stack([A[:64], A[64:128]]), np.stack([B, B[:, ::-1].copy()])
