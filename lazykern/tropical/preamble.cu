@@ -570,12 +570,7 @@ __device__ __forceinline__ T tile_largest(const T* As, const T* Bs, int tid, T l
         T v[V];
         VecIO<T, V>::load(v, src);
 #pragma unroll
-        for (int x = 0; x < V; ++x) v[x] = fabs(v[x]);
-#pragma unroll
-        for (int w = V / 2; w > 0; w /= 2)  // a tree, not a chain of V dependent maxima
-#pragma unroll
-            for (int x = 0; x < w; ++x) v[x] = fmax(v[x], v[x + w]);
-        largest = fmax(largest, v[0]);
+        for (int x = 0; x < V; ++x) largest = fmax(largest, fabs(v[x]));  // a tree of maxima measured the same
     }
     return largest;
 }
@@ -804,6 +799,14 @@ template <class Cfg> __device__ __forceinline__ int out_col(int j, int tx) {
     return (j / Cfg::VN) * Cfg::SN + tx * Cfg::VN + j % Cfg::VN;
 }
 
+// A's element (row m, k) and B's (k, column n), either stored as given or as a transposed view.
+template <typename T, bool TA> __device__ __forceinline__ T a_at(const T* __restrict__ A, i64 lda, i64 m, i64 k) {
+    return TA ? A[k * lda + m] : A[m * lda + k];
+}
+template <typename T, bool TB> __device__ __forceinline__ T b_at(const T* __restrict__ B, i64 ldb, i64 k, i64 n) {
+    return TB ? B[n * ldb + k] : B[k * ldb + n];
+}
+
 // Tiled argmax: the block stored, as its argmax, the first K tile whose best
 // product beat every earlier tile (-1: none did). The winning k is the first one
 // in that tile whose exact product equals the result (it exists: the tile's best
@@ -832,8 +835,7 @@ __device__ __forceinline__ void fix_argmax(const T* __restrict__ A, const T* __r
         int w = k0;
 #pragma unroll 1
         for (int k = k0; k < k1; ++k) {
-            const T a = TA ? A[(i64)k * d.lda + gm] : A[(i64)gm * d.lda + k];
-            const T b = TB ? B[(i64)gn * d.ldb + k] : B[(i64)k * d.ldb + gn];
+            const T a = a_at<T, TA>(A, d.lda, gm, k), b = b_at<T, TB>(B, d.ldb, k, gn);
             if (R::mul(a, b) == c) {
                 w = k;
                 break;
@@ -874,10 +876,10 @@ __device__ __forceinline__ bool guarded_done(const T (&acc)[Cfg::TM][Cfg::TN], c
     for (i64 e = threadIdx.x; e < na + nb && !found; e += blockDim.x) {  // the contiguous index innermost
         T x;
         if (e < na) {
-            x = TA ? A[(e / rows) * d.lda + m0 + e % rows] : A[(m0 + e / d.K) * d.lda + e % d.K];
+            x = TA ? a_at<T, TA>(A, d.lda, m0 + e % rows, e / rows) : a_at<T, TA>(A, d.lda, m0 + e / d.K, e % d.K);
         } else {
             const i64 f = e - na;
-            x = TB ? B[(n0 + f / d.K) * d.ldb + f % d.K] : B[(f / cols) * d.ldb + n0 + f % cols];
+            x = TB ? b_at<T, TB>(B, d.ldb, f % d.K, n0 + f / d.K) : b_at<T, TB>(B, d.ldb, f / cols, n0 + f % cols);
         }
         found = fabs(x) == inf;
     }
