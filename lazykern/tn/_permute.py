@@ -5,7 +5,9 @@ and a contraction step that cannot read an operand in place copies it into (batc
 order. CuPy's copy of a permuted view computes each element's address with one 64-bit division and
 modulo per axis: on an H100 a 2^29-entry step operand of 29 axes took 17 ms to copy, eight times the
 product that followed. Here output entry ``o`` (its bits are the output axes, the last axis bit 0)
-reads the source at sum_b bit_b(o) * stride_b: shifts and adds, the copy bound by memory. The bits are
+reads the source at sum_b bit_b(o) * stride_b, read 5 bits at a time from tables in shared memory (a
+bit at a time, 40 of them, bound the copy by its instructions at 650 GB/s on an H200; the tables and 8
+entries a thread a round, their loads issued together, reach 2.9 TB/s of the device's 4.2). The bits are
 moved as raw 4- or 8-byte words, so one kernel per item size serves every dtype of that size exactly,
 and the fragment is compiled once into the lazykern store (no CuPy kernel is compiled for the copy).
 An algebra of several parts (k-best: values, counts, residues) copies an operand's parts of one dtype
@@ -18,7 +20,8 @@ polynomial step's 2^27-entry float64 operand) ran at 80 GB/s on an H100.
 Where the output's lowest bits are not the source's nearest (a step operand transposed so its
 contracted axes come last), the plain copy's reads do not coalesce: those copies (2^10 entries or
 more, no wide axis) take the tiled kernel (``permute_tiled_*``, :mod:`._permute_tile`), 2.2-4.9x the
-plain one on 2^28 float32 entries on an H200 (benchmarks/permute_bench.py, session 60).
+plain one on 2^28 float32 entries on an H200 (benchmarks/permute_bench.py, session 60); a block moves 8
+tiles of 4-byte entries a round (4 of 8-byte ones), 2.3-2.7 TB/s (``ROUNDS``, session 75).
 """
 
 from __future__ import annotations
@@ -48,10 +51,37 @@ TILED_SIGNATURE = ["ptr"] * PARTS_MAX + ["ptr", "int64", "int32", "int32"] + ["i
 
 PREAMBLE = """
 // The source offset of output entry o: its bits (the axes of 2) at their strides, and where one axis
-// holds ``extent`` > 1 entries (``low`` bits below it), its index e at ``wide`` apart.
+// holds ``extent`` > 1 entries (``low`` bits below it), its index e at ``wide`` apart. The bits are read
+// 5 at a time from tables in shared memory (entry l of table c: the strides of the set bits of l, as
+// bits 5 c to 5 c + 4): a bit at a time, 40 of them, made the copy bound by its instructions (about
+// 670 GB/s on an H200, where the device copies 4.2 TB/s; session 75).
 template <int BITS>
-__device__ __forceinline__ long long lk_permute_source(long long o, int bits, int low, long long extent,
-                                                       long long wide, const long long *stride) {
+struct LkBitTables {
+    static constexpr int CHUNKS = (BITS + 4) / 5;
+    long long at[CHUNKS][32];
+};
+
+template <int BITS>
+__device__ __forceinline__ void lk_bit_tables(LkBitTables<BITS> &t, int bits, const long long *stride) {
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+#pragma unroll
+        for (int c = 0; c < LkBitTables<BITS>::CHUNKS; ++c) {
+            long long s = 0;
+#pragma unroll
+            for (int i = 0; i < 5; ++i) {
+                const int b = 5 * c + i;
+                if (b < bits && ((lane >> i) & 1)) s += stride[b];
+            }
+            t.at[c][lane] = s;
+        }
+    }
+    __syncthreads();
+}
+
+template <int BITS>
+__device__ __forceinline__ long long lk_permute_source(long long o, int chunks, int low, long long extent,
+                                                       long long wide, const LkBitTables<BITS> &t) {
     long long at = 0;
     if (extent > 1) {
         const long long rest = o >> low;
@@ -60,38 +90,56 @@ __device__ __forceinline__ long long lk_permute_source(long long o, int bits, in
         o = (o & ((1LL << low) - 1)) | (hi << low);
     }
 #pragma unroll
-    for (int b = 0; b < BITS; ++b) {
-        if (b >= bits) break;
-        if ((o >> b) & 1) at += stride[b];
+    for (int c = 0; c < LkBitTables<BITS>::CHUNKS; ++c) {
+        if (c >= chunks) break;
+        at += t.at[c][(o >> (5 * c)) & 31];
     }
     return at;
 }
 
-template <typename W, int BITS>
-__device__ __forceinline__ void lk_permute_bits(const W *__restrict__ src, W *__restrict__ dst,
-                                                long long total, int bits, int low, long long extent,
-                                                long long wide, const long long *stride) {
-    for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < total;
-         o += (long long)gridDim.x * blockDim.x) {
-        dst[o] = src[lk_permute_source<BITS>(o, bits, low, extent, wide, stride)];
-    }
-}
-
 // Several arrays of one shape and strides (an algebra's parts) into one allocation, part q at q * total:
 // each entry's source offset computed once for all of them.
-template <typename W, int BITS, int PARTS>
+template <typename W, int BITS, int PARTS, int U>
 __device__ __forceinline__ void lk_permute_bits_parts(const W *const *src, W *__restrict__ dst, long long total,
                                                       int parts, int bits, int low, long long extent,
                                                       long long wide, const long long *stride) {
-    for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < total;
-         o += (long long)gridDim.x * blockDim.x) {
-        const long long at = lk_permute_source<BITS>(o, bits, low, extent, wide, stride);
+    __shared__ LkBitTables<BITS> t;
+    lk_bit_tables<BITS>(t, bits, stride);
+    const int chunks = (bits + 4) / 5;
+    const long long step = (long long)gridDim.x * blockDim.x;
+    long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; o + (U - 1) * step < total; o += U * step) {
+        long long at[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) at[u] = lk_permute_source<BITS>(o + u * step, chunks, low, extent, wide, t);
+#pragma unroll
+        for (int q = 0; q < PARTS; ++q) {
+            if (q >= parts) break;
+            W v[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) v[u] = src[q][at[u]];
+#pragma unroll
+            for (int u = 0; u < U; ++u) dst[q * total + o + u * step] = v[u];
+        }
+    }
+    for (; o < total; o += step) {
+        const long long at = lk_permute_source<BITS>(o, chunks, low, extent, wide, t);
 #pragma unroll
         for (int q = 0; q < PARTS; ++q) {
             if (q >= parts) break;
             dst[q * total + o] = src[q][at];
         }
     }
+}
+
+// One array: the parts kernel's loop with one part. Each thread moves U entries a round, their U loads
+// issued before any store: more bytes in flight.
+template <typename W, int BITS, int U>
+__device__ __forceinline__ void lk_permute_bits(const W *__restrict__ src, W *__restrict__ dst,
+                                                long long total, int bits, int low, long long extent,
+                                                long long wide, const long long *stride) {
+    const W *const one[1] = {src};
+    lk_permute_bits_parts<W, BITS, 1, U>(one, dst, total, 1, bits, low, extent, wide, stride);
 }
 
 // Tiled (lazykern/tn/_permute_tile.py): 2^10 entries per tile through shared memory, read in source
@@ -102,13 +150,13 @@ __device__ __forceinline__ void lk_permute_bits_parts(const W *const *src, W *__
 // registers, and a tile's base (the other bits: the tile's number) is read from 5-bit tables.
 __device__ __forceinline__ int lk_swizzle(int t) { return t ^ ((t >> 5) & 31); }
 
-template <typename W, int BITS, int PARTS>
+template <typename W, int BITS, int PARTS, int U>
 __device__ __forceinline__ void lk_permute_tiled(const W *const *src, W *__restrict__ dst, long long total,
                                                  int parts, int bits, const long long *stride,
                                                  const long long *near, long long ranks, long long outs,
                                                  long long mask) {
     constexpr int CHUNKS = (BITS - 10 + 4) / 5;  // 5-bit pieces of a tile's number
-    __shared__ W tile[1024];
+    __shared__ W tile[U][1024];
     __shared__ long long src_lo[32], src_hi[32], out_hi[32];
     __shared__ int at_lo[32], at_hi[32];
     __shared__ long long base_src[CHUNKS][32], base_out[CHUNKS][32];
@@ -155,28 +203,49 @@ __device__ __forceinline__ void lk_permute_tiled(const W *const *src, W *__restr
         to_k[k] = lane + out_hi[warp + 8 * k];
         read_k[k] = lk_swizzle(threadIdx.x + 256 * k);
     }
+    // U tiles a round: each thread's 4 U loads are issued before the barrier (one tile's 4 kept too few
+    // bytes in flight); a round's tiles are g, g + rounds, ... (the same count for every block's tiles,
+    // so the barriers are uniform: a tile past the end is skipped by every thread alike).
     const long long tiles = total >> 10;
-    for (long long g = blockIdx.x; g < tiles; g += gridDim.x) {
-        long long from = 0, to = 0;
+    const long long rounds = (tiles + U - 1) / U;
+    for (long long g = blockIdx.x; g < rounds; g += gridDim.x) {
+        long long from[U], to[U];
 #pragma unroll
-        for (int c = 0; c < CHUNKS; ++c) {
-            const int piece = (int)((g >> (5 * c)) & 31);
-            from += base_src[c][piece];
-            to += base_out[c][piece];
+        for (int u = 0; u < U; ++u) {
+            const long long t = g + u * rounds;
+            from[u] = 0, to[u] = 0;
+#pragma unroll
+            for (int c = 0; c < CHUNKS; ++c) {
+                const int piece = (int)((t >> (5 * c)) & 31);
+                from[u] += base_src[c][piece];
+                to[u] += base_out[c][piece];
+            }
         }
 #pragma unroll
         for (int q = 0; q < PARTS; ++q) {
             if (q >= parts) break;
-            const W *s = src[q] + from;
-            W v[4];
+            W v[U][4];
 #pragma unroll
-            for (int k = 0; k < 4; ++k) v[k] = s[from_k[k]];
+            for (int u = 0; u < U; ++u) {
+                if (g + u * rounds >= tiles) break;
+                const W *s = src[q] + from[u];
 #pragma unroll
-            for (int k = 0; k < 4; ++k) tile[fill_k[k]] = v[k];
+                for (int k = 0; k < 4; ++k) v[u][k] = s[from_k[k]];
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                if (g + u * rounds >= tiles) break;
+#pragma unroll
+                for (int k = 0; k < 4; ++k) tile[u][fill_k[k]] = v[u][k];
+            }
             __syncthreads();
-            W *d = dst + q * total + to;
+            W *d = dst + q * total;
 #pragma unroll
-            for (int k = 0; k < 4; ++k) d[to_k[k]] = tile[read_k[k]];
+            for (int u = 0; u < U; ++u) {
+                if (g + u * rounds >= tiles) break;
+#pragma unroll
+                for (int k = 0; k < 4; ++k) d[to[u] + to_k[k]] = tile[u][read_k[k]];
+            }
             __syncthreads();
         }
     }
@@ -190,8 +259,28 @@ def kernel_name(itemsize: int, parts: bool = False, tiled: bool = False) -> str:
     return f"permute_bits_parts_{itemsize}" if parts else f"permute_bits_{itemsize}"
 
 
-def make_family(cache: KernelCache | None = None) -> KernelFamily:
-    fam = KernelFamily("tn_permute", PREAMBLE, cache=cache)
+class Rounds(NamedTuple):
+    """How many entries a thread of the plain kernels moves a round (``plain``) and how many tiles a block
+    of the tiled kernel moves a round (``tiles``, 2^10 entries each, by item size), their loads all issued
+    before their stores: more bytes in flight for the same threads."""
+
+    plain: int
+    tiles: dict[int, int]
+
+
+# Measured side by side on an H200 (benchmarks/permute_bench.py, session 75, call 2): a plain copy of 2^28
+# float32 entries 647 GB/s before (a bit at a time), 2125 with tables and one entry a round, 2872 with 4,
+# 2975 with 8; tiled copies of 2^28 float32 entries 1920-2345 GB/s one tile a round, 2108-2526 with 4,
+# 2327-2730 with 8 (32 KiB of shared memory a block, as 4 tiles of 8-byte entries take).
+ROUNDS = Rounds(plain=8, tiles={4: 8, 8: 4})
+ONE_BY_ONE = Rounds(plain=1, tiles={4: 1, 8: 1})  # an entry or a tile at a time (benchmarks/permute_bench.py)
+
+
+def make_family(
+    cache: KernelCache | None = None, rounds: Rounds = ROUNDS, family_name: str = "tn_permute"
+) -> KernelFamily:
+    """The copies' kernels; other ``rounds`` (under a ``family_name`` of their own) for a benchmark."""
+    fam = KernelFamily(family_name, PREAMBLE, cache=cache)
     strides = ", ".join(f"long long s{b}" for b in range(BITS_MAX))
     near = ", ".join(f"long long n{i}" for i in range(TILE_BITS))
     for itemsize, word in WORDS.items():
@@ -201,7 +290,8 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
             (
                 kernel_name(itemsize),
                 f"const {word} *src, {word} *dst, long long total, int bits, {placed}, {strides}",
-                f"lk_permute_bits<{word}, {BITS_MAX}>(src, dst, total, bits, low, extent, wide, stride)",
+                f"lk_permute_bits<{word}, {BITS_MAX}, {rounds.plain}>(src, dst, total, bits, low, extent, wide, "
+                "stride)",
                 SIGNATURE,
                 False,
                 False,
@@ -209,8 +299,8 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
             (
                 kernel_name(itemsize, parts=True),
                 f"{srcs}, {word} *dst, long long total, int parts, int bits, {placed}, {strides}",
-                f"lk_permute_bits_parts<{word}, {BITS_MAX}, {PARTS_MAX}>(src, dst, total, parts, bits, low, extent, "
-                "wide, stride)",
+                f"lk_permute_bits_parts<{word}, {BITS_MAX}, {PARTS_MAX}, {rounds.plain}>(src, dst, total, parts, bits, "
+                "low, extent, wide, stride)",
                 PARTS_SIGNATURE,
                 True,
                 False,
@@ -219,8 +309,8 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
                 kernel_name(itemsize, tiled=True),
                 f"{srcs}, {word} *dst, long long total, int parts, int bits, {strides}, {near}, long long ranks, "
                 "long long outs, long long mask",
-                f"lk_permute_tiled<{word}, {BITS_MAX}, {PARTS_MAX}>(src, dst, total, parts, bits, stride, near, "
-                "ranks, outs, mask)",
+                f"lk_permute_tiled<{word}, {BITS_MAX}, {PARTS_MAX}, {rounds.tiles[itemsize]}>(src, dst, total, parts, "
+                "bits, stride, near, ranks, outs, mask)",
                 TILED_SIGNATURE,
                 True,
                 True,
@@ -382,13 +472,13 @@ def _launch(
         chunk = srcs[start : start + PARTS_MAX]
         count, filled = np.int32(len(chunk)), chunk + [chunk[0]] * (PARTS_MAX - len(chunk))  # read: the first count
         if tile is not None:
-            blocks = min(total >> TILE_BITS, _MAX_BLOCKS)
+            blocks = min(-(-(total >> TILE_BITS) // ROUNDS.tiles[itemsize]), _MAX_BLOCKS)
             kernel = _kernel(kernel_name(itemsize, tiled=True), device)
             kernel[(blocks,), (THREADS,), stream](
                 *filled, dsts[start], total, count, np.int32(len(bits)), *padded, *tile.arguments()
             )
             continue
-        blocks = min(-(-total // THREADS), _MAX_BLOCKS)
+        blocks = min(-(-total // (THREADS * ROUNDS.plain)), _MAX_BLOCKS)
         if len(chunk) == 1:  # a dtype of one part (counting's value and count): the single copy's kernel
             kernel = _kernel(kernel_name(itemsize), device)
             kernel[(blocks,), (THREADS,), stream](chunk[0], dsts[start], total, np.int32(len(bits)), *placed, *padded)
