@@ -73,7 +73,11 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: Context) -> list[t
     if k == 1 and not one_float:
         return _count_exactly(tab, dtype, largest, ctx)
     sign = 1 if largest else -1
-    values = ctx.put_all(size_values(tab, dtype, True, sign=sign))
+    n = len(tab.mask)
+    first = kbest.FLOAT_PASSES[0]
+    # the values and the first pass's counts in one transfer per dtype (float32 sizes beside float32 counts: one)
+    put = ctx.put_all(size_values(tab, dtype, True, sign=sign) + [m.astype(f"f{first}") for m in tab.mask])
+    values, first_counts = put[:n], put[n:]
     # First passes of float counts: float32, exact wherever the k best counts are below 2^24, then float64,
     # below 2^53 (kbest.FLOAT_EXACT), as they mostly are for a few best sizes, at a float multiply-add per
     # term; a count past both (possible only where the bound allows it) is counted again by the integer
@@ -82,7 +86,7 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: Context) -> list[t
     for floats in kbest.FLOAT_PASSES[:1] if one_float else kbest.FLOAT_PASSES:
         if floats != kbest.FLOAT_PASSES[0] and bound < kbest.FLOAT_EXACT[kbest.FLOAT_PASSES[0]]:
             break
-        counts = ctx.put_all([m.astype(f"f{floats}") for m in tab.mask])
+        counts = first_counts if floats == first else ctx.put_all([m.astype(f"f{floats}") for m in tab.mask])
         alg = kbest.algebra(k, True, floats=floats)
         float_ops = list(zip(values, counts))
         with np.errstate(over="ignore", invalid="ignore"):  # a count past the floats' range: inf, counted again

@@ -5,6 +5,7 @@ how many of k best sizes can occur at all (the cap that keeps a k-best algebra s
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -104,28 +105,53 @@ def k_cap(tab: _tables.Tables, k: int) -> int:
         return 1
     # flavors ** bit_length(k) > k for flavors >= 2: no need to raise flavors to every free variable
     cap = min(k, int(tab.flavors ** min(len(tab.free), k.bit_length())))
-    distinct = [np.unique(s[m]) for m, s in zip(tab.mask, tab.size)]
-    if any(len(d) == 0 for d in distinct):
+    if not all(m.any() for m in tab.mask):
         return 1  # a table allows nothing: no size occurs
+    distinct = _Distinct(tab)  # each table's sizes as first asked for: a small k is mostly settled by a few
     combinations = 1
     for d in distinct:
         combinations = min(combinations * len(d), cap)
+        if combinations == cap:
+            break
     cap = combinations
-    if tab.integer:
-        low, high = tab.size_bounds()
-        cap = min(cap, int(high - low) + 1, _distinct_sums([d.tolist() for d in distinct], cap))
+    if tab.integer and cap > 1:
+        sums = _distinct_sums(distinct, cap)
+        if sums is None:  # too many to count: the whole numbers between the bounds
+            low, high = tab.size_bounds()
+            sums = int(high - low) + 1
+        cap = min(cap, sums)  # (the distinct sums are whole numbers between the bounds: no more of them)
     elif cap > 1 and tab.flavors ** len(tab.free) <= _ENUMERATED:
         cap = min(cap, _feasible_combinations(tab))
     return max(cap, 1)
+
+
+class _Distinct:
+    """Each table's distinct allowed sizes (a list), in table order, each computed the first time an
+    iteration reaches it: a k-best cap mostly needs a few of a network's hundreds of tables."""
+
+    def __init__(self, tab: _tables.Tables) -> None:
+        self._tables = iter(zip(tab.mask, tab.size))
+        self._done: list[list[Any]] = []
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        i = 0
+        while True:
+            if i == len(self._done):
+                nxt = next(self._tables, None)
+                if nxt is None:
+                    return
+                self._done.append(np.unique(nxt[1][nxt[0]]).tolist())
+            yield self._done[i]
+            i += 1
 
 
 _ENUMERATED = 1 << 14  # configurations few enough to enumerate on the host for a cap (milliseconds)
 _SUM_WORK = 10**6  # additions spent at most on counting distinct sums for a cap
 
 
-def _distinct_sums(values: list[list[Any]], cap: int) -> int:
-    """The number of distinct sums of one entry of each of ``values`` (exact numbers), or ``cap`` once
-    they reach it or counting them would take more than ``_SUM_WORK`` additions."""
+def _distinct_sums(values: Iterable[list[Any]], cap: int) -> int | None:
+    """The number of distinct sums of one entry of each of ``values`` (exact numbers), ``cap`` once they
+    reach it, or None where counting them would take more than ``_SUM_WORK`` additions."""
     sums = {0}
     work = 0
     for d in values:
@@ -133,7 +159,7 @@ def _distinct_sums(values: list[list[Any]], cap: int) -> int:
             continue
         work += len(sums) * len(d)
         if work > _SUM_WORK:
-            return cap
+            return None
         sums = {a + b for a in sums for b in d}
         if len(sums) >= cap:
             return cap
