@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .. import _exact
+from . import _inputs
 
 GOALS = ("max", "min")
 _INT64_BOUND = 2**63 - 1
@@ -113,13 +114,13 @@ class Problem(abc.ABC):
         return list(self._names)
 
     def size(self, config: Sequence[int] | np.ndarray) -> int | float:
-        """The sum of the objectives at one configuration: a Python int for integer weights, else the
-        float nearest the exact sum of the weights, each read as ``solve`` reads it (a short decimal as
-        that decimal, a whole float as its integer, another float at its binary value): 0.1 + 0.2 is 0.3,
-        and 2^52 + 1.0, 0.5 and -2^52 sum to 1.5, not float64's running sum 2.0. No order of summing
-        changes it."""
+        """The sum of the objectives at one configuration: a Python int for integer weights (whole floats
+        below 2^53 included, as ``solve`` answers them), else the float nearest the exact sum of the
+        weights, each read as ``solve`` reads it (a short decimal as that decimal, a whole float as its
+        integer, another float at its binary value): 0.1 + 0.2 is 0.3, and 2^52 + 1.0, 0.5 and -2^52 sum
+        to 1.5, not float64's running sum 2.0. No order of summing changes it."""
         c = self._check_config(config)
-        if self._exact_ints():
+        if self.integer_weights:  # ints, or whole floats whose every sum float64 holds: exact as ints
             whole: int = sum((int(t.at(c)) for t in self._objectives), 0)
             return whole
         return _exact.exact_sum([t.at(c) for t in self._objectives])
@@ -137,9 +138,6 @@ class Problem(abc.ABC):
         )
 
     # -- helpers -------------------------------------------------------------------------------------
-    def _exact_ints(self) -> bool:
-        return all(t.values.dtype.kind in "iO" for t in self._objectives)
-
     def _check_config(self, config: Sequence[int] | np.ndarray) -> list[int]:
         c = list(np.asarray(config).reshape(-1).tolist())
         if len(c) != self.num_variables:
@@ -158,9 +156,13 @@ class Problem(abc.ABC):
                 lookup.setdefault(n, i)
             self._lookup = lookup
         try:
-            return int(lookup[name])
+            i = int(lookup[name])
         except (KeyError, TypeError):
             raise ValueError(f"{what} names {name!r}, which is not a variable of this problem") from None
+        if not _inputs.same_name(name, self._names[i]):  # True or 1.0 for a vertex named 1
+            has = self._names[i]
+            raise ValueError(f"{what} names {name!r}, which is not a variable of this problem (it has {has!r})")
+        return i
 
     def _indices(self, what: str, names: Any) -> list[int]:
         """The variable indices of ``names``: in their order for a sequence, ascending for a set (whose

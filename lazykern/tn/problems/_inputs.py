@@ -274,6 +274,8 @@ def _from_dict(given: Mapping[Any, Any], keys: Sequence[Hashable], what: str, un
             i = position[lookup]
         except (KeyError, TypeError):
             raise ValueError(f"weights names {key!r}: no {what} of this problem has that name") from None
+        if not same_name(key, keys[i]):
+            raise ValueError(f"weights names {key!r}: no {what} of this problem has that name (it has {keys[i]!r})")
         if values[i] is not None:
             raise ValueError(f"weights gives {what} {keys[i]!r} twice")
         values[i] = w
@@ -283,6 +285,31 @@ def _from_dict(given: Mapping[Any, Any], keys: Sequence[Hashable], what: str, un
             f"weights has no entry for the {_plural(what)} {missing[:5]}{' ...' if len(missing) > 5 else ''}"
         )
     return values
+
+
+def same_name(given: Any, actual: Any) -> bool:
+    """Whether a user's name that a dict lookup matched to a variable's (``True == 1 == 1.0`` there, with
+    one hash) is that name: of its kind too (bool, integer, float, another number), element by element for
+    a tuple (an edge, in either order). A vertex named ``True`` or ``3.0`` of an ``(n, edges)`` graph is
+    refused, as an edge's endpoint is."""
+    if isinstance(given, tuple) and isinstance(actual, tuple):
+        if len(given) != len(actual):
+            return False
+        pairs = [zip(given, actual)] + ([zip(given, actual[::-1])] if len(actual) == 2 else [])
+        return any(all(g == a and same_name(g, a) for g, a in z) for z in pairs)
+    return _kind(given) == _kind(actual)
+
+
+def _kind(x: Any) -> str:
+    if isinstance(x, (bool, np.bool_)):
+        return "bool"
+    if isinstance(x, (int, np.integer)):
+        return "int"
+    if isinstance(x, (float, np.floating)):
+        return "float"
+    if isinstance(x, (complex, np.complexfloating, Fraction, Decimal)):
+        return type(x).__name__
+    return "name"  # any other hashable: equality decides
 
 
 def _plural(what: str) -> str:
