@@ -314,12 +314,51 @@ def walk(
     size: dict[Label, int] = {}
     for t, parts in zip(labels, leaves):
         size.update(zip(t, (int(n) for n in np.shape(parts[0])[: len(t)])))
-    named: dict[tuple[str, int], tuple[Label, ...]] = {("leaf", i): tuple(t) for i, t in enumerate(labels)}
+    named, groups = _schedule(cut, path, labels, size, output)
+    values: dict[tuple[str, int], tuple[np.ndarray, ...]] = {("leaf", i): tuple(p) for i, p in enumerate(leaves)}
+    for form, group in groups:
+        if len(group) == 1:
+            n, picked, union, kept = group[0]
+            values[("step", n)] = product([values[key] for key in picked], [named[key] for key in picked], union, kept)
+            continue
+        _, places, keep = form
+        stacked = [
+            tuple(np.stack([values[picked[j]][q] for _, picked, _, _ in group]) for q in range(len(values[key])))
+            for j, key in enumerate(group[0][1])
+        ]
+        union_c: list[Label] = [_BATCH, *range(len(form[0]))]
+        result = product(stacked, [(_BATCH, *p) for p in places], union_c, (_BATCH, *keep))
+        for b, (n, _, _, _) in enumerate(group):
+            values[("step", n)] = tuple(r[b, ...] for r in result)  # a 0-d result stays an array
+    return [named[key] for key in cut.sources], [values[key] for key in cut.sources]
+
+
+Key = tuple[str, int]
+Group = list[tuple[int, list[Key], list[Label], tuple[Label, ...]]]
+
+
+def _schedule(
+    cut: Split,
+    path: Sequence[Sequence[int]],
+    labels: Sequence[Sequence[Label]],
+    size: dict[Label, int],
+    output: Sequence[Label],
+) -> tuple[dict[Key, tuple[Label, ...]], list[tuple[Any, Group]]]:
+    """:func:`walk`'s plan, which depends on the network's structure alone: every term's labels, and the
+    shared steps in waves, grouped by form, in the order they run. The last few are kept: a solve's
+    passes (a float32 then a float64 count, a repeated call) walk one structure again, and replaying a
+    300-step path was a fifth of a k-best pass's host steps."""  # fmt: skip
+    key = (tuple(map(tuple, labels)), tuple(map(tuple, path)), frozenset(size.items()), tuple(output),
+           tuple(cut.shared))  # fmt: skip
+    found = _schedules.get(key)
+    if found is not None:
+        return found
+    named: dict[Key, tuple[Label, ...]] = {("leaf", i): tuple(t) for i, t in enumerate(labels)}
     live = list(named)
     uses: Counter[Label] = Counter(x for t in named.values() for x in t)
     out = set(output)
-    wave: dict[tuple[str, int], int] = dict.fromkeys(named, 0)
-    forms: dict[tuple[int, Any], list[tuple[int, list[tuple[str, int]], list[Label], tuple[Label, ...]]]] = {}
+    wave: dict[Key, int] = dict.fromkeys(named, 0)
+    forms: dict[tuple[int, Any], Group] = {}
     for n, step in enumerate(path):
         picked = [live[i] for i in step]
         for i in sorted(step, reverse=True):
@@ -338,22 +377,14 @@ def walk(
                 tuple(at[x] for x in kept),
             )
             forms.setdefault((w, form), []).append((n, picked, union, kept))
-    values: dict[tuple[str, int], tuple[np.ndarray, ...]] = {("leaf", i): tuple(p) for i, p in enumerate(leaves)}
-    for (_, form), group in sorted(forms.items(), key=lambda item: item[0][0]):
-        if len(group) == 1:
-            n, picked, union, kept = group[0]
-            values[("step", n)] = product([values[key] for key in picked], [named[key] for key in picked], union, kept)
-            continue
-        _, places, keep = form
-        stacked = [
-            tuple(np.stack([values[picked[j]][q] for _, picked, _, _ in group]) for q in range(len(values[key])))
-            for j, key in enumerate(group[0][1])
-        ]
-        union_c: list[Label] = [_BATCH, *range(len(form[0]))]
-        result = product(stacked, [(_BATCH, *p) for p in places], union_c, (_BATCH, *keep))
-        for b, (n, _, _, _) in enumerate(group):
-            values[("step", n)] = tuple(r[b, ...] for r in result)  # a 0-d result stays an array
-    return [named[key] for key in cut.sources], [values[key] for key in cut.sources]
+    groups = [(form, group) for (_, form), group in sorted(forms.items(), key=lambda item: item[0][0])]
+    _schedules[key] = found = (named, groups)
+    while len(_schedules) > SPLITS_KEPT:
+        del _schedules[next(iter(_schedules))]
+    return found
+
+
+_schedules: dict[tuple[Any, ...], tuple[dict[Key, tuple[Label, ...]], list[tuple[Any, Group]]]] = {}
 
 
 _BATCH = object()  # the label of a group's leading axis (:func:`walk`)
