@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 from dataclasses import replace
 from unittest import mock
@@ -168,6 +169,31 @@ def test_run_values_leaves_give_the_full_contraction(semiring, dtype):
                 want = contract_network(labels, output, tensors, semiring=semiring, optimize=plan)
                 got = contract_network(leaves, output, arrays, semiring=semiring, optimize=replace(plan, path=cut.path))
                 np.testing.assert_array_equal(got, want, err_msg=f"{sg.name} {output} {small}")
+
+
+def test_a_kept_walk_plan_serves_new_values_and_many_threads():
+    """walk's plan is kept per structure (labels, path, sizes, output, shared steps): a second network of
+    that structure with other values gets its own answer, and solves in several threads at once (Dask's
+    workers), each adding and evicting kept plans, all answer right."""
+    sg = nw.random_regular(16, 3, seed=5)
+    labels, sizes, plan = _sweep_plan(sg)
+    cut = _shared.split(labels, (), sizes, plan.path, [1] * len(labels), small=64)
+    rng = np.random.default_rng(3)
+    batches = [[rng.integers(-9, 9, [2] * len(t)).astype(np.int64) for t in labels] for _ in range(3)]
+    wants = [contract_network(labels, (), ts, semiring="maxplus", optimize=plan) for ts in batches]
+
+    def check(i: int) -> bool:
+        ts = batches[i % 3]
+        output = () if i % 2 else (i % sg.n,)  # two outputs: two kept plans, evicted and added in turn
+        c = cut if not output else _shared.split(labels, output, sizes, plan.path, [1] * len(labels), small=64)
+        leaves, arrays = _shared.run_values(c, plan.path, labels, ts, output, "maxplus")
+        got = contract_network(leaves, output, arrays, semiring="maxplus", optimize=replace(plan, path=c.path))
+        want = wants[i % 3] if not output else contract_network(labels, output, ts, semiring="maxplus", optimize=plan)
+        return bool(np.array_equal(got, want))
+
+    assert all(check(i) for i in range(6))
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(check, range(48)))
 
 
 def test_run_values_refuses_other_semirings():

@@ -89,8 +89,7 @@ def split(
         return _splits[key]
     found = _split(labels, output, sizes, path, bounds, small)
     _splits[key] = found
-    while len(_splits) > SPLITS_KEPT:
-        del _splits[next(iter(_splits))]
+    _evict(_splits)
     return found
 
 
@@ -379,9 +378,18 @@ def _schedule(
             forms.setdefault((w, form), []).append((n, picked, union, kept))
     groups = [(form, group) for (_, form), group in sorted(forms.items(), key=lambda item: item[0][0])]
     _schedules[key] = found = (named, groups)
-    while len(_schedules) > SPLITS_KEPT:
-        del _schedules[next(iter(_schedules))]
+    _evict(_schedules)
     return found
+
+
+def _evict(kept: dict[Any, Any]) -> None:
+    """Drop the oldest of ``kept`` past SPLITS_KEPT; another thread's solve dropping one at the same
+    time (Dask workers share the process) is no error."""
+    while len(kept) > SPLITS_KEPT:
+        try:
+            del kept[next(iter(kept))]
+        except (KeyError, RuntimeError, StopIteration):
+            return
 
 
 _schedules: dict[tuple[Any, ...], tuple[dict[Key, tuple[Label, ...]], list[tuple[Any, Group]]]] = {}
