@@ -44,6 +44,6 @@ class Matching(Problem):
 
     def _index(self, what: str, name: Any) -> int:
         key: Hashable = frozenset(name) if isinstance(name, tuple) and len(name) == 2 else None
-        if key not in self._edges or not _inputs.same_name(name, self._names[self._edges[key]]):
+        if key not in self._edges or not _inputs.same_name(name, self.variable_names()[self._edges[key]]):
             raise ValueError(f"{what} names {name!r}, which is not an edge (u, v) of the graph")
         return self._edges[key]
