@@ -346,7 +346,7 @@ def _schedule(
     """:func:`walk`'s plan, which depends on the network's structure alone: every term's labels, and the
     shared steps in waves, grouped by form, in the order they run. The last few are kept: a solve's
     passes (a float32 then a float64 count, a repeated call) walk one structure again, and replaying a
-    300-step path was a fifth of a k-best pass's host steps."""  # fmt: skip
+    300-step path was a fifth of a k-best pass's host steps."""
     key = (tuple(map(tuple, labels)), tuple(map(tuple, path)), frozenset(size.items()), tuple(output),
            tuple(cut.shared))  # fmt: skip
     found = _schedules.get(key)

@@ -199,14 +199,15 @@ class KBestAlgebra(Algebra):
         each the largest value left below the previous one (no sort: k is small)."""
         vals, cnts = [], []
         left = values
-        for _ in range(self.k):
+        for i in range(self.k):
             top = ops.amax(left)
             vals.append(top)
             if self.counts:
                 total = ops.sum(ops.where(values == top[..., None], counts, 0))
                 total = total % self.modulus if self.modulus else total
                 cnts.append(ops.where(top == -math.inf, 0, total))
-            left = ops.where(values < top[..., None], values, -math.inf)
+            if i + 1 < self.k:  # the last pass leaves nothing below its value to look for
+                left = ops.where(values < top[..., None], values, -math.inf)
         return ops.stack(vals), ops.stack(cnts) if self.counts else None
 
     def rows(self, X: tuple[Any, ...], Y: tuple[Any, ...], lay: dict[str, Any]) -> tuple[Any, ...]:
@@ -279,21 +280,14 @@ class PairedKBestAlgebra(KBestAlgebra):
 def best_on_host(algebra: type[KBestAlgebra], values: np.ndarray, counts: np.ndarray | None) -> tuple[Any, Any]:
     """:meth:`KBestAlgebra.best` of ``algebra`` over NumPy arrays (k best distinct values along the last axis,
     counts summed): the host's steps of a GPU solve (:mod:`lazykern.tn._host_steps`)."""
-    k, modulus = int(algebra.k), int(algebra.modulus)
-    shape = values.shape[:-1] + (k,)
-    best = np.empty(shape, values.dtype)
-    totals = None if counts is None or not algebra.counts else np.empty(shape, counts.dtype)
-    left = values
-    for i in range(k):  # the operations of KBestAlgebra.best, written into place, the last pass's `left` skipped
-        top = left.max(axis=-1)
-        best[..., i] = top
-        if totals is not None and counts is not None:
-            total = np.where(values == top[..., None], counts, 0).sum(axis=-1)
-            total = total % modulus if modulus else total
-            totals[..., i] = np.where(top == -math.inf, 0, total)
-        if i + 1 < k:
-            left = np.where(values < top[..., None], values, -math.inf)
-    return best, totals
+    found = _on_host.get(algebra)
+    if found is None:
+        found = _on_host[algebra] = algebra("maxplus", _HOST)
+    return found.best(_Ops(_HOST), values, counts)
+
+
+_HOST = Backend("numpy", np)
+_on_host: dict[type[KBestAlgebra], KBestAlgebra] = {}  # one instance per class (a few: k, counts, ring)
 
 
 def tiling(batch: int, M: int, N: int, K: int) -> str:
