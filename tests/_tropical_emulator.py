@@ -1,7 +1,7 @@
 """The tropical GEMM kernels (preamble + fragment) on the CPU through :mod:`tests._cuda_emulator`'s g++
 stand-ins: launched as :mod:`lazykern.tropical.api` launches them (the plan's kernel, grid and threads;
-split-K's product into a workspace, then its reduce), so the CUDA C++ a GPU would run is checked against
-:mod:`lazykern.tropical.reference` with no GPU. A 2-D grid, blocks one after another."""
+split-K's product into a workspace, then its reduce, or of one slice into C), so the CUDA C++ a GPU would
+run is checked against :mod:`lazykern.tropical.reference` with no GPU. A 2-D grid, blocks one after another."""
 
 from __future__ import annotations
 
@@ -115,6 +115,9 @@ class Emulator:
             C, index = self._run(p.name, p.grid, p.threads, A, B, M * N, scalars)
         elif p.kind == "gemm":
             C, index = self._run(p.name, p.grid, p.threads, A, B, M * N, [M, N, K, lda, ldb, N])
+        elif not p.reduce:  # split-K of one slice: the product writes C itself
+            scalars = [M, N, K, lda, ldb, N, 1, 0, 0, M * N, p.splits, p.kslice]
+            C, index = self._run(p.name, p.grid, p.threads, A, B, M * N, scalars)
         else:  # split-K: the product into a workspace, then the reduce
             scalars = [M, N, K, lda, ldb, N, 1, 0, 0, M * N, p.splits, p.kslice]
             W, IW = self._run(p.name, p.grid, p.threads, A, B, p.splits * M * N, scalars)

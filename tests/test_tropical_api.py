@@ -92,7 +92,12 @@ def test_shape_classes():
     assert tropical.choose_tile("f32", False, 1, 4096, 4096) == ""
     assert tropical.choose_tile("f32", False, 1, 4, 4) == "s"
     assert tropical.choose_tile("f32", False, 1, 2**21, 4) == "t"
-    assert tropical.choose_tile("f32", False, 1000, 64, 64) == "s"  # a 128x128 tile would be 3/4 padding
+    # a 128x128 tile would be 3/4 padding: the split-K kernel's 64x64 tile over the whole K
+    assert tropical.choose_tile("f32", False, 1000, 64, 64, 64, sms=132) == "m"
+    assert tropical.choose_tile("f32", True, 1000, 64, 64, 64, sms=132) == ""  # argmax keeps its own tiles
+    assert tropical.choose_tile("f32", False, 1000, 32, 32, 32, sms=132) == "s"  # a 64x64 tile: 3/4 padding
+    assert tropical.choose_tile("f32", False, 1000, 256, 64, 256, sms=132) == "m"  # 128x128: half padding
+    assert tropical.choose_tile("f32", False, 64, 256, 256, 256, sms=132) == ""
     assert tropical.choose_tile("f32", False, 1000, 200, 300) == ""
     assert tropical.choose_tile("f32", False, 2**21, 4, 4) == "s"
     assert tropical.choose_tile("f64", True, 1, 100, 300) == "s"

@@ -45,6 +45,13 @@ def _hostile(rng, dtype, shape):
         ("minplus", np.int64, True, None, 3, 4, 0),  # K = 0: the zero, argmax -1
         ("maxmul", np.int64, False, None, 17, 2, 31),
         ("maxplus", np.float64, True, "splitk", 2, 3, 300),
+        # split-K of one slice (K too short to split): the batched 64 x 64 tile writes C itself, no reduce
+        ("maxplus", np.float32, True, "splitk", 70, 65, 40),
+        ("minplus", np.int32, True, "splitk", 64, 64, 17),
+        ("maxmul", np.float64, True, "splitk", 65, 3, 1),
+        ("maxplus", np.int64, False, "splitk", 5, 64, 64),
+        ("maxplus", np.float32, True, "m", 70, 65, 300),  # the medium tile: one slice over a K split-K would cut
+        ("minplus", np.float64, False, "m", 3, 100, 130),
     ],
 )
 def test_a_kernel_equals_the_reference_on_hostile_inputs(emulator, semiring, dtype, argmax, tile, M, N, K):

@@ -25,7 +25,9 @@ SM_COUNTS = [132, 108, 16, 170]  # H100 / H200, A100, a small part, a larger fut
         ("i64", True, 1, 4096, 16, 1024, "splitk"),  # tall but few tiles: split beats one "t" block per 128 rows
         ("f32", False, 4, 128, 128, 1024, "splitk"),  # 16 tiles over the batch
         ("f32", False, 1, 64, 64, 127, "s"),  # K too short for two slices of 64
-        ("f32", False, 1024, 64, 64, 64, "s"),  # batch fills the GPU
+        ("f32", False, 128, 64, 64, 64, "s"),  # too few 64x64 blocks to fill the GPU: the small tile
+        ("f32", False, 1024, 64, 64, 64, "m"),  # batch fills the GPU: the 64x64 tile over the whole K
+        ("f32", True, 1024, 64, 64, 64, ""),  # argmax keeps its own tiles
         ("f32", False, 100, 128, 128, 1024, ""),  # 400 split tiles: enough blocks without splitting
         ("f32", False, 1, 4096, 4096, 64, ""),
         ("f32", False, 1, 2048, 2048, 8192, ""),
@@ -105,8 +107,8 @@ def test_thresholds_scale_with_the_sm_count(sms):
     # row kernels stride beyond 64 blocks per SM, the reduce beyond 32
     rows = plan.make_plan("maxplus", "f32", False, "nn", 1, 1 << 28, 4, 4, False, sms=sms)
     assert rows.grid == (64 * sms, 1)
-    split = plan.make_plan("maxplus", "f32", False, "nn", 1, 4096, 64, 1 << 16, False, sms=sms, tile="splitk")
-    assert split.reduce_blocks == min(4096 * 64 // fragments.REDUCE_THREADS, 32 * sms)
+    split = plan.make_plan("maxplus", "f32", False, "nn", 1, 2048, 64, 1 << 16, False, sms=sms, tile="splitk")
+    assert split.splits > 1 and split.reduce_blocks == min(2048 * 64 // fragments.REDUCE_THREADS, 32 * sms)
 
 
 def test_fewer_sms_split_less_and_pick_the_large_tile_sooner():
@@ -116,6 +118,19 @@ def test_fewer_sms_split_less_and_pick_the_large_tile_sooner():
     assert plan.choose_tile("f32", False, 1, 1024, 1024, 100, sms=170) == "s"
     many, few = (plan.backward_plan("a", 4, 1, 64, 4096, 4096, False, sms=s) for s in (132, 16))
     assert many[0] > few[0]  # fewer SMs: fewer column groups
+
+
+def test_one_slice_writes_the_result_itself():
+    """A split-K plan of one slice (K short, or the medium tile "m") launches the product alone: its kernel
+    writes C, no workspace and no reduce; "m" keeps one slice where split_k would cut K."""
+    p = plan.make_plan("maxplus", "f32", False, "nn", 1024, 64, 64, 64, True, sms=H100)
+    assert (p.kind, p.name, p.splits, p.reduce) == ("splitk", "maxplus_f32_splitk", 1, "")
+    assert p.kslice == 64 and p.grid == (1, 1024)
+    m = plan.make_plan("maxplus", "f32", False, "nn", 4, 64, 64, 4096, True, sms=H100, tile="m")
+    assert m.splits == 1 and m.kslice == 4096 and not m.reduce
+    assert plan.make_plan("maxplus", "f32", False, "nn", 4, 64, 64, 4096, True, sms=H100, tile="splitk").splits > 1
+    odd = plan.make_plan("minplus", "i32", False, "nt", 512, 100, 70, 37, True, sms=H100, tile="m")
+    assert odd.kslice == 48 and odd.grid == (4, 512)  # K rounded up to whole K tiles, 2 x 2 tiles of 64
 
 
 def test_plans_are_pure():

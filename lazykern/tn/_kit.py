@@ -25,7 +25,7 @@ from ._backend import backend_of
 log = logging.getLogger("lazykern")
 _CODES = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
 # The product tiles of a sweep's steps (tropical.plan.choose_tile): rows of K, N <= 4 and <= 8 (strided
-# steps), tall products (N <= 16) and small ones (batched); "" and "splitk" are built when first launched.
+# steps), tall products (N <= 16) and small ones (batched); "", "m" and "splitk" are built when first launched.
 ROW_TILES = ("r4", "r")
 BATCHED_TILES = ("t", "s")
 

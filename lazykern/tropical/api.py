@@ -33,7 +33,7 @@ log = logging.getLogger("lazykern")
 DTYPE_CODE = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
 _INT32_MAX = planner.INT32_MAX
 _NO_GPU_SMS = 132  # choose_tile asked where there is no GPU plans for the H100 SXM the tiles were tuned on
-_FORCE_TILE: str | None = None  # tests pin a tile variant ("", "s", "t", "r", "r4", "splitk") on small shapes
+_FORCE_TILE: str | None = None  # tests pin a tile variant ("", "s", "t", "m", "r", "r4", "splitk") on small shapes
 
 
 # ------------------------------------------------------------------ public --
@@ -387,9 +387,11 @@ def _product_call(device: int, dims: tuple[int, int, int, int], dtype: np.dtype,
         args = [M, N, K, ars, acs, brs, bcs, N, batch, la[2], lb[2], M * N]
     elif plan.kind == "splitk":
         args = [M, N, K, la[1], lb[1], N, batch, la[2], lb[2], M * N, plan.splits, plan.kslice]
-        reduce_args = [M * N, batch, plan.splits, plan.kslice]
-        reduce = _hot.Launch(loaded_kernel(plan.reduce, device), (plan.reduce_blocks,), REDUCE_THREADS, reduce_args)
-        ws = _workspace_bytes(batch * plan.splits * M * N, dtype.itemsize, argmax)
+        if plan.reduce:  # slices into a workspace, folded by the reduce (one slice writes C itself)
+            reduce_args = [M * N, batch, plan.splits, plan.kslice]
+            reduce = _hot.Launch(loaded_kernel(plan.reduce, device), (plan.reduce_blocks,), REDUCE_THREADS,
+                                 reduce_args)  # fmt: skip
+            ws = _workspace_bytes(batch * plan.splits * M * N, dtype.itemsize, argmax)
     else:
         args = [M, N, K, la[1], lb[1], N]
         if batched:
@@ -455,9 +457,14 @@ def choose_tile(
 ) -> str:
     """The tile variant :func:`matmul` picks for a shape (see :func:`lazykern.tropical.plan.choose_tile`)
     on a GPU with ``sms`` SMs: by default the current device's, or an H100's where there is no GPU."""
+    return planner.choose_tile(dtype, argmax, batch, M, N, K, sms=planned_sms(sms))
+
+
+def planned_sms(sms: int | None = None) -> int:
+    """``sms``, or where None the current device's SM count (an H100's where there is no GPU)."""
     if sms is None:
-        sms = sm_count(_device.resolve_or_current(None)) if gpu_available() else _NO_GPU_SMS
-    return planner.choose_tile(dtype, argmax, batch, M, N, K, sms=sms)
+        return sm_count(_device.resolve_or_current(None)) if gpu_available() else _NO_GPU_SMS
+    return sms
 
 
 @functools.cache
@@ -556,7 +563,7 @@ def _to_host_kind(x: np.ndarray, like: Operand) -> Any:
 
 @contextmanager
 def forced_tile(tile: str) -> Iterator[None]:
-    """Within the block every product uses tile variant ``tile`` ("", "s", "t", "r", "r4", "splitk")
+    """Within the block every product uses tile variant ``tile`` ("", "s", "t", "m", "r", "r4", "splitk")
     instead of the planner's choice; a shape the variant cannot take raises ValueError
     (:mod:`lazykern.tropical.tuning` is where tile sweeps and tests import it from)."""
     global _FORCE_TILE

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from .api import choose_tile
+from .api import planned_sms
 from .fragments import NUMPY_DTYPES
-from .plan import kernel_specs
+from .plan import make_plan
 
 _CODES = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
 
@@ -37,5 +37,5 @@ def kernels_for(
         raise TypeError(f"dtype {np.dtype(A.dtype)} has no tropical kernels; use one of {sorted(_CODES, key=str)}")
     batch = max(a[0] if len(a) == 3 else 1, b[0] if len(b) == 3 else 1)
     M, K, N = a[-2], a[-1], b[-1]
-    tile = choose_tile(code, argmax, batch, M, N, K, sms=sms)
-    return [spec.name for spec in kernel_specs(semiring, code, bool(argmax), "nn", batched, tile)]
+    plan = make_plan(semiring, code, bool(argmax), "nn", batch, M, N, K, batched, sms=planned_sms(sms))
+    return [plan.name] + ([plan.reduce] if plan.reduce else [])  # split-K of one slice: no reduce

@@ -28,6 +28,9 @@ MAX_GRID_Y = 65535
 MAX_BACKWARD_BLOCKS = 65536
 SPLIT_MIN_K = 64  # a K slice is at least this long
 SPLIT_TILE = 64  # split-K output tiles are 64 x 64 (fragments' splitk tile)
+# Where the large tile would pad much or the small one is slow, the split-K kernel's 64 x 64 tile of one
+# slice (no workspace, no reduce) writes C itself; False plans as before it (A/B benchmarks).
+MEDIUM = True
 
 
 class Plan(NamedTuple):
@@ -103,7 +106,7 @@ def make_plan(
     Raises ValueError for a forced row tile the shape does not fit, or an output too large for a grid.
     """
     tile = choose_tile(dtype, argmax, batch, M, N, K, sms=sms) if tile is None else tile
-    if tile == "splitk" and K == 0:
+    if tile in ("splitk", "m") and K == 0:
         tile = "s"  # nothing to split: the plain kernel writes the zero (argmax -1)
     if tile in ROWS_KMAX:
         kmax = ROWS_KMAX[tile]
@@ -117,9 +120,14 @@ def make_plan(
     blocks = -(-M // shape.bm) * -(-N // shape.bn)
     if blocks > INT32_MAX:
         raise ValueError(f"output {M}x{N} needs {blocks} blocks, more than a CUDA grid holds")
-    if tile != "splitk":
+    if tile not in ("splitk", "m"):
         return Plan("gemm", spec.name, (blocks, min(batch, MAX_GRID_Y)), shape.threads)
-    splits, kslice = split_k(dtype, argmax, batch, M, N, K, sms=sms)
+    if tile == "m":
+        splits, kslice = 1, -(-K // shape.bk) * shape.bk
+    else:
+        splits, kslice = split_k(dtype, argmax, batch, M, N, K, sms=sms)
+    if splits == 1:  # one slice: the kernel writes C itself (a batched 64 x 64 tile), no workspace or reduce
+        return Plan("splitk", spec.name, (blocks, min(batch, MAX_GRID_Y)), shape.threads, 1, kslice)
     reduce_blocks = max(1, min(-(-batch * M * N // REDUCE_THREADS), 32 * sms))
     grid = (blocks, min(batch * splits, MAX_GRID_Y))
     return Plan("splitk", spec.name, grid, shape.threads, splits, kslice, reduce[0].name, reduce_blocks)
@@ -133,6 +141,8 @@ def kernel_specs(semiring: str, dtype: str, argmax: bool, layout: str, batched: 
     """
     if tile in ROWS_KMAX:
         return [Spec(semiring, dtype, argmax, tile=tile)]
+    if tile == "m":  # the split-K kernel over the whole K: it writes C itself
+        return [Spec(semiring, dtype, argmax, layout, "splitk")]
     spec = Spec(semiring, dtype, argmax, layout, tile, batched and tile != "splitk")
     return [spec, Spec(semiring, dtype, argmax, kind="reduce")] if tile == "splitk" else [spec]
 
@@ -156,6 +166,9 @@ def choose_tile(dtype: str, argmax: bool, batch: int, M: int, N: int, K: int | N
     * "splitk": the 64x64 tiles of the output give fewer than 2 blocks per SM and K
       splits into at least 2 slices of 64 (64 x 4096 x 64, 256^3, 4096 x 1024 x 16);
     * "t": N <= 16, tall;
+    * "m": medium, the split-K kernel's 64x64 tile over the whole K (no workspace, no reduce), for
+      f32 / i32 without argmax where its blocks fill the GPU and the large tile would pad a half more
+      (batched 64 x 64, 256 x 64 outputs) or be mostly padding;
     * "s": small (the large tile would be mostly padding or leave most SMs idle);
     * "": large.
     """
@@ -173,9 +186,21 @@ def choose_tile(dtype: str, argmax: bool, batch: int, M: int, N: int, K: int | N
     if N <= 16 and M > 32:
         return "t"
     big = tile_shape("", dtype, argmax)
+    # the 64 x 64 tile (where the large one is wider) while its blocks fill the GPU (2 per SM)
+    medium = MEDIUM and not argmax and big.bm > SPLIT_TILE and _blocks(M, N, SPLIT_TILE) * batch >= 2 * sms
     if M * N * 4 <= big.bm * big.bn or -(-M // big.bm) * -(-N // big.bn) * batch < sms // 2:
-        return "s"  # the large tile would be mostly padding, or leave most SMs idle
+        # the large tile would be mostly padding, or leave most SMs idle: the 64 x 64 one where it is
+        # neither (batched 64 x 64 products: 2.1x "s", session 76), else the small one
+        fits = M * N >= SPLIT_TILE * SPLIT_TILE // 2 and min(M, N) >= SPLIT_TILE // 2
+        return "m" if medium and fits else "s"
+    if medium and _blocks(M, N, big.bm) * big.bm**2 >= 1.5 * _blocks(M, N, SPLIT_TILE) * SPLIT_TILE**2:
+        return "m"  # the large tile pads half again as much: 256 x 64 outputs (1.9x, session 76)
     return ""
+
+
+def _blocks(M: int, N: int, tile: int) -> int:
+    """Square ``tile`` x ``tile`` blocks covering an M x N output."""
+    return -(-M // tile) * -(-N // tile)
 
 
 def backward_plan(
