@@ -105,6 +105,7 @@ def gemm_candidates() -> list[Candidate]:
     c += round4_candidates()
     c += f32peak_candidates()
     c += round6_candidates()
+    c += round7_candidates()
     for kmax in (4, 8):
         c.append(Candidate("rows", f"(2^21x4)x(4x4) KMAX {kmax}", "maxplus", "f32", False, None, (), kmax,
                            (1, 2**21, 4, 4)))  # fmt: skip
@@ -236,6 +237,24 @@ def round6_candidates() -> list[Candidate]:
         ("128x64x8 8x8 mb2", T(128, 64, 8, 8, 8, 2)),
     ]
     c += [Candidate("f64r6", lab, "maxplus", "f64", False, s) for lab, s in f64]
+    return c
+
+
+def round7_candidates() -> list[Candidate]:
+    """Round 7 (``tall16``, ``tall8``): the "t" tile's products, N = 16 and N = 8 columns over a long M (a
+    3-regular graph's contraction steps). ``base`` is the library's 128 x 16 x 4 tile of 4 x 2 outputs a
+    thread; the others hold more outputs a thread (up to a whole row of 16) and a deeper K tile."""
+    c = []
+    for group, N, shapes in (
+        ("tall16", 16, [("base 128x16x4 4x2", T(128, 16, 4, 4, 2)), ("128x16x8 4x2", T(128, 16, 8, 4, 2)),
+                        ("256x16x8 8x2", T(256, 16, 8, 8, 2)), ("256x16x8 4x4", T(256, 16, 8, 4, 4)),
+                        ("256x16x16 4x4", T(256, 16, 16, 4, 4)),
+                        ("128x16x8 2x4 mb2", T(128, 16, 8, 2, 4, 2))]),
+        ("tall8", 8, [("base 128x16x4 4x2", T(128, 16, 4, 4, 2)), ("256x8x8 4x2", T(256, 8, 8, 4, 2)),
+                      ("256x8x16 4x2", T(256, 8, 16, 4, 2))]),
+    ):  # fmt: skip
+        for K, M in ((256, 1 << 18), (4096, 1 << 16)):
+            c += [Candidate(group, f"K {K} {lab}", "maxplus", "f32", False, s, problem=(M, K, N)) for lab, s in shapes]
     return c
 
 
@@ -492,7 +511,7 @@ def main() -> None:
     groups = {"argmax6", "f32r6", "f64r6"}
     if args.all:
         groups |= {"f32peak", "f32peak8k", "f32peakrings", "argmax4", "maxmul", "f32", "i32", "f64", "i64", "argmax",
-                   "rows", "shapes"}  # fmt: skip
+                   "rows", "shapes", "tall16", "tall8"}  # fmt: skip
     elif args.only:
         groups = set(args.only.split(","))
 
@@ -529,7 +548,7 @@ def main() -> None:
     results: dict[str, Any] = {"device": str(dev.name.decode() if isinstance(dev.name, bytes) else dev.name),
                                "arch": arch, "candidates": []}  # fmt: skip
     for group in ("argmax6", "f32r6", "f64r6", "f32peak", "f32peak8k", "f32peakrings", "f32", "i32", "f64", "i64",
-                  "argmax", "argmax4", "maxmul", "rows"):  # fmt: skip
+                  "argmax", "argmax4", "maxmul", "rows", "tall16", "tall8"):  # fmt: skip
         rows = [c for c in cands if c.group == group]
         if not rows:
             continue

@@ -220,27 +220,25 @@ def _kbest_product(algebra: type[Algebra]) -> _shared.Product:
     their labels, then the k largest distinct sums over the summed labels and pairs, the counts reaching
     each added."""
     kind: Any = algebra  # a k-best class (its k, counts, modulus)
-    counting, modulus = bool(kind.counts), int(kind.modulus)
+    counting, modulus, k = bool(kind.counts), int(kind.modulus), int(kind.k)
 
     def product(
         operands: list[tuple[np.ndarray, ...]], at: list[tuple[Label, ...]], union: list[Label], kept: tuple[Label, ...]
     ) -> tuple[np.ndarray, ...]:
         axes = [*union, _K]
-        values = _pairs([aligned(p[0], (*t, _K), axes) for p, t in zip(operands, at)], np.add)
+        values = _crossed([aligned(p[0], (*t, _K), axes) for p, t in zip(operands, at)], np.add, k)
         counts = (
-            _pairs([aligned(p[1], (*t, _K), axes) for p, t in zip(operands, at)], np.multiply) if counting else None
+            _crossed([aligned(p[1], (*t, _K), axes) for p, t in zip(operands, at)], np.multiply, k)
+            if counting
+            else None
         )
         if counts is not None and modulus:
             counts = counts % modulus  # not in place: one operand's counts may be a view of its own
-        pairs = values.ndim - len(union)
         full = np.broadcast_shapes(values.shape, *(() if counts is None else (counts.shape,)))
-        keep = [i for i, x in enumerate(union) if x in kept]
-        order = keep + [i for i, x in enumerate(union) if x not in kept] + list(range(len(union), len(union) + pairs))
-        shape = tuple(full[i] for i in keep) + (-1,)
-        values = np.broadcast_to(values, full).transpose(order).reshape(shape)
-        if counts is not None:
-            counts = np.broadcast_to(counts, full).transpose(order).reshape(shape)
-        best, totals = kbest.best_on_host(kind, values, counts)
+        values = np.broadcast_to(values, full)
+        counts = None if counts is None else np.broadcast_to(counts, full)
+        summed = (*(i for i, x in enumerate(union) if x not in kept), len(union))  # and the candidates' axis
+        best, totals = kbest.best_on_host(kind, values, counts, summed)  # the kept labels in union order
         return (best,) if totals is None else (best, totals)
 
     return product
@@ -295,9 +293,16 @@ def _modular_product(moduli: tuple[int, ...]) -> _shared.Product:
 _K = object()  # the label of a stacked term's last axis (its k values or counts)
 
 
-def _pairs(arrays: list[np.ndarray], op: Any) -> np.ndarray:
-    """Each array's last axis crossed with the others' (``op`` of every combination): union + (k,) * n."""
+def _crossed(arrays: list[np.ndarray], op: Any, k: int) -> np.ndarray:
+    """The arrays' last axes (k entries each) crossed by ``op``, only the combinations that can be among
+    the k best (:func:`.algebras.kbest.kept_pairs`: indices summing below k): union + (candidates,)."""
+    if len(arrays) == 2:
+        i, j = kbest.kept_pairs(k)
+        pairs: np.ndarray = op(arrays[0][..., i], arrays[1][..., j])
+        return pairs
     out = arrays[0]
-    for arr in arrays[1:]:
+    for arr in arrays[1:]:  # every combination, then those whose indices sum below k (the same chains)
         out = op(out[..., None], arr.reshape(arr.shape[:-1] + (1,) * (out.ndim - arr.ndim + 1) + arr.shape[-1:]))
-    return out
+    n = len(arrays)
+    digits = np.indices((k,) * n).reshape(n, -1).sum(axis=0)
+    return out.reshape(*out.shape[: out.ndim - n], -1)[..., digits < k]

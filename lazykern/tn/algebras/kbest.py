@@ -121,8 +121,9 @@ class KBestAlgebra(Algebra):
         batch = max(int(av.shape[0]), int(bv.shape[0]))
         M, K, N = int(av.shape[1]), int(av.shape[2]), int(bv.shape[2])
         budget = CHUNK_ELEMENTS if self.be.on_host else DEVICE_CHUNK
-        rows = max(1, min(M, budget // max(batch * N * k * k, 1)))
-        step = max(1, min(K, budget // max(batch * rows * N * k * k, 1)))
+        pairs = list(zip(*(p.tolist() for p in kept_pairs(k))))  # (i, j) whose sums can be among the k best
+        rows = max(1, min(M, budget // max(batch * N * len(pairs), 1)))
+        step = max(1, min(K, budget // max(batch * rows * N * len(pairs), 1)))
         blocks_v: list[Any] = []
         blocks_c: list[Any] = []
         for m0 in range(0, M, rows):
@@ -132,12 +133,12 @@ class KBestAlgebra(Algebra):
             for k0 in range(0, K, step):
                 k1 = min(K, k0 + step)
                 a, b = av[:, m0:m1, k0:k1], bv[:, k0:k1]
-                s = a[:, :, :, None, :, None] + b[:, None, :, :, None, :]  # (b, m, kc, N, k, k)
-                sv = ops.flat(s, batch, m1 - m0, N)
+                sv = ops.flat(ops.stack([a[:, :, :, None, i] + b[:, None, :, :, j] for i, j in pairs]))
                 sc = None
                 if self.counts:
-                    c = ac[:, m0:m1, k0:k1][:, :, :, None, :, None] * bc[:, k0:k1][:, None, :, :, None, :]
-                    sc = ops.flat(c % self.modulus if self.modulus else c, batch, m1 - m0, N)
+                    x, y = ac[:, m0:m1, k0:k1], bc[:, k0:k1]
+                    c = ops.stack([x[:, :, :, None, i] * y[:, None, :, :, j] for i, j in pairs])
+                    sc = ops.flat(c % self.modulus if self.modulus else c)
                 acc_v, acc_c = self.best(ops, ops.cat(acc_v, sv), ops.cat(acc_c, sc) if self.counts else None)
             blocks_v.append(acc_v)
             blocks_c.append(acc_c)
@@ -194,21 +195,25 @@ class KBestAlgebra(Algebra):
             out += [_constant(self.be, like[first], shape, 1)] + [_constant(self.be, like[first], shape, 0)] * (k - 1)
         return tuple(out)
 
-    def best(self, ops: _Ops, values: Any, counts: Any) -> tuple[Any, Any]:
-        """The k largest distinct values along the last axis, with the counts of each summed: k passes,
-        each the largest value left below the previous one (no sort: k is small)."""
+    def best(self, ops: _Ops, values: Any, counts: Any, axes: tuple[int, ...] = (-1,)) -> tuple[Any, Any]:
+        """The k largest distinct values over ``axes`` (the last by default), with the counts of each
+        summed: k passes, each the largest value left below the previous one (no sort: k is small). The
+        results hold the other axes, in order, then the k."""
         vals, cnts = [], []
         left = values
         for i in range(self.k):
-            top = ops.amax(left)
+            top = ops.amax(left, axes)  # the reduced axes kept, of one entry: it broadcasts against values
             vals.append(top)
             if self.counts:
-                total = ops.sum(ops.where(values == top[..., None], counts, 0))
+                total = ops.sum(ops.where(values == top, counts, 0), axes)
                 total = total % self.modulus if self.modulus else total
                 cnts.append(ops.where(top == -math.inf, 0, total))
             if i + 1 < self.k:  # the last pass leaves nothing below its value to look for
-                left = ops.where(values < top[..., None], values, -math.inf)
-        return ops.stack(vals), ops.stack(cnts) if self.counts else None
+                left = ops.where(values < top, values, -math.inf)
+        gone = {a % len(values.shape) for a in axes}
+        shape = tuple(int(n) for a, n in enumerate(values.shape) if a not in gone)
+        out = ops.stack([v.reshape(shape) for v in vals])
+        return out, ops.stack([c.reshape(shape) for c in cnts]) if self.counts else None
 
     def rows(self, X: tuple[Any, ...], Y: tuple[Any, ...], lay: dict[str, Any]) -> tuple[Any, ...]:
         raise NotImplementedError("k-best steps take the batched product (strided = False)")
@@ -277,13 +282,35 @@ class PairedKBestAlgebra(KBestAlgebra):
         return wide.add(x1, y1) + narrow.add(x2, y2)[self.k :]
 
 
-def best_on_host(algebra: type[KBestAlgebra], values: np.ndarray, counts: np.ndarray | None) -> tuple[Any, Any]:
-    """:meth:`KBestAlgebra.best` of ``algebra`` over NumPy arrays (k best distinct values along the last axis,
+def best_on_host(
+    algebra: type[KBestAlgebra], values: np.ndarray, counts: np.ndarray | None, axes: tuple[int, ...] = (-1,)
+) -> tuple[Any, Any]:
+    """:meth:`KBestAlgebra.best` of ``algebra`` over NumPy arrays (k best distinct values over ``axes``,
     counts summed): the host's steps of a GPU solve (:mod:`lazykern.tn._host_steps`)."""
     found = _on_host.get(algebra)
     if found is None:
         found = _on_host[algebra] = algebra("maxplus", _HOST)
-    return found.best(_Ops(_HOST), values, counts)
+    return found.best(_Ops(_HOST), values, counts, axes)
+
+
+def kept_pairs(k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(i, j) of the pairs of two k-best entries whose sum x_i + y_j can be among the k best of a product:
+    those with i + j < k. Each entry's values are distinct and sorted from the largest down, so
+    x_0 + y_j > x_1 + y_j > ... > x_i + y_j and x_0 + y_0 > ... > x_0 + y_j: i + j distinct sums lie above
+    x_i + y_j, which is therefore never among k best distinct values when i + j >= k (an -inf sum
+    counts nothing: the writer zeroes the counts of -inf). k (k + 1) / 2 pairs of k^2.
+
+    >>> kept_pairs(2)
+    (array([0, 0, 1]), array([0, 1, 0]))
+    """
+    found = _kept.get(k)
+    if found is None:
+        i, j = np.nonzero(np.add.outer(np.arange(k), np.arange(k)) < k)
+        found = _kept[k] = (i, j)
+    return found
+
+
+_kept: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
 
 _HOST = Backend("numpy", np)
@@ -412,16 +439,18 @@ class _Ops:
     def full(self, like: Any, shape: tuple[int, ...], value: Any) -> Any:
         return self.be.full(like, shape, value)
 
-    def flat(self, s: Any, batch: int, m: int, n: int) -> Any:
-        """(b, m, kc, N, k, k) -> (b, m, N, kc * k * k)."""
-        moved = s.permute(0, 1, 3, 2, 4, 5) if self.torch else s.transpose(0, 1, 3, 2, 4, 5)
-        return moved.reshape(batch, m, n, -1)
+    def flat(self, s: Any) -> Any:
+        """(b, m, kc, N, pairs) -> (b, m, N, kc * pairs)."""
+        moved = s.permute(0, 1, 3, 2, 4) if self.torch else s.transpose(0, 1, 3, 2, 4)
+        return moved.reshape(*moved.shape[:3], -1)
 
-    def amax(self, x: Any) -> Any:
-        return self.xp.amax(x, dim=-1) if self.torch else x.max(axis=-1)
+    def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
+        """The largest over ``axes``, kept as axes of one entry."""
+        return self.xp.amax(x, dim=axes, keepdim=True) if self.torch else x.max(axis=axes, keepdims=True)
 
-    def sum(self, x: Any) -> Any:
-        return self.xp.sum(x, dim=-1) if self.torch else x.sum(axis=-1)
+    def sum(self, x: Any, axes: tuple[int, ...]) -> Any:
+        """The sum over ``axes``, kept as axes of one entry."""
+        return self.xp.sum(x, dim=axes, keepdim=True) if self.torch else x.sum(axis=axes, keepdims=True)
 
     def where(self, cond: Any, a: Any, b: Any) -> Any:
         if self.torch:  # torch.where wants tensors (or a Python scalar of the other's kind) on both sides
