@@ -88,7 +88,7 @@ _LARGE_MAXMUL = {"i32": TileShape(128, 128, 16, 8, 8, 1)}  # integer max-times o
 _SMALL = TileShape(32, 32, 8, 2, 2)
 _TALL = TileShape(128, 16, 4, 4, 2)
 # f32 / i32 without argmax: 256 rows, K tiles of 8, 4 x 4 outputs a thread (tile_sweep.py's tall16 / tall8 on an
-# H200, session 76: 6.2-6.8 T MAC/s against 3.8-4.0 at N = 16; the N = 8 products 1.8-2x too)
+# H200, session 76: 6.2-6.8 T MAC/s against 3.8-4.0 at N = 16; an 8 x 32768 x 8 x 256 product 1.4-1.7x)
 _TALL_WIDE = TileShape(256, 16, 8, 4, 4)
 # split-K: 64x64 output tiles (a 64-row or 64-column output wastes no block, and
 # split_k counts blocks of 64x64), 2 blocks/SM; argmax takes the f32 argmax tile,
