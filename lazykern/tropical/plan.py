@@ -117,7 +117,7 @@ def make_plan(
                     ROWS_THREADS)  # fmt: skip
     spec, *reduce = kernel_specs(semiring, dtype, argmax, layout, batched, tile)
     shape = spec.shape
-    blocks = -(-M // shape.bm) * -(-N // shape.bn)
+    blocks = _blocks(M, N, shape.bm, shape.bn)
     if blocks > INT32_MAX:
         raise ValueError(f"output {M}x{N} needs {blocks} blocks, more than a CUDA grid holds")
     if tile not in ("splitk", "m"):
@@ -152,7 +152,7 @@ def split_k(dtype: str, argmax: bool, batch: int, M: int, N: int, K: int, *, sms
     64 k (a multiple of the tile's BK, which keeps vector loads aligned), none empty.
     (1, K rounded up) when K is too short to split."""
     bk = tile_shape("splitk", dtype, argmax).bk
-    blocks = batch * -(-M // SPLIT_TILE) * -(-N // SPLIT_TILE)
+    blocks = batch * _blocks(M, N, SPLIT_TILE, SPLIT_TILE)
     want = min(-(-split_target_blocks(sms) // max(blocks, 1)), max(K // SPLIT_MIN_K, 1))
     kslice = -(-K // max(want, 1))
     kslice = max(-(-kslice // bk) * bk, bk)
@@ -179,7 +179,7 @@ def choose_tile(dtype: str, argmax: bool, batch: int, M: int, N: int, K: int | N
     if (
         K is not None
         and K >= 2 * SPLIT_MIN_K
-        and batch * -(-M // SPLIT_TILE) * -(-N // SPLIT_TILE) < 2 * sms
+        and batch * _blocks(M, N, SPLIT_TILE, SPLIT_TILE) < 2 * sms
         and split_k(dtype, argmax, batch, M, N, K, sms=sms)[0] >= 2
     ):
         return "splitk"
@@ -187,20 +187,21 @@ def choose_tile(dtype: str, argmax: bool, batch: int, M: int, N: int, K: int | N
         return "t"
     big = tile_shape("", dtype, argmax)
     # the 64 x 64 tile (where the large one is wider) while its blocks fill the GPU (2 per SM)
-    medium = MEDIUM and not argmax and big.bm > SPLIT_TILE and _blocks(M, N, SPLIT_TILE) * batch >= 2 * sms
-    if M * N * 4 <= big.bm * big.bn or -(-M // big.bm) * -(-N // big.bn) * batch < sms // 2:
+    medium = MEDIUM and not argmax and big.bm > SPLIT_TILE and _blocks(M, N, SPLIT_TILE, SPLIT_TILE) * batch >= 2 * sms
+    if M * N * 4 <= big.bm * big.bn or _blocks(M, N, big.bm, big.bn) * batch < sms // 2:
         # the large tile would be mostly padding, or leave most SMs idle: the 64 x 64 one where it is
         # neither (batched 64 x 64 products: 2.1x "s", session 76), else the small one
         fits = M * N >= SPLIT_TILE * SPLIT_TILE // 2 and min(M, N) >= SPLIT_TILE // 2
         return "m" if medium and fits else "s"
-    if medium and _blocks(M, N, big.bm) * big.bm**2 >= 1.5 * _blocks(M, N, SPLIT_TILE) * SPLIT_TILE**2:
+    padded = _blocks(M, N, big.bm, big.bn) * big.bm * big.bn  # the large tile's outputs, padding included
+    if medium and padded >= 1.5 * _blocks(M, N, SPLIT_TILE, SPLIT_TILE) * SPLIT_TILE**2:
         return "m"  # the large tile pads half again as much: 256 x 64 outputs (1.9x, session 76)
     return ""
 
 
-def _blocks(M: int, N: int, tile: int) -> int:
-    """Square ``tile`` x ``tile`` blocks covering an M x N output."""
-    return -(-M // tile) * -(-N // tile)
+def _blocks(M: int, N: int, bm: int, bn: int) -> int:
+    """Tiles of ``bm`` x ``bn`` covering an M x N output."""
+    return -(-M // bm) * -(-N // bn)
 
 
 def backward_plan(
