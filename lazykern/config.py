@@ -287,3 +287,9 @@ def check_settings() -> Settings:
     exit_teardown_enabled()
     spread_mode()
     return settings
+
+
+def cores() -> int:
+    """The CPU cores this process may run on (a container's or taskset's limit, not the host's count)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)

@@ -136,3 +136,33 @@ def test_a_final_line_replaces_what_the_polls_saw():
     assert [f for f, _, _ in found] == [9.0, 7.0]  # cut short by the deadline: every improvement counts
     _planner._take(line(7.0, final=True), found)
     assert [f for f, _, _ in found] == [7.0]
+
+
+def test_default_workers_follow_the_cores_this_process_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``workers`` a search starts one worker per core the process may run on (its affinity, not
+    the host's count), at most _planner._MAX_WORKERS."""
+    from lazykern import config
+
+    jobs: list[dict[str, object]] = []
+    monkeypatch.setattr(_planner, "_start", lambda job: jobs.append(job) or _Stub())  # no process: counted
+    monkeypatch.setattr(_planner, "_collect", lambda procs, deadline, found: None)
+    monkeypatch.setattr(_planner, "_reap", lambda procs: None)
+    for usable, want in ((1, 1), (3, 3), (64, _planner._MAX_WORKERS)):
+        jobs.clear()
+        monkeypatch.setattr(config, "cores", lambda usable=usable: usable)
+        _planner.search([["a", "b"], ["b", "c"]], ["a"], {"a": 2, "b": 2, "c": 2}, target=8, max_time=1.0)
+        assert len(jobs) == want, (usable, len(jobs))
+        assert len({job["seed"] for job in jobs}) == want  # each its own trials
+
+
+class _Stub:
+    """A stand-in for a worker process that nothing reads."""
+
+
+def test_config_cores_is_the_affinity() -> None:
+    from lazykern import config
+
+    n = config.cores()
+    assert 1 <= n <= (os.cpu_count() or n)
+    if hasattr(os, "sched_getaffinity"):
+        assert n == len(os.sched_getaffinity(0))

@@ -24,13 +24,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from .. import config
+
 log = logging.getLogger("lazykern")
 
 DEFAULT_MAX_TIME = 5.0  # seconds of search for optimize="cotengra" when max_time is not given
 _WORKER = Path(__file__).with_name("_plan_worker.py")
 _REAP_SECONDS = 2.0
 _ERRORS: dict[int, IO[bytes]] = {}  # worker pid -> the file its stderr goes to
-_MAX_WORKERS = 8
+# Worker processes at most, one per core this process may run on. The 5 s search's orders are its trials' luck:
+# on the H200 host (16 cores) 16 workers found k-best orders predicted 4-15% quicker than 8 did on three
+# random 3-regular graphs of 200 vertices, whose CountingMax(2) then took 40 against 47 ms and 42-62 against
+# 51-70 ms, the third alike (83-87 against 82-84 ms; benchmarks/results/s77-h200, call 4).
+_MAX_WORKERS = 16
 REPEATS = 128  # trials per hyper-optimizing worker (cotengra's own default); the deadline may end them sooner
 _KEEP = 4  # orders handed back for lazykern's own costing (cotengra counts flops a little differently)
 # One worker refines the caller's order where there is one; the rest run the hyper-optimizer, each
@@ -79,7 +85,7 @@ def search(
         raise cotengra_missing() from None
     if max_time <= 0:
         raise ValueError(f"max_time must be a positive number of seconds, got {max_time!r}")
-    count = workers or max(1, min(_MAX_WORKERS, os.cpu_count() or 1))
+    count = workers or max(1, min(_MAX_WORKERS, config.cores()))
     start = time.monotonic()
     deadline = start + max_time
     request = {

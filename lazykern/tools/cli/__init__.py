@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import typer
 from rich.table import Table
 
-from ... import __version__
+from ... import __version__, config
 from . import _cache
 from ._common import LazykernGroup, console, count, err_console, error_line, esc, listed, plain, progress
 
@@ -96,7 +96,7 @@ def warm(
     if all_kernels and patterns:
         raise typer.BadParameter("--all selects every kernel, --kernels some of them: give one", param_hint="--all")
     archs = checked_archs(listed(arch, "--arch", "archs such as sm_80,sm_90"))
-    n_jobs = jobs if jobs > 0 else _cores()
+    n_jobs = jobs if jobs > 0 else config.cores()
     done: list[WarmResult] = []
     todo = [0]
     began = time.monotonic()
@@ -134,12 +134,6 @@ def warm(
     if lost:
         error_line(lost)
         raise typer.Exit(1)
-
-
-def _cores() -> int:
-    """The CPU cores this process may run on (a container's or taskset's limit, not the host's count)."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
 
 
 def _print_stopped(done: list[WarmResult], todo: int, seconds: float) -> None:
