@@ -121,13 +121,16 @@ def test_small_best_counts_take_one_float_pass(monkeypatch):
 )
 def test_counts_past_2_53_are_counted_again(monkeypatch, n, want, passes):
     """Every configuration at one size (all weights 0: 5 * 2^(n - 3) independent sets of a path of 3
-    and n - 3 isolated vertices): the float pass, then the integer rings the bound asks for."""
+    and n - 3 isolated vertices): the top-two pass (no size one below the best: it does not answer), the
+    k-best float passes, then the integer rings the bound asks for."""
     # one size occurs: solve would cap k at 1 (values.k_cap); these are the k-best passes' checks
     for where in (solving_sizes, configurations):  # every module that calls k_cap
         monkeypatch.setattr(where, "k_cap", lambda tab, k: k)
     seen = _passes(monkeypatch)
     p = P.IndependentSet((n, [(0, 1), (1, 2)]), weights=[0] * n)
     assert solve(p, Q.CountingMax(2)) == [(0, want)]
+    assert seen[0] == "Top2Floats4"
+    seen = seen[1:]
     assert len(seen) >= len(passes) and all(w in s for w, s in zip(passes, seen))
     assert len(seen) == len(passes) or passes[-1] == "Paired"  # the residue passes may be several
 
@@ -136,3 +139,24 @@ def test_float_exact_lines():
     assert kbest.FLOAT_EXACT == {8: 2**53, 4: 2**24}
     assert float(2**53 - 1) == 2**53 - 1 and float(2**53 + 1) == 2**53
     assert np.float32(2**24 - 1) == 2**24 - 1 and np.float32(2**24 + 1) == 2**24
+
+
+@pytest.mark.parametrize(
+    "n,passes",
+    [
+        (20, ["Top2Floats4"]),  # 2^17 and 3 * 2^17: the float32 top-two pass answers
+        (30, ["Top2Floats4", "Top2Floats8"]),  # past 2^24, below 2^53: float64's
+        (60, ["Top2Floats4", "Top2Floats8", "KBest2Counting"]),  # past 2^53: the int64 ring, no k-best float pass
+        (70, ["Top2Floats4", "Top2Floats8", "Paired"]),  # past 2^63: int64 and residues
+    ],
+)
+def test_top_two_counts_past_the_float_lines_skip_the_kbest_float_passes(monkeypatch, n, passes):
+    """A path of 3 (sizes 2, 1, 0: 1, 3, 1 ways) beside n - 3 isolated vertices of weight 0: the two best
+    sizes are consecutive, 2^(n-3) and 3 * 2^(n-3) ways. A float pass of the top-two algebra whose counts
+    pass its exact line tells that the k-best pass of those floats would too: the next runs instead."""
+    seen = _passes(monkeypatch)
+    p = P.IndependentSet((n, [(0, 1), (1, 2)]), weights=[1, 1, 1] + [0] * (n - 3))
+    assert solve(p, Q.CountingMax(2)) == [(2, 2 ** (n - 3)), (1, 3 * 2 ** (n - 3))]
+    assert not any("KBest2CountingFloats" in s for s in seen)
+    assert seen[:2] == passes[:2] and all(w in s for w, s in zip(passes, seen))
+    assert len(seen) == len(passes) or passes[-1] == "Paired"  # the residue passes may be several

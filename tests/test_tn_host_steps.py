@@ -12,7 +12,7 @@ import pytest
 from lazykern.tn import _host_steps, _tables
 from lazykern.tn import problems as P
 from lazykern.tn._contract import Algebra
-from lazykern.tn.algebras import kbest, modular
+from lazykern.tn.algebras import kbest, modular, top2
 from lazykern.tn.einsum import contract_network, contraction_plan
 from lazykern.tn.solving import values as V
 
@@ -89,6 +89,20 @@ def test_kbest_values_and_counts(name, case):
     full, short = _both(tab, path, operands, "maxplus", algebra)
     assert full == short
     assert any(np.isfinite(v) for v in full[: algebra.k])
+
+
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+@pytest.mark.parametrize("floats", [4, 8])
+def test_top_two_values_and_counts(name, floats):
+    tab, path = _network(PROBLEMS[name]())
+    values = V.size_values(tab, V.value_dtype(tab, tropical_only=False), True)
+    operands = [(v, m.astype(f"f{floats}")) for v, m in zip(values, tab.mask)]
+    full, short = _both(tab, path, operands, "maxplus", top2.algebra(floats))
+    assert np.isfinite(full[0]) and full[1] >= 1
+    if max(full[1:]) < kbest.FLOAT_EXACT[floats]:  # exact: the same numbers in any order of operations
+        assert full == short
+    else:  # a count past the floats' exact line stays past it (how a count is refused)
+        assert full[0] == short[0] and max(short[1:]) >= kbest.FLOAT_EXACT[floats]
 
 
 def test_counts_past_a_prime_are_reduced_as_the_device_reduces_them():

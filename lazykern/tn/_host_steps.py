@@ -29,7 +29,7 @@ import numpy as np
 from . import _shared, _upload
 from ._contract import Algebra
 from ._eliminate import aligned
-from .algebras import floatsum, kbest, modular
+from .algebras import floatsum, kbest, modular, top2
 from .einsum import build_network
 
 Label = Hashable
@@ -130,6 +130,14 @@ def _padded(algebra: Any, arrays: tuple[np.ndarray, ...]) -> Any:
     return (values, counts)
 
 
+def _top2_leaf(floats: int, arrays: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...] | None:
+    """A plain top-two operand (values, float counts) as :meth:`.algebras.top2.Top2Algebra.prepare` makes
+    it: nothing one below. None for one that is not (the contraction raises there)."""
+    if len(arrays) != 2 or arrays[1].dtype != np.dtype(f"f{floats}"):
+        return None
+    return arrays[0], arrays[1], np.zeros_like(arrays[1])
+
+
 def _split(
     labels: list[tuple[Label, ...]], output: tuple[Label, ...], sizes: dict[Label, int], path: Sequence[Sequence[int]]
 ) -> _shared.Split | None:
@@ -163,8 +171,8 @@ class _Form(NamedTuple):
 def _form(algebra: type[Algebra], semiring: str) -> _Form | None:
     """The form of ``algebra``'s terms here, or None for an algebra whose steps stay where the contraction
     runs: plain max-plus and min-plus values, GraphPolynomial's size-and-count pass (maxplus), sums of
-    products modulo primes, and the k-best algebras (values, int64, prime or float counts; not the
-    paired one)."""
+    products modulo primes, the k-best algebras (values, int64, prime or float counts; not the paired
+    one) and the top-two algebra."""
     if algebra is Algebra:
         return _Form(_same, _same, _shared.values_product(semiring), _same) if semiring in _TROPICAL else None
     if not isinstance(algebra, type):
@@ -174,6 +182,9 @@ def _form(algebra: type[Algebra], semiring: str) -> _Form | None:
     if issubclass(algebra, modular.ModularAlgebra):
         stack = functools.partial(_residues, algebra.moduli)
         return _Form(stack, stack, _modular_product(algebra.moduli), functools.partial(_primes, len(algebra.moduli)))
+    if issubclass(algebra, top2.Top2Algebra):
+        leaf = functools.partial(_top2_leaf, algebra.floats)
+        return _Form(leaf, _same, top2.host_product, _same) if semiring == "maxplus" else None
     if issubclass(algebra, kbest.KBestAlgebra) and not issubclass(algebra, kbest.PairedKBestAlgebra):
         k = _k(algebra)
         padded, stacked = functools.partial(_padded, algebra), functools.partial(_stacked, k=k)

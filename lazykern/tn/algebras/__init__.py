@@ -7,6 +7,9 @@ algebras:
 
 * :mod:`.kbest`: the k largest distinct values per entry, with counts (``SizeMax(k)``,
   ``CountingMax(k)``); on a GPU the lazily compiled ``tn_kbest`` family (:mod:`._kbest_kernels`);
+* :mod:`.top2`: the best integer size and the counts of it and of one below (``CountingMax(2)`` where
+  the two best sizes are consecutive); on a GPU the tropical GEMM then the ``tn_top2`` family
+  (:mod:`._top2_kernels`);
 * :mod:`.modular`: sum-product modulo primes below 2^21 through float64 GEMM, exact;
 * :mod:`.polynomial`: the graph polynomial by evaluations in the modular algebra, interpolated and
   rebuilt by the Chinese remainder theorem;

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _crt, _tables
 from .._contract import Algebra
-from ..algebras import floatsum, kbest
+from ..algebras import floatsum, kbest, top2
 from ..counting import count_network
 from ..einsum import plan_flops
 from .context import Context
@@ -78,6 +78,14 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: Context) -> list[t
     # the values and the first pass's counts in one transfer per dtype (float32 sizes beside float32 counts: one)
     put = ctx.put_all(size_values(tab, dtype, True, sign=sign) + [m.astype(f"f{first}") for m in tab.mask])
     values, first_counts = put[:n], put[n:]
+    # CountingMax(2) of integer sizes: the top-two algebra first (the best size's count and the count one
+    # below, fewer operations a term than the k-best product's), which answers wherever a size one below
+    # the best occurs; its float passes tell which k-best float passes would fail as well.
+    skip: set[int] = set()
+    if k == 2 and tab.integer and TOP_TWO:
+        answered, skip, bound = _top_two(tab, sign, values, first_counts, bound, ctx)
+        if answered is not None:
+            return answered
     # First passes of float counts: float32, exact wherever the k best counts are below 2^24, then float64,
     # below 2^53 (kbest.FLOAT_EXACT), as they mostly are for a few best sizes, at a float multiply-add per
     # term; a count past both (possible only where the bound allows it) is counted again by the integer
@@ -86,6 +94,8 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: Context) -> list[t
     for floats in kbest.FLOAT_PASSES[:1] if one_float else kbest.FLOAT_PASSES:
         if floats != kbest.FLOAT_PASSES[0] and bound < kbest.FLOAT_EXACT[kbest.FLOAT_PASSES[0]]:
             break
+        if floats in skip:
+            continue
         counts = first_counts if floats == first else ctx.put_all([m.astype(f"f{floats}") for m in tab.mask])
         alg = kbest.algebra(k, True, floats=floats)
         float_ops = list(zip(values, counts))
@@ -95,13 +105,8 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: Context) -> list[t
         found = [(v, c) for v, c in found if math.isfinite(v)]
         if all(c < kbest.FLOAT_EXACT[floats] for _, c in found):
             return [(as_size(tab, sign * v), int(c)) for v, c in found]
-        if floats == 64:  # its rounding bounded: a proven bound on every count, which sets the primes below
-            plan = ctx.plan(tab, tab.labels, (), float_ops, "maxplus", alg)  # the pass's own (the same order)
-            entries = sum(int(m.size) for m in tab.mask)
-            # a k-best product sums up to k * k terms where max-plus has one: k * k times the additions
-            flops = plan_flops(tab.labels, (), label_sizes(tab), plan) * k * k
-            proven = floatsum.upper_bound(max(c for _, c in found), flops, entries, plan.nslices)
-            bound = bound if proven is None else min(bound, proven)
+        if floats == 8:
+            bound = _proven(tab, ctx, alg, float_ops, max(c for _, c in found), k * k, bound)
     if one_float:
         return _count_exactly(tab, dtype, largest, ctx)
     log.debug("CountingMax(%d): a count past what float counts hold exactly; counting in integer rings", k)
@@ -129,6 +134,49 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: Context) -> list[t
     vals, counts = _crt.solve(run, bound, 1, pair=pair if k <= kbest.PAIRED_KMAX and kbest.PAIRED else None)
     pairs = zip(vals.tolist(), np.asarray(counts).tolist())
     return [(as_size(tab, sign * v), int(c)) for v, c in pairs if math.isfinite(v)]
+
+
+# CountingMax(2) of integer sizes tries the top-two algebra first (False: the k-best passes alone).
+TOP_TWO = True
+
+
+def _top_two(
+    tab: _tables.Tables, sign: int, values: list[Any], first_counts: list[Any], bound: int, ctx: Context
+) -> tuple[list[tuple[Any, int]] | None, set[int], int]:
+    """CountingMax(2) by the top-two algebra (:mod:`..algebras.top2`): float32 counts, then float64 where
+    the bound allows counts past 2^24. (answer or None, the float sizes whose k-best pass would fail too,
+    the bound): None where a size one below the best does not occur (the k-best passes answer), or the
+    counts pass what float64 holds (the integer rings do; the float64 pass's rounding bounds them)."""
+    skip: set[int] = set()
+    first = kbest.FLOAT_PASSES[0]
+    for floats in kbest.FLOAT_PASSES:
+        if floats != first and bound < kbest.FLOAT_EXACT[first]:
+            break
+        counts = first_counts if floats == first else ctx.put_all([m.astype(f"f{floats}") for m in tab.mask])
+        alg = top2.algebra(floats)
+        ops = list(zip(values, counts))
+        with np.errstate(over="ignore", invalid="ignore"):  # a count past the floats' range: inf
+            parts = ctx.contract(tab, tab.labels, (), ops, "maxplus", alg)
+        v, c0, c1 = (float(to_host(p)) for p in parts)
+        found = top2.answer(v, c0, c1, floats)
+        if found is not None:
+            return [(as_size(tab, sign * s), c) for s, c in found], skip, bound
+        if c1 == 0:  # the second best size lies lower
+            return None, skip, bound
+        skip.add(floats)  # the two best are v and v - 1, a count past the line: so would the k-best pass's be
+        if floats == 8:
+            bound = _proven(tab, ctx, alg, ops, max(c0, c1), 4, bound)
+    return None, skip, bound
+
+
+def _proven(tab: _tables.Tables, ctx: Context, alg: Any, ops: list[Any], largest: float, terms: int, bound: int) -> int:
+    """``bound`` lowered to what a float64 pass proves of every count (its rounding bounded by its
+    multiply-adds: the plan's, ``terms`` per term of a step)."""
+    plan = ctx.plan(tab, tab.labels, (), ops, "maxplus", alg)  # the pass's own (the same order)
+    entries = sum(int(m.size) for m in tab.mask)
+    flops = plan_flops(tab.labels, (), label_sizes(tab), plan) * terms
+    proven = floatsum.upper_bound(largest, flops, entries, plan.nslices)
+    return bound if proven is None else min(bound, proven)
 
 
 def count_all(tab: _tables.Tables, ctx: Context) -> int:

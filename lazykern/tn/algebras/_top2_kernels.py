@@ -1,0 +1,192 @@
+"""The top-two counting product on the GPU: a lazily compiled family (``tn_top2``), one fragment per
+instantiation (value dtype, count dtype, tile), of ``top2.cu``'s templates.
+
+:func:`launch` takes a step's operands (value, count of it, count of one below) and the best values
+``T`` of its outputs (the tropical GEMM's max-plus product, computed by the caller) and returns the two
+counts of every output. Large steps take the tiled kernel with the k-best kernels' tiles
+(:data:`._kbest_kernels.TILES`, chosen by the same rule); the others one thread per output, their sums
+cut into chunks where few outputs would leave the device idle (the chunks' counts summed after).
+"""
+
+from __future__ import annotations
+
+import math
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ... import _fork
+from ...families.family import KernelFamily
+from ...launch import _device
+from . import _kbest_kernels
+
+if TYPE_CHECKING:
+    from ...store.cache import KernelCache
+
+THREADS = _kbest_kernels.THREADS
+VALUES: dict[str, tuple[str, np.dtype[Any]]] = {
+    "f32": ("float", np.dtype("float32")),
+    "f64": ("double", np.dtype("float64")),
+}
+COUNTS: dict[str, tuple[str, np.dtype[Any]]] = {
+    "f4": ("float", np.dtype("float32")),
+    "f8": ("double", np.dtype("float64")),
+}
+SIGNATURE = ["ptr"] * 9 + ["int64", "int32", "int32", "int32"] + ["int64"] * 6 + ["int32", "int32"]
+CHUNK_MIN = 64  # terms a chunk of a chunked sum takes at least
+ROW_THREADS = 1 << 16  # a one-thread-per-output step is chunked up to this many threads
+_MAX_BLOCKS = 132 * 32
+_MAX_TILE_BLOCKS = 1 << 20
+
+
+def kernel_name(value: np.dtype, counts: np.dtype, tile: str = "") -> str:
+    """``top2_{f32|f64}_{f4|f8}[_t{tile}]``."""
+    v = next(n for n, (_, d) in VALUES.items() if d == value)
+    c = next(n for n, (_, d) in COUNTS.items() if d == counts)
+    return f"top2_{v}_{c}" + (f"_t{tile}" if tile else "")
+
+
+def source(name: str, value: str, count: str, tile: str) -> str:
+    """The ``extern "C"`` kernel ``name``: one call of ``lk_top2_tiled`` (tile shape ``tile``) or ``lk_top2_rows``."""
+    if tile:
+        call = f"lk_top2_tiled<{value}, {count}, {', '.join(map(str, _kbest_kernels.TILES[tile]))}>"
+        args = "av, ac0, ac1, bv, bc0, bc1, T, C0, C1, first, M, N, K, sa, ars, acs, sb, brs, bcs"
+    else:
+        call = f"lk_top2_rows<{value}, {count}>"
+        args = "av, ac0, ac1, bv, bc0, bc1, T, C0, C1, first, M, N, K, sa, ars, acs, sb, brs, bcs, chunks, chunk"
+    return (
+        f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {value} *av, const {count} *ac0, '
+        f"const {count} *ac1, const {value} *bv, const {count} *bc0, const {count} *bc1, {value} *T, "
+        f"{count} *C0, {count} *C1, long long first, int M, int N, int K, long long sa, long long ars, "
+        "long long acs, long long sb, long long brs, long long bcs, int chunks, int chunk) {\n"
+        f"    {call}({args});\n}}\n"
+    )
+
+
+def make_family(cache: KernelCache | None = None) -> KernelFamily:
+    preamble = resources.files(__package__).joinpath("top2.cu").read_text(encoding="utf-8")
+    fam = KernelFamily("tn_top2", preamble, options=("-std=c++17",), cache=cache)
+    for vt, vd in VALUES.values():
+        for ct, cd in COUNTS.values():
+            for tile in ("", *_kbest_kernels.TILES):
+                name = kernel_name(vd, cd, tile)
+                fam.add(name, source(name, vt, ct, tile), signature=SIGNATURE)
+    return fam
+
+
+_family: KernelFamily | None = None
+
+
+def family() -> KernelFamily:
+    """The process's ``tn_top2`` family, made on first use."""
+    global _family
+    if _family is None:
+        _family = make_family()
+        _kernels.clear()
+    return _family
+
+
+def chunking(outputs: int, K: int) -> int:
+    """How many chunks a one-thread-per-output step's sums are cut into: enough for ROW_THREADS threads,
+    each chunk CHUNK_MIN terms or more; 1 where the outputs alone fill the device."""
+    if outputs >= ROW_THREADS:
+        return 1
+    return max(1, min(K // CHUNK_MIN, -(-ROW_THREADS // outputs)))
+
+
+def launch(be: Any, A: tuple[Any, ...], B: tuple[Any, ...], T: Any = None) -> tuple[Any, Any, Any]:
+    """The top-two product (T, c0, c1) of the step A (b|1, M, K) x B (b|1, K, N), parts (values, count,
+    count one below): a tiled step (:func:`tile`) takes its best values ``T`` (batch, M, N, C-contiguous:
+    the tropical GEMM's), any other finds them itself (``T`` None)."""
+    from ...tropical import _arrays
+
+    out, call = arguments(be, A, B, T)
+    if call is not None:
+        name, blocks, args = call
+        at, stream = _arrays.device_and_stream(out[1], "C")
+        device = _device.resolve_or_current(at)
+        with _device.on(device):
+            kernel = _kernel(name, device)
+            kernel[(blocks,), (THREADS,), stream or 0](*args)
+    return merged(be, out)
+
+
+def merged(be: Any, out: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
+    """A launch's (T, c0, c1): its chunks' results (a leading axis, where it ran chunks) merged as slices
+    are: the largest value, the counts of equal powers added. Exact: each chunk's counts are at most the
+    whole ones, which the caller checks against the floats' exact line."""
+    if out[1].ndim != 4:
+        return out
+    from .kbest import _Ops
+
+    ops = _Ops(be)
+    T, c0, c1 = out
+    top = ops.amax(T, (0,))
+    at, below = T == top, T == top - 1
+    first = ops.sum(ops.where(at, c0, 0), (0,))
+    second = ops.sum(ops.where(at, c1, 0), (0,)) + ops.sum(ops.where(below, c0, 0), (0,))
+    return top[0], ops.contiguous(first[0]), ops.contiguous(second[0])
+
+
+def tile(A: tuple[Any, ...], B: tuple[Any, ...]) -> str:
+    """The tile of the step's kernel (the k-best kernels' rule), "" for one thread per output."""
+    batch = max(int(A[0].shape[0]), int(B[0].shape[0]))
+    return _kbest_kernels.chosen(True, batch, int(A[0].shape[1]), int(B[0].shape[2]), int(A[0].shape[2]))
+
+
+def arguments(
+    be: Any, A: tuple[Any, ...], B: tuple[Any, ...], T: Any = None
+) -> tuple[tuple[Any, Any, Any], tuple[str, int, tuple[Any, ...]] | None]:
+    """The result's arrays (T, c0, c1), allocated through ``be`` ((chunks, batch, M, N) where one thread per
+    output cuts its sums, else (batch, M, N); a tiled step's T is the one given), and the launch that fills
+    them, (kernel name, blocks, arguments); None where there is nothing to compute."""
+    (A, (sa, ars, acs)), (B, (sb, brs, bcs)) = _kbest_kernels._alike(be, A), _kbest_kernels._alike(be, B)
+    batch = max(int(A[0].shape[0]), int(B[0].shape[0]))
+    M, K, N = int(A[0].shape[1]), int(A[0].shape[2]), int(B[0].shape[2])
+    sa, sb = (sa if int(A[0].shape[0]) > 1 else 0), (sb if int(B[0].shape[0]) > 1 else 0)
+    value, count = be.dtype(A[0]), be.dtype(A[1])
+    given = () if T is None else ((T, value, "best values"),)
+    for x, want, what in ((B[0], value, "values"), *given, (A[2], count, "counts"), (B[1], count, "counts"),
+                          (B[2], count, "counts")):  # fmt: skip
+        if be.dtype(x) != want:
+            raise TypeError(f"top-two product: {what} are {be.dtype(x)}, the step's are {want}")
+    outputs = batch * M * N
+    step = tile(A, B)
+    if bool(step) != (T is not None):
+        raise ValueError(f"top-two product: a {'tiled' if step else 'one-thread-per-output'} step takes "
+                         f"{'its best values' if step else 'no best values'}")  # fmt: skip
+    if outputs == 0 or K == 0:  # no terms: nothing reached, every count 0
+        none = (batch, M, N)
+        return (be.full(A[0], none, -math.inf), be.full(A[1], none, 0), be.full(A[1], none, 0)), None
+    chunks = 1 if step else chunking(outputs, K)
+    chunk = -(-K // chunks)
+    chunks = -(-K // chunk)  # none empty
+    shape = (chunks, batch, M, N) if chunks > 1 else (batch, M, N)
+    if step:
+        c0, c1 = be.empty_parts((A[1], A[2]), shape)
+        tx, ty, tm, tn, _ = _kbest_kernels.TILES[step]
+        first, blocks = batch, min(batch * -(-M // (ty * tm)) * -(-N // (tx * tn)), _MAX_TILE_BLOCKS)
+    else:
+        T, c0, c1 = be.empty_parts((A[0], A[1], A[2]), shape)
+        first, blocks = outputs, min(-(-outputs * chunks // THREADS), _MAX_BLOCKS)
+    ptrs = [be.pointer(x) for x in (A[0], A[1], A[2], B[0], B[1], B[2], T, c0, c1)]
+    args = (*ptrs, first, M, N, K, sa, ars, acs, sb, brs, bcs, chunks, chunk)
+    return (T, c0, c1), (kernel_name(value, count, step), blocks, args)
+
+
+_kernels: dict[tuple[str, int | None], Any] = {}
+
+
+def _kernel(name: str, device: int | None) -> Any:
+    """The loaded kernel ``name`` for ``device`` (the family's lookup once per device)."""
+    found = _kernels.get((name, device))
+    if found is None:
+        found = _kernels[(name, device)] = family().get(name, arch=_device.arch(device))
+    return found
+
+
+@_fork.on_child
+def _forget() -> None:
+    """A forked child loads its own kernels."""
+    _kernels.clear()
