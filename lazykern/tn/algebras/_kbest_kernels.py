@@ -191,7 +191,7 @@ def arguments(
 ) -> tuple[tuple[Any, ...], tuple[str, int, tuple[Any, ...]] | None]:
     """The result's parts (allocated through ``be``) and the launch that fills them: (kernel name, blocks,
     arguments), None for an empty result. Addresses come from ``be.pointer``; nothing is launched."""
-    (A, (sa, ars, acs)), (B, (sb, brs, bcs)) = _alike(be, A), _alike(be, B)
+    (A, (sa, ars, acs)), (B, (sb, brs, bcs)) = alike(be, A), alike(be, B)
     batch = max(int(A[0].shape[0]), int(B[0].shape[0]))
     M, K, N = int(A[0].shape[1]), int(A[0].shape[2]), int(B[0].shape[2])
     out: tuple[Any, ...] = be.empty_parts(A, (batch, M, N))  # one allocation per dtype, the parts its views
@@ -226,7 +226,7 @@ def arguments(
     return out, (name, blocks, (*(p for g in groups for p in g), *sizes))
 
 
-def _alike(be: Any, parts: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[int, ...]]:
+def alike(be: Any, parts: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[int, ...]]:
     """The parts with one set of strides (the kernel reads them all through it), and those strides
     (each part's read once)."""
     first = be.strides(parts[0])

@@ -1,11 +1,11 @@
 """The top-two counting product on the GPU: a lazily compiled family (``tn_top2``), one fragment per
 instantiation (value dtype, count dtype, tile), of ``top2.cu``'s templates.
 
-:func:`launch` takes a step's operands (value, count of it, count of one below) and the best values
-``T`` of its outputs (the tropical GEMM's max-plus product, computed by the caller) and returns the two
-counts of every output. Large steps take the tiled kernel with the k-best kernels' tiles
-(:data:`._kbest_kernels.TILES`, chosen by the same rule); the others one thread per output, their sums
-cut into chunks where few outputs would leave the device idle (the chunks' counts summed after).
+:func:`launch` takes a step's operands (value, count of it, count of one below) and returns the step's
+(T, c0, c1). Large steps take the tiled kernel (:data:`TILES`: the k-best kernels' names and rule, K tiles
+of their own), given the best values ``T`` of their outputs (the tropical GEMM's max-plus product,
+computed by the caller); the others one thread per output that finds T itself in one pass over the
+terms, their sums cut into chunks where few outputs would leave the device idle (merged after).
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ COUNTS: dict[str, tuple[str, np.dtype[Any]]] = {
     "f8": ("double", np.dtype("float64")),
 }
 SIGNATURE = ["ptr"] * 9 + ["int64", "int32", "int32", "int32"] + ["int64"] * 6 + ["int32", "int32"]
+# The k-best kernels' tiles (their names, chosen by their rule), "s" with K tiles of 16: on the two 2^34
+# multiply-add steps of CountingMax(2) n = 200 (H200, session 78), 11.8 / 12.3 ms against 12.4 / 13.0 with 8.
+TILES: dict[str, tuple[int, int, int, int, int]] = {"s": (16, 16, 2, 2, 16), "n": (16, 16, 4, 1, 8)}
 CHUNK_MIN = 64  # terms a chunk of a chunked sum takes at least
 ROW_THREADS = 1 << 16  # a one-thread-per-output step is chunked up to this many threads
 _MAX_BLOCKS = 132 * 32
@@ -50,7 +53,7 @@ def kernel_name(value: np.dtype, counts: np.dtype, tile: str = "") -> str:
 def source(name: str, value: str, count: str, tile: str) -> str:
     """The ``extern "C"`` kernel ``name``: one call of ``lk_top2_tiled`` (tile shape ``tile``) or ``lk_top2_rows``."""
     if tile:
-        call = f"lk_top2_tiled<{value}, {count}, {', '.join(map(str, _kbest_kernels.TILES[tile]))}>"
+        call = f"lk_top2_tiled<{value}, {count}, {', '.join(map(str, TILES[tile]))}>"
         args = "av, ac0, ac1, bv, bc0, bc1, T, C0, C1, first, M, N, K, sa, ars, acs, sb, brs, bcs"
     else:
         call = f"lk_top2_rows<{value}, {count}>"
@@ -69,7 +72,7 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
     fam = KernelFamily("tn_top2", preamble, options=("-std=c++17",), cache=cache)
     for vt, vd in VALUES.values():
         for ct, cd in COUNTS.values():
-            for tile in ("", *_kbest_kernels.TILES):
+            for tile in ("", *TILES):
                 name = kernel_name(vd, cd, tile)
                 fam.add(name, source(name, vt, ct, tile), signature=SIGNATURE)
     return fam
@@ -118,9 +121,9 @@ def merged(be: Any, out: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
     whole ones, which the caller checks against the floats' exact line."""
     if out[1].ndim != 4:
         return out
-    from .kbest import _Ops
+    from .kbest import Ops
 
-    ops = _Ops(be)
+    ops = Ops(be)
     T, c0, c1 = out
     top = ops.amax(T, (0,))
     at, below = T == top, T == top - 1
@@ -141,7 +144,7 @@ def arguments(
     """The result's arrays (T, c0, c1), allocated through ``be`` ((chunks, batch, M, N) where one thread per
     output cuts its sums, else (batch, M, N); a tiled step's T is the one given), and the launch that fills
     them, (kernel name, blocks, arguments); None where there is nothing to compute."""
-    (A, (sa, ars, acs)), (B, (sb, brs, bcs)) = _kbest_kernels._alike(be, A), _kbest_kernels._alike(be, B)
+    (A, (sa, ars, acs)), (B, (sb, brs, bcs)) = _kbest_kernels.alike(be, A), _kbest_kernels.alike(be, B)
     batch = max(int(A[0].shape[0]), int(B[0].shape[0]))
     M, K, N = int(A[0].shape[1]), int(A[0].shape[2]), int(B[0].shape[2])
     sa, sb = (sa if int(A[0].shape[0]) > 1 else 0), (sb if int(B[0].shape[0]) > 1 else 0)
@@ -165,7 +168,7 @@ def arguments(
     shape = (chunks, batch, M, N) if chunks > 1 else (batch, M, N)
     if step:
         c0, c1 = be.empty_parts((A[1], A[2]), shape)
-        tx, ty, tm, tn, _ = _kbest_kernels.TILES[step]
+        tx, ty, tm, tn, _ = TILES[step]
         first, blocks = batch, min(batch * -(-M // (ty * tm)) * -(-N // (tx * tn)), _MAX_TILE_BLOCKS)
     else:
         T, c0, c1 = be.empty_parts((A[0], A[1], A[2]), shape)

@@ -84,14 +84,14 @@ class KBestAlgebra(Algebra):
             raise ValueError(f"k-best operand {position} must be {want} array(s): {what}")
         values = parts[0]
         shape = tuple(int(n) for n in values.shape)
-        out = [values] + [_constant(be, values, shape, -math.inf)] * (cls.k - 1)
+        out = [values] + [constant(be, values, shape, -math.inf)] * (cls.k - 1)
         if cls.counts:
             count = parts[1] % cls.modulus if cls.modulus and not cls.reduced else parts[1]
             if cls.floats and be.dtype(count) != np.dtype(f"f{cls.floats}"):
                 raise TypeError(
                     f"k-best operand {position}: counts must be float{8 * cls.floats}, not {be.dtype(count)}"
                 )
-            out += [count] + [_constant(be, count, shape, 0)] * (cls.k - 1)
+            out += [count] + [constant(be, count, shape, 0)] * (cls.k - 1)
         return tuple(out)
 
     def unit(self, like: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...]:
@@ -114,7 +114,7 @@ class KBestAlgebra(Algebra):
                 self.be, A, B, k, self.counts, self.modulus, tiled=TILED, floats=self.floats
             )
             return launched, None
-        ops = _Ops(self.be)
+        ops = Ops(self.be)
         av, bv = ops.stack(A[:k]), ops.stack(B[:k])  # (b, M, K, k), (b, K, N, k)
         ac: Any = ops.stack(A[k:]) if self.counts else None
         bc: Any = ops.stack(B[k:]) if self.counts else None
@@ -163,7 +163,7 @@ class KBestAlgebra(Algebra):
         if chunks < 2:
             return None
         L = K // chunks
-        ops = _Ops(self.be)
+        ops = Ops(self.be)
         a = tuple(
             ops.contiguous(ops.swap(x.reshape(batch, M, chunks, L), 1, 2)).reshape(batch * chunks, M, L) for x in A
         )
@@ -175,7 +175,7 @@ class KBestAlgebra(Algebra):
         """Parts (batch * chunks, M, N) merged over the chunks into (batch, M, N): levels of products of
         groups of up to MERGE_GROUP chunks with a unit column (the chunks as the sum of a step whose rows
         are the M * N entries: a strided view, no copy), each level one launch of the kernels."""
-        ops = _Ops(self.be)
+        ops = Ops(self.be)
         MN = M * N
         while chunks > 1:
             group = _divisor(chunks, MERGE_GROUP)
@@ -188,14 +188,14 @@ class KBestAlgebra(Algebra):
 
     def _unit_column(self, like: tuple[Any, ...], n: int) -> tuple[Any, ...]:
         """The unit of this algebra as (1, n, 1) parts (value 0 then -inf, count 1 then 0, for every kind
-        of count the parts hold), kept per shape and dtype (:func:`_constant`)."""
+        of count the parts hold), kept per shape and dtype (:func:`constant`)."""
         k, shape = self.k, (1, n, 1)
-        out = [_constant(self.be, like[0], shape, 0.0)] + [_constant(self.be, like[0], shape, -math.inf)] * (k - 1)
+        out = [constant(self.be, like[0], shape, 0.0)] + [constant(self.be, like[0], shape, -math.inf)] * (k - 1)
         for first in range(k, len(like), k):  # counts (and a paired algebra's residues)
-            out += [_constant(self.be, like[first], shape, 1)] + [_constant(self.be, like[first], shape, 0)] * (k - 1)
+            out += [constant(self.be, like[first], shape, 1)] + [constant(self.be, like[first], shape, 0)] * (k - 1)
         return tuple(out)
 
-    def best(self, ops: _Ops, values: Any, counts: Any, axes: tuple[int, ...] = (-1,)) -> tuple[Any, Any]:
+    def best(self, ops: Ops, values: Any, counts: Any, axes: tuple[int, ...] = (-1,)) -> tuple[Any, Any]:
         """The k largest distinct values over ``axes`` (the last by default), with the counts of each
         summed: k passes, each the largest value left below the previous one (no sort: k is small). The
         results hold the other axes, in order, then the k."""
@@ -220,7 +220,7 @@ class KBestAlgebra(Algebra):
 
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
         """Two slices' results merged: the k best of both."""
-        ops = _Ops(self.be)
+        ops = Ops(self.be)
         k = self.k
         v = ops.cat(ops.stack(X[:k]), ops.stack(Y[:k]))
         c = ops.cat(ops.stack(X[k:]), ops.stack(Y[k:])) if self.counts else None
@@ -290,7 +290,7 @@ def best_on_host(
     found = _on_host.get(algebra)
     if found is None:
         found = _on_host[algebra] = algebra("maxplus", _HOST)
-    return found.best(_Ops(_HOST), values, counts, axes)
+    return found.best(Ops(_HOST), values, counts, axes)
 
 
 def kept_pairs(k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -352,7 +352,7 @@ def _divisor(n: int, most: int) -> int:
     return max(found)
 
 
-def _constant(be: Backend, like: Any, shape: tuple[int, ...], value: float) -> Any:
+def constant(be: Backend, like: Any, shape: tuple[int, ...], value: float) -> Any:
     """An array of ``shape`` filled with ``value`` (``like``'s dtype and device), one per kind kept for
     every operand's padding: a network of 300 tensors otherwise fills 1200 small arrays per call, each
     a launch. Leaves are only read (a step writes over its own intermediates only), so they may share it."""
@@ -422,7 +422,7 @@ def algebra(
     return found
 
 
-class _Ops:
+class Ops:
     """The array operations of the k-best product, for NumPy, CuPy and torch (last axis unless said)."""
 
     def __init__(self, be: Backend) -> None:

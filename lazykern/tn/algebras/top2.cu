@@ -107,7 +107,8 @@ __device__ __forceinline__ void lk_top2_tiled(const V *av, const C *ac0, const C
             }
             __syncthreads();
             const int kend = K - k0 < BK ? K - k0 : BK;
-            for (int kk = 0; kk < kend; ++kk) {
+#pragma unroll 4
+            for (int kk = 0; kk < kend; ++kk) {  // unrolled: 12.4 ms against 16.4 on a 2^34 step (session 78)
                 V x[TM], y[TN];
                 C x0[TM], x1[TM], y0[TN], y1[TN];
 #pragma unroll

@@ -52,7 +52,7 @@ class Top2Algebra(Algebra):
         values, counts = parts
         if be.dtype(counts) != np.dtype(f"f{cls.floats}"):
             raise TypeError(f"top-two operand {position}: counts must be float{8 * cls.floats}, not {be.dtype(counts)}")
-        return values, counts, kbest._constant(be, counts, tuple(int(n) for n in counts.shape), 0)
+        return values, counts, kbest.constant(be, counts, tuple(int(n) for n in counts.shape), 0)
 
     def unit(self, like: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...]:
         return self.be.full(like[0], shape, 0.0), self.be.full(like[1], shape, 1), self.be.full(like[1], shape, 0)
