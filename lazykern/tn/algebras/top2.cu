@@ -58,16 +58,27 @@ __device__ __forceinline__ void lk_top2_rows(const V *av, const C *ac0, const C 
 // TX x TY threads computes BM = TY TM rows by BN = TX TN columns of one batch entry; each K tile of
 // BK entries of A and B (value and two counts each) is staged in shared memory once and read by the
 // whole block. A thread keeps the counts of its TM x TN outputs in registers.
-template <typename V, typename C, int TX, int TY, int TM, int TN, int BK>
-__device__ __forceinline__ void lk_top2_tiled(const V *av, const C *ac0, const C *ac1, const V *bv, const C *bc0,
-                                              const C *bc1, const V *T, C *C0, C *C1, long long batch, int M, int N,
-                                              int K, long long sa, long long ars, long long acs, long long sb,
-                                              long long brs, long long bcs) {
+// AROW / BROW: A's rows and B's rows are unit-stride along K and N (the common layout), their staging
+// indices constants' shifts; else read through the general strides (2x slower staging: on steps of K = 8
+// or 16 it made the whole kernel 1.3-1.7x slower, session 78).
+template <typename V, typename C, int BM, int BN, int BK> struct LkTop2Tiles {
+    V av[BK][BM];
+    C ac[2][BK][BM];
+    V bv[BK][BN];
+    C bc[2][BK][BN];
+};
+
+template <typename V, typename C, int TX, int TY, int TM, int TN, int BK, bool AROW, bool BROW, class Tiles>
+__device__ __forceinline__ void lk_top2_tiled_body(Tiles &smem, const V *av, const C *ac0, const C *ac1,
+                                                   const V *bv, const C *bc0, const C *bc1, const V *T, C *C0,
+                                                   C *C1, long long batch, int M, int N, int K, long long sa,
+                                                   long long ars, long long acs, long long sb, long long brs,
+                                                   long long bcs) {
     constexpr int BM = TY * TM, BN = TX * TN, NT = TX * TY;
-    __shared__ V sav[BK][BM];
-    __shared__ C sac[2][BK][BM];
-    __shared__ V sbv[BK][BN];
-    __shared__ C sbc[2][BK][BN];
+    auto &sav = smem.av;
+    auto &sac = smem.ac;
+    auto &sbv = smem.bv;
+    auto &sbc = smem.bc;
     const V inf = (V)__longlong_as_double(0x7ff0000000000000LL);
     const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX;
     const long long mt = (M + BM - 1) / BM, nt = (N + BN - 1) / BN, tiles = batch * mt * nt;
@@ -88,19 +99,19 @@ __device__ __forceinline__ void lk_top2_tiled(const V *av, const C *ac0, const C
             }
         for (int k0 = 0; k0 < K; k0 += BK) {
             for (int e = tid; e < BM * BK; e += NT) {  // the unit-stride axis fastest (coalesced reads)
-                const int ii = acs == 1 ? e / BK : e % BM, kk = acs == 1 ? e % BK : e / BM;
+                const int ii = AROW ? e / BK : e % BM, kk = AROW ? e % BK : e / BM;
                 const int gi = m0 + ii, gk = k0 + kk;
                 const bool in = gi < M && gk < K;
-                const long long at = a0 + gi * ars + gk * acs;
+                const long long at = AROW ? a0 + gi * ars + gk : a0 + gi * ars + gk * acs;
                 sav[kk][ii] = in ? av[at] : -inf;
                 sac[0][kk][ii] = in ? ac0[at] : (C)0;
                 sac[1][kk][ii] = in ? ac1[at] : (C)0;
             }
             for (int e = tid; e < BN * BK; e += NT) {
-                const int jj = bcs == 1 ? e % BN : e / BK, kk = bcs == 1 ? e / BN : e % BK;
+                const int jj = BROW ? e % BN : e / BK, kk = BROW ? e / BN : e % BK;
                 const int gj = n0 + jj, gk = k0 + kk;
                 const bool in = gj < N && gk < K;
-                const long long at = b0 + gk * brs + gj * bcs;
+                const long long at = BROW ? b0 + gk * brs + gj : b0 + gk * brs + gj * bcs;
                 sbv[kk][jj] = in ? bv[at] : -inf;
                 sbc[0][kk][jj] = in ? bc0[at] : (C)0;
                 sbc[1][kk][jj] = in ? bc1[at] : (C)0;
@@ -108,7 +119,7 @@ __device__ __forceinline__ void lk_top2_tiled(const V *av, const C *ac0, const C
             __syncthreads();
             const int kend = K - k0 < BK ? K - k0 : BK;
 #pragma unroll 4
-            for (int kk = 0; kk < kend; ++kk) {  // unrolled: 12.4 ms against 16.4 on a 2^34 step (session 78)
+            for (int kk = 0; kk < kend; ++kk) {
                 V x[TM], y[TN];
                 C x0[TM], x1[TM], y0[TN], y1[TN];
 #pragma unroll
@@ -149,4 +160,26 @@ __device__ __forceinline__ void lk_top2_tiled(const V *av, const C *ac0, const C
                 C1[o] = c1[r][c];
             }
     }
+}
+
+// The tiled product's entry: the tiles in shared memory once, then the body for the operands' layout (a
+// uniform branch, once per launch).
+template <typename V, typename C, int TX, int TY, int TM, int TN, int BK>
+__device__ __forceinline__ void lk_top2_tiled(const V *av, const C *ac0, const C *ac1, const V *bv, const C *bc0,
+                                              const C *bc1, const V *T, C *C0, C *C1, long long batch, int M, int N,
+                                              int K, long long sa, long long ars, long long acs, long long sb,
+                                              long long brs, long long bcs) {
+    __shared__ LkTop2Tiles<V, C, TY * TM, TX * TN, BK> tiles;
+    if (acs == 1 && bcs == 1)
+        lk_top2_tiled_body<V, C, TX, TY, TM, TN, BK, true, true>(tiles, av, ac0, ac1, bv, bc0, bc1, T, C0, C1, batch,
+                                                                 M, N, K, sa, ars, acs, sb, brs, bcs);
+    else if (acs == 1)
+        lk_top2_tiled_body<V, C, TX, TY, TM, TN, BK, true, false>(tiles, av, ac0, ac1, bv, bc0, bc1, T, C0, C1,
+                                                                  batch, M, N, K, sa, ars, acs, sb, brs, bcs);
+    else if (bcs == 1)
+        lk_top2_tiled_body<V, C, TX, TY, TM, TN, BK, false, true>(tiles, av, ac0, ac1, bv, bc0, bc1, T, C0, C1,
+                                                                  batch, M, N, K, sa, ars, acs, sb, brs, bcs);
+    else
+        lk_top2_tiled_body<V, C, TX, TY, TM, TN, BK, false, false>(tiles, av, ac0, ac1, bv, bc0, bc1, T, C0, C1,
+                                                                   batch, M, N, K, sa, ars, acs, sb, brs, bcs);
 }
