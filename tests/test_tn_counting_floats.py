@@ -121,16 +121,15 @@ def test_small_best_counts_take_one_float_pass(monkeypatch):
 )
 def test_counts_past_2_53_are_counted_again(monkeypatch, n, want, passes):
     """Every configuration at one size (all weights 0: 5 * 2^(n - 3) independent sets of a path of 3
-    and n - 3 isolated vertices): the top-two pass (no size one below the best: it does not answer), the
-    k-best float passes, then the integer rings the bound asks for."""
+    and n - 3 isolated vertices): no top-two pass (the sizes do not move), the float passes, then the
+    integer rings the bound asks for."""
     # one size occurs: solve would cap k at 1 (values.k_cap); these are the k-best passes' checks
     for where in (solving_sizes, configurations):  # every module that calls k_cap
         monkeypatch.setattr(where, "k_cap", lambda tab, k: k)
     seen = _passes(monkeypatch)
     p = P.IndependentSet((n, [(0, 1), (1, 2)]), weights=[0] * n)
     assert solve(p, Q.CountingMax(2)) == [(0, want)]
-    assert seen[0] == "Top2Floats4"
-    seen = seen[1:]
+    assert not any("Top2" in s for s in seen)
     assert len(seen) >= len(passes) and all(w in s for w, s in zip(passes, seen))
     assert len(seen) == len(passes) or passes[-1] == "Paired"  # the residue passes may be several
 

@@ -19,7 +19,7 @@ from lazykern.tn import properties as Q
 from lazykern.tn._backend import Backend
 from lazykern.tn.algebras import _top2_kernels, kbest, top2
 from lazykern.tn.einsum import contract_network, contraction_plan
-from lazykern.tn.solving import sizes as S
+from lazykern.tn.solving import top_two
 from lazykern.tn.solving import values as V
 
 
@@ -158,9 +158,9 @@ def test_solve_counting_two_agrees_with_the_kbest_route_and_brute_force(seed, ki
         "weighted": lambda: P.IndependentSet(g, weights=[(3 * i) % 4 + 1 for i in range(9)]),
     }
     for prop in (Q.CountingMax(2), Q.CountingMin(2)):
-        monkeypatch.setattr(S, "TOP_TWO", True)
+        monkeypatch.setattr(top_two, "ROUTE", True)
         got = solve(make[kind](), prop)
-        monkeypatch.setattr(S, "TOP_TWO", False)
+        monkeypatch.setattr(top_two, "ROUTE", False)
         assert got == solve(make[kind](), prop)
         assert got == _brute(make[kind](), 9, 2, isinstance(prop, Q.CountingMax))
 
@@ -177,9 +177,40 @@ def test_counting_two_takes_the_top_two_pass_then_the_kbest_one_where_a_gap_lies
     monkeypatch.setattr(top2, "answer", spy)
     assert solve(P.IndependentSet(nx.cycle_graph(6)), Q.CountingMax(2)) == [(3, 2), (2, 9)]
     assert seen[-1] == [(3.0, 2), (2.0, 9)]
-    # a star's maximal independent sets: its centre (1) and its leaves (6): no size 5
+    # a star's maximal independent sets: its centre (1) and its leaves (6), one table of sizes {1, 6}: a
+    # grid of step 5, on which they are neighbours
+    assert top_two.grid(_tables.build(P.MaximalIS(nx.star_graph(6)), {})) == (5, [1])
     assert solve(P.MaximalIS(nx.star_graph(6)), Q.CountingMax(2)) == [(6, 1), (1, 1)]
-    assert seen[-1] is None
+    assert seen[-1] == [(1.0, 1), (0.0, 1)]  # in steps above the least
+    # maximal independent sets of sizes 4 and 2, none of 3: the top-two pass finds no size one below
+    g = nx.Graph([(0, 4), (1, 2), (1, 4), (2, 4), (2, 5), (3, 4), (3, 5), (3, 6), (4, 5), (4, 6), (5, 7), (5, 8),
+                  (6, 7), (7, 8)])  # fmt: skip
+    seen.clear()
+    assert solve(P.MaximalIS(g), Q.CountingMax(2)) == [(4, 7), (2, 2)] == _brute(P.MaximalIS(g), 9, 2, True)
+    assert seen == [None]
+
+
+def test_the_grid_of_a_problems_sizes():
+    cycle = nx.cycle_graph(5)
+    assert top_two.grid(_tables.build(P.IndependentSet(cycle), {}))[0] == 1
+    spins = P.SpinGlass(cycle, J=[1, -1, 1, 1, -1])  # each coupling -1 or +1: steps of 2
+    assert top_two.grid(_tables.build(spins, {}))[0] == 2
+    assert top_two.grid(_tables.build(P.IndependentSet(cycle, weights=[3] * 5), {}))[0] == 3
+    # weights 2 and 3: a vertex's sizes 0 and 2 or 3 on a grid of 1, with holes: the k-best passes alone
+    assert top_two.grid(_tables.build(P.IndependentSet(cycle, weights=[2, 3, 2, 3, 2]), {})) is None
+    assert top_two.grid(_tables.build(P.IndependentSet(cycle, weights=[0] * 5), {})) is None  # no steps
+    assert top_two.grid(_tables.build(P.IndependentSet(cycle, weights=[0.5] * 5), {}))[0] == 1  # in halves
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_spin_glass_levels_in_steps_of_two(seed, monkeypatch):
+    g = nx.random_regular_graph(3, 12, seed=seed)
+    rng = np.random.default_rng(seed)
+    sg = P.SpinGlass(g, J=rng.choice([-1, 1], g.number_of_edges()).tolist(), h=rng.choice([-1, 1], 12).tolist())
+    got = solve(sg, Q.CountingMin(2))
+    monkeypatch.setattr(top_two, "ROUTE", False)
+    assert got == solve(sg, Q.CountingMin(2)) == _brute(sg, 12, 2, False)
+    assert got[1][0] - got[0][0] in (2, 4, 6)
 
 
 def test_the_kernels_are_lazy_and_compile_for_sm90(cache):

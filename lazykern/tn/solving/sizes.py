@@ -12,11 +12,11 @@ import numpy as np
 
 from .. import _crt, _tables
 from .._contract import Algebra
-from ..algebras import floatsum, kbest, top2
+from ..algebras import kbest
 from ..counting import count_network
-from ..einsum import plan_flops
+from . import top_two
 from .context import Context
-from .values import as_size, finite, k_cap, label_sizes, size_values, to_host, value_dtype
+from .values import as_size, finite, k_cap, size_values, to_host, value_dtype
 
 log = logging.getLogger("lazykern")
 
@@ -78,12 +78,12 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: Context) -> list[t
     # the values and the first pass's counts in one transfer per dtype (float32 sizes beside float32 counts: one)
     put = ctx.put_all(size_values(tab, dtype, True, sign=sign) + [m.astype(f"f{first}") for m in tab.mask])
     values, first_counts = put[:n], put[n:]
-    # CountingMax(2) of integer sizes: the top-two algebra first (the best size's count and the count one
-    # below, fewer operations a term than the k-best product's), which answers wherever a size one below
-    # the best occurs; its float passes tell which k-best float passes would fail as well.
+    # CountingMax(2) of sizes that move in steps of one unit: the top-two algebra first (:mod:`.top_two`),
+    # which answers wherever a size one step below the best occurs; its float passes tell which k-best
+    # float passes would fail as well.
     skip: set[int] = set()
-    if k == 2 and tab.integer and TOP_TWO:
-        answered, skip, bound = _top_two(tab, sign, values, first_counts, bound, ctx)
+    if k == 2 and top_two.ROUTE:
+        answered, skip, bound = top_two.counting(tab, sign, values, first_counts, bound, ctx)
         if answered is not None:
             return answered
     # First passes of float counts: float32, exact wherever the k best counts are below 2^24, then float64,
@@ -106,7 +106,7 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: Context) -> list[t
         if all(c < kbest.FLOAT_EXACT[floats] for _, c in found):
             return [(as_size(tab, sign * v), int(c)) for v, c in found]
         if floats == 8:
-            bound = _proven(tab, ctx, alg, float_ops, max(c for _, c in found), k * k, bound)
+            bound = top_two.proven(tab, ctx, alg, float_ops, max(c for _, c in found), k * k, bound)
     if one_float:
         return _count_exactly(tab, dtype, largest, ctx)
     log.debug("CountingMax(%d): a count past what float counts hold exactly; counting in integer rings", k)
@@ -134,49 +134,6 @@ def counting(tab: _tables.Tables, k: int, largest: bool, ctx: Context) -> list[t
     vals, counts = _crt.solve(run, bound, 1, pair=pair if k <= kbest.PAIRED_KMAX and kbest.PAIRED else None)
     pairs = zip(vals.tolist(), np.asarray(counts).tolist())
     return [(as_size(tab, sign * v), int(c)) for v, c in pairs if math.isfinite(v)]
-
-
-# CountingMax(2) of integer sizes tries the top-two algebra first (False: the k-best passes alone).
-TOP_TWO = True
-
-
-def _top_two(
-    tab: _tables.Tables, sign: int, values: list[Any], first_counts: list[Any], bound: int, ctx: Context
-) -> tuple[list[tuple[Any, int]] | None, set[int], int]:
-    """CountingMax(2) by the top-two algebra (:mod:`..algebras.top2`): float32 counts, then float64 where
-    the bound allows counts past 2^24. (answer or None, the float sizes whose k-best pass would fail too,
-    the bound): None where a size one below the best does not occur (the k-best passes answer), or the
-    counts pass what float64 holds (the integer rings do; the float64 pass's rounding bounds them)."""
-    skip: set[int] = set()
-    first = kbest.FLOAT_PASSES[0]
-    for floats in kbest.FLOAT_PASSES:
-        if floats != first and bound < kbest.FLOAT_EXACT[first]:
-            break
-        counts = first_counts if floats == first else ctx.put_all([m.astype(f"f{floats}") for m in tab.mask])
-        alg = top2.algebra(floats)
-        ops = list(zip(values, counts))
-        with np.errstate(over="ignore", invalid="ignore"):  # a count past the floats' range: inf
-            parts = ctx.contract(tab, tab.labels, (), ops, "maxplus", alg)
-        v, c0, c1 = (float(to_host(p)) for p in parts)
-        found = top2.answer(v, c0, c1, floats)
-        if found is not None:
-            return [(as_size(tab, sign * s), c) for s, c in found], skip, bound
-        if c1 == 0:  # the second best size lies lower
-            return None, skip, bound
-        skip.add(floats)  # the two best are v and v - 1, a count past the line: so would the k-best pass's be
-        if floats == 8:
-            bound = _proven(tab, ctx, alg, ops, max(c0, c1), 4, bound)
-    return None, skip, bound
-
-
-def _proven(tab: _tables.Tables, ctx: Context, alg: Any, ops: list[Any], largest: float, terms: int, bound: int) -> int:
-    """``bound`` lowered to what a float64 pass proves of every count (its rounding bounded by its
-    multiply-adds: the plan's, ``terms`` per term of a step)."""
-    plan = ctx.plan(tab, tab.labels, (), ops, "maxplus", alg)  # the pass's own (the same order)
-    entries = sum(int(m.size) for m in tab.mask)
-    flops = plan_flops(tab.labels, (), label_sizes(tab), plan) * terms
-    proven = floatsum.upper_bound(largest, flops, entries, plan.nslices)
-    return bound if proven is None else min(bound, proven)
 
 
 def count_all(tab: _tables.Tables, ctx: Context) -> int:
