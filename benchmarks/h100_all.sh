@@ -22,6 +22,7 @@ speed)
   python3 benchmarks/tropical_launch.py --out "$OUT" 2>&1 | tail -40
   python3 benchmarks/launch_overhead.py --out "$OUT/launch-overhead.json" 2>&1 | tail -8 ;;
 tn)
-  python3 benchmarks/spin_glass.py --only energy chimera degeneracy --out "$OUT/spin-glass.json" 2>&1 | tail -30 ;;
+  python3 benchmarks/spin_glass.py --only energy chimera degeneracy --out "$OUT/spin-glass.json" 2>&1 | tail -30
+  python3 benchmarks/counting_routes.py --out "$OUT/counting-routes.json" 2>&1 | tail -4 ;;
 *) echo "usage: $0 tests|gemm|rest|speed|tn"; exit 2 ;;
 esac
