@@ -68,15 +68,21 @@ def _runner(name: str) -> str:
         for i, g in enumerate(("av", "ac", "bv", "bc", "cv", "cc"))
         for q in range(_kbest_kernels.KB_MAX)
     )
+    return runner(name, PARAMS, f"{pointers}, total, M, N, K, sa, ars, acs, sb, brs, bcs, sc, ldc, mod")
+
+
+def runner(name: str, params: str, call: str) -> str:
+    """``extern "C" void run_<name>(int blocks, int threads, <params>)``: the blocks one after another, each
+    block's threads OS threads meeting at a barrier, every thread calling ``name(<call>)``."""
     return (
-        f'extern "C" void run_{name}(int blocks, int threads, {PARAMS}) {{\n'
+        f'extern "C" void run_{name}(int blocks, int threads, {params}) {{\n'
         "    gridDim.x = blocks; blockDim.x = threads;\n"
         "    for (int b = 0; b < blocks; ++b) {\n"
         "        std::barrier<> bar(threads); lk_barrier = &bar;\n"
         "        std::vector<std::thread> team;\n"
         "        for (int t = 0; t < threads; ++t) team.emplace_back([&, b, t] {\n"
         "            blockIdx.x = b; threadIdx.x = t;\n"
-        f"            {name}({pointers}, total, M, N, K, sa, ars, acs, sb, brs, bcs, sc, ldc, mod);\n"
+        f"            {name}({call});\n"
         "        });\n"
         "        for (auto &th : team) th.join();\n"
         "    }\n}\n"
@@ -94,9 +100,13 @@ def build(kernels: dict[str, str], where: Path) -> ctypes.CDLL:
         value = "double" if "_f64_" in name else "float"
         counts = {"f8": "double", "f4": "float"}.get(name.split("_")[2], "long long")  # float-count rings
         parts += [source, f"#define V {value}", f"#define CT {counts}", _runner(name), "#undef V", "#undef CT"]
-    text = "\n".join(parts)
+    return library("\n".join(parts), where, "kbest")
+
+
+def library(text: str, where: Path, stem: str) -> ctypes.CDLL:
+    """``text`` (the SHIM, kernels and their runners) built by the host's C++ compiler and loaded."""
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    src, lib = where / f"kbest_{digest}.cpp", where / f"kbest_{digest}.so"
+    src, lib = where / f"{stem}_{digest}.cpp", where / f"{stem}_{digest}.so"
     src.write_text(text)
     cmd = [compiler() or "g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-Wno-unknown-pragmas"]
     subprocess.run([*cmd, str(src), "-o", str(lib)], check=True, capture_output=True, text=True)

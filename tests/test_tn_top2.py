@@ -18,16 +18,11 @@ from lazykern.tn import problems as P
 from lazykern.tn import properties as Q
 from lazykern.tn._backend import Backend
 from lazykern.tn.algebras import _top2_kernels, kbest, top2
-from lazykern.tn.einsum import contract_network, contraction_plan
+from lazykern.tn.einsum import contract_network
 from lazykern.tn.solving import top_two
 from lazykern.tn.solving import values as V
 
-
-def _network(problem):
-    tab = _tables.build(problem, {})
-    sizes = {x: tab.flavors for t in tab.labels for x in t}
-    plan = contraction_plan(tab.labels, (), sizes, optimize="greedy", memory_limit=2**40, store=False)
-    return tab, [tuple(p) for p in plan.path]
+from .test_tn_host_steps import _network
 
 
 def _top2_of_kbest(parts):

@@ -5,8 +5,6 @@ the NumPy top-two product and exact Python-int counts; which kernel a step takes
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import subprocess
 
 import numpy as np
 import pytest
@@ -23,23 +21,12 @@ SHAPES = {"s": ((2, 37, 19), (2, 19, 45)), "n": ((2, 70, 19), (2, 19, 21)), "": 
 
 
 def _runner(name: str) -> str:
-    return (
-        f'extern "C" void run_{name}(int blocks, int threads, void **p, long long first, int M, int N, int K, '
-        "long long sa, long long ars, long long acs, long long sb, long long brs, long long bcs, int chunks, "
-        "int chunk) {\n"
-        "    gridDim.x = blocks; blockDim.x = threads;\n"
-        "    for (int b = 0; b < blocks; ++b) {\n"
-        "        std::barrier<> bar(threads); lk_barrier = &bar;\n"
-        "        std::vector<std::thread> team;\n"
-        "        for (int t = 0; t < threads; ++t) team.emplace_back([&, b, t] {\n"
-        "            blockIdx.x = b; threadIdx.x = t;\n"
-        f"            {name}((const V *)p[0], (const CT *)p[1], (const CT *)p[2], (const V *)p[3], "
-        "(const CT *)p[4], (const CT *)p[5], (V *)p[6], (CT *)p[7], (CT *)p[8], first, M, N, K, sa, "
-        "ars, acs, sb, brs, bcs, chunks, chunk);\n"
-        "        });\n"
-        "        for (auto &th : team) th.join();\n"
-        "    }\n}\n"
-    )
+    params = ("void **p, long long first, int M, int N, int K, long long sa, long long ars, long long acs, "
+              "long long sb, long long brs, long long bcs, int chunks, int chunk")  # fmt: skip
+    call = ("(const V *)p[0], (const CT *)p[1], (const CT *)p[2], (const V *)p[3], (const CT *)p[4], "
+            "(const CT *)p[5], (V *)p[6], (CT *)p[7], (CT *)p[8], first, M, N, K, sa, ars, acs, sb, brs, bcs, "
+            "chunks, chunk")  # fmt: skip
+    return _kbest_host.runner(name, params, call)
 
 
 @pytest.fixture(scope="module")
@@ -54,14 +41,7 @@ def lib(tmp_path_factory):
         v, c = ("double" if x == "float64" else "float" for x in (value, count))
         parts += [_top2_kernels.source(name, v, c, tile), f"#define V {v}", f"#define CT {c}", _runner(name)]
         parts += ["#undef V", "#undef CT"]
-    text = "\n".join(parts)
-    where = tmp_path_factory.mktemp("top2_host")
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    src, out = where / f"top2_{digest}.cpp", where / f"top2_{digest}.so"
-    src.write_text(text)
-    cmd = [_kbest_host.compiler() or "g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-Wno-unknown-pragmas"]
-    subprocess.run([*cmd, str(src), "-o", str(out)], check=True, capture_output=True, text=True)
-    return ctypes.CDLL(str(out))
+    return _kbest_host.library("\n".join(parts), tmp_path_factory.mktemp("top2_host"), "top2")
 
 
 def _run(lib, A, B, T=None):

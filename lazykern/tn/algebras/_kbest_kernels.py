@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ... import _fork
 from ...families.family import KernelFamily
+from ...families.per_device import Loaded
 from ...launch import _device
 
 if TYPE_CHECKING:
@@ -136,16 +136,8 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
     return fam
 
 
-_family: KernelFamily | None = None
-
-
-def family() -> KernelFamily:
-    """The process's ``tn_kbest`` family, made on first use."""
-    global _family
-    if _family is None:
-        _family = make_family()
-        _kernels.clear()
-    return _family
+_loaded = Loaded(make_family)
+family = _loaded.family  # the process's ``tn_kbest`` family, made on first use
 
 
 def launch(
@@ -173,7 +165,7 @@ def launch(
     at, stream = _arrays.device_and_stream(out[0], "C")
     device = _device.resolve_or_current(at)
     with _device.on(device):
-        kernel = _kernel(name, device)
+        kernel = _loaded.kernel(name, device)
         kernel[(blocks,), (THREADS,), stream or 0](*args)
     return out
 
@@ -234,21 +226,3 @@ def alike(be: Any, parts: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[int, 
         return parts, first
     parts = tuple(be.contiguous(p) for p in parts)
     return parts, be.strides(parts[0])
-
-
-_kernels: dict[tuple[str, int | None], Any] = {}
-
-
-def _kernel(name: str, device: int | None) -> Any:
-    """The loaded kernel ``name`` for ``device``: the family's lookup (arch string normalized, a lock
-    on a miss) once per device, then one dict hit per step."""
-    found = _kernels.get((name, device))
-    if found is None:
-        found = _kernels[(name, device)] = family().get(name, arch=_device.arch(device))
-    return found
-
-
-@_fork.on_child
-def _forget() -> None:
-    """A forked child loads its own kernels (the parent's modules belong to the parent's contexts)."""
-    _kernels.clear()

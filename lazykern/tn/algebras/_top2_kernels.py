@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ... import _fork
 from ...families.family import KernelFamily
+from ...families.per_device import Loaded
 from ...launch import _device
 from . import _kbest_kernels
 
@@ -78,16 +78,8 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
     return fam
 
 
-_family: KernelFamily | None = None
-
-
-def family() -> KernelFamily:
-    """The process's ``tn_top2`` family, made on first use."""
-    global _family
-    if _family is None:
-        _family = make_family()
-        _kernels.clear()
-    return _family
+_loaded = Loaded(make_family)
+family = _loaded.family  # the process's ``tn_top2`` family, made on first use
 
 
 def chunking(outputs: int, K: int) -> int:
@@ -110,7 +102,7 @@ def launch(be: Any, A: tuple[Any, ...], B: tuple[Any, ...], T: Any = None) -> tu
         at, stream = _arrays.device_and_stream(out[1], "C")
         device = _device.resolve_or_current(at)
         with _device.on(device):
-            kernel = _kernel(name, device)
+            kernel = _loaded.kernel(name, device)
             kernel[(blocks,), (THREADS,), stream or 0](*args)
     return merged(be, out)
 
@@ -176,20 +168,3 @@ def arguments(
     ptrs = [be.pointer(x) for x in (A[0], A[1], A[2], B[0], B[1], B[2], T, c0, c1)]
     args = (*ptrs, first, M, N, K, sa, ars, acs, sb, brs, bcs, chunks, chunk)
     return (T, c0, c1), (kernel_name(value, count, step), blocks, args)
-
-
-_kernels: dict[tuple[str, int | None], Any] = {}
-
-
-def _kernel(name: str, device: int | None) -> Any:
-    """The loaded kernel ``name`` for ``device`` (the family's lookup once per device)."""
-    found = _kernels.get((name, device))
-    if found is None:
-        found = _kernels[(name, device)] = family().get(name, arch=_device.arch(device))
-    return found
-
-
-@_fork.on_child
-def _forget() -> None:
-    """A forked child loads its own kernels."""
-    _kernels.clear()

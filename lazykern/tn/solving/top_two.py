@@ -31,6 +31,12 @@ def grid(tab: _tables.Tables) -> tuple[int, list[int]] | None:
     """(g, each table's least feasible size) where every table's feasible sizes are lo, lo + g, ..., hi with
     none missing, g the same for all; None otherwise (or for non-integer sizes, all sizes equal, or more
     steps in all than float64 holds exactly)."""
+    found = _grid(tab)
+    return None if found is None else found[:2]
+
+
+def _grid(tab: _tables.Tables) -> tuple[int, list[int], int] | None:
+    """:func:`grid`, and the steps of all tables' spans added (the largest sum of the pass's values)."""
     if not tab.integer:
         return None
     runs = []
@@ -47,9 +53,10 @@ def grid(tab: _tables.Tables) -> tuple[int, list[int]] | None:
     for found in runs:
         if len(found) != (found[-1] - found[0]) // g + 1:  # a hole in the run
             return None
-    if sum((found[-1] - found[0]) // g for found in runs) >= kbest.FLOAT_EXACT[8]:
+    steps = sum((found[-1] - found[0]) // g for found in runs)
+    if steps >= kbest.FLOAT_EXACT[8]:
         return None
-    return g, [found[0] for found in runs]
+    return g, [found[0] for found in runs], steps
 
 
 def counting(
@@ -62,12 +69,11 @@ def counting(
     bounds them). ``values``: the k-best passes' (each table's sizes times ``sign``), taken as they are
     where they are the steps already (unit steps, every least size 0: independent sets)."""
     skip: set[int] = set()
-    found_grid = grid(tab)
+    found_grid = _grid(tab)
     if found_grid is None:
         return None, skip, bound
-    g, lows = found_grid
+    g, lows, steps = found_grid
     if g != 1 or any(lows):  # each table's steps above its least; float32 where every sum of them is exact
-        steps = sum(int(np.max(np.where(m, (s - lo) // g, 0))) for m, s, lo in zip(tab.mask, tab.size, lows))
         dtype = np.float32 if steps < kbest.FLOAT_EXACT[4] else np.float64
         values = ctx.put_all([np.where(m, sign * ((s - lo) // g), -np.inf).astype(dtype)
                               for m, s, lo in zip(tab.mask, tab.size, lows)])  # fmt: skip
