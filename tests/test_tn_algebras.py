@@ -426,6 +426,47 @@ def test_modular_primes_of_one_allocation_run_as_one_product(monkeypatch):
     assert products == [3, 3, 3] and all(np.array_equal(x, y) for x, y in zip(out, out2))
 
 
+def test_modular_outer_products_by_broadcast_equal_the_gemm(monkeypatch):
+    """A product over K = 1 (an outer product) is a broadcast multiply and one reduction, never a GEMM:
+    the same exact residues as the GEMM route, prime by prime and stacked, batches broadcast."""
+    rng = np.random.default_rng(11)
+    primes = (2097143, 2097133, 1048573)
+    alg = modular.algebra(*primes)("maxplus", HOST)
+    exact_a = rng.integers(0, 2**40, (3, 5, 1)).astype(object)
+    exact_b = rng.integers(0, 2**40, (1, 1, 7)).astype(object)  # a batch of one against three
+    A = tuple(np.stack([(exact_a % p).astype(np.float64) for p in primes]))
+    B = tuple(np.stack([(exact_b % p).astype(np.float64) for p in primes]))
+    exact = np.matmul(exact_a, exact_b)
+    calls = []
+    monkeypatch.setattr(np, "matmul", lambda *a, real=np.matmul, **k: calls.append(1) or real(*a, **k))
+    for parts in ((A, B), ((A[0], np.asfortranarray(A[1]), A[2]), B)):  # stacked, then prime by prime
+        out, _ = alg.bmm(*parts, False)
+        for got, p in zip(out, primes):
+            assert got.shape == (3, 5, 7) and np.array_equal(got.astype(np.int64), (exact % p).astype(np.int64))
+    assert calls == []
+    monkeypatch.setattr(modular, "OUTER_BY_BROADCAST", False)
+    gemm, _ = alg.bmm(A, B, False)
+    assert calls and all(np.array_equal(x, y) for x, y in zip(gemm, out))
+
+
+def test_all_powers_of_a_network_equal_each_tables_own():
+    """One pass over every table's distinct exponents (int64 and Python-int tables mixed, shapes apart)
+    gives each table what it alone gives."""
+    rng = np.random.default_rng(12)
+    big = np.array([[2**70, 3], [0, 2**64 + 1]], dtype=object)  # past int64: Python ints
+    exponents = [rng.integers(0, 6, (2, 2)), big, rng.integers(0, 9, (2,))]
+    masks = [rng.random(e.shape) < 0.7 for e in exponents]
+    points, primes = np.arange(1, 12, dtype=np.int64), (2097143, 1048573, 5)
+    together = polynomial.all_powers_modulo(exponents, masks, points, primes)
+    assert [t.shape for t in together] == [(3, 11, 2, 2), (3, 11, 2, 2), (3, 11, 2)]
+    for t, e, m in zip(together, exponents, masks):
+        assert np.array_equal(t, polynomial.powers_modulo(e, m, points, primes))
+        for got, p in zip(t, primes):
+            for i, x in enumerate(points.tolist()):
+                assert got[i].ravel().tolist() == [pow(x, int(v), p) * bool(k) for v, k in zip(e.ravel(), m.ravel())]
+    assert polynomial.all_powers_modulo([], [], points, primes) == []
+
+
 def test_size_and_count_algebra_carries_both_parts():
     """Max-plus on the first part, the real product on the second, in one product; the slice sum takes
     the max and the sum; the unit is (0, 1)."""

@@ -42,7 +42,7 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: Context) -> Any:
     polynomial_checks(smin, smax, laurent)
     mins = [int(s[m].min()) for m, s in zip(tab.mask, tab.size)]
     # Python ints (object arrays), exact at any size: an entry past int64 no feasible configuration reaches
-    # still gets its power (:func:`..algebras.polynomial.powers_modulo` reduces it modulo p - 1)
+    # still gets its power (:func:`..algebras.polynomial.all_powers_modulo` reduces it modulo p - 1)
     exponents = [np.where(m, s - lo, 0) for m, s, lo in zip(tab.mask, tab.size, mins)]
     shift = smin - (sum(mins) + int(tab.offset))  # Q(x) = x^shift R(x), R of degree smax - smin
     points = smax - smin + 1
@@ -61,7 +61,7 @@ def graph_polynomial(tab: _tables.Tables, laurent: bool, ctx: Context) -> Any:
         groups = 1 if plan is not None else -(-points // per_pass)
         out = []
         for chunk in np.array_split(xs, groups):
-            tables = [t for e, m in zip(exponents, tab.mask) for t in polynomial.powers_modulo(e, m, chunk, moduli)]
+            tables = [t for ts in polynomial.all_powers_modulo(exponents, tab.mask, chunk, moduli) for t in ts]
             put = ctx.put_all(tables)  # one transfer, not one per table and prime
             ops = [tuple(put[i : i + r]) for i in range(0, len(put), r)]
             operands = [op[0] for op in ops] if r == 1 else ops  # one part: the array itself
