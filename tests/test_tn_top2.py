@@ -95,6 +95,29 @@ def test_the_host_product_of_three_operands_and_no_sum():
     assert summed[2] == kept[2][kept[0] == T].sum() + kept[1][kept[0] == T - 1].sum()
 
 
+def test_the_host_product_of_a_pair_by_its_definition_with_an_infeasible_row():
+    """A pair summed over one label: each kept entry's best, the counts at it and one below, from the terms
+    one by one; a row whose every term is infeasible (-inf) has no count, whatever counts its terms hold."""
+    rng = np.random.default_rng(3)
+    a = [rng.integers(0, 3, (3, 4)).astype("f8"), rng.integers(1, 4, (3, 4)).astype("f8"),
+         rng.integers(0, 4, (3, 4)).astype("f8")]  # fmt: skip
+    b = [rng.integers(0, 3, (4, 2)).astype("f8"), rng.integers(1, 4, (4, 2)).astype("f8"),
+         rng.integers(0, 4, (4, 2)).astype("f8")]  # fmt: skip
+    a[0][1] = -np.inf  # row 1: no feasible term
+    got = top2.host_product([tuple(a), tuple(b)], [("i", "k"), ("k", "j")], ["i", "k", "j"], ("i", "j"))
+    assert all(x.flags.c_contiguous and x.shape == (3, 2) for x in got)
+    for i, j in itertools.product(range(3), range(2)):
+        terms = [(a[0][i, k] + b[0][k, j], a[1][i, k] * b[1][k, j], a[2][i, k] * b[1][k, j] + a[1][i, k] * b[2][k, j])
+                 for k in range(4)]  # fmt: skip
+        best = max(t[0] for t in terms)
+        if best == -np.inf:
+            assert (got[0][i, j], got[1][i, j], got[2][i, j]) == (-np.inf, 0, 0)
+            continue
+        c0 = sum(t[1] for t in terms if t[0] == best)
+        c1 = sum(t[2] for t in terms if t[0] == best) + sum(t[1] for t in terms if t[0] == best - 1)
+        assert (got[0][i, j], got[1][i, j], got[2][i, j]) == (best, c0, c1)
+
+
 def test_slices_merge_as_one_sum():
     alg = top2.algebra(8)("maxplus", Backend("numpy", np))
     x = (np.array([5.0, 3.0, -np.inf, 7.0]), np.array([2.0, 1.0, 0.0, 4.0]), np.array([1.0, 0.0, 0.0, 3.0]))

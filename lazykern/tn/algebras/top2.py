@@ -119,31 +119,32 @@ def host_product(
     values = [aligned(p[0], t, union) for p, t in zip(operands, at)]
     firsts = [aligned(p[1], t, union) for p, t in zip(operands, at)]
     seconds = [aligned(p[2], t, union) for p, t in zip(operands, at)]
-    s = values[0]
-    for v in values[1:]:
-        s = s + v
-    c0 = firsts[0]
-    for c in firsts[1:]:
-        c0 = c0 * c
-    c1 = None
-    for i, second in enumerate(seconds):
-        term = second
-        for j, c in enumerate(firsts):
-            term = term * c if j != i else term
-        c1 = term if c1 is None else c1 + term
+    if len(operands) == 2:  # nearly every step: a pair
+        s = values[0] + values[1]
+        c0 = firsts[0] * firsts[1]
+        c1 = seconds[0] * firsts[1] + firsts[0] * seconds[1]
+    else:
+        s, c0, c1 = values[0], firsts[0], None
+        for v, c in zip(values[1:], firsts[1:]):
+            s, c0 = s + v, c0 * c
+        for i, second in enumerate(seconds):
+            term = second
+            for j, c in enumerate(firsts):
+                term = term * c if j != i else term
+            c1 = term if c1 is None else c1 + term
     assert c1 is not None
     full = np.broadcast_shapes(s.shape, c0.shape, c1.shape)
     summed = tuple(i for i, x in enumerate(union) if x not in kept)
     if not summed:
         return tuple(np.array(np.broadcast_to(x, full), order="C") for x in (s, c0, c1))  # a 0-d result stays 0-d
-    s, c0, c1 = (np.broadcast_to(x, full) for x in (s, c0, c1))
-    T = s.max(axis=summed, keepdims=True)
-    with np.errstate(invalid="ignore"):
-        d = T - s
-    first = np.where(d == 0, c0, 0).sum(axis=summed)
-    second = (np.where(d == 0, c1, 0) + np.where(d == 1, c0, 0)).sum(axis=summed)
-    best = np.squeeze(T, axis=summed)
-    return tuple(np.array(x, dtype=d, order="C") for x, d in ((best, s.dtype), (first, c0.dtype), (second, c0.dtype)))
+    s = np.broadcast_to(s, full)
+    best = s.max(axis=summed, keepdims=True)
+    top = np.where(best == -np.inf, np.nan, best)  # no term is at an infeasible best (nor one below it)
+    at0, at1 = s == top, s == top - 1
+    first = np.where(at0, c0, 0).sum(axis=summed)
+    second = np.where(at0, c1, 0).sum(axis=summed) + np.where(at1, c0, 0).sum(axis=summed)
+    out = ((np.squeeze(best, axis=summed), s.dtype), (first, c0.dtype), (second, c0.dtype))
+    return tuple(np.array(x, dtype=d, order="C") for x, d in out)  # a 0-d result stays 0-d
 
 
 _algebras: dict[int, type[Top2Algebra]] = {}
