@@ -38,3 +38,10 @@ class Loaded:
         if found is None:
             found = self._kernels[(name, device)] = self.family().get(name, arch=_device.arch(device))
         return found
+
+    def launch(self, name: str, at: Any, stream: Any, blocks: int, threads: int, args: tuple[Any, ...]) -> None:
+        """Launch ``name`` on the device ``at`` names (None: the current one), on ``stream`` (None: the
+        default), with that device current while it is queued."""
+        device = _device.resolve_or_current(at)
+        with _device.on(device):
+            self.kernel(name, device)[(blocks,), (threads,), stream or 0](*args)

@@ -19,7 +19,6 @@ import numpy as np
 
 from ...families.family import KernelFamily
 from ...families.per_device import Loaded
-from ...launch import _device
 
 if TYPE_CHECKING:
     from ...store.cache import KernelCache
@@ -163,10 +162,7 @@ def launch(
         return out
     name, blocks, args = call
     at, stream = _arrays.device_and_stream(out[0], "C")
-    device = _device.resolve_or_current(at)
-    with _device.on(device):
-        kernel = _loaded.kernel(name, device)
-        kernel[(blocks,), (THREADS,), stream or 0](*args)
+    _loaded.launch(name, at, stream, blocks, THREADS, args)
     return out
 
 

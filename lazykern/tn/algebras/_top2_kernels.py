@@ -18,7 +18,6 @@ import numpy as np
 
 from ...families.family import KernelFamily
 from ...families.per_device import Loaded
-from ...launch import _device
 from . import _kbest_kernels
 
 if TYPE_CHECKING:
@@ -100,10 +99,7 @@ def launch(be: Any, A: tuple[Any, ...], B: tuple[Any, ...], T: Any = None) -> tu
     if call is not None:
         name, blocks, args = call
         at, stream = _arrays.device_and_stream(out[1], "C")
-        device = _device.resolve_or_current(at)
-        with _device.on(device):
-            kernel = _loaded.kernel(name, device)
-            kernel[(blocks,), (THREADS,), stream or 0](*args)
+        _loaded.launch(name, at, stream, blocks, THREADS, args)
     return merged(be, out)
 
 
