@@ -21,6 +21,7 @@ from lazykern.tn.algebras import _kbest_kernels
 SHIM = r"""
 #include <atomic>
 #include <barrier>
+#include <cmath>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -28,11 +29,12 @@ struct lk_dim3 { unsigned x = 0, y = 0, z = 0; };
 thread_local lk_dim3 threadIdx, blockIdx;
 lk_dim3 blockDim, gridDim;
 std::barrier<> *lk_barrier = nullptr;
+using std::fma;  // CUDA's fma has float and double overloads, as std::fma does
 #define __device__
 #define __global__
 #define __forceinline__ inline
 #define __shared__ static
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 inline void __syncthreads() { lk_barrier->arrive_and_wait(); }
 inline double __longlong_as_double(long long x) { double d; std::memcpy(&d, &x, 8); return d; }
 inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {

@@ -2,8 +2,8 @@
 instantiation (value dtype, count dtype, tile), of ``top2.cu``'s templates.
 
 :func:`launch` takes a step's operands (value, count of it, count of one below) and returns the step's
-(T, c0, c1). Large steps take the tiled kernel (:data:`TILES`: the k-best kernels' names and rule, K tiles
-of their own), given the best values ``T`` of their outputs (the tropical GEMM's max-plus product,
+(T, c0, c1). Large steps take the tiled kernel (:data:`TILES`: the k-best kernels' names and rule, tiles of
+their own), given the best values ``T`` of their outputs (the tropical GEMM's max-plus product,
 computed by the caller); the others one thread per output that finds T itself in one pass over the
 terms, their sums cut into chunks where few outputs would leave the device idle (merged after).
 """
@@ -33,9 +33,14 @@ COUNTS: dict[str, tuple[str, np.dtype[Any]]] = {
     "f8": ("double", np.dtype("float64")),
 }
 SIGNATURE = ["ptr"] * 9 + ["int64", "int32", "int32", "int32"] + ["int64"] * 6 + ["int32", "int32"]
-# The k-best kernels' tiles (their names, chosen by their rule): K tiles of 16 were 5% quicker on two 2^34
-# multiply-add steps of K = 64 and 8192 and 5-28% slower on steps of K = 8 and 16 (H200, session 78).
-TILES: dict[str, tuple[int, int, int, int, int]] = {"s": (16, 16, 2, 2, 8), "n": (16, 16, 4, 1, 8)}
+# The tiles, named and chosen as the k-best kernels' are (their rule, :func:`tile`): (TX, TY, TM, TN, BK), a block
+# of TX x TY threads of TM x TN outputs each, K tiles of BK (float32 values and counts; half for wider entries).
+# 4 x 2 outputs a thread, three blocks an SM: on the H200 (session 80, benchmarks/results/s80-h200, steps of
+# the shapes CountingMax(2) n = 200 takes) 1.2x-1.8x the k-best kernels' 2 x 2 single-stage tiles; 4 x 4
+# needed registers past two blocks an SM and was slower, 2 x 2 (two stages) 5-15% slower than 4 x 2.
+TILES: dict[str, tuple[int, int, int, int, int]] = {"s": (16, 16, 4, 2, 16), "n": (16, 16, 4, 1, 16)}
+BLOCKS_PER_SM = {"s": 3, "n": 4}  # for 12-byte entries (float32 values and counts): the registers ptxas may use
+WIDE_BLOCKS_PER_SM = 2  # float64 values or counts: more registers an output, none spilled at two blocks
 CHUNK_MIN = 64  # terms a chunk of a chunked sum takes at least
 ROW_THREADS = 1 << 16  # a one-thread-per-output step is chunked up to this many threads
 _MAX_BLOCKS = 132 * 32
@@ -51,14 +56,17 @@ def kernel_name(value: np.dtype, counts: np.dtype, tile: str = "") -> str:
 
 def source(name: str, value: str, count: str, tile: str) -> str:
     """The ``extern "C"`` kernel ``name``: one call of ``lk_top2_tiled`` (tile shape ``tile``) or ``lk_top2_rows``."""
+    bounds = str(THREADS)
     if tile:
         call = f"lk_top2_tiled<{value}, {count}, {', '.join(map(str, TILES[tile]))}>"
+        blocks = BLOCKS_PER_SM[tile] if value == count == "float" else WIDE_BLOCKS_PER_SM
+        bounds += f", {blocks}"
         args = "av, ac0, ac1, bv, bc0, bc1, T, C0, C1, first, M, N, K, sa, ars, acs, sb, brs, bcs"
     else:
         call = f"lk_top2_rows<{value}, {count}>"
         args = "av, ac0, ac1, bv, bc0, bc1, T, C0, C1, first, M, N, K, sa, ars, acs, sb, brs, bcs, chunks, chunk"
     return (
-        f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {value} *av, const {count} *ac0, '
+        f'extern "C" __global__ void __launch_bounds__({bounds}) {name}(const {value} *av, const {count} *ac0, '
         f"const {count} *ac1, const {value} *bv, const {count} *bc0, const {count} *bc1, {value} *T, "
         f"{count} *C0, {count} *C1, long long first, int M, int N, int K, long long sa, long long ars, "
         "long long acs, long long sb, long long brs, long long bcs, int chunks, int chunk) {\n"

@@ -6,7 +6,8 @@
 // one-thread-per-output kernel finds T itself as it goes.
 // Operands are read through one set of element strides: A(b, i, k) = a[q][b sa + i ars + k acs],
 // B(b, k, j) = b[q][b sb + k brs + j bcs]; T and the counts are (batch, M, N), C-contiguous. A
-// value of -inf (a forbidden entry) makes every comparison false (T - (-inf) is +inf or NaN).
+// value of -inf (a forbidden entry) matches nothing: in the tiled kernel its sum is -inf, which no best value
+// equals (a forbidden output's is taken as NaN); in the other T - (-inf) is +inf or NaN.
 
 // One thread per output and K chunk, for the steps with few outputs (long sums, chunked) or few rows or
 // columns (short sums: memory-bound): one pass, the best value found as the terms come, no T read. A term
@@ -54,106 +55,149 @@ __device__ __forceinline__ void lk_top2_rows(const V *av, const C *ac0, const C 
     }
 }
 
-// The tiled product, for the large steps (the k-best tiled kernel's scheme, kbest.cu): a block of
-// TX x TY threads computes BM = TY TM rows by BN = TX TN columns of one batch entry; each K tile of
-// BK entries of A and B (value and two counts each) is staged in shared memory once and read by the
-// whole block. A thread keeps the counts of its TM x TN outputs in registers.
-// AROW / BROW: A's rows and B's rows are unit-stride along K and N (the common layout), their staging
-// indices constants' shifts; else read through the general strides (2x slower staging: on steps of K = 8
-// or 16 it made the whole kernel 1.3-1.7x slower, session 78).
+// The tiled product, for the large steps: a block of TX x TY threads computes BM = TY TM rows by BN = TX TN
+// columns of one batch entry, a thread TM adjacent rows by TN adjacent columns (each K entry's values and counts
+// read from shared memory as one vector per part). K tiles of BK entries of A and B (value and two counts each;
+// BK / 2 where an entry is wider than 12 bytes, within 48 KB) go to shared memory by asynchronous copies, two
+// stages: the next tile's copies are in flight while the block reads this one. The staging rows are padded by
+// four entries (no bank conflicts). A term adds by predicated FMAs only where its sum is T or T - 1. Against
+// session 79's kernel (scalar reads, one stage, 2 x 2 outputs a thread), on steps of the shapes CountingMax(2)
+// n = 200 takes (2^31-2^35 multiply-adds): 1.2x-1.8x (H200, session 80, benchmarks/results/s80-h200).
+template <typename T> __device__ __forceinline__ void lk_top2_copy(T *dst, const T *src) {
+#if __CUDA_ARCH__ >= 800
+    const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    if constexpr (sizeof(T) == 4) asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(at), "l"(src));
+    else asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(at), "l"(src));
+#else
+    *dst = *src;  // no asynchronous copies before sm_80: the stage is loaded as it is issued
+#endif
+}
+
+template <int PENDING> __device__ __forceinline__ void lk_top2_copies(bool commit) {
+#if __CUDA_ARCH__ >= 800
+    if (commit) asm volatile("cp.async.commit_group;\n" ::);
+    else asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
+#endif
+}
+
+template <typename T, int N> struct alignas(sizeof(T) * N) LkTop2Vec {
+    T v[N];
+};
+
 template <typename V, typename C, int BM, int BN, int BK> struct LkTop2Tiles {
-    V av[BK][BM];
-    C ac[2][BK][BM];
-    V bv[BK][BN];
-    C bc[2][BK][BN];
+    static constexpr int PAD = 4;  // rows BM + 4 entries apart: a row's K entries staged by neighbouring threads
+                                   // fall in different banks, and every thread's vector stays aligned
+    alignas(32) V av[BK][BM + PAD];
+    alignas(32) C ac[2][BK][BM + PAD];
+    alignas(32) V bv[BK][BN + PAD];
+    alignas(32) C bc[2][BK][BN + PAD];
 };
 
 template <typename V, typename C, int TX, int TY, int TM, int TN, int BK, bool AROW, bool BROW, class Tiles>
-__device__ __forceinline__ void lk_top2_tiled_body(Tiles &smem, const V *av, const C *ac0, const C *ac1,
+__device__ __forceinline__ void lk_top2_tiled_body(Tiles *bufs, const V *av, const C *ac0, const C *ac1,
                                                    const V *bv, const C *bc0, const C *bc1, const V *T, C *C0,
                                                    C *C1, long long batch, int M, int N, int K, long long sa,
                                                    long long ars, long long acs, long long sb, long long brs,
                                                    long long bcs) {
     constexpr int BM = TY * TM, BN = TX * TN, NT = TX * TY;
-    auto &sav = smem.av;
-    auto &sac = smem.ac;
-    auto &sbv = smem.bv;
-    auto &sbc = smem.bc;
+    static_assert(4 % TM == 0 && 4 % TN == 0, "a thread's rows and columns are read as aligned vectors");
     const V inf = (V)__longlong_as_double(0x7ff0000000000000LL);
+    const V nan = (V)__longlong_as_double(0x7ff8000000000000LL);
     const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX;
     const long long mt = (M + BM - 1) / BM, nt = (N + BN - 1) / BN, tiles = batch * mt * nt;
     for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {  // uniform per block: the barriers hold
         const long long b = tile / (mt * nt), rest = tile - b * mt * nt;
         const int m0 = (int)(rest / nt) * BM, n0 = (int)(rest % nt) * BN;
         const long long a0 = b * sa, b0 = b * sb, o0 = b * (long long)M * N;
-        V top[TM][TN];
+        V top[TM][TN], below[TM][TN];
         C c0[TM][TN], c1[TM][TN];
 #pragma unroll
         for (int r = 0; r < TM; ++r)
 #pragma unroll
             for (int c = 0; c < TN; ++c) {
-                const int i = m0 + ty + r * TY, j = n0 + tx + c * TX;
-                top[r][c] = i < M && j < N ? T[o0 + (long long)i * N + j] : -inf;
+                const int i = m0 + ty * TM + r, j = n0 + tx * TN + c;
+                const V t = i < M && j < N ? T[o0 + (long long)i * N + j] : -inf;
+                top[r][c] = t > -inf ? t : nan;  // no sum matches NaN: nothing reaches a forbidden output
+                below[r][c] = top[r][c] - (V)1;
                 c0[r][c] = 0;
                 c1[r][c] = 0;
             }
-        for (int k0 = 0; k0 < K; k0 += BK) {
-            for (int e = tid; e < BM * BK; e += NT) {  // the unit-stride axis fastest (coalesced reads)
+        // one K tile into a stage: the unit-stride axis fastest (coalesced reads); outside the matrix a forbidden
+        // value and zero counts, stored directly
+        auto stage = [&](Tiles &smem, const int k0) {
+#pragma unroll 1
+            for (int e = tid; e < BM * BK; e += NT) {
                 const int ii = AROW ? e / BK : e % BM, kk = AROW ? e % BK : e / BM;
                 const int gi = m0 + ii, gk = k0 + kk;
-                const bool in = gi < M && gk < K;
                 const long long at = AROW ? a0 + gi * ars + gk : a0 + gi * ars + gk * acs;
-                sav[kk][ii] = in ? av[at] : -inf;
-                sac[0][kk][ii] = in ? ac0[at] : (C)0;
-                sac[1][kk][ii] = in ? ac1[at] : (C)0;
+                if (gi < M && gk < K) {
+                    lk_top2_copy(&smem.av[kk][ii], av + at);
+                    lk_top2_copy(&smem.ac[0][kk][ii], ac0 + at);
+                    lk_top2_copy(&smem.ac[1][kk][ii], ac1 + at);
+                } else {
+                    smem.av[kk][ii] = -inf;
+                    smem.ac[0][kk][ii] = smem.ac[1][kk][ii] = (C)0;
+                }
             }
+#pragma unroll 1
             for (int e = tid; e < BN * BK; e += NT) {
                 const int jj = BROW ? e % BN : e / BK, kk = BROW ? e / BN : e % BK;
                 const int gj = n0 + jj, gk = k0 + kk;
-                const bool in = gj < N && gk < K;
                 const long long at = BROW ? b0 + gk * brs + gj : b0 + gk * brs + gj * bcs;
-                sbv[kk][jj] = in ? bv[at] : -inf;
-                sbc[0][kk][jj] = in ? bc0[at] : (C)0;
-                sbc[1][kk][jj] = in ? bc1[at] : (C)0;
+                if (gj < N && gk < K) {
+                    lk_top2_copy(&smem.bv[kk][jj], bv + at);
+                    lk_top2_copy(&smem.bc[0][kk][jj], bc0 + at);
+                    lk_top2_copy(&smem.bc[1][kk][jj], bc1 + at);
+                } else {
+                    smem.bv[kk][jj] = -inf;
+                    smem.bc[0][kk][jj] = smem.bc[1][kk][jj] = (C)0;
+                }
+            }
+            lk_top2_copies<0>(true);
+        };
+        stage(bufs[0], 0);
+        for (int k0 = 0, q = 0; k0 < K; k0 += BK, q ^= 1) {
+            if (k0 + BK < K) {
+                stage(bufs[q ^ 1], k0 + BK);  // the stage read two tiles ago: free since the barrier below
+                lk_top2_copies<1>(false);     // this tile's copies done, the next one's may be in flight
+            } else {
+                lk_top2_copies<0>(false);
             }
             __syncthreads();
+            const Tiles &smem = bufs[q];
             const int kend = K - k0 < BK ? K - k0 : BK;
-#pragma unroll 4
+#pragma unroll 2
             for (int kk = 0; kk < kend; ++kk) {
-                V x[TM], y[TN];
-                C x0[TM], x1[TM], y0[TN], y1[TN];
-#pragma unroll
-                for (int r = 0; r < TM; ++r) {
-                    x[r] = sav[kk][ty + r * TY];
-                    x0[r] = sac[0][kk][ty + r * TY];
-                    x1[r] = sac[1][kk][ty + r * TY];
-                }
-#pragma unroll
-                for (int c = 0; c < TN; ++c) {
-                    y[c] = sbv[kk][tx + c * TX];
-                    y0[c] = sbc[0][kk][tx + c * TX];
-                    y1[c] = sbc[1][kk][tx + c * TX];
-                }
+                using VM = LkTop2Vec<V, TM>;
+                using CM = LkTop2Vec<C, TM>;
+                using VN = LkTop2Vec<V, TN>;
+                using CN = LkTop2Vec<C, TN>;
+                const VM x = *reinterpret_cast<const VM *>(&smem.av[kk][ty * TM]);
+                const CM x0 = *reinterpret_cast<const CM *>(&smem.ac[0][kk][ty * TM]);
+                const CM x1 = *reinterpret_cast<const CM *>(&smem.ac[1][kk][ty * TM]);
+                const VN y = *reinterpret_cast<const VN *>(&smem.bv[kk][tx * TN]);
+                const CN y0 = *reinterpret_cast<const CN *>(&smem.bc[0][kk][tx * TN]);
+                const CN y1 = *reinterpret_cast<const CN *>(&smem.bc[1][kk][tx * TN]);
 #pragma unroll
                 for (int r = 0; r < TM; ++r)
 #pragma unroll
                     for (int c = 0; c < TN; ++c) {
-                        const C p0 = x0[r] * y0[c];
-                        const C p1 = x0[r] * y1[c] + x1[r] * y0[c];
-                        const V d = (top[r][c] - x[r]) - y[c];  // 0 or more: T is the largest sum
-                        // selects, not a branch: a branch skipping the terms below T - 1 was slower on
-                        // 2^34 multiply-add steps of K = 64 and 8192 alike (23.3 / 21.6 ms against 18.2 / 19.2)
-                        c0[r][c] += d == (V)0 ? p0 : (C)0;
-                        c1[r][c] += d == (V)0 ? p1 : d == (V)1 ? p0 : (C)0;
+                        const V s = x.v[r] + y.v[c];  // exact: the values are integers below the floats' line
+                        if (s == top[r][c]) {         // predicated FMAs, no branch (fully unrolled)
+                            c0[r][c] = fma(x0.v[r], y0.v[c], c0[r][c]);
+                            c1[r][c] = fma(x1.v[r], y0.v[c], c1[r][c]);
+                            c1[r][c] = fma(x0.v[r], y1.v[c], c1[r][c]);
+                        }
+                        if (s == below[r][c]) c1[r][c] = fma(x0.v[r], y0.v[c], c1[r][c]);
                     }
             }
-            __syncthreads();  // the next K tile overwrites what this one read
+            __syncthreads();  // every thread is done with this stage before it is refilled
         }
 #pragma unroll
         for (int r = 0; r < TM; ++r)
 #pragma unroll
             for (int c = 0; c < TN; ++c) {
-                const int i = m0 + ty + r * TY, j = n0 + tx + c * TX;
+                const int i = m0 + ty * TM + r, j = n0 + tx * TN + c;
                 if (i >= M || j >= N) continue;
                 const long long o = o0 + (long long)i * N + j;
                 C0[o] = c0[r][c];
@@ -162,24 +206,26 @@ __device__ __forceinline__ void lk_top2_tiled_body(Tiles &smem, const V *av, con
     }
 }
 
-// The tiled product's entry: the tiles in shared memory once, then the body for the operands' layout (a
-// uniform branch, once per launch).
+// The tiled product's entry: two stages of tiles in shared memory, then the body for the operands' layout (a
+// uniform branch, once per launch). BK is the K tile of 12-byte entries (float values, float counts).
 template <typename V, typename C, int TX, int TY, int TM, int TN, int BK>
 __device__ __forceinline__ void lk_top2_tiled(const V *av, const C *ac0, const C *ac1, const V *bv, const C *bc0,
                                               const C *bc1, const V *T, C *C0, C *C1, long long batch, int M, int N,
                                               int K, long long sa, long long ars, long long acs, long long sb,
                                               long long brs, long long bcs) {
-    __shared__ LkTop2Tiles<V, C, TY * TM, TX * TN, BK> tiles;
+    constexpr int KT = sizeof(V) + 2 * sizeof(C) <= 12 ? BK : BK / 2;
+    using Tiles = LkTop2Tiles<V, C, TY * TM, TX * TN, KT>;
+    __shared__ Tiles tiles[2];
     if (acs == 1 && bcs == 1)
-        lk_top2_tiled_body<V, C, TX, TY, TM, TN, BK, true, true>(tiles, av, ac0, ac1, bv, bc0, bc1, T, C0, C1, batch,
+        lk_top2_tiled_body<V, C, TX, TY, TM, TN, KT, true, true>(tiles, av, ac0, ac1, bv, bc0, bc1, T, C0, C1, batch,
                                                                  M, N, K, sa, ars, acs, sb, brs, bcs);
     else if (acs == 1)
-        lk_top2_tiled_body<V, C, TX, TY, TM, TN, BK, true, false>(tiles, av, ac0, ac1, bv, bc0, bc1, T, C0, C1,
+        lk_top2_tiled_body<V, C, TX, TY, TM, TN, KT, true, false>(tiles, av, ac0, ac1, bv, bc0, bc1, T, C0, C1,
                                                                   batch, M, N, K, sa, ars, acs, sb, brs, bcs);
     else if (bcs == 1)
-        lk_top2_tiled_body<V, C, TX, TY, TM, TN, BK, false, true>(tiles, av, ac0, ac1, bv, bc0, bc1, T, C0, C1,
+        lk_top2_tiled_body<V, C, TX, TY, TM, TN, KT, false, true>(tiles, av, ac0, ac1, bv, bc0, bc1, T, C0, C1,
                                                                   batch, M, N, K, sa, ars, acs, sb, brs, bcs);
     else
-        lk_top2_tiled_body<V, C, TX, TY, TM, TN, BK, false, false>(tiles, av, ac0, ac1, bv, bc0, bc1, T, C0, C1,
+        lk_top2_tiled_body<V, C, TX, TY, TM, TN, KT, false, false>(tiles, av, ac0, ac1, bv, bc0, bc1, T, C0, C1,
                                                                    batch, M, N, K, sa, ars, acs, sb, brs, bcs);
 }
