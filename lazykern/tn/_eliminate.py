@@ -58,9 +58,16 @@ def sweep_max(labels: Sequence[Sequence[Label]], tensors: Sequence[np.ndarray], 
 
 def aligned(tensor: np.ndarray, labs: Sequence[Label], axes: list[Label]) -> np.ndarray:
     """``tensor`` as a view that broadcasts against the board (axes ``axes``)."""
+    order, shape = alignment(tensor.shape, labs, axes)
+    return np.transpose(tensor, order).reshape(shape)
+
+
+def alignment(shape: Sequence[int], labs: Sequence[Label], axes: list[Label]) -> tuple[list[int], list[int]]:
+    """(axis order, shape) that make an array of ``shape`` over ``labs`` broadcast against the board
+    (:func:`aligned`); one pair serves every part of an operand."""
     where = [axes.index(x) for x in labs]
     order = sorted(range(len(labs)), key=where.__getitem__)
-    shape = [1] * len(axes)
+    board = [1] * len(axes)
     for k in order:
-        shape[where[k]] = tensor.shape[k]
-    return np.transpose(tensor, order).reshape(shape)
+        board[where[k]] = int(shape[k])
+    return order, board

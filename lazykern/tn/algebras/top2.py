@@ -114,11 +114,15 @@ def host_product(
     """One step of several operands over the union of their labels on the host (:mod:`.._host_steps`):
     values added, c0 the product of the c0s, c1 the sum over operands of its c1 times the others' c0;
     then over the labels not kept the best value and the counts of the terms at it and one below."""
-    from .._eliminate import aligned
+    from .._eliminate import alignment
 
-    values = [aligned(p[0], t, union) for p, t in zip(operands, at)]
-    firsts = [aligned(p[1], t, union) for p, t in zip(operands, at)]
-    seconds = [aligned(p[2], t, union) for p, t in zip(operands, at)]
+    values, firsts, seconds = [], [], []
+    for parts, labs in zip(operands, at):  # one axis order a operand, its three parts alike
+        order, shape = alignment(np.shape(parts[0]), labs, union)
+        v, c, d = (np.transpose(x, order).reshape(shape) for x in parts)
+        values.append(v)
+        firsts.append(c)
+        seconds.append(d)
     if len(operands) == 2:  # nearly every step: a pair
         s = values[0] + values[1]
         c0 = firsts[0] * firsts[1]
@@ -133,18 +137,18 @@ def host_product(
                 term = term * c if j != i else term
             c1 = term if c1 is None else c1 + term
     assert c1 is not None
-    full = np.broadcast_shapes(s.shape, c0.shape, c1.shape)
+    full = s.shape if s.shape == c0.shape == c1.shape else np.broadcast_shapes(s.shape, c0.shape, c1.shape)
     summed = tuple(i for i, x in enumerate(union) if x not in kept)
     if not summed:
         return tuple(np.array(np.broadcast_to(x, full), order="C") for x in (s, c0, c1))  # a 0-d result stays 0-d
-    s = np.broadcast_to(s, full)
+    s = s if s.shape == full else np.broadcast_to(s, full)
     best = s.max(axis=summed, keepdims=True)
     top = np.where(best == -np.inf, np.nan, best)  # no term is at an infeasible best (nor one below it)
-    at0, at1 = s == top, s == top - 1
+    at0 = s == top
     first = np.where(at0, c0, 0).sum(axis=summed)
-    second = np.where(at0, c1, 0).sum(axis=summed) + np.where(at1, c0, 0).sum(axis=summed)
+    second = (np.where(at0, c1, 0) + np.where(s == top - 1, c0, 0)).sum(axis=summed)
     out = ((np.squeeze(best, axis=summed), s.dtype), (first, c0.dtype), (second, c0.dtype))
-    return tuple(np.array(x, dtype=d, order="C") for x, d in out)  # a 0-d result stays 0-d
+    return tuple(np.asarray(x, dtype=d, order="C") for x, d in out)  # no copy where it is one; 0-d stays 0-d
 
 
 _algebras: dict[int, type[Top2Algebra]] = {}
