@@ -95,17 +95,27 @@ def test_the_host_product_of_three_operands_and_no_sum():
     assert summed[2] == kept[2][kept[0] == T].sum() + kept[1][kept[0] == T - 1].sum()
 
 
-def test_the_host_product_of_a_pair_by_its_definition_with_an_infeasible_row():
+@pytest.mark.parametrize("zero", ["", "a", "b", "ab"])
+def test_the_host_product_of_a_pair_by_its_definition_with_an_infeasible_row(zero):
     """A pair summed over one label: each kept entry's best, the counts at it and one below, from the terms
-    one by one; a row whose every term is infeasible (-inf) has no count, whatever counts its terms hold."""
+    one by one; a row whose every term is infeasible (-inf) has no count, whatever counts its terms hold.
+    Operands whose counts one below are all 0 (``zero``: a leaf's; the product skips them) alike."""
     rng = np.random.default_rng(3)
     a = [rng.integers(0, 3, (3, 4)).astype("f8"), rng.integers(1, 4, (3, 4)).astype("f8"),
          rng.integers(0, 4, (3, 4)).astype("f8")]  # fmt: skip
     b = [rng.integers(0, 3, (4, 2)).astype("f8"), rng.integers(1, 4, (4, 2)).astype("f8"),
          rng.integers(0, 4, (4, 2)).astype("f8")]  # fmt: skip
     a[0][1] = -np.inf  # row 1: no feasible term
+    for name, x in (("a", a), ("b", b)):
+        if name in zero:
+            x[2] = np.zeros_like(x[2])
     got = top2.host_product([tuple(a), tuple(b)], [("i", "k"), ("k", "j")], ["i", "k", "j"], ("i", "j"))
-    assert all(x.flags.c_contiguous and x.shape == (3, 2) for x in got)
+    assert all(x.flags.c_contiguous and x.shape == (3, 2) and x.dtype == np.float64 for x in got)
+    kept = top2.host_product([tuple(a), tuple(b)], [("i", "k"), ("k", "j")], ["i", "k", "j"], ("i", "k", "j"))
+    assert all(x.flags.c_contiguous and x.shape == (3, 4, 2) and x.dtype == np.float64 for x in kept)
+    for i, k, j in itertools.product(range(3), range(4), range(2)):
+        want = (a[0][i, k] + b[0][k, j], a[1][i, k] * b[1][k, j], a[2][i, k] * b[1][k, j] + a[1][i, k] * b[2][k, j])
+        assert tuple(x[i, k, j] for x in kept) == want
     for i, j in itertools.product(range(3), range(2)):
         terms = [(a[0][i, k] + b[0][k, j], a[1][i, k] * b[1][k, j], a[2][i, k] * b[1][k, j] + a[1][i, k] * b[2][k, j])
                  for k in range(4)]  # fmt: skip
