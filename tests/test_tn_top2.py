@@ -99,7 +99,7 @@ def test_the_host_product_of_three_operands_and_no_sum():
 def test_the_host_product_of_a_pair_by_its_definition_with_an_infeasible_row(zero):
     """A pair summed over one label: each kept entry's best, the counts at it and one below, from the terms
     one by one; a row whose every term is infeasible (-inf) has no count, whatever counts its terms hold.
-    Operands whose counts one below are all 0 (``zero``: a leaf's; the product skips them) alike."""
+    Operands whose counts one below are all 0 (``zero``: as a leaf's are) alike."""
     rng = np.random.default_rng(3)
     a = [rng.integers(0, 3, (3, 4)).astype("f8"), rng.integers(1, 4, (3, 4)).astype("f8"),
          rng.integers(0, 4, (3, 4)).astype("f8")]  # fmt: skip
