@@ -150,6 +150,31 @@ def test_a_sliced_contraction_gives_the_unsliced_numbers():
     assert [np.asarray(x).item() for x in whole] == [np.asarray(x).item() for x in sliced]
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("module", ["cupy", "torch"])
+def test_slices_merge_on_the_device_as_on_the_host(module):
+    """On a device two slices' results merge by the merge kernel: the same numbers as NumPy's, alone and
+    in a sliced contraction (every count, every value)."""
+    xp = pytest.importorskip(module)
+    be = Backend(module, xp)
+    dev = (lambda x: xp.asarray(x)) if module == "cupy" else (lambda x: xp.as_tensor(x, device="cuda"))
+    host = (lambda x: x.get()) if module == "cupy" else (lambda x: x.cpu().numpy())
+    x = (np.array([5.0, 3.0, -np.inf, 7.0]), np.array([2.0, 1.0, 0.0, 4.0]), np.array([1.0, 0.0, 0.0, 3.0]))
+    y = (np.array([4.0, 3.0, 2.0, 9.0]), np.array([3.0, 2.0, 5.0, 1.0]), np.array([7.0, 6.0, 1.0, 0.0]))
+    alg = top2.algebra(8)
+    want = alg("maxplus", Backend("numpy", np)).add(x, y)
+    got = alg("maxplus", be).add(tuple(dev(a) for a in x), tuple(dev(a) for a in y))
+    assert all(np.array_equal(host(g), w) for g, w in zip(got, want))
+    tab, path = _network(PROBLEMS["independent set"]())
+    for floats in (4, 8):
+        ops = _operands(tab, floats)
+        whole = contract_network(tab.labels, (), ops, optimize=path, algebra=top2.algebra(floats))
+        label = tab.labels[len(tab.labels) // 2][0]
+        on = [tuple(dev(np.ascontiguousarray(a)) for a in op) for op in ops]
+        sliced = contract_network(tab.labels, (), on, optimize=path, algebra=top2.algebra(floats), slices=[label])
+        assert [np.asarray(w).item() for w in whole] == [host(g).item() for g in sliced]
+
+
 def test_answer_refuses_what_it_cannot_tell():
     assert top2.answer(5.0, 3.0, 2.0, 4) == [(5.0, 3), (4.0, 2)]
     assert top2.answer(5.0, 3.0, 0.0, 4) is None  # no size one below: the k-best passes answer
@@ -243,9 +268,9 @@ def test_spin_glass_levels_in_steps_of_two(seed, monkeypatch):
 
 def test_the_kernels_are_lazy_and_compile_for_sm90(cache):
     fam = _top2_kernels.make_family(cache)
-    # 2 value types x 2 count types, each one thread per output and in the k-best tiles ("s", "n")
-    assert len(fam.names()) == 12 and fam.compiled() == []
-    names = ["top2_f32_f4_ts", "top2_f32_f4", "top2_f64_f8_tn", "top2_f32_f8"]
+    # 2 value types x 2 count types, each one thread per output, in the k-best tiles ("s", "n") and the merge
+    assert len(fam.names()) == 16 and fam.compiled() == []
+    names = ["top2_f32_f4_ts", "top2_f32_f4", "top2_f64_f8_tn", "top2_f32_f8", "top2_merge_f64_f4"]
     assert _top2_kernels.kernel_name(np.dtype("float32"), np.dtype("float32"), "s") == names[0]
     assert [k.name for k in fam.warm(names, arch="sm_90")] == names
     assert sorted(fam.compiled()) == sorted(names)

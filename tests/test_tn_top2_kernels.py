@@ -5,6 +5,8 @@ the NumPy top-two product and exact Python-int counts; which kernel a step takes
 from __future__ import annotations
 
 import ctypes
+import itertools
+import types
 
 import numpy as np
 import pytest
@@ -41,10 +43,32 @@ def lib(tmp_path_factory):
         v, c = ("double" if x == "float64" else "float" for x in (value, count))
         parts += [_top2_kernels.source(name, v, c, tile), f"#define V {v}", f"#define CT {c}", _runner(name)]
         parts += ["#undef V", "#undef CT"]
+    for v, c in itertools.product(("float", "double"), repeat=2):
+        name = _top2_kernels.merge_name(*(np.dtype("float64" if x == "double" else "float32") for x in (v, c)))
+        parts += [_top2_kernels.merge_source(name, v, c), f"#define V {v}", f"#define CT {c}", _merge_runner(name)]
+        parts += ["#undef V", "#undef CT"]
     return _kbest_host.library("\n".join(parts), tmp_path_factory.mktemp("top2_host"), "top2")
 
 
+def _merge_runner(name: str) -> str:
+    params = "void **p, int xs, int ys, long long outputs"
+    call = ("(const V *)p[0], (const CT *)p[1], (const CT *)p[2], xs, (const V *)p[3], (const CT *)p[4], "
+            "(const CT *)p[5], ys, (V *)p[6], (CT *)p[7], (CT *)p[8], outputs")  # fmt: skip
+    return _kbest_host.runner(name, params, call)
+
+
+def _merge(lib, X, Y=None):
+    """The merge kernel's result (chunks of X along its leading axis, or slices X and Y), run on the CPU."""
+    out, (name, blocks, args) = _top2_kernels.merge_arguments(_kbest_host.HOST, X, Y)
+    ptrs = (ctypes.c_void_p * 9)(*args[0:3], *args[4:7], *args[8:11])
+    run = getattr(lib, f"run_{name}")
+    run(ctypes.c_int(blocks), ctypes.c_int(_top2_kernels.THREADS), ptrs, ctypes.c_int(args[3]), ctypes.c_int(args[7]),
+        ctypes.c_longlong(args[11]))  # fmt: skip
+    return out
+
+
 def _run(lib, A, B, T=None):
+    """A step by the emulated kernels: the product, then (chunks) the merge kernel, as on a device."""
     out, call = _top2_kernels.arguments(_kbest_host.HOST, A, B, T)
     assert call is not None
     name, blocks, args = call
@@ -55,6 +79,9 @@ def _run(lib, A, B, T=None):
         *(ctypes.c_int(x) for x in (M, N, K)), *(ctypes.c_longlong(x) for x in (sa, ars, acs, sb, brs, bcs)),
         ctypes.c_int(chunks), ctypes.c_int(chunk),
     )  # fmt: skip
+    if out[1].ndim == 4:
+        assert all(np.array_equal(k, h, equal_nan=True) for k, h in zip(_merge(lib, out), _top2_kernels.merged(
+            _kbest_host.HOST, out)))  # fmt: skip
     return name, _top2_kernels.merged(_kbest_host.HOST, out)
 
 
@@ -137,6 +164,55 @@ def test_a_step_of_few_outputs_is_cut_along_its_sum(lib, monkeypatch):
     _, (got, c0, c1) = _run(lib, A, B)
     _, n0, n1 = top2._host_bmm(A, B, T)
     assert np.array_equal(got, T) and c0.shape == (1, 2, 3) and np.array_equal(c0, n0) and np.array_equal(c1, n1)
+
+
+def _chunks(rng, shape, value, count):
+    """(T, c0, c1) of ``shape``: values from few levels (ties, values one apart), -inf, a NaN or two."""
+    T = rng.integers(-2, 2, shape).astype(value)
+    T[rng.random(shape) < 0.2] = -np.inf
+    T.flat[rng.integers(0, T.size, 2)] = np.nan
+    c0 = np.where(np.isinf(T), 0, rng.integers(0, 1 << 20, shape)).astype(count)
+    c1 = np.where(np.isinf(T), 0, rng.integers(0, 1 << 20, shape)).astype(count)
+    return T, c0, c1
+
+
+@pytest.mark.parametrize("value,count", [("float32", "float32"), ("float64", "float64"), ("float32", "float64"),
+                                         ("float64", "float32")])  # fmt: skip
+def test_the_merge_kernel_merges_chunks_and_slices_as_the_arrays_do(lib, value, count):
+    """Chunks along a leading axis and two slices' results, with ties, values one apart, -inf (one below
+    itself) and NaN (taken, as the maximum takes it): the merge kernel's values and counts equal NumPy's
+    formula (``merged``) and the algebra's sum of slices, and every count the exact one (Python ints)."""
+    rng = np.random.default_rng(7)
+    X = _chunks(rng, (5, 3, 7, 6), value, count)
+    got = _merge(lib, X)
+    want = _top2_kernels.merged(_kbest_host.HOST, X)
+    assert all(g.dtype == w.dtype and np.array_equal(g, w, equal_nan=True) for g, w in zip(got, want))
+    for at in np.ndindex(3, 7, 6):
+        column = [(X[0][(i, *at)], int(X[1][(i, *at)]), int(X[2][(i, *at)])) for i in range(5)]
+        if any(np.isnan(v) for v, _, _ in column):
+            assert np.isnan(got[0][at])
+            continue
+        top = max(v for v, _, _ in column)
+        assert got[0][at] == top and int(got[1][at]) == sum(a for v, a, _ in column if v == top)
+        assert int(got[2][at]) == sum(b for v, _, b in column if v == top) + sum(a for v, a, _ in column
+                                                                                 if v == top - 1)  # fmt: skip
+    Y = _chunks(rng, (3, 7, 6), value, count)
+    slices = tuple(x[0] for x in X), Y
+    got = _merge(lib, *slices)
+    alg = top2.algebra(np.dtype(count).itemsize)("maxplus", _kbest_host.HOST)
+    want = alg.add(*slices)
+    assert all(g.dtype == w.dtype and np.array_equal(g, w, equal_nan=True) for g, w in zip(got, want))
+
+
+def test_slices_of_other_shapes_or_dtypes_are_left_to_the_array_operations():
+    """The merge kernel takes two slices' results of one shape and dtypes only (a 0-d result too); the host
+    never launches it."""
+    fake = types.SimpleNamespace(xp=types.SimpleNamespace(), on_host=False, dtype=lambda x: x.dtype)
+    X = tuple(np.zeros((2, 3), np.float32) for _ in range(3))
+    assert _top2_kernels.add(fake, X, tuple(x[:1] for x in X)) is None
+    assert _top2_kernels.add(fake, X, (X[0].astype(np.float64), X[1], X[2])) is None
+    assert _top2_kernels.add(fake, X, (X[0], X[1].astype(np.float64), X[2])) is None
+    assert _top2_kernels.add(_kbest_host.HOST, X, X) is None
 
 
 def test_an_empty_sum_counts_nothing():

@@ -65,6 +65,26 @@ def start(module: Any, dtype: Any, semiring: str) -> list[threading.Thread]:
     return threads
 
 
+def start_top2(module: Any, dtype: Any, floats: int) -> list[threading.Thread]:
+    """Start building the top-two pass's kernels (:mod:`.algebras._top2_kernels`: one thread per output,
+    both tiles, the merge) for values of ``dtype`` and counts of ``floats`` bytes, and the copy that
+    arranges its three parts, on ``module``'s current GPU: the threads, to join. With an empty store a
+    150-vertex CountingMax(2) built them one after another at their first launches (1.9 s, session 81)."""
+    found = _device_like(module, dtype)
+    if found is None:
+        return []
+    be, like = found
+    from ..launch import _device
+    from .algebras import _top2_kernels
+
+    arch = _device.arch(be.device_of(like) or 0)
+    value, counts = np.dtype(dtype), np.dtype(f"f{floats}")
+    products = [_top2_kernels.kernel_name(value, counts, t) for t in ("", *_top2_kernels.TILES)]
+    products.append(_top2_kernels.merge_name(value, counts))
+    copies = [_permute.kernel_name(n, parts=True) for n in sorted({value.itemsize, counts.itemsize})]
+    return _permute.family().prefetch(copies, arch=arch) + _top2_kernels.family().prefetch(products, arch=arch)
+
+
 def start_arena(module: Any, dtype: Any, semiring: str, tiles: list[tuple[int, int]]) -> list[threading.Thread]:
     """Start building the arena's kernels of steps ``tiles`` (spins out, spins in: a sweep's bit-addressed
     steps, :mod:`._arena`) where the arena can run (CuPy, its dtypes): the threads, to join. The run's own

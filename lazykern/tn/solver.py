@@ -49,8 +49,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import InfeasibleError
-from . import _instance, _procs, _tables
+from . import _instance, _kit, _procs, _tables
 from . import properties as Q
+from .solving import ahead
 from .solving.apart import apart
 from .solving.configurations import config_size, configs, single_config
 from .solving.context import Context
@@ -125,6 +126,14 @@ def _solve(problem: Any, prop: Q.Property, fixed: dict[int, int], ctx: Context) 
     # k-best properties take float weights past their exact range on a grid, not as float sums: a list of k
     # sizes kept two partial sums a later float addition made one, and skipped a real size (:func:`._tables.build`)
     tab = _tables.build(problem, fixed, _exact_below(prop), grid=getattr(prop, "k", 1) > 1)
+    building = ahead.start(tab, prop, ctx)
+    try:
+        return _answer(problem, tab, prop, ctx)
+    finally:
+        _kit.join(building)
+
+
+def _answer(problem: Any, tab: _tables.Tables, prop: Q.Property, ctx: Context) -> Any:
     found = apart(tab, prop, problem.goal, ctx)
     if found is not None:
         return found

@@ -33,6 +33,8 @@ COUNTS: dict[str, tuple[str, np.dtype[Any]]] = {
     "f8": ("double", np.dtype("float64")),
 }
 SIGNATURE = ["ptr"] * 9 + ["int64", "int32", "int32", "int32"] + ["int64"] * 6 + ["int32", "int32"]
+# lk_top2_merge: x (values, c0, c1) and its chunks, y and its chunks, the results, the outputs
+MERGE_SIGNATURE = ["ptr"] * 3 + ["int32"] + ["ptr"] * 3 + ["int32"] + ["ptr"] * 3 + ["int64"]
 # The tiles, named and chosen as the k-best kernels' are (their rule, :func:`tile`): (TX, TY, TM, TN, BK), a block
 # of TX x TY threads of TM x TN outputs each, K tiles of BK (float32 values and counts; half for wider entries).
 # 4 x 2 outputs a thread, three blocks an SM: on the H200 (session 80, benchmarks/results/s80-h200, steps of
@@ -74,6 +76,21 @@ def source(name: str, value: str, count: str, tile: str) -> str:
     )
 
 
+def merge_name(value: np.dtype, counts: np.dtype) -> str:
+    """``top2_merge_{f32|f64}_{f4|f8}``."""
+    return kernel_name(value, counts).replace("top2_", "top2_merge_", 1)
+
+
+def merge_source(name: str, value: str, count: str) -> str:
+    """The ``extern "C"`` kernel ``name``: one call of ``lk_top2_merge``."""
+    return (
+        f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {value} *xv, const {count} *x0, '
+        f"const {count} *x1, int xs, const {value} *yv, const {count} *y0, const {count} *y1, int ys, "
+        f"{value} *T, {count} *C0, {count} *C1, long long outputs) {{\n"
+        f"    lk_top2_merge<{value}, {count}>(xv, x0, x1, xs, yv, y0, y1, ys, T, C0, C1, outputs);\n}}\n"
+    )
+
+
 def make_family(cache: KernelCache | None = None) -> KernelFamily:
     preamble = resources.files(__package__).joinpath("top2.cu").read_text(encoding="utf-8")
     fam = KernelFamily("tn_top2", preamble, options=("-std=c++17",), cache=cache)
@@ -82,6 +99,8 @@ def make_family(cache: KernelCache | None = None) -> KernelFamily:
             for tile in ("", *TILES):
                 name = kernel_name(vd, cd, tile)
                 fam.add(name, source(name, vt, ct, tile), signature=SIGNATURE)
+            name = merge_name(vd, cd)
+            fam.add(name, merge_source(name, vt, ct), signature=MERGE_SIGNATURE)
     return fam
 
 
@@ -101,31 +120,70 @@ def launch(be: Any, A: tuple[Any, ...], B: tuple[Any, ...], T: Any = None) -> tu
     """The top-two product (T, c0, c1) of the step A (b|1, M, K) x B (b|1, K, N), parts (values, count,
     count one below): a tiled step (:func:`tile`) takes its best values ``T`` (batch, M, N, C-contiguous:
     the tropical GEMM's), any other finds them itself (``T`` None)."""
-    from ...tropical import _arrays
-
     out, call = arguments(be, A, B, T)
     if call is not None:
-        name, blocks, args = call
-        at, stream = _arrays.device_and_stream(out[1], "C")
-        _loaded.launch(name, at, stream, blocks, THREADS, args)
+        _launch(out, call)
     return merged(be, out)
 
 
 def merged(be: Any, out: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
     """A launch's (T, c0, c1): its chunks' results (a leading axis, where it ran chunks) merged as slices
     are: the largest value, the counts of equal powers added. Exact: each chunk's counts are at most the
-    whole ones, which the caller checks against the floats' exact line."""
+    whole ones, which the caller checks against the floats' exact line. On a device by the merge kernel
+    (:func:`merge_arguments`), on the host by NumPy."""
     if out[1].ndim != 4:
         return out
-    from .kbest import Ops
+    if be.xp is np:
+        T, c0, c1 = out
+        top = T.max(axis=0)
+        at, below = T == top, T == top - 1
+        first = np.where(at, c0, 0).sum(axis=0)
+        second = np.where(at, c1, 0).sum(axis=0) + np.where(below, c0, 0).sum(axis=0)
+        return top, np.ascontiguousarray(first, c0.dtype), np.ascontiguousarray(second, c0.dtype)
+    result, call = merge_arguments(be, out)
+    _launch(result, call)
+    return result
 
-    ops = Ops(be)
-    T, c0, c1 = out
-    top = ops.amax(T, (0,))
-    at, below = T == top, T == top - 1
-    first = ops.sum(ops.where(at, c0, 0), (0,))
-    second = ops.sum(ops.where(at, c1, 0), (0,)) + ops.sum(ops.where(below, c0, 0), (0,))
-    return top[0], ops.contiguous(first[0]), ops.contiguous(second[0])
+
+def add(be: Any, X: tuple[Any, Any, Any], Y: tuple[Any, Any, Any]) -> tuple[Any, Any, Any] | None:
+    """Two slices' results merged on a device by the merge kernel; None where it does not take them (the
+    host, parts of other shapes or dtypes: the caller's array operations do)."""
+    if be.xp is np or be.on_host:
+        return None
+    shape = tuple(int(n) for n in X[0].shape)
+    parts = (*X, *Y)
+    if any(tuple(int(n) for n in x.shape) != shape for x in parts):
+        return None
+    if be.dtype(Y[0]) != be.dtype(X[0]) or any(be.dtype(x) != be.dtype(X[1]) for x in (X[2], Y[1], Y[2])):
+        return None
+    result, call = merge_arguments(be, X, Y)
+    _launch(result, call)
+    return result
+
+
+def merge_arguments(
+    be: Any, X: tuple[Any, Any, Any], Y: tuple[Any, Any, Any] | None = None
+) -> tuple[tuple[Any, Any, Any], tuple[str, int, tuple[Any, ...]]]:
+    """The merged result's arrays and the merge kernel's launch (kernel name, blocks, arguments): of the
+    chunks along X's leading axis (Y None), or of two slices' results X and Y of one shape."""
+    xs = tuple(be.contiguous(x) for x in X)
+    ys = None if Y is None else tuple(be.contiguous(y) for y in Y)
+    shape = tuple(int(n) for n in xs[0].shape[1:]) if ys is None else tuple(int(n) for n in xs[0].shape)
+    outputs = math.prod(shape)
+    T, c0, c1 = be.empty_parts(xs, shape)
+    chunks = (int(xs[0].shape[0]), 0) if ys is None else (1, 1)
+    y = (0, 0, 0) if ys is None else tuple(be.pointer(p) for p in ys)
+    args = (*(be.pointer(p) for p in xs), chunks[0], *y, chunks[1], *(be.pointer(p) for p in (T, c0, c1)), outputs)
+    blocks = max(1, min(-(-outputs // THREADS), _MAX_BLOCKS))
+    return (T, c0, c1), (merge_name(be.dtype(xs[0]), be.dtype(xs[1])), blocks, args)
+
+
+def _launch(out: tuple[Any, Any, Any], call: tuple[str, int, tuple[Any, ...]]) -> None:
+    from ...tropical import _arrays
+
+    name, blocks, args = call
+    at, stream = _arrays.device_and_stream(out[1], "C")
+    _loaded.launch(name, at, stream, blocks, THREADS, args)
 
 
 def tile(A: tuple[Any, ...], B: tuple[Any, ...]) -> str:

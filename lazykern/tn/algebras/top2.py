@@ -74,7 +74,11 @@ class Top2Algebra(Algebra):
         return _host_bmm(A, B, T), None
 
     def add(self, X: tuple[Any, ...], Y: tuple[Any, ...]) -> tuple[Any, ...]:
-        """Two slices' results: the larger value, the counts of equal powers added."""
+        """Two slices' results: the larger value, the counts of equal powers added (on a device by the
+        merge kernel, :func:`._top2_kernels.add`)."""
+        on_device = _top2_kernels.add(self.be, (X[0], X[1], X[2]), (Y[0], Y[1], Y[2]))
+        if on_device is not None:
+            return on_device
         xp = self.be.xp
         T = xp.maximum(X[0], Y[0])
         c0 = _at(xp, X[0] == T, X[1]) + _at(xp, Y[0] == T, Y[1])

@@ -59,6 +59,22 @@ def _grid(tab: _tables.Tables) -> tuple[int, list[int], int] | None:
     return g, [found[0] for found in runs], steps
 
 
+def steps_dtype(steps: int) -> np.dtype:
+    """The dtype of a pass's values counted in steps above each table's least: float32 where every sum of
+    them (at most ``steps``) is exact, else float64."""
+    return np.dtype(np.float32 if steps < kbest.FLOAT_EXACT[4] else np.float64)
+
+
+def pass_dtype(tab: _tables.Tables, values: np.dtype) -> np.dtype | None:
+    """The dtype of the top-two pass's values where ``tab`` qualifies (None otherwise): ``values`` (the
+    k-best passes' dtype) where the sizes are the steps already, else :func:`steps_dtype`."""
+    found = _grid(tab)
+    if found is None:
+        return None
+    g, lows, steps = found
+    return steps_dtype(steps) if g != 1 or any(lows) else np.dtype(values)
+
+
 def counting(
     tab: _tables.Tables, sign: int, values: list[Any], first_counts: list[Any], bound: int, ctx: Context
 ) -> tuple[list[tuple[Any, int]] | None, set[int], int]:
@@ -73,8 +89,8 @@ def counting(
     if found_grid is None:
         return None, skip, bound
     g, lows, steps = found_grid
-    if g != 1 or any(lows):  # each table's steps above its least; float32 where every sum of them is exact
-        dtype = np.float32 if steps < kbest.FLOAT_EXACT[4] else np.float64
+    if g != 1 or any(lows):  # each table's steps above its least (:func:`steps_dtype`)
+        dtype = steps_dtype(steps)
         values = ctx.put_all([np.where(m, sign * ((s - lo) // g), -np.inf).astype(dtype)
                               for m, s, lo in zip(tab.mask, tab.size, lows)])  # fmt: skip
     base = sum(lows)

@@ -1,0 +1,38 @@
+"""The kernels a property's passes launch on a GPU, built ahead in threads: with an empty store each kernel
+was built at its first launch, one after another (a 100-vertex SizeMax built seven, 3.7 s; a 150-vertex
+CountingMax(2) three more, 1.9 s, on the H200, session 81). Started before the order search and the host's
+first steps, they build beside them and beside each other. Only for networks large enough to launch them
+(:data:`AHEAD_VARIABLES`); a kernel a run then does not launch stays built and stored, unused."""
+
+from __future__ import annotations
+
+import threading
+
+from .. import _kit, _tables
+from .. import properties as Q
+from ..algebras import kbest
+from . import top_two
+from .context import Context
+from .values import value_dtype
+
+# Free variables from which a network's steps are large enough to run on the device (smaller ones run on
+# the host first, :mod:`.._host_steps`, and may launch none of these kernels).
+AHEAD_VARIABLES = 48
+
+
+def start(tab: _tables.Tables, prop: Q.Property, ctx: Context) -> list[threading.Thread]:
+    """Start building the kernels ``prop``'s passes over ``tab`` launch on the caller's GPU: the max-plus
+    kit (:func:`.._kit.start`) for one best size and for CountingMax(2), whose best values are max-plus
+    products, and the top-two kernels (:func:`.._kit.start_top2`) where its pass runs. The threads, for the
+    caller to join before it returns; none on the host, across devices or for small networks."""
+    if ctx.xp.__name__ not in ("cupy", "torch") or ctx.devices is not None or len(tab.free) < AHEAD_VARIABLES:
+        return []
+    if not tab.feasible:
+        return []
+    if isinstance(prop, (Q.SizeMax, Q.SizeMin)) and prop.k == 1:
+        return _kit.start(ctx.xp, value_dtype(tab, tropical_only=True), "maxplus")
+    if isinstance(prop, (Q.CountingMax, Q.CountingMin)) and prop.k == 2 and top_two.ROUTE:
+        dtype = top_two.pass_dtype(tab, value_dtype(tab, tropical_only=False))
+        if dtype is not None:
+            return _kit.start(ctx.xp, dtype, "maxplus") + _kit.start_top2(ctx.xp, dtype, kbest.FLOAT_PASSES[0])
+    return []
