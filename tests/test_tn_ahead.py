@@ -43,6 +43,12 @@ def test_one_best_size_and_the_top_two_pass_build_their_kernels_ahead(started, m
     assert started == [("kit", np.dtype(np.float32)), ("top2", np.dtype(np.float32), 4)]
 
 
+def test_the_partition_function_builds_the_float64_kit_and_its_scaled_sums(started, monkeypatch):
+    monkeypatch.setattr(_kit, "start_scaledsum", lambda module: started.append(("scaledsum",)) or [])
+    ahead.start(_tab(CUBIC, Q.PartitionFunction(1.0)), Q.PartitionFunction(1.0), _ctx("cupy"))
+    assert started == [("kit", np.dtype(np.float64)), ("scaledsum",)]
+
+
 def test_weights_that_leave_the_top_two_pass_build_no_top_two_kernels(started):
     """Weights 2 and 3: sizes 0, 2, 3 in one table, a hole: the k-best passes answer, not the top-two one."""
     g = nx.random_regular_graph(3, 60, seed=1)
@@ -61,7 +67,6 @@ def test_weights_that_leave_the_top_two_pass_build_no_top_two_kernels(started):
         ("cupy", None, P.IndependentSet(nx.cycle_graph(20)), Q.SizeMax()),  # small: its steps may stay on the host
         ("cupy", None, CUBIC, Q.SizeMax(k=3)),  # the k-best kernels
         ("cupy", None, CUBIC, Q.CountingAll()),
-        ("cupy", None, CUBIC, Q.PartitionFunction(1.0)),
     ],
 )
 def test_nothing_is_built_ahead_where_the_passes_would_not_launch_the_kit(started, module, devices, problem, prop):
@@ -90,3 +95,15 @@ def test_a_gpu_counting_two_has_its_top_two_kernels_loaded_before_it_returns():
     assert solver.solve(CUBIC, Q.CountingMax(2), module="cupy") == solver.solve(CUBIC, Q.CountingMax(2))
     loaded = _top2_kernels.family().compiled()
     assert {"top2_f32_f4", "top2_f32_f4_ts", "top2_f32_f4_tn", "top2_merge_f32_f4"} <= set(loaded)
+
+
+@pytest.mark.gpu
+def test_a_gpu_partition_function_runs_its_scaled_sum_kernels():
+    """On a GPU the partition function's steps take the scaled-sum kernels (built ahead), and its log Z is
+    the host's to float64's precision."""
+    pytest.importorskip("cupy")
+    from lazykern.tn.algebras import _scaledsum_kernels
+
+    prop = Q.PartitionFunction(0.7)
+    assert solver.solve(CUBIC, prop, module="cupy") == pytest.approx(solver.solve(CUBIC, prop), rel=1e-13)
+    assert {"ss_side_rows", "ss_finish"} <= set(_scaledsum_kernels.family().compiled())

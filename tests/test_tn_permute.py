@@ -160,6 +160,44 @@ def test_device_route_on_the_host_copies_by_the_kernels_addressing(monkeypatch):
     assert np.array_equal(be.contiguous(z), np.ascontiguousarray(z)) and len(calls) == 1
 
 
+def _pairs(rng: np.random.Generator, n: int) -> np.ndarray:
+    """16-byte items (128-bit counts as complex128) of a binary tensor of ``n`` axes and one of 5: every bit
+    pattern, NaN payloads and all-ones words among them."""
+    words = rng.integers(0, 2**64, size=(2,) * n + (5, 2), dtype=np.uint64)
+    words.reshape(-1)[:4] = np.iinfo(np.uint64).max
+    return words.view(np.complex128)[..., 0]
+
+
+def test_sixteen_byte_items_are_copied_as_two_words_each_bit_for_bit(monkeypatch):
+    """The device route's host stand-in copies 128-bit counts through the kernel's addressing on two words
+    an item (a wide axis, binary axes permuted, a select): every bit kept, no library copy."""
+    calls = []
+    real = _permute.reference
+    monkeypatch.setattr(_permute, "reference", lambda *a: calls.append(a[2]) or real(*a))
+    be = Backend("cupy", np)
+    rng = np.random.default_rng(9)
+    x = _pairs(rng, 6)
+    for view in (x.transpose(3, 6, 0, 5, 1, 2, 4), x[:, 1].transpose(2, 5, 0, 4, 1, 3)):
+        out = be.contiguous(view)
+        want = np.ascontiguousarray(view)
+        assert out.flags.c_contiguous and out.dtype == np.complex128 and out.shape == want.shape
+        assert np.array_equal(out.view(np.uint64), want.view(np.uint64))
+    assert len(calls) == 2
+    assert _permute.copy(be, np.zeros((2, 0, 2), np.complex128).transpose(2, 1, 0)) is None  # nothing to copy
+
+
+@pytest.mark.gpu
+def test_gpu_sixteen_byte_items_are_the_bit_kernels_two_words():
+    cupy = pytest.importorskip("cupy")
+    be = Backend("cupy", cupy)
+    x = _pairs(np.random.default_rng(10), 9)
+    perm = (4, 9, 0, 8, 1, 2, 7, 3, 6, 5)
+    out = be.contiguous(cupy.asarray(x).transpose(perm))
+    want = np.ascontiguousarray(x.transpose(perm))
+    assert out.flags.c_contiguous and np.array_equal(cupy.asnumpy(out).view(np.uint64), want.view(np.uint64))
+    assert "permute_bits_8" in _permute.family().compiled()
+
+
 def _parts(rng: np.random.Generator, n: int, perm: tuple[int, ...], dtypes: list[str]) -> tuple[np.ndarray, ...]:
     """Permuted views of binary tensors of one shape and element strides, one of each dtype."""
     return tuple(rng.integers(-(2**20), 2**20, size=(2,) * n).astype(d).transpose(perm) for d in dtypes)

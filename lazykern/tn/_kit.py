@@ -85,6 +85,20 @@ def start_top2(module: Any, dtype: Any, floats: int) -> list[threading.Thread]:
     return _permute.family().prefetch(copies, arch=arch) + _top2_kernels.family().prefetch(products, arch=arch)
 
 
+def start_scaledsum(module: Any) -> list[threading.Thread]:
+    """Start building the partition function's scaled-sum kernels (:mod:`.algebras._scaledsum_kernels`) on
+    ``module``'s current GPU: the threads, to join."""
+    found = _device_like(module, np.float64)
+    if found is None:
+        return []
+    be, like = found
+    from ..launch import _device
+    from .algebras import _scaledsum_kernels
+
+    names = [*_scaledsum_kernels.SIDES, "ss_finish"]
+    return _scaledsum_kernels.family().prefetch(names, arch=_device.arch(be.device_of(like) or 0))
+
+
 def start_arena(module: Any, dtype: Any, semiring: str, tiles: list[tuple[int, int]]) -> list[threading.Thread]:
     """Start building the arena's kernels of steps ``tiles`` (spins out, spins in: a sweep's bit-addressed
     steps, :mod:`._arena`) where the arena can run (CuPy, its dtypes): the threads, to join. The run's own

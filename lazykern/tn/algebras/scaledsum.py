@@ -27,6 +27,7 @@ import numpy as np
 
 from .._backend import Backend
 from .._contract import Algebra
+from . import _scaledsum_kernels
 from .logsum import TINY, Ops, stream
 
 
@@ -53,6 +54,8 @@ class ScaledSumAlgebra(Algebra):
         ops, c = Ops(self.be), self.scale
         (sa, la), (sb, lb) = A, B
         (s,), _ = Algebra("maxplus", self.be).bmm((sa,), (sb,), False)  # exact: integers below 2^53
+        if not self.be.on_host and self.be.xp is not np:
+            return self._device(ops, A, B, self.be.contiguous(s)), None
         with np.errstate(divide="ignore", invalid="ignore", under="ignore", over="ignore"):
             a, b = ops.finite_max(sa, 2), ops.finite_max(sb, 1)  # (batch, M, 1), (batch, 1, N)
             x = ops.where(ops.isfinite(sa), la + c * (sa - a), -math.inf)
@@ -67,6 +70,23 @@ class ScaledSumAlgebra(Algebra):
                 logw = ops.where(small, self.streamed(ops, A, B, s), logw)
             logw = ops.where(found, logw, -math.inf)
         return (ops.contiguous(s), ops.contiguous(logw)), None
+
+    def _device(self, ops: Ops, A: tuple[Any, ...], B: tuple[Any, ...], s: Any) -> tuple[Any, Any]:
+        """The step on a GPU, given the max-plus product ``s`` of the best t: each operand's rows scaled by
+        one kernel, cuBLAS's product, each output's log weight by another (:mod:`._scaledsum_kernels`);
+        entries whose scaled sum may have underflowed redone by :meth:`streamed`."""
+        be, c = self.be, self.scale
+        (EA, a, xa), call = _scaledsum_kernels.side_arguments(be, A[0], A[1], False, c)
+        _scaledsum_kernels.launch(EA, call)
+        (EB, b, yb), call = _scaledsum_kernels.side_arguments(be, B[0], B[1], True, c)
+        _scaledsum_kernels.launch(EB, call)
+        total = be.contiguous(ops.matmul(EA, EB))
+        (logw, flag), call = _scaledsum_kernels.finish_arguments(be, s, total, a, xa, b, yb, c, TINY)
+        _scaledsum_kernels.launch(logw, call)
+        if int(be.item(flag, (0,))):
+            small = (total < TINY) & ops.isfinite(s)
+            logw = ops.contiguous(ops.where(small, self.streamed(ops, A, B, s), logw))
+        return s, logw
 
     def streamed(self, ops: Ops, A: tuple[Any, ...], B: tuple[Any, ...], s: Any) -> Any:
         """log sum_k exp(l_A + l_B + c (s_A + s_B - s_C)) by chunks of k: every exponent a whole number of

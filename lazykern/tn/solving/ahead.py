@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+
 from .. import _kit, _tables
 from .. import properties as Q
 from ..algebras import kbest
@@ -22,8 +24,9 @@ AHEAD_VARIABLES = 48
 
 def start(tab: _tables.Tables, prop: Q.Property, ctx: Context) -> list[threading.Thread]:
     """Start building the kernels ``prop``'s passes over ``tab`` launch on the caller's GPU: the max-plus
-    kit (:func:`.._kit.start`) for one best size and for CountingMax(2), whose best values are max-plus
-    products, and the top-two kernels (:func:`.._kit.start_top2`) where its pass runs. The threads, for the
+    kit (:func:`.._kit.start`) for one best size, for CountingMax(2), whose best values are max-plus
+    products, and the top-two kernels (:func:`.._kit.start_top2`) where its pass runs; for the partition
+    function the float64 kit and the scaled-sum kernels (:func:`.._kit.start_scaledsum`). The threads, for the
     caller to join before it returns; none on the host, across devices or for small networks."""
     if ctx.xp.__name__ not in ("cupy", "torch") or ctx.devices is not None or len(tab.free) < AHEAD_VARIABLES:
         return []
@@ -35,4 +38,6 @@ def start(tab: _tables.Tables, prop: Q.Property, ctx: Context) -> list[threading
         dtype = top_two.pass_dtype(tab, value_dtype(tab, tropical_only=False))
         if dtype is not None:
             return _kit.start(ctx.xp, dtype, "maxplus") + _kit.start_top2(ctx.xp, dtype, kbest.FLOAT_PASSES[0])
+    if isinstance(prop, Q.PartitionFunction):  # best t by the max-plus product in float64, then the scaled sums
+        return _kit.start(ctx.xp, np.float64, "maxplus") + _kit.start_scaledsum(ctx.xp)
     return []
