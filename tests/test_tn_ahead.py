@@ -16,7 +16,8 @@ from lazykern.tn.solving import ahead, context
 
 @pytest.fixture
 def started(monkeypatch):
-    """The calls of the kit's starters, each answering no threads."""
+    """The calls of the kit's starters, each answering no threads (this process having started none)."""
+    monkeypatch.setattr(ahead, "_started", set())
     calls = []
     monkeypatch.setattr(_kit, "start", lambda module, dtype, semiring: calls.append(("kit", np.dtype(dtype))) or [])
     monkeypatch.setattr(_kit, "start_top2", lambda module, dtype, f: calls.append(("top2", np.dtype(dtype), f)) or [])
@@ -47,6 +48,15 @@ def test_the_partition_function_builds_the_float64_kit_and_its_scaled_sums(start
     monkeypatch.setattr(_kit, "start_scaledsum", lambda module: started.append(("scaledsum",)) or [])
     ahead.start(_tab(CUBIC, Q.PartitionFunction(1.0)), Q.PartitionFunction(1.0), _ctx("cupy"))
     assert started == [("kit", np.dtype(np.float64)), ("scaledsum",)]
+
+
+def test_a_process_builds_ahead_once_a_module_and_property(started):
+    """A repeated call starts nothing (its kernels are loaded): no tables read for their dtypes."""
+    tab = _tab(CUBIC, Q.SizeMax())
+    ahead.start(tab, Q.SizeMax(), _ctx("cupy"))
+    assert ahead.start(tab, Q.SizeMax(), _ctx("cupy")) == [] and len(started) == 1
+    ahead.start(tab, Q.SizeMax(), _ctx("torch"))
+    assert len(started) == 2
 
 
 def test_weights_that_leave_the_top_two_pass_build_no_top_two_kernels(started):
@@ -86,10 +96,11 @@ def test_the_threads_end_before_solve_returns(monkeypatch):
 
 
 @pytest.mark.gpu
-def test_a_gpu_counting_two_has_its_top_two_kernels_loaded_before_it_returns():
+def test_a_gpu_counting_two_has_its_top_two_kernels_loaded_before_it_returns(monkeypatch):
     """On a GPU the top-two pass's kernels, the merge among them, are built (or loaded) by the time the
     solve returns, and its answer is the host's."""
     pytest.importorskip("cupy")
+    monkeypatch.setattr(ahead, "_started", set())
     from lazykern.tn.algebras import _top2_kernels
 
     assert solver.solve(CUBIC, Q.CountingMax(2), module="cupy") == solver.solve(CUBIC, Q.CountingMax(2))
@@ -98,10 +109,11 @@ def test_a_gpu_counting_two_has_its_top_two_kernels_loaded_before_it_returns():
 
 
 @pytest.mark.gpu
-def test_a_gpu_partition_function_runs_its_scaled_sum_kernels():
+def test_a_gpu_partition_function_runs_its_scaled_sum_kernels(monkeypatch):
     """On a GPU the partition function's steps take the scaled-sum kernels (built ahead), and its log Z is
     the host's to float64's precision."""
     pytest.importorskip("cupy")
+    monkeypatch.setattr(ahead, "_started", set())
     from lazykern.tn.algebras import _scaledsum_kernels
 
     prop = Q.PartitionFunction(0.7)

@@ -30,8 +30,19 @@ def start(tab: _tables.Tables, prop: Q.Property, ctx: Context) -> list[threading
     caller to join before it returns; none on the host, across devices or for small networks."""
     if ctx.xp.__name__ not in ("cupy", "torch") or ctx.devices is not None or len(tab.free) < AHEAD_VARIABLES:
         return []
-    if not tab.feasible:
+    key = (ctx.xp.__name__, type(prop).__name__, getattr(prop, "k", 1))
+    if not tab.feasible or key in _started:
         return []
+    _started.add(key)
+    return _threads(tab, prop, ctx)
+
+
+# What this process has started ahead, by array module and property: once is enough (the kernels then stay
+# loaded), and a repeated call skips the 1 ms of reading the tables' dtypes that naming them takes.
+_started: set[tuple[str, str, int]] = set()
+
+
+def _threads(tab: _tables.Tables, prop: Q.Property, ctx: Context) -> list[threading.Thread]:
     if isinstance(prop, (Q.SizeMax, Q.SizeMin)) and prop.k == 1:
         return _kit.start(ctx.xp, value_dtype(tab, tropical_only=True), "maxplus")
     if isinstance(prop, (Q.CountingMax, Q.CountingMin)) and prop.k == 2 and top_two.ROUTE:
