@@ -112,7 +112,7 @@ class Emulated:
 
     def __init__(self, source: str, kernel: str, kinds: list[str], word: str, where: Path) -> None:
         self.kinds, self.where = kinds, where
-        self.dtype = np.dtype(np.uint32 if "int" in word and "long" not in word else np.uint64)
+        self.dtype = np.dtype({"unsigned short": np.uint16, "unsigned int": np.uint32}.get(word, np.uint64))
         args = []
         for i, kind in enumerate(kinds):
             if kind == "ptr":

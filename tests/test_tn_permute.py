@@ -23,7 +23,7 @@ def _views(rng: np.random.Generator, dtype: str) -> list[np.ndarray]:
     return out
 
 
-@pytest.mark.parametrize("dtype", ["float32", "int32", "float64", "int64"])
+@pytest.mark.parametrize("dtype", ["int16", "float32", "int32", "float64", "int64"])
 def test_bit_permutation_reads_what_a_contiguous_copy_holds(dtype):
     rng = np.random.default_rng(7)
     for view in _views(rng, dtype):
@@ -82,13 +82,13 @@ def test_bit_strides_refuse_other_axes():
 
 def test_permute_kernels_are_lazy_and_compile_for_sm90(cache):
     fam = _permute.make_family(cache)
-    names = [f"permute_{kind}_{size}" for kind in ("bits", "bits_parts", "tiled") for size in (4, 8)]
+    names = [f"permute_{kind}_{size}" for kind in ("bits", "bits_parts", "tiled") for size in (2, 4, 8)]
     assert sorted(fam.names()) == names and fam.compiled() == []
     assert [k.name for k in fam.warm(["permute_bits_4"], arch="sm_90")] == ["permute_bits_4"]
     assert fam.compiled() == ["permute_bits_4"]
     assert [k.name for k in fam.warm(["permute_bits_parts_8"], arch="sm_90")] == ["permute_bits_parts_8"]
     assert sorted(fam.compiled()) == ["permute_bits_4", "permute_bits_parts_8"]
-    tiled = ["permute_tiled_4", "permute_tiled_8"]
+    tiled = ["permute_tiled_2", "permute_tiled_4", "permute_tiled_8"]
     assert sorted(k.name for k in fam.warm(tiled, arch="sm_80")) == tiled
 
 
@@ -111,7 +111,7 @@ def test_host_contiguous_is_numpys():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", ["float32", "int64"])
+@pytest.mark.parametrize("dtype", ["int16", "float32", "int64"])
 def test_gpu_copy_is_the_bit_kernel_and_exact(dtype):
     cupy = pytest.importorskip("cupy")
     rng = np.random.default_rng(3)

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not _cuda_emulator.available(), reason="needs g+
 ROUNDS = {
     "shipped": _permute.ROUNDS,
     "one": _permute.ONE_BY_ONE,
-    "odd": _permute.Rounds(plain=3, tiles={4: 3, 8: 3}),
+    "odd": _permute.Rounds(plain=3, tiles={2: 3, 4: 3, 8: 3}),
 }
 SIGNATURES = {"tiled": _permute.TILED_SIGNATURE, "plain": _permute.SIGNATURE, "parts": _permute.PARTS_SIGNATURE}
 
@@ -47,6 +47,9 @@ def kernels(build):
     return {size: build("shipped", "tiled", size) for size in _permute.WORDS}
 
 
+_WORD = {2: np.uint16, 4: np.uint32, 8: np.uint64}  # the word each item size moves
+
+
 def _layout(rng, n: int, kind: str):
     """A view of a binary tensor of n + 1 axes (one picked or reversed away), its base and bit strides."""
     x = rng.integers(0, 2**30, size=(2,) * (n + 1)).astype(np.int64)
@@ -65,6 +68,7 @@ def _layout(rng, n: int, kind: str):
         (13, 4, 8, 3, "reversed"),
         (17, 8, 2, 2, "picked"),  # 7 bits number the tiles: two of the tile-number tables
         (11, 8, 1, 5, "whole"),  # more blocks than tiles
+        (12, 2, 2, 2, "picked"),  # 2-byte entries (int16 values)
     ],
 )
 def test_tiled_kernel_copies_each_part_exactly(kernels, n, size, parts, grid, kind):
@@ -72,7 +76,7 @@ def test_tiled_kernel_copies_each_part_exactly(kernels, n, size, parts, grid, ki
 
 
 @pytest.mark.parametrize("rounds", ["one", "odd"])
-@pytest.mark.parametrize(("n", "size", "parts", "grid"), [(12, 4, 1, 1), (13, 8, 3, 2), (11, 4, 2, 3)])
+@pytest.mark.parametrize(("n", "size", "parts", "grid"), [(12, 4, 1, 1), (13, 8, 3, 2), (11, 4, 2, 3), (12, 2, 1, 2)])
 def test_tiled_kernel_copies_exactly_whatever_tiles_a_round_moves(build, rounds, n, size, parts, grid):
     _check_tiled(build(rounds, "tiled", size), np.random.default_rng(n * 100 + size), n, size, parts, grid, "picked")
 
@@ -84,7 +88,7 @@ def _check_tiled(kernel, rng, n: int, size: int, parts: int, grid: int, kind: st
     while tile is None:
         flat, offset, bits = _layout(rng, n, kind)
         tile = _permute_tile.tiling(bits)
-    words = np.concatenate([flat + q * 7919 for q in range(parts)]).astype(np.uint32 if size == 4 else np.uint64)
+    words = np.concatenate([flat + q * 7919 for q in range(parts)]).astype(_WORD[size])
     total = 1 << len(bits)
     srcs = [("src", q * flat.size + offset) for q in range(parts)]
     srcs += [srcs[0]] * (_permute.PARTS_MAX - parts)
@@ -103,6 +107,8 @@ def _check_tiled(kernel, rng, n: int, size: int, parts: int, grid: int, kind: st
         (8, 8, 1, 3, 64, 3),  # an axis of 3 among the axes of 2
         (7, 4, 3, 2, 32, 1),
         (6, 8, 5, 1, 64, 5),  # fewer entries than one round of every thread
+        (8, 2, 1, 2, 32, 3),  # 2-byte entries
+        (7, 2, 3, 1, 64, 1),
     ],
 )
 def test_plain_kernels_copy_exactly_whatever_entries_a_round_moves(build, rounds, n, size, parts, grid, threads, wide):
@@ -114,7 +120,7 @@ def test_plain_kernels_copy_exactly_whatever_entries_a_round_moves(build, rounds
     assert found is not None
     bits, placed = found
     flat = x.reshape(-1)
-    words = np.concatenate([flat + q * 7919 for q in range(parts)]).astype(np.uint32 if size == 4 else np.uint64)
+    words = np.concatenate([flat + q * 7919 for q in range(parts)]).astype(_WORD[size])
     total = placed.extent << len(bits)
     padded = bits + [0] * (_permute.BITS_MAX - len(bits))
     where = [len(bits), placed.low, placed.extent, placed.stride]

@@ -42,7 +42,9 @@ if TYPE_CHECKING:
 BITS_MAX = 40  # axes of 2 a copy handles (2^40 entries: far past any device's memory)
 THREADS = 256
 _MAX_BLOCKS = 132 * 32
-WORDS = {4: "unsigned int", 8: "unsigned long long"}  # item size -> the word moved
+# item size -> the word moved; 2: the 128-bit counting pass's int16 values (:mod:`.counts.wide`), which CuPy's
+# own copy compiled a kernel for per rank the first time a machine ran one (session 81)
+WORDS = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
 WIDE = ["int32", "int64", "int64"]  # the axis of another extent: bits below it, its extent, its stride
 SIGNATURE = ["ptr", "ptr", "int64", "int32"] + WIDE + ["int64"] * BITS_MAX
 PARTS_MAX = 8  # arrays of one shape, strides and item size one launch copies (a k-best operand holds 2 to 12)
@@ -272,8 +274,8 @@ class Rounds(NamedTuple):
 # float32 entries 647 GB/s before (a bit at a time), 2125 with tables and one entry a round, 2872 with 4,
 # 2975 with 8; tiled copies of 2^28 float32 entries 1920-2345 GB/s one tile a round, 2108-2526 with 4,
 # 2327-2730 with 8 (32 KiB of shared memory a block, as 4 tiles of 8-byte entries take).
-ROUNDS = Rounds(plain=8, tiles={4: 8, 8: 4})
-ONE_BY_ONE = Rounds(plain=1, tiles={4: 1, 8: 1})  # an entry or a tile at a time (benchmarks/permute_bench.py)
+ROUNDS = Rounds(plain=8, tiles={2: 8, 4: 8, 8: 4})
+ONE_BY_ONE = Rounds(plain=1, tiles={2: 1, 4: 1, 8: 1})  # an entry or a tile at a time (benchmarks/permute_bench.py)
 
 
 def make_family(
@@ -395,7 +397,7 @@ def reference(flat: np.ndarray, offset: int, bits: list[int], wide: Wide = NARRO
 
 def copy(be: Any, x: Any) -> Any | None:
     """A C-contiguous copy of the GPU array ``x`` made by the bit-permutation kernel, or None when
-    ``x`` is not of that kind (two axes of sizes other than 1 or 2, an item size other than 4 or 8)."""
+    ``x`` is not of that kind (two axes of sizes other than 1 or 2, an item size other than 2, 4 or 8)."""
     shape = tuple(int(n) for n in x.shape)
     itemsize = be.dtype(x).itemsize
     if be.dtype(x) == np.complex128 and be.name != "torch":
@@ -433,7 +435,7 @@ def _copy_pairs(be: Any, x: Any, shape: tuple[int, ...]) -> Any | None:
 def copy_parts(be: Any, parts: tuple[Any, ...], alike: bool = False) -> tuple[Any, ...] | None:
     """C-contiguous copies of GPU arrays of one shape and one set of strides (an algebra's parts), each
     dtype's by one launch into one allocation (:meth:`Backend.empty_parts`: the copies are views of it);
-    None when they have two axes of sizes other than 1 or 2, an item size other than 4 or 8, or differ in
+    None when they have two axes of sizes other than 1 or 2, an item size other than 2, 4 or 8, or differ in
     shape or strides. A k-best
     operand of 6 parts costs 2 launches and 2 allocations instead of 6 and 6. ``alike``: the caller has
     seen that the parts share shape and strides (they are not compared again)."""
