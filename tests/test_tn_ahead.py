@@ -50,6 +50,13 @@ def test_the_partition_function_builds_the_float64_kit_and_its_scaled_sums(start
     assert started == [("kit", np.dtype(np.float64)), ("scaledsum",)]
 
 
+def test_the_rest_beside_small_components_is_what_is_built_for(started):
+    """A large network beside small components: built ahead for the rest, which the device contracts."""
+    g = nx.disjoint_union(nx.random_regular_graph(3, 60, seed=1), nx.empty_graph(50))
+    ahead.start(_tab(P.IndependentSet(g), Q.CountingMax(2)), Q.CountingMax(2), _ctx("cupy"))
+    assert started == [("kit", np.dtype(np.float32)), ("top2", np.dtype(np.float32), 4)]
+
+
 def test_a_process_builds_ahead_once_a_module_and_property(started):
     """A repeated call starts nothing (its kernels are loaded): no tables read for their dtypes."""
     tab = _tab(CUBIC, Q.SizeMax())
@@ -75,6 +82,8 @@ def test_weights_that_leave_the_top_two_pass_build_no_top_two_kernels(started):
         ("fakecupy", None, CUBIC, Q.SizeMax()),  # a module that is no GPU's
         ("cupy", [0, 1], CUBIC, Q.SizeMax()),  # across devices: each worker builds its own
         ("cupy", None, P.IndependentSet(nx.cycle_graph(20)), Q.SizeMax()),  # small: its steps may stay on the host
+        ("cupy", None, P.IndependentSet(nx.empty_graph(100)), Q.CountingMax(2)),  # every component counted apart
+        ("cupy", None, P.IndependentSet(nx.disjoint_union_all([nx.cycle_graph(5)] * 20)), Q.SizeMax()),
         ("cupy", None, CUBIC, Q.SizeMax(k=3)),  # the k-best kernels
         ("cupy", None, CUBIC, Q.CountingAll()),
     ],

@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 
-from .. import _kit, _tables
+from .. import _components, _kit, _tables
 from .. import properties as Q
 from ..algebras import kbest
 from . import top_two
@@ -27,11 +27,19 @@ def start(tab: _tables.Tables, prop: Q.Property, ctx: Context) -> list[threading
     kit (:func:`.._kit.start`) for one best size, for CountingMax(2), whose best values are max-plus
     products, and the top-two kernels (:func:`.._kit.start_top2`) where its pass runs; for the partition
     function the float64 kit and the scaled-sum kernels (:func:`.._kit.start_scaledsum`). The threads, for the
-    caller to join before it returns; none on the host, across devices or for small networks."""
-    if ctx.xp.__name__ not in ("cupy", "torch") or ctx.devices is not None or len(tab.free) < AHEAD_VARIABLES:
+    caller to join before it returns; none on the host, across devices or for small networks (what is left
+    once the small components are set apart, as :func:`.apart.apart` sets them)."""
+    if ctx.xp.__name__ not in ("cupy", "torch") or ctx.devices is not None:
         return []
     key = (ctx.xp.__name__, type(prop).__name__, getattr(prop, "k", 1))
-    if not tab.feasible or key in _started:
+    if key in _started:
+        return []
+    parts = _components.split(tab)  # small components are counted on the host (.apart): only the rest launches
+    if parts is not None:
+        if parts.rest is None:
+            return []
+        tab = parts.rest
+    if not tab.feasible or len(tab.free) < AHEAD_VARIABLES:
         return []
     _started.add(key)
     return _threads(tab, prop, ctx)
