@@ -13,7 +13,9 @@ algebras:
 * :mod:`.modular`: sum-product modulo primes below 2^21 through float64 GEMM, exact;
 * :mod:`.polynomial`: the graph polynomial by evaluations in the modular algebra, interpolated and
   rebuilt by the Chinese remainder theorem;
-* :mod:`.logsum`: sum-product in log space (the partition function), stable at any beta.
+* :mod:`.logsum`: sum-product in log space, stable at any beta;
+* :mod:`.scaledsum`: the partition function by exact offsets (an entry's best size beside its log weight);
+  on a GPU two kernels of the ``tn_scaledsum`` family (:mod:`._scaledsum_kernels`) around cuBLAS's product.
 
 The tropical (max-plus / min-plus) and counting algebras live in :mod:`lazykern.tropical` and
 :mod:`lazykern.tn.counting`.
