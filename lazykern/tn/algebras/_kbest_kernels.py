@@ -155,15 +155,20 @@ def launch(
     strides (copied to contiguous where they differ); ``tiled``: a large step takes a tiled kernel (a
     tile name of :data:`TILES`: every step takes that one);
     ``floats``: float counts of that many bytes (8 or 4; ``modulus`` 0)."""
+    out, call = arguments(be, A, B, k, counts, modulus, paired, tiled, floats)
+    if call is not None:
+        launch_into(_loaded, out[0], call)
+    return out
+
+
+def launch_into(loaded: Loaded, out: Any, call: tuple[str, int, tuple[Any, ...]]) -> None:
+    """Launch ``call`` (kernel name, blocks, arguments) of ``loaded``'s family, THREADS a block, on the device
+    and stream of ``out``, an array it writes: the one launch of the tensor networks' algebra kernels."""
     from ...tropical import _arrays
 
-    out, call = arguments(be, A, B, k, counts, modulus, paired, tiled, floats)
-    if call is None:
-        return out
     name, blocks, args = call
-    at, stream = _arrays.device_and_stream(out[0], "C")
-    _loaded.launch(name, at, stream, blocks, THREADS, args)
-    return out
+    at, stream = _arrays.device_and_stream(out, "C")
+    loaded.launch(name, at, stream, blocks, THREADS, args)
 
 
 def arguments(

@@ -18,11 +18,12 @@ import numpy as np
 
 from ...families.family import KernelFamily
 from ...families.per_device import Loaded
+from . import _kbest_kernels
 
 if TYPE_CHECKING:
     from ...store.cache import KernelCache
 
-THREADS = 256
+THREADS = _kbest_kernels.THREADS  # the blocks of every algebra kernel (launch_into)
 LONG_ROW = 256  # terms from which a row takes a block of its own
 _MAX_BLOCKS = 132 * 32
 # s, l, E, top, xtop; rows, R, K; s's strides (batch, row, term), E's; c
@@ -107,8 +108,5 @@ def finish_arguments(
 
 
 def launch(out: Any, call: Call) -> None:
-    from ...tropical import _arrays
-
-    name, blocks, args = call
-    at, stream = _arrays.device_and_stream(out, "C")
-    _loaded.launch(name, at, stream, blocks, THREADS, args)
+    """Run ``call`` on the device and stream of ``out``, the array it writes."""
+    _kbest_kernels.launch_into(_loaded, out, call)

@@ -179,11 +179,7 @@ def merge_arguments(
 
 
 def _launch(out: tuple[Any, Any, Any], call: tuple[str, int, tuple[Any, ...]]) -> None:
-    from ...tropical import _arrays
-
-    name, blocks, args = call
-    at, stream = _arrays.device_and_stream(out[1], "C")
-    _loaded.launch(name, at, stream, blocks, THREADS, args)
+    _kbest_kernels.launch_into(_loaded, out[1], call)
 
 
 def tile(A: tuple[Any, ...], B: tuple[Any, ...]) -> str:
