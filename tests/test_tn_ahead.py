@@ -24,8 +24,10 @@ def started(monkeypatch):
     return calls
 
 
-def _ctx(name, devices=None):
-    return context.Context(types.SimpleNamespace(__name__=name), "greedy", None, None, devices)
+def _ctx(name, devices=None, device=0):
+    """A context on a stand-in module named ``name`` whose current GPU is ``device``."""
+    cuda = types.SimpleNamespace(current_device=lambda: device, runtime=types.SimpleNamespace(getDevice=lambda: device))
+    return context.Context(types.SimpleNamespace(__name__=name, cuda=cuda), "greedy", None, None, devices)
 
 
 def _tab(problem, prop):
@@ -64,6 +66,8 @@ def test_a_process_builds_ahead_once_a_module_and_property(started):
     assert ahead.start(tab, Q.SizeMax(), _ctx("cupy")) == [] and len(started) == 1
     ahead.start(tab, Q.SizeMax(), _ctx("torch"))
     assert len(started) == 2
+    ahead.start(tab, Q.SizeMax(), _ctx("cupy", device=1))  # another GPU: its own builds
+    assert len(started) == 3
 
 
 def test_weights_that_leave_the_top_two_pass_build_no_top_two_kernels(started):

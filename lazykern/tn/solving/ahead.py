@@ -7,6 +7,7 @@ first steps, they build beside them and beside each other. Only for networks lar
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ def start(tab: _tables.Tables, prop: Q.Property, ctx: Context) -> list[threading
     once the small components are set apart, as :func:`.apart.apart` sets them)."""
     if ctx.xp.__name__ not in ("cupy", "torch") or ctx.devices is not None:
         return []
-    key = (ctx.xp.__name__, type(prop).__name__, getattr(prop, "k", 1))
+    key = (ctx.xp.__name__, _current_device(ctx.xp), type(prop).__name__, getattr(prop, "k", 1))
     if key in _started:
         return []
     parts = _components.split(tab)  # small components are counted on the host (.apart): only the rest launches
@@ -45,9 +46,14 @@ def start(tab: _tables.Tables, prop: Q.Property, ctx: Context) -> list[threading
     return _threads(tab, prop, ctx)
 
 
-# What this process has started ahead, by array module and property: once is enough (the kernels then stay
-# loaded), and a repeated call skips the 1 ms of reading the tables' dtypes that naming them takes.
-_started: set[tuple[str, str, int]] = set()
+# What this process has started ahead, by array module, device and property: once is enough (the kernels then
+# stay loaded), and a repeated call skips the 1 ms of reading the tables' dtypes that naming them takes.
+_started: set[tuple[str, int, str, int]] = set()
+
+
+def _current_device(xp: Any) -> int:
+    """The ordinal of the GPU ``xp`` (cupy or torch) allocates on now."""
+    return int(xp.cuda.current_device() if xp.__name__ == "torch" else xp.cuda.runtime.getDevice())
 
 
 def _threads(tab: _tables.Tables, prop: Q.Property, ctx: Context) -> list[threading.Thread]:
