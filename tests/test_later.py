@@ -4,16 +4,20 @@ the record of what the compile read."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
 from lazykern import KernelCache, KernelFamily
 from lazykern.compile import _tracer, compiler
 from lazykern.store import _later
+from lazykern.store._once import Later
 
 from . import _servers
 
@@ -144,3 +148,36 @@ def test_a_compile_lock_is_released_by_the_thread_that_stores(tmp_path):
     finally:
         os.close(fd)
     assert failed == [] and kept is not None
+
+
+def _gated_later(gate: threading.Event, memory_only: str) -> Callable[[], Later]:
+    """A compile whose binary serves now and whose observed compile answers once ``gate`` is set, with a
+    memory-only reason (what a compile server torn down at exit answers) or a binary to store."""
+
+    def finish() -> tuple[bytes, dict]:
+        gate.wait(10)
+        return (b"", {"memory_only": memory_only}) if memory_only else (b"\x7fELF stored", {"headers": []})
+
+    return lambda: Later(b"\x7fELF served", {"name": "k"}, finish)
+
+
+@pytest.mark.parametrize("memory_only", ["the compile server was torn down at exit", ""])
+def test_a_store_given_up_at_exit_writes_nothing_when_its_answer_comes_later(tmp_path, monkeypatch, memory_only):
+    """The exit wait ends with a store still pending: it is dropped (said in one line), and when its
+    observed compile answers afterwards (the interpreter still ending) nothing is written, neither a
+    binary nor a memory-only marker (one was, on a loaded machine: CI, session 81). A store that answered
+    before the exit wait ended is written."""
+    monkeypatch.setattr(_later, "EXIT_WAIT_S", 0.05)
+    monkeypatch.setattr(_later, "_dropped", set())
+    cache = KernelCache(tmp_path / "store")
+    late, early = threading.Event(), threading.Event()
+    dropped, kept = (hashlib.sha256(x).hexdigest() for x in (b"dropped", b"kept"))
+    assert cache.get_or_compile(dropped, _gated_later(late, memory_only))[1]
+    assert cache.get_or_compile(kept, _gated_later(early, memory_only))[1]
+    early.set()
+    assert _later.wait_for(kept, 10)
+    _later._at_exit()
+    assert _later.dropped(dropped) and not _later.dropped(kept)
+    late.set()  # the dropped store's answer comes now
+    assert _later.wait_for(dropped, 10)
+    assert [row["key"] for row in cache.entries()] == [kept]

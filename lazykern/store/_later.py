@@ -25,6 +25,9 @@ log = logging.getLogger("lazykern")
 EXIT_WAIT_S = 30.0  # an observed compile takes about as long as the compile that already finished
 
 _jobs: dict[str, threading.Event] = {}  # key -> set once its entry is written (or dropped)
+# Keys given up at exit: their jobs, which may still get their observed compile's answer while the
+# interpreter ends (its compile server torn down: a memory-only marker), write nothing (:func:`dropped`).
+_dropped: set[str] = set()
 _lock = _fork.lock()
 # One write at a time, as when stores were synchronous: a size-limited store culls one entry per write,
 # and writes that overlap let it run past its limit. Only the write: a job waits for its observed
@@ -92,6 +95,13 @@ def abandon(key: str) -> None:
         _jobs.pop(key, None)
 
 
+def dropped(key: str) -> bool:
+    """Whether the store of ``key`` was given up at exit: its job must not write (asked under
+    :func:`writing`, which the giving up holds)."""
+    with _lock:
+        return key in _dropped
+
+
 def pending() -> list[str]:
     """Keys whose store has not finished yet."""
     with _lock:
@@ -103,6 +113,10 @@ def _at_exit() -> None:
         left = wait_all(EXIT_WAIT_S)
     except KeyboardInterrupt:  # Ctrl-C while waiting: the user wants out now
         left = pending()
+    if left:
+        with _writing, _lock:  # no write runs now: those still pending write nothing after this
+            left = [k for k in left if k in _jobs]
+            _dropped.update(left)
     if left:
         log.warning(
             "lazykern dropped %d kernel store(s) still waiting for their header trace after %.0f s at exit "
@@ -116,3 +130,4 @@ def _at_exit() -> None:
 @_fork.on_child
 def _forget_parents_jobs() -> None:
     _jobs.clear()  # the parent's threads: none of them runs here
+    _dropped.clear()

@@ -133,6 +133,8 @@ class CompileOnce:
         with locks:
             code, meta = finish()  # waits for the observed compile: other keys' stores go on meanwhile
             with _later.writing():
+                if _later.dropped(key):  # given up at exit (said there): the next process compiles it again
+                    return
                 self._store_compiled(key, code, {"compile_seconds": took, **meta})
 
     @staticmethod

@@ -24,7 +24,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -95,6 +95,16 @@ class Tables:
             if allowed.size:
                 total += max(abs(allowed.min()), abs(allowed.max()))
         return total
+
+    def configurations(self, labels: Sequence[Any], values: np.ndarray) -> np.ndarray:
+        """:meth:`configuration` of many assignments at once, variable-major: int64 (variables, assignments),
+        the fixed values and each row of ``values`` (labels, assignments) at its label's variable."""
+        columns = np.zeros((self.num_variables, values.shape[1]), dtype=np.int64)
+        for v, f in self.fixed.items():
+            columns[v] = f
+        if len(labels):
+            columns[list(labels)] = values
+        return columns
 
     def configuration(self, assignment: Mapping[Any, int]) -> np.ndarray:
         """One int64 entry per variable: the fixed values and ``assignment`` of the free ones (keyed by

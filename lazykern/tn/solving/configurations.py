@@ -120,7 +120,8 @@ def configs(problem: Any, tab: _tables.Tables, prop: Any, ctx: Context) -> Any:
         if not math.isfinite(v):
             continue
         size = 0 if everything else as_size(tab, sign * v)
-        rows = [tab.configuration(a) for a in tree.assignments(v, sizes)]
+        columns = tab.configurations(*tree.rows(v, sizes))  # (variables, configurations)
+        rows = columns.T
         if len(rows) != wanted.get(size, -1):
             raise ReconstructionError(
                 f"{type(prop).__name__}: {len(rows)} configurations listed at size {size}, "
@@ -128,7 +129,7 @@ def configs(problem: Any, tab: _tables.Tables, prop: Any, ctx: Context) -> Any:
             )
         for config in rows[:1]:
             _checked(problem, tab, config_size(problem, tab, config) if everything else size, config)
-        listed[size] = _sorted_rows(rows, n)
+        listed[size] = _sorted_rows(columns, tab.flavors)
     if everything:
         return listed.get(0, np.zeros((0, n), dtype=np.int64))
     return [(size, listed[size]) for size in wanted]
@@ -159,10 +160,19 @@ def _tree(tab: _tables.Tables, k: int, sign: int, everything: bool, ctx: Context
     return _configs.Tree(algebra("maxplus", be), leaves, plan.path, k)
 
 
-def _sorted_rows(rows: list[np.ndarray], n: int) -> np.ndarray:
-    if not rows:
-        return np.zeros((0, n), dtype=np.int64)
-    array = np.array(rows, dtype=np.int64).reshape(len(rows), n)
-    if n == 0:  # configurations of no variable: the one empty configuration, nothing to order by
-        return array
-    return array[np.lexsort(array.T[::-1])]
+def _sorted_rows(columns: np.ndarray, flavors: int) -> np.ndarray:
+    """The configurations ``columns`` (variables, configurations; entries below ``flavors``) as rows in
+    lexicographic order, C-contiguous: by one integer key per configuration (its digits in base
+    ``flavors``) where flavors^variables fits int64, else by every variable (numpy's lexsort of 36
+    variables took 15 s of 6.7 million configurations, the one key under 1 s)."""
+    n, count = columns.shape
+    if count == 0 or n == 0:  # none, or the one empty configuration of no variable: nothing to order by
+        return np.zeros((count, n), dtype=np.int64)
+    if flavors**n < 2**63:
+        key = np.zeros(count, dtype=np.int64)
+        for variable in columns:
+            key = key * flavors + variable
+        order = np.argsort(key, kind="stable")
+    else:
+        order = np.lexsort(columns[::-1])
+    return np.ascontiguousarray(columns[:, order].T)
