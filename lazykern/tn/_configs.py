@@ -46,6 +46,7 @@ class Tree:
     def __init__(self, alg: Algebra, leaves: Sequence[Term], path: Sequence[tuple[int, ...]], k: int) -> None:
         self.alg, self.be, self.k = alg, alg.be, k
         self.nodes: list[_Node] = []
+        self._orders: dict[int, tuple[Label, ...]] = {}  # node -> the labels of its rows (:meth:`_order`)
         live = [(self._add("leaf", (), (), t), t) for t in leaves]
         uses = Counter(x for t in leaves for x in t.labels)
         for step in path:
@@ -99,9 +100,13 @@ class Tree:
         return self._order(self.root), found
 
     def _order(self, node_id: int) -> tuple[Label, ...]:
-        """The labels of a subtree's rows: the node's summed labels, then each child's, in order."""
-        node = self.nodes[node_id]
-        return node.summed + tuple(x for c in node.children for x in self._order(c))
+        """The labels of a subtree's rows: the node's summed labels, then each child's, in order (kept per
+        node: a listing asks for a node's once per position it is reached at)."""
+        found = self._orders.get(node_id)
+        if found is None:
+            node = self.nodes[node_id]
+            found = self._orders[node_id] = node.summed + tuple(x for c in node.children for x in self._order(c))
+        return found
 
     def _below(
         self,
@@ -133,8 +138,7 @@ class Tree:
                     for c, v in zip(node.children, picks)
                 ]
                 pieces.append(_product([np.array(s, dtype=dtype).reshape(len(s), 1), *parts]))
-            height = len(self._order(node_id))
-            found = np.concatenate(pieces, axis=1) if pieces else np.zeros((height, 0), dtype=dtype)
+            found = np.concatenate(pieces, axis=1) if pieces else np.zeros((len(self._order(node_id)), 0), dtype=dtype)
         memo[key] = found
         return found
 
