@@ -42,11 +42,11 @@ def test_sorted_rows_are_lexicographic_by_one_key_or_by_every_variable(flavors, 
     rng = np.random.default_rng(flavors + n)
     rows = rng.integers(0, flavors, size=(500, n))
     rows[:50] = rows[50:100]  # repeats keep their places among equals
-    got = configurations._sorted_rows(np.ascontiguousarray(rows.T), flavors)
+    got = _configs.sorted_rows(np.ascontiguousarray(rows.T), flavors)
     assert got.flags.c_contiguous and got.dtype == np.int64
     assert got.tolist() == sorted(rows.tolist())
-    assert configurations._sorted_rows(np.zeros((n, 0), np.int64), flavors).shape == (0, n)
-    assert configurations._sorted_rows(np.zeros((0, 1), np.int64), flavors).shape == (1, 0)
+    assert _configs.sorted_rows(np.zeros((n, 0), np.int64), flavors).shape == (0, n)
+    assert _configs.sorted_rows(np.zeros((0, 1), np.int64), flavors).shape == (1, 0)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -10,16 +10,25 @@ better sums above it), so the kept values are enough, and every list built is pa
 the work is about the number of configurations times the depth of the tree, not one contraction per
 configuration. The same walk with every feasible entry worth 0 lists every feasible configuration.
 
+The walk also counts without listing (:meth:`Tree.count`: at each reached node, position and value, the
+ties and the exact number of assignments below each) and finds the i-th assignment of the listing's
+order without the others (:meth:`Tree.assignments`: each node's ties in the listing's order, then the
+children's indices in mixed radix, the first child the most significant digit), which samples uniformly
+from a number of configurations far past what a listing holds (GenericTensorNetworks' ``SumProductTree``
+and ``generate_samples``).
+
 Sizes tie exactly: integer sizes are exact in the value dtype, and a float step's value is the very
 sum the walk recomputes (same operands, same operation).
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
 import sys
 from collections import Counter
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,13 +50,16 @@ class _Node:
 
 
 class Tree:
-    """A contraction of ``leaves`` along ``path`` to a scalar in ``alg``, every step's values kept."""
+    """A contraction of ``leaves`` along ``path`` to a scalar in ``alg``, every step's values kept on the
+    host (the tree holds no device array and no algebra once built)."""
 
     def __init__(self, alg: Algebra, leaves: Sequence[Term], path: Sequence[tuple[int, ...]], k: int) -> None:
-        self.alg, self.be, self.k = alg, alg.be, k
+        self.k = k
         self.nodes: list[_Node] = []
         self._orders: dict[int, tuple[Label, ...]] = {}  # node -> the labels of its rows (:meth:`_order`)
-        live = [(self._add("leaf", (), (), t), t) for t in leaves]
+        self._counts: list[list[np.ndarray]] = []  # per node, per kept value: its assignments (:meth:`_count_all`)
+        self._running: list[list[np.ndarray]] = []  # per node, per kept value: (entries, choices) running counts
+        live = [(self._add(alg, "leaf", (), (), t), t) for t in leaves]
         uses = Counter(x for t in leaves for x in t.labels)
         for step in path:
             picked = [live[i] for i in step]
@@ -58,28 +70,28 @@ class Tree:
             for j, (other_id, other) in enumerate(picked[1:]):
                 later = {x for _, t in picked[j + 2 :] for x in t.labels}
                 needed = {x for x in term.labels + other.labels if uses[x] > 0 or x in later}
-                node, term = self._reduce(node, term, needed | set(other.labels))
-                other_id, other = self._reduce(other_id, other, needed | set(term.labels))
+                node, term = self._reduce(alg, node, term, needed | set(other.labels))
+                other_id, other = self._reduce(alg, other_id, other, needed | set(term.labels))
                 out, choice = contract(alg, term, other, needed, False)
-                node, term = self._add("pair", (node, other_id), choice.labels, out), out
+                node, term = self._add(alg, "pair", (node, other_id), choice.labels, out), out
             live.append((node, term))
             for x in term.labels:
                 uses[x] += 1
         if len(live) != 1:
             raise ValueError(f"the contraction path leaves {len(live)} operands; it must contract all of them")
-        self.root, _ = self._reduce(*live[0], set())
+        self.root, _ = self._reduce(alg, *live[0], set())
 
-    def _add(self, kind: str, children: tuple[int, ...], summed: tuple[Label, ...], term: Term) -> int:
-        values = [self.be.to_host(p) for p in term.parts[: self.k]]
+    def _add(self, alg: Algebra, kind: str, children: tuple[int, ...], summed: tuple[Label, ...], term: Term) -> int:
+        values = [alg.be.to_host(p) for p in term.parts[: self.k]]
         self.nodes.append(_Node(kind, children, tuple(summed), term.labels, values))
         return len(self.nodes) - 1
 
-    def _reduce(self, node: int, term: Term, needed: set[Label]) -> tuple[int, Term]:
+    def _reduce(self, alg: Algebra, node: int, term: Term, needed: set[Label]) -> tuple[int, Term]:
         own = [x for x in term.labels if x not in needed]
         if not own:
             return node, term
-        out, choice = reduce(self.alg, term, own, False)
-        return self._add("reduce", (node,), choice.labels, out), out
+        out, choice = reduce(alg, term, own, False)
+        return self._add(alg, "reduce", (node,), choice.labels, out), out
 
     def best(self) -> list[Any]:
         """The root's k best values (-inf where fewer occur)."""
@@ -90,14 +102,73 @@ class Tree:
         labels, in its order) and their values, an array (labels, assignments), one column an assignment,
         of the smallest unsigned type that holds every value of ``sizes``."""
         memo: dict[tuple[int, Assignment, Any], np.ndarray] = {}
-        dtype = np.min_scalar_type(max([*sizes.values(), 1]) - 1)
+        with self._deep():
+            found = self._below(self.root, (), target, sizes, memo, _dtype(sizes))
+        return self._order(self.root), found
+
+    def count(self, target: Any, sizes: Mapping[Label, int]) -> int:
+        """How many assignments :meth:`rows` lists for ``target``, exactly, without listing them."""
+        counts = self._count_all(sizes)[self.root]
+        return sum(int(c[()]) for v, c in zip(self.nodes[self.root].values, counts) if v[()] == target)
+
+    def assignments(
+        self, target: Any, indices: Sequence[int], sizes: Mapping[Label, int]
+    ) -> tuple[tuple[Label, ...], np.ndarray]:
+        """The assignments at ``indices`` (each below :meth:`count`) of :meth:`rows`'s listing for ``target``,
+        found without the others: the labels and an array (labels, len(indices)) as :meth:`rows` gives.
+        Every index passes every node once, all of them together: at a node, its choices (each child's
+        kept value, then the summed labels' assignment, in the listing's order) have running counts per
+        entry; an index picks the first whose running count passes it, and what is left of it splits
+        among the children in mixed radix, the last child the fastest digit."""
+        labels = self._order(self.root)
+        row = {x: i for i, x in enumerate(labels)}
+        m = len(indices)
+        out = np.zeros((len(labels), m), dtype=_dtype(sizes))
+        counts = self._count_all(sizes)
+        # every entry a walk reaches counts at most the root's assignments: int64 indices where those fit
+        rtype: Any = np.int64 if self.count(target, sizes) < 2**63 else object
+        root = self.nodes[self.root]
+        first = next(j for j, v in enumerate(root.values) if v[()] == target)
+        incoming = {self.root: (np.zeros((m, 0), np.intp), np.full(m, first), np.array(list(indices), dtype=rtype))}
+        for node_id in range(len(self.nodes) - 1, -1, -1):  # a node comes after its children
+            node = self.nodes[node_id]
+            if node_id not in incoming or node.kind == "leaf" or not m:
+                continue
+            position, which, ranks = incoming.pop(node_id)
+            shape = [sizes[x] for x in node.labels]
+            entry = np.ravel_multi_index(tuple(position.T), shape) if shape else np.zeros(m, np.intp)
+            choice, rest = np.zeros(m, np.intp), np.zeros(m, dtype=rtype)
+            for j in np.unique(which):
+                sel = np.flatnonzero(which == j)
+                running = self._running[node_id][int(j)][entry[sel]]  # (picked here, choices)
+                got = np.argmax(running > ranks[sel][:, None], axis=1)
+                before = running[np.arange(len(sel)), np.maximum(got - 1, 0)]
+                choice[sel], rest[sel] = got, ranks[sel] - np.where(got > 0, before, 0)
+            summed = [sizes[x] for x in node.summed]
+            picks, flat = np.divmod(choice, math.prod(summed))
+            values = np.unravel_index(flat, summed) if summed else ()
+            for x, v in zip(node.summed, values):
+                out[row[x]] = v
+            joint = np.concatenate([position, np.stack(values, axis=1)], axis=1) if summed else position
+            where = node.labels + node.summed
+            kids = []
+            for c, pick in zip(node.children, np.unravel_index(picks, [len(counts[c]) for c in node.children])):
+                at = joint[:, [where.index(x) for x in self.nodes[c].labels]]
+                kids.append((c, at, pick, np.stack(counts[c])[tuple([pick, *at.T])].astype(rtype)))
+            for c, at, pick, n in reversed(kids):  # the last child varies fastest
+                incoming[c] = (at, pick, rest % n)
+                rest = rest // n
+        return labels, out
+
+    @contextlib.contextmanager
+    def _deep(self) -> Iterator[None]:
+        """Room for a walk down the tree: one frame per tree level, two at most."""
         depth = sys.getrecursionlimit()
-        sys.setrecursionlimit(max(depth, 4 * len(self.nodes) + 1000))  # one frame per tree level, two at most
+        sys.setrecursionlimit(max(depth, 4 * len(self.nodes) + 1000))
         try:
-            found = self._below(self.root, (), target, sizes, memo, dtype)
+            yield
         finally:
             sys.setrecursionlimit(depth)
-        return self._order(self.root), found
 
     def _order(self, node_id: int) -> tuple[Label, ...]:
         """The labels of a subtree's rows: the node's summed labels, then each child's, in order (kept per
@@ -129,9 +200,9 @@ class Tree:
         else:
             at = dict(position)
             kids = [self.nodes[c] for c in node.children]
-            grids = [_over(kid, at, node.summed, sizes) for kid in kids]  # per child: k arrays over summed
+            grids = [_over(kid.values, kid.labels, at, node.summed, sizes) for kid in kids]  # k arrays over summed
             pieces = []
-            for s, picks in _ties(grids, target, node.summed):
+            for s, picks, _ in _ties(grids, target, node.summed):
                 here = at | dict(zip(node.summed, s))
                 parts = [
                     self._below(c, tuple((x, here[x]) for x in self.nodes[c].labels), v, sizes, memo, dtype)
@@ -141,6 +212,102 @@ class Tree:
             found = np.concatenate(pieces, axis=1) if pieces else np.zeros((len(self._order(node_id)), 0), dtype=dtype)
         memo[key] = found
         return found
+
+    def _count_all(self, sizes: Mapping[Label, int]) -> list[list[np.ndarray]]:
+        """Per node and kept value, at every entry: how many assignments of the node's summed labels below
+        reach that value there, exactly (0 where it is -inf); and the running counts of each entry's
+        choices (:func:`_choices`), which :meth:`assignments` reads. One pass up the tree, array by array,
+        as a counting contraction keeping its steps: in int64 where :func:`_bound` keeps every count
+        below 2^60, else in Python ints (object arrays)."""
+        if self._counts:
+            return self._counts
+        counts: list[list[np.ndarray]] = []
+        running: list[list[np.ndarray]] = []
+        for node in self.nodes:
+            if node.kind == "leaf":
+                counts.append([np.isfinite(v).astype(np.int64) for v in node.values])
+                running.append([])
+                continue
+            kids = [counts[c] for c in node.children]
+            kind: Any = np.int64
+            if any(k.dtype != np.int64 for kid in kids for k in kid) or _bound(node, kids, sizes) >= 2**60:
+                kind, kids = object, [[k.astype(object) for k in kid] for kid in kids]
+            steps = [np.cumsum(c, axis=1, dtype=kind) for c in _choices(self, node, kids, sizes, kind)]
+            shape = [sizes[x] for x in node.labels]
+            running.append(steps)
+            counts.append([np.asarray(step[:, -1], dtype=kind).reshape(shape) for step in steps])
+        self._counts, self._running = counts, running
+        return counts
+
+
+def sorted_rows(columns: np.ndarray, flavors: int) -> np.ndarray:
+    """The configurations ``columns`` (variables, configurations; entries below ``flavors``) as rows in
+    lexicographic order, C-contiguous: by one integer key per configuration (its digits in base
+    ``flavors``) where flavors^variables fits int64, else by every variable (numpy's lexsort of 36
+    variables took 15 s of 6.7 million configurations, the one key under 1 s)."""
+    n, count = columns.shape
+    if count == 0 or n == 0:  # none, or the one empty configuration of no variable: nothing to order by
+        return np.zeros((count, n), dtype=np.int64)
+    if flavors**n < 2**63:
+        key = np.zeros(count, dtype=np.int64)
+        for variable in columns:
+            key = key * flavors + variable
+        order = np.argsort(key, kind="stable")
+    else:
+        order = np.lexsort(columns[::-1])
+    return np.ascontiguousarray(columns[:, order].T)
+
+
+def _choices(
+    tree: Tree, node: _Node, kids: list[list[np.ndarray]], sizes: Mapping[Label, int], dtype: Any
+) -> list[np.ndarray]:
+    """One step's choices, per kept value j of the node: an array (entries of the node, choices), each
+    entry's choices in the listing's order (one kept value per child, then an assignment of the summed
+    labels, C order), each the product of the children's counts ``kids`` where their values (added in the
+    children's order, as :func:`_ties` adds them) are the node's value j at that entry, else 0."""
+    joint = node.labels + node.summed
+    full = [sizes[x] for x in joint]
+
+    def spread(a: np.ndarray, labels: tuple[Label, ...]) -> np.ndarray:
+        order = [labels.index(x) for x in joint if x in labels]
+        a = np.transpose(a, order) if order else a
+        return np.reshape(a, [sizes[x] if x in labels else 1 for x in joint])
+
+    children = [tree.nodes[c] for c in node.children]
+    values = [[spread(v, kid.labels) for v in kid.values] for kid in children]
+    counts = [[spread(n, kid.labels) for n in own] for kid, own in zip(children, kids)]
+    sums = []
+    for picks in itertools.product(*(range(len(v)) for v in values)):
+        total: Any = None
+        product: Any = None
+        for c, i in enumerate(picks):
+            total = values[c][i] if total is None else total + values[c][i]
+            product = counts[c][i] if product is None else product * counts[c][i]
+        sums.append((total, np.isfinite(total), product))
+    zero = np.zeros((), dtype=dtype)
+    out = []
+    for target in node.values:
+        wanted = spread(target, node.labels)
+        terms = []
+        for total, finite, product in sums:
+            with np.errstate(invalid="ignore"):
+                hit = (total == wanted) & finite
+            terms.append(np.broadcast_to(np.where(hit, product, zero), full))
+        stacked = np.stack(terms, axis=len(node.labels))  # (*node's labels, choices, *summed labels)
+        out.append(stacked.reshape(math.prod(full[: len(node.labels)]), -1))
+    return out
+
+
+def _bound(node: _Node, kids: list[list[np.ndarray]], sizes: Mapping[Label, int]) -> int:
+    """At least any count of a step (Python ints): each child's largest counts summed over its kept values,
+    multiplied, times the summed labels' assignments. Past 2^60 the step counts in Python ints."""
+    most = [sum(int(k.max()) if k.size else 0 for k in kid) for kid in kids]
+    return math.prod(most) * math.prod(sizes[x] for x in node.summed)
+
+
+def _dtype(sizes: Mapping[Label, int]) -> np.dtype[Any]:
+    """The smallest unsigned type that holds every value of ``sizes``."""
+    return np.min_scalar_type(max([*sizes.values(), 1]) - 1)
 
 
 def _product(blocks: Sequence[np.ndarray]) -> np.ndarray:
@@ -153,13 +320,19 @@ def _product(blocks: Sequence[np.ndarray]) -> np.ndarray:
     return out
 
 
-def _over(node: _Node, at: dict[Label, int], summed: tuple[Label, ...], sizes: Mapping[Label, int]) -> list[np.ndarray]:
-    """``node``'s k value arrays at the fixed labels ``at``, as arrays over ``summed`` (broadcast
-    along the summed labels the node lacks)."""
-    index = tuple(at[x] if x in at else slice(None) for x in node.labels)
-    rest = [x for x in node.labels if x not in at]
+def _over(
+    arrays: list[np.ndarray],
+    labels: tuple[Label, ...],
+    at: dict[Label, int],
+    summed: tuple[Label, ...],
+    sizes: Mapping[Label, int],
+) -> list[np.ndarray]:
+    """A node's arrays over its ``labels`` (its k values, or their counts) at the fixed labels ``at``, as
+    arrays over ``summed`` (broadcast along the summed labels the node lacks)."""
+    index = tuple(at[x] if x in at else slice(None) for x in labels)
+    rest = [x for x in labels if x not in at]
     out = []
-    for v in node.values:
+    for v in arrays:
         sub = v[index] if index else v
         order = [rest.index(x) for x in summed if x in rest]
         sub = np.transpose(sub, order) if order else sub
@@ -168,8 +341,11 @@ def _over(node: _Node, at: dict[Label, int], summed: tuple[Label, ...], sizes: M
     return out
 
 
-def _ties(grids: list[list[np.ndarray]], target: Any, summed: tuple[Label, ...]) -> list[tuple[tuple[int, ...], Any]]:
-    """(assignment of ``summed``, one value per child) where the children's values add up to ``target``:
+def _ties(
+    grids: list[list[np.ndarray]], target: Any, summed: tuple[Label, ...]
+) -> list[tuple[tuple[int, ...], Any, tuple[int, ...]]]:
+    """(assignment of ``summed``, one value per child, which of its k values each is) where the children's
+    values add up to ``target``:
     every choice of one of each child's k values at once, as one broadcast sum over (k,) * children +
     the summed labels' shape (in the order one loop over the choices, then the assignments, would find them)."""
     stacked = [np.stack(g) for g in grids]  # child c: (k_c, *summed shape)
@@ -185,5 +361,5 @@ def _ties(grids: list[list[np.ndarray]], target: Any, summed: tuple[Label, ...])
         picks, s = hit[: len(stacked)], tuple(int(x) for x in hit[len(stacked) :])
         values = tuple(stacked[c][i][s].item() for c, i in enumerate(picks))
         if all(math.isfinite(v) for v in values):
-            out.append((s, values))
+            out.append((s, values, tuple(int(i) for i in picks)))
     return out

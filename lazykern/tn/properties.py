@@ -17,6 +17,12 @@ A property is a small frozen value; :func:`lazykern.tn.solve` picks the algebra 
 ``ConfigsAll(limit)``      every feasible configuration, one row each
 =========================  =====================================================================
 
+``ConfigsMax/Min(k, tree_storage=True)`` and ``ConfigsAll(tree_storage=True)`` give each set of
+configurations as a :class:`lazykern.tn.config_tree.ConfigTree` instead of rows (GenericTensorNetworks'
+``SumProductTree``): its exact count, the i-th configuration, uniform samples (``tree.sample(n)``, its
+``generate_samples``) and the sorted rows on demand, with no ``limit``: its memory grows with the network,
+not with the count.
+
 "Max" and "Min" are the sizes' order, whatever the problem's goal. ``k`` must be at least 1 and
 ``limit`` (the most configurations a property may list) positive: anything else is a ValueError here,
 when the property is made.
@@ -71,6 +77,12 @@ def _check_beta(beta: object) -> float | int:
             raise ValueError(f"PartitionFunction(beta={beta!r}): beta holds more digits than float64; give a float64")
         return value
     raise ValueError(f"PartitionFunction(beta={beta!r}): beta must be a finite real number (an int or a float)")
+
+
+def _check_tree_storage(name: str, tree_storage: object) -> bool:
+    if not isinstance(tree_storage, (bool, np.bool_)):
+        raise ValueError(f"{name}(tree_storage={tree_storage!r}): tree_storage is True or False")
+    return bool(tree_storage)
 
 
 def _short(x: int) -> str:
@@ -160,13 +172,16 @@ class SingleConfigMin(Property):
 @dataclass(frozen=True)
 class ConfigsMax(_Best):
     """(size, every configuration of that size as rows) at each of the k largest sizes, best first; a
-    ValueError (naming the count) when they are more than ``limit``."""
+    ValueError (naming the count) when they are more than ``limit``. ``tree_storage=True``: (size,
+    :class:`~lazykern.tn.config_tree.ConfigTree`) pairs instead, with no limit."""
 
     limit: int = DEFAULT_LIMIT
+    tree_storage: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "limit", _check_limit(type(self).__name__, self.limit))
+        object.__setattr__(self, "tree_storage", _check_tree_storage(type(self).__name__, self.tree_storage))
 
 
 @dataclass(frozen=True)
@@ -178,12 +193,15 @@ class ConfigsMin(ConfigsMax):
 
 @dataclass(frozen=True)
 class ConfigsAll(Property):
-    """Every feasible configuration, one row each (sorted); a ValueError naming the count past ``limit``."""
+    """Every feasible configuration, one row each (sorted); a ValueError naming the count past ``limit``.
+    ``tree_storage=True``: one :class:`~lazykern.tn.config_tree.ConfigTree` instead, with no limit."""
 
     limit: int = DEFAULT_LIMIT
+    tree_storage: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "limit", _check_limit("ConfigsAll", self.limit))
+        object.__setattr__(self, "tree_storage", _check_tree_storage("ConfigsAll", self.tree_storage))
 
 
 __all__ = [

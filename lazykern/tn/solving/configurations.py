@@ -5,6 +5,7 @@ problem's own size."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable
 from fractions import Fraction
@@ -18,6 +19,7 @@ from .. import properties as Q
 from .._backend import backend_of
 from .._contract import Algebra, Term
 from ..algebras import kbest
+from ..config_tree import ConfigTree
 from ..einsum import network_argmax
 from .apart import apart
 from .context import Context
@@ -92,10 +94,13 @@ def _float_slack(problem: Any) -> float:
 def configs(problem: Any, tab: _tables.Tables, prop: Any, ctx: Context) -> Any:
     """Every configuration of the k best sizes (ConfigsMax/Min) or every feasible one (ConfigsAll):
     counted exactly first (refused past ``prop.limit``), then read off one contraction that kept its
-    intermediates (:mod:`.._configs`), the number listed checked against the count."""
+    intermediates (:mod:`.._configs`), the number listed checked against the count; with
+    ``prop.tree_storage``, that contraction itself (a :class:`ConfigTree` per size, its count checked)."""
     everything = isinstance(prop, Q.ConfigsAll)
     n = tab.num_variables
     if not tab.feasible:
+        if prop.tree_storage:
+            return _empty_tree(problem, tab) if everything else []
         return np.zeros((0, n), dtype=np.int64) if everything else []
     # counted with small independent components apart (:func:`apart`): a refusal past the limit is quick
     if everything:
@@ -109,30 +114,59 @@ def configs(problem: Any, tab: _tables.Tables, prop: Any, ctx: Context) -> Any:
         wanted = dict(counting(tab, prop.k, prop.largest, ctx) if found is None else found)
         k, sign = k_cap(tab, prop.k), 1 if prop.largest else -1
     found = sum(wanted.values())
-    if found > prop.limit:
+    if found > prop.limit and not prop.tree_storage:
         what = "feasible configurations" if everything else f"configurations at the {prop.k} best sizes"
         many = found if found < 10**30 else f"about 2^{math.log2(found):.1f}"  # str() of an int stops at 4300 digits
-        raise ValueError(f"{type(prop).__name__}: the problem has {many} {what}, past limit={prop.limit}")
+        raise ValueError(
+            f"{type(prop).__name__}: the problem has {many} {what}, past limit={prop.limit} "
+            "(tree_storage=True keeps them as a tree, to count, index and sample)"
+        )
     tree = _tree(tab, k, sign, everything, ctx)
     sizes: dict[Hashable, int] = dict.fromkeys(tab.free, tab.flavors)
-    listed: dict[Any, np.ndarray] = {}
+    listed: dict[Any, Any] = {}
     for v in tree.best():
         if not math.isfinite(v):
             continue
         size = 0 if everything else as_size(tab, sign * v)
-        columns = tab.configurations(*tree.rows(v, sizes))  # (variables, configurations)
-        rows = columns.T
-        if len(rows) != wanted.get(size, -1):
+        if prop.tree_storage:
+            check = _feasible(problem, tab) if everything else _at_size(problem, tab, size)
+            listed[size] = ConfigTree(tree, v, tab, None if everything else size, check)
+            got = listed[size].count
+        else:
+            columns = tab.configurations(*tree.rows(v, sizes))  # (variables, configurations)
+            got = columns.shape[1]
+            for config in columns.T[:1]:
+                _checked(problem, tab, config_size(problem, tab, config) if everything else size, config)
+            listed[size] = _configs.sorted_rows(columns, tab.flavors)
+        if got != wanted.get(size, -1):
             raise ReconstructionError(
-                f"{type(prop).__name__}: {len(rows)} configurations listed at size {size}, "
+                f"{type(prop).__name__}: {got} configurations found at size {size}, "
                 f"{wanted.get(size, 0)} counted; report it with the problem"
             )
-        for config in rows[:1]:
-            _checked(problem, tab, config_size(problem, tab, config) if everything else size, config)
-        listed[size] = _sorted_rows(columns, tab.flavors)
     if everything:
+        if prop.tree_storage:
+            return listed[0] if 0 in listed else _empty_tree(problem, tab)
         return listed.get(0, np.zeros((0, n), dtype=np.int64))
     return [(size, listed[size]) for size in wanted]
+
+
+def _feasible(problem: Any, tab: _tables.Tables) -> Any:
+    """A tree's check of one configuration (picklable, as the tree is): feasible, its size the problem's."""
+    return functools.partial(_checked_own, problem, tab)
+
+
+def _at_size(problem: Any, tab: _tables.Tables, size: Any) -> Any:
+    """A tree's check of one configuration at ``size``."""
+    return functools.partial(_checked, problem, tab, size)
+
+
+def _checked_own(problem: Any, tab: _tables.Tables, config: np.ndarray) -> Any:
+    return _checked(problem, tab, config_size(problem, tab, config), config)
+
+
+def _empty_tree(problem: Any, tab: _tables.Tables) -> ConfigTree:
+    """A tree of no configuration (nothing is feasible)."""
+    return ConfigTree(None, None, tab, None, _feasible(problem, tab))
 
 
 def config_size(problem: Any, tab: _tables.Tables, config: np.ndarray) -> Any:
@@ -158,21 +192,3 @@ def _tree(tab: _tables.Tables, k: int, sign: int, everything: bool, ctx: Context
     be, _ = backend_of(arrays[0])
     leaves = [Term(algebra.prepare(be, (a,), i), tuple(lab)) for i, (a, lab) in enumerate(zip(arrays, tab.labels))]
     return _configs.Tree(algebra("maxplus", be), leaves, plan.path, k)
-
-
-def _sorted_rows(columns: np.ndarray, flavors: int) -> np.ndarray:
-    """The configurations ``columns`` (variables, configurations; entries below ``flavors``) as rows in
-    lexicographic order, C-contiguous: by one integer key per configuration (its digits in base
-    ``flavors``) where flavors^variables fits int64, else by every variable (numpy's lexsort of 36
-    variables took 15 s of 6.7 million configurations, the one key under 1 s)."""
-    n, count = columns.shape
-    if count == 0 or n == 0:  # none, or the one empty configuration of no variable: nothing to order by
-        return np.zeros((count, n), dtype=np.int64)
-    if flavors**n < 2**63:
-        key = np.zeros(count, dtype=np.int64)
-        for variable in columns:
-            key = key * flavors + variable
-        order = np.argsort(key, kind="stable")
-    else:
-        order = np.lexsort(columns[::-1])
-    return np.ascontiguousarray(columns[:, order].T)
