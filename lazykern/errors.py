@@ -188,3 +188,22 @@ def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def shown(value: Any) -> str:
+    """``value`` as a message shows it: its repr, but an int of more than 30 digits by its length (Python
+    refuses to write one past 4,300 digits: the message itself would fail), and tuples and lists, Fractions
+    and the like element by element."""
+    from fractions import Fraction
+
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        sign = "a negative" if value < 0 else "an"
+        if value.bit_length() < 13000:  # below 3,900 digits: str() counts them
+            return f"{sign} int of {len(str(abs(value)))} digits"
+        return f"{sign} int of about {int(value.bit_length() * 0.30103) + 1} digits"
+    if isinstance(value, Fraction) and max(abs(value.numerator), value.denominator) >= 10**30:
+        return f"a Fraction of {shown(value.numerator)} over {shown(value.denominator)}"
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(shown(x) for x in value)
+        return f"({inner}{',' if len(value) == 1 else ''})" if isinstance(value, tuple) else f"[{inner}]"
+    return repr(value)

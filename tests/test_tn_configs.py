@@ -11,7 +11,6 @@ import pytest
 from lazykern.tn import _configs, _tables, solve
 from lazykern.tn import problems as P
 from lazykern.tn import properties as Q
-from lazykern.tn.solving import configurations
 
 from ._gtn_brute import Brute
 

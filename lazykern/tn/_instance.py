@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import LazykernWarning, NumberTypeError
+from ..errors import LazykernWarning, NumberTypeError, shown
 from . import _exact
 
 MODULES = ("numpy", "cupy", "torch")
@@ -64,8 +64,26 @@ def check_memory_limit(memory_limit: Any) -> int | None:
             "to size it to the memory"
         )
     if memory_limit < 1:
-        raise ValueError(f"memory_limit must be a positive number of entries, got {memory_limit!r}")
+        raise ValueError(f"memory_limit must be a positive number of entries, got {shown(memory_limit)}")
     return int(memory_limit)
+
+
+def check_max_time(max_time: Any) -> float | None:
+    """``max_time`` (seconds an order search may take) as a float, or None (the default): TypeError for
+    what is not a real number (a string, a bool), ValueError for one that is not finite and positive."""
+    if max_time is None:
+        return None
+    if isinstance(max_time, (bool, np.bool_)) or not isinstance(max_time, (int, float, np.integer, np.floating)):
+        raise TypeError(f"max_time is a number of seconds (such as 5.0), not {type(max_time).__name__}")
+    try:
+        seconds = float(max_time)
+    except OverflowError:
+        seconds = math.inf
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(
+            f"max_time must be a finite positive number of seconds, got {seconds!r}; leave it unset for the default"
+        )
+    return seconds
 
 
 def check_order(n: int, order: Any) -> tuple[int, ...] | None:

@@ -32,6 +32,8 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
+import numpy as np
+
 from .. import config
 from ..launch import _device
 from ..launch._batch_split import split_batch
@@ -75,26 +77,38 @@ def resolve(devices: Devices, be: Backend) -> list[int] | None:
     ``"all"``: every GPU this process sees (with none, as on a CPU machine, one group). For GPU
     operands every ordinal must exist; for NumPy operands the ordinals only name host threads.
     """
-    if devices is None:
-        return None
-    if isinstance(devices, str):
-        if devices != "all":
-            raise ValueError(f"devices must be 'all', None or a sequence of GPU ordinals, got {devices!r}")
+    wanted = ordinals(devices)
+    if isinstance(wanted, str):  # "all"
         return list(range(max(_device.count(), 1)))
-    try:
-        wanted = [int(d) for d in devices]
-    except (TypeError, ValueError):
-        raise TypeError(f"devices must be 'all', None or a sequence of GPU ordinals, got {devices!r}") from None
-    if not wanted:
-        raise ValueError("devices must name at least one device, got an empty sequence")
-    if len(set(wanted)) != len(wanted) or min(wanted) < 0:
-        raise ValueError(f"devices must be distinct non-negative ordinals, got {wanted}")
-    if not be.on_host:
+    if wanted is not None and not be.on_host:
         n = _device.count()
         missing = [d for d in wanted if d >= n]
         if missing:
             seen = f"{n} GPU(s), ordinals 0..{n - 1}" if n else "no GPU"
             raise ValueError(f"devices {missing} do not exist: this process sees {seen}")
+    return wanted
+
+
+def ordinals(devices: Devices) -> list[int] | str | None:
+    """``devices=`` checked for its form (what :func:`resolve` takes; whether the GPUs exist is its
+    question): None, "all", or distinct non-negative ints."""
+    if devices is None:
+        return None
+    if isinstance(devices, str):
+        if devices != "all":
+            raise ValueError(f"devices must be 'all', None or a sequence of GPU ordinals, got {devices!r}")
+        return "all"
+    try:
+        given = list(devices)
+    except TypeError:
+        raise TypeError(f"devices must be 'all', None or a sequence of GPU ordinals, got {devices!r}") from None
+    if any(isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) for d in given):
+        raise TypeError(f"devices are GPU ordinals (ints such as 0, 1), got {given!r}")
+    wanted = [int(d) for d in given]
+    if not wanted:
+        raise ValueError("devices must name at least one device, got an empty sequence")
+    if len(set(wanted)) != len(wanted) or min(wanted) < 0:
+        raise ValueError(f"devices must be distinct non-negative ordinals, got {wanted}")
     return wanted
 
 

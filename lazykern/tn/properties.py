@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import shown
+
 DEFAULT_LIMIT = 10**6  # configurations a Configs* property lists before it refuses
 
 
@@ -48,14 +50,16 @@ def _integer(x: object) -> int | None:
 def _check_k(name: str, k: object) -> int:
     value = _integer(k)
     if value is None or value < 1:
-        raise ValueError(f"{name}(k={k!r}): k is the number of best sizes wanted, an int of at least 1")
+        raise ValueError(f"{name}(k={shown(k)}): k is the number of best sizes wanted, an int of at least 1")
     return value
 
 
 def _check_limit(name: str, limit: object) -> int:
     value = _integer(limit)
     if value is None or value < 1:
-        raise ValueError(f"{name}(limit={limit!r}): limit is the most configurations to list, an int of at least 1")
+        raise ValueError(
+            f"{name}(limit={shown(limit)}): limit is the most configurations to list, an int of at least 1"
+        )
     return value
 
 
@@ -79,15 +83,14 @@ def _check_beta(beta: object) -> float | int:
     raise ValueError(f"PartitionFunction(beta={beta!r}): beta must be a finite real number (an int or a float)")
 
 
-def _check_tree_storage(name: str, tree_storage: object) -> bool:
-    if not isinstance(tree_storage, (bool, np.bool_)):
-        raise ValueError(f"{name}(tree_storage={tree_storage!r}): tree_storage is True or False")
-    return bool(tree_storage)
+def _check_flag(name: str, flag: str, value: object) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}({flag}={shown(value)}): {flag} is True or False")
+    return bool(value)
 
 
 def _short(x: int) -> str:
-    text = str(x)
-    return text if len(text) <= 24 else f"{text[:6]}...({len(text)} digits)"
+    return shown(x) if abs(x) >= 10**24 else str(x)
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,9 @@ class GraphPolynomial(Property):
 
     laurent: bool = False
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "laurent", _check_flag("GraphPolynomial", "laurent", self.laurent))
+
 
 @dataclass(frozen=True)
 class PartitionFunction(Property):
@@ -181,7 +187,7 @@ class ConfigsMax(_Best):
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "limit", _check_limit(type(self).__name__, self.limit))
-        object.__setattr__(self, "tree_storage", _check_tree_storage(type(self).__name__, self.tree_storage))
+        object.__setattr__(self, "tree_storage", _check_flag(type(self).__name__, "tree_storage", self.tree_storage))
 
 
 @dataclass(frozen=True)
@@ -201,7 +207,7 @@ class ConfigsAll(Property):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "limit", _check_limit("ConfigsAll", self.limit))
-        object.__setattr__(self, "tree_storage", _check_tree_storage("ConfigsAll", self.tree_storage))
+        object.__setattr__(self, "tree_storage", _check_flag("ConfigsAll", "tree_storage", self.tree_storage))
 
 
 __all__ = [

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InfeasibleError
-from . import _instance, _kit, _procs, _tables
+from . import _instance, _kit, _procs, _spread, _tables
 from . import properties as Q
 from .solving import ahead
 from .solving.apart import apart
@@ -92,7 +92,10 @@ def solve(
     what the property holds are summed as floats, with a LazykernWarning."""
     if not isinstance(prop, Q.Property) or type(prop) in (Q.Property,):
         raise TypeError(f"solve(problem, prop): prop must be a property of lazykern.tn.properties, got {prop!r}")
+    _check_problem(problem)
     memory_limit = _instance.check_memory_limit(memory_limit)
+    max_time = _instance.check_max_time(max_time)
+    _spread.ordinals(devices)
     ctx = Context(_instance.array_module(module), optimize, memory_limit, max_time, devices)
     fixed = dict(problem.fixedvertices)
     opened = tuple(int(v) for v in problem.openvertices)
@@ -111,6 +114,30 @@ def solve(
     for index, answer in answers.items():
         out[index] = answer
     return out
+
+
+# what solve reads of a problem: a Problem of lazykern.tn.problems has them all, and so may one's own class
+_PROTOCOL = ("num_variables", "num_flavors", "goal", "openvertices", "fixedvertices", "constraints", "objectives")
+
+
+def _check_problem(problem: Any) -> None:
+    """A TypeError for what is not a problem (a graph, a class, a spin glass of :mod:`lazykern.tn.networks`),
+    saying what to pass instead; a class of one's own with :class:`lazykern.tn.problems.Problem`'s
+    attributes is taken as it is."""
+    if not isinstance(problem, type) and all(hasattr(problem, name) for name in _PROTOCOL):
+        return
+    from .networks import SpinGlass as Instance
+
+    if isinstance(problem, Instance):
+        raise TypeError(
+            "solve(problem, prop): a lazykern.tn.networks.SpinGlass is an instance, not a problem; pass "
+            "lazykern.tn.problems.SpinGlass.from_instance(sg)"
+        )
+    what = f"the class {problem.__name__}" if isinstance(problem, type) else type(problem).__name__
+    raise TypeError(
+        f"solve(problem, prop): problem must be a problem of lazykern.tn.problems (such as "
+        f"IndependentSet(graph)), got {what}"
+    )
 
 
 def _entry(problem: Any, prop: Q.Property, fixed: dict[int, int], ctx: Context) -> Any:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._backend import DEFAULT_HOST_LIMIT
+from .._instance import check_max_time
 from .inputs import Label, check_sizes
 from .paths import check_path, costs, plan_steps
 from .search import RANKS, cotengra_plan, search_path
@@ -85,6 +86,7 @@ def contraction_plan(
     ``max_time`` that is not positive; ImportError for "cotengra" when cotengra is missing.
     """
     output = tuple(output)
+    max_time = check_max_time(max_time)
     limit = DEFAULT_MEMORY_LIMIT if memory_limit is None else int(memory_limit)
     if limit < 1:
         raise ValueError(f"memory_limit must be a positive number of entries, got {memory_limit!r}")

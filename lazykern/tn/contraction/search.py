@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from .. import _cost, _plan_store, _planner
+from .._instance import check_max_time
 from .inputs import Label
 from .paths import costs, sub, walk
 
@@ -202,10 +203,8 @@ SMALL_NETWORK = 512  # tensors up to which opt_einsum's greedy order (millisecon
 
 
 def _budget(max_time: float | None) -> float:
-    budget = _planner.DEFAULT_MAX_TIME if max_time is None else float(max_time)
-    if budget <= 0:
-        raise ValueError(f"max_time must be a positive number of seconds, got {max_time!r}")
-    return budget
+    seconds = check_max_time(max_time)
+    return _planner.DEFAULT_MAX_TIME if seconds is None else seconds
 
 
 def _cheap(inputs: Any, output: Any, sizes: Any, initial: Any, limit: int) -> list[tuple[int, ...]] | None:

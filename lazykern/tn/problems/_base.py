@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import shown
 from .. import _exact
 from . import _inputs
 
@@ -158,16 +159,17 @@ class Problem(abc.ABC):
         try:
             i = int(lookup[name])
         except (KeyError, TypeError):
-            raise ValueError(f"{what} names {name!r}, which is not a variable of this problem") from None
+            raise ValueError(f"{what} names {shown(name)}, which is not a variable of this problem") from None
         if not _inputs.same_name(name, self._names[i]):  # True or 1.0 for a vertex named 1
             has = self._names[i]
-            raise ValueError(f"{what} names {name!r}, which is not a variable of this problem (it has {has!r})")
+            raise ValueError(f"{what} names {shown(name)}, which is not a variable of this problem (it has {has!r})")
         return i
 
     def _indices(self, what: str, names: Any) -> list[int]:
         """The variable indices of ``names``: in their order for a sequence, ascending for a set (whose
         iteration order follows hashes, and for strings changes from run to run with PYTHONHASHSEED)."""
-        if isinstance(names, (str, bytes)) or not isinstance(names, (Sequence, set, frozenset, np.ndarray)):
+        flat = not isinstance(names, np.ndarray) or names.ndim == 1
+        if isinstance(names, (str, bytes)) or not isinstance(names, (Sequence, set, frozenset, np.ndarray)) or not flat:
             raise ValueError(f"{what} must be a sequence of variable names, got {names!r}")
         indices = [self._index(what, n) for n in names]
         return sorted(indices) if isinstance(names, (set, frozenset)) else indices
@@ -179,9 +181,11 @@ class Problem(abc.ABC):
         for name, flavor in fixed.items():
             i = self._index("fixedvertices", name)
             if isinstance(flavor, (bool, np.bool_)) or not isinstance(flavor, (int, np.integer)):
-                raise ValueError(f"fixedvertices[{name!r}] = {flavor!r}: a flavor is an integer")
+                raise ValueError(f"fixedvertices[{shown(name)}] = {shown(flavor)}: a flavor is an integer")
             if not 0 <= int(flavor) < self.num_flavors:
-                raise ValueError(f"fixedvertices[{name!r}] = {flavor}: flavors are 0..{self.num_flavors - 1}")
+                raise ValueError(
+                    f"fixedvertices[{shown(name)}] = {shown(int(flavor))}: flavors are 0..{self.num_flavors - 1}"
+                )
             if i in out:
                 raise ValueError(f"fixedvertices names variable {self._names[i]!r} twice")
             out[i] = int(flavor)

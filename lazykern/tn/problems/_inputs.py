@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import NumberTypeError
+from ...errors import NumberTypeError, shown
 from .. import _exact, _instance
 
 Number = int | float
@@ -81,7 +81,7 @@ def graph(
             raise ValueError(f"a graph is a networkx graph or (n, edges), got {type(g).__name__}")
         n, edge_list = g
         if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
-            raise ValueError(f"(n, edges): n must be a non-negative integer (the number of vertices), got {n!r}")
+            raise ValueError(f"(n, edges): n must be a non-negative integer (the number of vertices), got {shown(n)}")
         check_variables(int(n), "(n, edges): n")
         names = list(range(int(n)))
         if edge_order is not None:
@@ -99,9 +99,8 @@ VARIABLES_MAX = 1 << 26
 def check_variables(n: int, what: str) -> None:
     """A ValueError naming ``what`` where ``n`` variables pass VARIABLES_MAX."""
     if n > VARIABLES_MAX:
-        shown = str(n) if n < 10**12 else f"an int of {len(str(n))} digits"
         raise ValueError(
-            f"{what} is {shown}: that many variables is past the {VARIABLES_MAX} (2^26) a problem may have here "
+            f"{what} is {shown(n)}: that many variables is past the {VARIABLES_MAX} (2^26) a problem may have here "
             "(each is an entry of every configuration); number the variables from 1 (or 0) without gaps"
         )
 
@@ -137,7 +136,7 @@ def _edge(k: int, e: Any, n: int, hyperedges: bool) -> tuple[int, ...]:
         raise ValueError(f"edge {k} is empty: an edge holds at least one vertex")
     for v in ends:
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not 0 <= v < n:
-            raise ValueError(f"edge {k} is {ends!r}: vertices are integers 0..{n - 1} (n = {n})")
+            raise ValueError(f"edge {k} is {shown(ends)}: vertices are integers 0..{n - 1} (n = {n})")
     return tuple(int(v) for v in ends)
 
 
@@ -193,6 +192,8 @@ def numbers(values: Sequence[Any], what: str) -> list[Number]:
     for k, w in enumerate(values):
         if isinstance(w, (bool, np.bool_)):
             raise NumberTypeError(f"weight {k} of the {_plural(what)} is a bool ({w!r}): give a number")
+        if isinstance(w, np.timedelta64):  # NumPy counts it an integer type
+            raise NumberTypeError(f"weight {k} of the {_plural(what)} is a time span ({w!r}): give a number")
         if isinstance(w, (int, np.integer)):
             out.append(int(w))
         elif _instance.is_wide(w):
@@ -209,9 +210,8 @@ def numbers(values: Sequence[Any], what: str) -> list[Number]:
         return out
     for k, x in enumerate(out):
         if isinstance(x, int) and not _exact_float(x):
-            shown = f"an int of {len(str(abs(x)))} digits" if abs(x) >= 10**30 else str(x)
             raise ValueError(
-                f"weight {k} of the {_plural(what)}, {shown}, has no exact float64 value (past its 53 bits or its "
+                f"weight {k} of the {_plural(what)}, {shown(x)}, has no exact float64 value (past its 53 bits or its "
                 "range, 1.8e308) among float weights: give every weight as an int, or this one as a float"
             )
     return [float(x) for x in out]
@@ -232,9 +232,8 @@ def _exact_number(k: int, w: Fraction | Decimal, what: str) -> Number:
         f = math.inf
     if math.isfinite(f) and _exact.rational(f) == q:
         return f
-    shown = repr(w) if len(repr(w)) <= 60 else f"a {type(w).__name__} of {len(str(abs(q.numerator)))} digits"
     raise ValueError(
-        f"weight {k} of the {_plural(what)} is {shown}, which no float the solver reads exactly stands for (it "
+        f"weight {k} of the {_plural(what)} is {shown(w)}, which no float the solver reads exactly stands for (it "
         f"reads floats as decimals of up to {_exact.DECIMAL_DIGITS} significant digits): scale the weights to "
         "integers (the optima do not move), or give floats to have them rounded"
     )

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ...errors import shown
 from ._base import Table
 
 Local = tuple[int, ...]
@@ -27,9 +28,9 @@ def _shape(variables: Sequence[int], num_flavors: int) -> tuple[int, ...]:
     """The table's shape, or a ValueError naming it where it would pass TABLE_ENTRIES_MAX entries."""
     if num_flavors ** len(variables) > TABLE_ENTRIES_MAX:
         raise ValueError(
-            f"a table over {len(variables)} variables of {num_flavors} flavors would hold "
-            f"{num_flavors}^{len(variables)} entries, past the {TABLE_ENTRIES_MAX} (2^24) one table may hold here: "
-            "use fewer flavors (colours) or split the clause, set or hyperedge"
+            f"a table over {len(variables)} variables of {shown(num_flavors)} flavors would hold "
+            f"{shown(num_flavors)}^{len(variables)} entries, past the {TABLE_ENTRIES_MAX} (2^24) one table may hold "
+            "here: use fewer flavors (colours) or split the clause, set or hyperedge"
         )
     return (num_flavors,) * len(variables)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import shown
 from . import _inputs
 from ._base import Problem
 from ._tables import objective
@@ -74,6 +75,8 @@ class Satisfiability(Problem):
             n = largest
         elif isinstance(num_variables, bool) or not isinstance(num_variables, (int, np.integer)):
             raise ValueError(f"num_variables must be an integer, got {num_variables!r}")
+        elif num_variables < 0:
+            raise ValueError(f"num_variables must be at least 0 (the number of variables), got {shown(num_variables)}")
         elif num_variables < largest:
             raise ValueError(f"num_variables = {num_variables}, but a clause names variable {largest}")
         else:

@@ -86,6 +86,12 @@ class SpinGlass(Problem):
     @classmethod
     def from_instance(cls, sg: Any, openvertices: Any = (), fixedvertices: Any = None) -> SpinGlass:
         """The problem of a :class:`lazykern.tn.networks.SpinGlass` (spins 0..n-1, same energy)."""
+        from ..networks import SpinGlass as Instance
+
+        if not isinstance(sg, Instance):
+            raise TypeError(
+                f"SpinGlass.from_instance(sg): sg is a lazykern.tn.networks.SpinGlass, got {type(sg).__name__}"
+            )
         edges: list[tuple[Hashable, ...]] = [tuple(int(v) for v in e) for e in np.asarray(sg.edges).tolist()]
         return cls(
             (int(sg.n), edges),

@@ -186,8 +186,8 @@ def _tree(tab: _tables.Tables, k: int, sign: int, everything: bool, ctx: Context
     plan = ctx.plan(tab, tab.labels, (), [(a,) if k > 1 else a for a in arrays], "maxplus", algebra)
     if plan.sliced:
         raise ValueError(
-            f"listing configurations keeps every step's values, but this network needs {plan.nslices} slices to "
-            "fit memory_limit: raise memory_limit or list fewer configurations"
+            f"listing configurations (or keeping them as a tree) keeps every step's values, but this network needs "
+            f"{plan.nslices} slices to fit memory_limit: raise memory_limit, or ask for counts or one configuration"
         )
     be, _ = backend_of(arrays[0])
     leaves = [Term(algebra.prepare(be, (a,), i), tuple(lab)) for i, (a, lab) in enumerate(zip(arrays, tab.labels))]

@@ -43,6 +43,7 @@ def ground_state(
     configuration's own energy (:meth:`SpinGlass.energy`), a state within the rounding of the optimum.
     """
     memory_limit = _instance.check_memory_limit(memory_limit)
+    max_time = _instance.check_max_time(max_time)
     module = _instance.array_module(module)
     fit = sg.fitted(module, dtype)
     dtype = fit.dtype

@@ -45,6 +45,7 @@ def degeneracy(
     between the rounded energies, and a LazykernWarning names the tolerance: states whose energies lie
     that close to E_0 may be counted in or out."""
     memory_limit = _instance.check_memory_limit(memory_limit)
+    max_time = _instance.check_max_time(max_time)
     module = _instance.array_module(module)
     fit = sg.fitted(module, dtype, count=True)
     dtype = fit.dtype

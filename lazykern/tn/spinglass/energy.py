@@ -70,6 +70,7 @@ def ground_state_energy(
     Floats whose numerators would pass 62 bits (typically Gaussian couplings) are rounded to a multiple
     of a power of two first: the energy is then within (m + n) of those units of the truth."""
     memory_limit = _instance.check_memory_limit(memory_limit)
+    max_time = _instance.check_max_time(max_time)
     module = _instance.array_module(module)
     fit = sg.fitted(module, dtype)
     dtype = fit.dtype

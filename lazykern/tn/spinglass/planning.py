@@ -45,6 +45,7 @@ def plan(
     for :func:`degeneracy`) fits the free memory.
     """
     memory_limit = _instance.check_memory_limit(memory_limit)
+    max_time = _instance.check_max_time(max_time)
     return make_plan(
         sg,
         module=module,
