@@ -130,3 +130,13 @@ def test_corners_name_the_argument_at_fault():
         with pytest.raises(ValueError, match="limit"):
             tree.configurations(limit=limit)
     assert tree.configurations(limit=np.int64(6)).shape == (6, 3)
+
+
+def test_a_hyperedge_s_coupling_is_keyed_by_its_vertices_in_any_order():
+    """As a pair's is in either order: the lookup is by the set of vertices; their kinds still count."""
+    p = P.SpinGlass((3, [(0, 1, 2), (0, 1)]), J={(2, 1, 0): 1, (1, 0): -1})
+    assert p.J == [1, -1] and solve(p, Q.SizeMin()) == [-2]
+    with pytest.raises(ValueError, match=r"weights names \(2, 1, True\)"):
+        P.SpinGlass((3, [(0, 1, 2)]), J={(2, 1, True): 1})
+    g = nx.grid_2d_graph(2, 2)  # tuple-named vertices keep their order: (0, 1) is not (1, 0)
+    assert solve(P.IndependentSet(g, weights={(0, 1): 5, (1, 0): 1, (0, 0): 1, (1, 1): 1}), Q.SizeMax()) == [6]

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ReconstructionError
 from ._contract import Algebra, Term, contract, reduce
 
 Label = Hashable
@@ -141,6 +142,8 @@ class Tree:
             for j in np.unique(which):
                 sel = np.flatnonzero(which == j)
                 running = self._running[node_id][int(j)][entry[sel]]  # (picked here, choices)
+                if not (running[:, -1] > ranks[sel]).all():  # an index past its entry's count: never silently
+                    raise ReconstructionError(f"a tree's step {node_id} counts fewer assignments than its parent's")
                 got = np.argmax(running > ranks[sel][:, None], axis=1)
                 before = running[np.arange(len(sel)), np.maximum(got - 1, 0)]
                 choice[sel], rest[sel] = got, ranks[sel] - np.where(got > 0, before, 0)

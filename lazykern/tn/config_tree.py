@@ -28,6 +28,7 @@ import numpy as np
 
 from ._configs import Tree, sorted_rows
 from ._tables import Tables
+from .properties import check_limit
 
 Seed = int | np.random.Generator | random.Random | None
 
@@ -97,9 +98,7 @@ class ConfigTree:
 
     def configurations(self, limit: int = 10**6) -> np.ndarray:
         """Every configuration, one row each, sorted (``ConfigsAll``'s listing); a ValueError past ``limit``."""
-        from .properties import _check_limit
-
-        limit = _check_limit("ConfigTree.configurations", limit)
+        limit = check_limit("ConfigTree.configurations", limit)
         if self.count > limit:
             raise ValueError(f"the tree holds {_many(self.count)} configurations, past limit={limit}")
         if self._tree is None:

@@ -54,7 +54,8 @@ def _check_k(name: str, k: object) -> int:
     return value
 
 
-def _check_limit(name: str, limit: object) -> int:
+def check_limit(name: str, limit: object) -> int:
+    """``limit`` (the most configurations ``name`` lists) as a Python int of at least 1, else a ValueError."""
     value = _integer(limit)
     if value is None or value < 1:
         raise ValueError(
@@ -186,7 +187,7 @@ class ConfigsMax(_Best):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        object.__setattr__(self, "limit", _check_limit(type(self).__name__, self.limit))
+        object.__setattr__(self, "limit", check_limit(type(self).__name__, self.limit))
         object.__setattr__(self, "tree_storage", _check_flag(type(self).__name__, "tree_storage", self.tree_storage))
 
 
@@ -206,7 +207,7 @@ class ConfigsAll(Property):
     tree_storage: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "limit", _check_limit("ConfigsAll", self.limit))
+        object.__setattr__(self, "limit", check_limit("ConfigsAll", self.limit))
         object.__setattr__(self, "tree_storage", _check_flag("ConfigsAll", "tree_storage", self.tree_storage))
 
 

@@ -289,13 +289,14 @@ def _from_dict(given: Mapping[Any, Any], keys: Sequence[Hashable], what: str, un
 def same_name(given: Any, actual: Any) -> bool:
     """Whether a user's name that a dict lookup matched to a variable's (``True == 1 == 1.0`` there, with
     one hash) is that name: of its kind too (bool, integer, float, another number), element by element for
-    a tuple (an edge, in either order). A vertex named ``True`` or ``3.0`` of an ``(n, edges)`` graph is
-    refused, as an edge's endpoint is."""
+    a tuple (an edge or a hyperedge, its vertices in any order: a lookup by the set of them matched it). A
+    vertex named ``True`` or ``3.0`` of an ``(n, edges)`` graph is refused, as an edge's endpoint is."""
     if isinstance(given, tuple) and isinstance(actual, tuple):
         if len(given) != len(actual):
             return False
-        pairs = [zip(given, actual)] + ([zip(given, actual[::-1])] if len(actual) == 2 else [])
-        return any(all(g == a and same_name(g, a) for g, a in z) for z in pairs)
+        if all(g == a and same_name(g, a) for g, a in zip(given, actual)):
+            return True
+        return len(set(actual)) == len(actual) and all(any(g == a and same_name(g, a) for a in actual) for g in given)
     return _kind(given) == _kind(actual)
 
 
