@@ -59,7 +59,8 @@ class Tree:
         self.nodes: list[_Node] = []
         self._orders: dict[int, tuple[Label, ...]] = {}  # node -> the labels of its rows (:meth:`_order`)
         self._counts: list[list[np.ndarray]] = []  # per node, per kept value: its assignments (:meth:`_count_all`)
-        self._running: list[list[np.ndarray]] = []  # per node, per kept value: (entries, choices) running counts
+        # per node, per kept value: the running counts (entries, choices that ever count) and those choices
+        self._running: list[list[tuple[np.ndarray, np.ndarray]]] = []
         live = [(self._add(alg, "leaf", (), (), t), t) for t in leaves]
         uses = Counter(x for t in leaves for x in t.labels)
         for step in path:
@@ -141,12 +142,13 @@ class Tree:
             choice, rest = np.zeros(m, np.intp), np.zeros(m, dtype=rtype)
             for j in np.unique(which):
                 sel = np.flatnonzero(which == j)
-                running = self._running[node_id][int(j)][entry[sel]]  # (picked here, choices)
-                if not (running[:, -1] > ranks[sel]).all():  # an index past its entry's count: never silently
+                table, kept = self._running[node_id][int(j)]
+                running = table[entry[sel]]  # (picked here, choices that count)
+                if not running.shape[1] or not (running[:, -1] > ranks[sel]).all():  # never silently
                     raise ReconstructionError(f"a tree's step {node_id} counts fewer assignments than its parent's")
                 got = np.argmax(running > ranks[sel][:, None], axis=1)
-                before = running[np.arange(len(sel)), np.maximum(got - 1, 0)]
-                choice[sel], rest[sel] = got, ranks[sel] - np.where(got > 0, before, 0)
+                before = running[np.arange(len(sel)), np.maximum(got - 1, 0)].astype(rtype)
+                choice[sel], rest[sel] = kept[got], ranks[sel] - np.where(got > 0, before, 0)
             summed = [sizes[x] for x in node.summed]
             picks, flat = np.divmod(choice, math.prod(summed))
             values = np.unravel_index(flat, summed) if summed else ()
@@ -225,7 +227,7 @@ class Tree:
         if self._counts:
             return self._counts
         counts: list[list[np.ndarray]] = []
-        running: list[list[np.ndarray]] = []
+        running: list[list[tuple[np.ndarray, np.ndarray]]] = []
         for node in self.nodes:
             if node.kind == "leaf":
                 counts.append([np.isfinite(v).astype(np.int64) for v in node.values])
@@ -235,10 +237,16 @@ class Tree:
             kind: Any = np.int64
             if any(k.dtype != np.int64 for kid in kids for k in kid) or _bound(node, kids, sizes) >= 2**60:
                 kind, kids = object, [[k.astype(object) for k in kid] for kid in kids]
-            steps = [np.cumsum(c, axis=1, dtype=kind) for c in _choices(self, node, kids, sizes, kind)]
             shape = [sizes[x] for x in node.labels]
+            steps, own = [], []
+            for choices in _choices(self, node, kids, sizes, kind):
+                kept = np.flatnonzero((choices != 0).any(axis=0))  # a choice no entry counts is left out
+                table = np.cumsum(choices[:, kept], axis=1, dtype=kind)
+                total = table[:, -1] if kept.size else np.zeros(len(table), dtype=kind)
+                own.append(np.asarray(total, dtype=kind).reshape(shape))
+                steps.append((_narrow(table), kept))
             running.append(steps)
-            counts.append([np.asarray(step[:, -1], dtype=kind).reshape(shape) for step in steps])
+            counts.append(own)
         self._counts, self._running = counts, running
         return counts
 
@@ -306,6 +314,14 @@ def _bound(node: _Node, kids: list[list[np.ndarray]], sizes: Mapping[Label, int]
     multiplied, times the summed labels' assignments. Past 2^60 the step counts in Python ints."""
     most = [sum(int(k.max()) if k.size else 0 for k in kid) for kid in kids]
     return math.prod(most) * math.prod(sizes[x] for x in node.summed)
+
+
+def _narrow(table: np.ndarray) -> np.ndarray:
+    """Running counts in the narrowest signed int type that holds them (int16 to int64; Python ints stay)."""
+    if table.dtype != np.int64 or not table.size:
+        return table
+    top = int(table.max())
+    return table.astype(np.int16 if top < 2**15 else np.int32 if top < 2**31 else np.int64)
 
 
 def _dtype(sizes: Mapping[Label, int]) -> np.dtype[Any]:
