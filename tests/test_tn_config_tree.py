@@ -234,3 +234,22 @@ def test_sizes_one_unit_apart_near_2_to_the_51_stay_apart_in_a_tree():
     assert [s for s, _ in got] == [s for s, _ in want]
     for (_, tree), (_, rows) in zip(got, want):
         assert tree.configurations().tolist() == rows.tolist()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_single_config_max_of_k_gives_one_configuration_at_each_of_the_k_best_sizes(seed):
+    """GenericTensorNetworks' SingleConfigMax(k) / SingleConfigMin(k): one configuration of each size,
+    best first, each the problem's own at that size; k=None (the default) keeps (size, configuration)."""
+    g = nx.gnp_random_graph(9, 0.4, seed=seed)
+    for p in (P.IndependentSet(g, weights=list(range(1, 10))), P.MaxCut(g), P.DominatingSet(g)):
+        b = Brute(p)
+        for prop, want in ((Q.SingleConfigMax(3), b.configs_max(3)), (Q.SingleConfigMin(2), b.configs_min(2))):
+            got = solve(p, prop)
+            assert [s for s, _ in got] == [s for s, _ in want]
+            for (size, config), (_, rows) in zip(got, want):
+                assert config.tolist() in rows.tolist() and p.size(config) == size
+        size, config = solve(p, Q.SingleConfigMax())
+        assert size == b.size_max()[0] and p.size(config) == size
+    assert solve(P.IndependentSet(nx.path_graph(2), fixedvertices={0: 1, 1: 1}), Q.SingleConfigMax(2)) == []
+    with pytest.raises(ValueError, match="k is the number"):
+        Q.SingleConfigMin(k=0)

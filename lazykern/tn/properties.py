@@ -11,6 +11,7 @@ A property is a small frozen value; :func:`lazykern.tn.solve` picks the algebra 
 ``GraphPolynomial()``      exact int coefficients, index s holding the count of size s
 ``PartitionFunction(b)``   log Z, Z = sum of exp(b * size) (exp(-b * size) for a problem whose goal is "min")
 ``SingleConfigMax()``      ``(size, configuration)`` of one configuration of the largest size
+``SingleConfigMax(k)``     ``[(size, configuration), ...]``: one at each of the k largest sizes
 ``SingleConfigMin()``      the same for the smallest
 ``ConfigsMax(k)``          ``[(size, configurations (count, n)), ...]`` at the k largest sizes
 ``ConfigsMin(k)``          the same at the k smallest
@@ -164,14 +165,21 @@ class PartitionFunction(Property):
 
 @dataclass(frozen=True)
 class SingleConfigMax(Property):
-    """(largest size, one configuration reaching it); a ValueError when none is feasible."""
+    """(largest size, one configuration reaching it); a ValueError when none is feasible. With ``k``
+    (GenericTensorNetworks' ``SingleConfigMax(k)``): ``[(size, configuration), ...]``, one configuration at
+    each of the k largest sizes, best first (fewer when fewer occur; [] when none is feasible)."""
 
+    k: int | None = None
     largest = True
+
+    def __post_init__(self) -> None:
+        if self.k is not None:
+            object.__setattr__(self, "k", _check_k(type(self).__name__, self.k))
 
 
 @dataclass(frozen=True)
-class SingleConfigMin(Property):
-    """(smallest size, one configuration reaching it)."""
+class SingleConfigMin(SingleConfigMax):
+    """(smallest size, one configuration reaching it); with ``k``, one at each of the k smallest sizes."""
 
     largest = False
 

@@ -152,7 +152,7 @@ def _entry(problem: Any, prop: Q.Property, fixed: dict[int, int], ctx: Context) 
 def _solve(problem: Any, prop: Q.Property, fixed: dict[int, int], ctx: Context) -> Any:
     # k-best properties take float weights past their exact range on a grid, not as float sums: a list of k
     # sizes kept two partial sums a later float addition made one, and skipped a real size (:func:`._tables.build`)
-    tab = _tables.build(problem, fixed, _exact_below(prop), grid=getattr(prop, "k", 1) > 1)
+    tab = _tables.build(problem, fixed, _exact_below(prop), grid=(getattr(prop, "k", None) or 1) > 1)
     building = ahead.start(tab, prop, ctx)
     try:
         return _answer(problem, tab, prop, ctx)
@@ -174,8 +174,11 @@ def _answer(problem: Any, tab: _tables.Tables, prop: Q.Property, ctx: Context) -
         return graph_polynomial(tab, prop.laurent, ctx)
     if isinstance(prop, Q.PartitionFunction):
         return partition_function(tab, prop.beta, problem.goal, ctx)
-    if isinstance(prop, (Q.SingleConfigMax, Q.SingleConfigMin)):
-        return single_config(problem, tab, prop.largest, ctx)
+    if isinstance(prop, Q.SingleConfigMax):
+        if prop.k is None:
+            return single_config(problem, tab, prop.largest, ctx)
+        each = (Q.ConfigsMax if prop.largest else Q.ConfigsMin)(prop.k, tree_storage=True)
+        return [(size, tree[0]) for size, tree in configs(problem, tab, each, ctx)]  # each size's tree's first
     if isinstance(prop, (Q.ConfigsMax, Q.ConfigsAll)):
         return configs(problem, tab, prop, ctx)
     raise TypeError(f"solve does not know the property {type(prop).__name__}")
@@ -189,6 +192,7 @@ def _exact_below(prop: Q.Property) -> int | None:
     if isinstance(prop, (Q.CountingAll, Q.ConfigsAll)):
         return None
     one_best = isinstance(prop, (Q.SizeMax, Q.SizeMin)) and prop.k == 1
-    if one_best or isinstance(prop, (Q.SingleConfigMax, Q.SingleConfigMin, Q.GraphPolynomial)):
+    one_config = isinstance(prop, Q.SingleConfigMax) and prop.k is None
+    if one_best or one_config or isinstance(prop, Q.GraphPolynomial):
         return INT64_EXACT
     return FLOAT64_EXACT
