@@ -239,9 +239,9 @@ class Tree:
                 kind, kids = object, [[k.astype(object) for k in kid] for kid in kids]
             shape = [sizes[x] for x in node.labels]
             steps, own = [], []
-            for choices in _choices(self, node, kids, sizes, kind):
-                kept = np.flatnonzero((choices != 0).any(axis=0))  # a choice no entry counts is left out
-                table = np.cumsum(choices[:, kept], axis=1, dtype=kind)
+            for choices, named in _choices(self, node, kids, sizes, kind):
+                counted = np.flatnonzero((choices != 0).any(axis=0))  # a choice no entry counts is left out
+                table, kept = np.cumsum(choices[:, counted], axis=1, dtype=kind), named[counted]
                 total = table[:, -1] if kept.size else np.zeros(len(table), dtype=kind)
                 own.append(np.asarray(total, dtype=kind).reshape(shape))
                 steps.append((_narrow(table), kept))
@@ -271,11 +271,12 @@ def sorted_rows(columns: np.ndarray, flavors: int) -> np.ndarray:
 
 def _choices(
     tree: Tree, node: _Node, kids: list[list[np.ndarray]], sizes: Mapping[Label, int], dtype: Any
-) -> list[np.ndarray]:
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """One step's choices, per kept value j of the node: an array (entries of the node, choices), each
     entry's choices in the listing's order (one kept value per child, then an assignment of the summed
     labels, C order), each the product of the children's counts ``kids`` where their values (added in the
-    children's order, as :func:`_ties` adds them) are the node's value j at that entry, else 0."""
+    children's order, as :func:`_ties` adds them) are the node's value j at that entry, else 0; and each
+    column's choice (columns of a choice of kept values that nowhere adds up to j are left out)."""
     joint = node.labels + node.summed
     full = [sizes[x] for x in joint]
 
@@ -296,16 +297,22 @@ def _choices(
             product = counts[c][i] if product is None else product * counts[c][i]
         sums.append((total, np.isfinite(total), product))
     zero = np.zeros((), dtype=dtype)
+    entries, each = math.prod(full[: len(node.labels)]), math.prod(full[len(node.labels) :])
     out = []
     for target in node.values:
         wanted = spread(target, node.labels)
-        terms = []
-        for total, finite, product in sums:
+        terms, named = [], []
+        for c, (total, finite, product) in enumerate(sums):
             with np.errstate(invalid="ignore"):
                 hit = (total == wanted) & finite
-            terms.append(np.broadcast_to(np.where(hit, product, zero), full))
+            if hit.any():  # a choice of kept values that never adds up to this one is not built
+                terms.append(np.broadcast_to(np.where(hit, product, zero), full))
+                named.append(np.arange(c * each, (c + 1) * each))
+        if not terms:
+            out.append((np.zeros((entries, 0), dtype=dtype), np.zeros(0, dtype=np.intp)))
+            continue
         stacked = np.stack(terms, axis=len(node.labels))  # (*node's labels, choices, *summed labels)
-        out.append(stacked.reshape(math.prod(full[: len(node.labels)]), -1))
+        out.append((stacked.reshape(entries, -1), np.concatenate(named)))
     return out
 
 
