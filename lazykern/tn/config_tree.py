@@ -88,7 +88,9 @@ class ConfigTree:
     def sample(self, n: int, seed: Seed = None) -> np.ndarray:
         """``n`` configurations drawn uniformly, independently (with replacement): an int64 array (n, variables).
         ``seed``: None (fresh entropy), an int, a ``random.Random`` or a ``numpy.random.Generator``; each draw
-        is an exact integer below the count, whatever its size."""
+        is an exact integer below the count, whatever its size. A seed repeats its samples on one tree, and in
+        another process wherever the contraction order is the same (a searched order is kept in the store:
+        a large network searched afresh may order its tree, and so its samples, differently)."""
         if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"sample(n={n!r}): n is the number of configurations to draw, an int of at least 0")
         if n and not self.count:
