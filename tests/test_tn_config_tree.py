@@ -253,3 +253,18 @@ def test_single_config_max_of_k_gives_one_configuration_at_each_of_the_k_best_si
     assert solve(P.IndependentSet(nx.path_graph(2), fixedvertices={0: 1, 1: 1}), Q.SingleConfigMax(2)) == []
     with pytest.raises(ValueError, match="k is the number"):
         Q.SingleConfigMin(k=0)
+
+
+def test_trees_deeper_than_python_s_recursion_limit_are_built_and_read():
+    """A tree of hundreds of levels (600 idle variables, a 1000-vertex path): its labels' order was found
+    by recursion, one frame a level, and raised RecursionError."""
+    tree = solve(P.MaxCut(nx.empty_graph(600)), Q.ConfigsAll(tree_storage=True))
+    assert tree.count == 2**600 and bool(tree) and tree.sample(3, seed=1).shape == (3, 600)
+    [(size, best)] = solve(P.IndependentSet(nx.path_graph(1000)), Q.ConfigsMin(1, tree_storage=True))
+    assert size == 0 and best.count == 1 and not best[0].any()
+    assert [(s, c.shape) for s, c in solve(P.IndependentSet(nx.path_graph(1500)), Q.ConfigsMin(2))] == [
+        (0, (1, 1500)),
+        (1, (1500, 1500)),
+    ]
+    empty = solve(P.IndependentSet(nx.path_graph(2), fixedvertices={0: 1, 1: 1}), Q.ConfigsAll(tree_storage=True))
+    assert not empty

@@ -180,8 +180,11 @@ class Tree:
         node: a listing asks for a node's once per position it is reached at)."""
         found = self._orders.get(node_id)
         if found is None:
-            node = self.nodes[node_id]
-            found = self._orders[node_id] = node.summed + tuple(x for c in node.children for x in self._order(c))
+            for i in range(node_id + 1):  # a node comes after its children: no recursion, however deep the tree
+                if i not in self._orders:
+                    node = self.nodes[i]
+                    self._orders[i] = node.summed + tuple(x for c in node.children for x in self._orders[c])
+            found = self._orders[node_id]
         return found
 
     def _below(

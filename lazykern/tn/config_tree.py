@@ -4,8 +4,10 @@
 A :class:`ConfigTree` knows its exact count, gives the i-th configuration of its own order and samples
 uniformly (with replacement) without listing the others, so a count far past what memory holds can
 still be sampled: each sample is one exact integer
-drawn below the count and read down the tree. Its memory grows with the network (every step's values),
-not with the count.
+drawn below the count and read down the tree. Its memory grows with the network, not with the count:
+every step's values and exact counts, and each pair step's running counts over its output entries times
+the assignments of the labels it sums (the step's multiply-add space, for each choice of kept values that
+counts there): a network whose largest steps pass memory as such tables is one to count, not to keep.
 
 >>> import networkx as nx
 >>> from lazykern.tn import problems as P, properties as Q, solve
@@ -54,6 +56,9 @@ class ConfigTree:
         self.count: int = 0 if tree is None else tree.count(target, self._sizes)
         if self.count:
             self._at([0])
+
+    def __bool__(self) -> bool:
+        return self.count > 0
 
     def __len__(self) -> int:
         if self.count > sys.maxsize:
